@@ -1,0 +1,77 @@
+"""The ``proctor`` command: a click group whose sub-commands load lazily.
+
+Each command group lives in its own module and is imported only when it is invoked, so
+``proctor --help`` stays instant. The CLI catches :class:`proctor.errors.ProctorError` alone,
+prints it (sanitized) and exits with its code; anything else is a bug and shows a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+# name -> (module, attribute, short help). The short help is kept here so that listing the
+# commands does not import every command module.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("proctor.cli.run", "run", "Run a skill method under governance."),
+    "history": ("proctor.cli.history", "history", "Show recent runs or one run's record."),
+    "tool": ("proctor.cli.tool", "tool", "List and inspect native tools."),
+    "check": ("proctor.cli.check", "check", "Self-verify this workspace and the install."),
+    "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        command = getattr(module, entry[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="proctor", prog_name="proctor")
+def cli() -> None:
+    """proctor: a governed execution runtime for AI agent skills."""
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point of the console script; maps ProctorError to its exit code."""
+    from proctor.errors import ProctorError
+
+    try:
+        return cli.main(args=argv, prog_name="proctor", standalone_mode=False)
+    except ProctorError as exc:
+        from proctor.cli.render import print_error
+
+        print_error(exc)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

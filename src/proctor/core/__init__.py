@@ -1,0 +1,1 @@
+"""proctor.core layer."""

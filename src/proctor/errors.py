@@ -1,0 +1,168 @@
+"""The one error tree of proctor.
+
+Every error proctor raises on purpose is a :class:`ProctorError` with a stable ``code`` (a
+snake_case identifier programs may key on) and a message a person can act on. The CLI catches
+``ProctorError`` alone, prints it and exits with its ``exit_code``; anything else is a bug.
+
+Errors from libraries (sqlite3, httpx, yaml, ...) are translated at the boundary with
+``raise ... from exc`` so callers only ever see this tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "CredentialError",
+    "EgressRefused",
+    "ParseError",
+    "PolicyLoadError",
+    "ProctorError",
+    "ReceiptInvalid",
+    "RefusedCall",
+    "ResumeRefused",
+    "StoreError",
+    "ToolFailed",
+    "UsageError",
+]
+
+
+class ProctorError(Exception):
+    """Base of every deliberate proctor error.
+
+    Attributes:
+        code: stable snake_case identifier of what went wrong.
+        message: a sentence a person can act on; never contains a secret or a host path.
+        details: JSON-serialisable structured detail (may be empty).
+        exit_code: the CLI exit status this error maps to.
+    """
+
+    code: str = "error"
+    exit_code: int = 1
+
+    def __init__(
+        self, message: str, *, code: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details: dict[str, Any] = dict(details or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as a JSON-ready mapping: ``code``, ``message`` and any ``details``."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(ProctorError):
+    """A command line or API call was malformed (exit code 2)."""
+
+    code = "usage_error"
+    exit_code = 2
+
+
+class ConfigError(ProctorError):
+    """The workspace, home or environment configuration is invalid or refuses to start."""
+
+    code = "config_error"
+    exit_code = 3
+
+
+class ParseError(ProctorError):
+    """A document (YAML, SKILL.md, run.yaml, policy, directive, JSON input) could not be read.
+
+    The message starts with ``file:line:column`` when a position is known.
+    """
+
+    code = "parse_error"
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.column = column
+        where = ""
+        if file is not None:
+            where = file
+            if line is not None:
+                where += f":{line}"
+                if column is not None:
+                    where += f":{column}"
+            where += ": "
+        extra = dict(details or {})
+        if file is not None:
+            extra.setdefault("file", file)
+        if line is not None:
+            extra.setdefault("line", line)
+        if column is not None:
+            extra.setdefault("column", column)
+        super().__init__(where + message, code=code, details=extra)
+
+
+class PolicyLoadError(ProctorError):
+    """A policy file or rule is invalid; the message names the file and the rule."""
+
+    code = "policy_load_error"
+    exit_code = 3
+
+
+class RefusedCall(ProctorError):
+    """A tool call was refused by admission (scope, schema, containment, policy, floor, budget).
+
+    A refusal is a failed call with a stable ``code``; it never ends the process.
+    """
+
+    code = "refused"
+
+
+class ToolFailed(ProctorError):
+    """A tool ran and failed (e.g. a file it needed did not exist)."""
+
+    code = "tool_failed"
+
+
+class EgressRefused(RefusedCall):
+    """The network egress guard refused a destination."""
+
+    code = "egress_refused"
+
+
+class CredentialError(ProctorError):
+    """A credential could not be stored, resolved or delivered."""
+
+    code = "credential_error"
+
+
+class ReceiptInvalid(ProctorError):
+    """A receipt or receipt tree failed verification, or the receipt store is not ours."""
+
+    code = "receipt_invalid"
+
+
+class ResumeRefused(ProctorError):
+    """A resume document was refused as a whole; nothing was changed."""
+
+    code = "resume_refused"
+    exit_code = 2
+
+
+class StoreError(ProctorError):
+    """The run store failed or holds something inconsistent."""
+
+    code = "store_error"

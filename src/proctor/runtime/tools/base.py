@@ -1,0 +1,78 @@
+"""What a tool is: a name, a JSON Schema for its arguments, an effect class and a handler.
+
+Tools never check their own authority: admission (``proctor.runtime.admission``) runs scope,
+schema, containment and policy before a handler is called. A handler receives arguments that
+already validated against its schema and paths that already passed containment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from proctor.runtime.store.base import RunStore
+    from proctor.runtime.workspace import Workspace
+
+Effect = Literal["none", "read", "write", "network", "process"]
+"""The effect class of a tool: what it can do to the world."""
+
+Access = Literal["read", "list", "write"]
+"""How a tool touches a path: read its content, list a directory, or change it."""
+
+CHANGING_EFFECTS: frozenset[str] = frozenset({"write", "network", "process"})
+
+
+@dataclass
+class ToolContext:
+    """What a handler may use: the workspace, the run store and the identity of the call."""
+
+    workspace: Workspace
+    store: RunStore
+    run_id: str
+    call_id: str
+    step_id: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+Handler = Callable[[ToolContext, dict[str, Any]], dict[str, Any]]
+PathsOf = Callable[[Mapping[str, Any]], list[tuple[str, Access]]]
+
+
+def no_paths(_args: Mapping[str, Any]) -> list[tuple[str, Access]]:
+    """The path extractor of a tool that touches no file."""
+    return []
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A native tool.
+
+    Attributes:
+        name: dotted name, e.g. ``fs.read``.
+        description: one sentence for people and models.
+        schema: JSON Schema of the arguments (``type: object``, ``additionalProperties: false``).
+        effect: effect class.
+        handler: the implementation; returns a JSON-ready mapping.
+        paths: returns every workspace path in the arguments with its access, for containment.
+        output_schema: JSON Schema of the result, for docs and ``tool inspect``.
+    """
+
+    name: str
+    description: str
+    schema: dict[str, Any]
+    effect: Effect
+    handler: Handler
+    paths: PathsOf = no_paths
+    output_schema: dict[str, Any] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The tool's public description, as ``proctor tool inspect --json`` prints it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "effect": self.effect,
+            "input_schema": self.schema,
+            "output_schema": self.output_schema,
+        }
