@@ -1,0 +1,3 @@
+"""The installed proctor version, a pure constant other modules import."""
+
+__version__ = "0.1.0"
