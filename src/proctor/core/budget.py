@@ -1,0 +1,74 @@
+"""Receipt budgets and the bounds every verifier holds a receipt tree to (pure).
+
+A tree holds at most :data:`MAX_TREE_RECEIPTS` receipts (its root included) and reaches at most
+:data:`MAX_TREE_DEPTH` levels below its root (the root is level 0, its children level 1, ...).
+The count follows the ceiling of 10,000 calls one step may make: three receipts for each such
+call (the call's, its child run's and that run's step) plus the root run and its step.
+
+A run holds its own tree to the same bound as a budget: each step and call reserves its receipt
+as it is admitted, so one that would take the tree past the bound is refused before it runs and
+a run that did its work always seals.
+"""
+
+from __future__ import annotations
+
+from proctor.errors import RefusedCall
+
+__all__ = ["MAX_TREE_DEPTH", "MAX_TREE_RECEIPTS", "ReceiptBudget"]
+
+MAX_TREE_RECEIPTS = 30_002
+MAX_TREE_DEPTH = 64
+
+
+class ReceiptBudget:
+    """Counts the receipts a run has admitted against a limit.
+
+    Raises:
+        ValueError: on construction, a limit below 1 or above :data:`MAX_TREE_RECEIPTS`
+            (configuration errors are caught where the limit is read, see
+            ``proctor.runtime.limits``).
+    """
+
+    __slots__ = ("_limit", "_used")
+
+    def __init__(self, limit: int = MAX_TREE_RECEIPTS, used: int = 0) -> None:
+        if not 1 <= limit <= MAX_TREE_RECEIPTS:
+            raise ValueError(f"a receipt budget is between 1 and {MAX_TREE_RECEIPTS}")
+        if not 0 <= used <= limit:
+            raise ValueError("a receipt budget cannot start past its limit")
+        self._limit = limit
+        self._used = used
+
+    @property
+    def limit(self) -> int:
+        """The most receipts the run may hold, its root included."""
+        return self._limit
+
+    @property
+    def used(self) -> int:
+        """Receipts reserved so far."""
+        return self._used
+
+    @property
+    def remaining(self) -> int:
+        """Receipts still available."""
+        return self._limit - self._used
+
+    def reserve(self, n: int = 1) -> None:
+        """Reserve ``n`` receipts before the step or call that will write them runs.
+
+        Raises:
+            RefusedCall: (code ``receipt_budget_exceeded``) the reservation would pass the limit;
+                nothing is reserved.
+            ValueError: ``n`` is negative.
+        """
+        if n < 0:
+            raise ValueError("cannot reserve a negative number of receipts")
+        if self._used + n > self._limit:
+            raise RefusedCall(
+                f"this would take the run to {self._used + n} receipts, past its limit of "
+                f"{self._limit} (PROCTOR_MAX_RECEIPTS)",
+                code="receipt_budget_exceeded",
+                details={"limit": self._limit, "used": self._used, "requested": n},
+            )
+        self._used += n

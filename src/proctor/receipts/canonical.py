@@ -1,0 +1,100 @@
+"""Canonical JSON (RFC 8785, JCS) and the ``sha256:<hex>`` digests proctor takes over it.
+
+:func:`canonical` is the one serialization every digest and every signature in proctor is
+computed over. It is on the hot path of every governed call, so it has two routes:
+
+* a fast route through the standard library's C JSON encoder, taken only when the value is
+  built from exact ``dict`` (ASCII keys), ``list``, ``str``, ``bool``, ``None`` and ``int``
+  within the IEEE-754 safe range. For exactly those values ``json.dumps(sort_keys=True,
+  separators=(",", ":"), ensure_ascii=False)`` produces the RFC 8785 bytes: ASCII keys sort
+  the same by code point as by UTF-16 unit, string escaping is identical (short escapes for
+  ``\\b \\f \\n \\r \\t``, lowercase ``\\u00xx`` for other controls, nothing else escaped)
+  and integers print the same. A property test holds the two routes byte-identical.
+* the ``rfc8785`` package for everything else (floats, non-ASCII keys, subclasses, tuples)
+  and for every value the fast route cannot encode, so errors are always rfc8785's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import rfc8785
+
+from proctor.errors import UsageError
+
+__all__ = ["DIGEST_PREFIX", "canonical", "digest", "digest_bytes", "is_digest"]
+
+DIGEST_PREFIX = "sha256:"
+
+_INT_MAX = 2**53 - 1
+_INT_MIN = -(2**53) + 1
+
+_encode = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":")
+).encode
+
+
+def _fast_ok(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` is made only of types whose stdlib encoding is exactly JCS."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(_INT_MIN <= value <= _INT_MAX)
+    if depth > 200:  # leave deep nesting to rfc8785, which bounds it by recursion
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                return False
+            if not _fast_ok(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return all(_fast_ok(item, depth + 1) for item in value)
+    return False
+
+
+def canonical(value: Any) -> bytes:
+    """The RFC 8785 canonical UTF-8 bytes of a JSON value.
+
+    Raises:
+        UsageError: (code ``not_canonicalizable``) the value is not representable in JCS:
+            NaN or infinite floats, integers outside ±(2**53-1), non-string keys, lone
+            surrogates, or types that are not JSON.
+    """
+    if _fast_ok(value):
+        try:
+            return _encode(value).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: let rfc8785 raise its own error below
+    try:
+        return bytes(rfc8785.dumps(value))
+    except (rfc8785.CanonicalizationError, TypeError, RecursionError) as exc:
+        raise UsageError(
+            f"value cannot be written as canonical JSON: {exc}", code="not_canonicalizable"
+        ) from exc
+
+
+def digest_bytes(data: bytes) -> str:
+    """``sha256:<64 lowercase hex>`` of raw bytes."""
+    return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def digest(value: Any) -> str:
+    """``sha256:<hex>`` of the canonical bytes of a JSON value.
+
+    Raises:
+        UsageError: the value is not representable in canonical JSON (see :func:`canonical`).
+    """
+    return DIGEST_PREFIX + hashlib.sha256(canonical(value)).hexdigest()
+
+
+def is_digest(text: object) -> bool:
+    """True when ``text`` is exactly ``sha256:`` followed by 64 lowercase hex digits."""
+    if type(text) is not str or len(text) != 71 or not text.startswith(DIGEST_PREFIX):
+        return False
+    hexpart = text[7:]
+    return all(c in "0123456789abcdef" for c in hexpart)

@@ -1,0 +1,330 @@
+"""The ``proctor.receipt.v1`` document: its body, its signed envelope, and their strict parser.
+
+A receipt records one run, one step or one call. Its **body** is a JSON object with exactly
+these keys (every key always present, ``null`` where it does not apply)::
+
+    schema          "proctor.receipt.v1"
+    kind            "run" | "step" | "call"
+    subject         {skill, package_digest, method, step_id, tool}
+    inputs_digest   sha256:<hex> of the canonical inputs, or null
+    outputs_digest  sha256:<hex> of the canonical outputs, or null
+    outcome         one of OUTCOMES
+    seal_reason     one of SEAL_REASONS, or null; always null when outcome is "completed"
+    authority_digest, policy_digest   sha256:<hex> or null
+    verdicts        [{rule_id, code, enforcement}]  guard verdicts that refused (block) or
+                    warned (warn), in evaluation order; advisory verdicts are not recorded
+    started_at, ended_at   UTC, "YYYY-MM-DDTHH:MM:SS.ffffffZ", started_at <= ended_at
+    children        [{receipt_id, body_digest}]  in execution order
+    key_id          the signer's key id (see proctor.receipts.signing)
+
+The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
+body. The **body digest** a parent commits is the same value: the digest of the canonical body,
+which is exactly what the signature covers. A parent commits both (``receipt_id`` and
+``body_digest``) so that each commitment says which body it means and the verifier checks that
+the two agree with the body it reads. A child never names its parent.
+
+The **envelope** (the file ``<hex>.json``) is the canonical JSON of
+``{"body": ..., "key_id": ..., "signature": ...}`` followed by one LF. ``signature`` is the
+standard base64 of the Ed25519 signature over the canonical body bytes, or ``null`` for an
+*amortized* call receipt: such a call is authenticated by the signed receipt that commits its
+body digest (a step, or a signed ancestor further up), so changing a single byte of it changes
+its digest and breaks that commitment. Only ``call`` receipts may be unsigned.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.canonical import canonical, is_digest
+
+__all__ = [
+    "ENFORCEMENTS",
+    "KINDS",
+    "OUTCOMES",
+    "RECEIPT_SCHEMA",
+    "SEAL_REASONS",
+    "ChildRef",
+    "Envelope",
+    "Subject",
+    "Verdict",
+    "encode_envelope",
+    "format_time",
+    "parse_envelope",
+]
+
+RECEIPT_SCHEMA = "proctor.receipt.v1"
+
+Kind = Literal["run", "step", "call"]
+KINDS: tuple[str, ...] = ("run", "step", "call")
+
+OUTCOMES: tuple[str, ...] = ("completed", "failed", "blocked", "declined", "superseded", "killed")
+
+#: Why a receipt sealed as it did, when the outcome alone does not say. Closed vocabulary.
+SEAL_REASONS: dict[str, str] = {
+    "inputs_invalid": "the inputs failed the method's or the tool's schema",
+    "admission_refused": "admission refused: scope, schema, containment or the approval floor",
+    "policy_refused": "a policy rule with enforcement block refused",
+    "budget_exceeded": "a call, spend, concurrency or receipt budget would have been passed",
+    "credential_unavailable": "a required credential could not be resolved or delivered",
+    "tool_failed": "the tool ran and failed",
+    "timeout": "the work ran past its time limit",
+    "child_failed": "a step, call or child run below this one did not complete",
+    "approval_declined": "a person declined an approval this work waited on",
+    "host_closed": "the host closed the paused run (declined or superseded)",
+    "operator_killed": "an operator or the supervisor stopped the work",
+    "internal_error": "proctor itself failed; the run store holds the detail",
+}
+
+ENFORCEMENTS: tuple[str, ...] = ("warn", "block")
+
+_TIME = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
+_BODY_KEYS = frozenset(
+    {
+        "schema",
+        "kind",
+        "subject",
+        "inputs_digest",
+        "outputs_digest",
+        "outcome",
+        "seal_reason",
+        "authority_digest",
+        "policy_digest",
+        "verdicts",
+        "started_at",
+        "ended_at",
+        "children",
+        "key_id",
+    }
+)
+_SUBJECT_KEYS = frozenset({"skill", "package_digest", "method", "step_id", "tool"})
+_ENVELOPE_KEYS = frozenset({"body", "key_id", "signature"})
+
+
+def format_time(moment: datetime) -> str:
+    """A timezone-aware datetime as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC.
+
+    Raises:
+        UsageError: (code ``naive_datetime``) the datetime has no timezone.
+    """
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise UsageError("receipt times must be timezone-aware", code="naive_datetime")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What a receipt is about. ``skill`` is always named; the rest depend on the kind."""
+
+    skill: str
+    package_digest: str | None = None
+    method: str | None = None
+    step_id: str | None = None
+    tool: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The subject as its JSON object."""
+        return {
+            "skill": self.skill,
+            "package_digest": self.package_digest,
+            "method": self.method,
+            "step_id": self.step_id,
+            "tool": self.tool,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A guard verdict that refused (``block``) or warned (``warn``)."""
+
+    rule_id: str
+    code: str
+    enforcement: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as its JSON object."""
+        return {"rule_id": self.rule_id, "code": self.code, "enforcement": self.enforcement}
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRef:
+    """A parent's commitment to one child: its id and its signed-body digest (equal values)."""
+
+    receipt_id: str
+    body_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A parsed receipt file. ``body_bytes`` are the canonical body bytes (what is signed)."""
+
+    body: dict[str, Any]
+    body_bytes: bytes
+    key_id: str
+    signature: bytes | None
+    children: tuple[ChildRef, ...]
+
+    @property
+    def kind(self) -> str:
+        """``run``, ``step`` or ``call``."""
+        return str(self.body["kind"])
+
+
+def encode_envelope(body_bytes: bytes, key_id: str, signature_b64: str | None) -> bytes:
+    """The file bytes of a receipt: canonical ``{body, key_id, signature}`` plus LF.
+
+    Built by concatenation: the body is already canonical and the other two values are ASCII
+    strings without escapes, so this equals ``canonical(envelope) + b"\\n"`` (tested).
+    """
+    sig = b"null" if signature_b64 is None else b'"' + signature_b64.encode("ascii") + b'"'
+    return (
+        b'{"body":'
+        + body_bytes
+        + b',"key_id":"'
+        + key_id.encode("ascii")
+        + b'","signature":'
+        + sig
+        + b"}\n"
+    )
+
+
+def _bad(message: str) -> ReceiptInvalid:
+    return ReceiptInvalid(message, code="malformed")
+
+
+def _opt_str(value: object, name: str) -> None:
+    if value is not None and (type(value) is not str or not value):
+        raise _bad(f"{name} must be a non-empty string or null")
+
+
+def _opt_digest(value: object, name: str) -> None:
+    if value is not None and not is_digest(value):
+        raise _bad(f"{name} must be a sha256:<hex> digest or null")
+
+
+def check_body(body: object) -> tuple[ChildRef, ...]:
+    """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
+
+    Raises:
+        ReceiptInvalid: (code ``malformed``) naming the first field that breaks a rule.
+    """
+    if type(body) is not dict:
+        raise _bad("the receipt body is not an object")
+    keys = body.keys()
+    if keys != _BODY_KEYS:
+        extra = sorted(set(keys) - _BODY_KEYS)
+        missing = sorted(_BODY_KEYS - set(keys))
+        raise _bad(f"the receipt body has unknown keys {extra} or lacks {missing}")
+    if body["schema"] != RECEIPT_SCHEMA:
+        raise _bad(f"schema is not {RECEIPT_SCHEMA}")
+    kind = body["kind"]
+    if type(kind) is not str or kind not in KINDS:
+        raise _bad(f"kind must be one of {list(KINDS)}")
+    subject = body["subject"]
+    if type(subject) is not dict or subject.keys() != _SUBJECT_KEYS:
+        raise _bad(f"subject must have exactly the keys {sorted(_SUBJECT_KEYS)}")
+    if type(subject["skill"]) is not str or not subject["skill"]:
+        raise _bad("subject.skill must be a non-empty string")
+    _opt_digest(subject["package_digest"], "subject.package_digest")
+    for name in ("method", "step_id", "tool"):
+        _opt_str(subject[name], f"subject.{name}")
+    if kind in ("run", "step") and subject["method"] is None:
+        raise _bad(f"a {kind} receipt names its method")
+    if kind == "step" and subject["step_id"] is None:
+        raise _bad("a step receipt names its step_id")
+    if kind == "call" and subject["tool"] is None:
+        raise _bad("a call receipt names its tool")
+    for name in ("inputs_digest", "outputs_digest", "authority_digest", "policy_digest"):
+        _opt_digest(body[name], name)
+    outcome = body["outcome"]
+    if type(outcome) is not str or outcome not in OUTCOMES:
+        raise _bad(f"outcome must be one of {list(OUTCOMES)}")
+    reason = body["seal_reason"]
+    if reason is not None and (type(reason) is not str or reason not in SEAL_REASONS):
+        raise _bad(f"seal_reason must be null or one of {sorted(SEAL_REASONS)}")
+    if outcome == "completed" and reason is not None:
+        raise _bad("a completed receipt has no seal_reason")
+    verdicts = body["verdicts"]
+    if type(verdicts) is not list:
+        raise _bad("verdicts must be a list")
+    for verdict in verdicts:
+        if type(verdict) is not dict or verdict.keys() != {"rule_id", "code", "enforcement"}:
+            raise _bad("each verdict has exactly rule_id, code and enforcement")
+        if type(verdict["rule_id"]) is not str or type(verdict["code"]) is not str:
+            raise _bad("a verdict's rule_id and code are strings")
+        if verdict["enforcement"] not in ENFORCEMENTS:
+            raise _bad(f"a verdict's enforcement is one of {list(ENFORCEMENTS)}")
+    started, ended = body["started_at"], body["ended_at"]
+    if type(started) is not str or not _TIME.match(started):
+        raise _bad("started_at must be YYYY-MM-DDTHH:MM:SS.ffffffZ")
+    if type(ended) is not str or not _TIME.match(ended):
+        raise _bad("ended_at must be YYYY-MM-DDTHH:MM:SS.ffffffZ")
+    if ended < started:
+        raise _bad("ended_at is before started_at")
+    if not is_digest(body["key_id"]):
+        raise _bad("key_id must be a sha256:<hex> key id")
+    children = body["children"]
+    if type(children) is not list:
+        raise _bad("children must be a list")
+    refs = []
+    for child in children:
+        if type(child) is not dict or child.keys() != {"receipt_id", "body_digest"}:
+            raise _bad("each child has exactly receipt_id and body_digest")
+        rid, bdg = child["receipt_id"], child["body_digest"]
+        if not is_digest(rid) or not is_digest(bdg):
+            raise _bad("a child's receipt_id and body_digest are sha256:<hex> digests")
+        refs.append(ChildRef(rid, bdg))
+    return tuple(refs)
+
+
+def parse_envelope(data: bytes) -> Envelope:
+    """Parse one receipt file strictly.
+
+    The file must be exactly ``canonical(envelope) + LF``: any other spacing, key order,
+    duplicate key or number form is refused, so one flipped byte anywhere cannot pass.
+
+    Raises:
+        ReceiptInvalid: code ``malformed`` (not JSON, wrong shape, a rule broken) or
+            ``not_canonical`` (valid JSON but not the canonical bytes).
+    """
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _bad("the receipt file is not JSON") from exc
+    if type(doc) is not dict or doc.keys() != _ENVELOPE_KEYS:
+        raise _bad("a receipt file holds exactly body, key_id and signature")
+    children = check_body(doc["body"])
+    key_id, sig = doc["key_id"], doc["signature"]
+    if key_id != doc["body"]["key_id"]:
+        raise ReceiptInvalid(
+            "the envelope's key_id differs from the body's", code="key_id_mismatch"
+        )
+    if sig is not None and (type(sig) is not str or not sig.isascii()):
+        raise _bad("signature must be a base64 string or null")
+    try:
+        body_bytes = canonical(doc["body"])
+    except UsageError as exc:
+        raise _bad("the receipt body is not canonical JSON") from exc
+    if encode_envelope(body_bytes, key_id, sig) != data:
+        raise ReceiptInvalid(
+            "the receipt file is not in canonical form (bytes were changed or reformatted)",
+            code="not_canonical",
+        )
+    signature: bytes | None = None
+    if sig is not None:
+        import base64
+        import binascii
+
+        try:
+            signature = base64.b64decode(sig, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise _bad("signature is not valid base64") from exc
+    if signature is None and doc["body"]["kind"] != "call":
+        raise ReceiptInvalid(
+            f"a {doc['body']['kind']} receipt must be signed", code="signature_missing"
+        )
+    return Envelope(doc["body"], body_bytes, key_id, signature, children)

@@ -1,0 +1,188 @@
+"""Ed25519 signing and verification, pure (no files, no clock, no randomness).
+
+A key is identified by its **key id**: ``sha256:`` followed by the lowercase hex SHA-256 of the
+32 raw public-key bytes (RFC 8032 encoding, the bytes ``Ed25519PublicKey.public_bytes(Raw,
+Raw)`` returns). Nothing else (no PEM, no DER header) enters the digest, so any tool that holds
+the raw key can recompute the id.
+
+Creating a key (randomness) and reading key files (I/O) live in :mod:`proctor.runtime.keys`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from proctor.errors import ConfigError
+from proctor.receipts.canonical import digest_bytes
+
+__all__ = [
+    "PublicKey",
+    "Signer",
+    "key_id_of",
+    "parse_private_key_pem",
+    "parse_public_key",
+    "signer_from_seed",
+]
+
+
+def key_id_of(raw_public_key: bytes) -> str:
+    """The key id: ``sha256:<hex>`` of the 32 raw public-key bytes."""
+    return digest_bytes(raw_public_key)
+
+
+@dataclass(frozen=True, slots=True)
+class PublicKey:
+    """An Ed25519 public key with its id; verifies signatures."""
+
+    raw: bytes
+    key_id: str
+    _key: Ed25519PublicKey
+
+    @classmethod
+    def from_raw(cls, raw: bytes) -> PublicKey:
+        """A public key from its 32 raw bytes.
+
+        Raises:
+            ConfigError: (code ``public_key_invalid``) not 32 bytes or not a valid point.
+        """
+        if len(raw) != 32:
+            raise ConfigError(
+                f"an Ed25519 public key is 32 bytes, not {len(raw)}", code="public_key_invalid"
+            )
+        try:
+            key = Ed25519PublicKey.from_public_bytes(raw)
+        except ValueError as exc:
+            raise ConfigError("not a valid Ed25519 public key", code="public_key_invalid") from exc
+        return cls(raw=bytes(raw), key_id=key_id_of(raw), _key=key)
+
+    def verify(self, signature: bytes, message: bytes) -> bool:
+        """True when ``signature`` is this key's valid Ed25519 signature of ``message``."""
+        if len(signature) != 64:
+            return False
+        try:
+            self._key.verify(signature, message)
+        except InvalidSignature:
+            return False
+        return True
+
+    def pem(self) -> str:
+        """The key as a PEM ``PUBLIC KEY`` (SubjectPublicKeyInfo), as OpenSSL reads it."""
+        return self._key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode("ascii")
+
+
+class Signer:
+    """An Ed25519 private key that signs; ``key_id`` names its public half."""
+
+    __slots__ = ("_key", "public_key")
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+        raw = key.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        self.public_key = PublicKey.from_raw(raw)
+
+    @property
+    def key_id(self) -> str:
+        """The key id of the public half (see the module docstring)."""
+        return self.public_key.key_id
+
+    def sign(self, message: bytes) -> bytes:
+        """The 64-byte deterministic Ed25519 signature of ``message``."""
+        return self._key.sign(message)
+
+    def private_pem(self) -> bytes:
+        """The private key as unencrypted PKCS#8 PEM (what the key file holds)."""
+        return self._key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+
+def signer_from_seed(seed: bytes) -> Signer:
+    """A signer from a 32-byte RFC 8032 secret seed.
+
+    Raises:
+        ConfigError: (code ``signing_key_invalid``) the seed is not 32 bytes.
+    """
+    if len(seed) != 32:
+        raise ConfigError("an Ed25519 seed is 32 bytes", code="signing_key_invalid")
+    return Signer(Ed25519PrivateKey.from_private_bytes(seed))
+
+
+def parse_private_key_pem(data: bytes) -> Signer:
+    """A signer from an unencrypted PKCS#8 PEM Ed25519 private key.
+
+    Raises:
+        ConfigError: (code ``signing_key_invalid``) not a PEM Ed25519 private key.
+    """
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            "the signing key file is not an unencrypted PEM Ed25519 private key",
+            code="signing_key_invalid",
+        ) from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ConfigError(
+            "the signing key file holds a key that is not Ed25519", code="signing_key_invalid"
+        )
+    return Signer(key)
+
+
+def parse_public_key(data: bytes) -> PublicKey:
+    """A public key from any form proctor prints: PEM ``PUBLIC KEY``, the JSON document of
+    ``proctor key show --json`` (its ``public_key_hex``), or 64 hex digits.
+
+    Raises:
+        ConfigError: (code ``public_key_invalid``) none of those forms, or not Ed25519.
+    """
+    text = data.strip()
+    if text.startswith(b"-----BEGIN"):
+        try:
+            key = serialization.load_pem_public_key(text)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                "the public key PEM could not be read", code="public_key_invalid"
+            ) from exc
+        if not isinstance(key, Ed25519PublicKey):
+            raise ConfigError("the public key is not Ed25519", code="public_key_invalid")
+        return PublicKey.from_raw(
+            key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        )
+    if text.startswith(b"{"):
+        try:
+            doc = json.loads(text)
+            hexed = doc["public_key_hex"]
+            raw = bytes.fromhex(hexed)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                "the public key document has no valid public_key_hex", code="public_key_invalid"
+            ) from exc
+        return PublicKey.from_raw(raw)
+    try:
+        raw = binascii.unhexlify(text)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigError(
+            "the public key is neither PEM, a proctor key document nor 64 hex digits",
+            code="public_key_invalid",
+        ) from exc
+    return PublicKey.from_raw(raw)
+
+
+def b64(data: bytes) -> str:
+    """Standard base64 with padding (RFC 4648 section 4)."""
+    return base64.b64encode(data).decode("ascii")

@@ -1,0 +1,264 @@
+"""Verify a receipt and the whole tree below it (pure: receipts come from a loader callback).
+
+:func:`verify_tree` walks the tree depth-first, reading each receipt only when it reaches it.
+Memory holds the current path (for each receipt on it, the list of children its body commits)
+plus the set of receipt ids already seen, at most 30,002 strings of 71 characters (a few MiB),
+which is what makes "committed exactly once" checkable in one pass.
+
+For every receipt, in this order, the first failure ends the walk with status ``invalid``:
+
+1. its parent's commitment: not on the current path (``cycle``), not seen before
+   (``committed_twice``: two parents, or one parent listing it twice), ``body_digest`` equal
+   to ``receipt_id`` (``commitment_mismatch``), at most 64 levels below the root
+   (``too_deep``), at most 30,002 receipts in the tree (``too_many``);
+2. it can be read (``not_found`` for the root, ``child_missing`` below it);
+3. the file is a well-formed, canonical ``proctor.receipt.v1`` envelope (``malformed``,
+   ``not_canonical``, ``key_id_mismatch``, ``signature_missing``) and commits none of its own
+   ancestors (``cycle``);
+4. the digest of its canonical body is the id it was committed under (``digest_mismatch``:
+   a changed byte, or a different body under that id);
+5. its signature: by a trusted key and valid, or invalid (``signature_invalid``). A receipt
+   signed by a key the verifier does not hold cannot be checked: the tree is then at best
+   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call is accepted below the
+   root, where its parent's signed commitment covers its bytes; as the root it is
+   ``unverified`` (reason ``unsigned``).
+
+A tree with no invalid receipt is ``verified`` when every signature was checked, else
+``unverified``, naming the first receipt that could not be checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
+from proctor.errors import ReceiptInvalid
+from proctor.receipts.canonical import DIGEST_PREFIX
+from proctor.receipts.model import ChildRef, parse_envelope
+from proctor.receipts.signing import PublicKey
+
+__all__ = ["VERIFY_SCHEMA", "Loader", "Status", "VerifyResult", "verify_tree"]
+
+VERIFY_SCHEMA = "proctor.verify.v1"
+
+Loader = Callable[[str], "bytes | None"]
+Status = Literal["verified", "unverified", "invalid"]
+
+_MESSAGES = {
+    "ok": "every receipt in the tree is intact and signed by a trusted key",
+    "unknown_key": "signed by a key this verifier does not hold, so the signature was not checked",
+    "unsigned": "an unsigned call receipt; verify the step or run that commits it",
+    "cycle": "commits one of its own ancestors (a cycle)",
+    "committed_twice": "is committed more than once (two parents, or twice by one parent)",
+    "commitment_mismatch": "is committed with a body_digest that differs from its receipt_id",
+    "too_deep": f"lies more than {MAX_TREE_DEPTH} levels below the root",
+    "too_many": f"takes the tree past {MAX_TREE_RECEIPTS} receipts",
+    "not_found": "was not found",
+    "child_missing": "is committed by its parent but was not found",
+    "digest_mismatch": "has a body whose digest is not the id it is stored and committed under",
+    "signature_invalid": "has a signature that does not verify against its key",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """The outcome of verifying one receipt tree.
+
+    ``reason`` is ``ok`` when verified, else a stable code (see the module docstring);
+    ``failing_receipt_id`` names the first receipt that failed (or could not be checked) and
+    ``parent_id`` the receipt that committed it. Counts cover the receipts read so far.
+    """
+
+    status: Status
+    reason: str
+    message: str
+    receipt_id: str | None
+    failing_receipt_id: str | None = None
+    parent_id: str | None = None
+    receipts: int = 0
+    signed: int = 0
+    amortized: int = 0
+    unknown_key: int = 0
+    depth: int = 0
+    key_ids: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True only when the status is ``verified``."""
+        return self.status == "verified"
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as a ``proctor.verify.v1`` document."""
+        return {
+            "schema": VERIFY_SCHEMA,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "receipt_id": self.receipt_id,
+            "failing_receipt_id": self.failing_receipt_id,
+            "parent_id": self.parent_id,
+            "counts": {
+                "receipts": self.receipts,
+                "signed": self.signed,
+                "amortized": self.amortized,
+                "unknown_key": self.unknown_key,
+                "depth": self.depth,
+            },
+            "key_ids": list(self.key_ids),
+        }
+
+
+class _Walk:
+    __slots__ = ("amortized", "count", "depth", "key_ids", "signed", "unknown", "unverified")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.signed = 0
+        self.amortized = 0
+        self.unknown = 0
+        self.depth = 0
+        self.key_ids: dict[str, None] = {}
+        self.unverified: tuple[str, str, str | None] | None = None
+
+
+def verify_tree(
+    root_id: str | None,
+    load: Loader,
+    keys: Iterable[PublicKey],
+    *,
+    root_bytes: bytes | None = None,
+    max_receipts: int = MAX_TREE_RECEIPTS,
+    max_depth: int = MAX_TREE_DEPTH,
+) -> VerifyResult:
+    """Verify the receipt ``root_id`` and every receipt below it.
+
+    ``load(receipt_id)`` returns a receipt file's bytes or ``None`` when absent. Pass
+    ``root_bytes`` to verify a file in hand: ``root_id`` may then be ``None`` (the root's id
+    is its body digest) or the id its file name claims (checked).
+
+    Returns a :class:`VerifyResult`; tampering is a result, not an exception.
+
+    Raises:
+        whatever ``load`` raises (e.g. ``ReceiptInvalid`` for a store that is not ours).
+    """
+    trusted = {key.key_id: key for key in keys}
+    walk = _Walk()
+    if root_id is None:
+        if root_bytes is None:
+            raise ValueError("verify_tree needs a root id or the root's bytes")
+        try:
+            env = parse_envelope(root_bytes)
+        except ReceiptInvalid as exc:
+            return _invalid(walk, None, exc.code, exc.message, None, None)
+        root_id = DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest()
+
+    seen: set[str] = set()
+    path: set[str] = set()
+    owners: list[str | None] = [None]
+    stack: list[Iterator[ChildRef]] = [iter((ChildRef(root_id, root_id),))]
+    while stack:
+        ref = next(stack[-1], None)
+        if ref is None:
+            stack.pop()
+            owner = owners.pop()
+            if owner is not None:
+                path.discard(owner)
+            continue
+        parent = owners[-1]
+        depth = len(stack) - 1
+        rid = ref.receipt_id
+        failure = None
+        if rid in path:
+            failure = "cycle"
+        elif rid in seen:
+            failure = "committed_twice"
+        elif ref.body_digest != rid:
+            failure = "commitment_mismatch"
+        elif depth > max_depth:
+            failure = "too_deep"
+        elif walk.count + 1 > max_receipts:
+            failure = "too_many"
+        if failure is not None:
+            return _invalid(walk, root_id, failure, None, rid, parent)
+        walk.count += 1
+        walk.depth = max(walk.depth, depth)
+        seen.add(rid)
+        data = root_bytes if depth == 0 and root_bytes is not None else load(rid)
+        if data is None:
+            return _invalid(
+                walk, root_id, "not_found" if depth == 0 else "child_missing", None, rid, parent
+            )
+        try:
+            env = parse_envelope(data)
+        except ReceiptInvalid as exc:
+            return _invalid(walk, root_id, exc.code, exc.message, rid, parent)
+        for child in env.children:
+            if child.receipt_id == rid or child.receipt_id in path:
+                return _invalid(walk, root_id, "cycle", None, rid, parent)
+        if DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest() != rid:
+            return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)
+        walk.key_ids.setdefault(env.key_id, None)
+        if env.signature is None:
+            if depth == 0:
+                walk.unverified = walk.unverified or ("unsigned", rid, parent)
+            else:
+                walk.amortized += 1
+        else:
+            key = trusted.get(env.key_id)
+            if key is None:
+                walk.unknown += 1
+                walk.unverified = walk.unverified or ("unknown_key", rid, parent)
+            elif key.verify(env.signature, env.body_bytes):
+                walk.signed += 1
+            else:
+                return _invalid(walk, root_id, "signature_invalid", None, rid, parent)
+        if env.children:
+            stack.append(iter(env.children))
+            owners.append(rid)
+            path.add(rid)
+
+    if walk.unverified is not None:
+        reason, rid, parent = walk.unverified
+        return _result(walk, "unverified", root_id, reason, _MESSAGES[reason], rid, parent)
+    return _result(walk, "verified", root_id, "ok", _MESSAGES["ok"], None, None)
+
+
+def _invalid(
+    walk: _Walk,
+    root_id: str | None,
+    reason: str,
+    message: str | None,
+    rid: str | None,
+    parent: str | None,
+) -> VerifyResult:
+    text = message if message is not None else _MESSAGES.get(reason, reason)
+    return _result(walk, "invalid", root_id, reason, text, rid, parent)
+
+
+def _result(
+    walk: _Walk,
+    status: Status,
+    root_id: str | None,
+    reason: str,
+    detail: str,
+    rid: str | None,
+    parent: str | None,
+) -> VerifyResult:
+    message = f"receipt {rid}: {detail}" if rid is not None and status != "verified" else detail
+    return VerifyResult(
+        status=status,
+        reason=reason,
+        message=message,
+        receipt_id=root_id,
+        failing_receipt_id=rid,
+        parent_id=parent,
+        receipts=walk.count,
+        signed=walk.signed,
+        amortized=walk.amortized,
+        unknown_key=walk.unknown,
+        depth=walk.depth,
+        key_ids=tuple(walk.key_ids),
+    )

@@ -1,0 +1,230 @@
+"""Build, sign and store receipts as a run seals its calls, steps and itself.
+
+Usage by the run driver (children first; a parent commits the refs its children returned)::
+
+    writer = ReceiptWriter(store, signer)               # clock defaults to UTC now
+    c1 = writer.call(Subject("hello", pkg, "main", "load", "fs.read"),
+                     outcome="completed", started_at=t0, ended_at=t1,
+                     inputs_digest=digest(args), outputs_digest=digest(result))
+    s1 = writer.step(Subject("hello", pkg, "main", "load"), outcome="completed",
+                     started_at=t0, children=[c1])
+    root = writer.run(Subject("hello", pkg, "main"), outcome="completed",
+                      started_at=t0, children=[s1], authority_digest=..., policy_digest=...)
+    root.receipt_id                                     # goes into proctor.run.v1
+
+Every method writes the receipt to the store before it returns, so a returned ref always
+resolves. ``ended_at`` defaults to the injected clock; ``started_at`` is the caller's.
+
+By default call receipts are **amortized**: written unsigned and authenticated by the signed
+step (or run) that commits their body digest; ``sign_calls=True`` signs them too. Step and run
+receipts are always signed.
+
+The writer refuses, before writing anything, to build a tree no verifier would accept: a ref
+committed twice, a tree past :data:`~proctor.core.budget.MAX_TREE_RECEIPTS` receipts or deeper
+than :data:`~proctor.core.budget.MAX_TREE_DEPTH` levels. The run's budget
+(:class:`~proctor.core.budget.ReceiptBudget`) is what keeps a run from ever reaching that.
+Same inputs, same key and the same clock give byte-identical receipt files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
+from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.canonical import DIGEST_PREFIX, canonical, is_digest
+from proctor.receipts.model import (
+    OUTCOMES,
+    RECEIPT_SCHEMA,
+    SEAL_REASONS,
+    Subject,
+    Verdict,
+    check_body,
+    encode_envelope,
+    format_time,
+)
+from proctor.receipts.signing import Signer, b64
+
+__all__ = ["Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", "utc_now"]
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The current time in UTC (the default clock)."""
+    return datetime.now(UTC)
+
+
+def seal(body: dict[str, Any], signer: Signer, *, signed: bool = True) -> tuple[str, bytes]:
+    """The receipt id and file bytes of a body, signed by ``signer`` (or left unsigned).
+
+    Low level: it checks nothing about the tree (tests and benchmarks use it to build trees
+    the writer would refuse). The run driver uses :class:`ReceiptWriter`.
+
+    Raises:
+        UsageError: the body is not representable in canonical JSON.
+    """
+    body_bytes = canonical(body)
+    receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
+    signature = b64(signer.sign(body_bytes)) if signed else None
+    return receipt_id, encode_envelope(body_bytes, signer.key_id, signature)
+
+
+class ReceiptSink(Protocol):
+    """Where receipts go: :class:`proctor.runtime.receipt_store.ReceiptStore` implements it."""
+
+    def put(self, receipt_id: str, data: bytes, *, kind: str, outcome: str) -> None:
+        """Store the file bytes of one receipt under its id; never rewrite a different one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A written receipt, as its parent commits it.
+
+    ``size`` counts the receipts of its subtree (itself included); ``height`` is how many
+    levels lie below it (0 for a leaf).
+    """
+
+    receipt_id: str
+    body_digest: str
+    kind: str
+    outcome: str
+    size: int
+    height: int
+
+
+class ReceiptWriter:
+    """Writes the receipts of one run (one writer per run).
+
+    Raises (from every method):
+        UsageError: a malformed field (an unknown outcome or seal reason, a digest that is not
+            ``sha256:<hex>``, a naive datetime, ended before started).
+        ReceiptInvalid: a child ref committed twice, or a tree past the verifier's bounds.
+        StoreError / ReceiptInvalid from the store: it could not write, or is not ours.
+    """
+
+    def __init__(
+        self,
+        store: ReceiptSink,
+        signer: Signer,
+        *,
+        clock: Clock = utc_now,
+        sign_calls: bool = False,
+    ) -> None:
+        self._store = store
+        self._signer = signer
+        self._clock = clock
+        self._sign_calls = sign_calls
+        self._committed: set[str] = set()
+
+    @property
+    def key_id(self) -> str:
+        """The key id every receipt of this writer names."""
+        return self._signer.key_id
+
+    def call(self, subject: Subject, **fields: Any) -> Ref:
+        """Seal one call's receipt (see :meth:`write` for the fields)."""
+        return self.write("call", subject, **fields)
+
+    def step(self, subject: Subject, **fields: Any) -> Ref:
+        """Seal one step's receipt, committing its calls' refs as ``children``."""
+        return self.write("step", subject, **fields)
+
+    def run(self, subject: Subject, **fields: Any) -> Ref:
+        """Seal the run's receipt, committing its steps' refs as ``children``."""
+        return self.write("run", subject, **fields)
+
+    def write(
+        self,
+        kind: str,
+        subject: Subject,
+        *,
+        outcome: str,
+        started_at: datetime,
+        ended_at: datetime | None = None,
+        seal_reason: str | None = None,
+        inputs_digest: str | None = None,
+        outputs_digest: str | None = None,
+        authority_digest: str | None = None,
+        policy_digest: str | None = None,
+        verdicts: Iterable[Verdict] = (),
+        children: Sequence[Ref] = (),
+    ) -> Ref:
+        """Build, sign (unless an amortized call), store and return one receipt's ref."""
+        if outcome not in OUTCOMES:
+            raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
+        if seal_reason is not None and seal_reason not in SEAL_REASONS:
+            raise UsageError(f"unknown seal reason {seal_reason!r}", code="receipt_field_invalid")
+        if outcome == "completed" and seal_reason is not None:
+            raise UsageError("a completed receipt has no seal reason", code="receipt_field_invalid")
+        for name, value in (
+            ("inputs_digest", inputs_digest),
+            ("outputs_digest", outputs_digest),
+            ("authority_digest", authority_digest),
+            ("policy_digest", policy_digest),
+            ("package_digest", subject.package_digest),
+        ):
+            if value is not None and not is_digest(value):
+                raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
+        started = format_time(started_at)
+        ended = format_time(ended_at if ended_at is not None else self._clock())
+        if ended < started:
+            raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
+        size, height = self._admit_children(children)
+        body = {
+            "schema": RECEIPT_SCHEMA,
+            "kind": kind,
+            "subject": subject.to_json(),
+            "inputs_digest": inputs_digest,
+            "outputs_digest": outputs_digest,
+            "outcome": outcome,
+            "seal_reason": seal_reason,
+            "authority_digest": authority_digest,
+            "policy_digest": policy_digest,
+            "verdicts": [v.to_json() for v in verdicts],
+            "started_at": started,
+            "ended_at": ended,
+            "children": [
+                {"receipt_id": c.receipt_id, "body_digest": c.body_digest} for c in children
+            ],
+            "key_id": self._signer.key_id,
+        }
+        try:
+            check_body(body)
+        except ReceiptInvalid as exc:
+            raise UsageError(exc.message, code="receipt_field_invalid") from exc
+        receipt_id, data = seal(body, self._signer, signed=kind != "call" or self._sign_calls)
+        self._store.put(receipt_id, data, kind=kind, outcome=outcome)
+        self._committed.update(c.receipt_id for c in children)
+        return Ref(receipt_id, receipt_id, kind, outcome, size, height)
+
+    def _admit_children(self, children: Sequence[Ref]) -> tuple[int, int]:
+        seen: set[str] = set()
+        size, height = 1, 0
+        for child in children:
+            if child.receipt_id in self._committed or child.receipt_id in seen:
+                raise ReceiptInvalid(
+                    f"receipt {child.receipt_id} is already committed by another parent; "
+                    "each receipt has exactly one parent",
+                    code="receipt_committed_twice",
+                )
+            seen.add(child.receipt_id)
+            size += child.size
+            height = max(height, child.height + 1)
+        if size > MAX_TREE_RECEIPTS:
+            raise ReceiptInvalid(
+                f"this receipt would head a tree of {size} receipts, past the bound of "
+                f"{MAX_TREE_RECEIPTS} every verifier holds",
+                code="receipt_tree_too_large",
+            )
+        if height > MAX_TREE_DEPTH:
+            raise ReceiptInvalid(
+                f"this receipt would head a tree {height} levels deep, past the bound of "
+                f"{MAX_TREE_DEPTH}",
+                code="receipt_tree_too_deep",
+            )
+        return size, height
