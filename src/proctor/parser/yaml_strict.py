@@ -75,6 +75,7 @@ _SPECIAL_FLOAT = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 _Y11_RESOLVER = yaml.resolver.Resolver()
 _Y11_CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _Y11_NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
 _PLAIN_STYLES = (None, "")  # libyaml reports a plain scalar's style as "", PyYAML as None
 
 
@@ -161,7 +162,8 @@ class _Builder:
     @property
     def lines(self) -> list[str]:
         if self._lines is None:
-            self._lines = self.text.split("\n")
+            # YAML's own line breaks, so indexes agree with the parser's marks.
+            self._lines = _LINE_BREAK.split(self.text)
         return self._lines
 
     def in_block(self) -> bool:

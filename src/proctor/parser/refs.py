@@ -1,0 +1,164 @@
+"""References in step inputs: ``$input...`` and ``$steps...``.
+
+Syntax (a whole string value, nothing around it)::
+
+    $input.NAME[.SEG...]          a method input, then nested fields
+    $steps.ID[.SEG...]            a step's output (whole), then nested fields
+
+Segments are separated by ``.``; ``/`` is accepted as the same separator so the JSON-pointer
+form ``$steps.x.items/0/name`` reads like ``$steps.x.items.0.name``. A segment of digits
+indexes a list (or names that key of a mapping). In a segment, ``~0`` is ``~``, ``~1`` is
+``/`` and ``~2`` is ``.``, for keys holding those characters.
+
+A whole-string reference keeps the referenced value's type (a number stays a number, an
+object an object). There is no interpolation: a ``$`` anywhere but the start of a string is
+plain text. A string starting with ``$`` must be a valid reference or start with ``$$``, which
+stands for a literal string starting with one ``$`` (``$$5`` is ``"$5"``); anything else, such
+as ``$inputs.x`` or ``$env.X``, is refused when the profile loads, so a typo never becomes a
+literal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from proctor.errors import ProctorError
+
+__all__ = ["Ref", "collect_refs", "parse_ref_string", "resolve"]
+
+_SEGMENT = r"(?:[^./~$\s]|~[012])+"
+_REF = re.compile(
+    rf"^\$(?P<root>input|steps)(?P<path>(?:[./]{_SEGMENT})+)$",
+)
+_SPLIT = re.compile(r"[./]")
+_UNESCAPE = {"~0": "~", "~1": "/", "~2": "."}
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A parsed reference.
+
+    ``root`` is ``"input"`` (``name`` = the input) or ``"steps"`` (``name`` = the step id);
+    ``path`` are the nested segments after it; ``text`` is the reference as written.
+    """
+
+    root: Literal["input", "steps"]
+    name: str
+    path: tuple[str, ...]
+    text: str
+
+
+def parse_ref_string(value: str) -> Ref | str | None:
+    """Read one string value.
+
+    Returns a :class:`Ref` for a reference, the literal string for a ``$$`` escape, and
+    ``None`` for a string that is not special (no leading ``$``).
+
+    Raises:
+        ProctorError: ``invalid_reference`` for a string starting with a single ``$`` that is
+            not a valid reference; the message names it.
+    """
+    if not value.startswith("$"):
+        return None
+    if value.startswith("$$"):
+        return value[1:]
+    match = _REF.match(value)
+    if match is None:
+        raise ProctorError(
+            f"{value!r} is not a reference: write $input.NAME or $steps.ID.FIELD, "
+            "or start a literal with $$",
+            code="invalid_reference",
+        )
+    segments = tuple(_unescape(part) for part in _SPLIT.split(match["path"])[1:])
+    root: Literal["input", "steps"] = "input" if match["root"] == "input" else "steps"
+    return Ref(root=root, name=segments[0], path=segments[1:], text=value)
+
+
+def _unescape(segment: str) -> str:
+    return re.sub(r"~[012]", lambda m: _UNESCAPE[m.group(0)], segment)
+
+
+def collect_refs(value: Any) -> list[Ref]:
+    """Every reference inside ``value`` (strings in nested lists and mapping values).
+
+    Mapping keys are never references.
+
+    Raises:
+        ProctorError: ``invalid_reference`` for a malformed ``$`` string.
+    """
+    found: list[Ref] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            parsed = parse_ref_string(item)
+            if isinstance(parsed, Ref):
+                found.append(parsed)
+        elif isinstance(item, dict):
+            pending.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
+    return found
+
+
+def resolve(value: Any, inputs: dict[str, Any], steps: dict[str, Any]) -> Any:
+    """A copy of ``value`` with every reference replaced by what it names.
+
+    ``inputs`` are the method's inputs; ``steps`` maps step ids to their outputs. ``$$``
+    escapes become their literal strings.
+
+    Raises:
+        ProctorError: ``unresolved_reference`` naming the reference when it points at nothing
+            (an absent input, a step with no output yet, a missing field or index);
+            ``invalid_reference`` for a malformed ``$`` string. Values are never echoed.
+    """
+    if isinstance(value, str):
+        parsed = parse_ref_string(value)
+        if parsed is None:
+            return value
+        if isinstance(parsed, str):
+            return parsed
+        return _lookup(parsed, inputs, steps)
+    if isinstance(value, dict):
+        return {key: resolve(item, inputs, steps) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve(item, inputs, steps) for item in value]
+    return value
+
+
+def _lookup(ref: Ref, inputs: dict[str, Any], steps: dict[str, Any]) -> Any:
+    source = inputs if ref.root == "input" else steps
+    if ref.name not in source:
+        what = "input" if ref.root == "input" else "step output"
+        raise ProctorError(
+            f"{ref.text} names no {what} {ref.name!r}",
+            code="unresolved_reference",
+            details={"reference": ref.text},
+        )
+    current = source[ref.name]
+    for depth, segment in enumerate(ref.path):
+        current = _child(current, segment)
+        if current is _MISSING:
+            where = ".".join((ref.name, *ref.path[: depth + 1]))
+            raise ProctorError(
+                f"{ref.text} points at nothing: {where} does not exist",
+                code="unresolved_reference",
+                details={"reference": ref.text},
+            )
+    return current
+
+
+_MISSING = object()
+
+
+def _child(container: Any, segment: str) -> Any:
+    if isinstance(container, dict):
+        return container.get(segment, _MISSING)
+    if isinstance(container, list) and segment.isdigit() and segment.isascii():
+        if segment != "0" and segment.startswith("0"):
+            return _MISSING
+        index = int(segment)
+        return container[index] if index < len(container) else _MISSING
+    return _MISSING

@@ -1,0 +1,423 @@
+"""Skill packages from text: ``SKILL.md``, ``run.yaml``, references and method choice.
+
+Everything here is pure: the runtime reads the files and passes their text with a relative
+label for messages. A package is a folder with ``SKILL.md`` (frontmatter ``name`` and
+``description``, the body for an agent) and optionally ``run.yaml``; a lone markdown file is
+not a package.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import ValidationError
+
+from proctor._version import __version__
+from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
+from proctor.errors import ParseError, ProctorError, UsageError
+from proctor.parser.refs import Ref, collect_refs
+from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
+
+__all__ = [
+    "build_package",
+    "format_path",
+    "package_dir_for",
+    "parse_ref",
+    "parse_run_yaml",
+    "parse_skill_md",
+    "select_method",
+]
+
+_VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+_FRONTMATTER_OPEN = "---"
+_METHOD_NAME = re.compile(r"^[a-z0-9_-]+$")
+
+
+def parse_skill_md(text: str, source: str) -> tuple[dict[str, Any], str]:
+    """Split ``SKILL.md`` into its frontmatter mapping and its body.
+
+    The frontmatter sits between a first line ``---`` and the next line ``---`` and is read
+    with the strict YAML loader; it must hold non-empty string ``name`` and ``description``.
+    Other frontmatter fields are kept as they are.
+
+    Raises:
+        ParseError: no frontmatter (``skill_md_frontmatter``), YAML refused by the strict
+            loader, or ``name``/``description`` missing or not text (``skill_md_field``).
+    """
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[0].lstrip("\ufeff").rstrip() != _FRONTMATTER_OPEN:
+        raise ParseError(
+            "SKILL.md must start with a --- frontmatter block holding name and description",
+            file=source,
+            line=1,
+            column=1,
+            code="skill_md_frontmatter",
+        )
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == _FRONTMATTER_OPEN), None)
+    if end is None:
+        raise ParseError(
+            "SKILL.md frontmatter is not closed by a --- line",
+            file=source,
+            line=1,
+            column=1,
+            code="skill_md_frontmatter",
+        )
+    # A leading newline keeps the loader's line numbers equal to the file's.
+    data, positions = load_yaml_with_positions("\n" + "\n".join(lines[1:end]), source=source)
+    if not isinstance(data, dict):
+        raise ParseError(
+            "SKILL.md frontmatter must be a mapping with name and description",
+            file=source,
+            line=2,
+            column=1,
+            code="skill_md_frontmatter",
+        )
+    for field in ("name", "description"):
+        value = data.get(field)
+        if not isinstance(value, str) or not value.strip():
+            line, column = positions.get((field,), (1, 1))
+            raise ParseError(
+                f"SKILL.md frontmatter needs a non-empty text {field!r}",
+                file=source,
+                line=line,
+                column=column,
+                code="skill_md_field",
+            )
+    body = "\n".join(lines[end + 1 :])
+    return data, body
+
+
+def _version_tuple(text: str) -> tuple[int, int, int] | None:
+    match = _VERSION.match(text)
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__) -> RunProfile:
+    """Read ``run.yaml`` into a :class:`RunProfile`.
+
+    ``minimum_proctor`` is read before anything else is validated, so a profile written for
+    a newer proctor is refused by that name rather than by a field this version lacks.
+
+    Raises:
+        ParseError: YAML refused by the strict loader; ``run_yaml_not_mapping``;
+            ``minimum_proctor_missing`` / ``minimum_proctor_invalid``; ``proctor_too_old``
+            when it names a newer version; ``run_yaml_unknown_field``,
+            ``run_yaml_missing_field`` and ``run_yaml_invalid`` naming the field's path
+            (``methods.greet.steps[0].tool``) and position; ``method_description_missing``;
+            ``default_method_unknown``; ``step_id_duplicate``; ``invalid_reference``;
+            ``reference_unknown_input``; ``reference_unknown_step``; ``result_from_unknown``;
+            ``credential_unknown``.
+    """
+    data, positions = load_yaml_with_positions(text, source=source)
+    if not isinstance(data, dict):
+        raise _at(source, positions, (), "run.yaml must be a mapping", "run_yaml_not_mapping")
+    _check_minimum(data, source, positions, proctor_version)
+    try:
+        profile = RunProfile.model_validate(data)
+    except ValidationError as exc:
+        raise _translate(exc, data, source, positions) from None
+    _check_profile(profile, source, positions)
+    return profile
+
+
+def _check_minimum(
+    data: dict[str, Any], source: str, positions: Positions, proctor_version: str
+) -> None:
+    if "minimum_proctor" not in data:
+        raise _at(
+            source,
+            positions,
+            (),
+            "run.yaml needs minimum_proctor (the oldest proctor version it runs on)",
+            "minimum_proctor_missing",
+        )
+    wanted = data["minimum_proctor"]
+    wanted_tuple = _version_tuple(wanted) if isinstance(wanted, str) else None
+    if wanted_tuple is None:
+        raise _at(
+            source,
+            positions,
+            ("minimum_proctor",),
+            "minimum_proctor must be a version like 0.1.0 (quote it if YAML reads a number)",
+            "minimum_proctor_invalid",
+        )
+    running = _version_tuple(proctor_version)
+    if running is None or wanted_tuple > running:
+        raise _at(
+            source,
+            positions,
+            ("minimum_proctor",),
+            f"requires proctor >= {wanted}; this is {proctor_version}",
+            "proctor_too_old",
+        )
+
+
+def format_path(path: Path) -> str:
+    """A YAML path as people read it: ``methods.greet.steps[0].tool``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _at(source: str, positions: Positions, path: Path, message: str, code: str) -> ParseError:
+    line, column = _position(positions, path)
+    return ParseError(
+        message,
+        file=source,
+        line=line,
+        column=column,
+        code=code,
+        details={"path": format_path(path)},
+    )
+
+
+def _position(positions: Positions, path: Path) -> tuple[int | None, int | None]:
+    for cut in range(len(path), -1, -1):
+        found = positions.get(path[:cut])
+        if found is not None:
+            return found
+    return None, None
+
+
+def _data_path(loc: tuple[int | str, ...]) -> Path:
+    # Pydantic puts the union tag after methods.NAME.steps.N; the document has no such key.
+    parts = list(loc)
+    if len(parts) > 4 and parts[0] == "methods" and parts[2] == "steps":
+        if isinstance(parts[3], int) and parts[4] in STEP_KINDS and len(parts) > 5:
+            del parts[4]
+    return tuple(parts)
+
+
+def _translate(
+    exc: ValidationError, data: dict[str, Any], source: str, positions: Positions
+) -> ParseError:
+    """The first pydantic error as a ParseError naming the YAML path (never a value)."""
+    error = exc.errors(include_input=False, include_url=False)[0]
+    path = _data_path(error["loc"])
+    where = format_path(path)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return _at(source, positions, path, f"unknown field {where}", "run_yaml_unknown_field")
+    if kind == "missing":
+        return _at(source, positions, path, f"missing field {where}", "run_yaml_missing_field")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return _at(source, positions, path, f"{where}: {message}", "run_yaml_invalid")
+
+
+def _check_profile(profile: RunProfile, source: str, positions: Positions) -> None:
+    methods = profile.methods
+    if profile.default_method is not None and profile.default_method not in methods:
+        raise _at(
+            source,
+            positions,
+            ("default_method",),
+            f"default_method {profile.default_method!r} is not a method; "
+            f"methods: {', '.join(sorted(methods))}",
+            "default_method_unknown",
+        )
+    for name, method in methods.items():
+        base: Path = ("methods", name)
+        if len(methods) > 1 and method.description is None:
+            raise _at(
+                source,
+                positions,
+                base,
+                f"method {name!r} needs a description: a skill with several methods "
+                "tells them apart by it",
+                "method_description_missing",
+            )
+        _check_method(method, base, profile, source, positions)
+
+
+def _check_method(
+    method: Method, base: Path, profile: RunProfile, source: str, positions: Positions
+) -> None:
+    properties = method.inputs.get("properties")
+    declared = set(properties) if isinstance(properties, dict) else None
+    seen: set[str] = set()
+    for index, step in enumerate(method.steps):
+        at: Path = (*base, "steps", index)
+        if step.id in seen:
+            raise _at(
+                source,
+                positions,
+                (*at, "id"),
+                f"step id {step.id!r} is used twice",
+                "step_id_duplicate",
+            )
+        for field, value in _reference_fields(step):
+            try:
+                refs = collect_refs(value)
+            except ProctorError as exc:
+                raise _at(
+                    source, positions, (*at, *field), exc.message, "invalid_reference"
+                ) from None
+            for ref in refs:
+                _check_ref(ref, declared, seen, (*at, *field), source, positions)
+        credential = getattr(step, "credential", None)
+        if credential is not None and credential not in profile.credentials:
+            raise _at(
+                source,
+                positions,
+                (*at, "credential"),
+                f"credential {credential!r} is not declared under credentials",
+                "credential_unknown",
+            )
+        seen.add(step.id)
+    for index, producer in enumerate(method.result_from or []):
+        if producer not in seen:
+            raise _at(
+                source,
+                positions,
+                (*base, "result_from", index),
+                f"result_from names {producer!r}, which is not a step of this method",
+                "result_from_unknown",
+            )
+
+
+def _reference_fields(step: Any) -> list[tuple[Path, Any]]:
+    """The fields of a step whose values may hold references."""
+    fields: list[tuple[Path, Any]] = []
+    if hasattr(step, "inputs"):
+        fields.append((("inputs",), step.inputs))
+    if getattr(step, "idempotency_key", None) is not None:
+        fields.append((("idempotency_key",), step.idempotency_key))
+    agent = getattr(step, "agent", None)
+    if agent is not None:
+        fields.append((("agent", "inputs"), agent.inputs))
+    return fields
+
+
+def _check_ref(
+    ref: Ref,
+    declared: set[str] | None,
+    earlier: set[str],
+    at: Path,
+    source: str,
+    positions: Positions,
+) -> None:
+    if ref.root == "input":
+        if declared is not None and ref.name not in declared:
+            raise _at(
+                source,
+                positions,
+                at,
+                f"{ref.text} names input {ref.name!r}, which the method's inputs do not declare",
+                "reference_unknown_input",
+            )
+    elif ref.name not in earlier:
+        raise _at(
+            source,
+            positions,
+            at,
+            f"{ref.text} must name an earlier step of this method; {ref.name!r} is not one",
+            "reference_unknown_step",
+        )
+
+
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """Split ``path#method`` into its path and method (``None`` without ``#``).
+
+    Raises:
+        UsageError: ``ref_invalid`` for an empty path, an empty method after ``#``, or more
+            than one ``#``.
+    """
+    path, hash_sign, method = ref.partition("#")
+    if not path or (hash_sign and not method) or "#" in method:
+        raise UsageError(
+            f"skill reference {ref!r} must be PATH or PATH#METHOD", code="ref_invalid"
+        )
+    if hash_sign and not _METHOD_NAME.match(method):
+        raise UsageError(
+            f"method name {method!r} must use only a-z, 0-9, '_' and '-'", code="ref_invalid"
+        )
+    return path, method if hash_sign else None
+
+
+def select_method(profile: RunProfile, method: str | None) -> tuple[str, Method]:
+    """The method a reference runs: the named one, else ``default_method``, else the only one.
+
+    Raises:
+        UsageError: ``method_unknown`` naming the method and listing those there are;
+            ``method_ambiguous`` when several exist, none is named and there is no default.
+    """
+    names = sorted(profile.methods)
+    if method is not None:
+        if method not in profile.methods:
+            raise UsageError(
+                f"no method {method!r}; methods: {', '.join(names)}", code="method_unknown"
+            )
+        return method, profile.methods[method]
+    if profile.default_method is not None:
+        return profile.default_method, profile.methods[profile.default_method]
+    if len(names) == 1:
+        return names[0], profile.methods[names[0]]
+    raise UsageError(
+        f"this skill has several methods and no default_method; name one with #METHOD: "
+        f"{', '.join(names)}",
+        code="method_ambiguous",
+    )
+
+
+def package_dir_for(path_part: str, *, is_dir: bool) -> str:
+    """The package folder a reference path names: the folder itself, or the folder of the
+    ``SKILL.md`` it points at.
+
+    Raises:
+        UsageError: ``not_a_package`` for any other file (a lone markdown file is not a
+            package).
+    """
+    if is_dir:
+        return path_part
+    pure = PurePosixPath(path_part)
+    if pure.name == "SKILL.md":
+        return str(pure.parent)
+    raise UsageError(
+        f"{path_part} is not a skill package: a package is a folder holding SKILL.md "
+        "(and optionally run.yaml); a lone markdown file is not one",
+        code="not_a_package",
+    )
+
+
+def build_package(
+    root_label: str, files: Mapping[str, str], *, proctor_version: str = __version__
+) -> SkillPackage:
+    """Assemble a package from its files' texts (keys are paths relative to the package).
+
+    Only ``SKILL.md`` and ``run.yaml`` are parsed; other files are listed. Texts of other
+    files may be passed as empty strings: they are not read.
+
+    Raises:
+        UsageError: ``not_a_package`` when there is no ``SKILL.md``.
+        ParseError: from :func:`parse_skill_md` or :func:`parse_run_yaml`.
+    """
+    if "SKILL.md" not in files:
+        raise UsageError(
+            f"{root_label} is not a skill package: a package is a folder holding SKILL.md "
+            "(and optionally run.yaml); a lone markdown file is not one",
+            code="not_a_package",
+        )
+    frontmatter, body = parse_skill_md(files["SKILL.md"], f"{root_label}/SKILL.md")
+    profile = None
+    if "run.yaml" in files:
+        profile = parse_run_yaml(
+            files["run.yaml"], f"{root_label}/run.yaml", proctor_version=proctor_version
+        )
+    return SkillPackage(
+        root=root_label,
+        name=frontmatter["name"],
+        description=frontmatter["description"],
+        body=body,
+        frontmatter=frontmatter,
+        profile=profile,
+        files=tuple(sorted(files)),
+    )
