@@ -1,0 +1,360 @@
+"""``fs.apply_bundle``: several creates, replaces and deletes applied all or nothing.
+
+The order of work is what makes it safe:
+
+1. every member is validated first (containment, digests, content); one bad member refuses
+   the bundle and nothing is touched;
+2. the before-image of every replaced or deleted file is copied to
+   ``.proctor/journal/<bundle_id>/<index>.before`` (fsynced) and the bundle is journaled in the
+   run store (``journal_open``: durable before the first change). Before-images are copies on
+   disk rather than base64 in the store because a bundle may carry up to 64 MiB and the store's
+   rows should stay small; the journal records each copy's digest, checked before it is used;
+3. members are applied in order with atomic renames, then the bundle is closed ``applied``.
+
+A crash between 2 and 3 leaves an ``open`` bundle; :func:`recover_bundles`, called by the next
+driver, restores every member to its before-image and closes it ``rolled_back``. A failure
+inside 3 rolls back at once in the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proctor.errors import ProctorError, RefusedCall, ToolFailed
+from proctor.runtime.store.base import JournalRecord, RunStore
+from proctor.runtime.tools.base import Access, Tool, ToolContext
+from proctor.runtime.tools.fs import DIGEST_SCHEMA, PATH_SCHEMA
+from proctor.runtime.tools.fsutil import (
+    DIGEST_PATTERN,
+    MAX_WRITE_BYTES,
+    FileState,
+    atomic_create,
+    atomic_replace,
+    current_state,
+    digest_of,
+    encode_text,
+    fsync_dir,
+    require_digest,
+)
+from proctor.runtime.workspace import Resolved, Workspace
+
+__all__ = ["FS_APPLY_BUNDLE", "KILL_AFTER_ENV", "recover_bundles"]
+
+MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+KILL_AFTER_ENV = "PROCTOR_TEST_BUNDLE_KILL_AFTER"
+"""Test hook: when set to k, the process SIGKILLs itself after applying k members (crash tests)."""
+
+
+@dataclass
+class _Member:
+    index: int
+    op: str
+    target: Resolved
+    state: FileState
+    data: bytes | None
+
+
+def _member_error(index: int, exc: ProctorError) -> ProctorError:
+    details = {**exc.details, "member": index}
+    return type(exc)(f"bundle member {index}: {exc.message}", code=exc.code, details=details)
+
+
+def _validate(ws: Workspace, changes: list[dict[str, Any]]) -> list[_Member]:
+    members: list[_Member] = []
+    seen: set[str] = set()
+    total = 0
+    for index, change in enumerate(changes):
+        try:
+            members.append(_validate_one(ws, index, change))
+        except ProctorError as exc:
+            raise _member_error(index, exc) from exc
+        member = members[-1]
+        key = member.target.rel.casefold()
+        if key in seen:
+            raise RefusedCall(
+                f"bundle member {index}: '{member.target.rel}' appears twice in the bundle",
+                code="bundle_duplicate_path",
+                details={"path": member.target.rel, "member": index},
+            )
+        seen.add(key)
+        total += len(member.data or b"") + len(member.state.data or b"")
+        if total > MAX_BUNDLE_BYTES:
+            raise RefusedCall(
+                f"the bundle carries more than {MAX_BUNDLE_BYTES} bytes", code="bundle_too_large"
+            )
+    return members
+
+
+def _validate_one(ws: Workspace, index: int, change: dict[str, Any]) -> _Member:
+    op = change["op"]
+    target = ws.resolve(change["path"], "write")
+    content = change.get("content")
+    expected = change.get("expected_digest")
+    state = current_state(ws, target)
+    if op == "delete":
+        if content is not None:
+            raise RefusedCall("a delete carries no content", code="bundle_member_invalid")
+        require_digest(target, state, expected)
+        return _Member(index, op, target, state, None)
+    if content is None:
+        raise RefusedCall(f"a {op} needs content", code="bundle_member_invalid")
+    data = encode_text(ws, target.rel, content)
+    if op == "create":
+        if expected is not None:
+            raise RefusedCall("a create carries no expected_digest", code="write_mode_conflict")
+        if state.exists:
+            raise RefusedCall(
+                f"'{target.rel}' already exists; replace it with its expected_digest",
+                code="file_exists",
+                details={"path": target.rel},
+            )
+    else:
+        require_digest(target, state, expected)
+    return _Member(index, op, target, state, data)
+
+
+def _owner() -> dict[str, Any]:
+    started: float | None
+    try:
+        import psutil
+
+        started = float(psutil.Process(os.getpid()).create_time())
+    except Exception:  # psutil absent or unsupported: recovery then treats the owner as gone
+        started = None
+    return {"pid": os.getpid(), "started": started}
+
+
+def _owner_alive(owner: Any) -> bool:
+    if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int):
+        return False
+    started = owner.get("started")
+    if started is None:
+        return False
+    try:
+        import psutil
+
+        return abs(float(psutil.Process(owner["pid"]).create_time()) - float(started)) < 0.5
+    except Exception:
+        return False
+
+
+def _journal_dir(ws: Workspace, bundle_id: str) -> Path:
+    return ws.state_dir / "journal" / bundle_id
+
+
+def _apply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    ws = ctx.workspace
+    members = _validate(ws, args["changes"])
+    bundle_id = "bundle-" + secrets.token_hex(8)
+    folder = _journal_dir(ws, bundle_id)
+    folder.mkdir(parents=True, mode=0o700)
+    owner = _owner()
+    entries: list[dict[str, Any]] = []
+    for member in members:
+        copy = None
+        if member.state.exists:
+            assert member.state.data is not None
+            copy = f"{member.index}.before"
+            atomic_replace(folder / copy, member.state.data, 0o600)
+        entries.append(
+            {
+                "index": member.index,
+                "op": member.op,
+                "path": member.target.rel,
+                "before_digest": member.state.digest,
+                "before_copy": copy,
+                "mode": member.state.mode,
+                "after_digest": None if member.data is None else digest_of(member.data),
+                "owner": owner,
+            }
+        )
+    fsync_dir(folder)
+    ctx.store.journal_open(JournalRecord(bundle_id, ctx.run_id, "open", entries))
+    kill_after = os.environ.get(KILL_AFTER_ENV)
+    try:
+        for done, member in enumerate(members):
+            if kill_after is not None and done == int(kill_after):
+                os.kill(os.getpid(), signal.SIGKILL)
+            _apply_member(member)
+    except BaseException as exc:
+        _settle(ws, ctx.store, JournalRecord(bundle_id, ctx.run_id, "open", entries))
+        if isinstance(exc, ProctorError):
+            raise
+        raise ToolFailed(
+            f"the bundle failed while being applied and was rolled back ({exc})",
+            code="bundle_failed",
+        ) from exc
+    ctx.store.journal_close(bundle_id, "applied")
+    shutil.rmtree(folder, ignore_errors=True)
+    return {
+        "bundle_id": bundle_id,
+        "changes": [
+            {
+                "op": e["op"],
+                "path": e["path"],
+                "content_digest": e["after_digest"],
+                "previous_digest": e["before_digest"],
+            }
+            for e in entries
+        ],
+    }
+
+
+def _apply_member(member: _Member) -> None:
+    target = member.target
+    if member.op == "create":
+        assert member.data is not None
+        atomic_create(target.abs, target.rel, member.data)
+    elif member.op == "replace":
+        assert member.data is not None
+        atomic_replace(target.abs, member.data, member.state.mode)
+    else:
+        os.unlink(target.abs)
+        fsync_dir(target.abs.parent)
+
+
+# -- recovery ------------------------------------------------------------------------------------
+
+
+def _digest_now(path: Path) -> str | None:
+    try:
+        return digest_of(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _roll_back_entry(ws: Workspace, folder: Path, entry: dict[str, Any]) -> bool:
+    """Put one member back; False when the file is in a state neither before nor after."""
+    try:
+        target = ws.resolve(str(entry["path"]), "write")
+    except ProctorError:
+        return False
+    now = _digest_now(target.abs)
+    before, after = entry.get("before_digest"), entry.get("after_digest")
+    if now == before:
+        return True
+    if now is not None and now != after:
+        return False
+    if entry["op"] == "create":
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target.abs)
+        fsync_dir(target.abs.parent)
+        return True
+    copy = entry.get("before_copy")
+    if not isinstance(copy, str):
+        return False
+    try:
+        data = (folder / copy).read_bytes()
+    except OSError:
+        return False
+    if digest_of(data) != before:
+        return False
+    mode = entry.get("mode")
+    if now is None:
+        atomic_create(target.abs, target.rel, data)
+        if isinstance(mode, int):
+            os.chmod(target.abs, mode)
+    else:
+        atomic_replace(target.abs, data, mode if isinstance(mode, int) else None)
+    return True
+
+
+def _settle(ws: Workspace, store: RunStore, record: JournalRecord) -> bool:
+    folder = _journal_dir(ws, record.bundle_id)
+    ok = True
+    for entry in reversed(record.entries):
+        ok = _roll_back_entry(ws, folder, entry) and ok
+    store.journal_close(record.bundle_id, "rolled_back" if ok else "rollback_conflict")
+    if ok:
+        shutil.rmtree(folder, ignore_errors=True)
+    return ok
+
+
+def recover_bundles(workspace: Workspace, store: RunStore) -> list[str]:
+    """Roll back every bundle a crash left ``open``; returns the ids rolled back.
+
+    Each member is restored to its before-image only when the file now holds either its
+    before or its after content (digests checked, and the journal copy's digest too). A bundle
+    with a member in any other state (changed by someone since) is closed
+    ``rollback_conflict`` and left as it is for a person to look at; it is not in the result.
+    A bundle whose owning process is still alive is skipped (it is being applied now).
+    """
+    rolled_back: list[str] = []
+    for record in store.journal_pending():
+        owner = record.entries[0].get("owner") if record.entries else None
+        if _owner_alive(owner):
+            continue
+        if _settle(workspace, store, record):
+            rolled_back.append(record.bundle_id)
+    return rolled_back
+
+
+def _bundle_paths(args: Any) -> list[tuple[str, Access]]:
+    changes = args.get("changes") if isinstance(args, dict) else None
+    out: list[tuple[str, Access]] = []
+    for change in changes if isinstance(changes, list) else []:
+        path = change.get("path") if isinstance(change, dict) else None
+        out.append((path if isinstance(path, str) else "", "write"))
+    return out
+
+
+FS_APPLY_BUNDLE = Tool(
+    name="fs.apply_bundle",
+    description="Apply several file creates, replaces and deletes all or nothing; replaces and "
+    "deletes are bound to each file's expected_digest.",
+    schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["changes"],
+        "properties": {
+            "changes": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 200,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["op", "path"],
+                    "properties": {
+                        "op": {"enum": ["create", "replace", "delete"]},
+                        "path": PATH_SCHEMA,
+                        "content": {"type": "string", "maxLength": MAX_WRITE_BYTES},
+                        "expected_digest": DIGEST_SCHEMA,
+                    },
+                },
+            }
+        },
+    },
+    effect="write",
+    handler=_apply,
+    paths=_bundle_paths,
+    output_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["bundle_id", "changes"],
+        "properties": {
+            "bundle_id": {"type": "string"},
+            "changes": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["op", "path", "content_digest", "previous_digest"],
+                    "properties": {
+                        "op": {"enum": ["create", "replace", "delete"]},
+                        "path": {"type": "string"},
+                        "content_digest": {"type": ["string", "null"], "pattern": DIGEST_PATTERN},
+                        "previous_digest": {"type": ["string", "null"]},
+                    },
+                },
+            },
+        },
+    },
+)

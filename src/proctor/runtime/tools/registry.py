@@ -1,0 +1,40 @@
+"""The native tools, by name: built once per process, handed out as a fresh dict."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from proctor.runtime.tools.base import Tool
+
+__all__ = ["native_tools"]
+
+
+@cache
+def _build() -> tuple[Tool, ...]:
+    from proctor.runtime.tools.basic import DATA_DIGEST, ECHO
+    from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
+    from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
+    from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
+    from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
+
+    return (
+        ECHO,
+        DATA_DIGEST,
+        FS_READ,
+        FS_LIST,
+        FS_SEARCH,
+        FS_WRITE,
+        FS_EDIT,
+        FS_APPLY_BUNDLE,
+        FS_DELETE,
+        FS_RESTORE,
+    )
+
+
+def native_tools() -> dict[str, Tool]:
+    """Every native tool by name (``echo``, ``data.digest``, ``fs.*``).
+
+    The tools are built once and cached; each call returns a new dict, so a caller adding or
+    removing entries never changes what other callers see.
+    """
+    return {tool.name: tool for tool in _build()}

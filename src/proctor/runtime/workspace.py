@@ -1,0 +1,315 @@
+"""The workspace a run works in, and containment: the one way a tool turns a path into a file.
+
+:meth:`Workspace.resolve` is the only door from a caller-supplied path string to the file
+system. It refuses, each with a stable code and a message naming the workspace-relative path
+and the rule (never an absolute host path):
+
+- ``path_empty``, ``path_nul``, ``path_too_long``: malformed strings;
+- ``path_absolute``: absolute paths (``/x``, ``\\x``, ``C:\\x``, ``//host/share``) are refused
+  outright rather than accepted when they happen to point inside: a run names files relative to
+  its workspace, and an absolute path in an argument would disclose the host layout;
+- ``path_outside_workspace``: the path, with every symlink and ``..`` resolved component by
+  component (as the kernel will), ends outside the workspace root;
+- ``path_symlink_loop``: more than 40 symlinks on the way (a loop);
+- ``sensitive_path``: the requested or the resolved path is sensitive
+  (:func:`proctor.core.paths.sensitive_reason`), or an existing file's head holds a private key;
+- ``authority_file``: a ``write`` to a file that grants authority
+  (:func:`proctor.core.paths.authority_reason`).
+
+Backslashes are treated as separators on every platform, so the string checked is the string
+opened. Resolution happens before the check; a symlink swapped in between ``resolve`` and the
+``open`` that follows is not covered here (tools open with ``O_NOFOLLOW`` on the last component).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from proctor.core.paths import (
+    AUTHORITY_RULES,
+    SENSITIVE_RULES,
+    authority_reason,
+    content_reason,
+    sensitive_reason,
+)
+from proctor.errors import RefusedCall
+from proctor.runtime.tools.base import Access
+
+__all__ = ["HEAD_BYTES", "MAX_PATH_CHARS", "Resolved", "Workspace", "refusal"]
+
+MAX_PATH_CHARS = 4096
+MAX_COMPONENT_BYTES = 255
+MAX_SYMLINK_HOPS = 40
+HEAD_BYTES = 64 * 1024
+"""How much of an existing file ``resolve`` reads to look for a private key block."""
+
+_AUTHORITY_WALK_MAX_DIRS = 20_000
+_AUTHORITY_WALK_MAX_DEPTH = 12
+_WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_SHOWN_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A contained path: ``abs`` is the real absolute path, ``rel`` its workspace-relative POSIX
+    form (``"."`` for the root). ``abs`` is for opening, never for showing."""
+
+    abs: Path
+    rel: str
+
+
+def _shown(text: str) -> str:
+    """A caller-supplied path as messages show it: bounded, one line."""
+    flat = text.replace("\n", "\\n").replace("\r", "\\r")
+    return flat if len(flat) <= _SHOWN_CHARS else flat[:_SHOWN_CHARS] + "..."
+
+
+def refusal(code: str, message: str, path: str, rule: str | None = None) -> RefusedCall:
+    """A containment refusal with ``details = {path, rule}`` (``path`` workspace-relative)."""
+    details: dict[str, str] = {"path": _shown(path)}
+    if rule is not None:
+        details["rule"] = rule
+    return RefusedCall(message, code=code, details=details)
+
+
+def _home_state_dir() -> Path | None:
+    named = os.environ.get("PROCTOR_HOME")
+    try:
+        home = Path(named) if named else Path.home() / ".proctor"
+        return home.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+class Workspace:
+    """A project directory with its state folder; every tool path goes through :meth:`resolve`.
+
+    Args:
+        root: the workspace directory (must exist; symlinks in it are resolved once here).
+        extra_authority: workspace-relative files that also grant authority (e.g. a guard
+            module named by ``proctor.toml``); never written by a run.
+
+    Raises:
+        ConfigError: (code ``workspace_missing``) ``root`` is not a directory.
+    """
+
+    def __init__(self, root: Path, *, extra_authority: frozenset[str] = frozenset()) -> None:
+        from proctor.errors import ConfigError
+
+        real = Path(os.path.realpath(root))
+        if not real.is_dir():
+            raise ConfigError("the workspace folder does not exist", code="workspace_missing")
+        self.root: Path = real
+        self._root_text = str(real)
+        self._extra_authority = extra_authority
+        self._authority_files: frozenset[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"Workspace({self.root.name!r})"
+
+    @classmethod
+    def discover(cls, start: Path) -> Workspace:
+        """The nearest folder at or above ``start`` holding ``.proctor/``, ``skills/`` or ``.git``;
+        ``start`` itself when none does. The home state folder (``PROCTOR_HOME`` or
+        ``~/.proctor``) does not mark its parent as a workspace."""
+        begin = Path(os.path.realpath(start))
+        home_state = _home_state_dir()
+        for folder in (begin, *begin.parents):
+            state = folder / ".proctor"
+            if state.is_dir() and Path(os.path.realpath(state)) != home_state:
+                return cls(folder)
+            if (folder / "skills").is_dir() or (folder / ".git").exists():
+                return cls(folder)
+        return cls(begin)
+
+    @property
+    def state_dir(self) -> Path:
+        """``root/.proctor``: runs, audit log, trash, journal. Never reachable by a tool path."""
+        return self.root / ".proctor"
+
+    @property
+    def authority_files(self) -> frozenset[str]:
+        """Workspace-relative ``SKILL.md`` / ``run.yaml`` of every skill package under the root
+        (bounded walk, cached) plus the ``extra_authority`` given at construction."""
+        if self._authority_files is None:
+            self._authority_files = self._find_authority_files() | self._extra_authority
+        return self._authority_files
+
+    def _find_authority_files(self) -> frozenset[str]:
+        found: set[str] = set()
+        for visited, (folder, dirs, files) in enumerate(
+            os.walk(self.root, followlinks=False), start=1
+        ):
+            rel_dir = os.path.relpath(folder, self.root).replace(os.sep, "/")
+            depth = 0 if rel_dir == "." else rel_dir.count("/") + 1
+            dirs[:] = [d for d in dirs if d not in _WALK_SKIP]
+            if depth >= _AUTHORITY_WALK_MAX_DEPTH or visited >= _AUTHORITY_WALK_MAX_DIRS:
+                dirs[:] = []
+            names = {f.casefold(): f for f in files}
+            if "skill.md" in names:
+                prefix = "" if rel_dir == "." else rel_dir + "/"
+                found.add(prefix + names["skill.md"])
+                if "run.yaml" in names:
+                    found.add(prefix + names["run.yaml"])
+        return frozenset(found)
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def resolve(self, path: str, access: Access) -> Resolved:
+        """Resolve ``path`` (relative to the root) and check it may be touched with ``access``.
+
+        ``read`` and ``write`` of an existing regular file also read its first
+        :data:`HEAD_BYTES` and refuse a private key block there.
+
+        Raises:
+            RefusedCall: ``path_empty``, ``path_nul``, ``path_too_long``, ``path_absolute``,
+                ``path_outside_workspace``, ``path_symlink_loop``, ``sensitive_path``,
+                ``authority_file`` (see the module docstring).
+        """
+        if not isinstance(path, str) or path == "":
+            raise refusal("path_empty", "an empty path names no file", "")
+        if "\x00" in path:
+            raise refusal("path_nul", "a path may not contain a NUL byte", path.replace("\x00", ""))
+        if len(path) > MAX_PATH_CHARS:
+            raise refusal(
+                "path_too_long", f"the path is longer than {MAX_PATH_CHARS} characters", path
+            )
+        text = path.replace("\\", "/")
+        if text.startswith("/") or _DRIVE.match(text):
+            raise refusal(
+                "path_absolute",
+                "absolute paths are refused; name the file relative to the workspace",
+                "<absolute path>",
+            )
+        parts = [p for p in text.split("/") if p not in ("", ".")]
+        for part in parts:
+            if len(part.encode("utf-8", "surrogateescape")) > MAX_COMPONENT_BYTES:
+                raise refusal(
+                    "path_too_long",
+                    f"a component of '{_shown(path)}' is longer than {MAX_COMPONENT_BYTES} bytes",
+                    path,
+                )
+        real = self._walk(parts, path)
+        rel = self._relative(real, path)
+        self._check_rules("/".join(parts), path, access)
+        if rel != ".":
+            self._check_rules(rel, rel, access)
+        resolved = Resolved(abs=real, rel=rel)
+        if access in ("read", "write"):
+            self._check_head(resolved)
+        return resolved
+
+    def _walk(self, parts: list[str], shown: str) -> Path:
+        """Resolve like the kernel: component by component, following symlinks, counting hops."""
+        current = self._root_text
+        pending = list(reversed(parts))
+        hops = 0
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                current = os.path.dirname(current) or "/"
+                continue
+            candidate = os.path.join(current, part)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+            except FileNotFoundError:
+                is_link = False
+            except NotADirectoryError:
+                is_link = False
+            except OSError as exc:
+                raise refusal(
+                    "path_invalid", f"'{_shown(shown)}' cannot be examined ({exc.strerror})", shown
+                ) from exc
+            if not is_link:
+                current = candidate
+                continue
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS:
+                raise refusal(
+                    "path_symlink_loop",
+                    f"'{_shown(shown)}' passes through more than {MAX_SYMLINK_HOPS} symlinks "
+                    "(a loop)",
+                    shown,
+                )
+            target = os.readlink(candidate).replace("\\", "/")
+            if target.startswith("/"):
+                current = "/"
+            pending.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
+        return Path(current)
+
+    def _relative(self, real: Path, shown: str) -> str:
+        text = str(real)
+        if text == self._root_text:
+            return "."
+        prefix = self._root_text.rstrip("/") + "/"
+        if not text.startswith(prefix):
+            raise refusal(
+                "path_outside_workspace",
+                f"'{_shown(shown)}' resolves outside the workspace",
+                shown,
+            )
+        return text[len(prefix) :]
+
+    def _check_rules(self, rel: str, shown: str, access: Access) -> None:
+        reason = sensitive_reason(rel)
+        if reason is not None:
+            raise refusal(
+                "sensitive_path",
+                f"'{_shown(shown)}' is a sensitive file ({reason}: {SENSITIVE_RULES[reason]}); "
+                "runs never read, list or write it",
+                shown,
+                reason,
+            )
+        if access == "write":
+            rule = authority_reason(rel, self.authority_files)
+            if rule is not None:
+                raise refusal(
+                    "authority_file",
+                    f"'{_shown(shown)}' grants authority ({rule}: {AUTHORITY_RULES[rule]}); "
+                    "runs never write it",
+                    shown,
+                    rule,
+                )
+
+    def _check_head(self, resolved: Resolved) -> None:
+        try:
+            info = os.stat(resolved.abs)
+        except OSError:
+            return
+        if not stat.S_ISREG(info.st_mode):
+            return
+        try:
+            with open(resolved.abs, "rb") as handle:
+                head = handle.read(HEAD_BYTES)
+        except OSError:
+            return
+        self.check_content(resolved.rel, head)
+
+    def check_content(self, rel: str, data: bytes) -> None:
+        """Refuse bytes (read from or about to be written to ``rel``) holding a private key.
+
+        Raises:
+            RefusedCall: ``sensitive_path`` with rule ``private_key_content``.
+        """
+        reason = content_reason(data)
+        if reason is not None:
+            raise refusal(
+                "sensitive_path",
+                f"'{_shown(rel)}' holds a private key block ({reason}); runs never read, list "
+                "or write it",
+                rel,
+                reason,
+            )
+
+    def relative(self, absolute: Path) -> str:
+        """The workspace-relative POSIX form of a path known to be inside the root.
+
+        Raises:
+            RefusedCall: ``path_outside_workspace`` when it is not inside.
+        """
+        return self._relative(absolute, absolute.name)
