@@ -11,8 +11,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from proctor.errors import ParseError
 from proctor.parser.yaml_strict import load_yaml
 from tests.corpora import corpus_dir

@@ -221,7 +221,9 @@ class RunProfile(_Model):
     default_method: NonEmpty | None = None
     credentials: dict[str, CredentialRequirement] = {}
     environment: Environment = Environment()
-    methods: Annotated[dict[Annotated[str, Field(pattern=STEP_ID_PATTERN)], Method], Field(min_length=1)]
+    methods: Annotated[
+        dict[Annotated[str, Field(pattern=STEP_ID_PATTERN)], Method], Field(min_length=1)
+    ]
 
 
 class SkillPackage(_Model):

@@ -54,9 +54,9 @@ def check_tokens(text: str, source: str, loader: Any) -> None:
         quoted = isinstance(token, yaml.ScalarToken) and token.style in ("'", '"')
         if (isinstance(token, glued) or quoted) and after == "#":
             raise _fail(source, end, "invalid YAML: a comment needs a space before #")
-        if isinstance(token, yaml.KeyToken) and end.index > token.start_mark.index:
-            if after and after not in _SPACE:
-                raise _fail(source, end, "invalid YAML: ? must be followed by a space")
+        glued_key = after and after not in _SPACE
+        if isinstance(token, yaml.KeyToken) and end.index > token.start_mark.index and glued_key:
+            raise _fail(source, end, "invalid YAML: ? must be followed by a space")
 
 
 def check_plain(text: str, mark: Any, source: str) -> None:

@@ -79,9 +79,7 @@ def coerce_cli_inputs(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any
         name, equals, raw = pair.partition("=")
         if not equals or not name:
             # The whole pair may be a secret typed without its name; show neither.
-            raise UsageError(
-                f"input #{index + 1} must be NAME=VALUE", code="input_malformed"
-            )
+            raise UsageError(f"input #{index + 1} must be NAME=VALUE", code="input_malformed")
         if name in out:
             raise UsageError(f"input {name!r} is given twice", code="input_repeated")
         if name not in declared and closed:
@@ -165,7 +163,7 @@ def _validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
             validator = fastjsonschema.compile(schema)
         except fastjsonschema.JsonSchemaDefinitionException as exc:
             raise ParseError(
-                f"the method's input schema is not a valid JSON Schema: {exc.message}",
+                f"the method's input schema is not a valid JSON Schema: {exc}",
                 code="schema_invalid",
             ) from None
         if len(_validators) >= _CACHE_LIMIT:

@@ -191,9 +191,14 @@ def _position(positions: Positions, path: Path) -> tuple[int | None, int | None]
 def _data_path(loc: tuple[int | str, ...]) -> Path:
     # Pydantic puts the union tag after methods.NAME.steps.N; the document has no such key.
     parts = list(loc)
-    if len(parts) > 4 and parts[0] == "methods" and parts[2] == "steps":
-        if isinstance(parts[3], int) and parts[4] in STEP_KINDS and len(parts) > 5:
-            del parts[4]
+    if (
+        len(parts) > 5
+        and parts[0] == "methods"
+        and parts[2] == "steps"
+        and isinstance(parts[3], int)
+        and parts[4] in STEP_KINDS
+    ):
+        del parts[4]
     return tuple(parts)
 
 
@@ -333,9 +338,7 @@ def parse_ref(ref: str) -> tuple[str, str | None]:
     """
     path, hash_sign, method = ref.partition("#")
     if not path or (hash_sign and not method) or "#" in method:
-        raise UsageError(
-            f"skill reference {ref!r} must be PATH or PATH#METHOD", code="ref_invalid"
-        )
+        raise UsageError(f"skill reference {ref!r} must be PATH or PATH#METHOD", code="ref_invalid")
     if hash_sign and not _METHOD_NAME.match(method):
         raise UsageError(
             f"method name {method!r} must use only a-z, 0-9, '_' and '-'", code="ref_invalid"

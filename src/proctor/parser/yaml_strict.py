@@ -118,7 +118,9 @@ def load_yaml_with_positions(text: str, *, source: str) -> tuple[Any, Positions]
             raise ParseError(message, file=source, code="yaml_syntax") from None
         line = text.count("\n", 0, offset) + 1
         column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-        raise ParseError(message, file=source, line=line, column=column, code="yaml_syntax") from None
+        raise ParseError(
+            message, file=source, line=line, column=column, code="yaml_syntax"
+        ) from None
     return builder.result, builder.positions
 
 
@@ -183,19 +185,25 @@ class _Builder:
                     event, "several documents in one file; keep one", "yaml_multiple_documents"
                 )
             if event.version is not None or event.tags:
-                raise self.fail(event, "YAML directives (%YAML, %TAG) are refused", "yaml_directive")
-            self.positions[()] = (event.start_mark.line + 1, event.start_mark.column + 1)
+                raise self.fail(
+                    event, "YAML directives (%YAML, %TAG) are refused", "yaml_directive"
+                )
+            start: Any = event.start_mark
+            self.positions[()] = (start.line + 1, start.column + 1)
             return
         if isinstance(event, yaml.AliasEvent):
-            raise self.fail(event, f"alias *{event.anchor} is refused; repeat the value", "yaml_alias")
+            raise self.fail(
+                event, f"alias *{event.anchor} is refused; repeat the value", "yaml_alias"
+            )
         if isinstance(event, yaml.NodeEvent):
             self._node(event)
             return
         if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             frame = self.stack.pop()
-            if frame.flow and self.in_block() and event.end_mark.line > frame.start.line:
+            end: Any = event.end_mark
+            if frame.flow and self.in_block() and end.line > frame.start.line:
                 checks.check_continuation_indent(
-                    self.lines, frame.start, event.end_mark, frame.indent, self.source
+                    self.lines, frame.start, end, frame.indent, self.source
                 )
             self._place(frame.container, event, frame_path=frame.path)
 
@@ -211,7 +219,11 @@ class _Builder:
             )
         if isinstance(event, yaml.ScalarEvent):
             value = self._scalar(event)
-            if self.stack and isinstance(self.stack[-1].container, dict) and self.stack[-1].key is None:
+            if (
+                self.stack
+                and isinstance(self.stack[-1].container, dict)
+                and self.stack[-1].key is None
+            ):
                 self._key(value, event)
                 return
             self._place(value, event, frame_path=None)
@@ -230,7 +242,9 @@ class _Builder:
         """The path of the value starting at ``event``, recording its position."""
         if not self.stack:
             path: Path = ()
-            self.positions.setdefault(path, (event.start_mark.line + 1, event.start_mark.column + 1))
+            self.positions.setdefault(
+                path, (event.start_mark.line + 1, event.start_mark.column + 1)
+            )
             return path
         frame = self.stack[-1]
         if isinstance(frame.container, dict):
@@ -244,9 +258,13 @@ class _Builder:
         frame = self.stack[-1]
         assert isinstance(frame.container, dict)
         if not isinstance(key, str):
-            raise self.fail(event, f"key {event.value!r} is not a string; quote it", "yaml_key_type")
+            raise self.fail(
+                event, f"key {event.value!r} is not a string; quote it", "yaml_key_type"
+            )
         if key == "<<":
-            raise self.fail(event, "merge key << is refused; write the members out", "yaml_merge_key")
+            raise self.fail(
+                event, "merge key << is refused; write the members out", "yaml_merge_key"
+            )
         if key in frame.container:
             raise self.fail(event, f"duplicate key {key!r}", "yaml_duplicate_key")
         frame.key = key
@@ -318,7 +336,9 @@ def _resolve_plain(text: str) -> Any:
 
 def _yaml11_number(text: str) -> int | float | None:
     """The number PyYAML's YAML 1.1 rules read from ``text``, or ``None`` for a non-number."""
-    node = yaml.ScalarNode(_Y11_RESOLVER.resolve(yaml.ScalarNode, text, (True, False)), text)
+    # PyYAML's resolver is untyped; it only matches ``text`` against its YAML 1.1 patterns.
+    tag = _Y11_RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    node = yaml.ScalarNode(tag, text)
     if node.tag not in _Y11_NUMBER_TAGS:
         return None
     if node.tag == "tag:yaml.org,2002:int":
