@@ -1,0 +1,71 @@
+"""``proctor.run.v1``: the document ``proctor run|resume --json`` print, and what the Python API
+returns. Its JSON Schema is emitted by :func:`run_envelope_schema`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RUN_SCHEMA = "proctor.run.v1"
+
+Status = Literal["sealed", "needs_agent", "needs_approval", "needs_credential"]
+Outcome = Literal["completed", "failed", "blocked", "declined", "superseded", "killed"]
+
+
+class Refusal(BaseModel):
+    """Why a call, a step or a whole run was refused or failed. Never carries a secret."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: str
+    message: str
+    step: str | None = None
+    tool: str | None = None
+    rule_id: str | None = None
+
+
+class TraceEntry(BaseModel):
+    """One call a step made, as the envelope shows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: str
+    tool: str
+    call_id: str
+    outcome: Literal["completed", "failed", "refused"]
+    code: str | None = None
+    message: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    receipt_id: str | None = None
+
+
+class RunEnvelope(BaseModel):
+    """The outcome of a run (or its pause) as programs read it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: Literal["proctor.run.v1"] = Field(default=RUN_SCHEMA, alias="schema")
+    status: Status
+    outcome: Outcome | None = None
+    run_id: str | None
+    receipt_id: str | None = None
+    skill: str | None = None
+    method: str | None = None
+    result: Any = None
+    refusal: Refusal | None = None
+    trace: list[TraceEntry] = Field(default_factory=list)
+    requests: list[dict[str, Any]] | None = None
+    answers_template: dict[str, Any] | None = None
+    resume_command: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The envelope as a JSON-ready mapping, with ``schema`` as its first key."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+
+
+def run_envelope_schema() -> dict[str, Any]:
+    """The JSON Schema of ``proctor.run.v1``."""
+    return RunEnvelope.model_json_schema(by_alias=True)

@@ -1,0 +1,460 @@
+"""Admission: the one path every tool call takes, from any surface.
+
+:meth:`Governor.call` runs the ordered checks of DESIGN.md and the first refusal stops the call:
+
+1. scope (the tool is in the step's or turn's allowance; an empty allowance admits nothing),
+2. schema (the arguments validate against the tool's JSON Schema),
+3. containment (every path resolves inside the workspace; sensitive and authority files refused),
+4. policy (enforceable rules in their fixed order; ``warn`` continues, ``block`` refuses),
+5. floor (``effects: none`` refuses every change; ``ask`` pauses, see :class:`AwaitApproval`),
+6. budget (calls and receipts are reserved before anything is sent),
+7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
+8. execution (an effect is claimed durably in the run store before it is sent, settled after),
+9. sanitization of the result (exact delivered secrets, credential shapes, secret-named fields),
+10. record: the run store, then the audit log (receipts are sealed from the store's record).
+
+A refusal is returned as a :class:`CallOutcome` with ``status="refused"`` and a stable ``code``;
+it never raises and never ends the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from proctor.errors import ProctorError, RefusedCall
+from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
+from proctor.policy.guards import GuardContext, GuardRegistry
+from proctor.policy.model import PolicySet
+from proctor.receipts.canonical import digest
+from proctor.runtime.store.base import CallRecord
+from proctor.runtime.tools.base import CHANGING_EFFECTS, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from proctor.core.budget import ReceiptBudget
+    from proctor.runtime.audit import AuditLog
+    from proctor.runtime.sanitize import Sanitizer
+    from proctor.runtime.store.base import RunStore
+    from proctor.runtime.workspace import Workspace
+
+CallStatus = Literal["completed", "failed", "refused"]
+Clock = Callable[[], datetime]
+Deliver = Callable[["CallSpec", Tool], dict[str, Any]]
+"""The delivery seam: returns extras for the tool context (e.g. a resolved credential)."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One proposed call.
+
+    Attributes:
+        tool: the tool name as proposed.
+        args: the arguments as proposed (never trusted).
+        allowance: tools the step or turn may call; empty admits nothing.
+        step_id / step_index: where in the run the call is made.
+        reason: the caller's stated reason.
+        call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
+        idempotency_key: an effect already done under this key is not sent again.
+    """
+
+    tool: str
+    args: Mapping[str, Any]
+    allowance: frozenset[str]
+    step_id: str | None = None
+    step_index: int | None = None
+    reason: str = ""
+    call_id: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass
+class CallOutcome:
+    """What became of one call. ``result`` and ``error`` are already sanitized."""
+
+    call_id: str
+    tool: str
+    step_id: str | None
+    status: CallStatus
+    result: Any = None
+    error: dict[str, Any] | None = None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    args_digest: str = ""
+    outputs_digest: str | None = None
+    effect: str = "none"
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    already_done: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool ran and completed."""
+        return self.status == "completed"
+
+    @property
+    def code(self) -> str | None:
+        """The refusal or failure code, if any."""
+        return None if self.error is None else str(self.error.get("code"))
+
+
+@dataclass(frozen=True)
+class Authority:
+    """What the run may do, as far as admission needs it (issue-4 work widens this).
+
+    Attributes:
+        effects: ``none`` refuses every change, ``ask`` needs an approval per change,
+            ``allow`` admits changes that pass every other check.
+        max_calls: calls the run may make in all (``None``: no limit beyond receipts).
+    """
+
+    effects: Literal["none", "ask", "allow"] = "allow"
+    max_calls: int | None = None
+
+
+class Governor:
+    """Admits, executes and records the calls of one run (one governor per run)."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        workspace: Workspace,
+        store: RunStore,
+        tools: Mapping[str, Tool],
+        policies: PolicySet | Unrestricted,
+        guards: GuardRegistry,
+        audit: AuditLog,
+        sanitizer: Sanitizer,
+        authority: Authority | None = None,
+        receipt_budget: ReceiptBudget | None = None,
+        directive_id: str | None = None,
+        write_budget: int | None = None,
+        deliver: Deliver | None = None,
+        clock: Clock = _utc_now,
+    ) -> None:
+        if not isinstance(policies, PolicySet | Unrestricted):
+            raise ProctorError(
+                "incomplete context: policies not supplied; pass the loaded PolicySet, or "
+                "proctor.UNRESTRICTED to evaluate no policy rule on purpose",
+                code="incomplete_context",
+            )
+        self.run_id = run_id
+        self.workspace = workspace
+        self.store = store
+        self.tools = tools
+        self.policies = policies
+        self.guards = guards
+        self.audit = audit
+        self.sanitizer = sanitizer
+        self.authority = authority or Authority()
+        self.receipt_budget = receipt_budget
+        self.directive_id = directive_id
+        self.write_budget = write_budget
+        self.deliver = deliver
+        self.clock = clock
+        self.history: list[dict[str, Any]] = []
+        self.calls_made = 0
+        self._per_step: dict[str | None, int] = {}
+
+    # -- the path ---------------------------------------------------------------------------
+
+    def call(self, spec: CallSpec) -> CallOutcome:
+        """Admit, run and record one call; never raises for a refusal or a tool failure.
+
+        Raises:
+            StoreError: the run store could not record the call (the run cannot go on safely).
+        """
+        started = self.clock()
+        call_id = spec.call_id or self._next_call_id(spec.step_id)
+        if spec.call_id is not None:
+            recorded = self.store.get_call(self.run_id, call_id)
+            if recorded is not None and recorded.state == "settled":
+                return self._recorded(spec, recorded, started)
+        tool = self.tools.get(spec.tool)
+        outcome = CallOutcome(
+            call_id=call_id,
+            tool=spec.tool,
+            step_id=spec.step_id,
+            status="refused",
+            effect=tool.effect if tool is not None else "none",
+            started_at=started,
+        )
+        try:
+            outcome.args_digest = digest(dict(spec.args))
+        except ProctorError:
+            outcome.args_digest = digest({"unrepresentable": True})
+        try:
+            args, relpaths = self._admit(spec, tool, outcome)
+        except RefusedCall as refusal:
+            return self._refused(spec, outcome, refusal)
+        assert tool is not None
+        if spec.idempotency_key is not None and tool.effect in CHANGING_EFFECTS:
+            done = self.store.find_idempotent(spec.idempotency_key)
+            if done is not None:
+                return self._recorded(spec, done, started, already_done=True)
+        return self._execute(spec, tool, args, relpaths, outcome)
+
+    def _admit(
+        self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+        # 1. scope
+        if spec.tool not in spec.allowance:
+            if not spec.allowance:
+                raise RefusedCall(
+                    f"tool '{spec.tool}' is not allowed here: this step allows no tools",
+                    code="tool_not_allowed",
+                )
+            allowed = ", ".join(sorted(spec.allowance))
+            raise RefusedCall(
+                f"tool '{spec.tool}' is not allowed here; allowed: {allowed}",
+                code="tool_not_allowed",
+            )
+        if tool is None:
+            raise RefusedCall(f"tool '{spec.tool}' is not registered", code="unknown_tool")
+        # 2. schema
+        args = dict(spec.args)
+        problem = validate_args(tool, args)
+        if problem is not None:
+            raise RefusedCall(
+                f"arguments of '{tool.name}' do not fit its schema: {problem}",
+                code="schema_invalid",
+            )
+        # 3. containment
+        relpaths: list[str] = []
+        for path, access in tool.paths(args):
+            relpaths.append(self.workspace.resolve(path, access).rel)
+        # 4. policy
+        decision = self._policy(spec, tool, args, tuple(relpaths))
+        outcome.verdicts = [_verdict_json(v) for v in decision.verdicts]
+        for v in decision.verdicts:
+            self.audit.emit(
+                v.event,
+                run_id=self.run_id,
+                step_index=spec.step_index,
+                taint=self.sanitizer.taint,
+                tool=tool.name,
+                call_id=outcome.call_id,
+                rule_id=v.rule.id,
+                allowed=v.verdict.allowed,
+                code=v.verdict.code,
+                message=v.verdict.message,
+                enforcement=v.rule.enforcement,
+                effect=v.effect,
+            )
+        decision.raise_if_refused()
+        # 5. floor
+        changes = tool.effect in CHANGING_EFFECTS
+        if changes and self.authority.effects == "none":
+            raise RefusedCall(
+                f"tool '{tool.name}' changes the world ({tool.effect}) and this run's authority"
+                " is effects: none",
+                code="effects_none",
+            )
+        if changes and self.authority.effects == "ask":
+            raise RefusedCall(
+                f"tool '{tool.name}' needs a person's approval under effects: ask, and pausing"
+                " for approvals is not available in this version",
+                code="approval_required",
+            )
+        # 6. budget
+        if self.authority.max_calls is not None and self.calls_made >= self.authority.max_calls:
+            raise RefusedCall(
+                f"the run's call limit ({self.authority.max_calls}) is used up",
+                code="call_budget_exceeded",
+            )
+        if self.receipt_budget is not None:
+            self.receipt_budget.reserve(1)
+        return args, tuple(relpaths)
+
+    def _policy(
+        self, spec: CallSpec, tool: Tool, args: dict[str, Any], relpaths: tuple[str, ...]
+    ) -> PolicyDecision:
+        extra = {} if self.write_budget is None else {"write_budget": self.write_budget}
+        ctx = GuardContext(
+            tool_name=tool.name,
+            raw_args=spec.args,
+            args=args,
+            reason=spec.reason,
+            directive_id=self.directive_id,
+            run_history=tuple(self.history),
+            workspace_relpaths=relpaths,
+            **extra,
+        )
+        return evaluate(self.policies, ctx, self.guards)
+
+    def _execute(
+        self,
+        spec: CallSpec,
+        tool: Tool,
+        args: dict[str, Any],
+        relpaths: tuple[str, ...],
+        outcome: CallOutcome,
+    ) -> CallOutcome:
+        self.calls_made += 1
+        changes = tool.effect in CHANGING_EFFECTS
+        record = CallRecord(
+            run_id=self.run_id,
+            call_id=outcome.call_id,
+            step_id=spec.step_id,
+            tool=tool.name,
+            state="claimed",
+            args_digest=outcome.args_digest,
+            idempotency_key=spec.idempotency_key,
+        )
+        if changes:
+            # 8. the claim is durable before the effect is sent
+            self.store.claim_call(record)
+        extras = self.deliver(spec, tool) if self.deliver is not None else {}
+        ctx = ToolContext(
+            workspace=self.workspace,
+            store=self.store,
+            run_id=self.run_id,
+            call_id=outcome.call_id,
+            step_id=spec.step_id,
+            extras=extras,
+        )
+        try:
+            raw_result: Any = tool.handler(ctx, args)
+            status: CallStatus = "completed"
+            error = None
+        except ProctorError as exc:
+            raw_result = None
+            status = "refused" if isinstance(exc, RefusedCall) else "failed"
+            error = exc.to_dict()
+        # 9. sanitize
+        result, redacted = self.sanitizer.value(raw_result)
+        if error is not None:
+            error, _ = self.sanitizer.value(error)
+        outcome.status = status
+        outcome.result = result
+        outcome.error = error
+        outcome.ended_at = self.clock()
+        outcome.outputs_digest = digest(result) if status == "completed" else None
+        settled = {"status": status, "result": result, "error": error}
+        # 10. record: the run store, then the audit log
+        if changes:
+            self.store.settle_call(self.run_id, outcome.call_id, status, settled)
+        else:
+            record.outcome = status
+            record.result = settled
+            self.store.record_call(record)
+        self.history.append({"tool": tool.name, "args": args, "outcome": _history(status)})
+        self.audit.emit(
+            "tool_call",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            taint=self.sanitizer.taint,
+            tool=tool.name,
+            call_id=outcome.call_id,
+            step=spec.step_id,
+            effect=tool.effect,
+            outcome=status,
+            code=None if error is None else error.get("code"),
+            paths=list(relpaths),
+            args_digest=outcome.args_digest,
+            outputs_digest=outcome.outputs_digest,
+            result_redacted=redacted,
+        )
+        return outcome
+
+    def _refused(self, spec: CallSpec, outcome: CallOutcome, refusal: RefusedCall) -> CallOutcome:
+        error, _ = self.sanitizer.value(refusal.to_dict())
+        outcome.status = "refused"
+        outcome.error = error
+        outcome.ended_at = self.clock()
+        self.store.record_call(
+            CallRecord(
+                run_id=self.run_id,
+                call_id=outcome.call_id,
+                step_id=spec.step_id,
+                tool=spec.tool,
+                state="settled",
+                args_digest=outcome.args_digest,
+                outcome="refused",
+                result={"status": "refused", "result": None, "error": error},
+            )
+        )
+        self.history.append({"tool": spec.tool, "args": dict(spec.args), "outcome": "refused"})
+        self.audit.emit(
+            "call_refused",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            taint=self.sanitizer.taint,
+            tool=spec.tool,
+            call_id=outcome.call_id,
+            step=spec.step_id,
+            code=error.get("code"),
+            message=error.get("message"),
+            rule_id=(error.get("details") or {}).get("rule_id"),
+            args_digest=outcome.args_digest,
+        )
+        return outcome
+
+    def _recorded(
+        self, spec: CallSpec, record: CallRecord, started: datetime, *, already_done: bool = False
+    ) -> CallOutcome:
+        settled = record.result if isinstance(record.result, dict) else {}
+        outcome = CallOutcome(
+            call_id=spec.call_id or record.call_id,
+            tool=record.tool,
+            step_id=spec.step_id,
+            status=settled.get("status", record.outcome or "completed"),
+            result=settled.get("result"),
+            error=settled.get("error"),
+            args_digest=record.args_digest,
+            started_at=started,
+            ended_at=self.clock(),
+            already_done=record.call_id if already_done else None,
+        )
+        if outcome.status == "completed":
+            outcome.outputs_digest = digest(outcome.result)
+        return outcome
+
+    def _next_call_id(self, step_id: str | None) -> str:
+        n = self._per_step.get(step_id, 0) + 1
+        self._per_step[step_id] = n
+        return f"{step_id or 'call'}/{n}"
+
+
+def _history(status: CallStatus) -> str:
+    return "ok" if status == "completed" else status
+
+
+def _verdict_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "rule_id": outcome.rule.id,
+        "code": outcome.verdict.code,
+        "enforcement": outcome.rule.enforcement,
+        "effect": outcome.effect,
+        "message": outcome.verdict.message,
+    }
+
+
+_VALIDATORS: dict[str, tuple[int, Callable[[Any], Any]]] = {}
+
+
+def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
+    """Validate ``args`` against the tool's schema (fills defaults in place).
+
+    Returns ``None`` when they fit, else a message naming the failing location (never the
+    value).
+    """
+    cached = _VALIDATORS.get(tool.name)
+    if cached is None or cached[0] != id(tool.schema):
+        import fastjsonschema
+
+        cached = (id(tool.schema), fastjsonschema.compile(tool.schema))
+        _VALIDATORS[tool.name] = cached
+    try:
+        cached[1](args)
+    except Exception as exc:  # fastjsonschema.JsonSchemaValueException
+        name = str(getattr(exc, "name", "data"))
+        rule = str(getattr(exc, "rule", "") or "schema")
+        where = "$" + name[4:] if name.startswith("data") else name
+        return f"{where} violates '{rule}'"
+    return None

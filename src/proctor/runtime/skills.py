@@ -1,0 +1,121 @@
+"""Find and read skill packages from disk; the parsing itself is :mod:`proctor.parser.skill`.
+
+A reference is ``PATH[#METHOD]`` (a package folder, or its ``SKILL.md``) or ``NAME[#METHOD]``
+naming a folder of the workspace's ``skills/`` catalog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from proctor.contracts.skill import SkillPackage
+from proctor.errors import UsageError
+from proctor.parser.skill import build_package, package_dir_for, parse_ref
+from proctor.receipts.canonical import digest
+
+_SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
+_MAX_FILES = 2_000
+_MAX_BYTES = 64 * 1024 * 1024
+_PARSED = frozenset({"SKILL.md", "run.yaml"})
+
+
+@dataclass(frozen=True)
+class LoadedSkill:
+    """A package read from disk, with where it lives and the digest of every file in it."""
+
+    package: SkillPackage
+    folder: Path
+    label: str
+    package_digest: str
+    method: str | None
+
+
+def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str | None]:
+    """The package folder a reference names, its display label, and the method named.
+
+    Raises:
+        UsageError: ``ref_invalid``, ``skill_not_found`` or ``not_a_package``.
+    """
+    path_part, method = parse_ref(ref)
+    candidates = [cwd / path_part]
+    if "/" not in path_part and os.sep not in path_part:
+        candidates.append(workspace_root / "skills" / path_part)
+    for candidate in candidates:
+        if candidate.exists():
+            folder = Path(package_dir_for(str(candidate), is_dir=candidate.is_dir()))
+            real = Path(os.path.realpath(folder))
+            try:
+                label = real.relative_to(workspace_root).as_posix() or "."
+            except ValueError:
+                label = real.name
+            return real, label, method
+    raise UsageError(
+        f"no skill package at {path_part!r} (looked in the current folder and the workspace's"
+        " skills/)",
+        code="skill_not_found",
+    )
+
+
+def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
+    """The texts of SKILL.md and run.yaml (other files listed with empty text) and the package
+    digest: ``sha256`` over the canonical mapping of every file's relative path to the digest
+    of its bytes.
+
+    Raises:
+        UsageError: ``package_too_large`` past 2,000 files or 64 MiB; ``not_a_package`` when
+            SKILL.md is not UTF-8.
+    """
+    files: dict[str, str] = {}
+    digests: dict[str, str] = {}
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            rel = full.relative_to(folder).as_posix()
+            data = full.read_bytes()
+            total += len(data)
+            if len(digests) >= _MAX_FILES or total > _MAX_BYTES:
+                raise UsageError(
+                    f"skill package {label} is too large (over {_MAX_FILES} files or 64 MiB)",
+                    code="package_too_large",
+                )
+            digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
+            if rel in _PARSED:
+                try:
+                    files[rel] = data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise UsageError(
+                        f"{label}/{rel} is not UTF-8 text", code="not_a_package"
+                    ) from exc
+            else:
+                files[rel] = ""
+    return files, digest(digests)
+
+
+def load_skill(ref: str, *, cwd: Path, workspace_root: Path) -> LoadedSkill:
+    """Locate, read and parse a skill package.
+
+    Raises:
+        UsageError: the reference does not name a package.
+        ParseError: SKILL.md or run.yaml is invalid (the message names file:line:column).
+    """
+    folder, label, method = locate(ref, cwd=cwd, workspace_root=workspace_root)
+    files, package_digest = read_package(folder, label)
+    package = build_package(label, files)
+    return LoadedSkill(package, folder, label, package_digest, method)
+
+
+def package_authority_files(skill: LoadedSkill, workspace_root: Path) -> frozenset[str]:
+    """Workspace-relative SKILL.md/run.yaml of the run's own package (never written by it)."""
+    try:
+        base = skill.folder.relative_to(workspace_root).as_posix()
+    except ValueError:
+        return frozenset()
+    prefix = "" if base in ("", ".") else base + "/"
+    return frozenset(prefix + name for name in _PARSED if name in skill.package.files)
