@@ -1,0 +1,62 @@
+"""Print the cost of the sanitizer: median and p95 microseconds per call.
+
+Run: .venv/bin/python bench/sanitize.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from proctor.runtime.sanitize import TaintSet, scrub_text, scrub_value
+
+PROSE = (
+    "The quick brown fox jumps over the lazy dog. Governed calls read files, record what "
+    "happened and return the content to the agent, which drafts a reply for a person.\n"
+)
+CODE = Path(__file__).read_text(encoding="utf-8")
+
+
+def _sample(text: str, size: int = 4096) -> str:
+    return (text * (size // len(text) + 1))[:size]
+
+
+def measure(label: str, fn: Callable[[], Any], rounds: int = 5000) -> None:
+    for _ in range(200):
+        fn()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        fn()
+        times.append(time.perf_counter_ns() - start)
+    times.sort()
+    median = statistics.median(times) / 1000
+    p95 = times[int(len(times) * 0.95)] / 1000
+    print(f"{label:<44} median {median:7.1f} us   p95 {p95:7.1f} us")
+
+
+def main() -> None:
+    prose, code = _sample(PROSE), _sample(CODE)
+    taint = TaintSet(["tr0ub4dor&3-horse-staple", "hunter2", "s3cr3t-token-value"])
+    small = {
+        "tool": "fs.read",
+        "path": "notes/today.md",
+        "content_digest": "sha256:" + "ab" * 32,
+        "size": 4096,
+        "reason": "read the notes before drafting a reply",
+        "ok": True,
+    }
+    with_secret = prose[:2000] + " ghp_" + "A1b2" * 9 + " " + prose[2000:4050]
+    measure("scrub_text 4 KiB prose, clean", lambda: scrub_text(prose))
+    measure("scrub_text 4 KiB python source, clean", lambda: scrub_text(code))
+    measure("scrub_text 4 KiB prose, 3 tainted values", lambda: scrub_text(prose, taint))
+    measure("scrub_text 4 KiB prose, one GitHub token", lambda: scrub_text(with_secret))
+    measure("scrub_value small dict (6 fields)", lambda: scrub_value(small))
+    measure("scrub_value small dict, 3 tainted values", lambda: scrub_value(small, taint))
+
+
+if __name__ == "__main__":
+    main()
