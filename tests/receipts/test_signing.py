@@ -1,0 +1,83 @@
+"""Ed25519 against Wycheproof (verify) and the RFC 8032 seeds (sign)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from proctor.errors import ConfigError
+from proctor.receipts.signing import (
+    PublicKey,
+    key_id_of,
+    parse_private_key_pem,
+    parse_public_key,
+    signer_from_seed,
+)
+from tests.corpora import corpus_dir
+
+
+def _groups() -> list[dict]:  # type: ignore[type-arg]
+    path = corpus_dir("wycheproof-ed25519") / "testvectors_v1" / "ed25519_test.json"
+    return list(json.loads(path.read_text())["testGroups"])
+
+
+def test_wycheproof_verify_matches_expected() -> None:
+    checked = 0
+    for group in _groups():
+        key = PublicKey.from_raw(bytes.fromhex(group["publicKey"]["pk"]))
+        for case in group["tests"]:
+            ok = key.verify(bytes.fromhex(case["sig"]), bytes.fromhex(case["msg"]))
+            assert ok == (case["result"] == "valid"), f"tcId {case['tcId']}: {case['comment']}"
+            checked += 1
+    assert checked >= 150
+
+
+def test_wycheproof_pem_keys_parse_to_the_same_key() -> None:
+    for group in _groups():
+        assert (
+            parse_public_key(group["publicKeyPem"].encode()).raw.hex() == group["publicKey"]["pk"]
+        )
+
+
+def test_rfc8032_seeds_sign_exactly() -> None:
+    doc = json.loads((corpus_dir("wycheproof-ed25519") / "rfc8032_derived.json").read_text())
+    assert len(doc["vectors"]) == 4
+    for vector in doc["vectors"]:
+        signer = signer_from_seed(bytes.fromhex(vector["secret_key"]))
+        assert signer.public_key.raw.hex() == vector["public_key"]
+        message = bytes.fromhex(vector["message"])
+        assert signer.sign(message).hex() == vector["signature"]
+        assert signer.public_key.verify(signer.sign(message), message)
+
+
+def test_key_id_is_sha256_of_raw_public_key() -> None:
+    signer = signer_from_seed(b"\x01" * 32)
+    raw = signer.public_key.raw
+    assert signer.key_id == "sha256:" + hashlib.sha256(raw).hexdigest() == key_id_of(raw)
+
+
+def test_pem_round_trip_and_public_forms() -> None:
+    signer = signer_from_seed(b"\x02" * 32)
+    again = parse_private_key_pem(signer.private_pem())
+    assert again.key_id == signer.key_id
+    pub = signer.public_key
+    assert parse_public_key(pub.pem().encode()).key_id == pub.key_id
+    assert parse_public_key(pub.raw.hex().encode()).key_id == pub.key_id
+    doc = json.dumps({"public_key_hex": pub.raw.hex()}).encode()
+    assert parse_public_key(doc).key_id == pub.key_id
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"zz", b"00" * 31, b"{}", b"-----BEGIN PUBLIC KEY-----\nx\n"]
+)
+def test_bad_public_keys_are_refused(data: bytes) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_public_key(data)
+    assert info.value.code == "public_key_invalid"
+
+
+def test_wrong_length_signature_is_false_not_an_error() -> None:
+    signer = signer_from_seed(b"\x03" * 32)
+    assert not signer.public_key.verify(b"\x00" * 63, b"m")

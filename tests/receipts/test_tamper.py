@@ -1,0 +1,287 @@
+"""Verification of receipt trees: each tamper is refused with its own reason."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from proctor.receipts.signing import PublicKey
+from proctor.receipts.verify import VerifyResult, verify_tree
+from proctor.receipts.writer import Ref
+from proctor.runtime.receipt_store import ReceiptStore, verify_receipt
+from tests.receipts.helpers import (
+    body,
+    other_signer,
+    put,
+    signer,
+    small_tree,
+    write_sealed,
+)
+
+
+def _file(folder: Path, rid: str) -> Path:
+    return folder / f"{rid.removeprefix('sha256:')}.json"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, dict[str, Ref]]:
+    folder = tmp_path / "receipts"
+    refs = small_tree(ReceiptStore(folder))
+    return folder, refs
+
+
+def _verify(folder: Path, rid: str, key: PublicKey | None = None) -> VerifyResult:
+    return verify_receipt(rid, receipts_dir=folder, public_key=key or signer().public_key)
+
+
+def test_intact_tree_verifies(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    result = _verify(folder, refs["root"].receipt_id)
+    assert (result.status, result.reason) == ("verified", "ok")
+    assert result.receipts == 8 == refs["root"].size
+    assert result.signed == 5 and result.amortized == 3
+    assert result.depth == 4 == refs["root"].height
+    assert result.failing_receipt_id is None
+
+
+def test_one_byte_flipped_in_a_signed_body(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    path = _file(folder, refs["b"].receipt_id)
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"skill":"hello"', b'"skill":"hellp"', 1))
+    result = _verify(folder, refs["root"].receipt_id)
+    assert (result.status, result.reason) == ("invalid", "digest_mismatch")
+    assert result.failing_receipt_id == refs["b"].receipt_id
+    assert result.parent_id == refs["root"].receipt_id
+
+
+def test_one_byte_flipped_in_an_amortized_call(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    path = _file(folder, refs["b1"].receipt_id)
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"outcome":"failed"') + len(b'"outcome":"f')
+    data[at] ^= 0x01  # 'a' -> '`': still JSON, the outcome changed
+    path.write_bytes(bytes(data))
+    result = _verify(folder, refs["root"].receipt_id)
+    assert result.status == "invalid"
+    assert result.reason in {"malformed", "digest_mismatch"}
+    assert result.failing_receipt_id == refs["b1"].receipt_id
+
+
+@pytest.mark.parametrize("offset", [3, 40, 200, -10, -2])
+def test_any_flipped_byte_fails(tree: tuple[Path, dict[str, Ref]], offset: int) -> None:
+    folder, refs = tree
+    path = _file(folder, refs["a"].receipt_id)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x04
+    path.write_bytes(bytes(data))
+    result = _verify(folder, refs["root"].receipt_id)
+    assert result.status == "invalid"
+    assert result.failing_receipt_id == refs["a"].receipt_id
+
+
+def test_signature_swapped(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    a, b = _file(folder, refs["a"].receipt_id), _file(folder, refs["b"].receipt_id)
+    sig_b = b.read_bytes().rsplit(b'"signature":', 1)[1]
+    head_a = a.read_bytes().rsplit(b'"signature":', 1)[0]
+    a.write_bytes(head_a + b'"signature":' + sig_b)
+    result = _verify(folder, refs["root"].receipt_id)
+    assert (result.status, result.reason) == ("invalid", "signature_invalid")
+    assert result.failing_receipt_id == refs["a"].receipt_id
+
+
+def test_signature_removed_from_a_step(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    path = _file(folder, refs["a"].receipt_id)
+    head = path.read_bytes().rsplit(b'"signature":', 1)[0]
+    path.write_bytes(head + b'"signature":null}\n')
+    result = _verify(folder, refs["root"].receipt_id)
+    assert (result.status, result.reason) == ("invalid", "signature_missing")
+
+
+def test_child_removed(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    _file(folder, refs["c"].receipt_id).unlink()
+    result = _verify(folder, refs["root"].receipt_id)
+    assert (result.status, result.reason) == ("invalid", "child_missing")
+    assert result.failing_receipt_id == refs["c"].receipt_id
+    assert result.parent_id == refs["child"].receipt_id
+
+
+def test_child_replaced_by_another_valid_receipt(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    shutil.copyfile(_file(folder, refs["b1"].receipt_id), _file(folder, refs["a1"].receipt_id))
+    result = _verify(folder, refs["root"].receipt_id)
+    assert (result.status, result.reason) == ("invalid", "digest_mismatch")
+    assert result.failing_receipt_id == refs["a1"].receipt_id
+
+
+def test_child_committed_by_two_parents(tmp_path: Path) -> None:
+    s = signer()
+    leaf = write_sealed(tmp_path, body("call", s.key_id), s, signed=False)
+    p1 = write_sealed(tmp_path, body("step", s.key_id, [leaf]), s)
+    p2 = write_sealed(tmp_path, body("step", s.key_id, [leaf], step_id="s2"), s)
+    root = write_sealed(tmp_path, body("run", s.key_id, [p1, p2]), s)
+    result = _verify(tmp_path, root)
+    assert (result.status, result.reason) == ("invalid", "committed_twice")
+    assert (result.failing_receipt_id, result.parent_id) == (leaf, p2)
+
+
+def test_child_listed_twice_by_one_parent(tmp_path: Path) -> None:
+    s = signer()
+    leaf = write_sealed(tmp_path, body("call", s.key_id), s, signed=False)
+    root = write_sealed(tmp_path, body("step", s.key_id, [leaf, leaf]), s)
+    assert _verify(tmp_path, root).reason == "committed_twice"
+
+
+def test_cycle(tmp_path: Path) -> None:
+    # A content-addressed cycle needs a file stored under an id that is not its digest: the
+    # verifier names the cycle (the receipt commits its own ancestor) before anything else.
+    s = signer()
+    fake = "sha256:" + "7" * 64
+    root = write_sealed(tmp_path, body("run", s.key_id, [fake]), s)
+    from proctor.receipts.writer import seal
+
+    _, data = seal(body("step", s.key_id, [root]), s)
+    put(tmp_path, fake, data)
+    result = _verify(tmp_path, root)
+    assert (result.status, result.reason) == ("invalid", "cycle")
+    assert (result.failing_receipt_id, result.parent_id) == (fake, root)
+
+
+def test_self_commitment_is_a_cycle(tmp_path: Path) -> None:
+    s = signer()
+    fake = "sha256:" + "8" * 64
+    from proctor.receipts.writer import seal
+
+    _, data = seal(body("step", s.key_id, [fake]), s)
+    put(tmp_path, fake, data)
+    assert _verify(tmp_path, fake).reason == "cycle"
+
+
+def test_two_bodies_under_one_id(tmp_path: Path) -> None:
+    s = signer()
+    leaf = write_sealed(tmp_path, body("call", s.key_id), s, signed=False)
+    other = "sha256:" + "9" * 64
+    parent = body("step", s.key_id)
+    parent["children"] = [{"receipt_id": leaf, "body_digest": other}]
+    root = write_sealed(tmp_path, parent, s)
+    result = _verify(tmp_path, root)
+    assert (result.reason, result.failing_receipt_id) == ("commitment_mismatch", leaf)
+
+
+def test_unknown_key_is_unverified_not_verified(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    result = _verify(folder, refs["root"].receipt_id, key=other_signer().public_key)
+    assert (result.status, result.reason) == ("unverified", "unknown_key")
+    assert result.failing_receipt_id == refs["root"].receipt_id
+    assert result.signed == 0 and result.unknown_key == 5 and result.receipts == 8
+
+
+def test_unknown_key_does_not_hide_tampering(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    _file(folder, refs["b1"].receipt_id).unlink()
+    result = _verify(folder, refs["root"].receipt_id, key=other_signer().public_key)
+    assert (result.status, result.reason) == ("invalid", "child_missing")
+
+
+def test_subtree_signed_by_another_key_is_unverified(tmp_path: Path) -> None:
+    s, o = signer(), other_signer()
+    leaf = write_sealed(tmp_path, body("step", o.key_id), o)
+    root = write_sealed(tmp_path, body("run", s.key_id, [leaf]), s)
+    result = _verify(tmp_path, root)
+    assert (result.status, result.reason, result.failing_receipt_id) == (
+        "unverified",
+        "unknown_key",
+        leaf,
+    )
+    assert result.key_ids == (s.key_id, o.key_id)
+
+
+def test_unsigned_call_as_root_is_unverified(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    result = _verify(folder, refs["a1"].receipt_id)
+    assert (result.status, result.reason) == ("unverified", "unsigned")
+
+
+def test_missing_root_and_file_target(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    assert _verify(folder, "sha256:" + "0" * 64).reason == "not_found"
+    by_file = verify_receipt(
+        _file(folder, refs["a"].receipt_id), public_key=signer().public_key.pem().encode()
+    )
+    assert by_file.status == "verified" and by_file.receipts == 5
+    renamed = folder / "copy.json"
+    shutil.copyfile(_file(folder, refs["a"].receipt_id), renamed)
+    assert verify_receipt(renamed, public_key=signer().public_key).receipt_id == (
+        refs["a"].receipt_id
+    )
+
+
+def _chain(folder: Path, levels: int) -> str:
+    """A chain with its deepest receipt ``levels`` below the root (levels + 1 receipts)."""
+    s = signer()
+    kinds = ["run", "step", "call"]
+    rid = write_sealed(folder, body("step", s.key_id), s)
+    for level in range(levels - 1, -1, -1):
+        kind = kinds[level % 3]
+        rid = write_sealed(folder, body(kind, s.key_id, [rid]), s, signed=kind != "call")
+    return rid
+
+
+def test_64_levels_pass_and_65_fail(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ok = _verify(tmp_path / "a", _chain(tmp_path / "a", 64))
+    assert (ok.status, ok.depth, ok.receipts) == ("verified", 64, 65)
+    deep = _verify(tmp_path / "b", _chain(tmp_path / "b", 65))
+    assert (deep.status, deep.reason) == ("invalid", "too_deep")
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """One folder, two trees: run -> step -> 30,000 calls (30,002) and -> 30,001 (30,003)."""
+    folder = tmp_path_factory.mktemp("wide")
+    s = signer()
+    calls = [
+        write_sealed(
+            folder, body("call", s.key_id, inputs_digest=f"sha256:{i:064x}"), s, signed=False
+        )
+        for i in range(30_001)
+    ]
+    step_ok = write_sealed(folder, body("step", s.key_id, calls[:30_000]), s)
+    step_over = write_sealed(folder, body("step", s.key_id, calls, step_id="s2"), s)
+    return (
+        folder,
+        write_sealed(folder, body("run", s.key_id, [step_ok]), s),
+        write_sealed(folder, body("run", s.key_id, [step_over]), s),
+    )
+
+
+def test_30002_receipts_pass(wide: tuple[Path, str, str]) -> None:
+    folder, ok, _ = wide
+    result = _verify(folder, ok)
+    assert (result.status, result.receipts) == ("verified", 30_002)
+
+
+def test_30003_receipts_fail(wide: tuple[Path, str, str]) -> None:
+    folder, _, over = wide
+    result = _verify(folder, over)
+    assert (result.status, result.reason, result.receipts) == ("invalid", "too_many", 30_002)
+
+
+def test_pure_walk_reads_lazily_and_only_once(tree: tuple[Path, dict[str, Ref]]) -> None:
+    folder, refs = tree
+    reads: list[str] = []
+
+    def load(rid: str) -> bytes | None:
+        reads.append(rid)
+        path = _file(folder, rid)
+        return path.read_bytes() if path.exists() else None
+
+    result = verify_tree(refs["root"].receipt_id, load, [signer().public_key])
+    assert result.ok
+    assert len(reads) == len(set(reads)) == 8
