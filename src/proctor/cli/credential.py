@@ -1,0 +1,154 @@
+"""``proctor credential``: store, list, remove and bind local credential profiles.
+
+No command here takes secret material on its command line: ``set`` reads it from stdin with
+``--from-stdin``. A stray argument (which may be a pasted secret) is refused without echoing it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from proctor.errors import UsageError
+
+_STRAY = (
+    "credential commands never take secret material as an argument; pipe it instead: "
+    "printf '%s' \"$TOKEN\" | proctor credential set PROVIDER --profile NAME --from-stdin"
+)
+_LENIENT = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+def _refuse_stray(ctx: click.Context) -> None:
+    # Never echo ctx.args: an unexpected argument is exactly where a pasted secret would be.
+    if ctx.args:
+        raise UsageError(_STRAY, code="secret_on_argv")
+
+
+def _workspace_root(path: str | None) -> Path:
+    from proctor.runtime.workspace import Workspace
+
+    return Workspace(Path(path)).root if path else Workspace.discover(Path.cwd()).root
+
+
+@click.group()
+def credential() -> None:
+    """Store and select credential profiles (material is read from stdin only)."""
+
+
+@credential.command("set", context_settings=_LENIENT)
+@click.argument("provider")
+@click.option("--profile", "profile", required=True, help="Profile name to store.")
+@click.option("--auth-mode", "auth_mode", default=None, help="Auth mode this material is for.")
+@click.option("--audience", default=None, help="Bind the material to one https:// host.")
+@click.option("--from-stdin", "from_stdin", is_flag=True, help="Read the material from stdin.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored profile as JSON.")
+@click.pass_context
+def set_(
+    ctx: click.Context,
+    provider: str,
+    profile: str,
+    auth_mode: str | None,
+    audience: str | None,
+    from_stdin: bool,
+    as_json: bool,
+) -> None:
+    """Store a profile for PROVIDER from stdin and make it the provider's default."""
+    _refuse_stray(ctx)
+    if not from_stdin:
+        raise UsageError(_STRAY, code="secret_needs_stdin")
+    if sys.stdin.isatty():
+        raise UsageError(
+            "pipe the material on stdin; nothing was stored", code="secret_needs_stdin"
+        )
+    value = sys.stdin.read()
+    if value.endswith("\r\n"):
+        value = value[:-2]
+    elif value.endswith("\n"):
+        value = value[:-1]
+    from proctor.runtime.credentials import CredentialStore
+
+    info = CredentialStore().set(provider, profile, value, auth_mode=auth_mode, audience=audience)
+    if as_json:
+        from proctor.cli.render import dump_json
+
+        dump_json(info.to_dict())
+    else:
+        click.echo(f"stored profile {info.name} for {info.provider} (default for {info.provider})")
+
+
+@credential.command("list", context_settings=_LENIENT)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def list_(ctx: click.Context, as_json: bool) -> None:
+    """List stored profiles (names, providers, modes, audiences; never material)."""
+    _refuse_stray(ctx)
+    from proctor.runtime.credentials import CredentialStore
+
+    profiles = [p.to_dict() for p in CredentialStore().list()]
+    if as_json:
+        from proctor.cli.render import dump_json
+
+        dump_json({"profiles": profiles})
+        return
+    if not profiles:
+        click.echo("no stored profiles")
+    for row in profiles:
+        marks = " (default)" if row["default"] else ""
+        extra = "".join(f" {k}={row[k]}" for k in ("auth_mode", "audience") if row[k] is not None)
+        click.echo(f"{row['profile']}: {row['provider']}{marks}{extra} [{row['backend']}]")
+
+
+@credential.command("remove", context_settings=_LENIENT)
+@click.argument("profile")
+@click.pass_context
+def remove(ctx: click.Context, profile: str) -> None:
+    """Remove a stored profile and its material."""
+    _refuse_stray(ctx)
+    from proctor.runtime.credentials import CredentialStore
+
+    info = CredentialStore().remove(profile)
+    click.echo(f"removed profile {info.name} ({info.provider})")
+
+
+@credential.command("bind", context_settings=_LENIENT)
+@click.argument("profile")
+@click.option("--provider", default=None, help="Bind for every requirement of this provider.")
+@click.option("--skill", default=None, help="Bind for one skill's requirement (with --credential).")
+@click.option("--credential", "credential_name", default=None, help="The requirement name.")
+@click.option("--workspace", default=None, help="Workspace folder (default: discovered).")
+@click.pass_context
+def bind(
+    ctx: click.Context,
+    profile: str,
+    provider: str | None,
+    skill: str | None,
+    credential_name: str | None,
+    workspace: str | None,
+) -> None:
+    """Bind PROFILE in this workspace, by provider or by skill requirement (names only)."""
+    _refuse_stray(ctx)
+    from proctor.errors import CredentialError
+    from proctor.runtime.credentials import CredentialStore, bind_provider, bind_skill
+
+    by_provider = provider is not None
+    by_skill = skill is not None or credential_name is not None
+    if by_provider == by_skill or (by_skill and (skill is None or credential_name is None)):
+        raise UsageError("give --provider X, or --skill S with --credential C", code="usage_error")
+    info = CredentialStore().get(profile)
+    if info is None:
+        raise CredentialError(f"no stored profile {profile!r}", code="credential_profile_unknown")
+    root = _workspace_root(workspace)
+    if provider is not None:
+        if info.provider != provider:
+            raise CredentialError(
+                f"profile {profile!r} is for provider {info.provider!r}, not {provider!r}",
+                code="credential_provider_mismatch",
+            )
+        bind_provider(root, profile, provider)
+        click.echo(f"bound {profile} for provider {provider} in this workspace")
+        return
+    assert skill is not None and credential_name is not None
+    bind_skill(root, profile, skill, credential_name)
+    click.echo(f"bound {profile} for {skill} credential {credential_name} in this workspace")
