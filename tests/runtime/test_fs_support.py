@@ -12,6 +12,7 @@ from typing import Any
 import fastjsonschema
 import pytest
 
+from proctor.errors import RefusedCall
 from proctor.receipts.canonical import digest_bytes
 from proctor.runtime.store.sqlite import SQLiteRunStore
 from proctor.runtime.tools.base import ToolContext
@@ -43,7 +44,10 @@ def snapshot(root: Path) -> Snapshot:
 def call(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
     """Run a native tool the way admission does: schema, containment of every path, handler."""
     tool = native_tools()[name]
-    fastjsonschema.compile(tool.schema)(args)
+    try:
+        fastjsonschema.compile(tool.schema)(args)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise RefusedCall(f"{name}: {exc.message}", code="schema_invalid") from exc
     for path, access in tool.paths(args):
         ctx.workspace.resolve(path, access)
     result = tool.handler(ctx, args)

@@ -50,6 +50,8 @@ def test_plain_paths_resolve_inside(ws: Workspace) -> None:
     [
         ("", "path_empty"),
         ("a\x00b", "path_nul"),
+        ("a\nb", "path_control_char"),
+        ("a\x1b[31mred", "path_control_char"),
         ("a/" * 2100, "path_too_long"),
         ("x" * 300, "path_too_long"),
         ("/etc/passwd", "path_absolute"),

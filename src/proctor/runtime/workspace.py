@@ -4,7 +4,8 @@
 system. It refuses, each with a stable code and a message naming the workspace-relative path
 and the rule (never an absolute host path):
 
-- ``path_empty``, ``path_nul``, ``path_too_long``: malformed strings;
+- ``path_empty``, ``path_nul``, ``path_control_char``, ``path_too_long``: malformed strings
+  (control characters never belong in a name and would let a path forge log or terminal lines);
 - ``path_absolute``: absolute paths (``/x``, ``\\x``, ``C:\\x``, ``//host/share``) are refused
   outright rather than accepted when they happen to point inside: a run names files relative to
   its workspace, and an absolute path in an argument would disclose the host layout;
@@ -51,6 +52,7 @@ _AUTHORITY_WALK_MAX_DIRS = 20_000
 _AUTHORITY_WALK_MAX_DEPTH = 12
 _WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 _SHOWN_CHARS = 200
 
 
@@ -167,9 +169,9 @@ class Workspace:
         :data:`HEAD_BYTES` and refuse a private key block there.
 
         Raises:
-            RefusedCall: ``path_empty``, ``path_nul``, ``path_too_long``, ``path_absolute``,
-                ``path_outside_workspace``, ``path_symlink_loop``, ``sensitive_path``,
-                ``authority_file`` (see the module docstring).
+            RefusedCall: ``path_empty``, ``path_nul``, ``path_control_char``, ``path_too_long``,
+                ``path_absolute``, ``path_outside_workspace``, ``path_symlink_loop``,
+                ``sensitive_path``, ``authority_file`` (see the module docstring).
         """
         if not isinstance(path, str) or path == "":
             raise refusal("path_empty", "an empty path names no file", "")
@@ -178,6 +180,12 @@ class Workspace:
         if len(path) > MAX_PATH_CHARS:
             raise refusal(
                 "path_too_long", f"the path is longer than {MAX_PATH_CHARS} characters", path
+            )
+        if _CONTROL.search(path):
+            raise refusal(
+                "path_control_char",
+                "a path may not contain control characters (newlines, escapes ...)",
+                _CONTROL.sub("?", path),
             )
         text = path.replace("\\", "/")
         if text.startswith("/") or _DRIVE.match(text):

@@ -262,6 +262,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     truncated = False
     files_scanned = 0
     if start.abs.is_file():
+        start = ctx.workspace.resolve(args["path"], "read")  # a single file: check its content
         entries: Iterator[_Entry] = iter(
             [_Entry(start.rel, "file", start.abs.stat().st_size, str(start.abs))]
         )

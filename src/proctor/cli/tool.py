@@ -1,0 +1,68 @@
+"""``proctor tool list`` and ``proctor tool inspect NAME``: the native tools and their schemas."""
+
+from __future__ import annotations
+
+import click
+
+from proctor.cli.render import dump_json
+
+
+@click.group("tool")
+def tool() -> None:
+    """List and inspect native tools."""
+
+
+@tool.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON document for programs.")
+def list_tools(as_json: bool) -> None:
+    """List every native tool with its effect class and description."""
+    from proctor.runtime.tools.registry import native_tools
+
+    tools = sorted(native_tools().values(), key=lambda t: t.name)
+    if as_json:
+        dump_json(
+            {
+                "tools": [
+                    {"name": t.name, "effect": t.effect, "description": t.description}
+                    for t in tools
+                ]
+            }
+        )
+        return
+    width = max(len(t.name) for t in tools)
+    for t in tools:
+        click.echo(f"{t.name.ljust(width)}  {t.effect.ljust(5)}  {t.description}")
+
+
+@tool.command("inspect")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON document for programs.")
+def inspect_tool(name: str, as_json: bool) -> None:
+    """Show one tool: effect class, description, input and output JSON Schemas.
+
+    Raises:
+        UsageError: (code ``unknown_tool``, exit 2) no native tool has that name.
+    """
+    import json
+
+    from proctor.errors import UsageError
+    from proctor.runtime.tools.registry import native_tools
+
+    tools = native_tools()
+    found = tools.get(name)
+    if found is None:
+        known = ", ".join(sorted(tools))
+        raise UsageError(
+            f"no native tool is named {name!r}; known tools: {known}", code="unknown_tool"
+        )
+    description = found.describe()
+    if as_json:
+        dump_json(description)
+        return
+    click.echo(f"{found.name}  (effect: {found.effect})")
+    click.echo(found.description)
+    click.echo("\ninput schema:")
+    click.echo(json.dumps(found.schema, indent=2, sort_keys=True))
+    if found.output_schema is not None:
+        click.echo("\noutput schema:")
+        click.echo(json.dumps(found.output_schema, indent=2, sort_keys=True))
