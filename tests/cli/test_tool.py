@@ -30,6 +30,7 @@ def test_list_json_names_every_tool_with_its_effect() -> None:
         "fs.apply_bundle": "write",
         "fs.delete": "write",
         "fs.restore": "write",
+        "http.request": "network",
     }
 
 

@@ -16,6 +16,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
+    from proctor.runtime.tools.http import http_tools
 
     return (
         ECHO,
@@ -28,11 +29,12 @@ def _build() -> tuple[Tool, ...]:
         FS_APPLY_BUNDLE,
         FS_DELETE,
         FS_RESTORE,
+        *http_tools().values(),
     )
 
 
 def native_tools() -> dict[str, Tool]:
-    """Every native tool by name (``echo``, ``data.digest``, ``fs.*``).
+    """Every native tool by name (``echo``, ``data.digest``, ``fs.*``, ``http.request``).
 
     The tools are built once and cached; each call returns a new dict, so a caller adding or
     removing entries never changes what other callers see.
