@@ -1,0 +1,114 @@
+"""``proctor history``: recent runs, or one run's record, events, calls and receipts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proctor.errors import UsageError
+
+
+def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
+    """The receipts of a run's tree, parents before children: ``{receipt_id, kind, outcome}``."""
+    from proctor.receipts.model import parse_envelope
+
+    if root_id is None:
+        return []
+    out: list[dict[str, Any]] = []
+    stack = [root_id]
+    while stack:
+        rid = stack.pop()
+        data = session.receipts.get(rid)
+        if data is None:
+            out.append({"receipt_id": rid, "kind": None, "outcome": None, "missing": True})
+            continue
+        env = parse_envelope(data)
+        body = env.body
+        out.append({"receipt_id": rid, "kind": body["kind"], "outcome": body["outcome"],
+                    "step_id": body["subject"].get("step_id"), "tool": body["subject"].get("tool")})
+        stack.extend(child["receipt_id"] for child in reversed(body["children"]))
+    return out
+
+
+@click.command("history")
+@click.argument("run_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--after", "after", type=int, default=None, metavar="CURSOR",
+              help="List only runs older than this cursor (from a previous page's next_cursor).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+def history(run_id: str | None, as_json: bool, after: int | None, limit: int) -> None:
+    """Show recent runs with outcome and receipt id, or one RUN_ID's full record."""
+    from proctor.cli.render import dump_json
+    from proctor.runtime.driver import Session
+    from proctor.runtime.workspace import Workspace
+
+    session = Session(Workspace.discover(Path.cwd()))
+    try:
+        if run_id is None:
+            runs = session.store.list_runs(after=after, limit=limit)
+            rows = [
+                {"run_id": r.run_id, "cursor": r.cursor, "skill": r.skill, "method": r.method,
+                 "status": r.status, "outcome": r.outcome, "receipt_id": r.receipt_id,
+                 "created_at": r.created_at}
+                for r in runs
+            ]
+            next_cursor = rows[-1]["cursor"] if len(rows) == limit else None
+            if as_json:
+                dump_json({"schema": "proctor.history.v1", "runs": rows,
+                           "next_cursor": next_cursor})
+                return
+            _print_runs(rows, next_cursor)
+            return
+        record = session.store.get_run(run_id)
+        if record is None:
+            raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
+        doc = {
+            "schema": "proctor.history.run.v1",
+            "run_id": record.run_id,
+            "skill": record.skill,
+            "method": record.method,
+            "status": record.status,
+            "outcome": record.outcome,
+            "receipt_id": record.receipt_id,
+            "created_at": record.created_at,
+            "updated_at": record.updated_at,
+            "envelope": record.data.get("envelope"),
+            "events": session.store.events(record.run_id),
+            "calls": [
+                {"call_id": c.call_id, "step": c.step_id, "tool": c.tool, "state": c.state,
+                 "outcome": c.outcome, "args_digest": c.args_digest}
+                for c in session.store.calls(record.run_id)
+            ],
+            "receipts": run_receipts(session, record.receipt_id),
+        }
+        if as_json:
+            dump_json(doc)
+            return
+        _print_run(doc)
+    finally:
+        session.close()
+
+
+def _print_runs(rows: list[dict[str, Any]], next_cursor: int | None) -> None:
+    if not rows:
+        click.echo("no runs yet in this workspace")
+        return
+    for r in rows:
+        click.echo(f"{r['created_at'][:19]}  {r['run_id']}  {r['skill']}#{r['method']}  "
+                   f"{r['outcome'] or r['status']}  {r['receipt_id'] or '-'}")
+    if next_cursor is not None:
+        click.echo(f"more: proctor history --after {next_cursor}")
+
+
+def _print_run(doc: dict[str, Any]) -> None:
+    click.echo(f"run {doc['run_id']}  {doc['skill']}#{doc['method']}  "
+               f"{doc['outcome'] or doc['status']}")
+    click.echo(f"receipt: {doc['receipt_id'] or '-'}")
+    for call in doc["calls"]:
+        click.echo(f"  {call['call_id']}  {call['tool']}  {call['outcome'] or call['state']}")
+    for rec in doc["receipts"]:
+        click.echo(f"  receipt {rec['kind']}: {rec['receipt_id']} ({rec['outcome']})")
+    sys.stdout.flush()
