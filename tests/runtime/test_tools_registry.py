@@ -41,7 +41,7 @@ def walk_objects(schema: Any) -> list[dict[str, Any]]:
 def bounded(schema: Any) -> bool:
     """Every string has a maxLength and every array a maxItems (``value`` of data.digest aside)."""
     if isinstance(schema, dict):
-        if schema.get("type") == "string" and "maxLength" not in schema and "pattern" not in schema:
+        if schema.get("type") == "string" and not {"maxLength", "pattern", "enum"} & set(schema):
             return False
         if schema.get("type") == "array" and "maxItems" not in schema:
             return False
