@@ -172,9 +172,6 @@ def test_resolution_order(ws: Path, home: Path) -> None:
         "explicit",
         "from-explicit",
     )
-    assert (
-        "from" not in (ws / ".proctor" / "credentials.json").read_text().replace('"', "")[:0] + ""
-    )
 
 
 def test_bindings_file_holds_names_only(ws: Path, home: Path) -> None:
@@ -227,9 +224,7 @@ def test_audience_may_narrow_but_never_widen(ws: Path, home: Path) -> None:
     store = CredentialStore(home)
     store.set("n8n", "narrow", "value-123456", audience="https://n8n.example.com")
     out = resolve_credentials(
-        {"n8n": _req("n8n", N8N="N8N_TOKEN")}
-        if False
-        else {"n8n": _req("n8n", bearer="N8N_TOKEN")},
+        {"n8n": _req("n8n", bearer="N8N_TOKEN")},
         skill="s",
         workspace_root=ws,
         env=snapshot_environment(ws, {}),

@@ -17,6 +17,7 @@ import click
 # commands does not import every command module.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("proctor.cli.run", "run", "Run a skill method under governance."),
+    "credential": ("proctor.cli.credential", "credential", "Store and bind credential profiles."),
     "history": ("proctor.cli.history", "history", "Show recent runs or one run's record."),
     "tool": ("proctor.cli.tool", "tool", "List and inspect native tools."),
     "check": ("proctor.cli.check", "check", "Self-verify this workspace and the install."),
