@@ -64,7 +64,7 @@ _GATES: dict[str, _Gate] = {
     "aws_access_key": (("AKIA", "ASIA", "ABIA", "ACCA"), False),
     "google_api_key": (("AIza",), False),
     "github_token": (("gh",), False),
-    "github_fine_grained_token": (("gh",), False),
+    "github_fine_grained_token": (("github_pat_",), False),
     "gitlab_token": (("glpat-",), False),
     "npm_token": (("npm_",), False),
     "pypi_token": (("pypi-",), False),
