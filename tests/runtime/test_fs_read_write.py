@@ -279,3 +279,15 @@ def test_refusals_are_refused_calls(env: Env) -> None:
     env.write("a.txt", "x")
     with pytest.raises(RefusedCall):
         env.call("fs.write", {"path": "a.txt", "content": "y"})
+
+
+def test_a_fifo_never_hangs_a_tool(env: Env) -> None:
+    os.mkfifo(env.root / "pipe.txt")
+    with pytest.raises(ToolFailed) as info:
+        env.call("fs.read", {"path": "pipe.txt"})
+    assert info.value.code == "not_a_file"
+    assert env.call("fs.search", {"pattern": "x"})["results"] == []
+    listed = env.call("fs.list", {})
+    assert {"path": "pipe.txt", "type": "other", "size": 0} in listed["entries"]
+    with pytest.raises(ToolFailed):
+        env.call("fs.write", {"path": "pipe.txt", "content": "x", "create": True})

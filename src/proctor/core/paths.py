@@ -22,6 +22,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 
 __all__ = [
@@ -225,9 +226,12 @@ def content_reason(content_head: bytes) -> str | None:
 
     NUL bytes are dropped before matching too, so a UTF-16 encoded key is still found.
     """
-    if _PRIVATE_KEY_CONTENT.search(content_head):
-        return "private_key_content"
-    if b"\x00" in content_head and _PRIVATE_KEY_CONTENT.search(content_head.replace(b"\x00", b"")):
+    data = content_head.replace(b"\x00", b"") if b"\x00" in content_head else content_head
+    # Cheap substring tests first: every PEM/PGP header holds "---", every PuTTY key its
+    # marker; the regex (slow: case-insensitive, no literal prefix) runs only when one is there.
+    if b"---" not in data and b"-user-key-file-" not in data.lower():
+        return None
+    if _PRIVATE_KEY_CONTENT.search(data):
         return "private_key_content"
     return None
 
@@ -251,6 +255,14 @@ def sensitive_reason(relpath: str, content_head: bytes | None = None) -> str | N
     later ``..`` cancels, which only ever errs towards refusing); the final component of the
     lexically normalised path is checked against the file-name rules.
     """
+    reason = _path_reason(relpath)
+    if reason is None and content_head:
+        return content_reason(content_head)
+    return reason
+
+
+@lru_cache(maxsize=8192)
+def _path_reason(relpath: str) -> str | None:
     raw, norm = _components(relpath)
     for part in raw:
         reason = _first_match(_DIR_RULES, name_variants(part))
@@ -265,8 +277,6 @@ def sensitive_reason(relpath: str, content_head: bytes | None = None) -> str | N
             for parent, child in pairwise(folded):
                 if dir_name in parent and file_name in child:
                     return name
-    if content_head:
-        return content_reason(content_head)
     return None
 
 
@@ -285,6 +295,7 @@ AUTHORITY_RULES: dict[str, str] = {
 _SKILL_PACKAGE_FILES = frozenset({"skill.md", "run.yaml"})
 
 
+@lru_cache(maxsize=8192)
 def authority_reason(relpath: str, authority_files: frozenset[str] = frozenset()) -> str | None:
     """The name of the rule that makes ``relpath`` an authority file a run never writes, or None.
 

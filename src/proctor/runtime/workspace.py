@@ -52,6 +52,8 @@ _AUTHORITY_WALK_MAX_DIRS = 20_000
 _AUTHORITY_WALK_MAX_DEPTH = 12
 _WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 _SHOWN_CHARS = 200
 
@@ -204,8 +206,9 @@ class Workspace:
                 )
         real = self._walk(parts, path)
         rel = self._relative(real, path)
-        self._check_rules("/".join(parts), path, access)
-        if rel != ".":
+        requested = "/".join(parts)
+        self._check_rules(requested, path, access)
+        if rel not in (".", requested):
             self._check_rules(rel, rel, access)
         resolved = Resolved(abs=real, rel=rel)
         if access in ("read", "write"):
@@ -286,16 +289,17 @@ class Workspace:
 
     def _check_head(self, resolved: Resolved) -> None:
         try:
-            info = os.stat(resolved.abs)
+            fd = os.open(resolved.abs, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
         except OSError:
-            return
-        if not stat.S_ISREG(info.st_mode):
-            return
+            return  # nothing there yet, or a folder: the tool reports what it finds
         try:
-            with open(resolved.abs, "rb") as handle:
-                head = handle.read(HEAD_BYTES)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
+            head = os.read(fd, HEAD_BYTES)
         except OSError:
             return
+        finally:
+            os.close(fd)
         self.check_content(resolved.rel, head)
 
     def check_content(self, rel: str, data: bytes) -> None:

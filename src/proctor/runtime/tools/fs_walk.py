@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from proctor.core.paths import content_reason, sensitive_reason
-from proctor.errors import RefusedCall
+from proctor.errors import ProctorError, RefusedCall
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
+from proctor.runtime.tools.fsutil import open_regular
 from proctor.runtime.workspace import Resolved, Workspace
 
 __all__ = ["FS_LIST", "FS_SEARCH"]
@@ -147,10 +148,10 @@ def _walk_folder(
 
 def _head_is_key(path: str, limit: int) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_regular(path, path), "rb") as handle:
             return content_reason(handle.read(limit)) is not None
-    except OSError:
-        return False
+    except (OSError, ProctorError):
+        return True  # could not look inside: withhold rather than show
 
 
 def _start(ctx: ToolContext, args: Mapping[str, Any]) -> Resolved:
@@ -274,9 +275,9 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         if only is not None and not only.match_file(entry.rel):
             continue
         try:
-            with open(entry.abs, "rb") as handle:
+            with os.fdopen(open_regular(entry.abs, entry.rel), "rb") as handle:
                 data = handle.read(_SEARCH_MAX_FILE + 1)
-        except OSError:
+        except (OSError, ProctorError):
             continue
         if content_reason(data) is not None:
             counts.withheld += 1

@@ -28,6 +28,7 @@ __all__ = [
     "digest_of",
     "encode_text",
     "fsync_dir",
+    "open_regular",
     "read_text_file",
     "require_digest",
 ]
@@ -53,9 +54,25 @@ class FileState:
     mode: int | None = None
 
 
+def open_regular(path: Path | str, rel: str) -> int:
+    """Open a regular file for reading without following a symlink or blocking on a FIFO.
+
+    Raises:
+        ToolFailed: ``not_found``, ``not_a_file``.
+        RefusedCall: ``path_changed`` (a symlink appeared after resolution).
+    """
+    fd = _open_nofollow(Path(path), rel)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolFailed(f"'{rel}' is not a regular file", code="not_a_file", details={"path": rel})
+    return fd
+
+
 def _open_nofollow(path: Path, rel: str) -> int:
     try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO planted in the workspace must not hang the call (fstat refuses it).
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        return os.open(path, flags)
     except FileNotFoundError as exc:
         raise ToolFailed(
             f"'{rel}' does not exist", code="not_found", details={"path": rel}
@@ -88,7 +105,7 @@ def current_state(ws: Workspace, target: Resolved) -> FileState:
         raise ToolFailed(
             f"'{target.rel}' is not a regular file", code="not_a_file", details={"path": target.rel}
         )
-    fd = _open_nofollow(target.abs, target.rel)
+    fd = open_regular(target.abs, target.rel)
     with os.fdopen(fd, "rb") as handle:
         data = handle.read()
     ws.check_content(target.rel, data)
@@ -135,10 +152,8 @@ def read_text_file(ws: Workspace, target: Resolved, max_bytes: int) -> tuple[str
         ToolFailed: ``not_found``, ``not_a_file``, ``binary_file`` (not UTF-8 text).
         RefusedCall: ``sensitive_path`` (a private key anywhere in the file).
     """
-    fd = _open_nofollow(target.abs, target.rel)
+    fd = open_regular(target.abs, target.rel)
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ToolFailed(f"'{target.rel}' is not a regular file", code="not_a_file")
         hasher = hashlib.sha256()
         kept = bytearray()
         size = 0

@@ -16,7 +16,6 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
-    from proctor.runtime.tools.http import HTTP_REQUEST
     from proctor.runtime.tools.http import http_tools
 
     return (
