@@ -6,11 +6,11 @@ Both are valid by construction: the loader builds them only after every check pa
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from proctor.receipts.canonical import digest as canonical_digest
 
 __all__ = [
     "ENFORCEMENTS",
@@ -121,13 +121,13 @@ class PolicySet:
 
     @property
     def digest(self) -> str:
-        """``sha256:<hex>`` over the canonical JSON of every rule and the policy ids, in order."""
+        """``sha256:<hex>`` over RFC 8785 canonical JSON of the policy ids and rules, in order."""
         if self._digest is None:
             doc = {
                 "policy_ids": list(self.policy_ids),
                 "rules": [r.canonical() for r in self.rules],
             }
-            self._digest = "sha256:" + _canonical_sha256(doc)
+            self._digest = canonical_digest(doc)
         return self._digest
 
     def rule(self, rule_id: str) -> PolicyRule | None:
@@ -145,10 +145,3 @@ class PolicySet:
             f"PolicySet({len(self.rules)} rules, {len(self.enforceable)} enforceable, "
             f"policies={list(self.policy_ids)})"
         )
-
-
-def _canonical_sha256(doc: Any) -> str:
-    # Rule documents hold only strings, lists and None, where this encoding coincides with
-    # RFC 8785 canonical JSON; switch to proctor.receipts' canonical digest once it exists.
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
