@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AgentError",
     "ConfigError",
     "CredentialError",
     "EgressRefused",
@@ -166,3 +167,10 @@ class StoreError(ProctorError):
     """The run store failed or holds something inconsistent."""
 
     code = "store_error"
+
+
+class AgentError(ProctorError):
+    """An agent turn failed: the provider refused or broke, the step cap was reached, the
+    turn was cancelled, or the model's answer did not fit the turn's output schema."""
+
+    code = "agent_failed"
