@@ -50,6 +50,8 @@ def test_calls_are_amortized_unless_asked(tmp_path: Path) -> None:
     assert call["signature"] is None
     w = ReceiptWriter(ReceiptStore(tmp_path / "b"), signer(), clock=fixed_clock, sign_calls=True)
     ref = w.call(Subject("hello", PKG, "main", "a", "echo"), outcome="completed", started_at=T0)
+    assert not (tmp_path / "b").exists()  # call receipts wait for the step (or flush)
+    w.flush()
     signed = json.loads((tmp_path / "b" / f"{ref.receipt_id[7:]}.json").read_bytes())
     assert signed["signature"] is not None
     assert (
@@ -70,6 +72,7 @@ def test_verdicts_and_digests_are_recorded(tmp_path: Path) -> None:
         inputs_digest=digest({"path": "x"}),
         verdicts=[Verdict("no-secrets", "secret_in_write", "block")],
     )
+    w.flush()
     doc = json.loads((tmp_path / f"{ref.receipt_id[7:]}.json").read_bytes())["body"]
     assert doc["verdicts"] == [
         {"rule_id": "no-secrets", "code": "secret_in_write", "enforcement": "block"}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import rfc8785
@@ -30,6 +31,8 @@ DIGEST_PREFIX = "sha256:"
 
 _INT_MAX = 2**53 - 1
 _INT_MIN = -(2**53) + 1
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 _encode = json.JSONEncoder(
     ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":")
@@ -78,6 +81,16 @@ def canonical(value: Any) -> bytes:
         ) from exc
 
 
+def canonical_plain(value: Any) -> bytes:
+    """Canonical bytes of a value the caller has already checked holds only exact ``dict``
+    (ASCII keys), ``list``, ``str``, ``bool`` and ``None``: the fast route without the walk.
+
+    Raises:
+        UnicodeEncodeError: a string holds a lone surrogate.
+    """
+    return _encode(value).encode("utf-8")
+
+
 def digest_bytes(data: bytes) -> str:
     """``sha256:<64 lowercase hex>`` of raw bytes."""
     return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
@@ -94,7 +107,4 @@ def digest(value: Any) -> str:
 
 def is_digest(text: object) -> bool:
     """True when ``text`` is exactly ``sha256:`` followed by 64 lowercase hex digits."""
-    if type(text) is not str or len(text) != 71 or not text.startswith(DIGEST_PREFIX):
-        return False
-    hexpart = text[7:]
-    return all(c in "0123456789abcdef" for c in hexpart)
+    return type(text) is str and _DIGEST.fullmatch(text) is not None

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from proctor.errors import ReceiptInvalid, UsageError
-from proctor.receipts.canonical import canonical, is_digest
+from proctor.receipts.canonical import canonical_plain, is_digest
 
 __all__ = [
     "ENFORCEMENTS",
@@ -306,9 +306,11 @@ def parse_envelope(data: bytes) -> Envelope:
     if sig is not None and (type(sig) is not str or not sig.isascii()):
         raise _bad("signature must be a base64 string or null")
     try:
-        body_bytes = canonical(doc["body"])
-    except UsageError as exc:
-        raise _bad("the receipt body is not canonical JSON") from exc
+        # check_body admitted only fixed ASCII keys, strings, nulls, lists and objects: the
+        # values for which the plain route is exactly RFC 8785 (see proctor.receipts.canonical)
+        body_bytes = canonical_plain(doc["body"])
+    except UnicodeEncodeError as exc:
+        raise _bad("the receipt body holds a string that is not valid Unicode") from exc
     if encode_envelope(body_bytes, key_id, sig) != data:
         raise ReceiptInvalid(
             "the receipt file is not in canonical form (bytes were changed or reformatted)",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -204,25 +204,38 @@ class ReceiptStore:
                 this id; the stored file is left untouched. Or the folder is not ours.
             StoreError: the disk refused the write.
         """
+        self.put_many([(receipt_id, data, kind, outcome)])
+
+    def put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
+        """Write several receipts ``(receipt_id, data, kind, outcome)`` as :meth:`put` does,
+        with one folder fsync and one index append for the batch.
+
+        Raises:
+            ReceiptInvalid, StoreError: as :meth:`put`; receipts before the failing one stay.
+        """
+        if not items:
+            return
         self._check(create=True)
-        path = self.path_of(receipt_id)
+        lines: list[bytes] = []
         try:
-            if self._link_new(path, data):
-                line = json.dumps(
-                    {"receipt_id": receipt_id, "kind": kind, "outcome": outcome},
-                    separators=(",", ":"),
-                )
-                fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
-                try:
-                    os.write(fd, line.encode() + b"\n")
-                    if self._durable:
-                        os.fsync(fd)
-                finally:
-                    os.close(fd)
+            try:
+                for receipt_id, data, kind, outcome in items:
+                    if self._link_new(self.path_of(receipt_id), data):
+                        entry = {"receipt_id": receipt_id, "kind": kind, "outcome": outcome}
+                        lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+            finally:
+                if lines:
+                    self._fsync_dir()
+                    fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
+                    try:
+                        os.write(fd, b"".join(lines))
+                        if self._durable:
+                            os.fsync(fd)
+                    finally:
+                        os.close(fd)
         except OSError as exc:
             raise StoreError(
-                f"receipt {receipt_id} could not be written: {exc.strerror}",
-                code="receipt_store_io",
+                f"receipts could not be written: {exc.strerror}", code="receipt_store_io"
             ) from exc
 
     def _link_new(self, path: Path, data: bytes) -> bool:
@@ -246,7 +259,6 @@ class ReceiptStore:
                 return False
         finally:
             tmp.unlink(missing_ok=True)
-        self._fsync_dir()
         return True
 
     def _same_or_conflict(self, path: Path, data: bytes) -> None:

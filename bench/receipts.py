@@ -1,0 +1,196 @@
+"""Receipt figures: signing rate, and `proctor verify` on a 30,002-receipt tree.
+
+Run: ``.venv/bin/python bench/receipts.py [--runs 3]``. Prints, each as median and p95:
+
+* receipts written per second through ``ReceiptWriter`` (canonical body, Ed25519 signature for
+  steps, atomic write with fsync into a real store), and signed without the store;
+* wall time and peak RSS (``wait4`` high-water of the child process) of ``proctor verify`` on a
+  generated tree of 30,002 receipts, shaped as the bound's own reasoning: a run, its step,
+  10,000 skill calls, each committing a child run with one step. Steps and runs are signed
+  (20,002 signatures); calls are amortized. A second tree signs every receipt (30,002
+  signatures) as the worst case;
+* the raw Ed25519 verify rate of ``cryptography`` alone, the physical floor for the above.
+
+Targets: verify 30,002 in < 3 s and < 100 MiB. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from proctor.receipts.canonical import digest
+from proctor.receipts.model import Subject
+from proctor.receipts.signing import Signer, signer_from_seed
+from proctor.receipts.writer import ReceiptWriter, Ref
+from proctor.runtime.receipt_store import ReceiptStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+PKG = "sha256:" + "ab" * 32
+
+
+def _clock() -> datetime:
+    return T0
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def build_tree(folder: Path, signer: Signer, *, sign_calls: bool, durable: bool) -> Ref:
+    """run -> step -> 10,000 calls -> (child run -> step): 30,002 receipts."""
+    writer = ReceiptWriter(
+        ReceiptStore(folder, durable=durable), signer, clock=_clock, sign_calls=sign_calls
+    )
+    calls = []
+    for i in range(10_000):
+        leaf = writer.step(
+            Subject(f"child{i}", PKG, "main", "only"),
+            outcome="completed",
+            started_at=T0,
+            outputs_digest=digest(i),
+        )
+        run = writer.run(
+            Subject(f"child{i}", PKG, "main"), outcome="completed", started_at=T0, children=[leaf]
+        )
+        calls.append(
+            writer.call(
+                Subject("parent", PKG, "main", "fan", "skill"),
+                outcome="completed",
+                started_at=T0,
+                inputs_digest=digest({"i": i}),
+                children=[run],
+            )
+        )
+    step = writer.step(
+        Subject("parent", PKG, "main", "fan"), outcome="completed", started_at=T0, children=calls
+    )
+    return writer.run(
+        Subject("parent", PKG, "main"), outcome="completed", started_at=T0, children=[step]
+    )
+
+
+def writer_rates(signer: Signer, runs: int) -> None:
+    class Null:
+        def put_many(self, items: object) -> None:
+            pass
+
+    for label, store_factory in (
+        ("no store", lambda d: Null()),
+        ("store, fsync", lambda d: ReceiptStore(d, durable=True)),
+    ):
+        for kind in ("call", "step"):
+            rates, lat = [], []
+            for _ in range(runs):
+                with tempfile.TemporaryDirectory() as tmp:
+                    writer = ReceiptWriter(store_factory(Path(tmp)), signer, clock=_clock)
+                    n = 2000
+                    start = time.perf_counter()
+                    for i in range(n):
+                        t = time.perf_counter()
+                        getattr(writer, kind)(
+                            Subject("s", PKG, "m", "x", "echo"),
+                            outcome="completed",
+                            started_at=T0,
+                            inputs_digest=digest({"i": i}),
+                        )
+                        lat.append(time.perf_counter() - t)
+                    rates.append(n / (time.perf_counter() - start))
+            signed = "signed" if kind == "step" else "amortized (unsigned)"
+            print(
+                f"  {kind} receipts, {signed}, {label}: median {statistics.median(rates):,.0f}/s;"
+                f" latency median {statistics.median(lat) * 1e6:.0f} us,"
+                f" p95 {_p95(lat) * 1e6:.0f} us"
+            )
+
+
+def verify_runs(folder: Path, root: Ref, key_file: Path, runs: int) -> None:
+    walls, rss = [], []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PROCTOR_HOME"] = str(folder / "no-home")
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "proctor",
+                "verify",
+                root.receipt_id,
+                "--json",
+                "--receipts-dir",
+                str(folder),
+                "--key",
+                str(key_file),
+            ],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        out = proc.stdout.read() if proc.stdout else b""
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        walls.append(time.perf_counter() - start)
+        rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
+        if proc.returncode != 0:
+            print("  verify failed:", out.decode()[:400])
+    print(
+        f"  wall: median {statistics.median(walls):.2f} s, p95 {_p95(walls):.2f} s "
+        f"(runs: {', '.join(f'{w:.2f}' for w in walls)})"
+    )
+    print(f"  peak RSS: median {statistics.median(rss):.1f} MiB, p95 {_p95(rss):.1f} MiB")
+
+
+def raw_verify_rate(signer: Signer, n: int, runs: int) -> None:
+    key = signer.public_key
+    messages = [digest({"i": i}).encode() * 12 for i in range(n)]
+    sigs = [signer.sign(m) for m in messages]
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for m, s in zip(messages, sigs, strict=True):
+            key.verify(s, m)
+        times.append(time.perf_counter() - start)
+    med = statistics.median(times)
+    print(
+        f"  cryptography Ed25519 verify alone: {n / med:,.0f}/s; {n:,} signatures take "
+        f"{med:.2f} s (median), p95 {_p95(times):.2f} s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    signer = signer_from_seed(b"\x42" * 32)
+    print("writing receipts (2,000 per run):")
+    writer_rates(signer, args.runs)
+    with tempfile.TemporaryDirectory() as tmp:
+        key_file = Path(tmp) / "key.pem"
+        key_file.write_text(signer.public_key.pem())
+        for sign_calls, label in (
+            (False, "amortized calls: 20,002 signed"),
+            (True, "every receipt signed: 30,002 signed"),
+        ):
+            folder = Path(tmp) / ("all" if sign_calls else "amortized")
+            start = time.perf_counter()
+            root = build_tree(folder, signer, sign_calls=sign_calls, durable=False)
+            print(
+                f"tree of {root.size:,} receipts, depth {root.height}, {label} "
+                f"(built in {time.perf_counter() - start:.1f} s without fsync)"
+            )
+            verify_runs(folder, root, key_file, args.runs)
+        print("physical floor:")
+        raw_verify_rate(signer, 20_002, args.runs)
+        raw_verify_rate(signer, 30_002, args.runs)
+
+
+if __name__ == "__main__":
+    main()
