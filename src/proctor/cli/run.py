@@ -82,7 +82,7 @@ def render_envelope(doc: dict[str, Any]) -> None:
         status = entry["outcome"]
         line = f"  step {escape(entry['step'])}: {escape(entry['tool'])} {status}"
         if entry.get("code"):
-            line += f" [{escape(str(entry['code']))}]"
+            line += " " + escape(f"[{entry['code']}]")
         out.print(line)
         for warning in entry.get("warnings") or []:
             out.print(f"    [yellow]warning[/] {escape(warning)}")
@@ -90,8 +90,8 @@ def render_envelope(doc: dict[str, Any]) -> None:
     if refusal:
         where = f" at step {refusal['step']}" if refusal.get("step") else ""
         rule = f" (rule {refusal['rule_id']})" if refusal.get("rule_id") else ""
-        out.print(f"[red]refused{escape(where)}[/]: {escape(refusal['message'])}"
-                  f" [{escape(refusal['code'])}]{escape(rule)}")
+        out.print(f"[red]refused{escape(where)}[/]: {escape(refusal['message'])} "
+                  + escape(f"[{refusal['code']}]{rule}"))
     if doc.get("result") is not None:
         out.print("result: " + escape(json.dumps(doc["result"], ensure_ascii=False)))
     for note in doc.get("notes") or []:
