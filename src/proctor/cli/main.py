@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
     "key": ("proctor.cli.key", "key", "Show or export the local signing key."),
     "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
+    "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
 }
 
 

@@ -1,0 +1,79 @@
+"""``proctor mcp``: serve skills (and the turns of paused runs) to MCP clients.
+
+The ``mcp`` SDK is imported only here, inside the command, so ``proctor --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("mcp")
+@click.argument("refs", nargs=-1, metavar="SKILL_REF...")
+@click.option(
+    "--run",
+    "run_id",
+    metavar="RUN_ID",
+    help="Serve the turn tools of this one paused run instead of skills.",
+)
+@click.option(
+    "--authority",
+    "authority_name",
+    metavar="NAME",
+    help="Apply this saved authority preset to every run the server starts.",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio, or streamable HTTP (needs PROCTOR_MCP_API_KEY).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="HTTP port (0 picks a free one and prints it).",
+)
+@click.option(
+    "--public-url",
+    metavar="URL",
+    help="Where clients reach a non-loopback HTTP bind (required for one).",
+)
+def mcp(
+    refs: tuple[str, ...],
+    run_id: str | None,
+    authority_name: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    public_url: str | None,
+) -> None:
+    """Serve SKILL_REF... (PATH[#METHOD] or a skills/ catalog name) as MCP tools.
+
+    Each method is one tool; a call runs it under governance and returns its proctor.run.v1
+    envelope. Approvals are never given through MCP: a person runs `proctor resume`.
+    Exit codes: 2 usage or parse error; 3 configuration error (no key, unsafe bind).
+    """
+    import os
+
+    from proctor.mcp import check_http_settings, open_server, serve
+    from proctor.runtime.workspace import Workspace
+
+    settings = None
+    if transport == "http":
+        settings = check_http_settings(host, port, public_url, os.environ)
+    elif public_url is not None:
+        raise click.UsageError("--public-url applies to --transport http only")
+    proctor = open_server(
+        list(refs),
+        workspace=Workspace.discover(Path.cwd()),
+        run_id=run_id,
+        authority_name=authority_name,
+        transport=transport,
+    )
+    serve(proctor, http=settings)

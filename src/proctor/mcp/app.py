@@ -1,0 +1,150 @@
+"""Open and serve one ``proctor mcp`` process: what the CLI calls.
+
+Everything that can refuse is decided before the transport opens: the skills load, their
+credential readiness is decided from one workspace snapshot, a named authority preset
+resolves, an HTTP key and bind check out. A missing credential does not stop the server: it
+is reported by name on stderr and its tool answers ``needs_credential``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from proctor.errors import ConfigError, UsageError
+from proctor.mcp.catalog import Catalog, load_catalog
+from proctor.mcp.server import ProctorServer, ServerConfig
+
+if TYPE_CHECKING:
+    from proctor.mcp.http import HttpSettings
+    from proctor.runtime.admission import Authority
+    from proctor.runtime.workspace import Workspace
+
+__all__ = ["open_server", "serve"]
+
+
+def _preset(name: str, workspace: Workspace, environ: Mapping[str, str]) -> Authority:
+    """The saved authority preset ``name`` for this workspace.
+
+    Raises:
+        ConfigError: ``authority_presets_unavailable`` when this build has no preset store;
+            the preset store's own refusals (unknown name, workspace not listed) otherwise.
+    """
+    try:
+        from proctor.runtime import authority_presets  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise ConfigError(
+            f"--authority {name}: saved authority presets are not available in this build",
+            code="authority_presets_unavailable",
+        ) from exc
+    loaded: Authority = authority_presets.load_preset(name, workspace=workspace, environ=environ)
+    return loaded
+
+
+def open_server(
+    refs: list[str],
+    *,
+    workspace: Workspace,
+    run_id: str | None = None,
+    authority_name: str | None = None,
+    transport: str = "stdio",
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ProctorServer:
+    """Load what the server offers and build it (nothing is served yet).
+
+    Raises:
+        UsageError: neither skills nor ``--run``, or both; a reference that names no package
+            or method; a tool name collision.
+        ParseError: a package file is invalid.
+        ConfigError: a preset that does not resolve; ``--run`` naming a run this workspace
+            does not hold.
+    """
+    import os
+
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    if run_id is not None and refs:
+        raise UsageError(
+            "serve either skills or one run (--run), not both", code="mcp_scope_ambiguous"
+        )
+    if run_id is None and not refs:
+        raise UsageError("name skills to serve, or --run RUN_ID", code="mcp_no_skills")
+    catalog = (
+        Catalog()
+        if run_id is not None
+        else load_catalog(refs, cwd=cwd or Path.cwd(), workspace_root=workspace.root, environ=env)
+    )
+    authority = None if authority_name is None else _preset(authority_name, workspace, env)
+    config = ServerConfig(
+        workspace=workspace,
+        catalog=catalog,
+        environ=env,
+        authority=authority,
+        authority_name=authority_name,
+        run_scope=run_id,
+        transport=transport,
+    )
+    from proctor.mcp.turns import turn_tools
+
+    turns = turn_tools(config)
+    if run_id is not None and turns is None:
+        raise ConfigError(
+            "--run needs the driver's turn API (pause and resume), which this build lacks",
+            code="mcp_turns_unavailable",
+        )
+    proctor = ProctorServer(config, turns=turns)
+    if run_id is not None and turns is not None:
+        turns.check_run(run_id, proctor)
+    return proctor
+
+
+def _report_readiness(proctor: ProctorServer) -> list[dict[str, Any]]:
+    missing = []
+    for tool in proctor.config.catalog.tools.values():
+        for credential in tool.missing:
+            missing.append({"tool": tool.name, **credential.to_dict()})
+            sys.stderr.write(
+                f"proctor mcp: {tool.name} needs credential {credential.name!r}"
+                f" ({credential.problem}); its calls answer needs_credential until it is set up:\n"
+            )
+            for command in credential.setup:
+                sys.stderr.write(f"  {command}\n")
+    sys.stderr.flush()
+    return missing
+
+
+def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
+    """Serve over stdio (``http is None``) or streamable HTTP until the client or a signal
+    ends it; then release the sessions."""
+    import anyio
+
+    missing = _report_readiness(proctor)
+    proctor.audit(
+        "mcp_server_ready",
+        transport=proctor.config.transport,
+        run_scope=proctor.config.run_scope,
+        authority=proctor.config.authority_name,
+        tools=sorted(t.name for t in proctor.tool_list()),
+        credentials_missing=[{k: m[k] for k in ("tool", "credential", "problem")} for m in missing],
+    )
+    try:
+        if http is None:
+            anyio.run(_serve_stdio, proctor)
+        else:
+            from proctor.mcp.http import serve_http
+
+            anyio.run(serve_http, proctor, http)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proctor.close()
+
+
+async def _serve_stdio(proctor: ProctorServer) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = proctor.build()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -1,0 +1,351 @@
+"""The MCP server: served skills as tools, each call a run through the normal driver path.
+
+Built on the official SDK's low-level :class:`mcp.server.Server` (handlers ``on_list_tools``
+and ``on_call_tool``, plus a context-tier middleware that writes every request's caller
+identity to the audit log). The SDK owns the protocol (JSON-RPC framing, version
+negotiation, cancellation); this module owns what a call means.
+
+A call runs in a worker thread with a :class:`proctor.runtime.driver.Session` of its own from a
+small pool (the audit log's lock is per open file, so two threads never share one). When the
+client cancels the call (``notifications/cancelled``), the run is asked to stop as it would be
+on SIGTERM and the handler waits for it to stop before the cancellation completes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from proctor._version import __version__
+from proctor.errors import ProctorError
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult
+
+    from proctor.mcp.catalog import Catalog, SkillTool
+    from proctor.mcp.turns import TurnTools
+    from proctor.runtime.admission import Authority
+    from proctor.runtime.driver import Session
+    from proctor.runtime.workspace import Workspace
+
+__all__ = ["ProctorServer", "ServerConfig", "SessionPool", "summarize", "token_id"]
+
+T = TypeVar("T")
+
+SERVER_NAME = "proctor"
+INSTRUCTIONS = (
+    "Each tool runs one method of a governed skill: every call is admitted, recorded and"
+    " receipted by proctor. A run that pauses returns its requests; approvals are decided by"
+    " a person with `proctor resume`, never through this connection."
+)
+
+
+def token_id(key: str) -> str:
+    """The public identity of an API key: ``tok_`` + the first 12 hex digits of its SHA-256."""
+    return "tok_" + hashlib.sha256(key.encode("ascii")).hexdigest()[:12]
+
+
+@dataclass
+class ServerConfig:
+    """What one ``proctor mcp`` process serves.
+
+    Attributes:
+        workspace: the workspace (one snapshot taken at startup).
+        catalog: the served skill tools (empty with ``--run``).
+        environ: the environment the sessions read.
+        authority: the saved preset applied with ``--authority NAME`` (``None``: the default).
+        run_scope: with ``--run RUN_ID``, the one run this server works.
+        transport: ``stdio`` or ``http`` (recorded in the audit log).
+    """
+
+    workspace: Workspace
+    catalog: Catalog
+    environ: Mapping[str, str]
+    authority: Authority | None = None
+    authority_name: str | None = None
+    run_scope: str | None = None
+    transport: str = "stdio"
+    pool_size: int = 4
+    runs: set[str] = field(default_factory=set)
+
+
+class SessionPool:
+    """Driver sessions, one per worker thread at a time, created on demand up to ``size``."""
+
+    def __init__(self, factory: Callable[[], Session], size: int) -> None:
+        self._factory = factory
+        self._free: list[Session] = []
+        self._all: list[Session] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+
+    def use(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` with a session no other thread holds (blocks while all are busy)."""
+        with self._slots:
+            with self._lock:
+                session = self._free.pop() if self._free else None
+            if session is None:
+                session = self._factory()
+                with self._lock:
+                    self._all.append(session)
+            try:
+                return fn(session)
+            finally:
+                with self._lock:
+                    self._free.append(session)
+
+    def close(self) -> None:
+        """Close every session."""
+        with self._lock:
+            for session in self._all:
+                session.close()
+            self._all.clear()
+            self._free.clear()
+
+
+def summarize(doc: Mapping[str, Any]) -> str:
+    """A one-paragraph text summary of a ``proctor.run.v1`` envelope for a model to read."""
+    where = f"{doc.get('skill')}#{doc.get('method')}"
+    status = doc.get("status")
+    if status == "needs_credential":
+        names = ", ".join(str(r.get("credential")) for r in doc.get("requests") or [])
+        return f"{where} needs credentials before it can run: {names}. Nothing was run."
+    run = f"run {doc.get('run_id')}"
+    if status != "sealed":
+        requests = doc.get("requests") or []
+        lines = [f"{where} paused ({status}), {run}, waiting on {len(requests)} request(s):"]
+        for request in requests:
+            lines.append(f"- {request.get('address', request.get('step'))}: {request.get('kind')}")
+        return "\n".join(lines)
+    text = f"{where} {doc.get('outcome')}, {run}, receipt {doc.get('receipt_id')}."
+    refusal = doc.get("refusal")
+    if refusal:
+        text += f" Refused [{refusal.get('code')}]: {refusal.get('message')}"
+    elif doc.get("result") is not None:
+        result = json.dumps(doc["result"], ensure_ascii=False, sort_keys=True)
+        text += " Result: " + (result if len(result) <= 2_000 else result[:2_000] + "…")
+    return text
+
+
+def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+    info: Any = None
+    if ctx.meta is not None:
+        info = ctx.meta.get("io.modelcontextprotocol/clientInfo")
+    if info is None and ctx.method == "initialize" and ctx.params:
+        info = ctx.params.get("clientInfo")
+    if info is None and ctx.session.client_params is not None:
+        info = ctx.session.client_params.client_info
+    if info is None:
+        return None
+    if hasattr(info, "model_dump"):
+        info = info.model_dump(mode="json", exclude_none=True)
+    if not isinstance(info, Mapping):
+        return None
+    return {k: str(info[k])[:200] for k in ("name", "version") if k in info}
+
+
+class ProctorServer:
+    """Builds the SDK server for one configuration and answers its calls.
+
+    Raises nothing at construction; :meth:`close` releases the sessions.
+    """
+
+    def __init__(self, config: ServerConfig, *, turns: TurnTools | None = None) -> None:
+        from proctor.runtime.driver import Session
+
+        self.config = config
+        self.pool = SessionPool(
+            lambda: Session(config.workspace, environ=config.environ), config.pool_size
+        )
+        self.turns = turns
+        self._audit_lock = threading.Lock()
+        self._audit_session = Session(config.workspace, environ=config.environ)
+
+    # -- audit -----------------------------------------------------------------------------
+
+    def audit(self, event: str, run_id: str | None = None, **fields: Any) -> None:
+        """Write one audit event (serialized: the log's file lock is per open file)."""
+        with self._audit_lock:
+            self._audit_session.audit.emit(event, run_id=run_id, step_index=None, **fields)
+
+    async def _audit_middleware(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        caller: dict[str, Any] = {"transport": self.config.transport, "token_id": None}
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        if isinstance(scope, Mapping):
+            caller["token_id"] = scope.get("proctor.token_id")
+        fields: dict[str, Any] = {
+            "method": ctx.method,
+            "request_id": None if ctx.request_id is None else str(ctx.request_id),
+            "caller": {**caller, "client": _client_info(ctx)},
+            "protocol_version": ctx.protocol_version,
+        }
+        if ctx.method == "tools/call" and ctx.params:
+            fields["tool"] = str(ctx.params.get("name"))[:200]
+        await anyio.to_thread.run_sync(lambda: self.audit("mcp_request", **fields))
+        return await call_next(ctx)
+
+    # -- the SDK server --------------------------------------------------------------------
+
+    def build(self) -> Server[Any]:
+        """The low-level SDK server with proctor's handlers and audit middleware."""
+        server: Server[Any] = Server(
+            SERVER_NAME,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        server.middleware.append(self._audit_middleware)
+        return server
+
+    def tool_list(self) -> list[types.Tool]:
+        """Every tool this server offers: the served skills, then the turn tools."""
+        from proctor.contracts.envelope import run_envelope_schema
+
+        output = run_envelope_schema()
+        tools = [
+            types.Tool(
+                name=t.name,
+                title=f"{t.skill}#{t.method}",
+                description=t.description,
+                input_schema=t.input_schema,
+                output_schema=output,
+            )
+            for t in self.config.catalog.tools.values()
+        ]
+        if self.turns is not None:
+            tools.extend(self.turns.tool_list())
+        return tools
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tool_list())
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
+        if self.turns is not None and self.turns.serves(params.name):
+            return await self.turns.call(params.name, arguments, self)
+        tool = self.config.catalog.get(params.name)
+        if tool is None:
+            await anyio.to_thread.run_sync(
+                lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code="tool_unknown")
+            )
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:200]}")
+        if tool.missing:
+            return self._needs_credential(tool)
+        doc = await self.run_in_worker(lambda stop: self._run(tool, arguments, stop))
+        if isinstance(doc, ProctorError):
+            return error_result(doc)
+        run_id = doc.get("run_id")
+        if isinstance(run_id, str) and doc.get("status") != "sealed":
+            self.config.runs.add(run_id)
+        failed = doc.get("outcome") in ("failed", "blocked", "killed")
+        return types.CallToolResult(
+            content=[types.TextContent(text=summarize(doc))],
+            structured_content=doc,
+            is_error=failed,
+        )
+
+    def _run(
+        self, tool: SkillTool, arguments: dict[str, Any], stop: threading.Event
+    ) -> dict[str, Any] | ProctorError:
+        def go(session: Session) -> dict[str, Any] | ProctorError:
+            try:
+                envelope = session.run(tool.ref, inputs=arguments, **self._run_options(stop))
+            except ProctorError as exc:
+                return exc
+            return envelope.to_json()
+
+        return self.pool.use(go)
+
+    def _run_options(self, stop: threading.Event) -> dict[str, Any]:
+        options: dict[str, Any] = {"authority": self.config.authority}
+        from proctor.runtime.driver import Session
+
+        # The graceful-stop hook of the driver, when this version has it.
+        if "stop" in Session.run.__code__.co_varnames:
+            options["stop"] = stop
+        return options
+
+    def _needs_credential(self, tool: SkillTool) -> types.CallToolResult:
+        from proctor.contracts.envelope import RunEnvelope
+
+        requests = [{"kind": "credential", **r.to_dict()} for r in tool.missing]
+        doc = RunEnvelope(
+            status="needs_credential",
+            run_id=None,
+            skill=tool.skill,
+            method=tool.method,
+            requests=requests,
+            notes=["credentials are resolved when the server starts; restart it after setup"],
+        ).to_json()
+        self.audit(
+            "mcp_needs_credential",
+            tool=tool.name,
+            credentials=[r.name for r in tool.missing],
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(text=summarize(doc))],
+            structured_content=doc,
+            is_error=True,
+        )
+
+    async def run_in_worker(self, fn: Callable[[threading.Event], T]) -> T:
+        """Run ``fn(stop)`` in a worker thread; on cancellation set ``stop``, wait, re-raise.
+
+        The wait is what makes a cancelled call stop like SIGTERM: no new step starts, an
+        effect in flight finishes and is recorded, and only then is the request released.
+        """
+        stop = threading.Event()
+        box: list[T] = []
+
+        async def work() -> None:
+            box.append(await anyio.to_thread.run_sync(lambda: fn(stop)))
+
+        done = anyio.Event()
+
+        async def watch() -> None:
+            try:
+                await work()
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                stop.set()
+                raise
+        return box[0]
+
+    def close(self) -> None:
+        """Release the sessions."""
+        self.pool.close()
+        self._audit_session.close()
+
+
+def error_result(exc: ProctorError) -> types.CallToolResult:
+    """A refusal or failure that opened no run, as a tool error a model can read."""
+    from proctor.runtime.sanitize import scrub_text
+
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"error[{exc.code}]: {scrub_text(exc.message)}")],
+        is_error=True,
+    )
