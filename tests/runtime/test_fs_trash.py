@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,43 @@ def test_restore_of_unknown_id(env: Env) -> None:
     refused_unchanged(
         env, "fs.restore", {"trash_id": "20260101T000000Z-0123456789ab"}, "trash_not_found"
     )
+
+
+def test_a_symlinked_state_folder_is_never_written_through(tmp_path: Path) -> None:
+    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.tools.base import ToolContext
+    from proctor.runtime.workspace import Workspace
+    from tests.runtime.test_fs_support import call
+
+    outside = tmp_path / "home-ssh"
+    outside.mkdir()
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".proctor").symlink_to(outside)
+    (root / "a.txt").write_text("x\n")
+    store = SQLiteRunStore(tmp_path / "store" / "runs.sqlite")
+    ctx = ToolContext(workspace=Workspace(root), store=store, run_id="r", call_id="c")
+    before = snapshot(root), sorted(outside.rglob("*"))
+    try:
+        for name, args in [
+            ("fs.delete", {"path": "a.txt", "expected_digest": digest_bytes(b"x\n")}),
+            (
+                "fs.apply_bundle",
+                {
+                    "changes": [
+                        {
+                            "op": "replace",
+                            "path": "a.txt",
+                            "content": "y",
+                            "expected_digest": digest_bytes(b"x\n"),
+                        }
+                    ]
+                },
+            ),
+        ]:
+            with pytest.raises(ProctorError) as info:
+                call(ctx, name, args)
+            assert info.value.code == "state_dir_unsafe"
+            assert (snapshot(root), sorted(outside.rglob("*"))) == before
+    finally:
+        store.close()

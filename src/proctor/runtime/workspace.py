@@ -136,6 +136,46 @@ class Workspace:
         """``root/.proctor``: runs, audit log, trash, journal. Never reachable by a tool path."""
         return self.root / ".proctor"
 
+    def private_dir(self, name: str, *, create: bool = True) -> Path:
+        """``root/.proctor/<name>``, created (0700) if missing and ``create``, for proctor's own
+        files (trash, journal). Both levels must be real folders: a ``.proctor`` that is a
+        symlink (say, one committed to a repository, pointing at a home folder) would carry
+        those writes outside.
+
+        Raises:
+            RefusedCall: ``state_dir_unsafe`` when either level is a symlink or not a folder.
+        """
+        folder = self.state_dir
+        for level in (folder, folder / name):
+            try:
+                if create:
+                    level.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise refusal(
+                    "state_dir_unsafe",
+                    f"'{self.relative_lexical(level)}' cannot be created",
+                    self.relative_lexical(level),
+                ) from exc
+            try:
+                info = os.lstat(level)
+            except FileNotFoundError:
+                break  # not created yet (create=False): nothing to read through it
+            if not stat.S_ISDIR(info.st_mode):
+                rel = self.relative_lexical(level)
+                raise refusal(
+                    "state_dir_unsafe",
+                    f"'{rel}' is a symlink or not a folder; proctor keeps its own files only in "
+                    "a real folder inside the workspace",
+                    rel,
+                )
+        return folder / name
+
+    def relative_lexical(self, absolute: Path) -> str:
+        """``absolute`` relative to the root without resolving it (for messages)."""
+        return absolute.relative_to(self.root).as_posix()
+
     @property
     def authority_files(self) -> frozenset[str]:
         """Workspace-relative ``SKILL.md`` / ``run.yaml`` of every skill package under the root

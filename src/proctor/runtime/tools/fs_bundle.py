@@ -146,7 +146,7 @@ def _owner_alive(owner: Any) -> bool:
 
 
 def _journal_dir(ws: Workspace, bundle_id: str) -> Path:
-    return ws.state_dir / "journal" / bundle_id
+    return ws.private_dir("journal") / bundle_id
 
 
 def _apply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:

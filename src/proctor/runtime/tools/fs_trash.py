@@ -38,8 +38,8 @@ TRASH_ID_PATTERN = "^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}$"
 _TRASH_ID = re.compile(TRASH_ID_PATTERN)
 
 
-def _trash_dir(ws: Workspace) -> str:
-    return os.path.join(str(ws.state_dir), "trash")
+def _trash_dir(ws: Workspace, *, create: bool = True) -> str:
+    return str(ws.private_dir("trash", create=create))
 
 
 def _delete(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +108,7 @@ def _restore(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     trash_id = args["trash_id"]
     if not _TRASH_ID.match(trash_id):
         raise RefusedCall("not a trash id", code="invalid_trash_id")
-    folder = os.path.join(_trash_dir(ws), trash_id)
+    folder = os.path.join(_trash_dir(ws, create=False), trash_id)
     try:
         with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
