@@ -67,8 +67,14 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     session = Session(Workspace(tmp), environ=env, signer=signer_from_seed(b"\x01" * 32))
     skill = load_skill(str(ROOT / "examples/hello-world"), cwd=ROOT, workspace_root=tmp)
     method_name, method = "greet", skill.package.profile.methods["greet"]  # type: ignore[union-attr]
-    run = _Run(session, skill, method_name, method, __import__(
-        "proctor.runtime.admission", fromlist=["Authority"]).Authority(), False)
+    run = _Run(
+        session,
+        skill,
+        method_name,
+        method,
+        __import__("proctor.runtime.admission", fromlist=["Authority"]).Authority(),
+        False,
+    )
     from proctor.runtime.store.base import RunRecord
 
     session.store.create_run(RunRecord(run_id=run.run_id, skill="bench", method="m"))
@@ -109,8 +115,16 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
         session.audit.emit("tool_call", run_id=run.run_id, step_index=0, tool="echo")
         t3 = time.perf_counter_ns()
         session.store.record_call(
-            CallRecord(run.run_id, f"p/{i}", "p", "echo", "settled", "sha256:0", "completed",
-                       {"text": "hello"})
+            CallRecord(
+                run.run_id,
+                f"p/{i}",
+                "p",
+                "echo",
+                "settled",
+                "sha256:0",
+                "completed",
+                {"text": "hello"},
+            )
         )
         t4 = time.perf_counter_ns()
         if i >= warmup:
@@ -132,8 +146,10 @@ def cold_start(runs: int) -> dict[str, dict[str, float]]:
     out = {}
     for label, argv in (
         ("proctor --help", [str(proctor), "--help"]),
-        ("hello-world run", [str(proctor), "run", str(ROOT / "examples/hello-world"), "-i",
-                             "message=hi"]),
+        (
+            "hello-world run",
+            [str(proctor), "run", str(ROOT / "examples/hello-world"), "-i", "message=hi"],
+        ),
     ):
         warm = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True)
         if warm.returncode != 0:
@@ -144,9 +160,12 @@ def cold_start(runs: int) -> dict[str, dict[str, float]]:
             subprocess.run(argv, cwd=tmp, env=env, capture_output=True, check=True)
             samples.append(time.perf_counter_ns() - t0)
         s = sorted(samples)
-        out[label] = {"median_ms": round(statistics.median(s) / 1e6, 1),
-                      "p95_ms": round(s[-1] / 1e6, 1) if runs < 20 else
-                      round(s[int(runs * 0.95) - 1] / 1e6, 1)}
+        out[label] = {
+            "median_ms": round(statistics.median(s) / 1e6, 1),
+            "p95_ms": round(s[-1] / 1e6, 1)
+            if runs < 20
+            else round(s[int(runs * 0.95) - 1] / 1e6, 1),
+        }
     return out
 
 
@@ -184,8 +203,10 @@ def main() -> None:
         tg = peer("tollgate", [str(PEERS_DIR / "tollgate_bench.py")])
         if tg:
             peers["tollgate governed_jsonl"] = float(tg["median_us"]["governed_jsonl"])  # type: ignore[index]
-        agt = peer("agt", ["-W", "ignore", str(PEERS_DIR / "agt_bench.py"), "--iters", "5000",
-                           "--warmup", "500"])
+        agt = peer(
+            "agt",
+            ["-W", "ignore", str(PEERS_DIR / "agt_bench.py"), "--iters", "5000", "--warmup", "500"],
+        )
         if agt:
             med = agt["median_us"]
             for key in med:  # type: ignore[union-attr]

@@ -27,8 +27,15 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
             continue
         env = parse_envelope(data)
         body = env.body
-        out.append({"receipt_id": rid, "kind": body["kind"], "outcome": body["outcome"],
-                    "step_id": body["subject"].get("step_id"), "tool": body["subject"].get("tool")})
+        out.append(
+            {
+                "receipt_id": rid,
+                "kind": body["kind"],
+                "outcome": body["outcome"],
+                "step_id": body["subject"].get("step_id"),
+                "tool": body["subject"].get("tool"),
+            }
+        )
         stack.extend(child["receipt_id"] for child in reversed(body["children"]))
     return out
 
@@ -36,8 +43,14 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
 @click.command("history")
 @click.argument("run_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--after", "after", type=int, default=None, metavar="CURSOR",
-              help="List only runs older than this cursor (from a previous page's next_cursor).")
+@click.option(
+    "--after",
+    "after",
+    type=int,
+    default=None,
+    metavar="CURSOR",
+    help="List only runs older than this cursor (from a previous page's next_cursor).",
+)
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 def history(run_id: str | None, as_json: bool, after: int | None, limit: int) -> None:
     """Show recent runs with outcome and receipt id, or one RUN_ID's full record."""
@@ -50,15 +63,23 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
         if run_id is None:
             runs = session.store.list_runs(after=after, limit=limit)
             rows = [
-                {"run_id": r.run_id, "cursor": r.cursor, "skill": r.skill, "method": r.method,
-                 "status": r.status, "outcome": r.outcome, "receipt_id": r.receipt_id,
-                 "created_at": r.created_at}
+                {
+                    "run_id": r.run_id,
+                    "cursor": r.cursor,
+                    "skill": r.skill,
+                    "method": r.method,
+                    "status": r.status,
+                    "outcome": r.outcome,
+                    "receipt_id": r.receipt_id,
+                    "created_at": r.created_at,
+                }
                 for r in runs
             ]
-            next_cursor = rows[-1]["cursor"] if len(rows) == limit else None
+            next_cursor = runs[-1].cursor if len(runs) == limit else None
             if as_json:
-                dump_json({"schema": "proctor.history.v1", "runs": rows,
-                           "next_cursor": next_cursor})
+                dump_json(
+                    {"schema": "proctor.history.v1", "runs": rows, "next_cursor": next_cursor}
+                )
                 return
             _print_runs(rows, next_cursor)
             return
@@ -78,8 +99,14 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "envelope": record.data.get("envelope"),
             "events": session.store.events(record.run_id),
             "calls": [
-                {"call_id": c.call_id, "step": c.step_id, "tool": c.tool, "state": c.state,
-                 "outcome": c.outcome, "args_digest": c.args_digest}
+                {
+                    "call_id": c.call_id,
+                    "step": c.step_id,
+                    "tool": c.tool,
+                    "state": c.state,
+                    "outcome": c.outcome,
+                    "args_digest": c.args_digest,
+                }
                 for c in session.store.calls(record.run_id)
             ],
             "receipts": run_receipts(session, record.receipt_id),
@@ -97,15 +124,18 @@ def _print_runs(rows: list[dict[str, Any]], next_cursor: int | None) -> None:
         click.echo("no runs yet in this workspace")
         return
     for r in rows:
-        click.echo(f"{r['created_at'][:19]}  {r['run_id']}  {r['skill']}#{r['method']}  "
-                   f"{r['outcome'] or r['status']}  {r['receipt_id'] or '-'}")
+        click.echo(
+            f"{r['created_at'][:19]}  {r['run_id']}  {r['skill']}#{r['method']}  "
+            f"{r['outcome'] or r['status']}  {r['receipt_id'] or '-'}"
+        )
     if next_cursor is not None:
         click.echo(f"more: proctor history --after {next_cursor}")
 
 
 def _print_run(doc: dict[str, Any]) -> None:
-    click.echo(f"run {doc['run_id']}  {doc['skill']}#{doc['method']}  "
-               f"{doc['outcome'] or doc['status']}")
+    click.echo(
+        f"run {doc['run_id']}  {doc['skill']}#{doc['method']}  {doc['outcome'] or doc['status']}"
+    )
     click.echo(f"receipt: {doc['receipt_id'] or '-'}")
     for call in doc["calls"]:
         click.echo(f"  {call['call_id']}  {call['tool']}  {call['outcome'] or call['state']}")

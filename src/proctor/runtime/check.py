@@ -98,7 +98,9 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         )
     )
     # parse: directives (frontmatter only in this version)
-    directives = sorted((root / "directives").glob("*.md")) if (root / "directives").is_dir() else []
+    directives = (
+        sorted((root / "directives").glob("*.md")) if (root / "directives").is_dir() else []
+    )
     dfind: list[dict[str, Any]] = []
     from proctor.parser.skill import parse_skill_md
 
@@ -107,14 +109,28 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
             text = path.read_text("utf-8")
             front, _ = _directive_frontmatter(text, f"directives/{path.name}", parse_skill_md)
             if front.get("id") != path.stem:
-                dfind.append({"code": "directive_id_mismatch", "path": f"directives/{path.name}",
-                              "message": f"id {front.get('id')!r} disagrees with the file name"})
+                dfind.append(
+                    {
+                        "code": "directive_id_mismatch",
+                        "path": f"directives/{path.name}",
+                        "message": f"id {front.get('id')!r} disagrees with the file name",
+                    }
+                )
         except (ProctorError, UnicodeDecodeError, OSError) as exc:
-            dfind.append({"code": getattr(exc, "code", "unreadable"),
-                          "message": str(exc), "path": f"directives/{path.name}"})
+            dfind.append(
+                {
+                    "code": getattr(exc, "code", "unreadable"),
+                    "message": str(exc),
+                    "path": f"directives/{path.name}",
+                }
+            )
     parse.checks.append(
-        Check("directives", not dfind,
-              f"{len(directives)} directive files examined, {len(dfind)} invalid", dfind)
+        Check(
+            "directives",
+            not dfind,
+            f"{len(directives)} directive files examined, {len(dfind)} invalid",
+            dfind,
+        )
     )
 
     # policy
@@ -130,8 +146,11 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         if isinstance(policies, PolicySet):
             count = len(policies.rules)
             policy.checks.append(
-                Check("policy_load", True,
-                      f"{count} rules from {len(policies.policy_ids)} policy files valid")
+                Check(
+                    "policy_load",
+                    True,
+                    f"{count} rules from {len(policies.policy_ids)} policy files valid",
+                )
             )
             bfind = check_bindings(policies, registry)
             errors = [f for f in bfind if f.severity == "error"]
@@ -141,15 +160,25 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
                     "guard_bindings",
                     not errors,
                     info[-1] if info and not errors else f"{len(errors)} binding problems",
-                    [{"code": f.code, "message": f.message, "rule_id": f.rule_id,
-                      "guard": f.guard} for f in errors],
+                    [
+                        {
+                            "code": f.code,
+                            "message": f.message,
+                            "rule_id": f.rule_id,
+                            "guard": f.guard,
+                        }
+                        for f in errors
+                    ],
                 )
             )
         else:
             policy.checks.append(
-                Check("policy_load", not unguarded,
-                      "no enforceable policy rule: the run would go unguarded "
-                      "(PROCTOR_ALLOW_NO_POLICIES=1)")
+                Check(
+                    "policy_load",
+                    not unguarded,
+                    "no enforceable policy rule: the run would go unguarded "
+                    "(PROCTOR_ALLOW_NO_POLICIES=1)",
+                )
             )
     # tools
     import fastjsonschema
@@ -167,9 +196,13 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         Check(
             "tool_schemas",
             bool(all_tools) and not tfind,
-            f"all {len(all_tools)} tools have schemas" if all_tools and not tfind
-            else ("no tool registered: nothing was examined" if not all_tools
-                  else f"{len(tfind)} tools without a valid schema"),
+            f"all {len(all_tools)} tools have schemas"
+            if all_tools and not tfind
+            else (
+                "no tool registered: nothing was examined"
+                if not all_tools
+                else f"{len(tfind)} tools without a valid schema"
+            ),
             tfind,
         )
     )
@@ -208,8 +241,7 @@ def report(phases: list[Phase]) -> dict[str, Any]:
                 "phase": p.phase,
                 "passed": p.passed,
                 "checks": [
-                    {"name": c.name, "passed": c.passed, "detail": c.detail,
-                     "findings": c.findings}
+                    {"name": c.name, "passed": c.passed, "detail": c.detail, "findings": c.findings}
                     for c in p.checks
                 ],
             }

@@ -1,0 +1,49 @@
+"""The same run replayed with the same key and a fixed clock gives byte-identical receipts."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from proctor.receipts.signing import signer_from_seed
+from proctor.runtime.driver import Session
+from proctor.runtime.workspace import Workspace
+from tests.e2e.conftest import REPO
+
+
+def replay(root: Path) -> tuple[str, dict[str, bytes]]:
+    (root / ".proctor").mkdir(parents=True)
+    shutil.copytree(REPO / "examples" / "notes-editor", root / "skills" / "notes-editor")
+    (root / "n.md").write_text("alpha beta\n")
+    ticks = itertools.count()
+    start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    session = Session(
+        Workspace(root),
+        environ={"PROCTOR_HOME": str(root / "home")},
+        clock=lambda: start + timedelta(milliseconds=next(ticks)),
+        signer=signer_from_seed(bytes(range(32))),
+        run_ids=lambda: "run-fixed",
+    )
+    try:
+        env = session.run(
+            "notes-editor#edit",
+            cli_inputs=["file=n.md", "old=beta", "new=gamma"],
+            cwd=root,
+        )
+    finally:
+        session.close()
+    assert env.outcome == "completed", env.refusal
+    assert env.receipt_id is not None
+    folder = root / ".proctor" / "receipts"
+    files = {p.name: p.read_bytes() for p in folder.glob("*.json")}
+    return env.receipt_id, files
+
+
+def test_replay_gives_byte_identical_receipts(tmp_path: Path) -> None:
+    first_id, first = replay(tmp_path / "a")
+    second_id, second = replay(tmp_path / "b")
+    assert first_id == second_id
+    assert len(first) == 3 + 3 + 1  # three calls, three steps, the run
+    assert first == second
