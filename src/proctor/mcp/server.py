@@ -164,12 +164,16 @@ class ProctorServer:
         from proctor.runtime.driver import Session
 
         self.config = config
-        self.pool = SessionPool(
-            lambda: Session(config.workspace, environ=config.environ), config.pool_size
-        )
         self.turns = turns
         self._audit_lock = threading.Lock()
         self._audit_session = Session(config.workspace, environ=config.environ)
+        # One signing key for every session, loaded (or created) once before serving: two
+        # sessions creating the home's key at once would race on the file.
+        signer = self._audit_session.signer
+        self.pool = SessionPool(
+            lambda: Session(config.workspace, environ=config.environ, signer=signer),
+            config.pool_size,
+        )
 
     # -- audit -----------------------------------------------------------------------------
 
@@ -298,7 +302,7 @@ class ProctorServer:
         self.audit(
             "mcp_needs_credential",
             tool=tool.name,
-            credentials=[r.name for r in tool.missing],
+            requirements=[r.name for r in tool.missing],
         )
         return types.CallToolResult(
             content=[types.TextContent(text=summarize(doc))],

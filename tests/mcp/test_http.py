@@ -1,0 +1,153 @@
+"""``proctor mcp --transport http``: a real server on a free loopback port, driven by the
+official SDK client; the bearer check, the key and bind refusals.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from proctor.runtime.audit import verify_chain
+from tests.mcp.conftest import API_KEY, Ws, recorder_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_lists_and_calls_over_http_with_the_caller_audited(ws: Ws, http_server: Any) -> None:
+    from mcp import Client
+    from proctor.mcp import token_id
+
+    ws.add_example("hello-world")
+    server = http_server("hello-world")
+
+    async def go() -> tuple[Any, Any, str, Any]:
+        recorder = recorder_for(server.url)
+        with anyio.fail_after(60):
+            async with Client(recorder) as client:
+                tools = await client.list_tools()
+                results: list[Any] = []
+
+                async def call(n: int) -> None:
+                    results.append(
+                        await client.call_tool("hello-world__greet", {"message": f"m{n}"})
+                    )
+
+                async with anyio.create_task_group() as group:
+                    for n in range(4):
+                        group.start_soon(call, n)
+                version = client.protocol_version
+        recorder.validate(version)
+        return tools, results, version, recorder
+
+    tools, results, version, _ = anyio.run(go)
+    assert [t.name for t in tools.tools] == ["hello-world__greet"]
+    assert sorted(r.structured_content["result"]["greet"]["text"] for r in results) == [
+        "m0", "m1", "m2", "m3"
+    ]  # fmt: skip
+    assert len({r.structured_content["run_id"] for r in results}) == 4
+    requests = [e for e in ws.audit() if e["event"] == "mcp_request"]
+    assert requests and all(e["caller"]["token_id"] == token_id(API_KEY) for e in requests)
+    assert all(e["caller"]["transport"] == "http" for e in requests)
+    assert API_KEY not in (ws.root / ".proctor" / "audit.jsonl").read_text(encoding="utf-8")
+    assert version == "2026-07-28"
+    # Four runs at once in four sessions still leave one unbroken hash chain.
+    report = verify_chain(ws.root / ".proctor" / "audit.jsonl")
+    assert report.ok, report
+
+
+@pytest.mark.parametrize(
+    ("authorization", "reason"),
+    [
+        (None, "missing"),
+        ("Basic dXNlcjpwYXNz", "malformed"),
+        ("Bearer " + API_KEY[:-1] + "X", "mismatch"),
+        ("Bearer " + API_KEY + "0", "mismatch"),
+    ],
+)
+def test_a_bad_bearer_token_gets_401_and_is_audited(
+    ws: Ws, http_server: Any, authorization: str | None, reason: str
+) -> None:
+    ws.add_example("hello-world")
+    server = http_server("hello-world")
+    headers = dict(HEADERS)
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "hello-world__greet", "arguments": {"message": "x"}},
+    }
+    with httpx.Client(timeout=30) as client:
+        first = client.post(server.url, headers=headers, content=json.dumps(INITIALIZE))
+        second = client.post(server.url, headers=headers, content=json.dumps(call))
+        good = client.post(
+            server.url,
+            headers={**HEADERS, "Authorization": f"Bearer {API_KEY}"},
+            content=json.dumps(INITIALIZE),
+        )
+    assert first.status_code == 401 and second.status_code == 401
+    assert first.headers["www-authenticate"].startswith("Bearer")
+    assert good.status_code == 200
+    events = ws.audit()
+    refused = [e for e in events if e["event"] == "mcp_auth_refused"]
+    assert [e["reason"] for e in refused] == [reason, reason]
+    assert all(e["peer"] == "127.0.0.1" for e in refused)
+    # Nothing behind the check saw the refused requests: one initialize, no run.
+    assert [e["method"] for e in events if e["event"] == "mcp_request"] == ["initialize"]
+    assert not any(e["event"] == "run_started" for e in events)
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "code"),
+    [
+        ((), None, "mcp_api_key_missing"),
+        ((), "", "mcp_api_key_missing"),
+        ((), "clé-non-ascii-0123456789", "mcp_api_key_invalid"),
+        ((), "short", "mcp_api_key_invalid"),
+        ((), "has space 0123456789abc", "mcp_api_key_invalid"),
+        (("--host", "0.0.0.0"), API_KEY, "mcp_public_url_required"),
+    ],
+)
+def test_the_http_server_refuses_to_start(
+    ws: Ws, args: tuple[str, ...], key: str | None, code: str
+) -> None:
+    ws.add_example("hello-world")
+    env = {} if key is None else {"PROCTOR_MCP_API_KEY": key}
+    proc = ws.proctor("mcp", "hello-world", "--transport", "http", "--port", "0", *args, env=env)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert f"error[{code}]" in err
+    assert "serving" not in err and out == ""
+    if key:
+        assert key not in err
+    assert not any(e["event"].startswith("mcp_server") for e in ws.audit())
+
+
+def test_a_public_bind_needs_and_accepts_a_public_url(ws: Ws) -> None:
+    from proctor.errors import UsageError
+    from proctor.mcp import check_http_settings
+
+    env = {"PROCTOR_MCP_API_KEY": API_KEY}
+    settings = check_http_settings("0.0.0.0", 0, "https://mcp.example.com", env)
+    assert "mcp.example.com" in settings.allowed_hosts
+    assert settings.allowed_origins == ("https://mcp.example.com",)
+    with pytest.raises(UsageError):
+        check_http_settings("0.0.0.0", 0, "ftp://x", env)
+    assert check_http_settings("::1", 0, None, env).public_url is None
