@@ -251,9 +251,12 @@ async def http_transport(url: str, key: str = API_KEY) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as client:
-        async with streamable_http_client(url, http_client=client) as streams:
-            yield streams
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as streams,
+    ):
+        yield streams
 
 
 def recorder_for(server: Any) -> Recorder:

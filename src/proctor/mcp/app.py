@@ -18,8 +18,8 @@ from proctor.mcp.catalog import Catalog, load_catalog
 from proctor.mcp.server import ProctorServer, ServerConfig
 
 if TYPE_CHECKING:
+    from proctor.core.authority import Authority
     from proctor.mcp.http import HttpSettings
-    from proctor.runtime.admission import Authority
     from proctor.runtime.workspace import Workspace
 
 __all__ = ["open_server", "serve"]

@@ -32,9 +32,9 @@ from proctor.errors import ProctorError
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
 
+    from proctor.core.authority import Authority
     from proctor.mcp.catalog import Catalog, SkillTool
     from proctor.mcp.turns import TurnTools
-    from proctor.runtime.admission import Authority
     from proctor.runtime.driver import Session
     from proctor.runtime.workspace import Workspace
 
