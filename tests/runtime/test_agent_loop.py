@@ -126,9 +126,8 @@ def test_bad_arguments_are_refused_by_the_schema_check_and_recorded(dialect: str
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_model_looping_past_the_step_cap_fails_the_turn(dialect: str, ws: Any) -> None:
     script = [answer(dialect, calls=[("fs_list", {"path": "."})])]
-    with StubModel(script) as stub:
-        with pytest.raises(AgentError) as caught:
-            agent(stub, dialect).drive_turn(turn(max_steps=3), ws.call)
+    with StubModel(script) as stub, pytest.raises(AgentError) as caught:
+        agent(stub, dialect).drive_turn(turn(max_steps=3), ws.call)
     assert caught.value.code == "agent_step_cap"
     assert len(stub.seen) == 3
     assert len(ws.session.store.calls("run-agent")) == 3
@@ -155,9 +154,8 @@ def test_retries_are_bounded_and_the_error_carries_status_and_message_not_body_o
 ) -> None:
     sleeps: list[float] = []
     script = [error(dialect, 500, f"internal trouble; your key {KEY} is fine")]
-    with StubModel(script) as stub:
-        with pytest.raises(AgentError) as caught:
-            agent(stub, dialect, sleeps, max_retries=2).drive_turn(turn(), ws.call)
+    with StubModel(script) as stub, pytest.raises(AgentError) as caught:
+        agent(stub, dialect, sleeps, max_retries=2).drive_turn(turn(), ws.call)
     exc = caught.value
     assert exc.code == "provider_error"
     assert exc.details["status"] == 500
@@ -176,9 +174,8 @@ def test_a_provider_that_does_not_answer_in_time_fails_with_provider_timeout(
     release = threading.Event()
     script = [Reply(body={}, hang=release)]
     try:
-        with StubModel(script) as stub:
-            with pytest.raises(AgentError) as caught:
-                agent(stub, dialect, timeout_s=0.3).drive_turn(turn(), ws.call)
+        with StubModel(script) as stub, pytest.raises(AgentError) as caught:
+            agent(stub, dialect, timeout_s=0.3).drive_turn(turn(), ws.call)
     finally:
         release.set()
     assert caught.value.code == "provider_timeout"
@@ -192,9 +189,8 @@ def test_a_provider_that_does_not_answer_in_time_fails_with_provider_timeout(
 def test_a_malformed_body_fails_the_turn_without_echoing_it(
     dialect: str, reply: Reply, ws: Any
 ) -> None:
-    with StubModel([reply]) as stub:
-        with pytest.raises(AgentError) as caught:
-            agent(stub, dialect).drive_turn(turn(), ws.call)
+    with StubModel([reply]) as stub, pytest.raises(AgentError) as caught:
+        agent(stub, dialect).drive_turn(turn(), ws.call)
     assert caught.value.code == "provider_malformed"
     assert "html" not in caught.value.message and "unexpected" not in caught.value.message
     assert ws.session.store.calls("run-agent") == []
@@ -242,9 +238,8 @@ def test_the_key_goes_only_in_the_providers_header(dialect: str, ws: Any) -> Non
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_an_answer_that_never_fits_the_schema_fails_after_reminders(dialect: str, ws: Any) -> None:
     script = [answer(dialect, text="I think the file says alpha.")]
-    with StubModel(script) as stub:
-        with pytest.raises(AgentError) as caught:
-            agent(stub, dialect).drive_turn(turn(), ws.call)
+    with StubModel(script) as stub, pytest.raises(AgentError) as caught:
+        agent(stub, dialect).drive_turn(turn(), ws.call)
     assert caught.value.code == "agent_output_invalid"
     assert len(stub.seen) == 3  # the answer, then two reminders
     assert "could not be used" in json.dumps(stub.seen[1].body)
@@ -265,9 +260,8 @@ def test_a_wrong_schema_answer_is_reminded_then_accepted(dialect: str, ws: Any) 
 def test_a_model_that_declines_fails_the_turn_with_its_reason(ws: Any) -> None:
     dialect = "chat_completions"
     script = [answer(dialect, text='{"refused": true, "reason": "that would delete data"}')]
-    with StubModel(script) as stub:
-        with pytest.raises(AgentError) as caught:
-            agent(stub, dialect).drive_turn(turn(), ws.call)
+    with StubModel(script) as stub, pytest.raises(AgentError) as caught:
+        agent(stub, dialect).drive_turn(turn(), ws.call)
     assert caught.value.code == "agent_declined"
     assert "delete data" in caught.value.message
 
