@@ -17,6 +17,8 @@ import click
 # commands does not import every command module.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("proctor.cli.run", "run", "Run a skill method under governance."),
+    "resume": ("proctor.cli.resume", "resume", "Answer a paused run and drive it on."),
+    "authority": ("proctor.cli.authority", "authority", "Save and list authority presets."),
     "credential": ("proctor.cli.credential", "credential", "Store and bind credential profiles."),
     "history": ("proctor.cli.history", "history", "Show recent runs or one run's record."),
     "tool": ("proctor.cli.tool", "tool", "List and inspect native tools."),
@@ -25,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "key": ("proctor.cli.key", "key", "Show or export the local signing key."),
     "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
     "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
+    "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
 }
 
 

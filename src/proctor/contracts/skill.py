@@ -119,18 +119,21 @@ class AgentStep(_StepBase):
 
 
 class AskQuestion(_Model):
-    """One question put to a person."""
+    """One question put to a person: pick one of ``choices``, and/or write free text when
+    ``free_text`` (a question with no choices always takes free text)."""
 
     id: StepId
     prompt: NonEmpty
     choices: list[NonEmpty] | None = None
+    free_text: bool = False
+    required: bool = True
 
 
 class AskSpec(_Model):
     """Either an approval (``reason``) or questions for a person; exactly one of them."""
 
     reason: NonEmpty | None = None
-    questions: Annotated[list[AskQuestion], Field(min_length=1)] | None = None
+    questions: Annotated[list[AskQuestion], Field(min_length=1, max_length=3)] | None = None
 
     @model_validator(mode="after")
     def _one_of(self) -> AskSpec:

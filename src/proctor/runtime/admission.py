@@ -6,7 +6,8 @@
 2. schema (the arguments validate against the tool's JSON Schema),
 3. containment (every path resolves inside the workspace; sensitive and authority files refused),
 4. policy (enforceable rules in their fixed order; ``warn`` continues, ``block`` refuses),
-5. floor (``effects: none`` refuses every change; ``ask`` pauses, see :class:`AwaitApproval`),
+5. floor (``effects: none`` refuses every change; under ``ask`` a change with no approval of its
+   own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it),
 6. budget (calls and receipts are reserved before anything is sent),
 7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
 8. execution (an effect is claimed durably in the run store before it is sent, settled after),
@@ -24,12 +25,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from proctor.core.authority import Authority
+from proctor.core.floor import decide
 from proctor.errors import ProctorError, RefusedCall
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
 from proctor.policy.guards import GuardContext, GuardRegistry
 from proctor.policy.model import PolicySet
 from proctor.receipts.canonical import digest
 from proctor.runtime.store.base import CallRecord
+from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import CHANGING_EFFECTS, Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -61,6 +65,7 @@ class CallSpec:
         reason: the caller's stated reason.
         call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
         idempotency_key: an effect already done under this key is not sent again.
+        address: where an approval of this call is asked (default: the step id).
     """
 
     tool: str
@@ -71,6 +76,23 @@ class CallSpec:
     reason: str = ""
     call_id: str | None = None
     idempotency_key: str | None = None
+    address: str | None = None
+
+
+class AwaitApproval(Exception):
+    """The floor holds a change under ``effects: ask``: the run pauses on this request.
+
+    Attributes:
+        address: where the request is asked (a step id, or ``step/call`` in a turn).
+        body: what the person sees: the tool, the reason and exactly what executes.
+        request_digest: the digest of ``body``; a decision binds to it.
+    """
+
+    def __init__(self, address: str, body: dict[str, Any], request_digest: str) -> None:
+        super().__init__(f"{address} waits on a person's approval")
+        self.address = address
+        self.body = body
+        self.request_digest = request_digest
 
 
 @dataclass
@@ -90,6 +112,7 @@ class CallOutcome:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     already_done: str | None = None
+    approved_by: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,20 +123,6 @@ class CallOutcome:
     def code(self) -> str | None:
         """The refusal or failure code, if any."""
         return None if self.error is None else str(self.error.get("code"))
-
-
-@dataclass(frozen=True)
-class Authority:
-    """What the run may do, as far as admission needs it (issue-4 work widens this).
-
-    Attributes:
-        effects: ``none`` refuses every change, ``ask`` needs an approval per change,
-            ``allow`` admits changes that pass every other check.
-        max_calls: calls the run may make in all (``None``: no limit beyond receipts).
-    """
-
-    effects: Literal["none", "ask", "allow"] = "allow"
-    max_calls: int | None = None
 
 
 class Governor:
@@ -161,6 +170,14 @@ class Governor:
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
 
+    def resume_from(self, calls: list[CallRecord]) -> None:
+        """Continue counting from calls a previous driver recorded (call ids stay unique and
+        ``max_calls`` counts the whole run)."""
+        for record in calls:
+            self._per_step[record.step_id] = self._per_step.get(record.step_id, 0) + 1
+            if record.outcome != "refused":
+                self.calls_made += 1
+
     # -- the path ---------------------------------------------------------------------------
 
     def call(self, spec: CallSpec) -> CallOutcome:
@@ -197,6 +214,15 @@ class Governor:
             done = self.store.find_idempotent(spec.idempotency_key)
             if done is not None:
                 return self._recorded(spec, done, started, already_done=True)
+        if outcome.approved_by is not None:
+            self.audit.emit(
+                "approval_used",
+                run_id=self.run_id,
+                step_index=spec.step_index,
+                tool=tool.name,
+                call_id=outcome.call_id,
+                approved_by=outcome.approved_by,
+            )
         return self._execute(spec, tool, args, relpaths, outcome)
 
     def _admit(
@@ -248,19 +274,7 @@ class Governor:
             )
         decision.raise_if_refused()
         # 5. floor
-        changes = tool.effect in CHANGING_EFFECTS
-        if changes and self.authority.effects == "none":
-            raise RefusedCall(
-                f"tool '{tool.name}' changes the world ({tool.effect}) and this run's authority"
-                " is effects: none",
-                code="effects_none",
-            )
-        if changes and self.authority.effects == "ask":
-            raise RefusedCall(
-                f"tool '{tool.name}' needs a person's approval under effects: ask, and pausing"
-                " for approvals is not available in this version",
-                code="approval_required",
-            )
+        self._floor(spec, tool, args, outcome)
         # 6. budget
         if self.authority.max_calls is not None and self.calls_made >= self.authority.max_calls:
             raise RefusedCall(
@@ -270,6 +284,56 @@ class Governor:
         if self.receipt_budget is not None:
             self.receipt_budget.reserve(1)
         return args, tuple(relpaths)
+
+    def _floor(
+        self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
+    ) -> None:
+        if tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow":
+            return
+        if self.authority.effects == "none":
+            verdict = decide(self.authority, _bare_change(tool))
+            raise RefusedCall(verdict.reason, code="effects_none")
+        from proctor.runtime.floor_preview import approval_request_body, preview
+
+        change, payload = preview(self.workspace, tool, args)
+        address = spec.address or spec.step_id or outcome.call_id
+        body = approval_request_body(
+            self.workspace, address=address, tool=tool.name, reason=spec.reason, payload=payload
+        )
+        request_digest = digest(body)
+        decision = self._decision(address, request_digest)
+        if decision is not None and decision.get("approved") is False:
+            raise RefusedCall(
+                f"a person declined '{tool.name}' at {address}", code="approval_declined"
+            )
+        verdict = decide(self.authority, change, approved=decision is not None)
+        if verdict.verdict == "pause":
+            raise AwaitApproval(address, body, request_digest)
+        if verdict.standing_index is not None:
+            outcome.approved_by = f"standing_approvals[{verdict.standing_index}]"
+        elif decision is not None:
+            outcome.approved_by = f"person:{address}"
+
+    def _expectation(self, tool: Tool, args: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Each file's before and after digest, so a crashed write is confirmed or redone."""
+        from proctor.runtime.floor_preview import preview
+
+        try:
+            _, payload = preview(self.workspace, tool, args)
+        except ProctorError:
+            return None
+        files = payload.get("files")
+        if not isinstance(files, list):
+            return None
+        return [
+            {k: f.get(k) for k in ("path", "op", "before_digest", "after_digest")} for f in files
+        ]
+
+    def _decision(self, address: str, request_digest: str) -> dict[str, Any] | None:
+        for request in self.store.requests(self.run_id):
+            if request.address == address and request.request_digest == request_digest:
+                return request.decision
+        return None
 
     def _policy(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], relpaths: tuple[str, ...]
@@ -307,8 +371,11 @@ class Governor:
             idempotency_key=spec.idempotency_key,
         )
         if changes:
+            if tool.effect == "write":
+                record.result = {"pending": self._expectation(tool, args)}
             # 8. the claim is durable before the effect is sent
             self.store.claim_call(record)
+            kill_point("call.claimed")
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
         ctx = ToolContext(
             workspace=self.workspace,
@@ -335,10 +402,21 @@ class Governor:
         outcome.error = error
         outcome.ended_at = self.clock()
         outcome.outputs_digest = digest(result) if status == "completed" else None
-        settled = {"status": status, "result": result, "error": error}
+        settled = {
+            "status": status,
+            "result": result,
+            "error": error,
+            "verdicts": outcome.verdicts,
+            "effect": tool.effect,
+            "started_at": _iso(outcome.started_at),
+            "ended_at": _iso(outcome.ended_at),
+            "approved_by": outcome.approved_by,
+        }
         # 10. record: the run store, then the audit log
         if changes:
+            kill_point("call.executed")
             self.store.settle_call(self.run_id, outcome.call_id, status, settled)
+            kill_point("call.settled")
         else:
             record.outcome = status
             record.result = settled
@@ -376,7 +454,15 @@ class Governor:
                 state="settled",
                 args_digest=outcome.args_digest,
                 outcome="refused",
-                result={"status": "refused", "result": None, "error": error},
+                result={
+                    "status": "refused",
+                    "result": None,
+                    "error": error,
+                    "verdicts": outcome.verdicts,
+                    "effect": outcome.effect,
+                    "started_at": _iso(outcome.started_at),
+                    "ended_at": _iso(outcome.ended_at),
+                },
             )
         )
         self.history.append({"tool": spec.tool, "args": dict(spec.args), "outcome": "refused"})
@@ -409,16 +495,33 @@ class Governor:
             args_digest=record.args_digest,
             started_at=started,
             ended_at=self.clock(),
-            already_done=record.call_id if already_done else None,
+            already_done=self._receipt_of(record) if already_done else None,
         )
         if outcome.status == "completed":
             outcome.outputs_digest = digest(outcome.result)
         return outcome
 
+    def _receipt_of(self, record: CallRecord) -> str:
+        """The receipt that records a done act: its run's, once that run sealed."""
+        run = self.store.get_run(record.run_id)
+        if run is not None and run.receipt_id:
+            return run.receipt_id
+        return f"{record.run_id}/{record.call_id}"
+
     def _next_call_id(self, step_id: str | None) -> str:
         n = self._per_step.get(step_id, 0) + 1
         self._per_step[step_id] = n
         return f"{step_id or 'call'}/{n}"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _bare_change(tool: Tool) -> Any:
+    from proctor.core.floor import Change
+
+    return Change(tool.name, tool.effect)
 
 
 def _history(status: CallStatus) -> str:

@@ -1,37 +1,47 @@
-"""The run driver: resolve a skill, prepare its run, drive its steps, seal it.
+"""The run driver: resolve a skill, prepare its run, drive its steps, pause, resume, seal.
 
 A :class:`Session` opens a workspace for running (run store, audit log, tools, guards, the
-signing key). :meth:`Session.run` executes one method and returns the ``proctor.run.v1``
-envelope; receipts are written before the envelope is returned, so its ``receipt_id`` always
-resolves.
+signing key). Its public API (see ``docs/driver-api.md``):
 
-What can go wrong and where it shows:
+- :meth:`Session.run` starts a run and drives it to its seal or its first pause;
+- :meth:`Session.resume` admits a ``proctor.resume.v1`` document and drives the run on;
+- :meth:`Session.turn_call` makes one call of a paused agent turn (MCP turn tools);
+- :meth:`Session.envelope` reads a run's current envelope.
+
+The run store is the truth: every settled step (outcome, output, times) and every call is
+recorded there, so a resumed run, in any process, reuses settled steps and never executes them
+again; receipts are written at seal from the store's records. One driver holds a run at a time
+(a lease row). What can go wrong and where it shows:
 
 - the reference or a package file is invalid: raised (no run exists yet; exit code 2);
-- once a skill and method resolve, a blocked preparation (inputs that fail the schema, a step
-  kind this version cannot run, a policy set that refuses to load) seals a ``blocked`` run with
-  its receipt, never echoing the rejected value;
+- a blocked preparation (inputs that fail the schema, a step kind this version cannot run, a
+  policy set that refuses to load, ``effects: none`` with fixed steps that change something)
+  seals a ``blocked`` run with its receipt, never echoing the rejected value;
 - a refused call blocks its step and the run; a tool that fails fails them.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import socket
+import threading
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
-from proctor.contracts.skill import Method, ToolStep
-from proctor.errors import ConfigError, ParseError, PolicyLoadError, ProctorError, UsageError
-from proctor.parser.refs import resolve
-from proctor.receipts.canonical import digest
-from proctor.runtime.admission import Authority, CallOutcome, CallSpec, Governor
-from proctor.runtime.skills import LoadedSkill, load_skill, package_authority_files
+from proctor.contracts.envelope import RunEnvelope
+from proctor.contracts.resume import ResumeDocument, parse_resume_document
+from proctor.core.authority import Authority, parse_authority
+from proctor.core.resume import RequestView, admit_resume
+from proctor.errors import ProctorError, ResumeRefused, UsageError
+from proctor.runtime.admission import CallOutcome, CallSpec
+from proctor.runtime.skills import load_skill
 from proctor.runtime.store.base import RunRecord
+from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
@@ -42,33 +52,72 @@ if TYPE_CHECKING:
     from proctor.runtime.tools.base import Tool
     from proctor.runtime.workspace import Workspace
 
+__all__ = ["AgentDriver", "RunInterrupted", "Session", "narrow_outputs"]
+
 Clock = Callable[[], datetime]
+LEASE_TTL_SECONDS = 600.0
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class _Blocked(Exception):
-    """Preparation refused the run: it seals ``blocked`` with this code and message."""
+class RunInterrupted(ProctorError):
+    """The driver was asked to stop: no new step started; the run waits for its next driver.
 
-    def __init__(self, code: str, message: str, seal_reason: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.seal_reason = seal_reason
+    ``proctor run``/``resume`` exit 143 (SIGTERM) or 130 (SIGINT) on it.
+    """
+
+    code = "run_stopped"
+    exit_code = 143
 
 
-@dataclass
-class _StepResult:
-    step_id: str
-    started_at: datetime
-    outcome: str = "completed"
-    output: Any = None
-    calls: list[CallOutcome] = field(default_factory=list)
-    refusal: Refusal | None = None
-    seal_reason: str | None = None
-    ended_at: datetime | None = None
+class AgentDriver(Protocol):
+    """A managed agent: works one turn, making every call through ``call``.
+
+    ``turn`` is the request body of kind ``agent_turn`` (``address``, ``instructions``,
+    ``inputs``, ``allowance``, ``output_schema``, ``ask``). ``call`` admits one
+    :class:`~proctor.runtime.admission.CallSpec` through the run's governor with the turn's
+    allowance (the spec's own allowance and step are ignored). The return value is the turn's
+    output, checked against the step's ``output`` schema.
+    """
+
+    def drive_turn(
+        self, turn: dict[str, Any], call: Callable[[CallSpec], CallOutcome]
+    ) -> dict[str, Any]:
+        """Work one turn and return its output.
+
+        Raises:
+            ProctorError: the turn could not be worked (the step fails with its code).
+        """
+        ...
+
+
+def _holder_id() -> str:
+    started = 0.0
+    try:
+        import psutil
+
+        started = float(psutil.Process(os.getpid()).create_time())
+    except Exception:  # psutil missing or unsupported: the lease then only expires
+        pass
+    return f"{socket.gethostname()}|{os.getpid()}|{started:.2f}|{secrets.token_hex(4)}"
+
+
+def _holder_dead(holder: str) -> bool:
+    """True when the holder ran on this host and its process is gone (a crashed driver)."""
+    parts = holder.split("|")
+    if len(parts) != 4 or parts[0] != socket.gethostname():
+        return False
+    try:
+        import psutil
+
+        proc = psutil.Process(int(parts[1]))
+        return abs(float(proc.create_time()) - float(parts[2])) >= 0.5
+    except (ValueError, ImportError):
+        return False
+    except Exception:  # psutil.NoSuchProcess and friends: the holder is gone
+        return True
 
 
 class Session:
@@ -80,6 +129,8 @@ class Session:
         clock: injected clock (receipt times; a fixed clock gives byte-identical receipts).
         signer: the signing key (default: the home's key, created on first use).
         run_ids: a factory of run ids (default: random UUID4 hex).
+        agent_driver: a managed agent that works agent turns; without one, an agent step
+            pauses the run ``needs_agent`` on an ``agent_turn`` request.
     """
 
     def __init__(
@@ -90,10 +141,12 @@ class Session:
         clock: Clock = _utc_now,
         signer: Signer | None = None,
         run_ids: Callable[[], str] | None = None,
+        agent_driver: AgentDriver | None = None,
     ) -> None:
         self.workspace = workspace
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
+        self.agent_driver = agent_driver
         self._signer = signer
         self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
         self._store: SQLiteRunStore | None = None
@@ -101,6 +154,8 @@ class Session:
         self._receipts: ReceiptStore | None = None
         self._tools: dict[str, Tool] | None = None
         self._policy: tuple[PolicySet | Unrestricted, GuardRegistry, bool] | None = None
+        self._holder = _holder_id()
+        self.stop_event = threading.Event()
 
     # -- parts, opened on first use --------------------------------------------------------
 
@@ -188,6 +243,30 @@ class Session:
         if self._audit is not None:
             self._audit.close()
 
+    def request_stop(self) -> None:
+        """Ask every run this session drives to stop before its next step (SIGTERM)."""
+        self.stop_event.set()
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def _acquire(self, run_id: str) -> None:
+        holder = self.store.acquire_lease(run_id, self._holder, LEASE_TTL_SECONDS)
+        if holder is not None and _holder_dead(holder):
+            holder = self.store.acquire_lease(
+                run_id, self._holder, LEASE_TTL_SECONDS, steal_from=holder
+            )
+        if holder is not None:
+            raise ResumeRefused(
+                f"run {run_id} is being driven by another process; try again when it stops",
+                code="run_busy",
+            )
+
+    def _release(self, run_id: str) -> None:
+        self.store.release_lease(run_id, self._holder)
+
+    def _renew(self, run_id: str) -> None:
+        self.store.acquire_lease(run_id, self._holder, LEASE_TTL_SECONDS)
+
     # -- running ---------------------------------------------------------------------------
 
     def run(
@@ -198,21 +277,42 @@ class Session:
         cli_inputs: list[str] | None = None,
         authority: Authority | None = None,
         cwd: Path | None = None,
+        stop: threading.Event | None = None,
+        profile: str | None = None,
+        request_secrets: Mapping[str, str] | None = None,
     ) -> RunEnvelope:
-        """Run one method of a skill to its seal.
+        """Run one method of a skill to its seal or its first pause.
 
         Args:
             ref: ``PATH[#METHOD]`` or a catalog name.
             inputs: inputs as one JSON object (``--inputs``).
             cli_inputs: ``name=value`` pairs typed by the method's schema (``-i``); they
                 override keys of ``inputs``.
-            authority: what the host grants; default ``effects: allow`` (recorded as unset).
+            authority: what the host grants; default ``effects: allow, reach: inputs``
+                (recorded as set by no host).
             cwd: where relative references start (default: the process's current folder).
+            stop: set it to stop the run before its next step (graceful stop).
+            profile: the credential profile to prefer (``--profile``); only its name is kept.
+            request_secrets: credential material for this run only, by requirement name
+                (host handles); tainted, delivered, never stored.
+
+        Returns:
+            the envelope: ``sealed``, or ``needs_approval``/``needs_agent`` with requests,
+            or ``needs_credential`` (unsealed, no step run) with the setup commands.
 
         Raises:
             UsageError / ParseError: the reference or the package is invalid (no run exists).
+            RunInterrupted: a stop was requested; the run waits for ``resume``.
             StoreError: the run store failed.
         """
+        from proctor.runtime.run_credentials import (
+            NeedsCredential,
+            load_run_egress,
+            park_needs_credential,
+            with_egress,
+        )
+        from proctor.runtime.run_steps import RunDriver
+
         skill = load_skill(ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root)
         if skill.package.profile is None:
             raise UsageError(
@@ -222,364 +322,242 @@ class Session:
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
-        host_set = authority is not None
-        authority = authority or Authority()
-        run = _Run(self, skill, method_name, method, authority, host_set)
-        return run.execute(inputs, cli_inputs)
-
-
-class _Run:
-    """One run's state while it is driven."""
-
-    def __init__(
-        self,
-        session: Session,
-        skill: LoadedSkill,
-        method_name: str,
-        method: Method,
-        authority: Authority,
-        host_set: bool,
-    ) -> None:
-        from proctor.runtime.sanitize import Sanitizer
-
-        self.s = session
-        self.skill = skill
-        self.method_name = method_name
-        self.method = method
-        self.authority = authority
-        self.host_set = host_set
-        self.run_id = session._run_ids()
-        self.sanitizer = Sanitizer()
-        self.started_at = session.clock()
-        self.steps: list[_StepResult] = []
-        self.policy_digest: str | None = None
-        self.inputs_digest: str | None = None
-
-    @property
-    def authority_json(self) -> dict[str, Any]:
-        return {
-            "effects": self.authority.effects,
-            "max_calls": self.authority.max_calls,
-            "set_by": "host" if self.host_set else "default (no host set an authority)",
-        }
-
-    def execute(
-        self, inputs: Mapping[str, Any] | None, cli_inputs: list[str] | None
-    ) -> RunEnvelope:
-        s = self.s
-        recovered = self._recover()
-        s.store.create_run(
-            RunRecord(
-                run_id=self.run_id,
-                skill=self.skill.package.name,
-                method=self.method_name,
-                data={
-                    "package": self.skill.label,
-                    "package_digest": self.skill.package_digest,
-                    "authority": self.authority_json,
-                },
-            )
+        if authority is None:
+            authority = Authority()
+        elif authority.set_by == "default":
+            authority = replace(authority, set_by="host")
+        record = RunRecord(
+            run_id=self._run_ids(),
+            skill=skill.package.name,
+            method=method_name,
+            data={
+                "package": skill.label,
+                "package_folder": str(skill.folder),
+                "package_digest": skill.package_digest,
+                "authority": with_egress(
+                    authority.to_json(),
+                    load_run_egress(self.workspace.root).to_authority(),
+                ),
+                "credential_profile": profile,
+                "started_at": self.clock().isoformat(),
+            },
         )
-        s.audit.emit(
-            "run_started",
-            run_id=self.run_id,
-            step_index=None,
-            skill=self.skill.package.name,
-            method=self.method_name,
-            package_digest=self.skill.package_digest,
-            authority=self.authority_json,
-            recovered_bundles=recovered,
-        )
+        self.store.create_run(record)
+        self._acquire(record.run_id)
         try:
-            governor, values = self._prepare(inputs, cli_inputs)
-        except _Blocked as blocked:
-            refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
-            return self._seal("blocked", blocked.seal_reason, None, refusal)
-        return self._drive(governor, values)
-
-    def _recover(self) -> list[str]:
-        """Roll back any file bundle a crashed driver left half-applied."""
-        from proctor.runtime.tools.fs_bundle import recover_bundles
-
-        return recover_bundles(self.s.workspace, self.s.store)
-
-    def _prepare(
-        self, inputs: Mapping[str, Any] | None, cli_inputs: list[str] | None
-    ) -> tuple[Governor, dict[str, Any]]:
-        from proctor.parser.inputs import coerce_cli_inputs, validate_inputs
-        from proctor.runtime.limits import max_receipts_from_env
-
-        s = self.s
-        for step in self.method.steps:
-            if not isinstance(step, ToolStep):
-                kind = type(step).__name__.removesuffix("Step").lower()
-                raise _Blocked(
-                    "step_kind_unsupported",
-                    f"step '{step.id}' is a {kind} step, which this version of proctor cannot"
-                    " run yet; no step of the run was executed",
-                    "admission_refused",
-                )
-        try:
-            values: dict[str, Any] = dict(inputs or {})
-            if cli_inputs:
-                values.update(coerce_cli_inputs(cli_inputs, self.method.inputs))
-            validate_inputs(values, self.method.inputs)
-            self.inputs_digest = digest(values)
-        except (UsageError, ParseError) as exc:
-            raise _Blocked(exc.code, exc.message, "inputs_invalid") from exc
-        try:
-            policies, guards, unguarded = s.policy()
-            budget = _receipt_budget(max_receipts_from_env(s.environ))
-        except (PolicyLoadError, ConfigError) as exc:
-            raise _Blocked(exc.code, exc.message, "policy_refused") from exc
-        if unguarded:
-            s.audit.emit(
-                "unguarded_mode_enabled",
-                run_id=self.run_id,
-                step_index=None,
-                reason="no enforceable policy rule is loaded and PROCTOR_ALLOW_NO_POLICIES=1",
-            )
-            self.policy_digest = None
-        else:
-            self.policy_digest = getattr(policies, "digest", None)
-        from proctor.policy import write_budget
-
-        try:
-            wb = write_budget(s.environ)
-        except ConfigError as exc:
-            raise _Blocked(exc.code, exc.message, "policy_refused") from exc
-        # The run's own package files grant authority too: never written by the run.
-        extra = package_authority_files(self.skill, s.workspace.root)
-        workspace = s.workspace
-        if extra - workspace.authority_files:
-            from proctor.runtime.workspace import Workspace
-
-            workspace = Workspace(workspace.root, extra_authority=extra)
-        governor = Governor(
-            run_id=self.run_id,
-            workspace=workspace,
-            store=s.store,
-            tools=s.tools,
-            policies=policies,
-            guards=guards,
-            audit=s.audit,
-            sanitizer=self.sanitizer,
-            authority=self.authority,
-            receipt_budget=budget,
-            directive_id=self.skill.package.name,
-            write_budget=wb,
-            clock=s.clock,
-        )
-        return governor, values
-
-    def _drive(self, governor: Governor, inputs: dict[str, Any]) -> RunEnvelope:
-        outputs: dict[str, Any] = {}
-        for index, step in enumerate(self.method.steps):
-            assert isinstance(step, ToolStep)
-            result = _StepResult(step.id, self.s.clock())
-            self.steps.append(result)
+            driver = RunDriver(self, record, skill, method, stop)
+            driver.request_secrets = request_secrets
             try:
-                if governor.receipt_budget is not None:
-                    governor.receipt_budget.reserve(1)  # the step's own receipt
-                args = resolve(step.inputs, inputs, outputs)
-                key = None
-                if step.idempotency_key is not None:
-                    key = str(resolve(step.idempotency_key, inputs, outputs))
-            except ProctorError as exc:
-                result.outcome, result.seal_reason = "failed", "tool_failed"
-                result.refusal = Refusal(code=exc.code, message=exc.message, step=step.id)
-                result.ended_at = self.s.clock()
-                return self._seal("failed", "child_failed", None, result.refusal)
-            call = governor.call(
-                CallSpec(
-                    tool=step.tool,
-                    args=args if isinstance(args, dict) else {},
-                    allowance=frozenset({step.tool}),
-                    step_id=step.id,
-                    step_index=index,
-                    reason=step.reason or "",
-                    idempotency_key=key,
-                )
-            )
-            result.calls.append(call)
-            result.ended_at = self.s.clock()
-            if not call.ok:
-                error = call.error or {}
-                refused = call.status == "refused"
-                result.outcome = "blocked" if refused else "failed"
-                result.seal_reason = _seal_reason_of(call)
-                result.refusal = Refusal(
-                    code=str(error.get("code", "failed")),
-                    message=str(error.get("message", "the call failed")),
-                    step=step.id,
-                    tool=step.tool,
-                    rule_id=(error.get("details") or {}).get("rule_id"),
-                )
-                return self._seal(result.outcome, "child_failed", None, result.refusal)
-            result.output = call.result
-            outputs[step.id] = call.result
-        try:
-            value = self._result(outputs)
-        except ProctorError as exc:
-            refusal = Refusal(code=exc.code, message=exc.message)
-            return self._seal("failed", "tool_failed", None, refusal)
-        return self._seal("completed", None, value, None)
+                return driver.start(inputs, cli_inputs)
+            except NeedsCredential as needed:
+                return park_needs_credential(
+                    needed, run_id=record.run_id, skill=record.skill, method=record.method,
+                    store=self.store, audit=self.audit, sanitizer=driver.sanitizer,
+                )  # fmt: skip
+        finally:
+            self._release(record.run_id)
 
-    def _result(self, outputs: dict[str, Any]) -> Any:
-        method = self.method
-        if method.result_from:
-            if len(method.result_from) == 1:
-                value = outputs.get(method.result_from[0])
-            else:
-                value = {sid: outputs.get(sid) for sid in method.result_from}
-        else:
-            value = outputs.get(method.steps[-1].id)
-        if method.outputs is None:
-            return value
-        return narrow_outputs(value, method.outputs)
-
-    # -- sealing ---------------------------------------------------------------------------
-
-    def _seal(
+    def resume(
         self,
-        outcome: str,
-        seal_reason: str | None,
-        result: Any,
-        refusal: Refusal | None,
+        run_id: str,
+        document: ResumeDocument | Mapping[str, Any] | bytes | str,
+        *,
+        stop: threading.Event | None = None,
     ) -> RunEnvelope:
-        s = self.s
-        receipt_id = self._write_receipts(outcome, seal_reason, result)
-        trace = [
-            TraceEntry(
-                step=step.step_id,
-                tool=call.tool,
-                call_id=call.call_id,
-                outcome=call.status,
-                code=call.code,
-                message=None if call.error is None else str(call.error.get("message")),
-                warnings=[
-                    f"{v['rule_id']}: {v['message']}"
-                    for v in call.verdicts
-                    if v.get("effect") == "warned"
-                ],
-            )
-            for step in self.steps
-            for call in step.calls
-        ]
-        envelope = RunEnvelope(
-            status="sealed",
-            outcome=outcome,  # type: ignore[arg-type]
-            run_id=self.run_id,
-            receipt_id=receipt_id,
-            skill=self.skill.package.name,
-            method=self.method_name,
-            result=result,
-            refusal=refusal,
-            trace=trace,
-            notes=[] if self.host_set else ["no host set an authority: effects allow"],
-        )
-        doc = envelope.to_json()
-        doc, _ = self.sanitizer.value(doc)
-        s.store.update_run(
-            self.run_id,
-            status="sealed",
-            outcome=outcome,
-            receipt_id=receipt_id,
-            data={"envelope": doc, "inputs_digest": self.inputs_digest},
-        )
-        s.audit.emit(
-            "run_sealed",
-            run_id=self.run_id,
-            step_index=None,
-            outcome=outcome,
-            seal_reason=seal_reason,
-            receipt_id=receipt_id,
-            code=None if refusal is None else refusal.code,
-        )
-        return RunEnvelope.model_validate(doc)
+        """Admit a ``proctor.resume.v1`` document and drive the run to its next pause or seal.
 
-    def _write_receipts(self, outcome: str, seal_reason: str | None, result: Any) -> str:
-        from proctor.receipts.model import Subject, Verdict
-        from proctor.receipts.writer import ReceiptWriter
+        Every entry is checked first (:func:`proctor.core.resume.admit_resume`); a refused
+        document changes nothing. Admitted decisions are recorded in the store before the run
+        moves on. ``{"close": {...}}`` seals the run from its record alone. A sealed run with
+        nothing new returns its sealed envelope.
 
-        s = self.s
-        writer = ReceiptWriter(s.receipts, s.signer, clock=s.clock)
-        name, pkg = self.skill.package.name, self.skill.package_digest
-        step_refs = []
-        for step in self.steps:
-            call_refs = []
-            for call in step.calls:
-                verdicts = [
-                    Verdict(v["rule_id"], v["code"] or "denied", _enf(v))
-                    for v in call.verdicts
-                    if v.get("effect") in ("refused", "warned")
-                ]
-                call_refs.append(
-                    writer.call(
-                        Subject(name, pkg, self.method_name, step.step_id, call.tool),
-                        outcome=_receipt_outcome(call.status),
-                        seal_reason=None if call.ok else _seal_reason_of(call),
-                        started_at=call.started_at or step.started_at,
-                        ended_at=call.ended_at,
-                        inputs_digest=call.args_digest or None,
-                        outputs_digest=call.outputs_digest,
-                        verdicts=verdicts,
+        Raises:
+            UsageError: ``run_not_found``.
+            ResumeRefused: the document (codes in :mod:`proctor.core.resume`), ``run_busy``
+                (another process drives it), ``package_changed`` (the package's files differ
+                from the ones the run started with).
+            RunInterrupted: a stop was requested.
+        """
+        from proctor.runtime.run_credentials import NeedsCredential, host_authority
+        from proctor.runtime.run_steps import RunDriver
+
+        record = self._record(run_id)
+        doc = (
+            document
+            if isinstance(document, ResumeDocument)
+            else parse_resume_document(dict(document) if isinstance(document, Mapping) else document)
+        )
+        plan = admit_resume(
+            doc, sealed=record.status == "sealed", requests=self._request_views(run_id)
+        )
+        if record.status == "sealed":
+            return self.envelope(run_id)
+        self._acquire(run_id)
+        try:
+            record = self._record(run_id)
+            if record.status == "sealed":
+                raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
+            if plan.close is not None:
+                return self._close(record, plan.close)
+            skill, method = self._reload(record)
+            if plan.decisions:
+                self.store.record_decisions(run_id, plan.decisions)
+                for address, decision in plan.decisions.items():
+                    self.store.append_event(run_id, "decision_recorded", {"address": address})
+                    self.audit.emit(
+                        "decision_recorded",
+                        run_id=run_id,
+                        step_index=None,
+                        address=address,
+                        lane=decision.get("lane"),
+                        approved=decision.get("approved"),
+                        retry=decision.get("retry"),
+                        request_digest=decision.get("request_digest"),
                     )
+                kill_point("resume.recorded")
+            if plan.standing is not None:
+                recorded = record.data.get("authority") or {}
+                current = parse_authority(host_authority(recorded))
+                updated = replace(current, standing_approvals=plan.standing)
+                self.store.update_run(
+                    run_id, data={"authority": {**recorded, **updated.to_json()}}
                 )
-            step_refs.append(
-                writer.step(
-                    Subject(name, pkg, self.method_name, step.step_id),
-                    outcome=step.outcome,
-                    seal_reason=step.seal_reason,
-                    started_at=step.started_at,
-                    ended_at=step.ended_at,
-                    children=call_refs,
+                self.store.append_event(run_id, "standing_approvals", {"count": len(plan.standing)})
+                self.audit.emit(
+                    "standing_approvals_set",
+                    run_id=run_id,
+                    step_index=None,
+                    entries=[s.to_json() for s in plan.standing],
                 )
-            )
-        outputs_digest = digest(result) if outcome == "completed" else None
-        root = writer.run(
-            Subject(name, pkg, self.method_name),
-            outcome=outcome,
-            seal_reason=seal_reason,
-            started_at=self.started_at,
-            inputs_digest=self.inputs_digest,
-            outputs_digest=outputs_digest,
-            authority_digest=digest(self.authority_json),
-            policy_digest=self.policy_digest,
-            children=step_refs,
+                record = self._record(run_id)
+            self.store.update_run(run_id, status="running")
+            driver = RunDriver(self, record, skill, method, stop)
+            try:
+                return driver.drive()
+            except NeedsCredential as needed:
+                # the run stays as it was (paused or running); resume again after setup
+                raise ResumeRefused(
+                    needed.message, code="needs_credential", details=needed.details
+                ) from needed
+        finally:
+            self._release(run_id)
+
+    def turn_call(
+        self,
+        run_id: str,
+        address: str,
+        tool: str,
+        args: Mapping[str, Any],
+        call_id: str,
+        *,
+        reason: str = "",
+    ) -> CallOutcome:
+        """Make one call of the agent turn a paused run waits on at ``address``.
+
+        The call is admitted with that turn's allowance (scope, schema, containment, policy,
+        floor, budget) and recorded under ``call_id``: a repeat of the same ``call_id``
+        returns the recorded outcome and sends nothing. A change under ``effects: ask`` is
+        refused with ``approval_required`` (a turn call cannot pause the run yet).
+
+        Raises:
+            UsageError: ``run_not_found``.
+            ResumeRefused: ``run_sealed``; ``unknown_address`` when the run does not wait on
+                an agent turn at ``address``; ``run_busy``; ``package_changed``.
+        """
+        from proctor.runtime.run_steps import RunDriver
+
+        record = self._record(run_id)
+        if record.status == "sealed":
+            raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
+        turn = next(
+            (
+                r
+                for r in self.store.requests(run_id)
+                if r.address == address and r.kind == "agent_turn" and r.state != "used"
+            ),
+            None,
         )
-        return root.receipt_id
+        if turn is None:
+            raise ResumeRefused(
+                f"run {run_id} waits on no agent turn at {address!r}", code="unknown_address"
+            )
+        self._acquire(run_id)
+        try:
+            skill, method = self._reload(record)
+            driver = RunDriver(self, record, skill, method, None)
+            return driver.turn_call(turn.body, tool, dict(args), call_id, reason)
+        finally:
+            self._release(run_id)
 
+    def envelope(self, run_id: str) -> RunEnvelope:
+        """The run's current envelope: sealed, paused with its requests, or running.
 
-def _enf(verdict: dict[str, Any]) -> str:
-    return "block" if verdict.get("effect") == "refused" else "warn"
+        Raises:
+            UsageError: ``run_not_found``.
+        """
+        record = self._record(run_id)
+        doc = record.data.get("envelope")
+        if isinstance(doc, dict):
+            return RunEnvelope.model_validate(doc)
+        return RunEnvelope(
+            status="needs_agent",
+            run_id=run_id,
+            skill=record.skill,
+            method=record.method,
+            resume_command=f"proctor resume {run_id} -",
+            notes=[f"the run is {record.status}; resume it with {{}} to continue"],
+        )
 
+    # -- helpers ---------------------------------------------------------------------------
 
-def _receipt_outcome(status: str) -> str:
-    return {"completed": "completed", "failed": "failed", "refused": "blocked"}[status]
+    def _record(self, run_id: str) -> RunRecord:
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
+        return record
 
+    def _request_views(self, run_id: str) -> list[RequestView]:
+        return [
+            RequestView(r.address, r.kind, r.request_digest, r.state, r.decision, r.body)
+            for r in self.store.requests(run_id)
+        ]
 
-def _seal_reason_of(call: CallOutcome) -> str:
-    if call.status == "failed":
-        return "tool_failed"
-    code = call.code or ""
-    if any(v.get("effect") == "refused" for v in call.verdicts):
-        return "policy_refused"
-    if code.endswith("budget_exceeded"):
-        return "budget_exceeded"
-    if code == "schema_invalid":
-        return "inputs_invalid"
-    return "admission_refused"
+    def _reload(self, record: RunRecord) -> tuple[Any, Any]:
+        from proctor.parser.skill import select_method
 
+        folder = record.data.get("package_folder")
+        if not isinstance(folder, str):
+            raise ResumeRefused("the run's record names no package", code="package_changed")
+        try:
+            skill = load_skill(folder, cwd=self.workspace.root, workspace_root=self.workspace.root)
+        except ProctorError as exc:
+            raise ResumeRefused(
+                f"the run's package cannot be read any more ({exc.code})", code="package_changed"
+            ) from exc
+        if skill.package_digest != record.data.get("package_digest") or skill.package.profile is None:
+            raise ResumeRefused(
+                "the run's package changed since the run started; close the run with"
+                ' {"close": {"outcome": "superseded"}} and start it again',
+                code="package_changed",
+            )
+        _, method = select_method(skill.package.profile, record.method)
+        return skill, method
 
-def _receipt_budget(limit: int) -> Any:
-    from proctor.core.budget import ReceiptBudget
+    def _close(self, record: RunRecord, outcome: str) -> RunEnvelope:
+        from proctor.contracts.envelope import Refusal
+        from proctor.runtime.sealing import seal_run
 
-    # The run, and one step receipt per step, are reserved as the run goes; calls reserve one
-    # each in admission. Reserve the run's own receipt up front.
-    budget = ReceiptBudget(limit)
-    budget.reserve(1)
-    return budget
+        self.store.append_event(record.run_id, "closed", {"outcome": outcome})
+        self.audit.emit("run_closed", run_id=record.run_id, step_index=None, outcome=outcome)
+        refusal = Refusal(code="host_closed", message=f"the host closed the run ({outcome})")
+        return seal_run(
+            self,
+            record,
+            outcome=outcome,
+            seal_reason="host_closed",
+            result=None,
+            refusal=refusal,
+        )
 
 
 def narrow_outputs(value: Any, schema: dict[str, Any]) -> Any:

@@ -49,6 +49,23 @@ class CallRecord:
 
 
 @dataclass
+class RequestRecord:
+    """What a paused run waits on: an approval, questions, a retry decision or an agent turn.
+
+    ``state`` is ``open`` (waiting), ``decided`` (a decision no step has used yet) or ``used``
+    (a settled step consumed it). ``decision`` is the normalized decision once one is recorded.
+    """
+
+    run_id: str
+    address: str
+    kind: str
+    request_digest: str
+    body: dict[str, Any]
+    state: str = "open"
+    decision: dict[str, Any] | None = None
+
+
+@dataclass
 class JournalRecord:
     """A journaled file bundle: before-images of every member, so a half-applied one rolls back."""
 
@@ -121,6 +138,45 @@ class RunStore(Protocol):
         """The settled call that carried ``key``, if any."""
         ...
 
+    def settle_step(
+        self, run_id: str, step_id: str, body: dict[str, Any], *, used: list[str] | None = None
+    ) -> None:
+        """Record a step's settlement (outcome, output, times) once, durably, and mark the
+        decisions at ``used`` addresses as used in the same commit.
+
+        Raises:
+            StoreError: the step is already settled.
+        """
+        ...
+
+    def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Settled steps by id, in the order they settled."""
+        ...
+
+    def put_request(self, request: RequestRecord) -> RequestRecord:
+        """Open a request at its address. The same digest keeps what is recorded (a decision
+        included); a different digest replaces the request and drops a decision not used."""
+        ...
+
+    def requests(self, run_id: str) -> list[RequestRecord]:
+        """Every request of a run (open, decided and used), in the order first asked."""
+        ...
+
+    def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
+        """Record decisions by address in one durable commit (state ``decided``)."""
+        ...
+
+    def acquire_lease(
+        self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
+    ) -> str | None:
+        """Take the run's lease; ``None`` when taken, else the live holder's id. An expired
+        lease, or one held by ``steal_from`` (a holder known to be dead), is taken over."""
+        ...
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        """Give the lease back if ``holder`` holds it."""
+        ...
+
     def journal_open(self, record: JournalRecord) -> None:
         """Journal a bundle's before-images (durable before any member is touched)."""
         ...
@@ -136,4 +192,3 @@ class RunStore(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
-

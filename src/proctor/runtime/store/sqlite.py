@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
-from proctor.runtime.store.base import CallRecord, JournalRecord, RunRecord
+from proctor.runtime.store.base import CallRecord, JournalRecord, RequestRecord, RunRecord
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -55,6 +56,29 @@ CREATE TABLE IF NOT EXISTS journal (
     run_id TEXT NOT NULL,
     state TEXT NOT NULL,
     entries TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (run_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS requests (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decision TEXT,
+    UNIQUE (run_id, address)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    run_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
 );
 CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
@@ -326,6 +350,133 @@ class SQLiteRunStore:
                 (key,),
             ).fetchone()
         return None if row is None else self._call(row)
+
+    # -- steps, requests, decisions ---------------------------------------------------------
+
+    def settle_step(
+        self, run_id: str, step_id: str, body: dict[str, Any], *, used: list[str] | None = None
+    ) -> None:
+        with self._lock:
+            self._exec("PRAGMA synchronous=FULL")
+            try:
+                with self.transaction():
+                    try:
+                        self._conn.execute(
+                            "INSERT INTO steps (run_id, step_id, body) VALUES (?,?,?)",
+                            (run_id, step_id, _dumps(body)),
+                        )
+                    except sqlite3.IntegrityError as exc:
+                        raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
+                    for address in used or []:
+                        self._exec(
+                            "UPDATE requests SET state = 'used' WHERE run_id = ? AND address = ?"
+                            " AND decision IS NOT NULL",
+                            (run_id, address),
+                        )
+            finally:
+                self._exec("PRAGMA synchronous=NORMAL")
+
+    def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            rows = self._exec(
+                "SELECT step_id, body FROM steps WHERE run_id = ? ORDER BY ord", (run_id,)
+            ).fetchall()
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision"
+
+    @staticmethod
+    def _request(row: tuple[Any, ...]) -> RequestRecord:
+        return RequestRecord(
+            run_id=row[0],
+            address=row[1],
+            kind=row[2],
+            request_digest=row[3],
+            body=json.loads(row[4]),
+            state=row[5],
+            decision=None if row[6] is None else json.loads(row[6]),
+        )
+
+    def put_request(self, request: RequestRecord) -> RequestRecord:
+        with self.transaction():
+            row = self._exec(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? AND address = ?",
+                (request.run_id, request.address),
+            ).fetchone()
+            if row is not None:
+                current = self._request(row)
+                if current.request_digest == request.request_digest:
+                    return current
+                self._exec(
+                    "UPDATE requests SET kind = ?, request_digest = ?, body = ?, state = 'open',"
+                    " decision = NULL WHERE run_id = ? AND address = ?",
+                    (
+                        request.kind,
+                        request.request_digest,
+                        _dumps(request.body),
+                        request.run_id,
+                        request.address,
+                    ),
+                )
+            else:
+                self._exec(
+                    "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+                    " VALUES (?,?,?,?,?, 'open')",
+                    (
+                        request.run_id,
+                        request.address,
+                        request.kind,
+                        request.request_digest,
+                        _dumps(request.body),
+                    ),
+                )
+        request.state, request.decision = "open", None
+        return request
+
+    def requests(self, run_id: str) -> list[RequestRecord]:
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? ORDER BY ord", (run_id,)
+            ).fetchall()
+        return [self._request(r) for r in rows]
+
+    def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
+        with self._lock:
+            self._exec("PRAGMA synchronous=FULL")
+            try:
+                with self.transaction():
+                    for address, decision in decisions.items():
+                        self._exec(
+                            "UPDATE requests SET state = 'decided', decision = ?"
+                            " WHERE run_id = ? AND address = ? AND state != 'used'",
+                            (_dumps(decision), run_id, address),
+                        )
+            finally:
+                self._exec("PRAGMA synchronous=NORMAL")
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def acquire_lease(
+        self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
+    ) -> str | None:
+        now = time.time()
+        with self.transaction():
+            row = self._exec(
+                "SELECT holder, expires_at FROM leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is not None and row[0] != holder and row[1] > now and row[0] != steal_from:
+                return str(row[0])
+            self._exec(
+                "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?)"
+                " ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder,"
+                " expires_at = excluded.expires_at",
+                (run_id, holder, now + ttl_seconds),
+            )
+        return None
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        with self.transaction():
+            self._exec("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
 
     # -- journal ----------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ __all__ = ["native_tools"]
 @cache
 def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.basic import DATA_DIGEST, ECHO
+    from proctor.runtime.tools.command import COMMAND_EXECUTE
     from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
     from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
@@ -29,6 +30,7 @@ def _build() -> tuple[Tool, ...]:
         FS_APPLY_BUNDLE,
         FS_DELETE,
         FS_RESTORE,
+        COMMAND_EXECUTE,
         *http_tools().values(),
     )
 

@@ -1,0 +1,88 @@
+"""``proctor authority``: save, list, show and remove authority presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from proctor.errors import UsageError
+
+
+@click.group()
+def authority() -> None:
+    """Saved authority presets, applied with `proctor run --authority NAME`."""
+
+
+@authority.command("save")
+@click.argument("name")
+@click.argument("file", metavar="FILE|-")
+@click.option(
+    "--workspace",
+    "workspaces",
+    multiple=True,
+    metavar="DIR",
+    help="A workspace the preset applies in (repeatable; default: this one).",
+)
+@click.option("--json", "as_json", is_flag=True)
+def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> None:
+    """Save FILE (an authority JSON document) as preset NAME."""
+    import sys
+
+    from proctor.cli.render import dump_json
+    from proctor.runtime.presets import save_preset
+    from proctor.runtime.workspace import Workspace
+
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except OSError as exc:
+        raise UsageError(f"cannot read {Path(file).name}", code="authority_invalid") from exc
+    except ValueError as exc:
+        raise UsageError("the authority document is not JSON", code="authority_invalid") from exc
+    roots = [Workspace(Path(w)).root for w in workspaces] or [Workspace.discover(Path.cwd()).root]
+    saved = save_preset(name, doc, roots)
+    if as_json:
+        dump_json(saved)
+    else:
+        click.echo(f"saved authority preset {name} for {len(roots)} workspace(s)")
+
+
+@authority.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_(as_json: bool) -> None:
+    """List saved presets."""
+    from proctor.cli.render import dump_json
+    from proctor.runtime.presets import list_presets
+
+    presets = list_presets()
+    if as_json:
+        dump_json({"presets": presets})
+        return
+    for doc in presets:
+        auth = doc.get("authority") or {}
+        click.echo(
+            f"{doc['name']}  effects={auth.get('effects')} reach={auth.get('reach')}"
+            f"  workspaces={len(doc.get('workspaces') or [])}"
+        )
+
+
+@authority.command("show")
+@click.argument("name")
+def show(name: str) -> None:
+    """Print a preset as JSON."""
+    from proctor.cli.render import dump_json
+    from proctor.runtime.presets import load_preset
+
+    dump_json(load_preset(name))
+
+
+@authority.command("remove")
+@click.argument("name")
+def remove(name: str) -> None:
+    """Delete a preset."""
+    from proctor.runtime.presets import remove_preset
+
+    remove_preset(name)
+    click.echo(f"removed authority preset {name}")

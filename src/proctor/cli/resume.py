@@ -1,0 +1,52 @@
+"""``proctor resume RUN_ID FILE|-``: answer a paused run and drive it on, or close it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from proctor.cli.run import EXIT_HELP, drive_with_signals, exit_code_of, render_envelope
+from proctor.errors import UsageError
+
+DOCUMENT_CAP = 64 * 1024 * 1024
+
+
+@click.command("resume", epilog=EXIT_HELP)
+@click.argument("run_id")
+@click.argument("source", metavar="FILE|-", default="-")
+@click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope.")
+def resume(run_id: str, source: str, as_json: bool) -> None:
+    """Continue RUN_ID with a proctor.resume.v1 document from FILE or stdin.
+
+    `{}` continues a run whose decisions are already recorded (or that was stopped);
+    `{"close": {"outcome": "declined"}}` alone seals it. Works from any folder of the
+    workspace.
+    """
+    from proctor.cli.render import dump_json
+    from proctor.runtime.driver import Session
+    from proctor.runtime.workspace import Workspace
+
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(DOCUMENT_CAP + 1)
+        else:
+            data = Path(source).read_bytes()[: DOCUMENT_CAP + 1]
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read {Path(source).name}: {exc.strerror}", code="resume_unreadable"
+        ) from exc
+    if len(data) > DOCUMENT_CAP:
+        raise UsageError("the resume document is over 64 MiB", code="resume_too_large")
+    session = Session(Workspace.discover(Path.cwd()))
+    try:
+        envelope = drive_with_signals(session, lambda: session.resume(run_id, data))
+    finally:
+        session.close()
+    doc = envelope.to_json()
+    if as_json:
+        dump_json(doc)
+    else:
+        render_envelope(doc)
+    sys.exit(exit_code_of(doc))

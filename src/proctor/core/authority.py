@@ -1,0 +1,255 @@
+"""Authority: what a run may do, and how a method or a step narrows it (pure).
+
+An :class:`Authority` holds ``effects`` (``none`` < ``ask`` < ``allow``), ``reach``
+(``workspace`` < ``inputs``), limits and standing approvals. What applies to a step is the
+narrowest of its host's, its method's and its own: :func:`narrow` never widens, so a value
+wider than the host's narrows nothing.
+
+A host states it as JSON (``--run-authority``)::
+
+    {"effects": "ask", "reach": "workspace", "max_calls": 50,
+     "standing_approvals": [{"edits": {"paths": ["notes"]}},
+                            {"commands": {"argv_prefix": ["git", "status"]}},
+                            {"local": true}]}
+
+With no host, a run takes ``effects: allow, reach: inputs`` and records that no host set them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from proctor.errors import UsageError
+
+__all__ = [
+    "EFFECTS_ORDER",
+    "LIMIT_NAMES",
+    "REACH_ORDER",
+    "Authority",
+    "Effects",
+    "Reach",
+    "StandingApproval",
+    "narrow",
+    "parse_authority",
+    "parse_standing",
+]
+
+Effects = Literal["none", "ask", "allow"]
+Reach = Literal["workspace", "inputs"]
+EFFECTS_ORDER: tuple[str, ...] = ("none", "ask", "allow")
+REACH_ORDER: tuple[str, ...] = ("workspace", "inputs")
+LIMIT_NAMES: tuple[str, ...] = ("max_calls", "max_concurrency", "max_child_depth", "max_fanout")
+_LIMIT_CEILING = 1_000_000
+
+
+@dataclass(frozen=True)
+class StandingApproval:
+    """A person's bounded confirmation, exactly one kind.
+
+    Attributes:
+        kind: ``edits`` (file changes under ``paths``, by whole components; ``""`` is the
+            whole workspace), ``commands`` (argv beginning with ``argv_prefix``'s exact
+            tokens) or ``local`` (every local effect the floor holds).
+    """
+
+    kind: Literal["edits", "commands", "local"]
+    paths: tuple[str, ...] = ()
+    argv_prefix: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the host wrote it."""
+        if self.kind == "edits":
+            return {"edits": {"paths": list(self.paths)}}
+        if self.kind == "commands":
+            return {"commands": {"argv_prefix": list(self.argv_prefix)}}
+        return {"local": True}
+
+    def covers_paths(self, paths: Sequence[str]) -> bool:
+        """True when every workspace-relative path lies under one of ``paths``."""
+        if self.kind == "local":
+            return True
+        if self.kind != "edits" or not paths:
+            return False
+        return all(any(_under(p, root) for root in self.paths) for p in paths)
+
+    def covers_argv(self, argv: Sequence[str]) -> bool:
+        """True when ``argv`` begins with the exact prefix (``local`` covers every command)."""
+        if self.kind == "local":
+            return True
+        if self.kind != "commands" or not self.argv_prefix:
+            return False
+        return tuple(argv[: len(self.argv_prefix)]) == self.argv_prefix
+
+
+def _under(path: str, root: str) -> bool:
+    root = root.strip("/")
+    if root in ("", "."):
+        return True
+    parts, prefix = path.strip("/").split("/"), root.split("/")
+    return parts[: len(prefix)] == prefix
+
+
+@dataclass(frozen=True)
+class Authority:
+    """What a run (or one of its steps) may do.
+
+    Attributes:
+        effects: ``none`` refuses every change, ``ask`` pauses each change with no approval
+            of its own, ``allow`` admits changes that pass every other check.
+        reach: ``workspace`` keeps file tools inside the workspace; ``inputs`` also reaches
+            roots the run's inputs name.
+        max_calls / max_concurrency / max_child_depth / max_fanout: ``None`` is no limit.
+        standing_approvals: entries that admit covered changes without pausing.
+        set_by: ``host`` when a host stated it, ``default`` when none did.
+    """
+
+    effects: Effects = "allow"
+    max_calls: int | None = None
+    reach: Reach = "inputs"
+    max_concurrency: int | None = None
+    max_child_depth: int | None = None
+    max_fanout: int | None = None
+    standing_approvals: tuple[StandingApproval, ...] = field(default=())
+    set_by: Literal["host", "default", "preset"] = "default"
+
+    def to_json(self) -> dict[str, Any]:
+        """The authority as recorded in the run store and digested into receipts."""
+        return {
+            "effects": self.effects,
+            "reach": self.reach,
+            "max_calls": self.max_calls,
+            "max_concurrency": self.max_concurrency,
+            "max_child_depth": self.max_child_depth,
+            "max_fanout": self.max_fanout,
+            "standing_approvals": [s.to_json() for s in self.standing_approvals],
+            "set_by": self.set_by,
+        }
+
+
+def _narrower(order: tuple[str, ...], a: str, b: str | None) -> str:
+    if b is None:
+        return a
+    return a if order.index(a) <= order.index(b) else b
+
+
+def _min_limit(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def narrow(
+    host: Authority,
+    *,
+    effects: str | None = None,
+    reach: str | None = None,
+    limits: Mapping[str, int | None] | None = None,
+) -> Authority:
+    """The narrowest of ``host`` and what a method or step states; never wider than ``host``.
+
+    Standing approvals are the host's (a package cannot grant itself one).
+    """
+    values: dict[str, Any] = {
+        "effects": _narrower(EFFECTS_ORDER, host.effects, effects),
+        "reach": _narrower(REACH_ORDER, host.reach, reach),
+    }
+    for name in LIMIT_NAMES:
+        values[name] = _min_limit(getattr(host, name), (limits or {}).get(name))
+    return replace(host, **values)
+
+
+def parse_standing(
+    entries: Any, *, where: str = "standing_approvals"
+) -> tuple[StandingApproval, ...]:
+    """Read a list of standing approvals, each exactly one of ``edits``, ``commands``, ``local``.
+
+    Raises:
+        UsageError: ``authority_invalid`` naming the entry that is malformed.
+    """
+    if not isinstance(entries, list):
+        raise UsageError(f"{where} must be a list", code="authority_invalid")
+    out: list[StandingApproval] = []
+    for index, entry in enumerate(entries):
+        at = f"{where}[{index}]"
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise UsageError(
+                f"{at} must hold exactly one of edits, commands, local", code="authority_invalid"
+            )
+        ((kind, body),) = entry.items()
+        if kind == "local":
+            if body is not True:
+                raise UsageError(f"{at}: local takes true", code="authority_invalid")
+            out.append(StandingApproval("local"))
+        elif kind == "edits":
+            paths = body.get("paths") if isinstance(body, dict) and len(body) == 1 else None
+            if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+                raise UsageError(f"{at}: edits takes {{paths: [..]}}", code="authority_invalid")
+            if any(p.startswith("/") or ".." in p.split("/") for p in paths):
+                raise UsageError(
+                    f"{at}: edit paths are workspace-relative, without '..'",
+                    code="authority_invalid",
+                )
+            out.append(StandingApproval("edits", paths=tuple(paths)))
+        elif kind == "commands":
+            prefix = body.get("argv_prefix") if isinstance(body, dict) and len(body) == 1 else None
+            if (
+                not isinstance(prefix, list)
+                or not prefix
+                or not all(isinstance(t, str) and t for t in prefix)
+            ):
+                raise UsageError(
+                    f"{at}: commands takes {{argv_prefix: [..]}} with at least one token",
+                    code="authority_invalid",
+                )
+            out.append(StandingApproval("commands", argv_prefix=tuple(prefix)))
+        else:
+            raise UsageError(f"{at}: unknown kind {kind!r}", code="authority_invalid")
+    return tuple(out)
+
+
+_KEYS = frozenset({"effects", "reach", "standing_approvals", "set_by", *LIMIT_NAMES})
+
+
+def parse_authority(doc: Any, *, set_by: Literal["host", "preset"] = "host") -> Authority:
+    """Read a host's authority document; unstated fields take the defaults.
+
+    Raises:
+        UsageError: ``authority_invalid`` for an unknown key, an unknown effects or reach, a
+            limit that is not a positive integer, or a malformed standing approval.
+    """
+    if not isinstance(doc, dict):
+        raise UsageError("an authority is one JSON object", code="authority_invalid")
+    unknown = sorted(set(doc) - _KEYS)
+    if unknown:
+        raise UsageError(
+            f"unknown authority field(s): {', '.join(unknown)}", code="authority_invalid"
+        )
+    effects = doc.get("effects", "allow")
+    if effects not in EFFECTS_ORDER:
+        raise UsageError("effects is one of none, ask, allow", code="authority_invalid")
+    reach = doc.get("reach", "inputs")
+    if reach not in REACH_ORDER:
+        raise UsageError("reach is one of workspace, inputs", code="authority_invalid")
+    limits: dict[str, int | None] = {}
+    for name in LIMIT_NAMES:
+        value = doc.get(name)
+        if value is not None and (type(value) is not int or not 1 <= value <= _LIMIT_CEILING):
+            raise UsageError(
+                f"{name} must be an integer from 1 to {_LIMIT_CEILING}", code="authority_invalid"
+            )
+        limits[name] = value
+    standing = parse_standing(doc.get("standing_approvals", []))
+    recorded = doc.get("set_by", set_by)
+    if recorded not in ("host", "default", "preset"):
+        raise UsageError("set_by is one of host, default, preset", code="authority_invalid")
+    return Authority(
+        effects=effects,
+        reach=reach,
+        standing_approvals=standing,
+        set_by=recorded,
+        **limits,
+    )

@@ -1,0 +1,194 @@
+"""Resume-document admission (pure): check every entry against the run's requests.
+
+:func:`admit_resume` either returns a :class:`ResumePlan` (what to record) or raises
+:class:`~proctor.errors.ResumeRefused` and the caller changes nothing. The rules:
+
+- ``close`` comes alone (``close_not_alone``);
+- a sealed run accepts only nothing new: an empty document, or entries identical to decisions
+  it took; anything else is ``run_sealed``;
+- an entry whose address the run does not wait on, or never asked, is ``unknown_address``;
+- an agent-lane answer to a person's request, or the reverse, is ``wrong_lane``;
+- an entry whose digest is not the request's current digest is ``digest_mismatch`` (a request
+  that changed after a person saw it is never decided by the old decision);
+- a value that does not fit its request's kind is ``answer_invalid``;
+- the same decision again is recorded once (nothing to record); a different decision replaces
+  one no step has used; once used, only the identical decision is accepted, anything else is
+  ``already_answered``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from proctor.contracts.resume import ResumeDocument
+from proctor.core.authority import StandingApproval, parse_standing
+from proctor.errors import ResumeRefused, UsageError
+
+__all__ = ["PERSON_KINDS", "RequestView", "ResumePlan", "admit_resume", "normalize_decision"]
+
+PERSON_KINDS = frozenset({"approval", "question", "retry"})
+"""Request kinds only a person's lane (``approvals``) decides."""
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """A request as the run store holds it.
+
+    Attributes:
+        address: ``step``, ``step/retry`` ...
+        kind: ``approval``, ``question``, ``retry`` or ``agent_turn``.
+        digest: the current ``request_digest``.
+        state: ``open`` (waiting), ``decided`` (a decision no step used yet) or ``used``.
+        decision: the recorded decision (normalized), if any.
+        body: what the request asks (questions are checked against it).
+    """
+
+    address: str
+    kind: str
+    digest: str
+    state: str
+    decision: Mapping[str, Any] | None = None
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ResumePlan:
+    """What an admitted document records: new or replacing decisions, a standing set, a close."""
+
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    standing: tuple[StandingApproval, ...] | None = None
+    close: str | None = None
+    unchanged: list[str] = field(default_factory=list)
+
+
+def _refuse(message: str, code: str) -> ResumeRefused:
+    return ResumeRefused(message, code=code)
+
+
+def normalize_decision(request: RequestView, lane: str, entry: Any) -> dict[str, Any]:
+    """The decision an entry states, in the form the store records.
+
+    Raises:
+        ResumeRefused: ``answer_invalid`` when the entry does not fit the request's kind.
+    """
+    base: dict[str, Any] = {"request_digest": request.digest, "lane": lane}
+    where = f"{lane}.{request.address}"
+    if request.kind == "agent_turn":
+        return {**base, "value": entry.value}
+    if request.kind == "approval":
+        if entry.approved is None or entry.value is not None:
+            raise _refuse(
+                f"{where}: an approval takes 'approved' (true or false)", "answer_invalid"
+            )
+        return {**base, "approved": entry.approved, "reason": entry.reason}
+    if request.kind == "retry":
+        value = entry.value
+        if (
+            entry.approved is not None
+            or not isinstance(value, dict)
+            or set(value) != {"retry"}
+            or not isinstance(value["retry"], bool)
+        ):
+            raise _refuse(f"{where}: a retry takes value: {{retry: true|false}}", "answer_invalid")
+        return {**base, "retry": value["retry"]}
+    if request.kind == "question":
+        if entry.approved is not None or not isinstance(entry.value, dict):
+            raise _refuse(
+                f"{where}: questions take value: {{ID: {{option?, text?}}}}", "answer_invalid"
+            )
+        return {**base, "value": _check_answers(where, request.body, entry.value)}
+    raise _refuse(f"{where}: the run cannot take an answer for this request", "unknown_address")
+
+
+def _check_answers(where: str, body: Mapping[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    questions = {q["id"]: q for q in body.get("questions", []) if isinstance(q, dict)}
+    for qid, answer in value.items():
+        question = questions.get(qid)
+        if question is None:
+            raise _refuse(f"{where}: no question {qid!r}", "answer_invalid")
+        if not isinstance(answer, dict) or not answer or set(answer) - {"option", "text"}:
+            raise _refuse(f"{where}.{qid}: an answer is {{option?, text?}}", "answer_invalid")
+        option, text = answer.get("option"), answer.get("text")
+        options = question.get("options") or []
+        if option is not None and (not isinstance(option, str) or option not in options):
+            raise _refuse(f"{where}.{qid}: option is not one of the question's", "answer_invalid")
+        if text is not None:
+            if not isinstance(text, str) or len(text) > 4000:
+                raise _refuse(f"{where}.{qid}: text is a string of at most 4000", "answer_invalid")
+            if not question.get("free_text"):
+                raise _refuse(f"{where}.{qid}: this question takes no free text", "answer_invalid")
+    for qid, question in questions.items():
+        if question.get("required", True) and qid not in value:
+            raise _refuse(f"{where}: question {qid!r} is not answered", "answer_invalid")
+    return value
+
+
+def _entries(doc: ResumeDocument) -> list[tuple[str, str, Any]]:
+    return [("answers", a, e) for a, e in doc.answers.items()] + [
+        ("approvals", a, e) for a, e in doc.approvals.items()
+    ]
+
+
+def admit_resume(
+    doc: ResumeDocument, *, sealed: bool, requests: Sequence[RequestView]
+) -> ResumePlan:
+    """Check a resume document against a run; nothing is recorded by this function.
+
+    Args:
+        doc: the parsed document.
+        sealed: whether the run has sealed.
+        requests: every request the run has asked (open, decided or used).
+
+    Raises:
+        ResumeRefused: with one of the codes in this module's docstring.
+    """
+    if doc.close is not None and (
+        doc.answers or doc.approvals or doc.standing_approvals is not None
+    ):
+        raise _refuse("close comes alone: remove every other entry", "close_not_alone")
+    by_address = {r.address: r for r in requests}
+    plan = ResumePlan()
+    if sealed and doc.close is not None:
+        raise _refuse("the run has sealed; there is nothing to close", "run_sealed")
+    if sealed and doc.standing_approvals is not None:
+        raise _refuse("the run has sealed; standing approvals change nothing", "run_sealed")
+    if doc.close is not None:
+        plan.close = doc.close.outcome
+        return plan
+    for lane, address, entry in _entries(doc):
+        request = by_address.get(address)
+        if request is None:
+            if sealed:
+                raise _refuse(f"the run has sealed; it took no answer at {address!r}", "run_sealed")
+            raise _refuse(f"the run does not wait on {address!r}", "unknown_address")
+        wants = "answers" if request.kind == "agent_turn" else "approvals"
+        if lane != wants:
+            raise _refuse(f"{lane}.{address}: this request is answered under {wants}", "wrong_lane")
+        if entry.request_digest != request.digest:
+            if sealed or request.state == "used":
+                code = "run_sealed" if sealed else "already_answered"
+                raise _refuse(f"{address!r} was answered with another decision", code)
+            raise _refuse(
+                f"{lane}.{address}: request_digest is not this request's (it may have changed"
+                " since it was shown)",
+                "digest_mismatch",
+            )
+        decision = normalize_decision(request, lane, entry)
+        if request.decision is not None and dict(request.decision) == decision:
+            plan.unchanged.append(address)
+            continue
+        if sealed:
+            raise _refuse(f"the run has sealed; {address!r} took another decision", "run_sealed")
+        if request.state == "used":
+            raise _refuse(
+                f"{address!r} was already answered with another decision", "already_answered"
+            )
+        plan.decisions[address] = decision
+    if doc.standing_approvals is not None:
+        try:
+            plan.standing = parse_standing(doc.standing_approvals)
+        except UsageError as exc:
+            raise _refuse(exc.message, "resume_invalid") from exc
+    return plan
