@@ -26,21 +26,14 @@ __all__ = ["open_server", "serve"]
 
 
 def _preset(name: str, workspace: Workspace, environ: Mapping[str, str]) -> Authority:
-    """The saved authority preset ``name`` for this workspace.
+    """The saved authority preset ``name``, when it lists this workspace.
 
     Raises:
-        ConfigError: ``authority_presets_unavailable`` when this build has no preset store;
-            the preset store's own refusals (unknown name, workspace not listed) otherwise.
+        UsageError: ``preset_not_found``, ``preset_invalid``, ``preset_not_for_workspace``.
     """
-    try:
-        from proctor.runtime import authority_presets  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise ConfigError(
-            f"--authority {name}: saved authority presets are not available in this build",
-            code="authority_presets_unavailable",
-        ) from exc
-    loaded: Authority = authority_presets.load_preset(name, workspace=workspace, environ=environ)
-    return loaded
+    from proctor.runtime.presets import preset_authority
+
+    return preset_authority(name, workspace.root, environ)
 
 
 def open_server(

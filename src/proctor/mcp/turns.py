@@ -1,50 +1,472 @@
 """Turn tools: work the agent turns of paused runs call by call over MCP.
 
 Served scoped to one run (``proctor mcp --run RUN_ID``) or beside skills, for the runs the
-server's own calls opened. They are built on the driver's turn API (issue 4's
-``Session.resume`` / ``Session.turn_*``); a build without it serves no turn tools.
+server's own calls opened; a run outside that scope is refused as if it did not exist. Built on
+the driver's turn API (``docs/driver-api.md``): ``Session.envelope``, ``Session.turn_call`` and
+``Session.resume``. A turn is addressed by its step id (``turn``), with ``run`` naming the run
+when the server holds more than one.
+
+- ``turn_list``: every run in scope, its status, and each open request as one line.
+- ``turn_status``: a turn's instructions and inputs whole, the calls it may make with their
+  input schemas, its output schema, and its context as an index of locators (type, size;
+  never data): ``instructions``, ``input:<name>``, ``call:<call_id>``.
+- ``turn_read``: what a locator names, a string as it is and anything else as JSON, in pages
+  of at most 32,000 characters with ``next_offset``.
+- ``turn_call``: one call from the turn's allowance, admitted like any other; the host pins
+  ``call_id`` and a repeat returns the recorded call without running it again.
+- ``turn_complete``: ends the turn with its output and drives the run to its next pause or
+  seal.
+- ``call_cancel``: cancels a turn call this server is executing (see :meth:`TurnTools.cancel`).
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import TYPE_CHECKING, Any
 
+import mcp_types as types
+
+from proctor.errors import ProctorError, UsageError
+
 if TYPE_CHECKING:
-    import mcp_types as types
-
     from proctor.mcp.server import ProctorServer, ServerConfig
+    from proctor.runtime.driver import Session
 
-__all__ = ["TurnTools", "turn_tools"]
+__all__ = ["PAGE_LIMIT", "TurnTools", "turn_tools"]
+
+PAGE_LIMIT = 32_000
+Args = dict[str, Any]
+
+_RUN = {"type": "string", "description": "The run id (needed when the server holds several)."}
+_TURN = {"type": "string", "description": "The turn's address: the id of the step that asks it."}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "turn_list": (
+        "List the runs this server works and every request each waits on, one line each.",
+        _schema({}, []),
+    ),
+    "turn_status": (
+        "Read an agent turn: instructions and inputs whole, the calls it may make with their"
+        " input schemas, its output schema, and an index of what turn_read can read.",
+        _schema({"run": _RUN, "turn": _TURN}, ["turn"]),
+    ),
+    "turn_read": (
+        "Read what a locator of a turn names (instructions, input:<name>, call:<call_id>),"
+        " a page of at most 32,000 characters from offset, with next_offset when more is left.",
+        _schema(
+            {
+                "run": _RUN,
+                "turn": _TURN,
+                "locator": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0},
+                "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT},
+            },
+            ["turn", "locator"],
+        ),
+    ),
+    "turn_call": (
+        "Make one call from the turn's allowance, admitted and recorded like any other call."
+        " call_id is yours and unique in the turn: calling again with it returns the recorded"
+        " call instead of running it twice.",
+        _schema(
+            {
+                "run": _RUN,
+                "turn": _TURN,
+                "tool": {"type": "string"},
+                "args": {"type": "object"},
+                "call_id": {"type": "string", "minLength": 1, "maxLength": 128},
+                "reason": {"type": "string", "maxLength": 2000},
+            },
+            ["turn", "tool", "args", "call_id"],
+        ),
+    ),
+    "turn_complete": (
+        "End the turn with its output (checked against the turn's output schema), or with"
+        " failure: {reason} when the act cannot be done; the run then moves on.",
+        _schema(
+            {
+                "run": _RUN,
+                "turn": _TURN,
+                "output": {},
+                "failure": _schema({"reason": {"type": "string", "minLength": 1}}, ["reason"]),
+            },
+            ["turn"],
+        ),
+    ),
+    "call_cancel": (
+        "Cancel a turn call while it executes, by its address <turn>/<call_id>. It answers at"
+        " once with how the call settles.",
+        _schema({"run": _RUN, "call": {"type": "string"}}, ["call"]),
+    ),
+}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}.get(
+        type(value), "object"
+    )
 
 
 class TurnTools:
-    """The six turn tools over the driver's turn API."""
+    """The six turn tools over the driver's turn API.
+
+    ``in_flight`` maps ``(run, turn/call_id)`` to the stop event of a turn call this server is
+    executing, so ``call_cancel`` can reach it.
+    """
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.in_flight: dict[tuple[str, str], threading.Event] = {}
+        self.cancelled: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    # -- declarations ----------------------------------------------------------------------
 
     def tool_list(self) -> list[types.Tool]:
         """The turn tools' declarations."""
-        return []
+        return [
+            types.Tool(name=name, description=desc, input_schema=schema)
+            for name, (desc, schema) in _TOOLS.items()
+        ]
 
     def serves(self, name: str) -> bool:
         """Whether ``name`` is a turn tool."""
-        return False
+        return name in _TOOLS
+
+    def check_run(self, run_id: str, proctor: ProctorServer) -> None:
+        """Refuse a ``--run`` naming a run this workspace does not hold.
+
+        Raises:
+            UsageError: ``run_not_found``.
+        """
+        proctor.pool.use(lambda s: s.envelope(run_id))
+
+    # -- scope -----------------------------------------------------------------------------
+
+    def scope(self) -> list[str]:
+        """The runs this server may work, in the order they were opened."""
+        if self.config.run_scope is not None:
+            return [self.config.run_scope]
+        return list(self.config.runs)
+
+    def _run_for(self, session: Session, arguments: dict[str, Any], turn: str | None) -> str:
+        runs = self.scope()
+        named = arguments.get("run")
+        if named is not None:
+            if named not in runs:
+                raise UsageError(
+                    f"run {str(named)[:80]!r} is not one this server works", code="run_not_served"
+                )
+            return str(named)
+        if len(runs) == 1:
+            return runs[0]
+        waiting = [
+            r
+            for r in runs
+            if turn is None
+            or any(q.get("address") == turn for q in session.envelope(r).requests or [])
+        ]
+        if len(waiting) == 1:
+            return waiting[0]
+        raise UsageError(
+            "name the run: this server works "
+            + ("no run yet" if not runs else f"{len(runs)} runs ({', '.join(runs)})"),
+            code="run_ambiguous" if runs else "run_not_served",
+        )
+
+    @staticmethod
+    def _turn(session: Session, run_id: str, address: str) -> dict[str, Any]:
+        envelope = session.envelope(run_id)
+        for request in envelope.requests or []:
+            if request.get("address") == address and request.get("kind") == "agent_turn":
+                return request
+        raise UsageError(
+            f"run {run_id} waits on no agent turn at {address[:80]!r}", code="unknown_address"
+        )
+
+    @staticmethod
+    def _calls(session: Session, run_id: str, address: str) -> dict[str, Any]:
+        prefix = f"{address}/turn/"
+        out: dict[str, Any] = {}
+        for call in session.store.calls(run_id):
+            if call.call_id.startswith(prefix):
+                out[call.call_id.removeprefix(prefix)] = {
+                    "tool": call.tool,
+                    "state": call.state,
+                    "outcome": call.outcome,
+                    "result": call.result,
+                }
+        return out
+
+    # -- the tools -------------------------------------------------------------------------
 
     async def call(
         self, name: str, arguments: dict[str, Any], proctor: ProctorServer
     ) -> types.CallToolResult:
-        """Answer one turn tool call."""
-        raise NotImplementedError
+        """Answer one turn tool call; a refusal is a tool error the client can read."""
+        from proctor.mcp.server import error_result
 
-    def check_run(self, run_id: str, proctor: ProctorServer) -> None:
-        """Refuse a ``--run`` naming a run this workspace does not hold."""
+        def work(stop: threading.Event) -> dict[str, Any] | ProctorError:
+            def go(session: Session) -> dict[str, Any]:
+                handler = getattr(self, "_" + name)
+                result: dict[str, Any] = handler(session, arguments, stop)
+                return result
+
+            try:
+                return proctor.pool.use(go)
+            except ProctorError as exc:
+                return exc
+
+        outcome = await proctor.run_in_worker(work)
+        if isinstance(outcome, ProctorError):
+            proctor.audit(
+                "mcp_turn_refused", tool=name, code=outcome.code, run_id=arguments.get("run")
+            )
+            return error_result(outcome)
+        failed = bool(outcome.pop("_error", False))
+        text = outcome.pop("_text", None) or _text(outcome)
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], structured_content=outcome, is_error=failed
+        )
+
+    def _turn_list(self, session: Session, arguments: Args, _stop: Any) -> Args:
+        runs = []
+        lines = []
+        for run_id in self.scope():
+            doc = session.envelope(run_id).to_json()
+            requests = [
+                {k: r.get(k) for k in ("address", "kind", "request_digest", "reason", "tool")}
+                for r in doc.get("requests") or []
+            ]
+            runs.append(
+                {
+                    "run": run_id,
+                    "skill": doc.get("skill"),
+                    "method": doc.get("method"),
+                    "status": doc.get("status"),
+                    "outcome": doc.get("outcome"),
+                    "receipt_id": doc.get("receipt_id"),
+                    "result": doc.get("result"),
+                    "requests": requests,
+                }
+            )
+            lines.append(
+                f"run {run_id} ({doc.get('skill')}#{doc.get('method')}): "
+                f"{doc.get('status')} {doc.get('outcome') or ''}".rstrip()
+            )
+            lines += [f"  {r['address']}: {r['kind']}" for r in requests]
+        return {"runs": runs, "_text": "\n".join(lines) or "no runs yet"}
+
+    def _turn_status(
+        self, session: Session, arguments: dict[str, Any], _stop: Any
+    ) -> dict[str, Any]:
+        address = str(arguments["turn"])
+        run_id = self._run_for(session, arguments, address)
+        turn = self._turn(session, run_id, address)
+        tools = session.tools
+        allowance = turn.get("allowance") or {}
+        may_call = [
+            {
+                "tool": name,
+                "description": tools[name].description if name in tools else None,
+                "input_schema": tools[name].schema if name in tools else None,
+            }
+            for name in allowance.get("tools") or []
+        ]
+        inputs = turn.get("inputs") or {}
+        context = [
+            {
+                "locator": "instructions",
+                "type": "string",
+                "size": len(turn.get("instructions") or ""),
+            }
+        ]
+        context += [
+            {"locator": f"input:{k}", "type": _type(v), "size": len(_text(v))}
+            for k, v in (inputs.items() if isinstance(inputs, dict) else [])
+        ]
+        calls = self._calls(session, run_id, address)
+        context += [
+            {
+                "locator": f"call:{cid}",
+                "type": _type(c["result"]),
+                "size": len(_text(c["result"])),
+                "tool": c["tool"],
+                "outcome": c["outcome"],
+            }
+            for cid, c in calls.items()
+        ]
+        return {
+            "run": run_id,
+            "turn": address,
+            "request_digest": turn.get("request_digest"),
+            "instructions": turn.get("instructions"),
+            "inputs": inputs,
+            "calls": may_call,
+            "ask": turn.get("ask", False),
+            "output_schema": turn.get("output_schema"),
+            "context": context,
+        }
+
+    def _turn_read(self, session: Session, arguments: Args, _stop: Any) -> Args:
+        address = str(arguments["turn"])
+        run_id = self._run_for(session, arguments, address)
+        turn = self._turn(session, run_id, address)
+        locator = str(arguments["locator"])
+        inputs = turn.get("inputs") or {}
+        kind, _, name = locator.partition(":")
+        if locator == "instructions":
+            value: Any = turn.get("instructions") or ""
+        elif kind == "input" and isinstance(inputs, dict) and name in inputs:
+            value = inputs[name]
+        elif kind == "call" and name in (calls := self._calls(session, run_id, address)):
+            value = calls[name]["result"]
+        else:
+            raise UsageError(
+                f"turn {address} holds no {locator[:80]!r} (see turn_status for its locators)",
+                code="locator_unknown",
+            )
+        text = _text(value)
+        offset = int(arguments.get("offset") or 0)
+        limit = min(int(arguments.get("limit") or PAGE_LIMIT), PAGE_LIMIT)
+        page = text[offset : offset + limit]
+        end = offset + len(page)
+        return {
+            "run": run_id,
+            "turn": address,
+            "locator": locator,
+            "offset": offset,
+            "size": len(text),
+            "text": page,
+            "next_offset": end if end < len(text) else None,
+            "_text": page,
+        }
+
+    def _turn_call(self, session: Session, arguments: Args, stop: Any) -> Args:
+        address = str(arguments["turn"])
+        run_id = self._run_for(session, arguments, address)
+        call_id = str(arguments["call_id"])
+        key = (run_id, f"{address}/{call_id}")
+        with self._lock:
+            self.in_flight[key] = stop
+        try:
+            outcome = session.turn_call(
+                run_id,
+                address,
+                str(arguments["tool"]),
+                dict(arguments.get("args") or {}),
+                call_id,
+                reason=str(arguments.get("reason") or ""),
+            )
+        finally:
+            with self._lock:
+                self.in_flight.pop(key, None)
+        cancelled = key in self.cancelled
+        doc = {
+            "run": run_id,
+            "turn": address,
+            "call_id": call_id,
+            "tool": outcome.tool,
+            "status": outcome.status,
+            "result": outcome.result,
+            "error": outcome.error,
+            "already_done": outcome.already_done,
+            "cancel_requested": cancelled,
+        }
+        summary = f"{outcome.tool} {outcome.status}"
+        if outcome.error:
+            summary += f" [{outcome.error.get('code')}]: {outcome.error.get('message')}"
+        else:
+            summary += ": " + _text(outcome.result)[:2_000]
+        return {**doc, "_error": not outcome.ok, "_text": summary}
+
+    def _turn_complete(
+        self, session: Session, arguments: dict[str, Any], stop: Any
+    ) -> dict[str, Any]:
+        from proctor.mcp.server import summarize
+
+        address = str(arguments["turn"])
+        run_id = self._run_for(session, arguments, address)
+        turn = self._turn(session, run_id, address)
+        if ("output" in arguments) == ("failure" in arguments):
+            raise UsageError(
+                "turn_complete takes output, or failure: {reason}, exactly one",
+                code="turn_complete_invalid",
+            )
+        if "failure" in arguments:
+            # The driver has no failure lane for agent turns yet; refuse rather than guess.
+            raise UsageError(
+                "ending a turn with failure is not supported by this build's driver; complete it"
+                " with an output, or ask a person to close the run",
+                code="turn_failure_unsupported",
+            )
+        document = {
+            "answers": {
+                address: {"request_digest": turn["request_digest"], "value": arguments["output"]}
+            }
+        }
+        doc = session.resume(run_id, document, stop=stop).to_json()
+        return {
+            **doc,
+            "_error": doc.get("outcome") in ("failed", "blocked"),
+            "_text": summarize(doc),
+        }
+
+    def _call_cancel(
+        self, session: Session, arguments: dict[str, Any], _stop: Any
+    ) -> dict[str, Any]:
+        address = str(arguments["call"])
+        turn, _, call_id = address.rpartition("/")
+        run_id = self._run_for(session, arguments, turn or None)
+        key = (run_id, address)
+        with self._lock:
+            event = self.in_flight.get(key)
+            if event is not None:
+                self.cancelled.add(key)
+                event.set()
+        if event is not None:
+            settles = "stopping: it settles as it actually ends, with the cancel recorded"
+            session.audit.emit(
+                "call_cancel_requested", run_id=run_id, step_index=None, call=address
+            )
+            return {"run": run_id, "call": address, "state": "executing", "settles": settles}
+        recorded = self._calls(session, run_id, turn).get(call_id) if turn else None
+        if recorded is None:
+            raise UsageError(
+                f"run {run_id} has no call {address[:80]!r} executing or recorded",
+                code="call_unknown",
+            )
+        return {
+            "run": run_id,
+            "call": address,
+            "state": "settled",
+            "settles": f"already settled: {recorded['outcome']}",
+        }
 
 
 def turn_tools(config: ServerConfig) -> TurnTools | None:
-    """The turn tools, or ``None`` when the driver has no turn API yet."""
+    """The turn tools, or ``None`` when the driver has no turn API."""
     from proctor.runtime.driver import Session
 
-    if not hasattr(Session, "turn_call"):
+    if not all(hasattr(Session, a) for a in ("turn_call", "resume", "envelope")):
         return None
     return TurnTools(config)
