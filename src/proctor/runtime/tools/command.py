@@ -54,12 +54,13 @@ class _Sink:
         self.thread.start()
 
     def _read(self) -> None:
-        while chunk := self._pipe.read(65536):
-            self.hash.update(chunk)
-            self.total += len(chunk)
-            room = self._keep - len(self.kept)
-            if room > 0:
-                self.kept += chunk[:room]
+        with self._pipe:
+            while chunk := self._pipe.read(65536):
+                self.hash.update(chunk)
+                self.total += len(chunk)
+                room = self._keep - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
 
     def result(self) -> tuple[str, str, bool]:
         text = bytes(self.kept).decode("utf-8", errors="replace")

@@ -1,0 +1,102 @@
+"""Shared set-up for the driver, resume and crash tests: a workspace with a test skill."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.core.authority import Authority, parse_authority
+from proctor.receipts.signing import signer_from_seed
+from proctor.runtime.driver import Session
+from proctor.runtime.workspace import Workspace
+
+SKILL_MD = """---
+name: {name}
+description: A skill for driver tests.
+---
+Work carefully.
+"""
+
+COUNTER_SCRIPT = """import sys, pathlib
+p = pathlib.Path(sys.argv[1])
+n = int(p.read_text()) if p.exists() else 0
+p.write_text(str(n + 1))
+print("ran", n + 1)
+"""
+
+
+def make_skill(root: Path, name: str, run_yaml: str) -> Path:
+    """Write a skill package under ``root/skills/name``."""
+    folder = root / "skills" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(SKILL_MD.format(name=name))
+    (folder / "run.yaml").write_text(run_yaml)
+    return folder
+
+
+def make_workspace(root: Path) -> Path:
+    """A workspace folder with ``.proctor/`` and the counter script."""
+    (root / ".proctor").mkdir(parents=True, exist_ok=True)
+    (root / "tools").mkdir(exist_ok=True)
+    (root / "tools" / "count.py").write_text(COUNTER_SCRIPT)
+    return root
+
+
+_OPEN: list[Session] = []
+
+
+@pytest.fixture(autouse=True)
+def close_sessions() -> Iterator[None]:
+    """Close every session a test opened (import this fixture into the test module)."""
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def session(root: Path, **kwargs: Any) -> Session:
+    """A session with a fixed key and a ticking clock, closed after the test."""
+    ticks = itertools.count()
+    start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    opened = Session(
+        Workspace(root),
+        environ={"PROCTOR_HOME": str(root / ".home")},
+        clock=lambda: start + timedelta(milliseconds=next(ticks)),
+        signer=signer_from_seed(bytes(range(32))),
+        **kwargs,
+    )
+    _OPEN.append(opened)
+    return opened
+
+
+def authority(**doc: Any) -> Authority:
+    """An authority as a host states it."""
+    return parse_authority(doc)
+
+
+def approve(envelope: Any, approved: bool = True, **extra: Any) -> dict[str, Any]:
+    """The envelope's answers template with every approval decided."""
+    doc = json.loads(json.dumps(envelope.answers_template))
+    for entry in doc.get("approvals", {}).values():
+        if "approved" in entry:
+            entry["approved"] = approved
+            entry["reason"] = "checked"
+        entry.update(extra)
+    return doc
+
+
+def store_bytes(root: Path) -> bytes:
+    """Every byte of the run store (WAL folded in), to prove nothing changed."""
+    import sqlite3
+
+    path = root / ".proctor" / "runs.sqlite"
+    conn = sqlite3.connect(str(path))
+    try:
+        return "\n".join(conn.iterdump()).encode()
+    finally:
+        conn.close()
