@@ -32,7 +32,14 @@ if TYPE_CHECKING:
     from proctor.runtime.config import AgentConfig
     from proctor.runtime.credentials.model import Secret
 
-__all__ = ["DEFAULT_MAX_STEPS", "ManagedAgent", "TurnStats", "make_dialect"]
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "ManagedAgent",
+    "TurnStats",
+    "allowance_of",
+    "first_json_object",
+    "make_dialect",
+]
 
 DEFAULT_MAX_STEPS = 20
 _MAX_REMINDERS = 2
@@ -109,6 +116,7 @@ class ManagedAgent:
         cancel: cancellation token (default: a new one, see :attr:`cancel`).
         resolver: resolves the endpoint's host once (default: the system resolver).
         max_tokens: the answer length limit sent to the provider (``None``: its default).
+        max_steps: the step cap of a turn that names none (model requests per turn).
 
     Raises:
         AgentError: (``provider_unreachable``) the endpoint's host does not resolve.
@@ -125,8 +133,10 @@ class ManagedAgent:
         cancel: CancelToken | None = None,
         resolver: Callable[[str, int], Any] | None = None,
         max_tokens: int | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         self.config = config
+        self.max_steps = max_steps
         self._key = key
         self.view: View = view
         self.cancel = cancel or CancelToken()
@@ -149,7 +159,12 @@ class ManagedAgent:
 
     @classmethod
     def from_home(
-        cls, home: Path | None = None, *, view: View = "proctor", cancel: CancelToken | None = None
+        cls,
+        home: Path | None = None,
+        *,
+        view: View = "proctor",
+        cancel: CancelToken | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> ManagedAgent:
         """The agent the home's ``config.json`` configures, its key read from its credential
         profile.
@@ -164,7 +179,7 @@ class ManagedAgent:
 
         config = agent_config(home)
         key = CredentialStore(home).material(config.secret) if config.secret else None
-        return cls(config, key=key, view=view, cancel=cancel)
+        return cls(config, key=key, view=view, cancel=cancel, max_steps=max_steps)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -176,6 +191,19 @@ class ManagedAgent:
             return None
         return key if isinstance(key, str) else key.reveal()
 
+    def complete(self, system: str, user: str) -> str:
+        """One model request offering no tools (the directive router); the model's text.
+
+        Raises:
+            AgentError: as :meth:`drive_turn` for provider failures.
+        """
+        dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
+        dialect.begin(system, user, [])
+        document = self.client.post(
+            dialect.path, dialect.body(), dialect.headers(self._reveal()), dialect.error_message
+        )
+        return dialect.read(document).text
+
     # -- one turn --------------------------------------------------------------------------
 
     def __call__(self, turn: Mapping[str, Any], call: Callable[[CallSpec], CallOutcome]) -> Any:
@@ -186,7 +214,9 @@ class ManagedAgent:
         """Drive one turn to its output.
 
         Args:
-            turn: ``{instructions, inputs, allowance, output_schema, ask, step_id, max_steps}``.
+            turn: the ``agent_turn`` request body (``instructions``, ``inputs``, ``allowance``
+                as ``{"tools": [...]}`` or a list, ``output_schema``, ``ask``, ``step``) and
+                optionally ``max_steps``.
             call: admits and runs one call (the driver's ``Governor.call`` for this turn).
 
         Returns:
@@ -209,10 +239,10 @@ class ManagedAgent:
     def _turn(
         self, turn: Mapping[str, Any], call: Callable[[CallSpec], CallOutcome], stats: TurnStats
     ) -> Any:
-        allowance = tuple(str(t) for t in turn.get("allowance") or ())
+        allowance = allowance_of(turn)
         ask = bool(turn.get("ask", False))
         schema = turn.get("output_schema") or {"type": "object"}
-        max_steps = int(turn.get("max_steps") or DEFAULT_MAX_STEPS)
+        max_steps = int(turn.get("max_steps") or self.max_steps)
         bindings = bindings_for(allowance, self.tools, view=self.view, ask=ask)
         by_wire = {b.wire: b for b in bindings}
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
@@ -292,7 +322,7 @@ class ManagedAgent:
             # Not offered: still proposed to admission under the name it most likely means,
             # so the refusal is decided and recorded in the one place every refusal is.
             tool = self._guess(request.name)
-        allowance = frozenset(turn.get("allowance") or ())
+        allowance = frozenset(allowance_of(turn))
         if turn.get("ask"):
             allowance |= {"ask_human"}
         outcome = call(
@@ -300,7 +330,7 @@ class ManagedAgent:
                 tool=tool,
                 args=args,
                 allowance=allowance,
-                step_id=turn.get("step_id"),
+                step_id=turn.get("step") or turn.get("step_id") or turn.get("address"),
                 step_index=turn.get("step_index"),
                 reason=reason if isinstance(reason, str) else "",
             )
@@ -320,6 +350,15 @@ class ManagedAgent:
             if wire_name(tool) == name:
                 return str(tool)
         return name
+
+
+def allowance_of(turn: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tool names a turn allows: ``allowance`` as the driver's ``{"tools": [...]}`` or a
+    plain list."""
+    raw = turn.get("allowance") or ()
+    if isinstance(raw, Mapping):
+        raw = raw.get("tools") or ()
+    return tuple(str(t) for t in raw)
 
 
 def _system(instructions: str, schema: Any) -> str:
@@ -377,7 +416,7 @@ def _validator(schema: Any) -> Callable[[Any], Any]:
     return compiled
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
+def first_json_object(text: str) -> dict[str, Any] | None:
     """The first JSON object in ``text`` (models wrap answers in prose or code fences)."""
     decoder = json.JSONDecoder()
     start = text.find("{")
@@ -394,7 +433,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 
 def _final(text: str, validate: Callable[[Any], Any], schema: Any) -> tuple[Any, str | None]:
-    value = _json_object(text)
+    value = first_json_object(text)
     if value is None:
         return None, "it was not a JSON object"
     declares = isinstance(schema, dict) and "refused" in (schema.get("properties") or {})
