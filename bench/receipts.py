@@ -92,7 +92,7 @@ def writer_rates(signer: Signer, runs: int) -> None:
             for _ in range(runs):
                 with tempfile.TemporaryDirectory() as tmp:
                     writer = ReceiptWriter(store_factory(Path(tmp)), signer, clock=_clock)
-                    n = 2000
+                    n = 300 if "fsync" in label else 2000
                     start = time.perf_counter()
                     for i in range(n):
                         t = time.perf_counter()
@@ -112,8 +112,20 @@ def writer_rates(signer: Signer, runs: int) -> None:
             )
 
 
-def verify_runs(folder: Path, root: Ref, key_file: Path, runs: int) -> None:
-    walls, rss = [], []
+def _floor_once(signer: Signer, n: int) -> float:
+    key = signer.public_key
+    messages = [digest({"i": i}).encode() * 12 for i in range(n)]
+    sigs = [signer.sign(m) for m in messages]
+    start = time.perf_counter()
+    for m, s in zip(messages, sigs, strict=True):
+        key.verify(s, m)
+    return time.perf_counter() - start
+
+
+def verify_runs(
+    folder: Path, root: Ref, key_file: Path, runs: int, signer: Signer, signatures: int
+) -> None:
+    walls, rss, floors = [], [], []
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env["PROCTOR_HOME"] = str(folder / "no-home")
     for _ in range(runs):
@@ -138,12 +150,19 @@ def verify_runs(folder: Path, root: Ref, key_file: Path, runs: int) -> None:
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         walls.append(time.perf_counter() - start)
+        floors.append(_floor_once(signer, signatures))  # same load, measured right after
         rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
         if proc.returncode != 0:
             print("  verify failed:", out.decode()[:400])
     print(
         f"  wall: median {statistics.median(walls):.2f} s, p95 {_p95(walls):.2f} s "
         f"(runs: {', '.join(f'{w:.2f}' for w in walls)})"
+    )
+    ratios = [w / f for w, f in zip(walls, floors, strict=True)]
+    print(
+        f"  floor beside it ({signatures:,} bare Ed25519 verifies): median "
+        f"{statistics.median(floors):.2f} s; verify/floor ratio median "
+        f"{statistics.median(ratios):.2f}, p95 {_p95(ratios):.2f}"
     )
     print(f"  peak RSS: median {statistics.median(rss):.1f} MiB, p95 {_p95(rss):.1f} MiB")
 
@@ -170,7 +189,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     signer = signer_from_seed(b"\x42" * 32)
-    print("writing receipts (2,000 per run):")
+    print("writing receipts (2,000 per run; 300 with fsync):")
     writer_rates(signer, args.runs)
     with tempfile.TemporaryDirectory() as tmp:
         key_file = Path(tmp) / "key.pem"
@@ -186,7 +205,7 @@ def main() -> None:
                 f"tree of {root.size:,} receipts, depth {root.height}, {label} "
                 f"(built in {time.perf_counter() - start:.1f} s without fsync)"
             )
-            verify_runs(folder, root, key_file, args.runs)
+            verify_runs(folder, root, key_file, args.runs, signer, 30_002 if sign_calls else 20_002)
         print("physical floor:")
         raw_verify_rate(signer, 20_002, args.runs)
         raw_verify_rate(signer, 30_002, args.runs)
