@@ -13,20 +13,15 @@ it is never part of the arguments, the result or a message. A caller-supplied
 from __future__ import annotations
 
 import hashlib
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from proctor.errors import CredentialError, RefusedCall, ToolFailed
-from proctor.runtime.credentials.model import ResolvedCredential
 from proctor.runtime.egress import (
     EgressAllow,
     EgressLimits,
-    EgressTransport,
     Resolver,
     SystemResolver,
     canonical_url,
@@ -35,6 +30,11 @@ from proctor.runtime.egress import (
 from proctor.runtime.tools.base import Tool, ToolContext
 
 if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+    from proctor.runtime.credentials.model import ResolvedCredential
     from proctor.runtime.sanitize import TaintSet
 
 __all__ = [
@@ -145,6 +145,8 @@ def _credential(net: NetworkContext, args: Mapping[str, Any]) -> ResolvedCredent
 
 
 def _audience_allows(credential: ResolvedCredential, url: httpx.URL) -> bool:
+    import httpx
+
     if credential.audience is None:
         return True
     audience = httpx.URL(credential.audience)
@@ -174,6 +176,8 @@ def send(
         ToolFailed: too many redirects (``http_too_many_redirects``), the total time ran out
             (``http_timeout``), or the connection failed (``http_transport_error``).
     """
+    import httpx
+
     redirects = 0
     try:
         while True:
@@ -223,6 +227,12 @@ def _network(ctx: ToolContext) -> NetworkContext:
 
 
 def _request(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    # httpx (~100 ms to import) is loaded by the first call, not when the registry builds the
+    # tool: a run that sends nothing never pays for it.
+    import httpx
+
+    from proctor.runtime.egress_transport import EgressTransport
+
     net = _network(ctx)
     url = canonical_url(args["url"])
     headers: dict[str, str] = {}
