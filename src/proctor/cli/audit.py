@@ -8,18 +8,7 @@ from pathlib import Path
 
 import click
 
-from proctor.errors import ConfigError, UsageError
-
-
-def _workspace_root(start: Path) -> Path:
-    """Walk up from ``start`` to a folder holding ``.proctor/``, ``skills/`` or ``.git``.
-
-    A stop-gap until ``proctor.runtime.workspace.Workspace.discover`` exists.
-    """
-    for folder in (start, *start.parents):
-        if any((folder / name).exists() for name in (".proctor", "skills", ".git")):
-            return folder
-    raise ConfigError("no workspace here: no .proctor/, skills/ or .git in this folder or above")
+from proctor.errors import UsageError
 
 
 def _log_path(path: str | None) -> Path:
@@ -27,7 +16,9 @@ def _log_path(path: str | None) -> Path:
 
     if path is not None:
         return Path(path)
-    return audit_path(_workspace_root(Path.cwd()), os.environ)
+    from proctor.runtime.workspace import Workspace
+
+    return audit_path(Workspace.discover(Path.cwd()).root, os.environ)
 
 
 @click.group()

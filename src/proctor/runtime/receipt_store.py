@@ -64,15 +64,6 @@ def receipt_hex(receipt_id: str) -> str:
     return match.group(1)
 
 
-def _find_workspace(start: Path) -> Path:
-    for folder in (start, *start.parents):
-        if (folder / ".proctor").is_dir() or (folder / "skills").is_dir():
-            return folder
-        if (folder / ".git").exists():
-            return folder
-    return start
-
-
 def default_receipt_dir(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
     """``PROCTOR_RECEIPT_DIR``, else ``.proctor/receipts`` of the workspace around ``cwd``.
 
@@ -83,7 +74,9 @@ def default_receipt_dir(environ: Mapping[str, str] | None = None, cwd: Path | No
     named = env.get("PROCTOR_RECEIPT_DIR")
     if named:
         return Path(named)
-    return _find_workspace((cwd or Path.cwd()).resolve()) / ".proctor" / "receipts"
+    from proctor.runtime.workspace import Workspace
+
+    return Workspace.discover(cwd or Path.cwd()).state_dir / "receipts"
 
 
 class ReceiptStore:
