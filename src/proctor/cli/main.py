@@ -26,6 +26,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
     "key": ("proctor.cli.key", "key", "Show or export the local signing key."),
     "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
+    "config": ("proctor.cli.config", "config", "Show and change the home's settings."),
+    "directives": ("proctor.cli.directives", "directives", "List, catalogue and run directives."),
+    "ask": ("proctor.cli.ask", "ask", "Route a request to a directive and run it."),
     "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
     "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
 }

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from proctor.runtime.agents.loop import ManagedAgent
     from proctor.runtime.tools.base import Tool
 
-__all__ = ["DirectiveSession", "Route"]
+__all__ = ["AgentSession", "DirectiveSession", "Route"]
 
 _ROUTER = """You route a person's request to one directive (a written procedure an agent follows).
 
@@ -80,7 +80,24 @@ class Route:
         }
 
 
-class DirectiveSession(Session):
+class AgentSession(Session):
+    """A session whose stop request also cancels its managed agent's turn in flight.
+
+    :meth:`Session.request_stop` lets the step in flight finish; an agent turn can take many
+    model requests, so a stop (SIGTERM in the CLI) also cancels the agent's
+    :class:`~proctor.runtime.agents.transport.CancelToken`: the request in flight is abandoned
+    and the turn fails ``agent_cancelled``.
+    """
+
+    def request_stop(self) -> None:
+        """Stop before the next step and cancel the agent turn in flight."""
+        super().request_stop()
+        cancel = getattr(self.agent_driver, "cancel", None)
+        if cancel is not None:
+            cancel.cancel("the run was asked to stop")
+
+
+class DirectiveSession(AgentSession):
     """A session for directive runs: file-changing tools write only under output/ and drafts/."""
 
     _confined: dict[str, Tool] | None = None
