@@ -1,0 +1,65 @@
+"""Cold start: what ``import proctor`` and ``proctor --help`` load.
+
+Each heavy dependency costs tens of milliseconds at every start (httpx ~100 ms, pydantic
+~80 ms, rich ~25 ms); these must load only in the commands that use them. The checks run in
+a fresh interpreter, since this test process has imported everything already.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("httpx", "pydantic", "pydantic_core", "rich", "sqlite3", "cryptography", "yaml")
+
+_PROBE = """
+import contextlib, io, json, sys
+{body}
+print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
+"""
+
+_HELP = """
+from proctor.cli.main import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main(["--help"])
+    except SystemExit:
+        pass
+assert "Commands" in out.getvalue(), out.getvalue()
+"""
+
+
+def _loaded(body: str) -> list[str]:
+    probe = _PROBE.format(body=body, heavy=HEAVY)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("import proctor", id="import proctor"),
+        pytest.param(_HELP, id="proctor --help"),
+    ],
+)
+def test_start_up_loads_no_heavy_dependency(body: str) -> None:
+    assert _loaded(body) == []
+
+
+def test_the_probe_sees_a_heavy_import() -> None:
+    # The probe must be able to fail: the egress transport subclasses httpx's (and httpx itself
+    # loads rich, for its own command line).
+    assert "httpx" in _loaded("import proctor.runtime.egress_transport")
+
+
+def test_http_tool_and_egress_policy_load_without_httpx() -> None:
+    body = "import proctor.runtime.tools.http, proctor.runtime.egress"
+    assert "httpx" not in _loaded(body)
