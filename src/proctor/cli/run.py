@@ -129,9 +129,13 @@ def read_inputs_document(source: str) -> dict[str, Any]:
               help="A saved authority preset (proctor authority save); only where it applies.")
 @click.option("--profile", "profile", metavar="NAME",
               help="The credential profile to use first (proctor credential list).")
+@click.option("--directive", "directive", metavar="ID",
+              help='Run directive ID; REF is then the request: run --directive ID "request".')
+@click.option("--drive", is_flag=True, help="Drive agent turns with the configured model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope.")
 def run(ref: str, pairs: tuple[str, ...], inputs_file: str | None, run_authority: str | None,
-        preset: str | None, profile: str | None, as_json: bool) -> None:
+        preset: str | None, profile: str | None, directive: str | None, drive: bool,
+        as_json: bool) -> None:
     """Run REF (PATH[#METHOD] or a skills/ catalog name) under governance.
 
     A run that waits on a person or an agent prints its requests, an answers template bound
@@ -141,9 +145,19 @@ def run(ref: str, pairs: tuple[str, ...], inputs_file: str | None, run_authority
     from proctor.runtime.driver import Session
     from proctor.runtime.workspace import Workspace
 
+    if directive is not None:
+        from proctor.cli.directives import run_directive_command
+
+        return run_directive_command(directive, ref, drive=drive, as_json=as_json,
+                                     max_steps=None, run_authority=run_authority)
     inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
     authority = host_authority(run_authority, preset)
     session = Session(Workspace.discover(Path.cwd()))
+    if drive:
+        from proctor.runtime.agents.loop import ManagedAgent
+        from proctor.runtime.directive_runs import AgentSession
+
+        session = AgentSession(session.workspace, agent_driver=ManagedAgent.from_home())
     try:
         envelope = drive_with_signals(
             session,
