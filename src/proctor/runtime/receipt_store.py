@@ -11,6 +11,10 @@ Rules:
 * a receipt is written atomically (a temporary file in the folder, fsync, then a hard link
   to its final name, which fails if the name exists, then an fsync of the folder), so a
   reader never sees half a receipt and two writers can never replace each other's file;
+* durability, exactly: when ``put``/``put_many`` returns, every receipt of the batch, its
+  name in the folder and its index line are on disk. A batch costs one fsync per new
+  receipt file, one of the folder and one of the index; the files are all written before
+  the first of their fsyncs, so a journalling file system commits them together;
 * a receipt is never rewritten: the same bytes under an existing id are a no-op, different
   bytes are refused (``receipt_conflict``);
 * ``index.jsonl`` marks the folder as ours. A folder that exists, is not empty and has no
@@ -210,13 +214,17 @@ class ReceiptStore:
             return
         self._check(create=True)
         lines: list[bytes] = []
+        staged: dict[int, Path] = {}
         try:
             try:
-                for receipt_id, data, kind, outcome in items:
-                    if self._link_new(self.path_of(receipt_id), data):
+                staged = self._stage(items)
+                for i, (receipt_id, data, kind, outcome) in enumerate(items):
+                    if self._link_new(self.path_of(receipt_id), data, staged.get(i)):
                         entry = {"receipt_id": receipt_id, "kind": kind, "outcome": outcome}
                         lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
             finally:
+                for tmp in staged.values():
+                    tmp.unlink(missing_ok=True)
                 if lines:
                     self._fsync_dir()
                     fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
@@ -231,27 +239,48 @@ class ReceiptStore:
                 f"receipts could not be written: {exc.strerror}", code="receipt_store_io"
             ) from exc
 
-    def _link_new(self, path: Path, data: bytes) -> bool:
-        """Create ``path`` with ``data`` atomically; False when identical bytes exist."""
-        if path.exists():
+    def _stage(self, items: Sequence[tuple[str, bytes, str, str]]) -> dict[int, Path]:
+        """Write each new receipt of the batch to a temporary file, then fsync them all.
+
+        All writes come before the first fsync so that the file system can commit the batch
+        together (on a journalling file system the first fsync carries the others' data and
+        the rest return quickly). Every file is still fsynced before it gets its name.
+        """
+        staged: dict[int, Path] = {}
+        fds: list[int] = []
+        try:
+            for i, (receipt_id, data, _kind, _outcome) in enumerate(items):
+                path = self.path_of(receipt_id)
+                if path.exists():
+                    continue
+                tmp = self.directory / f".tmp-{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                staged[i] = tmp
+                fds.append(fd)
+                os.write(fd, data)
+            if self._durable:
+                for fd in fds:
+                    os.fsync(fd)
+        except BaseException:
+            for tmp in staged.values():
+                tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return staged
+
+    def _link_new(self, path: Path, data: bytes, tmp: Path | None) -> bool:
+        """Give ``path`` the staged file ``tmp`` (never replacing a file); False when identical
+        bytes are already there."""
+        if tmp is None or path.exists():
             self._same_or_conflict(path, data)
             return False
-        tmp = self.directory / f".tmp-{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            try:
-                os.write(fd, data)
-                if self._durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                self._same_or_conflict(path, data)
-                return False
-        finally:
-            tmp.unlink(missing_ok=True)
+            os.link(tmp, path)
+        except FileExistsError:
+            self._same_or_conflict(path, data)
+            return False
         return True
 
     def _same_or_conflict(self, path: Path, data: bytes) -> None:
