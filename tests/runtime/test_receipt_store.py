@@ -44,6 +44,26 @@ def test_same_bytes_are_a_no_op_and_different_bytes_are_refused(tmp_path: Path) 
     assert not list(tmp_path.glob(".tmp-*"))
 
 
+def test_a_batch_stops_at_a_conflict_keeping_what_came_before(tmp_path: Path) -> None:
+    store = ReceiptStore(tmp_path)
+    first, clash, after = ("sha256:" + c * 64 for c in "123")
+    store.put(clash, b"stored\n", kind="call", outcome="completed")
+    batch = [
+        (first, b"first\n", "call", "completed"),
+        (first, b"first\n", "call", "completed"),  # the same receipt twice: written once
+        (clash, b"other\n", "call", "completed"),
+        (after, b"after\n", "step", "completed"),
+    ]
+    with pytest.raises(ReceiptInvalid) as info:
+        store.put_many(batch)
+    assert info.value.code == "receipt_conflict"
+    assert store.get(first) == b"first\n"
+    assert store.get(clash) == b"stored\n"
+    assert store.get(after) is None
+    assert [entry["receipt_id"] for entry in store.index()] == [clash, first]
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
 def test_foreign_folder_is_refused_by_reads_and_writes(tmp_path: Path) -> None:
     (tmp_path / "old.json").write_text("{}")
     before = sorted(tmp_path.iterdir())
