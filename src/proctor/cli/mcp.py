@@ -44,6 +44,13 @@ import click
     metavar="URL",
     help="Where clients reach a non-loopback HTTP bind (required for one).",
 )
+@click.option(
+    "--workspace",
+    "workspace_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The workspace to serve (default: found from the current folder). Skill references"
+    " are then resolved from it, for hosts that cannot set a working folder.",
+)
 def mcp(
     refs: tuple[str, ...],
     run_id: str | None,
@@ -52,6 +59,7 @@ def mcp(
     host: str,
     port: int,
     public_url: str | None,
+    workspace_dir: Path | None,
 ) -> None:
     """Serve SKILL_REF... (PATH[#METHOD] or a skills/ catalog name) as MCP tools.
 
@@ -69,9 +77,11 @@ def mcp(
         settings = check_http_settings(host, port, public_url, os.environ)
     elif public_url is not None:
         raise click.UsageError("--public-url applies to --transport http only")
+    start = workspace_dir.resolve() if workspace_dir is not None else Path.cwd()
     proctor = open_server(
         list(refs),
-        workspace=Workspace.discover(Path.cwd()),
+        workspace=Workspace.discover(start),
+        cwd=start,
         run_id=run_id,
         authority_name=authority_name,
         transport=transport,
