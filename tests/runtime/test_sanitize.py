@@ -14,7 +14,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from proctor.runtime.sanitize import TaintSet, is_secret_name, scrub_text, scrub_value
+from proctor.runtime import sanitize as san
+from proctor.runtime.sanitize import (
+    MIN_TAINT_LENGTH,
+    TaintSet,
+    is_secret_name,
+    scrub_text,
+    scrub_value,
+)
 from tests.corpora import corpus_dir
 
 ALNUM = string.ascii_letters + string.digits
@@ -181,3 +188,230 @@ def test_taint_property_base64_any_alignment(
     assert out.startswith(before + "|") and out.endswith("|" + after)
     decoded = out.split("|")[-2]
     assert blob not in out and secret not in out and "[REDACTED:tainted]" in decoded
+
+
+# --------------------------------------------------------------------------- fast paths
+# Each fast path returns a string without the scan. These tests prove, from the compiled
+# patterns themselves, that no detector could have changed such a string.
+
+_CATEGORY = {
+    "CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W",
+}  # fmt: skip
+INF = float("inf")
+
+
+def _cases(char: str, ignore: bool) -> tuple[str, ...]:
+    return (char, char.lower(), char.upper()) if ignore else (char,)
+
+
+def _fits(items: Any, char: str, ignore: bool) -> bool:
+    """Whether ``char`` is in an ``IN`` set (under (?i), in either case)."""
+    negate, hit = False, False
+    for op, av in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            hit |= chr(av) in _cases(char, ignore)
+        elif name == "RANGE":
+            hit |= any(av[0] <= ord(c) <= av[1] for c in _cases(char, ignore))
+        elif name == "CATEGORY":
+            hit |= re.fullmatch(_CATEGORY[str(av)], char) is not None
+        else:
+            raise AssertionError(f"unhandled set item {name}")
+    return hit != negate
+
+
+def min_width(pattern: str, alphabet: str) -> float:
+    """The fewest characters of ``alphabet`` a match of ``pattern`` can consume (INF: none).
+
+    Look-arounds and back-references count as matching anything: that only makes the
+    bound smaller, so a bound found here is safe. ``alphabet`` is ASCII, where (?i) is
+    plain upper/lower case.
+    """
+
+    def seq(nodes: Any, ignore: bool) -> float:
+        return sum((node(op, av, ignore) for op, av in nodes), 0.0)
+
+    def chars(op: str, av: Any, ignore: bool) -> bool:
+        if op == "LITERAL":
+            return any(chr(av) in _cases(c, ignore) for c in alphabet)
+        if op == "NOT_LITERAL":
+            return any(chr(av) not in _cases(c, ignore) for c in alphabet)
+        if op == "ANY":
+            return bool(alphabet)
+        if op == "IN":
+            return any(_fits(av, c, ignore) for c in alphabet)
+        if op == "CATEGORY":
+            return any(re.fullmatch(_CATEGORY[str(av)], c) for c in alphabet)
+        raise AssertionError(op)
+
+    def node(op_: Any, av: Any, ignore: bool) -> float:
+        op = str(op_)
+        if op in ("LITERAL", "NOT_LITERAL", "ANY", "IN", "CATEGORY"):
+            return 1.0 if chars(op, av, ignore) else INF
+        if op in ("AT", "ASSERT", "ASSERT_NOT", "GROUPREF"):
+            return 0.0
+        if op == "SUBPATTERN":
+            _group, add, remove, body = av
+            return seq(body, bool((ignore or add & re.I) and not remove & re.I))
+        if op == "ATOMIC_GROUP":
+            return seq(av, ignore)
+        if op == "BRANCH":
+            return min(seq(branch, ignore) for branch in av[1])
+        if op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, _high, body = av
+            return 0.0 if low == 0 else low * seq(body, ignore)
+        raise AssertionError(f"unhandled node {op}")
+
+    parsed = re._parser.parse(pattern)  # type: ignore[attr-defined]
+    return seq(parsed, bool(parsed.state.flags & re.I))
+
+
+SHORT_ALPHABET = string.ascii_letters + string.digits + "_./ -"
+DIGEST_ALPHABET = "sha256:" + HEX
+UUID_ALPHABET = HEX + "-"
+TIME_ALPHABET = string.digits + "-:T Z.+"
+
+
+def test_min_width_reads_patterns_right() -> None:
+    assert min_width(r"ab{3}c?", "abc") == 4
+    assert min_width(r"a(?:x|yz)[0-9]{2,}", "ayz09") == 5
+    assert min_width(r"(?<=q)a(?!b)", "a") == 1
+    assert min_width(r"[^a]", "a") == INF and min_width(r"A", "a") == INF
+    assert min_width(r"(?i:A)", "a") == 1 and min_width(r"(?i)[A-C]", "b") == 1
+    assert min_width(r"\d+:", "0123") == INF
+
+
+def test_no_shape_fits_a_short_plain_string() -> None:
+    widths = [(s.kind, min_width(s.pattern.pattern, SHORT_ALPHABET)) for s in san._SHAPES]
+    assert min(width for _kind, width in widths) > san._SHORT_PLAIN, widths
+    # An assignment needs ``=`` or ``:``; neither is in the alphabet.
+    assert min_width(san._ASSIGN.pattern, SHORT_ALPHABET) == INF
+
+
+@pytest.mark.parametrize(
+    "alphabet", [DIGEST_ALPHABET, UUID_ALPHABET, TIME_ALPHABET], ids=["digest", "uuid", "time"]
+)
+def test_no_shape_fits_a_digest_uuid_or_timestamp(alphabet: str) -> None:
+    for shape in san._SHAPES:
+        assert min_width(shape.pattern.pattern, alphabet) == INF, shape.kind
+
+
+FORMS = st.one_of(
+    _s(HEX, 64).map(lambda h: "sha256:" + h),
+    st.uuids().map(str),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat(timespec="microseconds")),
+    st.text(SHORT_ALPHABET, max_size=san._SHORT_PLAIN),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(form=FORMS)
+def test_fast_path_forms_are_recognised_and_hold_no_assignment(form: str) -> None:
+    assume(all(c not in form for c in "\u2028\u2029"))
+    assert san._SAFE_FORM.fullmatch(form), form
+    # The only names before an operator in these forms are ``sha256`` or none at all
+    # (``T``/``Z`` follow a digit, so no name can start there).
+    for match in san._ASSIGN.finditer(form):
+        assert not is_secret_name(match.group("name")), form
+    assert scrub_text(form) == form
+
+
+@pytest.mark.parametrize("rule", sorted(SHAPES))
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_no_secret_shape_takes_a_fast_path(rule: str, data: st.DataObject) -> None:
+    token = data.draw(SHAPES[rule])
+    assert san._SAFE_FORM.fullmatch(token[:8] + "-" + token[8:]) is None
+    for text in (token, "sha256:" + token, f"2026-01-01 {token}", f"{token} 12:00"):
+        assert san._SAFE_FORM.fullmatch(text) is None
+        assert token not in scrub_text(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(secret=st.one_of(_s(HEX, 8), _s(ALNUM, 4), _s(SHORT_ALPHABET, 9)), where=FORMS)
+def test_tainted_values_are_replaced_in_fast_path_forms(secret: str, where: str) -> None:
+    taint = TaintSet([secret])
+    assert scrub_text(secret, taint) == "[REDACTED:tainted]"
+    assert scrub_value({"k": secret, secret: "v"}, taint)[0] == {
+        "k": "[REDACTED:tainted]",
+        "[REDACTED:tainted]": "v",
+    }
+    embedded = where[:5] + secret + where[5:]
+    if len(secret) >= MIN_TAINT_LENGTH:
+        assert secret not in scrub_text(embedded, taint)
+
+
+# --------------------------------------------------------------------------- cues
+
+
+SAMPLES = {
+    "private_key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+    "slack_token": "xapp-1-A0123456789-abcdefghij",
+    "slack_webhook": "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX",
+    "discord_webhook": "https://DISCORD.com/api/WEBHOOKS/123/abcdefghijklmnopqrstuvwx",
+    "discord_token": "discord " + "M" + "a" * 23 + ".abcdef." + "b" * 27,
+    "azure_sas_signature": "https://x.blob.core.windows.net/c?sv=1&sig=abcdefghijklmnop1234",
+    "sendgrid_key": "SG." + "a" * 22 + "." + "b" * 43,
+    "age_secret_key": "AGE-SECRET-KEY-1" + "Q" * 58,
+    "google_api_key": "AIza" + "x" * 35,
+    "bearer_token": "authorization: BEARER abcdefgh12345",
+    "basic_auth": "AUTHORIZATION = Basic dXNlcjpwYXNz",
+    "url_password": "see https://bob:hunter22@example.com/",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLES))
+@pytest.mark.parametrize("around", ["", "é ", "K "], ids=["ascii", "accent", "kelvin"])
+def test_every_shape_is_cued_in_ascii_and_other_text(kind: str, around: str) -> None:
+    out = scrub_text(f"{around}x {SAMPLES[kind]} y")
+    assert f"[REDACTED:{kind}]" in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password_hash = 'abcdef'",
+        "sessionid=abc123",
+        "secret_1: abc",
+        "pa_ss_word = zzzzzz",
+        "x = 1\nconfig.api_key => 'zzzzzz'\ny = 2",
+        "名前 = 1; token := zzzzzz",
+    ],
+)
+def test_assignments_of_every_secret_name_are_found(text: str) -> None:
+    assert "[REDACTED:secret_field]" in scrub_text(text)
+    assert "zzzzzz" not in scrub_text(text) and "abc" not in scrub_text(text).split("=")[-1]
+
+
+NAMES = st.sampled_from(
+    ["password", "API_KEY", "clientSecret", "auth_token", "db.password", "x-api-key", "dsn",
+     "passphrase", "Cookie", "private_key", "hashed_secret", "pat"]
+)  # fmt: skip
+OPERATORS = [" = ", "=", ": ", " := ", " => ", '": "']
+CODE_LINES = st.lists(
+    st.sampled_from(
+        ["def f(x: int) -> str:", "    return {'a': b}", "path = root / name", "if a == b:",
+         "max_tokens = 5", "# see https://example.com/x", "sort_key: str", "A_B = C_D - 1"]
+    ),
+    max_size=8,
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    before=CODE_LINES, after=CODE_LINES, name=NAMES, op=st.sampled_from(OPERATORS),
+    quote=st.sampled_from(["", "'", '"']), value=_s(ALNUM, 12),
+    token=st.sampled_from(["", " ghp_" + "a" * 36]),
+)  # fmt: skip
+def test_secret_assignment_anywhere_in_code_is_redacted(
+    before: list[str], after: list[str], name: str, op: str, quote: str, value: str, token: str
+) -> None:
+    line = f'"{name}": "{value}"' if op == '": "' else f"{name}{op}{quote}{value}{quote}"
+    text = "\n".join([*before, line + token, *after])
+    out = scrub_text(text)
+    assert value not in out and "ghp_" not in out
+    assert out.count("\n") == text.count("\n")

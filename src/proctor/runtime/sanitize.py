@@ -40,7 +40,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import quote, quote_plus
 
 __all__ = [
@@ -124,17 +124,22 @@ def is_secret_name(name: str) -> bool:
 @dataclasses.dataclass(frozen=True)
 class _Shape:
     kind: str
-    # The cue: every match contains one of ``firsts`` (literal characters) followed by the
-    # regex ``rest``. Cues start with a literal so that the combined scan skips ahead in C
-    # (sre's first-character set); the full pattern runs only after its cue is seen.
-    firsts: str
+    # The cue: every match contains the literal character ``first`` followed by the regex
+    # ``rest``; the full pattern runs only after its cue is seen (see _cue_scans). A ``back``
+    # cue is searched in the reversed text and written reversed (``_[pousr]hg`` is
+    # ``gh[pousr]_``): a prefix before a common character costs a look-behind at every
+    # occurrence of that character, a suffix after it only a quick literal check.
+    first: str
     rest: str
     pattern: re.Pattern[str]
     group: int = 0  # the group holding the secret; 0 = the whole match
+    back: bool = False
 
 
-def _shape(kind: str, firsts: str, rest: str, regex: str, group: int = 0) -> _Shape:
-    return _Shape(kind, firsts, rest, re.compile(regex), group)
+def _shape(
+    kind: str, first: str, rest: str, regex: str, group: int = 0, *, back: bool = False
+) -> _Shape:
+    return _Shape(kind, first, rest, re.compile(regex), group, back)
 
 
 def _B(regex: str) -> str:
@@ -155,52 +160,53 @@ _PEM = (
     r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[\s\S]*?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|[\s\S]*\Z)"
 )
-_SK = ("-", "(?<=sk-)")
 
 _SHAPES: tuple[_Shape, ...] = (
     # An unterminated block (a read cut short) is redacted to the end of the text.
     _shape("private_key", "-", "----BEGIN", _PEM),
     _shape("aws_access_key_id", "A", "(?:KIA|SIA|3T|BIA|CCA)",
            _B(r"A(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}" + _E)),
-    _shape("github_token", "_", "(?<=gh[pousr]_)", _B(r"gh[pousr]_[A-Za-z0-9]{30,251}" + _E)),
-    _shape("github_token", "_", "(?<=github_pat_)", _B(r"github_pat_[A-Za-z0-9_]{22,255}")),
+    _shape("github_token", "_", "[pousr]hg", _B(r"gh[pousr]_[A-Za-z0-9]{30,251}" + _E),
+           back=True),
+    _shape("github_token", "_", "tap_buhtig", _B(r"github_pat_[A-Za-z0-9_]{22,255}"), back=True),
     _shape("gitlab_token",
-           "-", "(?:(?<=gl(?:dt|rt|ft)-)|(?<=gl(?:pat|ptt|cbt|imt)-)|(?<=glsoat-))",
-           _B(r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[A-Za-z0-9_-]{20,}")),
-    _shape("slack_token", "-", "(?<=xox[abposre]-)", _B(r"xox[abposre]-[A-Za-z0-9-]{10,}")),
-    _shape("slack_token", "-", "(?<=xapp-)", _B(r"xapp-\d-[A-Za-z0-9-]{10,}")),
-    _shape("slack_webhook", ".", r"slack\.com/",
+           "-", "(?:tap|td|tr|ttp|tf|taos|tbc|tmi)lg",
+           _B(r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[A-Za-z0-9_-]{20,}"), back=True),
+    _shape("slack_token", "-", "[abposre]xox", _B(r"xox[abposre]-[A-Za-z0-9-]{10,}"), back=True),
+    _shape("slack_token", "-", "ppax", _B(r"xapp-\d-[A-Za-z0-9-]{10,}"), back=True),
+    _shape("slack_webhook", "/", r"(?:services|workflows|triggers)/",
            r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/_-]{8,})", 1),
-    _shape("discord_webhook", ".", r"(?<=discord\.)|(?<=discordapp\.)",
+    # Case-insensitive shapes have no cue here: see _CASELESS_CUES.
+    _shape("discord_webhook", "", "",
            r"[Dd](?i:iscord(?:app)?\.com/api/webhooks/)\d+/([A-Za-z0-9_-]{20,})", 1),
-    # A bot token has no fixed prefix: it is looked for where the text names Discord
-    # (``iscord``/``ISCORD`` checked with ``in``, see scrub_text), never by the cue scan.
+    # A bot token has no fixed prefix: it is looked for only where the text names Discord.
     _shape("discord_token", "", "",
            _NB + (r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E)),
-    _shape("jwt", "J", "(?<=eyJ)",
-           _B(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*(?:={0,2})")),
-    _shape("anthropic_key", *_SK, _B(r"sk-ant-[A-Za-z0-9_-]{20,}")),
-    _shape("openai_key", *_SK, _B(r"sk-(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{20,}")),
-    _shape("stripe_key", "_", "(?:(?<=[sr]k_)|(?<=whsec_))",
+    _shape("jwt", "J", "ye",
+           _B(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*(?:={0,2})"), back=True),
+    _shape("anthropic_key", "-", "ks", _B(r"sk-ant-[A-Za-z0-9_-]{20,}"), back=True),
+    _shape("openai_key", "-", "ks", _B(r"sk-(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{20,}"),
+           back=True),
+    _shape("stripe_key", "_", "(?:k[sr]|cesehw)",
            r"[srw](?<![A-Za-z0-9_][srw])"
-           r"(?:k_(?:test|live|prod)_[A-Za-z0-9]{10,99}|hsec_[A-Za-z0-9]{20,})"),
-    _shape("npm_token", "_", "(?<=npm_)", _B(r"npm_[A-Za-z0-9]{36}" + _E)),
-    _shape("pypi_token", "-", "(?<=pypi-)", _B(r"pypi-AgE[A-Za-z0-9_-]{50,}")),
-    _shape("huggingface_token", "_", "(?<=hf_)", _B(r"hf_[A-Za-z]{34}" + _E)),
+           r"(?:k_(?:test|live|prod)_[A-Za-z0-9]{10,99}|hsec_[A-Za-z0-9]{20,})", back=True),
+    _shape("npm_token", "_", "mpn", _B(r"npm_[A-Za-z0-9]{36}" + _E), back=True),
+    _shape("pypi_token", "-", "ipyp", _B(r"pypi-AgE[A-Za-z0-9_-]{50,}"), back=True),
+    _shape("huggingface_token", "_", "fh", _B(r"hf_[A-Za-z]{34}" + _E), back=True),
     _shape("google_api_key", "A", "Iza", _B(r"AIza[A-Za-z0-9_-]{35}")),
-    _shape("azure_client_secret", "~", "(?<=Q~)",
-           _NB + (r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}" + r"(?![A-Za-z0-9_~.-])")),
-    _shape("azure_sas_signature", "=", "(?<=sig=)", r"[?&]sig=([A-Za-z0-9%+/=]{16,})", 1),
-    _shape("sendgrid_key", ".", r"(?<=SG\.)",
+    _shape("azure_client_secret", "~", "Q",
+           _NB + r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])", back=True),
+    _shape("azure_sas_signature", "=", "gis", r"[?&]sig=([A-Za-z0-9%+/=]{16,})", 1, back=True),
+    _shape("sendgrid_key", "S", r"G\.",
            _B(r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}")),
     _shape("twilio_key", "S", "K[0-9a-fA-F]{8}", _B(r"SK[0-9a-fA-F]{32}" + _E)),
-    _shape("digitalocean_token", "_", "(?<=do[opr]_)", _B(r"do[opr]_v1_[a-f0-9]{64}")),
-    _shape("shopify_token", "_", "(?<=shp[acps][ats]_)", _B(r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}")),
+    _shape("digitalocean_token", "_", "[opr]od", _B(r"do[opr]_v1_[a-f0-9]{64}"), back=True),
+    _shape("shopify_token", "_", "[ats][acps]phs", _B(r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+           back=True),
     _shape("age_secret_key", "A", "GE-SECRET-KEY-", r"AGE-SECRET-KEY-1[A-Z0-9]{58}"),
-    # Header-like text: also run on every assignment cue (``Authorization: bearer ...``).
-    _shape("bearer_token", "B", r"(?i:earer)\s",
+    _shape("bearer_token", "", "",
            r"[Bb](?<![A-Za-z0-9_][Bb])(?i:earer)\s+([A-Za-z0-9._~+/-]{8,}=*)", 1),
-    _shape("basic_auth", "A", "(?i:uthorization)",
+    _shape("basic_auth", "", "",
            r"[Aa](?<![A-Za-z0-9_][Aa])(?i:uthorization[\"']?\s*[:=]\s*[\"']?basic\s+)"
            r"([A-Za-z0-9+/]{6,}=*)", 1),
     # user:password@host in any URL; the user name is kept, the password replaced.
@@ -209,20 +215,43 @@ _SHAPES: tuple[_Shape, ...] = (
 )  # fmt: skip
 
 # ``name = value`` / ``"name": "value"`` in text, where the name is secret (decided in Python).
-# The cue is the operator, with a look back at the last letters of a secret word before it.
-_ENDS = "(?:ken|key|eys|ret|ets|ord|swd|pwd|ase|ial|als|kie|ies|uth|dsn|rer|ion|" + (
-    "ken|key|eys|ret|ets|ord|swd|pwd|ase|ial|als|kie|ies|uth|dsn|rer|ion".upper() + ")"
-)
-_ASSIGN_CUE = (
-    rf"(?<=[A-Za-z].)(?<={_ENDS}.)|(?<=[A-Za-z][\"' \t].)(?<={_ENDS}[\"' \t].)"
-    rf"|(?<=[\"'] .)(?<={_ENDS}[\"'] .)"
-)
+# The name is the whole run of name characters before the operator (hence the possessive
+# ``{0,63}+``: backing off could only leave a name character before the operator).
 _ASSIGN = re.compile(
-    r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]{0,63})[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"
+    r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]{0,63}+)[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"
     r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{1,4096})(?P=q)"
     r"|(?P<v>(?:!![A-Za-z]+[ \t]+|(?:Bearer|Basic|Token|Bot)[ \t]+)?[^\s\"',;&)\]}]{1,4096}))"
 )
+# The same ``name["']?[ \t]*<operator>`` read backwards over the reversed text, so that a scan
+# starts at the (few) operators instead of at every letter. It yields every name _ASSIGN can
+# match (reversed), plus some that _ASSIGN would refuse; a longer run yields its last 64
+# characters, and _ASSIGN refuses such a name anyway.
+_NAMES_BEFORE = tuple(re.compile(op + r"[ \t]*[\"']?([\w.-]{1,64}+)") for op in "=:")
 _ALLOWLIST = "pragma: allowlist secret"
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_reversed(reversed_name: str) -> bool:
+    return is_secret_name(reversed_name[::-1])
+
+
+def _assignment_lines(text: str) -> list[int]:
+    """Starts of the lines that may hold ``<secret name> <operator>`` (only these can change)."""
+    backwards = text[::-1]
+    names: set[str] = set()
+    for operator, scan in zip("=:", _NAMES_BEFORE, strict=True):
+        if operator in text:
+            names.update(scan.findall(backwards))
+    starts: list[int] = []
+    for name in names:
+        if _secret_reversed(name):
+            # Every line holding the name: a superset of the lines where it is assigned.
+            forwards = name[::-1]
+            at = text.find(forwards)
+            while at >= 0:
+                starts.append(text.rfind("\n", 0, at) + 1)
+                at = text.find(forwards, at + len(forwards))
+    return starts
 
 
 def _line_of(text: str, pos: int) -> str:
@@ -231,29 +260,27 @@ def _line_of(text: str, pos: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-def _scrub_assignments(text: str, line_starts: list[int] | None) -> str:
-    """Replace values of secret-named assignments on the given lines (all lines if ``None``)."""
+def _assignment_repl(m: re.Match[str]) -> str:
+    if not is_secret_name(m.group("name")):
+        return m.group(0)
+    group = "qv" if m.group("qv") is not None else "v"
+    value = m.group(group)
+    if "[REDACTED:" in value or _ALLOWLIST in _line_of(m.string, m.start()):
+        return m.group(0)
+    start, end = m.start(group) - m.start(), m.end(group) - m.start()
+    whole = m.group(0)
+    return whole[:start] + marker("secret_field") + whole[end:]
 
-    def repl(m: re.Match[str]) -> str:
-        if not is_secret_name(m.group("name")):
-            return m.group(0)
-        group = "qv" if m.group("qv") is not None else "v"
-        value = m.group(group)
-        if "[REDACTED:" in value or _ALLOWLIST in _line_of(m.string, m.start()):
-            return m.group(0)
-        start, end = m.start(group) - m.start(), m.end(group) - m.start()
-        whole = m.group(0)
-        return whole[:start] + marker("secret_field") + whole[end:]
 
-    if line_starts is None:
-        return _ASSIGN.sub(repl, text)
+def _scrub_assignments(text: str, line_starts: list[int]) -> str:
+    """Replace values of secret-named assignments on the given lines (no match spans lines)."""
     pieces: list[str] = []
     done = 0
     for start in sorted(set(line_starts)):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         pieces.append(text[done:start])
-        pieces.append(_ASSIGN.sub(repl, text[start:end]))
+        pieces.append(_ASSIGN.sub(_assignment_repl, text[start:end]))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)
@@ -280,30 +307,49 @@ KINDS: tuple[str, ...] = (
 )
 
 
-# One scan finds every cue. Each alternative is ``<literal>(?P<gN>rest)``; group ``gN`` names
-# the shapes to run (``a`` is the assignment cue).
-def _cue_scan() -> tuple[re.Pattern[str], dict[str, tuple[int, ...]]]:
+# The cue scans: one per direction and first character of a cue, each
+# ``<literal>(?:(?P<gN>rest)|...)`` where group ``gN`` names the shapes to run. A scan runs
+# only where ``in`` (memchr) finds its first character: sre searches a pattern that starts
+# with a literal far faster than one that starts with a set, so there is no combined scan.
+_Scan: TypeAlias = tuple[str, re.Pattern[str], dict[str, tuple[int, ...]]]
+
+
+def _cue_scans(back: bool) -> tuple[_Scan, ...]:
     cues: dict[str, dict[str, list[int]]] = {}
     for index, shape in enumerate(_SHAPES):
-        for first in shape.firsts:
-            cues.setdefault(first, {}).setdefault(shape.rest, []).append(index)
-    cues.setdefault("=", {})[_ASSIGN_CUE] = []
-    cues.setdefault(":", {})[_ASSIGN_CUE] = []
-    alternatives: list[str] = []
-    by_group: dict[str, tuple[int, ...]] = {}
+        if shape.first and shape.back is back:
+            cues.setdefault(shape.first, {}).setdefault(shape.rest, []).append(index)
+    scans = []
     for first, rests in sorted(cues.items()):
-        inner = []
-        for rest, indexes in rests.items():
-            name = f"a{len(by_group)}" if rest == _ASSIGN_CUE else f"g{len(by_group)}"
-            by_group[name] = tuple(indexes)
-            inner.append(f"(?P<{name}>{rest})")
-        alternatives.append(f"{re.escape(first)}(?:{'|'.join(inner)})")
-    return re.compile("|".join(alternatives)), by_group
+        groups = {f"g{n}": tuple(indexes) for n, indexes in enumerate(rests.values())}
+        inner = "|".join(f"(?P<g{n}>{rest})" for n, rest in enumerate(rests))
+        scans.append((first, re.compile(f"{re.escape(first)}(?:{inner})"), groups))
+    return tuple(scans)
 
 
-_CUE_SCAN, _BY_CUE = _cue_scan()
-_DISCORD = next(i for i, s in enumerate(_SHAPES) if s.kind == "discord_token")
-_ON_ASSIGN = tuple(i for i, s in enumerate(_SHAPES) if s.kind in ("bearer_token", "basic_auth"))
+_FORWARD_SCANS, _BACKWARD_SCANS = _cue_scans(False), _cue_scans(True)
+
+
+def _kinds(*kinds: str) -> tuple[int, ...]:
+    return tuple(i for i, s in enumerate(_SHAPES) if s.kind in kinds)
+
+
+# Shapes whose text is matched case-insensitively, by a word every match contains (the bot
+# token is looked for only where the text names Discord). ASCII text is lowered once and
+# searched for the word (a literal regex: sre beats ``in`` on such words); other text by the
+# word under re.IGNORECASE, which also folds characters such as U+0130 and U+212A onto ASCII
+# letters the way the shape's own (?i) does.
+_CASELESS_CUES: tuple[tuple[re.Pattern[str], re.Pattern[str], tuple[int, ...]], ...] = tuple(
+    (re.compile(word), re.compile(word, re.IGNORECASE), _kinds(*kinds))
+    for word, kinds in (
+        ("earer", ("bearer_token",)),
+        ("uthorization", ("basic_auth",)),
+        ("iscord", ("discord_webhook", "discord_token")),
+    )
+)
+assert {i for *_, indexes in _CASELESS_CUES for i in indexes} == {
+    i for i, s in enumerate(_SHAPES) if not s.first
+}, "every shape needs a cue"
 
 
 # --------------------------------------------------------------------------- taint
@@ -382,6 +428,46 @@ class TaintSet:
 
 # --------------------------------------------------------------------------- text
 
+# Whole strings that cannot hold a credential shape or a secret-named assignment, so the scan
+# is skipped (tests/runtime/test_sanitize.py proves each from the patterns themselves): a
+# ``sha256:`` digest, a UUID, an ISO date or timestamp, and up to _SHORT_PLAIN characters of
+# ``[A-Za-z0-9_./ -]`` (no shape fits in so few of those characters, and without ``=`` or
+# ``:`` there is no assignment). Tainted values are still replaced in them first.
+_SHORT_PLAIN = 14
+_SAFE_FORM = re.compile(
+    r"sha256:[0-9a-f]{64}"
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+    r"(?:Z|[+-][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?)?"
+    rf"|[A-Za-z0-9_./ -]{{0,{_SHORT_PLAIN}}}"
+)
+_SAFE_FORM_MAX = 71  # the longest string _SAFE_FORM can match (a digest)
+
+
+def _shape_cues(text: str) -> set[int]:
+    shapes: set[int] = set()
+    for first, scan, groups in _FORWARD_SCANS:
+        if first in text:
+            for match in scan.finditer(text):
+                shapes.update(groups[match.lastgroup or ""])
+    backwards = ""
+    for first, scan, groups in _BACKWARD_SCANS:
+        if first in text:
+            backwards = backwards or text[::-1]
+            for match in scan.finditer(backwards):
+                shapes.update(groups[match.lastgroup or ""])
+    if text.isascii():
+        lowered = text.lower()
+        for word, _caseless, indexes in _CASELESS_CUES:
+            if word.search(lowered) is not None:
+                shapes.update(indexes)
+    else:
+        for _word, caseless, indexes in _CASELESS_CUES:
+            if caseless.search(text) is not None:
+                shapes.update(indexes)
+    return shapes
+
 
 def scrub_text(text: str, taint: TaintSet | None = None) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``, the rest kept as it is.
@@ -391,21 +477,15 @@ def scrub_text(text: str, taint: TaintSet | None = None) -> str:
     """
     if taint:
         text = taint.scrub(text)
-    shapes: set[int] = set()
-    if "iscord" in text or "ISCORD" in text:
-        shapes.add(_DISCORD)
-    assign_lines: list[int] = []
-    for match in _CUE_SCAN.finditer(text):
-        group = match.lastgroup
-        if group is not None and group[0] == "a":
-            assign_lines.append(text.rfind("\n", 0, match.start()) + 1)
-            shapes.update(_ON_ASSIGN)
-        elif group is not None:
-            shapes.update(_BY_CUE[group])
+    if len(text) <= _SAFE_FORM_MAX and _SAFE_FORM.fullmatch(text) is not None:
+        return text
+    shapes = _shape_cues(text)
     for index in sorted(shapes):
         text = _SHAPES[index].pattern.sub(_REPLACERS[index], text)
-    if assign_lines:
-        text = _scrub_assignments(text, assign_lines if not shapes else None)
+    if "=" in text or ":" in text:
+        lines = _assignment_lines(text)
+        if lines:
+            text = _scrub_assignments(text, lines)
     return text
 
 
@@ -413,9 +493,23 @@ def scrub_text(text: str, taint: TaintSet | None = None) -> str:
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
+# A node's path is rendered only when something under it is redacted: ``(parent, key, _KEY)``,
+# ``(parent, index, _INDEX)`` or ``(parent, "", _KEY_ITSELF)`` (the key was redacted).
+_KEY, _INDEX, _KEY_ITSELF = 0, 1, 2
+_Path: TypeAlias = "str | tuple[_Path, str | int, int]"
 
-def _child(path: str, key: str) -> str:
-    return f"{path}.{key}" if _IDENT.match(key) else f"{path}[{json.dumps(key)}]"
+
+def _render(path: _Path) -> str:
+    if isinstance(path, str):
+        return path
+    parent, step, how = path
+    base = _render(parent)
+    if how == _INDEX:
+        return f"{base}[{step}]"
+    if how == _KEY_ITSELF:
+        return f"{base}.<key>"
+    key = str(step)
+    return f"{base}.{key}" if _IDENT.match(key) else f"{base}[{json.dumps(key)}]"
 
 
 def _empty(value: Any) -> bool:
@@ -450,67 +544,97 @@ def scrub_value(value: Any, taint: TaintSet | None = None) -> tuple[Any, list[st
     (:func:`is_secret_name`) is replaced whole; strings are passed through :func:`scrub_text`.
     The input is never mutated; a reference cycle becomes ``"[CYCLE]"``.
     """
-    redacted: list[str] = []
-    active: set[int] = set()
+    walker = _Walker(taint)
+    safe = walker.walk(value, "$")
+    if not walker.redacted:
+        return safe, []
+    return safe, sorted({_render(path) for path in walker.redacted})
 
-    def text(node: str, path: str) -> str:
-        if taint is not None and node in taint:
-            redacted.append(path)
+
+class _Walker:
+    __slots__ = ("active", "redacted", "taint")
+
+    def __init__(self, taint: TaintSet | None) -> None:
+        self.taint = taint if taint else None  # an empty set taints nothing
+        self.redacted: list[_Path] = []
+        self.active: set[int] = set()
+
+    def text(self, node: str, path: _Path) -> str:
+        taint = self.taint
+        if taint is None:
+            if len(node) <= _SAFE_FORM_MAX and _SAFE_FORM.fullmatch(node) is not None:
+                return node
+        elif node in taint:
+            self.redacted.append(path)
             return marker("tainted")
         out = scrub_text(node, taint)
         if out != node:
-            redacted.append(path)
+            self.redacted.append(path)
         return out
 
-    def walk(node: Any, path: str) -> Any:
-        if node is None or isinstance(node, (bool, int)):
+    def walk(self, node: Any, path: _Path) -> Any:
+        kind = type(node)
+        if kind is str:
+            return self.text(node, path)
+        if node is None or kind is int or kind is bool:
+            return node
+        if kind is dict or kind is list:
+            return self.container(node, path)
+        if isinstance(node, (bool, int)):
             return node
         if isinstance(node, str):
-            return text(node, path)
+            return self.text(node, path)
         if isinstance(node, float):
             return node if math.isfinite(node) else str(node)
         if isinstance(node, (bytes, bytearray, memoryview)):
-            return text(bytes(node).decode("utf-8", errors="replace"), path)
+            return self.text(bytes(node).decode("utf-8", errors="replace"), path)
         if isinstance(node, enum.Enum):
-            return walk(node.value, path)
+            return self.walk(node.value, path)
         if isinstance(node, (PurePath, _dt.date, _dt.time)):
-            return text(node.isoformat() if not isinstance(node, PurePath) else str(node), path)
+            return self.text(
+                node.isoformat() if not isinstance(node, PurePath) else str(node), path
+            )
         if isinstance(node, BaseException):
-            return text(f"{type(node).__name__}: {node}", path)
+            return self.text(f"{type(node).__name__}: {node}", path)
         dump = getattr(node, "model_dump", None)
         if callable(dump) and not isinstance(node, type):
-            return walk(dump(mode="json"), path)
+            return self.walk(dump(mode="json"), path)
         if dataclasses.is_dataclass(node) and not isinstance(node, type):
-            return walk(dataclasses.asdict(node), path)
+            return self.walk(dataclasses.asdict(node), path)
         if isinstance(node, (Mapping, list, tuple, set, frozenset)):
-            if id(node) in active:
-                return "[CYCLE]"
-            active.add(id(node))
-            try:
-                return container(node, path)
-            finally:
-                active.discard(id(node))
-        return text(str(node), path)
+            return self.container(node, path)
+        return self.text(str(node), path)
 
-    def container(node: Any, path: str) -> Any:
-        if isinstance(node, Mapping):
-            out: dict[str, Any] = {}
-            for raw_key, item in node.items():
-                key = raw_key if isinstance(raw_key, str) else str(walk(raw_key, path))
+    def container(self, node: Any, path: _Path) -> Any:
+        if id(node) in self.active:
+            return "[CYCLE]"
+        self.active.add(id(node))
+        try:
+            if isinstance(node, Mapping):
+                return self.mapping(node, path)
+            items = [self.walk(item, (path, i, _INDEX)) for i, item in enumerate(node)]
+            if isinstance(node, (set, frozenset)):
+                items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+            return items
+        finally:
+            self.active.discard(id(node))
+
+    def mapping(self, node: Mapping[Any, Any], path: _Path) -> dict[str, Any]:
+        taint = self.taint
+        out: dict[str, Any] = {}
+        for raw_key, item in node.items():
+            key = raw_key if isinstance(raw_key, str) else str(self.walk(raw_key, path))
+            if taint is None and len(key) <= _SAFE_FORM_MAX and _SAFE_FORM.fullmatch(key):
+                safe_key = key
+            else:
                 safe_key = scrub_text(key, taint)
                 if safe_key != key:
-                    redacted.append(f"{path}.<key>")
-                child = _child(path, safe_key)
-                if is_secret_name(key) and not _empty(item):
-                    out[safe_key] = marker("secret_field")
-                    redacted.append(child)
-                else:
-                    out[safe_key] = walk(item, child)
-            return out
-        items = [walk(item, f"{path}[{i}]") for i, item in enumerate(node)]
-        if isinstance(node, (set, frozenset)):
-            items.sort(key=lambda v: json.dumps(v, sort_keys=True))
-        return items
-
-    safe = walk(value, "$")
-    return safe, sorted(set(redacted))
+                    self.redacted.append((path, "", _KEY_ITSELF))
+            if is_secret_name(key) and not _empty(item):
+                out[safe_key] = marker("secret_field")
+                self.redacted.append((path, safe_key, _KEY))
+            elif item is None or type(item) is int or type(item) is bool:
+                out[safe_key] = item
+            else:
+                out[safe_key] = self.walk(item, (path, safe_key, _KEY))
+        return out
