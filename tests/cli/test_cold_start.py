@@ -1,7 +1,7 @@
 """Cold start: what ``import proctor`` and ``proctor --help`` load.
 
-Each heavy dependency costs tens of milliseconds at every start (httpx ~100 ms, pydantic
-~80 ms, rich ~25 ms); these must load only in the commands that use them. The checks run in
+Each heavy dependency costs milliseconds at every start (httpx ~100 ms, pydantic ~80 ms,
+rich ~25 ms, importlib.metadata ~15 ms); these must load only in the commands that use them. The checks run in
 a fresh interpreter, since this test process has imported everything already.
 """
 
@@ -13,7 +13,16 @@ import sys
 
 import pytest
 
-HEAVY = ("httpx", "pydantic", "pydantic_core", "rich", "sqlite3", "cryptography", "yaml")
+HEAVY = (
+    "httpx",
+    "pydantic",
+    "pydantic_core",
+    "rich",
+    "sqlite3",
+    "cryptography",
+    "yaml",
+    "importlib.metadata",  # ~15 ms: click's version option must resolve it only for --version
+)
 
 _PROBE = """
 import contextlib, io, json, sys
