@@ -1,8 +1,9 @@
 """Cold start: what ``import proctor`` and ``proctor --help`` load.
 
 Each heavy dependency costs milliseconds at every start (httpx ~100 ms, pydantic ~80 ms,
-rich ~25 ms, importlib.metadata ~15 ms); these must load only in the commands that use them. The checks run in
-a fresh interpreter, since this test process has imported everything already.
+rich ~25 ms, importlib.metadata ~15 ms); these must load only in the commands that use
+them. The checks run in a fresh interpreter, since this test process has imported everything
+already.
 """
 
 from __future__ import annotations
