@@ -9,8 +9,10 @@ already.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,10 +45,16 @@ assert "Commands" in out.getvalue(), out.getvalue()
 """
 
 
-def _loaded(body: str) -> list[str]:
+def _loaded(body: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> list[str]:
     probe = _PROBE.format(body=body, heavy=HEAVY)
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -73,3 +81,22 @@ def test_the_probe_sees_a_heavy_import() -> None:
 def test_http_tool_and_egress_policy_load_without_httpx() -> None:
     body = "import proctor.runtime.tools.http, proctor.runtime.egress"
     assert "httpx" not in _loaded(body)
+
+
+def test_a_run_that_sends_nothing_never_imports_httpx(tmp_path: Path) -> None:
+    (tmp_path / ".proctor").mkdir()
+    skill = Path(__file__).resolve().parents[2] / "examples" / "hello-world"
+    body = f"""
+from proctor.cli.main import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main(["run", {str(skill)!r}, "-i", "message=hi", "--json"])
+    except SystemExit as exc:
+        assert not exc.code, (exc.code, out.getvalue())
+assert json.loads(out.getvalue())["outcome"] == "completed", out.getvalue()
+"""
+    env = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
+    loaded = _loaded(body, cwd=tmp_path, env=env)
+    assert "httpx" not in loaded
+    assert "pydantic" in loaded  # the probe saw the run's own imports
