@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from proctor.runtime import sanitize as san
+from proctor.runtime import sanitize_detect as san
 from proctor.runtime.sanitize import (
     MIN_TAINT_LENGTH,
     TaintSet,
@@ -286,7 +286,7 @@ def test_min_width_reads_patterns_right() -> None:
 
 def test_no_shape_fits_a_short_plain_string() -> None:
     widths = [(s.kind, min_width(s.pattern.pattern, SHORT_ALPHABET)) for s in san._SHAPES]
-    assert min(width for _kind, width in widths) > san._SHORT_PLAIN, widths
+    assert min(width for _kind, width in widths) > san.SHORT_PLAIN, widths
     # An assignment needs ``=`` or ``:``; neither is in the alphabet.
     assert min_width(san._ASSIGN.pattern, SHORT_ALPHABET) == INF
 
@@ -304,7 +304,7 @@ FORMS = st.one_of(
     st.uuids().map(str),
     st.datetimes().map(lambda d: d.isoformat()),
     st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat(timespec="microseconds")),
-    st.text(SHORT_ALPHABET, max_size=san._SHORT_PLAIN),
+    st.text(SHORT_ALPHABET, max_size=san.SHORT_PLAIN),
 )
 
 
@@ -312,7 +312,7 @@ FORMS = st.one_of(
 @given(form=FORMS)
 def test_fast_path_forms_are_recognised_and_hold_no_assignment(form: str) -> None:
     assume(all(c not in form for c in "\u2028\u2029"))
-    assert san._SAFE_FORM.fullmatch(form), form
+    assert san.SAFE_FORM.fullmatch(form), form
     # The only names before an operator in these forms are ``sha256`` or none at all
     # (``T``/``Z`` follow a digit, so no name can start there).
     for match in san._ASSIGN.finditer(form):
@@ -325,9 +325,9 @@ def test_fast_path_forms_are_recognised_and_hold_no_assignment(form: str) -> Non
 @given(data=st.data())
 def test_no_secret_shape_takes_a_fast_path(rule: str, data: st.DataObject) -> None:
     token = data.draw(SHAPES[rule])
-    assert san._SAFE_FORM.fullmatch(token[:8] + "-" + token[8:]) is None
+    assert san.SAFE_FORM.fullmatch(token[:8] + "-" + token[8:]) is None
     for text in (token, "sha256:" + token, f"2026-01-01 {token}", f"{token} 12:00"):
-        assert san._SAFE_FORM.fullmatch(text) is None
+        assert san.SAFE_FORM.fullmatch(text) is None
         assert token not in scrub_text(text)
 
 
