@@ -64,8 +64,11 @@ class ServerConfig:
         catalog: the served skill tools (empty with ``--run``).
         environ: the environment the sessions read.
         authority: the saved preset applied with ``--authority NAME`` (``None``: the default).
+        authority_name: that preset's name, for the audit log.
         run_scope: with ``--run RUN_ID``, the one run this server works.
         transport: ``stdio`` or ``http`` (recorded in the audit log).
+        pool_size: how many runs may be driven at once (one session each).
+        runs: the paused runs this server's own calls opened, in order (the turn tools' scope).
     """
 
     workspace: Workspace
@@ -76,7 +79,7 @@ class ServerConfig:
     run_scope: str | None = None
     transport: str = "stdio"
     pool_size: int = 4
-    runs: set[str] = field(default_factory=set)
+    runs: dict[str, None] = field(default_factory=dict)
 
 
 class SessionPool:
@@ -258,7 +261,7 @@ class ProctorServer:
             return error_result(doc)
         run_id = doc.get("run_id")
         if isinstance(run_id, str) and doc.get("status") != "sealed":
-            self.config.runs.add(run_id)
+            self.config.runs[run_id] = None
         failed = doc.get("outcome") in ("failed", "blocked", "killed")
         return types.CallToolResult(
             content=[types.TextContent(text=summarize(doc))],
