@@ -93,3 +93,29 @@ def test_max_receipts_refused(value: str) -> None:
     with pytest.raises(ConfigError) as info:
         max_receipts_from_env({"PROCTOR_MAX_RECEIPTS": value})
     assert info.value.code == "max_receipts_invalid"
+
+
+def test_sessions_of_one_process_creating_the_key_at_once_share_one_key(tmp_path: Path) -> None:
+    import threading
+
+    from proctor.runtime.keys import load_signer
+
+    env = {"PROCTOR_HOME": str(tmp_path / "home")}
+    ids: list[str] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def load() -> None:
+        start.wait()
+        try:
+            ids.append(load_signer(env).signer.key_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(set(ids)) == 1

@@ -15,6 +15,7 @@ Paths are shown as ``~/.proctor/signing_key.pem``, ``$PROCTOR_HOME/...`` or
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,7 +111,8 @@ def _create_key(path: Path) -> bool:
     """Create a new key at ``path`` (mode 0600); False when another process made it first."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     signer = Signer(Ed25519PrivateKey.generate())
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Unique per attempt, so two sessions of one process (threads) never share a temp file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         try:
