@@ -43,6 +43,10 @@ def tool_step(
     except ProctorError as exc:
         return _failed(step.id, exc)
     used: list[str] = []
+    settled = _settled_call(run, step.id)
+    if settled is not None:
+        # The call settled but its step did not (a crash between the two): reuse the record.
+        return _settled(step, settled, used)
     claims = run.recorded_claims(step.id)
     if claims:
         got = _reconcile(run, step, claims[-1])
@@ -64,12 +68,36 @@ def tool_step(
         call = governor.call(spec)
     except AwaitApproval as waiting:
         return _Pause([run.open_request(waiting.address, waiting.body)])
-    if call.approved_by == f"person:{step.id}":
-        used.append(step.id)
     return _settled(step, call, used)
 
 
+def _settled_call(run: RunDriver, step_id: str) -> CallOutcome | None:
+    """The last settled call of a step whose own settlement was never recorded."""
+    for record in reversed(run.s.store.calls(run.run_id)):
+        if record.step_id != step_id or record.state != "settled":
+            continue
+        body = record.result if isinstance(record.result, dict) else {}
+        status = body.get("status")
+        if status not in ("completed", "failed", "refused"):
+            return None  # abandoned after a reconcile: the step sends it again
+        approved = body.get("approved_by")
+        return CallOutcome(
+            call_id=record.call_id,
+            tool=record.tool,
+            step_id=step_id,
+            status=status,
+            result=body.get("result"),
+            error=body.get("error"),
+            verdicts=list(body.get("verdicts") or []),
+            args_digest=record.args_digest,
+            approved_by=approved if isinstance(approved, str) else None,
+        )
+    return None
+
+
 def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> _Done:
+    if call.approved_by == f"person:{step.id}":
+        used = [*used, step.id]
     if call.ok:
         return _Done("completed", output=call.result, used=used)
     error = call.error or {}

@@ -285,6 +285,11 @@ class RunDriver:
             RunInterrupted: a stop was requested before a step began.
         """
         s = self.s
+        from proctor.runtime.tools.fs_bundle import recover_bundles
+
+        # A bundle a crashed driver left half-applied is rolled back before any claim of it
+        # is reconciled (its files are then at their before-images, and it is sent again).
+        recover_bundles(s.workspace, s.store)
         try:
             governor = self.governor()
         except _Blocked as blocked:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
 from proctor.receipts.canonical import digest
 from proctor.runtime.store.base import CallRecord, RunRecord
+from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.runtime.driver import Session
@@ -192,6 +193,7 @@ def seal_run(
         notes=authority_notes(data.get("authority") or {}),
     )
     doc, _ = Sanitizer().value(envelope.to_json())
+    kill_point("run.receipts_written")
     store.update_run(
         record.run_id,
         status="sealed",
