@@ -54,6 +54,22 @@ methods:
         credential: api
         reason: prove delivery
         inputs: {method: GET, url: $input.url, auth: {credential: api}}
+  paused:
+    description: Ask first, then call the URL with the credential.
+    inputs:
+      type: object
+      properties:
+        url: {type: string}
+      required: [url]
+      additionalProperties: false
+    steps:
+      - id: confirm
+        ask: {reason: Send it?}
+      - id: send
+        tool: http.request
+        credential: api
+        reason: prove delivery after a pause
+        inputs: {method: GET, url: $input.url, auth: {credential: api}}
   raw:
     description: Paste a token into a header (refused).
     inputs:
@@ -359,7 +375,7 @@ def test_skill_inspect_reports_readiness_without_material(ws: Ws, echo: Echo) ->
     assert missing.code == 0, missing.stderr
     doc = missing.json()
     assert doc["name"] == "canary" and doc["ready"] is False
-    assert set(doc["methods"]) == {"call", "raw", "raw_key"}
+    assert set(doc["methods"]) == {"call", "paused", "raw", "raw_key"}
     assert doc["methods"]["call"]["inputs"]["required"] == ["url"]
     [entry] = doc["credentials"]
     assert (entry["credential"], entry["ready"], entry["problem"]) == (
@@ -375,3 +391,38 @@ def test_skill_inspect_reports_readiness_without_material(ws: Ws, echo: Echo) ->
     human = ws.proctor("skill", "inspect", "canary")
     assert "ready" in human.stdout and "work" in human.stdout
     assert secret not in ready.stdout + human.stdout + ready.stderr + human.stderr
+
+
+def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
+    ws: Ws, echo: Echo
+) -> None:
+    _workspace(ws)
+    old = "canary-" + secrets.token_hex(16)
+    new = "canary-" + secrets.token_hex(16)
+    _store_profile(ws, "chosen", old)
+    _store_profile(ws, "other", "decoy-" + secrets.token_hex(16))  # the provider default
+    paused = ws.proctor(
+        "run", "canary#paused", "-i", f"url={echo.url}", "--profile", "chosen", "--json"
+    )
+    envelope = paused.json()
+    assert envelope["status"] == "needs_approval", paused.stdout + paused.stderr
+    assert echo.connections == []
+    # the checkpoint holds the profile name, never the material
+    assert _leaks(ws, paused, old) == []
+    from proctor.runtime.store.sqlite import SQLiteRunStore
+
+    store = SQLiteRunStore(ws.root / ".proctor" / "runs.sqlite")
+    try:
+        record = store.get_run(envelope["run_id"])
+    finally:
+        store.close()
+    assert record is not None and record.data["credential_profile"] == "chosen"
+    _store_profile(ws, "chosen", new)  # rotate while the run waits
+    answers = envelope["answers_template"]
+    for entry in answers["approvals"].values():
+        entry["approved"] = True
+    done = ws.proctor("resume", envelope["run_id"], "-", "--json", stdin=json.dumps(answers))
+    assert done.code == 0, done.stdout + done.stderr
+    assert done.json()["outcome"] == "completed"
+    assert echo.seen == [f"Bearer {new}"]
+    assert _leaks(ws, done, new) == [] and _leaks(ws, done, old) == []

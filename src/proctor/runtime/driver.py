@@ -363,8 +363,12 @@ class Session:
         document: ResumeDocument | Mapping[str, Any] | bytes | str,
         *,
         stop: threading.Event | None = None,
+        request_secrets: Mapping[str, str] | None = None,
     ) -> RunEnvelope:
         """Admit a ``proctor.resume.v1`` document and drive the run to its next pause or seal.
+
+        Credentials are resolved again from a new snapshot (the recorded profile name first,
+        then ``request_secrets`` as host handles for this command only).
 
         Every entry is checked first (:func:`proctor.core.resume.admit_resume`); a refused
         document changes nothing. Admitted decisions are recorded in the store before the run
@@ -375,7 +379,8 @@ class Session:
             UsageError: ``run_not_found``.
             ResumeRefused: the document (codes in :mod:`proctor.core.resume`), ``run_busy``
                 (another process drives it), ``package_changed`` (the package's files differ
-                from the ones the run started with).
+                from the ones the run started with), ``needs_credential`` (a credential the
+                run needs is gone; the run waits as it was).
             RunInterrupted: a stop was requested.
         """
         from proctor.runtime.run_credentials import NeedsCredential, host_authority
@@ -432,10 +437,12 @@ class Session:
                 record = self._record(run_id)
             self.store.update_run(run_id, status="running")
             driver = RunDriver(self, record, skill, method, stop)
+            driver.request_secrets = request_secrets
             try:
                 return driver.drive()
             except NeedsCredential as needed:
-                # the run stays as it was (paused or running); resume again after setup
+                # the run waits as it was; resume again after setup
+                self.store.update_run(run_id, status=record.status)
                 raise ResumeRefused(
                     needed.message, code="needs_credential", details=needed.details
                 ) from needed

@@ -28,6 +28,7 @@ from proctor.errors import CredentialError
 if TYPE_CHECKING:
     from proctor.runtime.admission import Deliver
     from proctor.runtime.audit import AuditLog
+    from proctor.runtime.credentials import CredentialStore
     from proctor.runtime.egress import EgressAllow
     from proctor.runtime.sanitize import Sanitizer, TaintSet
     from proctor.runtime.skills import LoadedSkill
@@ -152,6 +153,7 @@ def prepare_delivery(
                 skill=skill.package.name,
                 workspace_root=workspace_root,
                 env=snapshot,
+                store=_credential_store(environ),
                 profile=profile,
                 host_secrets=request_secrets,
                 taint=taint,
@@ -167,6 +169,15 @@ def prepare_delivery(
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
     return network_deliver(resolved, by_step, allow=recorded_egress(authority), taint=taint)
+
+
+def _credential_store(environ: Mapping[str, str]) -> CredentialStore:
+    """The profile store of the session's environment (its ``PROCTOR_HOME`` and backend)."""
+    from proctor.runtime.credentials import CredentialStore
+
+    named = environ.get("PROCTOR_HOME")
+    backend = environ.get("PROCTOR_SECRET_BACKEND", "").strip().lower() or None
+    return CredentialStore(Path(named) if named else None, backend=backend)
 
 
 def park_needs_credential(
