@@ -46,14 +46,14 @@ def stats(samples_ns: list[int]) -> dict[str, float]:
 
 
 def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
+    from proctor.core.authority import Authority
     from proctor.policy import evaluate
     from proctor.policy.guards import GuardContext
     from proctor.receipts.canonical import digest
     from proctor.receipts.signing import signer_from_seed
-    from proctor.runtime.admission import CallSpec
-    from proctor.runtime.driver import Session, _Run
-    from proctor.runtime.skills import load_skill
-    from proctor.runtime.store.base import CallRecord
+    from proctor.runtime.admission import CallSpec, Governor
+    from proctor.runtime.driver import Session
+    from proctor.runtime.store.base import CallRecord, RunRecord
     from proctor.runtime.workspace import Workspace
 
     tmp = Path(tempfile.mkdtemp(prefix="proctor-bench-"))
@@ -65,22 +65,27 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     env = dict(os.environ)
     env.pop("PROCTOR_AUDIT_LOG", None)
     session = Session(Workspace(tmp), environ=env, signer=signer_from_seed(b"\x01" * 32))
-    skill = load_skill(str(ROOT / "examples/hello-world"), cwd=ROOT, workspace_root=tmp)
-    method_name, method = "greet", skill.package.profile.methods["greet"]  # type: ignore[union-attr]
-    run = _Run(
-        session,
-        skill,
-        method_name,
-        method,
-        __import__("proctor.runtime.admission", fromlist=["Authority"]).Authority(),
-        False,
-    )
-    from proctor.runtime.store.base import RunRecord
+    run_id = "bench-run"
+    session.store.create_run(RunRecord(run_id=run_id, skill="bench", method="m"))
+    # The governor a run builds (see RunDriver.governor): shipped policies, the run store,
+    # the audit log and the sanitizer; no receipt or write budget, as the bench makes more
+    # calls than one run may.
+    policies, guards, _ = session.policy()
+    from proctor.runtime.sanitize import Sanitizer
 
-    session.store.create_run(RunRecord(run_id=run.run_id, skill="bench", method="m"))
-    governor, _ = run._prepare({"message": "hi"}, None)
-    governor.receipt_budget = None  # the bench makes more calls than one run may
-    governor.write_budget = None
+    governor = Governor(
+        run_id=run_id,
+        workspace=session.workspace,
+        store=session.store,
+        tools=session.tools,
+        policies=policies,
+        guards=guards,
+        audit=session.audit,
+        sanitizer=Sanitizer(),
+        authority=Authority(),
+        directive_id="bench",
+        clock=session.clock,
+    )
     out: dict[str, dict[str, float]] = {}
 
     def bench(label: str, tool: str, args: dict[str, object]) -> None:
@@ -103,7 +108,6 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     bench("fs.read 4KiB code", "fs.read", {"path": "mod.py"})
 
     # parts of the echo path
-    policies, guards, _ = session.policy()
     ctx = GuardContext("echo", {"text": "hello"}, {"text": "hello"}, "", "hello-world", ())
     parts: dict[str, list[int]] = {"policy": [], "digest": [], "audit": [], "store": []}
     for i in range(warmup + iters):
@@ -112,11 +116,11 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
         t1 = time.perf_counter_ns()
         digest({"text": "hello"})
         t2 = time.perf_counter_ns()
-        session.audit.emit("tool_call", run_id=run.run_id, step_index=0, tool="echo")
+        session.audit.emit("tool_call", run_id=run_id, step_index=0, tool="echo")
         t3 = time.perf_counter_ns()
         session.store.record_call(
             CallRecord(
-                run.run_id,
+                run_id,
                 f"p/{i}",
                 "p",
                 "echo",
@@ -143,6 +147,8 @@ def cold_start(runs: int) -> dict[str, dict[str, float]]:
     tmp = Path(tempfile.mkdtemp(prefix="proctor-cold-"))
     (tmp / ".proctor").mkdir()
     env = dict(os.environ, PROCTOR_HOME=str(tmp / "home"))
+    # an installed copy has its bytecode compiled; let the warm-up run write it
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = {}
     for label, argv in (
         ("proctor --help", [str(proctor), "--help"]),
