@@ -270,6 +270,7 @@ def min_width(pattern: str, alphabet: str) -> float:
 
 
 SHORT_ALPHABET = string.ascii_letters + string.digits + "_./ -"
+SNAKE_ALPHABET = string.ascii_lowercase + string.digits + "_."
 DIGEST_ALPHABET = "sha256:" + HEX
 UUID_ALPHABET = HEX + "-"
 TIME_ALPHABET = string.digits + "-:T Z.+"
@@ -284,11 +285,16 @@ def test_min_width_reads_patterns_right() -> None:
     assert min_width(r"\d+:", "0123") == INF
 
 
-def test_no_shape_fits_a_short_plain_string() -> None:
-    widths = [(s.kind, min_width(s.pattern.pattern, SHORT_ALPHABET)) for s in san._SHAPES]
-    assert min(width for _kind, width in widths) > san.SHORT_PLAIN, widths
+@pytest.mark.parametrize(
+    ("alphabet", "longest"),
+    [(SHORT_ALPHABET, san.SHORT_PLAIN), (SNAKE_ALPHABET, san.SHORT_SNAKE)],
+    ids=["plain", "snake"],
+)
+def test_no_shape_fits_a_short_plain_string(alphabet: str, longest: int) -> None:
+    widths = [(s.kind, min_width(s.pattern.pattern, alphabet)) for s in san._SHAPES]
+    assert min(width for _kind, width in widths) > longest, widths
     # An assignment needs ``=`` or ``:``; neither is in the alphabet.
-    assert min_width(san._ASSIGN.pattern, SHORT_ALPHABET) == INF
+    assert min_width(san._ASSIGN.pattern, alphabet) == INF
 
 
 @pytest.mark.parametrize(
@@ -305,6 +311,7 @@ FORMS = st.one_of(
     st.datetimes().map(lambda d: d.isoformat()),
     st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat(timespec="microseconds")),
     st.text(SHORT_ALPHABET, max_size=san.SHORT_PLAIN),
+    st.text(SNAKE_ALPHABET, max_size=san.SHORT_SNAKE),
 )
 
 

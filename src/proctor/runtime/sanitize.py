@@ -38,6 +38,7 @@ import base64
 import dataclasses
 import datetime as _dt
 import enum
+import functools
 import json
 import math
 import re
@@ -278,7 +279,8 @@ class _Walker:
             return "[CYCLE]"
         self.active.add(id(node))
         try:
-            if isinstance(node, Mapping):
+            kind = type(node)
+            if kind is dict or (kind is not list and isinstance(node, Mapping)):
                 return self.mapping(node, path)
             items = [self.walk(item, (path, i, _INDEX)) for i, item in enumerate(node)]
             if isinstance(node, (set, frozenset)):
@@ -291,13 +293,22 @@ class _Walker:
         taint = self.taint
         out: dict[str, Any] = {}
         for raw_key, item in node.items():
+            if taint is None and type(raw_key) is str and _plain_key(raw_key):
+                kind = type(item)
+                if kind is str:
+                    if len(item) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(item) is not None:
+                        out[raw_key] = item
+                    else:
+                        out[raw_key] = self.text(item, (path, raw_key, _KEY))
+                elif item is None or kind is int or kind is bool:
+                    out[raw_key] = item
+                else:
+                    out[raw_key] = self.walk(item, (path, raw_key, _KEY))
+                continue
             key = raw_key if isinstance(raw_key, str) else str(self.walk(raw_key, path))
-            if taint is None and len(key) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(key):
-                safe_key = key
-            else:
-                safe_key = scrub_text(key, taint)
-                if safe_key != key:
-                    self.redacted.append((path, "", _KEY_ITSELF))
+            safe_key = scrub_text(key, taint)
+            if safe_key != key:
+                self.redacted.append((path, "", _KEY_ITSELF))
             if is_secret_name(key) and not _empty(item):
                 out[safe_key] = marker("secret_field")
                 self.redacted.append((path, safe_key, _KEY))
@@ -306,3 +317,14 @@ class _Walker:
             else:
                 out[safe_key] = self.walk(item, (path, safe_key, _KEY))
         return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_key(key: str) -> bool:
+    """A mapping key that no detector can change and that names no secret (used without taint:
+    a tainted value may be any string)."""
+    return (
+        len(key) <= SAFE_FORM_MAX
+        and SAFE_FORM.fullmatch(key) is not None
+        and not is_secret_name(key)
+    )

@@ -181,9 +181,11 @@ _SHAPES: tuple[_Shape, ...] = (
 
 # ``name = value`` / ``"name": "value"`` in text, where the name is secret (decided in Python).
 # The name is the whole run of name characters before the operator (hence the possessive
-# ``{0,63}+``: backing off could only leave a name character before the operator).
+# ``{0,63}+``: backing off could only leave a name character before the operator); the look-
+# behind that no name character precedes it comes after its first letter, so that sre only
+# tries it at letters.
 _ASSIGN = re.compile(
-    r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]{0,63}+)[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"
+    r"(?P<name>[A-Za-z_](?<![\w.-][A-Za-z_])[\w.-]{0,63}+)[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"
     r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{1,4096})(?P=q)"
     r"|(?P<v>(?:!![A-Za-z]+[ \t]+|(?:Bearer|Basic|Token|Bot)[ \t]+)?[^\s\"',;&)\]}]{1,4096}))"
 )
@@ -272,11 +274,12 @@ KINDS: tuple[str, ...] = (
 )
 
 
-# The cue scans: one per direction and first character of a cue, each
-# ``<literal>(?:(?P<gN>rest)|...)`` where group ``gN`` names the shapes to run. A scan runs
-# only where ``in`` (memchr) finds its first character: sre searches a pattern that starts
-# with a literal far faster than one that starts with a set, so there is no combined scan.
-_Scan: TypeAlias = tuple[str, re.Pattern[str], dict[str, tuple[int, ...]]]
+# The cue scans: one per direction and first character, ``<literal>(?:rest|rest|...)``. A scan
+# runs only where ``in`` (memchr) finds its first character: sre searches a pattern that
+# starts with a literal far faster than one that starts with a set (so there is no combined
+# scan), and faster again without capture groups (so a hit, which is rare, is attributed to
+# its shapes afterwards by matching each cue on its own).
+_Scan: TypeAlias = tuple[str, re.Pattern[str], tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]]
 
 
 def _cue_scans(back: bool) -> tuple[_Scan, ...]:
@@ -286,9 +289,9 @@ def _cue_scans(back: bool) -> tuple[_Scan, ...]:
             cues.setdefault(shape.first, {}).setdefault(shape.rest, []).append(index)
     scans = []
     for first, rests in sorted(cues.items()):
-        groups = {f"g{n}": tuple(indexes) for n, indexes in enumerate(rests.values())}
-        inner = "|".join(f"(?P<g{n}>{rest})" for n, rest in enumerate(rests))
-        scans.append((first, re.compile(f"{re.escape(first)}(?:{inner})"), groups))
+        lead = re.escape(first)
+        each = tuple((re.compile(f"{lead}(?:{rest})"), tuple(ix)) for rest, ix in rests.items())
+        scans.append((first, re.compile(f"{lead}(?:{'|'.join(rests)})"), each))
     return tuple(scans)
 
 
@@ -299,20 +302,28 @@ def _kinds(*kinds: str) -> tuple[int, ...]:
     return tuple(i for i, s in enumerate(_SHAPES) if s.kind in kinds)
 
 
-# Shapes whose text is matched case-insensitively, by a word every match contains (the bot
-# token is looked for only where the text names Discord). ASCII text is lowered once and
-# searched for the word (a literal regex: sre beats ``in`` on such words); other text by the
-# word under re.IGNORECASE, which also folds characters such as U+0130 and U+212A onto ASCII
-# letters the way the shape's own (?i) does.
-_CASELESS_CUES: tuple[tuple[re.Pattern[str], re.Pattern[str], tuple[int, ...]], ...] = tuple(
-    (re.compile(word), re.compile(word, re.IGNORECASE), _kinds(*kinds))
-    for word, kinds in (
-        ("earer", ("bearer_token",)),
-        ("uthorization", ("basic_auth",)),
-        ("iscord", ("discord_webhook", "discord_token")),
+# Shapes whose text is matched case-insensitively, by words every match contains, all of which
+# must be present (the bot token is looked for only where the text names Discord). ASCII
+# text is lowered once and searched for each word (a literal regex: sre beats ``in`` on such
+# words, the more so when the first letter is rare); other text by the words under
+# re.IGNORECASE, which also folds characters such as U+0130 and U+212A onto ASCII letters the
+# way the shape's own (?i) does.
+_Words: TypeAlias = tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]]
+_CASELESS_CUES: tuple[tuple[_Words, tuple[int, ...]], ...] = tuple(
+    (
+        (
+            tuple(re.compile(word) for word in words),
+            tuple(re.compile(word, re.IGNORECASE) for word in words),
+        ),
+        _kinds(*kinds),
+    )
+    for words, kinds in (
+        (("bearer",), ("bearer_token",)),  # the shape is [Bb]earer
+        (("zation", "basic", "uthorization"), ("basic_auth",)),  # cheapest first
+        (("iscord",), ("discord_webhook", "discord_token")),
     )
 )
-assert {i for *_, indexes in _CASELESS_CUES for i in indexes} == {
+assert {i for _words, indexes in _CASELESS_CUES for i in indexes} == {
     i for i, s in enumerate(_SHAPES) if not s.first
 }, "every shape needs a cue"
 
@@ -321,10 +332,12 @@ assert {i for *_, indexes in _CASELESS_CUES for i in indexes} == {
 
 # Whole strings that cannot hold a credential shape or a secret-named assignment, so the scan
 # is skipped (tests/runtime/test_sanitize.py proves each from the patterns themselves): a
-# ``sha256:`` digest, a UUID, an ISO date or timestamp, and up to SHORT_PLAIN characters of
-# ``[A-Za-z0-9_./ -]`` (no shape fits in so few of those characters, and without ``=`` or
-# ``:`` there is no assignment). Tainted values are still replaced in them first.
+# ``sha256:`` digest, a UUID, an ISO date or timestamp, up to SHORT_PLAIN characters of
+# ``[A-Za-z0-9_./ -]`` and up to SHORT_SNAKE of ``[a-z0-9_.]`` (no shape fits in so few of
+# those characters, and without ``=`` or ``:`` there is no assignment). Tainted values are
+# still replaced in them first.
 SHORT_PLAIN = 14
+SHORT_SNAKE = 17
 SAFE_FORM = re.compile(
     r"sha256:[0-9a-f]{64}"
     r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -332,31 +345,41 @@ SAFE_FORM = re.compile(
     r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
     r"(?:Z|[+-][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?)?"
     rf"|[A-Za-z0-9_./ -]{{0,{SHORT_PLAIN}}}"
+    rf"|[a-z0-9_.]{{0,{SHORT_SNAKE}}}"
 )
 SAFE_FORM_MAX = 71  # the longest string SAFE_FORM can match (a digest)
 
 
+# In a short text one search for any first character of a cue is cheaper than a memchr each.
+_ANY_FIRST = re.compile(
+    "[" + "".join(sorted({re.escape(s.first) for s in _SHAPES if s.first})) + "]"
+)
+_SHORT = 256
+
+
 def _shape_cues(text: str) -> set[int]:
     shapes: set[int] = set()
-    for first, scan, groups in _FORWARD_SCANS:
-        if first in text:
-            for match in scan.finditer(text):
-                shapes.update(groups[match.lastgroup or ""])
     backwards = ""
-    for first, scan, groups in _BACKWARD_SCANS:
-        if first in text:
-            backwards = backwards or text[::-1]
-            for match in scan.finditer(backwards):
-                shapes.update(groups[match.lastgroup or ""])
-    if text.isascii():
-        lowered = text.lower()
-        for word, _caseless, indexes in _CASELESS_CUES:
-            if word.search(lowered) is not None:
-                shapes.update(indexes)
-    else:
-        for _word, caseless, indexes in _CASELESS_CUES:
-            if caseless.search(text) is not None:
-                shapes.update(indexes)
+    scanned = len(text) > _SHORT or _ANY_FIRST.search(text) is not None
+    for scans, back in ((_FORWARD_SCANS, False), (_BACKWARD_SCANS, True)) if scanned else ():
+        for first, scan, each in scans:
+            if first not in text:
+                continue
+            if back and not backwards:
+                backwards = text[::-1]
+            where = backwards if back else text
+            for match in scan.finditer(where):
+                for cue, indexes in each:
+                    if cue.match(where, match.start()):
+                        shapes.update(indexes)
+    ascii = text.isascii()
+    where = text.lower() if ascii else text
+    for (lowered, caseless), indexes in _CASELESS_CUES:
+        for word in lowered if ascii else caseless:
+            if word.search(where) is None:
+                break
+        else:
+            shapes.update(indexes)
     return shapes
 
 
