@@ -54,7 +54,12 @@ def cli(root: Path, *args: str, stdin: str = "") -> tuple[float, subprocess.Comp
     started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "proctor", *args],
-        cwd=root, env=env_for(root), input=stdin, capture_output=True, text=True, check=False,
+        cwd=root,
+        env=env_for(root),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return time.perf_counter() - started, out
 
@@ -73,7 +78,9 @@ def p95(values: list[float]) -> float:
 
 def show(label: str, values: list[float]) -> None:
     ms = [v * 1000 for v in values]
-    print(f"{label:<46} median {statistics.median(ms):8.1f} ms   p95 {p95(ms):8.1f} ms   n={len(ms)}")
+    print(
+        f"{label:<46} median {statistics.median(ms):8.1f} ms   p95 {p95(ms):8.1f} ms   n={len(ms)}"
+    )
 
 
 def latency(root: Path, runs: int) -> None:
@@ -106,7 +113,9 @@ def throughput(root: Path, paused: int) -> None:
     pause_total = time.perf_counter() - started
     assert all(e.status == "needs_approval" for e in envelopes)
     # One subprocess resume with every other run still paused in the store.
-    took, out = cli(root, "resume", envelopes[-1].run_id or "", "-", stdin=approval(envelopes[-1].to_json()))
+    took, out = cli(
+        root, "resume", envelopes[-1].run_id or "", "-", stdin=approval(envelopes[-1].to_json())
+    )
     assert out.returncode == 0, out.stderr
     resume_times = []
     started = time.perf_counter()
@@ -117,11 +126,15 @@ def throughput(root: Path, paused: int) -> None:
         assert done.status == "sealed"
     resume_total = time.perf_counter() - started
     session.close()
-    print(f"{paused} runs paused in one store: {paused / pause_total:7.1f} pauses/s"
-          f" ({pause_total:.2f} s)")
+    print(
+        f"{paused} runs paused in one store: {paused / pause_total:7.1f} pauses/s"
+        f" ({pause_total:.2f} s)"
+    )
     show("  per run: run -> pause (in process)", pause_times)
-    print(f"{len(resume_times)} paused runs resumed: {len(resume_times) / resume_total:7.1f} resumes/s"
-          f" ({resume_total:.2f} s)")
+    print(
+        f"{len(resume_times)} paused runs resumed:"
+        f" {len(resume_times) / resume_total:7.1f} resumes/s ({resume_total:.2f} s)"
+    )
     show("  per run: resume -> seal (in process)", resume_times)
     show(f"  proctor resume with {paused} runs in the store", [took])
 

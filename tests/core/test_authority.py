@@ -45,10 +45,15 @@ def _wider_or_equal(a: Authority, b: Authority) -> bool:
     )
 
 
-@given(authorities, st.sampled_from([None, *EFFECTS_ORDER]), st.sampled_from([None, *REACH_ORDER]),
-       limits)
-def test_narrowing_never_widens(host: Authority, effects: str | None, reach: str | None,
-                                max_calls: int | None) -> None:
+@given(
+    authorities,
+    st.sampled_from([None, *EFFECTS_ORDER]),
+    st.sampled_from([None, *REACH_ORDER]),
+    limits,
+)
+def test_narrowing_never_widens(
+    host: Authority, effects: str | None, reach: str | None, max_calls: int | None
+) -> None:
     got = narrow(host, effects=effects, reach=reach, limits={"max_calls": max_calls})
     assert _wider_or_equal(host, got)
     if effects is not None:
@@ -125,5 +130,9 @@ def test_floor_decisions() -> None:
 
 
 def test_certain_changes_names_each_step() -> None:
-    steps = [("read", "fs.read", "read"), ("write", "fs.write", "write"), ("go", "command.execute", "process")]
+    steps = [
+        ("read", "fs.read", "read"),
+        ("write", "fs.write", "write"),
+        ("go", "command.execute", "process"),
+    ]
     assert certain_changes(steps) == ["write (fs.write)", "go (command.execute)"]

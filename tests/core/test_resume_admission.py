@@ -19,10 +19,12 @@ QUESTION = RequestView(
     "question",
     D3,
     "open",
-    body={"questions": [
-        {"id": "colour", "options": ["red", "blue"], "free_text": False, "required": True},
-        {"id": "note", "options": [], "free_text": True, "required": False},
-    ]},
+    body={
+        "questions": [
+            {"id": "colour", "options": ["red", "blue"], "free_text": False, "required": True},
+            {"id": "note", "options": [], "free_text": True, "required": False},
+        ]
+    },
 )
 
 
@@ -30,7 +32,9 @@ def admit(doc: dict[str, Any], requests: list[RequestView], sealed: bool = False
     return admit_resume(parse_resume_document(doc), sealed=sealed, requests=requests)
 
 
-def refused(doc: dict[str, Any], requests: list[RequestView], code: str, sealed: bool = False) -> None:
+def refused(
+    doc: dict[str, Any], requests: list[RequestView], code: str, sealed: bool = False
+) -> None:
     with pytest.raises(ResumeRefused) as exc:
         admit(doc, requests, sealed)
     assert exc.value.code == code, exc.value.message
@@ -46,21 +50,32 @@ def test_refusals() -> None:
     refused({"approvals": {"other": ok}}, [APPROVAL], "unknown_address")
     refused({"approvals": {"edit": {**ok, "request_digest": D2}}}, [APPROVAL], "digest_mismatch")
     refused({"answers": {"edit": {"request_digest": D1, "value": {}}}}, [APPROVAL], "wrong_lane")
-    refused({"approvals": {"draft": {"request_digest": D2, "approved": True}}}, [TURN], "wrong_lane")
+    refused(
+        {"approvals": {"draft": {"request_digest": D2, "approved": True}}}, [TURN], "wrong_lane"
+    )
     refused({"approvals": {"edit": {"request_digest": D1}}}, [APPROVAL], "answer_invalid")
-    refused({"approvals": {"edit": ok}, "close": {"outcome": "declined"}}, [APPROVAL], "close_not_alone")
+    refused(
+        {"approvals": {"edit": ok}, "close": {"outcome": "declined"}}, [APPROVAL], "close_not_alone"
+    )
     refused({"close": {"outcome": "declined"}}, [APPROVAL], "run_sealed", sealed=True)
 
 
 def test_one_bad_entry_refuses_the_whole_document() -> None:
-    doc = {"approvals": {"edit": {"request_digest": D1, "approved": True},
-                         "other": {"request_digest": D1, "approved": True}}}
+    doc = {
+        "approvals": {
+            "edit": {"request_digest": D1, "approved": True},
+            "other": {"request_digest": D1, "approved": True},
+        }
+    }
     refused(doc, [APPROVAL], "unknown_address")
 
 
 def test_same_decision_twice_and_replacement() -> None:
     decided = RequestView(
-        "edit", "approval", D1, "decided",
+        "edit",
+        "approval",
+        D1,
+        "decided",
         decision={"request_digest": D1, "lane": "approvals", "approved": True, "reason": None},
     )
     same = admit({"approvals": {"edit": {"request_digest": D1, "approved": True}}}, [decided])
@@ -68,19 +83,33 @@ def test_same_decision_twice_and_replacement() -> None:
     other = admit({"approvals": {"edit": {"request_digest": D1, "approved": False}}}, [decided])
     assert other.decisions["edit"]["approved"] is False
     used = RequestView("edit", "approval", D1, "used", decision=decided.decision)
-    refused({"approvals": {"edit": {"request_digest": D1, "approved": False}}}, [used], "already_answered")
+    refused(
+        {"approvals": {"edit": {"request_digest": D1, "approved": False}}},
+        [used],
+        "already_answered",
+    )
     again = admit({"approvals": {"edit": {"request_digest": D1, "approved": True}}}, [used])
     assert again.decisions == {}
 
 
 def test_sealed_run_takes_only_what_it_took() -> None:
     used = RequestView(
-        "edit", "approval", D1, "used",
+        "edit",
+        "approval",
+        D1,
+        "used",
         decision={"request_digest": D1, "lane": "approvals", "approved": True, "reason": None},
     )
     assert admit({}, [used], sealed=True).decisions == {}
-    assert admit({"approvals": {"edit": {"request_digest": D1, "approved": True}}}, [used], sealed=True).unchanged
-    refused({"approvals": {"edit": {"request_digest": D1, "approved": False}}}, [used], "run_sealed", sealed=True)
+    assert admit(
+        {"approvals": {"edit": {"request_digest": D1, "approved": True}}}, [used], sealed=True
+    ).unchanged
+    refused(
+        {"approvals": {"edit": {"request_digest": D1, "approved": False}}},
+        [used],
+        "run_sealed",
+        sealed=True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,7 +123,11 @@ def test_sealed_run_takes_only_what_it_took() -> None:
     ],
 )
 def test_question_answers_checked(value: dict[str, Any]) -> None:
-    refused({"approvals": {"pick": {"request_digest": D3, "value": value}}}, [QUESTION], "answer_invalid")
+    refused(
+        {"approvals": {"pick": {"request_digest": D3, "value": value}}},
+        [QUESTION],
+        "answer_invalid",
+    )
 
 
 def test_question_answer_accepted() -> None:
@@ -105,8 +138,14 @@ def test_question_answer_accepted() -> None:
 
 def test_retry_takes_a_boolean() -> None:
     retry = RequestView("run/retry", "retry", D1, "open")
-    refused({"approvals": {"run/retry": {"request_digest": D1, "value": {"retry": "yes"}}}}, [retry], "answer_invalid")
-    plan = admit({"approvals": {"run/retry": {"request_digest": D1, "value": {"retry": False}}}}, [retry])
+    refused(
+        {"approvals": {"run/retry": {"request_digest": D1, "value": {"retry": "yes"}}}},
+        [retry],
+        "answer_invalid",
+    )
+    plan = admit(
+        {"approvals": {"run/retry": {"request_digest": D1, "value": {"retry": False}}}}, [retry]
+    )
     assert plan.decisions["run/retry"]["retry"] is False
 
 

@@ -99,9 +99,10 @@ def proctor(
     root: Path, args: list[str], *, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in ``root`` (test hooks on, no kill unless ``env`` asks)."""
-    full = {
-        k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")
-    } | {"PROCTOR_HOME": str(root / ".home"), "PROCTOR_TEST_HOOKS": "1"}
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")} | {
+        "PROCTOR_HOME": str(root / ".home"),
+        "PROCTOR_TEST_HOOKS": "1",
+    }
     full.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "proctor", *args],
@@ -160,7 +161,9 @@ def drive_clean(root: Path, flavour: str = "allow") -> tuple[list[list[str]], li
         else:
             doc = _approve_all(envelope, root)
             documents.append(doc)
-            out = proctor(root, ["resume", str(run_id), "-", "--json"], stdin=json.dumps(doc), env=env)
+            out = proctor(
+                root, ["resume", str(run_id), "-", "--json"], stdin=json.dumps(doc), env=env
+            )
         traces.append(trace.read_text().split() if trace.exists() else [])
         envelope = json.loads(out.stdout)
         run_id = envelope["run_id"]
@@ -170,9 +173,7 @@ def drive_clean(root: Path, flavour: str = "allow") -> tuple[list[list[str]], li
 
 
 def _files(root: Path) -> dict[str, str | None]:
-    return {
-        name: (root / name).read_text() if (root / name).exists() else None for name in BEFORE
-    }
+    return {name: (root / name).read_text() if (root / name).exists() else None for name in BEFORE}
 
 
 def run_scenario(
@@ -198,10 +199,14 @@ def run_scenario(
             # The person's decision on what the paused run showed.
             doc = _approve_all(envelope, root)
             decided = set(doc.get("approvals", {}))
-            out = proctor(root, ["resume", str(run_id), "-", "--json"], stdin=json.dumps(doc), env=env)
+            out = proctor(
+                root, ["resume", str(run_id), "-", "--json"], stdin=json.dumps(doc), env=env
+            )
         if index == invocation:
             if out.returncode != -9:
-                outcome.violations.append(f"{point}: the driver was not killed (rc {out.returncode})")
+                outcome.violations.append(
+                    f"{point}: the driver was not killed (rc {out.returncode})"
+                )
             break
         envelope = json.loads(out.stdout)
         run_id = envelope["run_id"]
@@ -220,7 +225,9 @@ def run_scenario(
     for attempt in range(8):
         out = proctor(root, ["resume", run_id, "-", "--json"], stdin=json.dumps(doc))
         if out.returncode not in (0, 1, 10):
-            outcome.violations.append(f"{point}: resume failed rc {out.returncode}: {out.stderr.strip()}")
+            outcome.violations.append(
+                f"{point}: resume failed rc {out.returncode}: {out.stderr.strip()}"
+            )
             break
         envelope = json.loads(out.stdout)
         outcome.final_status = envelope["status"] + (

@@ -66,17 +66,28 @@ def _env(root: Path) -> dict[str, str]:
     return env | {"PROCTOR_HOME": str(root / ".home")}
 
 
-def _proctor(root: Path, *args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _proctor(
+    root: Path, *args: str, stdin: str = "", cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "proctor", *args], cwd=cwd or root, env=_env(root), input=stdin,
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "proctor", *args],
+        cwd=cwd or root,
+        env=_env(root),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def _start(root: Path, seconds: float) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "proctor", "run", "slow", "-i", f"seconds={seconds}", "--json"],
-        cwd=root, env=_env(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=root,
+        env=_env(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -93,8 +104,9 @@ def _run_id(root: Path) -> str:
 
 
 def test_pause_exits_10_and_resume_works_from_a_subfolder(ws: Path) -> None:
-    out = _proctor(ws, "run", "slow", "-i", "seconds=0", "--json",
-                   "--run-authority", '{"effects": "ask"}')
+    out = _proctor(
+        ws, "run", "slow", "-i", "seconds=0", "--json", "--run-authority", '{"effects": "ask"}'
+    )
     assert out.returncode == 10, out.stderr
     env = json.loads(out.stdout)
     assert env["status"] == "needs_approval"
@@ -102,8 +114,9 @@ def test_pause_exits_10_and_resume_works_from_a_subfolder(ws: Path) -> None:
     assert not (ws / "counter.txt").exists()
     doc = env["answers_template"]
     doc["approvals"]["work"].update({"approved": True, "reason": "fine"})
-    done = _proctor(ws, "resume", env["run_id"], "-", "--json", stdin=json.dumps(doc),
-                    cwd=ws / "sub" / "deeper")
+    done = _proctor(
+        ws, "resume", env["run_id"], "-", "--json", stdin=json.dumps(doc), cwd=ws / "sub" / "deeper"
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["outcome"] == "completed"
     assert (ws / "counter.txt").read_text() == "1"
@@ -120,8 +133,13 @@ def test_human_output_shows_the_diff_template_and_command(ws: Path) -> None:
 
 
 def test_help_documents_exit_codes() -> None:
-    out = subprocess.run([sys.executable, "-m", "proctor", "run", "--help"],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "proctor", "run", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert "10 paused" in out.stdout and "143" in out.stdout and "130" in out.stdout
 
 

@@ -43,7 +43,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 def test_argv_is_exact_and_no_shell_expands_it(ws: Path) -> None:
-    _skill(ws, f'{{argv: ["{PY}", "-c", "import sys; print(sys.argv[1:])", "$$HOME; rm -rf x", "*"]}}')
+    _skill(
+        ws, f'{{argv: ["{PY}", "-c", "import sys; print(sys.argv[1:])", "$$HOME; rm -rf x", "*"]}}'
+    )
     env = session(ws).run("cmd", cwd=ws)
     assert env.outcome == "completed", env.refusal
     out = env.result
@@ -124,7 +126,9 @@ def test_under_ask_it_pauses_with_argv_cwd_and_digest_and_runs_once_approved(ws:
 def test_standing_command_prefix_admits_only_that_prefix(ws: Path) -> None:
     _skill(ws, f'{{argv: ["{PY}", "tools/count.py", "counter.txt"]}}')
     s = session(ws)
-    ok = authority(effects="ask", standing_approvals=[{"commands": {"argv_prefix": [PY, "tools/count.py"]}}])
+    ok = authority(
+        effects="ask", standing_approvals=[{"commands": {"argv_prefix": [PY, "tools/count.py"]}}]
+    )
     assert s.run("cmd", authority=ok, cwd=ws).outcome == "completed"
     other = authority(effects="ask", standing_approvals=[{"commands": {"argv_prefix": [PY, "-c"]}}])
     assert s.run("cmd", authority=other, cwd=ws).status == "needs_approval"

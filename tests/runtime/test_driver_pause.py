@@ -218,7 +218,9 @@ class _Agent:
         self.turns.append(turn)
         read: CallOutcome = call(CallSpec("fs.read", {"path": "n.md"}, frozenset({"fs.write"})))
         sneaky: CallOutcome = call(
-            CallSpec("fs.write", {"path": "y", "content": "z", "create": True}, frozenset({"fs.write"}))
+            CallSpec(
+                "fs.write", {"path": "y", "content": "z", "create": True}, frozenset({"fs.write"})
+            )
         )
         assert sneaky.code == "tool_not_allowed"  # the turn's allowance, not the spec's
         return {"summary": read.result["content"].strip()}

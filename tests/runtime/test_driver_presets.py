@@ -47,16 +47,23 @@ def test_cli_round_trip_and_run_with_preset(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
 
     def proctor(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "proctor", *args], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "proctor", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     assert proctor("authority", "save", "ro", "auth.json").returncode == 0
     assert "ro" in proctor("authority", "list").stdout
     assert json.loads(proctor("authority", "show", "ro").stdout)["authority"]["effects"] == "none"
     (root / "n.md").write_text("x\n")
     example = str(repo / "examples" / "notes-editor") + "#publish"
-    out = proctor("run", example, "-i", "source=n.md", "-i", "target=m.md", "--authority", "ro",
-                  "--json")
+    out = proctor(
+        "run", example, "-i", "source=n.md", "-i", "target=m.md", "--authority", "ro", "--json"
+    )
     assert out.returncode == 1
     assert json.loads(out.stdout)["refusal"]["code"] == "effects_none"
     assert not (root / "m.md").exists()

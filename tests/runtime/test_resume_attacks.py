@@ -1,4 +1,4 @@
-"""Hostile resume documents: each is refused with its code, and the store and files are unchanged."""
+"""Hostile resume documents: each refused with its code; the store and files stay unchanged."""
 
 from __future__ import annotations
 
@@ -154,8 +154,8 @@ def test_same_decision_twice_is_recorded_once_and_a_new_one_replaces_an_unused_o
     s = session(root)
     plan = approve(env, approved=False)
     # Record a decline without driving (as if the driver crashed right after recording it).
-    from proctor.core.resume import admit_resume
     from proctor.contracts.resume import parse_resume_document
+    from proctor.core.resume import admit_resume
 
     views = s._request_views(env.run_id)
     first = admit_resume(parse_resume_document(plan), sealed=False, requests=views)

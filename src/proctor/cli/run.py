@@ -16,8 +16,14 @@ INPUTS_CAP = 64 * 1024 * 1024
 EXIT_PAUSED = 10
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
-EXIT_CODES = {"completed": 0, "failed": 1, "blocked": 1, "declined": 1, "superseded": 1,
-              "killed": 1}
+EXIT_CODES = {
+    "completed": 0,
+    "failed": 1,
+    "blocked": 1,
+    "declined": 1,
+    "superseded": 1,
+    "killed": 1,
+}
 EXIT_HELP = (
     "Exit codes: 0 completed; 1 failed, blocked, declined or superseded; 2 usage, parse or"
     " resume-document error; 3 configuration error; 10 paused (needs_approval or"
@@ -119,23 +125,57 @@ def read_inputs_document(source: str) -> dict[str, Any]:
 
 @click.command("run", epilog=EXIT_HELP)
 @click.argument("ref")
-@click.option("-i", "--input", "pairs", multiple=True, metavar="NAME=VALUE",
-              help="An input, typed by the method's schema (repeatable).")
-@click.option("--inputs", "inputs_file", metavar="FILE|-",
-              help="All inputs as one JSON object from a file or stdin (64 MiB cap).")
-@click.option("--run-authority", "run_authority", metavar="JSON",
-              help='What the host grants, e.g. \'{"effects": "ask", "reach": "workspace"}\'.')
-@click.option("--authority", "preset", metavar="NAME",
-              help="A saved authority preset (proctor authority save); only where it applies.")
-@click.option("--profile", "profile", metavar="NAME",
-              help="The credential profile to use first (proctor credential list).")
-@click.option("--directive", "directive", metavar="ID",
-              help='Run directive ID; REF is then the request: run --directive ID "request".')
+@click.option(
+    "-i",
+    "--input",
+    "pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An input, typed by the method's schema (repeatable).",
+)
+@click.option(
+    "--inputs",
+    "inputs_file",
+    metavar="FILE|-",
+    help="All inputs as one JSON object from a file or stdin (64 MiB cap).",
+)
+@click.option(
+    "--run-authority",
+    "run_authority",
+    metavar="JSON",
+    help='What the host grants, e.g. \'{"effects": "ask", "reach": "workspace"}\'.',
+)
+@click.option(
+    "--authority",
+    "preset",
+    metavar="NAME",
+    help="A saved authority preset (proctor authority save); only where it applies.",
+)
+@click.option(
+    "--profile",
+    "profile",
+    metavar="NAME",
+    help="The credential profile to use first (proctor credential list).",
+)
+@click.option(
+    "--directive",
+    "directive",
+    metavar="ID",
+    help='Run directive ID; REF is then the request: run --directive ID "request".',
+)
 @click.option("--drive", is_flag=True, help="Drive agent turns with the configured model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope.")
-def run(ref: str, pairs: tuple[str, ...], inputs_file: str | None, run_authority: str | None,
-        preset: str | None, profile: str | None, directive: str | None, drive: bool,
-        as_json: bool) -> None:
+def run(
+    ref: str,
+    pairs: tuple[str, ...],
+    inputs_file: str | None,
+    run_authority: str | None,
+    preset: str | None,
+    profile: str | None,
+    directive: str | None,
+    drive: bool,
+    as_json: bool,
+) -> None:
     """Run REF (PATH[#METHOD] or a skills/ catalog name) under governance.
 
     A run that waits on a person or an agent prints its requests, an answers template bound
@@ -148,8 +188,14 @@ def run(ref: str, pairs: tuple[str, ...], inputs_file: str | None, run_authority
     if directive is not None:
         from proctor.cli.directives import run_directive_command
 
-        return run_directive_command(directive, ref, drive=drive, as_json=as_json,
-                                     max_steps=None, run_authority=run_authority)
+        return run_directive_command(
+            directive,
+            ref,
+            drive=drive,
+            as_json=as_json,
+            max_steps=None,
+            run_authority=run_authority,
+        )
     inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
     authority = host_authority(run_authority, preset)
     session = Session(Workspace.discover(Path.cwd()))
@@ -183,8 +229,10 @@ def render_envelope(doc: dict[str, Any]) -> None:
     out = Console(highlight=False, soft_wrap=True)
     outcome = str(doc.get("outcome") or doc.get("status"))
     mark = {"completed": "[green]completed[/]"}.get(outcome, f"[red]{outcome}[/]")
-    out.print(f"{mark}  {escape(str(doc.get('skill')))}#{escape(str(doc.get('method')))}"
-              f"  run {doc.get('run_id')}")
+    out.print(
+        f"{mark}  {escape(str(doc.get('skill')))}#{escape(str(doc.get('method')))}"
+        f"  run {doc.get('run_id')}"
+    )
     for entry in doc.get("trace") or []:
         status = entry["outcome"]
         line = f"  step {escape(entry['step'])}: {escape(entry['tool'])} {status}"
@@ -197,8 +245,10 @@ def render_envelope(doc: dict[str, Any]) -> None:
     if refusal:
         where = f" at step {refusal['step']}" if refusal.get("step") else ""
         rule = f" (rule {refusal['rule_id']})" if refusal.get("rule_id") else ""
-        out.print(f"[red]refused{escape(where)}[/]: {escape(refusal['message'])} "
-                  + escape(f"[{refusal['code']}]{rule}"))
+        out.print(
+            f"[red]refused{escape(where)}[/]: {escape(refusal['message'])} "
+            + escape(f"[{refusal['code']}]{rule}")
+        )
     if doc.get("result") is not None:
         out.print("result: " + escape(json.dumps(doc["result"], ensure_ascii=False)))
     for note in doc.get("notes") or []:
@@ -206,8 +256,10 @@ def render_envelope(doc: dict[str, Any]) -> None:
     for request in doc.get("requests") or []:
         if request.get("kind") == "credential":
             continue  # needs_credential: its setup commands are in the notes above
-        out.print(f"[yellow]waiting[/] {escape(str(request.get('kind')))} at"
-                  f" {escape(str(request.get('address')))}  {request.get('request_digest')}")
+        out.print(
+            f"[yellow]waiting[/] {escape(str(request.get('kind')))} at"
+            f" {escape(str(request.get('address')))}  {request.get('request_digest')}"
+        )
         for key in ("reason", "tool", "question"):
             if request.get(key):
                 out.print(f"    {key}: {escape(str(request[key]))}")

@@ -60,9 +60,9 @@ def _covering(authority: Authority, change: Change) -> tuple[int, StandingApprov
             return index, entry
         if change.argv is not None and entry.covers_argv(change.argv) and entry.kind != "local":
             return index, entry
-        if change.paths and change.effect == "write" and entry.kind == "edits":
-            if entry.covers_paths(change.paths):
-                return index, entry
+        edits = change.paths and change.effect == "write" and entry.kind == "edits"
+        if edits and entry.covers_paths(change.paths):
+            return index, entry
     return None
 
 

@@ -390,7 +390,9 @@ class Session:
         doc = (
             document
             if isinstance(document, ResumeDocument)
-            else parse_resume_document(dict(document) if isinstance(document, Mapping) else document)
+            else parse_resume_document(
+                dict(document) if isinstance(document, Mapping) else document
+            )
         )
         plan = admit_resume(
             doc, sealed=record.status == "sealed", requests=self._request_views(run_id)
@@ -424,9 +426,7 @@ class Session:
                 recorded = record.data.get("authority") or {}
                 current = parse_authority(host_authority(recorded))
                 updated = replace(current, standing_approvals=plan.standing)
-                self.store.update_run(
-                    run_id, data={"authority": {**recorded, **updated.to_json()}}
-                )
+                self.store.update_run(run_id, data={"authority": {**recorded, **updated.to_json()}})
                 self.store.append_event(run_id, "standing_approvals", {"count": len(plan.standing)})
                 self.audit.emit(
                     "standing_approvals_set",
@@ -541,7 +541,10 @@ class Session:
             raise ResumeRefused(
                 f"the run's package cannot be read any more ({exc.code})", code="package_changed"
             ) from exc
-        if skill.package_digest != record.data.get("package_digest") or skill.package.profile is None:
+        if (
+            skill.package_digest != record.data.get("package_digest")
+            or skill.package.profile is None
+        ):
             raise ResumeRefused(
                 "the run's package changed since the run started; close the run with"
                 ' {"close": {"outcome": "superseded"}} and start it again',
@@ -575,9 +578,9 @@ def narrow_outputs(value: Any, schema: dict[str, Any]) -> Any:
     """
     from proctor.parser.inputs import validate_inputs
 
-    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
-        if schema.get("additionalProperties", False) is not True:
-            value = {k: v for k, v in value.items() if k in schema["properties"]}
+    declared = isinstance(schema.get("properties"), dict)
+    if isinstance(value, dict) and declared and schema.get("additionalProperties") is not True:
+        value = {k: v for k, v in value.items() if k in schema["properties"]}
     try:
         validate_inputs(value, schema)
     except UsageError as exc:

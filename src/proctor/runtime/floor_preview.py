@@ -94,8 +94,8 @@ def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, di
             files = []
             for member in args["changes"]:
                 content = member.get("content")
-                after = None if content is None else encode_text(ws, member["path"], content)
-                files.append(_file_change(ws, member["path"], member["op"], after))
+                data = None if content is None else encode_text(ws, member["path"], content)
+                files.append(_file_change(ws, member["path"], member["op"], data))
         elif tool.name == "fs.delete":
             files = [_file_change(ws, args["path"], "delete", None)]
         elif tool.name == "command.execute":

@@ -172,20 +172,18 @@ def _reconcile(run: RunDriver, step: ToolStep, claim: CallRecord) -> _Done | _Pa
     if isinstance(pending, list) and pending:
         now = [_digest_now(run, str(f["path"])) for f in pending]
         if all(n == f.get("after_digest") for n, f in zip(now, pending, strict=True)):
-            result = {
-                "confirmed": True,
-                "changes": [
-                    {
-                        "path": f["path"],
-                        "content_digest": f.get("after_digest"),
-                        "previous_digest": f.get("before_digest"),
-                    }
-                    for f in pending
-                ],
-            }
-            if len(pending) == 1:
-                result.update(result["changes"][0])
-            settled = {
+            changes = [
+                {
+                    "path": f["path"],
+                    "content_digest": f.get("after_digest"),
+                    "previous_digest": f.get("before_digest"),
+                }
+                for f in pending
+            ]
+            result: dict[str, Any] = {"confirmed": True, "changes": changes}
+            if len(changes) == 1:
+                result.update(changes[0])
+            settled: dict[str, Any] = {
                 "status": "completed",
                 "result": result,
                 "error": None,

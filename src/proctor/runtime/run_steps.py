@@ -302,12 +302,12 @@ class RunDriver:
             done = settled.get(step.id)
             if done is not None:
                 if done.get("outcome") != "completed":
-                    refusal = done.get("refusal")
+                    recorded = done.get("refusal")
                     return self._seal(
                         done.get("run_outcome", "failed"),
                         done.get("run_seal_reason", "child_failed"),
                         None,
-                        None if refusal is None else Refusal.model_validate(refusal),
+                        None if recorded is None else Refusal.model_validate(recorded),
                     )
                 outputs[step.id] = done.get("output")
                 continue
@@ -340,7 +340,9 @@ class RunDriver:
         try:
             value = self._result(outputs)
         except ProctorError as exc:
-            return self._seal("failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message))
+            return self._seal(
+                "failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message)
+            )
         return self._seal("completed", None, value, None)
 
     def _result(self, outputs: dict[str, Any]) -> Any:
@@ -504,5 +506,7 @@ class RunDriver:
     def recorded_claims(self, step_id: str) -> list[CallRecord]:
         """Calls of a step a crashed driver claimed but never settled."""
         return [
-            c for c in self.s.store.calls(self.run_id) if c.step_id == step_id and c.state == "claimed"
+            c
+            for c in self.s.store.calls(self.run_id)
+            if c.step_id == step_id and c.state == "claimed"
         ]
