@@ -128,7 +128,7 @@ _PEM = (
 
 _SHAPES: tuple[_Shape, ...] = (
     # An unterminated block (a read cut short) is redacted to the end of the text.
-    _shape("private_key", "-", "----BEGIN", _PEM),
+    _shape("private_key", "-", "----", _PEM, back=True),  # any run of five dashes
     _shape("aws_access_key_id", "A", "(?:KIA|SIA|3T|BIA|CCA)",
            _B(r"A(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z0-9]{16}" + _E)),
     _shape("github_token", "_", "[pousr]hg", _B(r"gh[pousr]_[A-Za-z0-9]{30,251}" + _E),
@@ -139,8 +139,9 @@ _SHAPES: tuple[_Shape, ...] = (
            _B(r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt)-[A-Za-z0-9_-]{20,}"), back=True),
     _shape("slack_token", "-", "[abposre]xox", _B(r"xox[abposre]-[A-Za-z0-9-]{10,}"), back=True),
     _shape("slack_token", "-", "ppax", _B(r"xapp-\d-[A-Za-z0-9-]{10,}"), back=True),
-    _shape("slack_webhook", "/", r"(?:services|workflows|triggers)/",
-           r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/_-]{8,})", 1),
+    _shape("slack_webhook", "/", r"(?:secivres|swolfkrow|sreggirt)/",
+           r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/_-]{8,})", 1,
+           back=True),
     # Case-insensitive shapes have no cue here: see _CASELESS_CUES.
     _shape("discord_webhook", "", "",
            r"[Dd](?i:iscord(?:app)?\.com/api/webhooks/)\d+/([A-Za-z0-9_-]{20,})", 1),
@@ -175,8 +176,8 @@ _SHAPES: tuple[_Shape, ...] = (
            r"[Aa](?<![A-Za-z0-9_][Aa])(?i:uthorization[\"']?\s*[:=]\s*[\"']?basic\s+)"
            r"([A-Za-z0-9+/]{6,}=*)", 1),
     # user:password@host in any URL; the user name is kept, the password replaced.
-    _shape("url_password", ":", "//",
-           r"://[^\s:@/?#\"'<>]{0,128}:([^\s@/?#\"'<>]{1,256})@", 1),
+    _shape("url_password", "/", "/:",
+           r"://[^\s:@/?#\"'<>]{0,128}:([^\s@/?#\"'<>]{1,256})@", 1, back=True),
 )  # fmt: skip
 
 # ``name = value`` / ``"name": "value"`` in text, where the name is secret (decided in Python).
@@ -192,8 +193,13 @@ _ASSIGN = re.compile(
 # The same ``name["']?[ \t]*<operator>`` read backwards over the reversed text, so that a scan
 # starts at the (few) operators instead of at every letter. It yields every name _ASSIGN can
 # match (reversed), plus some that _ASSIGN would refuse; a longer run yields its last 64
-# characters, and _ASSIGN refuses such a name anyway.
-_NAMES_BEFORE = tuple(re.compile(op + r"[ \t]*[\"']?([\w.-]{1,64}+)") for op in "=:")
+# characters, and _ASSIGN refuses such a name anyway. The look-behind (in the reversed text:
+# the character after the operator) skips an operator that _ASSIGN cannot match there: ``==``,
+# ``::``, or one followed by nothing a value can start with (``def f():``, ``x[1:]``).
+_NAMES_BEFORE = tuple(
+    re.compile(op + rf"(?<![\n\r\f\v,;&)\]}}{op}]{op})[ \t]*+[\"']?+([\w.-]{{1,64}}+)")
+    for op in "=:"
+)
 _ALLOWLIST = "pragma: allowlist secret"
 
 
