@@ -1,5 +1,8 @@
 """Print the cost of the sanitizer: median and p95 microseconds per call.
 
+The 4 KiB samples are what a governed fs.read scrubs; the small values are what every audit
+line carries (digests, ids, codes, timestamps), which take the no-scan fast paths.
+
 Run: .venv/bin/python bench/sanitize.py
 """
 
@@ -18,6 +21,7 @@ PROSE = (
     "happened and return the content to the agent, which drafts a reply for a person.\n"
 )
 CODE = Path(__file__).read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sample(text: str, size: int = 4096) -> str:
@@ -49,13 +53,33 @@ def main() -> None:
         "reason": "read the notes before drafting a reply",
         "ok": True,
     }
+    # the governed-call bench reads this file's first 4 KiB
+    source = (ROOT / "src/proctor/runtime/admission.py").read_text(encoding="utf-8")[:4096]
+    audit_fields = {
+        "tool": "fs.read",
+        "call_id": "s/7",
+        "step": "s",
+        "effect": "read",
+        "outcome": "completed",
+        "code": None,
+        "paths": ["notes/today.md"],
+        "args_digest": "sha256:" + "7c" * 32,
+        "outputs_digest": "sha256:" + "03" * 32,
+        "result_redacted": [],
+    }
     with_secret = prose[:2000] + " ghp_" + "A1b2" * 9 + " " + prose[2000:4050]
     measure("scrub_text 4 KiB prose, clean", lambda: scrub_text(prose))
     measure("scrub_text 4 KiB python source, clean", lambda: scrub_text(code))
+    measure("scrub_text 4 KiB admission.py source", lambda: scrub_text(source))
     measure("scrub_text 4 KiB prose, 3 tainted values", lambda: scrub_text(prose, taint))
     measure("scrub_text 4 KiB prose, one GitHub token", lambda: scrub_text(with_secret))
     measure("scrub_value small dict (6 fields)", lambda: scrub_value(small))
     measure("scrub_value small dict, 3 tainted values", lambda: scrub_value(small, taint))
+    measure("scrub_value audit tool_call fields", lambda: scrub_value(audit_fields))
+    measure("scrub_text sha256 digest", lambda: scrub_text("sha256:" + "ab" * 32))
+    measure("scrub_text uuid", lambda: scrub_text("0f8fad5b-d9cb-469f-a165-70867728950e"))
+    measure("scrub_text ISO timestamp", lambda: scrub_text("2026-11-30T05:17:53.123456+00:00"))
+    measure("scrub_text identifier", lambda: scrub_text("tool_call"))
 
 
 if __name__ == "__main__":
