@@ -269,6 +269,7 @@ methods:
     assert second.outcome == "completed"  # not refused as file_exists: it was not sent
     calls = [c for c in s.store.calls(second.run_id or "")]
     assert calls == []  # nothing sent, nothing claimed
+    assert any(f"receipt {first.receipt_id}" in note for note in second.notes)
 
 
 def test_stop_event_stops_before_the_next_step_and_resume_continues(ws: Path) -> None:
@@ -295,3 +296,34 @@ def test_a_second_driver_is_refused_while_one_holds_the_lease(ws: Path) -> None:
         s.resume(env.run_id or "", approve(env))
     assert refused.value.code == "run_busy"
     assert (ws / "n.md").read_text() == "old text\n"
+
+
+def test_a_payload_over_64_kib_is_stored_as_an_artifact_by_digest(ws: Path) -> None:
+    import json
+
+    make_skill(
+        ws,
+        "big",
+        """minimum_proctor: 0.1.0
+methods:
+  main:
+    inputs:
+      type: object
+      properties: {text: {type: string}}
+    steps:
+      - id: write
+        tool: fs.write
+        inputs: {path: big.md, content: $input.text, create: true}
+""",
+    )
+    s = session(ws)
+    ask = authority(effects="ask")
+    env = s.run("big", inputs={"text": "line\n" * 20000}, authority=ask, cwd=ws)
+    (request,) = env.requests or []
+    assert "payload" not in request
+    artifact = request["payload_artifact"]
+    stored = json.loads((ws / artifact["path"]).read_bytes())
+    assert digest(stored) == artifact["digest"] == request["payload_digest"]
+    assert stored["files"][0]["path"] == "big.md"
+    done = s.resume(env.run_id or "", approve(env))
+    assert done.outcome == "completed" and (ws / "big.md").stat().st_size == 100000

@@ -68,7 +68,14 @@ def tool_step(
         call = governor.call(spec)
     except AwaitApproval as waiting:
         return _Pause([run.open_request(waiting.address, waiting.body)])
-    return _settled(step, call, used)
+    done = _settled(step, call, used)
+    if call.already_done is not None:
+        # Nothing was sent: the act was done under this key; the record names its receipt.
+        done.already_done = call.already_done
+        run.s.store.append_event(
+            run.run_id, "already_done", {"step": step.id, "receipt": call.already_done}
+        )
+    return done
 
 
 def _settled_call(run: RunDriver, step_id: str) -> CallOutcome | None:

@@ -64,6 +64,7 @@ class _Done:
     run_outcome: str = "completed"
     run_seal_reason: str | None = None
     used: list[str] = field(default_factory=list)
+    already_done: str | None = None
 
 
 @dataclass
@@ -329,6 +330,7 @@ class RunDriver:
                 "refusal": None if got.refusal is None else got.refusal.model_dump(),
                 "run_outcome": got.run_outcome,
                 "run_seal_reason": got.run_seal_reason,
+                "already_done": got.already_done,
                 "started_at": started.isoformat(),
                 "ended_at": s.clock().isoformat(),
             }

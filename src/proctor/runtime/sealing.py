@@ -190,7 +190,13 @@ def seal_run(
         result=result,
         refusal=refusal,
         trace=trace_of(calls),
-        notes=authority_notes(data.get("authority") or {}),
+        notes=authority_notes(data.get("authority") or {})
+        + [
+            f"step {sid}: already done under its idempotency_key (receipt {body['already_done']});"
+            " nothing was sent"
+            for sid, body in steps.items()
+            if body.get("already_done")
+        ],
     )
     doc, _ = Sanitizer().value(envelope.to_json())
     kill_point("run.receipts_written")
