@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 import string
 import tomllib
@@ -422,3 +423,20 @@ def test_secret_assignment_anywhere_in_code_is_redacted(
     out = scrub_text(text)
     assert value not in out and "ghp_" not in out
     assert out.count("\n") == text.count("\n")
+
+
+def test_scrub_value_keys_cycles_and_plain_fast_path() -> None:
+    token = "ghp_" + "k" * 36
+    loop: list[Any] = ["x"]
+    loop.append(loop)
+    value = {
+        "ok": "completed",  # plain key, plain value: the fast path
+        "pwd": "hunter22",  # a plain key that names a secret
+        token: 1,  # a key that is a credential
+        "nested": ({"sha256": "sha256:" + "0" * 64, "at": "2026-01-01T00:00:00Z"}, loop),
+    }
+    safe, paths = scrub_value(value)
+    assert safe["ok"] == "completed" and safe["pwd"] == "[REDACTED:secret_field]"
+    assert token not in json.dumps(safe) and safe["[REDACTED:github_token]"] == 1
+    assert safe["nested"][0] == value["nested"][0] and safe["nested"][1] == ["x", "[CYCLE]"]
+    assert paths == ["$.<key>", "$.pwd"]
