@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RUN_SCHEMA = "proctor.run.v1"
+RUN_SCHEMA: Literal["proctor.run.v1"] = "proctor.run.v1"
 
 Status = Literal["sealed", "needs_agent", "needs_approval", "needs_credential"]
 Outcome = Literal["completed", "failed", "blocked", "declined", "superseded", "killed"]
@@ -42,7 +42,14 @@ class TraceEntry(BaseModel):
 
 
 class RunEnvelope(BaseModel):
-    """The outcome of a run (or its pause) as programs read it."""
+    """The outcome of a run (or its pause) as programs read it.
+
+    ``status`` is ``sealed`` (with an ``outcome`` and a ``receipt_id``), or a pause:
+    ``needs_approval`` (only a person's requests are pending), ``needs_agent`` (an agent turn,
+    or a mix) or ``needs_credential``. A pause lists ``requests`` (each with ``address``,
+    ``kind`` and ``request_digest``), an ``answers_template`` (a ``proctor.resume.v1`` document
+    bound to those digests) and the ``resume_command``.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
