@@ -67,12 +67,12 @@ def main() -> None:
         "outputs_digest": "sha256:" + "03" * 32,
         "result_redacted": [],
     }
-    with_secret = prose[:2000] + " ghp_" + "A1b2" * 9 + " " + prose[2000:4050]
+    github_sample = prose[:2000] + " ghp_" + "A1b2" * 9 + " " + prose[2000:4050]
     measure("scrub_text 4 KiB prose, clean", lambda: scrub_text(prose))
     measure("scrub_text 4 KiB python source, clean", lambda: scrub_text(code))
     measure("scrub_text 4 KiB admission.py source", lambda: scrub_text(source))
     measure("scrub_text 4 KiB prose, 3 tainted values", lambda: scrub_text(prose, taint))
-    measure("scrub_text 4 KiB prose, one GitHub token", lambda: scrub_text(with_secret))
+    measure("scrub_text 4 KiB prose, one GitHub token", lambda: scrub_text(github_sample))
     measure("scrub_value small dict (6 fields)", lambda: scrub_value(small))
     measure("scrub_value small dict, 3 tainted values", lambda: scrub_value(small, taint))
     measure("scrub_value audit tool_call fields", lambda: scrub_value(audit_fields))
