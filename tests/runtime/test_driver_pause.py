@@ -270,6 +270,8 @@ methods:
     calls = [c for c in s.store.calls(second.run_id or "")]
     assert calls == []  # nothing sent, nothing claimed
     assert any(f"receipt {first.receipt_id}" in note for note in second.notes)
+    third = s.run("once", authority=authority(effects="ask"), cwd=ws)
+    assert third.status == "sealed" and third.outcome == "completed"  # not asked: not sent
 
 
 def test_stop_event_stops_before_the_next_step_and_resume_continues(ws: Path) -> None:

@@ -79,6 +79,12 @@ class CallSpec:
     address: str | None = None
 
 
+class _AlreadyDone(Exception):
+    def __init__(self, record: CallRecord) -> None:
+        super().__init__(record.call_id)
+        self.record = record
+
+
 class AwaitApproval(Exception):
     """The floor holds a change under ``effects: ask``: the run pauses on this request.
 
@@ -209,11 +215,9 @@ class Governor:
             args, relpaths = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)
+        except _AlreadyDone as done:
+            return self._recorded(spec, done.record, started, already_done=True)
         assert tool is not None
-        if spec.idempotency_key is not None and tool.effect in CHANGING_EFFECTS:
-            done = self.store.find_idempotent(spec.idempotency_key)
-            if done is not None:
-                return self._recorded(spec, done, started, already_done=True)
         if outcome.approved_by is not None:
             self.audit.emit(
                 "approval_used",
@@ -273,6 +277,11 @@ class Governor:
                 effect=v.effect,
             )
         decision.raise_if_refused()
+        # An act already done under its idempotency key is neither asked for nor sent again.
+        if spec.idempotency_key is not None and tool.effect in CHANGING_EFFECTS:
+            done = self.store.find_idempotent(spec.idempotency_key)
+            if done is not None:
+                raise _AlreadyDone(done)
         # 5. floor
         self._floor(spec, tool, args, outcome)
         # 6. budget
