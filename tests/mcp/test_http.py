@@ -59,6 +59,9 @@ def test_lists_and_calls_over_http_with_the_caller_audited(ws: Ws, http_server: 
     tools, results, version, _ = anyio.run(go)
     # Nothing beyond the skill named on the command line (and the turn tools of its runs).
     assert {t.name for t in tools.tools} == {"hello-world__greet"} | TURN_TOOL_NAMES
+    assert all(
+        r.structured_content and r.structured_content["outcome"] == "completed" for r in results
+    ), [(r.structured_content, r.content) for r in results]
     assert sorted(r.structured_content["result"]["greet"]["text"] for r in results) == [
         "m0", "m1", "m2", "m3"
     ]  # fmt: skip

@@ -87,6 +87,24 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 """
 
 
+_SCHEMA_VERSION = 1
+"""Bumped whenever ``_SCHEMA`` changes; a store below it has the schema (re)applied."""
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a schema script (``sqlite3.complete_statement`` finds their ends)."""
+    out: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        out.append(buffer.strip())
+    return out
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -106,14 +124,52 @@ class SQLiteRunStore:
             self._conn = sqlite3.connect(
                 str(path), isolation_level=None, check_same_thread=False, timeout=10.0
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.executescript(_SCHEMA)
+            self._open()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the run store: {exc}") from exc
         self._lock = threading.RLock()
         self._depth = 0
+
+    def _open(self) -> None:
+        """Switch to WAL and create the schema, safely beside other processes opening it.
+
+        While another connection recovers or checkpoints the WAL (the last one to close does),
+        SQLite may answer "database is locked" at once, without waiting on the busy timeout; so
+        opening is retried with backoff for up to the timeout. The schema is created inside
+        ``BEGIN IMMEDIATE`` and only when ``user_version`` says it is missing.
+        """
+        deadline = time.monotonic() + 10.0
+        delay = 0.002
+        while True:
+            try:
+                self._prepare()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+
+    def _prepare(self) -> None:
+        conn = self._conn
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+                for statement in _statements(_SCHEMA):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     # -- transactions -----------------------------------------------------------------------
 
