@@ -90,7 +90,7 @@ def test_timeout_kills_the_whole_tree(ws: Path) -> None:
         time.sleep(0.05)
 
 
-def test_output_is_bounded_but_hashed_in_full(ws: Path) -> None:
+def test_output_is_bounded_counted_in_full_and_digested_as_returned(ws: Path) -> None:
     _skill(
         ws,
         f'{{argv: ["{PY}", "-c", "print(\'x\' * 100000)"], max_output_bytes: 1000}}',
@@ -98,9 +98,12 @@ def test_output_is_bounded_but_hashed_in_full(ws: Path) -> None:
     env = session(ws).run("cmd", cwd=ws)
     out = env.result
     assert len(out["stdout"]) == 1000 and out["stdout_truncated"] is True
+    assert out["stdout_bytes"] == 100001
     import hashlib
 
-    assert out["stdout_digest"] == "sha256:" + hashlib.sha256(b"x" * 100000 + b"\n").hexdigest()
+    # the digest is of the text the result carries (see docs/credentials.md: no raw-stream
+    # digest that could confirm a guessed secret)
+    assert out["stdout_digest"] == "sha256:" + hashlib.sha256(b"x" * 1000).hexdigest()
 
 
 def test_nonzero_exit_fails_unless_check_false(ws: Path) -> None:

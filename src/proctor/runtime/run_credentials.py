@@ -8,7 +8,11 @@ The driver calls three things here:
 - :func:`prepare_delivery` while the run is prepared, before any step runs: it resolves the
   credentials the method's steps name from one workspace snapshot, adds every value to the
   run's taint set, records the non-secret choice (profile names, never material) in the run
-  store, and returns the admission ``deliver`` seam;
+  store, and returns the admission ``deliver`` seam: ``http.request`` gets its step's
+  credential in a :class:`~proctor.runtime.tools.http.NetworkContext` (sent as the
+  ``Authorization`` header), ``command.execute`` in a
+  :class:`~proctor.runtime.tools.command.ProcessContext` (set in the child's environment under
+  the declared delivery name);
 - :func:`park_needs_credential` when a credential is missing: the run stays unsealed with
   status ``needs_credential`` and the exact setup commands. No step ran, so there is nothing
   for a receipt to attest; the operator sets the credential up and runs the command again,
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from proctor.runtime.sanitize import Sanitizer, TaintSet
     from proctor.runtime.skills import LoadedSkill
     from proctor.runtime.store.base import RunStore
+    from proctor.runtime.tools.base import Tool
 
 __all__ = [
     "EGRESS_KEY",
@@ -135,6 +140,7 @@ def prepare_delivery(
         CredentialError: ambiguity, audience or mode mismatch, an unknown profile, an
             undeclared credential, a key that fails to decrypt (see ``resolve_credentials``).
     """
+    from proctor.runtime.tools.command import process_deliver
     from proctor.runtime.tools.http import network_deliver
 
     by_step = step_credentials(method)
@@ -168,7 +174,14 @@ def prepare_delivery(
             run_id,
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
-    return network_deliver(resolved, by_step, allow=recorded_egress(authority), taint=taint)
+    network = network_deliver(resolved, by_step, allow=recorded_egress(authority), taint=taint)
+    process = process_deliver(resolved, by_step, taint=taint, environ=environ)
+
+    def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
+        # Each seam answers only for its own effect class (and {} for any other).
+        return {**network(spec, tool), **process(spec, tool)}
+
+    return deliver
 
 
 def _credential_store(environ: Mapping[str, str]) -> CredentialStore:

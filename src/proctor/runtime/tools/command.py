@@ -1,14 +1,23 @@
 """``command.execute``: run one program with an exact argv, never through a shell.
 
 - the argv is passed as is (no shell, no expansion); ``cwd`` resolves inside the workspace;
-- the process gets a small fixed environment (``PATH``, ``HOME``, ``LANG``, ``LC_ALL``, ``TZ``,
-  ``TMPDIR``), never the driver's secrets;
+- the process gets a small fixed environment: the names in :data:`INHERITED_ENV` copied from
+  the session's environment, never ``PROCTOR_*`` settings or any other variable of the driver;
+- a credential reaches it only through the step's ``credential:``: the driver's delivery seam
+  (:func:`process_deliver`) puts the resolved credential in ``ctx.extras["process"]`` and the
+  material is set in the child's environment under the delivery name the skill declared. It is
+  never in the argv, the arguments, the driver's own ``os.environ`` or any record;
 - it runs in a session of its own; on timeout, or when the driver is stopped
   (:func:`stop_running`), the whole process tree is killed (psutil walks the children, and the
   process group is killed too, so a grandchild that double-forked is not left behind);
-- stdout and stderr are read in full to hash them, and kept up to ``max_output_bytes`` each;
-- the result records the exit code and both output digests; a non-zero exit fails the call
-  (``command_failed``) unless ``check: false``.
+- stdout and stderr are read to their end and kept up to ``max_output_bytes`` each; the kept
+  text is scrubbed (the run's taint set, credential shapes, secret-named assignments) before
+  it is cut, returned or digested;
+- the result records the exit code, the byte count of each stream and the digest of each
+  stream's *returned* (scrubbed) text. A digest of the raw stream would let anyone holding the
+  record confirm a guessed secret offline (hash ``guess + "\\n"`` and compare), so none is
+  kept; like ``http.request``'s ``body_digest``, the digest is of what the result carries.
+  A non-zero exit fails the call (``command_failed``) unless ``check: false``.
 """
 
 from __future__ import annotations
@@ -20,15 +29,37 @@ import signal
 import subprocess
 import threading
 import time
-from typing import IO, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
 
-from proctor.errors import ToolFailed
+from proctor.errors import CredentialError, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
 
-__all__ = ["COMMAND_EXECUTE", "CommandStopped", "stop_running"]
+if TYPE_CHECKING:
+    from proctor.runtime.credentials.model import ResolvedCredential
+    from proctor.runtime.sanitize import TaintSet
 
-_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+__all__ = [
+    "COMMAND_EXECUTE",
+    "INHERITED_ENV",
+    "PROCESS_EXTRA",
+    "CommandStopped",
+    "ProcessContext",
+    "process_deliver",
+    "stop_running",
+]
+
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+"""The only variables a command inherits from the session's environment (when set there)."""
+
+PROCESS_EXTRA = "process"
+"""The ``ToolContext.extras`` key holding the :class:`ProcessContext`."""
+
+# Raw bytes read past ``max_output_bytes`` so that a secret straddling the cut is still whole
+# when the kept text is scrubbed; the scrubbed text is cut afterwards.
+_SCRUB_SLACK = 64 * 1024
 _RUNNING: dict[int, subprocess.Popen[bytes]] = {}
 _LOCK = threading.Lock()
 _STOPPED: set[int] = set()
@@ -42,11 +73,29 @@ class CommandStopped(Exception):
 DEFAULT_MAX_OUTPUT = 1024 * 1024
 
 
+@dataclass
+class ProcessContext:
+    """What ``command.execute`` needs beyond its arguments, built by the driver per call.
+
+    Attributes:
+        credentials: the credential resolved for this step (its ``credential:``), by name;
+            each is set in the child's environment under its declared delivery name.
+        taint: the run's taint set; delivered values are added, outputs are scrubbed with it.
+        environ: the session's environment, the source of :data:`INHERITED_ENV` (the
+            driver's ``os.environ`` when ``None``).
+        undelivered: the step's ``credential:`` when it was not resolved (the call fails).
+    """
+
+    credentials: Mapping[str, ResolvedCredential] = field(default_factory=dict)
+    taint: TaintSet | None = None
+    environ: Mapping[str, str] | None = field(default=None, repr=False)
+    undelivered: str | None = None
+
+
 class _Sink:
-    """Reads one pipe to its end: hashes every byte, keeps the first ``keep`` bytes."""
+    """Reads one pipe to its end: counts every byte, keeps the first ``keep`` bytes (+ slack)."""
 
     def __init__(self, pipe: IO[bytes], keep: int) -> None:
-        self.hash = hashlib.sha256()
         self.kept = bytearray()
         self.total = 0
         self._pipe, self._keep = pipe, keep
@@ -56,15 +105,20 @@ class _Sink:
     def _read(self) -> None:
         with self._pipe:
             while chunk := self._pipe.read(65536):
-                self.hash.update(chunk)
                 self.total += len(chunk)
-                room = self._keep - len(self.kept)
+                room = self._keep + _SCRUB_SLACK - len(self.kept)
                 if room > 0:
                     self.kept += chunk[:room]
 
-    def result(self) -> tuple[str, str, bool]:
-        text = bytes(self.kept).decode("utf-8", errors="replace")
-        return text, "sha256:" + self.hash.hexdigest(), self.total > len(self.kept)
+    def result(self, taint: TaintSet | None) -> tuple[str, str, bool]:
+        """The scrubbed text (at most ``keep`` bytes), its digest, and whether it was cut."""
+        from proctor.runtime.sanitize import scrub_text
+
+        text = scrub_text(bytes(self.kept).decode("utf-8", errors="replace"), taint)
+        cut = self.total > self._keep
+        if cut:
+            text = text.encode("utf-8")[: self._keep].decode("utf-8", errors="ignore")
+        return text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(), cut
 
 
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
@@ -100,12 +154,50 @@ def stop_running() -> int:
     return len(running)
 
 
+def _process(ctx: ToolContext) -> ProcessContext:
+    proc = ctx.extras.get(PROCESS_EXTRA)
+    return proc if isinstance(proc, ProcessContext) else ProcessContext()
+
+
+def _child_env(proc: ProcessContext) -> dict[str, str]:
+    """The child's whole environment: the inherited names, then the delivered credential.
+
+    Raises:
+        CredentialError: ``credential_not_delivered`` when the step's credential was not
+            resolved, ``credential_env_reserved`` when a delivery name would replace an
+            inherited variable or name a ``PROCTOR_*`` setting (nothing is started either way).
+    """
+    if proc.undelivered is not None:
+        raise CredentialError(
+            f"credential {proc.undelivered!r} was not resolved for this step; declare it in "
+            "run.yaml and name it with the step's credential:",
+            code="credential_not_delivered",
+            details={"credential": proc.undelivered},
+        )
+    base = os.environ if proc.environ is None else proc.environ
+    env = {name: base[name] for name in INHERITED_ENV if name in base}
+    for credential in proc.credentials.values():
+        if credential.env in INHERITED_ENV or credential.env.upper().startswith("PROCTOR_"):
+            raise CredentialError(
+                f"credential {credential.name!r} is delivered as {credential.env}, a name a "
+                "command may not receive a secret in; declare another delivery name",
+                code="credential_env_reserved",
+                details={"credential": credential.name, "env": credential.env},
+            )
+        value = credential.secret.reveal()
+        if proc.taint is not None:
+            proc.taint.add(value)
+        env[credential.env] = value
+    return env
+
+
 def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in args["argv"]]
     cwd = ctx.workspace.resolve(args.get("cwd", "."), "list")
     timeout = float(args.get("timeout_seconds", 60))
     keep = int(args.get("max_output_bytes", DEFAULT_MAX_OUTPUT))
-    env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+    proc_ctx = _process(ctx)
+    env = _child_env(proc_ctx)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -145,8 +237,8 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         _STOPPED.discard(proc.pid)
     if stopped:
         raise CommandStopped(f"the command {os.path.basename(argv[0])!r} was stopped")
-    stdout, stdout_digest, stdout_cut = out.result()
-    stderr, stderr_digest, stderr_cut = err.result()
+    stdout, stdout_digest, stdout_cut = out.result(proc_ctx.taint)
+    stderr, stderr_digest, stderr_cut = err.result(proc_ctx.taint)
     result = {
         "exit_code": proc.returncode,
         "timed_out": timed_out,
@@ -156,6 +248,8 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "stderr_digest": stderr_digest,
         "stdout_truncated": stdout_cut,
         "stderr_truncated": stderr_cut,
+        "stdout_bytes": out.total,
+        "stderr_bytes": err.total,
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
     facts = {k: v for k, v in result.items() if k not in ("stdout", "stderr")}
@@ -182,7 +276,7 @@ def _command_paths(args: Any) -> list[tuple[str, Access]]:
 COMMAND_EXECUTE = Tool(
     name="command.execute",
     description="Run one program with an exact argv (no shell) in a workspace folder, with a "
-    "timeout and bounded output; the exit code and output digests are recorded.",
+    "timeout and bounded, scrubbed output; the exit code and output digests are recorded.",
     schema={
         "type": "object",
         "additionalProperties": False,
@@ -215,7 +309,39 @@ COMMAND_EXECUTE = Tool(
             "stderr_digest": {"type": "string"},
             "stdout_truncated": {"type": "boolean"},
             "stderr_truncated": {"type": "boolean"},
+            "stdout_bytes": {"type": "integer"},
+            "stderr_bytes": {"type": "integer"},
             "duration_ms": {"type": "integer"},
         },
     },
 )
+
+
+def process_deliver(
+    credentials: Mapping[str, ResolvedCredential],
+    step_credentials: Mapping[str, str | None],
+    *,
+    taint: TaintSet | None,
+    environ: Mapping[str, str] | None = None,
+) -> Callable[[Any, Tool], dict[str, Any]]:
+    """The admission ``deliver`` seam for process tools.
+
+    ``credentials`` is what :func:`proctor.runtime.credentials.resolve_credentials` returned
+    for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
+    only its own step's credential, so a step that names none starts its process with none.
+    Every process call gets the run's taint set, so its output is scrubbed with it.
+    """
+
+    def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
+        if tool.effect != "process":
+            return {}
+        name = step_credentials.get(getattr(spec, "step_id", None) or "")
+        own = {name: credentials[name]} if name is not None and name in credentials else {}
+        missing = name if name is not None and not own else None
+        return {
+            PROCESS_EXTRA: ProcessContext(
+                credentials=own, taint=taint, environ=environ, undelivered=missing
+            )
+        }
+
+    return deliver
