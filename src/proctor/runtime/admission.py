@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
@@ -34,14 +34,14 @@ from proctor.policy.model import PolicySet
 from proctor.receipts.canonical import digest
 from proctor.runtime.store.base import CallRecord
 from proctor.runtime.testhooks import kill_point
-from proctor.runtime.tools.base import CHANGING_EFFECTS, Tool, ToolContext
+from proctor.runtime.tools.base import CHANGING_EFFECTS, Access, Tool, ToolContext
 
 if TYPE_CHECKING:
     from proctor.core.budget import ReceiptBudget
     from proctor.runtime.audit import AuditLog
     from proctor.runtime.sanitize import Sanitizer
     from proctor.runtime.store.base import RunStore
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.workspace import Resolved, Workspace
 
 CallStatus = Literal["completed", "failed", "refused"]
 Clock = Callable[[], datetime]
@@ -212,7 +212,7 @@ class Governor:
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
         try:
-            args, relpaths = self._admit(spec, tool, outcome)
+            args, resolved = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)
         except _AlreadyDone as done:
@@ -227,11 +227,11 @@ class Governor:
                 call_id=outcome.call_id,
                 approved_by=outcome.approved_by,
             )
-        return self._execute(spec, tool, args, relpaths, outcome)
+        return self._execute(spec, tool, args, resolved, outcome)
 
     def _admit(
         self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
-    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+    ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved]]:
         # 1. scope
         if spec.tool not in spec.allowance:
             if not spec.allowance:
@@ -255,9 +255,11 @@ class Governor:
                 code="schema_invalid",
             )
         # 3. containment
-        relpaths: list[str] = []
+        # each path as containment resolved it, reused by the handler of this call
+        resolved: dict[tuple[str, str], Resolved] = {}
         for path, access in tool.paths(args):
-            relpaths.append(self.workspace.resolve(path, access).rel)
+            resolved[(path, access)] = self.workspace.resolve(path, access)
+        relpaths = [r.rel for r in resolved.values()]
         # 4. policy
         decision = self._policy(spec, tool, args, tuple(relpaths))
         outcome.verdicts = [_verdict_json(v) for v in decision.verdicts]
@@ -292,7 +294,7 @@ class Governor:
             )
         if self.receipt_budget is not None:
             self.receipt_budget.reserve(1)
-        return args, tuple(relpaths)
+        return args, resolved
 
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
@@ -365,10 +367,11 @@ class Governor:
         spec: CallSpec,
         tool: Tool,
         args: dict[str, Any],
-        relpaths: tuple[str, ...],
+        resolved: dict[tuple[str, str], Resolved],
         outcome: CallOutcome,
     ) -> CallOutcome:
         self.calls_made += 1
+        relpaths = [r.rel for r in resolved.values()]
         changes = tool.effect in CHANGING_EFFECTS
         record = CallRecord(
             run_id=self.run_id,
@@ -387,7 +390,7 @@ class Governor:
             kill_point("call.claimed")
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
         ctx = ToolContext(
-            workspace=self.workspace,
+            workspace=_admitted(self.workspace, resolved),
             store=self.store,
             run_id=self.run_id,
             call_id=outcome.call_id,
@@ -442,7 +445,7 @@ class Governor:
             effect=tool.effect,
             outcome=status,
             code=None if error is None else error.get("code"),
-            paths=list(relpaths),
+            paths=relpaths,
             args_digest=outcome.args_digest,
             outputs_digest=outcome.outputs_digest,
             result_redacted=redacted,
@@ -570,3 +573,27 @@ def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
         where = "$" + name[4:] if name.startswith("data") else name
         return f"{where} violates '{rule}'"
     return None
+
+
+class _AdmittedWorkspace:
+    """The workspace as a handler sees it during one call: ``resolve`` answers the paths
+    containment already resolved for this call from that resolution (no second walk and
+    content check of the same path); any other path is resolved afresh. Everything else is the
+    workspace itself."""
+
+    def __init__(self, workspace: Workspace, resolved: dict[tuple[str, str], Resolved]) -> None:
+        self._workspace = workspace
+        self._resolved = resolved
+
+    def resolve(self, path: str, access: Access) -> Resolved:
+        hit = self._resolved.get((path, access))
+        return hit if hit is not None else self._workspace.resolve(path, access)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._workspace, name)
+
+
+def _admitted(workspace: Workspace, resolved: dict[tuple[str, str], Resolved]) -> Workspace:
+    if not resolved:
+        return workspace
+    return cast("Workspace", _AdmittedWorkspace(workspace, resolved))
