@@ -13,6 +13,11 @@ A host states it as JSON (``--run-authority``)::
                             {"local": true}]}
 
 With no host, a run takes ``effects: allow, reach: inputs`` and records that no host set them.
+
+A run's recorded authority also carries ``egress``: the workspace's allow-list of destinations
+(``proctor.toml`` ``[egress] allow``), read once when the run is created so that the receipt's
+authority digest covers it. It belongs to the workspace, not the host: a host's document that
+states ``egress`` is refused, and only a run record is read with it (``recorded=True``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ __all__ = [
     "REACH_ORDER",
     "Authority",
     "Effects",
+    "EgressGrant",
     "Reach",
     "StandingApproval",
     "narrow",
@@ -92,6 +98,22 @@ def _under(path: str, root: str) -> bool:
 
 
 @dataclass(frozen=True)
+class EgressGrant:
+    """The destinations a run may reach beyond the public internet, as the run recorded them.
+
+    The entries are kept as text (host names and CIDR networks, already normalized by the
+    runtime's egress module, which parses and enforces them); this layer only carries them.
+    """
+
+    hosts: tuple[str, ...] = ()
+    networks: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, list[str]]:
+        """The grant as a run records it: ``{"hosts": [...], "networks": [...]}``."""
+        return {"hosts": list(self.hosts), "networks": list(self.networks)}
+
+
+@dataclass(frozen=True)
 class Authority:
     """What a run (or one of its steps) may do.
 
@@ -103,6 +125,7 @@ class Authority:
         max_calls / max_concurrency / max_child_depth / max_fanout: ``None`` is no limit.
         standing_approvals: entries that admit covered changes without pausing.
         set_by: ``host`` when a host stated it, ``default`` when none did.
+        egress: the workspace's egress grant once the run recorded it; ``None`` before.
     """
 
     effects: Effects = "allow"
@@ -113,10 +136,11 @@ class Authority:
     max_fanout: int | None = None
     standing_approvals: tuple[StandingApproval, ...] = field(default=())
     set_by: Literal["host", "default", "preset"] = "default"
+    egress: EgressGrant | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The authority as recorded in the run store and digested into receipts."""
-        return {
+        doc: dict[str, Any] = {
             "effects": self.effects,
             "reach": self.reach,
             "max_calls": self.max_calls,
@@ -126,6 +150,9 @@ class Authority:
             "standing_approvals": [s.to_json() for s in self.standing_approvals],
             "set_by": self.set_by,
         }
+        if self.egress is not None:
+            doc["egress"] = self.egress.to_json()
+        return doc
 
 
 def _narrower(order: tuple[str, ...], a: str, b: str | None) -> str:
@@ -151,7 +178,8 @@ def narrow(
 ) -> Authority:
     """The narrowest of ``host`` and what a method or step states; never wider than ``host``.
 
-    Standing approvals are the host's (a package cannot grant itself one).
+    Standing approvals and the egress grant are the host's run's (a package cannot grant
+    itself either).
     """
     values: dict[str, Any] = {
         "effects": _narrower(EFFECTS_ORDER, host.effects, effects),
@@ -214,16 +242,45 @@ def parse_standing(
 _KEYS = frozenset({"effects", "reach", "standing_approvals", "set_by", *LIMIT_NAMES})
 
 
-def parse_authority(doc: Any, *, set_by: Literal["host", "preset"] = "host") -> Authority:
-    """Read a host's authority document; unstated fields take the defaults.
+def _parse_egress(value: Any) -> EgressGrant:
+    lists = (
+        [value.get("hosts", []), value.get("networks", [])]
+        if isinstance(value, dict) and set(value) <= {"hosts", "networks"}
+        else None
+    )
+    if lists is None or not all(
+        isinstance(entries, list) and all(isinstance(e, str) and e for e in entries)
+        for entries in lists
+    ):
+        raise UsageError(
+            "egress is {hosts: [..], networks: [..]} of non-empty strings",
+            code="authority_invalid",
+        )
+    return EgressGrant(hosts=tuple(lists[0]), networks=tuple(lists[1]))
+
+
+def parse_authority(
+    doc: Any, *, set_by: Literal["host", "preset"] = "host", recorded: bool = False
+) -> Authority:
+    """Read a host's authority document (or, with ``recorded``, a run's recorded authority).
+
+    Unstated fields take the defaults.
 
     Raises:
         UsageError: ``authority_invalid`` for an unknown key, an unknown effects or reach, a
-            limit that is not a positive integer, or a malformed standing approval.
+            limit that is not a positive integer, a malformed standing approval, a malformed
+            recorded ``egress``, or ``egress`` in a host's document (it belongs to the
+            workspace's ``proctor.toml``).
     """
     if not isinstance(doc, dict):
         raise UsageError("an authority is one JSON object", code="authority_invalid")
-    unknown = sorted(set(doc) - _KEYS)
+    if "egress" in doc and not recorded:
+        raise UsageError(
+            "egress is not a host's to grant: a workspace allows destinations in proctor.toml "
+            "[egress] allow",
+            code="authority_invalid",
+        )
+    unknown = sorted(set(doc) - _KEYS - {"egress"})
     if unknown:
         raise UsageError(
             f"unknown authority field(s): {', '.join(unknown)}", code="authority_invalid"
@@ -243,13 +300,14 @@ def parse_authority(doc: Any, *, set_by: Literal["host", "preset"] = "host") -> 
             )
         limits[name] = value
     standing = parse_standing(doc.get("standing_approvals", []))
-    recorded = doc.get("set_by", set_by)
-    if recorded not in ("host", "default", "preset"):
+    stated_by = doc.get("set_by", set_by)
+    if stated_by not in ("host", "default", "preset"):
         raise UsageError("set_by is one of host, default, preset", code="authority_invalid")
     return Authority(
         effects=effects,
         reach=reach,
         standing_approvals=standing,
-        set_by=recorded,
+        set_by=stated_by,
+        egress=_parse_egress(doc["egress"]) if "egress" in doc else None,
         **limits,
     )

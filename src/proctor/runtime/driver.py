@@ -309,7 +309,7 @@ class Session:
             NeedsCredential,
             load_run_egress,
             park_needs_credential,
-            with_egress,
+            record_authority,
         )
         from proctor.runtime.run_steps import RunDriver
 
@@ -334,10 +334,7 @@ class Session:
                 "package": skill.label,
                 "package_folder": str(skill.folder),
                 "package_digest": skill.package_digest,
-                "authority": with_egress(
-                    authority.to_json(),
-                    load_run_egress(self.workspace.root).to_authority(),
-                ),
+                "authority": record_authority(authority, load_run_egress(self.workspace.root)),
                 "credential_profile": profile,
                 "started_at": self.clock().isoformat(),
             },
@@ -383,7 +380,7 @@ class Session:
                 run needs is gone; the run waits as it was).
             RunInterrupted: a stop was requested.
         """
-        from proctor.runtime.run_credentials import NeedsCredential, host_authority
+        from proctor.runtime.run_credentials import NeedsCredential
         from proctor.runtime.run_steps import RunDriver
 
         record = self._record(run_id)
@@ -424,7 +421,7 @@ class Session:
                 kill_point("resume.recorded")
             if plan.standing is not None:
                 recorded = record.data.get("authority") or {}
-                current = parse_authority(host_authority(recorded))
+                current = parse_authority(recorded, recorded=True)
                 updated = replace(current, standing_approvals=plan.standing)
                 self.store.update_run(run_id, data={"authority": {**recorded, **updated.to_json()}})
                 self.store.append_event(run_id, "standing_approvals", {"count": len(plan.standing)})

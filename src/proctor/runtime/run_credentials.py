@@ -3,8 +3,9 @@
 The driver calls three things here:
 
 - :func:`load_run_egress` when a run is created: the workspace's ``[egress] allow`` list,
-  whose :meth:`~proctor.runtime.egress.EgressAllow.to_authority` form goes into the run's
-  authority record (and so into the authority digest of its receipt);
+  which :func:`record_authority` puts into the run's authority record as its
+  :class:`~proctor.core.authority.EgressGrant` (and so into the authority digest of its
+  receipt);
 - :func:`prepare_delivery` while the run is prepared, before any step runs: it resolves the
   credentials the method's steps name from one workspace snapshot, adds every value to the
   run's taint set, records the non-secret choice (profile names, never material) in the run
@@ -30,6 +31,7 @@ from proctor.contracts.skill import Method, ToolStep
 from proctor.errors import CredentialError
 
 if TYPE_CHECKING:
+    from proctor.core.authority import Authority
     from proctor.runtime.admission import Deliver
     from proctor.runtime.audit import AuditLog
     from proctor.runtime.credentials import CredentialStore
@@ -40,15 +42,13 @@ if TYPE_CHECKING:
     from proctor.runtime.tools.base import Tool
 
 __all__ = [
-    "EGRESS_KEY",
     "NeedsCredential",
-    "host_authority",
     "load_run_egress",
     "park_needs_credential",
     "prepare_delivery",
+    "record_authority",
     "recorded_egress",
     "step_credentials",
-    "with_egress",
 ]
 
 
@@ -65,18 +65,15 @@ class NeedsCredential(CredentialError):
         self.readiness = readiness
 
 
-EGRESS_KEY = "egress"
-"""The key of the workspace's egress allow-list inside a run's recorded authority."""
+def record_authority(authority: Authority, egress: EgressAllow) -> dict[str, Any]:
+    """The authority record of a new run: the host's authority with the workspace's grant."""
+    from dataclasses import replace
 
+    from proctor.core.authority import EgressGrant
 
-def with_egress(authority: Mapping[str, Any], egress: Mapping[str, Any]) -> dict[str, Any]:
-    """The authority record of a run: the host's authority plus the egress allow-list."""
-    return {**authority, EGRESS_KEY: dict(egress)}
-
-
-def host_authority(recorded: Mapping[str, Any]) -> dict[str, Any]:
-    """The host's part of a recorded authority (what ``parse_authority`` reads)."""
-    return {key: value for key, value in recorded.items() if key != EGRESS_KEY}
+    doc = egress.to_authority()
+    grant = EgressGrant(hosts=tuple(doc["hosts"]), networks=tuple(doc["networks"]))
+    return replace(authority, egress=grant).to_json()
 
 
 def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
@@ -85,11 +82,19 @@ def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
     Raises:
         ConfigError: the recorded entries are not valid (the record was altered).
     """
+    from proctor.core.authority import parse_authority
+    from proctor.errors import ConfigError, UsageError
     from proctor.runtime.egress import EgressAllow
 
-    egress = recorded.get(EGRESS_KEY) or {}
-    entries = [*egress.get("hosts", []), *egress.get("networks", [])]
-    return EgressAllow.parse(entries)
+    try:
+        grant = parse_authority(dict(recorded), recorded=True).egress
+    except UsageError as exc:
+        raise ConfigError(
+            f"the run's recorded authority is not valid: {exc.message}", code=exc.code
+        ) from exc
+    if grant is None:
+        return EgressAllow()
+    return EgressAllow.parse([*grant.hosts, *grant.networks])
 
 
 def load_run_egress(workspace_root: Path) -> EgressAllow:

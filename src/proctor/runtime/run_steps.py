@@ -101,9 +101,7 @@ class RunDriver:
         self.skill = skill
         self.method = method
         self.stop = stop
-        from proctor.runtime.run_credentials import host_authority
-
-        host = parse_authority(host_authority(record.data.get("authority") or {}))
+        host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
