@@ -3,8 +3,9 @@
 :class:`DirectiveSession` is a :class:`~proctor.runtime.driver.Session` whose file-changing
 tools are confined to ``output/`` and ``drafts/`` (the reference kernel's ``write_file``
 behaviour). A directive run is an ordinary run of the directive's generated skill package, so
-it is admitted, recorded, receipted, paused and resumed exactly like any skill run. Resume a
-paused directive run with a ``DirectiveSession`` too, so its tools stay confined.
+it is admitted, recorded, receipted, paused and resumed exactly like any skill run. The
+confinement is recorded in the run when it starts and applied again by whatever session
+resumes it.
 
 :meth:`DirectiveSession.route` is the router of ``proctor ask``: ONE model request, offering no
 tools, that picks a directive among an allowed set; its decision is recorded in the audit log
@@ -19,19 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.errors import AgentError, UsageError
-from proctor.runtime.directives import (
-    DirectiveSet,
-    confined_tools,
-    load_directives,
-    package_for,
-)
+from proctor.runtime.directives import DirectiveSet, load_directives, package_for
 from proctor.runtime.driver import Session
 
 if TYPE_CHECKING:
     from proctor.contracts.envelope import RunEnvelope
     from proctor.core.authority import Authority
     from proctor.runtime.agents.loop import ManagedAgent
-    from proctor.runtime.tools.base import Tool
 
 __all__ = ["AgentSession", "DirectiveSession", "Route"]
 
@@ -98,16 +93,13 @@ class AgentSession(Session):
 
 
 class DirectiveSession(AgentSession):
-    """A session for directive runs: file-changing tools write only under output/ and drafts/."""
+    """A session for directive runs: file-changing tools write only under output/ and drafts/.
 
-    _confined: dict[str, Tool] | None = None
+    The confinement is recorded in each run it starts (``writable_dirs``), so a plain
+    :class:`Session` that resumes the run (``proctor resume``, MCP) confines it too.
+    """
 
-    @property
-    def tools(self) -> dict[str, Tool]:
-        """The native tools, file-changing ones confined to ``output/`` and ``drafts/``."""
-        if self._confined is None:
-            self._confined = confined_tools(super().tools, self.workspace)
-        return self._confined
+    confine_writes = True
 
     def directives(self) -> DirectiveSet:
         """The workspace's and the shipped directives (the catalogue's loader)."""

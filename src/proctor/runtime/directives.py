@@ -47,6 +47,7 @@ __all__ = [
     "WRITABLE_DIRS",
     "DirectiveSet",
     "allowance_for",
+    "confined_run",
     "confined_tools",
     "load_directives",
     "package_for",
@@ -263,6 +264,23 @@ def confined_tools(tools: Mapping[str, Tool], workspace: Workspace) -> dict[str,
         if tool.effect == "write":
             out[name] = _confined(tool, workspace)
     return out
+
+
+def confined_run(data: Mapping[str, Any], state_dir: Path) -> bool:
+    """Whether a run's file changes are confined to ``output/`` and ``drafts/``.
+
+    Confinement is a property of the run, recorded when it starts (``writable_dirs``), so any
+    session that resumes it (plain ``proctor resume``, ``Session.turn_call``, MCP) applies it
+    again. A run whose package is a directive's generated package is confined even when its
+    record predates that field (fail closed).
+    """
+    if data.get("writable_dirs"):
+        return True
+    folder = data.get("package_folder")
+    if not isinstance(folder, str):
+        return False
+    packages = (state_dir / "directive-packages").resolve()
+    return Path(folder).resolve().is_relative_to(packages)
 
 
 def package_for(directive: Directive, state_dir: Path, tools: Collection[str]) -> Path:

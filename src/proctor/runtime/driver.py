@@ -133,6 +133,10 @@ class Session:
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
     """
 
+    confine_writes: bool = False
+    """Record the runs this session starts as confined to ``output/`` and ``drafts/`` (a
+    directive run). It is recorded in the run, so whatever session resumes it confines it."""
+
     def __init__(
         self,
         workspace: Workspace,
@@ -339,6 +343,10 @@ class Session:
                 "started_at": self.clock().isoformat(),
             },
         )
+        from proctor.runtime.directives import WRITABLE_DIRS, confined_run
+
+        if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
+            record.data["writable_dirs"] = list(WRITABLE_DIRS)
         self.store.create_run(record)
         self._acquire(record.run_id)
         try:

@@ -220,11 +220,17 @@ class RunDriver:
             from proctor.runtime.workspace import Workspace
 
             workspace = Workspace(workspace.root, extra_authority=extra)
+        from proctor.runtime.directives import confined_run, confined_tools
+
+        tools = s.tools
+        if confined_run(self.record.data, s.workspace.state_dir):
+            # a property of the run, not of the session class that drives it now
+            tools = confined_tools(tools, workspace)
         governor = Governor(
             run_id=self.run_id,
             workspace=workspace,
             store=s.store,
-            tools=s.tools,
+            tools=tools,
             policies=policies,
             guards=guards,
             audit=s.audit,
