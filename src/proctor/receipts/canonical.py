@@ -91,6 +91,18 @@ def canonical_plain(value: Any) -> bytes:
     return _encode(value).encode("utf-8")
 
 
+def canonical_text(value: Any) -> str:
+    """:func:`canonical_plain` as text, before UTF-8 encoding (same precondition).
+
+    Raises:
+        UnicodeEncodeError: a string holds a lone surrogate.
+    """
+    text = _encode(value)
+    if not text.isascii():
+        text.encode("utf-8")  # refuses a lone surrogate exactly as canonical_plain does
+    return text
+
+
 def digest_bytes(data: bytes) -> str:
     """``sha256:<64 lowercase hex>`` of raw bytes."""
     return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()

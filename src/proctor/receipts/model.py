@@ -33,14 +33,15 @@ its digest and breaks that commitment. Only ``call`` receipts may be unsigned.
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from proctor.errors import ReceiptInvalid, UsageError
-from proctor.receipts.canonical import canonical_plain, is_digest
+from proctor.receipts.canonical import canonical_text, is_digest
 
 __all__ = [
     "ENFORCEMENTS",
@@ -103,6 +104,10 @@ _BODY_KEYS = frozenset(
 )
 _SUBJECT_KEYS = frozenset({"skill", "package_digest", "method", "step_id", "tool"})
 _ENVELOPE_KEYS = frozenset({"body", "key_id", "signature"})
+_CHILD_KEYS = frozenset({"receipt_id", "body_digest"})
+_VERDICT_KEYS = frozenset({"rule_id", "code", "enforcement"})
+_BODY_AT = len(b'{"body":')
+_TAIL = ',"key_id":"","signature":}\n'  # the envelope after its body, without the two values
 
 
 def format_time(moment: datetime) -> str:
@@ -150,16 +155,17 @@ class Verdict:
         return {"rule_id": self.rule_id, "code": self.code, "enforcement": self.enforcement}
 
 
-@dataclass(frozen=True, slots=True)
-class ChildRef:
-    """A parent's commitment to one child: its id and its signed-body digest (equal values)."""
+class ChildRef(NamedTuple):
+    """A parent's commitment to one child: its id and its signed-body digest (equal values).
+
+    A named tuple: the verifier builds one per receipt in the tree, and tuples build fast.
+    """
 
     receipt_id: str
     body_digest: str
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(NamedTuple):
     """A parsed receipt file. ``body_bytes`` are the canonical body bytes (what is signed)."""
 
     body: dict[str, Any]
@@ -252,7 +258,7 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     if type(verdicts) is not list:
         raise _bad("verdicts must be a list")
     for verdict in verdicts:
-        if type(verdict) is not dict or verdict.keys() != {"rule_id", "code", "enforcement"}:
+        if type(verdict) is not dict or verdict.keys() != _VERDICT_KEYS:
             raise _bad("each verdict has exactly rule_id, code and enforcement")
         if type(verdict["rule_id"]) is not str or type(verdict["code"]) is not str:
             raise _bad("a verdict's rule_id and code are strings")
@@ -272,10 +278,11 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
         raise _bad("children must be a list")
     refs = []
     for child in children:
-        if type(child) is not dict or child.keys() != {"receipt_id", "body_digest"}:
+        if type(child) is not dict or child.keys() != _CHILD_KEYS:
             raise _bad("each child has exactly receipt_id and body_digest")
         rid, bdg = child["receipt_id"], child["body_digest"]
-        if not is_digest(rid) or not is_digest(bdg):
+        # one check covers both when they are equal, as every honest commitment has them
+        if not is_digest(rid) or (bdg != rid and not is_digest(bdg)):
             raise _bad("a child's receipt_id and body_digest are sha256:<hex> digests")
         refs.append(ChildRef(rid, bdg))
     return tuple(refs)
@@ -285,48 +292,52 @@ def parse_envelope(data: bytes) -> Envelope:
     """Parse one receipt file strictly.
 
     The file must be exactly ``canonical(envelope) + LF``: any other spacing, key order,
-    duplicate key or number form is refused, so one flipped byte anywhere cannot pass.
+    duplicate key, escape or number form is refused, so one flipped byte anywhere cannot pass.
 
     Raises:
         ReceiptInvalid: code ``malformed`` (not JSON, wrong shape, a rule broken) or
             ``not_canonical`` (valid JSON but not the canonical bytes).
     """
     try:
-        doc = json.loads(data)
+        text = data.decode("utf-8")
+        doc = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _bad("the receipt file is not JSON") from exc
     if type(doc) is not dict or doc.keys() != _ENVELOPE_KEYS:
         raise _bad("a receipt file holds exactly body, key_id and signature")
-    children = check_body(doc["body"])
+    body = doc["body"]
+    children = check_body(body)
     key_id, sig = doc["key_id"], doc["signature"]
-    if key_id != doc["body"]["key_id"]:
+    if key_id != body["key_id"]:
         raise ReceiptInvalid(
             "the envelope's key_id differs from the body's", code="key_id_mismatch"
         )
     if sig is not None and (type(sig) is not str or not sig.isascii()):
         raise _bad("signature must be a base64 string or null")
     try:
-        # check_body admitted only fixed ASCII keys, strings, nulls, lists and objects: the
-        # values for which the plain route is exactly RFC 8785 (see proctor.receipts.canonical)
-        body_bytes = canonical_plain(doc["body"])
+        # check_body admitted only fixed ASCII keys, strings, nulls, lists and objects, and the
+        # envelope adds two ASCII keys with a string and a string or null: the values for which
+        # the plain route is exactly RFC 8785 (see proctor.receipts.canonical). Its keys sort
+        # as body, key_id, signature, so the whole file is one encoding plus LF, and the body
+        # is the bytes between '{"body":' and the ASCII tail that encode_envelope writes.
+        canonical = canonical_text(doc)
     except UnicodeEncodeError as exc:
         raise _bad("the receipt body holds a string that is not valid Unicode") from exc
-    if encode_envelope(body_bytes, key_id, sig) != data:
+    if canonical + "\n" != text:
         raise ReceiptInvalid(
             "the receipt file is not in canonical form (bytes were changed or reformatted)",
             code="not_canonical",
         )
     signature: bytes | None = None
     if sig is not None:
-        import base64
-        import binascii
-
         try:
-            signature = base64.b64decode(sig, validate=True)
-        except (binascii.Error, ValueError) as exc:
+            signature = binascii.a2b_base64(sig, strict_mode=True)
+        except binascii.Error as exc:
             raise _bad("signature is not valid base64") from exc
-    if signature is None and doc["body"]["kind"] != "call":
-        raise ReceiptInvalid(
-            f"a {doc['body']['kind']} receipt must be signed", code="signature_missing"
-        )
-    return Envelope(doc["body"], body_bytes, key_id, signature, children)
+    elif body["kind"] != "call":
+        raise ReceiptInvalid(f"a {body['kind']} receipt must be signed", code="signature_missing")
+    # key_id is a digest and sig is base64 (checked above): ASCII that JSON writes unescaped,
+    # so the tail after the body is as long in bytes as these characters
+    tail = len(_TAIL) + len(key_id) + (4 if sig is None else len(sig) + 2)
+    body_bytes = data[_BODY_AT : len(data) - tail]
+    return Envelope(body, body_bytes, key_id, signature, children)

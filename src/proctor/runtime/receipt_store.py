@@ -296,18 +296,34 @@ class ReceiptStore:
 
 
 def _folder_loader(directory: Path) -> Callable[[str], bytes | None]:
+    # os.open/os.read rather than Path.read_bytes: a tree is up to 30,002 small files, and
+    # the plain calls take less than half the time per file
+    prefix = os.path.join(os.fspath(directory), "")
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
     def load(receipt_id: str) -> bytes | None:
         match = _ID.match(receipt_id)
         if match is None:
             return None
         try:
-            return (directory / f"{match.group(1)}.json").read_bytes()
+            fd = os.open(f"{prefix}{match.group(1)}.json", flags)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StoreError(
                 f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
             ) from exc
+        try:
+            parts = []
+            while chunk := os.read(fd, 1 << 16):
+                parts.append(chunk)
+        except OSError as exc:
+            raise StoreError(
+                f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+        finally:
+            os.close(fd)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     return load
 
@@ -351,6 +367,7 @@ def verify_receipt(
         ReceiptInvalid: (``receipt_store_foreign``) the workspace store is not ours.
     """
     from proctor.receipts.verify import verify_tree
+    from proctor.runtime.signature_pool import SignaturePool
 
     keys = _trusted(public_key)
     text = os.fspath(target)
@@ -377,4 +394,5 @@ def verify_receipt(
     else:
         store = ReceiptStore(default_receipt_dir())
         load = store.get
-    return verify_tree(root_id, load, keys, root_bytes=root_bytes)
+    with SignaturePool() as pool:
+        return verify_tree(root_id, load, keys, root_bytes=root_bytes, verify_batch=pool)
