@@ -215,6 +215,7 @@ class Method(_Model):
     result_from: list[StepId] | None = None
     outputs: JsonSchema | None = None
     effects: Literal["none", "ask", "allow"] | None = None
+    reach: Literal["workspace", "inputs"] | None = None
 
 
 class RunProfile(_Model):

@@ -56,8 +56,9 @@ class StandingApproval:
 
     Attributes:
         kind: ``edits`` (file changes under ``paths``, by whole components; ``""`` is the
-            whole workspace), ``commands`` (argv beginning with ``argv_prefix``'s exact
-            tokens) or ``local`` (every local effect the floor holds).
+            whole workspace, ``$NAME`` a root a run's input names), ``commands`` (argv
+            beginning with ``argv_prefix``'s exact tokens) or ``local`` (every local effect
+            the floor holds).
     """
 
     kind: Literal["edits", "commands", "local"]
@@ -92,7 +93,7 @@ class StandingApproval:
 def _under(path: str, root: str) -> bool:
     root = root.strip("/")
     if root in ("", "."):
-        return True
+        return not path.startswith("$")  # the whole workspace; another root is named as $NAME
     parts, prefix = path.strip("/").split("/"), root.split("/")
     return parts[: len(prefix)] == prefix
 

@@ -36,6 +36,7 @@ from proctor.errors import (
 )
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission import AwaitApproval, CallOutcome, CallSpec, Deliver, Governor
+from proctor.runtime.reach import run_roots, run_workspace
 from proctor.runtime.store.base import CallRecord, RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
@@ -102,7 +103,7 @@ class RunDriver:
         self.method = method
         self.stop = stop
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
-        self.authority = narrow(host, effects=method.effects)
+        self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
         # credential material for this command only (the Python API's request_secrets)
@@ -131,6 +132,12 @@ class RunDriver:
             self._check_kinds()
             values = self._inputs(inputs, cli_inputs)
             fields = {"inputs": values, "inputs_digest": digest(values)}
+            try:  # the folders a reach: inputs run's inputs name, resolved once (runtime.reach)
+                fields["roots"] = run_roots(
+                    self.authority, self.method.inputs, values, s.workspace.root
+                )
+            except UsageError as exc:
+                raise _Blocked(exc.code, exc.message, "inputs_invalid") from exc
             s.store.update_run(self.run_id, data=fields)
             self.record.data.update(fields)
             self._refuse_certain_changes()
@@ -220,6 +227,7 @@ class RunDriver:
             from proctor.runtime.workspace import Workspace
 
             workspace = Workspace(workspace.root, extra_authority=extra)
+        workspace = run_workspace(workspace, self.authority, self.record.data)
         from proctor.runtime.directives import confined_run, confined_tools
 
         tools = s.tools

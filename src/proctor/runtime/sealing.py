@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
 from proctor.receipts.canonical import digest
+from proctor.runtime.reach import authority_record
 from proctor.runtime.store.base import CallRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
@@ -176,7 +177,7 @@ def seal_run(
         started_at=run_started,
         inputs_digest=data.get("inputs_digest"),
         outputs_digest=digest(result) if outcome == "completed" else None,
-        authority_digest=digest(data.get("authority") or {}),
+        authority_digest=digest(authority_record(data)),
         policy_digest=data.get("policy_digest"),
         children=step_refs,
     )

@@ -17,6 +17,15 @@ and the rule (never an absolute host path):
 - ``authority_file``: a ``write`` to a file that grants authority
   (:func:`proctor.core.paths.authority_reason`).
 
+Reach (``docs/admission.md``): a workspace built with ``roots`` (the folders a ``reach: inputs``
+run's inputs name) also admits paths in those roots. A path in a root is written, and shown in
+every result and message, as ``$NAME/relative/path`` (``$NAME`` alone is the root itself); an
+absolute path is admitted only when, resolved, it lies inside a root, and is then shown in that
+form too, so no result names a host path. Every sensitive-file and authority rule applies inside
+every root that contains the resolved path, exactly as in the workspace. With roots, a path that
+leaves every root is refused with ``path_outside_reach``, as is ``$NAME`` naming no root. A
+workspace file whose name begins with ``$`` is named ``./$name``.
+
 Backslashes are treated as separators on every platform, so the string checked is the string
 opened. Resolution happens before the check; a symlink swapped in between ``resolve`` and the
 ``open`` that follows is not covered here (tools open with ``O_NOFOLLOW`` on the last component).
@@ -27,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,9 +48,10 @@ from proctor.core.paths import (
     sensitive_reason,
 )
 from proctor.errors import RefusedCall
+from proctor.runtime.reach import checked_root
 from proctor.runtime.tools.base import Access
 
-__all__ = ["HEAD_BYTES", "MAX_PATH_CHARS", "Resolved", "Workspace", "refusal"]
+__all__ = ["HEAD_BYTES", "MAX_PATH_CHARS", "ROOT_NAME", "Resolved", "Workspace", "refusal"]
 
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
@@ -56,15 +67,26 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 _SHOWN_CHARS = 200
+ROOT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+"""The names a root may take (an input's name): ``$NAME`` must read as one plain word."""
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """A contained path: ``abs`` is the real absolute path, ``rel`` its workspace-relative POSIX
-    form (``"."`` for the root). ``abs`` is for opening, never for showing."""
+    """A contained path: ``abs`` is the real absolute path, ``rel`` its shown POSIX form
+    (workspace-relative, ``"."`` for the root; ``$NAME/...`` inside another root). ``root`` is
+    ``""`` for the workspace or ``$NAME``. ``abs`` is for opening, never for showing."""
 
     abs: Path
     rel: str
+    root: str = ""
+
+    @property
+    def inner(self) -> str:
+        """The path relative to its own root (``"."`` for the root itself)."""
+        if not self.root:
+            return self.rel[2:] if self.rel.startswith("./") else self.rel
+        return self.rel[len(self.root) + 1 :] if self.rel != self.root else "."
 
 
 def _shown(text: str) -> str:
@@ -79,6 +101,13 @@ def refusal(code: str, message: str, path: str, rule: str | None = None) -> Refu
     if rule is not None:
         details["rule"] = rule
     return RefusedCall(message, code=code, details=details)
+
+
+def _joined(root: str, below: str) -> str:
+    """The shown form of ``below`` in ``root`` (``""`` is the workspace)."""
+    if root:
+        return root if below == "." else f"{root}/{below}"
+    return "./" + below if below.startswith("$") else below
 
 
 def _home_state_dir() -> Path | None:
@@ -97,12 +126,21 @@ class Workspace:
         root: the workspace directory (must exist; symlinks in it are resolved once here).
         extra_authority: workspace-relative files that also grant authority (e.g. a guard
             module named by ``proctor.toml``); never written by a run.
+        roots: other folders a ``reach: inputs`` run reaches, by input name (resolved once
+            here); a path names one as ``$NAME/...``.
 
     Raises:
-        ConfigError: (code ``workspace_missing``) ``root`` is not a directory.
+        ConfigError: (code ``workspace_missing``) ``root`` is not a directory; ``root_invalid``
+            a root is not a usable folder (:func:`proctor.runtime.reach.checked_root`).
     """
 
-    def __init__(self, root: Path, *, extra_authority: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        extra_authority: frozenset[str] = frozenset(),
+        roots: Mapping[str, str | Path] | None = None,
+    ) -> None:
         from proctor.errors import ConfigError
 
         real = Path(os.path.realpath(root))
@@ -112,6 +150,28 @@ class Workspace:
         self._root_text = str(real)
         self._extra_authority = extra_authority
         self._authority_files: frozenset[str] | None = None
+        self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
+        self._home_state = _home_state_dir() if self._roots else None
+
+    def reaching(self, roots: Mapping[str, str | Path]) -> Workspace:
+        """This workspace, also reaching ``roots`` (name -> folder); the authority-file walk
+        already done is shared.
+
+        Raises:
+            ConfigError: ``root_invalid`` (:func:`proctor.runtime.reach.checked_root`).
+        """
+        wider = Workspace(self.root, extra_authority=self._extra_authority, roots=roots)
+        wider._authority_files = self._authority_files
+        return wider
+
+    @property
+    def roots(self) -> dict[str, Path]:
+        """The other roots this workspace reaches, by name (real paths: for opening only)."""
+        return {name: Path(text) for name, text in self._roots.items()}
+
+    def base_of(self, resolved: Resolved) -> Path:
+        """The real folder of the root ``resolved`` lies in (for opening only)."""
+        return Path(self._roots[resolved.root[1:]]) if resolved.root else self.root
 
     def __repr__(self) -> str:
         return f"Workspace({self.root.name!r})"
@@ -205,15 +265,17 @@ class Workspace:
     # -- resolution ---------------------------------------------------------------------------
 
     def resolve(self, path: str, access: Access) -> Resolved:
-        """Resolve ``path`` (relative to the root) and check it may be touched with ``access``.
+        """Resolve ``path`` and check it may be touched with ``access``.
 
-        ``read`` and ``write`` of an existing regular file also read its first
+        ``path`` is workspace-relative, ``$NAME/...`` in a root, or (only when the workspace has
+        roots) absolute. ``read`` and ``write`` of an existing regular file also read its first
         :data:`HEAD_BYTES` and refuse a private key block there.
 
         Raises:
             RefusedCall: ``path_empty``, ``path_nul``, ``path_control_char``, ``path_too_long``,
-                ``path_absolute``, ``path_outside_workspace``, ``path_symlink_loop``,
-                ``sensitive_path``, ``authority_file`` (see the module docstring).
+                ``path_absolute``, ``path_outside_workspace``, ``path_outside_reach``,
+                ``path_symlink_loop``, ``sensitive_path``, ``authority_file`` (see the module
+                docstring).
         """
         if not isinstance(path, str) or path == "":
             raise refusal("path_empty", "an empty path names no file", "")
@@ -230,7 +292,8 @@ class Workspace:
                 _CONTROL.sub("?", path),
             )
         text = path.replace("\\", "/")
-        if text.startswith("/") or _DRIVE.match(text):
+        absolute = text.startswith("/")
+        if _DRIVE.match(text) or (absolute and not self._roots):
             raise refusal(
                 "path_absolute",
                 "absolute paths are refused; name the file relative to the workspace",
@@ -239,25 +302,90 @@ class Workspace:
         parts = [p for p in text.split("/") if p not in ("", ".")]
         for part in parts:
             if len(part.encode("utf-8", "surrogateescape")) > MAX_COMPONENT_BYTES:
+                named = "<absolute path>" if absolute else path
                 raise refusal(
                     "path_too_long",
-                    f"a component of '{_shown(path)}' is longer than {MAX_COMPONENT_BYTES} bytes",
-                    path,
+                    f"a component of '{_shown(named)}' is longer than {MAX_COMPONENT_BYTES} bytes",
+                    named,
                 )
-        real = self._walk(parts, path)
-        rel = self._relative(real, path)
-        requested = "/".join(parts)
-        self._check_rules(requested, path, access)
-        if rel not in (".", requested):
-            self._check_rules(rel, rel, access)
-        resolved = Resolved(abs=real, rel=rel)
+        if absolute:
+            start, label, inner = "/", None, parts
+        elif text.startswith("$"):
+            start, label, inner = self._named_root(parts[0], path), parts[0], parts[1:]
+        else:
+            start, label, inner = self._root_text, "", parts
+        real = self._walk(inner, "<absolute path>" if absolute else path, start)
+        found = self._containing(real)
+        if not found:
+            raise self._outside(path, absolute)
+        rel = _joined(*found[0])
+        shown = rel if absolute else path
+        requested = "/".join(inner)
+        # the name asked for (a symlink's own name counts) and, below, the file it opens, each
+        # judged relative to every root holding it
+        self._check_rules(requested, shown, access, workspace=label == "")
+        for root, below in found:
+            if below != "." and (root, below) != (label, requested):
+                self._check_rules(below, _joined(root, below), access, workspace=root == "")
+        self._check_home_state(real, rel)
+        resolved = Resolved(abs=real, rel=rel, root=found[0][0])
         if access in ("read", "write"):
             self._check_head(resolved)
         return resolved
 
-    def _walk(self, parts: list[str], shown: str) -> Path:
+    def _named_root(self, first: str, shown: str) -> str:
+        base = self._roots.get(first[1:])
+        if base is None:
+            raise refusal(
+                "path_outside_reach",
+                f"'{_shown(first)}' names no root this run reaches (reach: inputs reaches the "
+                "folders the run's inputs name; reach: workspace only the workspace); name a "
+                "workspace file that begins with '$' as './$name'",
+                shown,
+            )
+        return base
+
+    def _outside(self, path: str, absolute: bool) -> RefusedCall:
+        shown = "<absolute path>" if absolute else path
+        if not self._roots:
+            return refusal(
+                "path_outside_workspace", f"'{_shown(shown)}' resolves outside the workspace", shown
+            )
+        return refusal(
+            "path_outside_reach",
+            f"'{_shown(shown)}' resolves outside the workspace and every root this run reaches",
+            shown,
+        )
+
+    def _containing(self, real: Path) -> list[tuple[str, str]]:
+        """(root label, path below it) for every root holding ``real``, the deepest first."""
+        text = str(real)
+        found: list[tuple[int, str, str]] = []
+        for label, base in (("", self._root_text), *((f"${n}", b) for n, b in self._roots.items())):
+            if text == base:
+                found.append((len(base), label, "."))
+            elif text.startswith(base.rstrip("/") + "/"):
+                found.append((len(base), label, text[len(base.rstrip("/")) + 1 :]))
+        found.sort(key=lambda item: -item[0])
+        return [(label, below) for _n, label, below in found]
+
+    def _check_home_state(self, real: Path, rel: str) -> None:
+        """Another root may hold proctor's home state folder (``PROCTOR_HOME``, any name)."""
+        home = self._home_state
+        if home is None:
+            return
+        text, base = str(real), str(home)
+        if text == base or text.startswith(base.rstrip("/") + "/"):
+            raise refusal(
+                "sensitive_path",
+                f"'{_shown(rel)}' is in proctor's home state folder; runs never touch it",
+                rel,
+                "proctor_state",
+            )
+
+    def _walk(self, parts: list[str], shown: str, start: str | None = None) -> Path:
         """Resolve like the kernel: component by component, following symlinks, counting hops."""
-        current = self._root_text
+        current = self._root_text if start is None else start
         pending = list(reversed(parts))
         hops = 0
         while pending:
@@ -306,7 +434,7 @@ class Workspace:
             )
         return text[len(prefix) :]
 
-    def _check_rules(self, rel: str, shown: str, access: Access) -> None:
+    def _check_rules(self, rel: str, shown: str, access: Access, *, workspace: bool = True) -> None:
         reason = sensitive_reason(rel)
         if reason is not None:
             raise refusal(
@@ -317,7 +445,8 @@ class Workspace:
                 reason,
             )
         if access == "write":
-            rule = authority_reason(rel, self.authority_files)
+            files = self.authority_files if workspace else frozenset()
+            rule = authority_reason(rel, files)
             if rule is not None:
                 raise refusal(
                     "authority_file",

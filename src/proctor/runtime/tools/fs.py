@@ -37,7 +37,8 @@ PATH_SCHEMA: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
     "maxLength": 4096,
-    "description": "a path relative to the workspace root",
+    "description": "a path relative to the workspace root, or $NAME/relative/path inside a "
+    "folder the run's input NAME names (reach: inputs)",
 }
 DIGEST_SCHEMA: dict[str, Any] = {
     "type": "string",

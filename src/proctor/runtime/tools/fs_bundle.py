@@ -291,7 +291,11 @@ def recover_bundles(workspace: Workspace, store: RunStore) -> list[str]:
         owner = record.entries[0].get("owner") if record.entries else None
         if _owner_alive(owner):
             continue
-        if _settle(workspace, store, record):
+        from proctor.runtime.reach import recovery_workspace
+
+        # a bundle in another root is put back through the roots its run started with
+        ws = recovery_workspace(workspace, store, record.run_id)
+        if _settle(ws, store, record):
             rolled_back.append(record.bundle_id)
     return rolled_back
 

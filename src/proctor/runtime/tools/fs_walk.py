@@ -18,7 +18,7 @@ from typing import Any
 
 from proctor.core.paths import content_reason, sensitive_reason
 from proctor.errors import ProctorError, RefusedCall
-from proctor.runtime.tools.base import Access, Tool, ToolContext
+from proctor.runtime.tools.base import Access, Tool, ToolContext, check_cancel
 from proctor.runtime.tools.fs import PATH_SCHEMA
 from proctor.runtime.tools.fsutil import open_regular
 from proctor.runtime.workspace import Resolved, Workspace
@@ -82,12 +82,14 @@ class _Ignores:
 
 def _walk(ws: Workspace, start: Resolved, recursive: bool, counts: _Counts) -> Iterator[_Entry]:
     ignores = _Ignores()
-    ignores.load(str(ws.root), ".")
-    if start.rel != ".":
-        parts = start.rel.split("/")
+    # the .gitignore files of the root the walk starts in (the workspace, or $NAME)
+    base, label = str(ws.base_of(start)), start.root
+    ignores.load(base, label or ".")
+    if start.inner != ".":
+        parts = start.inner.split("/")
         for index in range(1, len(parts)):
-            rel = "/".join(parts[:index])
-            ignores.load(os.path.join(str(ws.root), rel), rel)
+            below = "/".join(parts[:index])
+            ignores.load(os.path.join(base, below), f"{label}/{below}" if label else below)
         ignores.load(str(start.abs), start.rel)
     yield from _walk_folder(ws, str(start.abs), start.rel, recursive, ignores, counts)
 
@@ -177,6 +179,7 @@ def _list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
         raise ToolFailed(f"'{start.rel}' is not a folder", code="not_a_folder")
     for entry in _walk(ctx.workspace, start, bool(args.get("recursive", False)), counts):
+        check_cancel(ctx)  # a cancelled read stops between entries
         if entry.kind == "file" and _head_is_key(entry.abs, _LIST_HEAD):
             counts.withheld += 1
             continue
@@ -270,6 +273,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     else:
         entries = _walk(ctx.workspace, start, True, counts)
     for entry in entries:
+        check_cancel(ctx)  # a cancelled read stops between files
         if entry.kind != "file" or entry.size > _SEARCH_MAX_FILE:
             continue
         if only is not None and not only.match_file(entry.rel):
