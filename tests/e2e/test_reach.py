@@ -223,7 +223,9 @@ def test_writes_in_another_root_are_bound_to_digests(ws: Ws, other: Path) -> Non
     assert str(other) not in audit
 
 
-def test_a_write_under_ask_shows_the_root_form_and_resumes_in_the_same_root(ws: Ws, other: Path) -> None:
+def test_a_write_under_ask_shows_the_root_form_and_resumes_in_the_same_root(
+    ws: Ws, other: Path
+) -> None:
     r = run(
         ws,
         "replace",

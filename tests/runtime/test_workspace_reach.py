@@ -170,3 +170,68 @@ def test_a_whole_workspace_edit_approval_does_not_cover_another_root() -> None:
     assert everything.covers_paths(["notes.md"])
     assert not everything.covers_paths(["$repo/a.txt"])
     assert StandingApproval("edits", paths=("$repo",)).covers_paths(["$repo/a.txt"])
+
+
+BUNDLE_CHILD = """
+import json, sys
+from pathlib import Path
+from proctor.runtime.store.sqlite import SQLiteRunStore
+from proctor.runtime.tools.base import ToolContext
+from proctor.runtime.tools.registry import native_tools
+from proctor.runtime.workspace import Workspace
+
+root, other = Path(sys.argv[1]), Path(sys.argv[2])
+ws = Workspace(root).reaching({"repo": other})
+store = SQLiteRunStore(root / ".proctor" / "runs.sqlite")
+ctx = ToolContext(workspace=ws, store=store, run_id="run-reach", call_id="c1")
+native_tools()["fs.apply_bundle"].handler(ctx, json.loads(sys.argv[3]))
+print("finished")
+"""
+
+
+def test_a_crashed_bundle_in_another_root_is_rolled_back_there(tree: Path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from proctor.runtime.store.base import RunRecord
+    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.tools.fs_bundle import KILL_AFTER_ENV, recover_bundles
+    from proctor.runtime.tools.fsutil import digest_of
+
+    root, other = tree / "ws", (tree / "other").resolve()
+    (root / ".proctor").mkdir()
+    store = SQLiteRunStore(root / ".proctor" / "runs.sqlite")
+    store.create_run(
+        RunRecord(run_id="run-reach", skill="s", method="m", data={"roots": {"repo": str(other)}})
+    )
+    a = other / "src" / "a.txt"
+    changes = [
+        {"op": "replace", "path": "$repo/src/a.txt", "content": "A\n",
+         "expected_digest": digest_of(a.read_bytes())},
+        {"op": "create", "path": "$repo/src/b.txt", "content": "B\n"},
+    ]  # fmt: skip
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BUNDLE_CHILD,
+            str(root),
+            str(other),
+            json.dumps({"changes": changes}),
+        ],
+        env={**os.environ, KILL_AFTER_ENV: "1", "PYTHONPATH": str(repo / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=repo,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert a.read_text() == "A\n"  # really half applied, in the other root
+    pending = store.journal_pending()
+    assert len(pending) == 1
+    assert recover_bundles(Workspace(root), store) == [pending[0].bundle_id]
+    assert a.read_text() == "a\n"
+    assert not (other / "src" / "b.txt").exists()
