@@ -2,7 +2,8 @@
 
 Two lanes keep agent work and a person's authorization apart:
 
-- ``answers`` (the agent's lane): agent turn outputs, ``{request_digest, value}`` by address;
+- ``answers`` (the agent's lane): agent turn outputs, ``{request_digest, value}`` by address,
+  or ``{request_digest, failure: {reason}}`` when the turn cannot be done;
 - ``approvals`` (the person's lane): ``{request_digest, approved, reason?}`` for an approval,
   ``{request_digest, value: {retry: bool}}`` for a retry, ``{request_digest, value: {QID:
   {option?, text?}}}`` for questions;
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proctor.errors import ResumeRefused
 
@@ -28,6 +29,7 @@ __all__ = [
     "ApprovalEntry",
     "CloseSpec",
     "ResumeDocument",
+    "TurnFailure",
     "parse_resume_document",
 ]
 
@@ -39,11 +41,25 @@ class _Model(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+class TurnFailure(_Model):
+    """Why an agent turn could not be done (the turn's failure lane)."""
+
+    reason: str = Field(min_length=1, max_length=4000)
+
+
 class AnswerEntry(_Model):
-    """An agent turn's output, bound to the turn's request digest."""
+    """An agent turn's output (``value``), or ``failure: {reason}`` when the turn cannot be
+    done, bound to the turn's request digest. Exactly one of the two."""
 
     request_digest: Digest = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    value: Any
+    value: Any = None
+    failure: TurnFailure | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> AnswerEntry:
+        if ("value" in self.model_fields_set) == (self.failure is not None):
+            raise ValueError("an answer takes value, or failure: {reason}, exactly one")
+        return self
 
 
 class ApprovalEntry(_Model):

@@ -76,6 +76,9 @@ def normalize_decision(request: RequestView, lane: str, entry: Any) -> dict[str,
     base: dict[str, Any] = {"request_digest": request.digest, "lane": lane}
     where = f"{lane}.{request.address}"
     if request.kind == "agent_turn":
+        failure = getattr(entry, "failure", None)
+        if failure is not None:
+            return {**base, "failure": {"reason": failure.reason}}
         return {**base, "value": entry.value}
     if request.kind == "approval":
         if entry.approved is None or entry.value is not None:

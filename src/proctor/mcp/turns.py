@@ -14,8 +14,8 @@ when the server holds more than one.
   of at most 32,000 characters with ``next_offset``.
 - ``turn_call``: one call from the turn's allowance, admitted like any other; the host pins
   ``call_id`` and a repeat returns the recorded call without running it again.
-- ``turn_complete``: ends the turn with its output and drives the run to its next pause or
-  seal.
+- ``turn_complete``: ends the turn with its output, or with ``failure: {reason}`` (the step
+  fails with that reason), and drives the run to its next pause or seal.
 - ``call_cancel``: cancels a turn call this server is executing (see :meth:`TurnTools.cancel`).
 """
 
@@ -78,7 +78,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "turn_call": (
         "Make one call from the turn's allowance, admitted and recorded like any other call."
         " call_id is yours and unique in the turn: calling again with it returns the recorded"
-        " call instead of running it twice.",
+        " call instead of running it twice. Under effects: ask a change answers needs_approval"
+        " and waits on a person; once approved, call again with the same call_id.",
         _schema(
             {
                 "run": _RUN,
@@ -376,17 +377,20 @@ class TurnTools:
                 dict(arguments.get("args") or {}),
                 call_id,
                 reason=str(arguments.get("reason") or ""),
+                stop=stop,
             )
         finally:
             with self._lock:
                 self.in_flight.pop(key, None)
         cancelled = key in self.cancelled
+        # under effects: ask the call waits on a person: the run is needs_approval
+        pending = outcome.code == "approval_pending"
         doc = {
             "run": run_id,
             "turn": address,
             "call_id": call_id,
             "tool": outcome.tool,
-            "status": outcome.status,
+            "status": "needs_approval" if pending else outcome.status,
             "result": outcome.result,
             "error": outcome.error,
             "already_done": outcome.already_done,
@@ -397,7 +401,8 @@ class TurnTools:
             summary += f" [{outcome.error.get('code')}]: {outcome.error.get('message')}"
         else:
             summary += ": " + _text(outcome.result)[:2_000]
-        return {**doc, "_error": not outcome.ok, "_text": summary}
+        # a call waiting on a person is a pause, not an error
+        return {**doc, "_error": not outcome.ok and not pending, "_text": summary}
 
     def _turn_complete(
         self, session: Session, arguments: dict[str, Any], stop: Any
@@ -412,18 +417,13 @@ class TurnTools:
                 "turn_complete takes output, or failure: {reason}, exactly one",
                 code="turn_complete_invalid",
             )
+        entry: dict[str, Any] = {"request_digest": turn["request_digest"]}
         if "failure" in arguments:
-            # The driver has no failure lane for agent turns yet; refuse rather than guess.
-            raise UsageError(
-                "ending a turn with failure is not supported by this build's driver; complete it"
-                " with an output, or ask a person to close the run",
-                code="turn_failure_unsupported",
-            )
-        document = {
-            "answers": {
-                address: {"request_digest": turn["request_digest"], "value": arguments["output"]}
-            }
-        }
+            # the turn's failure lane: the step fails with the (scrubbed) reason, sealed
+            entry["failure"] = {"reason": str((arguments["failure"] or {}).get("reason") or "")}
+        else:
+            entry["value"] = arguments["output"]
+        document = {"answers": {address: entry}}
         doc = session.resume(run_id, document, stop=stop).to_json()
         return {
             **doc,
@@ -445,6 +445,7 @@ class TurnTools:
                 event.set()
         if event is not None:
             settles = "stopping: it settles as it actually ends, with the cancel recorded"
+            session.store.append_event(run_id, "call_cancel_requested", {"call": address})
             session.audit.emit(
                 "call_cancel_requested", run_id=run_id, step_index=None, call=address
             )

@@ -37,6 +37,8 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import CHANGING_EFFECTS, Access, Tool, ToolContext
 
 if TYPE_CHECKING:
+    import threading
+
     from proctor.core.budget import ReceiptBudget
     from proctor.runtime.audit import AuditLog
     from proctor.runtime.sanitize import Sanitizer
@@ -66,6 +68,9 @@ class CallSpec:
         call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
         idempotency_key: an effect already done under this key is not sent again.
         address: where an approval of this call is asked (default: the step id).
+        cancel: set it to cancel the call: a read in flight stops (``call_cancelled``); an
+            effect in flight runs to its end and settles as it ended, the cancel recorded
+            beside it; a call not started yet is not sent.
     """
 
     tool: str
@@ -77,6 +82,7 @@ class CallSpec:
     call_id: str | None = None
     idempotency_key: str | None = None
     address: str | None = None
+    cancel: threading.Event | None = field(default=None, compare=False)
 
 
 class _AlreadyDone(Exception):
@@ -218,6 +224,11 @@ class Governor:
         except _AlreadyDone as done:
             return self._recorded(spec, done.record, started, already_done=True)
         assert tool is not None
+        if spec.cancel is not None and spec.cancel.is_set():
+            cancelled = RefusedCall(
+                "the call was cancelled before it was sent", code="call_cancelled"
+            )
+            return self._refused(spec, outcome, cancelled)
         if outcome.approved_by is not None:
             self.audit.emit(
                 "approval_used",
@@ -396,6 +407,8 @@ class Governor:
             call_id=outcome.call_id,
             step_id=spec.step_id,
             extras=extras,
+            # a read stops on a cancel; an effect in flight runs to its end
+            cancel=None if changes else spec.cancel,
         )
         try:
             raw_result: Any = tool.handler(ctx, args)
@@ -424,6 +437,8 @@ class Governor:
             "ended_at": _iso(outcome.ended_at),
             "approved_by": outcome.approved_by,
         }
+        if spec.cancel is not None and spec.cancel.is_set():
+            settled["cancel_requested"] = True  # recorded beside how the call actually ended
         # 10. record: the run store, then the audit log
         if changes:
             kill_point("call.executed")

@@ -463,13 +463,23 @@ class Session:
         call_id: str,
         *,
         reason: str = "",
+        stop: threading.Event | None = None,
     ) -> CallOutcome:
         """Make one call of the agent turn a paused run waits on at ``address``.
 
         The call is admitted with that turn's allowance (scope, schema, containment, policy,
         floor, budget) and recorded under ``call_id``: a repeat of the same ``call_id``
-        returns the recorded outcome and sends nothing. A change under ``effects: ask`` is
-        refused with ``approval_required`` (a turn call cannot pause the run yet).
+        returns the recorded outcome and sends nothing.
+
+        A change under ``effects: ask`` with no approval of its own pauses the run
+        ``needs_approval`` on a request at ``<address>/turn/<call_id>`` carrying exactly what
+        executes; the outcome is ``refused`` with code ``approval_pending`` and nothing is
+        sent. After a person approves it with ``resume``, the same call (same ``call_id``)
+        executes once.
+
+        ``stop`` cancels the call: a read in flight stops (``call_cancelled``); an effect in
+        flight runs to its end and settles as it ended, with ``cancel_requested`` recorded
+        beside it.
 
         Raises:
             UsageError: ``run_not_found``.
@@ -497,7 +507,7 @@ class Session:
         try:
             skill, method = self._reload(record)
             driver = RunDriver(self, record, skill, method, None)
-            return driver.turn_call(turn.body, tool, dict(args), call_id, reason)
+            return driver.turn_call(turn.body, tool, dict(args), call_id, reason, stop)
         finally:
             self._release(run_id)
 

@@ -351,4 +351,38 @@ def agent_step(
     request = run.open_request(step.id, turn)
     if request.decision is None:
         return _Pause([request])
-    return _check_output(step, request.decision.get("value"))
+    failure = request.decision.get("failure")
+    if isinstance(failure, dict):
+        done = _turn_failed(run, step, str(failure.get("reason") or ""))
+    else:
+        done = _check_output(step, request.decision.get("value"))
+    done.used += _turn_approvals(run, step.id)
+    return done
+
+
+def _turn_approvals(run: RunDriver, step_id: str) -> list[str]:
+    """The approvals the turn's calls executed on: used once the step settles."""
+    used = []
+    for call in run.s.store.calls(run.run_id):
+        body = call.result if isinstance(call.result, dict) else {}
+        approved = body.get("approved_by")
+        if call.step_id == step_id and isinstance(approved, str) and approved.startswith("person:"):
+            used.append(approved.removeprefix("person:"))
+    return used
+
+
+def _turn_failed(run: RunDriver, step: AgentStep, reason: str) -> _Done:
+    """The host ended the turn on its failure lane: the step fails with its reason."""
+    # the reason is the host's free text: scrubbed of secrets, one line, bounded
+    shown = " ".join(run.sanitizer.text(reason).split())[:500]
+    refusal = Refusal(
+        code="agent_failed", message=f"the agent could not do the turn: {shown}", step=step.id
+    )
+    return _Done(
+        "failed",
+        refusal=refusal,
+        seal_reason="tool_failed",
+        run_outcome="failed",
+        run_seal_reason="child_failed",
+        used=[step.id],
+    )

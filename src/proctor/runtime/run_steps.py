@@ -488,34 +488,89 @@ class RunDriver:
             step_index=turn.get("step_index"),
             reason=spec.reason,
             call_id=call_id,
-            address=f"{step_id}/{call_id or 'call'}",
+            # a host-pinned call is approved at its own address: <step>/turn/<call_id>
+            address=call_id or f"{step_id}/call",
+            cancel=spec.cancel,
         )
 
     def turn_call_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallOutcome:
-        """Admit one turn call; a change the floor holds is refused ``approval_required``."""
+        """Admit one call of a managed turn; a change the floor holds is refused
+        ``approval_required``.
+
+        A managed turn's conversation lives in this process only; pausing it would mean either
+        storing the model's transcript (untrusted text) to continue it later, or working the
+        turn again, when the model may not make the approved call at all. So it does not wait:
+        the model reads the refusal, and a person grants what a managed turn may change ahead
+        of time (standing approvals) or lets a host work the turn.
+        """
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
         try:
             return governor.call(admitted)
-        except AwaitApproval as waiting:
+        except AwaitApproval:
             return CallOutcome(
-                call_id=admitted.call_id or waiting.address,
+                call_id=admitted.call_id or f"{admitted.step_id}/call",
                 tool=spec.tool,
                 step_id=admitted.step_id,
                 status="refused",
                 error={
                     "code": "approval_required",
                     "message": f"'{spec.tool}' changes something and this run's authority is"
-                    " effects: ask; a call inside an agent turn cannot wait on a person yet",
+                    " effects: ask; a managed agent turn does not wait on a person. Grant it a"
+                    " standing approval (edits or commands) or let a host work the turn",
                 },
             )
 
     def turn_call(
-        self, turn: dict[str, Any], tool: str, args: dict[str, Any], call_id: str, reason: str
+        self,
+        turn: dict[str, Any],
+        tool: str,
+        args: dict[str, Any],
+        call_id: str,
+        reason: str,
+        cancel: threading.Event | None = None,
     ) -> CallOutcome:
-        """One host-side call of a paused turn (see :meth:`Session.turn_call`)."""
-        spec = CallSpec(tool=tool, args=args, allowance=frozenset(), reason=reason, call_id=call_id)
-        return self.turn_call_spec(turn, spec)
+        """One host-side call of a paused turn (see :meth:`Session.turn_call`).
+
+        A change the floor holds under ``effects: ask`` pauses the run ``needs_approval`` on
+        a request at the call's address (``<step>/turn/<call_id>``) carrying exactly what
+        executes; the outcome is ``refused`` with code ``approval_pending`` (nothing was sent
+        or recorded under ``call_id``). Once a person approves it, the same call (same
+        ``call_id``) executes, once.
+        """
+        spec = CallSpec(
+            tool=tool,
+            args=args,
+            allowance=frozenset(),
+            reason=reason,
+            call_id=call_id,
+            cancel=cancel,
+        )
+        governor = self.governor()
+        admitted = self.turn_spec(turn, spec)
+        try:
+            return governor.call(admitted)
+        except AwaitApproval as waiting:
+            request = self.open_request(waiting.address, waiting.body)
+            self._pause([request])
+            return CallOutcome(
+                call_id=admitted.call_id or waiting.address,
+                tool=tool,
+                step_id=admitted.step_id,
+                status="refused",
+                error={
+                    "code": "approval_pending",
+                    "message": f"'{tool}' changes something and this run's authority is"
+                    f" effects: ask: the run waits on a person's approval at {waiting.address};"
+                    " once it is approved (proctor resume), make this call again with the same"
+                    " call_id",
+                    "details": {
+                        "address": waiting.address,
+                        "request_digest": request.request_digest,
+                        "run_status": "needs_approval",
+                    },
+                },
+            )
 
     def recorded_claims(self, step_id: str) -> list[CallRecord]:
         """Calls of a step a crashed driver claimed but never settled."""

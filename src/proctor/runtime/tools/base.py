@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    import threading
+
     from proctor.runtime.store.base import RunStore
     from proctor.runtime.workspace import Workspace
 
@@ -26,7 +28,11 @@ CHANGING_EFFECTS: frozenset[str] = frozenset({"write", "network", "process"})
 
 @dataclass
 class ToolContext:
-    """What a handler may use: the workspace, the run store and the identity of the call."""
+    """What a handler may use: the workspace, the run store and the identity of the call.
+
+    ``cancel`` is set when the call is cancelled; a read checks it in its loops and stops
+    (:func:`check_cancel`). Effects never get it: an effect in flight runs to its end.
+    """
 
     workspace: Workspace
     store: RunStore
@@ -34,6 +40,19 @@ class ToolContext:
     call_id: str
     step_id: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    cancel: threading.Event | None = None
+
+
+def check_cancel(ctx: ToolContext) -> None:
+    """Stop a read whose call was cancelled.
+
+    Raises:
+        ToolFailed: ``call_cancelled``.
+    """
+    if ctx.cancel is not None and ctx.cancel.is_set():
+        from proctor.errors import ToolFailed
+
+        raise ToolFailed("the call was cancelled while it ran", code="call_cancelled")
 
 
 Handler = Callable[[ToolContext, dict[str, Any]], dict[str, Any]]
