@@ -23,6 +23,7 @@ from proctor.errors import ResumeRefused
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission import CallOutcome, CallSpec
 from tests.runtime.driver_support import (
+    approve,
     authority,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
@@ -275,3 +276,40 @@ def test_a_call_cancelled_before_it_is_sent_sends_nothing(ws: Path) -> None:
     outcome = s.turn_call(env.run_id or "", "draft", "fs.write", CALL, "c1", stop=cancel)
     assert outcome.status == "refused" and outcome.code == "call_cancelled"
     assert not (ws / "out.md").exists()
+
+
+# -- a request whose payload holds a secret -------------------------------------------------
+
+CONFIG = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: read
+        tool: fs.read
+        inputs: {path: cfg.txt}
+      - id: write
+        tool: fs.write
+        inputs: {path: cfg.txt, content: "token = (rotated)\\n",
+                 expected_digest: $steps.read.content_digest}
+"""
+
+
+def test_a_request_shows_no_secret_names_what_it_hid_and_binds_the_exact_act(ws: Path) -> None:
+    # The file holds a token the change removes: the diff's removed line holds it.
+    make_skill(ws, "config", CONFIG)
+    (ws / "cfg.txt").write_text(f"token = {SECRET}\n")
+    s = session(ws)
+    env = s.run("config", authority=authority(effects="ask"), cwd=ws)
+    assert env.status == "needs_approval", env.refusal
+    shown = json.dumps(env.to_json())
+    assert SECRET not in shown
+    (request,) = env.requests or []
+    assert request["redacted"] and all(p.startswith("$.payload") for p in request["redacted"])
+    # The digest is over the exact act (the secret included), not over the view.
+    view = {k: v for k, v in request.items() if k not in ("request_digest", "redacted")}
+    assert digest(view) != request["request_digest"]
+    stored = next(r for r in s.store.requests(env.run_id or "") if r.address == "write")
+    assert digest(stored.body) == request["request_digest"]
+    done = s.resume(env.run_id or "", approve(env))
+    assert done.outcome == "completed"
+    assert (ws / "cfg.txt").read_text() == "token = (rotated)\n"

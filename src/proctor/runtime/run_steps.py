@@ -413,7 +413,7 @@ class RunDriver:
         shown = []
         template: dict[str, Any] = {"schema": "proctor.resume.v1"}
         for r in requests:
-            shown.append(
+            view, redacted = self.sanitizer.value(
                 {
                     "address": r.address,
                     "kind": r.kind,
@@ -421,6 +421,11 @@ class RunDriver:
                     **{k: v for k, v in r.body.items() if k not in ("address", "kind")},
                 }
             )
+            if redacted:
+                # The digest binds the exact act, secret included; the view never shows the
+                # secret, so it names what it hid (a host cannot recompute this digest).
+                view["redacted"] = redacted
+            shown.append(view)
             lane = "approvals" if r.kind in PERSON_KINDS else "answers"
             entry: dict[str, Any] = {"request_digest": r.request_digest}
             if r.kind == "approval":
