@@ -130,22 +130,13 @@ def run_directive_command(
 ) -> None:
     """Run a directive and print its envelope (shared by ``directives run`` and
     ``run --directive``); exits like ``proctor run``."""
-    from proctor.cli.run import drive_with_signals, exit_code_of, host_authority, render_envelope
+    from proctor.cli.run import drive_and_print, host_authority
 
     authority = host_authority(run_authority, None)
     session = _session(drive, max_steps)
-    try:
-        envelope = drive_with_signals(
-            session, lambda: session.run_directive(directive_id, request, authority=authority)
-        )
-    finally:
-        session.close()
-    doc = envelope.to_json()
-    if as_json:
-        dump_json(doc)
-    else:
-        render_envelope(doc)
-    sys.exit(exit_code_of(doc))
+    drive_and_print(
+        session, lambda: session.run_directive(directive_id, request, authority=authority), as_json
+    )
 
 
 @directives.command("run")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from proctor.cli.run import EXIT_HELP, drive_with_signals, exit_code_of, render_envelope
+from proctor.cli.run import EXIT_HELP, drive_and_print
 from proctor.errors import UsageError
 
 DOCUMENT_CAP = 64 * 1024 * 1024
@@ -24,7 +24,6 @@ def resume(run_id: str, source: str, as_json: bool) -> None:
     `{"close": {"outcome": "declined"}}` alone seals it. Works from any folder of the
     workspace.
     """
-    from proctor.cli.render import dump_json
     from proctor.runtime.driver import Session
     from proctor.runtime.workspace import Workspace
 
@@ -40,13 +39,4 @@ def resume(run_id: str, source: str, as_json: bool) -> None:
     if len(data) > DOCUMENT_CAP:
         raise UsageError("the resume document is over 64 MiB", code="resume_too_large")
     session = Session(Workspace.discover(Path.cwd()))
-    try:
-        envelope = drive_with_signals(session, lambda: session.resume(run_id, data))
-    finally:
-        session.close()
-    doc = envelope.to_json()
-    if as_json:
-        dump_json(doc)
-    else:
-        render_envelope(doc)
-    sys.exit(exit_code_of(doc))
+    drive_and_print(session, lambda: session.resume(run_id, data), as_json)

@@ -181,7 +181,6 @@ def run(
     A run that waits on a person or an agent prints its requests, an answers template bound
     to their digests and the exact `proctor resume` command, and exits 10.
     """
-    from proctor.cli.render import dump_json
     from proctor.runtime.driver import Session
     from proctor.runtime.workspace import Workspace
 
@@ -204,13 +203,22 @@ def run(
         from proctor.runtime.directive_runs import AgentSession
 
         session = AgentSession(session.workspace, agent_driver=ManagedAgent.from_home())
+    drive_and_print(
+        session,
+        lambda: session.run(
+            ref, inputs=inputs, cli_inputs=list(pairs), authority=authority, profile=profile
+        ),
+        as_json,
+    )
+
+
+def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
+    """Drive ``work`` under signal handling, close the session, print the envelope (JSON or a
+    summary) and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    from proctor.cli.render import dump_json
+
     try:
-        envelope = drive_with_signals(
-            session,
-            lambda: session.run(
-                ref, inputs=inputs, cli_inputs=list(pairs), authority=authority, profile=profile
-            ),
-        )
+        envelope = drive_with_signals(session, work)
     finally:
         session.close()
     doc = envelope.to_json()
