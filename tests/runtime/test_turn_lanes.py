@@ -161,6 +161,10 @@ def test_a_managed_turn_change_under_ask_is_refused_not_paused(ws: Path) -> None
     assert outcome.code == "approval_required"
     assert "standing approval" in str((outcome.error or {})["message"])
     assert not (ws / "out.md").exists()
+    # The refusal is recorded like any other refused call, and asks a person nothing.
+    (record,) = [c for c in s.store.calls(env.run_id or "") if c.tool == "fs.write"]
+    assert record.outcome == "refused" and record.result["error"]["code"] == "approval_required"
+    assert [r.kind for r in s.store.requests(env.run_id or "")] == []
 
 
 # -- the failure lane -----------------------------------------------------------------------

@@ -71,6 +71,9 @@ class CallSpec:
         cancel: set it to cancel the call: a read in flight stops (``call_cancelled``); an
             effect in flight runs to its end and settles as it ended, the cancel recorded
             beside it; a call not started yet is not sent.
+        can_wait: ``False`` for a caller that cannot pause on a person (a managed agent
+            turn): a change the floor would hold is refused ``approval_required`` instead,
+            recorded like any refusal.
     """
 
     tool: str
@@ -83,6 +86,7 @@ class CallSpec:
     idempotency_key: str | None = None
     address: str | None = None
     cancel: threading.Event | None = field(default=None, compare=False)
+    can_wait: bool = True
 
 
 class _AlreadyDone(Exception):
@@ -330,6 +334,13 @@ class Governor:
             )
         verdict = decide(self.authority, change, approved=decision is not None)
         if verdict.verdict == "pause":
+            if not spec.can_wait:
+                raise RefusedCall(
+                    f"'{tool.name}' changes something and this run's authority is effects: ask;"
+                    " a managed agent turn does not wait on a person. Grant it a standing"
+                    " approval (edits or commands) or let a host work the turn",
+                    code="approval_required",
+                )
             raise AwaitApproval(address, body, request_digest)
         if verdict.standing_index is not None:
             outcome.approved_by = f"standing_approvals[{verdict.standing_index}]"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
@@ -508,23 +508,8 @@ class RunDriver:
         the model reads the refusal, and a person grants what a managed turn may change ahead
         of time (standing approvals) or lets a host work the turn.
         """
-        governor = self.governor()
-        admitted = self.turn_spec(turn, spec)
-        try:
-            return governor.call(admitted)
-        except AwaitApproval:
-            return CallOutcome(
-                call_id=admitted.call_id or f"{admitted.step_id}/call",
-                tool=spec.tool,
-                step_id=admitted.step_id,
-                status="refused",
-                error={
-                    "code": "approval_required",
-                    "message": f"'{spec.tool}' changes something and this run's authority is"
-                    " effects: ask; a managed agent turn does not wait on a person. Grant it a"
-                    " standing approval (edits or commands) or let a host work the turn",
-                },
-            )
+        admitted = replace(self.turn_spec(turn, spec), can_wait=False)
+        return self.governor().call(admitted)  # refused and recorded like any refusal
 
     def turn_call(
         self,
