@@ -128,6 +128,22 @@ def test_a_turn_change_pauses_then_the_approved_call_executes_once(ws: Path) -> 
     assert used["draft/turn/c1"] == "used"
 
 
+def test_a_pending_turn_call_approval_stays_listed_beside_its_turn(ws: Path) -> None:
+    s = session(ws)
+    env = s.run("writer", authority=authority(effects="ask"), cwd=ws)
+    run_id = env.run_id or ""
+    s.turn_call(run_id, "draft", "fs.write", CALL, "c1")
+    # Driven on without a decision ({}), the run waits on its turn and still shows the call.
+    again = s.resume(run_id, {})
+    assert again.status == "needs_agent"
+    assert [(r["address"], r["kind"]) for r in again.requests or []] == [
+        ("draft", "agent_turn"),
+        ("draft/turn/c1", "approval"),
+    ]
+    assert "draft/turn/c1" in (again.answers_template or {})["approvals"]
+    assert not (ws / "out.md").exists()
+
+
 def test_a_declined_turn_change_is_refused_and_nothing_is_written(ws: Path) -> None:
     s = session(ws)
     env = s.run("writer", authority=authority(effects="ask"), cwd=ws)

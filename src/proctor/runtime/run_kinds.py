@@ -350,7 +350,15 @@ def agent_step(
         return done
     request = run.open_request(step.id, turn)
     if request.decision is None:
-        return _Pause([request])
+        # a turn call still waiting on a person is shown beside its turn, never hidden by it
+        waiting = [
+            r
+            for r in run.s.store.requests(run.run_id)
+            if r.kind == "approval"
+            and r.address.startswith(f"{step.id}/turn/")
+            and r.state == "open"
+        ]
+        return _Pause([request, *waiting])
     failure = request.decision.get("failure")
     if isinstance(failure, dict):
         done = _turn_failed(run, step, str(failure.get("reason") or ""))
