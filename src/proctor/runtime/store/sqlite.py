@@ -158,6 +158,9 @@ class SQLiteRunStore:
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
+        # Checkpoint the WAL every ~16 MiB rather than every ~4 MiB: each checkpoint syncs the
+        # database file, and recorded results (a read's content) make the WAL grow quickly.
+        conn.execute("PRAGMA wal_autocheckpoint=4000")
         if conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION:
             return
         conn.execute("BEGIN IMMEDIATE")
