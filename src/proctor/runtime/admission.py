@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
@@ -34,7 +34,13 @@ from proctor.policy.model import PolicySet
 from proctor.receipts.canonical import digest
 from proctor.runtime.store.base import CallRecord
 from proctor.runtime.testhooks import kill_point
-from proctor.runtime.tools.base import CHANGING_EFFECTS, Access, Tool, ToolContext
+from proctor.runtime.tools.base import (
+    CHANGING_EFFECTS,
+    Tool,
+    ToolContext,
+    admitted_workspace,
+    validate_args,
+)
 
 if TYPE_CHECKING:
     import threading
@@ -412,7 +418,7 @@ class Governor:
             kill_point("call.claimed")
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
         ctx = ToolContext(
-            workspace=_admitted(self.workspace, resolved),
+            workspace=admitted_workspace(self.workspace, resolved),
             store=self.store,
             run_id=self.run_id,
             call_id=outcome.call_id,
@@ -574,52 +580,3 @@ def _verdict_json(outcome: Any) -> dict[str, Any]:
         "effect": outcome.effect,
         "message": outcome.verdict.message,
     }
-
-
-_VALIDATORS: dict[str, tuple[int, Callable[[Any], Any]]] = {}
-
-
-def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
-    """Validate ``args`` against the tool's schema (fills defaults in place).
-
-    Returns ``None`` when they fit, else a message naming the failing location (never the
-    value).
-    """
-    cached = _VALIDATORS.get(tool.name)
-    if cached is None or cached[0] != id(tool.schema):
-        import fastjsonschema
-
-        cached = (id(tool.schema), fastjsonschema.compile(tool.schema))
-        _VALIDATORS[tool.name] = cached
-    try:
-        cached[1](args)
-    except Exception as exc:  # fastjsonschema.JsonSchemaValueException
-        name = str(getattr(exc, "name", "data"))
-        rule = str(getattr(exc, "rule", "") or "schema")
-        where = "$" + name[4:] if name.startswith("data") else name
-        return f"{where} violates '{rule}'"
-    return None
-
-
-class _AdmittedWorkspace:
-    """The workspace as a handler sees it during one call: ``resolve`` answers the paths
-    containment already resolved for this call from that resolution (no second walk and
-    content check of the same path); any other path is resolved afresh. Everything else is the
-    workspace itself."""
-
-    def __init__(self, workspace: Workspace, resolved: dict[tuple[str, str], Resolved]) -> None:
-        self._workspace = workspace
-        self._resolved = resolved
-
-    def resolve(self, path: str, access: Access) -> Resolved:
-        hit = self._resolved.get((path, access))
-        return hit if hit is not None else self._workspace.resolve(path, access)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._workspace, name)
-
-
-def _admitted(workspace: Workspace, resolved: dict[tuple[str, str], Resolved]) -> Workspace:
-    if not resolved:
-        return workspace
-    return cast("Workspace", _AdmittedWorkspace(workspace, resolved))

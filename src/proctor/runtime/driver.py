@@ -23,8 +23,6 @@ again; receipts are written at seal from the store's records. One driver holds a
 from __future__ import annotations
 
 import os
-import secrets
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -39,6 +37,7 @@ from proctor.core.authority import Authority, parse_authority
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission import CallOutcome, CallSpec
+from proctor.runtime.lease import acquire_lease, holder_id, renew_lease
 from proctor.runtime.skills import load_skill
 from proctor.runtime.store.base import RunRecord
 from proctor.runtime.testhooks import kill_point
@@ -55,7 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentDriver", "RunInterrupted", "Session", "narrow_outputs"]
 
 Clock = Callable[[], datetime]
-LEASE_TTL_SECONDS = 600.0
 
 
 def _utc_now() -> datetime:
@@ -91,33 +89,6 @@ class AgentDriver(Protocol):
             ProctorError: the turn could not be worked (the step fails with its code).
         """
         ...
-
-
-def _holder_id() -> str:
-    started = 0.0
-    try:
-        import psutil
-
-        started = float(psutil.Process(os.getpid()).create_time())
-    except Exception:  # psutil missing or unsupported: the lease then only expires
-        pass
-    return f"{socket.gethostname()}|{os.getpid()}|{started:.2f}|{secrets.token_hex(4)}"
-
-
-def _holder_dead(holder: str) -> bool:
-    """True when the holder ran on this host and its process is gone (a crashed driver)."""
-    parts = holder.split("|")
-    if len(parts) != 4 or parts[0] != socket.gethostname():
-        return False
-    try:
-        import psutil
-
-        proc = psutil.Process(int(parts[1]))
-        return abs(float(proc.create_time()) - float(parts[2])) >= 0.5
-    except (ValueError, ImportError):
-        return False
-    except Exception:  # psutil.NoSuchProcess and friends: the holder is gone
-        return True
 
 
 class Session:
@@ -158,7 +129,7 @@ class Session:
         self._receipts: ReceiptStore | None = None
         self._tools: dict[str, Tool] | None = None
         self._policy: tuple[PolicySet | Unrestricted, GuardRegistry, bool] | None = None
-        self._holder = _holder_id()
+        self._holder = holder_id()
         self.stop_event = threading.Event()
 
     # -- parts, opened on first use --------------------------------------------------------
@@ -254,12 +225,7 @@ class Session:
     # -- leases ----------------------------------------------------------------------------
 
     def _acquire(self, run_id: str) -> None:
-        holder = self.store.acquire_lease(run_id, self._holder, LEASE_TTL_SECONDS)
-        if holder is not None and _holder_dead(holder):
-            holder = self.store.acquire_lease(
-                run_id, self._holder, LEASE_TTL_SECONDS, steal_from=holder
-            )
-        if holder is not None:
+        if not acquire_lease(self.store, run_id, self._holder):
             raise ResumeRefused(
                 f"run {run_id} is being driven by another process; try again when it stops",
                 code="run_busy",
@@ -269,7 +235,7 @@ class Session:
         self.store.release_lease(run_id, self._holder)
 
     def _renew(self, run_id: str) -> None:
-        self.store.acquire_lease(run_id, self._holder, LEASE_TTL_SECONDS)
+        renew_lease(self.store, run_id, self._holder)
 
     # -- running ---------------------------------------------------------------------------
 

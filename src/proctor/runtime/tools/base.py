@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
     import threading
 
     from proctor.runtime.store.base import RunStore
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.workspace import Resolved, Workspace
 
 Effect = Literal["none", "read", "write", "network", "process"]
 """The effect class of a tool: what it can do to the world."""
@@ -95,3 +95,55 @@ class Tool:
             "input_schema": self.schema,
             "output_schema": self.output_schema,
         }
+
+
+_VALIDATORS: dict[str, tuple[int, Callable[[Any], Any]]] = {}
+
+
+def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
+    """Validate ``args`` against the tool's schema (fills defaults in place).
+
+    Returns ``None`` when they fit, else a message naming the failing location (never the
+    value).
+    """
+    cached = _VALIDATORS.get(tool.name)
+    if cached is None or cached[0] != id(tool.schema):
+        import fastjsonschema
+
+        cached = (id(tool.schema), fastjsonschema.compile(tool.schema))
+        _VALIDATORS[tool.name] = cached
+    try:
+        cached[1](args)
+    except Exception as exc:  # fastjsonschema.JsonSchemaValueException
+        name = str(getattr(exc, "name", "data"))
+        rule = str(getattr(exc, "rule", "") or "schema")
+        where = "$" + name[4:] if name.startswith("data") else name
+        return f"{where} violates '{rule}'"
+    return None
+
+
+class _AdmittedWorkspace:
+    """The workspace as a handler sees it during one call: ``resolve`` answers the paths
+    containment already resolved for this call from that resolution (no second walk and
+    content check of the same path); any other path is resolved afresh. Everything else is the
+    workspace itself."""
+
+    def __init__(self, workspace: Workspace, resolved: dict[tuple[str, str], Resolved]) -> None:
+        self._workspace = workspace
+        self._resolved = resolved
+
+    def resolve(self, path: str, access: Access) -> Resolved:
+        hit = self._resolved.get((path, access))
+        return hit if hit is not None else self._workspace.resolve(path, access)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._workspace, name)
+
+
+def admitted_workspace(
+    workspace: Workspace, resolved: dict[tuple[str, str], Resolved]
+) -> Workspace:
+    """The workspace a handler gets: ``workspace`` itself, or a view answering ``resolved``."""
+    if not resolved:
+        return workspace
+    return cast("Workspace", _AdmittedWorkspace(workspace, resolved))
