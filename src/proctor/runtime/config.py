@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -124,20 +123,11 @@ def load_config(home: Path | None = None) -> dict[str, Any]:
 
 
 def _save(home: Path, document: dict[str, Any]) -> None:
+    from proctor.runtime.homefiles import write_private
+
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = home / "config.json"
-    tmp = path.with_name(f"config.json.{secrets.token_hex(4)}.tmp")
     data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_private(home / "config.json", data)
 
 
 def _section(document: dict[str, Any]) -> dict[str, Any]:

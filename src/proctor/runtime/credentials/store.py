@@ -31,6 +31,7 @@ from typing import Any, Literal
 from proctor.errors import CredentialError
 from proctor.runtime.credentials.audience import normalize_audience
 from proctor.runtime.credentials.model import Secret
+from proctor.runtime.homefiles import write_private
 
 __all__ = ["CredentialStore", "ProfileInfo", "home_dir", "validate_name"]
 
@@ -82,20 +83,6 @@ class ProfileInfo:
             "backend": self.backend,
             "default": self.default,
         }
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class CredentialStore:
@@ -150,7 +137,7 @@ class CredentialStore:
     def _save_config(self, config: dict[str, Any]) -> None:
         self._ensure_home()
         text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-        _write_private(self.home / "config.json", text.encode("utf-8"))
+        write_private(self.home / "config.json", text.encode("utf-8"))
 
     def _ensure_home(self) -> None:
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -166,7 +153,7 @@ class CredentialStore:
                     code="credential_key_missing",
                 )
             self._ensure_home()
-            _write_private(path, secrets.token_bytes(32))
+            write_private(path, secrets.token_bytes(32))
         info = path.stat()
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise CredentialError(
@@ -202,7 +189,7 @@ class CredentialStore:
         }
         folder = self.home / "credentials"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_private(self._material_path(profile), json.dumps(document).encode("utf-8"))
+        write_private(self._material_path(profile), json.dumps(document).encode("utf-8"))
 
     def _open(self, profile: str, provider: str) -> str:
         from cryptography.exceptions import InvalidTag

@@ -1,0 +1,32 @@
+"""Private files of the home (``config.json``, credential material): written whole or not at all.
+
+A file is written to a fresh temporary name (mode 0600, created exclusively), synced, then
+renamed over the target, so a reader sees the old or the new bytes and never a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["write_private"]
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Atomically replace ``path`` with ``data``, readable by its owner only.
+
+    Raises:
+        OSError: the folder is missing or the disk refused the write (nothing is replaced).
+    """
+    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
