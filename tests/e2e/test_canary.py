@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.canary_support import PATHS, arrange, leaks, store_profile
 from tests.e2e.conftest import Result, Ws
 
 SKILL_MD = """---
@@ -176,12 +177,6 @@ def _workspace(ws: Ws) -> None:
     (ws.root / "proctor.toml").write_text('[egress]\nallow = ["127.0.0.1"]\n')
 
 
-def _store_profile(ws: Ws, name: str, material: str) -> None:
-    stored = ws.proctor("credential", "set", "canary", "--profile", name, "--from-stdin",
-                        stdin=material)  # fmt: skip
-    assert stored.code == 0, stored.stderr
-
-
 def _run(ws: Ws, echo: Echo, *extra: str, env: dict[str, str] | None = None) -> Result:
     return ws.proctor("run", "canary#call", "-i", f"url={echo.url}", "--json", *extra, env=env)
 
@@ -199,42 +194,13 @@ def _host_run(ws: Ws, echo: Echo, secret: str) -> Result:
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-def _leaks(ws: Ws, result: Result, secret: str) -> list[str]:
-    """Every output place that carries ``secret``."""
-    places = {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
-    state = ws.root / ".proctor"
-    for path in sorted(state.rglob("*")):
-        if path.is_file():
-            places[path.relative_to(ws.root).as_posix()] = path.read_bytes()
-    return [where for where, data in places.items() if secret.encode() in data]
-
-
-PATHS = ["profile", "binding", "default", "host", "env", "dotenv"]
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_canary_reaches_the_server_and_no_output(ws: Ws, echo: Echo, path: str) -> None:
     _workspace(ws)
     secret = "canary-" + secrets.token_hex(16)
     decoy = "decoy-" + secrets.token_hex(16)
     env: dict[str, str] = {}
-    extra: list[str] = []
-    if path == "profile":
-        _store_profile(ws, "chosen", secret)
-        _store_profile(ws, "other", decoy)  # now the provider's default
-        extra = ["--profile", "chosen"]
-    elif path == "binding":
-        _store_profile(ws, "bound", secret)
-        _store_profile(ws, "other", decoy)
-        bound = ws.proctor("credential", "bind", "bound", "--skill", "canary", "--credential",
-                           "api")  # fmt: skip
-        assert bound.code == 0, bound.stderr
-    elif path == "default":
-        _store_profile(ws, "only", secret)
-    elif path == "env":
-        env = {"CANARY_TOKEN": secret}
-    elif path == "dotenv":
-        (ws.root / ".env").write_text(f"CANARY_TOKEN={secret}\n")
+    extra = arrange(ws, path, "canary", secret, decoy, env)
     if path == "host":
         result = _host_run(ws, echo, secret)
         assert result.code == 0, result.stdout + result.stderr
@@ -251,7 +217,7 @@ def test_canary_reaches_the_server_and_no_output(ws: Ws, echo: Echo, path: str) 
     # the echoed header came back scrubbed
     assert "[REDACTED:tainted]" in envelope["result"]["body"]
     # ... and the secret is nowhere else
-    assert _leaks(ws, result, secret) == []
+    assert leaks(ws, result, secret) == []
     assert (ws.root / ".proctor" / "runs.sqlite").is_file()
     # the run store names where it came from, never the value
     from proctor.runtime.store.sqlite import SQLiteRunStore
@@ -344,7 +310,7 @@ def test_raw_token_in_a_header_is_refused_and_nothing_is_sent(
     assert envelope["outcome"] == "blocked"
     assert (envelope["refusal"]["code"], envelope["refusal"]["rule_id"]) == (code, rule)
     assert echo.connections == [] and echo.seen == []
-    assert _leaks(ws, result, pasted) == []
+    assert leaks(ws, result, pasted) == []
 
 
 def test_ambiguous_environment_blocks_before_any_step(ws: Ws, echo: Echo) -> None:
@@ -366,7 +332,7 @@ def test_ambiguous_environment_blocks_before_any_step(ws: Ws, echo: Echo) -> Non
     assert (envelope["status"], envelope["outcome"]) == ("sealed", "blocked")
     assert envelope["refusal"]["code"] == "credential_ambiguous"
     assert echo.connections == []
-    assert _leaks(ws, result, secret) == []
+    assert leaks(ws, result, secret) == []
 
 
 def test_skill_inspect_reports_readiness_without_material(ws: Ws, echo: Echo) -> None:
@@ -384,7 +350,7 @@ def test_skill_inspect_reports_readiness_without_material(ws: Ws, echo: Echo) ->
     assert entry["modes"] == {"api_key": "CANARY_TOKEN"}
     assert entry["setup"]
     secret = "canary-" + secrets.token_hex(16)
-    _store_profile(ws, "work", secret)
+    store_profile(ws, "work", secret)
     ready = ws.proctor("skill", "inspect", "canary", "--json")
     [entry] = ready.json()["credentials"]
     assert (entry["ready"], entry["source"], entry["profile"]) == (True, "default", "work")
@@ -399,8 +365,8 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     _workspace(ws)
     old = "canary-" + secrets.token_hex(16)
     new = "canary-" + secrets.token_hex(16)
-    _store_profile(ws, "chosen", old)
-    _store_profile(ws, "other", "decoy-" + secrets.token_hex(16))  # the provider default
+    store_profile(ws, "chosen", old)
+    store_profile(ws, "other", "decoy-" + secrets.token_hex(16))  # the provider default
     paused = ws.proctor(
         "run", "canary#paused", "-i", f"url={echo.url}", "--profile", "chosen", "--json"
     )
@@ -408,7 +374,7 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     assert envelope["status"] == "needs_approval", paused.stdout + paused.stderr
     assert echo.connections == []
     # the checkpoint holds the profile name, never the material
-    assert _leaks(ws, paused, old) == []
+    assert leaks(ws, paused, old) == []
     from proctor.runtime.store.sqlite import SQLiteRunStore
 
     store = SQLiteRunStore(ws.root / ".proctor" / "runs.sqlite")
@@ -417,7 +383,7 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     finally:
         store.close()
     assert record is not None and record.data["credential_profile"] == "chosen"
-    _store_profile(ws, "chosen", new)  # rotate while the run waits
+    store_profile(ws, "chosen", new)  # rotate while the run waits
     answers = envelope["answers_template"]
     for entry in answers["approvals"].values():
         entry["approved"] = True
@@ -425,4 +391,4 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     assert done.code == 0, done.stdout + done.stderr
     assert done.json()["outcome"] == "completed"
     assert echo.seen == [f"Bearer {new}"]
-    assert _leaks(ws, done, new) == [] and _leaks(ws, done, old) == []
+    assert leaks(ws, done, new) == [] and leaks(ws, done, old) == []

@@ -20,6 +20,7 @@ import sys
 
 import pytest
 
+from tests.e2e.canary_support import PATHS, arrange, leaks
 from tests.e2e.conftest import Result, Ws
 
 SKILL_MD = """---
@@ -84,8 +85,6 @@ finally:
 print(json.dumps({"envelope": envelope.to_json(), "live": live}))
 """
 
-PATHS = ["profile", "binding", "default", "host", "env", "dotenv"]
-
 
 def _workspace(ws: Ws) -> None:
     folder = ws.root / "skills" / "pcanary"
@@ -95,44 +94,13 @@ def _workspace(ws: Ws) -> None:
     (ws.root / "probe.py").write_text(PROBE)
 
 
-def _store_profile(ws: Ws, name: str, material: str) -> None:
-    stored = ws.proctor("credential", "set", "canary", "--profile", name, "--from-stdin",
-                        stdin=material)  # fmt: skip
-    assert stored.code == 0, stored.stderr
-
-
-def _leaks(ws: Ws, result: Result, secret: str) -> list[str]:
-    """Every output place that carries ``secret``."""
-    places = {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
-    for path in sorted((ws.root / ".proctor").rglob("*")):
-        if path.is_file():
-            places[path.relative_to(ws.root).as_posix()] = path.read_bytes()
-    return [where for where, data in places.items() if secret.encode() in data]
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_canary_reaches_the_child_and_no_output(ws: Ws, path: str) -> None:
     _workspace(ws)
     secret = "canary-" + secrets.token_hex(16)
     decoy = "decoy-" + secrets.token_hex(16)
     env: dict[str, str] = {"PROCTOR_TEST_PARENT_SECRET": decoy}
-    extra: list[str] = []
-    if path == "profile":
-        _store_profile(ws, "chosen", secret)
-        _store_profile(ws, "other", decoy)  # now the provider's default
-        extra = ["--profile", "chosen"]
-    elif path == "binding":
-        _store_profile(ws, "bound", secret)
-        _store_profile(ws, "other", decoy)
-        bound = ws.proctor("credential", "bind", "bound", "--skill", "pcanary", "--credential",
-                           "api")  # fmt: skip
-        assert bound.code == 0, bound.stderr
-    elif path == "default":
-        _store_profile(ws, "only", secret)
-    elif path == "env":
-        env["CANARY_TOKEN"] = secret
-    elif path == "dotenv":
-        (ws.root / ".env").write_text(f"CANARY_TOKEN={secret}\n")
+    extra = arrange(ws, path, "pcanary", secret, decoy, env)
     if path == "host":
         proc = subprocess.run(
             [sys.executable, "-c", HOST_SCRIPT],
@@ -169,8 +137,8 @@ def test_canary_reaches_the_child_and_no_output(ws: Ws, path: str) -> None:
     assert out["stderr"] == "err [REDACTED:tainted]\n"
     assert out["stdout_digest"] == "sha256:" + hashlib.sha256(out["stdout"].encode()).hexdigest()
     # ... and the secret (and the decoy in the parent's environment) is nowhere else
-    assert _leaks(ws, result, secret) == []
-    assert _leaks(ws, result, decoy) == []
+    assert leaks(ws, result, secret) == []
+    assert leaks(ws, result, decoy) == []
     assert (ws.root / ".proctor" / "runs.sqlite").is_file()
     from proctor.runtime.store.sqlite import SQLiteRunStore
 
