@@ -216,3 +216,21 @@ def test_check_passes_on_a_workspace_and_fails_when_it_examined_nothing(ws: Ws) 
     assert r.code == 0, r.stdout
     names = {c["name"] for p in r.json()["phases"] for c in p["checks"]}
     assert {"skills", "policy_load", "guard_bindings", "tool_schemas"} <= names
+
+
+def test_check_refuses_a_malformed_directive_by_name(ws: Ws) -> None:
+    ws.add_example("notes-editor")
+    folder = ws.root / "directives"
+    folder.mkdir()
+    (folder / "mismatch.md").write_text(
+        "---\nid: other\ndescription: Says another id.\ntools: [read_file]\ncategory: system\n"
+        "---\nBody\n"
+    )
+    r = ws.proctor("check", "--json")
+    assert r.code == 1, r.stdout
+    checks = {c["name"]: c for p in r.json()["phases"] for c in p["checks"]}
+    found = checks["directives"]["findings"]
+    assert not checks["directives"]["passed"]
+    assert [f["path"] for f in found] == ["directives/mismatch.md"]
+    (folder / "mismatch.md").unlink()
+    assert ws.proctor("check", "--json").code == 0

@@ -97,38 +97,20 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
             findings,
         )
     )
-    # parse: directives (frontmatter only in this version)
-    directives = (
-        sorted((root / "directives").glob("*.md")) if (root / "directives").is_dir() else []
-    )
-    dfind: list[dict[str, Any]] = []
-    from proctor.parser.skill import parse_skill_md
+    # parse: directives, through the loader the executor uses (shipped and workspace)
+    from proctor.runtime.directives import load_directives
 
-    for path in directives:
-        try:
-            text = path.read_text("utf-8")
-            front, _ = _directive_frontmatter(text, f"directives/{path.name}", parse_skill_md)
-            if front.get("id") != path.stem:
-                dfind.append(
-                    {
-                        "code": "directive_id_mismatch",
-                        "path": f"directives/{path.name}",
-                        "message": f"id {front.get('id')!r} disagrees with the file name",
-                    }
-                )
-        except (ProctorError, UnicodeDecodeError, OSError) as exc:
-            dfind.append(
-                {
-                    "code": getattr(exc, "code", "unreadable"),
-                    "message": str(exc),
-                    "path": f"directives/{path.name}",
-                }
-            )
+    found = load_directives(root, tools=session.tools)
+    dfind: list[dict[str, Any]] = [
+        {"code": exc.code, "message": exc.message, "path": label}
+        for label, exc in sorted(found.refused.items())
+    ]
+    examined = len(found.directives) + len(found.refused)
     parse.checks.append(
         Check(
             "directives",
-            not dfind,
-            f"{len(directives)} directive files examined, {len(dfind)} invalid",
+            examined > 0 and not dfind,
+            f"{examined} directives examined, {len(dfind)} invalid",
             dfind,
         )
     )
@@ -208,25 +190,6 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
     )
     session.close()
     return [parse, policy, tools]
-
-
-def _directive_frontmatter(text: str, source: str, parse: Any) -> tuple[dict[str, Any], str]:
-    # Directive frontmatter is the same fenced YAML as SKILL.md's, with other required keys;
-    # the full directive loader comes with agent steps.
-    from proctor.parser.yaml_strict import load_yaml
-
-    if not text.startswith("---"):
-        raise ProctorError(f"{source}: no frontmatter", code="directive_frontmatter")
-    end = text.find("\n---", 3)
-    if end < 0:
-        raise ProctorError(f"{source}: unterminated frontmatter", code="directive_frontmatter")
-    data = load_yaml(text[3:end], source=source)
-    if not isinstance(data, dict):
-        raise ProctorError(f"{source}: frontmatter is not a mapping", code="directive_frontmatter")
-    for key in ("id", "description"):
-        if not data.get(key):
-            raise ProctorError(f"{source}: frontmatter needs {key!r}", code="directive_frontmatter")
-    return data, text[end + 4 :]
 
 
 def report(phases: list[Phase]) -> dict[str, Any]:
