@@ -158,11 +158,9 @@ class Session:
     def receipts(self) -> ReceiptStore:
         """The receipt store (``PROCTOR_RECEIPT_DIR`` or ``.proctor/receipts``)."""
         if self._receipts is None:
-            from proctor.runtime.receipt_store import ReceiptStore
+            from proctor.runtime.receipt_store import ReceiptStore, receipt_dir
 
-            named = self.environ.get("PROCTOR_RECEIPT_DIR")
-            folder = Path(named) if named else self.workspace.state_dir / "receipts"
-            self._receipts = ReceiptStore(folder)
+            self._receipts = ReceiptStore(receipt_dir(self.workspace.state_dir, self.environ))
         return self._receipts
 
     @property

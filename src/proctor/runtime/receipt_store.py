@@ -44,6 +44,7 @@ __all__ = [
     "INDEX_SCHEMA",
     "ReceiptStore",
     "default_receipt_dir",
+    "receipt_dir",
     "receipt_hex",
     "verify_receipt",
 ]
@@ -68,19 +69,18 @@ def receipt_hex(receipt_id: str) -> str:
     return match.group(1)
 
 
-def default_receipt_dir(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
-    """``PROCTOR_RECEIPT_DIR``, else ``.proctor/receipts`` of the workspace around ``cwd``.
+def receipt_dir(state_dir: Path, environ: Mapping[str, str]) -> Path:
+    """``PROCTOR_RECEIPT_DIR``, else ``receipts`` in the workspace's state folder."""
+    named = environ.get("PROCTOR_RECEIPT_DIR")
+    return Path(named) if named else state_dir / "receipts"
 
-    The workspace is the nearest folder (walking up) holding ``.proctor/`` or ``skills/`` or
-    a git root; without one, ``cwd`` itself.
-    """
-    env = os.environ if environ is None else environ
-    named = env.get("PROCTOR_RECEIPT_DIR")
-    if named:
-        return Path(named)
+
+def default_receipt_dir(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """:func:`receipt_dir` of the workspace around ``cwd`` (see ``Workspace.discover``)."""
     from proctor.runtime.workspace import Workspace
 
-    return Workspace.discover(cwd or Path.cwd()).state_dir / "receipts"
+    env = os.environ if environ is None else environ
+    return receipt_dir(Workspace.discover(cwd or Path.cwd()).state_dir, env)
 
 
 class ReceiptStore:
