@@ -51,16 +51,16 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     from proctor.policy.guards import GuardContext
     from proctor.receipts.canonical import digest
     from proctor.receipts.signing import signer_from_seed
-    from proctor.runtime.admission import CallSpec, Governor
-    from proctor.runtime.driver import Session
-    from proctor.runtime.store.base import CallRecord, RunRecord
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.admission.governor import CallSpec, Governor
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+    from proctor.runtime.records.runs import CallRecord, RunRecord
 
     tmp = Path(tempfile.mkdtemp(prefix="proctor-bench-"))
     (tmp / ".proctor").mkdir()
     prose = ("The quick brown fox jumps over the lazy dog. " * 100)[:4096]
     (tmp / "notes.txt").write_text(prose)
-    code_text = (ROOT / "src/proctor/runtime/admission.py").read_text()[:4096]
+    code_text = (ROOT / "src/proctor/runtime/admission/governor.py").read_text()[:4096]
     (tmp / "mod.py").write_text(code_text)
     env = dict(os.environ)
     env.pop("PROCTOR_AUDIT_LOG", None)
@@ -71,7 +71,7 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     # the audit log and the sanitizer; no receipt or write budget, as the bench makes more
     # calls than one run may.
     policies, guards, _ = session.policy()
-    from proctor.runtime.sanitize import Sanitizer
+    from proctor.runtime.boundary.sanitize import Sanitizer
 
     governor = Governor(
         run_id=run_id,

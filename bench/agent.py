@@ -24,13 +24,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from proctor.runtime.admission import Governor
+from proctor.runtime.admission.governor import Governor
 from proctor.runtime.agents import ManagedAgent
-from proctor.runtime.config import agent_config
-from proctor.runtime.driver import Session
-from proctor.runtime.sanitize import Sanitizer
-from proctor.runtime.store.base import RunRecord
-from proctor.runtime.workspace import Workspace
+from proctor.runtime.boundary.sanitize import Sanitizer
+from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.engine.session import Session
+from proctor.runtime.home.config import agent_config
+from proctor.runtime.records.runs import RunRecord
 
 CALL = {
     "id": "c1",

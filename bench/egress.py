@@ -20,7 +20,12 @@ from typing import Any
 
 import httpx
 
-from proctor.runtime.egress import EgressAllow, EgressTransport, StaticResolver, canonical_url
+from proctor.runtime.boundary.egress import (
+    EgressAllow,
+    EgressTransport,
+    StaticResolver,
+    canonical_url,
+)
 
 
 class _Ok(BaseHTTPRequestHandler):

@@ -79,8 +79,8 @@ async def _stdio(root: Path, env: dict[str, str], calls: int) -> tuple[list[floa
 
 
 def _in_process(root: Path, env: dict[str, str], calls: int) -> list[float]:
-    from proctor.runtime.driver import Session
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
     session = Session(Workspace(root), environ=env)
     try:

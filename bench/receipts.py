@@ -34,8 +34,8 @@ from proctor.receipts.canonical import digest
 from proctor.receipts.model import Subject
 from proctor.receipts.signing import PublicKey, Signer, signer_from_seed
 from proctor.receipts.writer import ReceiptWriter, Ref
-from proctor.runtime.receipt_store import ReceiptStore
-from proctor.runtime.signature_pool import usable_cores
+from proctor.runtime.records.receipts import ReceiptStore
+from proctor.runtime.records.signature_pool import usable_cores
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PKG = "sha256:" + "ab" * 32

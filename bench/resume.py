@@ -99,8 +99,8 @@ def latency(root: Path, runs: int) -> None:
 
 def throughput(root: Path, paused: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from proctor.runtime.driver import Session
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
     os.environ["PROCTOR_HOME"] = str(root / ".home")
     session = Session(Workspace(root))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.runtime.sanitize import TaintSet, scrub_text, scrub_value
+from proctor.runtime.boundary.sanitize import TaintSet, scrub_text, scrub_value
 
 PROSE = (
     "The quick brown fox jumps over the lazy dog. Governed calls read files, record what "
@@ -54,7 +54,7 @@ def main() -> None:
         "ok": True,
     }
     # the governed-call bench reads this file's first 4 KiB
-    source = (ROOT / "src/proctor/runtime/admission.py").read_text(encoding="utf-8")[:4096]
+    source = (ROOT / "src/proctor/runtime/admission/governor.py").read_text(encoding="utf-8")[:4096]
     audit_fields = {
         "tool": "fs.read",
         "call_id": "s/7",

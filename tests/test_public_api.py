@@ -35,8 +35,8 @@ def test_all_is_pinned_and_sorted() -> None:
 def test_exports_resolve_to_their_modules() -> None:
     from proctor.policy.evaluate import UNRESTRICTED
     from proctor.receipts.verify import VerifyResult
-    from proctor.runtime.driver import Session
-    from proctor.runtime.receipt_store import verify_receipt
+    from proctor.runtime.engine.session import Session
+    from proctor.runtime.records.receipts import verify_receipt
 
     assert proctor.verify_receipt is verify_receipt
     assert proctor.VerifyResult is VerifyResult
@@ -56,9 +56,9 @@ def test_import_proctor_is_lazy() -> None:
 
 def _governor(tmp_path: Path, policies: object) -> object:
     from proctor.policy import GuardRegistry
-    from proctor.runtime.audit import AuditLog
-    from proctor.runtime.sanitize import Sanitizer
-    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.records.audit import AuditLog
+    from proctor.runtime.records.sqlite import SQLiteRunStore
     from proctor.runtime.tools.registry import native_tools
 
     return proctor.Governor(

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from proctor.errors import ProctorError
     from proctor.policy.evaluate import UNRESTRICTED
     from proctor.receipts.verify import VerifyResult
-    from proctor.runtime.admission import CallOutcome, CallSpec, Governor
-    from proctor.runtime.driver import Session
-    from proctor.runtime.receipt_store import verify_receipt
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+    from proctor.runtime.records.receipts import verify_receipt
 
 __all__ = [
     "UNRESTRICTED",
@@ -42,15 +42,15 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "UNRESTRICTED": "proctor.policy.evaluate",
     "Authority": "proctor.core.authority",
-    "CallOutcome": "proctor.runtime.admission",
-    "CallSpec": "proctor.runtime.admission",
-    "Governor": "proctor.runtime.admission",
+    "CallOutcome": "proctor.runtime.admission.governor",
+    "CallSpec": "proctor.runtime.admission.governor",
+    "Governor": "proctor.runtime.admission.governor",
     "ProctorError": "proctor.errors",
     "RunEnvelope": "proctor.contracts.envelope",
-    "Session": "proctor.runtime.driver",
+    "Session": "proctor.runtime.engine.session",
     "VerifyResult": "proctor.receipts.verify",
-    "Workspace": "proctor.runtime.workspace",
-    "verify_receipt": "proctor.runtime.receipt_store",
+    "Workspace": "proctor.runtime.boundary.workspace",
+    "verify_receipt": "proctor.runtime.records.receipts",
 }
 
 

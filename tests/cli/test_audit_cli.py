@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from proctor.cli.main import cli
-from proctor.runtime.audit import AuditLog
+from proctor.runtime.records.audit import AuditLog
 
 
 def _log(tmp_path: Path, count: int = 5) -> Path:

@@ -75,11 +75,11 @@ def test_start_up_loads_no_heavy_dependency(body: str) -> None:
 def test_the_probe_sees_a_heavy_import() -> None:
     # The probe must be able to fail: the egress transport subclasses httpx's (and httpx itself
     # loads rich, for its own command line).
-    assert "httpx" in _loaded("import proctor.runtime.egress_transport")
+    assert "httpx" in _loaded("import proctor.runtime.boundary.transport")
 
 
 def test_http_tool_and_egress_policy_load_without_httpx() -> None:
-    body = "import proctor.runtime.tools.http, proctor.runtime.egress"
+    body = "import proctor.runtime.tools.http, proctor.runtime.boundary.egress"
     assert "httpx" not in _loaded(body)
 
 

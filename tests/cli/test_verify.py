@@ -12,7 +12,7 @@ import pytest
 
 from proctor.receipts.signing import parse_private_key_pem
 from proctor.receipts.writer import Ref
-from proctor.runtime.receipt_store import ReceiptStore
+from proctor.runtime.records.receipts import ReceiptStore
 from tests.receipts.helpers import other_signer, small_tree
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from proctor.runtime.agents import ManagedAgent
-from proctor.runtime.config import agent_config
+from proctor.runtime.home.config import agent_config
 from tests.runtime.agent_stub import governed
 
 PYTHON = os.environ.get("PROCTOR_LLAMA_PYTHON")

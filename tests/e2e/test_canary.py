@@ -108,8 +108,8 @@ methods:
 HOST_SCRIPT = """
 import json, sys
 from pathlib import Path
-from proctor.runtime.driver import Session
-from proctor.runtime.workspace import Workspace
+from proctor.runtime.engine.session import Session
+from proctor.runtime.boundary.workspace import Workspace
 
 secret = sys.stdin.read()
 session = Session(Workspace.discover(Path.cwd()))
@@ -220,7 +220,7 @@ def test_canary_reaches_the_server_and_no_output(ws: Ws, echo: Echo, path: str) 
     assert leaks(ws, result, secret) == []
     assert (ws.root / ".proctor" / "runs.sqlite").is_file()
     # the run store names where it came from, never the value
-    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.records.sqlite import SQLiteRunStore
 
     store = SQLiteRunStore(ws.root / ".proctor" / "runs.sqlite")
     try:
@@ -254,7 +254,7 @@ def test_missing_credential_needs_setup_and_sends_nothing(ws: Ws, echo: Echo) ->
     assert f"run: {command}" in envelope["notes"]
     assert echo.connections == []
     # the run record says no step ran, and nothing was sealed
-    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.records.sqlite import SQLiteRunStore
 
     store = SQLiteRunStore(ws.root / ".proctor" / "runs.sqlite")
     try:
@@ -375,7 +375,7 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     assert echo.connections == []
     # the checkpoint holds the profile name, never the material
     assert leaks(ws, paused, old) == []
-    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.records.sqlite import SQLiteRunStore
 
     store = SQLiteRunStore(ws.root / ".proctor" / "runs.sqlite")
     try:

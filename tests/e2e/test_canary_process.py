@@ -69,8 +69,8 @@ print("err", token, file=sys.stderr)
 HOST_SCRIPT = """
 import json, sys
 from pathlib import Path
-from proctor.runtime.driver import Session
-from proctor.runtime.workspace import Workspace
+from proctor.runtime.engine.session import Session
+from proctor.runtime.boundary.workspace import Workspace
 
 secret = sys.stdin.read()
 session = Session(Workspace.discover(Path.cwd()))
@@ -140,7 +140,7 @@ def test_canary_reaches_the_child_and_no_output(ws: Ws, path: str) -> None:
     assert leaks(ws, result, secret) == []
     assert leaks(ws, result, decoy) == []
     assert (ws.root / ".proctor" / "runs.sqlite").is_file()
-    from proctor.runtime.store.sqlite import SQLiteRunStore
+    from proctor.runtime.records.sqlite import SQLiteRunStore
 
     store = SQLiteRunStore(ws.root / ".proctor" / "runs.sqlite")
     try:

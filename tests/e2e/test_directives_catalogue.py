@@ -6,10 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proctor.runtime.directive_runs import DirectiveSession
+from proctor.runtime.agents.sessions import DirectiveSession
+from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.directives import load_directives
 from proctor.runtime.tools.registry import native_tools
-from proctor.runtime.workspace import Workspace
 from tests.e2e.conftest import REPO
 
 

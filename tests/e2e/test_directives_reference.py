@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from proctor.runtime.agents import ManagedAgent
-from proctor.runtime.directive_runs import DirectiveSession
+from proctor.runtime.agents.sessions import DirectiveSession
+from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.directives import load_directives
 from proctor.runtime.tools.registry import native_tools
-from proctor.runtime.workspace import Workspace
 from tests.e2e.conftest import Ws
 from tests.reference_wheel import reference_members
 from tests.runtime.agent_stub import Seen, StubModel, answer, config, offered_tools, tool_results

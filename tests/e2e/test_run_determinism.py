@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.driver import Session
-from proctor.runtime.workspace import Workspace
+from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.engine.session import Session
 from tests.e2e.conftest import REPO
 
 

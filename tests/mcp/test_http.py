@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from proctor.mcp.catalog import TURN_TOOL_NAMES
-from proctor.runtime.audit import verify_chain
+from proctor.runtime.records.audit import verify_chain
 from tests.mcp.conftest import API_KEY, Ws, recorder_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")

@@ -140,7 +140,7 @@ def test_call_cancel_stops_a_slow_read_in_flight(ws: Ws) -> None:
     call = seen["call"].structured_content
     # Stopped while it read ("failed"), or before it was sent when the cancel came first
     # ("refused"); either way it returned no result and is recorded so (the in-flight case is
-    # pinned in tests/runtime/test_turn_lanes.py).
+    # pinned in tests/runtime/engine/test_turn_lanes.py).
     assert call["error"]["code"] == "call_cancelled" and call["result"] is None
     assert call["status"] in ("failed", "refused") and call["cancel_requested"] is True
     (entry,) = [c for c in seen["status"]["context"] if c["locator"] == "call:c1"]

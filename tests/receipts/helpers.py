@@ -9,7 +9,7 @@ from typing import Any
 from proctor.receipts.model import RECEIPT_SCHEMA, Subject
 from proctor.receipts.signing import Signer, signer_from_seed
 from proctor.receipts.writer import ReceiptWriter, Ref, seal
-from proctor.runtime.receipt_store import ReceiptStore
+from proctor.runtime.records.receipts import ReceiptStore
 
 # RFC 8032 section 7.1 TEST 1 seed: a public, fixed key so receipts are reproducible.
 SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")

@@ -270,10 +270,10 @@ class Governed:
 
 def governed(root: Any, *, run_id: str = "run-agent", tools: Any = None) -> Governed:
     """Open ``root`` as a workspace and build the run's Governor (shipped policies)."""
-    from proctor.runtime.admission import Governor
-    from proctor.runtime.driver import Session
-    from proctor.runtime.sanitize import Sanitizer
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.admission.governor import Governor
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
     (root / ".proctor").mkdir(parents=True, exist_ok=True)
     session = Session(Workspace(root), environ={"PROCTOR_HOME": str(root / "home")})
@@ -289,7 +289,7 @@ def governed(root: Any, *, run_id: str = "run-agent", tools: Any = None) -> Gove
         sanitizer=Sanitizer(),
         directive_id="agent-test",
     )
-    from proctor.runtime.store.base import RunRecord
+    from proctor.runtime.records.runs import RunRecord
 
     session.store.create_run(RunRecord(run_id=run_id, skill="agent-test", method="turn", data={}))
     return Governed(root, session, governor)
@@ -297,7 +297,7 @@ def governed(root: Any, *, run_id: str = "run-agent", tools: Any = None) -> Gove
 
 def config(stub: StubModel, dialect: str, **overrides: Any) -> Any:
     """An agent configuration pointing at ``stub``."""
-    from proctor.runtime.config import agent_config
+    from proctor.runtime.home.config import agent_config
 
     section = {
         "provider": "stub",

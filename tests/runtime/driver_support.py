@@ -13,8 +13,8 @@ import pytest
 
 from proctor.core.authority import Authority, parse_authority
 from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.driver import Session
-from proctor.runtime.workspace import Workspace
+from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.engine.session import Session
 
 SKILL_MD = """---
 name: {name}

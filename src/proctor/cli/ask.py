@@ -39,8 +39,8 @@ def ask(
     """
     from proctor.cli.run import drive_with_signals, exit_code_of, render_envelope
     from proctor.runtime.agents.loop import DEFAULT_MAX_STEPS, ManagedAgent
-    from proctor.runtime.directive_runs import DirectiveSession
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.agents.sessions import DirectiveSession
+    from proctor.runtime.boundary.workspace import Workspace
 
     agent = ManagedAgent.from_home(view="reference", max_steps=max_steps or DEFAULT_MAX_STEPS)
     session = DirectiveSession(Workspace.discover(Path.cwd()), agent_driver=agent)

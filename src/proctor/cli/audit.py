@@ -12,11 +12,11 @@ from proctor.errors import UsageError
 
 
 def _log_path(path: str | None) -> Path:
-    from proctor.runtime.audit import audit_path
+    from proctor.runtime.records.audit import audit_path
 
     if path is not None:
         return Path(path)
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
 
     return audit_path(Workspace.discover(Path.cwd()).root, os.environ)
 
@@ -32,7 +32,7 @@ def audit() -> None:
 def verify(path: str | None, as_json: bool) -> None:
     """Check the audit log's hash chain; exit 1 naming the first bad line."""
     from proctor.cli.render import dump_json
-    from proctor.runtime.audit import verify_chain
+    from proctor.runtime.records.audit import verify_chain
 
     log = _log_path(path)
     if not log.is_file():

@@ -31,8 +31,8 @@ def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> No
     import sys
 
     from proctor.cli.render import dump_json
-    from proctor.runtime.presets import save_preset
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.home.presets import save_preset
 
     try:
         text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
@@ -54,7 +54,7 @@ def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> No
 def list_(as_json: bool) -> None:
     """List saved presets."""
     from proctor.cli.render import dump_json
-    from proctor.runtime.presets import list_presets
+    from proctor.runtime.home.presets import list_presets
 
     presets = list_presets()
     if as_json:
@@ -73,7 +73,7 @@ def list_(as_json: bool) -> None:
 def show(name: str) -> None:
     """Print a preset as JSON."""
     from proctor.cli.render import dump_json
-    from proctor.runtime.presets import load_preset
+    from proctor.runtime.home.presets import load_preset
 
     dump_json(load_preset(name))
 
@@ -82,7 +82,7 @@ def show(name: str) -> None:
 @click.argument("name")
 def remove(name: str) -> None:
     """Delete a preset."""
-    from proctor.runtime.presets import remove_preset
+    from proctor.runtime.home.presets import remove_preset
 
     remove_preset(name)
     click.echo(f"removed authority preset {name}")

@@ -18,8 +18,8 @@ def check(as_json: bool) -> None:
     A check that examined nothing fails. Exit 0 when everything passed, 1 otherwise.
     """
     from proctor.cli.render import dump_json
+    from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.check import check_workspace, report
-    from proctor.runtime.workspace import Workspace
 
     doc = report(check_workspace(Workspace.discover(Path.cwd()), os.environ))
     if as_json:

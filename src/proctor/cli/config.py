@@ -27,7 +27,7 @@ def set_value(key: str, value: str, as_json: bool) -> None:
     Raises:
         ConfigError: an unknown key, an invalid value, or a value that looks like a key.
     """
-    from proctor.runtime.config import set_agent_value
+    from proctor.runtime.home.config import set_agent_value
 
     section = set_agent_value(key, value)
     if as_json:
@@ -40,7 +40,7 @@ def set_value(key: str, value: str, as_json: bool) -> None:
 @click.argument("key")
 def unset_value(key: str) -> None:
     """Remove KEY from the home's settings."""
-    from proctor.runtime.config import unset_agent_value
+    from proctor.runtime.home.config import unset_agent_value
 
     unset_agent_value(key)
     click.echo(f"{key} unset")
@@ -51,7 +51,7 @@ def unset_value(key: str) -> None:
 def show(as_json: bool) -> None:
     """Show the agent settings and whether they make a complete managed-agent configuration."""
     from proctor.errors import ConfigError
-    from proctor.runtime.config import agent_config, load_config
+    from proctor.runtime.home.config import agent_config, load_config
 
     raw = load_config().get("agent") or {}
     try:

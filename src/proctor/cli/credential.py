@@ -27,7 +27,7 @@ def _refuse_stray(ctx: click.Context) -> None:
 
 
 def _workspace_root(path: str | None) -> Path:
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
 
     return Workspace(Path(path)).root if path else Workspace.discover(Path.cwd()).root
 
@@ -67,7 +67,7 @@ def set_(
         value = value[:-2]
     elif value.endswith("\n"):
         value = value[:-1]
-    from proctor.runtime.credentials import CredentialStore
+    from proctor.runtime.home.credentials import CredentialStore
 
     info = CredentialStore().set(provider, profile, value, auth_mode=auth_mode, audience=audience)
     if as_json:
@@ -84,7 +84,7 @@ def set_(
 def list_(ctx: click.Context, as_json: bool) -> None:
     """List stored profiles (names, providers, modes, audiences; never material)."""
     _refuse_stray(ctx)
-    from proctor.runtime.credentials import CredentialStore
+    from proctor.runtime.home.credentials import CredentialStore
 
     profiles = [p.to_dict() for p in CredentialStore().list()]
     if as_json:
@@ -106,7 +106,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 def remove(ctx: click.Context, profile: str) -> None:
     """Remove a stored profile and its material."""
     _refuse_stray(ctx)
-    from proctor.runtime.credentials import CredentialStore
+    from proctor.runtime.home.credentials import CredentialStore
 
     info = CredentialStore().remove(profile)
     click.echo(f"removed profile {info.name} ({info.provider})")
@@ -130,7 +130,7 @@ def bind(
     """Bind PROFILE in this workspace, by provider or by skill requirement (names only)."""
     _refuse_stray(ctx)
     from proctor.errors import CredentialError
-    from proctor.runtime.credentials import CredentialStore, bind_provider, bind_skill
+    from proctor.runtime.home.credentials import CredentialStore, bind_provider, bind_skill
 
     by_provider = provider is not None
     by_skill = skill is not None or credential_name is not None

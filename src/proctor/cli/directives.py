@@ -22,8 +22,8 @@ def directives() -> None:
 
 
 def _session(drive: bool, max_steps: int | None = None) -> Any:
-    from proctor.runtime.directive_runs import DirectiveSession
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.agents.sessions import DirectiveSession
+    from proctor.runtime.boundary.workspace import Workspace
 
     agent = None
     if drive:

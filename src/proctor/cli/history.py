@@ -55,8 +55,8 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
 def history(run_id: str | None, as_json: bool, after: int | None, limit: int) -> None:
     """Show recent runs with outcome and receipt id, or one RUN_ID's full record."""
     from proctor.cli.render import dump_json
-    from proctor.runtime.driver import Session
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
     session = Session(Workspace.discover(Path.cwd()))
     try:

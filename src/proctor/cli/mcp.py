@@ -70,7 +70,7 @@ def mcp(
     import os
 
     from proctor.mcp import check_http_settings, open_server, serve
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
 
     settings = None
     if transport == "http":

@@ -17,7 +17,7 @@ def dump_json(document: Any) -> None:
 
 def print_error(exc: ProctorError) -> None:
     """Print an error on stderr as ``error[code]: message`` after scrubbing secrets."""
-    from proctor.runtime.sanitize import scrub_text
+    from proctor.runtime.boundary.sanitize import scrub_text
 
     sys.stderr.write(f"error[{exc.code}]: {scrub_text(exc.message)}\n")
     sys.stderr.flush()

@@ -24,8 +24,8 @@ def resume(run_id: str, source: str, as_json: bool) -> None:
     `{"close": {"outcome": "declined"}}` alone seals it. Works from any folder of the
     workspace.
     """
-    from proctor.runtime.driver import Session
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
     try:
         if source == "-":

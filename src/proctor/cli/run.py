@@ -55,8 +55,8 @@ def host_authority(run_authority: str | None, preset: str | None) -> Any:
             raise UsageError("--run-authority is not JSON", code="authority_invalid") from exc
         return parse_authority(doc)
     if preset is not None:
-        from proctor.runtime.presets import preset_authority
-        from proctor.runtime.workspace import Workspace
+        from proctor.runtime.boundary.workspace import Workspace
+        from proctor.runtime.home.presets import preset_authority
 
         return preset_authority(preset, Workspace.discover(Path.cwd()).root)
     return None
@@ -70,7 +70,7 @@ def drive_with_signals(session: Any, work: Any) -> Any:
     import signal
     import threading
 
-    from proctor.runtime.driver import RunInterrupted
+    from proctor.runtime.engine.session import RunInterrupted
 
     got: list[int] = []
 
@@ -181,8 +181,8 @@ def run(
     A run that waits on a person or an agent prints its requests, an answers template bound
     to their digests and the exact `proctor resume` command, and exits 10.
     """
-    from proctor.runtime.driver import Session
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
     if directive is not None:
         from proctor.cli.directives import run_directive_command
@@ -200,7 +200,7 @@ def run(
     session = Session(Workspace.discover(Path.cwd()))
     if drive:
         from proctor.runtime.agents.loop import ManagedAgent
-        from proctor.runtime.directive_runs import AgentSession
+        from proctor.runtime.agents.sessions import AgentSession
 
         session = AgentSession(session.workspace, agent_driver=ManagedAgent.from_home())
     drive_and_print(

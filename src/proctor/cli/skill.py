@@ -24,9 +24,9 @@ def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict
         UsageError: the reference names no package. ParseError: a package file is invalid.
         CredentialError / ConfigError: the home's credential configuration cannot be read.
     """
-    from proctor.runtime.credentials import readiness, snapshot_environment
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.home.credentials import readiness, snapshot_environment
     from proctor.runtime.skills import load_skill
-    from proctor.runtime.workspace import Workspace
 
     root = Workspace.discover(cwd).root
     loaded = load_skill(ref, cwd=cwd, workspace_root=root)

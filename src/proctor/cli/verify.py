@@ -34,7 +34,7 @@ EXIT_UNVERIFIED = 4
 )
 def verify(target: str, as_json: bool, key_path: str | None, receipts_dir: str | None) -> None:
     """Verify a receipt (by id, or a receipt file) and every receipt below it."""
-    from proctor.runtime.receipt_store import verify_receipt
+    from proctor.runtime.records.receipts import verify_receipt
 
     result = verify_receipt(target, receipts_dir=receipts_dir, public_key=key_path)
     if as_json:

@@ -20,7 +20,7 @@ from proctor.mcp.server import ProctorServer, ServerConfig
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.mcp.http import HttpSettings
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["open_server", "serve"]
 
@@ -31,7 +31,7 @@ def _preset(name: str, workspace: Workspace, environ: Mapping[str, str]) -> Auth
     Raises:
         UsageError: ``preset_not_found``, ``preset_invalid``, ``preset_not_for_workspace``.
     """
-    from proctor.runtime.presets import preset_authority
+    from proctor.runtime.home.presets import preset_authority
 
     return preset_authority(name, workspace.root, environ)
 

@@ -21,7 +21,7 @@ from proctor.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from proctor.runtime.credentials import Readiness
+    from proctor.runtime.home.credentials import Readiness
     from proctor.runtime.skills import LoadedSkill
 
 __all__ = ["TURN_TOOL_NAMES", "Catalog", "SkillTool", "load_catalog", "tool_name"]
@@ -129,7 +129,7 @@ def load_catalog(
             (``mcp_tool_name_collision``), or a name is unusable.
         ParseError: a package file is invalid.
     """
-    from proctor.runtime.credentials import readiness, snapshot_environment
+    from proctor.runtime.home.credentials import readiness, snapshot_environment
     from proctor.runtime.skills import load_skill
 
     if not refs:

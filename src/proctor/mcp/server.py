@@ -5,7 +5,8 @@ and ``on_call_tool``, plus a context-tier middleware that writes every request's
 identity to the audit log). The SDK owns the protocol (JSON-RPC framing, version
 negotiation, cancellation); this module owns what a call means.
 
-A call runs in a worker thread with a :class:`proctor.runtime.driver.Session` of its own from a
+A call runs in a worker thread with a :class:`proctor.runtime.engine.session.Session` of its own
+from a
 small pool (the audit log's lock is per open file, so two threads never share one). When the
 client cancels the call (``notifications/cancelled``), the run is asked to stop as it would be
 on SIGTERM and the handler waits for it to stop before the cancellation completes.
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.mcp.catalog import Catalog, SkillTool
     from proctor.mcp.turns import TurnTools
-    from proctor.runtime.driver import Session
-    from proctor.runtime.workspace import Workspace
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
 
 __all__ = ["ProctorServer", "ServerConfig", "SessionPool", "summarize", "token_id"]
 
@@ -164,7 +165,7 @@ class ProctorServer:
     """
 
     def __init__(self, config: ServerConfig, *, turns: TurnTools | None = None) -> None:
-        from proctor.runtime.driver import Session
+        from proctor.runtime.engine.session import Session
 
         self.config = config
         self.turns = turns
@@ -283,7 +284,7 @@ class ProctorServer:
 
     def _run_options(self, stop: threading.Event) -> dict[str, Any]:
         options: dict[str, Any] = {"authority": self.config.authority}
-        from proctor.runtime.driver import Session
+        from proctor.runtime.engine.session import Session
 
         # The graceful-stop hook of the driver, when this version has it.
         if "stop" in Session.run.__code__.co_varnames:
@@ -350,7 +351,7 @@ class ProctorServer:
 
 def error_result(exc: ProctorError) -> types.CallToolResult:
     """A refusal or failure that opened no run, as a tool error a model can read."""
-    from proctor.runtime.sanitize import scrub_text
+    from proctor.runtime.boundary.sanitize import scrub_text
 
     return types.CallToolResult(
         content=[types.TextContent(text=f"error[{exc.code}]: {scrub_text(exc.message)}")],

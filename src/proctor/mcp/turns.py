@@ -31,7 +31,7 @@ from proctor.errors import ProctorError, UsageError
 
 if TYPE_CHECKING:
     from proctor.mcp.server import ProctorServer, ServerConfig
-    from proctor.runtime.driver import Session
+    from proctor.runtime.engine.session import Session
 
 __all__ = ["PAGE_LIMIT", "TurnTools", "turn_tools"]
 
@@ -466,7 +466,7 @@ class TurnTools:
 
 def turn_tools(config: ServerConfig) -> TurnTools | None:
     """The turn tools, or ``None`` when the driver has no turn API."""
-    from proctor.runtime.driver import Session
+    from proctor.runtime.engine.session import Session
 
     if not all(hasattr(Session, a) for a in ("turn_call", "resume", "envelope")):
         return None

@@ -80,7 +80,7 @@ def seal(body: dict[str, Any], signer: Signer, *, signed: bool = True) -> tuple[
 
 
 class ReceiptSink(Protocol):
-    """Where receipts go: :class:`proctor.runtime.receipt_store.ReceiptStore` implements it."""
+    """Where receipts go: :class:`proctor.runtime.records.receipts.ReceiptStore` implements it."""
 
     def put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         """Store ``(receipt_id, file bytes, kind, outcome)`` items; never rewrite an id."""

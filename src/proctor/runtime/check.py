@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import ProctorError
-from proctor.runtime.workspace import Workspace
+from proctor.runtime.boundary.workspace import Workspace
 
 _SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "__pycache__", ".peers"})
 
@@ -67,7 +67,7 @@ def _rel(path: Path, root: Path) -> str:
 
 def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Phase]:
     """Run every phase; never raises for what it finds (findings carry the errors)."""
-    from proctor.runtime.driver import Session
+    from proctor.runtime.engine.session import Session
 
     session = Session(workspace, environ=environ)
     root = workspace.root

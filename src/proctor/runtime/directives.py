@@ -38,8 +38,8 @@ from proctor.errors import ParseError, RefusedCall, UsageError
 from proctor.parser.directive import CATEGORIES, DIRECTIVE_ID, Directive, parse_directive
 
 if TYPE_CHECKING:
+    from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.tools.base import Access, Tool
-    from proctor.runtime.workspace import Workspace
 
 __all__ = [
     "DIRECTIVE_OUTPUT",

@@ -1,6 +1,7 @@
 """The managed agent loop: proctor itself drives a turn against the configured model.
 
-:class:`ManagedAgent` is the ``agent_driver`` a :class:`~proctor.runtime.driver.Session` hands
+:class:`ManagedAgent` is the ``agent_driver`` a :class:`~proctor.runtime.engine.session.Session`
+hands
 each agent turn to, as ``agent(turn, call)``. It shows the model the turn's instructions, its
 inputs and the tools its allowance offers; every tool call the model asks for goes through
 ``call`` (admission, exactly like a fixed step's call), and the result goes back to the model
@@ -28,9 +29,9 @@ from proctor.runtime.agents.views import REFERENCE_VIEW, ToolBinding, View, bind
 from proctor.runtime.agents.wire import Dialect, ToolRequest, ToolSpec
 
 if TYPE_CHECKING:
-    from proctor.runtime.admission import CallOutcome, CallSpec
-    from proctor.runtime.config import AgentConfig
-    from proctor.runtime.credentials.model import Secret
+    from proctor.runtime.admission.governor import CallOutcome, CallSpec
+    from proctor.runtime.home.config import AgentConfig
+    from proctor.runtime.home.credentials.model import Secret
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -107,7 +108,7 @@ class ManagedAgent:
     """Drives agent turns against one configured model endpoint.
 
     Args:
-        config: the complete agent configuration (:func:`proctor.runtime.config.agent_config`).
+        config: the complete agent configuration (:func:`proctor.runtime.home.config.agent_config`).
         key: the API key, resolved through the credentials path (``None`` for a keyless local
             server).
         tools: the tool registry, for descriptions and schemas (default: the native tools).
@@ -174,8 +175,8 @@ class ManagedAgent:
             CredentialError: the named profile cannot be read.
             AgentError: the endpoint's host does not resolve.
         """
-        from proctor.runtime.config import agent_config
-        from proctor.runtime.credentials.store import CredentialStore
+        from proctor.runtime.home.config import agent_config
+        from proctor.runtime.home.credentials.store import CredentialStore
 
         config = agent_config(home)
         key = CredentialStore(home).material(config.secret) if config.secret else None
@@ -302,7 +303,7 @@ class ManagedAgent:
         call: Callable[[CallSpec], CallOutcome],
         stats: TurnStats,
     ) -> str:
-        from proctor.runtime.admission import CallSpec
+        from proctor.runtime.admission.governor import CallSpec
 
         if request.arguments is None:
             return _untrusted(
@@ -438,7 +439,7 @@ def _final(text: str, validate: Callable[[Any], Any], schema: Any) -> tuple[Any,
         return None, "it was not a JSON object"
     declares = isinstance(schema, dict) and "refused" in (schema.get("properties") or {})
     if value.get("refused") is True and not declares:
-        from proctor.runtime.sanitize import scrub_text
+        from proctor.runtime.boundary.sanitize import scrub_text
 
         reason = " ".join(scrub_text(str(value.get("reason") or "no reason given")).split())
         raise AgentError(

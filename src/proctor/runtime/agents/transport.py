@@ -110,7 +110,7 @@ class RetryPolicy:
 
 def _pinned_transport(endpoint: httpx.URL, resolver: Callable[[str, int], Any] | None) -> Any:
     from proctor.core.netaddr import HostName, parse_host
-    from proctor.runtime.egress import (
+    from proctor.runtime.boundary.egress import (
         EgressAllow,
         EgressTransport,
         StaticResolver,
@@ -169,7 +169,7 @@ class ModelClient:
         resolver: Callable[[str, int], Any] | None = None,
         secrets: Iterable[str | None] = (),
     ) -> None:
-        from proctor.runtime.sanitize import TaintSet
+        from proctor.runtime.boundary.sanitize import TaintSet
 
         # The key itself is scrubbed from any provider message, whatever its shape.
         self.taint = TaintSet(s for s in secrets if s)
@@ -317,7 +317,7 @@ def _provider_error(
     attempts: int,
     taint: Any,
 ) -> AgentError:
-    from proctor.runtime.sanitize import scrub_text
+    from proctor.runtime.boundary.sanitize import scrub_text
 
     status = response.status_code
     message: str | None = None

@@ -173,7 +173,7 @@ DIRECTIVE_VALIDATE = Tool(
 
 def _credential_resolve(_ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from proctor.errors import CredentialError
-    from proctor.runtime.credentials.store import CredentialStore
+    from proctor.runtime.home.credentials.store import CredentialStore
 
     alias = args["alias"]
     store = CredentialStore()

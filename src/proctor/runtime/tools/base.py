@@ -1,6 +1,7 @@
 """What a tool is: a name, a JSON Schema for its arguments, an effect class and a handler.
 
-Tools never check their own authority: admission (``proctor.runtime.admission``) runs scope,
+Tools never check their own authority: admission (``proctor.runtime.admission.governor``) runs
+scope,
 schema, containment and policy before a handler is called. A handler receives arguments that
 already validated against its schema and paths that already passed containment.
 """
@@ -14,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 if TYPE_CHECKING:
     import threading
 
-    from proctor.runtime.store.base import RunStore
-    from proctor.runtime.workspace import Resolved, Workspace
+    from proctor.runtime.boundary.workspace import Resolved, Workspace
+    from proctor.runtime.records.runs import RunStore
 
 Effect = Literal["none", "read", "write", "network", "process"]
 """The effect class of a tool: what it can do to the world."""

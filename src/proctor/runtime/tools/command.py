@@ -38,8 +38,8 @@ from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
 
 if TYPE_CHECKING:
-    from proctor.runtime.credentials.model import ResolvedCredential
-    from proctor.runtime.sanitize import TaintSet
+    from proctor.runtime.boundary.sanitize import TaintSet
+    from proctor.runtime.home.credentials.model import ResolvedCredential
 
 __all__ = [
     "COMMAND_EXECUTE",
@@ -112,7 +112,7 @@ class _Sink:
 
     def result(self, taint: TaintSet | None) -> tuple[str, str, bool]:
         """The scrubbed text (at most ``keep`` bytes), its digest, and whether it was cut."""
-        from proctor.runtime.sanitize import scrub_text
+        from proctor.runtime.boundary.sanitize import scrub_text
 
         text = scrub_text(bytes(self.kept).decode("utf-8", errors="replace"), taint)
         cut = self.total > self._keep
@@ -326,7 +326,7 @@ def process_deliver(
 ) -> Callable[[Any, Tool], dict[str, Any]]:
     """The admission ``deliver`` seam for process tools.
 
-    ``credentials`` is what :func:`proctor.runtime.credentials.resolve_credentials` returned
+    ``credentials`` is what :func:`proctor.runtime.home.credentials.resolve_credentials` returned
     for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
     only its own step's credential, so a step that names none starts its process with none.
     Every process call gets the run's taint set, so its output is scrubbed with it.

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
-from proctor.runtime.store.base import JournalRecord, RunStore
+from proctor.runtime.boundary.workspace import Resolved, Workspace
+from proctor.runtime.records.runs import JournalRecord, RunStore
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import DIGEST_SCHEMA, PATH_SCHEMA
 from proctor.runtime.tools.fsutil import (
@@ -43,7 +44,6 @@ from proctor.runtime.tools.fsutil import (
     fsync_dir,
     require_digest,
 )
-from proctor.runtime.workspace import Resolved, Workspace
 
 __all__ = ["FS_APPLY_BUNDLE", "KILL_AFTER_ENV", "recover_bundles"]
 
@@ -291,7 +291,7 @@ def recover_bundles(workspace: Workspace, store: RunStore) -> list[str]:
         owner = record.entries[0].get("owner") if record.entries else None
         if _owner_alive(owner):
             continue
-        from proctor.runtime.reach import recovery_workspace
+        from proctor.runtime.boundary.reach import recovery_workspace
 
         # a bundle in another root is put back through the roots its run started with
         ws = recovery_workspace(workspace, store, record.run_id)

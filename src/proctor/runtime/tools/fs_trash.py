@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import RefusedCall, ToolFailed
+from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.tools.base import Tool, ToolContext, no_paths
 from proctor.runtime.tools.fs import DIGEST_SCHEMA, PATH_SCHEMA, path_arg
 from proctor.runtime.tools.fsutil import (
@@ -30,7 +31,6 @@ from proctor.runtime.tools.fsutil import (
     fsync_dir,
     require_digest,
 )
-from proctor.runtime.workspace import Workspace
 
 __all__ = ["FS_DELETE", "FS_RESTORE", "TRASH_ID_PATTERN"]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from proctor.core.paths import content_reason, sensitive_reason
 from proctor.errors import ProctorError, RefusedCall
+from proctor.runtime.boundary.workspace import Resolved, Workspace
 from proctor.runtime.tools.base import Access, Tool, ToolContext, check_cancel
 from proctor.runtime.tools.fs import PATH_SCHEMA
 from proctor.runtime.tools.fsutil import open_regular
-from proctor.runtime.workspace import Resolved, Workspace
 
 __all__ = ["FS_LIST", "FS_SEARCH"]
 

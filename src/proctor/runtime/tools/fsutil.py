@@ -1,6 +1,7 @@
 """File-system primitives the fs tools share: digests, safe reads, atomic writes.
 
-Every function takes a :class:`proctor.runtime.workspace.Resolved` (or an absolute path inside
+Every function takes a :class:`proctor.runtime.boundary.workspace.Resolved` (or an absolute path
+inside
 ``.proctor/``) so nothing here ever turns a caller string into a path on its own.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from proctor.errors import RefusedCall, ToolFailed
 from proctor.receipts.canonical import DIGEST_PREFIX
-from proctor.runtime.workspace import Resolved, Workspace, refusal
+from proctor.runtime.boundary.workspace import Resolved, Workspace, refusal
 
 __all__ = [
     "DIGEST_PATTERN",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import CredentialError, RefusedCall, ToolFailed
-from proctor.runtime.egress import (
+from proctor.runtime.boundary.egress import (
     EgressAllow,
     EgressLimits,
     Resolver,
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from proctor.runtime.credentials.model import ResolvedCredential
-    from proctor.runtime.sanitize import TaintSet
+    from proctor.runtime.boundary.sanitize import TaintSet
+    from proctor.runtime.home.credentials.model import ResolvedCredential
 
 __all__ = [
     "HTTP_REQUEST",
@@ -74,10 +74,11 @@ class NetworkContext:
         credentials: the credentials resolved for this step, by requirement name.
         default_credential: the step's ``credential:``; delivered when the call names none.
         taint: the run's taint set; every delivered value is added to it.
-        resolver: name resolution (tests inject a :class:`proctor.runtime.egress.StaticResolver`).
+        resolver: name resolution (tests inject a
+            :class:`proctor.runtime.boundary.egress.StaticResolver`).
         verify: TLS verification (``True`` or a context with extra roots, for tests).
         limits: time, size and redirect bounds.
-        pool_factory: see :class:`proctor.runtime.egress.EgressTransport` (tests only).
+        pool_factory: see :class:`proctor.runtime.boundary.egress.EgressTransport` (tests only).
     """
 
     allow: EgressAllow = field(default_factory=EgressAllow)
@@ -231,7 +232,7 @@ def _request(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     # tool: a run that sends nothing never pays for it.
     import httpx
 
-    from proctor.runtime.egress_transport import EgressTransport
+    from proctor.runtime.boundary.transport import EgressTransport
 
     net = _network(ctx)
     url = canonical_url(args["url"])
@@ -330,7 +331,7 @@ def network_deliver(
 ) -> Callable[[Any, Tool], dict[str, Any]]:
     """The admission ``deliver`` seam for network tools.
 
-    ``credentials`` is what :func:`proctor.runtime.credentials.resolve_credentials` returned
+    ``credentials`` is what :func:`proctor.runtime.home.credentials.resolve_credentials` returned
     for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
     only its own step's credential, so a step that declares none can deliver none.
     """

@@ -1,0 +1,1 @@
+"""proctor.runtime.admission."""

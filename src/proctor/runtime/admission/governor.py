@@ -1,0 +1,582 @@
+"""Admission: the one path every tool call takes, from any surface.
+
+:meth:`Governor.call` runs the ordered checks of DESIGN.md and the first refusal stops the call:
+
+1. scope (the tool is in the step's or turn's allowance; an empty allowance admits nothing),
+2. schema (the arguments validate against the tool's JSON Schema),
+3. containment (every path resolves inside the workspace; sensitive and authority files refused),
+4. policy (enforceable rules in their fixed order; ``warn`` continues, ``block`` refuses),
+5. floor (``effects: none`` refuses every change; under ``ask`` a change with no approval of its
+   own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it),
+6. budget (calls and receipts are reserved before anything is sent),
+7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
+8. execution (an effect is claimed durably in the run store before it is sent, settled after),
+9. sanitization of the result (exact delivered secrets, credential shapes, secret-named fields),
+10. record: the run store, then the audit log (receipts are sealed from the store's record).
+
+A refusal is returned as a :class:`CallOutcome` with ``status="refused"`` and a stable ``code``;
+it never raises and never ends the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from proctor.core.authority import Authority
+from proctor.core.floor import decide
+from proctor.errors import ProctorError, RefusedCall
+from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
+from proctor.policy.guards import GuardContext, GuardRegistry
+from proctor.policy.model import PolicySet
+from proctor.receipts.canonical import digest
+from proctor.runtime.records.runs import CallRecord
+from proctor.runtime.testhooks import kill_point
+from proctor.runtime.tools.base import (
+    CHANGING_EFFECTS,
+    Tool,
+    ToolContext,
+    admitted_workspace,
+    validate_args,
+)
+
+if TYPE_CHECKING:
+    import threading
+
+    from proctor.core.budget import ReceiptBudget
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.boundary.workspace import Resolved, Workspace
+    from proctor.runtime.records.audit import AuditLog
+    from proctor.runtime.records.runs import RunStore
+
+CallStatus = Literal["completed", "failed", "refused"]
+Clock = Callable[[], datetime]
+Deliver = Callable[["CallSpec", Tool], dict[str, Any]]
+"""The delivery seam: returns extras for the tool context (e.g. a resolved credential)."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One proposed call.
+
+    Attributes:
+        tool: the tool name as proposed.
+        args: the arguments as proposed (never trusted).
+        allowance: tools the step or turn may call; empty admits nothing.
+        step_id / step_index: where in the run the call is made.
+        reason: the caller's stated reason.
+        call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
+        idempotency_key: an effect already done under this key is not sent again.
+        address: where an approval of this call is asked (default: the step id).
+        cancel: set it to cancel the call: a read in flight stops (``call_cancelled``); an
+            effect in flight runs to its end and settles as it ended, the cancel recorded
+            beside it; a call not started yet is not sent.
+        can_wait: ``False`` for a caller that cannot pause on a person (a managed agent
+            turn): a change the floor would hold is refused ``approval_required`` instead,
+            recorded like any refusal.
+    """
+
+    tool: str
+    args: Mapping[str, Any]
+    allowance: frozenset[str]
+    step_id: str | None = None
+    step_index: int | None = None
+    reason: str = ""
+    call_id: str | None = None
+    idempotency_key: str | None = None
+    address: str | None = None
+    cancel: threading.Event | None = field(default=None, compare=False)
+    can_wait: bool = True
+
+
+class _AlreadyDone(Exception):
+    def __init__(self, record: CallRecord) -> None:
+        super().__init__(record.call_id)
+        self.record = record
+
+
+class AwaitApproval(Exception):
+    """The floor holds a change under ``effects: ask``: the run pauses on this request.
+
+    Attributes:
+        address: where the request is asked (a step id, or ``step/call`` in a turn).
+        body: what the person sees: the tool, the reason and exactly what executes.
+        request_digest: the digest of ``body``; a decision binds to it.
+    """
+
+    def __init__(self, address: str, body: dict[str, Any], request_digest: str) -> None:
+        super().__init__(f"{address} waits on a person's approval")
+        self.address = address
+        self.body = body
+        self.request_digest = request_digest
+
+
+@dataclass
+class CallOutcome:
+    """What became of one call. ``result`` and ``error`` are already sanitized."""
+
+    call_id: str
+    tool: str
+    step_id: str | None
+    status: CallStatus
+    result: Any = None
+    error: dict[str, Any] | None = None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    args_digest: str = ""
+    outputs_digest: str | None = None
+    effect: str = "none"
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    already_done: str | None = None
+    approved_by: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool ran and completed."""
+        return self.status == "completed"
+
+    @property
+    def code(self) -> str | None:
+        """The refusal or failure code, if any."""
+        return None if self.error is None else str(self.error.get("code"))
+
+
+class Governor:
+    """Admits, executes and records the calls of one run (one governor per run)."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        workspace: Workspace,
+        store: RunStore,
+        tools: Mapping[str, Tool],
+        policies: PolicySet | Unrestricted,
+        guards: GuardRegistry,
+        audit: AuditLog,
+        sanitizer: Sanitizer,
+        authority: Authority | None = None,
+        receipt_budget: ReceiptBudget | None = None,
+        directive_id: str | None = None,
+        write_budget: int | None = None,
+        deliver: Deliver | None = None,
+        clock: Clock = _utc_now,
+    ) -> None:
+        if not isinstance(policies, PolicySet | Unrestricted):
+            raise ProctorError(
+                "incomplete context: policies not supplied; pass the loaded PolicySet, or "
+                "proctor.UNRESTRICTED to evaluate no policy rule on purpose",
+                code="incomplete_context",
+            )
+        self.run_id = run_id
+        self.workspace = workspace
+        self.store = store
+        self.tools = tools
+        self.policies = policies
+        self.guards = guards
+        self.audit = audit
+        self.sanitizer = sanitizer
+        self.authority = authority or Authority()
+        self.receipt_budget = receipt_budget
+        self.directive_id = directive_id
+        self.write_budget = write_budget
+        self.deliver = deliver
+        self.clock = clock
+        self.history: list[dict[str, Any]] = []
+        self.calls_made = 0
+        self._per_step: dict[str | None, int] = {}
+
+    def resume_from(self, calls: list[CallRecord]) -> None:
+        """Continue counting from calls a previous driver recorded (call ids stay unique and
+        ``max_calls`` counts the whole run)."""
+        for record in calls:
+            self._per_step[record.step_id] = self._per_step.get(record.step_id, 0) + 1
+            if record.outcome != "refused":
+                self.calls_made += 1
+
+    # -- the path ---------------------------------------------------------------------------
+
+    def call(self, spec: CallSpec) -> CallOutcome:
+        """Admit, run and record one call; never raises for a refusal or a tool failure.
+
+        Raises:
+            StoreError: the run store could not record the call (the run cannot go on safely).
+        """
+        started = self.clock()
+        call_id = spec.call_id or self._next_call_id(spec.step_id)
+        if spec.call_id is not None:
+            recorded = self.store.get_call(self.run_id, call_id)
+            if recorded is not None and recorded.state == "settled":
+                return self._recorded(spec, recorded, started)
+        tool = self.tools.get(spec.tool)
+        outcome = CallOutcome(
+            call_id=call_id,
+            tool=spec.tool,
+            step_id=spec.step_id,
+            status="refused",
+            effect=tool.effect if tool is not None else "none",
+            started_at=started,
+        )
+        try:
+            outcome.args_digest = digest(dict(spec.args))
+        except ProctorError:
+            outcome.args_digest = digest({"unrepresentable": True})
+        try:
+            args, resolved = self._admit(spec, tool, outcome)
+        except RefusedCall as refusal:
+            return self._refused(spec, outcome, refusal)
+        except _AlreadyDone as done:
+            return self._recorded(spec, done.record, started, already_done=True)
+        assert tool is not None
+        if spec.cancel is not None and spec.cancel.is_set():
+            cancelled = RefusedCall(
+                "the call was cancelled before it was sent", code="call_cancelled"
+            )
+            return self._refused(spec, outcome, cancelled)
+        if outcome.approved_by is not None:
+            self.audit.emit(
+                "approval_used",
+                run_id=self.run_id,
+                step_index=spec.step_index,
+                tool=tool.name,
+                call_id=outcome.call_id,
+                approved_by=outcome.approved_by,
+            )
+        return self._execute(spec, tool, args, resolved, outcome)
+
+    def _admit(
+        self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
+    ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved]]:
+        # 1. scope
+        if spec.tool not in spec.allowance:
+            if not spec.allowance:
+                raise RefusedCall(
+                    f"tool '{spec.tool}' is not allowed here: this step allows no tools",
+                    code="tool_not_allowed",
+                )
+            allowed = ", ".join(sorted(spec.allowance))
+            raise RefusedCall(
+                f"tool '{spec.tool}' is not allowed here; allowed: {allowed}",
+                code="tool_not_allowed",
+            )
+        if tool is None:
+            raise RefusedCall(f"tool '{spec.tool}' is not registered", code="unknown_tool")
+        # 2. schema
+        args = dict(spec.args)
+        problem = validate_args(tool, args)
+        if problem is not None:
+            raise RefusedCall(
+                f"arguments of '{tool.name}' do not fit its schema: {problem}",
+                code="schema_invalid",
+            )
+        # 3. containment
+        # each path as containment resolved it, reused by the handler of this call
+        resolved: dict[tuple[str, str], Resolved] = {}
+        for path, access in tool.paths(args):
+            resolved[(path, access)] = self.workspace.resolve(path, access)
+        relpaths = [r.rel for r in resolved.values()]
+        # 4. policy
+        decision = self._policy(spec, tool, args, tuple(relpaths))
+        outcome.verdicts = [_verdict_json(v) for v in decision.verdicts]
+        for v in decision.verdicts:
+            self.audit.emit(
+                v.event,
+                run_id=self.run_id,
+                step_index=spec.step_index,
+                taint=self.sanitizer.taint,
+                tool=tool.name,
+                call_id=outcome.call_id,
+                rule_id=v.rule.id,
+                allowed=v.verdict.allowed,
+                code=v.verdict.code,
+                message=v.verdict.message,
+                enforcement=v.rule.enforcement,
+                effect=v.effect,
+            )
+        decision.raise_if_refused()
+        # An act already done under its idempotency key is neither asked for nor sent again.
+        if spec.idempotency_key is not None and tool.effect in CHANGING_EFFECTS:
+            done = self.store.find_idempotent(spec.idempotency_key)
+            if done is not None:
+                raise _AlreadyDone(done)
+        # 5. floor
+        self._floor(spec, tool, args, outcome)
+        # 6. budget
+        if self.authority.max_calls is not None and self.calls_made >= self.authority.max_calls:
+            raise RefusedCall(
+                f"the run's call limit ({self.authority.max_calls}) is used up",
+                code="call_budget_exceeded",
+            )
+        if self.receipt_budget is not None:
+            self.receipt_budget.reserve(1)
+        return args, resolved
+
+    def _floor(
+        self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
+    ) -> None:
+        if tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow":
+            return
+        if self.authority.effects == "none":
+            verdict = decide(self.authority, _bare_change(tool))
+            raise RefusedCall(verdict.reason, code="effects_none")
+        from proctor.runtime.admission.preview import approval_request_body, preview
+
+        change, payload = preview(self.workspace, tool, args)
+        address = spec.address or spec.step_id or outcome.call_id
+        body = approval_request_body(
+            self.workspace, address=address, tool=tool.name, reason=spec.reason, payload=payload
+        )
+        request_digest = digest(body)
+        decision = self._decision(address, request_digest)
+        if decision is not None and decision.get("approved") is False:
+            raise RefusedCall(
+                f"a person declined '{tool.name}' at {address}", code="approval_declined"
+            )
+        verdict = decide(self.authority, change, approved=decision is not None)
+        if verdict.verdict == "pause":
+            if not spec.can_wait:
+                raise RefusedCall(
+                    f"'{tool.name}' changes something and this run's authority is effects: ask;"
+                    " a managed agent turn does not wait on a person. Grant it a standing"
+                    " approval (edits or commands) or let a host work the turn",
+                    code="approval_required",
+                )
+            raise AwaitApproval(address, body, request_digest)
+        if verdict.standing_index is not None:
+            outcome.approved_by = f"standing_approvals[{verdict.standing_index}]"
+        elif decision is not None:
+            outcome.approved_by = f"person:{address}"
+
+    def _expectation(self, tool: Tool, args: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Each file's before and after digest, so a crashed write is confirmed or redone."""
+        from proctor.runtime.admission.preview import preview
+
+        try:
+            _, payload = preview(self.workspace, tool, args)
+        except ProctorError:
+            return None
+        files = payload.get("files")
+        if not isinstance(files, list):
+            return None
+        return [
+            {k: f.get(k) for k in ("path", "op", "before_digest", "after_digest")} for f in files
+        ]
+
+    def _decision(self, address: str, request_digest: str) -> dict[str, Any] | None:
+        for request in self.store.requests(self.run_id):
+            if request.address == address and request.request_digest == request_digest:
+                return request.decision
+        return None
+
+    def _policy(
+        self, spec: CallSpec, tool: Tool, args: dict[str, Any], relpaths: tuple[str, ...]
+    ) -> PolicyDecision:
+        extra = {} if self.write_budget is None else {"write_budget": self.write_budget}
+        ctx = GuardContext(
+            tool_name=tool.name,
+            raw_args=spec.args,
+            args=args,
+            reason=spec.reason,
+            directive_id=self.directive_id,
+            run_history=tuple(self.history),
+            workspace_relpaths=relpaths,
+            **extra,
+        )
+        return evaluate(self.policies, ctx, self.guards)
+
+    def _execute(
+        self,
+        spec: CallSpec,
+        tool: Tool,
+        args: dict[str, Any],
+        resolved: dict[tuple[str, str], Resolved],
+        outcome: CallOutcome,
+    ) -> CallOutcome:
+        self.calls_made += 1
+        relpaths = [r.rel for r in resolved.values()]
+        changes = tool.effect in CHANGING_EFFECTS
+        record = CallRecord(
+            run_id=self.run_id,
+            call_id=outcome.call_id,
+            step_id=spec.step_id,
+            tool=tool.name,
+            state="claimed",
+            args_digest=outcome.args_digest,
+            idempotency_key=spec.idempotency_key,
+        )
+        if changes:
+            if tool.effect == "write":
+                record.result = {"pending": self._expectation(tool, args)}
+            # 8. the claim is durable before the effect is sent
+            self.store.claim_call(record)
+            kill_point("call.claimed")
+        extras = self.deliver(spec, tool) if self.deliver is not None else {}
+        ctx = ToolContext(
+            workspace=admitted_workspace(self.workspace, resolved),
+            store=self.store,
+            run_id=self.run_id,
+            call_id=outcome.call_id,
+            step_id=spec.step_id,
+            extras=extras,
+            # a read stops on a cancel; an effect in flight runs to its end
+            cancel=None if changes else spec.cancel,
+        )
+        try:
+            raw_result: Any = tool.handler(ctx, args)
+            status: CallStatus = "completed"
+            error = None
+        except ProctorError as exc:
+            raw_result = None
+            status = "refused" if isinstance(exc, RefusedCall) else "failed"
+            error = exc.to_dict()
+        # 9. sanitize
+        result, redacted = self.sanitizer.value(raw_result)
+        if error is not None:
+            error, _ = self.sanitizer.value(error)
+        outcome.status = status
+        outcome.result = result
+        outcome.error = error
+        outcome.ended_at = self.clock()
+        outcome.outputs_digest = digest(result) if status == "completed" else None
+        settled = {
+            "status": status,
+            "result": result,
+            "error": error,
+            "verdicts": outcome.verdicts,
+            "effect": tool.effect,
+            "started_at": _iso(outcome.started_at),
+            "ended_at": _iso(outcome.ended_at),
+            "approved_by": outcome.approved_by,
+        }
+        if spec.cancel is not None and spec.cancel.is_set():
+            settled["cancel_requested"] = True  # recorded beside how the call actually ended
+        # 10. record: the run store, then the audit log
+        if changes:
+            kill_point("call.executed")
+            self.store.settle_call(self.run_id, outcome.call_id, status, settled)
+            kill_point("call.settled")
+        else:
+            record.outcome = status
+            record.result = settled
+            self.store.record_call(record)
+        self.history.append({"tool": tool.name, "args": args, "outcome": _history(status)})
+        self.audit.emit(
+            "tool_call",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            taint=self.sanitizer.taint,
+            tool=tool.name,
+            call_id=outcome.call_id,
+            step=spec.step_id,
+            effect=tool.effect,
+            outcome=status,
+            code=None if error is None else error.get("code"),
+            paths=relpaths,
+            args_digest=outcome.args_digest,
+            outputs_digest=outcome.outputs_digest,
+            result_redacted=redacted,
+        )
+        return outcome
+
+    def _refused(self, spec: CallSpec, outcome: CallOutcome, refusal: RefusedCall) -> CallOutcome:
+        error, _ = self.sanitizer.value(refusal.to_dict())
+        outcome.status = "refused"
+        outcome.error = error
+        outcome.ended_at = self.clock()
+        self.store.record_call(
+            CallRecord(
+                run_id=self.run_id,
+                call_id=outcome.call_id,
+                step_id=spec.step_id,
+                tool=spec.tool,
+                state="settled",
+                args_digest=outcome.args_digest,
+                outcome="refused",
+                result={
+                    "status": "refused",
+                    "result": None,
+                    "error": error,
+                    "verdicts": outcome.verdicts,
+                    "effect": outcome.effect,
+                    "started_at": _iso(outcome.started_at),
+                    "ended_at": _iso(outcome.ended_at),
+                },
+            )
+        )
+        self.history.append({"tool": spec.tool, "args": dict(spec.args), "outcome": "refused"})
+        self.audit.emit(
+            "call_refused",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            taint=self.sanitizer.taint,
+            tool=spec.tool,
+            call_id=outcome.call_id,
+            step=spec.step_id,
+            code=error.get("code"),
+            message=error.get("message"),
+            rule_id=(error.get("details") or {}).get("rule_id"),
+            args_digest=outcome.args_digest,
+        )
+        return outcome
+
+    def _recorded(
+        self, spec: CallSpec, record: CallRecord, started: datetime, *, already_done: bool = False
+    ) -> CallOutcome:
+        settled = record.result if isinstance(record.result, dict) else {}
+        outcome = CallOutcome(
+            call_id=spec.call_id or record.call_id,
+            tool=record.tool,
+            step_id=spec.step_id,
+            status=settled.get("status", record.outcome or "completed"),
+            result=settled.get("result"),
+            error=settled.get("error"),
+            args_digest=record.args_digest,
+            started_at=started,
+            ended_at=self.clock(),
+            already_done=self._receipt_of(record) if already_done else None,
+        )
+        if outcome.status == "completed":
+            outcome.outputs_digest = digest(outcome.result)
+        return outcome
+
+    def _receipt_of(self, record: CallRecord) -> str:
+        """The receipt that records a done act: its run's, once that run sealed."""
+        run = self.store.get_run(record.run_id)
+        if run is not None and run.receipt_id:
+            return run.receipt_id
+        return f"{record.run_id}/{record.call_id}"
+
+    def _next_call_id(self, step_id: str | None) -> str:
+        n = self._per_step.get(step_id, 0) + 1
+        self._per_step[step_id] = n
+        return f"{step_id or 'call'}/{n}"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _bare_change(tool: Tool) -> Any:
+    from proctor.core.floor import Change
+
+    return Change(tool.name, tool.effect)
+
+
+def _history(status: CallStatus) -> str:
+    return "ok" if status == "completed" else status
+
+
+def _verdict_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "rule_id": outcome.rule.id,
+        "code": outcome.verdict.code,
+        "enforcement": outcome.rule.enforcement,
+        "effect": outcome.effect,
+        "message": outcome.verdict.message,
+    }

@@ -1,0 +1,296 @@
+"""The egress guard: an httpx transport that dials only addresses it has checked.
+
+Every request that reaches :class:`EgressTransport` (the first one and every redirect hop, since
+each hop is a new request through the transport) goes through the same steps:
+
+1. the scheme must be ``http`` or ``https`` and the URL must carry no userinfo;
+2. the host is read the way a WHATWG URL parser reads it (:func:`proctor.core.netaddr.parse_host`),
+   so ``2130706433`` and ``0x7f.1`` are the address ``127.0.0.1``, not names;
+3. a name is resolved ONCE through the injected :class:`Resolver`; if ANY resolved address is
+   refused by :func:`proctor.core.netaddr.check_address` the request is refused, even when
+   another address is public (that mix is what DNS rebinding looks like);
+4. the request is sent to the checked address itself (the URL host is rewritten to the literal
+   IP), with the original ``Host`` header and, for TLS, the original name as SNI and as the
+   name the certificate must match. No second lookup happens, so nothing can change between
+   check and dial.
+
+A workspace may allow its own services by name or network (``[egress] allow`` in
+``proctor.toml``); :meth:`EgressAllow.to_authority` is the form recorded in a run's authority.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from proctor.core.netaddr import (
+    HostName,
+    InvalidHost,
+    IPAddress,
+    format_host,
+    parse_host,
+)
+from proctor.errors import ConfigError, EgressRefused
+
+if TYPE_CHECKING:
+    import httpx
+
+    from proctor.runtime.boundary.transport import EgressTransport, egress_client
+
+__all__ = [
+    "EgressAllow",
+    "EgressLimits",
+    "EgressTransport",
+    "Resolver",
+    "StaticResolver",
+    "SystemResolver",
+    "canonical_url",
+    "egress_client",
+    "load_egress_allow",
+]
+
+_SCHEMES = frozenset({"http", "https"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# A network allow entry wider than this would switch the guard off for a large part of the
+# address space; such an entry is refused rather than honoured.
+_MIN_PREFIX = {4: 8, 6: 7}
+
+
+class Resolver(Protocol):
+    """Turns a host name into the IP addresses to dial (text, as ``getaddrinfo`` gives them).
+
+    Raises ``OSError`` when the name does not resolve.
+    """
+
+    def __call__(self, host: str, port: int) -> Sequence[str]: ...
+
+
+class SystemResolver:
+    """The operating system's resolver (``socket.getaddrinfo``), TCP addresses only."""
+
+    def __call__(self, host: str, port: int) -> Sequence[str]:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        seen: dict[str, None] = {}
+        for info in infos:
+            seen.setdefault(str(info[4][0]), None)
+        return list(seen)
+
+
+@dataclass(frozen=True)
+class StaticResolver:
+    """A resolver answering from a fixed table; for tests and air-gapped hosts.
+
+    A name missing from the table does not resolve (``OSError``). Names are matched without
+    case and without a trailing dot.
+    """
+
+    table: Mapping[str, Sequence[str]]
+
+    def __call__(self, host: str, port: int) -> Sequence[str]:
+        key = host.lower().rstrip(".")
+        for name, addresses in self.table.items():
+            if name.lower().rstrip(".") == key:
+                return list(addresses)
+        raise socket.gaierror(socket.EAI_NONAME, "name does not resolve")
+
+
+@dataclass(frozen=True)
+class EgressAllow:
+    """Destinations a workspace allows even though their addresses would be refused.
+
+    Attributes:
+        hosts: host names (canonical, lower-case, no trailing dot) whose resolved addresses are
+            accepted whatever range they are in. Only the exact name is allowed; a redirect to
+            another name is checked on its own.
+        networks: networks whose addresses are accepted.
+    """
+
+    hosts: frozenset[str] = frozenset()
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> EgressAllow:
+        """Read allow entries: host names, IP addresses or CIDR networks.
+
+        Raises:
+            ConfigError: an entry is not a valid name, address or network, or is a network
+                wider than /8 (IPv4) or /7 (IPv6).
+        """
+        hosts: set[str] = set()
+        networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for entry in entries:
+            if not isinstance(entry, str) or not entry.strip():
+                raise ConfigError("egress.allow entries must be non-empty strings")
+            text = entry.strip()
+            try:
+                network = ipaddress.ip_network(text.strip("[]"), strict=True)
+            except ValueError:
+                network = None
+            if network is not None:
+                if network.prefixlen < _MIN_PREFIX[network.version]:
+                    raise ConfigError(
+                        f"egress.allow entry {text!r} is wider than /{_MIN_PREFIX[network.version]}"
+                        "; list the networks of your own services instead",
+                        code="egress_allow_too_wide",
+                    )
+                networks.append(network)
+                continue
+            try:
+                host = parse_host(text)
+            except InvalidHost as exc:
+                raise ConfigError(f"egress.allow entry {text!r} is not a host or network") from exc
+            if isinstance(host, HostName):
+                hosts.add(host.canonical)
+            else:
+                networks.append(ipaddress.ip_network(host))
+        return cls(frozenset(hosts), tuple(sorted(set(networks), key=_network_key)))
+
+    def allows_host(self, host: HostName) -> bool:
+        """Whether this exact name is allowed."""
+        return host.canonical in self.hosts
+
+    def allows_address(self, address: IPAddress) -> bool:
+        """Whether the address falls in an allowed network."""
+        return any(address.version == n.version and address in n for n in self.networks)
+
+    def to_authority(self) -> dict[str, list[str]]:
+        """The allow-list as the run's authority records it: sorted ``hosts`` and ``networks``."""
+        return {"hosts": sorted(self.hosts), "networks": [str(n) for n in self.networks]}
+
+
+def _network_key(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> tuple[int, int, int]:
+    return (network.version, int(network.network_address), network.prefixlen)
+
+
+def load_egress_allow(workspace_root: Path) -> EgressAllow:
+    """Read ``[egress] allow`` from ``<workspace>/proctor.toml``; empty when either is absent.
+
+    Raises:
+        ConfigError: the file is not valid TOML, ``allow`` is not a list of strings, or an
+            entry is refused by :meth:`EgressAllow.parse`.
+    """
+    path = workspace_root / "proctor.toml"
+    if not path.is_file():
+        return EgressAllow()
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"proctor.toml is not valid TOML: {exc}") from exc
+    section = document.get("egress", {})
+    if not isinstance(section, dict):
+        raise ConfigError("proctor.toml: [egress] must be a table")
+    unknown = sorted(set(section) - {"allow"})
+    if unknown:
+        raise ConfigError(f"proctor.toml: unknown key in [egress]: {unknown[0]}")
+    entries = section.get("allow", [])
+    if not isinstance(entries, list):
+        raise ConfigError("proctor.toml: egress.allow must be a list of hosts or networks")
+    return EgressAllow.parse(entries)
+
+
+@dataclass(frozen=True)
+class EgressLimits:
+    """Time and size bounds of one outbound call (redirects included)."""
+
+    connect_s: float = 10.0
+    read_s: float = 30.0
+    total_s: float = 60.0
+    max_response_bytes: int = 1024 * 1024
+    max_redirects: int = 5
+
+    def timeout(self) -> httpx.Timeout:
+        """The per-operation httpx timeouts; ``total_s`` is enforced by the caller's deadline."""
+        import httpx
+
+        return httpx.Timeout(self.read_s, connect=self.connect_s, pool=self.connect_s)
+
+
+def _refuse(message: str, *, host: str, kind: str, **details: Any) -> EgressRefused:
+    return EgressRefused(message, details={"host": host, "kind": kind, **details})
+
+
+_URL_FORBIDDEN = re.compile(r"[\x00-\x20\x7f\\]")
+_URL_SHAPE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//([^/?#]*))?(.*)$", re.DOTALL)
+
+
+def canonical_url(url: str) -> httpx.URL:
+    """Read a URL a tool was given into the exact URL proctor will request.
+
+    The host is rewritten to its WHATWG reading (``http://0x7f.1/`` becomes
+    ``http://127.0.0.1/``) so that httpx, the resolver and the address check all see the same
+    destination. The URL text never appears in a refusal message (it may carry a token).
+
+    Raises:
+        EgressRefused: the URL has whitespace, a control character or a backslash (parsers
+            disagree on where such a host ends), a scheme other than http/https, no host,
+            userinfo, an invalid host or port.
+    """
+    import httpx  # here, not at import: httpx costs ~100 ms and most commands never send
+
+    if _URL_FORBIDDEN.search(url):
+        raise _refuse(
+            "egress refused: the URL contains whitespace, a control character or a backslash",
+            host="",
+            kind="invalid_url",
+        )
+    shape = _URL_SHAPE.match(url)
+    scheme = shape.group(1).lower() if shape else ""
+    if shape is None or scheme not in _SCHEMES:
+        raise _refuse(
+            f"egress refused: scheme {scheme or '(none)'!r} is not http or https",
+            host="",
+            kind="scheme",
+        )
+    authority = shape.group(3)
+    if authority is None or authority == "":
+        raise _refuse("egress refused: the URL has no host", host="", kind="invalid_url")
+    if "@" in authority:
+        raise _refuse(
+            "egress refused: credentials in the URL (userinfo) are not allowed; "
+            "deliver a credential with auth: {credential: NAME}",
+            host="",
+            kind="userinfo",
+        )
+    host_text, port_text = authority, ""
+    if authority.startswith("["):
+        end = authority.find("]")
+        host_text, rest = authority[: end + 1], authority[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            raise _refuse("egress refused: malformed IPv6 host", host="", kind="invalid_url")
+        port_text = rest[1:]
+    elif ":" in authority:
+        host_text, port_text = authority.split(":", 1)
+    try:
+        host = parse_host(host_text)
+    except InvalidHost as exc:
+        raise _refuse(f"egress refused: {exc}", host=host_text[:253], kind="invalid_host") from exc
+    if port_text and (not port_text.isdigit() or int(port_text) > 65535):
+        raise _refuse("egress refused: invalid port", host=format_host(host), kind="invalid_url")
+    port = f":{int(port_text)}" if port_text else ""
+    try:
+        return httpx.URL(f"{scheme}://{format_host(host)}{port}{shape.group(4)}")
+    except httpx.InvalidURL as exc:
+        raise _refuse(
+            "egress refused: the URL is not valid", host=format_host(host), kind="invalid_url"
+        ) from exc
+
+
+# The transport subclasses httpx's, so it lives in its own module and is imported on first use:
+# ``import proctor.runtime.boundary.egress`` (which every run does, to read the allow-list) stays
+# free
+# of httpx.
+_LAZY = {"EgressTransport", "egress_client"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from proctor.runtime.boundary import transport as egress_transport
+
+        return getattr(egress_transport, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

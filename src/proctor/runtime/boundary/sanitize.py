@@ -1,0 +1,345 @@
+"""The sanitizer: removes secrets from tool results, refusals, audit records and CLI output.
+
+Three detectors, applied in this order:
+
+1. **Taint set** (:class:`TaintSet`): the exact secret values proctor delivered to a tool, and
+   the forms a tool could hand them back in (base64 and base64url at every byte alignment, hex,
+   URL encoding, JSON string escaping). A value shorter than :data:`MIN_TAINT_LENGTH` is too
+   likely to occur by chance, so it is only replaced where it is an entire string.
+2. **Credential shapes**: provider tokens whose form identifies them (AWS key ids, GitHub and
+   GitLab tokens, Slack tokens and webhooks, Discord, PEM and OpenSSH private-key blocks, JWTs,
+   OpenAI/Anthropic/Stripe/npm/PyPI/Hugging Face/Google/Azure keys, bearer tokens, passwords in
+   URLs).
+3. **Secret-named fields**: a mapping key such as ``password`` or ``api_key`` (and, in text, an
+   assignment ``api_key = ...``) has its value replaced. :func:`is_secret_name` decides; counts
+   and metadata (``max_tokens``, ``token_count``, ``password_length``) are not secrets.
+
+Only the secret is replaced; the text around it is kept. The marker is
+``[REDACTED:<kind>]`` with ``kind`` one of :data:`KINDS`; the marker itself never matches a
+detector, so scrubbing is idempotent.
+
+Offsets and encodings: tools scrub the WHOLE content they read before slicing, paging or
+encoding it, so no argument of a tool can cut a secret into a piece the scrubber misses. The
+taint matching of encoded forms is the second line of defence for a tool that encodes anyway.
+A line carrying ``pragma: allowlist secret`` (the detect-secrets convention) is exempt from the
+secret-name heuristic in text only; shapes and tainted values are replaced on it all the same.
+
+Speed: the detectors run only behind cheap cues, and a few string forms that provably hold
+no shape or assignment skip them (see :mod:`proctor.runtime.boundary.detect`); tainted values
+are replaced in every string all the same.
+
+What this does not do: detect arbitrary high-entropy strings (digests are everywhere in proctor's
+own output), or find a secret split across two separately scrubbed strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import enum
+import functools
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import PurePath
+from typing import Any, TypeAlias
+from urllib.parse import quote, quote_plus
+
+from proctor.runtime.boundary.detect import (
+    KINDS,
+    SAFE_FORM,
+    SAFE_FORM_MAX,
+    detect,
+    is_secret_name,
+    marker,
+)
+
+__all__ = [
+    "KINDS",
+    "MIN_TAINT_LENGTH",
+    "Sanitizer",
+    "TaintSet",
+    "is_secret_name",
+    "marker",
+    "scrub_text",
+    "scrub_value",
+]
+
+MIN_TAINT_LENGTH = 8
+
+
+# --------------------------------------------------------------------------- taint
+
+
+def _b64_cores(raw: bytes, alphabet: bytes | None) -> set[str]:
+    """Substrings of base64(prefix + raw + suffix) that hold for ANY prefix and suffix.
+
+    Base64 works on 3-byte groups, so the encoding of a value inside a larger blob depends on
+    its offset modulo 3; the characters touched by neighbouring bytes are dropped.
+    """
+    cores: set[str] = set()
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw, altchars=alphabet).decode("ascii")
+        head = (shift * 8 + 5) // 6  # chars that depend on the unknown prefix bytes
+        body = encoded.rstrip("=")
+        tail_bits = ((shift + len(raw)) * 8) % 6
+        core = body[head : len(body) - (1 if tail_bits else 0)]
+        if len(core) >= 6:
+            cores.add(core)
+    return cores
+
+
+def _encodings(value: str) -> set[str]:
+    raw = value.encode("utf-8")
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex()}
+    forms |= {raw.hex().upper(), json.dumps(value)[1:-1]}
+    forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
+    forms |= _b64_cores(raw, None) | _b64_cores(raw, b"-_")
+    return forms
+
+
+_SHORT_TEXT = 256
+
+
+class TaintSet:
+    """Exact secret values (and their encodings) that must never leave proctor.
+
+    Values of :data:`MIN_TAINT_LENGTH` characters or more are matched anywhere in text, in
+    their raw, base64, base64url, hex, URL-encoded and JSON-escaped forms; shorter ones only
+    as a whole string. Adding is cheap; matching compiles lazily.
+    """
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self._exact: set[str] = set()
+        self._forms: set[str] = set()
+        self._ordered: tuple[str, ...] = ()
+        self._shortest = 0
+        self._any: re.Pattern[str] | None = None
+        for value in values:
+            self.add(value)
+
+    def add(self, value: str) -> None:
+        """Taint ``value``; empty strings are ignored."""
+        if not value or value in self._exact:
+            return
+        self._exact.add(value)
+        if len(value) >= MIN_TAINT_LENGTH:
+            self._forms |= _encodings(value)
+            self._ordered = tuple(sorted(self._forms, key=len, reverse=True))
+            self._shortest = len(self._ordered[-1])
+            self._any = None
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._exact
+
+    def __len__(self) -> int:
+        return len(self._exact)
+
+    def __bool__(self) -> bool:
+        return bool(self._exact)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every tainted form replaced by ``[REDACTED:tainted]``."""
+        if text in self._exact:
+            return marker("tainted")
+        if len(text) < self._shortest:
+            return text
+        if len(text) <= _SHORT_TEXT:
+            # One search of a short text beats an ``in`` per form; a long text is the reverse.
+            if self._any is None:
+                self._any = re.compile("|".join(re.escape(form) for form in self._ordered))
+            if self._any.search(text) is None:
+                return text
+        hits = [form for form in self._ordered if form in text]
+        if not hits:
+            return text
+        pattern = re.compile("|".join(re.escape(h) for h in hits))
+        return pattern.sub(marker("tainted"), text)
+
+
+# --------------------------------------------------------------------------- text
+
+
+def scrub_text(text: str, taint: TaintSet | None = None) -> str:
+    """``text`` with every secret replaced by ``[REDACTED:<kind>]``, the rest kept as it is.
+
+    Applies the taint set (if given), then credential shapes, then secret-named assignments.
+    Never raises on any ``str``.
+    """
+    if taint:
+        text = taint.scrub(text)
+    return detect(text)
+
+
+# --------------------------------------------------------------------------- values
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+
+# A node's path is rendered only when something under it is redacted: ``(parent, key, _KEY)``,
+# ``(parent, index, _INDEX)`` or ``(parent, "", _KEY_ITSELF)`` (the key was redacted).
+_KEY, _INDEX, _KEY_ITSELF = 0, 1, 2
+_Path: TypeAlias = "str | tuple[_Path, str | int, int]"
+
+
+def _render(path: _Path) -> str:
+    if isinstance(path, str):
+        return path
+    parent, step, how = path
+    base = _render(parent)
+    if how == _INDEX:
+        return f"{base}[{step}]"
+    if how == _KEY_ITSELF:
+        return f"{base}.<key>"
+    key = str(step)
+    return f"{base}.{key}" if _IDENT.match(key) else f"{base}[{json.dumps(key)}]"
+
+
+def _empty(value: Any) -> bool:
+    return (
+        value is None
+        or isinstance(value, bool)
+        or (isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)) and len(value) == 0)
+    )
+
+
+class Sanitizer:
+    """Scrubs text and JSON-like values against one taint set (see the module docstring)."""
+
+    def __init__(self, taint: TaintSet | None = None) -> None:
+        self.taint = taint if taint is not None else TaintSet()
+
+    def text(self, text: str) -> str:
+        """:func:`scrub_text` with this sanitizer's taint set."""
+        return scrub_text(text, self.taint)
+
+    def value(self, value: Any) -> tuple[Any, list[str]]:
+        """:func:`scrub_value` with this sanitizer's taint set."""
+        return scrub_value(value, self.taint)
+
+
+def scrub_value(value: Any, taint: TaintSet | None = None) -> tuple[Any, list[str]]:
+    """A scrubbed, JSON-ready copy of ``value`` and the paths (``$.a.b[0]``) that were redacted.
+
+    Mappings, lists, tuples and sets become dicts and lists (sets sorted); bytes are decoded as
+    UTF-8 with replacement; paths, enums, dates, exceptions, dataclasses, pydantic models and
+    anything else become their JSON-ready form or their string. A value under a secret-named key
+    (:func:`is_secret_name`) is replaced whole; strings are passed through :func:`scrub_text`.
+    The input is never mutated; a reference cycle becomes ``"[CYCLE]"``.
+    """
+    walker = _Walker(taint)
+    safe = walker.walk(value, "$")
+    if not walker.redacted:
+        return safe, []
+    return safe, sorted({_render(path) for path in walker.redacted})
+
+
+class _Walker:
+    __slots__ = ("active", "redacted", "taint")
+
+    def __init__(self, taint: TaintSet | None) -> None:
+        self.taint = taint if taint else None  # an empty set taints nothing
+        self.redacted: list[_Path] = []
+        self.active: set[int] = set()
+
+    def text(self, node: str, path: _Path) -> str:
+        taint = self.taint
+        if taint is None:
+            if len(node) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(node) is not None:
+                return node
+        elif node in taint:
+            self.redacted.append(path)
+            return marker("tainted")
+        out = scrub_text(node, taint)
+        if out != node:
+            self.redacted.append(path)
+        return out
+
+    def walk(self, node: Any, path: _Path) -> Any:
+        kind = type(node)
+        if kind is str:
+            return self.text(node, path)
+        if node is None or kind is int or kind is bool:
+            return node
+        if kind is dict or kind is list:
+            return self.container(node, path)
+        if isinstance(node, (bool, int)):
+            return node
+        if isinstance(node, str):
+            return self.text(node, path)
+        if isinstance(node, float):
+            return node if math.isfinite(node) else str(node)
+        if isinstance(node, (bytes, bytearray, memoryview)):
+            return self.text(bytes(node).decode("utf-8", errors="replace"), path)
+        if isinstance(node, enum.Enum):
+            return self.walk(node.value, path)
+        if isinstance(node, (PurePath, _dt.date, _dt.time)):
+            return self.text(
+                node.isoformat() if not isinstance(node, PurePath) else str(node), path
+            )
+        if isinstance(node, BaseException):
+            return self.text(f"{type(node).__name__}: {node}", path)
+        dump = getattr(node, "model_dump", None)
+        if callable(dump) and not isinstance(node, type):
+            return self.walk(dump(mode="json"), path)
+        if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            return self.walk(dataclasses.asdict(node), path)
+        if isinstance(node, (Mapping, list, tuple, set, frozenset)):
+            return self.container(node, path)
+        return self.text(str(node), path)
+
+    def container(self, node: Any, path: _Path) -> Any:
+        if id(node) in self.active:
+            return "[CYCLE]"
+        self.active.add(id(node))
+        try:
+            kind = type(node)
+            if kind is dict or (kind is not list and isinstance(node, Mapping)):
+                return self.mapping(node, path)
+            items = [self.walk(item, (path, i, _INDEX)) for i, item in enumerate(node)]
+            if isinstance(node, (set, frozenset)):
+                items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+            return items
+        finally:
+            self.active.discard(id(node))
+
+    def mapping(self, node: Mapping[Any, Any], path: _Path) -> dict[str, Any]:
+        taint = self.taint
+        out: dict[str, Any] = {}
+        for raw_key, item in node.items():
+            if taint is None and type(raw_key) is str and _plain_key(raw_key):
+                kind = type(item)
+                if kind is str:
+                    if len(item) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(item) is not None:
+                        out[raw_key] = item
+                    else:
+                        out[raw_key] = self.text(item, (path, raw_key, _KEY))
+                elif item is None or kind is int or kind is bool:
+                    out[raw_key] = item
+                else:
+                    out[raw_key] = self.walk(item, (path, raw_key, _KEY))
+                continue
+            key = raw_key if isinstance(raw_key, str) else str(self.walk(raw_key, path))
+            safe_key = scrub_text(key, taint)
+            if safe_key != key:
+                self.redacted.append((path, "", _KEY_ITSELF))
+            if is_secret_name(key) and not _empty(item):
+                out[safe_key] = marker("secret_field")
+                self.redacted.append((path, safe_key, _KEY))
+            elif item is None or type(item) is int or type(item) is bool:
+                out[safe_key] = item
+            else:
+                out[safe_key] = self.walk(item, (path, safe_key, _KEY))
+        return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_key(key: str) -> bool:
+    """A mapping key that no detector can change and that names no secret (used without taint:
+    a tainted value may be any string)."""
+    return (
+        len(key) <= SAFE_FORM_MAX
+        and SAFE_FORM.fullmatch(key) is not None
+        and not is_secret_name(key)
+    )

@@ -1,0 +1,255 @@
+"""Credentials and egress for one run: resolved once, delivered only at the adapter boundary.
+
+The driver calls three things here:
+
+- :func:`load_run_egress` when a run is created: the workspace's ``[egress] allow`` list,
+  which :func:`record_authority` puts into the run's authority record as its
+  :class:`~proctor.core.authority.EgressGrant` (and so into the authority digest of its
+  receipt);
+- :func:`prepare_delivery` while the run is prepared, before any step runs: it resolves the
+  credentials the method's steps name from one workspace snapshot, adds every value to the
+  run's taint set, records the non-secret choice (profile names, never material) in the run
+  store, and returns the admission ``deliver`` seam: ``http.request`` gets its step's
+  credential in a :class:`~proctor.runtime.tools.http.NetworkContext` (sent as the
+  ``Authorization`` header), ``command.execute`` in a
+  :class:`~proctor.runtime.tools.command.ProcessContext` (set in the child's environment under
+  the declared delivery name);
+- :func:`park_needs_credential` when a credential is missing: the run stays unsealed with
+  status ``needs_credential`` and the exact setup commands. No step ran, so there is nothing
+  for a receipt to attest; the operator sets the credential up and runs the command again,
+  which starts a new run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from proctor.contracts.envelope import Refusal, RunEnvelope
+from proctor.contracts.skill import Method, ToolStep
+from proctor.errors import CredentialError
+
+if TYPE_CHECKING:
+    from proctor.core.authority import Authority
+    from proctor.runtime.admission.governor import Deliver
+    from proctor.runtime.boundary.egress import EgressAllow
+    from proctor.runtime.boundary.sanitize import Sanitizer, TaintSet
+    from proctor.runtime.home.credentials import CredentialStore
+    from proctor.runtime.records.audit import AuditLog
+    from proctor.runtime.records.runs import RunStore
+    from proctor.runtime.skills import LoadedSkill
+    from proctor.runtime.tools.base import Tool
+
+__all__ = [
+    "NeedsCredential",
+    "load_run_egress",
+    "park_needs_credential",
+    "prepare_delivery",
+    "record_authority",
+    "recorded_egress",
+    "step_credentials",
+]
+
+
+class NeedsCredential(CredentialError):
+    """A credential the run needs is not configured (code ``needs_credential``).
+
+    Attributes:
+        readiness: ``Readiness.to_dict()`` of each missing requirement (no material); also
+            in ``details["readiness"]``.
+    """
+
+    def __init__(self, message: str, readiness: list[dict[str, Any]]) -> None:
+        super().__init__(message, code="needs_credential", details={"readiness": readiness})
+        self.readiness = readiness
+
+
+def record_authority(authority: Authority, egress: EgressAllow) -> dict[str, Any]:
+    """The authority record of a new run: the host's authority with the workspace's grant."""
+    from dataclasses import replace
+
+    from proctor.core.authority import EgressGrant
+
+    doc = egress.to_authority()
+    grant = EgressGrant(hosts=tuple(doc["hosts"]), networks=tuple(doc["networks"]))
+    return replace(authority, egress=grant).to_json()
+
+
+def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
+    """The egress allow-list a run recorded in its authority (empty when none was recorded).
+
+    Raises:
+        ConfigError: the recorded entries are not valid (the record was altered).
+    """
+    from proctor.core.authority import parse_authority
+    from proctor.errors import ConfigError, UsageError
+    from proctor.runtime.boundary.egress import EgressAllow
+
+    try:
+        grant = parse_authority(dict(recorded), recorded=True).egress
+    except UsageError as exc:
+        raise ConfigError(
+            f"the run's recorded authority is not valid: {exc.message}", code=exc.code
+        ) from exc
+    if grant is None:
+        return EgressAllow()
+    return EgressAllow.parse([*grant.hosts, *grant.networks])
+
+
+def load_run_egress(workspace_root: Path) -> EgressAllow:
+    """The workspace's egress allow-list, read once per run.
+
+    Raises:
+        ConfigError: ``proctor.toml`` is invalid or an entry is refused.
+    """
+    from proctor.runtime.boundary.egress import load_egress_allow
+
+    return load_egress_allow(workspace_root)
+
+
+def step_credentials(method: Method) -> dict[str, str | None]:
+    """Step id -> the credential it names, for the method's tool steps that name one."""
+    return {
+        step.id: step.credential
+        for step in method.steps
+        if isinstance(step, ToolStep) and step.credential is not None
+    }
+
+
+def prepare_delivery(
+    skill: LoadedSkill,
+    method: Method,
+    *,
+    run_id: str,
+    store: RunStore,
+    workspace_root: Path,
+    environ: Mapping[str, str],
+    authority: Mapping[str, Any],
+    taint: TaintSet,
+    profile: str | None = None,
+    request_secrets: Mapping[str, str] | None = None,
+) -> Deliver:
+    """Resolve the method's credentials once and return the admission ``deliver`` seam.
+
+    Only the requirements the method's steps name are resolved, so a skill with several
+    methods does not need every credential for each of them. Every host-supplied value and
+    every resolved value enters ``taint`` before any step runs. The run store keeps the
+    non-secret choice (``ResolvedCredential.describe()``: source and profile name) under
+    ``credentials``; a resume resolves again from a new snapshot. The egress allow-list is
+    the one recorded in the run's ``authority``, so what is enforced is what the receipt's
+    authority digest covers.
+
+    Raises:
+        NeedsCredential: a named requirement has no source (nothing was delivered).
+        CredentialError: ambiguity, audience or mode mismatch, an unknown profile, an
+            undeclared credential, a key that fails to decrypt (see ``resolve_credentials``).
+    """
+    from proctor.runtime.tools.command import process_deliver
+    from proctor.runtime.tools.http import network_deliver
+
+    by_step = step_credentials(method)
+    for value in (request_secrets or {}).values():
+        taint.add(value)
+    resolved: dict[str, Any] = {}
+    used = sorted({name for name in by_step.values() if name is not None})
+    if used:
+        from proctor.runtime.home.credentials import resolve_credentials, snapshot_environment
+
+        assert skill.package.profile is not None
+        snapshot = snapshot_environment(workspace_root, environ)
+        try:
+            resolved = resolve_credentials(
+                skill.package.profile.credentials,
+                skill=skill.package.name,
+                workspace_root=workspace_root,
+                env=snapshot,
+                store=_credential_store(environ),
+                profile=profile,
+                host_secrets=request_secrets,
+                taint=taint,
+                only=used,
+            )
+        except CredentialError as exc:
+            if exc.code != "needs_credential":
+                raise
+            readiness = list((exc.details or {}).get("readiness") or [])
+            raise NeedsCredential(exc.message, readiness) from exc
+        store.update_run(
+            run_id,
+            data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
+        )
+    network = network_deliver(resolved, by_step, allow=recorded_egress(authority), taint=taint)
+    process = process_deliver(resolved, by_step, taint=taint, environ=environ)
+
+    def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
+        # Each seam answers only for its own effect class (and {} for any other).
+        return {**network(spec, tool), **process(spec, tool)}
+
+    return deliver
+
+
+def _credential_store(environ: Mapping[str, str]) -> CredentialStore:
+    """The profile store of the session's environment (its ``PROCTOR_HOME`` and backend)."""
+    from proctor.runtime.home.credentials import CredentialStore
+
+    named = environ.get("PROCTOR_HOME")
+    backend = environ.get("PROCTOR_SECRET_BACKEND", "").strip().lower() or None
+    return CredentialStore(Path(named) if named else None, backend=backend)
+
+
+def park_needs_credential(
+    needed: NeedsCredential,
+    *,
+    run_id: str,
+    skill: str,
+    method: str,
+    store: RunStore,
+    audit: AuditLog,
+    sanitizer: Sanitizer,
+) -> RunEnvelope:
+    """Record the run as ``needs_credential`` (unsealed, no step run) and return its envelope.
+
+    The envelope's ``requests`` carry one ``{"kind": "credential", ...}`` readiness entry per
+    missing requirement, with its setup commands; its ``notes`` repeat the commands for people.
+    """
+    requests = [{"kind": "credential", **entry} for entry in needed.readiness]
+    notes = ["no step was run; set the credential up, then run the same command again"]
+    for entry in needed.readiness:
+        notes.extend(f"run: {command}" for command in entry.get("setup") or [])
+    envelope = RunEnvelope(
+        status="needs_credential",
+        run_id=run_id,
+        skill=skill,
+        method=method,
+        refusal=Refusal(code="needs_credential", message=needed.message),
+        requests=requests,
+        notes=notes,
+    )
+    # Readiness holds no material by construction; only the run's tainted values (host
+    # handles) are scrubbed. The general sanitizer would hide names such as ``api_key``
+    # that the operator needs to read here.
+    doc = _scrub_tainted(envelope.to_json(), sanitizer.taint)
+    store.update_run(
+        run_id,
+        status="needs_credential",
+        data={"envelope": doc, "steps_run": 0, "needs_credential": requests},
+    )
+    audit.emit(
+        "run_needs_credential",
+        run_id=run_id,
+        step_index=None,
+        credentials=[str(entry.get("credential")) for entry in needed.readiness],
+        problems=[str(entry.get("problem")) for entry in needed.readiness],
+    )
+    return RunEnvelope.model_validate(doc)
+
+
+def _scrub_tainted(value: Any, taint: TaintSet) -> Any:
+    if isinstance(value, str):
+        return taint.scrub(value)
+    if isinstance(value, dict):
+        return {key: _scrub_tainted(item, taint) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrub_tainted(item, taint) for item in value]
+    return value

@@ -1,0 +1,577 @@
+"""Drive one run's steps: tool, ask and agent steps; pauses; reconciling a crashed driver's claims.
+
+:class:`RunDriver` is built from the run's record in the store (any process can build it) and
+is used by :class:`proctor.runtime.engine.session.Session` while it holds the run's lease.
+
+Each step either settles (its record goes to the store, once, durably, with the decisions it
+used) or pauses the run on requests. A settled step is never executed again. A call a crashed
+driver claimed but never settled is reconciled before its step runs again:
+
+- a file change is confirmed by digests (every file at its after-image: the step settles with
+  the recorded change) or found not applied (every file at its before-image, a journaled bundle
+  rolled back): it is sent again;
+- anything else (a command, a request) becomes a retry request at ``<step>/retry`` that a person
+  answers ``{"retry": true|false}``; nothing is silently executed twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from proctor.contracts.envelope import Refusal, RunEnvelope
+from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep
+from proctor.core.authority import narrow, parse_authority
+from proctor.core.floor import certain_changes
+from proctor.core.resume import PERSON_KINDS
+from proctor.errors import (
+    ConfigError,
+    CredentialError,
+    ParseError,
+    PolicyLoadError,
+    ProctorError,
+    UsageError,
+)
+from proctor.receipts.canonical import digest
+from proctor.runtime.admission.governor import (
+    AwaitApproval,
+    CallOutcome,
+    CallSpec,
+    Deliver,
+    Governor,
+)
+from proctor.runtime.boundary.reach import run_roots, run_workspace
+from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
+from proctor.runtime.testhooks import kill_point
+from proctor.runtime.tools.command import CommandStopped
+
+if TYPE_CHECKING:
+    from proctor.runtime.engine.session import Session
+    from proctor.runtime.skills import LoadedSkill
+
+__all__ = ["RunDriver"]
+
+
+class _Blocked(Exception):
+    def __init__(self, code: str, message: str, seal_reason: str) -> None:
+        super().__init__(message)
+        self.code, self.message, self.seal_reason = code, message, seal_reason
+
+
+@dataclass
+class _Done:
+    """A step that settles."""
+
+    outcome: str
+    output: Any = None
+    refusal: Refusal | None = None
+    seal_reason: str | None = None
+    run_outcome: str = "completed"
+    run_seal_reason: str | None = None
+    used: list[str] = field(default_factory=list)
+    already_done: str | None = None
+
+
+@dataclass
+class _Pause:
+    requests: list[RequestRecord]
+
+
+def _failed(step_id: str, exc: ProctorError, tool: str | None = None) -> _Done:
+    return _Done(
+        "failed",
+        refusal=Refusal(code=exc.code, message=exc.message, step=step_id, tool=tool),
+        seal_reason="tool_failed",
+        run_outcome="failed",
+        run_seal_reason="child_failed",
+    )
+
+
+class RunDriver:
+    """One run, rebuilt from its record, driven while its session holds the lease."""
+
+    def __init__(
+        self,
+        session: Session,
+        record: RunRecord,
+        skill: LoadedSkill,
+        method: Method,
+        stop: threading.Event | None,
+    ) -> None:
+        from proctor.runtime.boundary.sanitize import Sanitizer
+
+        self.s = session
+        self.record = record
+        self.run_id = record.run_id
+        self.skill = skill
+        self.method = method
+        self.stop = stop
+        host = parse_authority(record.data.get("authority") or {}, recorded=True)
+        self.authority = narrow(host, effects=method.effects, reach=method.reach)
+        self.sanitizer = Sanitizer()
+        self._governor: Governor | None = None
+        # credential material for this command only (the Python API's request_secrets)
+        self.request_secrets: Mapping[str, str] | None = None
+
+    # -- start and drive -------------------------------------------------------------------
+
+    def start(self, inputs: Any, cli_inputs: list[str] | None) -> RunEnvelope:
+        """Validate inputs, prepare, refuse a certain change under ``none``, then drive."""
+        s = self.s
+        from proctor.runtime.tools.fs_bundle import recover_bundles
+
+        recovered = recover_bundles(s.workspace, s.store)
+        s.audit.emit(
+            "run_started",
+            run_id=self.run_id,
+            step_index=None,
+            skill=self.skill.package.name,
+            method=self.record.method,
+            package_digest=self.skill.package_digest,
+            authority=self.authority.to_json(),
+            recovered_bundles=recovered,
+        )
+        s.store.append_event(self.run_id, "started", {"authority": self.authority.to_json()})
+        try:
+            self._check_kinds()
+            values = self._inputs(inputs, cli_inputs)
+            fields = {"inputs": values, "inputs_digest": digest(values)}
+            try:  # the folders a reach: inputs run's inputs name, resolved once (runtime.reach)
+                fields["roots"] = run_roots(
+                    self.authority, self.method.inputs, values, s.workspace.root
+                )
+            except UsageError as exc:
+                raise _Blocked(exc.code, exc.message, "inputs_invalid") from exc
+            s.store.update_run(self.run_id, data=fields)
+            self.record.data.update(fields)
+            self._refuse_certain_changes()
+            self.governor()
+        except _Blocked as blocked:
+            refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
+            return self._seal("blocked", blocked.seal_reason, None, refusal)
+        return self.drive()
+
+    def _check_kinds(self) -> None:
+        for step in self.method.steps:
+            if not isinstance(step, ToolStep | AskStep | AgentStep):
+                kind = type(step).__name__.removesuffix("Step").lower()
+                raise _Blocked(
+                    "step_kind_unsupported",
+                    f"step '{step.id}' is a {kind} step, which this version of proctor cannot"
+                    " run yet; no step of the run was executed",
+                    "admission_refused",
+                )
+
+    def _inputs(self, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
+        from proctor.parser.inputs import coerce_cli_inputs, validate_inputs
+
+        try:
+            values: dict[str, Any] = dict(inputs or {})
+            if cli_inputs:
+                values.update(coerce_cli_inputs(cli_inputs, self.method.inputs))
+            validate_inputs(values, self.method.inputs)
+        except (UsageError, ParseError) as exc:
+            raise _Blocked(exc.code, exc.message, "inputs_invalid") from exc
+        return values
+
+    def _refuse_certain_changes(self) -> None:
+        if self.authority.effects != "none":
+            return
+        fixed = [
+            (step.id, step.tool, self.s.tools[step.tool].effect)
+            for step in self.method.steps
+            if isinstance(step, ToolStep) and step.tool in self.s.tools
+        ]
+        changes = certain_changes(fixed)
+        if changes:
+            raise _Blocked(
+                "effects_none",
+                "this run's authority is effects: none and these steps change something: "
+                + ", ".join(changes)
+                + "; no step was executed",
+                "admission_refused",
+            )
+
+    def governor(self) -> Governor:
+        """The run's governor, counting on from the calls already recorded."""
+        if self._governor is not None:
+            return self._governor
+        from proctor.policy import write_budget
+        from proctor.runtime.limits import max_receipts_from_env
+        from proctor.runtime.skills import package_authority_files
+
+        s = self.s
+        try:
+            policies, guards, unguarded = s.policy()
+            limit = max_receipts_from_env(s.environ)
+            wb = write_budget(s.environ)
+        except (PolicyLoadError, ConfigError) as exc:
+            raise _Blocked(exc.code, exc.message, "policy_refused") from exc
+        deliver = self._deliver()
+        policy_digest = None if unguarded else getattr(policies, "digest", None)
+        if self.record.data.get("policy_digest") != policy_digest:
+            s.store.update_run(self.run_id, data={"policy_digest": policy_digest})
+            self.record.data["policy_digest"] = policy_digest
+        if unguarded:
+            s.audit.emit(
+                "unguarded_mode_enabled",
+                run_id=self.run_id,
+                step_index=None,
+                reason="no enforceable policy rule is loaded and PROCTOR_ALLOW_NO_POLICIES=1",
+            )
+        calls = s.store.calls(self.run_id)
+        from proctor.core.budget import ReceiptBudget
+
+        budget = ReceiptBudget(limit)
+        used = 1 + len(s.store.step_records(self.run_id)) + len(calls)
+        budget.reserve(min(used, budget.remaining))
+        extra = package_authority_files(self.skill, s.workspace.root)
+        workspace = s.workspace
+        if extra - workspace.authority_files:
+            from proctor.runtime.boundary.workspace import Workspace
+
+            workspace = Workspace(workspace.root, extra_authority=extra)
+        workspace = run_workspace(workspace, self.authority, self.record.data)
+        from proctor.runtime.directives import confined_run, confined_tools
+
+        tools = s.tools
+        if confined_run(self.record.data, s.workspace.state_dir):
+            # a property of the run, not of the session class that drives it now
+            tools = confined_tools(tools, workspace)
+        governor = Governor(
+            run_id=self.run_id,
+            workspace=workspace,
+            store=s.store,
+            tools=tools,
+            policies=policies,
+            guards=guards,
+            audit=s.audit,
+            sanitizer=self.sanitizer,
+            authority=self.authority,
+            receipt_budget=budget,
+            directive_id=self.skill.package.name,
+            write_budget=wb,
+            deliver=deliver,
+            clock=s.clock,
+        )
+        governor.resume_from(calls)
+        self._governor = governor
+        return governor
+
+    def _deliver(self) -> Deliver:
+        """Resolve the run's credentials once (see :mod:`proctor.runtime.engine.delivery`).
+
+        Raises:
+            NeedsCredential: a credential is missing (the caller parks the run).
+        """
+        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
+
+        profile = self.record.data.get("credential_profile")
+        try:
+            return prepare_delivery(
+                self.skill, self.method, run_id=self.run_id, store=self.s.store,
+                workspace_root=self.s.workspace.root, environ=self.s.environ,
+                authority=self.record.data.get("authority") or {},
+                taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
+                request_secrets=self.request_secrets,
+            )  # fmt: skip
+        except NeedsCredential:
+            raise
+        except (CredentialError, ConfigError) as exc:
+            raise _Blocked(exc.code, exc.message, "credential_unavailable") from exc
+
+    def _stopping(self) -> bool:
+        return self.s.stop_event.is_set() or (self.stop is not None and self.stop.is_set())
+
+    def _interrupt(self) -> ProctorError:
+        from proctor.runtime.engine.session import RunInterrupted
+
+        self.s.store.update_run(self.run_id, status="stopped")
+        self.s.store.append_event(self.run_id, "stopped", {})
+        self.s.audit.emit("run_stopped", run_id=self.run_id, step_index=None)
+        return RunInterrupted(
+            f"run {self.run_id} stopped before its next step; continue it with"
+            f" `proctor resume {self.run_id} -` and the document {{}}",
+            details={"run_id": self.run_id},
+        )
+
+    def drive(self) -> RunEnvelope:
+        """Drive from the first step not settled to the seal or the next pause.
+
+        Raises:
+            RunInterrupted: a stop was requested before a step began.
+        """
+        s = self.s
+        from proctor.runtime.tools.fs_bundle import recover_bundles
+
+        # A bundle a crashed driver left half-applied is rolled back before any claim of it
+        # is reconciled (its files are then at their before-images, and it is sent again).
+        recover_bundles(s.workspace, s.store)
+        try:
+            governor = self.governor()
+        except _Blocked as blocked:
+            refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
+            return self._seal("blocked", blocked.seal_reason, None, refusal)
+        inputs = dict(self.record.data.get("inputs") or {})
+        settled = s.store.step_records(self.run_id)
+        outputs: dict[str, Any] = {}
+        for index, step in enumerate(self.method.steps):
+            done = settled.get(step.id)
+            if done is not None:
+                if done.get("outcome") != "completed":
+                    recorded = done.get("refusal")
+                    return self._seal(
+                        done.get("run_outcome", "failed"),
+                        done.get("run_seal_reason", "child_failed"),
+                        None,
+                        None if recorded is None else Refusal.model_validate(recorded),
+                    )
+                outputs[step.id] = done.get("output")
+                continue
+            if self._stopping():
+                raise self._interrupt()
+            s._renew(self.run_id)
+            kill_point("step.start")
+            started = s.clock()
+            try:
+                got = self._step(governor, index, step, inputs, outputs)
+            except CommandStopped as exc:
+                raise self._interrupt() from exc
+            if isinstance(got, _Pause):
+                return self._pause(got.requests)
+            body = {
+                "outcome": got.outcome,
+                "seal_reason": got.seal_reason,
+                "output": got.output,
+                "refusal": None if got.refusal is None else got.refusal.model_dump(),
+                "run_outcome": got.run_outcome,
+                "run_seal_reason": got.run_seal_reason,
+                "already_done": got.already_done,
+                "started_at": started.isoformat(),
+                "ended_at": s.clock().isoformat(),
+            }
+            s.store.settle_step(self.run_id, step.id, body, used=got.used)
+            kill_point("step.settled")
+            if got.outcome != "completed":
+                return self._seal(got.run_outcome, got.run_seal_reason, None, got.refusal)
+            outputs[step.id] = got.output
+        try:
+            value = self._result(outputs)
+        except ProctorError as exc:
+            return self._seal(
+                "failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message)
+            )
+        return self._seal("completed", None, value, None)
+
+    def _result(self, outputs: dict[str, Any]) -> Any:
+        from proctor.runtime.engine.session import narrow_outputs
+
+        method = self.method
+        if method.result_from:
+            if len(method.result_from) == 1:
+                value = outputs.get(method.result_from[0])
+            else:
+                value = {sid: outputs.get(sid) for sid in method.result_from}
+        else:
+            value = outputs.get(method.steps[-1].id)
+        if method.outputs is None:
+            return value
+        return narrow_outputs(value, method.outputs)
+
+    def _step(
+        self,
+        governor: Governor,
+        index: int,
+        step: Any,
+        inputs: dict[str, Any],
+        outputs: dict[str, Any],
+    ) -> _Done | _Pause:
+        from proctor.runtime.engine import kinds as run_kinds
+
+        if isinstance(step, AskStep):
+            return run_kinds.ask_step(self, step)
+        if isinstance(step, AgentStep):
+            return run_kinds.agent_step(self, governor, index, step, inputs, outputs)
+        return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
+
+    # -- requests and pauses ---------------------------------------------------------------
+
+    def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord:
+        """Record a request (its digest over exactly ``body``); a recorded decision for the
+        same digest is kept."""
+        record = RequestRecord(
+            run_id=self.run_id,
+            address=address,
+            kind=str(body["kind"]),
+            request_digest=digest(body),
+            body=body,
+        )
+        return self.s.store.put_request(record)
+
+    def _pause(self, requests: list[RequestRecord]) -> RunEnvelope:
+        from proctor.runtime.engine.sealing import authority_notes, trace_of
+
+        s = self.s
+        person_only = all(r.kind in PERSON_KINDS for r in requests)
+        status = "needs_approval" if person_only else "needs_agent"
+        shown = []
+        template: dict[str, Any] = {"schema": "proctor.resume.v1"}
+        for r in requests:
+            view, redacted = self.sanitizer.value(
+                {
+                    "address": r.address,
+                    "kind": r.kind,
+                    "request_digest": r.request_digest,
+                    **{k: v for k, v in r.body.items() if k not in ("address", "kind")},
+                }
+            )
+            if redacted:
+                # The digest binds the exact act, secret included; the view never shows the
+                # secret, so it names what it hid (a host cannot recompute this digest).
+                view["redacted"] = redacted
+            shown.append(view)
+            lane = "approvals" if r.kind in PERSON_KINDS else "answers"
+            entry: dict[str, Any] = {"request_digest": r.request_digest}
+            if r.kind == "approval":
+                entry.update({"approved": None, "reason": None})
+            elif r.kind == "retry":
+                entry["value"] = {"retry": None}
+            elif r.kind == "question":
+                entry["value"] = {q["id"]: {} for q in r.body.get("questions", [])}
+            else:
+                entry["value"] = None
+            template.setdefault(lane, {})[r.address] = entry
+        envelope = RunEnvelope(
+            status=status,  # type: ignore[arg-type]
+            run_id=self.run_id,
+            skill=self.record.skill,
+            method=self.record.method,
+            trace=trace_of(s.store.calls(self.run_id)),
+            requests=shown,
+            answers_template=template,
+            resume_command=f"proctor resume {self.run_id} -",
+            notes=authority_notes(self.authority.to_json()),
+        )
+        doc, _ = self.sanitizer.value(envelope.to_json())
+        s.store.update_run(self.run_id, status=status, data={"envelope": doc})
+        s.store.append_event(
+            self.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
+        )
+        s.audit.emit(
+            "run_paused",
+            run_id=self.run_id,
+            step_index=None,
+            status=status,
+            requests=[
+                {"address": r.address, "kind": r.kind, "request_digest": r.request_digest}
+                for r in requests
+            ],
+        )
+        kill_point("run.paused")
+        return RunEnvelope.model_validate(doc)
+
+    def _seal(
+        self, outcome: str, seal_reason: str | None, result: Any, refusal: Refusal | None
+    ) -> RunEnvelope:
+        from proctor.runtime.engine.sealing import seal_run
+
+        kill_point("run.before_seal")
+        record = self.s.store.get_run(self.run_id)
+        assert record is not None
+        return seal_run(
+            self.s, record, outcome=outcome, seal_reason=seal_reason, result=result, refusal=refusal
+        )
+
+    # -- turn calls ------------------------------------------------------------------------
+
+    def turn_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallSpec:
+        """A managed or host-side turn call, held to the turn's allowance and step."""
+        allowance = frozenset(turn.get("allowance", {}).get("tools", []))
+        step_id = str(turn["step"])
+        call_id = None if spec.call_id is None else f"{step_id}/turn/{spec.call_id}"
+        return CallSpec(
+            tool=spec.tool,
+            args=spec.args,
+            allowance=allowance,
+            step_id=step_id,
+            step_index=turn.get("step_index"),
+            reason=spec.reason,
+            call_id=call_id,
+            # a host-pinned call is approved at its own address: <step>/turn/<call_id>
+            address=call_id or f"{step_id}/call",
+            cancel=spec.cancel,
+        )
+
+    def turn_call_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallOutcome:
+        """Admit one call of a managed turn; a change the floor holds is refused
+        ``approval_required``.
+
+        A managed turn's conversation lives in this process only; pausing it would mean either
+        storing the model's transcript (untrusted text) to continue it later, or working the
+        turn again, when the model may not make the approved call at all. So it does not wait:
+        the model reads the refusal, and a person grants what a managed turn may change ahead
+        of time (standing approvals) or lets a host work the turn.
+        """
+        admitted = replace(self.turn_spec(turn, spec), can_wait=False)
+        return self.governor().call(admitted)  # refused and recorded like any refusal
+
+    def turn_call(
+        self,
+        turn: dict[str, Any],
+        tool: str,
+        args: dict[str, Any],
+        call_id: str,
+        reason: str,
+        cancel: threading.Event | None = None,
+    ) -> CallOutcome:
+        """One host-side call of a paused turn (see :meth:`Session.turn_call`).
+
+        A change the floor holds under ``effects: ask`` pauses the run ``needs_approval`` on
+        a request at the call's address (``<step>/turn/<call_id>``) carrying exactly what
+        executes; the outcome is ``refused`` with code ``approval_pending`` (nothing was sent
+        or recorded under ``call_id``). Once a person approves it, the same call (same
+        ``call_id``) executes, once.
+        """
+        spec = CallSpec(
+            tool=tool,
+            args=args,
+            allowance=frozenset(),
+            reason=reason,
+            call_id=call_id,
+            cancel=cancel,
+        )
+        governor = self.governor()
+        admitted = self.turn_spec(turn, spec)
+        try:
+            return governor.call(admitted)
+        except AwaitApproval as waiting:
+            request = self.open_request(waiting.address, waiting.body)
+            self._pause([request])
+            return CallOutcome(
+                call_id=admitted.call_id or waiting.address,
+                tool=tool,
+                step_id=admitted.step_id,
+                status="refused",
+                error={
+                    "code": "approval_pending",
+                    "message": f"'{tool}' changes something and this run's authority is"
+                    f" effects: ask: the run waits on a person's approval at {waiting.address};"
+                    " once it is approved (proctor resume), make this call again with the same"
+                    " call_id",
+                    "details": {
+                        "address": waiting.address,
+                        "request_digest": request.request_digest,
+                        "run_status": "needs_approval",
+                    },
+                },
+            )
+
+    def recorded_claims(self, step_id: str) -> list[CallRecord]:
+        """Calls of a step a crashed driver claimed but never settled."""
+        return [
+            c
+            for c in self.s.store.calls(self.run_id)
+            if c.step_id == step_id and c.state == "claimed"
+        ]

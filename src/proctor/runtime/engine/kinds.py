@@ -1,0 +1,396 @@
+"""The step kinds a run drives: tool steps (with crash reconciliation), ask steps, agent steps.
+
+Each function returns what the step became: settled (``_Done``) or a pause on requests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from proctor.contracts.envelope import Refusal
+from proctor.contracts.skill import AgentStep, AskStep, ToolStep
+from proctor.errors import ProctorError
+from proctor.parser.refs import resolve
+from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallSpec, Governor
+from proctor.runtime.engine.drive import _Done, _failed, _Pause
+from proctor.runtime.records.runs import CallRecord
+
+if TYPE_CHECKING:
+    from proctor.runtime.engine.drive import RunDriver
+
+__all__ = ["agent_step", "ask_step", "tool_step"]
+
+
+# -- tool steps -----------------------------------------------------------------------------
+
+
+def tool_step(
+    run: RunDriver,
+    governor: Governor,
+    index: int,
+    step: ToolStep,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+) -> _Done | _Pause:
+    """Reconcile a crashed claim of the step, then call its tool through admission."""
+    try:
+        if governor.receipt_budget is not None:
+            governor.receipt_budget.reserve(1)  # the step's own receipt
+        args = resolve(step.inputs, inputs, outputs)
+        key = None
+        if step.idempotency_key is not None:
+            key = str(resolve(step.idempotency_key, inputs, outputs))
+    except ProctorError as exc:
+        return _failed(step.id, exc)
+    used: list[str] = []
+    settled = _settled_call(run, step.id)
+    if settled is not None:
+        # The call settled but its step did not (a crash between the two): reuse the record.
+        return _settled(step, settled, used)
+    claims = run.recorded_claims(step.id)
+    if claims:
+        got = _reconcile(run, step, claims[-1])
+        if got is not None and not isinstance(got, str):
+            return got
+        if isinstance(got, str):
+            used.append(got)
+    spec = CallSpec(
+        tool=step.tool,
+        args=args if isinstance(args, dict) else {},
+        allowance=frozenset({step.tool}),
+        step_id=step.id,
+        step_index=index,
+        reason=step.reason or "",
+        idempotency_key=key,
+        address=step.id,
+    )
+    try:
+        call = governor.call(spec)
+    except AwaitApproval as waiting:
+        return _Pause([run.open_request(waiting.address, waiting.body)])
+    done = _settled(step, call, used)
+    if call.already_done is not None:
+        # Nothing was sent: the act was done under this key; the record names its receipt.
+        done.already_done = call.already_done
+        run.s.store.append_event(
+            run.run_id, "already_done", {"step": step.id, "receipt": call.already_done}
+        )
+    return done
+
+
+def _settled_call(run: RunDriver, step_id: str) -> CallOutcome | None:
+    """The last settled call of a step whose own settlement was never recorded."""
+    for record in reversed(run.s.store.calls(run.run_id)):
+        if record.step_id != step_id or record.state != "settled":
+            continue
+        body = record.result if isinstance(record.result, dict) else {}
+        status = body.get("status")
+        if status not in ("completed", "failed", "refused"):
+            return None  # abandoned after a reconcile: the step sends it again
+        approved = body.get("approved_by")
+        return CallOutcome(
+            call_id=record.call_id,
+            tool=record.tool,
+            step_id=step_id,
+            status=status,
+            result=body.get("result"),
+            error=body.get("error"),
+            verdicts=list(body.get("verdicts") or []),
+            args_digest=record.args_digest,
+            approved_by=approved if isinstance(approved, str) else None,
+        )
+    return None
+
+
+def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> _Done:
+    if call.approved_by == f"person:{step.id}":
+        used = [*used, step.id]
+    if call.ok:
+        return _Done("completed", output=call.result, used=used)
+    error = call.error or {}
+    refused = call.status == "refused"
+    code = str(error.get("code", "failed"))
+    refusal = Refusal(
+        code=code,
+        message=str(error.get("message", "the call failed")),
+        step=step.id,
+        tool=step.tool,
+        rule_id=(error.get("details") or {}).get("rule_id"),
+    )
+    if code == "approval_declined":
+        return _Done(
+            "declined",
+            refusal=refusal,
+            seal_reason="approval_declined",
+            run_outcome="declined",
+            run_seal_reason="approval_declined",
+            used=used,
+        )
+    return _Done(
+        "blocked" if refused else "failed",
+        refusal=refusal,
+        seal_reason=_reason_of(call),
+        run_outcome="blocked" if refused else "failed",
+        run_seal_reason="child_failed",
+        used=used,
+    )
+
+
+def _reason_of(call: CallOutcome) -> str:
+    if call.status == "failed":
+        return "tool_failed"
+    code = call.code or ""
+    if any(v.get("effect") == "refused" for v in call.verdicts):
+        return "policy_refused"
+    if code.endswith("budget_exceeded"):
+        return "budget_exceeded"
+    if code == "schema_invalid":
+        return "inputs_invalid"
+    return "admission_refused"
+
+
+def _digest_now(run: RunDriver, rel: str) -> str | None:
+    from proctor.runtime.tools.fsutil import digest_of
+
+    try:
+        target = run.s.workspace.resolve(rel, "write")
+        return digest_of(target.abs.read_bytes())
+    except (ProctorError, FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def _abandon(run: RunDriver, claim: CallRecord, note: str) -> None:
+    run.s.store.settle_call(
+        run.run_id, claim.call_id, "unknown", {"status": "unknown", "result": None, "note": note}
+    )
+    run.s.store.append_event(
+        run.run_id, "claim_reconciled", {"call_id": claim.call_id, "note": note}
+    )
+
+
+def _reconcile(run: RunDriver, step: ToolStep, claim: CallRecord) -> _Done | _Pause | str | None:
+    """Decide what a claim with no settlement means.
+
+    Returns a settled step (a file change confirmed), a pause on a retry request, the retry
+    address a person's ``retry: true`` answered (send again), or ``None`` (not applied: send
+    again).
+    """
+    pending = claim.result.get("pending") if isinstance(claim.result, dict) else None
+    if isinstance(pending, list) and pending:
+        now = [_digest_now(run, str(f["path"])) for f in pending]
+        if all(n == f.get("after_digest") for n, f in zip(now, pending, strict=True)):
+            changes = [
+                {
+                    "path": f["path"],
+                    "content_digest": f.get("after_digest"),
+                    "previous_digest": f.get("before_digest"),
+                }
+                for f in pending
+            ]
+            result: dict[str, Any] = {"confirmed": True, "changes": changes}
+            if len(changes) == 1:
+                result.update(changes[0])
+            settled: dict[str, Any] = {
+                "status": "completed",
+                "result": result,
+                "error": None,
+                "verdicts": [],
+                "effect": "write",
+                "confirmed_by_digests": True,
+            }
+            run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled)
+            run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
+            return _Done("completed", output=result)
+        if all(n == f.get("before_digest") for n, f in zip(now, pending, strict=True)):
+            _abandon(run, claim, "not applied (every file at its before-image); sent again")
+            return None
+    address = f"{step.id}/retry"
+    body = {
+        "kind": "retry",
+        "address": address,
+        "step": step.id,
+        "tool": claim.tool,
+        "call_id": claim.call_id,
+        "args_digest": claim.args_digest,
+        "question": "a driver stopped after this call was sent and before its outcome was"
+        " recorded; it may have taken effect. Send it again?",
+    }
+    request = run.open_request(address, body)
+    if request.decision is None:
+        return _Pause([request])
+    if request.decision.get("retry") is True:
+        _abandon(run, claim, "a person chose to send it again")
+        return address
+    _abandon(run, claim, "a person chose not to send it again")
+    refusal = Refusal(
+        code="retry_declined",
+        message="the call's outcome is unknown and a person chose not to send it again",
+        step=step.id,
+        tool=step.tool,
+    )
+    return _Done(
+        "failed",
+        refusal=refusal,
+        seal_reason="tool_failed",
+        run_outcome="failed",
+        run_seal_reason="child_failed",
+        used=[address],
+    )
+
+
+# -- ask steps ------------------------------------------------------------------------------
+
+
+def ask_body(step: AskStep) -> dict[str, Any]:
+    """What an ask step asks: an approval (``reason``) or questions."""
+    if step.ask.reason is not None:
+        return {"kind": "approval", "gate": "ask", "address": step.id, "reason": step.ask.reason}
+    questions = [
+        {
+            "id": q.id,
+            "prompt": q.prompt,
+            "options": list(q.choices or []),
+            "free_text": q.free_text if q.choices else True,
+            "required": q.required,
+        }
+        for q in step.ask.questions or []
+    ]
+    return {"kind": "question", "address": step.id, "questions": questions}
+
+
+def ask_step(run: RunDriver, step: AskStep) -> _Done | _Pause:
+    """Pause on the step's request until a person's decision is recorded, then settle."""
+    request = run.open_request(step.id, ask_body(step))
+    decision = request.decision
+    if decision is None:
+        return _Pause([request])
+    if request.kind == "question":
+        return _Done("completed", output={"answers": decision.get("value")}, used=[step.id])
+    if decision.get("approved") is True:
+        return _Done(
+            "completed", output={"approved": True, "reason": decision.get("reason")}, used=[step.id]
+        )
+    refusal = Refusal(code="approval_declined", message="a person declined this step", step=step.id)
+    return _Done(
+        "declined",
+        refusal=refusal,
+        seal_reason="approval_declined",
+        run_outcome="declined",
+        run_seal_reason="approval_declined",
+        used=[step.id],
+    )
+
+
+# -- agent steps ----------------------------------------------------------------------------
+
+
+def _turn(
+    run: RunDriver, index: int, step: AgentStep, inputs: dict[str, Any], outputs: dict[str, Any]
+) -> dict[str, Any]:
+    body = run.skill.package.body.strip()
+    instructions = (body + "\n\n" if body else "") + step.agent.instructions
+    return {
+        "kind": "agent_turn",
+        "address": step.id,
+        "step": step.id,
+        "step_index": index,
+        "instructions": instructions,
+        "inputs": resolve(step.agent.inputs, inputs, outputs),
+        "allowance": {
+            "tools": list(step.agent.calls.tools),
+            "skills": list(step.agent.calls.skills),
+        },
+        "ask": step.agent.ask,
+        "output_schema": step.agent.output,
+    }
+
+
+def _check_output(step: AgentStep, value: Any) -> _Done:
+    from proctor.parser.inputs import validate_inputs
+
+    schema = step.agent.output
+    if schema is not None:
+        try:
+            validate_inputs(value, schema)
+        except ProctorError as exc:
+            message = exc.message.replace("inputs", "the agent's output", 1)
+            refusal = Refusal(code="agent_output_invalid", message=message, step=step.id)
+            return _Done(
+                "failed",
+                refusal=refusal,
+                seal_reason="tool_failed",
+                run_outcome="failed",
+                run_seal_reason="child_failed",
+                used=[step.id],
+            )
+    return _Done("completed", output=value, used=[step.id])
+
+
+def agent_step(
+    run: RunDriver,
+    governor: Governor,
+    index: int,
+    step: AgentStep,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+) -> _Done | _Pause:
+    """Work the turn with the session's managed agent, or pause ``needs_agent`` on it."""
+    try:
+        turn = _turn(run, index, step, inputs, outputs)
+    except ProctorError as exc:
+        return _failed(step.id, exc)
+    agent = run.s.agent_driver
+    if agent is not None:
+        try:
+            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
+        except ProctorError as exc:
+            return _failed(step.id, exc)
+        done = _check_output(step, value)
+        done.used = []
+        return done
+    request = run.open_request(step.id, turn)
+    if request.decision is None:
+        # a turn call still waiting on a person is shown beside its turn, never hidden by it
+        waiting = [
+            r
+            for r in run.s.store.requests(run.run_id)
+            if r.kind == "approval"
+            and r.address.startswith(f"{step.id}/turn/")
+            and r.state == "open"
+        ]
+        return _Pause([request, *waiting])
+    failure = request.decision.get("failure")
+    if isinstance(failure, dict):
+        done = _turn_failed(run, step, str(failure.get("reason") or ""))
+    else:
+        done = _check_output(step, request.decision.get("value"))
+    done.used += _turn_approvals(run, step.id)
+    return done
+
+
+def _turn_approvals(run: RunDriver, step_id: str) -> list[str]:
+    """The approvals the turn's calls executed on: used once the step settles."""
+    used = []
+    for call in run.s.store.calls(run.run_id):
+        body = call.result if isinstance(call.result, dict) else {}
+        approved = body.get("approved_by")
+        if call.step_id == step_id and isinstance(approved, str) and approved.startswith("person:"):
+            used.append(approved.removeprefix("person:"))
+    return used
+
+
+def _turn_failed(run: RunDriver, step: AgentStep, reason: str) -> _Done:
+    """The host ended the turn on its failure lane: the step fails with its reason."""
+    # the reason is the host's free text: scrubbed of secrets, one line, bounded
+    shown = " ".join(run.sanitizer.text(reason).split())[:500]
+    refusal = Refusal(
+        code="agent_failed", message=f"the agent could not do the turn: {shown}", step=step.id
+    )
+    return _Done(
+        "failed",
+        refusal=refusal,
+        seal_reason="tool_failed",
+        run_outcome="failed",
+        run_seal_reason="child_failed",
+        used=[step.id],
+    )

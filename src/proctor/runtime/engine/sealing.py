@@ -1,0 +1,225 @@
+"""Seal a run from its record in the run store alone.
+
+Receipts cover the whole run, including steps settled before a pause in another process: they
+are built from the store's step settlements and calls, never from one process's memory. A host's
+``close`` seals through the same path without loading the package.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
+from proctor.receipts.canonical import digest
+from proctor.runtime.boundary.reach import authority_record
+from proctor.runtime.records.runs import CallRecord, RunRecord
+from proctor.runtime.testhooks import kill_point
+
+if TYPE_CHECKING:
+    from proctor.runtime.engine.session import Session
+
+__all__ = ["authority_notes", "call_receipt_outcome", "seal_run", "trace_of"]
+
+
+def _time(value: Any, default: datetime) -> datetime:
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return default
+    return default
+
+
+def call_receipt_outcome(record: CallRecord) -> tuple[str, str | None]:
+    """A recorded call's receipt outcome and seal reason."""
+    settled = record.result if isinstance(record.result, dict) else {}
+    status = settled.get("status", record.outcome)
+    if record.state != "settled" or status == "unknown":
+        return "killed", "operator_killed"
+    if status == "completed":
+        return "completed", None
+    if status == "failed":
+        return "failed", "tool_failed"
+    verdicts = settled.get("verdicts") or []
+    if any(v.get("effect") == "refused" for v in verdicts):
+        return "blocked", "policy_refused"
+    code = str((settled.get("error") or {}).get("code", ""))
+    if code == "approval_declined":
+        return "declined", "approval_declined"
+    if code.endswith("budget_exceeded"):
+        return "blocked", "budget_exceeded"
+    if code == "schema_invalid":
+        return "blocked", "inputs_invalid"
+    return "blocked", "admission_refused"
+
+
+def trace_of(calls: list[CallRecord]) -> list[TraceEntry]:
+    """The envelope's trace: every settled call in the order it was claimed."""
+    out: list[TraceEntry] = []
+    for call in calls:
+        settled = call.result if isinstance(call.result, dict) else {}
+        status = settled.get("status")
+        if call.state != "settled" or status not in ("completed", "failed", "refused"):
+            continue
+        error = settled.get("error") or None
+        out.append(
+            TraceEntry(
+                step=call.step_id or "",
+                tool=call.tool,
+                call_id=call.call_id,
+                outcome=status,
+                code=None if error is None else str(error.get("code")),
+                message=None if error is None else str(error.get("message")),
+                warnings=[
+                    f"{v['rule_id']}: {v['message']}"
+                    for v in settled.get("verdicts") or []
+                    if v.get("effect") == "warned"
+                ],
+            )
+        )
+    return out
+
+
+def authority_notes(authority: dict[str, Any]) -> list[str]:
+    """Notes the envelope carries about who set the authority."""
+    if authority.get("set_by") == "default":
+        return ["no host set an authority: effects allow, reach inputs"]
+    return []
+
+
+def seal_run(
+    session: Session,
+    record: RunRecord,
+    *,
+    outcome: str,
+    seal_reason: str | None,
+    result: Any,
+    refusal: Refusal | None,
+) -> RunEnvelope:
+    """Write the run's receipt tree from the store, mark it sealed, return its envelope.
+
+    Raises:
+        StoreError: the run store failed; UsageError: a receipt field is invalid (a bug).
+    """
+    from proctor.receipts.model import Subject, Verdict
+    from proctor.receipts.writer import ReceiptWriter
+    from proctor.runtime.boundary.sanitize import Sanitizer
+
+    s = session
+    store = s.store
+    data = record.data
+    now = s.clock()
+    run_started = _time(data.get("started_at"), now)
+    steps = store.step_records(record.run_id)
+    calls = store.calls(record.run_id)
+    writer = ReceiptWriter(s.receipts, s.signer, clock=s.clock)
+    name, pkg = record.skill, data.get("package_digest")
+    by_step: dict[str, list[CallRecord]] = {}
+    for call in calls:
+        by_step.setdefault(call.step_id or "", []).append(call)
+    order = list(steps) + [sid for sid in by_step if sid not in steps]
+    step_refs = []
+    for step_id in order:
+        step = steps.get(step_id)
+        call_refs = []
+        for call in by_step.get(step_id, []):
+            settled = call.result if isinstance(call.result, dict) else {}
+            c_outcome, c_reason = call_receipt_outcome(call)
+            verdicts = [
+                Verdict(v["rule_id"], v.get("code") or "denied", _enf(v))
+                for v in settled.get("verdicts") or []
+                if v.get("effect") in ("refused", "warned")
+            ]
+            approved_by = settled.get("approved_by")
+            if isinstance(approved_by, str) and approved_by.startswith("standing_approvals"):
+                verdicts.append(Verdict(approved_by, "approved_by_standing", "warn"))
+            c_started = _time(settled.get("started_at"), run_started)
+            c_ended = max(_time(settled.get("ended_at"), c_started), c_started)
+            call_refs.append(
+                writer.call(
+                    Subject(name, pkg, record.method, step_id, call.tool),
+                    outcome=c_outcome,
+                    seal_reason=c_reason,
+                    started_at=c_started,
+                    ended_at=c_ended,
+                    inputs_digest=call.args_digest or None,
+                    outputs_digest=digest(settled.get("result"))
+                    if c_outcome == "completed"
+                    else None,
+                    verdicts=verdicts,
+                )
+            )
+        if step is None:
+            s_outcome, s_reason = (
+                (outcome, seal_reason) if outcome != "completed" else ("failed", "child_failed")
+            )
+            s_started = run_started
+            s_ended = now
+        else:
+            s_outcome, s_reason = step["outcome"], step.get("seal_reason")
+            s_started = _time(step.get("started_at"), run_started)
+            s_ended = max(_time(step.get("ended_at"), s_started), s_started)
+        step_refs.append(
+            writer.step(
+                Subject(name, pkg, record.method, step_id),
+                outcome=s_outcome,
+                seal_reason=s_reason,
+                started_at=s_started,
+                ended_at=s_ended,
+                children=call_refs,
+            )
+        )
+    root = writer.run(
+        Subject(name, pkg, record.method),
+        outcome=outcome,
+        seal_reason=seal_reason,
+        started_at=run_started,
+        inputs_digest=data.get("inputs_digest"),
+        outputs_digest=digest(result) if outcome == "completed" else None,
+        authority_digest=digest(authority_record(data)),
+        policy_digest=data.get("policy_digest"),
+        children=step_refs,
+    )
+    envelope = RunEnvelope(
+        status="sealed",
+        outcome=outcome,  # type: ignore[arg-type]
+        run_id=record.run_id,
+        receipt_id=root.receipt_id,
+        skill=record.skill,
+        method=record.method,
+        result=result,
+        refusal=refusal,
+        trace=trace_of(calls),
+        notes=authority_notes(data.get("authority") or {})
+        + [
+            f"step {sid}: already done under its idempotency_key (receipt {body['already_done']});"
+            " nothing was sent"
+            for sid, body in steps.items()
+            if body.get("already_done")
+        ],
+    )
+    doc, _ = Sanitizer().value(envelope.to_json())
+    kill_point("run.receipts_written")
+    store.update_run(
+        record.run_id,
+        status="sealed",
+        outcome=outcome,
+        receipt_id=root.receipt_id,
+        data={"envelope": doc},
+    )
+    store.append_event(record.run_id, "sealed", {"outcome": outcome, "seal_reason": seal_reason})
+    s.audit.emit(
+        "run_sealed",
+        run_id=record.run_id,
+        step_index=None,
+        outcome=outcome,
+        seal_reason=seal_reason,
+        receipt_id=root.receipt_id,
+        code=None if refusal is None else refusal.code,
+    )
+    return RunEnvelope.model_validate(doc)
+
+
+def _enf(verdict: dict[str, Any]) -> str:
+    return "block" if verdict.get("effect") == "refused" else "warn"

@@ -1,0 +1,569 @@
+"""The run driver: resolve a skill, prepare its run, drive its steps, pause, resume, seal.
+
+A :class:`Session` opens a workspace for running (run store, audit log, tools, guards, the
+signing key). Its public API (see ``docs/driver-api.md``):
+
+- :meth:`Session.run` starts a run and drives it to its seal or its first pause;
+- :meth:`Session.resume` admits a ``proctor.resume.v1`` document and drives the run on;
+- :meth:`Session.turn_call` makes one call of a paused agent turn (MCP turn tools);
+- :meth:`Session.envelope` reads a run's current envelope.
+
+The run store is the truth: every settled step (outcome, output, times) and every call is
+recorded there, so a resumed run, in any process, reuses settled steps and never executes them
+again; receipts are written at seal from the store's records. One driver holds a run at a time
+(a lease row). What can go wrong and where it shows:
+
+- the reference or a package file is invalid: raised (no run exists yet; exit code 2);
+- a blocked preparation (inputs that fail the schema, a step kind this version cannot run, a
+  policy set that refuses to load, ``effects: none`` with fixed steps that change something)
+  seals a ``blocked`` run with its receipt, never echoing the rejected value;
+- a refused call blocks its step and the run; a tool that fails fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from proctor.contracts.envelope import RunEnvelope
+from proctor.contracts.resume import ResumeDocument, parse_resume_document
+from proctor.core.authority import Authority, parse_authority
+from proctor.core.resume import RequestView, admit_resume
+from proctor.errors import ProctorError, ResumeRefused, UsageError
+from proctor.runtime.admission.governor import CallOutcome, CallSpec
+from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
+from proctor.runtime.records.runs import RunRecord
+from proctor.runtime.skills import load_skill
+from proctor.runtime.testhooks import kill_point
+
+if TYPE_CHECKING:
+    from proctor.policy import GuardRegistry, PolicySet, Unrestricted
+    from proctor.receipts.signing import Signer
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.audit import AuditLog
+    from proctor.runtime.records.receipts import ReceiptStore
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+    from proctor.runtime.tools.base import Tool
+
+__all__ = ["AgentDriver", "RunInterrupted", "Session", "narrow_outputs"]
+
+Clock = Callable[[], datetime]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunInterrupted(ProctorError):
+    """The driver was asked to stop: no new step started; the run waits for its next driver.
+
+    ``proctor run``/``resume`` exit 143 (SIGTERM) or 130 (SIGINT) on it.
+    """
+
+    code = "run_stopped"
+    exit_code = 143
+
+
+class AgentDriver(Protocol):
+    """A managed agent: works one turn, making every call through ``call``.
+
+    ``turn`` is the request body of kind ``agent_turn`` (``address``, ``instructions``,
+    ``inputs``, ``allowance``, ``output_schema``, ``ask``). ``call`` admits one
+    :class:`~proctor.runtime.admission.governor.CallSpec` through the run's governor with the turn's
+    allowance (the spec's own allowance and step are ignored). The return value is the turn's
+    output, checked against the step's ``output`` schema.
+    """
+
+    def drive_turn(
+        self, turn: dict[str, Any], call: Callable[[CallSpec], CallOutcome]
+    ) -> dict[str, Any]:
+        """Work one turn and return its output.
+
+        Raises:
+            ProctorError: the turn could not be worked (the step fails with its code).
+        """
+        ...
+
+
+class Session:
+    """A workspace opened for running skills.
+
+    Args:
+        workspace: the workspace.
+        environ: the environment to read ``PROCTOR_*`` settings from (default ``os.environ``).
+        clock: injected clock (receipt times; a fixed clock gives byte-identical receipts).
+        signer: the signing key (default: the home's key, created on first use).
+        run_ids: a factory of run ids (default: random UUID4 hex).
+        agent_driver: a managed agent that works agent turns; without one, an agent step
+            pauses the run ``needs_agent`` on an ``agent_turn`` request.
+    """
+
+    confine_writes: bool = False
+    """Record the runs this session starts as confined to ``output/`` and ``drafts/`` (a
+    directive run). It is recorded in the run, so whatever session resumes it confines it."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        environ: Mapping[str, str] | None = None,
+        clock: Clock = _utc_now,
+        signer: Signer | None = None,
+        run_ids: Callable[[], str] | None = None,
+        agent_driver: AgentDriver | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.clock = clock
+        self.agent_driver = agent_driver
+        self._signer = signer
+        self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
+        self._store: SQLiteRunStore | None = None
+        self._audit: AuditLog | None = None
+        self._receipts: ReceiptStore | None = None
+        self._tools: dict[str, Tool] | None = None
+        self._policy: tuple[PolicySet | Unrestricted, GuardRegistry, bool] | None = None
+        self._holder = holder_id()
+        self.stop_event = threading.Event()
+
+    # -- parts, opened on first use --------------------------------------------------------
+
+    @property
+    def store(self) -> SQLiteRunStore:
+        """The run store (``PROCTOR_DATABASE_PATH`` or ``.proctor/runs.sqlite``)."""
+        if self._store is None:
+            from proctor.runtime.records.sqlite import SQLiteRunStore
+
+            named = self.environ.get("PROCTOR_DATABASE_PATH")
+            path = Path(named) if named else self.workspace.state_dir / "runs.sqlite"
+            self._store = SQLiteRunStore(path)
+        return self._store
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log (``PROCTOR_AUDIT_LOG`` or ``.proctor/audit.jsonl``)."""
+        if self._audit is None:
+            from proctor.runtime.records.audit import AuditLog, audit_path
+
+            self._audit = AuditLog(audit_path(self.workspace.root, self.environ))
+        return self._audit
+
+    @property
+    def receipts(self) -> ReceiptStore:
+        """The receipt store (``PROCTOR_RECEIPT_DIR`` or ``.proctor/receipts``)."""
+        if self._receipts is None:
+            from proctor.runtime.records.receipts import ReceiptStore, receipt_dir
+
+            self._receipts = ReceiptStore(receipt_dir(self.workspace.state_dir, self.environ))
+        return self._receipts
+
+    @property
+    def signer(self) -> Signer:
+        """The signing key."""
+        if self._signer is None:
+            from proctor.runtime.records.keys import load_signer
+
+            self._signer = load_signer(self.environ).signer
+        return self._signer
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """Every native tool by name."""
+        if self._tools is None:
+            from proctor.runtime.tools.registry import native_tools
+
+            self._tools = dict(native_tools())
+        return self._tools
+
+    def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
+        """The loaded policy set (or UNRESTRICTED under the audited opt-out), the guard
+        registry, and whether the run goes unguarded.
+
+        Raises:
+            PolicyLoadError: a policy file or rule is invalid.
+            ConfigError: bad profile, drift from the shipped rules, or zero enforceable rules.
+        """
+        if self._policy is None:
+            from proctor.policy import (
+                UNRESTRICTED,
+                GuardRegistry,
+                allow_unguarded,
+                check_profile,
+                load_policy_set,
+                policy_profile,
+            )
+            from proctor.policy.user_guards import load_user_guards
+
+            profile = policy_profile(self.environ)
+            registry = GuardRegistry.with_shipped()
+            load_user_guards(self.workspace.root, registry)
+            policy_set = load_policy_set(self.workspace.root, registry, self.tools)
+            check_profile(policy_set, profile)
+            unguarded = allow_unguarded(policy_set, self.environ)
+            self._policy = (UNRESTRICTED if unguarded else policy_set, registry, unguarded)
+        return self._policy
+
+    def close(self) -> None:
+        """Release the run store and the audit log."""
+        if self._store is not None:
+            self._store.close()
+        if self._audit is not None:
+            self._audit.close()
+
+    def request_stop(self) -> None:
+        """Ask every run this session drives to stop before its next step (SIGTERM)."""
+        self.stop_event.set()
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def _acquire(self, run_id: str) -> None:
+        if not acquire_lease(self.store, run_id, self._holder):
+            raise ResumeRefused(
+                f"run {run_id} is being driven by another process; try again when it stops",
+                code="run_busy",
+            )
+
+    def _release(self, run_id: str) -> None:
+        self.store.release_lease(run_id, self._holder)
+
+    def _renew(self, run_id: str) -> None:
+        renew_lease(self.store, run_id, self._holder)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        ref: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        cli_inputs: list[str] | None = None,
+        authority: Authority | None = None,
+        cwd: Path | None = None,
+        stop: threading.Event | None = None,
+        profile: str | None = None,
+        request_secrets: Mapping[str, str] | None = None,
+    ) -> RunEnvelope:
+        """Run one method of a skill to its seal or its first pause.
+
+        Args:
+            ref: ``PATH[#METHOD]`` or a catalog name.
+            inputs: inputs as one JSON object (``--inputs``).
+            cli_inputs: ``name=value`` pairs typed by the method's schema (``-i``); they
+                override keys of ``inputs``.
+            authority: what the host grants; default ``effects: allow, reach: inputs``
+                (recorded as set by no host).
+            cwd: where relative references start (default: the process's current folder).
+            stop: set it to stop the run before its next step (graceful stop).
+            profile: the credential profile to prefer (``--profile``); only its name is kept.
+            request_secrets: credential material for this run only, by requirement name
+                (host handles); tainted, delivered, never stored.
+
+        Returns:
+            the envelope: ``sealed``, or ``needs_approval``/``needs_agent`` with requests,
+            or ``needs_credential`` (unsealed, no step run) with the setup commands.
+
+        Raises:
+            UsageError / ParseError: the reference or the package is invalid (no run exists).
+            RunInterrupted: a stop was requested; the run waits for ``resume``.
+            StoreError: the run store failed.
+        """
+        from proctor.runtime.engine.delivery import (
+            NeedsCredential,
+            load_run_egress,
+            park_needs_credential,
+            record_authority,
+        )
+        from proctor.runtime.engine.drive import RunDriver
+
+        skill = load_skill(ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root)
+        if skill.package.profile is None:
+            raise UsageError(
+                f"skill {skill.package.name} has no run.yaml, so it has no method to run",
+                code="no_methods",
+            )
+        from proctor.parser.skill import select_method
+
+        method_name, method = select_method(skill.package.profile, skill.method)
+        if authority is None:
+            authority = Authority()
+        elif authority.set_by == "default":
+            authority = replace(authority, set_by="host")
+        record = RunRecord(
+            run_id=self._run_ids(),
+            skill=skill.package.name,
+            method=method_name,
+            data={
+                "package": skill.label,
+                "package_folder": str(skill.folder),
+                "package_digest": skill.package_digest,
+                "authority": record_authority(authority, load_run_egress(self.workspace.root)),
+                "credential_profile": profile,
+                "started_at": self.clock().isoformat(),
+            },
+        )
+        from proctor.runtime.directives import WRITABLE_DIRS, confined_run
+
+        if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
+            record.data["writable_dirs"] = list(WRITABLE_DIRS)
+        self.store.create_run(record)
+        self._acquire(record.run_id)
+        try:
+            driver = RunDriver(self, record, skill, method, stop)
+            driver.request_secrets = request_secrets
+            try:
+                return driver.start(inputs, cli_inputs)
+            except NeedsCredential as needed:
+                return park_needs_credential(
+                    needed, run_id=record.run_id, skill=record.skill, method=record.method,
+                    store=self.store, audit=self.audit, sanitizer=driver.sanitizer,
+                )  # fmt: skip
+        finally:
+            self._release(record.run_id)
+
+    def resume(
+        self,
+        run_id: str,
+        document: ResumeDocument | Mapping[str, Any] | bytes | str,
+        *,
+        stop: threading.Event | None = None,
+        request_secrets: Mapping[str, str] | None = None,
+    ) -> RunEnvelope:
+        """Admit a ``proctor.resume.v1`` document and drive the run to its next pause or seal.
+
+        Credentials are resolved again from a new snapshot (the recorded profile name first,
+        then ``request_secrets`` as host handles for this command only).
+
+        Every entry is checked first (:func:`proctor.core.resume.admit_resume`); a refused
+        document changes nothing. Admitted decisions are recorded in the store before the run
+        moves on. ``{"close": {...}}`` seals the run from its record alone. A sealed run with
+        nothing new returns its sealed envelope.
+
+        Raises:
+            UsageError: ``run_not_found``.
+            ResumeRefused: the document (codes in :mod:`proctor.core.resume`), ``run_busy``
+                (another process drives it), ``package_changed`` (the package's files differ
+                from the ones the run started with), ``needs_credential`` (a credential the
+                run needs is gone; the run waits as it was).
+            RunInterrupted: a stop was requested.
+        """
+        from proctor.runtime.engine.delivery import NeedsCredential
+        from proctor.runtime.engine.drive import RunDriver
+
+        record = self._record(run_id)
+        doc = (
+            document
+            if isinstance(document, ResumeDocument)
+            else parse_resume_document(
+                dict(document) if isinstance(document, Mapping) else document
+            )
+        )
+        plan = admit_resume(
+            doc, sealed=record.status == "sealed", requests=self._request_views(run_id)
+        )
+        if record.status == "sealed":
+            return self.envelope(run_id)
+        self._acquire(run_id)
+        try:
+            record = self._record(run_id)
+            if record.status == "sealed":
+                raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
+            if plan.close is not None:
+                return self._close(record, plan.close)
+            skill, method = self._reload(record)
+            if plan.decisions:
+                self.store.record_decisions(run_id, plan.decisions)
+                for address, decision in plan.decisions.items():
+                    self.store.append_event(run_id, "decision_recorded", {"address": address})
+                    self.audit.emit(
+                        "decision_recorded",
+                        run_id=run_id,
+                        step_index=None,
+                        address=address,
+                        lane=decision.get("lane"),
+                        approved=decision.get("approved"),
+                        retry=decision.get("retry"),
+                        request_digest=decision.get("request_digest"),
+                    )
+                kill_point("resume.recorded")
+            if plan.standing is not None:
+                recorded = record.data.get("authority") or {}
+                current = parse_authority(recorded, recorded=True)
+                updated = replace(current, standing_approvals=plan.standing)
+                self.store.update_run(run_id, data={"authority": {**recorded, **updated.to_json()}})
+                self.store.append_event(run_id, "standing_approvals", {"count": len(plan.standing)})
+                self.audit.emit(
+                    "standing_approvals_set",
+                    run_id=run_id,
+                    step_index=None,
+                    entries=[s.to_json() for s in plan.standing],
+                )
+                record = self._record(run_id)
+            self.store.update_run(run_id, status="running")
+            driver = RunDriver(self, record, skill, method, stop)
+            driver.request_secrets = request_secrets
+            try:
+                return driver.drive()
+            except NeedsCredential as needed:
+                # the run waits as it was; resume again after setup
+                self.store.update_run(run_id, status=record.status)
+                raise ResumeRefused(
+                    needed.message, code="needs_credential", details=needed.details
+                ) from needed
+        finally:
+            self._release(run_id)
+
+    def turn_call(
+        self,
+        run_id: str,
+        address: str,
+        tool: str,
+        args: Mapping[str, Any],
+        call_id: str,
+        *,
+        reason: str = "",
+        stop: threading.Event | None = None,
+    ) -> CallOutcome:
+        """Make one call of the agent turn a paused run waits on at ``address``.
+
+        The call is admitted with that turn's allowance (scope, schema, containment, policy,
+        floor, budget) and recorded under ``call_id``: a repeat of the same ``call_id``
+        returns the recorded outcome and sends nothing.
+
+        A change under ``effects: ask`` with no approval of its own pauses the run
+        ``needs_approval`` on a request at ``<address>/turn/<call_id>`` carrying exactly what
+        executes; the outcome is ``refused`` with code ``approval_pending`` and nothing is
+        sent. After a person approves it with ``resume``, the same call (same ``call_id``)
+        executes once.
+
+        ``stop`` cancels the call: a read in flight stops (``call_cancelled``); an effect in
+        flight runs to its end and settles as it ended, with ``cancel_requested`` recorded
+        beside it.
+
+        Raises:
+            UsageError: ``run_not_found``.
+            ResumeRefused: ``run_sealed``; ``unknown_address`` when the run does not wait on
+                an agent turn at ``address``; ``run_busy``; ``package_changed``.
+        """
+        from proctor.runtime.engine.drive import RunDriver
+
+        record = self._record(run_id)
+        if record.status == "sealed":
+            raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
+        turn = next(
+            (
+                r
+                for r in self.store.requests(run_id)
+                if r.address == address and r.kind == "agent_turn" and r.state != "used"
+            ),
+            None,
+        )
+        if turn is None:
+            raise ResumeRefused(
+                f"run {run_id} waits on no agent turn at {address!r}", code="unknown_address"
+            )
+        self._acquire(run_id)
+        try:
+            skill, method = self._reload(record)
+            driver = RunDriver(self, record, skill, method, None)
+            return driver.turn_call(turn.body, tool, dict(args), call_id, reason, stop)
+        finally:
+            self._release(run_id)
+
+    def envelope(self, run_id: str) -> RunEnvelope:
+        """The run's current envelope: sealed, paused with its requests, or running.
+
+        Raises:
+            UsageError: ``run_not_found``.
+        """
+        record = self._record(run_id)
+        doc = record.data.get("envelope")
+        if isinstance(doc, dict):
+            return RunEnvelope.model_validate(doc)
+        return RunEnvelope(
+            status="needs_agent",
+            run_id=run_id,
+            skill=record.skill,
+            method=record.method,
+            resume_command=f"proctor resume {run_id} -",
+            notes=[f"the run is {record.status}; resume it with {{}} to continue"],
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _record(self, run_id: str) -> RunRecord:
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
+        return record
+
+    def _request_views(self, run_id: str) -> list[RequestView]:
+        return [
+            RequestView(r.address, r.kind, r.request_digest, r.state, r.decision, r.body)
+            for r in self.store.requests(run_id)
+        ]
+
+    def _reload(self, record: RunRecord) -> tuple[Any, Any]:
+        from proctor.parser.skill import select_method
+
+        folder = record.data.get("package_folder")
+        if not isinstance(folder, str):
+            raise ResumeRefused("the run's record names no package", code="package_changed")
+        try:
+            skill = load_skill(folder, cwd=self.workspace.root, workspace_root=self.workspace.root)
+        except ProctorError as exc:
+            raise ResumeRefused(
+                f"the run's package cannot be read any more ({exc.code})", code="package_changed"
+            ) from exc
+        if (
+            skill.package_digest != record.data.get("package_digest")
+            or skill.package.profile is None
+        ):
+            raise ResumeRefused(
+                "the run's package changed since the run started; close the run with"
+                ' {"close": {"outcome": "superseded"}} and start it again',
+                code="package_changed",
+            )
+        _, method = select_method(skill.package.profile, record.method)
+        return skill, method
+
+    def _close(self, record: RunRecord, outcome: str) -> RunEnvelope:
+        from proctor.contracts.envelope import Refusal
+        from proctor.runtime.engine.sealing import seal_run
+
+        self.store.append_event(record.run_id, "closed", {"outcome": outcome})
+        self.audit.emit("run_closed", run_id=record.run_id, step_index=None, outcome=outcome)
+        refusal = Refusal(code="host_closed", message=f"the host closed the run ({outcome})")
+        return seal_run(
+            self,
+            record,
+            outcome=outcome,
+            seal_reason="host_closed",
+            result=None,
+            refusal=refusal,
+        )
+
+
+def narrow_outputs(value: Any, schema: dict[str, Any]) -> Any:
+    """Keep only the declared properties of an object result, then validate it.
+
+    Raises:
+        ProctorError: code ``outputs_invalid`` naming the failing location.
+    """
+    from proctor.parser.inputs import validate_inputs
+
+    declared = isinstance(schema.get("properties"), dict)
+    if isinstance(value, dict) and declared and schema.get("additionalProperties") is not True:
+        value = {k: v for k, v in value.items() if k in schema["properties"]}
+    try:
+        validate_inputs(value, schema)
+    except UsageError as exc:
+        raise ProctorError(
+            exc.message.replace("inputs", "outputs", 1), code="outputs_invalid"
+        ) from exc
+    return value

@@ -1,0 +1,398 @@
+"""The receipt store: one file per receipt, written once, in a folder proctor marks as its own.
+
+Layout (``PROCTOR_RECEIPT_DIR``, else ``<workspace>/.proctor/receipts``)::
+
+    index.jsonl          first line {"schema": "proctor.receipt_index.v1"}; then one line per
+                         receipt written: {"receipt_id", "kind", "outcome"}
+    <64 hex>.json        the receipt envelope (see proctor.receipts.model)
+
+Rules:
+
+* a receipt is written atomically (a temporary file in the folder, fsync, then a hard link
+  to its final name, which fails if the name exists, then an fsync of the folder), so a
+  reader never sees half a receipt and two writers can never replace each other's file;
+* durability, exactly: when ``put``/``put_many`` returns, every receipt of the batch, its
+  name in the folder and its index line are on disk. A batch costs one fsync per new
+  receipt file, one of the folder and one of the index; the files are all written before
+  the first of their fsyncs, so a journalling file system commits them together;
+* a receipt is never rewritten: the same bytes under an existing id are a no-op, different
+  bytes are refused (``receipt_conflict``);
+* ``index.jsonl`` marks the folder as ours. A folder that exists, is not empty and has no
+  index is refused by every read and write (``receipt_store_foreign``); nothing in it is read.
+  An empty folder (e.g. a fresh ``mktemp -d``) becomes a store on the first write.
+* the receipt file is written before its index line; a crash between the two leaves a
+  receipt the index does not list, never an index line without its receipt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from proctor.errors import ReceiptInvalid, StoreError, UsageError
+
+if TYPE_CHECKING:
+    from proctor.receipts.signing import PublicKey
+    from proctor.receipts.verify import VerifyResult
+
+__all__ = [
+    "INDEX_NAME",
+    "INDEX_SCHEMA",
+    "ReceiptStore",
+    "default_receipt_dir",
+    "receipt_dir",
+    "receipt_hex",
+    "verify_receipt",
+]
+
+INDEX_NAME = "index.jsonl"
+INDEX_SCHEMA = "proctor.receipt_index.v1"
+_HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
+_ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
+
+
+def receipt_hex(receipt_id: str) -> str:
+    """The 64 hex digits of a receipt id given as ``sha256:<hex>`` or bare hex.
+
+    Raises:
+        UsageError: (code ``receipt_id_invalid``) not a receipt id.
+    """
+    match = _ID.match(receipt_id.strip().lower())
+    if match is None:
+        raise UsageError(
+            "a receipt id is sha256: followed by 64 hex digits", code="receipt_id_invalid"
+        )
+    return match.group(1)
+
+
+def receipt_dir(state_dir: Path, environ: Mapping[str, str]) -> Path:
+    """``PROCTOR_RECEIPT_DIR``, else ``receipts`` in the workspace's state folder."""
+    named = environ.get("PROCTOR_RECEIPT_DIR")
+    return Path(named) if named else state_dir / "receipts"
+
+
+def default_receipt_dir(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """:func:`receipt_dir` of the workspace around ``cwd`` (see ``Workspace.discover``)."""
+    from proctor.runtime.boundary.workspace import Workspace
+
+    env = os.environ if environ is None else environ
+    return receipt_dir(Workspace.discover(cwd or Path.cwd()).state_dir, env)
+
+
+class ReceiptStore:
+    """A folder of receipts marked by our ``index.jsonl``.
+
+    Raises (from every read and write):
+        ReceiptInvalid: (code ``receipt_store_foreign``) the folder exists without our index.
+        StoreError: (code ``receipt_store_io``) the disk refused a read or write.
+    """
+
+    def __init__(self, directory: Path, *, durable: bool = True) -> None:
+        self.directory = Path(directory)
+        self._durable = durable
+        self._checked = False
+
+    # -- the mark ----------------------------------------------------------------------------
+
+    def _check(self, *, create: bool) -> bool:
+        """True when the store exists and is ours; creates it when ``create``."""
+        if self._checked:
+            return True
+        index = self.directory / INDEX_NAME
+        try:
+            if index.is_file():
+                with index.open("rb") as handle:
+                    first = handle.readline()
+                if first != _HEADER:
+                    raise self._foreign("its index.jsonl was not written by proctor")
+                self._checked = True
+                return True
+            if self.directory.is_dir():
+                if any(self.directory.iterdir()):
+                    raise self._foreign("it holds files but no proctor index.jsonl")
+            elif self.directory.exists():
+                raise self._foreign("it is not a folder")
+            if not create:
+                return False
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._write_index_header(index)
+        except OSError as exc:
+            raise StoreError(
+                f"the receipt store could not be opened: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+        self._checked = True
+        return True
+
+    def _write_index_header(self, index: Path) -> None:
+        try:
+            fd = os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return  # another writer created it first; _check reads it next time
+        try:
+            os.write(fd, _HEADER)
+            if self._durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._fsync_dir()
+
+    def _foreign(self, why: str) -> ReceiptInvalid:
+        return ReceiptInvalid(
+            f"the receipt folder {self.directory.name!r} is not a proctor receipt store ({why}); "
+            "nothing in it was read. Move it aside (or set PROCTOR_RECEIPT_DIR) to start a "
+            "new store.",
+            code="receipt_store_foreign",
+        )
+
+    def _fsync_dir(self) -> None:
+        if not self._durable or os.name != "posix":
+            return
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def path_of(self, receipt_id: str) -> Path:
+        """Where the receipt ``receipt_id`` lives (whether or not it exists)."""
+        return self.directory / f"{receipt_hex(receipt_id)}.json"
+
+    def get(self, receipt_id: str) -> bytes | None:
+        """The file bytes of a receipt, or ``None`` when the store does not hold it.
+
+        Raises:
+            ReceiptInvalid: the folder is not ours. UsageError: not a receipt id.
+        """
+        path = self.path_of(receipt_id)
+        if not self._check(create=False):
+            return None
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(
+                f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+
+    def index(self) -> Iterator[dict[str, str]]:
+        """The index lines after the header, oldest first (nothing when there is no store)."""
+        if not self._check(create=False):
+            return
+        with (self.directory / INDEX_NAME).open("rb") as handle:
+            handle.readline()
+            for line in handle:
+                if line.strip():
+                    yield json.loads(line)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def put(self, receipt_id: str, data: bytes, *, kind: str, outcome: str) -> None:
+        """Write a receipt once, atomically, and append its index line.
+
+        Raises:
+            ReceiptInvalid: (code ``receipt_conflict``) different bytes already stored under
+                this id; the stored file is left untouched. Or the folder is not ours.
+            StoreError: the disk refused the write.
+        """
+        self.put_many([(receipt_id, data, kind, outcome)])
+
+    def put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
+        """Write several receipts ``(receipt_id, data, kind, outcome)`` as :meth:`put` does,
+        with one folder fsync and one index append for the batch.
+
+        Raises:
+            ReceiptInvalid, StoreError: as :meth:`put`; receipts before the failing one stay.
+        """
+        if not items:
+            return
+        self._check(create=True)
+        lines: list[bytes] = []
+        staged: dict[int, Path] = {}
+        try:
+            try:
+                staged = self._stage(items)
+                for i, (receipt_id, data, kind, outcome) in enumerate(items):
+                    if self._link_new(self.path_of(receipt_id), data, staged.get(i)):
+                        entry = {"receipt_id": receipt_id, "kind": kind, "outcome": outcome}
+                        lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+            finally:
+                for tmp in staged.values():
+                    tmp.unlink(missing_ok=True)
+                if lines:
+                    self._fsync_dir()
+                    fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
+                    try:
+                        os.write(fd, b"".join(lines))
+                        if self._durable:
+                            os.fsync(fd)
+                    finally:
+                        os.close(fd)
+        except OSError as exc:
+            raise StoreError(
+                f"receipts could not be written: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+
+    def _stage(self, items: Sequence[tuple[str, bytes, str, str]]) -> dict[int, Path]:
+        """Write each new receipt of the batch to a temporary file, then fsync them all.
+
+        All writes come before the first fsync so that the file system can commit the batch
+        together (on a journalling file system the first fsync carries the others' data and
+        the rest return quickly). Every file is still fsynced before it gets its name.
+        """
+        staged: dict[int, Path] = {}
+        fds: list[int] = []
+        try:
+            for i, (receipt_id, data, _kind, _outcome) in enumerate(items):
+                path = self.path_of(receipt_id)
+                if path.exists():
+                    continue
+                tmp = self.directory / f".tmp-{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                staged[i] = tmp
+                fds.append(fd)
+                os.write(fd, data)
+            if self._durable:
+                for fd in fds:
+                    os.fsync(fd)
+        except BaseException:
+            for tmp in staged.values():
+                tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return staged
+
+    def _link_new(self, path: Path, data: bytes, tmp: Path | None) -> bool:
+        """Give ``path`` the staged file ``tmp`` (never replacing a file); False when identical
+        bytes are already there."""
+        if tmp is None or path.exists():
+            self._same_or_conflict(path, data)
+            return False
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            self._same_or_conflict(path, data)
+            return False
+        return True
+
+    def _same_or_conflict(self, path: Path, data: bytes) -> None:
+        if path.read_bytes() != data:
+            raise ReceiptInvalid(
+                f"a different receipt is already stored as {path.name}; receipts are never "
+                "rewritten",
+                code="receipt_conflict",
+            )
+
+
+# -- verification over a folder ----------------------------------------------------------------
+
+
+def _folder_loader(directory: Path) -> Callable[[str], bytes | None]:
+    # os.open/os.read rather than Path.read_bytes: a tree is up to 30,002 small files, and
+    # the plain calls take less than half the time per file
+    prefix = os.path.join(os.fspath(directory), "")
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+    def load(receipt_id: str) -> bytes | None:
+        match = _ID.match(receipt_id)
+        if match is None:
+            return None
+        try:
+            fd = os.open(f"{prefix}{match.group(1)}.json", flags)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(
+                f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+        try:
+            parts = []
+            while chunk := os.read(fd, 1 << 16):
+                parts.append(chunk)
+        except OSError as exc:
+            raise StoreError(
+                f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+        finally:
+            os.close(fd)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    return load
+
+
+def _trusted(public_key: PublicKey | bytes | str | os.PathLike[str] | None) -> list[PublicKey]:
+    from proctor.receipts.signing import PublicKey, parse_public_key
+    from proctor.runtime.records.keys import load_public_key_file, trusted_local_key
+
+    if public_key is None:
+        local = trusted_local_key()
+        return [] if local is None else [local]
+    if isinstance(public_key, PublicKey):
+        return [public_key]
+    if isinstance(public_key, bytes):
+        return [parse_public_key(public_key)]
+    return [load_public_key_file(Path(public_key))]
+
+
+def verify_receipt(
+    target: str | os.PathLike[str],
+    *,
+    receipts_dir: str | os.PathLike[str] | None = None,
+    public_key: PublicKey | bytes | str | os.PathLike[str] | None = None,
+) -> VerifyResult:
+    """Verify a receipt and its whole tree; usable on any folder, without a workspace.
+
+    ``target`` is a receipt id (``sha256:<hex>`` or bare hex) or the path of a receipt file.
+    Children are read from ``receipts_dir`` when given (a plain folder of ``<hex>.json`` files,
+    e.g. an auditor's copy: no index needed), else from the target file's folder, else from
+    the workspace store (``PROCTOR_RECEIPT_DIR`` or ``.proctor/receipts``, which must be ours).
+    ``public_key`` is the trusted key: a :class:`~proctor.receipts.signing.PublicKey`, key
+    bytes (PEM, the ``proctor key show --json`` document, or hex), or a path to such a file;
+    by default the local signing key's public half, if one exists (none is created). A receipt
+    signed by any other key is ``unverified``.
+
+    Returns a :class:`~proctor.receipts.verify.VerifyResult` (tampering is a result).
+
+    Raises:
+        UsageError: ``target`` is neither a receipt id nor a readable file.
+        ConfigError: the public key cannot be read.
+        ReceiptInvalid: (``receipt_store_foreign``) the workspace store is not ours.
+    """
+    from proctor.receipts.verify import verify_tree
+    from proctor.runtime.records.signature_pool import SignaturePool
+
+    keys = _trusted(public_key)
+    text = os.fspath(target)
+    root_bytes: bytes | None = None
+    root_id: str | None = None
+    folder: Path | None = Path(receipts_dir) if receipts_dir is not None else None
+    if not isinstance(target, os.PathLike) and _ID.match(text.strip().lower()):
+        root_id = "sha256:" + receipt_hex(text)
+    else:
+        path = Path(text)
+        try:
+            root_bytes = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(
+                f"{path.name!r} is neither a receipt id nor a readable receipt file",
+                code="receipt_target_invalid",
+            ) from exc
+        named = re.fullmatch(r"([0-9a-f]{64})\.json", path.name)
+        root_id = f"sha256:{named.group(1)}" if named else None
+        if folder is None:
+            folder = path.parent
+    if folder is not None:
+        load = _folder_loader(folder)
+    else:
+        store = ReceiptStore(default_receipt_dir())
+        load = store.get
+    with SignaturePool() as pool:
+        return verify_tree(root_id, load, keys, root_bytes=root_bytes, verify_batch=pool)

@@ -1,0 +1,562 @@
+"""The SQLite run store (WAL mode) at ``.proctor/runs.sqlite``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from proctor.errors import StoreError
+from proctor.runtime.records.runs import CallRecord, JournalRecord, RequestRecord, RunRecord
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    skill TEXT NOT NULL,
+    method TEXT NOT NULL,
+    status TEXT NOT NULL,
+    outcome TEXT,
+    receipt_id TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS calls (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    step_id TEXT,
+    tool TEXT NOT NULL,
+    state TEXT NOT NULL,
+    args_digest TEXT NOT NULL,
+    outcome TEXT,
+    result TEXT,
+    idempotency_key TEXT,
+    UNIQUE (run_id, call_id)
+);
+CREATE INDEX IF NOT EXISTS calls_idem ON calls (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS journal (
+    bundle_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    entries TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (run_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS requests (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decision TEXT,
+    UNIQUE (run_id, address)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    run_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+"""
+
+
+_SCHEMA_VERSION = 1
+"""Bumped whenever ``_SCHEMA`` changes; a store below it has the schema (re)applied."""
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a schema script (``sqlite3.complete_statement`` finds their ends)."""
+    out: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        out.append(buffer.strip())
+    return out
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class SQLiteRunStore:
+    """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
+    for claims, so an effect's claim survives a power cut as well as a process kill)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                str(path), isolation_level=None, check_same_thread=False, timeout=10.0
+            )
+            self._open()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the run store: {exc}") from exc
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    def _open(self) -> None:
+        """Switch to WAL and create the schema, safely beside other processes opening it.
+
+        While another connection recovers or checkpoints the WAL (the last one to close does),
+        SQLite may answer "database is locked" at once, without waiting on the busy timeout; so
+        opening is retried with backoff for up to the timeout. The schema is created inside
+        ``BEGIN IMMEDIATE`` and only when ``user_version`` says it is missing.
+        """
+        deadline = time.monotonic() + 10.0
+        delay = 0.002
+        while True:
+            try:
+                self._prepare()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+
+    def _prepare(self) -> None:
+        conn = self._conn
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        # Checkpoint the WAL every ~16 MiB rather than every ~4 MiB: each checkpoint syncs the
+        # database file, and recorded results (a read's content) make the WAL grow quickly.
+        conn.execute("PRAGMA wal_autocheckpoint=4000")
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+                for statement in _statements(_SCHEMA):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- transactions -----------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One commit for every write inside; nested uses join the outer transaction."""
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self._exec("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._exec("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                self._exec("COMMIT")
+
+    def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreError(f"run store error: {exc}") from exc
+
+    def _durable(self, sql: str, params: tuple[Any, ...]) -> None:
+        """One write that must survive a crash before the caller goes on."""
+        with self._lock:
+            if self._depth:
+                self._exec(sql, params)
+                return
+            self._exec("PRAGMA synchronous=FULL")
+            try:
+                with self.transaction():
+                    self._exec(sql, params)
+            finally:
+                self._exec("PRAGMA synchronous=NORMAL")
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def create_run(self, record: RunRecord) -> RunRecord:
+        now = _now()
+        with self.transaction():
+            try:
+                cur = self._conn.execute(
+                    "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
+                    " created_at, updated_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        record.run_id,
+                        record.skill,
+                        record.method,
+                        record.status,
+                        record.outcome,
+                        record.receipt_id,
+                        now,
+                        now,
+                        _dumps(record.data),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"a run with id {record.run_id} already exists") from exc
+            except sqlite3.Error as exc:
+                raise StoreError(f"run store error: {exc}") from exc
+        record.cursor = int(cur.lastrowid or 0)
+        record.created_at = record.updated_at = now
+        return record
+
+    @staticmethod
+    def _run(row: tuple[Any, ...]) -> RunRecord:
+        return RunRecord(
+            cursor=row[0],
+            run_id=row[1],
+            skill=row[2],
+            method=row[3],
+            status=row[4],
+            outcome=row[5],
+            receipt_id=row[6],
+            created_at=row[7],
+            updated_at=row[8],
+            data=json.loads(row[9]),
+        )
+
+    _RUN_COLS = "cursor, run_id, skill, method, status, outcome, receipt_id, created_at,"
+    _RUN_COLS += " updated_at, data"
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            row = self._exec(
+                f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else self._run(row)
+
+    def update_run(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        outcome: str | None = None,
+        receipt_id: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        with self.transaction():
+            current = self.get_run(run_id)
+            if current is None:
+                raise StoreError(f"no run with id {run_id}")
+            merged = dict(current.data)
+            if data:
+                merged.update(data)
+            self._exec(
+                "UPDATE runs SET status = ?, outcome = ?, receipt_id = ?, data = ?, updated_at = ?"
+                " WHERE run_id = ?",
+                (
+                    status or current.status,
+                    outcome if outcome is not None else current.outcome,
+                    receipt_id if receipt_id is not None else current.receipt_id,
+                    _dumps(merged),
+                    _now(),
+                    run_id,
+                ),
+            )
+
+    def list_runs(self, *, after: int | None = None, limit: int = 50) -> list[RunRecord]:
+        with self._lock:
+            if after is None:
+                rows = self._exec(
+                    f"SELECT {self._RUN_COLS} FROM runs ORDER BY cursor DESC LIMIT ?", (limit,)
+                ).fetchall()
+            else:
+                rows = self._exec(
+                    f"SELECT {self._RUN_COLS} FROM runs WHERE cursor < ?"
+                    " ORDER BY cursor DESC LIMIT ?",
+                    (after, limit),
+                ).fetchall()
+        return [self._run(r) for r in rows]
+
+    # -- events -----------------------------------------------------------------------------
+
+    def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
+        with self.transaction():
+            row = self._exec(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            seq = int(row[0]) + 1
+            self._exec(
+                "INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
+                (run_id, seq, _now(), kind, _dumps(body)),
+            )
+        return seq
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._exec(
+                "SELECT seq, at, kind, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        return [{"seq": r[0], "at": r[1], "kind": r[2], "body": json.loads(r[3])} for r in rows]
+
+    # -- calls ------------------------------------------------------------------------------
+
+    _CALL_INSERT = (
+        "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
+        " idempotency_key) VALUES (?,?,?,?,?,?,?,?,?)"
+    )
+
+    def _call_params(self, call: CallRecord) -> tuple[Any, ...]:
+        return (
+            call.run_id,
+            call.call_id,
+            call.step_id,
+            call.tool,
+            call.state,
+            call.args_digest,
+            call.outcome,
+            None if call.result is None else _dumps(call.result),
+            call.idempotency_key,
+        )
+
+    def claim_call(self, call: CallRecord) -> None:
+        call.state = "claimed"
+        self._durable(self._CALL_INSERT, self._call_params(call))
+
+    def settle_call(self, run_id: str, call_id: str, outcome: str, result: Any) -> None:
+        with self.transaction():
+            self._exec(
+                "UPDATE calls SET state = 'settled', outcome = ?, result = ?"
+                " WHERE run_id = ? AND call_id = ?",
+                (outcome, _dumps(result), run_id, call_id),
+            )
+
+    def record_call(self, call: CallRecord) -> None:
+        call.state = "settled"
+        # One statement: in autocommit mode it is its own transaction (WAL, synchronous=NORMAL),
+        # so a call with no effect costs one write, not BEGIN + INSERT + COMMIT.
+        with self._lock:
+            self._exec(self._CALL_INSERT, self._call_params(call))
+
+    @staticmethod
+    def _call(row: tuple[Any, ...]) -> CallRecord:
+        return CallRecord(
+            run_id=row[0],
+            call_id=row[1],
+            step_id=row[2],
+            tool=row[3],
+            state=row[4],
+            args_digest=row[5],
+            outcome=row[6],
+            result=None if row[7] is None else json.loads(row[7]),
+            idempotency_key=row[8],
+        )
+
+    _CALL_COLS = "run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
+    _CALL_COLS += " idempotency_key"
+
+    def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        with self._lock:
+            row = self._exec(
+                f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? AND call_id = ?",
+                (run_id, call_id),
+            ).fetchone()
+        return None if row is None else self._call(row)
+
+    def calls(self, run_id: str) -> list[CallRecord]:
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? ORDER BY ord", (run_id,)
+            ).fetchall()
+        return [self._call(r) for r in rows]
+
+    def find_idempotent(self, key: str) -> CallRecord | None:
+        with self._lock:
+            row = self._exec(
+                f"SELECT {self._CALL_COLS} FROM calls WHERE idempotency_key = ?"
+                " AND state = 'settled' AND outcome = 'completed' ORDER BY ord LIMIT 1",
+                (key,),
+            ).fetchone()
+        return None if row is None else self._call(row)
+
+    # -- steps, requests, decisions ---------------------------------------------------------
+
+    def settle_step(
+        self, run_id: str, step_id: str, body: dict[str, Any], *, used: list[str] | None = None
+    ) -> None:
+        with self._lock:
+            self._exec("PRAGMA synchronous=FULL")
+            try:
+                with self.transaction():
+                    try:
+                        self._conn.execute(
+                            "INSERT INTO steps (run_id, step_id, body) VALUES (?,?,?)",
+                            (run_id, step_id, _dumps(body)),
+                        )
+                    except sqlite3.IntegrityError as exc:
+                        raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
+                    for address in used or []:
+                        self._exec(
+                            "UPDATE requests SET state = 'used' WHERE run_id = ? AND address = ?"
+                            " AND decision IS NOT NULL",
+                            (run_id, address),
+                        )
+            finally:
+                self._exec("PRAGMA synchronous=NORMAL")
+
+    def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            rows = self._exec(
+                "SELECT step_id, body FROM steps WHERE run_id = ? ORDER BY ord", (run_id,)
+            ).fetchall()
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision"
+
+    @staticmethod
+    def _request(row: tuple[Any, ...]) -> RequestRecord:
+        return RequestRecord(
+            run_id=row[0],
+            address=row[1],
+            kind=row[2],
+            request_digest=row[3],
+            body=json.loads(row[4]),
+            state=row[5],
+            decision=None if row[6] is None else json.loads(row[6]),
+        )
+
+    def put_request(self, request: RequestRecord) -> RequestRecord:
+        with self.transaction():
+            row = self._exec(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? AND address = ?",
+                (request.run_id, request.address),
+            ).fetchone()
+            if row is not None:
+                current = self._request(row)
+                if current.request_digest == request.request_digest:
+                    return current
+                self._exec(
+                    "UPDATE requests SET kind = ?, request_digest = ?, body = ?, state = 'open',"
+                    " decision = NULL WHERE run_id = ? AND address = ?",
+                    (
+                        request.kind,
+                        request.request_digest,
+                        _dumps(request.body),
+                        request.run_id,
+                        request.address,
+                    ),
+                )
+            else:
+                self._exec(
+                    "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+                    " VALUES (?,?,?,?,?, 'open')",
+                    (
+                        request.run_id,
+                        request.address,
+                        request.kind,
+                        request.request_digest,
+                        _dumps(request.body),
+                    ),
+                )
+        request.state, request.decision = "open", None
+        return request
+
+    def requests(self, run_id: str) -> list[RequestRecord]:
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? ORDER BY ord", (run_id,)
+            ).fetchall()
+        return [self._request(r) for r in rows]
+
+    def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
+        with self._lock:
+            self._exec("PRAGMA synchronous=FULL")
+            try:
+                with self.transaction():
+                    for address, decision in decisions.items():
+                        self._exec(
+                            "UPDATE requests SET state = 'decided', decision = ?"
+                            " WHERE run_id = ? AND address = ? AND state != 'used'",
+                            (_dumps(decision), run_id, address),
+                        )
+            finally:
+                self._exec("PRAGMA synchronous=NORMAL")
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def acquire_lease(
+        self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
+    ) -> str | None:
+        now = time.time()
+        with self.transaction():
+            row = self._exec(
+                "SELECT holder, expires_at FROM leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is not None and row[0] != holder and row[1] > now and row[0] != steal_from:
+                return str(row[0])
+            self._exec(
+                "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?)"
+                " ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder,"
+                " expires_at = excluded.expires_at",
+                (run_id, holder, now + ttl_seconds),
+            )
+        return None
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        with self.transaction():
+            self._exec("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
+
+    # -- journal ----------------------------------------------------------------------------
+
+    def journal_open(self, record: JournalRecord) -> None:
+        self._durable(
+            "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (?,?,?,?)",
+            (record.bundle_id, record.run_id, "open", _dumps(record.entries)),
+        )
+
+    def journal_close(self, bundle_id: str, state: str) -> None:
+        self._durable("UPDATE journal SET state = ? WHERE bundle_id = ?", (state, bundle_id))
+
+    def journal_pending(self) -> list[JournalRecord]:
+        with self._lock:
+            rows = self._exec(
+                "SELECT bundle_id, run_id, state, entries FROM journal WHERE state = 'open'"
+            ).fetchall()
+        return [JournalRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
