@@ -22,10 +22,10 @@ import httpx
 
 from proctor.runtime.boundary.egress import (
     EgressAllow,
-    EgressTransport,
     StaticResolver,
     canonical_url,
 )
+from proctor.runtime.boundary.transport import EgressTransport
 
 
 class _Ok(BaseHTTPRequestHandler):

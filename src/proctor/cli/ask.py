@@ -37,7 +37,7 @@ def ask(
         ConfigError: no complete managed-agent configuration (no model, no provider ...).
         AgentError: the router failed or answered something that is not a decision.
     """
-    from proctor.cli.run import drive_with_signals, exit_code_of, render_envelope
+    from proctor.cli.driving import drive_with_signals, exit_code_of, render_envelope
     from proctor.runtime.agents.loop import DEFAULT_MAX_STEPS, ManagedAgent
     from proctor.runtime.agents.sessions import DirectiveSession
     from proctor.runtime.boundary.workspace import Workspace

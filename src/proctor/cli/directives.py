@@ -130,7 +130,7 @@ def run_directive_command(
 ) -> None:
     """Run a directive and print its envelope (shared by ``directives run`` and
     ``run --directive``); exits like ``proctor run``."""
-    from proctor.cli.run import drive_and_print, host_authority
+    from proctor.cli.driving import drive_and_print, host_authority
 
     authority = host_authority(run_authority, None)
     session = _session(drive, max_steps)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from proctor.cli.run import EXIT_HELP, drive_and_print
+from proctor.cli.driving import EXIT_HELP, drive_and_print
 from proctor.errors import UsageError
 
 DOCUMENT_CAP = 64 * 1024 * 1024

@@ -8,7 +8,8 @@ from __future__ import annotations
 from proctor.mcp.app import open_server, serve
 from proctor.mcp.catalog import Catalog, SkillTool, load_catalog, tool_name
 from proctor.mcp.http import HttpSettings, check_http_settings
-from proctor.mcp.server import ProctorServer, ServerConfig, summarize, token_id
+from proctor.mcp.server import ProctorServer
+from proctor.mcp.shared import ServerConfig, summarize, token_id
 
 __all__ = [
     "Catalog",

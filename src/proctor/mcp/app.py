@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, UsageError
 from proctor.mcp.catalog import Catalog, load_catalog
-from proctor.mcp.server import ProctorServer, ServerConfig
+from proctor.mcp.server import ProctorServer
+from proctor.mcp.shared import ServerConfig
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority

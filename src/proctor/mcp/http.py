@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from proctor.errors import ConfigError, UsageError
-from proctor.mcp.server import token_id
+from proctor.mcp.shared import token_id
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send

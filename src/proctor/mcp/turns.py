@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from proctor.errors import ProctorError, UsageError
+from proctor.mcp.shared import ServerConfig, TurnHost, error_result, summarize
 
 if TYPE_CHECKING:
-    from proctor.mcp.server import ProctorServer, ServerConfig
     from proctor.runtime.engine.session import Session
 
 __all__ = ["PAGE_LIMIT", "TurnTools", "turn_tools"]
@@ -153,7 +153,7 @@ class TurnTools:
         """Whether ``name`` is a turn tool."""
         return name in _TOOLS
 
-    def check_run(self, run_id: str, proctor: ProctorServer) -> None:
+    def check_run(self, run_id: str, proctor: TurnHost) -> None:
         """Refuse a ``--run`` naming a run this workspace does not hold.
 
         Raises:
@@ -221,10 +221,9 @@ class TurnTools:
     # -- the tools -------------------------------------------------------------------------
 
     async def call(
-        self, name: str, arguments: dict[str, Any], proctor: ProctorServer
+        self, name: str, arguments: dict[str, Any], proctor: TurnHost
     ) -> types.CallToolResult:
         """Answer one turn tool call; a refusal is a tool error the client can read."""
-        from proctor.mcp.server import error_result
 
         def work(stop: threading.Event) -> dict[str, Any] | ProctorError:
             def go(session: Session) -> dict[str, Any]:
@@ -407,8 +406,6 @@ class TurnTools:
     def _turn_complete(
         self, session: Session, arguments: dict[str, Any], stop: Any
     ) -> dict[str, Any]:
-        from proctor.mcp.server import summarize
-
         address = str(arguments["turn"])
         run_id = self._run_for(session, arguments, address)
         turn = self._turn(session, run_id, address)

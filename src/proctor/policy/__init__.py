@@ -12,15 +12,7 @@ from proctor.policy.evaluate import (
     evaluate,
     require_policies,
 )
-from proctor.policy.guards import (
-    DEFAULT_WRITE_BUDGET,
-    GuardContext,
-    GuardFn,
-    GuardRegistry,
-    GuardVerdict,
-    default_registry,
-    register_guard,
-)
+from proctor.policy.guards import DEFAULT_WRITE_BUDGET, GuardContext, GuardFn, GuardVerdict
 from proctor.policy.loader import (
     PolicySource,
     load_policies,
@@ -38,6 +30,7 @@ from proctor.policy.profile import (
     shipped_drift,
     write_budget,
 )
+from proctor.policy.registry import GuardRegistry, default_registry, register_guard
 from proctor.policy.workspace import (
     LoadedPolicies,
     check_workspace_policies,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from proctor.policy.guards import GuardRegistry
 from proctor.policy.loader import guard_arity_problem
 from proctor.policy.model import PolicySet
+from proctor.policy.registry import GuardRegistry
 
 __all__ = ["Finding", "check_bindings"]
 

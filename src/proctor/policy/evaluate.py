@@ -14,8 +14,9 @@ from typing import Final, Literal
 
 from proctor.core.secrets_shapes import scrub_secret_shapes
 from proctor.errors import ProctorError, RefusedCall
-from proctor.policy.guards import GuardContext, GuardRegistry, GuardVerdict
+from proctor.policy.guards import GuardContext, GuardVerdict
 from proctor.policy.model import PolicyRule, PolicySet
+from proctor.policy.registry import GuardRegistry
 
 __all__ = [
     "UNRESTRICTED",

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from proctor.errors import ConfigError, ParseError, PolicyLoadError
-from proctor.policy.guards import GuardRegistry
 from proctor.policy.model import (
     ENFORCEMENTS,
     ON_ERRORS,
@@ -35,6 +34,7 @@ from proctor.policy.model import (
     PolicySet,
 )
 from proctor.policy.names import REFERENCE_TOOL_NAMES
+from proctor.policy.registry import GuardRegistry
 
 __all__ = [
     "PolicySource",

@@ -21,7 +21,7 @@ from hashlib import sha256
 from pathlib import Path
 
 from proctor.errors import ConfigError, PolicyLoadError
-from proctor.policy.guards import GuardRegistry, registering_into
+from proctor.policy.registry import GuardRegistry, registering_into
 
 __all__ = ["CONFIG_FILES", "guard_modules", "load_user_guards"]
 

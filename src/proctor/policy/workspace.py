@@ -15,7 +15,6 @@ from pathlib import Path
 from proctor.errors import ConfigError, PolicyLoadError
 from proctor.policy.bindings import Finding, check_bindings
 from proctor.policy.evaluate import UNRESTRICTED, Unrestricted
-from proctor.policy.guards import GuardRegistry, default_registry
 from proctor.policy.loader import load_policy_set
 from proctor.policy.model import PolicySet
 from proctor.policy.profile import (
@@ -26,6 +25,7 @@ from proctor.policy.profile import (
     policy_profile,
     write_budget,
 )
+from proctor.policy.registry import GuardRegistry, default_registry
 from proctor.policy.user_guards import load_user_guards
 
 __all__ = ["LoadedPolicies", "check_workspace_policies", "load_workspace_policies"]

@@ -17,11 +17,11 @@ import pytest
 from proctor.errors import ConfigError, EgressRefused
 from proctor.runtime.boundary.egress import (
     EgressAllow,
-    EgressTransport,
     StaticResolver,
     canonical_url,
     load_egress_allow,
 )
+from proctor.runtime.boundary.transport import EgressTransport
 from tests.corpora import corpus_dir
 from tests.runtime.boundary.test_egress_helpers import Seen, self_signed, serve, sinkhole
 

@@ -280,7 +280,7 @@ def test_stop_event_stops_before_the_next_step_and_resume_continues(ws: Path) ->
     s = session(ws)
     stop = threading.Event()
     stop.set()
-    from proctor.runtime.engine.session import RunInterrupted
+    from proctor.runtime.engine.host import RunInterrupted
 
     with pytest.raises(RunInterrupted):
         s.run("edit", inputs={"file": "n.md"}, cwd=ws, stop=stop)

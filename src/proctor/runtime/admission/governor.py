@@ -29,16 +29,17 @@ from proctor.core.authority import Authority
 from proctor.core.floor import decide
 from proctor.errors import ProctorError, RefusedCall
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
-from proctor.policy.guards import GuardContext, GuardRegistry
+from proctor.policy.guards import GuardContext
 from proctor.policy.model import PolicySet
+from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
     CHANGING_EFFECTS,
     Tool,
     ToolContext,
-    admitted_workspace,
     validate_args,
 )
 

@@ -112,10 +112,10 @@ def _pinned_transport(endpoint: httpx.URL, resolver: Callable[[str, int], Any] |
     from proctor.core.netaddr import HostName, parse_host
     from proctor.runtime.boundary.egress import (
         EgressAllow,
-        EgressTransport,
         StaticResolver,
         SystemResolver,
     )
+    from proctor.runtime.boundary.transport import EgressTransport
 
     host_text = endpoint.raw_host.decode("ascii", "replace")
     shown = f"[{host_text}]" if ":" in host_text else host_text

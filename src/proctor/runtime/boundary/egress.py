@@ -41,17 +41,13 @@ from proctor.errors import ConfigError, EgressRefused
 if TYPE_CHECKING:
     import httpx
 
-    from proctor.runtime.boundary.transport import EgressTransport, egress_client
-
 __all__ = [
     "EgressAllow",
     "EgressLimits",
-    "EgressTransport",
     "Resolver",
     "StaticResolver",
     "SystemResolver",
     "canonical_url",
-    "egress_client",
     "load_egress_allow",
 ]
 
@@ -279,18 +275,3 @@ def canonical_url(url: str) -> httpx.URL:
         raise _refuse(
             "egress refused: the URL is not valid", host=format_host(host), kind="invalid_url"
         ) from exc
-
-
-# The transport subclasses httpx's, so it lives in its own module and is imported on first use:
-# ``import proctor.runtime.boundary.egress`` (which every run does, to read the allow-list) stays
-# free
-# of httpx.
-_LAZY = {"EgressTransport", "egress_client"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from proctor.runtime.boundary import transport as egress_transport
-
-        return getattr(egress_transport, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, UsageError
+from proctor.runtime.boundary.roots import checked_root
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.runtime.boundary.workspace import Workspace
-    from proctor.runtime.records.runs import RunStore
 
 __all__ = [
     "PATH_FORMAT",
     "authority_record",
-    "checked_root",
     "recorded_roots",
     "recovery_workspace",
     "run_roots",
@@ -38,39 +37,6 @@ __all__ = [
 
 PATH_FORMAT = "path"
 """The JSON Schema ``format`` that makes a string input name a root."""
-
-
-def checked_root(name: str, folder: str | Path) -> str:
-    """The real path of a root the input ``name`` names.
-
-    Raises:
-        ConfigError: ``root_invalid``: the name is not a plain word, the folder does not exist,
-            is the file system's root, or lies in a sensitive folder (``.git``, ``.ssh`` ...).
-    """
-    from proctor.core.paths import sensitive_reason
-    from proctor.runtime.boundary.workspace import ROOT_NAME
-
-    if not ROOT_NAME.match(name):
-        raise ConfigError(
-            f"input {name[:64]!r} cannot name a root: a root's name is a plain word (letters, "
-            "digits, '_' and '-', starting with a letter or '_')",
-            code="root_invalid",
-        )
-    real = os.path.realpath(folder)
-    if not os.path.isdir(real):
-        raise ConfigError(f"input {name!r} names no existing folder", code="root_invalid")
-    if real == os.path.dirname(real):
-        raise ConfigError(
-            f"input {name!r} names the file system's root; a run reaches folders, not the host",
-            code="root_invalid",
-        )
-    reason = sensitive_reason(real.replace("\\", "/").lstrip("/"))
-    if reason is not None:
-        raise ConfigError(
-            f"input {name!r} names a folder inside a sensitive one ({reason}); runs never reach it",
-            code="root_invalid",
-        )
-    return real
 
 
 def run_roots(
@@ -131,13 +97,12 @@ def run_workspace(workspace: Workspace, authority: Authority, data: Mapping[str,
     return workspace.reaching(roots) if roots else workspace
 
 
-def recovery_workspace(workspace: Workspace, store: RunStore, run_id: str) -> Workspace:
-    """The workspace a crashed run's journal is rolled back in: with the run's recorded roots
-    (its authority decided them when it started)."""
-    run = store.get_run(run_id)
-    if run is None:
+def recovery_workspace(workspace: Workspace, data: Mapping[str, Any] | None) -> Workspace:
+    """The workspace a crashed run's journal is rolled back in: with the roots its store record
+    ``data`` keeps (its authority decided them when it started); ``None`` is a run not found."""
+    if data is None:
         return workspace
-    roots = recorded_roots(run.data)
+    roots = recorded_roots(data)
     kept = {n: r for n, r in roots.items() if os.path.isdir(r)}
     return workspace.reaching(kept) if kept else workspace
 

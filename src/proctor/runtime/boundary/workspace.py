@@ -39,6 +39,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from proctor.core.paths import (
     AUTHORITY_RULES,
@@ -48,10 +49,20 @@ from proctor.core.paths import (
     sensitive_reason,
 )
 from proctor.errors import RefusedCall
-from proctor.runtime.boundary.reach import checked_root
-from proctor.runtime.tools.base import Access
+from proctor.runtime.boundary.roots import ROOT_NAME, checked_root
 
-__all__ = ["HEAD_BYTES", "MAX_PATH_CHARS", "ROOT_NAME", "Resolved", "Workspace", "refusal"]
+__all__ = [
+    "HEAD_BYTES",
+    "MAX_PATH_CHARS",
+    "ROOT_NAME",
+    "Access",
+    "Resolved",
+    "Workspace",
+    "refusal",
+]
+
+Access = Literal["read", "list", "write"]
+"""How a tool touches a path: read its content, list a directory, or change it."""
 
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
@@ -67,8 +78,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 _SHOWN_CHARS = 200
-ROOT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-"""The names a root may take (an input's name): ``$NAME`` must read as one plain word."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ class Workspace:
 
     Raises:
         ConfigError: (code ``workspace_missing``) ``root`` is not a directory; ``root_invalid``
-            a root is not a usable folder (:func:`proctor.runtime.boundary.reach.checked_root`).
+            a root is not a usable folder (:func:`proctor.runtime.boundary.roots.checked_root`).
     """
 
     def __init__(
@@ -158,7 +167,7 @@ class Workspace:
         already done is shared.
 
         Raises:
-            ConfigError: ``root_invalid`` (:func:`proctor.runtime.boundary.reach.checked_root`).
+            ConfigError: ``root_invalid`` (:func:`proctor.runtime.boundary.roots.checked_root`).
         """
         wider = Workspace(self.root, extra_authority=self._extra_authority, roots=roots)
         wider._authority_files = self._authority_files

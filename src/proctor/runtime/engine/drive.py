@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
@@ -43,12 +43,19 @@ from proctor.runtime.admission.governor import (
     Governor,
 )
 from proctor.runtime.boundary.reach import run_roots, run_workspace
+from proctor.runtime.engine import kinds as run_kinds
+from proctor.runtime.engine.host import (
+    RunHost,
+    RunInterrupted,
+    StepDone,
+    StepPause,
+    narrow_outputs,
+)
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
-    from proctor.runtime.engine.session import Session
     from proctor.runtime.skills import LoadedSkill
 
 __all__ = ["RunDriver"]
@@ -60,41 +67,12 @@ class _Blocked(Exception):
         self.code, self.message, self.seal_reason = code, message, seal_reason
 
 
-@dataclass
-class _Done:
-    """A step that settles."""
-
-    outcome: str
-    output: Any = None
-    refusal: Refusal | None = None
-    seal_reason: str | None = None
-    run_outcome: str = "completed"
-    run_seal_reason: str | None = None
-    used: list[str] = field(default_factory=list)
-    already_done: str | None = None
-
-
-@dataclass
-class _Pause:
-    requests: list[RequestRecord]
-
-
-def _failed(step_id: str, exc: ProctorError, tool: str | None = None) -> _Done:
-    return _Done(
-        "failed",
-        refusal=Refusal(code=exc.code, message=exc.message, step=step_id, tool=tool),
-        seal_reason="tool_failed",
-        run_outcome="failed",
-        run_seal_reason="child_failed",
-    )
-
-
 class RunDriver:
     """One run, rebuilt from its record, driven while its session holds the lease."""
 
     def __init__(
         self,
-        session: Session,
+        session: RunHost,
         record: RunRecord,
         skill: LoadedSkill,
         method: Method,
@@ -286,8 +264,6 @@ class RunDriver:
         return self.s.stop_event.is_set() or (self.stop is not None and self.stop.is_set())
 
     def _interrupt(self) -> ProctorError:
-        from proctor.runtime.engine.session import RunInterrupted
-
         self.s.store.update_run(self.run_id, status="stopped")
         self.s.store.append_event(self.run_id, "stopped", {})
         self.s.audit.emit("run_stopped", run_id=self.run_id, step_index=None)
@@ -339,7 +315,7 @@ class RunDriver:
                 got = self._step(governor, index, step, inputs, outputs)
             except CommandStopped as exc:
                 raise self._interrupt() from exc
-            if isinstance(got, _Pause):
+            if isinstance(got, StepPause):
                 return self._pause(got.requests)
             body = {
                 "outcome": got.outcome,
@@ -366,8 +342,6 @@ class RunDriver:
         return self._seal("completed", None, value, None)
 
     def _result(self, outputs: dict[str, Any]) -> Any:
-        from proctor.runtime.engine.session import narrow_outputs
-
         method = self.method
         if method.result_from:
             if len(method.result_from) == 1:
@@ -387,8 +361,7 @@ class RunDriver:
         step: Any,
         inputs: dict[str, Any],
         outputs: dict[str, Any],
-    ) -> _Done | _Pause:
-        from proctor.runtime.engine import kinds as run_kinds
+    ) -> StepDone | StepPause:
 
         if isinstance(step, AskStep):
             return run_kinds.ask_step(self, step)

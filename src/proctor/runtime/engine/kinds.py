@@ -1,22 +1,19 @@
 """The step kinds a run drives: tool steps (with crash reconciliation), ask steps, agent steps.
 
-Each function returns what the step became: settled (``_Done``) or a pause on requests.
+Each function returns what the step became: settled (``StepDone``) or a pause on requests.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proctor.contracts.envelope import Refusal
 from proctor.contracts.skill import AgentStep, AskStep, ToolStep
 from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
 from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallSpec, Governor
-from proctor.runtime.engine.drive import _Done, _failed, _Pause
+from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.records.runs import CallRecord
-
-if TYPE_CHECKING:
-    from proctor.runtime.engine.drive import RunDriver
 
 __all__ = ["agent_step", "ask_step", "tool_step"]
 
@@ -25,13 +22,13 @@ __all__ = ["agent_step", "ask_step", "tool_step"]
 
 
 def tool_step(
-    run: RunDriver,
+    run: StepRunner,
     governor: Governor,
     index: int,
     step: ToolStep,
     inputs: dict[str, Any],
     outputs: dict[str, Any],
-) -> _Done | _Pause:
+) -> StepDone | StepPause:
     """Reconcile a crashed claim of the step, then call its tool through admission."""
     try:
         if governor.receipt_budget is not None:
@@ -41,7 +38,7 @@ def tool_step(
         if step.idempotency_key is not None:
             key = str(resolve(step.idempotency_key, inputs, outputs))
     except ProctorError as exc:
-        return _failed(step.id, exc)
+        return step_failed(step.id, exc)
     used: list[str] = []
     settled = _settled_call(run, step.id)
     if settled is not None:
@@ -67,7 +64,7 @@ def tool_step(
     try:
         call = governor.call(spec)
     except AwaitApproval as waiting:
-        return _Pause([run.open_request(waiting.address, waiting.body)])
+        return StepPause([run.open_request(waiting.address, waiting.body)])
     done = _settled(step, call, used)
     if call.already_done is not None:
         # Nothing was sent: the act was done under this key; the record names its receipt.
@@ -78,7 +75,7 @@ def tool_step(
     return done
 
 
-def _settled_call(run: RunDriver, step_id: str) -> CallOutcome | None:
+def _settled_call(run: StepRunner, step_id: str) -> CallOutcome | None:
     """The last settled call of a step whose own settlement was never recorded."""
     for record in reversed(run.s.store.calls(run.run_id)):
         if record.step_id != step_id or record.state != "settled":
@@ -102,11 +99,11 @@ def _settled_call(run: RunDriver, step_id: str) -> CallOutcome | None:
     return None
 
 
-def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> _Done:
+def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> StepDone:
     if call.approved_by == f"person:{step.id}":
         used = [*used, step.id]
     if call.ok:
-        return _Done("completed", output=call.result, used=used)
+        return StepDone("completed", output=call.result, used=used)
     error = call.error or {}
     refused = call.status == "refused"
     code = str(error.get("code", "failed"))
@@ -118,7 +115,7 @@ def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> _Done:
         rule_id=(error.get("details") or {}).get("rule_id"),
     )
     if code == "approval_declined":
-        return _Done(
+        return StepDone(
             "declined",
             refusal=refusal,
             seal_reason="approval_declined",
@@ -126,7 +123,7 @@ def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> _Done:
             run_seal_reason="approval_declined",
             used=used,
         )
-    return _Done(
+    return StepDone(
         "blocked" if refused else "failed",
         refusal=refusal,
         seal_reason=_reason_of(call),
@@ -149,7 +146,7 @@ def _reason_of(call: CallOutcome) -> str:
     return "admission_refused"
 
 
-def _digest_now(run: RunDriver, rel: str) -> str | None:
+def _digest_now(run: StepRunner, rel: str) -> str | None:
     from proctor.runtime.tools.fsutil import digest_of
 
     try:
@@ -159,7 +156,7 @@ def _digest_now(run: RunDriver, rel: str) -> str | None:
         return None
 
 
-def _abandon(run: RunDriver, claim: CallRecord, note: str) -> None:
+def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
     run.s.store.settle_call(
         run.run_id, claim.call_id, "unknown", {"status": "unknown", "result": None, "note": note}
     )
@@ -168,7 +165,9 @@ def _abandon(run: RunDriver, claim: CallRecord, note: str) -> None:
     )
 
 
-def _reconcile(run: RunDriver, step: ToolStep, claim: CallRecord) -> _Done | _Pause | str | None:
+def _reconcile(
+    run: StepRunner, step: ToolStep, claim: CallRecord
+) -> StepDone | StepPause | str | None:
     """Decide what a claim with no settlement means.
 
     Returns a settled step (a file change confirmed), a pause on a retry request, the retry
@@ -200,7 +199,7 @@ def _reconcile(run: RunDriver, step: ToolStep, claim: CallRecord) -> _Done | _Pa
             }
             run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled)
             run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
-            return _Done("completed", output=result)
+            return StepDone("completed", output=result)
         if all(n == f.get("before_digest") for n, f in zip(now, pending, strict=True)):
             _abandon(run, claim, "not applied (every file at its before-image); sent again")
             return None
@@ -217,7 +216,7 @@ def _reconcile(run: RunDriver, step: ToolStep, claim: CallRecord) -> _Done | _Pa
     }
     request = run.open_request(address, body)
     if request.decision is None:
-        return _Pause([request])
+        return StepPause([request])
     if request.decision.get("retry") is True:
         _abandon(run, claim, "a person chose to send it again")
         return address
@@ -228,7 +227,7 @@ def _reconcile(run: RunDriver, step: ToolStep, claim: CallRecord) -> _Done | _Pa
         step=step.id,
         tool=step.tool,
     )
-    return _Done(
+    return StepDone(
         "failed",
         refusal=refusal,
         seal_reason="tool_failed",
@@ -258,20 +257,20 @@ def ask_body(step: AskStep) -> dict[str, Any]:
     return {"kind": "question", "address": step.id, "questions": questions}
 
 
-def ask_step(run: RunDriver, step: AskStep) -> _Done | _Pause:
+def ask_step(run: StepRunner, step: AskStep) -> StepDone | StepPause:
     """Pause on the step's request until a person's decision is recorded, then settle."""
     request = run.open_request(step.id, ask_body(step))
     decision = request.decision
     if decision is None:
-        return _Pause([request])
+        return StepPause([request])
     if request.kind == "question":
-        return _Done("completed", output={"answers": decision.get("value")}, used=[step.id])
+        return StepDone("completed", output={"answers": decision.get("value")}, used=[step.id])
     if decision.get("approved") is True:
-        return _Done(
+        return StepDone(
             "completed", output={"approved": True, "reason": decision.get("reason")}, used=[step.id]
         )
     refusal = Refusal(code="approval_declined", message="a person declined this step", step=step.id)
-    return _Done(
+    return StepDone(
         "declined",
         refusal=refusal,
         seal_reason="approval_declined",
@@ -285,7 +284,7 @@ def ask_step(run: RunDriver, step: AskStep) -> _Done | _Pause:
 
 
 def _turn(
-    run: RunDriver, index: int, step: AgentStep, inputs: dict[str, Any], outputs: dict[str, Any]
+    run: StepRunner, index: int, step: AgentStep, inputs: dict[str, Any], outputs: dict[str, Any]
 ) -> dict[str, Any]:
     body = run.skill.package.body.strip()
     instructions = (body + "\n\n" if body else "") + step.agent.instructions
@@ -305,7 +304,7 @@ def _turn(
     }
 
 
-def _check_output(step: AgentStep, value: Any) -> _Done:
+def _check_output(step: AgentStep, value: Any) -> StepDone:
     from proctor.parser.inputs import validate_inputs
 
     schema = step.agent.output
@@ -315,7 +314,7 @@ def _check_output(step: AgentStep, value: Any) -> _Done:
         except ProctorError as exc:
             message = exc.message.replace("inputs", "the agent's output", 1)
             refusal = Refusal(code="agent_output_invalid", message=message, step=step.id)
-            return _Done(
+            return StepDone(
                 "failed",
                 refusal=refusal,
                 seal_reason="tool_failed",
@@ -323,28 +322,28 @@ def _check_output(step: AgentStep, value: Any) -> _Done:
                 run_seal_reason="child_failed",
                 used=[step.id],
             )
-    return _Done("completed", output=value, used=[step.id])
+    return StepDone("completed", output=value, used=[step.id])
 
 
 def agent_step(
-    run: RunDriver,
+    run: StepRunner,
     governor: Governor,
     index: int,
     step: AgentStep,
     inputs: dict[str, Any],
     outputs: dict[str, Any],
-) -> _Done | _Pause:
+) -> StepDone | StepPause:
     """Work the turn with the session's managed agent, or pause ``needs_agent`` on it."""
     try:
         turn = _turn(run, index, step, inputs, outputs)
     except ProctorError as exc:
-        return _failed(step.id, exc)
+        return step_failed(step.id, exc)
     agent = run.s.agent_driver
     if agent is not None:
         try:
             value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
         except ProctorError as exc:
-            return _failed(step.id, exc)
+            return step_failed(step.id, exc)
         done = _check_output(step, value)
         done.used = []
         return done
@@ -358,7 +357,7 @@ def agent_step(
             and r.address.startswith(f"{step.id}/turn/")
             and r.state == "open"
         ]
-        return _Pause([request, *waiting])
+        return StepPause([request, *waiting])
     failure = request.decision.get("failure")
     if isinstance(failure, dict):
         done = _turn_failed(run, step, str(failure.get("reason") or ""))
@@ -368,7 +367,7 @@ def agent_step(
     return done
 
 
-def _turn_approvals(run: RunDriver, step_id: str) -> list[str]:
+def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
     """The approvals the turn's calls executed on: used once the step settles."""
     used = []
     for call in run.s.store.calls(run.run_id):
@@ -379,14 +378,14 @@ def _turn_approvals(run: RunDriver, step_id: str) -> list[str]:
     return used
 
 
-def _turn_failed(run: RunDriver, step: AgentStep, reason: str) -> _Done:
+def _turn_failed(run: StepRunner, step: AgentStep, reason: str) -> StepDone:
     """The host ended the turn on its failure lane: the step fails with its reason."""
     # the reason is the host's free text: scrubbed of secrets, one line, bounded
     shown = " ".join(run.sanitizer.text(reason).split())[:500]
     refusal = Refusal(
         code="agent_failed", message=f"the agent could not do the turn: {shown}", step=step.id
     )
-    return _Done(
+    return StepDone(
         "failed",
         refusal=refusal,
         seal_reason="tool_failed",

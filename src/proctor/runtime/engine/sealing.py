@@ -17,7 +17,7 @@ from proctor.runtime.records.runs import CallRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
-    from proctor.runtime.engine.session import Session
+    from proctor.runtime.engine.host import RunHost
 
 __all__ = ["authority_notes", "call_receipt_outcome", "seal_run", "trace_of"]
 
@@ -89,7 +89,7 @@ def authority_notes(authority: dict[str, Any]) -> list[str]:
 
 
 def seal_run(
-    session: Session,
+    session: RunHost,
     record: RunRecord,
     *,
     outcome: str,

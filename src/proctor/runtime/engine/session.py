@@ -29,14 +29,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.resume import ResumeDocument, parse_resume_document
 from proctor.core.authority import Authority, parse_authority
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
-from proctor.runtime.admission.governor import CallOutcome, CallSpec
+from proctor.runtime.admission.governor import CallOutcome
+from proctor.runtime.engine.host import AgentDriver, Clock, RunInterrupted
 from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.skills import load_skill
@@ -51,44 +52,11 @@ if TYPE_CHECKING:
     from proctor.runtime.records.sqlite import SQLiteRunStore
     from proctor.runtime.tools.base import Tool
 
-__all__ = ["AgentDriver", "RunInterrupted", "Session", "narrow_outputs"]
-
-Clock = Callable[[], datetime]
+__all__ = ["AgentDriver", "RunInterrupted", "Session"]
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-class RunInterrupted(ProctorError):
-    """The driver was asked to stop: no new step started; the run waits for its next driver.
-
-    ``proctor run``/``resume`` exit 143 (SIGTERM) or 130 (SIGINT) on it.
-    """
-
-    code = "run_stopped"
-    exit_code = 143
-
-
-class AgentDriver(Protocol):
-    """A managed agent: works one turn, making every call through ``call``.
-
-    ``turn`` is the request body of kind ``agent_turn`` (``address``, ``instructions``,
-    ``inputs``, ``allowance``, ``output_schema``, ``ask``). ``call`` admits one
-    :class:`~proctor.runtime.admission.governor.CallSpec` through the run's governor with the turn's
-    allowance (the spec's own allowance and step are ignored). The return value is the turn's
-    output, checked against the step's ``output`` schema.
-    """
-
-    def drive_turn(
-        self, turn: dict[str, Any], call: Callable[[CallSpec], CallOutcome]
-    ) -> dict[str, Any]:
-        """Work one turn and return its output.
-
-        Raises:
-            ProctorError: the turn could not be worked (the step fails with its code).
-        """
-        ...
 
 
 class Session:
@@ -547,23 +515,3 @@ class Session:
             result=None,
             refusal=refusal,
         )
-
-
-def narrow_outputs(value: Any, schema: dict[str, Any]) -> Any:
-    """Keep only the declared properties of an object result, then validate it.
-
-    Raises:
-        ProctorError: code ``outputs_invalid`` naming the failing location.
-    """
-    from proctor.parser.inputs import validate_inputs
-
-    declared = isinstance(schema.get("properties"), dict)
-    if isinstance(value, dict) and declared and schema.get("additionalProperties") is not True:
-        value = {k: v for k, v in value.items() if k in schema["properties"]}
-    try:
-        validate_inputs(value, schema)
-    except UsageError as exc:
-        raise ProctorError(
-            exc.message.replace("inputs", "outputs", 1), code="outputs_invalid"
-        ) from exc
-    return value

@@ -8,13 +8,23 @@ hints at its value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from proctor.errors import ParseError, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 
-__all__ = ["AGENT_TOOLS", "CREDENTIAL_RESOLVE", "DIRECTIVE_LIST", "DIRECTIVE_VALIDATE", "TOOL_LIST"]
+__all__ = ["CREDENTIAL_RESOLVE", "Catalogue", "agent_tools"]
+
+Catalogue = Callable[[], Mapping[str, Tool]]
+"""Every native tool by name, asked when a catalogue tool runs."""
+
+
+def _unbound(_ctx: ToolContext, _args: dict[str, Any]) -> dict[str, Any]:
+    raise ToolFailed("this tool is used only as built by agent_tools()", code="tool_unbound")
+
 
 _SECTIONS = ("## purpose", "## steps")
 
@@ -29,12 +39,10 @@ def _args_summary(schema: Mapping[str, Any]) -> str:
     return ", ".join(parts) if parts else "-"
 
 
-def _tool_list(_ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from proctor.runtime.tools.registry import native_tools
-
+def _tool_list(catalogue: Catalogue, _ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     include = args.get("include_args", True)
     tools = []
-    for name, tool in sorted(native_tools().items()):
+    for name, tool in sorted(catalogue().items()):
         entry: dict[str, Any] = {
             "name": name,
             "effect": tool.effect,
@@ -46,7 +54,7 @@ def _tool_list(_ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"tools": tools, "count": len(tools)}
 
 
-TOOL_LIST = Tool(
+_TOOL_LIST = Tool(
     name="tool.list",
     description="List the registered tools with their effect class, description and arguments.",
     schema={
@@ -55,7 +63,7 @@ TOOL_LIST = Tool(
         "properties": {"include_args": {"type": "boolean"}},
     },
     effect="none",
-    handler=_tool_list,
+    handler=_unbound,
     output_schema={
         "type": "object",
         "required": ["tools", "count"],
@@ -64,22 +72,16 @@ TOOL_LIST = Tool(
 )
 
 
-def _known_tools() -> set[str]:
-    from proctor.runtime.tools.registry import native_tools
-
-    return set(native_tools())
-
-
-def _directive_list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _directive_list(catalogue: Catalogue, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from proctor.runtime.directives import load_directives
 
-    found = load_directives(ctx.workspace.root, tools=_known_tools())
+    found = load_directives(ctx.workspace.root, tools=set(catalogue()))
     items = [d.to_dict() for d in found.listed(args.get("category"))]
     refused = [{"file": label, "code": e.code} for label, e in sorted(found.refused.items())]
     return {"directives": items, "count": len(items), "refused": refused}
 
 
-DIRECTIVE_LIST = Tool(
+_DIRECTIVE_LIST = Tool(
     name="directive.list",
     description="List the directives (id, description, tools, category, source); optionally"
     " one category. Refused directive files are listed by name with why.",
@@ -89,7 +91,7 @@ DIRECTIVE_LIST = Tool(
         "properties": {"category": {"enum": ["system", "task", "security", "debug"]}},
     },
     effect="read",
-    handler=_directive_list,
+    handler=_unbound,
     output_schema={
         "type": "object",
         "required": ["directives", "count", "refused"],
@@ -107,7 +109,9 @@ def _path_arg(args: Mapping[str, Any]) -> list[tuple[str, Access]]:
     return [(path, "read")] if isinstance(path, str) else []
 
 
-def _directive_validate(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _directive_validate(
+    catalogue: Catalogue, ctx: ToolContext, args: dict[str, Any]
+) -> dict[str, Any]:
     from proctor.parser.directive import parse_directive
     from proctor.runtime.directives import allowance_for
 
@@ -126,7 +130,7 @@ def _directive_validate(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
         directive = parse_directive(
             data.decode("utf-8", "replace"), file_stem=stem, source=resolved.rel
         )
-        allowance_for(directive, _known_tools())
+        allowance_for(directive, set(catalogue()))
     except ParseError as exc:
         return {
             "valid": False,
@@ -145,7 +149,7 @@ def _directive_validate(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
     }
 
 
-DIRECTIVE_VALIDATE = Tool(
+_DIRECTIVE_VALIDATE = Tool(
     name="directive.validate",
     description="Check a directive file (frontmatter, id against file name, description,"
     " category, tools, body) without running it.",
@@ -156,7 +160,7 @@ DIRECTIVE_VALIDATE = Tool(
         "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
     },
     effect="read",
-    handler=_directive_validate,
+    handler=_unbound,
     paths=_path_arg,
     output_schema={
         "type": "object",
@@ -212,5 +216,13 @@ CREDENTIAL_RESOLVE = Tool(
     },
 )
 
-AGENT_TOOLS: tuple[Tool, ...] = (TOOL_LIST, DIRECTIVE_LIST, DIRECTIVE_VALIDATE, CREDENTIAL_RESOLVE)
-"""The tools of this module, for the registry."""
+
+def agent_tools(catalogue: Catalogue) -> tuple[Tool, ...]:
+    """The tools of this module, for the registry; ``catalogue`` answers every native tool by
+    name (the registry's own), which ``tool.list`` shows and the directive tools map onto."""
+    return (
+        replace(_TOOL_LIST, handler=partial(_tool_list, catalogue)),
+        replace(_DIRECTIVE_LIST, handler=partial(_directive_list, catalogue)),
+        replace(_DIRECTIVE_VALIDATE, handler=partial(_directive_validate, catalogue)),
+        CREDENTIAL_RESOLVE,
+    )

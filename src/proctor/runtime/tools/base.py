@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
+
+# re-exported: how a tool declares the paths it touches
+from proctor.runtime.boundary.workspace import Access as Access
 
 if TYPE_CHECKING:
     import threading
 
-    from proctor.runtime.boundary.workspace import Resolved, Workspace
+    from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.runs import RunStore
 
 Effect = Literal["none", "read", "write", "network", "process"]
 """The effect class of a tool: what it can do to the world."""
-
-Access = Literal["read", "list", "write"]
-"""How a tool touches a path: read its content, list a directory, or change it."""
 
 CHANGING_EFFECTS: frozenset[str] = frozenset({"write", "network", "process"})
 
@@ -121,30 +121,3 @@ def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
         where = "$" + name[4:] if name.startswith("data") else name
         return f"{where} violates '{rule}'"
     return None
-
-
-class _AdmittedWorkspace:
-    """The workspace as a handler sees it during one call: ``resolve`` answers the paths
-    containment already resolved for this call from that resolution (no second walk and
-    content check of the same path); any other path is resolved afresh. Everything else is the
-    workspace itself."""
-
-    def __init__(self, workspace: Workspace, resolved: dict[tuple[str, str], Resolved]) -> None:
-        self._workspace = workspace
-        self._resolved = resolved
-
-    def resolve(self, path: str, access: Access) -> Resolved:
-        hit = self._resolved.get((path, access))
-        return hit if hit is not None else self._workspace.resolve(path, access)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._workspace, name)
-
-
-def admitted_workspace(
-    workspace: Workspace, resolved: dict[tuple[str, str], Resolved]
-) -> Workspace:
-    """The workspace a handler gets: ``workspace`` itself, or a view answering ``resolved``."""
-    if not resolved:
-        return workspace
-    return cast("Workspace", _AdmittedWorkspace(workspace, resolved))

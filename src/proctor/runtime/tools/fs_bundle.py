@@ -294,7 +294,8 @@ def recover_bundles(workspace: Workspace, store: RunStore) -> list[str]:
         from proctor.runtime.boundary.reach import recovery_workspace
 
         # a bundle in another root is put back through the roots its run started with
-        ws = recovery_workspace(workspace, store, record.run_id)
+        run = store.get_run(record.run_id)
+        ws = recovery_workspace(workspace, None if run is None else run.data)
         if _settle(ws, store, record):
             rolled_back.append(record.bundle_id)
     return rolled_back

@@ -78,7 +78,7 @@ class NetworkContext:
             :class:`proctor.runtime.boundary.egress.StaticResolver`).
         verify: TLS verification (``True`` or a context with extra roots, for tests).
         limits: time, size and redirect bounds.
-        pool_factory: see :class:`proctor.runtime.boundary.egress.EgressTransport` (tests only).
+        pool_factory: see :class:`proctor.runtime.boundary.transport.EgressTransport` (tests only).
     """
 
     allow: EgressAllow = field(default_factory=EgressAllow)

@@ -11,7 +11,7 @@ __all__ = ["native_tools"]
 
 @cache
 def _build() -> tuple[Tool, ...]:
-    from proctor.runtime.tools.agent_tools import AGENT_TOOLS
+    from proctor.runtime.tools.agent_tools import agent_tools
     from proctor.runtime.tools.basic import DATA_DIGEST, ECHO
     from proctor.runtime.tools.command import COMMAND_EXECUTE
     from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
@@ -33,7 +33,7 @@ def _build() -> tuple[Tool, ...]:
         FS_RESTORE,
         COMMAND_EXECUTE,
         *http_tools().values(),
-        *AGENT_TOOLS,
+        *agent_tools(native_tools),
     )
 
 

@@ -1,0 +1,177 @@
+"""What every command that drives a run shares: the host's authority, signals, the envelope
+printed for people or as JSON, and the exit code it maps to (``run``, ``resume``, ``ask`` and
+directive runs).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proctor.errors import UsageError
+
+EXIT_PAUSED = 10
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+EXIT_CODES = {
+    "completed": 0,
+    "failed": 1,
+    "blocked": 1,
+    "declined": 1,
+    "superseded": 1,
+    "killed": 1,
+}
+EXIT_HELP = (
+    "Exit codes: 0 completed; 1 failed, blocked, declined or superseded; 2 usage, parse or"
+    " resume-document error; 3 configuration error; 10 paused (needs_approval or"
+    " needs_agent: answer with proctor resume); 130 stopped by SIGINT; 143 stopped by SIGTERM."
+)
+
+
+def exit_code_of(doc: dict[str, Any]) -> int:
+    """The exit status of an envelope: sealed by outcome, paused 10."""
+    if doc.get("status") != "sealed":
+        return EXIT_PAUSED
+    return EXIT_CODES.get(str(doc.get("outcome")), 1)
+
+
+def host_authority(run_authority: str | None, preset: str | None) -> Any:
+    """The authority a host states with ``--run-authority JSON`` or ``--authority NAME``.
+
+    Raises:
+        UsageError: both given, invalid JSON, or a preset that does not apply here.
+    """
+    if run_authority is not None and preset is not None:
+        raise UsageError("give --run-authority or --authority, not both", code="authority_invalid")
+    if run_authority is not None:
+        from proctor.core.authority import parse_authority
+
+        try:
+            doc = json.loads(run_authority)
+        except ValueError as exc:
+            raise UsageError("--run-authority is not JSON", code="authority_invalid") from exc
+        return parse_authority(doc)
+    if preset is not None:
+        from proctor.runtime.boundary.workspace import Workspace
+        from proctor.runtime.home.presets import preset_authority
+
+        return preset_authority(preset, Workspace.discover(Path.cwd()).root)
+    return None
+
+
+def drive_with_signals(session: Any, work: Any) -> Any:
+    """Run ``work()`` with SIGTERM/SIGINT handled: the first asks the driver to stop before its
+    next step (SIGINT also kills running commands and exits 130 within 2 s); a second signal
+    exits at once. Exits 143 (SIGTERM) or 130 (SIGINT) when a signal stopped the run."""
+    import os
+    import signal
+    import threading
+
+    from proctor.runtime.engine.host import RunInterrupted
+
+    got: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+        if got:
+            os._exit(code)
+        got.append(signum)
+        session.request_stop()
+        if signum == signal.SIGINT:
+            from proctor.runtime.tools.command import stop_running
+
+            stop_running()
+            timer = threading.Timer(2.0, os._exit, args=(EXIT_SIGINT,))
+            timer.daemon = True
+            timer.start()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        result = work()
+    except RunInterrupted as exc:
+        click.echo(f"stopped: {exc.message}", err=True)
+        sys.exit(EXIT_SIGINT if got and got[0] == signal.SIGINT else EXIT_SIGTERM)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    if got:
+        sys.exit(EXIT_SIGINT if got[0] == signal.SIGINT else EXIT_SIGTERM)
+    return result
+
+
+def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
+    """Drive ``work`` under signal handling, close the session, print the envelope (JSON or a
+    summary) and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    from proctor.cli.render import dump_json
+
+    try:
+        envelope = drive_with_signals(session, work)
+    finally:
+        session.close()
+    doc = envelope.to_json()
+    if as_json:
+        dump_json(doc)
+    else:
+        render_envelope(doc)
+    sys.exit(exit_code_of(doc))
+
+
+def render_envelope(doc: dict[str, Any]) -> None:
+    """A readable summary of a ``proctor.run.v1`` envelope, refusals explained."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    out = Console(highlight=False, soft_wrap=True)
+    outcome = str(doc.get("outcome") or doc.get("status"))
+    mark = {"completed": "[green]completed[/]"}.get(outcome, f"[red]{outcome}[/]")
+    out.print(
+        f"{mark}  {escape(str(doc.get('skill')))}#{escape(str(doc.get('method')))}"
+        f"  run {doc.get('run_id')}"
+    )
+    for entry in doc.get("trace") or []:
+        status = entry["outcome"]
+        line = f"  step {escape(entry['step'])}: {escape(entry['tool'])} {status}"
+        if entry.get("code"):
+            line += " " + escape(f"[{entry['code']}]")
+        out.print(line)
+        for warning in entry.get("warnings") or []:
+            out.print(f"    [yellow]warning[/] {escape(warning)}")
+    refusal = doc.get("refusal")
+    if refusal:
+        where = f" at step {refusal['step']}" if refusal.get("step") else ""
+        rule = f" (rule {refusal['rule_id']})" if refusal.get("rule_id") else ""
+        out.print(
+            f"[red]refused{escape(where)}[/]: {escape(refusal['message'])} "
+            + escape(f"[{refusal['code']}]{rule}")
+        )
+    if doc.get("result") is not None:
+        out.print("result: " + escape(json.dumps(doc["result"], ensure_ascii=False)))
+    for note in doc.get("notes") or []:
+        out.print(f"[dim]note: {escape(note)}[/]")
+    for request in doc.get("requests") or []:
+        if request.get("kind") == "credential":
+            continue  # needs_credential: its setup commands are in the notes above
+        out.print(
+            f"[yellow]waiting[/] {escape(str(request.get('kind')))} at"
+            f" {escape(str(request.get('address')))}  {request.get('request_digest')}"
+        )
+        for key in ("reason", "tool", "question"):
+            if request.get(key):
+                out.print(f"    {key}: {escape(str(request[key]))}")
+        payload = request.get("payload") or {}
+        for change in payload.get("files") or []:
+            out.print(f"    {escape(str(change.get('op')))} {escape(str(change.get('path')))}")
+            out.print(escape(str(change.get("diff") or "")), end="")
+        if payload.get("command"):
+            out.print("    argv: " + escape(json.dumps(payload["command"]["argv"])))
+    if doc.get("answers_template"):
+        out.print("answers template (fill it in, then pipe it to the command below):")
+        out.print(escape(json.dumps(doc["answers_template"], indent=2)))
+    if doc.get("resume_command"):
+        out.print(f"resume: {escape(str(doc['resume_command']))}")
+    if doc.get("receipt_id"):
+        out.print(f"receipt: {doc['receipt_id']}")

@@ -1,0 +1,146 @@
+"""What the MCP server and its turn tools share: the served configuration, the session pool,
+and how an envelope or a refusal reads to a model.
+
+:class:`TurnHost` is what the turn tools (:mod:`proctor.mcp.turns`) use of the server that
+dispatches to them, so the server imports the turn tools and never the other way round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import mcp_types as types
+
+from proctor.errors import ProctorError
+
+if TYPE_CHECKING:
+    from proctor.core.authority import Authority
+    from proctor.mcp.catalog import Catalog
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+__all__ = [
+    "ServerConfig",
+    "SessionPool",
+    "TurnHost",
+    "error_result",
+    "summarize",
+    "token_id",
+]
+
+T = TypeVar("T")
+
+
+def token_id(key: str) -> str:
+    """The public identity of an API key: ``tok_`` + the first 12 hex digits of its SHA-256."""
+    return "tok_" + hashlib.sha256(key.encode("ascii")).hexdigest()[:12]
+
+
+@dataclass
+class ServerConfig:
+    """What one ``proctor mcp`` process serves.
+
+    Attributes:
+        workspace: the workspace (one snapshot taken at startup).
+        catalog: the served skill tools (empty with ``--run``).
+        environ: the environment the sessions read.
+        authority: the saved preset applied with ``--authority NAME`` (``None``: the default).
+        authority_name: that preset's name, for the audit log.
+        run_scope: with ``--run RUN_ID``, the one run this server works.
+        transport: ``stdio`` or ``http`` (recorded in the audit log).
+        pool_size: how many runs may be driven at once (one session each).
+        runs: the paused runs this server's own calls opened, in order (the turn tools' scope).
+    """
+
+    workspace: Workspace
+    catalog: Catalog
+    environ: Mapping[str, str]
+    authority: Authority | None = None
+    authority_name: str | None = None
+    run_scope: str | None = None
+    transport: str = "stdio"
+    pool_size: int = 4
+    runs: dict[str, None] = field(default_factory=dict)
+
+
+class SessionPool:
+    """Driver sessions, one per worker thread at a time, created on demand up to ``size``."""
+
+    def __init__(self, factory: Callable[[], Session], size: int) -> None:
+        self._factory = factory
+        self._free: list[Session] = []
+        self._all: list[Session] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+
+    def use(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` with a session no other thread holds (blocks while all are busy)."""
+        with self._slots:
+            with self._lock:
+                session = self._free.pop() if self._free else None
+            if session is None:
+                session = self._factory()
+                with self._lock:
+                    self._all.append(session)
+            try:
+                return fn(session)
+            finally:
+                with self._lock:
+                    self._free.append(session)
+
+    def close(self) -> None:
+        """Close every session."""
+        with self._lock:
+            for session in self._all:
+                session.close()
+            self._all.clear()
+            self._free.clear()
+
+
+def summarize(doc: Mapping[str, Any]) -> str:
+    """A one-paragraph text summary of a ``proctor.run.v1`` envelope for a model to read."""
+    where = f"{doc.get('skill')}#{doc.get('method')}"
+    status = doc.get("status")
+    if status == "needs_credential":
+        names = ", ".join(str(r.get("credential")) for r in doc.get("requests") or [])
+        return f"{where} needs credentials before it can run: {names}. Nothing was run."
+    run = f"run {doc.get('run_id')}"
+    if status != "sealed":
+        requests = doc.get("requests") or []
+        lines = [f"{where} paused ({status}), {run}, waiting on {len(requests)} request(s):"]
+        for request in requests:
+            lines.append(f"- {request.get('address', request.get('step'))}: {request.get('kind')}")
+        return "\n".join(lines)
+    text = f"{where} {doc.get('outcome')}, {run}, receipt {doc.get('receipt_id')}."
+    refusal = doc.get("refusal")
+    if refusal:
+        text += f" Refused [{refusal.get('code')}]: {refusal.get('message')}"
+    elif doc.get("result") is not None:
+        result = json.dumps(doc["result"], ensure_ascii=False, sort_keys=True)
+        text += " Result: " + (result if len(result) <= 2_000 else result[:2_000] + "…")
+    return text
+
+
+def error_result(exc: ProctorError) -> types.CallToolResult:
+    """A refusal or failure that opened no run, as a tool error a model can read."""
+    from proctor.runtime.boundary.sanitize import scrub_text
+
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"error[{exc.code}]: {scrub_text(exc.message)}")],
+        is_error=True,
+    )
+
+
+class TurnHost(Protocol):
+    """What the turn tools use of the server dispatching to them."""
+
+    pool: SessionPool
+
+    def audit(self, event: str, run_id: str | None = None, **fields: Any) -> None: ...
+
+    def run_in_worker(self, fn: Callable[[threading.Event], T]) -> Awaitable[T]: ...

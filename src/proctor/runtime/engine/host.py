@@ -1,0 +1,172 @@
+"""What the run engine's parts share: the host a run is driven by, and what a step became.
+
+The session (:mod:`.session`) builds a :class:`~proctor.runtime.engine.drive.RunDriver` for
+each run it drives; the driver, the step kinds (:mod:`.kinds`) and sealing (:mod:`.sealing`)
+use the session only through :class:`RunHost`, and the step kinds use the driver only through
+:class:`StepRunner`. Both are protocols here, below every module that implements them, so the
+engine's modules import downwards only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from proctor.contracts.envelope import Refusal
+from proctor.errors import ProctorError, UsageError
+
+if TYPE_CHECKING:
+    from proctor.policy import GuardRegistry, PolicySet, Unrestricted
+    from proctor.receipts.signing import Signer
+    from proctor.runtime.admission.governor import CallOutcome, CallSpec
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.audit import AuditLog
+    from proctor.runtime.records.receipts import ReceiptStore
+    from proctor.runtime.records.runs import CallRecord, RequestRecord, RunStore
+    from proctor.runtime.skills import LoadedSkill
+    from proctor.runtime.tools.base import Tool
+
+__all__ = [
+    "AgentDriver",
+    "Clock",
+    "RunHost",
+    "RunInterrupted",
+    "StepDone",
+    "StepPause",
+    "StepRunner",
+    "narrow_outputs",
+    "step_failed",
+]
+
+Clock = Callable[[], datetime]
+
+
+class RunInterrupted(ProctorError):
+    """The driver was asked to stop: no new step started; the run waits for its next driver.
+
+    ``proctor run``/``resume`` exit 143 (SIGTERM) or 130 (SIGINT) on it.
+    """
+
+    code = "run_stopped"
+    exit_code = 143
+
+
+class AgentDriver(Protocol):
+    """A managed agent: works one turn, making every call through ``call``.
+
+    ``turn`` is the request body of kind ``agent_turn`` (``address``, ``instructions``,
+    ``inputs``, ``allowance``, ``output_schema``, ``ask``). ``call`` admits one
+    :class:`~proctor.runtime.admission.governor.CallSpec` through the run's governor with the
+    turn's allowance (the spec's own allowance and step are ignored). The return value is the
+    turn's output, checked against the step's ``output`` schema.
+    """
+
+    def drive_turn(
+        self, turn: dict[str, Any], call: Callable[[CallSpec], CallOutcome]
+    ) -> dict[str, Any]:
+        """Work one turn and return its output.
+
+        Raises:
+            ProctorError: the turn could not be worked (the step fails with its code).
+        """
+        ...
+
+
+class RunHost(Protocol):
+    """What a run's driver and its sealing use of the session that drives it."""
+
+    workspace: Workspace
+    environ: Mapping[str, str]
+    clock: Clock
+    agent_driver: AgentDriver | None
+    stop_event: threading.Event
+
+    @property
+    def store(self) -> RunStore: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def receipts(self) -> ReceiptStore: ...
+
+    @property
+    def signer(self) -> Signer: ...
+
+    @property
+    def tools(self) -> dict[str, Tool]: ...
+
+    def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]: ...
+
+    def _renew(self, run_id: str) -> None: ...
+
+
+@dataclass
+class StepDone:
+    """A step that settles."""
+
+    outcome: str
+    output: Any = None
+    refusal: Refusal | None = None
+    seal_reason: str | None = None
+    run_outcome: str = "completed"
+    run_seal_reason: str | None = None
+    used: list[str] = field(default_factory=list)
+    already_done: str | None = None
+
+
+@dataclass
+class StepPause:
+    """A step that waits on requests (an approval, an answer, an agent turn)."""
+
+    requests: list[RequestRecord]
+
+
+def step_failed(step_id: str, exc: ProctorError, tool: str | None = None) -> StepDone:
+    """The settled form of a step that failed with ``exc``: it fails the run."""
+    return StepDone(
+        "failed",
+        refusal=Refusal(code=exc.code, message=exc.message, step=step_id, tool=tool),
+        seal_reason="tool_failed",
+        run_outcome="failed",
+        run_seal_reason="child_failed",
+    )
+
+
+class StepRunner(Protocol):
+    """What a step kind (:mod:`.kinds`) uses of the run driving it."""
+
+    s: RunHost
+    run_id: str
+    skill: LoadedSkill
+    sanitizer: Sanitizer
+
+    def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord: ...
+
+    def recorded_claims(self, step_id: str) -> list[CallRecord]: ...
+
+    def turn_call_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallOutcome: ...
+
+
+def narrow_outputs(value: Any, schema: dict[str, Any]) -> Any:
+    """Keep only the declared properties of an object result, then validate it.
+
+    Raises:
+        ProctorError: code ``outputs_invalid`` naming the failing location.
+    """
+    from proctor.parser.inputs import validate_inputs
+
+    declared = isinstance(schema.get("properties"), dict)
+    if isinstance(value, dict) and declared and schema.get("additionalProperties") is not True:
+        value = {k: v for k, v in value.items() if k in schema["properties"]}
+    try:
+        validate_inputs(value, schema)
+    except UsageError as exc:
+        raise ProctorError(
+            exc.message.replace("inputs", "outputs", 1), code="outputs_invalid"
+        ) from exc
+    return value
