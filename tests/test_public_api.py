@@ -16,16 +16,19 @@ def test_all_is_pinned_and_sorted() -> None:
     # the order is ruff's (RUF022: constants, then classes, then functions, each sorted)
     assert proctor.__all__ == [
         "UNRESTRICTED",
+        "AgentDriver",
         "Authority",
         "CallOutcome",
         "CallSpec",
         "Governor",
         "ProctorError",
         "RunEnvelope",
+        "RunInterrupted",
         "Session",
         "VerifyResult",
         "Workspace",
         "__version__",
+        "parse_authority",
         "verify_receipt",
     ]
     for name in proctor.__all__:

@@ -15,41 +15,48 @@ from proctor._version import __version__
 
 if TYPE_CHECKING:
     from proctor.contracts.envelope import RunEnvelope
-    from proctor.core.authority import Authority
+    from proctor.core.authority import Authority, parse_authority
     from proctor.errors import ProctorError
     from proctor.policy.evaluate import UNRESTRICTED
     from proctor.receipts.verify import VerifyResult
     from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
     from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.host import AgentDriver, RunInterrupted
     from proctor.runtime.engine.session import Session
     from proctor.runtime.records.receipts import verify_receipt
 
 __all__ = [
     "UNRESTRICTED",
+    "AgentDriver",
     "Authority",
     "CallOutcome",
     "CallSpec",
     "Governor",
     "ProctorError",
     "RunEnvelope",
+    "RunInterrupted",
     "Session",
     "VerifyResult",
     "Workspace",
     "__version__",
+    "parse_authority",
     "verify_receipt",
 ]
 
 _EXPORTS: dict[str, str] = {
     "UNRESTRICTED": "proctor.policy.evaluate",
+    "AgentDriver": "proctor.runtime.engine.host",
     "Authority": "proctor.core.authority",
     "CallOutcome": "proctor.runtime.admission.governor",
     "CallSpec": "proctor.runtime.admission.governor",
     "Governor": "proctor.runtime.admission.governor",
     "ProctorError": "proctor.errors",
     "RunEnvelope": "proctor.contracts.envelope",
+    "RunInterrupted": "proctor.runtime.engine.host",
     "Session": "proctor.runtime.engine.session",
     "VerifyResult": "proctor.receipts.verify",
     "Workspace": "proctor.runtime.boundary.workspace",
+    "parse_authority": "proctor.core.authority",
     "verify_receipt": "proctor.runtime.records.receipts",
 }
 

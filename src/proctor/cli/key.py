@@ -30,7 +30,7 @@ def key() -> None:
 def show(as_json: bool) -> None:
     """Print the public key and key id of the local signing key."""
     from proctor.cli.render import dump_json
-    from proctor.runtime.records.keys import load_signer
+    from proctor.runtime.home.keys import load_signer
 
     local = load_signer()
     public = local.signer.public_key
@@ -56,6 +56,6 @@ def show(as_json: bool) -> None:
 @key.command("export-public")
 def export_public() -> None:
     """Print the public key as PEM (for `proctor verify --key`)."""
-    from proctor.runtime.records.keys import load_signer
+    from proctor.runtime.home.keys import load_signer
 
     click.echo(load_signer().signer.public_key.pem(), nl=False)

@@ -5,7 +5,7 @@ A key is identified by its **key id**: ``sha256:`` followed by the lowercase hex
 Raw)`` returns). Nothing else (no PEM, no DER header) enters the digest, so any tool that holds
 the raw key can recompute the id.
 
-Creating a key (randomness) and reading key files (I/O) live in :mod:`proctor.runtime.records.keys`.
+Creating a key (randomness) and reading key files (I/O) live in :mod:`proctor.runtime.home.keys`.
 """
 
 from __future__ import annotations

@@ -1,1 +1,20 @@
-"""proctor.runtime layer."""
+"""proctor.runtime: the impure engine, in parts that import downwards only.
+
+Each part is a sub-package whose ``__init__`` says what it owns, which of its modules the other
+parts may use (its surface) and which parts it may import; import-linter enforces the order
+(``pyproject.toml``) and ``tests/test_architecture.py`` refuses any import cycle. From the top:
+
+- ``check``: ``proctor check``, the self-verification that uses every part;
+- ``agents``: managed agents (provider dialects, the turn loop) and the sessions that drive
+  directive runs with one;
+- ``engine``: the session, the run driver, the step kinds, sealing, leases, credential delivery;
+- ``admission``: the governor (the one path every call takes) and the floor's preview;
+- ``tools``: the native tools, each a schema, an effect class and a handler;
+- ``directives``: the directive catalogue (``directives/*.md`` and the shipped ones);
+- ``records``: the run stores, the receipt store, the audit log, the signature pool;
+- ``home``: ``PROCTOR_HOME``: the signing key, ``config.json``, presets, credentials;
+- ``boundary``: where a run meets the host: workspace containment and reach, the egress guard
+  and transport, the sanitizer;
+- ``skills``, ``limits``, ``testhooks``: reading skill packages, limits from the environment,
+  crash-test hooks; used by every part above.
+"""

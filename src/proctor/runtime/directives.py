@@ -30,16 +30,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import ParseError, RefusedCall, UsageError
+from proctor.errors import ParseError, UsageError
 from proctor.parser.directive import CATEGORIES, DIRECTIVE_ID, Directive, parse_directive
 
 if TYPE_CHECKING:
-    from proctor.runtime.boundary.workspace import Workspace
-    from proctor.runtime.tools.base import Access, Tool
+    pass
 
 __all__ = [
     "DIRECTIVE_OUTPUT",
@@ -48,7 +47,6 @@ __all__ = [
     "DirectiveSet",
     "allowance_for",
     "confined_run",
-    "confined_tools",
     "load_directives",
     "package_for",
     "render_catalogue",
@@ -226,44 +224,6 @@ def allowance_for(directive: Directive, tools: Collection[str]) -> tuple[str, ..
             )
         out.setdefault(mapped, None)
     return tuple(out)
-
-
-def _confined(tool: Tool, workspace: Workspace) -> Tool:
-    inner = tool.paths
-
-    def paths(args: Mapping[str, Any]) -> list[tuple[str, Access]]:
-        found = inner(args)
-        for path, access in found:
-            if access != "write":
-                continue
-            # Resolved as containment resolves it (links, '..'), so a link inside output/
-            # pointing elsewhere is judged by where it leads.
-            rel = workspace.resolve(path, "write").rel
-            head, _, rest = rel.partition("/")
-            if head not in WRITABLE_DIRS or not rest:
-                raise RefusedCall(
-                    f"a directive run writes only under {' and '.join(WRITABLE_DIRS)}/; "
-                    f"{tool.name} names a path outside them",
-                    code="outside_writable_dirs",
-                )
-        return found
-
-    return replace(tool, paths=paths)
-
-
-def confined_tools(tools: Mapping[str, Tool], workspace: Workspace) -> dict[str, Tool]:
-    """``tools`` with every file-changing tool confined to ``output/`` and ``drafts/``.
-
-    The confined tools keep their names, schemas and handlers, so every policy rule that covers
-    them still does; their path check refuses (``outside_writable_dirs``) at containment, before
-    policy, a path that resolves outside the writable folders. Workspace containment applies
-    as for any run (``..``, links, sensitive and authority files).
-    """
-    out = dict(tools)
-    for name, tool in tools.items():
-        if tool.effect == "write":
-            out[name] = _confined(tool, workspace)
-    return out
 
 
 def confined_run(data: Mapping[str, Any], state_dir: Path) -> bool:

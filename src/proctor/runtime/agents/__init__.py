@@ -1,7 +1,9 @@
-"""Managed agents: provider dialects, the pinned model client and the turn loop.
+"""Managed agents: provider dialects, the pinned model client, the turn loop, and the sessions
+that drive directive runs with one (:mod:`.sessions`).
 
-The dialects speak each provider's HTTP shape with httpx directly (see ``docs/agents.md`` for
-why the ``openai``/``anthropic`` SDKs are not used at run time).
+Surface: the names below and ``sessions``. May import the engine and every part under it; never
+check, mcp or cli. The dialects speak each provider's HTTP shape with httpx directly (see
+``docs/agents.md`` for why the ``openai``/``anthropic`` SDKs are not used at run time).
 """
 
 from __future__ import annotations

@@ -212,7 +212,8 @@ class RunDriver:
 
             workspace = Workspace(workspace.root, extra_authority=extra)
         workspace = run_workspace(workspace, self.authority, self.record.data)
-        from proctor.runtime.directives import confined_run, confined_tools
+        from proctor.runtime.directives import confined_run
+        from proctor.runtime.engine.confinement import confined_tools
 
         tools = s.tools
         if confined_run(self.record.data, s.workspace.state_dir):

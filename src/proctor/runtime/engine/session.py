@@ -135,7 +135,7 @@ class Session:
     def signer(self) -> Signer:
         """The signing key."""
         if self._signer is None:
-            from proctor.runtime.records.keys import load_signer
+            from proctor.runtime.home.keys import load_signer
 
             self._signer = load_signer(self.environ).signer
         return self._signer

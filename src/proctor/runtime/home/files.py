@@ -1,4 +1,5 @@
-"""Private files of the home (``config.json``, credential material): written whole or not at all.
+"""Where the home is, and its private files (``config.json``, credential material), written
+whole or not at all.
 
 A file is written to a fresh temporary name (mode 0600, created exclusively), synced, then
 renamed over the target, so a reader sees the old or the new bytes and never a torn file.
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["write_private"]
+__all__ = ["home_dir", "write_private"]
 
 
 def write_private(path: Path, data: bytes) -> None:
@@ -30,3 +32,11 @@ def write_private(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def home_dir(environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
+    """The proctor home and how to show it (``$PROCTOR_HOME`` or ``~/.proctor``)."""
+    named = (os.environ if environ is None else environ).get("PROCTOR_HOME")
+    if named:
+        return Path(named), "$PROCTOR_HOME"
+    return Path.home() / ".proctor", "~/.proctor"

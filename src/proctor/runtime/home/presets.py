@@ -37,7 +37,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 def _folder(environ: Mapping[str, str] | None) -> Path:
-    from proctor.runtime.records.keys import home_dir
+    from proctor.runtime.home.keys import home_dir
 
     home, _ = home_dir(environ)
     return home / "authority"

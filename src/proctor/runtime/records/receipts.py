@@ -330,7 +330,7 @@ def _folder_loader(directory: Path) -> Callable[[str], bytes | None]:
 
 def _trusted(public_key: PublicKey | bytes | str | os.PathLike[str] | None) -> list[PublicKey]:
     from proctor.receipts.signing import PublicKey, parse_public_key
-    from proctor.runtime.records.keys import load_public_key_file, trusted_local_key
+    from proctor.runtime.home.keys import load_public_key_file, trusted_local_key
 
     if public_key is None:
         local = trusted_local_key()

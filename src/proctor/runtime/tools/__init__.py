@@ -1,1 +1,11 @@
-"""proctor.runtime.tools layer."""
+"""The native tools: each a name, a JSON Schema, an effect class and a handler (:mod:`.base`).
+
+Owns the tools (``echo``, ``data.digest``, ``fs.*``, ``http.request``, ``command.execute``, the
+agent tools) and :mod:`.registry`, which builds them once. A handler never checks its own
+authority: admission has run scope, schema, containment and policy before it is called.
+
+Surface: ``base`` (``Tool``, ``ToolContext``, ``Effect``, ``Access``), ``registry.native_tools``,
+and the few helpers admission's preview reads (``fs``, ``fsutil``, ``command``). May import
+directives, records, home, boundary and the shared runtime modules; never admission or the
+engine.
+"""

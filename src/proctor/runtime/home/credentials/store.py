@@ -31,6 +31,7 @@ from typing import Any, Literal
 from proctor.errors import CredentialError
 from proctor.runtime.home.credentials.audience import normalize_audience
 from proctor.runtime.home.credentials.model import Secret
+from proctor.runtime.home.files import home_dir as home_location
 from proctor.runtime.home.files import write_private
 
 __all__ = ["CredentialStore", "ProfileInfo", "home_dir", "validate_name"]
@@ -42,9 +43,8 @@ _KEYRING_SERVICE = "proctor"
 
 
 def home_dir() -> Path:
-    """The proctor home: ``PROCTOR_HOME`` or ``~/.proctor``."""
-    named = os.environ.get("PROCTOR_HOME")
-    return Path(named) if named else Path.home() / ".proctor"
+    """The proctor home: ``PROCTOR_HOME`` or ``~/.proctor`` (see :func:`files.home_dir`)."""
+    return home_location()[0]
 
 
 def validate_name(kind: str, value: str) -> str:

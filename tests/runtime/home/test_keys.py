@@ -11,8 +11,8 @@ import pytest
 
 from proctor.errors import ConfigError
 from proctor.receipts.signing import signer_from_seed
+from proctor.runtime.home.keys import load_signer, trusted_local_key
 from proctor.runtime.limits import max_receipts_from_env
-from proctor.runtime.records.keys import load_signer, trusted_local_key
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 
@@ -98,7 +98,7 @@ def test_max_receipts_refused(value: str) -> None:
 def test_sessions_of_one_process_creating_the_key_at_once_share_one_key(tmp_path: Path) -> None:
     import threading
 
-    from proctor.runtime.records.keys import load_signer
+    from proctor.runtime.home.keys import load_signer
 
     env = {"PROCTOR_HOME": str(tmp_path / "home")}
     ids: list[str] = []

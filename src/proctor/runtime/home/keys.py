@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proctor.errors import ConfigError
 from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem, parse_public_key
+from proctor.runtime.home.files import home_dir
 
 __all__ = [
     "KEY_FILE_NAME",
@@ -51,15 +52,6 @@ class LocalKey:
 
 def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if environ is None else environ
-
-
-def home_dir(environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
-    """The proctor home and how to show it (``$PROCTOR_HOME`` or ``~/.proctor``)."""
-    env = _env(environ)
-    named = env.get("PROCTOR_HOME")
-    if named:
-        return Path(named), "$PROCTOR_HOME"
-    return Path.home() / ".proctor", "~/.proctor"
 
 
 def _key_location(environ: Mapping[str, str] | None) -> tuple[Path, str, bool]:
