@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ask": ("proctor.cli.ask", "ask", "Route a request to a directive and run it."),
     "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
     "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
+    "test": ("proctor.cli.test", "proctor_test", "Replay a skill's tests; record one from a run."),
 }
 
 

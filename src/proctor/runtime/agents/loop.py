@@ -118,6 +118,8 @@ class ManagedAgent:
         resolver: resolves the endpoint's host once (default: the system resolver).
         max_tokens: the answer length limit sent to the provider (``None``: its default).
         max_steps: the step cap of a turn that names none (model requests per turn).
+        pool_factory: what the model client hands checked requests to (``proctor test``
+            serves scripted responses; default: a connection pool).
 
     Raises:
         AgentError: (``provider_unreachable``) the endpoint's host does not resolve.
@@ -135,6 +137,7 @@ class ManagedAgent:
         resolver: Callable[[str, int], Any] | None = None,
         max_tokens: int | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
+        pool_factory: Callable[[Any], Any] | None = None,
     ) -> None:
         self.config = config
         self.max_steps = max_steps
@@ -155,6 +158,7 @@ class ManagedAgent:
             cancel=self.cancel,
             resolver=resolver,
             secrets=[self._reveal()] if key is not None else [],
+            pool_factory=pool_factory,
         )
         self.last = TurnStats()
 

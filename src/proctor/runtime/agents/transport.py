@@ -108,7 +108,11 @@ class RetryPolicy:
         return float(min(self.cap_s, self.base_s * (2**attempt)))
 
 
-def _pinned_transport(endpoint: httpx.URL, resolver: Callable[[str, int], Any] | None) -> Any:
+def _pinned_transport(
+    endpoint: httpx.URL,
+    resolver: Callable[[str, int], Any] | None,
+    pool_factory: Callable[[Any], httpx.BaseTransport] | None = None,
+) -> Any:
     from proctor.core.netaddr import HostName, parse_host
     from proctor.runtime.boundary.egress import (
         EgressAllow,
@@ -138,8 +142,9 @@ def _pinned_transport(endpoint: httpx.URL, resolver: Callable[[str, int], Any] |
         return EgressTransport(
             allow=EgressAllow(hosts=frozenset({host.canonical})),
             resolver=StaticResolver({host.canonical: addresses}),
+            pool_factory=pool_factory,
         )
-    return EgressTransport(allow=EgressAllow.parse([shown]))
+    return EgressTransport(allow=EgressAllow.parse([shown]), pool_factory=pool_factory)
 
 
 class ModelClient:
@@ -153,6 +158,8 @@ class ModelClient:
         cancel: cancellation token.
         resolver: resolves the endpoint's host once (default: the system resolver).
         secrets: values scrubbed from provider messages (the API key).
+        pool_factory: what a checked request is handed to (default: a connection pool);
+            ``proctor test`` answers from scripted responses instead.
 
     Raises:
         AgentError: (``provider_unreachable``) the endpoint's host does not resolve.
@@ -168,6 +175,7 @@ class ModelClient:
         cancel: CancelToken | None = None,
         resolver: Callable[[str, int], Any] | None = None,
         secrets: Iterable[str | None] = (),
+        pool_factory: Callable[[Any], httpx.BaseTransport] | None = None,
     ) -> None:
         from proctor.runtime.boundary.sanitize import TaintSet
 
@@ -179,7 +187,7 @@ class ModelClient:
         self.sleep = sleep or self._wait
         self.requests_sent = 0
         self._client = httpx.Client(
-            transport=_pinned_transport(self.endpoint, resolver),
+            transport=_pinned_transport(self.endpoint, resolver, pool_factory),
             timeout=httpx.Timeout(timeout_s),
             follow_redirects=False,
             trust_env=False,

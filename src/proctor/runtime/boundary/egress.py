@@ -24,7 +24,7 @@ import ipaddress
 import re
 import socket
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -39,11 +39,14 @@ from proctor.core.netaddr import (
 from proctor.errors import ConfigError, EgressRefused
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = [
     "EgressAllow",
     "EgressLimits",
+    "EgressRoute",
     "Resolver",
     "StaticResolver",
     "SystemResolver",
@@ -94,6 +97,24 @@ class StaticResolver:
             if name.lower().rstrip(".") == key:
                 return list(addresses)
         raise socket.gaierror(socket.EAI_NONAME, "name does not resolve")
+
+
+@dataclass(frozen=True)
+class EgressRoute:
+    """Where a session's checked requests go instead of the network: ``proctor test`` answers
+    them from fixtures, ``proctor test record`` copies each exchange on its way.
+
+    Every request still passes the egress guard first (scheme, userinfo, host, the allow-list,
+    each resolved address); only what happens after the check changes.
+
+    Attributes:
+        resolver: how names become the addresses the guard checks.
+        pool_factory: builds the transport a checked request is handed to (see
+            :class:`proctor.runtime.boundary.transport.EgressTransport`).
+    """
+
+    resolver: Resolver
+    pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport]
 
 
 @dataclass(frozen=True)

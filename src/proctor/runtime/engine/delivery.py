@@ -33,7 +33,7 @@ from proctor.errors import CredentialError
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.runtime.admission.governor import Deliver
-    from proctor.runtime.boundary.egress import EgressAllow
+    from proctor.runtime.boundary.egress import EgressAllow, EgressRoute
     from proctor.runtime.boundary.sanitize import Sanitizer, TaintSet
     from proctor.runtime.home.credentials import CredentialStore
     from proctor.runtime.records.audit import AuditLog
@@ -129,6 +129,7 @@ def prepare_delivery(
     taint: TaintSet,
     profile: str | None = None,
     request_secrets: Mapping[str, str] | None = None,
+    route: EgressRoute | None = None,
 ) -> Deliver:
     """Resolve the method's credentials once and return the admission ``deliver`` seam.
 
@@ -138,7 +139,8 @@ def prepare_delivery(
     non-secret choice (``ResolvedCredential.describe()``: source and profile name) under
     ``credentials``; a resume resolves again from a new snapshot. The egress allow-list is
     the one recorded in the run's ``authority``, so what is enforced is what the receipt's
-    authority digest covers.
+    authority digest covers. ``route`` (the session's) sends checked requests somewhere other
+    than the network, after the same guard.
 
     Raises:
         NeedsCredential: a named requirement has no source (nothing was delivered).
@@ -179,7 +181,11 @@ def prepare_delivery(
             run_id,
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
-    network = network_deliver(resolved, by_step, allow=recorded_egress(authority), taint=taint)
+    network = network_deliver(
+        resolved, by_step, allow=recorded_egress(authority), taint=taint,
+        resolver=route.resolver if route else None,
+        pool_factory=route.pool_factory if route else None,
+    )  # fmt: skip
     process = process_deliver(resolved, by_step, taint=taint, environ=environ)
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:

@@ -254,7 +254,7 @@ class RunDriver:
                 workspace_root=self.s.workspace.root, environ=self.s.environ,
                 authority=self.record.data.get("authority") or {},
                 taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
-                request_secrets=self.request_secrets,
+                request_secrets=self.request_secrets, route=self.s.egress_route,
             )  # fmt: skip
         except NeedsCredential:
             raise

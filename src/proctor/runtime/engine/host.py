@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
+    from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
@@ -83,6 +84,7 @@ class RunHost(Protocol):
     environ: Mapping[str, str]
     clock: Clock
     agent_driver: AgentDriver | None
+    egress_route: EgressRoute | None
     stop_event: threading.Event
 
     @property

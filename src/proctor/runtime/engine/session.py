@@ -46,6 +46,7 @@ from proctor.runtime.testhooks import kill_point
 if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
+    from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
@@ -70,6 +71,8 @@ class Session:
         run_ids: a factory of run ids (default: random UUID4 hex).
         agent_driver: a managed agent that works agent turns; without one, an agent step
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
+        egress_route: where checked network requests go instead of the network (``proctor
+            test`` answers them from fixtures); the egress guard runs first either way.
     """
 
     confine_writes: bool = False
@@ -85,11 +88,13 @@ class Session:
         signer: Signer | None = None,
         run_ids: Callable[[], str] | None = None,
         agent_driver: AgentDriver | None = None,
+        egress_route: EgressRoute | None = None,
     ) -> None:
         self.workspace = workspace
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
         self.agent_driver = agent_driver
+        self.egress_route = egress_route
         self._signer = signer
         self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
         self._store: SQLiteRunStore | None = None

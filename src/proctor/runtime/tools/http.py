@@ -328,12 +328,15 @@ def network_deliver(
     resolver: Resolver | None = None,
     verify: ssl.SSLContext | bool = True,
     limits: EgressLimits | None = None,
+    pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport] | None = None,
 ) -> Callable[[Any, Tool], dict[str, Any]]:
     """The admission ``deliver`` seam for network tools.
 
     ``credentials`` is what :func:`proctor.runtime.home.credentials.resolve_credentials` returned
     for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
     only its own step's credential, so a step that declares none can deliver none.
+    ``resolver`` and ``pool_factory`` route checked requests elsewhere (an
+    :class:`~proctor.runtime.boundary.egress.EgressRoute`: ``proctor test``).
     """
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
@@ -350,6 +353,7 @@ def network_deliver(
                 resolver=resolver or SystemResolver(),
                 verify=verify,
                 limits=limits or EgressLimits(),
+                pool_factory=pool_factory,
             )
         }
 

@@ -1,0 +1,184 @@
+"""``proctor test PATH``: replay a skill's tests; ``proctor test record``: write one from a run.
+
+Exit status of ``proctor test``: 0 every test passed, 5 a test failed or could not run, 2 the
+path names no test (usage). ``--json`` prints a ``proctor.test.v1`` report
+(:mod:`proctor.contracts.testreport`); ``--junit FILE`` writes JUnit XML beside it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_TESTS_FAILED = 5
+
+_HELP = """Replay a skill's tests, each in a workspace of its own.
+
+PATH is a test file (pkg/tests/NAME.yaml), a package (every tests/*.yaml, in name order) or a
+folder (every package below it). Nothing reaches the network, a model or a person: HTTP
+answers from the test's exchanges, the host's answers and approvals come from the test.
+
+\b
+Example:
+  proctor test examples/hello-world
+  proctor test examples -k notes --junit report.xml
+
+Exit codes: 0 all passed; 5 a test failed or could not run; 2 no test at PATH.
+"""
+
+
+class _TestGroup(click.Group):
+    """``proctor test PATH ...`` runs tests; ``proctor test record ...`` records one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(
+            "proctor test", "PATH [-k NAME] [--json] [--junit FILE] [--keep] | record ..."
+        )
+
+
+@click.group("test", cls=_TestGroup, help=_HELP)
+def proctor_test() -> None:
+    """Replay a skill's tests."""
+
+
+@proctor_test.command("run", hidden=True, help=_HELP)
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-k", "keyword", metavar="NAME", help="Only tests whose package/name contains NAME.")
+@click.option("--json", "as_json", is_flag=True, help="Print a proctor.test.v1 report.")
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a JUnit XML report to FILE.",
+)
+@click.option("--keep", is_flag=True, help="Keep each test's workspace (.proctor/test/<id>/).")
+def run_tests(
+    path: Path, keyword: str | None, as_json: bool, junit: Path | None, keep: bool
+) -> None:
+    from proctor.testing.report import build_report, junit_xml
+    from proctor.testing.runner import collect, run_cases
+
+    cases = collect(path, keyword)
+    results = run_cases(cases, keep=keep) if as_json else _run_with_progress(cases, keep)
+    report = build_report(results)
+    if junit is not None:
+        junit.write_bytes(junit_xml(report))
+    if as_json:
+        from proctor.cli.render import dump_json
+
+        dump_json(report)
+    else:
+        _summary(report)
+    if report["summary"]["passed"] != report["summary"]["total"]:
+        sys.exit(EXIT_TESTS_FAILED)
+
+
+def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from proctor.testing.report import build_report, render_failure
+    from proctor.testing.runner import run_cases
+
+    out = Console(highlight=False, soft_wrap=True)
+    status = out.status("")
+    marks = {"passed": "[green]PASS [/]", "failed": "[red]FAIL [/]", "error": "[red]ERROR[/]"}
+
+    def started(case: Any) -> None:
+        status.update(f"running {escape(case.label)}")
+
+    def finished(result: Any) -> None:
+        entry = build_report([result])["tests"][0]  # scrubbed of this test's secrets
+        out.print(
+            f"{marks[entry['status']]} {escape(entry['id'])}  [dim]{entry['duration_s']:.2f}s[/]"
+        )
+        for failure in entry["failures"]:
+            for i, line in enumerate(render_failure(failure)):
+                out.print(("    " if i == 0 else "      ") + escape(line))
+        if entry.get("error"):
+            error = entry["error"]
+            out.print(f"    {escape(error['message'])} [dim]\\[{escape(error['code'])}][/]")
+        if entry.get("workspace"):
+            out.print(f"    [dim]kept: {escape(entry['workspace'])}[/]")
+
+    with status:
+        return run_cases(cases, keep=keep, on_start=started, on_result=finished)
+
+
+def _summary(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=None, show_edge=False, pad_edge=False)
+    table.add_column("test")
+    table.add_column("result")
+    table.add_column("time", justify="right")
+    colour = {"passed": "green", "failed": "red", "error": "red"}
+    for entry in report["tests"]:
+        table.add_row(
+            escape(entry["id"]),
+            f"[{colour[entry['status']]}]{entry['status']}[/]",
+            f"{entry['duration_s']:.2f}s",
+        )
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(table)
+    s = report["summary"]
+    out.print(
+        f"{s['passed']} passed, {s['failed']} failed, {s['errors']} errors"
+        f" in {s['duration_s']:.2f}s"
+    )
+
+
+@proctor_test.command("record")
+@click.argument("ref")
+@click.option(
+    "-i",
+    "--input",
+    "cli_inputs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An input, typed by the method's schema (repeatable).",
+)
+@click.option("--inputs", "inputs_file", type=click.File("r"), help="Inputs as one JSON object.")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The test file to write (PACKAGE/tests/NAME.yaml).",
+)
+def record(ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, out: Path) -> None:
+    """Run REF#METHOD for real and write a test file from what it saw.
+
+    HTTP goes out through the egress guard and each exchange is kept; you answer approvals,
+    questions and agent turns at the terminal. Credential values are replaced by fixture
+    placeholders. Managed (model-driven) turns cannot be recorded.
+
+    \b
+    Example:
+      proctor test record examples/hello-world#greet -i message=hi \\
+        --out examples/hello-world/tests/hi.yaml
+    """
+    import json
+
+    from proctor.errors import UsageError
+    from proctor.testing.record import record_test
+
+    inputs = None
+    if inputs_file is not None:
+        try:
+            inputs = json.loads(inputs_file.read())
+        except ValueError as exc:
+            raise UsageError("--inputs is not JSON", code="inputs_invalid") from exc
+    written = record_test(ref, inputs=inputs, cli_inputs=list(cli_inputs), out=out, cwd=Path.cwd())
+    click.echo(f"wrote {written.path} ({written.summary})")
+    click.echo(f"replay it: proctor test {written.path}")

@@ -1,0 +1,87 @@
+"""``proctor.test.v1``: what ``proctor test --json`` prints. Its JSON Schema is emitted by
+:func:`suite_report_schema`.
+
+One document per invocation: a ``summary`` and one entry per test, in the order they ran.
+A test is ``passed``, ``failed`` (``failures`` says which checks, each with a JSON pointer and
+both sides where they apply) or ``error`` (the test could not run as written: ``error`` holds
+the code and message). No fixture credential value ever appears in it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "TEST_REPORT_SCHEMA",
+    "CaseError",
+    "CaseFailure",
+    "CaseReport",
+    "SuiteReport",
+    "SuiteSummary",
+    "suite_report_schema",
+]
+
+TEST_REPORT_SCHEMA: Literal["proctor.test.v1"] = "proctor.test.v1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CaseFailure(_Model):
+    """One failed check: ``check`` names it, ``pointer`` where (RFC 6901), and ``expected``
+    and ``actual`` the two sides (absent when a side has no value)."""
+
+    check: str
+    message: str
+    pointer: str | None = None
+    expected: Any = None
+    actual: Any = None
+
+
+class CaseError(_Model):
+    """Why a test could not run: a stable ``code`` and a message."""
+
+    code: str
+    message: str
+
+
+class CaseReport(_Model):
+    """One test's result."""
+
+    id: str = Field(description="package/test")
+    file: str
+    status: Literal["passed", "failed", "error"]
+    duration_s: float
+    run_id: str | None = None
+    run_status: str | None = None
+    outcome: str | None = None
+    receipt_id: str | None = None
+    failures: list[CaseFailure] = []
+    error: CaseError | None = None
+    workspace: str | None = Field(default=None, description="kept workspace (--keep)")
+
+
+class SuiteSummary(_Model):
+    """Counts and the total time."""
+
+    total: int
+    passed: int
+    failed: int
+    errors: int
+    duration_s: float
+
+
+class SuiteReport(_Model):
+    """A whole ``proctor test`` invocation."""
+
+    schema_: Literal["proctor.test.v1"] = Field(default=TEST_REPORT_SCHEMA, alias="schema")
+    summary: SuiteSummary
+    tests: list[CaseReport]
+
+
+def suite_report_schema() -> dict[str, Any]:
+    """The JSON Schema of ``proctor.test.v1``."""
+    return SuiteReport.model_json_schema(by_alias=True)

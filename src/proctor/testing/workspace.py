@@ -1,0 +1,177 @@
+"""The isolated workspace of one test: ``<workspace>/.proctor/test/<id>/``.
+
+Each test gets a folder of its own under the package's workspace, holding:
+
+- ``skills/<package>/``: a copy of the package (the files its digest covers, so the receipts
+  name the same package digest as a live run);
+- the package's ``fixtures/``, staged whole at the workspace's root (``fixtures/notes/a.md``
+  is ``notes/a.md`` to the run; ``fixtures/policies/`` becomes the test's ``policies/``), then
+  ``setup.files``;
+- ``.proctor/``: its own run store, receipts, audit log, and home (``.proctor/home``: no key,
+  no credential profile, no ``config.json``), which no tool can read.
+
+Its environment is built from nothing but what the test declares: ``PROCTOR_HOME`` and fixed
+``PATH``, ``HOME``, ``LANG``, ``TZ``, ``TMPDIR`` (commands inherit only those), plus each
+``setup.credentials`` value under the delivery variable its requirement declares. Nothing of
+the user's environment, home, ``.env``, policies or credentials reaches the run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from proctor.contracts.skill import RunProfile
+from proctor.contracts.testfile import SkillTest
+from proctor.errors import UsageError
+from proctor.runtime.boundary.workspace import Workspace
+
+__all__ = ["CaseWorkspace", "build_workspace", "scratch_base"]
+
+# What read_package skips: the copy holds exactly the files the package digest covers.
+_SKIP = shutil.ignore_patterns(".git", ".proctor", "__pycache__", "node_modules", ".venv")
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass
+class CaseWorkspace:
+    """A built test workspace.
+
+    Attributes:
+        root: the workspace root (``.proctor/test/<id>``).
+        package_ref: the reference of the package copy, relative to ``root``.
+        environ: the run's whole environment.
+        secrets: every fixture credential value (scrubbed from the report).
+    """
+
+    root: Path
+    package_ref: str
+    environ: dict[str, str]
+    secrets: list[str] = field(default_factory=list)
+
+    def remove(self) -> None:
+        """Delete the workspace and everything the run left in it."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def scratch_base(package_folder: Path) -> Path:
+    """``.proctor/test`` of the workspace the package lives in, created (0700) if missing.
+
+    Raises:
+        RefusedCall: (``state_dir_unsafe``) ``.proctor`` or ``.proctor/test`` is a symlink.
+    """
+    return Workspace.discover(package_folder).private_dir("test")
+
+
+def build_workspace(
+    test: SkillTest,
+    *,
+    package_folder: Path,
+    package_name: str,
+    profile: RunProfile | None,
+    test_id: str,
+    base: Path,
+) -> CaseWorkspace:
+    """Create and fill the test's workspace under ``base``.
+
+    Raises:
+        UsageError: ``test_fixture_refused`` (a fixture or ``setup.files`` path outside the
+            workspace, into ``.proctor/`` or over the package copy), ``test_credential_unknown``
+            (``setup.credentials`` names a provider, or a mode, the package does not declare),
+            ``test_credential_ambiguous`` (a plain value for a credential with several modes).
+    """
+    root = Path(tempfile.mkdtemp(prefix=_UNSAFE_NAME.sub("_", test_id) + ".", dir=base))
+    try:
+        state = root / ".proctor"
+        home = state / "home"
+        tmp = state / "tmp"
+        for folder in (state, home, tmp):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        package_rel = f"skills/{package_name}"
+        shutil.copytree(package_folder, root / package_rel, ignore=_SKIP, symlinks=True)
+        fixtures = package_folder / "fixtures"
+        if fixtures.is_dir():
+            for entry in sorted(fixtures.iterdir()):
+                _check_target(entry.name, package_rel, "fixtures/" + entry.name)
+                target = root / entry.name
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(entry, target, follow_symlinks=False)
+        for rel, text in sorted(test.setup.files.items()):
+            _check_target(rel, package_rel, f"setup.files {rel!r}")
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        environ = {
+            "PROCTOR_HOME": str(home),
+            "PATH": _PATH,
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "TMPDIR": str(tmp),
+        }
+        secrets = _credentials(test, profile, environ)
+        return CaseWorkspace(root, package_rel, environ, secrets)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _check_target(rel: str, package_rel: str, what: str) -> None:
+    path = PurePosixPath(rel)
+    parts = path.parts
+    refused = (
+        path.is_absolute()
+        or "\\" in rel
+        or not parts
+        or any(p in ("..", ".") for p in parts)
+        or parts[0] == ".proctor"
+        or PurePosixPath(*parts[:2]) == PurePosixPath(package_rel)
+        or (len(parts) == 1 and parts[0] == "skills")
+    )
+    if refused:
+        raise UsageError(
+            f"{what} cannot be staged: a test stages files inside its workspace, never into "
+            ".proctor/ or over the package under test",
+            code="test_fixture_refused",
+        )
+
+
+def _credentials(test: SkillTest, profile: RunProfile | None, environ: dict[str, str]) -> list[str]:
+    requirements = profile.credentials if profile is not None else {}
+    secrets: list[str] = []
+    for provider, given in sorted(test.setup.credentials.items()):
+        matching = {n: r for n, r in requirements.items() if r.provider == provider}
+        if not matching:
+            raise UsageError(
+                f"setup.credentials names provider {provider!r}, which no credential of the "
+                "package declares",
+                code="test_credential_unknown",
+            )
+        for name, requirement in sorted(matching.items()):
+            modes = {mode: auth.delivery.env for mode, auth in requirement.auth.items()}
+            if isinstance(given, str):
+                if len(modes) != 1:
+                    raise UsageError(
+                        f"credential {name!r} has several auth modes ({', '.join(sorted(modes))})"
+                        f"; give setup.credentials.{provider} as {{MODE: value}}",
+                        code="test_credential_ambiguous",
+                    )
+                chosen = {next(iter(modes)): given}
+            else:
+                chosen = dict(given)
+            for mode, value in chosen.items():
+                if mode not in modes:
+                    raise UsageError(
+                        f"setup.credentials.{provider}: credential {name!r} has no auth mode "
+                        f"{mode!r}",
+                        code="test_credential_unknown",
+                    )
+                environ[modes[mode]] = value
+                secrets.append(value)
+    return secrets
