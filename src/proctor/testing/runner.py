@@ -168,6 +168,7 @@ def run_case(
             profile=skill.package.profile,
             test_id=test_id,
             base=scratch_base(case.package_folder),
+            keep=keep,
         )
         secrets = built.secrets
         observed = _run(case, test, test_id, built)
@@ -245,6 +246,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
         run_ids=run_ids_for(test_id),
         agent_driver=agent,
         egress_route=fixtures.route(),
+        durable=False,
     )
     host = HostStandIn(test.host)
     try:

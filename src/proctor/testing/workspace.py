@@ -2,13 +2,15 @@
 
 Each test gets a folder of its own under the package's workspace, holding:
 
-- ``skills/<package>/``: a copy of the package (the files its digest covers, so the receipts
-  name the same package digest as a live run);
+- ``skills/<package>/``: a copy of the package without its ``tests/`` and ``fixtures/`` (a
+  run never reads its own expectations; the receipts' package digest covers this copy);
 - the package's ``fixtures/``, staged whole at the workspace's root (``fixtures/notes/a.md``
   is ``notes/a.md`` to the run; ``fixtures/policies/`` becomes the test's ``policies/``), then
   ``setup.files``;
-- ``.proctor/``: its own run store, receipts, audit log, and home (``.proctor/home``: no key,
-  no credential profile, no ``config.json``), which no tool can read.
+- ``.proctor/``: its own receipts, audit log, and home (``.proctor/home``: no key, no
+  credential profile, no ``config.json``), which no tool can read. Its own run store too:
+  in memory (SQLite ``:memory:``), or ``.proctor/runs.sqlite`` when the workspace is kept
+  (``--keep``), so ``proctor history`` can be read there afterwards.
 
 Its environment is built from nothing but what the test declares: ``PROCTOR_HOME`` and fixed
 ``PATH``, ``HOME``, ``LANG``, ``TZ``, ``TMPDIR`` (commands inherit only those), plus each
@@ -31,8 +33,10 @@ from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["CaseWorkspace", "build_workspace", "scratch_base"]
 
-# What read_package skips: the copy holds exactly the files the package digest covers.
-_SKIP = shutil.ignore_patterns(".git", ".proctor", "__pycache__", "node_modules", ".venv")
+# What read_package skips, and at the package's top the test's own files: a run never sees
+# its tests (their expectations) nor a second copy of the fixtures staged at the root.
+_SKIP = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
+_TEST_ONLY = frozenset({"tests", "fixtures"})
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -75,6 +79,7 @@ def build_workspace(
     profile: RunProfile | None,
     test_id: str,
     base: Path,
+    keep: bool = False,
 ) -> CaseWorkspace:
     """Create and fill the test's workspace under ``base``.
 
@@ -92,7 +97,13 @@ def build_workspace(
         for folder in (state, home, tmp):
             folder.mkdir(mode=0o700, exist_ok=True)
         package_rel = f"skills/{package_name}"
-        shutil.copytree(package_folder, root / package_rel, ignore=_SKIP, symlinks=True)
+        top = str(package_folder)
+
+        def ignore(folder: str, names: list[str]) -> set[str]:
+            skipped = _SKIP | _TEST_ONLY if folder == top else _SKIP
+            return {n for n in names if n in skipped}
+
+        shutil.copytree(package_folder, root / package_rel, ignore=ignore, symlinks=True)
         fixtures = package_folder / "fixtures"
         if fixtures.is_dir():
             for entry in sorted(fixtures.iterdir()):
@@ -115,6 +126,10 @@ def build_workspace(
             "TZ": "UTC",
             "TMPDIR": str(tmp),
         }
+        if not keep:
+            # Deleted with the workspace anyway, the run store lives in memory: a third of
+            # a test's time was SQLite creating, syncing and closing a file nobody reads.
+            environ["PROCTOR_DATABASE_PATH"] = ":memory:"
         secrets = _credentials(test, profile, environ)
         return CaseWorkspace(root, package_rel, environ, secrets)
     except BaseException:

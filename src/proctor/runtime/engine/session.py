@@ -73,6 +73,8 @@ class Session:
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
         egress_route: where checked network requests go instead of the network (``proctor
             test`` answers them from fixtures); the egress guard runs first either way.
+        durable: fsync receipts as they are written (default). A disposable workspace
+            (``proctor test`` deletes it after the run) turns it off.
     """
 
     confine_writes: bool = False
@@ -89,12 +91,14 @@ class Session:
         run_ids: Callable[[], str] | None = None,
         agent_driver: AgentDriver | None = None,
         egress_route: EgressRoute | None = None,
+        durable: bool = True,
     ) -> None:
         self.workspace = workspace
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
         self.agent_driver = agent_driver
         self.egress_route = egress_route
+        self.durable = durable
         self._signer = signer
         self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
         self._store: SQLiteRunStore | None = None
@@ -133,7 +137,9 @@ class Session:
         if self._receipts is None:
             from proctor.runtime.records.receipts import ReceiptStore, receipt_dir
 
-            self._receipts = ReceiptStore(receipt_dir(self.workspace.state_dir, self.environ))
+            self._receipts = ReceiptStore(
+                receipt_dir(self.workspace.state_dir, self.environ), durable=self.durable
+            )
         return self._receipts
 
     @property
