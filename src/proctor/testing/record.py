@@ -10,10 +10,12 @@ home's key and credentials). Two things are added:
   (yes/no), questions, and agent turns (their output typed as JSON). Each answer is kept
   under ``host``.
 
-The test file then gets the run's end as its ``expect`` (status, outcome, the exact output,
-``receipt: verified``). Every credential value delivered during the run (each
-``Authorization`` header the pool saw) is replaced by a fixture placeholder wherever it
-appears, and ``setup.credentials`` gives the placeholder to the provider. The file is read
+The workspace's egress allow-list (``proctor.toml``), which the run recorded in its
+authority, is staged as ``setup.files``. The test file then gets the run's end as its
+``expect`` (status, outcome, the exact output, ``receipt: verified``). Every credential value
+delivered during the run (each ``Authorization`` header the pool saw) is replaced by a
+fixture placeholder wherever it appears, and ``setup.credentials`` gives the placeholder to
+the provider. The file is read
 back with the strict loader before it is written, so what is written replays.
 
 Not recorded, and refused rather than half-written: managed turns (a model driving a turn:
@@ -208,6 +210,11 @@ def record_test(
     finally:
         session.close()
     doc = _test_document(method_name, typed, skill, method, env.to_json(), pool, host)
+    allowed = _egress_file(workspace.root)
+    if allowed is not None:
+        # the run's egress allow-list is part of what it did: the replay needs the same one
+        doc.setdefault("setup", {})["files"] = {"proctor.toml": allowed}
+        doc = {k: doc[k] for k in ("description", "method", "inputs", "setup") if k in doc} | doc
     text = _dump(doc)
     from proctor.parser.testfile import parse_test_file
 
@@ -331,6 +338,16 @@ def _test_document(
     doc["expect"] = expect
     cleaned: dict[str, Any] = json.loads(clean(json.dumps(doc)))
     return cleaned
+
+
+def _egress_file(root: Path) -> str | None:
+    from proctor.runtime.boundary.egress import load_egress_allow
+
+    allow = load_egress_allow(root).to_authority()
+    entries = [*allow["hosts"], *allow["networks"]]
+    if not entries:
+        return None
+    return "[egress]\nallow = [" + ", ".join(json.dumps(e) for e in entries) + "]\n"
 
 
 class _Dumper(yaml.SafeDumper):
