@@ -3,6 +3,7 @@ test file that replays green, with delivered credentials replaced by fixture pla
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -151,3 +152,22 @@ def test_record_refuses_an_out_path_outside_tests(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as refused:
         record_test("skills/reporter", inputs=None, cli_inputs=[], out=root / "x.yaml", cwd=root)
     assert refused.value.code == "record_out_invalid"
+
+
+def test_files_the_run_read_are_staged_so_the_replay_reads_them_too(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    root = workspace(tmp_path / "ws")
+    shutil.copytree(repo / "examples" / "notes-editor", root / "skills" / "notes-editor",
+                    ignore=shutil.ignore_patterns("tests", "fixtures"))  # fmt: skip
+    (root / "n.md").write_text("alpha beta\n")
+    out = root / "skills" / "notes-editor" / "tests" / "edit.yaml"
+    record_test(
+        "skills/notes-editor#edit", inputs=None, cli_inputs=["file=n.md", "old=beta", "new=gamma"],
+        out=out, cwd=root, prompter=_Script([]), environ={"PROCTOR_HOME": str(tmp_path / "h")},
+    )  # fmt: skip
+    assert (root / "n.md").read_text() == "alpha gamma\n"  # the recording was a real run
+    test = parse_test_file(out.read_text(), "edit.yaml")
+    assert test.setup.files == {"n.md": "alpha beta\n"}
+    (case,) = collect(out)
+    result = run_case(case)
+    assert result.status == "passed", [f.to_json() for f in result.failures]

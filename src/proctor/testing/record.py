@@ -18,10 +18,14 @@ fixture placeholder wherever it appears, and ``setup.credentials`` gives the pla
 the provider. The file is read
 back with the strict loader before it is written, so what is written replays.
 
-Not recorded, and refused rather than half-written: managed turns (a model driving a turn:
-its conversation is not a host answer; write ``providers.model`` by hand), worked turns
-(call-by-call turns are answered as a whole output here), files the run read from the
-workspace (stage them with ``setup.files`` or ``fixtures/``).
+Files the run read whole from the workspace before changing them are staged as
+``setup.files`` with the content it read, so the replay reads the same text.
+
+Not recorded: managed turns (the recording session has no agent driver, so a turn pauses
+and the person types its output; write ``providers.model`` by hand for a managed test),
+worked turns (a turn is answered as a whole output), and what the output says of the rest of
+the workspace (a folder listing names the recording workspace's files: loosen such an
+``expect.output`` to a ``subset``).
 """
 
 from __future__ import annotations
@@ -207,14 +211,17 @@ def record_test(
         while env.status in ("needs_agent", "needs_approval") and env.run_id is not None:
             doc = _ask(env.to_json(), prompter, host)
             env = session.resume(env.run_id, doc)
+        read = _files_read(session.store.calls(env.run_id)) if env.run_id else {}
     finally:
         session.close()
     doc = _test_document(method_name, typed, skill, method, env.to_json(), pool, host)
+    if read:
+        doc.setdefault("setup", {})["files"] = read
     allowed = _egress_file(workspace.root)
     if allowed is not None:
         # the run's egress allow-list is part of what it did: the replay needs the same one
-        doc.setdefault("setup", {})["files"] = {"proctor.toml": allowed}
-        doc = {k: doc[k] for k in ("description", "method", "inputs", "setup") if k in doc} | doc
+        doc.setdefault("setup", {}).setdefault("files", {})["proctor.toml"] = allowed
+    doc = {k: doc[k] for k in ("description", "method", "inputs", "setup") if k in doc} | doc
     text = _dump(doc)
     from proctor.parser.testfile import parse_test_file
 
@@ -340,6 +347,26 @@ def _test_document(
     return cleaned
 
 
+def _files_read(calls: list[Any]) -> dict[str, str]:
+    """The workspace files the run read whole before changing them, as it read them: the
+    replay stages them so its reads see what the recorded run saw."""
+    staged: dict[str, str] = {}
+    touched: set[str] = set()
+    for call in calls:
+        settled = call.result if isinstance(call.result, dict) else {}
+        result = settled.get("result") if isinstance(settled.get("result"), dict) else {}
+        path = result.get("path") if isinstance(result, dict) else None
+        if not isinstance(path, str):
+            continue
+        content = result.get("content")
+        first = path not in touched and path not in staged
+        if call.tool == "fs.read" and first and isinstance(content, str):
+            if settled.get("status") == "completed" and not result.get("truncated"):
+                staged[path] = content
+        touched.add(path)
+    return staged
+
+
 def _egress_file(root: Path) -> str | None:
     from proctor.runtime.boundary.egress import load_egress_allow
 
@@ -353,6 +380,15 @@ def _egress_file(root: Path) -> str | None:
 class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True  # the strict loader refuses anchors and aliases
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # A file's text reads as written: multi-line strings as literal blocks.
+    style = "|" if "\n" in value.rstrip("\n") or value.endswith("\n") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
 
 
 def _dump(doc: dict[str, Any]) -> str:
