@@ -8,7 +8,8 @@ Modules, each importing only those above it in this list:
 
 - :mod:`.oracle`: ``expect`` checked against what a run left behind (JSON-pointer diffs);
 - :mod:`.keys`: the public test key, the fixed clock, fixed run ids (byte-identical receipts);
-- :mod:`.http`: the HTTP stand-in (declared exchanges after the egress guard; no socket);
+- :mod:`.http` with :mod:`.http_transport`: the HTTP stand-in (declared exchanges after the
+  egress guard; no socket);
 - :mod:`.model`: the model stand-in (a managed agent answered by scripted documents);
 - :mod:`.workspace`: the test's own workspace under ``.proctor/test/<id>/``;
 - :mod:`.host`: the host stand-in (answers, approvals, worked turns, close);

@@ -27,13 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from proctor.contracts.testfile import HttpExchange, JsonBody, TextBody
 from proctor.errors import ProctorError, RefusedCall, UsageError
 from proctor.runtime.boundary.egress import EgressRoute, canonical_url
 
-__all__ = ["FIXTURE_ADDRESS", "FixtureTransport", "HttpFixtures", "original_url", "same_json"]
+__all__ = ["FIXTURE_ADDRESS", "HttpFixtures", "same_json"]
 
 FIXTURE_ADDRESS = "93.184.215.14"
 """What every name resolves to in a test: public (IANA's), so the guard checks it as it would
@@ -55,18 +53,6 @@ def same_json(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
-
-
-def original_url(request: httpx.Request) -> httpx.URL:
-    """The URL a checked request was made for: the guard dials the checked address itself,
-    with the name kept in the ``Host`` header.
-
-    Raises:
-        EgressRefused: the rebuilt URL is not one proctor would request.
-    """
-    host = request.headers.get("host") or request.url.netloc.decode("ascii")
-    raw_path = request.url.raw_path.decode("ascii")
-    return canonical_url(f"{request.url.scheme}://{host}{raw_path}")
 
 
 @dataclass(frozen=True)
@@ -134,10 +120,17 @@ class HttpFixtures:
 
     def route(self) -> EgressRoute:
         """The session's egress route: the guard, then these exchanges."""
-        return EgressRoute(resolver=_resolve, pool_factory=lambda _verify: FixtureTransport(self))
 
-    def answer(self, method: str, url: str, content: bytes) -> httpx.Response:
-        """The response of the exchange that answers this request.
+        def pool(_verify: Any) -> Any:
+            # httpx (~100 ms to import) only once a request is made
+            from proctor.testing.http_transport import FixtureTransport
+
+            return FixtureTransport(self.answer)
+
+        return EgressRoute(resolver=_resolve, pool_factory=pool)
+
+    def answer(self, method: str, url: str, content: bytes) -> tuple[int, dict[str, str], bytes]:
+        """The status, headers and body of the exchange that answers this request.
 
         Raises:
             RefusedCall: (``http_fixture_unmatched``) no exchange matches; nothing is sent.
@@ -152,7 +145,7 @@ class HttpFixtures:
                 self.unmatched.append({"method": method, "url": url, "body": _body_kind(content)})
                 raise RefusedCall(
                     f"no providers.http exchange of this test matches {method} "
-                    f"{httpx.URL(url).copy_with(query=None)} ({_body_kind(content)} body); "
+                    f"{url.split('?', 1)[0]} ({_body_kind(content)} body); "
                     "a test sends nothing to the network",
                     code="http_fixture_unmatched",
                 )
@@ -160,11 +153,7 @@ class HttpFixtures:
             index = fresh[0] if fresh else matching[-1]
             self.counts[index] += 1
             chosen = self.declared[index]
-        # A stream, not content=: the response carries exactly the declared headers (httpx
-        # would add a Content-Length the recorded run never saw).
-        return httpx.Response(
-            chosen.status, headers=chosen.headers, stream=httpx.ByteStream(chosen.content)
-        )
+        return chosen.status, dict(chosen.headers), chosen.content
 
 
 def _body_kind(content: bytes) -> str:
@@ -191,20 +180,3 @@ def _body_matches(expected: Any, content: bytes) -> bool:
     except (ValueError, UnicodeDecodeError):
         return False
     return same_json(sent, value)
-
-
-class FixtureTransport(httpx.BaseTransport):
-    """The pool a test's egress guard hands checked requests to: it answers from the
-    test's exchanges and never opens a socket."""
-
-    def __init__(self, fixtures: HttpFixtures) -> None:
-        self.fixtures = fixtures
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Answer ``request`` from the declared exchanges.
-
-        Raises:
-            RefusedCall: (``http_fixture_unmatched``) no exchange matches.
-        """
-        content = request.read()
-        return self.fixtures.answer(request.method, str(original_url(request)), content)

@@ -42,7 +42,7 @@ import yaml
 
 from proctor.errors import UsageError
 from proctor.runtime.tools.http import RESULT_HEADERS
-from proctor.testing.http import original_url
+from proctor.testing.http_transport import original_url
 
 __all__ = ["Prompter", "Recorded", "RecordingPool", "TerminalPrompter", "record_test"]
 
@@ -353,16 +353,17 @@ def _files_read(calls: list[Any]) -> dict[str, str]:
     staged: dict[str, str] = {}
     touched: set[str] = set()
     for call in calls:
-        settled = call.result if isinstance(call.result, dict) else {}
-        result = settled.get("result") if isinstance(settled.get("result"), dict) else {}
-        path = result.get("path") if isinstance(result, dict) else None
+        settled: dict[str, Any] = call.result if isinstance(call.result, dict) else {}
+        inner = settled.get("result")
+        result: dict[str, Any] = inner if isinstance(inner, dict) else {}
+        path = result.get("path")
         if not isinstance(path, str):
             continue
         content = result.get("content")
+        whole = settled.get("status") == "completed" and not result.get("truncated")
         first = path not in touched and path not in staged
-        if call.tool == "fs.read" and first and isinstance(content, str):
-            if settled.get("status") == "completed" and not result.get("truncated"):
-                staged[path] = content
+        if call.tool == "fs.read" and first and whole and isinstance(content, str):
+            staged[path] = content
         touched.add(path)
     return staged
 

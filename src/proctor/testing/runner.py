@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -132,23 +135,56 @@ def run_cases(
     on_start: Callable[[Case], None] | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Run every case in order; ``on_start``/``on_result`` report progress."""
+    """Run every case in order; ``on_start``/``on_result`` report progress.
+
+    Each finished workspace is removed by a sweeper thread while the next case runs (removing
+    a tree is mostly waiting on the disk); every one is gone when this returns.
+    """
     results = []
     packages: dict[Path, Any] = {}
-    for case in cases:
-        if on_start is not None:
-            on_start(case)
-        result = run_case(case, keep=keep, packages=packages)
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
+    sweeper = _Sweeper()
+    try:
+        for case in cases:
+            if on_start is not None:
+                on_start(case)
+            result = run_case(case, keep=keep, packages=packages, remove=sweeper.put)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        sweeper.close()
     return results
 
 
+class _Sweeper:
+    """Removes test workspaces on a thread of its own, in the order they are handed over."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="proctor-test-sweeper")
+        self._thread.start()
+
+    def put(self, root: Path) -> None:
+        self._queue.put(root)
+
+    def _work(self) -> None:
+        while (root := self._queue.get()) is not None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+
 def run_case(
-    case: Case, *, keep: bool = False, packages: dict[Path, Any] | None = None
+    case: Case,
+    *,
+    keep: bool = False,
+    packages: dict[Path, Any] | None = None,
+    remove: Callable[[Path], None] | None = None,
 ) -> CaseResult:
-    """Run one case in a workspace of its own, removed afterwards unless ``keep``."""
+    """Run one case in a workspace of its own, removed afterwards unless ``keep`` (by
+    ``remove`` when given, else before this returns)."""
     started = time.perf_counter()
     test_id = f"{case.package_label}/{case.name}"
     secrets: list[str] = []
@@ -199,7 +235,10 @@ def run_case(
         )
     finally:
         if built is not None and not keep:
-            built.remove()
+            if remove is not None:
+                remove(built.root)
+            else:
+                built.remove()
 
 
 def _read(file: Path) -> str:
