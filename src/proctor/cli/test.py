@@ -101,8 +101,8 @@ def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
             f"{marks[entry['status']]} {escape(entry['id'])}  [dim]{entry['duration_s']:.2f}s[/]"
         )
         for failure in entry["failures"]:
-            for i, line in enumerate(render_failure(failure)):
-                out.print(("    " if i == 0 else "      ") + escape(line))
+            for line in render_failure(failure):
+                out.print("    " + escape(line))
         if entry.get("error"):
             error = entry["error"]
             out.print(f"    {escape(error['message'])} [dim]\\[{escape(error['code'])}][/]")
