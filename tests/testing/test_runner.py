@@ -85,9 +85,12 @@ expect: {status: sealed}
 """
     result = run_one(package(root, "fetcher", run_yaml, {"t": text}), "t")
     assert result.error is not None and result.error["code"] == "test_credential_unknown"
-    modes = text.replace("{other: x}", "{svc: {oauth: x}}")
+    modes = text.replace("{other: x}", "{svc: {oauth: long-enough-value}}")
     result = run_one(package(root, "fetcher", run_yaml, {"t": modes}), "t")
     assert result.error is not None and result.error["code"] == "test_credential_unknown"
+    short = text.replace("{other: x}", "{svc: abc}")
+    result = run_one(package(root, "fetcher", run_yaml, {"t": short}), "t")
+    assert result.error is not None and result.error["code"] == "test_credential_too_short"
 
 
 def test_a_test_file_that_does_not_parse_is_an_error_with_its_position(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from proctor.contracts.skill import RunProfile
 from proctor.contracts.testfile import SkillTest
 from proctor.errors import UsageError
+from proctor.runtime.boundary.sanitize import MIN_TAINT_LENGTH
 from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["CaseWorkspace", "build_workspace", "scratch_base"]
@@ -87,7 +88,9 @@ def build_workspace(
         UsageError: ``test_fixture_refused`` (a fixture or ``setup.files`` path outside the
             workspace, into ``.proctor/`` or over the package copy), ``test_credential_unknown``
             (``setup.credentials`` names a provider, or a mode, the package does not declare),
-            ``test_credential_ambiguous`` (a plain value for a credential with several modes).
+            ``test_credential_ambiguous`` (a plain value for a credential with several modes),
+            ``test_credential_too_short`` (a value under 8 characters: it could not be scrubbed
+            from inside a longer text).
     """
     root = Path(tempfile.mkdtemp(prefix=_UNSAFE_NAME.sub("_", test_id) + ".", dir=base))
     try:
@@ -181,6 +184,14 @@ def _credentials(test: SkillTest, profile: RunProfile | None, environ: dict[str,
             else:
                 chosen = dict(given)
             for mode, value in chosen.items():
+                if len(value) < MIN_TAINT_LENGTH:
+                    # a shorter value is only recognised as a whole string, so it could
+                    # show inside a message or a body of the report
+                    raise UsageError(
+                        f"setup.credentials.{provider}: a fixture credential has at least "
+                        f"{MIN_TAINT_LENGTH} characters, so it is scrubbed wherever it shows",
+                        code="test_credential_too_short",
+                    )
                 if mode not in modes:
                     raise UsageError(
                         f"setup.credentials.{provider}: credential {name!r} has no auth mode "
