@@ -177,3 +177,31 @@ def test_the_fixture_response_carries_exactly_the_declared_headers() -> None:
     response = transport.handle_request(httpx.Request("GET", "https://a.example/"))
     assert dict(response.headers) == {"etag": "x"}
     assert response.read() == b"abc"
+
+
+def test_the_credential_is_delivered_at_the_boundary_as_in_a_live_run(tmp_path: Path) -> None:
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+    from proctor.testing.keys import fixed_clock, fixture_signer
+
+    root = workspace(tmp_path / "ws")
+    package(root, "fetcher", FETCH.format(audience="https://svc.example.com"), {})
+    fx = _fixtures({"request": {"method": "GET", "url": "https://svc.example.com/a"}})
+    other = _fixtures({"request": {"method": "GET", "url": "https://evil.example.net/a"}})
+    for fixtures, url, outcome in [
+        (fx, "https://svc.example.com/a", "completed"),
+        (other, "https://evil.example.net/a", "failed"),  # another audience: never sent
+    ]:
+        session = Session(
+            Workspace(root),
+            environ={"PROCTOR_HOME": str(tmp_path / "h"), "SVC_TOKEN": "delivered-token-42"},
+            clock=fixed_clock(), signer=fixture_signer(), egress_route=fixtures.route(),
+        )  # fmt: skip
+        try:
+            env = session.run("skills/fetcher#fetch", inputs={"url": url}, cwd=root)
+        finally:
+            session.close()
+        assert env.outcome == outcome, env.refusal
+        assert "delivered-token-42" not in env.model_dump_json()
+    assert fx.authorizations == ["Bearer delivered-token-42"]
+    assert other.authorizations == [] and other.counts == [0]

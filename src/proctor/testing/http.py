@@ -81,11 +81,13 @@ class HttpFixtures:
     Attributes:
         counts: how many requests each exchange answered, in declaration order.
         unmatched: the requests no exchange matched (method, URL, body kind), in order.
+        authorizations: the ``Authorization`` header of each answered request (or ``None``).
     """
 
     declared: list[_Declared]
     counts: list[int] = field(default_factory=list)
     unmatched: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -129,8 +131,13 @@ class HttpFixtures:
 
         return EgressRoute(resolver=_resolve, pool_factory=pool)
 
-    def answer(self, method: str, url: str, content: bytes) -> tuple[int, dict[str, str], bytes]:
+    def answer(
+        self, method: str, url: str, content: bytes, authorization: str | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         """The status, headers and body of the exchange that answers this request.
+
+        ``authorization`` (the header the request carried) is kept in :attr:`authorizations`
+        for the runner's own tests of delivery; it is never reported.
 
         Raises:
             RefusedCall: (``http_fixture_unmatched``) no exchange matches; nothing is sent.
@@ -149,6 +156,7 @@ class HttpFixtures:
                     "a test sends nothing to the network",
                     code="http_fixture_unmatched",
                 )
+            self.authorizations.append(authorization)
             fresh = [i for i in matching if self.counts[i] == 0]
             index = fresh[0] if fresh else matching[-1]
             self.counts[index] += 1

@@ -13,7 +13,7 @@ from proctor.runtime.boundary.egress import canonical_url
 
 __all__ = ["FixtureTransport", "original_url"]
 
-Answer = Callable[[str, str, bytes], tuple[int, dict[str, str], bytes]]
+Answer = Callable[[str, str, bytes, str | None], tuple[int, dict[str, str], bytes]]
 
 
 def original_url(request: httpx.Request) -> httpx.URL:
@@ -41,7 +41,12 @@ class FixtureTransport(httpx.BaseTransport):
             RefusedCall: (``http_fixture_unmatched``) no exchange matches.
         """
         content = request.read()
-        status, headers, body = self.answer(request.method, str(original_url(request)), content)
+        status, headers, body = self.answer(
+            request.method,
+            str(original_url(request)),
+            content,
+            request.headers.get("authorization"),
+        )
         # A stream, not content=: the response carries exactly the declared headers (httpx
         # would add a Content-Length the recorded run never saw).
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body))
