@@ -91,6 +91,8 @@ class Session:
         self.clock = clock
         self.agent_driver = agent_driver
         self._signer = signer
+        self._key_noted = False
+        self._key_source = "given"
         self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
         self._store: SQLiteRunStore | None = None
         self._audit: AuditLog | None = None
@@ -110,7 +112,8 @@ class Session:
 
             named = self.environ.get("PROCTOR_DATABASE_PATH")
             path = Path(named) if named else self.workspace.state_dir / "runs.sqlite"
-            self._store = SQLiteRunStore(path)
+            shown = "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
+            self._store = SQLiteRunStore(path, shown=shown)
         return self._store
 
     @property
@@ -131,14 +134,33 @@ class Session:
             self._receipts = ReceiptStore(receipt_dir(self.workspace.state_dir, self.environ))
         return self._receipts
 
-    @property
-    def signer(self) -> Signer:
-        """The signing key."""
+    def load_key(self) -> Signer:
+        """The signing key, loaded (created in the home on first use) and checked.
+
+        Raises:
+            ConfigError: the key is exposed, invalid or uncreatable, or missing from the home
+                where receipts here were signed by a home key not kept trusted
+                (``signing_key_missing``), or there is no home.
+        """
         if self._signer is None:
             from proctor.runtime.home.keys import load_signer
 
-            self._signer = load_signer(self.environ).signer
+            key = load_signer(
+                self.environ, held_key_ids=lambda: self.receipts.key_ids(source="home")
+            )
+            self._signer = key.signer
+            self._key_source = "named" if key.shown_path == "$PROCTOR_SIGNING_KEY" else "home"
         return self._signer
+
+    @property
+    def signer(self) -> Signer:
+        """The signing key (see :meth:`load_key`), its id noted in the receipt store before it
+        signs there."""
+        signer = self.load_key()
+        if not self._key_noted:
+            self.receipts.note_key(signer.key_id, source=self._key_source)
+            self._key_noted = True
+        return signer
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -248,6 +270,7 @@ class Session:
             record_authority,
         )
         from proctor.runtime.engine.drive import RunDriver
+        from proctor.runtime.engine.start import check_parts, start_run
 
         skill = load_skill(ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root)
         if skill.package.profile is None:
@@ -258,6 +281,8 @@ class Session:
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
+        check_parts(self)
+        kill_point("start.checked")
         if authority is None:
             authority = Authority()
         elif authority.set_by == "default":
@@ -279,13 +304,12 @@ class Session:
 
         if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
             record.data["writable_dirs"] = list(WRITABLE_DIRS)
-        self.store.create_run(record)
-        self._acquire(record.run_id)
+        driver = RunDriver(self, record, skill, method, stop)
+        driver.request_secrets = request_secrets
+        start_run(self, driver, inputs, cli_inputs, self._acquire)
         try:
-            driver = RunDriver(self, record, skill, method, stop)
-            driver.request_secrets = request_secrets
             try:
-                return driver.start(inputs, cli_inputs)
+                return driver.drive()
             except NeedsCredential as needed:
                 return park_needs_credential(
                     needed, run_id=record.run_id, skill=record.skill, method=record.method,
@@ -336,6 +360,9 @@ class Session:
         )
         if record.status == "sealed":
             return self.envelope(run_id)
+        from proctor.runtime.engine.start import check_parts
+
+        check_parts(self)  # a key or store that would fail at seal is refused before any step
         self._acquire(run_id)
         try:
             record = self._record(run_id)
