@@ -82,6 +82,8 @@ def _read_key_file(path: Path, shown: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         raise
+    except NotADirectoryError as exc:  # a file where the home should be: there is no key
+        raise FileNotFoundError(exc.errno, exc.strerror) from exc
     except OSError as exc:
         raise ConfigError(
             f"the signing key {shown} could not be opened: {exc.strerror}",
@@ -190,8 +192,10 @@ def _short(key_ids: list[str]) -> str:
 
 
 def _refuse_replacing(shown: str, held: Iterable[str], environ: Mapping[str, str] | None) -> None:
-    kept = {key.key_id for key in retired_keys(environ)}
-    lost = sorted(set(held) - kept)
+    lost = sorted(set(held))
+    if lost:
+        kept = {key.key_id for key in retired_keys(environ)}
+        lost = [key_id for key_id in lost if key_id not in kept]
     if lost:
         raise ConfigError(
             f"there is no signing key at {shown}, but receipts here were signed by"
@@ -229,7 +233,7 @@ def retired_keys(environ: Mapping[str, str] | None = None) -> list[PublicKey]:
     folder = home / TRUSTED_KEYS_DIR
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".pem"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
         raise ConfigError(

@@ -147,7 +147,6 @@ class SQLiteRunStore:
             raise store_file.translate(exc, shown) from exc
         try:
             self._open()
-            store_file.check_once(self._conn, path, shown)
         except BaseException as exc:
             self._conn.close()
             if isinstance(exc, sqlite3.Error):
@@ -180,6 +179,12 @@ class SQLiteRunStore:
 
     def _prepare(self) -> None:
         conn = self._conn
+        # Reads only until the store is known to be whole and ours: nothing is written to it.
+        store_file.check_once(conn, self.path, self.shown)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+        if version == 0 and names and "runs" not in names:  # older stores: runs, version 0
+            raise store_file.damaged(self.shown, "it is another program's database")
         if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -191,11 +196,7 @@ class SQLiteRunStore:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master").fetchall()}
-            if version == 0 and names and "runs" not in names:  # older stores: runs, version 0
-                raise store_file.damaged(self.shown, "it is another program's database")
-            if version < _SCHEMA_VERSION:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
                 _build(conn)
             conn.execute("COMMIT")
         except BaseException:
