@@ -14,6 +14,9 @@ again; receipts are written at seal from the store's records. One driver holds a
 (a lease row). What can go wrong and where it shows:
 
 - the reference or a package file is invalid: raised (no run exists yet; exit code 2);
+- the home, the signing key, the receipt store or the run store would fail the run: raised
+  before anything of the run is recorded (see :mod:`.start`; exit code 3 for the home and the
+  key); a run is then created whole, with its inputs, in one transaction;
 - a blocked preparation (inputs that fail the schema, a step kind this version cannot run, a
   policy set that refuses to load, ``effects: none`` with fixed steps that change something)
   seals a ``blocked`` run with its receipt, never echoing the rejected value;
@@ -260,8 +263,11 @@ class Session:
 
         Raises:
             UsageError / ParseError: the reference or the package is invalid (no run exists).
+            ConfigError: ``home_missing`` or a signing key that is exposed, invalid,
+                unreadable, uncreatable or missing (no run exists; see :mod:`.start`).
+            ReceiptInvalid: ``receipt_store_foreign`` (no run exists).
             RunInterrupted: a stop was requested; the run waits for ``resume``.
-            StoreError: the run store failed.
+            StoreError: ``store_corrupt`` (no run exists), or the run store failed.
         """
         from proctor.runtime.engine.delivery import (
             NeedsCredential,
@@ -338,6 +344,8 @@ class Session:
 
         Raises:
             UsageError: ``run_not_found``.
+            ConfigError, ReceiptInvalid, StoreError: the checks of :func:`.start.check_parts`
+                (nothing is recorded; the run waits as it was).
             ResumeRefused: the document (codes in :mod:`proctor.core.resume`), ``run_busy``
                 (another process drives it), ``package_changed`` (the package's files differ
                 from the ones the run started with), ``needs_credential`` (a credential the
