@@ -276,3 +276,15 @@ def test_cli_on_a_healthy_store_runs(open_dir: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["outcome"] == "completed"
     assert (root / "touched.txt").read_text() == "ran\n"
+
+
+def test_a_dead_builders_temporary_store_is_swept_a_live_ones_kept(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = tmp_path / f".runs.sqlite.{done.stdout.strip()}.0a1b2c3d4e5f.new"
+    live = tmp_path / f".runs.sqlite.{os.getpid()}.0a1b2c3d4e5f.new"
+    for leftover in (dead, live, dead.with_name(dead.name + "-wal")):
+        leftover.write_bytes(b"half a store")
+    store = SQLiteRunStore(tmp_path / "runs.sqlite")
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [live.name]
