@@ -2,16 +2,26 @@
 
 A scenario is a list of driver invocations (``proctor run`` then ``proctor resume``), each a
 real subprocess of the venv's Python. A first clean pass with ``PROCTOR_TEST_TRACE`` records
-every kill point each invocation passes (``<point>:<n>``). Then, for each point, the harness
-starts over in a fresh workspace, replays the invocations before it, runs that invocation with
-``PROCTOR_TEST_KILL_AT`` (the process SIGKILLs itself there), and drives the run again the way
-a careful person would: ``{}`` first (a recorded decision must be used, not asked again), an
-approval where one is asked, and for a retry request ``retry: true`` only when the counter file
-shows the command did not run. Kills inside a file bundle use the bundle's own hook.
+every kill point each invocation passes (``<point>:<n>``): the run's start (checked, the key
+and the store created, validated, inside the start's transaction, committed), each step and
+call, pauses and the seal. Then, for each point, the harness starts over in a fresh workspace,
+replays the invocations before it, runs that invocation with ``PROCTOR_TEST_KILL_AT`` (the
+process SIGKILLs itself there), and drives the run again the way a careful person would: when
+no run exists, the same ``proctor run`` again; else ``{}`` first (a recorded decision must be
+used, not asked again), an approval where one is asked, and for a retry request
+``retry: true`` only when the counter file shows the command did not run. Kills inside a file
+bundle use the bundle's own hook.
 
-After each kill it checks the invariants: the run ends sealed or waiting; the bundle's files
-are all at their before-images or all at their after-images (never half-written); the command
-ran at most once; and a decision recorded before the kill was not asked for again.
+A :class:`Case` is one skill and one way to start it: ``crashy`` (a bundle, an approval and a
+command; no inputs) and ``inputful`` (its inputs name the file it writes and the text it
+writes; given with ``-i`` or ``--inputs``, or invalid so that the start is refused).
+
+After each kill it checks the invariants: no run exists without its inputs (every run in the
+store holds exactly the inputs it was started with, or the refusal of its start); the files
+are all at their before-images or all at their after-images (never half-written); then, once
+driven again, the run ends sealed with the case's outcome, exactly one run exists, the command
+ran at most once (exactly once when completed, never when the start was refused), the result
+carries the inputs, and a decision recorded before the kill was not asked for again.
 """
 
 from __future__ import annotations
@@ -19,8 +29,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +40,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 SKILL_MD = """---
-name: crashy
-description: A file bundle, an approval and a command, for crash tests.
+name: {name}
+description: Steps with effects, an approval and a command, for crash tests.
 ---
 Nothing for an agent here.
 """
 
-RUN_YAML = """minimum_proctor: 0.1.0
+CRASHY = """minimum_proctor: 0.1.0
 methods:
   main:
     steps:
@@ -59,6 +71,39 @@ methods:
         inputs: {text: done}
 """
 
+INPUTFUL = """minimum_proctor: 0.1.0
+methods:
+  main:
+    inputs:
+      type: object
+      properties:
+        name: {type: string}
+        text: {type: string}
+      required: [name, text]
+    steps:
+      - id: write
+        tool: fs.write
+        inputs: {path: $input.name, content: $input.text, create: true}
+      - id: confirm
+        ask: {reason: Run the counter?}
+      - id: count
+        tool: command.execute
+        inputs: {argv: [PYTHON, tools/count.py, counter.txt]}
+      - id: finish
+        tool: echo
+        inputs: {text: $input.text}
+    result_from: [finish]
+"""
+
+SEALER = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: say
+        tool: echo
+        inputs: {text: sealed}
+"""
+
 COUNTER = """import sys, pathlib
 p = pathlib.Path(sys.argv[1])
 n = int(p.read_text()) if p.exists() else 0
@@ -66,10 +111,55 @@ p.write_text(str(n + 1))
 """
 
 FLAVOURS = {"allow": [], "ask": ["--run-authority", '{"effects": "ask"}']}
-"""Host authorities: ``ask`` adds a floor approval before the bundle and the command."""
+"""Host authorities: ``ask`` adds a floor approval before each change and the command."""
 
-BEFORE = {"a.txt": None, "b.txt": "B before\n", "c.txt": None}
-AFTER = {"a.txt": "A after\n", "b.txt": "B after\n", "c.txt": "C after\n"}
+TEXT = "written from the run's inputs"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One skill and one way to start it, with what a completed run leaves."""
+
+    name: str
+    run_args: tuple[str, ...]
+    before: dict[str, str | None]
+    after: dict[str, str | None]
+    inputs: dict[str, Any] | None
+    """The inputs every run of the case must hold; ``None``: the start is refused."""
+    outcome: str = "completed"
+
+
+CASES = {
+    "crashy": Case(
+        "crashy",
+        ("crashy",),
+        {"a.txt": None, "b.txt": "B before\n", "c.txt": None},
+        {"a.txt": "A after\n", "b.txt": "B after\n", "c.txt": "C after\n"},
+        {},
+    ),
+    "inputs-i": Case(
+        "inputs-i",
+        ("inputful", "-i", "name=out.txt", "-i", f"text={TEXT}"),
+        {"out.txt": None},
+        {"out.txt": TEXT},
+        {"name": "out.txt", "text": TEXT},
+    ),
+    "inputs-json": Case(
+        "inputs-json",
+        ("inputful", "--inputs", "inputs.json"),
+        {"out.txt": None},
+        {"out.txt": TEXT},
+        {"name": "out.txt", "text": TEXT},
+    ),
+    "inputs-refused": Case(
+        "inputs-refused",
+        ("inputful", "-i", "name=out.txt"),
+        {"out.txt": None},
+        {"out.txt": None},
+        None,
+        outcome="blocked",
+    ),
+}
 
 
 @dataclass
@@ -81,18 +171,22 @@ class Outcome:
     violations: list[str] = field(default_factory=list)
 
 
-def make(root: Path) -> None:
-    """A fresh workspace holding the crashy skill."""
+def make(root: Path, case: Case) -> None:
+    """A fresh workspace holding both skills, with the case's files at their before-images."""
     if root.exists():
         shutil.rmtree(root)
     (root / ".proctor").mkdir(parents=True)
     (root / "tools").mkdir()
     (root / "tools" / "count.py").write_text(COUNTER)
-    (root / "b.txt").write_text(BEFORE["b.txt"])
-    skill = root / "skills" / "crashy"
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(SKILL_MD)
-    (skill / "run.yaml").write_text(RUN_YAML.replace("PYTHON", json.dumps(sys.executable)))
+    (root / "inputs.json").write_text(json.dumps({"name": "out.txt", "text": TEXT}))
+    for name, text in case.before.items():
+        if text is not None:
+            (root / name).write_text(text)
+    for name, run_yaml in (("crashy", CRASHY), ("inputful", INPUTFUL), ("sealer", SEALER)):
+        skill = root / "skills" / name
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(SKILL_MD.format(name=name))
+        (skill / "run.yaml").write_text(run_yaml.replace("PYTHON", json.dumps(sys.executable)))
 
 
 def proctor(
@@ -115,10 +209,29 @@ def proctor(
     )
 
 
-def _latest_run(root: Path) -> str | None:
-    out = proctor(root, ["history", "--json"])
-    runs = json.loads(out.stdout)["runs"] if out.returncode == 0 else []
-    return runs[0]["run_id"] if runs else None
+def stored_runs(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every run the store holds (run id, data), read with SQLite itself."""
+    path = root / ".proctor" / "runs.sqlite"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT run_id, data FROM runs ORDER BY cursor").fetchall()
+    finally:
+        conn.close()
+    return [(r[0], json.loads(r[1])) for r in rows]
+
+
+def inputs_violations(root: Path, case: Case, point: str) -> list[str]:
+    """A run without the inputs it was started with (or without the refusal of its start)."""
+    out = []
+    for run_id, data in stored_runs(root):
+        if case.inputs is None:
+            if not isinstance(data.get("start_blocked"), dict) or "inputs" in data:
+                out.append(f"{point}: run {run_id} exists without its start's refusal")
+        elif data.get("inputs") != case.inputs or not data.get("inputs_digest"):
+            out.append(f"{point}: run {run_id} exists without its inputs: {data.get('inputs')}")
+    return out
 
 
 def _approve_all(envelope: dict[str, Any], root: Path) -> dict[str, Any]:
@@ -136,17 +249,15 @@ def _approve_all(envelope: dict[str, Any], root: Path) -> dict[str, Any]:
     return doc
 
 
-@dataclass
-class Invocation:
-    """One driver process: ``run`` (no document) or ``resume`` with a document."""
-
-    kind: str
-    document: dict[str, Any] | None = None
+def _start(root: Path, case: Case, flavour: str, env: dict[str, str] | None = None) -> Any:
+    return proctor(root, ["run", *case.run_args, "--json", *FLAVOURS[flavour]], env=env)
 
 
-def drive_clean(root: Path, flavour: str = "allow") -> tuple[list[list[str]], list[dict[str, Any]]]:
+def drive_clean(
+    root: Path, case: Case, flavour: str = "allow"
+) -> tuple[list[list[str]], list[dict[str, Any]]]:
     """Drive the run to its seal with no kill; returns each invocation's trace and document."""
-    make(root)
+    make(root, case)
     traces: list[list[str]] = []
     documents: list[dict[str, Any]] = []
     trace = root.parent / (root.name + ".trace")
@@ -156,7 +267,7 @@ def drive_clean(root: Path, flavour: str = "allow") -> tuple[list[list[str]], li
         trace.unlink(missing_ok=True)
         env = {"PROCTOR_TEST_TRACE": str(trace)}
         if envelope is None:
-            out = proctor(root, ["run", "crashy", "--json", *FLAVOURS[flavour]], env=env)
+            out = _start(root, case, flavour, env)
             documents.append({})
         else:
             doc = _approve_all(envelope, root)
@@ -168,16 +279,18 @@ def drive_clean(root: Path, flavour: str = "allow") -> tuple[list[list[str]], li
         envelope = json.loads(out.stdout)
         run_id = envelope["run_id"]
         if envelope["status"] == "sealed":
+            assert envelope["outcome"] == case.outcome, envelope
             return traces, documents
     raise AssertionError("the clean run never sealed")
 
 
-def _files(root: Path) -> dict[str, str | None]:
-    return {name: (root / name).read_text() if (root / name).exists() else None for name in BEFORE}
+def _files(root: Path, case: Case) -> dict[str, str | None]:
+    return {n: (root / n).read_text() if (root / n).exists() else None for n in case.before}
 
 
 def run_scenario(
     root: Path,
+    case: Case,
     flavour: str,
     invocation: int,
     kill_env: dict[str, str],
@@ -185,7 +298,7 @@ def run_scenario(
     decision_recorded: bool,
 ) -> Outcome:
     """Replay the invocations before ``invocation``, kill inside it, drive again, check."""
-    make(root)
+    make(root, case)
     run_id = None
     envelope: dict[str, Any] | None = None
     outcome = Outcome(point, "killed")
@@ -193,7 +306,7 @@ def run_scenario(
     for index in range(invocation + 1):
         env = kill_env if index == invocation else {}
         if index == 0:
-            out = proctor(root, ["run", "crashy", "--json", *FLAVOURS[flavour]], env=env)
+            out = _start(root, case, flavour, env)
         else:
             assert envelope is not None
             # The person's decision on what the paused run showed.
@@ -210,26 +323,50 @@ def run_scenario(
             break
         envelope = json.loads(out.stdout)
         run_id = envelope["run_id"]
-    run_id = run_id or _latest_run(root)
-    if run_id is None:
-        # Killed before the run was created: nothing to check but the files.
-        outcome.final_status = "never started"
-        if _files(root) != BEFORE:
-            outcome.violations.append(f"{point}: files changed with no run")
-        return outcome
-    for name, text in _files(root).items():
-        if text not in (BEFORE[name], AFTER[name]):
+    outcome.violations += inputs_violations(root, case, point)
+    for name, text in _files(root, case).items():
+        if text not in (case.before[name], case.after[name]):
             outcome.violations.append(f"{point}: {name} is half-written after the kill")
+    stored = stored_runs(root)
+    run_id = run_id or (stored[-1][0] if stored else None)
+    envelope = None
+    if run_id is None:
+        # Killed before the run existed: nothing ran; the person starts it again.
+        if _files(root, case) != case.before or (root / "counter.txt").exists():
+            outcome.violations.append(f"{point}: something changed with no run")
+        out = _start(root, case, flavour)
+        if out.returncode not in (0, 1, 10) or not out.stdout:
+            outcome.violations.append(f"{point}: the new start failed: {out.stderr.strip()}")
+            return outcome
+        envelope = json.loads(out.stdout)
+        run_id = envelope["run_id"]
+    _drive_to_seal(root, case, run_id, envelope, decision_recorded, decided, outcome)
+    return outcome
+
+
+def _drive_to_seal(
+    root: Path,
+    case: Case,
+    run_id: str,
+    envelope: dict[str, Any] | None,
+    decision_recorded: bool,
+    decided: set[str],
+    outcome: Outcome,
+) -> None:
+    point = outcome.point
     asked_confirm_again = False
     doc: dict[str, Any] = {}
     for attempt in range(8):
-        out = proctor(root, ["resume", run_id, "-", "--json"], stdin=json.dumps(doc))
-        if out.returncode not in (0, 1, 10):
-            outcome.violations.append(
-                f"{point}: resume failed rc {out.returncode}: {out.stderr.strip()}"
-            )
-            break
-        envelope = json.loads(out.stdout)
+        if envelope is None or envelope["status"] != "sealed":
+            if envelope is not None:
+                doc = _approve_all(envelope, root)
+            out = proctor(root, ["resume", run_id, "-", "--json"], stdin=json.dumps(doc))
+            if out.returncode not in (0, 1, 10):
+                outcome.violations.append(
+                    f"{point}: resume failed rc {out.returncode}: {out.stderr.strip()}"
+                )
+                break
+            envelope = json.loads(out.stdout)
         outcome.final_status = envelope["status"] + (
             f"/{envelope['outcome']}" if envelope.get("outcome") else ""
         )
@@ -238,59 +375,71 @@ def run_scenario(
         addresses = [r["address"] for r in envelope.get("requests") or []]
         if attempt == 0 and decision_recorded and decided & set(addresses):
             asked_confirm_again = True
-        doc = _approve_all(envelope, root)
     else:
         outcome.violations.append(f"{point}: the run never sealed")
     if asked_confirm_again:
         outcome.violations.append(f"{point}: a recorded decision was asked for again (lost)")
+    _final_checks(root, case, envelope or {}, outcome)
+
+
+def _final_checks(root: Path, case: Case, envelope: dict[str, Any], outcome: Outcome) -> None:
+    point = outcome.point
     count = int((root / "counter.txt").read_text()) if (root / "counter.txt").exists() else 0
     if count > 1:
         outcome.violations.append(f"{point}: the command ran {count} times")
-    files = _files(root)
-    if files not in (BEFORE, AFTER):
-        outcome.violations.append(f"{point}: bundle half-written at the end: {files}")
-    if outcome.final_status == "sealed/completed" and (files != AFTER or count != 1):
+    files = _files(root, case)
+    if files not in (case.before, case.after):
+        outcome.violations.append(f"{point}: files half-written at the end: {files}")
+    completed = outcome.final_status == "sealed/completed"
+    if completed and (files != case.after or count != 1):
         outcome.violations.append(f"{point}: completed but files {files}, count {count}")
+    if case.inputs and completed and TEXT not in json.dumps(envelope.get("result")):
+        outcome.violations.append(f"{point}: the result lost the inputs: {envelope['result']}")
+    if case.outcome == "blocked" and (count or files != case.before):
+        outcome.violations.append(f"{point}: a refused start ran a step")
+    if outcome.final_status != f"sealed/{case.outcome}" and not (
+        case.outcome == "completed" and outcome.final_status.startswith("sealed/")
+    ):
+        outcome.violations.append(f"{point}: ended {outcome.final_status}")
     if not outcome.final_status.startswith(("sealed", "needs_")):
         outcome.violations.append(f"{point}: ended {outcome.final_status}")
-    return outcome
+    runs = stored_runs(root)
+    if len(runs) != 1:
+        outcome.violations.append(f"{point}: {len(runs)} runs in the store, not 1")
+    outcome.violations += inputs_violations(root, case, point)
 
 
-def all_scenarios(work: Path, flavour: str) -> list[Outcome]:
-    """Every kill point of a clean run's invocations, plus each member of the bundle."""
-    traces, _ = drive_clean(work / "clean", flavour)
-    outcomes: list[Outcome] = []
-    n = 0
+def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:
+    """Every kill point of a clean run's invocations, plus each member of the bundle.
+
+    ``PROCTOR_CRASH_WORKERS`` (default 1) runs that many scenarios at once, each in its own
+    workspace; the outcomes come back in the order of the points.
+    """
+    traces, _ = drive_clean(work / "clean", case, flavour)
+    plans: list[tuple[int, dict[str, str], str, bool]] = []
     for invocation, trace in enumerate(traces):
         recorded_at = trace.index("resume.recorded:1") if "resume.recorded:1" in trace else None
         for position, passage in enumerate(trace):
-            n += 1
             decision_recorded = recorded_at is not None and position > recorded_at
-            outcomes.append(
-                run_scenario(
-                    work / f"k{n}",
-                    flavour,
-                    invocation,
-                    {"PROCTOR_TEST_KILL_AT": passage},
-                    f"invocation {invocation}: {passage}",
-                    decision_recorded,
-                )
-            )
-            shutil.rmtree(work / f"k{n}", ignore_errors=True)
-        if "call.claimed:1" in trace and not any(
+            label = f"invocation {invocation}: {passage}"
+            plans.append((invocation, {"PROCTOR_TEST_KILL_AT": passage}, label, decision_recorded))
+        first_bundle = "call.claimed:1" in trace and not any(
             "call.claimed:1" in t for t in traces[:invocation]
-        ):
+        )
+        if case.name == "crashy" and first_bundle:
             for member in range(3):
-                n += 1
-                outcomes.append(
-                    run_scenario(
-                        work / f"k{n}",
-                        flavour,
-                        invocation,
-                        {"PROCTOR_TEST_BUNDLE_KILL_AFTER": str(member)},
-                        f"invocation {invocation}: inside the bundle after {member} member(s)",
-                        False,
-                    )
-                )
-                shutil.rmtree(work / f"k{n}", ignore_errors=True)
-    return outcomes
+                label = f"invocation {invocation}: inside the bundle after {member} member(s)"
+                kill = {"PROCTOR_TEST_BUNDLE_KILL_AFTER": str(member)}
+                plans.append((invocation, kill, label, False))
+
+    def one(n: int) -> Outcome:
+        invocation, kill, label, decision_recorded = plans[n]
+        root = work / f"k{n}"
+        try:
+            return run_scenario(root, case, flavour, invocation, kill, label, decision_recorded)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    workers = max(1, int(os.environ.get("PROCTOR_CRASH_WORKERS", "1")))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, range(len(plans))))

@@ -1,23 +1,59 @@
-"""kill -9 at every recorded step boundary and inside the bundle; every run stays consistent.
+"""kill -9 at every kill point of a run (its start, each step and call, pauses, the seal),
+inside the bundle, and inside ``proctor key rotate``; every run and key stays consistent.
 
 The figures (kill points, violations, how each run ended) are printed; run with ``-s`` to see
-them.
+them. Cases: ``crashy`` (no inputs) under ``allow`` and ``ask``; ``inputful`` started with
+``-i`` and with ``--inputs`` under both, and with invalid inputs (its start is refused).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.crash.harness import all_scenarios
+from tests.crash.harness import CASES, Outcome, all_scenarios
+from tests.crash.rotation import rotation_scenarios
+
+RUNS = [
+    ("crashy", "allow", 30),
+    ("crashy", "ask", 35),
+    ("inputs-i", "allow", 20),
+    ("inputs-i", "ask", 25),
+    ("inputs-json", "allow", 20),
+    ("inputs-json", "ask", 25),
+    ("inputs-refused", "allow", 8),
+]
+"""(case, flavour, at least this many kill points)."""
 
 
-@pytest.mark.parametrize("flavour", ["allow", "ask"])
-def test_every_kill_point_leaves_the_run_consistent(tmp_path: Path, flavour: str) -> None:
-    outcomes = all_scenarios(tmp_path, flavour)
+def _report(label: str, outcomes: list[Outcome], started: float) -> list[str]:
     violations = [v for o in outcomes for v in o.violations]
     summary = "\n".join(f"  {o.point}: {o.final_status}" for o in outcomes)
-    print(f"\n[{flavour}] kill points: {len(outcomes)}; violations: {len(violations)}\n{summary}")
-    assert len(outcomes) >= 24
+    print(
+        f"\n[{label}] kill points: {len(outcomes)}; violations: {len(violations)};"
+        f" {time.monotonic() - started:.0f} s\n{summary}"
+    )
+    return violations
+
+
+@pytest.mark.parametrize(("case", "flavour", "least"), RUNS)
+def test_every_kill_point_leaves_the_run_consistent(
+    tmp_path: Path, case: str, flavour: str, least: int
+) -> None:
+    started = time.monotonic()
+    outcomes = all_scenarios(tmp_path, CASES[case], flavour)
+    violations = _report(f"{case} {flavour}", outcomes, started)
+    assert len(outcomes) >= least
+    start_points = [o for o in outcomes if ": start." in o.point]
+    assert len(start_points) >= 7, "the run's start is not covered"
+    assert violations == [], "\n".join(violations)
+
+
+def test_every_kill_point_of_a_key_rotation_keeps_receipts_trusted(tmp_path: Path) -> None:
+    started = time.monotonic()
+    outcomes = rotation_scenarios(tmp_path)
+    violations = _report("key rotate", outcomes, started)
+    assert len(outcomes) >= 5
     assert violations == [], "\n".join(violations)

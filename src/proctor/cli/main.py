@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tool": ("proctor.cli.tool", "tool", "List and inspect native tools."),
     "check": ("proctor.cli.check", "check", "Self-verify this workspace and the install."),
     "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
-    "key": ("proctor.cli.key", "key", "Show or export the local signing key."),
+    "key": ("proctor.cli.key", "key", "Show, export or rotate the local signing key."),
     "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
     "config": ("proctor.cli.config", "config", "Show and change the home's settings."),
     "directives": ("proctor.cli.directives", "directives", "List, catalogue and run directives."),

@@ -119,3 +119,66 @@ def test_sessions_of_one_process_creating_the_key_at_once_share_one_key(tmp_path
         t.join()
     assert errors == []
     assert len(set(ids)) == 1
+
+
+def test_a_missing_key_is_not_replaced_where_receipts_name_another(tmp_path: Path) -> None:
+    env = {"PROCTOR_HOME": str(tmp_path / "home")}
+    old = signer_from_seed(b"\x07" * 32)
+    with pytest.raises(ConfigError) as info:
+        load_signer(env, held_key_ids=lambda: [old.key_id])
+    assert info.value.code == "signing_key_missing"
+    assert info.value.details["key_ids"] == [old.key_id]
+    assert not (tmp_path / "home" / "signing_key.pem").exists()
+    # kept trusted (what `proctor key rotate` leaves): nothing is lost by a new key
+    trusted = tmp_path / "home" / "trusted_keys"
+    trusted.mkdir(parents=True)
+    (trusted / "old.pem").write_text(old.public_key.pem())
+    assert load_signer(env, held_key_ids=lambda: [old.key_id]).created
+
+
+def test_the_held_keys_are_asked_only_when_the_key_is_missing(tmp_path: Path) -> None:
+    env = {"PROCTOR_HOME": str(tmp_path / "home")}
+    load_signer(env)
+    asked: list[bool] = []
+    load_signer(env, held_key_ids=lambda: asked.append(True) or ["sha256:" + "0" * 64])
+    assert asked == []
+
+
+def test_rotation_retires_the_old_key_into_the_trusted_folder(tmp_path: Path) -> None:
+    from proctor.runtime.home.keys import retired_keys, rotate_key, trusted_local_keys
+
+    env = {"PROCTOR_HOME": str(tmp_path / "home")}
+    first = load_signer(env).signer
+    seen: list[str] = []
+    rotation = rotate_key(env, before_replace=lambda r: seen.append(r.new.signer.key_id))
+    assert rotation.old is not None and rotation.old.key_id == first.key_id
+    assert seen == [rotation.new.signer.key_id]
+    assert load_signer(env).signer.key_id == rotation.new.signer.key_id
+    assert [k.key_id for k in retired_keys(env)] == [first.key_id]
+    assert {k.key_id for k in trusted_local_keys(env)} == {first.key_id, rotation.new.signer.key_id}
+    key = tmp_path / "home" / "signing_key.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_a_failing_audit_stops_the_rotation_before_the_key_changes(tmp_path: Path) -> None:
+    from proctor.errors import ProctorError
+    from proctor.runtime.home.keys import rotate_key
+
+    env = {"PROCTOR_HOME": str(tmp_path / "home")}
+    first = load_signer(env).signer
+
+    def refuse(_rotation: object) -> None:
+        raise ProctorError("no audit", code="audit_unwritable")
+
+    with pytest.raises(ProctorError):
+        rotate_key(env, before_replace=refuse)
+    assert load_signer(env).signer.key_id == first.key_id
+
+
+@pytest.mark.parametrize("home", ["", "not/absolute"])
+def test_no_home_is_a_config_error(home: str) -> None:
+    from proctor.runtime.home.files import home_dir
+
+    with pytest.raises(ConfigError) as info:
+        home_dir({"HOME": home})
+    assert info.value.code == "home_missing"

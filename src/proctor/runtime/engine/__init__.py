@@ -1,6 +1,7 @@
 """The run engine: a session opens a workspace and drives runs from their record to a seal.
 
-Owns: :mod:`.session` (``Session``: run, resume, turn calls, envelopes), :mod:`.drive` (the
+Owns: :mod:`.session` (``Session``: run, resume, turn calls, envelopes), :mod:`.start` (a
+run's start: the checks before it, then one transaction that creates it whole), :mod:`.drive` (the
 driver of one run: preparation, the step loop, pauses), :mod:`.kinds` (tool, ask and agent
 steps, with the reconciliation of a crashed driver's claims), :mod:`.sealing` (the receipt tree
 from the store alone), :mod:`.lease` (one driver per run), :mod:`.delivery` (a run's

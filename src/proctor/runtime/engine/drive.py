@@ -22,17 +22,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep
+from proctor.contracts.skill import AgentStep, AskStep, Method
 from proctor.core.authority import narrow, parse_authority
-from proctor.core.floor import certain_changes
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (
     ConfigError,
     CredentialError,
-    ParseError,
     PolicyLoadError,
     ProctorError,
-    UsageError,
 )
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.governor import (
@@ -42,7 +39,7 @@ from proctor.runtime.admission.governor import (
     Deliver,
     Governor,
 )
-from proctor.runtime.boundary.reach import run_roots, run_workspace
+from proctor.runtime.boundary.reach import run_workspace
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine.host import (
     RunHost,
@@ -93,84 +90,7 @@ class RunDriver:
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
 
-    # -- start and drive -------------------------------------------------------------------
-
-    def start(self, inputs: Any, cli_inputs: list[str] | None) -> RunEnvelope:
-        """Validate inputs, prepare, refuse a certain change under ``none``, then drive."""
-        s = self.s
-        from proctor.runtime.tools.fs_bundle import recover_bundles
-
-        recovered = recover_bundles(s.workspace, s.store)
-        s.audit.emit(
-            "run_started",
-            run_id=self.run_id,
-            step_index=None,
-            skill=self.skill.package.name,
-            method=self.record.method,
-            package_digest=self.skill.package_digest,
-            authority=self.authority.to_json(),
-            recovered_bundles=recovered,
-        )
-        s.store.append_event(self.run_id, "started", {"authority": self.authority.to_json()})
-        try:
-            self._check_kinds()
-            values = self._inputs(inputs, cli_inputs)
-            fields = {"inputs": values, "inputs_digest": digest(values)}
-            try:  # the folders a reach: inputs run's inputs name, resolved once (runtime.reach)
-                fields["roots"] = run_roots(
-                    self.authority, self.method.inputs, values, s.workspace.root
-                )
-            except UsageError as exc:
-                raise _Blocked(exc.code, exc.message, "inputs_invalid") from exc
-            s.store.update_run(self.run_id, data=fields)
-            self.record.data.update(fields)
-            self._refuse_certain_changes()
-            self.governor()
-        except _Blocked as blocked:
-            refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
-            return self._seal("blocked", blocked.seal_reason, None, refusal)
-        return self.drive()
-
-    def _check_kinds(self) -> None:
-        for step in self.method.steps:
-            if not isinstance(step, ToolStep | AskStep | AgentStep):
-                kind = type(step).__name__.removesuffix("Step").lower()
-                raise _Blocked(
-                    "step_kind_unsupported",
-                    f"step '{step.id}' is a {kind} step, which this version of proctor cannot"
-                    " run yet; no step of the run was executed",
-                    "admission_refused",
-                )
-
-    def _inputs(self, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
-        from proctor.parser.inputs import coerce_cli_inputs, validate_inputs
-
-        try:
-            values: dict[str, Any] = dict(inputs or {})
-            if cli_inputs:
-                values.update(coerce_cli_inputs(cli_inputs, self.method.inputs))
-            validate_inputs(values, self.method.inputs)
-        except (UsageError, ParseError) as exc:
-            raise _Blocked(exc.code, exc.message, "inputs_invalid") from exc
-        return values
-
-    def _refuse_certain_changes(self) -> None:
-        if self.authority.effects != "none":
-            return
-        fixed = [
-            (step.id, step.tool, self.s.tools[step.tool].effect)
-            for step in self.method.steps
-            if isinstance(step, ToolStep) and step.tool in self.s.tools
-        ]
-        changes = certain_changes(fixed)
-        if changes:
-            raise _Blocked(
-                "effects_none",
-                "this run's authority is effects: none and these steps change something: "
-                + ", ".join(changes)
-                + "; no step was executed",
-                "admission_refused",
-            )
+    # -- drive ---------------------------------------------------------------------------
 
     def governor(self) -> Governor:
         """The run's governor, counting on from the calls already recorded."""
@@ -286,6 +206,9 @@ class RunDriver:
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
         recover_bundles(s.workspace, s.store)
+        refused = self._start_refusal()
+        if refused is not None:
+            return self._seal("blocked", refused[0], None, refused[1])
         try:
             governor = self.governor()
         except _Blocked as blocked:
@@ -341,6 +264,23 @@ class RunDriver:
                 "failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message)
             )
         return self._seal("completed", None, value, None)
+
+    def _start_refusal(self) -> tuple[str, Refusal] | None:
+        """The refusal a run's start recorded (see :mod:`.start`), or ``start_incomplete`` for
+        a record without its inputs (left by a version whose start was not one transaction):
+        such a run seals blocked and never runs a step."""
+        data = self.record.data
+        blocked = data.get("start_blocked")
+        if isinstance(blocked, dict):
+            refusal = Refusal(code=str(blocked["code"]), message=str(blocked["message"]))
+            return str(blocked["seal_reason"]), refusal
+        if "inputs_digest" not in data:
+            message = (
+                "this run's start never completed (its inputs were not recorded), so no step"
+                " ran; start the run again"
+            )
+            return "inputs_invalid", Refusal(code="start_incomplete", message=message)
+        return None
 
     def _result(self, outputs: dict[str, Any]) -> Any:
         method = self.method

@@ -14,6 +14,9 @@ again; receipts are written at seal from the store's records. One driver holds a
 (a lease row). What can go wrong and where it shows:
 
 - the reference or a package file is invalid: raised (no run exists yet; exit code 2);
+- the home, the signing key, the receipt store or the run store would fail the run: raised
+  before anything of the run is recorded (see :mod:`.start`; exit code 3 for the home and the
+  key); a run is then created whole, with its inputs, in one transaction;
 - a blocked preparation (inputs that fail the schema, a step kind this version cannot run, a
   policy set that refuses to load, ``effects: none`` with fixed steps that change something)
   seals a ``blocked`` run with its receipt, never echoing the rejected value;
@@ -100,6 +103,8 @@ class Session:
         self.egress_route = egress_route
         self.durable = durable
         self._signer = signer
+        self._key_noted = False
+        self._key_source = "given"
         self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
         self._store: SQLiteRunStore | None = None
         self._audit: AuditLog | None = None
@@ -119,7 +124,8 @@ class Session:
 
             named = self.environ.get("PROCTOR_DATABASE_PATH")
             path = Path(named) if named else self.workspace.state_dir / "runs.sqlite"
-            self._store = SQLiteRunStore(path)
+            shown = "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
+            self._store = SQLiteRunStore(path, shown=shown)
         return self._store
 
     @property
@@ -142,14 +148,33 @@ class Session:
             )
         return self._receipts
 
-    @property
-    def signer(self) -> Signer:
-        """The signing key."""
+    def load_key(self) -> Signer:
+        """The signing key, loaded (created in the home on first use) and checked.
+
+        Raises:
+            ConfigError: the key is exposed, invalid or uncreatable, or missing from the home
+                where receipts here were signed by a home key not kept trusted
+                (``signing_key_missing``), or there is no home.
+        """
         if self._signer is None:
             from proctor.runtime.home.keys import load_signer
 
-            self._signer = load_signer(self.environ).signer
+            key = load_signer(
+                self.environ, held_key_ids=lambda: self.receipts.key_ids(source="home")
+            )
+            self._signer = key.signer
+            self._key_source = "named" if key.shown_path == "$PROCTOR_SIGNING_KEY" else "home"
         return self._signer
+
+    @property
+    def signer(self) -> Signer:
+        """The signing key (see :meth:`load_key`), its id noted in the receipt store before it
+        signs there."""
+        signer = self.load_key()
+        if not self._key_noted:
+            self.receipts.note_key(signer.key_id, source=self._key_source)
+            self._key_noted = True
+        return signer
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -249,8 +274,11 @@ class Session:
 
         Raises:
             UsageError / ParseError: the reference or the package is invalid (no run exists).
+            ConfigError: ``home_missing`` or a signing key that is exposed, invalid,
+                unreadable, uncreatable or missing (no run exists; see :mod:`.start`).
+            ReceiptInvalid: ``receipt_store_foreign`` (no run exists).
             RunInterrupted: a stop was requested; the run waits for ``resume``.
-            StoreError: the run store failed.
+            StoreError: ``store_corrupt`` (no run exists), or the run store failed.
         """
         from proctor.runtime.engine.delivery import (
             NeedsCredential,
@@ -259,6 +287,7 @@ class Session:
             record_authority,
         )
         from proctor.runtime.engine.drive import RunDriver
+        from proctor.runtime.engine.start import check_parts, start_run
 
         skill = load_skill(ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root)
         if skill.package.profile is None:
@@ -269,6 +298,8 @@ class Session:
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
+        check_parts(self)
+        kill_point("start.checked")
         if authority is None:
             authority = Authority()
         elif authority.set_by == "default":
@@ -290,13 +321,12 @@ class Session:
 
         if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
             record.data["writable_dirs"] = list(WRITABLE_DIRS)
-        self.store.create_run(record)
-        self._acquire(record.run_id)
+        driver = RunDriver(self, record, skill, method, stop)
+        driver.request_secrets = request_secrets
+        start_run(self, driver, inputs, cli_inputs, self._acquire)
         try:
-            driver = RunDriver(self, record, skill, method, stop)
-            driver.request_secrets = request_secrets
             try:
-                return driver.start(inputs, cli_inputs)
+                return driver.drive()
             except NeedsCredential as needed:
                 return park_needs_credential(
                     needed, run_id=record.run_id, skill=record.skill, method=record.method,
@@ -325,6 +355,8 @@ class Session:
 
         Raises:
             UsageError: ``run_not_found``.
+            ConfigError, ReceiptInvalid, StoreError: the checks of :func:`.start.check_parts`
+                (nothing is recorded; the run waits as it was).
             ResumeRefused: the document (codes in :mod:`proctor.core.resume`), ``run_busy``
                 (another process drives it), ``package_changed`` (the package's files differ
                 from the ones the run started with), ``needs_credential`` (a credential the
@@ -347,6 +379,9 @@ class Session:
         )
         if record.status == "sealed":
             return self.envelope(run_id)
+        from proctor.runtime.engine.start import check_parts
+
+        check_parts(self)  # a key or store that would fail at seal is refused before any step
         self._acquire(run_id)
         try:
             record = self._record(run_id)

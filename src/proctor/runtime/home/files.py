@@ -12,6 +12,8 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+from proctor.errors import ConfigError
+
 __all__ = ["home_dir", "write_private"]
 
 
@@ -35,8 +37,31 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 def home_dir(environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
-    """The proctor home and how to show it (``$PROCTOR_HOME`` or ``~/.proctor``)."""
-    named = (os.environ if environ is None else environ).get("PROCTOR_HOME")
+    """The proctor home and how to show it (``$PROCTOR_HOME`` or ``~/.proctor``).
+
+    Raises:
+        ConfigError: ``home_missing``: no ``PROCTOR_HOME``, and ``HOME`` is empty, relative,
+            or unset for a user with no account entry (so no key, settings or credentials
+            could be found or kept).
+    """
+    env = os.environ if environ is None else environ
+    named = env.get("PROCTOR_HOME")
     if named:
         return Path(named), "$PROCTOR_HOME"
-    return Path.home() / ".proctor", "~/.proctor"
+    raw = env.get("HOME", os.environ.get("HOME"))
+    if raw is None:
+        try:
+            return Path.home() / ".proctor", "~/.proctor"  # the account entry's home
+        except RuntimeError as exc:
+            raise ConfigError(
+                "there is no home folder: HOME is not set and this user has no account entry;"
+                " set HOME or PROCTOR_HOME",
+                code="home_missing",
+            ) from exc
+    if not os.path.isabs(raw):
+        raise ConfigError(
+            "there is no home folder: HOME is empty or not an absolute path; set HOME or"
+            " PROCTOR_HOME",
+            code="home_missing",
+        )
+    return Path(raw) / ".proctor", "~/.proctor"

@@ -22,6 +22,10 @@ Rules:
   An empty folder (e.g. a fresh ``mktemp -d``) becomes a store on the first write.
 * the receipt file is written before its index line; a crash between the two leaves a
   receipt the index does not list, never an index line without its receipt.
+* ``keys.jsonl`` lists the keys that signed receipts here, one ``{"key_id", "source"}`` per
+  line (``source``: ``home``, ``named`` by ``PROCTOR_SIGNING_KEY``, or ``given`` through the
+  Python API), written and synced before a key's first receipt: a missing home key where
+  receipts of a home key exist is refused rather than silently replaced (``proctor key rotate``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ __all__ = [
 ]
 
 INDEX_NAME = "index.jsonl"
+KEYS_NAME = "keys.jsonl"
 INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
 _ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
@@ -95,6 +100,7 @@ class ReceiptStore:
         self.directory = Path(directory)
         self._durable = durable
         self._checked = False
+        self._noted: set[str] = set()
 
     # -- the mark ----------------------------------------------------------------------------
 
@@ -190,6 +196,87 @@ class ReceiptStore:
             for line in handle:
                 if line.strip():
                     yield json.loads(line)
+
+    # -- the keys that signed here ---------------------------------------------------------
+
+    def check(self) -> None:
+        """Refuse a folder that is not ours (creates nothing).
+
+        Raises:
+            ReceiptInvalid: ``receipt_store_foreign``. StoreError: the disk refused a read.
+        """
+        self._check(create=False)
+
+    def key_ids(self, *, source: str | None = None) -> frozenset[str]:
+        """The ids of the keys that signed receipts here (``keys.jsonl``; for a store written
+        before that file existed, the signers of its run receipts, taken as ``home`` keys).
+        ``source`` keeps only keys noted from there (``home``, ``named`` or ``given``).
+
+        Raises:
+            ReceiptInvalid: the folder is not ours. StoreError: the disk refused a read.
+        """
+        if not self._check(create=False):
+            return frozenset()
+        found: set[str] = set()
+        try:
+            with (self.directory / KEYS_NAME).open("rb") as handle:
+                for line in handle:
+                    try:  # a line torn by a power cut named a key that signed nothing yet
+                        entry = json.loads(line)
+                        if source is None or entry.get("source", "home") == source:
+                            found.add(str(entry["key_id"]))
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        continue
+            return frozenset(found)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(
+                f"{KEYS_NAME} could not be read: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+        if source not in (None, "home"):
+            return frozenset()
+        for entry in self.index():
+            data = self.get(entry["receipt_id"]) if entry.get("kind") == "run" else None
+            key_id = json.loads(data).get("key_id") if data else None
+            if isinstance(key_id, str):
+                found.add(key_id)
+        return frozenset(found)
+
+    def note_key(self, key_id: str, *, source: str) -> None:
+        """Record that ``key_id`` (loaded from ``source``: ``home``, ``named`` or ``given``)
+        signs receipts here; on disk when it returns. Call it before the key's first receipt.
+
+        Raises:
+            ReceiptInvalid: the folder is not ours. StoreError: the disk refused the write.
+        """
+        if key_id in self._noted:
+            return
+        path = self.directory / KEYS_NAME
+        if path.exists():
+            if key_id in self.key_ids():
+                self._noted.add(key_id)
+                return
+            lines = [(key_id, source)]
+        else:  # a store from before keys.jsonl: the signers of its run receipts come first
+            lines = [(k, "home") for k in sorted(self.key_ids()) if k != key_id]
+            lines.append((key_id, source))
+        self._check(create=True)
+        data = "".join(json.dumps({"key_id": k, "source": v}) + "\n" for k, v in lines)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data.encode())
+                if self._durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._fsync_dir()
+        except OSError as exc:
+            raise StoreError(
+                f"{KEYS_NAME} could not be written: {exc.strerror}", code="receipt_store_io"
+            ) from exc
+        self._noted.add(key_id)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -330,11 +417,10 @@ def _folder_loader(directory: Path) -> Callable[[str], bytes | None]:
 
 def _trusted(public_key: PublicKey | bytes | str | os.PathLike[str] | None) -> list[PublicKey]:
     from proctor.receipts.signing import PublicKey, parse_public_key
-    from proctor.runtime.home.keys import load_public_key_file, trusted_local_key
+    from proctor.runtime.home.keys import load_public_key_file, trusted_local_keys
 
     if public_key is None:
-        local = trusted_local_key()
-        return [] if local is None else [local]
+        return trusted_local_keys()  # the local key and the keys rotation kept trusted
     if isinstance(public_key, PublicKey):
         return [public_key]
     if isinstance(public_key, bytes):
@@ -356,8 +442,9 @@ def verify_receipt(
     the workspace store (``PROCTOR_RECEIPT_DIR`` or ``.proctor/receipts``, which must be ours).
     ``public_key`` is the trusted key: a :class:`~proctor.receipts.signing.PublicKey`, key
     bytes (PEM, the ``proctor key show --json`` document, or hex), or a path to such a file;
-    by default the local signing key's public half, if one exists (none is created). A receipt
-    signed by any other key is ``unverified``.
+    by default the local signing key's public half, if one exists (none is created), and the
+    keys kept trusted in ``<home>/trusted_keys/`` (``proctor key rotate`` keeps the old key
+    there). A receipt signed by any other key is ``unverified``.
 
     Returns a :class:`~proctor.receipts.verify.VerifyResult` (tampering is a result).
 

@@ -1,4 +1,5 @@
-"""The SQLite run store (WAL mode) at ``.proctor/runs.sqlite``."""
+"""The SQLite run store (WAL mode) at ``.proctor/runs.sqlite``, checked when opened (see
+:mod:`.store_file`: built whole when missing, a damaged file refused ``store_corrupt``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
+from proctor.runtime.records import store_file
 from proctor.runtime.records.runs import CallRecord, JournalRecord, RequestRecord, RunRecord
 
 _SCHEMA = """
@@ -105,6 +107,13 @@ def _statements(script: str) -> list[str]:
     return out
 
 
+def _build(conn: sqlite3.Connection) -> None:
+    """Create the schema (inside the caller's transaction) and stamp its version."""
+    for statement in _statements(_SCHEMA):
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -117,16 +126,32 @@ class SQLiteRunStore:
     """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
     for claims, so an effect's claim survives a power cut as well as a process kill)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, shown: str | None = None) -> None:
+        """Open the store at ``path``; ``shown`` names it in messages (default: file name).
+
+        Raises:
+            StoreError: ``store_corrupt`` (nothing is written), ``store_error``.
+        """
         self.path = path
+        self.shown = shown = shown or path.name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            store_file.create_whole(path, shown, _build)
+            store_file.refuse_damaged(path, shown)
             self._conn = sqlite3.connect(
                 str(path), isolation_level=None, check_same_thread=False, timeout=10.0
             )
-            self._open()
+        except OSError as exc:
+            raise StoreError(f"cannot open the run store {shown}: {exc.strerror}") from exc
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the run store: {exc}") from exc
+            raise store_file.translate(exc, shown) from exc
+        try:
+            self._open()
+        except BaseException as exc:
+            self._conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise store_file.translate(exc, shown) from exc
+            raise
         self._lock = threading.RLock()
         self._depth = 0
 
@@ -154,6 +179,12 @@ class SQLiteRunStore:
 
     def _prepare(self) -> None:
         conn = self._conn
+        # Reads only until the store is known to be whole and ours: nothing is written to it.
+        store_file.check_once(conn, self.path, self.shown)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+        if version == 0 and names and "runs" not in names:  # older stores: runs, version 0
+            raise store_file.damaged(self.shown, "it is another program's database")
         if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -166,9 +197,7 @@ class SQLiteRunStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
-                for statement in _statements(_SCHEMA):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                _build(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

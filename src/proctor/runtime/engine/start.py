@@ -1,0 +1,178 @@
+"""The start of a run: checked, prepared, then created whole in one transaction, or not at all.
+
+:func:`check_parts` runs before a run is created (and before a resume drives one):
+
+- the home: ``PROCTOR_HOME`` or a home folder must exist to be found (``home_missing``);
+- the signing key: loaded, or created on first use; an exposed, invalid or uncreatable key is
+  refused, and so is a missing one where the receipt store holds receipts signed by a key not
+  kept trusted (``signing_key_missing``: ``proctor key rotate`` makes a new key on purpose);
+- the receipt store: it must be ours (it records a key's id before the key signs there);
+- the run store: opened and checked (``store_corrupt``).
+
+Each refusal is a ``ProctorError`` with its code, raised before anything of the run exists.
+
+:func:`start_run` then prepares the run without recording anything (the step kinds this
+version runs, the inputs typed and validated, the reach roots they name, the refusal of a
+certain change under ``effects: none``) and records it in **one transaction** of the run
+store: the run's row with its inputs (or the refusal that blocks it), its lease, its
+``started`` event, and the ``run_started`` audit line, written just before the commit, so the
+audit log may name a start that never committed but never misses one that did. A kill before
+the commit leaves no run at all; after it the run is whole, and any driver goes on from its
+record: a start refused in preparation seals ``blocked`` and never runs a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep
+from proctor.core.floor import certain_changes
+from proctor.errors import ParseError, UsageError
+from proctor.receipts.canonical import digest
+from proctor.runtime.boundary.reach import run_roots
+from proctor.runtime.engine.drive import RunDriver
+from proctor.runtime.engine.host import RunHost
+from proctor.runtime.home.files import home_dir
+from proctor.runtime.testhooks import kill_point
+
+__all__ = ["check_parts", "prepare_start", "start_run"]
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str, seal_reason: str) -> None:
+        super().__init__(message)
+        self.code, self.message, self.seal_reason = code, message, seal_reason
+
+
+def check_parts(host: RunHost) -> None:
+    """Check the home, the signing key, the receipt store and the run store.
+
+    Raises:
+        ConfigError: ``home_missing``; ``signing_key_exposed``, ``signing_key_invalid``,
+            ``signing_key_unreadable``, ``signing_key_uncreatable``, ``signing_key_missing``.
+        ReceiptInvalid: ``receipt_store_foreign``.
+        StoreError: ``store_corrupt``, ``store_error``, ``receipt_store_io``.
+    """
+    home_dir(host.environ)
+    host.receipts.check()
+    host.load_key()
+    host.store  # noqa: B018 - opening it is the check (quick_check on a first open)
+
+
+def start_run(
+    host: RunHost,
+    driver: RunDriver,
+    inputs: Any,
+    cli_inputs: list[str] | None,
+    acquire: Callable[[str], None],
+) -> None:
+    """Prepare ``driver``'s run and create it in one transaction, holding its lease.
+
+    Call :func:`check_parts` first. On return the run exists with its inputs (or its recorded
+    refusal) and ``acquire`` took its lease; on any raise, nothing of the run exists.
+
+    Raises:
+        StoreError: the run store refused the transaction (nothing is recorded).
+        ResumeRefused: ``run_busy`` from ``acquire`` (nothing is recorded).
+    """
+    from proctor.runtime.tools.fs_bundle import recover_bundles
+
+    record = driver.record
+    record.data.update(prepare_start(driver, inputs, cli_inputs))
+    kill_point("start.validated")
+    # Bundles a crashed driver left half-applied are rolled back before anything new starts.
+    recovered = recover_bundles(host.workspace, host.store)
+    kill_point("start.recovered")
+    store = host.store
+    with store.transaction():
+        store.create_run(record)
+        kill_point("start.created")
+        acquire(record.run_id)
+        store.append_event(record.run_id, "started", {"authority": driver.authority.to_json()})
+        kill_point("start.recorded")
+        host.audit.emit(
+            "run_started",
+            run_id=record.run_id,
+            step_index=None,
+            skill=driver.skill.package.name,
+            method=record.method,
+            package_digest=driver.skill.package_digest,
+            authority=driver.authority.to_json(),
+            recovered_bundles=recovered,
+        )
+        kill_point("start.audited")
+    kill_point("start.committed")
+
+
+def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
+    """What the run's record starts with: ``inputs``, ``inputs_digest`` and ``roots``, and
+    ``start_blocked`` (``code``, ``message``, ``seal_reason``) when the start is refused.
+
+    Nothing is recorded or executed. The refused value is never echoed: messages say which
+    input is wrong and why, and are scrubbed of secrets.
+    """
+    fields: dict[str, Any] = {}
+    try:
+        _check_kinds(driver.method)
+        values = _inputs(driver.method, inputs, cli_inputs)
+        try:  # the folders a reach: inputs run's inputs name, resolved once (boundary.reach)
+            roots = run_roots(
+                driver.authority, driver.method.inputs, values, driver.s.workspace.root
+            )
+        except UsageError as exc:
+            raise _Refused(exc.code, exc.message, "inputs_invalid") from exc
+        fields.update(inputs=values, inputs_digest=digest(values), roots=roots)
+        _refuse_certain_changes(driver)
+    except _Refused as refused:
+        fields["start_blocked"] = {
+            "code": refused.code,
+            "message": driver.sanitizer.text(refused.message),
+            "seal_reason": refused.seal_reason,
+        }
+    return fields
+
+
+def _check_kinds(method: Method) -> None:
+    for step in method.steps:
+        if not isinstance(step, ToolStep | AskStep | AgentStep):
+            kind = type(step).__name__.removesuffix("Step").lower()
+            raise _Refused(
+                "step_kind_unsupported",
+                f"step '{step.id}' is a {kind} step, which this version of proctor cannot"
+                " run yet; no step of the run was executed",
+                "admission_refused",
+            )
+
+
+def _inputs(method: Method, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
+    from proctor.parser.inputs import coerce_cli_inputs, validate_inputs
+
+    try:
+        values: dict[str, Any] = dict(inputs or {})
+        if cli_inputs:
+            values.update(coerce_cli_inputs(cli_inputs, method.inputs))
+        validate_inputs(values, method.inputs)
+    except (UsageError, ParseError) as exc:
+        raise _Refused(exc.code, exc.message, "inputs_invalid") from exc
+    return values
+
+
+def _refuse_certain_changes(driver: RunDriver) -> None:
+    if driver.authority.effects != "none":
+        return
+    tools = driver.s.tools
+    fixed = [
+        (step.id, step.tool, tools[step.tool].effect)
+        for step in driver.method.steps
+        if isinstance(step, ToolStep) and step.tool in tools
+    ]
+    changes = certain_changes(fixed)
+    if changes:
+        raise _Refused(
+            "effects_none",
+            "this run's authority is effects: none and these steps change something: "
+            + ", ".join(changes)
+            + "; no step was executed",
+            "admission_refused",
+        )
