@@ -108,7 +108,9 @@ def test_the_same_test_gives_byte_identical_receipts_twice(tmp_path: Path) -> No
     assert first.receipt_id == second.receipt_id
     a = _tree(first.workspace / ".proctor" / "receipts")
     b = _tree(second.workspace / ".proctor" / "receipts")
-    assert len(a) == 2 * 2 + 1 + 1  # two calls, two steps, the run, the index
+    # two calls, two steps, the run, the index, and the signers this store has seen
+    assert len(a) == 2 * 2 + 1 + 1 + 1, sorted(a)
+    assert "keys.jsonl" in a
     assert a == b
 
 
