@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
+    from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
@@ -84,6 +85,7 @@ class RunHost(Protocol):
     clock: Clock
     agent_driver: AgentDriver | None
     stop_event: threading.Event
+    sandbox_default: SandboxMode
 
     @property
     def store(self) -> RunStore: ...

@@ -46,6 +46,7 @@ from proctor.runtime.testhooks import kill_point
 if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
+    from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
@@ -70,11 +71,20 @@ class Session:
         run_ids: a factory of run ids (default: random UUID4 hex).
         agent_driver: a managed agent that works agent turns; without one, an agent step
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
+        sandbox_default: the sandbox mode when ``PROCTOR_SANDBOX`` is unset (default: the
+            class's :attr:`sandbox_default`); a surface serving untrusted callers passes
+            ``"required"``.
     """
 
     confine_writes: bool = False
     """Record the runs this session starts as confined to ``output/`` and ``drafts/`` (a
     directive run). It is recorded in the run, so whatever session resumes it confines it."""
+
+    sandbox_default: SandboxMode = "auto"
+    """The sandbox mode of the processes this session's runs start when ``PROCTOR_SANDBOX`` is
+    unset (``docs/sandbox.md``): ``auto`` for a person's own CLI and the Python API; sessions
+    driven by a model or serving MCP clients use ``required``. A run records the strictest
+    default it was driven under, so a later, looser driver keeps it."""
 
     def __init__(
         self,
@@ -85,8 +95,11 @@ class Session:
         signer: Signer | None = None,
         run_ids: Callable[[], str] | None = None,
         agent_driver: AgentDriver | None = None,
+        sandbox_default: SandboxMode | None = None,
     ) -> None:
         self.workspace = workspace
+        if sandbox_default is not None:
+            self.sandbox_default = sandbox_default
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
         self.agent_driver = agent_driver

@@ -7,9 +7,16 @@
   (:func:`process_deliver`) puts the resolved credential in ``ctx.extras["process"]`` and the
   material is set in the child's environment under the delivery name the skill declared. It is
   never in the argv, the arguments, the driver's own ``os.environ`` or any record;
+- it runs in the sandbox admission chose for the call (``ctx.extras["sandbox"]``, a
+  :class:`~proctor.runtime.boundary.sandbox.SandboxUse`): under bubblewrap the home, the keys
+  and proctor's state are hidden, only the run's reach roots are writable, there is no network
+  without an egress grant, and the program has a PID namespace of its own (see
+  ``docs/sandbox.md``); an entry a run may never write that the program created is removed
+  afterwards and fails the call (``authority_file_created``);
 - it runs in a session of its own; on timeout, or when the driver is stopped
-  (:func:`stop_running`), the whole process tree is killed (psutil walks the children, and the
-  process group is killed too, so a grandchild that double-forked is not left behind);
+  (:func:`stop_running`), the whole process tree is killed (psutil walks the children, the
+  process group is killed too, and under bubblewrap the end of the sandbox's first process
+  ends its PID namespace, so nothing that calls ``setsid`` or double-forks is left behind);
 - stdout and stderr are read to their end and kept up to ``max_output_bytes`` each; the kept
   text is scrubbed (the run's taint set, credential shapes, secret-named assignments) before
   it is cut, returned or digested;
@@ -24,16 +31,30 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import select
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import psutil
+
 from proctor.errors import CredentialError, ToolFailed
+from proctor.runtime.boundary.sandbox import (
+    SANDBOX_EXTRA,
+    SandboxUse,
+    bwrap_argv,
+    sandbox_for_call,
+    sandbox_setting,
+)
+from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
 
@@ -60,9 +81,23 @@ PROCESS_EXTRA = "process"
 # Raw bytes read past ``max_output_bytes`` so that a secret straddling the cut is still whole
 # when the kept text is scrubbed; the scrubbed text is cut afterwards.
 _SCRUB_SLACK = 64 * 1024
-_RUNNING: dict[int, subprocess.Popen[bytes]] = {}
 _LOCK = threading.Lock()
 _STOPPED: set[int] = set()
+# bubblewrap's own complaint when the program it was to run cannot be executed in the sandbox
+_BWRAP_EXEC_FAILED = b"bwrap: execvp "
+_REAP_SECONDS = 10.0
+
+
+@dataclass
+class _Running:
+    """A started command: the process proctor started (bubblewrap, or the program itself) and,
+    under bubblewrap, the sandbox's first process (the PID namespace ends with it)."""
+
+    proc: subprocess.Popen[bytes]
+    inner: psutil.Process | None = None
+
+
+_RUNNING: dict[int, _Running] = {}
 
 
 class CommandStopped(Exception):
@@ -121,23 +156,33 @@ class _Sink:
         return text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(), cut
 
 
-def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        import psutil
+def _kill_tree(running: _Running) -> list[psutil.Process]:
+    """Kill everything the command started; return the processes to wait for.
 
-        try:
-            family = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.Error:
-            family = []
-        for child in family:
-            with contextlib.suppress(psutil.Error):
-                child.kill()
-    except ImportError:  # psutil is a dependency; the process group kill below still runs
-        pass
+    The leader is walked only while it is not reaped (a reaped pid may belong to anyone by
+    now); the sandbox's first process was captured while the leader held it, so psutil knows
+    it by its start time too.
+    """
+    proc = running.proc
+    roots: list[psutil.Process] = []
+    if proc.returncode is None:
+        with contextlib.suppress(psutil.Error):
+            roots.append(psutil.Process(proc.pid))
+    if running.inner is not None:
+        roots.append(running.inner)
+    family: list[psutil.Process] = []
+    for root in roots:
+        with contextlib.suppress(psutil.Error):
+            family += root.children(recursive=True)
+    for member in [*family, *roots[1:]]:
+        with contextlib.suppress(psutil.Error):
+            member.kill()
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        proc.kill()
+    if proc.returncode is None:
+        with contextlib.suppress(OSError):
+            proc.kill()
+    return [*family, *roots[1:]]
 
 
 def stop_running() -> int:
@@ -147,10 +192,10 @@ def stop_running() -> int:
     """
     with _LOCK:
         running = list(_RUNNING.values())
-    for proc in running:
+    for item in running:
         with _LOCK:
-            _STOPPED.add(proc.pid)
-        _kill_tree(proc)
+            _STOPPED.add(item.proc.pid)
+        _kill_tree(item)
     return len(running)
 
 
@@ -191,6 +236,105 @@ def _child_env(proc: ProcessContext) -> dict[str, str]:
     return env
 
 
+def _sandbox(ctx: ToolContext) -> SandboxUse:
+    """The sandbox admission chose; a handler called without admission gets ``required``.
+
+    Raises:
+        RefusedCall: ``sandbox_unavailable`` (only without admission's choice).
+    """
+    use = ctx.extras.get(SANDBOX_EXTRA)
+    if isinstance(use, SandboxUse):
+        return use
+    return sandbox_for_call(sandbox_setting(os.environ, default="required"), network=False)
+
+
+def _check_startable(argv0: str, cwd: Path, env: Mapping[str, str]) -> None:
+    """Refuse a program that cannot be found before anything starts.
+
+    Raises:
+        ToolFailed: ``command_not_started``.
+    """
+    if "/" in argv0:
+        path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
+        found = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        found = shutil.which(argv0, path=env.get("PATH", os.defpath)) is not None
+    if not found:
+        raise ToolFailed(
+            f"cannot start '{os.path.basename(argv0)}': no such executable file",
+            code="command_not_started",
+        )
+
+
+def _sandbox_pid(fd: int, deadline: float) -> psutil.Process | None:
+    """The sandbox's first process, from bubblewrap's info pipe (closed by the reader)."""
+    data = b""
+    try:
+        while time.monotonic() < deadline and b"}" not in data:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    try:
+        pid = int(json.loads(data.decode("utf-8"))["child-pid"])
+        return psutil.Process(pid)
+    except (ValueError, KeyError, TypeError, psutil.Error):
+        return None
+
+
+def _start(
+    ctx: ToolContext, argv: list[str], cwd: Path, env: dict[str, str], use: SandboxUse
+) -> tuple[_Running, Sweep | None, int | None]:
+    """Start the command (under bubblewrap when ``use`` says so); return it, its sweep and
+    its deadline.
+
+    Raises:
+        ToolFailed: ``command_not_started``.
+    """
+    _check_startable(argv[0], cwd, env)
+    launch, launch_env, sweep, info = argv, env, None, None
+    if use.used == "bubblewrap" and use.bwrap is not None:
+        proc_ctx = _process(ctx)
+        spec, sweep = run_sandbox(
+            ctx.workspace,
+            environ=os.environ if proc_ctx.environ is None else proc_ctx.environ,
+            env=env,
+            cwd=cwd,
+            network=use.network,
+        )
+        info = os.pipe()
+        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1])
+        launch_env = dict(spec.env)
+    try:
+        proc = subprocess.Popen(
+            launch,
+            cwd=cwd,
+            env=launch_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            shell=False,
+            pass_fds=() if info is None else (info[1],),
+        )
+    except OSError as exc:
+        if info is not None:
+            os.close(info[0])
+        raise ToolFailed(
+            f"cannot start '{os.path.basename(argv[0])}': {exc.strerror}",
+            code="command_not_started",
+        ) from exc
+    finally:
+        if info is not None:
+            os.close(info[1])
+    return _Running(proc), sweep, None if info is None else info[0]
+
+
 def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in args["argv"]]
     cwd = ctx.workspace.resolve(args.get("cwd", "."), "list")
@@ -198,36 +342,26 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     keep = int(args.get("max_output_bytes", DEFAULT_MAX_OUTPUT))
     proc_ctx = _process(ctx)
     env = _child_env(proc_ctx)
+    use = _sandbox(ctx)
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd.abs,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            shell=False,
-        )
-    except OSError as exc:
-        raise ToolFailed(
-            f"cannot start '{os.path.basename(argv[0])}': {exc.strerror}",
-            code="command_not_started",
-        ) from exc
+    running, sweep, info_fd = _start(ctx, argv, cwd.abs, env, use)
+    proc = running.proc
     with _LOCK:
-        _RUNNING[proc.pid] = proc
+        _RUNNING[proc.pid] = running
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Sink(proc.stdout, keep), _Sink(proc.stderr, keep)
+    if info_fd is not None:
+        running.inner = _sandbox_pid(info_fd, started + timeout)
     timed_out = False
     try:
-        proc.wait(timeout=timeout)
+        proc.wait(timeout=max(0.0, started + timeout - time.monotonic()))
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:
         # A finished leader may leave children holding the pipes: kill what is left either way.
-        _kill_tree(proc)
+        family = _kill_tree(running)
         proc.wait()
+        psutil.wait_procs(family, timeout=_REAP_SECONDS)
         with _LOCK:
             _RUNNING.pop(proc.pid, None)
     for sink in (out, err):
@@ -237,6 +371,17 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         _STOPPED.discard(proc.pid)
     if stopped:
         raise CommandStopped(f"the command {os.path.basename(argv[0])!r} was stopped")
+    removed = sweep.run() if sweep is not None else []
+    if (
+        use.used == "bubblewrap"
+        and proc.returncode == 1
+        and bytes(err.kept).startswith(_BWRAP_EXEC_FAILED)
+    ):
+        raise ToolFailed(
+            f"cannot start '{os.path.basename(argv[0])}' inside the sandbox: it is not visible "
+            "there (the home and proctor's state are hidden; see docs/sandbox.md)",
+            code="command_not_started",
+        )
     stdout, stdout_digest, stdout_cut = out.result(proc_ctx.taint)
     stderr, stderr_digest, stderr_cut = err.result(proc_ctx.taint)
     result = {
@@ -253,6 +398,13 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
     facts = {k: v for k, v in result.items() if k not in ("stdout", "stderr")}
+    if removed:
+        raise ToolFailed(
+            "the command created files a run may never write (they grant authority); they "
+            f"were removed: {', '.join(removed)}",
+            code="authority_file_created",
+            details={**facts, "removed": removed},
+        )
     if timed_out:
         raise ToolFailed(
             f"the command ran past {timeout:g} s and its process tree was killed",
