@@ -59,7 +59,8 @@ def _real(path: str | Path) -> Path | None:
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
+    inner, outer = str(path), str(folder)
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
 
 
 def _settings(environ: Mapping[str, str], name: str) -> list[str]:

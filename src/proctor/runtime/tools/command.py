@@ -95,6 +95,7 @@ class _Running:
 
     proc: subprocess.Popen[bytes]
     inner: psutil.Process | None = None
+    inner_fd: int | None = None  # a pidfd of ``inner``: readable once it has ended
 
 
 _RUNNING: dict[int, _Running] = {}
@@ -159,22 +160,19 @@ class _Sink:
 def _kill_tree(running: _Running) -> list[psutil.Process]:
     """Kill everything the command started; return the processes to wait for.
 
-    The leader is walked only while it is not reaped (a reaped pid may belong to anyone by
-    now); the sandbox's first process was captured while the leader held it, so psutil knows
-    it by its start time too.
+    Under bubblewrap, killing the sandbox's first process ends its PID namespace, and the
+    kernel kills every process in it (``setsid``, double forks and nested namespaces
+    included); nothing has to be found first. Otherwise psutil walks the leader's descendants,
+    and only while the leader is not reaped (a reaped pid may belong to anyone by now).
     """
     proc = running.proc
-    roots: list[psutil.Process] = []
-    if proc.returncode is None:
-        with contextlib.suppress(psutil.Error):
-            roots.append(psutil.Process(proc.pid))
-    if running.inner is not None:
-        roots.append(running.inner)
     family: list[psutil.Process] = []
-    for root in roots:
+    if running.inner is not None:
+        family.append(running.inner)
+    elif proc.returncode is None:
         with contextlib.suppress(psutil.Error):
-            family += root.children(recursive=True)
-    for member in [*family, *roots[1:]]:
+            family += psutil.Process(proc.pid).children(recursive=True)
+    for member in family:
         with contextlib.suppress(psutil.Error):
             member.kill()
     with contextlib.suppress(OSError):
@@ -182,7 +180,51 @@ def _kill_tree(running: _Running) -> list[psutil.Process]:
     if proc.returncode is None:
         with contextlib.suppress(OSError):
             proc.kill()
-    return [*family, *roots[1:]]
+    return family
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for ``proc`` to end, for at most ``timeout`` seconds.
+
+    ``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms, which would add several
+    milliseconds to every short command; a pidfd wakes up the moment the process ends.
+
+    Raises:
+        subprocess.TimeoutExpired: it is still running.
+    """
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        proc.wait(timeout=timeout)
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+    proc.wait()
+
+
+def _wait_gone(running: _Running, family: list[psutil.Process], seconds: float) -> None:
+    """Wait until each process is gone or a zombie (a PID namespace's first process is a
+    zombie only once every process in its namespace is dead)."""
+    deadline = time.monotonic() + seconds
+    if running.inner_fd is not None:
+        try:
+            select.select([running.inner_fd], [], [], seconds)
+        finally:
+            os.close(running.inner_fd)
+            running.inner_fd = None
+        return
+    for member in family:
+        while time.monotonic() < deadline:
+            try:
+                if member.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.Error:
+                break
+            time.sleep(0.001)
 
 
 def stop_running() -> int:
@@ -266,8 +308,10 @@ def _check_startable(argv0: str, cwd: Path, env: Mapping[str, str]) -> None:
         )
 
 
-def _sandbox_pid(fd: int, deadline: float) -> psutil.Process | None:
-    """The sandbox's first process, from bubblewrap's info pipe (closed by the reader)."""
+def _capture_sandbox(running: _Running, fd: int, deadline: float) -> None:
+    """Learn the sandbox's first process from bubblewrap's info pipe (closed here), and hold
+    a pidfd of it. While bubblewrap runs, that process is its unreaped child, so the pid is
+    still its own; psutil's start-time check confirms the pidfd was opened on it."""
     data = b""
     try:
         while time.monotonic() < deadline and b"}" not in data:
@@ -281,10 +325,18 @@ def _sandbox_pid(fd: int, deadline: float) -> psutil.Process | None:
     finally:
         os.close(fd)
     try:
-        pid = int(json.loads(data.decode("utf-8"))["child-pid"])
-        return psutil.Process(pid)
+        inner = psutil.Process(int(json.loads(data.decode("utf-8"))["child-pid"]))
     except (ValueError, KeyError, TypeError, psutil.Error):
-        return None
+        return
+    running.inner = inner
+    try:
+        pidfd = os.pidfd_open(inner.pid)
+    except (AttributeError, OSError):
+        return
+    if inner.is_running():
+        running.inner_fd = pidfd
+    else:
+        os.close(pidfd)
 
 
 def _start(
@@ -351,17 +403,17 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Sink(proc.stdout, keep), _Sink(proc.stderr, keep)
     if info_fd is not None:
-        running.inner = _sandbox_pid(info_fd, started + timeout)
+        _capture_sandbox(running, info_fd, started + timeout)
     timed_out = False
     try:
-        proc.wait(timeout=max(0.0, started + timeout - time.monotonic()))
+        _wait(proc, max(0.0, started + timeout - time.monotonic()))
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:
         # A finished leader may leave children holding the pipes: kill what is left either way.
         family = _kill_tree(running)
         proc.wait()
-        psutil.wait_procs(family, timeout=_REAP_SECONDS)
+        _wait_gone(running, family, _REAP_SECONDS)
         with _LOCK:
             _RUNNING.pop(proc.pid, None)
     for sink in (out, err):
