@@ -11,8 +11,7 @@
 6. budget (calls and receipts are reserved before anything is sent),
 7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
 8. execution (an effect is claimed durably in the run store before it is sent, settled after;
-   a process runs in the sandbox chosen before the floor: ``sandbox_unavailable`` under
-   ``PROCTOR_SANDBOX=required`` when bubblewrap does not work, see ``docs/sandbox.md``),
+   a process runs in the sandbox :mod:`.sandboxing` chose before the floor),
 9. sanitization of the result (exact delivered secrets, credential shapes, secret-named fields),
 10. record: the run store, then the audit log (receipts are sealed from the store's record).
 
@@ -22,7 +21,6 @@ it never raises and never ends the process.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,13 +34,7 @@ from proctor.policy.guards import GuardContext
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
-from proctor.runtime.boundary.sandbox import (
-    SANDBOX_EXTRA,
-    SandboxSetting,
-    SandboxUse,
-    sandbox_for_call,
-    sandbox_setting,
-)
+from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
@@ -57,6 +49,7 @@ if TYPE_CHECKING:
     import threading
 
     from proctor.core.budget import ReceiptBudget
+    from proctor.runtime.boundary.sandbox import SandboxSetting, SandboxUse
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
@@ -201,7 +194,6 @@ class Governor:
         self.write_budget = write_budget
         self.deliver = deliver
         self.clock = clock
-        # how processes are confined; without a setting, PROCTOR_SANDBOX or ``required``
         self.sandbox = sandbox
         self.history: list[dict[str, Any]] = []
         self.calls_made = 0
@@ -320,9 +312,7 @@ class Governor:
             done = self.store.find_idempotent(spec.idempotency_key)
             if done is not None:
                 raise _AlreadyDone(done)
-        # the sandbox a process runs in, decided before a person is asked to approve it
-        if tool.effect == "process":
-            outcome.sandbox = self._sandbox_use()
+        outcome.sandbox = choose_sandbox(self.sandbox, self.authority, tool)  # before the floor
         # 5. floor
         self._floor(spec, tool, args, outcome)
         # 6. budget
@@ -334,17 +324,6 @@ class Governor:
         if self.receipt_budget is not None:
             self.receipt_budget.reserve(1)
         return args, resolved
-
-    def _sandbox_use(self) -> SandboxUse:
-        """Raises RefusedCall ``sandbox_unavailable`` under ``required`` without bubblewrap."""
-        if self.sandbox is None:
-            try:
-                self.sandbox = sandbox_setting(os.environ, default="required")
-            except ProctorError as exc:
-                raise RefusedCall(exc.message, code=exc.code) from exc
-        grant = self.authority.egress
-        network = grant is not None and bool(grant.hosts or grant.networks)
-        return sandbox_for_call(self.sandbox, network=network)
 
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
@@ -446,17 +425,9 @@ class Governor:
             self.store.claim_call(record)
             kill_point("call.claimed")
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
-        if outcome.sandbox is not None:
-            extras[SANDBOX_EXTRA] = outcome.sandbox
-            if outcome.sandbox.mode == "off":
-                self.audit.emit(
-                    "sandbox_disabled",
-                    run_id=self.run_id,
-                    step_index=spec.step_index,
-                    tool=tool.name,
-                    call_id=outcome.call_id,
-                    reason=outcome.sandbox.reason,
-                )
+        sandboxed = hand_over(outcome.sandbox, extras, self.audit, run_id=self.run_id,
+                              step_index=spec.step_index, tool=tool.name,
+                              call_id=outcome.call_id)  # fmt: skip
         ctx = ToolContext(
             workspace=admitted_workspace(self.workspace, resolved),
             store=self.store,
@@ -493,9 +464,8 @@ class Governor:
             "started_at": _iso(outcome.started_at),
             "ended_at": _iso(outcome.ended_at),
             "approved_by": outcome.approved_by,
+            **sandboxed,
         }
-        if outcome.sandbox is not None:
-            settled["sandbox"] = outcome.sandbox.to_record()
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended
         # 10. record: the run store, then the audit log
@@ -523,7 +493,6 @@ class Governor:
             args_digest=outcome.args_digest,
             outputs_digest=outcome.outputs_digest,
             result_redacted=redacted,
-            **_sandbox_field(outcome.sandbox),
         )
         return outcome
 
@@ -599,10 +568,6 @@ class Governor:
         n = self._per_step.get(step_id, 0) + 1
         self._per_step[step_id] = n
         return f"{step_id or 'call'}/{n}"
-
-
-def _sandbox_field(use: SandboxUse | None) -> dict[str, Any]:
-    return {} if use is None else {"sandbox": use.used}
 
 
 def _iso(moment: datetime | None) -> str | None:
