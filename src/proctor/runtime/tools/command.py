@@ -13,10 +13,10 @@
   without an egress grant, and the program has a PID namespace of its own (see
   ``docs/sandbox.md``); an entry a run may never write that the program created is removed
   afterwards and fails the call (``authority_file_created``);
-- it runs in a session of its own; on timeout, or when the driver is stopped
-  (:func:`stop_running`), the whole process tree is killed (psutil walks the children, the
-  process group is killed too, and under bubblewrap the end of the sandbox's first process
-  ends its PID namespace, so nothing that calls ``setsid`` or double-forks is left behind);
+- it runs in a session of its own (:mod:`proctor.runtime.tools.process`); on timeout, when it
+  ends, or when the driver is stopped (:func:`stop_running`), everything it started is killed
+  (under bubblewrap the end of the sandbox's first process ends its PID namespace, so nothing
+  that calls ``setsid`` or double-forks is left behind);
 - stdout and stderr are read to their end and kept up to ``max_output_bytes`` each; the kept
   text is scrubbed (the run's taint set, credential shapes, secret-named assignments) before
   it is cut, returned or digested;
@@ -29,34 +29,27 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
-import select
-import shutil
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
-
-import psutil
 
 from proctor.errors import CredentialError, ToolFailed
 from proctor.runtime.boundary.sandbox import (
     SANDBOX_EXTRA,
     SandboxUse,
-    bwrap_argv,
     sandbox_for_call,
     sandbox_setting,
 )
-from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
+from proctor.runtime.tools import process
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
+
+# re-exported: the driver stops every running command through it
+from proctor.runtime.tools.process import stop_running as stop_running
 
 if TYPE_CHECKING:
     from proctor.runtime.boundary.sanitize import TaintSet
@@ -81,24 +74,6 @@ PROCESS_EXTRA = "process"
 # Raw bytes read past ``max_output_bytes`` so that a secret straddling the cut is still whole
 # when the kept text is scrubbed; the scrubbed text is cut afterwards.
 _SCRUB_SLACK = 64 * 1024
-_LOCK = threading.Lock()
-_STOPPED: set[int] = set()
-# bubblewrap's own complaint when the program it was to run cannot be executed in the sandbox
-_BWRAP_EXEC_FAILED = b"bwrap: execvp "
-_REAP_SECONDS = 10.0
-
-
-@dataclass
-class _Running:
-    """A started command: the process proctor started (bubblewrap, or the program itself) and,
-    under bubblewrap, the sandbox's first process (the PID namespace ends with it)."""
-
-    proc: subprocess.Popen[bytes]
-    inner: psutil.Process | None = None
-    inner_fd: int | None = None  # a pidfd of ``inner``: readable once it has ended
-
-
-_RUNNING: dict[int, _Running] = {}
 
 
 class CommandStopped(Exception):
@@ -157,90 +132,6 @@ class _Sink:
         return text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(), cut
 
 
-def _kill_tree(running: _Running) -> list[psutil.Process]:
-    """Kill everything the command started; return the processes to wait for.
-
-    Under bubblewrap, killing the sandbox's first process ends its PID namespace, and the
-    kernel kills every process in it (``setsid``, double forks and nested namespaces
-    included); nothing has to be found first. Otherwise psutil walks the leader's descendants,
-    and only while the leader is not reaped (a reaped pid may belong to anyone by now).
-    """
-    proc = running.proc
-    family: list[psutil.Process] = []
-    if running.inner is not None:
-        family.append(running.inner)
-    elif proc.returncode is None:
-        with contextlib.suppress(psutil.Error):
-            family += psutil.Process(proc.pid).children(recursive=True)
-    for member in family:
-        with contextlib.suppress(psutil.Error):
-            member.kill()
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    if proc.returncode is None:
-        with contextlib.suppress(OSError):
-            proc.kill()
-    return family
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Wait for ``proc`` to end, for at most ``timeout`` seconds.
-
-    ``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms, which would add several
-    milliseconds to every short command; a pidfd wakes up the moment the process ends.
-
-    Raises:
-        subprocess.TimeoutExpired: it is still running.
-    """
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        proc.wait(timeout=timeout)
-        return
-    try:
-        ready, _, _ = select.select([fd], [], [], timeout)
-    finally:
-        os.close(fd)
-    if not ready:
-        raise subprocess.TimeoutExpired(proc.args, timeout)
-    proc.wait()
-
-
-def _wait_gone(running: _Running, family: list[psutil.Process], seconds: float) -> None:
-    """Wait until each process is gone or a zombie (a PID namespace's first process is a
-    zombie only once every process in its namespace is dead)."""
-    deadline = time.monotonic() + seconds
-    if running.inner_fd is not None:
-        try:
-            select.select([running.inner_fd], [], [], seconds)
-        finally:
-            os.close(running.inner_fd)
-            running.inner_fd = None
-        return
-    for member in family:
-        while time.monotonic() < deadline:
-            try:
-                if member.status() == psutil.STATUS_ZOMBIE:
-                    break
-            except psutil.Error:
-                break
-            time.sleep(0.001)
-
-
-def stop_running() -> int:
-    """Kill the process tree of every command running now (the driver is stopping).
-
-    Returns how many commands were stopped.
-    """
-    with _LOCK:
-        running = list(_RUNNING.values())
-    for item in running:
-        with _LOCK:
-            _STOPPED.add(item.proc.pid)
-        _kill_tree(item)
-    return len(running)
-
-
 def _process(ctx: ToolContext) -> ProcessContext:
     proc = ctx.extras.get(PROCESS_EXTRA)
     return proc if isinstance(proc, ProcessContext) else ProcessContext()
@@ -290,103 +181,6 @@ def _sandbox(ctx: ToolContext) -> SandboxUse:
     return sandbox_for_call(sandbox_setting(os.environ, default="required"), network=False)
 
 
-def _check_startable(argv0: str, cwd: Path, env: Mapping[str, str]) -> None:
-    """Refuse a program that cannot be found before anything starts.
-
-    Raises:
-        ToolFailed: ``command_not_started``.
-    """
-    if "/" in argv0:
-        path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
-        found = os.path.isfile(path) and os.access(path, os.X_OK)
-    else:
-        found = shutil.which(argv0, path=env.get("PATH", os.defpath)) is not None
-    if not found:
-        raise ToolFailed(
-            f"cannot start '{os.path.basename(argv0)}': no such executable file",
-            code="command_not_started",
-        )
-
-
-def _capture_sandbox(running: _Running, fd: int, deadline: float) -> None:
-    """Learn the sandbox's first process from bubblewrap's info pipe (closed here), and hold
-    a pidfd of it. While bubblewrap runs, that process is its unreaped child, so the pid is
-    still its own; psutil's start-time check confirms the pidfd was opened on it."""
-    data = b""
-    try:
-        while time.monotonic() < deadline and b"}" not in data:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(fd)
-    try:
-        inner = psutil.Process(int(json.loads(data.decode("utf-8"))["child-pid"]))
-    except (ValueError, KeyError, TypeError, psutil.Error):
-        return
-    running.inner = inner
-    try:
-        pidfd = os.pidfd_open(inner.pid)
-    except (AttributeError, OSError):
-        return
-    if inner.is_running():
-        running.inner_fd = pidfd
-    else:
-        os.close(pidfd)
-
-
-def _start(
-    ctx: ToolContext, argv: list[str], cwd: Path, env: dict[str, str], use: SandboxUse
-) -> tuple[_Running, Sweep | None, int | None]:
-    """Start the command (under bubblewrap when ``use`` says so); return it, its sweep and
-    its deadline.
-
-    Raises:
-        ToolFailed: ``command_not_started``.
-    """
-    _check_startable(argv[0], cwd, env)
-    launch, launch_env, sweep, info = argv, env, None, None
-    if use.used == "bubblewrap" and use.bwrap is not None:
-        proc_ctx = _process(ctx)
-        spec, sweep = run_sandbox(
-            ctx.workspace,
-            environ=os.environ if proc_ctx.environ is None else proc_ctx.environ,
-            env=env,
-            cwd=cwd,
-            network=use.network,
-        )
-        info = os.pipe()
-        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1])
-        launch_env = dict(spec.env)
-    try:
-        proc = subprocess.Popen(
-            launch,
-            cwd=cwd,
-            env=launch_env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            shell=False,
-            pass_fds=() if info is None else (info[1],),
-        )
-    except OSError as exc:
-        if info is not None:
-            os.close(info[0])
-        raise ToolFailed(
-            f"cannot start '{os.path.basename(argv[0])}': {exc.strerror}",
-            code="command_not_started",
-        ) from exc
-    finally:
-        if info is not None:
-            os.close(info[1])
-    return _Running(proc), sweep, None if info is None else info[0]
-
-
 def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in args["argv"]]
     cwd = ctx.workspace.resolve(args.get("cwd", "."), "list")
@@ -394,50 +188,32 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     keep = int(args.get("max_output_bytes", DEFAULT_MAX_OUTPUT))
     proc_ctx = _process(ctx)
     env = _child_env(proc_ctx)
-    use = _sandbox(ctx)
     started = time.monotonic()
-    running, sweep, info_fd = _start(ctx, argv, cwd.abs, env, use)
-    proc = running.proc
-    with _LOCK:
-        _RUNNING[proc.pid] = running
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = _Sink(proc.stdout, keep), _Sink(proc.stderr, keep)
-    if info_fd is not None:
-        _capture_sandbox(running, info_fd, started + timeout)
-    timed_out = False
+    running = process.start(
+        argv,
+        cwd=cwd.abs,
+        env=env,
+        use=_sandbox(ctx),
+        workspace=ctx.workspace,
+        environ=os.environ if proc_ctx.environ is None else proc_ctx.environ,
+        deadline=started + timeout,
+    )
+    assert running.proc.stdout is not None and running.proc.stderr is not None
+    out, err = _Sink(running.proc.stdout, keep), _Sink(running.proc.stderr, keep)
     try:
-        _wait(proc, max(0.0, started + timeout - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not process.wait_for(running, started + timeout)
     finally:
         # A finished leader may leave children holding the pipes: kill what is left either way.
-        family = _kill_tree(running)
-        proc.wait()
-        _wait_gone(running, family, _REAP_SECONDS)
-        with _LOCK:
-            _RUNNING.pop(proc.pid, None)
+        ended = process.finish(running)
     for sink in (out, err):
         sink.thread.join(timeout=5)
-    with _LOCK:
-        stopped = proc.pid in _STOPPED
-        _STOPPED.discard(proc.pid)
-    if stopped:
+    if ended.stopped:
         raise CommandStopped(f"the command {os.path.basename(argv[0])!r} was stopped")
-    removed = sweep.run() if sweep is not None else []
-    if (
-        use.used == "bubblewrap"
-        and proc.returncode == 1
-        and bytes(err.kept).startswith(_BWRAP_EXEC_FAILED)
-    ):
-        raise ToolFailed(
-            f"cannot start '{os.path.basename(argv[0])}' inside the sandbox: it is not visible "
-            "there (the home and proctor's state are hidden; see docs/sandbox.md)",
-            code="command_not_started",
-        )
+    ended.check_started(bytes(err.kept[:64]))
     stdout, stdout_digest, stdout_cut = out.result(proc_ctx.taint)
     stderr, stderr_digest, stderr_cut = err.result(proc_ctx.taint)
     result = {
-        "exit_code": proc.returncode,
+        "exit_code": ended.returncode,
         "timed_out": timed_out,
         "stdout": stdout,
         "stderr": stderr,
@@ -450,12 +226,12 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
     facts = {k: v for k, v in result.items() if k not in ("stdout", "stderr")}
-    if removed:
+    if ended.removed:
         raise ToolFailed(
             "the command created files a run may never write (they grant authority); they "
-            f"were removed: {', '.join(removed)}",
+            f"were removed: {', '.join(ended.removed)}",
             code="authority_file_created",
-            details={**facts, "removed": removed},
+            details={**facts, "removed": list(ended.removed)},
         )
     if timed_out:
         raise ToolFailed(
@@ -463,9 +239,9 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             code="command_timeout",
             details=facts,
         )
-    if proc.returncode != 0 and args.get("check", True):
+    if ended.returncode != 0 and args.get("check", True):
         raise ToolFailed(
-            f"the command exited with status {proc.returncode}",
+            f"the command exited with status {ended.returncode}",
             code="command_failed",
             details=facts,
         )
