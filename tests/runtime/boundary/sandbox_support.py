@@ -106,6 +106,13 @@ while args:
         report.append(read(arg))
     elif op == "write":
         report.append(write(arg))
+    elif op == "rename":
+        src, dst = arg.split("|")
+        try:
+            os.rename(src, dst)
+            report.append("done")
+        except OSError:
+            report.append("denied")
     elif op == "connect":
         host, port = arg.rsplit(":", 1)
         try:

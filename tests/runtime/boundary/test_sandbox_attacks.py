@@ -178,6 +178,27 @@ def test_the_parent_environment_is_not_visible_in_proc(ws: Path, canary: str) ->
     assert canary not in done.stdout + done.stderr
 
 
+def test_a_hidden_home_or_a_package_cannot_be_moved_aside_and_replaced(ws: Path) -> None:
+    # a home deep in the workspace: renaming a folder above it would carry the hidden mount
+    # away and leave its old path free for a planted home with a key the attacker knows
+    home = ws / "a" / "b" / "home"
+    home.mkdir(parents=True)
+    (home / "signing_key.pem").write_text("the real key")
+    _s, _env, report = _probe_run(
+        ws,
+        "rename", f"{ws}/a|{ws}/c",
+        "rename", f"{ws}/a/b|{ws}/a/x",
+        "write", f"{home}/planted.pem",
+        "rename", f"{ws}/skills/attack|{ws}/skills/moved",
+        "rename", f"{ws}/skills|{ws}/skills2",
+        PROCTOR_HOME=str(home),
+    )  # fmt: skip
+    assert list(report.values()) == ["denied"] * 5
+    assert sorted(p.name for p in home.iterdir()) == ["signing_key.pem"]
+    assert (home / "signing_key.pem").read_text() == "the real key"
+    assert not (ws / "c").exists() and not (ws / "skills" / "moved").exists()
+
+
 def test_nothing_outside_reach_nor_any_authority_file_is_written(ws: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("original")

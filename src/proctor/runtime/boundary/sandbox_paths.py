@@ -10,6 +10,9 @@ process call from the run's workspace and the session's environment:
   ``proctor.toml`` ...), the same inside the top-level dot-folders (``.github/workflows`` and
   the like), the skill packages' ``SKILL.md`` and ``run.yaml`` (``Workspace.authority_files``),
   and the git settings that run programs on the host (``.git/config``, ``.git/hooks``);
+- **pinned**: every folder between a writable root and a path covered inside it is bound onto
+  itself (still writable), so it cannot be renamed: moving a hidden home or a package's folder
+  aside and planting another in its place would otherwise leave proctor loading the plant;
 - **hidden**: proctor's home (``PROCTOR_HOME`` or ``~/.proctor``), the signing key
   (``PROCTOR_SIGNING_KEY``), the configured run database, audit log and receipt folder, every
   root's ``.proctor/`` state folder, the sensitive top-level files of every root (``.env``,
@@ -171,6 +174,24 @@ def _remove(path: Path) -> None:
             os.unlink(path)
 
 
+def _pins(covered: list[Path], writable: list[Path], shut: list[Path]) -> list[Path]:
+    """The folders between a writable root and each path covered inside it, each to be bound
+    onto itself: a mount point cannot be renamed, so the process cannot move a hidden home (or a
+    read-only package) aside and plant another where proctor looks for it. A folder inside a
+    hidden or read-only one (``shut``) is left alone: binding it would open it again."""
+    pins: list[Path] = []
+    for path in covered:
+        for root in writable:
+            if path == root or not _inside(path, root):
+                continue
+            folder = path.parent
+            while folder != root and _inside(folder, root):
+                if folder not in pins and not any(_inside(folder, h) for h in shut):
+                    pins.append(folder)
+                folder = folder.parent
+    return pins
+
+
 def run_sandbox(
     workspace: Workspace,
     *,
@@ -222,9 +243,10 @@ def run_sandbox(
     if "TMPDIR" in spec_env:
         spec_env["TMPDIR"] = "/tmp"  # the host's may be read-only or hidden in here
     shown = [p for p in _unique(read_only) if not any(_inside(p, h) for h in hidden)]
+    pins = _pins([*hidden, *shown, *sweep.absent], writable, [*hidden, *shown])
     spec = SandboxSpec(
         cwd=cwd,
-        writable=tuple(writable),
+        writable=tuple(writable) + tuple(pins),
         read_only=tuple(shown) + tuple(_exposed([*hidden, *homes], network)),
         hidden=tuple(hidden),
         scratch=tuple(h for h in homes if h not in hidden),
