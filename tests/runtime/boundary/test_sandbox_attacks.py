@@ -233,13 +233,15 @@ def test_nothing_outside_reach_nor_any_authority_file_is_written(ws: Path, tmp_p
 
 def test_an_authority_file_the_command_creates_is_removed_and_fails_the_call(ws: Path) -> None:
     write_probe(ws)
-    targets = [ws / "proctor.toml", ws / "directives" / "evil.md"]
+    key = ws / "keys" / "signing_key.pem"  # named by PROCTOR_SIGNING_KEY, not there yet
+    targets = [ws / "proctor.toml", ws / "directives" / "evil.md", key]
     ops = [x for t in targets for x in ("write", str(t))]
     _skill(ws, [PY, "tools/attack.py", *ops])
-    env = _session(ws).run("attack", cwd=ws)
+    env = _session(ws, PROCTOR_SIGNING_KEY=str(key)).run("attack", cwd=ws)
     assert env.outcome == "failed"
     assert env.refusal is not None and env.refusal.code == "authority_file_created"
     assert not (ws / "proctor.toml").exists() and not (ws / "directives").exists()
+    assert not key.exists()
 
 
 def test_a_reach_root_is_writable_and_its_authority_files_are_not(ws: Path, tmp_path: Path) -> None:

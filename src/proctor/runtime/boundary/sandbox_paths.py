@@ -230,14 +230,16 @@ def run_sandbox(
                 hidden.append(root / rel)
         read_only += [root / rel for rel in _GIT_HOST_CODE]
     read_only += [workspace.root / rel for rel in sorted(workspace.authority_files)]
-    for path in list(hidden):
+    keys = _unique(_settings(environ, "PROCTOR_SIGNING_KEY"))
+    for path in [*proctor_homes, *keys]:
         if not any(_inside(path, r) for r in writable) or os.path.lexists(path):
             continue
         if path in proctor_homes:
             with contextlib.suppress(OSError):
                 os.makedirs(path, mode=0o700, exist_ok=True)
         else:
-            # a key proctor would load (PROCTOR_SIGNING_KEY): removed if the process plants one
+            # a key proctor would load but never creates: removed if the process plants one
+            # (proctor's own state files, created as it runs, are never swept)
             sweep.absent += (path,)
     spec_env = dict(env)
     if "TMPDIR" in spec_env:
