@@ -249,7 +249,7 @@ class RunDriver:
 
         recorded = self.record.data.get("sandbox_default")
         default = stricter(self.s.sandbox_default, recorded)
-        if recorded != default:
+        if default == "required" and recorded != default:  # auto, the loosest, needs no record
             self.s.store.update_run(self.run_id, data={"sandbox_default": default})
             self.record.data["sandbox_default"] = default
         try:
