@@ -129,8 +129,9 @@ def test_canary_reaches_the_child_and_no_output(ws: Ws, path: str) -> None:
     assert got["length"] == len(secret)
     # ... and nothing else of the parent's: no PROCTOR_* setting, no other variable
     assert not any(name.startswith("PROCTOR_") for name in got["names"])
+    # (PWD: bubblewrap sets it to the folder it starts the command in)
     assert set(got["names"]) <= {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-                                 "CANARY_TOKEN"}  # fmt: skip
+                                 "PWD", "CANARY_TOKEN"}  # fmt: skip
     # what it printed came back scrubbed, and its digests are of the scrubbed text
     out = envelope["result"]
     assert out["stdout"].count("[REDACTED:tainted]") == 2

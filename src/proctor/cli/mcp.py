@@ -70,12 +70,18 @@ def mcp(
     import os
 
     from proctor.mcp import check_http_settings, open_server, serve
+    from proctor.mcp.http import API_KEY_ENV
     from proctor.runtime.boundary.workspace import Workspace
 
     settings = None
-    if transport == "http":
-        settings = check_http_settings(host, port, public_url, os.environ)
-    elif public_url is not None:
+    try:
+        if transport == "http":
+            settings = check_http_settings(host, port, public_url, os.environ)
+    finally:
+        # The key is held in the settings from here on; out of the environment, no process
+        # proctor starts (commands, guards, a keyring backend) can inherit it.
+        os.environ.pop(API_KEY_ENV, None)
+    if transport != "http" and public_url is not None:
         raise click.UsageError("--public-url applies to --transport http only")
     start = workspace_dir.resolve() if workspace_dir is not None else Path.cwd()
     proctor = open_server(

@@ -85,8 +85,11 @@ class ProctorServer:
         # One signing key for every session, loaded (or created) once before serving: two
         # sessions creating the home's key at once would race on the file.
         signer = self._audit_session.signer
+        # MCP clients propose what runs: their processes need the sandbox (docs/sandbox.md)
         self.pool = SessionPool(
-            lambda: Session(config.workspace, environ=config.environ, signer=signer),
+            lambda: Session(
+                config.workspace, environ=config.environ, signer=signer, sandbox_default="required"
+            ),
             config.pool_size,
         )
 

@@ -17,6 +17,10 @@ these keys (every key always present, ``null`` where it does not apply)::
     children        [{receipt_id, body_digest}]  in execution order
     key_id          the signer's key id (see proctor.receipts.signing)
 
+A ``call`` receipt of a process tool also has ``sandbox``: ``{used, mode, network}`` (``used``
+one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network`` a boolean): what the process
+ran under. No other receipt has that key.
+
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
 which is exactly what the signature covers. A parent commits both (``receipt_id`` and
@@ -48,6 +52,8 @@ __all__ = [
     "KINDS",
     "OUTCOMES",
     "RECEIPT_SCHEMA",
+    "SANDBOX_MODES",
+    "SANDBOX_USED",
     "SEAL_REASONS",
     "ChildRef",
     "Envelope",
@@ -83,6 +89,9 @@ SEAL_REASONS: dict[str, str] = {
 
 ENFORCEMENTS: tuple[str, ...] = ("warn", "block")
 
+SANDBOX_USED: tuple[str, ...] = ("bubblewrap", "none")
+SANDBOX_MODES: tuple[str, ...] = ("required", "auto", "off")
+
 _TIME = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
 _BODY_KEYS = frozenset(
     {
@@ -102,6 +111,8 @@ _BODY_KEYS = frozenset(
         "key_id",
     }
 )
+_CALL_KEYS = _BODY_KEYS | {"sandbox"}
+_SANDBOX_KEYS = frozenset({"used", "mode", "network"})
 _SUBJECT_KEYS = frozenset({"skill", "package_digest", "method", "step_id", "tool"})
 _ENVELOPE_KEYS = frozenset({"body", "key_id", "signature"})
 _CHILD_KEYS = frozenset({"receipt_id", "body_digest"})
@@ -212,6 +223,17 @@ def _opt_digest(value: object, name: str) -> None:
         raise _bad(f"{name} must be a sha256:<hex> digest or null")
 
 
+def _check_sandbox(value: object) -> None:
+    if type(value) is not dict or value.keys() != _SANDBOX_KEYS:
+        raise _bad(f"sandbox must have exactly the keys {sorted(_SANDBOX_KEYS)}")
+    if value["used"] not in SANDBOX_USED or value["mode"] not in SANDBOX_MODES:
+        raise _bad(
+            f"sandbox.used is one of {list(SANDBOX_USED)} and mode one of {list(SANDBOX_MODES)}"
+        )
+    if type(value["network"]) is not bool:
+        raise _bad("sandbox.network is a boolean")
+
+
 def check_body(body: object) -> tuple[ChildRef, ...]:
     """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
 
@@ -221,10 +243,12 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
     keys = body.keys()
-    if keys != _BODY_KEYS:
+    if keys != _BODY_KEYS and not (keys == _CALL_KEYS and body.get("kind") == "call"):
         extra = sorted(set(keys) - _BODY_KEYS)
         missing = sorted(_BODY_KEYS - set(keys))
         raise _bad(f"the receipt body has unknown keys {extra} or lacks {missing}")
+    if "sandbox" in keys:
+        _check_sandbox(body["sandbox"])
     if body["schema"] != RECEIPT_SCHEMA:
         raise _bad(f"schema is not {RECEIPT_SCHEMA}")
     kind = body["kind"]

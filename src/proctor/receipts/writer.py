@@ -159,8 +159,12 @@ class ReceiptWriter:
         policy_digest: str | None = None,
         verdicts: Iterable[Verdict] = (),
         children: Sequence[Ref] = (),
+        sandbox: dict[str, Any] | None = None,
     ) -> Ref:
-        """Build, sign (unless an amortized call), store and return one receipt's ref."""
+        """Build, sign (unless an amortized call), store and return one receipt's ref.
+
+        ``sandbox`` (a process call's ``{used, mode, network}``) is added to call receipts only.
+        """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
         if seal_reason is not None and seal_reason not in SEAL_REASONS:
@@ -199,6 +203,8 @@ class ReceiptWriter:
             ],
             "key_id": self._signer.key_id,
         }
+        if sandbox is not None:
+            body["sandbox"] = sandbox
         try:
             check_body(body)
         except ReceiptInvalid as exc:

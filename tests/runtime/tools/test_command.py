@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -71,10 +72,21 @@ def test_cwd_outside_the_workspace_is_refused(ws: Path) -> None:
     assert not (ws.parent / "escaped").exists()
 
 
+def _alive(marker: str) -> list[psutil.Process]:
+    """Host processes whose command line holds ``marker`` (pids inside a sandbox are its own)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmdline = p.info["cmdline"] or []
+        if p.info["status"] != psutil.STATUS_ZOMBIE and any(marker in a for a in cmdline):
+            found.append(p)
+    return found
+
+
 def test_timeout_kills_the_whole_tree(ws: Path) -> None:
+    marker = f"proctor-grandchild-{secrets.token_hex(6)}"
     script = (
         "import subprocess, sys, time; "
-        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}']); "
         "open('child.pid', 'w').write(str(c.pid)); time.sleep(60)"
     )
     _skill(ws, f'{{argv: ["{PY}", "-c", "{script}"], timeout_seconds: 1.5}}')
@@ -83,9 +95,9 @@ def test_timeout_kills_the_whole_tree(ws: Path) -> None:
     assert time.monotonic() - started < 30
     assert env.outcome == "failed"
     assert env.refusal is not None and env.refusal.code == "command_timeout"
-    pid = int((ws / "child.pid").read_text())
+    assert (ws / "child.pid").read_text()  # the grandchild was started
     deadline = time.monotonic() + 10
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while _alive(marker):
         assert time.monotonic() < deadline, "the grandchild survived the timeout"
         time.sleep(0.05)
 

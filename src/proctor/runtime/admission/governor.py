@@ -10,7 +10,8 @@
    own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it),
 6. budget (calls and receipts are reserved before anything is sent),
 7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
-8. execution (an effect is claimed durably in the run store before it is sent, settled after),
+8. execution (an effect is claimed durably in the run store before it is sent, settled after;
+   a process runs in the sandbox :mod:`.sandboxing` chose before the floor),
 9. sanitization of the result (exact delivered secrets, credential shapes, secret-named fields),
 10. record: the run store, then the audit log (receipts are sealed from the store's record).
 
@@ -33,6 +34,7 @@ from proctor.policy.guards import GuardContext
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     import threading
 
     from proctor.core.budget import ReceiptBudget
+    from proctor.runtime.boundary.sandbox import SandboxSetting, SandboxUse
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
@@ -136,6 +139,7 @@ class CallOutcome:
     ended_at: datetime | None = None
     already_done: str | None = None
     approved_by: str | None = None
+    sandbox: SandboxUse | None = None
 
     @property
     def ok(self) -> bool:
@@ -168,6 +172,7 @@ class Governor:
         write_budget: int | None = None,
         deliver: Deliver | None = None,
         clock: Clock = _utc_now,
+        sandbox: SandboxSetting | None = None,
     ) -> None:
         if not isinstance(policies, PolicySet | Unrestricted):
             raise ProctorError(
@@ -189,6 +194,7 @@ class Governor:
         self.write_budget = write_budget
         self.deliver = deliver
         self.clock = clock
+        self.sandbox = sandbox
         self.history: list[dict[str, Any]] = []
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
@@ -306,6 +312,7 @@ class Governor:
             done = self.store.find_idempotent(spec.idempotency_key)
             if done is not None:
                 raise _AlreadyDone(done)
+        outcome.sandbox = choose_sandbox(self.sandbox, self.authority, tool)  # before the floor
         # 5. floor
         self._floor(spec, tool, args, outcome)
         # 6. budget
@@ -418,6 +425,9 @@ class Governor:
             self.store.claim_call(record)
             kill_point("call.claimed")
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
+        sandboxed = hand_over(outcome.sandbox, extras, self.audit, run_id=self.run_id,
+                              step_index=spec.step_index, tool=tool.name,
+                              call_id=outcome.call_id)  # fmt: skip
         ctx = ToolContext(
             workspace=admitted_workspace(self.workspace, resolved),
             store=self.store,
@@ -454,6 +464,7 @@ class Governor:
             "started_at": _iso(outcome.started_at),
             "ended_at": _iso(outcome.ended_at),
             "approved_by": outcome.approved_by,
+            **sandboxed,
         }
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended

@@ -82,7 +82,12 @@ class AgentSession(Session):
     model requests, so a stop (SIGTERM in the CLI) also cancels the agent's
     :class:`~proctor.runtime.agents.transport.CancelToken`: the request in flight is abandoned
     and the turn fails ``agent_cancelled``.
+
+    A model proposes what its runs execute, so their processes need the sandbox
+    (``sandbox_default = "required"``) unless ``PROCTOR_SANDBOX`` says otherwise.
     """
+
+    sandbox_default = "required"
 
     def request_stop(self) -> None:
         """Stop before the next step and cancel the agent turn in flight."""

@@ -4,8 +4,10 @@ Owns: :mod:`.workspace` (the workspace and containment: the one way a tool turns
 file), :mod:`.roots` and :mod:`.reach` (the other folders a run may reach, recorded once),
 :mod:`.views` (the admitted view a handler gets), :mod:`.egress` (the allow-list and the
 address checks) with :mod:`.transport` (the httpx transport that dials only checked
-addresses), and :mod:`.sanitize` with its detectors in :mod:`.detect` (secrets removed from
-results, refusals, audit lines and output).
+addresses), :mod:`.sandbox` with :mod:`.sandbox_paths` (the bubblewrap sandbox every process a
+run starts runs in: modes, the probe, what it hides and what is writable), and
+:mod:`.sanitize` with its detectors in :mod:`.detect` (secrets removed from results, refusals,
+audit lines and output).
 
 Surface: every module but ``detect``. May import only ``proctor.core``, ``proctor.errors`` and
 the shared runtime modules: never records, home, tools, admission or the engine, so everything

@@ -53,6 +53,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
+    from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.skills import LoadedSkill
 
 __all__ = ["RunDriver"]
@@ -108,6 +109,7 @@ class RunDriver:
         except (PolicyLoadError, ConfigError) as exc:
             raise _Blocked(exc.code, exc.message, "policy_refused") from exc
         deliver = self._deliver()
+        sandbox = self._sandbox()
         policy_digest = None if unguarded else getattr(policies, "digest", None)
         if self.record.data.get("policy_digest") != policy_digest:
             s.store.update_run(self.run_id, data={"policy_digest": policy_digest})
@@ -154,10 +156,26 @@ class RunDriver:
             write_budget=wb,
             deliver=deliver,
             clock=s.clock,
+            sandbox=sandbox,
         )
         governor.resume_from(calls)
         self._governor = governor
         return governor
+
+    def _sandbox(self) -> SandboxSetting:
+        """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
+        of the run had (recorded, so a looser session resuming it keeps it)."""
+        from proctor.runtime.boundary.sandbox import sandbox_setting, stricter
+
+        recorded = self.record.data.get("sandbox_default")
+        default = stricter(self.s.sandbox_default, recorded)
+        if default == "required" and recorded != default:  # auto, the loosest, needs no record
+            self.s.store.update_run(self.run_id, data={"sandbox_default": default})
+            self.record.data["sandbox_default"] = default
+        try:
+            return sandbox_setting(self.s.environ, default=default)
+        except ConfigError as exc:
+            raise _Blocked(exc.code, exc.message, "admission_refused") from exc
 
     def _deliver(self) -> Deliver:
         """Resolve the run's credentials once (see :mod:`proctor.runtime.engine.delivery`).

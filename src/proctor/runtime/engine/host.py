@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from proctor.receipts.signing import Signer
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
     from proctor.runtime.boundary.egress import EgressRoute
+    from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
@@ -86,6 +87,7 @@ class RunHost(Protocol):
     agent_driver: AgentDriver | None
     egress_route: EgressRoute | None
     stop_event: threading.Event
+    sandbox_default: SandboxMode
 
     @property
     def store(self) -> RunStore: ...

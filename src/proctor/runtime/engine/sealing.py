@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
+from proctor.runtime.boundary.sandbox import SandboxUse
 from proctor.runtime.records.runs import CallRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
@@ -75,10 +76,17 @@ def trace_of(calls: list[CallRecord]) -> list[TraceEntry]:
                     f"{v['rule_id']}: {v['message']}"
                     for v in settled.get("verdicts") or []
                     if v.get("effect") == "warned"
-                ],
+                ]
+                + _sandbox_warnings(settled),
             )
         )
     return out
+
+
+def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
+    use = SandboxUse.from_record(settled.get("sandbox"))
+    warning = None if use is None else use.warning()
+    return [] if warning is None else [warning]
 
 
 def authority_notes(authority: dict[str, Any]) -> list[str]:
@@ -134,6 +142,9 @@ def seal_run(
             approved_by = settled.get("approved_by")
             if isinstance(approved_by, str) and approved_by.startswith("standing_approvals"):
                 verdicts.append(Verdict(approved_by, "approved_by_standing", "warn"))
+            sandbox = SandboxUse.from_record(settled.get("sandbox"))
+            if sandbox is not None and sandbox.trust is not None:
+                verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
             c_started = _time(settled.get("started_at"), run_started)
             c_ended = max(_time(settled.get("ended_at"), c_started), c_started)
             call_refs.append(
@@ -148,6 +159,7 @@ def seal_run(
                     if c_outcome == "completed"
                     else None,
                     verdicts=verdicts,
+                    sandbox=None if sandbox is None else sandbox.receipt_json(),
                 )
             )
         if step is None:

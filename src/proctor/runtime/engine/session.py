@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
+    from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
@@ -78,11 +79,20 @@ class Session:
             test`` answers them from fixtures); the egress guard runs first either way.
         durable: fsync receipts as they are written (default). A disposable workspace
             (``proctor test`` deletes it after the run) turns it off.
+        sandbox_default: the sandbox mode when ``PROCTOR_SANDBOX`` is unset (default: the
+            class's :attr:`sandbox_default`); a surface serving untrusted callers passes
+            ``"required"``.
     """
 
     confine_writes: bool = False
     """Record the runs this session starts as confined to ``output/`` and ``drafts/`` (a
     directive run). It is recorded in the run, so whatever session resumes it confines it."""
+
+    sandbox_default: SandboxMode = "auto"
+    """The sandbox mode of the processes this session's runs start when ``PROCTOR_SANDBOX`` is
+    unset (``docs/sandbox.md``): ``auto`` for a person's own CLI and the Python API; sessions
+    driven by a model or serving MCP clients use ``required``. A run records the strictest
+    default it was driven under, so a later, looser driver keeps it."""
 
     def __init__(
         self,
@@ -95,8 +105,11 @@ class Session:
         agent_driver: AgentDriver | None = None,
         egress_route: EgressRoute | None = None,
         durable: bool = True,
+        sandbox_default: SandboxMode | None = None,
     ) -> None:
         self.workspace = workspace
+        if sandbox_default is not None:
+            self.sandbox_default = sandbox_default
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
         self.agent_driver = agent_driver

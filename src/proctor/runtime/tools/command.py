@@ -7,9 +7,16 @@
   (:func:`process_deliver`) puts the resolved credential in ``ctx.extras["process"]`` and the
   material is set in the child's environment under the delivery name the skill declared. It is
   never in the argv, the arguments, the driver's own ``os.environ`` or any record;
-- it runs in a session of its own; on timeout, or when the driver is stopped
-  (:func:`stop_running`), the whole process tree is killed (psutil walks the children, and the
-  process group is killed too, so a grandchild that double-forked is not left behind);
+- it runs in the sandbox admission chose for the call (``ctx.extras["sandbox"]``, a
+  :class:`~proctor.runtime.boundary.sandbox.SandboxUse`): under bubblewrap the home, the keys
+  and proctor's state are hidden, only the run's reach roots are writable, there is no network
+  without an egress grant, and the program has a PID namespace of its own (see
+  ``docs/sandbox.md``); an entry a run may never write that the program created is removed
+  afterwards and fails the call (``authority_file_created``);
+- it runs in a session of its own (:mod:`proctor.runtime.tools.process`); on timeout, when it
+  ends, or when the driver is stopped (:func:`stop_running`), everything it started is killed
+  (under bubblewrap the end of the sandbox's first process ends its PID namespace, so nothing
+  that calls ``setsid`` or double-forks is left behind);
 - stdout and stderr are read to their end and kept up to ``max_output_bytes`` each; the kept
   text is scrubbed (the run's taint set, credential shapes, secret-named assignments) before
   it is cut, returned or digested;
@@ -22,11 +29,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,8 +38,18 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from proctor.errors import CredentialError, ToolFailed
+from proctor.runtime.boundary.sandbox import (
+    SANDBOX_EXTRA,
+    SandboxUse,
+    sandbox_for_call,
+    sandbox_setting,
+)
+from proctor.runtime.tools import process
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
+
+# re-exported: the driver stops every running command through it
+from proctor.runtime.tools.process import stop_running as stop_running
 
 if TYPE_CHECKING:
     from proctor.runtime.boundary.sanitize import TaintSet
@@ -60,9 +74,6 @@ PROCESS_EXTRA = "process"
 # Raw bytes read past ``max_output_bytes`` so that a secret straddling the cut is still whole
 # when the kept text is scrubbed; the scrubbed text is cut afterwards.
 _SCRUB_SLACK = 64 * 1024
-_RUNNING: dict[int, subprocess.Popen[bytes]] = {}
-_LOCK = threading.Lock()
-_STOPPED: set[int] = set()
 
 
 class CommandStopped(Exception):
@@ -121,39 +132,6 @@ class _Sink:
         return text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(), cut
 
 
-def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        import psutil
-
-        try:
-            family = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.Error:
-            family = []
-        for child in family:
-            with contextlib.suppress(psutil.Error):
-                child.kill()
-    except ImportError:  # psutil is a dependency; the process group kill below still runs
-        pass
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        proc.kill()
-
-
-def stop_running() -> int:
-    """Kill the process tree of every command running now (the driver is stopping).
-
-    Returns how many commands were stopped.
-    """
-    with _LOCK:
-        running = list(_RUNNING.values())
-    for proc in running:
-        with _LOCK:
-            _STOPPED.add(proc.pid)
-        _kill_tree(proc)
-    return len(running)
-
-
 def _process(ctx: ToolContext) -> ProcessContext:
     proc = ctx.extras.get(PROCESS_EXTRA)
     return proc if isinstance(proc, ProcessContext) else ProcessContext()
@@ -191,6 +169,18 @@ def _child_env(proc: ProcessContext) -> dict[str, str]:
     return env
 
 
+def _sandbox(ctx: ToolContext) -> SandboxUse:
+    """The sandbox admission chose; a handler called without admission gets ``required``.
+
+    Raises:
+        RefusedCall: ``sandbox_unavailable`` (only without admission's choice).
+    """
+    use = ctx.extras.get(SANDBOX_EXTRA)
+    if isinstance(use, SandboxUse):
+        return use
+    return sandbox_for_call(sandbox_setting(os.environ, default="required"), network=False)
+
+
 def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in args["argv"]]
     cwd = ctx.workspace.resolve(args.get("cwd", "."), "list")
@@ -199,48 +189,31 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     proc_ctx = _process(ctx)
     env = _child_env(proc_ctx)
     started = time.monotonic()
+    running = process.start(
+        argv,
+        cwd=cwd.abs,
+        env=env,
+        use=_sandbox(ctx),
+        workspace=ctx.workspace,
+        environ=os.environ if proc_ctx.environ is None else proc_ctx.environ,
+        deadline=started + timeout,
+    )
+    assert running.proc.stdout is not None and running.proc.stderr is not None
+    out, err = _Sink(running.proc.stdout, keep), _Sink(running.proc.stderr, keep)
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd.abs,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            shell=False,
-        )
-    except OSError as exc:
-        raise ToolFailed(
-            f"cannot start '{os.path.basename(argv[0])}': {exc.strerror}",
-            code="command_not_started",
-        ) from exc
-    with _LOCK:
-        _RUNNING[proc.pid] = proc
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = _Sink(proc.stdout, keep), _Sink(proc.stderr, keep)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not process.wait_for(running, started + timeout)
     finally:
         # A finished leader may leave children holding the pipes: kill what is left either way.
-        _kill_tree(proc)
-        proc.wait()
-        with _LOCK:
-            _RUNNING.pop(proc.pid, None)
+        ended = process.finish(running)
     for sink in (out, err):
         sink.thread.join(timeout=5)
-    with _LOCK:
-        stopped = proc.pid in _STOPPED
-        _STOPPED.discard(proc.pid)
-    if stopped:
+    if ended.stopped:
         raise CommandStopped(f"the command {os.path.basename(argv[0])!r} was stopped")
+    ended.check_started(bytes(err.kept[:64]))
     stdout, stdout_digest, stdout_cut = out.result(proc_ctx.taint)
     stderr, stderr_digest, stderr_cut = err.result(proc_ctx.taint)
     result = {
-        "exit_code": proc.returncode,
+        "exit_code": ended.returncode,
         "timed_out": timed_out,
         "stdout": stdout,
         "stderr": stderr,
@@ -253,15 +226,22 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
     facts = {k: v for k, v in result.items() if k not in ("stdout", "stderr")}
+    if ended.removed:
+        raise ToolFailed(
+            "the command created files a run may never write (they grant authority); they "
+            f"were removed: {', '.join(ended.removed)}",
+            code="authority_file_created",
+            details={**facts, "removed": list(ended.removed)},
+        )
     if timed_out:
         raise ToolFailed(
             f"the command ran past {timeout:g} s and its process tree was killed",
             code="command_timeout",
             details=facts,
         )
-    if proc.returncode != 0 and args.get("check", True):
+    if ended.returncode != 0 and args.get("check", True):
         raise ToolFailed(
-            f"the command exited with status {proc.returncode}",
+            f"the command exited with status {ended.returncode}",
             code="command_failed",
             details=facts,
         )

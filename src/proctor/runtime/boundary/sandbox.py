@@ -1,0 +1,373 @@
+"""The process sandbox: how every process a run starts is confined (``docs/sandbox.md``).
+
+A process tool (``command.execute`` today; workers and supervised processes later) never
+starts its program directly. Admission decides, once per call, what it runs under
+(:func:`sandbox_for_call`, from the run's :class:`SandboxSetting`); the tool turns a
+:class:`SandboxSpec` and its argv into a bubblewrap command line (:func:`bwrap_argv`) and starts
+that instead. What the spec hides, binds and re-binds read-only for a run is built by
+:mod:`proctor.runtime.boundary.sandbox_paths`.
+
+Modes (``PROCTOR_SANDBOX``):
+
+- ``required``: bubblewrap must work here, else the call is refused ``sandbox_unavailable``
+  before anything starts (the default over MCP and for managed agents);
+- ``auto``: bubblewrap when it works, else the program runs as a trusted host process, marked
+  ``trusted_host_process`` in the call's receipt and warned about in the envelope (the CLI's
+  and the Python API's default);
+- ``off``: never sandboxed; only by an explicit setting, and every such call writes a
+  ``sandbox_disabled`` audit event.
+
+``PROCTOR_BWRAP`` names the bubblewrap executable (an absolute path; default ``bwrap`` on the
+``PATH``). Pointing it at a missing file is how tests (and operators) make bubblewrap
+unavailable without uninstalling it. Whether bubblewrap works is probed once per process and
+per executable (:func:`probe`): a missing binary, disabled user namespaces, or a kernel that
+refuses any namespace the sandbox needs all make it unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from proctor.errors import ConfigError, RefusedCall
+
+__all__ = [
+    "BWRAP_ENV",
+    "MODES",
+    "SANDBOX_ENV",
+    "SANDBOX_EXTRA",
+    "Probe",
+    "SandboxMode",
+    "SandboxSetting",
+    "SandboxSpec",
+    "SandboxUse",
+    "bwrap_argv",
+    "probe",
+    "sandbox_for_call",
+    "sandbox_setting",
+    "stricter",
+]
+
+SandboxMode = Literal["required", "auto", "off"]
+MODES: tuple[SandboxMode, ...] = ("required", "auto", "off")
+"""The modes from the strictest to the loosest."""
+
+SANDBOX_ENV = "PROCTOR_SANDBOX"
+BWRAP_ENV = "PROCTOR_BWRAP"
+SANDBOX_EXTRA = "sandbox"
+"""The ``ToolContext.extras`` key under which admission hands a process tool its
+:class:`SandboxUse`."""
+
+_PROBE_TIMEOUT = 20.0
+_REASON_CHARS = 200
+# Namespaces and privileges every sandboxed process loses; the network namespace is added
+# unless the run's authority grants egress. ``--cap-drop ALL`` matters when proctor runs as
+# root: bubblewrap keeps a privileged caller's capabilities otherwise, and CAP_SYS_ADMIN would
+# let the program remount / read-write or unmount what hides the home.
+_ISOLATION = (
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+)
+_BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+
+
+def stricter(a: SandboxMode, b: object) -> SandboxMode:
+    """The stricter of a mode and a recorded value (``b`` is ignored unless it is a mode)."""
+    if b not in MODES:
+        return a
+    return a if MODES.index(a) <= MODES.index(b) else b
+
+
+@dataclass(frozen=True)
+class SandboxSetting:
+    """How a run's processes are confined, read once from its session's environment.
+
+    Attributes:
+        mode: the mode in force.
+        explicit: ``PROCTOR_SANDBOX`` set it (an ``off`` is only ever explicit).
+        bwrap: the bubblewrap executable to use, or ``None`` when none was found.
+    """
+
+    mode: SandboxMode
+    explicit: bool = False
+    bwrap: str | None = None
+
+
+def sandbox_setting(
+    environ: Mapping[str, str], *, default: SandboxMode = "required"
+) -> SandboxSetting:
+    """The setting of ``environ``: ``PROCTOR_SANDBOX`` when set, else ``default``.
+
+    Raises:
+        ConfigError: ``sandbox_setting_invalid``: ``PROCTOR_SANDBOX`` is not a mode, or
+            ``PROCTOR_BWRAP`` is not an absolute path.
+    """
+    raw = environ.get(SANDBOX_ENV, "").strip().lower()
+    if raw and raw not in MODES:
+        raise ConfigError(
+            f"{SANDBOX_ENV} must be one of {', '.join(MODES)}", code="sandbox_setting_invalid"
+        )
+    mode: SandboxMode = raw if raw in MODES else default
+    named = environ.get(BWRAP_ENV, "")
+    if named:
+        if not os.path.isabs(named):
+            raise ConfigError(
+                f"{BWRAP_ENV} must be an absolute path to the bubblewrap executable",
+                code="sandbox_setting_invalid",
+            )
+        bwrap: str | None = named
+    else:
+        bwrap = shutil.which("bwrap", path=environ.get("PATH") or os.environ.get("PATH"))
+    return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether bubblewrap works here; ``reason`` says why not (never a host path)."""
+
+    available: bool
+    reason: str = ""
+
+
+_PROBES: dict[str | None, Probe] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def probe(bwrap: str | None) -> Probe:
+    """Whether ``bwrap`` starts a sandbox with every namespace a process gets (cached per
+    process and executable: the answer does not change while proctor runs)."""
+    with _PROBE_LOCK:
+        known = _PROBES.get(bwrap)
+        if known is None:
+            known = _PROBES[bwrap] = _probe(bwrap)
+        return known
+
+
+def _probe(bwrap: str | None) -> Probe:
+    if bwrap is None:
+        return Probe(False, "bubblewrap (bwrap) is not installed")
+    try:
+        info = os.stat(bwrap)
+    except OSError:
+        return Probe(False, f"{BWRAP_ENV} or the PATH names no bubblewrap executable")
+    if not stat.S_ISREG(info.st_mode) or not os.access(bwrap, os.X_OK):
+        return Probe(False, "the bubblewrap named is not an executable file")
+    target = next((p for p in ("/bin/true", "/usr/bin/true") if os.path.exists(p)), None)
+    argv = [*_ISOLATION, "--unshare-net", *_BASE_MOUNTS]
+    command = [target] if target is not None else ["/bin/sh", "-c", ":"]
+    try:
+        done = subprocess.run(
+            [bwrap, *argv, "--", *command],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT,
+            env={},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Probe(False, f"bubblewrap could not be started ({type(exc).__name__})")
+    if done.returncode != 0:
+        first = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        said = first[0][:_REASON_CHARS] if first else f"exit status {done.returncode}"
+        return Probe(False, f"bubblewrap cannot create a sandbox here: {said}")
+    return Probe(True)
+
+
+@dataclass(frozen=True)
+class SandboxUse:
+    """What one process call runs under, decided at admission and recorded with the call.
+
+    Attributes:
+        used: ``bubblewrap`` or ``none``.
+        mode: the mode in force when it was decided.
+        network: the process shares the host's network (the run's authority grants egress).
+        bwrap: the executable (``used == "bubblewrap"`` only; never recorded).
+        reason: why ``none``: the probe's answer under ``auto``, the setting under ``off``.
+    """
+
+    used: Literal["bubblewrap", "none"]
+    mode: SandboxMode
+    network: bool = False
+    bwrap: str | None = field(default=None, compare=False)
+    reason: str | None = None
+
+    @property
+    def trust(self) -> str | None:
+        """``trusted_host_process`` (auto, unavailable) or ``sandbox_disabled`` (off)."""
+        if self.used == "bubblewrap":
+            return None
+        return "sandbox_disabled" if self.mode == "off" else "trusted_host_process"
+
+    def to_record(self) -> dict[str, Any]:
+        """The form a call's record in the run store keeps."""
+        return {
+            "used": self.used,
+            "mode": self.mode,
+            "network": self.network,
+            "reason": self.reason,
+        }
+
+    def receipt_json(self) -> dict[str, Any]:
+        """The ``sandbox`` object of the call's receipt (no reason text, no path)."""
+        return {"used": self.used, "mode": self.mode, "network": self.network}
+
+    def warning(self) -> str | None:
+        """The envelope's warning about a call that ran unsandboxed."""
+        if self.used == "bubblewrap":
+            return None
+        if self.mode == "off":
+            return f"sandbox_disabled: ran without a sandbox ({SANDBOX_ENV}=off)"
+        return (
+            "trusted_host_process: ran without a sandbox, with its user's full rights "
+            f"({self.reason or 'bubblewrap is unavailable'}); set {SANDBOX_ENV}=required to "
+            "refuse such calls instead"
+        )
+
+    @classmethod
+    def from_record(cls, record: object) -> SandboxUse | None:
+        """Read back :meth:`to_record` (``None`` for a call recorded without a sandbox)."""
+        if not isinstance(record, Mapping):
+            return None
+        used, mode = record.get("used"), record.get("mode")
+        if used not in ("bubblewrap", "none") or mode not in MODES:
+            return None
+        reason = record.get("reason")
+        return cls(
+            used=used,
+            mode=mode,
+            network=record.get("network") is True,
+            reason=reason if isinstance(reason, str) else None,
+        )
+
+
+def sandbox_for_call(setting: SandboxSetting, *, network: bool) -> SandboxUse:
+    """What a process call runs under (admission calls this before anything starts).
+
+    Raises:
+        RefusedCall: ``sandbox_unavailable`` under ``required`` when bubblewrap does not work
+            here (the message says why and how to fix it).
+    """
+    if setting.mode == "off":
+        return SandboxUse("none", "off", network=True, reason=f"{SANDBOX_ENV}=off")
+    found = probe(setting.bwrap)
+    if found.available:
+        return SandboxUse("bubblewrap", setting.mode, network=network, bwrap=setting.bwrap)
+    if setting.mode == "required":
+        raise RefusedCall(
+            f"this run needs a sandbox for processes and {found.reason}; install bubblewrap "
+            f"(Debian: apt-get install bubblewrap) and allow user namespaces, or, on a host you "
+            f"trust, set {SANDBOX_ENV}=auto",
+            code="sandbox_unavailable",
+            details={"mode": setting.mode},
+        )
+    return SandboxUse("none", setting.mode, network=True, reason=found.reason)
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a sandboxed process sees. Every path is a real (symlink-free) absolute path.
+
+    Attributes:
+        writable: folders bound read-write (the run's reach roots); the rest of the file
+            system is read-only.
+        read_only: paths re-bound read-only on top (authority files inside a writable root,
+            the Python installation inside a hidden home).
+        hidden: paths made empty and unreadable: a folder becomes an empty read-only tmpfs, a
+            file is covered with ``/dev/null``.
+        scratch: folders replaced by an empty writable tmpfs (the home, so programs that
+            write caches there still work; nothing reaches the host).
+        network: share the host's network; without it the process has only its own loopback.
+        env: the whole environment of the process (passed to bubblewrap's process, which
+            hands it on unchanged; never on a command line, where others could read it).
+        cwd: the folder the program starts in.
+    """
+
+    cwd: Path
+    writable: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    scratch: tuple[Path, ...] = ()
+    network: bool = False
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+# At equal depth a scratch folder is mounted first, a writable root then covers it, read-only
+# re-binds come next and hidden paths last, so hiding always wins at the same path.
+_ORDER = {"scratch": 0, "bind": 1, "ro_bind": 2, "hide_dir": 3, "hide_file": 3}
+
+
+def _kind_of(path: Path) -> str | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return "hide_dir" if stat.S_ISDIR(info.st_mode) else "hide_file"
+
+
+def bwrap_argv(
+    spec: SandboxSpec, argv: Sequence[str], *, bwrap: str, info_fd: int | None = None
+) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` confined by ``spec``.
+
+    ``info_fd``: a file descriptor bubblewrap writes ``{"child-pid": N}`` to once the sandbox
+    is set up (N is the host pid of the sandbox's first process, whose end ends them all).
+
+    Paths that do not exist are left out (nothing is created on the host). Mounts are ordered
+    by depth so an inner one always lands on top of the one that contains it; hidden folders
+    are made read-only last, after everything inside them is in place.
+    """
+    ops: list[tuple[int, int, str, str]] = []
+
+    def add(kind: str, path: Path) -> None:
+        text = str(path)
+        ops.append((len(path.parts), _ORDER[kind], kind, text))
+
+    for path in spec.scratch:
+        if os.path.isdir(path):
+            add("scratch", path)
+    for path in spec.writable:
+        if os.path.isdir(path):
+            add("bind", path)
+    for path in spec.read_only:
+        if os.path.exists(path):
+            add("ro_bind", path)
+    for path in spec.hidden:
+        kind = _kind_of(path)
+        if kind is not None:
+            add(kind, path)
+    out = [bwrap, *_ISOLATION]
+    if info_fd is not None:
+        out += ["--info-fd", str(info_fd)]
+    if not spec.network:
+        out.append("--unshare-net")
+    out.extend(_BASE_MOUNTS)
+    remount: list[str] = []
+    for _depth, _order, kind, text in sorted(set(ops)):
+        if kind == "scratch":
+            out += ["--tmpfs", text]
+        elif kind == "hide_dir":
+            out += ["--tmpfs", text]
+            remount.append(text)
+        elif kind == "bind":
+            out += ["--bind", text, text]
+        elif kind == "ro_bind":
+            out += ["--ro-bind", text, text]
+        else:
+            out += ["--ro-bind", "/dev/null", text]
+    for text in reversed(remount):
+        out += ["--remount-ro", text]
+    out += ["--chdir", str(spec.cwd), "--", *argv]
+    return out

@@ -1,0 +1,258 @@
+"""What a run's sandbox hides, binds and re-binds read-only (``docs/sandbox.md``).
+
+:func:`run_sandbox` builds the :class:`~proctor.runtime.boundary.sandbox.SandboxSpec` of one
+process call from the run's workspace and the session's environment:
+
+- **writable**: the workspace root and every root the run reaches (``reach: inputs``); the
+  rest of the file system is read-only, and ``/tmp`` is a fresh empty tmpfs;
+- **read-only inside the writable roots**: every top-level entry a run may never write
+  (:func:`proctor.core.paths.authority_reason`: ``policies/``, ``directives/``,
+  ``proctor.toml`` ...), the same inside the top-level dot-folders (``.github/workflows`` and
+  the like), the skill packages' ``SKILL.md`` and ``run.yaml`` (``Workspace.authority_files``),
+  and the git settings that run programs on the host (``.git/config``, ``.git/hooks``);
+- **pinned**: every folder between a writable root and a path covered inside it is bound onto
+  itself (still writable), so it cannot be renamed: moving a hidden home or a package's folder
+  aside and planting another in its place would otherwise leave proctor loading the plant;
+- **hidden**: proctor's home (``PROCTOR_HOME`` or ``~/.proctor``), the signing key
+  (``PROCTOR_SIGNING_KEY``), the configured run database, audit log and receipt folder, every
+  root's ``.proctor/`` state folder, the sensitive top-level files of every root (``.env``,
+  ``.npmrc``, key files ...), ``/run`` (the D-Bus, container-engine and agent sockets live
+  there), the SSH agent socket, and the host's shadow passwords and SSH host keys;
+- **scratch**: the home folder (``HOME`` and the user's home) becomes an empty writable tmpfs;
+  the Python installation proctor runs on is re-bound read-only inside it when it lives there,
+  so ``python`` still works.
+
+An entry a run may never write that does not exist when the process starts cannot be covered
+without creating it on the host, so :class:`Sweep` records each writable root's top-level
+names before the process and removes, once every process of the sandbox is gone, any such
+entry the process created (the call then fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from proctor.core.paths import authority_reason, sensitive_reason
+from proctor.runtime.boundary.sandbox import SandboxSpec
+
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.workspace import Workspace
+
+__all__ = ["Sweep", "host_hidden", "run_sandbox"]
+
+_SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+_SSH_HOST_KEYS = "/etc/ssh"
+_GIT_HOST_CODE = (".git/config", ".git/hooks")
+_DB_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def _real(path: str | Path) -> Path | None:
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    inner, outer = str(path), str(folder)
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _settings(environ: Mapping[str, str], name: str) -> list[str]:
+    """A setting as the session and as this process see it (both are hidden)."""
+    return [v for v in {environ.get(name, ""), os.environ.get(name, "")} if v]
+
+
+def host_hidden(environ: Mapping[str, str]) -> tuple[list[Path], list[Path], list[Path]]:
+    """The host paths every sandbox hides, the home folders it replaces with scratch, and the
+    proctor homes among the hidden paths.
+
+    ``environ`` is the session's environment; this process's own is read too, so a home or a
+    key named in either is hidden.
+    """
+    homes: list[str | Path] = [*_settings(environ, "HOME")]
+    with contextlib.suppress(RuntimeError, KeyError):
+        homes.append(Path.home())
+    proctor_homes: list[str | Path] = [*_settings(environ, "PROCTOR_HOME")]
+    proctor_homes += [Path(h) / ".proctor" for h in homes]
+    hidden: list[str | Path] = [*proctor_homes, *_settings(environ, "PROCTOR_SIGNING_KEY")]
+    hidden += _settings(environ, "PROCTOR_RECEIPT_DIR") + _settings(environ, "PROCTOR_AUDIT_LOG")
+    for db in _settings(environ, "PROCTOR_DATABASE_PATH"):
+        hidden += [db + suffix for suffix in _DB_SIDE_FILES]
+    hidden += _settings(environ, "SSH_AUTH_SOCK")
+    hidden += ["/run", "/var/run", *_SYSTEM_SECRETS]
+    with contextlib.suppress(OSError):
+        hidden += [
+            os.path.join(_SSH_HOST_KEYS, n)
+            for n in os.listdir(_SSH_HOST_KEYS)
+            if n.startswith("ssh_host_") and not n.endswith(".pub")
+        ]
+    return _unique(hidden), _unique(homes), _unique(proctor_homes)
+
+
+def _unique(paths: Iterable[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        real = _real(raw)
+        if real is not None and real != Path("/") and real not in out:
+            out.append(real)
+    return out
+
+
+def _exposed(hidden: list[Path], network: bool) -> list[Path]:
+    """What is re-bound read-only inside a hidden folder: the interpreter proctor runs on, the
+    resolver configuration ``/etc/resolv.conf`` points to (with network), and NixOS's system
+    profile. Never a folder that holds a hidden path itself."""
+    wanted: list[str | Path] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
+    wanted.append("/run/current-system")
+    if network:
+        resolver = _real("/etc/resolv.conf")
+        if resolver is not None:
+            wanted.append(resolver.parent)
+    out: list[Path] = []
+    for path in sorted(_unique(wanted), key=lambda p: len(p.parts)):
+        if not any(_inside(path, h) for h in hidden) or path in hidden:
+            continue
+        if any(_inside(h, path) for h in hidden) or any(_inside(path, o) for o in out):
+            continue
+        out.append(path)
+    return out
+
+
+@dataclass
+class Sweep:
+    """The top-level names of each writable root before a process ran, to remove afterwards
+    what it created that a run may never write."""
+
+    before: dict[Path, frozenset[str]] = field(default_factory=dict)
+    absent: tuple[Path, ...] = ()
+
+    def run(self) -> list[str]:
+        """Remove what appeared; return the names removed (root-relative, ``$``-free)."""
+        removed: list[str] = []
+        for root, names in self.before.items():
+            for rel in sorted(_top_names(root) - names):
+                if authority_reason(rel) is not None:
+                    _remove(root / rel)
+                    removed.append(rel)
+        for path in self.absent:
+            if os.path.lexists(path):
+                _remove(path)
+                removed.append(path.name)
+        return removed
+
+
+def _top_names(root: Path) -> frozenset[str]:
+    """The root's entries and, inside its top-level dot-folders, theirs (``.github/x``)."""
+    names: set[str] = set()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return frozenset()
+    for entry in entries:
+        names.add(entry.name)
+        if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                names.update(f"{entry.name}/{child}" for child in os.listdir(entry.path))
+    return frozenset(names)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def _pins(covered: list[Path], writable: list[Path], shut: list[Path]) -> list[Path]:
+    """The folders between a writable root and each path covered inside it, each to be bound
+    onto itself: a mount point cannot be renamed, so the process cannot move a hidden home (or a
+    read-only package) aside and plant another where proctor looks for it. A folder inside a
+    hidden or read-only one (``shut``) is left alone: binding it would open it again."""
+    pins: list[Path] = []
+    for path in covered:
+        for root in writable:
+            if path == root or not _inside(path, root):
+                continue
+            folder = path.parent
+            while folder != root and _inside(folder, root):
+                if folder not in pins and not any(_inside(folder, h) for h in shut):
+                    pins.append(folder)
+                folder = folder.parent
+    return pins
+
+
+def run_sandbox(
+    workspace: Workspace,
+    *,
+    environ: Mapping[str, str],
+    env: Mapping[str, str],
+    cwd: Path,
+    network: bool,
+) -> tuple[SandboxSpec, Sweep]:
+    """The spec of one process call in ``workspace`` (its roots included), and its sweep.
+
+    A proctor home that lies inside a writable root and does not exist yet is created (0700,
+    as proctor creates it), so it can be hidden: a process must not plant a signing key where
+    proctor would load one.
+    """
+    hidden, homes, proctor_homes = host_hidden(environ)
+    writable = [
+        r
+        for r in _unique([workspace.root, *workspace.roots.values()])
+        if not any(_inside(r, h) for h in hidden)
+    ]
+    read_only: list[Path] = []
+    sweep = Sweep()
+    for root in writable:
+        names = _top_names(root)
+        sweep.before[root] = names
+        covered: set[str] = set()
+        for rel in sorted(names):
+            top = rel.split("/")[0]
+            if top in covered:
+                continue  # inside a folder already covered whole
+            if authority_reason(rel) is not None:
+                covered.add(rel)
+                (hidden if top == ".proctor" else read_only).append(root / rel)
+            elif "/" not in rel and rel != ".git" and sensitive_reason(rel) is not None:
+                covered.add(rel)
+                hidden.append(root / rel)
+        read_only += [root / rel for rel in _GIT_HOST_CODE]
+    read_only += [workspace.root / rel for rel in sorted(workspace.authority_files)]
+    keys = _unique(_settings(environ, "PROCTOR_SIGNING_KEY"))
+    for path in [*proctor_homes, *keys]:
+        if not any(_inside(path, r) for r in writable) or os.path.lexists(path):
+            continue
+        if path in proctor_homes:
+            with contextlib.suppress(OSError):
+                os.makedirs(path, mode=0o700, exist_ok=True)
+        else:
+            # a key proctor would load but never creates: removed if the process plants one
+            # (proctor's own state files, created as it runs, are never swept)
+            sweep.absent += (path,)
+    spec_env = dict(env)
+    if "TMPDIR" in spec_env:
+        spec_env["TMPDIR"] = "/tmp"  # the host's may be read-only or hidden in here
+    shown = [p for p in _unique(read_only) if not any(_inside(p, h) for h in hidden)]
+    pins = _pins([*hidden, *shown, *sweep.absent], writable, [*hidden, *shown])
+    spec = SandboxSpec(
+        cwd=cwd,
+        writable=tuple(writable) + tuple(pins),
+        read_only=tuple(shown) + tuple(_exposed([*hidden, *homes], network)),
+        hidden=tuple(hidden),
+        scratch=tuple(h for h in homes if h not in hidden),
+        network=network,
+        env=spec_env,
+    )
+    return spec, sweep
