@@ -34,7 +34,7 @@ Same inputs, same key and the same clock give byte-identical receipt files.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -159,8 +159,13 @@ class ReceiptWriter:
         policy_digest: str | None = None,
         verdicts: Iterable[Verdict] = (),
         children: Sequence[Ref] = (),
+        audit_head: Mapping[str, Any] | None = None,
     ) -> Ref:
-        """Build, sign (unless an amortized call), store and return one receipt's ref."""
+        """Build, sign (unless an amortized call), store and return one receipt's ref.
+
+        ``audit_head`` (run receipts only) is ``{lines, last_digest}``: the audit log's head
+        this receipt anchors.
+        """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
         if seal_reason is not None and seal_reason not in SEAL_REASONS:
@@ -198,6 +203,7 @@ class ReceiptWriter:
                 {"receipt_id": c.receipt_id, "body_digest": c.body_digest} for c in children
             ],
             "key_id": self._signer.key_id,
+            "audit_head": None if audit_head is None else dict(audit_head),
         }
         try:
             check_body(body)

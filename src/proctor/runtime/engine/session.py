@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.resume import ResumeDocument, parse_resume_document
-from proctor.core.authority import Authority, parse_authority
+from proctor.core.authority import Authority, default_authority, parse_authority
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission.governor import CallOutcome
@@ -70,6 +70,8 @@ class Session:
         run_ids: a factory of run ids (default: random UUID4 hex).
         agent_driver: a managed agent that works agent turns; without one, an agent step
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
+        managed: runs started without a host authority take ``effects: ask, reach:
+            workspace`` (an MCP server's sessions); default: true with an ``agent_driver``.
     """
 
     confine_writes: bool = False
@@ -85,8 +87,10 @@ class Session:
         signer: Signer | None = None,
         run_ids: Callable[[], str] | None = None,
         agent_driver: AgentDriver | None = None,
+        managed: bool | None = None,
     ) -> None:
         self.workspace = workspace
+        self.managed = agent_driver is not None if managed is None else managed
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
         self.agent_driver = agent_driver
@@ -224,8 +228,8 @@ class Session:
             inputs: inputs as one JSON object (``--inputs``).
             cli_inputs: ``name=value`` pairs typed by the method's schema (``-i``); they
                 override keys of ``inputs``.
-            authority: what the host grants; default ``effects: allow, reach: inputs``
-                (recorded as set by no host).
+            authority: what the host grants; default ``effects: allow, reach: workspace``
+                (``effects: ask`` for a managed session), recorded as set by no host.
             cwd: where relative references start (default: the process's current folder).
             stop: set it to stop the run before its next step (graceful stop).
             profile: the credential profile to prefer (``--profile``); only its name is kept.
@@ -259,7 +263,7 @@ class Session:
 
         method_name, method = select_method(skill.package.profile, skill.method)
         if authority is None:
-            authority = Authority()
+            authority = default_authority(managed=self.managed)
         elif authority.set_by == "default":
             authority = replace(authority, set_by="host")
         record = RunRecord(

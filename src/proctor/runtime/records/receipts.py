@@ -26,6 +26,9 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import re
@@ -182,14 +185,22 @@ class ReceiptStore:
             ) from exc
 
     def index(self) -> Iterator[dict[str, str]]:
-        """The index lines after the header, oldest first (nothing when there is no store)."""
+        """The index lines after the header, oldest first (nothing when there is no store).
+
+        A line that does not parse (the tail of an append a full disk cut short) is skipped:
+        the index lists receipts, and the receipt files are the record.
+        """
         if not self._check(create=False):
             return
         with (self.directory / INDEX_NAME).open("rb") as handle:
             handle.readline()
             for line in handle:
-                if line.strip():
-                    yield json.loads(line)
+                try:
+                    entry = json.loads(line) if line.strip() else None
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    yield entry
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -229,9 +240,7 @@ class ReceiptStore:
                     self._fsync_dir()
                     fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
                     try:
-                        os.write(fd, b"".join(lines))
-                        if self._durable:
-                            os.fsync(fd)
+                        _append_whole(fd, b"".join(lines), durable=self._durable)
                     finally:
                         os.close(fd)
         except OSError as exc:
@@ -290,6 +299,29 @@ class ReceiptStore:
                 "rewritten",
                 code="receipt_conflict",
             )
+
+
+def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
+    """Append ``data`` whole or not at all: a write the disk took only part of is cut off,
+    so the next append never lands after half a line.
+
+    Raises:
+        OSError: the write (or its fsync) failed.
+    """
+    fcntl.flock(fd, fcntl.LOCK_EX)  # so that the cut never takes another writer's line
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            if durable:
+                os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 # -- verification over a folder ----------------------------------------------------------------
