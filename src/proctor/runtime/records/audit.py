@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_value
+from proctor.runtime.testhooks import kill_point
 
 __all__ = [
     "ENV_VAR",
@@ -277,6 +278,7 @@ class AuditLog:
         try:
             written = os.write(fd, data)
             if written != len(data):
+                kill_point("audit.torn_write")  # a crash here leaves the torn line to repair
                 raise OSError(errno.ENOSPC, "the audit line was only partly written")
             if fsync:
                 os.fsync(fd)
@@ -433,7 +435,7 @@ def verify_bytes(data: bytes, anchors: Iterable[Anchor] = ()) -> ChainReport:
     for number, line in enumerate(lines, start=1):
         if bad_line is None:
             bad = _check_line(line, prev)
-            if bad is None and truncated and number == len(lines):
+            if truncated and number == len(lines):
                 bad = (
                     "the last line is incomplete (no newline): a write was cut short or the file"
                     " was truncated; the next proctor command that writes the log moves it aside"
