@@ -77,7 +77,7 @@ def test_an_intact_log_holds_every_anchor(ws: Ws) -> None:
     plain = ws.proctor("audit", "verify")
     assert plain.code == 0 and "4 anchors hold" in plain.stdout
     c, check = _check(ws)
-    assert check["passed"] is True, check
+    assert c.code == 0 and check["passed"] is True, check
 
 
 @pytest.mark.parametrize("cut", [1, 4], ids=["run_sealed_line", "last_run"])
