@@ -325,7 +325,16 @@ async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+
+    class _Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().shutdown(sockets=sockets)
+            # here, not after serve(): uvicorn raises the signal that stopped it again once
+            # serve() ends, and the counts of the open windows would die with the process
+            events = app.coalescer.flush()
+            await anyio.to_thread.run_sync(lambda: app.write_events(events))
+
+    server = _Server(config)
     shown = f"[{settings.host}]" if family == socket.AF_INET6 else settings.host
     proctor.audit(
         "mcp_server_started",
@@ -337,7 +346,4 @@ async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
     )
     sys.stderr.write(f"proctor mcp: serving http://{shown}:{port}{MCP_PATH}\n")
     sys.stderr.flush()
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        app.write_events(app.coalescer.flush())
+    await server.serve(sockets=[sock])

@@ -55,6 +55,7 @@ __all__ = [
 INDEX_NAME = "index.jsonl"
 INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
+_STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
 _ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 
 
@@ -115,7 +116,10 @@ class ReceiptStore:
                 self._checked = True
                 return True
             if self.directory.is_dir():
-                if any(self.directory.iterdir()):
+                names = [n for n in os.listdir(self.directory) if not n.startswith(_STAGING)]
+                if INDEX_NAME in names:
+                    return self._check(create=create)  # another writer has just made it ours
+                if names:
                     raise self._foreign("it holds files but no proctor index.jsonl")
             elif self.directory.exists():
                 raise self._foreign("it is not a folder")
@@ -131,16 +135,21 @@ class ReceiptStore:
         return True
 
     def _write_index_header(self, index: Path) -> None:
+        # written aside and linked into place, so that a writer racing to open the new store
+        # never reads an index without its header (and takes the folder for a foreign one)
+        tmp = self.directory / f"{_STAGING}index-{os.getpid()}-{os.urandom(4).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            fd = os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return  # another writer created it first; _check reads it next time
-        try:
-            os.write(fd, _HEADER)
-            if self._durable:
-                os.fsync(fd)
+            try:
+                os.write(fd, _HEADER)
+                if self._durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):  # another writer created it first
+                os.link(tmp, index)
         finally:
-            os.close(fd)
+            tmp.unlink(missing_ok=True)
         self._fsync_dir()
 
     def _foreign(self, why: str) -> ReceiptInvalid:
@@ -262,7 +271,10 @@ class ReceiptStore:
                 path = self.path_of(receipt_id)
                 if path.exists():
                     continue
-                tmp = self.directory / f".tmp-{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+                tmp = (
+                    self.directory
+                    / f"{_STAGING}{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+                )
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 staged[i] = tmp
                 fds.append(fd)
