@@ -311,8 +311,10 @@ def _seal(
 
 
 def _audit_head(s: RunHost) -> dict[str, Any]:
+    """The head a run receipt commits (``lines``, ``last_digest``)."""
     try:
-        return s.audit.head()
+        head = s.audit.head(known=s.store.audit_anchor())
+        return {"lines": head["lines"], "last_digest": head["last_digest"]}
     except OSError as exc:
         raise StoreError(
             f"the audit log could not be read ({exc.strerror or exc})", code="audit_unreadable"

@@ -232,24 +232,40 @@ class AuditLog:
         """:meth:`lost`, and start counting again from 0 (the caller recorded the count)."""
         return self._lost.pop(run_id, 0)
 
-    def head(self) -> dict[str, Any]:
-        """The log's head now: ``{"lines": n, "last_digest": "sha256:..." | None}``.
+    def head(self, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The log's head now: ``{"lines": n, "last_digest": "sha256:..." | None, "bytes": b}``.
 
         Taken under the lock, after any torn tail is repaired, so it names complete lines only.
         The line count is kept incrementally (only bytes other writers added are read again).
+        ``known`` is an earlier head of this log (the run store's newest anchor): when the
+        line ending at its ``bytes`` still has its digest, the lines before it are the ones
+        it counted (the chain commits them), so a new process counts only what came after.
 
         Raises:
             OSError: the log cannot be opened or read.
         """
         with self._locked() as fd:
             size = os.fstat(fd).st_size
+            if self._counted is None and known is not None:
+                self._start_count_at(fd, size, known)
             lines = self._count(fd, size)
             if lines == 0:
-                return {"lines": 0, "last_digest": None}
+                return {"lines": 0, "last_digest": None, "bytes": size}
             if size == self._known_size:
-                return {"lines": lines, "last_digest": self._prev}
+                return {"lines": lines, "last_digest": self._prev, "bytes": size}
             last = _last_line(fd, size)
-            return {"lines": lines, "last_digest": None if last is None else line_digest(last)}
+            digest = None if last is None else line_digest(last)
+            return {"lines": lines, "last_digest": digest, "bytes": size}
+
+    def _start_count_at(self, fd: int, size: int, known: Mapping[str, Any]) -> None:
+        at, lines = known.get("bytes"), known.get("lines")
+        if type(at) is not int or type(lines) is not int or not 0 < at <= size or lines < 1:
+            return
+        if os.pread(fd, 1, at - 1) != b"\n":
+            return
+        last = _last_line(fd, at)
+        if last is not None and line_digest(last) == known.get("last_digest"):
+            self._counted = (at, lines)
 
     def _count(self, fd: int, size: int) -> int:
         start, lines = self._counted if self._counted and self._counted[0] <= size else (0, 0)
