@@ -11,7 +11,8 @@ shows the command did not run. Kills inside a file bundle use the bundle's own h
 
 After each kill it checks the invariants: the run ends sealed or waiting; the bundle's files
 are all at their before-images or all at their after-images (never half-written); the command
-ran at most once; and a decision recorded before the kill was not asked for again.
+ran at most once; a decision recorded before the kill was not asked for again; and the audit
+log verifies against every anchor (``proctor audit verify``).
 """
 
 from __future__ import annotations
@@ -253,6 +254,9 @@ def run_scenario(
         outcome.violations.append(f"{point}: completed but files {files}, count {count}")
     if not outcome.final_status.startswith(("sealed", "needs_")):
         outcome.violations.append(f"{point}: ended {outcome.final_status}")
+    audit = proctor(root, ["audit", "verify"])
+    if audit.returncode != 0:
+        outcome.violations.append(f"{point}: the audit log does not verify: {audit.stdout}")
     return outcome
 
 

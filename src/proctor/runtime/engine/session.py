@@ -243,7 +243,9 @@ class Session:
         Raises:
             UsageError / ParseError: the reference or the package is invalid (no run exists).
             RunInterrupted: a stop was requested; the run waits for ``resume``.
-            StoreError: the run store failed.
+            StoreError: the run store failed; ``seal_failed`` when the end of the run (a
+                receipt, the ``run_sealed`` audit line, the seal) could not be written: the
+                run stays unsealed, and ``resume`` with ``{}`` seals it.
         """
         from proctor.runtime.engine.delivery import (
             NeedsCredential,
