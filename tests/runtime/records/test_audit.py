@@ -105,16 +105,35 @@ def test_two_processes_append_and_chain_verifies(tmp_path: Path) -> None:
 def test_head_counts_lines_and_names_the_last_line_with_another_writer(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     with AuditLog(path) as log, AuditLog(path) as other:
-        assert log.head() == {"lines": 0, "last_digest": None}
+        assert log.head() == {"lines": 0, "last_digest": None, "bytes": 0}
         log.emit("one", run_id=None, step_index=None)
         assert log.head()["lines"] == 1
         other.emit("two", run_id=None, step_index=None)
         other.emit("three", run_id=None, step_index=None)
         head = log.head()  # counts what the other writer added since
-        lines = path.read_bytes().splitlines()
-        assert head == {"lines": 3, "last_digest": line_digest(lines[-1])}
+        data = path.read_bytes()
+        lines = data.splitlines()
+        assert head == {"lines": 3, "last_digest": line_digest(lines[-1]), "bytes": len(data)}
         log.emit("four", run_id=None, step_index=None)
         assert log.head()["lines"] == other.head()["lines"] == 4
+
+
+def test_a_new_process_counts_from_a_known_head_only_when_it_still_holds(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as log:
+        for n in range(5):
+            log.emit("call", run_id=None, step_index=n)
+        known = log.head()
+        log.emit("after", run_id=None, step_index=None)
+    with AuditLog(path) as fresh:
+        assert fresh.head(known)["lines"] == 6
+    # the count is taken from the hint (the run store's own anchor) only while the line it
+    # names is still there with its digest; otherwise every line is counted again
+    for stale in ({**known, "last_digest": GENESIS}, {**known, "bytes": known["bytes"] - 1}):
+        with AuditLog(path) as fresh:
+            assert fresh.head({**stale, "lines": 50})["lines"] == 6
+    with AuditLog(path) as fresh:
+        assert fresh.head({**known, "lines": 50})["lines"] == 51
 
 
 def _anchor(path: Path, lines: int, source: str = "test") -> Anchor:

@@ -1,6 +1,6 @@
 """The audit log's anchors: where they are found, and the log checked against all of them.
 
-An anchor (:class:`~proctor.runtime.records.audit.Anchor`) commits the log's first ``lines``
+An anchor (:class:`~proctor.runtime.records.chain.Anchor`) commits the log's first ``lines``
 lines by the digest of line ``lines``. They are found in:
 
 - every run receipt of the receipt store (its ``audit_head``, the log's head just before the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import ProctorError
-from proctor.runtime.records.audit import Anchor, ChainReport, read_log, verify_bytes
+from proctor.runtime.records.chain import Anchor, ChainReport, read_log, verify_bytes
 
 __all__ = [
     "LogCheck",
