@@ -172,11 +172,21 @@ def test_refusals_coalesce_per_source_per_window() -> None:
     assert [(e["peer"], e["count"], e.get("reasons")) for e in events] == [
         ("10.0.0.1", 10, {"mismatch": 9, "missing": 1}),
         (OTHER_SOURCES, 1, {"missing": 1}),  # 10.0.0.2 had nothing after its first: no line
-        ("10.0.0.1", 1, None),
-    ]
+    ]  # and 10.0.0.1's new window opens without a line: one line per source per window
     assert coalescer.refused("10.0.0.1", "missing", "POST", "/mcp") == []
-    assert [(e["peer"], e["count"]) for e in coalescer.flush()] == [("10.0.0.1", 1)]
+    # a source refused every second for ten minutes writes one line a minute, and together
+    # they count every refusal (2 above, 600 here)
+    lines = []
+    for second in range(60, 660):
+        now[0] = float(second)
+        lines += coalescer.refused("10.0.0.1", "missing", "POST", "/")
+    lines += coalescer.flush()
+    assert [e["peer"] for e in lines] == ["10.0.0.1"] * 10
+    assert sum(e["count"] for e in lines) == 602
     assert coalescer.flush() == []
+    # after a quiet window, the next refusal is written at once again
+    now[0] = 2000.0
+    assert [e["count"] for e in coalescer.refused("10.0.0.1", "missing", "POST", "/")] == [1]
 
 
 @pytest.mark.parametrize(

@@ -139,14 +139,16 @@ class _Window:
 
 
 class RefusalCoalescer:
-    """Turns refused requests into at most two audit events per source per window.
+    """Turns refused requests into one audit event per source per window (one more when an
+    attack starts).
 
-    The first refusal from a source opens its window and is written at once (``count: 1``),
-    so an attack shows in the log as it starts; the ones after it in the same window are only
-    counted, and written as one event (``count: n``, ``reasons`` by kind) when the window
-    ends: at the next refusal after that, or at :meth:`flush` when the server stops. At most
-    ``max_sources`` sources hold a window at once; refusals from any other source share one
-    window under ``(other sources)``, so many addresses cannot multiply the events either.
+    A source's first refusal after a quiet window is written at once (``count: 1``), so an
+    attack shows in the log as it starts. Every refusal after it is only counted, and written
+    as one event (``count: n``, ``reasons`` by kind, ``coalesced: true``) when its window ends:
+    at the next refusal after that (which then opens the next window without a line of its
+    own), or at :meth:`flush` when the server stops. At most ``max_sources`` sources hold a
+    window at once; refusals from any other source share one window under
+    ``(other sources)``, so many addresses cannot multiply the events either.
     """
 
     def __init__(
@@ -164,18 +166,19 @@ class RefusalCoalescer:
     def refused(self, peer: str, reason: str, method: str, path: str) -> list[dict[str, Any]]:
         """Count one refusal; the audit events (fields) to write now, oldest first."""
         now = self._clock()
-        out = self._expire(now)
+        out, written = self._expire(now)
         tracked = peer in self._windows or len(self._windows) < self._max
         source = peer if tracked else OTHER_SOURCES
         window = self._windows.get(source)
         request = {"reason": reason, "method": method, "path": path}
         if window is None:
-            self._windows[source] = _Window(now, request)
-            out.append(self._event(source, request, 1, None))
-        else:
-            window.count += 1
-            window.reasons[reason] += 1
-            window.last = request
+            window = self._windows[source] = _Window(now, request)
+            if source not in written:
+                out.append(self._event(source, request, 1, None))
+                return out
+        window.count += 1
+        window.reasons[reason] += 1
+        window.last = request
         return out
 
     def flush(self) -> list[dict[str, Any]]:
@@ -184,14 +187,14 @@ class RefusalCoalescer:
         self._windows.clear()
         return out
 
-    def _expire(self, now: float) -> list[dict[str, Any]]:
+    def _expire(self, now: float) -> tuple[list[dict[str, Any]], set[str]]:
         out = []
         for source, window in list(self._windows.items()):
             if now - window.opened >= self._seconds:
                 del self._windows[source]
                 if window.count:
                     out.append(self._summary(source, window))
-        return out
+        return out, {e["peer"] for e in out}
 
     def _summary(self, source: str, window: _Window) -> dict[str, Any]:
         return self._event(source, window.last, window.count, dict(window.reasons))
@@ -207,8 +210,8 @@ class RefusalCoalescer:
             "caller": {"transport": "http", "token_id": None, "client": None},
         }
         if reasons is not None:
-            # the refusals after the window's first; ``reason``, ``method`` and ``path`` are
-            # the last one's
+            # the refusals counted in the window; ``reason``, ``method`` and ``path`` are the
+            # last one's
             fields["coalesced"] = True
             fields["reasons"] = dict(sorted(reasons.items()))
         return fields
