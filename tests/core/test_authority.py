@@ -11,6 +11,7 @@ from proctor.core.authority import (
     REACH_ORDER,
     Authority,
     StandingApproval,
+    default_authority,
     narrow,
     parse_authority,
 )
@@ -66,9 +67,28 @@ def test_a_wider_value_narrows_nothing(host: Authority) -> None:
     assert got == host
 
 
-def test_default_authority_is_allow_inputs_set_by_no_host() -> None:
+def test_default_authority_is_allow_workspace_set_by_no_host() -> None:
     doc = Authority().to_json()
-    assert (doc["effects"], doc["reach"], doc["set_by"]) == ("allow", "inputs", "default")
+    assert (doc["effects"], doc["reach"], doc["set_by"]) == ("allow", "workspace", "default")
+    assert default_authority(managed=False) == Authority()
+
+
+def test_mcp_and_managed_agents_default_to_ask_workspace() -> None:
+    doc = default_authority(managed=True).to_json()
+    assert (doc["effects"], doc["reach"], doc["set_by"]) == ("ask", "workspace", "default")
+
+
+def test_a_host_document_fills_what_it_leaves_out_from_the_surfaces_default() -> None:
+    # reach: inputs only when a host grants it
+    assert parse_authority({"effects": "ask"}).reach == "workspace"
+    assert parse_authority({}).effects == "allow"
+    managed = default_authority(managed=True)
+    stated = parse_authority({"max_calls": 5}, base=managed)
+    assert (stated.effects, stated.reach, stated.max_calls, stated.set_by) == (
+        "ask", "workspace", 5, "host"
+    )  # fmt: skip
+    wider = parse_authority({"effects": "allow", "reach": "inputs"}, base=managed)
+    assert (wider.effects, wider.reach) == ("allow", "inputs")
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ store holds exactly the inputs it was started with, or the refusal of its start)
 are all at their before-images or all at their after-images (never half-written); then, once
 driven again, the run ends sealed with the case's outcome, exactly one run exists, the command
 ran at most once (exactly once when completed, never when the start was refused), the result
-carries the inputs, and a decision recorded before the kill was not asked for again.
+carries the inputs, a decision recorded before the kill was not asked for again, and the audit
+log verifies against every anchor (``proctor audit verify``).
 """
 
 from __future__ import annotations
@@ -407,6 +408,9 @@ def _final_checks(root: Path, case: Case, envelope: dict[str, Any], outcome: Out
     if len(runs) != 1:
         outcome.violations.append(f"{point}: {len(runs)} runs in the store, not 1")
     outcome.violations += inputs_violations(root, case, point)
+    audit = proctor(root, ["audit", "verify"])
+    if audit.returncode != 0:
+        outcome.violations.append(f"{point}: the audit log does not verify: {audit.stdout}")
 
 
 def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:

@@ -153,7 +153,10 @@ def test_run_directive_with_drive_confines_writes_to_output(ws: Ws) -> None:
     ]
     with StubModel(script) as stub:
         configure(ws, stub, secret=False)
-        result = ws.proctor("run", "--directive", "report", "write the report", "--drive", "--json")
+        result = ws.proctor(
+            "run", "--directive", "report", "write the report", "--drive", "--json",
+            "--run-authority", '{"effects": "allow"}',
+        )  # fmt: skip
     assert result.code == 0, result.stderr
     doc = result.json()
     assert [(t["tool"], t["outcome"], t["code"]) for t in doc["trace"]] == [
@@ -166,6 +169,34 @@ def test_run_directive_with_drive_confines_writes_to_output(ws: Ws) -> None:
     assert (ws.root / "output" / "report.md").read_text() == "ok"
     names = [t["function"]["name"] for t in stub.seen[0].body["tools"]]
     assert sorted(names) == ["read_file", "write_file"]
+
+
+def test_a_managed_agent_changes_nothing_by_default(ws: Ws) -> None:
+    directives = ws.root / "directives"
+    directives.mkdir()
+    (directives / "report.md").write_text(
+        "---\nid: report\ndescription: Write a report\ntools: [read_file, write_file]\n"
+        "category: task\n---\n# Report\n## Steps\n1. Write output/report.md.\n"
+    )
+    script = [
+        answer(DIALECT, calls=[("write_file", {"path": "output/report.md", "content": "ok"})]),
+        answer(DIALECT, text='{"done": true, "summary": "could not write it"}'),
+    ] * 2  # one turn per run below
+    with StubModel(script) as stub:
+        configure(ws, stub, secret=False)
+        result = ws.proctor("run", "--directive", "report", "write the report", "--drive", "--json")
+        # what --run-authority leaves out is filled from the managed default too
+        limited = ws.proctor(
+            "run", "--directive", "report", "again", "--drive", "--json",
+            "--run-authority", '{"max_calls": 5}',
+        )  # fmt: skip
+    for r in (result, limited):
+        doc = r.json()
+        assert [(t["tool"], t["outcome"], t["code"]) for t in doc["trace"]][:1] == [
+            ("fs.write", "refused", "approval_required")
+        ], doc["trace"]
+    assert not (ws.root / "output" / "report.md").exists()
+    assert any("effects ask, reach workspace" in n for n in result.json()["notes"])
 
 
 def test_ask_routes_with_one_recorded_call_then_runs_the_directive(ws: Ws) -> None:

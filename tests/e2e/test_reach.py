@@ -1,5 +1,6 @@
 """``reach`` end to end: a skill reaches a second folder one of its inputs names under
-``reach: inputs`` and nowhere else; under ``reach: workspace`` it stays in the workspace.
+``reach: inputs`` and nowhere else; under ``reach: workspace`` (what a run takes when no host
+states an authority) it stays in the workspace.
 
 Each refusal proves the refused effect did not happen, and no output names the host path.
 """
@@ -129,7 +130,10 @@ def other(ws: Ws, tmp_path: Path) -> Path:
     return repo
 
 
-def run(ws: Ws, method: str, *inputs: str, authority: str | None = None) -> Result:
+INPUTS = '{"reach": "inputs"}'
+
+
+def run(ws: Ws, method: str, *inputs: str, authority: str | None = INPUTS) -> Result:
     args = ["run", f"peek#{method}"]
     for pair in inputs:
         args += ["-i", pair]
@@ -173,8 +177,8 @@ def test_inputs_reach_a_file_in_the_folder_an_input_names(ws: Ws, other: Path) -
 
 @pytest.mark.parametrize(
     ("method", "authority"),
-    [("read", '{"reach": "workspace"}'), ("read_narrow", None)],
-    ids=["host", "method"],
+    [("read", '{"reach": "workspace"}'), ("read_narrow", INPUTS), ("read", None)],
+    ids=["host", "method", "no_host"],
 )
 def test_workspace_reach_refuses_the_folder_an_input_names(
     ws: Ws, other: Path, method: str, authority: str | None
@@ -187,6 +191,22 @@ def test_workspace_reach_refuses_the_folder_an_input_names(
         assert "from the other repo" not in r.stdout
         assert refusal_code(r).split(",")[-1] in ("path_outside_reach", "path_absolute")
         no_host_path(r, other, ws.root)
+
+
+def test_with_no_host_authority_a_path_input_reaches_no_other_folder(ws: Ws, other: Path) -> None:
+    r = run(ws, "read", f"repo={other}", "file=$repo/src/notes.txt", authority=None)
+    assert r.code == 1
+    env = r.json()
+    assert env["outcome"] == "blocked"
+    assert refusal_code(r).split(",")[-1] == "path_outside_reach"
+    assert "from the other repo" not in r.stdout + r.stderr
+    assert any("reach workspace" in note and "reach: inputs" in note for note in env["notes"])
+    log = (ws.root / ".proctor" / "audit.jsonl").read_text(encoding="utf-8")
+    events = [json.loads(line) for line in log.splitlines()]
+    started = [e for e in events if e["event"] == "run_started"][-1]
+    assert started["authority"]["reach"] == "workspace"
+    assert started["authority"]["set_by"] == "default"
+    no_host_path(r, other, ws.root)
 
 
 @pytest.mark.parametrize("file", ["$repo/.env", "$repo/.git/config", "$repo/src/escape.txt"])
@@ -232,7 +252,7 @@ def test_a_write_under_ask_shows_the_root_form_and_resumes_in_the_same_root(
         f"repo={other}",
         "file=$repo/src/notes.txt",
         "content=asked\n",
-        authority='{"effects": "ask"}',
+        authority='{"effects": "ask", "reach": "inputs"}',
     )
     env = json.loads(r.stdout)
     assert env["status"] == "needs_approval"

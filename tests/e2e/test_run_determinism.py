@@ -1,8 +1,12 @@
-"""The same run replayed with the same key and a fixed clock gives byte-identical receipts."""
+"""The same run replayed with the same key and a fixed clock gives byte-identical receipts,
+but for the run receipt's ``audit_head``: it commits the workspace's audit log, whose lines
+carry their own event ids and times (a history, not a function of the run's inputs).
+"""
 
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,12 +42,16 @@ def replay(root: Path) -> tuple[str, dict[str, bytes]]:
     assert env.receipt_id is not None
     folder = root / ".proctor" / "receipts"
     files = {p.name: p.read_bytes() for p in folder.glob("*.json")}
-    return env.receipt_id, files
+    run = json.loads(files.pop(env.receipt_id.removeprefix("sha256:") + ".json"))
+    return run, files
 
 
 def test_replay_gives_byte_identical_receipts(tmp_path: Path) -> None:
-    first_id, first = replay(tmp_path / "a")
-    second_id, second = replay(tmp_path / "b")
-    assert first_id == second_id
-    assert len(first) == 3 + 3 + 1  # three calls, three steps, the run
+    first_run, first = replay(tmp_path / "a")
+    second_run, second = replay(tmp_path / "b")
+    assert len(first) == 3 + 3  # three calls, three steps (and the run)
     assert first == second
+    heads = [r["body"].pop("audit_head") for r in (first_run, second_run)]
+    assert heads[0]["lines"] == heads[1]["lines"] > 0
+    assert heads[0]["last_digest"] != heads[1]["last_digest"]  # two logs, two histories
+    assert first_run["body"] == second_run["body"]

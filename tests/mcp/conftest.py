@@ -64,6 +64,17 @@ class Ws:
             return []
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
+    def allow(self) -> tuple[str, str]:
+        """Save an ``effects: allow`` preset for this workspace; the ``proctor mcp`` arguments
+        that apply it (a served run otherwise takes the managed default, ``effects: ask``)."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "proctor", "authority", "save", "allow", "-"],
+            cwd=self.root, env=self.env, input='{"effects": "allow"}',
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return ("--authority", "allow")
+
     def proctor(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "proctor", *args],

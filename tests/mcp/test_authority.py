@@ -45,22 +45,36 @@ def _publish(ws: Ws, *args: str) -> dict[str, Any]:
     return anyio.run(go)
 
 
-def test_a_preset_applies_only_when_named(ws: Ws) -> None:
+def test_a_write_over_mcp_waits_for_a_person_by_default(ws: Ws) -> None:
     ws.add_example("notes-editor")
     (ws.root / "note.txt").write_text("a note\n", encoding="utf-8")
-    _save_preset(ws, "careful", {"effects": "ask"})
-
-    paused = _publish(ws, "--authority", "careful")
+    paused = _publish(ws)
     assert paused["status"] == "needs_approval"
     (request,) = paused["requests"]
     assert request["kind"] == "approval" and request["tool"] == "fs.write"
     assert request["request_digest"].startswith("sha256:")
     assert not (ws.root / "copy.txt").exists()
+    assert any("effects ask, reach workspace" in note for note in paused["notes"]), paused
+    (started,) = [e for e in ws.audit() if e["event"] == "run_started"]
+    assert started["authority"]["effects"] == "ask"
+    assert started["authority"]["set_by"] == "default"
 
-    # Without --authority, the preset does not apply.
-    done = _publish(ws)
+
+def test_a_preset_applies_only_when_named(ws: Ws) -> None:
+    ws.add_example("notes-editor")
+    (ws.root / "note.txt").write_text("a note\n", encoding="utf-8")
+    _save_preset(ws, "trusting", {"effects": "allow"})
+
+    done = _publish(ws, "--authority", "trusting")
     assert done["outcome"] == "completed"
     assert (ws.root / "copy.txt").read_text(encoding="utf-8") == "a note\n"
+    assert not any("no host set an authority" in note for note in done["notes"])
+
+    # Without --authority, the preset does not apply: the managed default asks.
+    (ws.root / "copy.txt").unlink()
+    paused = _publish(ws)
+    assert paused["status"] == "needs_approval"
+    assert not (ws.root / "copy.txt").exists()
 
 
 def test_a_preset_for_another_workspace_refuses_to_start(ws: Ws, tmp_path: Any) -> None:

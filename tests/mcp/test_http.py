@@ -112,11 +112,81 @@ def test_a_bad_bearer_token_gets_401_and_is_audited(
     assert good.status_code == 200
     events = ws.audit()
     refused = [e for e in events if e["event"] == "mcp_auth_refused"]
-    assert [e["reason"] for e in refused] == [reason, reason]
+    # the first refusal from a source is written at once; the next in its minute is counted
+    assert [(e["reason"], e["count"]) for e in refused] == [(reason, 1)]
     assert all(e["peer"] == "127.0.0.1" for e in refused)
     # Nothing behind the check saw the refused requests: one initialize, no run.
     assert [e["method"] for e in events if e["event"] == "mcp_request"] == ["initialize"]
     assert not any(e["event"] == "run_started" for e in events)
+    _stop(server)
+    refused = [e for e in ws.audit() if e["event"] == "mcp_auth_refused"]
+    assert [(e["count"], e.get("reasons")) for e in refused] == [(1, None), (1, {reason: 1})]
+
+
+def _stop(server: Any) -> None:
+    server.proc.terminate()
+    server.proc.wait(timeout=30)  # uvicorn shuts down, then dies of the SIGTERM it caught
+
+
+def test_a_thousand_unauthenticated_requests_add_two_audit_lines(ws: Ws, http_server: Any) -> None:
+    ws.add_example("hello-world")
+    server = http_server("hello-world")
+    before = len(ws.audit())
+    reasons = [None, "Basic dXNlcjpwYXNz", "Bearer " + "x" * 24]
+    with httpx.Client(timeout=30) as client:
+        for n in range(1000):
+            auth = reasons[n % 3]
+            headers = dict(HEADERS) if auth is None else {**HEADERS, "Authorization": auth}
+            r = client.post(server.url, headers=headers, content=json.dumps(INITIALIZE))
+            assert r.status_code == 401
+    _stop(server)
+    added = ws.audit()[before:]
+    refused = [e for e in added if e["event"] == "mcp_auth_refused"]
+    assert len(refused) == 2, refused
+    assert sum(e["count"] for e in refused) == 1000
+    assert refused[1]["reasons"] == {"malformed": 333, "mismatch": 333, "missing": 333}
+    assert added == refused  # nothing else: no request reached the MCP app
+    assert {e["peer"] for e in refused} == {"127.0.0.1"}
+    assert verify_chain(ws.root / ".proctor" / "audit.jsonl").ok
+
+
+def test_refusals_coalesce_per_source_per_window() -> None:
+    from proctor.mcp.http import OTHER_SOURCES, RefusalCoalescer
+
+    now = [0.0]
+    coalescer = RefusalCoalescer(window=60.0, max_sources=2, clock=lambda: now[0])
+    first = coalescer.refused("10.0.0.1", "missing", "POST", "/mcp")
+    assert [(e["peer"], e["count"]) for e in first] == [("10.0.0.1", 1)]
+    for _ in range(9):
+        assert coalescer.refused("10.0.0.1", "mismatch", "POST", "/mcp") == []
+    assert len(coalescer.refused("10.0.0.2", "missing", "GET", "/")) == 1
+    # a third source shares the overflow window, so many addresses cannot multiply lines
+    assert [e["peer"] for e in coalescer.refused("10.0.0.3", "missing", "GET", "/")] == [
+        OTHER_SOURCES
+    ]
+    assert coalescer.refused("10.0.0.4", "missing", "GET", "/") == []
+    now[0] = 59.9
+    assert coalescer.refused("10.0.0.1", "missing", "POST", "/mcp") == []
+    now[0] = 60.0  # the windows end: their counts are written, and a new window opens
+    events = coalescer.refused("10.0.0.1", "missing", "POST", "/mcp")
+    assert [(e["peer"], e["count"], e.get("reasons")) for e in events] == [
+        ("10.0.0.1", 10, {"mismatch": 9, "missing": 1}),
+        (OTHER_SOURCES, 1, {"missing": 1}),  # 10.0.0.2 had nothing after its first: no line
+    ]  # and 10.0.0.1's new window opens without a line: one line per source per window
+    assert coalescer.refused("10.0.0.1", "missing", "POST", "/mcp") == []
+    # a source refused every second for ten minutes writes one line a minute, and together
+    # they count every refusal (2 above, 600 here)
+    lines = []
+    for second in range(60, 660):
+        now[0] = float(second)
+        lines += coalescer.refused("10.0.0.1", "missing", "POST", "/")
+    lines += coalescer.flush()
+    assert [e["peer"] for e in lines] == ["10.0.0.1"] * 10
+    assert sum(e["count"] for e in lines) == 602
+    assert coalescer.flush() == []
+    # after a quiet window, the next refusal is written at once again
+    now[0] = 2000.0
+    assert [e["count"] for e in coalescer.refused("10.0.0.1", "missing", "POST", "/")] == [1]
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,8 @@ def test_a_refused_call_seals_the_run_blocked_and_touches_nothing(ws: Ws) -> Non
             "notes-editor__publish", {"source": "note.txt", "target": "copy.txt"}
         )
 
-    result, _ = anyio.run(lambda: _session(ws, "notes-editor", work=work))
+    allow = ws.allow()  # under the managed default the write would wait for a person first
+    result, _ = anyio.run(lambda: _session(ws, "notes-editor", *allow, work=work))
     doc = result.structured_content
     assert result.is_error is True
     assert doc["status"] == "sealed" and doc["outcome"] in ("blocked", "failed")

@@ -235,8 +235,10 @@ def test_a_cancelled_call_stops_its_run_gracefully(ws: Ws) -> None:
     marker = ws.root / "started"
     seen: dict[str, Any] = {}
 
+    allow = ws.allow()  # the command runs at once rather than waiting for a person
+
     async def go() -> None:
-        recorder = recorder_for(stdio_params(ws, "slow"))
+        recorder = recorder_for(stdio_params(ws, "slow", *allow))
         with anyio.fail_after(60):
             async with Client(recorder) as client:
                 async with anyio.create_task_group() as group:

@@ -10,6 +10,8 @@ import click
 
 from proctor.errors import UsageError
 
+VERIFY_SCHEMA = "proctor.audit_verify.v1"
+
 
 def _log_path(path: str | None) -> Path:
     from proctor.runtime.records.audit import audit_path
@@ -21,6 +23,13 @@ def _log_path(path: str | None) -> Path:
     return audit_path(Workspace.discover(Path.cwd()).root, os.environ)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
 @click.group()
 def audit() -> None:
     """Inspect and verify the audit log."""
@@ -28,22 +37,58 @@ def audit() -> None:
 
 @audit.command()
 @click.argument("path", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
-def verify(path: str | None, as_json: bool) -> None:
-    """Check the audit log's hash chain; exit 1 naming the first bad line."""
-    from proctor.cli.render import dump_json
-    from proctor.runtime.records.audit import verify_chain
+@click.option(
+    "--receipts-dir",
+    "receipts_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Also check the log against the run receipts in this folder (an auditor's copy).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a proctor.audit_verify.v1 report.")
+def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
+    """Check the audit log's hash chain and its anchors; exit 1 naming the first bad line.
 
-    log = _log_path(path)
-    if not log.is_file():
-        raise UsageError(f"no audit log at {log.name!r}")
-    report = verify_chain(log)
+    Every sealed run's receipt, and the run store, commit the log's head (an anchor), so a
+    cut tail, an emptied log or a history chained again without some lines is named by the
+    anchor it breaks. PATH checks another log, against --receipts-dir only.
+
+    Example: proctor audit verify --json
+    """
+    from proctor.cli.render import dump_json
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.anchors import check_log, folder_anchors, workspace_log_check
+    from proctor.runtime.records.audit import audit_path
+
+    workspace = Workspace.discover(Path.cwd())
+    own = audit_path(workspace.root, os.environ)
+    log = Path(path) if path is not None else own
+    try:
+        if path is None or _same_file(log, own):
+            check = workspace_log_check(
+                log, workspace.state_dir, os.environ, receipts_dir=receipts_dir
+            )
+        else:
+            anchors, notes = folder_anchors(receipts_dir) if receipts_dir else ([], [])
+            check = check_log(log, anchors, notes)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read {log.name!r}: {exc.strerror or exc}", code="audit_unreadable"
+        ) from exc
+    if not check.exists and check.report.anchors == 0:
+        raise UsageError(f"no audit log at {log.name!r}", code="audit_log_missing")
+    report = check.report
     if as_json:
-        dump_json(report.to_dict())
-    elif report.ok:
-        click.echo(f"audit log ok: {report.lines} lines, chain intact")
+        dump_json({"schema": VERIFY_SCHEMA, **check.to_dict()})
     else:
-        click.echo(f"audit log broken at line {report.first_bad_line}: {report.reason}")
+        if report.ok:
+            click.echo(
+                f"audit log ok: {report.lines} lines, chain intact, {report.anchors} anchors hold"
+            )
+        else:
+            click.echo(f"audit log broken at line {report.first_bad_line}: {report.reason}")
+            for broken in report.broken_anchors[1:6]:
+                click.echo(f"  also: {broken['message']}")
+        for note in check.notes[:5]:
+            click.echo(f"  note: {note}")
     if not report.ok:
         raise SystemExit(1)
 

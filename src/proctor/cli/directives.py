@@ -132,7 +132,7 @@ def run_directive_command(
     ``run --directive``); exits like ``proctor run``."""
     from proctor.cli.driving import drive_and_print, host_authority
 
-    authority = host_authority(run_authority, None)
+    authority = host_authority(run_authority, None, managed=drive)
     session = _session(drive, max_steps)
     drive_and_print(
         session, lambda: session.run_directive(directive_id, request, authority=authority), as_json

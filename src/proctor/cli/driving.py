@@ -39,8 +39,10 @@ def exit_code_of(doc: dict[str, Any]) -> int:
     return EXIT_CODES.get(str(doc.get("outcome")), 1)
 
 
-def host_authority(run_authority: str | None, preset: str | None) -> Any:
-    """The authority a host states with ``--run-authority JSON`` or ``--authority NAME``.
+def host_authority(run_authority: str | None, preset: str | None, *, managed: bool = False) -> Any:
+    """The authority a host states with ``--run-authority JSON`` or ``--authority NAME``;
+    ``None`` when it states none (the session's default applies). Under ``managed`` (a model
+    drives the run) what ``--run-authority`` leaves unstated is ``effects: ask``.
 
     Raises:
         UsageError: both given, invalid JSON, or a preset that does not apply here.
@@ -48,13 +50,13 @@ def host_authority(run_authority: str | None, preset: str | None) -> Any:
     if run_authority is not None and preset is not None:
         raise UsageError("give --run-authority or --authority, not both", code="authority_invalid")
     if run_authority is not None:
-        from proctor.core.authority import parse_authority
+        from proctor.core.authority import default_authority, parse_authority
 
         try:
             doc = json.loads(run_authority)
         except ValueError as exc:
             raise UsageError("--run-authority is not JSON", code="authority_invalid") from exc
-        return parse_authority(doc)
+        return parse_authority(doc, base=default_authority(managed=managed))
     if preset is not None:
         from proctor.runtime.boundary.workspace import Workspace
         from proctor.runtime.home.presets import preset_authority

@@ -108,7 +108,7 @@ def run(
             run_authority=run_authority,
         )
     inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
-    authority = host_authority(run_authority, preset)
+    authority = host_authority(run_authority, preset, managed=drive)
     session = Session(Workspace.discover(Path.cwd()))
     if drive:
         from proctor.runtime.agents.loop import ManagedAgent

@@ -48,7 +48,9 @@ class RunEnvelope(BaseModel):
     ``needs_approval`` (only a person's requests are pending), ``needs_agent`` (an agent turn,
     or a mix) or ``needs_credential``. A pause lists ``requests`` (each with ``address``,
     ``kind`` and ``request_digest``), an ``answers_template`` (a ``proctor.resume.v1`` document
-    bound to those digests) and the ``resume_command``.
+    bound to those digests) and the ``resume_command``. ``audit_lost`` counts the run's audit
+    events the audit log could not take (a full disk): the run store and receipts still hold
+    everything, and a note says so.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -66,6 +68,7 @@ class RunEnvelope(BaseModel):
     requests: list[dict[str, Any]] | None = None
     answers_template: dict[str, Any] | None = None
     resume_command: str | None = None
+    audit_lost: int = 0
     notes: list[str] = Field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

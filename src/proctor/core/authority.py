@@ -12,7 +12,11 @@ A host states it as JSON (``--run-authority``)::
                             {"commands": {"argv_prefix": ["git", "status"]}},
                             {"local": true}]}
 
-With no host, a run takes ``effects: allow, reach: inputs`` and records that no host set them.
+With no host, a run takes ``effects: allow, reach: workspace`` and records that no host set
+them; a path input reaches another folder only when a host grants ``reach: inputs``. Runs that
+an MCP client or a managed agent drives take ``effects: ask, reach: workspace`` instead
+(:func:`default_authority`), and a host document they are given fills what it leaves unstated
+from that default.
 
 A run's recorded authority also carries ``egress``: the workspace's allow-list of destinations
 (``proctor.toml`` ``[egress] allow``), read once when the run is created so that the receipt's
@@ -37,6 +41,7 @@ __all__ = [
     "EgressGrant",
     "Reach",
     "StandingApproval",
+    "default_authority",
     "narrow",
     "parse_authority",
     "parse_standing",
@@ -131,7 +136,7 @@ class Authority:
 
     effects: Effects = "allow"
     max_calls: int | None = None
-    reach: Reach = "inputs"
+    reach: Reach = "workspace"
     max_concurrency: int | None = None
     max_child_depth: int | None = None
     max_fanout: int | None = None
@@ -154,6 +159,16 @@ class Authority:
         if self.egress is not None:
             doc["egress"] = self.egress.to_json()
         return doc
+
+
+def default_authority(*, managed: bool) -> Authority:
+    """What a run takes when no host states an authority (recorded as ``set_by: default``).
+
+    ``managed`` (an MCP client or a managed agent proposes the calls): ``effects: ask``, so
+    every change waits for a person; otherwise ``effects: allow``. Reach is ``workspace``
+    either way.
+    """
+    return Authority(effects="ask") if managed else Authority()
 
 
 def _narrower(order: tuple[str, ...], a: str, b: str | None) -> str:
@@ -261,11 +276,17 @@ def _parse_egress(value: Any) -> EgressGrant:
 
 
 def parse_authority(
-    doc: Any, *, set_by: Literal["host", "preset"] = "host", recorded: bool = False
+    doc: Any,
+    *,
+    set_by: Literal["host", "preset"] = "host",
+    recorded: bool = False,
+    base: Authority | None = None,
 ) -> Authority:
     """Read a host's authority document (or, with ``recorded``, a run's recorded authority).
 
-    Unstated fields take the defaults.
+    Unstated ``effects`` and ``reach`` take ``base``'s (default: ``effects: allow, reach:
+    workspace``; pass :func:`default_authority` ``(managed=True)`` for an MCP or managed-agent
+    surface); unstated limits are unlimited.
 
     Raises:
         UsageError: ``authority_invalid`` for an unknown key, an unknown effects or reach, a
@@ -286,10 +307,11 @@ def parse_authority(
         raise UsageError(
             f"unknown authority field(s): {', '.join(unknown)}", code="authority_invalid"
         )
-    effects = doc.get("effects", "allow")
+    defaults = base or Authority()
+    effects = doc.get("effects", defaults.effects)
     if effects not in EFFECTS_ORDER:
         raise UsageError("effects is one of none, ask, allow", code="authority_invalid")
-    reach = doc.get("reach", "inputs")
+    reach = doc.get("reach", defaults.reach)
     if reach not in REACH_ORDER:
         raise UsageError("reach is one of workspace, inputs", code="authority_invalid")
     limits: dict[str, int | None] = {}

@@ -5,8 +5,10 @@ characters) and refuses a non-loopback bind unless ``--public-url`` names where 
 it (its host is then the only one the Host and Origin checks admit). Every HTTP request must
 carry ``Authorization: Bearer <key>``; the comparison is over SHA-256 digests with
 :func:`hmac.compare_digest`, so neither the length nor the content of the key leaks through
-timing. A refused request gets 401 and an ``mcp_auth_refused`` audit event; an admitted one
-carries the key's token id to the request audit.
+timing. An admitted request carries the key's token id to the request audit. A refused one
+gets 401; refusals are coalesced into ``mcp_auth_refused`` audit events, one per source per
+minute with a ``count`` (:class:`RefusalCoalescer`), so unauthenticated traffic cannot grow the
+log without bound.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import ipaddress
 import json
 import socket
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -32,11 +36,21 @@ if TYPE_CHECKING:
 
     from proctor.mcp.server import ProctorServer
 
-__all__ = ["API_KEY_ENV", "BearerAuth", "HttpSettings", "check_http_settings", "serve_http"]
+__all__ = [
+    "API_KEY_ENV",
+    "BearerAuth",
+    "HttpSettings",
+    "RefusalCoalescer",
+    "check_http_settings",
+    "serve_http",
+]
 
 API_KEY_ENV = "PROCTOR_MCP_API_KEY"
 MIN_KEY_LENGTH = 16
 MCP_PATH = "/mcp"
+COALESCE_SECONDS = 60.0
+MAX_SOURCES = 64
+OTHER_SOURCES = "(other sources)"
 
 
 @dataclass(frozen=True)
@@ -116,18 +130,118 @@ def check_http_settings(
     return HttpSettings(host, port, key, public_url, tuple(hosts), tuple(origins))
 
 
+@dataclass
+class _Window:
+    opened: float
+    last: dict[str, str]
+    count: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+
+class RefusalCoalescer:
+    """Turns refused requests into one audit event per source per window (one more when an
+    attack starts).
+
+    A source's first refusal after a quiet window is written at once (``count: 1``), so an
+    attack shows in the log as it starts. Every refusal after it is only counted, and written
+    as one event (``count: n``, ``reasons`` by kind, ``coalesced: true``) when its window ends:
+    at the next refusal after that (which then opens the next window without a line of its
+    own), or at :meth:`flush` when the server stops. At most ``max_sources`` sources hold a
+    window at once; refusals from any other source share one window under
+    ``(other sources)``, so many addresses cannot multiply the events either.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: float = COALESCE_SECONDS,
+        max_sources: int = MAX_SOURCES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._seconds = window
+        self._max = max_sources
+        self._clock = clock
+        self._windows: dict[str, _Window] = {}
+
+    def refused(self, peer: str, reason: str, method: str, path: str) -> list[dict[str, Any]]:
+        """Count one refusal; the audit events (fields) to write now, oldest first."""
+        now = self._clock()
+        out, written = self._expire(now)
+        tracked = peer in self._windows or len(self._windows) < self._max
+        source = peer if tracked else OTHER_SOURCES
+        window = self._windows.get(source)
+        request = {"reason": reason, "method": method, "path": path}
+        if window is None:
+            window = self._windows[source] = _Window(now, request)
+            if source not in written:
+                out.append(self._event(source, request, 1, None))
+                return out
+        window.count += 1
+        window.reasons[reason] += 1
+        window.last = request
+        return out
+
+    def flush(self) -> list[dict[str, Any]]:
+        """The events of every open window's coalesced refusals (the server is stopping)."""
+        out = [self._summary(source, w) for source, w in self._windows.items() if w.count]
+        self._windows.clear()
+        return out
+
+    def _expire(self, now: float) -> tuple[list[dict[str, Any]], set[str]]:
+        out = []
+        for source, window in list(self._windows.items()):
+            if now - window.opened >= self._seconds:
+                del self._windows[source]
+                if window.count:
+                    out.append(self._summary(source, window))
+        return out, {e["peer"] for e in out}
+
+    def _summary(self, source: str, window: _Window) -> dict[str, Any]:
+        return self._event(source, window.last, window.count, dict(window.reasons))
+
+    def _event(
+        self, source: str, request: dict[str, str], count: int, reasons: dict[str, int] | None
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            **request,
+            "peer": source,
+            "count": count,
+            "window_seconds": self._seconds,
+            "caller": {"transport": "http", "token_id": None, "client": None},
+        }
+        if reasons is not None:
+            # the refusals counted in the window; ``reason``, ``method`` and ``path`` are the
+            # last one's
+            fields["coalesced"] = True
+            fields["reasons"] = dict(sorted(reasons.items()))
+        return fields
+
+
 class BearerAuth:
     """ASGI middleware: admits a request only with the right bearer token.
 
     A refused request never reaches the MCP app; it gets 401 with ``WWW-Authenticate: Bearer``
-    and is audited with the reason (missing, malformed, mismatch) and the peer address.
+    and is audited with the reason (missing, malformed, mismatch) and the peer address,
+    coalesced per source and minute (:class:`RefusalCoalescer`).
     """
 
-    def __init__(self, app: ASGIApp, settings: HttpSettings, proctor: ProctorServer) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: HttpSettings,
+        proctor: ProctorServer,
+        coalescer: RefusalCoalescer | None = None,
+    ) -> None:
         self.app = app
         self._digest = hashlib.sha256(settings.key.encode("ascii")).digest()
         self._token_id = settings.token_id
         self._proctor = proctor
+        self.coalescer = coalescer or RefusalCoalescer()
+
+    def write_events(self, events: list[dict[str, Any]]) -> None:
+        """Write coalesced refusal events to the audit log (blocking: call from a thread)."""
+        for fields in events:
+            self._proctor.audit("mcp_auth_refused", **fields)
 
     def _reason(self, scope: Scope) -> str | None:
         headers = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
@@ -151,16 +265,11 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         client = scope.get("client") or ("", 0)
-        await anyio.to_thread.run_sync(
-            lambda: self._proctor.audit(
-                "mcp_auth_refused",
-                reason=reason,
-                peer=str(client[0]),
-                method=str(scope.get("method")),
-                path=str(scope.get("path"))[:200],
-                caller={"transport": "http", "token_id": None, "client": None},
-            )
+        events = self.coalescer.refused(
+            str(client[0]), reason, str(scope.get("method")), str(scope.get("path"))[:200]
         )
+        if events:
+            await anyio.to_thread.run_sync(lambda: self.write_events(events))
         body = json.dumps({"error": "unauthorized", "reason": reason}).encode()
         await send(
             {
@@ -176,7 +285,7 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def build_app(proctor: ProctorServer, settings: HttpSettings) -> ASGIApp:
+def build_app(proctor: ProctorServer, settings: HttpSettings) -> BearerAuth:
     """The Starlette app of the SDK's streamable HTTP transport behind :class:`BearerAuth`."""
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -212,13 +321,23 @@ async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
         ) from exc
     sock.listen(128)  # connections queue from now on, before uvicorn starts accepting
     port = sock.getsockname()[1]
+    app = build_app(proctor, settings)
     config = uvicorn.Config(
-        build_app(proctor, settings),
+        app,
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+
+    class _Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().shutdown(sockets=sockets)
+            # here, not after serve(): uvicorn raises the signal that stopped it again once
+            # serve() ends, and the counts of the open windows would die with the process
+            events = app.coalescer.flush()
+            await anyio.to_thread.run_sync(lambda: app.write_events(events))
+
+    server = _Server(config)
     shown = f"[{settings.host}]" if family == socket.AF_INET6 else settings.host
     proctor.audit(
         "mcp_server_started",

@@ -83,12 +83,17 @@ class ProctorServer:
         self._audit_lock = threading.Lock()
         self._audit_session = Session(config.workspace, environ=config.environ)
         # One signing key for every session, loaded (or created) once before serving: two
-        # sessions creating the home's key at once would race on the file.
+        # sessions creating the home's key at once would race on the file. A run a client
+        # starts without --authority takes the managed default (effects: ask).
         signer = self._audit_session.signer
         # MCP clients propose what runs: their processes need the sandbox (docs/sandbox.md)
         self.pool = SessionPool(
             lambda: Session(
-                config.workspace, environ=config.environ, signer=signer, sandbox_default="required"
+                config.workspace,
+                environ=config.environ,
+                signer=signer,
+                sandbox_default="required",
+                managed=True,
             ),
             config.pool_size,
         )

@@ -49,7 +49,8 @@ class ServerConfig:
         workspace: the workspace (one snapshot taken at startup).
         catalog: the served skill tools (empty with ``--run``).
         environ: the environment the sessions read.
-        authority: the saved preset applied with ``--authority NAME`` (``None``: the default).
+        authority: the saved preset applied with ``--authority NAME`` (``None``: the managed
+            default, ``effects: ask, reach: workspace``).
         authority_name: that preset's name, for the audit log.
         run_scope: with ``--run RUN_ID``, the one run this server works.
         transport: ``stdio`` or ``http`` (recorded in the audit log).

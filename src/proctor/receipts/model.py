@@ -16,6 +16,10 @@ these keys (every key always present, ``null`` where it does not apply)::
     started_at, ended_at   UTC, "YYYY-MM-DDTHH:MM:SS.ffffffZ", started_at <= ended_at
     children        [{receipt_id, body_digest}]  in execution order
     key_id          the signer's key id (see proctor.receipts.signing)
+    audit_head      {lines, last_digest} of the audit log when the run sealed (an anchor:
+                    line ``lines`` had digest ``last_digest``, null when ``lines`` is 0);
+                    null on step and call receipts. Receipts written before it existed lack
+                    the key; they parse and verify, and anchor nothing.
 
 A ``call`` receipt of a process tool also has ``sandbox``: ``{used, mode, network}`` (``used``
 one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network`` a boolean): what the process
@@ -93,7 +97,8 @@ SANDBOX_USED: tuple[str, ...] = ("bubblewrap", "none")
 SANDBOX_MODES: tuple[str, ...] = ("required", "auto", "off")
 
 _TIME = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
-_BODY_KEYS = frozenset(
+# The body of receipts written before the audit anchor existed: still read, anchoring nothing.
+_BODY_KEYS_BEFORE_ANCHORS = frozenset(
     {
         "schema",
         "kind",
@@ -111,6 +116,9 @@ _BODY_KEYS = frozenset(
         "key_id",
     }
 )
+_BODY_KEYS = _BODY_KEYS_BEFORE_ANCHORS | {"audit_head"}
+_HEAD_KEYS = frozenset({"lines", "last_digest"})
+_MAX_LINES = 2**53 - 1  # an integer canonical JSON writes exactly as the C encoder does
 _CALL_KEYS = _BODY_KEYS | {"sandbox"}
 _SANDBOX_KEYS = frozenset({"used", "mode", "network"})
 _SUBJECT_KEYS = frozenset({"skill", "package_digest", "method", "step_id", "tool"})
@@ -243,7 +251,8 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
     keys = body.keys()
-    if keys != _BODY_KEYS and not (keys == _CALL_KEYS and body.get("kind") == "call"):
+    process_call = keys == _CALL_KEYS and body.get("kind") == "call"
+    if keys != _BODY_KEYS and keys != _BODY_KEYS_BEFORE_ANCHORS and not process_call:
         extra = sorted(set(keys) - _BODY_KEYS)
         missing = sorted(_BODY_KEYS - set(keys))
         raise _bad(f"the receipt body has unknown keys {extra} or lacks {missing}")
@@ -297,6 +306,7 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
         raise _bad("ended_at is before started_at")
     if not is_digest(body["key_id"]):
         raise _bad("key_id must be a sha256:<hex> key id")
+    _check_audit_head(body.get("audit_head"), kind)
     children = body["children"]
     if type(children) is not list:
         raise _bad("children must be a list")
@@ -310,6 +320,20 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
             raise _bad("a child's receipt_id and body_digest are sha256:<hex> digests")
         refs.append(ChildRef(rid, bdg))
     return tuple(refs)
+
+
+def _check_audit_head(head: object, kind: str) -> None:
+    if head is None:
+        return
+    if kind != "run":
+        raise _bad("only a run receipt commits the audit log's head")
+    if type(head) is not dict or head.keys() != _HEAD_KEYS:
+        raise _bad("audit_head has exactly lines and last_digest")
+    lines, last = head["lines"], head["last_digest"]
+    if type(lines) is not int or not 0 <= lines <= _MAX_LINES:
+        raise _bad("audit_head.lines is a non-negative integer")
+    if (lines == 0) != (last is None) or (last is not None and not is_digest(last)):
+        raise _bad("audit_head.last_digest is a sha256:<hex> digest, null only for 0 lines")
 
 
 def parse_envelope(data: bytes) -> Envelope:
@@ -339,7 +363,8 @@ def parse_envelope(data: bytes) -> Envelope:
     if sig is not None and (type(sig) is not str or not sig.isascii()):
         raise _bad("signature must be a base64 string or null")
     try:
-        # check_body admitted only fixed ASCII keys, strings, nulls, lists and objects, and the
+        # check_body admitted only fixed ASCII keys, strings, nulls, lists, objects and
+        # integers in the IEEE-754 safe range (audit_head.lines), and the
         # envelope adds two ASCII keys with a string and a string or null: the values for which
         # the plain route is exactly RFC 8785 (see proctor.receipts.canonical). Its keys sort
         # as body, key_id, signature, so the whole file is one encoding plus LF, and the body

@@ -34,7 +34,7 @@ Same inputs, same key and the same clock give byte-identical receipt files.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -160,10 +160,13 @@ class ReceiptWriter:
         verdicts: Iterable[Verdict] = (),
         children: Sequence[Ref] = (),
         sandbox: dict[str, Any] | None = None,
+        audit_head: Mapping[str, Any] | None = None,
     ) -> Ref:
         """Build, sign (unless an amortized call), store and return one receipt's ref.
 
         ``sandbox`` (a process call's ``{used, mode, network}``) is added to call receipts only.
+        ``audit_head`` (run receipts only) is ``{lines, last_digest}``: the audit log's head
+        this receipt anchors.
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
@@ -202,6 +205,7 @@ class ReceiptWriter:
                 {"receipt_id": c.receipt_id, "body_digest": c.body_digest} for c in children
             ],
             "key_id": self._signer.key_id,
+            "audit_head": None if audit_head is None else dict(audit_head),
         }
         if sandbox is not None:
             body["sandbox"] = sandbox

@@ -6,7 +6,9 @@ Three phases, each a list of checks with what they covered:
   file's frontmatter parses;
 - ``policy``: the profile and drift check, rule/guard binding in both directions, and at least
   one enforceable rule;
-- ``tools``: every tool has a JSON Schema that compiles.
+- ``tools``: every tool has a JSON Schema that compiles;
+- ``records``: the audit log's hash chain holds, and so does every anchor the run receipts
+  and the run store committed (``proctor audit verify``).
 
 A check that examined nothing fails instead of passing (no skill found, no policy loaded, no
 tool registered). ``passed`` is true only when every check passed.
@@ -189,7 +191,44 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         )
     )
     session.close()
-    return [parse, policy, tools]
+    return [parse, policy, tools, Phase("records", [_audit_check(workspace, environ)])]
+
+
+def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
+    """The audit log against its anchors; no log and no anchor is a workspace with no runs."""
+    from proctor.runtime.records.anchors import workspace_log_check
+    from proctor.runtime.records.audit import audit_path
+
+    try:
+        check = workspace_log_check(
+            audit_path(workspace.root, environ), workspace.state_dir, environ
+        )
+    except ProctorError as exc:
+        return Check("audit_log", False, exc.message, [{"code": exc.code, "message": exc.message}])
+    except OSError as exc:
+        message = f"the audit log cannot be read: {exc.strerror or exc}"
+        return Check(
+            "audit_log", False, message, [{"code": "audit_unreadable", "message": message}]
+        )
+    report = check.report
+    if not check.exists and report.anchors == 0:
+        return Check("audit_log", True, "no audit log yet: no run has been recorded here")
+    if report.ok:
+        return Check(
+            "audit_log",
+            True,
+            f"{report.lines} lines chained, {report.anchors} anchors hold",
+        )
+    findings = [
+        {"code": "audit_chain_broken", "message": report.reason, "line": report.first_bad_line}
+    ]
+    findings += [
+        {"code": f"audit_anchor_{b['problem']}", "message": b["message"], "line": b["line"]}
+        for b in report.broken_anchors
+        if b["message"] != report.reason
+    ]
+    return Check("audit_log", False, f"the audit log is broken at line {report.first_bad_line}",
+                 findings)  # fmt: skip
 
 
 def report(phases: list[Phase]) -> dict[str, Any]:

@@ -137,14 +137,18 @@ SCHEMA = {
 }
 
 
+INPUTS = Authority(reach="inputs")
+
+
 def test_run_roots_come_from_path_inputs_under_reach_inputs_only(tree: Path) -> None:
     ws_root = (tree / "ws").resolve()
     values = {"repo": "../other", "plain": str(tree / "outside")}
-    roots = run_roots(Authority(), SCHEMA, values, ws_root)
+    roots = run_roots(INPUTS, SCHEMA, values, ws_root)
     assert roots == {"repo": str((tree / "other").resolve())}
     assert run_roots(Authority(reach="workspace"), SCHEMA, values, ws_root) == {}
+    assert run_roots(Authority(), SCHEMA, values, ws_root) == {}  # no host: workspace
     with pytest.raises(UsageError) as info:
-        run_roots(Authority(), SCHEMA, {"repo": str(tree / "other" / "src" / "a.txt")}, ws_root)
+        run_roots(INPUTS, SCHEMA, {"repo": str(tree / "other" / "src" / "a.txt")}, ws_root)
     assert info.value.code == "root_invalid"
 
 
@@ -153,7 +157,7 @@ def test_a_recorded_root_that_vanished_is_left_out(tree: Path) -> None:
     gone.mkdir()
     data = {"roots": {"repo": str((tree / "other").resolve()), "gone": str(gone.resolve())}}
     os.rmdir(gone)
-    ws = run_workspace(Workspace(tree / "ws"), Authority(), data)
+    ws = run_workspace(Workspace(tree / "ws"), INPUTS, data)
     assert set(ws.roots) == {"repo"}
     assert refused(ws, "$gone/x").code == "path_outside_reach"
     assert run_workspace(Workspace(tree / "ws"), Authority(reach="workspace"), data).roots == {}

@@ -11,9 +11,11 @@ from proctor.runtime.boundary.sanitize import TaintSet
 from proctor.runtime.records.audit import (
     FIXED_FIELDS,
     GENESIS,
+    Anchor,
     AuditLog,
     audit_path,
     line_digest,
+    verify_bytes,
     verify_chain,
 )
 
@@ -95,3 +97,143 @@ def test_two_processes_append_and_chain_verifies(tmp_path: Path) -> None:
     report = verify_chain(path)
     assert report.ok, report
     assert report.lines == 400
+
+
+# -- the head, anchors, lost events and torn lines ----------------------------------------------
+
+
+def test_head_counts_lines_and_names_the_last_line_with_another_writer(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as log, AuditLog(path) as other:
+        assert log.head() == {"lines": 0, "last_digest": None, "bytes": 0}
+        log.emit("one", run_id=None, step_index=None)
+        assert log.head()["lines"] == 1
+        other.emit("two", run_id=None, step_index=None)
+        other.emit("three", run_id=None, step_index=None)
+        head = log.head()  # counts what the other writer added since
+        data = path.read_bytes()
+        lines = data.splitlines()
+        assert head == {"lines": 3, "last_digest": line_digest(lines[-1]), "bytes": len(data)}
+        log.emit("four", run_id=None, step_index=None)
+        assert log.head()["lines"] == other.head()["lines"] == 4
+
+
+def test_a_new_process_counts_from_a_known_head_only_when_it_still_holds(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as log:
+        for n in range(5):
+            log.emit("call", run_id=None, step_index=n)
+        known = log.head()
+        log.emit("after", run_id=None, step_index=None)
+    with AuditLog(path) as fresh:
+        assert fresh.head(known)["lines"] == 6
+    # the count is taken from the hint (the run store's own anchor) only while the line it
+    # names is still there with its digest; otherwise every line is counted again
+    for stale in ({**known, "last_digest": GENESIS}, {**known, "bytes": known["bytes"] - 1}):
+        with AuditLog(path) as fresh:
+            assert fresh.head({**stale, "lines": 50})["lines"] == 6
+    with AuditLog(path) as fresh:
+        assert fresh.head({**known, "lines": 50})["lines"] == 51
+
+
+def _anchor(path: Path, lines: int, source: str = "test") -> Anchor:
+    data = path.read_bytes().splitlines()
+    return Anchor(lines, line_digest(data[lines - 1]), source)
+
+
+def test_verify_chain_holds_anchors_and_names_cuts_and_rewrites(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as log:
+        for n in range(6):
+            log.emit("call", run_id="r", step_index=n, n=n)
+    anchors = [_anchor(path, 2, "early"), _anchor(path, 6, "late")]
+    report = verify_chain(path, anchors)
+    assert report.ok and report.anchors == 2
+    original = path.read_bytes()
+    path.write_bytes(b"".join(original.splitlines(keepends=True)[:4]))
+    report = verify_chain(path, anchors)
+    assert not report.ok and report.first_bad_line == 5
+    assert report.broken_anchors[0]["problem"] == "cut"
+    assert "late commits 6 lines but the log has 4: lines 5 to 6" in str(report.reason)
+    # the same number of lines, one changed and the rest chained again: the digest differs
+    lines = original.splitlines()
+    lines[3] = lines[3].replace(b'"n":3', b'"n":7')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    report = verify_chain(path, anchors)
+    assert report.first_bad_line == 5  # the chain breaks at the line after the change
+    assert report.broken_anchors == ()  # line 6's bytes are as anchored
+    prev = line_digest(lines[2])
+    for n in range(3, 6):  # chain the rest again: the chain is fooled, the anchor is not
+        record = json.loads(lines[n])
+        record["prev"] = prev
+        lines[n] = json.dumps(record, separators=(",", ":")).encode()
+        prev = line_digest(lines[n])
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert verify_chain(path).ok
+    report = verify_chain(path, anchors)
+    assert report.first_bad_line == 6
+    assert [b["problem"] for b in report.broken_anchors] == ["rewritten"]
+    assert "lines after 2 (intact as early commits) up to 6" in report.broken_anchors[0]["message"]
+    assert verify_bytes(b"", anchors).first_bad_line == 1
+
+
+def test_lost_events_are_counted_per_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    log = AuditLog(blocker / "audit.jsonl")
+    for _ in range(3):
+        log.emit("call", run_id="a", step_index=None)
+    log.emit("call", run_id="b", step_index=None)
+    log.emit("config", run_id=None, step_index=None)
+    assert (log.failures, log.lost("a"), log.lost("b")) == (5, 3, 1)
+    assert log.take_lost("a") == 3 and log.lost("a") == 0
+
+
+def test_a_torn_last_line_is_moved_aside_and_the_repair_audited(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as log:
+        log.emit("one", run_id=None, step_index=None)
+    whole = path.read_bytes()
+    torn = b'{"schema_version":"1","event_id":"cut-here'
+    path.write_bytes(whole + torn)
+    assert not verify_chain(path).ok
+    with AuditLog(path) as log:
+        log.emit("two", run_id="r", step_index=None)
+    report = verify_chain(path)
+    assert report.ok and report.lines == 3, report
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert [r["event"] for r in records] == ["one", "audit_repaired", "two"]
+    repaired = records[1]
+    assert repaired["line"] == 2 and repaired["torn_bytes"] == len(torn)
+    assert repaired["moved_to"] == "audit.jsonl.torn"
+    assert (tmp_path / "audit.jsonl.torn").read_bytes() == torn + b"\n"
+    assert path.read_bytes().startswith(whole)  # the complete lines are untouched
+
+
+_FULL = """
+import json, os, resource, signal, sys
+from pathlib import Path
+from proctor.runtime.records.audit import AuditLog
+path = Path(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+size = path.stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, size + 40))
+log = AuditLog(path)
+first = log.emit("cut_short", run_id="r", step_index=None, pad="x" * 200)
+second = log.emit("refused", run_id="r", step_index=None)
+print(json.dumps([first.get("audit_persisted", True), second.get("audit_persisted", True),
+                  log.lost("r"), path.stat().st_size - size]))
+log.close()
+"""
+
+
+def test_a_write_the_disk_cuts_short_leaves_no_half_line(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as log:
+        log.emit("before", run_id=None, step_index=None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FULL, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [False, False, 2, 0]
+    assert verify_chain(path).ok

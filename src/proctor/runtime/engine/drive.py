@@ -343,7 +343,7 @@ class RunDriver:
         return self.s.store.put_request(record)
 
     def _pause(self, requests: list[RequestRecord]) -> RunEnvelope:
-        from proctor.runtime.engine.sealing import authority_notes, trace_of
+        from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, trace_of
 
         s = self.s
         person_only = all(r.kind in PERSON_KINDS for r in requests)
@@ -375,6 +375,7 @@ class RunDriver:
             else:
                 entry["value"] = None
             template.setdefault(lane, {})[r.address] = entry
+        lost = int(self.record.data.get("audit_lost") or 0) + s.audit.lost(self.run_id)
         envelope = RunEnvelope(
             status=status,  # type: ignore[arg-type]
             run_id=self.run_id,
@@ -384,10 +385,13 @@ class RunDriver:
             requests=shown,
             answers_template=template,
             resume_command=f"proctor resume {self.run_id} -",
-            notes=authority_notes(self.authority.to_json()),
+            audit_lost=lost,
+            notes=authority_notes(self.authority.to_json()) + audit_lost_note(lost),
         )
         doc, _ = self.sanitizer.value(envelope.to_json())
-        s.store.update_run(self.run_id, status=status, data={"envelope": doc})
+        s.store.update_run(self.run_id, status=status, data={"envelope": doc, "audit_lost": lost})
+        self.record.data["audit_lost"] = lost
+        s.audit.take_lost(self.run_id)
         s.store.append_event(
             self.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
         )

@@ -7,10 +7,12 @@ are built from the store's step settlements and calls, never from one process's 
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
+from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
 from proctor.runtime.boundary.sandbox import SandboxUse
@@ -20,7 +22,13 @@ from proctor.runtime.testhooks import kill_point
 if TYPE_CHECKING:
     from proctor.runtime.engine.host import RunHost
 
-__all__ = ["authority_notes", "call_receipt_outcome", "seal_run", "trace_of"]
+__all__ = [
+    "audit_lost_note",
+    "authority_notes",
+    "call_receipt_outcome",
+    "seal_run",
+    "trace_of",
+]
 
 
 def _time(value: Any, default: datetime) -> datetime:
@@ -91,9 +99,29 @@ def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
 
 def authority_notes(authority: dict[str, Any]) -> list[str]:
     """Notes the envelope carries about who set the authority."""
-    if authority.get("set_by") == "default":
-        return ["no host set an authority: effects allow, reach inputs"]
-    return []
+    if authority.get("set_by") != "default":
+        return []
+    effects, reach = authority.get("effects"), authority.get("reach")
+    why = (
+        " (the default under MCP and for managed agents: every change waits for a person)"
+        if effects == "ask"
+        else ""
+    )
+    return [
+        f"no host set an authority: effects {effects}, reach {reach}{why}; a path input reaches"
+        " another folder only when a host grants reach: inputs (--run-authority JSON or"
+        " --authority NAME)"
+    ]
+
+
+def audit_lost_note(lost: int) -> list[str]:
+    """The envelope's note when some of the run's audit events could not be written."""
+    if lost <= 0:
+        return []
+    return [
+        f"{lost} audit event(s) of this run could not be written (the audit log refused them);"
+        " the run store and the receipts hold the run in full"
+    ]
 
 
 def seal_run(
@@ -107,9 +135,47 @@ def seal_run(
 ) -> RunEnvelope:
     """Write the run's receipt tree from the store, mark it sealed, return its envelope.
 
+    The order, and why: the receipts are written first, the run receipt committing the audit
+    log's head as it is *before* ``run_sealed`` (that line names the receipt, so the receipt
+    cannot commit it); then ``run_sealed`` is written and synced; then the store marks the run
+    sealed and keeps the log's head *after* ``run_sealed`` as its newest anchor, in one commit.
+    A failure anywhere before that commit leaves the run unsealed and resumable.
+
     Raises:
-        StoreError: the run store failed; UsageError: a receipt field is invalid (a bug).
+        StoreError: ``seal_failed`` when a receipt, the ``run_sealed`` audit line or the run
+            store could not be written (``details``: ``run_id``, ``cause``, ``resume_command``);
+            the run stays unsealed and ``proctor resume RUN_ID -`` with ``{}`` seals it again.
+        UsageError: a receipt field is invalid (a bug).
     """
+    try:
+        return _seal(session, record, outcome, seal_reason, result, refusal)
+    except (StoreError, ReceiptInvalid) as exc:
+        raise _unsealed(session, record, exc) from exc
+
+
+def _unsealed(session: RunHost, record: RunRecord, exc: ProctorError) -> StoreError:
+    run_id = record.run_id
+    lost = int(record.data.get("audit_lost") or 0) + session.audit.take_lost(run_id)
+    # best effort: the count outlives this process when only the log or the receipts failed
+    with contextlib.suppress(StoreError):
+        session.store.update_run(run_id, data={"audit_lost": lost})
+    command = f"proctor resume {run_id} -"
+    return StoreError(
+        f"run {run_id} did not seal: {exc.message} [{exc.code}]. Nothing it did is lost; once"
+        f" the cause is fixed, seal it with `{command}` and the document {{}}",
+        code="seal_failed",
+        details={"run_id": run_id, "cause": exc.code, "resume_command": command},
+    )
+
+
+def _seal(
+    session: RunHost,
+    record: RunRecord,
+    outcome: str,
+    seal_reason: str | None,
+    result: Any,
+    refusal: Refusal | None,
+) -> RunEnvelope:
     from proctor.receipts.model import Subject, Verdict
     from proctor.receipts.writer import ReceiptWriter
     from proctor.runtime.boundary.sanitize import Sanitizer
@@ -182,6 +248,7 @@ def seal_run(
                 children=call_refs,
             )
         )
+    head = _audit_head(s)
     root = writer.run(
         Subject(name, pkg, record.method),
         outcome=outcome,
@@ -192,7 +259,9 @@ def seal_run(
         authority_digest=digest(authority_record(data)),
         policy_digest=data.get("policy_digest"),
         children=step_refs,
+        audit_head=head,
     )
+    lost = int(data.get("audit_lost") or 0) + s.audit.lost(record.run_id)
     envelope = RunEnvelope(
         status="sealed",
         outcome=outcome,  # type: ignore[arg-type]
@@ -203,7 +272,9 @@ def seal_run(
         result=result,
         refusal=refusal,
         trace=trace_of(calls),
+        audit_lost=lost,
         notes=authority_notes(data.get("authority") or {})
+        + audit_lost_note(lost)
         + [
             f"step {sid}: already done under its idempotency_key (receipt {body['already_done']});"
             " nothing was sent"
@@ -213,24 +284,53 @@ def seal_run(
     )
     doc, _ = Sanitizer().value(envelope.to_json())
     kill_point("run.receipts_written")
-    store.update_run(
-        record.run_id,
-        status="sealed",
-        outcome=outcome,
-        receipt_id=root.receipt_id,
-        data={"envelope": doc},
-    )
-    store.append_event(record.run_id, "sealed", {"outcome": outcome, "seal_reason": seal_reason})
-    s.audit.emit(
+    sealed = s.audit.emit(
         "run_sealed",
         run_id=record.run_id,
         step_index=None,
+        fsync=True,
         outcome=outcome,
         seal_reason=seal_reason,
         receipt_id=root.receipt_id,
         code=None if refusal is None else refusal.code,
+        audit_head=head,
     )
+    if sealed.get("audit_persisted") is False:
+        raise StoreError(
+            "the audit log could not be written (its disk may be full)", code="audit_write_failed"
+        )
+    try:
+        after = s.audit.head()
+    except OSError:
+        after = None  # the receipt anchors the log; the store's anchor waits for the next seal
+    with store.transaction():
+        store.update_run(
+            record.run_id,
+            status="sealed",
+            outcome=outcome,
+            receipt_id=root.receipt_id,
+            data={"envelope": doc, "audit_lost": lost},
+        )
+        store.append_event(
+            record.run_id, "sealed", {"outcome": outcome, "seal_reason": seal_reason}
+        )
+        if after is not None:
+            store.record_audit_anchor(
+                {**after, "run_id": record.run_id, "receipt_id": root.receipt_id}
+            )
+    s.audit.take_lost(record.run_id)
     return RunEnvelope.model_validate(doc)
+
+
+def _audit_head(s: RunHost) -> dict[str, Any]:
+    """The head a run receipt commits (``lines``, ``last_digest``)."""
+    try:
+        head = s.audit.head(known=s.store.audit_anchor())
+        return {"lines": head["lines"], "last_digest": head["last_digest"]}
+    except OSError as exc:
+        raise StoreError(
+            f"the audit log could not be read ({exc.strerror or exc})", code="audit_unreadable"
+        ) from exc
 
 
 def _enf(verdict: dict[str, Any]) -> str:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.resume import ResumeDocument, parse_resume_document
-from proctor.core.authority import Authority, parse_authority
+from proctor.core.authority import Authority, default_authority, parse_authority
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission.governor import CallOutcome
@@ -82,6 +82,8 @@ class Session:
         sandbox_default: the sandbox mode when ``PROCTOR_SANDBOX`` is unset (default: the
             class's :attr:`sandbox_default`); a surface serving untrusted callers passes
             ``"required"``.
+        managed: runs started without a host authority take ``effects: ask, reach:
+            workspace`` (an MCP server's sessions); default: true with an ``agent_driver``.
     """
 
     confine_writes: bool = False
@@ -106,10 +108,12 @@ class Session:
         egress_route: EgressRoute | None = None,
         durable: bool = True,
         sandbox_default: SandboxMode | None = None,
+        managed: bool | None = None,
     ) -> None:
         self.workspace = workspace
         if sandbox_default is not None:
             self.sandbox_default = sandbox_default
+        self.managed = agent_driver is not None if managed is None else managed
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.clock = clock
         self.agent_driver = agent_driver
@@ -273,8 +277,8 @@ class Session:
             inputs: inputs as one JSON object (``--inputs``).
             cli_inputs: ``name=value`` pairs typed by the method's schema (``-i``); they
                 override keys of ``inputs``.
-            authority: what the host grants; default ``effects: allow, reach: inputs``
-                (recorded as set by no host).
+            authority: what the host grants; default ``effects: allow, reach: workspace``
+                (``effects: ask`` for a managed session), recorded as set by no host.
             cwd: where relative references start (default: the process's current folder).
             stop: set it to stop the run before its next step (graceful stop).
             profile: the credential profile to prefer (``--profile``); only its name is kept.
@@ -291,7 +295,10 @@ class Session:
                 unreadable, uncreatable or missing (no run exists; see :mod:`.start`).
             ReceiptInvalid: ``receipt_store_foreign`` (no run exists).
             RunInterrupted: a stop was requested; the run waits for ``resume``.
-            StoreError: ``store_corrupt`` (no run exists), or the run store failed.
+            StoreError: ``store_corrupt`` (no run exists), or the run store failed;
+                ``seal_failed`` when the end of the run (a receipt, the ``run_sealed`` audit
+                line, the seal) could not be written: the run stays unsealed, and ``resume``
+                with ``{}`` seals it.
         """
         from proctor.runtime.engine.delivery import (
             NeedsCredential,
@@ -314,7 +321,7 @@ class Session:
         check_parts(self)
         kill_point("start.checked")
         if authority is None:
-            authority = Authority()
+            authority = default_authority(managed=self.managed)
         elif authority.set_by == "default":
             authority = replace(authority, set_by="host")
         record = RunRecord(

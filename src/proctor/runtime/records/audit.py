@@ -1,63 +1,79 @@
 """The audit log: an append-only JSON Lines file that is also a hash chain.
 
-Each event is one line, written and flushed when it happens (never buffered to the run's end).
-The record starts with ``schema_version, event_id, run_id, sequence, step_index, timestamp,
-event, redacted_fields``; the event's own fields follow flat, sanitized with
-:func:`proctor.runtime.boundary.sanitize.scrub_value`; the last field ``prev`` is ``sha256:`` + the
-hex
-digest of the previous line's bytes (without its newline), or :data:`GENESIS` on the first line.
+Each event is one line, written when it happens (never buffered to the run's end). The record
+starts with ``schema_version, event_id, run_id, sequence, step_index, timestamp, event,
+redacted_fields``; the event's own fields follow flat, sanitized with
+:func:`proctor.runtime.boundary.sanitize.scrub_value`; the last field ``prev`` is ``sha256:`` +
+the hex digest of the previous line's bytes (without its newline), or :data:`GENESIS` on the
+first line.
 
-Durability: lines are flushed to the OS per event but not fsynced (an fsync per call would cost
-more than the rest of admission); pass ``fsync=True`` for run seals and other events that must
-survive a power cut. Several processes may append to one file: the append and the read of the
-previous digest happen under an exclusive ``fcntl.flock``.
+Durability: each line is one ``write`` on an ``O_APPEND`` descriptor (no user-space buffer, so
+a failed write leaves nothing behind to be flushed later), not fsynced (an fsync per call would
+cost more than the rest of admission); pass ``fsync=True`` for run seals and other events that
+must survive a power cut. Several processes may append to one file: the append and the read of
+the previous digest happen under an exclusive ``fcntl.flock``.
 
-A write failure (disk full, permissions) does not crash the run: :meth:`AuditLog.emit` returns
-the record with ``audit_persisted: False`` and :attr:`AuditLog.failures` counts it, so the run
-can refuse to seal as complete or report the gap.
+A write failure (disk full, a file size limit, permissions) does not crash the run:
+:meth:`AuditLog.emit` returns the record with ``audit_persisted: False``, :attr:`AuditLog.failures`
+counts it and :meth:`AuditLog.take_lost` gives the count per run, so the run records the gap.
+A line only partly written is cut off again at once; a torn last line left by a crash or an
+older writer is moved aside to ``<log>.torn`` the next time a writer opens the log, and the
+repair is itself an event (``audit_repaired``), so the chain verifies again.
+
+:meth:`AuditLog.head` is the log's head (line count and last line's digest): a run's receipt
+commits it at seal (an *anchor*), and :func:`verify_chain` checks the chain against anchors, so
+a cut tail, an emptied file or a history re-chained without some lines is named. The chain's
+format and its verification live in :mod:`.chain` (re-exported here); where anchors are found,
+in :mod:`.anchors`.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_value
+from proctor.runtime.records.chain import (
+    FIXED_FIELDS,
+    GENESIS,
+    Anchor,
+    ChainReport,
+    line_digest,
+    read_log,
+    verify_bytes,
+    verify_chain,
+)
+from proctor.runtime.testhooks import kill_point
 
 __all__ = [
     "ENV_VAR",
     "FIXED_FIELDS",
     "GENESIS",
     "SCHEMA_VERSION",
+    "Anchor",
     "AuditLog",
     "ChainReport",
     "audit_path",
     "line_digest",
+    "read_log",
+    "verify_bytes",
     "verify_chain",
 ]
 
 SCHEMA_VERSION = "1"
 ENV_VAR = "PROCTOR_AUDIT_LOG"
-GENESIS = "sha256:" + "0" * 64
-FIXED_FIELDS = (
-    "schema_version",
-    "event_id",
-    "run_id",
-    "sequence",
-    "step_index",
-    "timestamp",
-    "event",
-    "redacted_fields",
-)
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
+_BLOCK = 1 << 20
 
 
 def audit_path(workspace_root: Path, env: Mapping[str, str]) -> Path:
@@ -70,13 +86,8 @@ def audit_path(workspace_root: Path, env: Mapping[str, str]) -> Path:
     return workspace_root / ".proctor" / "audit.jsonl"
 
 
-def line_digest(line: bytes) -> str:
-    """``sha256:<hex>`` of one line's bytes, without its trailing newline."""
-    return "sha256:" + hashlib.sha256(line.rstrip(b"\n")).hexdigest()
-
-
-def _last_line(handle: BinaryIO, size: int) -> bytes | None:
-    """The last complete line of a file of ``size`` bytes (read backwards in blocks)."""
+def _last_line(fd: int, size: int) -> bytes | None:
+    """The last complete line of the first ``size`` bytes of ``fd`` (read backwards)."""
     if size == 0:
         return None
     block = 4096
@@ -84,8 +95,7 @@ def _last_line(handle: BinaryIO, size: int) -> bytes | None:
     data = b""
     while end > 0:
         start = max(0, end - block)
-        handle.seek(start)
-        data = handle.read(end - start) + data
+        data = os.pread(fd, end - start, start) + data
         body = data.rstrip(b"\n")
         cut = body.rfind(b"\n")
         if cut >= 0:
@@ -94,28 +104,60 @@ def _last_line(handle: BinaryIO, size: int) -> bytes | None:
     return data.rstrip(b"\n") or None
 
 
+def _tail_start(fd: int, size: int) -> int:
+    """The offset just after the last newline in the first ``size`` bytes (0 when none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
 class AuditLog:
     """Appends audit events to one JSON Lines file, keeping the hash chain.
 
-    The file handle stays open; each :meth:`emit` takes the lock, re-reads the previous line's
-    digest only if another writer grew the file since this one last wrote, appends one line and
-    flushes it. ``sequence`` counts events per ``run_id`` from 1 within this process.
+    The descriptor stays open; each :meth:`emit` takes the lock, re-reads the previous line's
+    digest only if another writer grew the file since this one last wrote, appends one line.
+    ``sequence`` counts events per ``run_id`` from 1 within this process.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.failures = 0
-        self._handle: BinaryIO | None = None
+        self._fd: int | None = None
         self._prev = GENESIS
         self._known_size = -1
+        self._counted: tuple[int, int] | None = None  # (bytes, lines) of a counted prefix
+        self._check_tail = True
         self._sequences: dict[str, int] = {}
+        self._lost: dict[str, int] = {}
 
-    def _open(self) -> BinaryIO:
-        if self._handle is None:
+    def _open(self) -> int:
+        if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # "a+b": appends always land at the end, and the tail can still be read.
-            self._handle = open(self.path, "a+b")  # noqa: SIM115 - kept open for speed
-        return self._handle
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            self._fd = os.open(self.path, flags, 0o644)
+            self._check_tail = True
+        return self._fd
+
+    @contextmanager
+    def _locked(self) -> Iterator[int]:
+        """The descriptor under the exclusive lock, its torn tail (if any) repaired first.
+
+        Raises:
+            OSError: the log cannot be opened, locked or repaired (nothing is appended then).
+        """
+        fd = self._open()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if self._check_tail:
+                self._repair_tail(fd)
+            yield fd
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _next_sequence(self, run_id: str | None) -> int | None:
         if run_id is None:
@@ -123,6 +165,31 @@ class AuditLog:
         number = self._sequences.get(run_id, 0) + 1
         self._sequences[run_id] = number
         return number
+
+    def _record(
+        self,
+        event: str,
+        run_id: str | None,
+        step_index: int | None,
+        taint: TaintSet | None,
+        fields: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        clash = _RESERVED.intersection(fields)
+        if clash:
+            raise ValueError(f"audit fields may not be named {sorted(clash)}")
+        safe, redacted = scrub_value(dict(fields), taint)
+        record: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "event_id": str(uuid.uuid4()),
+            "run_id": run_id,
+            "sequence": self._next_sequence(run_id),
+            "step_index": step_index,
+            "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "event": event,
+            "redacted_fields": redacted,
+        }
+        record.update(safe)
+        return record
 
     def emit(
         self,
@@ -138,118 +205,157 @@ class AuditLog:
 
         Fields named like the fixed fields or ``prev`` are refused (``ValueError``): they would
         silently overwrite the envelope. An ``OSError`` while writing is not raised: the record
-        comes back with ``audit_persisted: False`` and :attr:`failures` grows.
+        comes back with ``audit_persisted: False``, :attr:`failures` grows and the event is
+        counted as lost for ``run_id`` (see :meth:`take_lost`).
         """
-        clash = _RESERVED.intersection(fields)
-        if clash:
-            raise ValueError(f"audit fields may not be named {sorted(clash)}")
-        safe, redacted = scrub_value(fields, taint)
-        record: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "event_id": str(uuid.uuid4()),
-            "run_id": run_id,
-            "sequence": self._next_sequence(run_id),
-            "step_index": step_index,
-            "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
-            "event": event,
-            "redacted_fields": redacted,
-        }
-        record.update(safe)
+        record = self._record(event, run_id, step_index, taint, fields)
         try:
-            self._append(record, fsync=fsync)
+            with self._locked() as fd:
+                self._write(fd, record, fsync=fsync)
         except OSError:
             self.failures += 1
+            if run_id is not None:
+                self._lost[run_id] = self._lost.get(run_id, 0) + 1
             return {**record, "audit_persisted": False}
         return record
 
-    def _append(self, record: dict[str, Any], *, fsync: bool) -> None:
-        handle = self._open()
-        fd = handle.fileno()
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
+    def lost(self, run_id: str) -> int:
+        """How many of ``run_id``'s events this log failed to write (since :meth:`take_lost`)."""
+        return self._lost.get(run_id, 0)
+
+    def take_lost(self, run_id: str) -> int:
+        """:meth:`lost`, and start counting again from 0 (the caller recorded the count)."""
+        return self._lost.pop(run_id, 0)
+
+    def head(self, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The log's head now: ``{"lines": n, "last_digest": "sha256:..." | None, "bytes": b}``.
+
+        Taken under the lock, after any torn tail is repaired, so it names complete lines only.
+        The line count is kept incrementally (only bytes other writers added are read again).
+        ``known`` is an earlier head of this log (the run store's newest anchor): when the
+        line ending at its ``bytes`` still has its digest, the lines before it are the ones
+        it counted (the chain commits them), so a new process counts only what came after.
+
+        Raises:
+            OSError: the log cannot be opened or read.
+        """
+        with self._locked() as fd:
             size = os.fstat(fd).st_size
-            if size != self._known_size:
-                last = _last_line(handle, size)
-                self._prev = GENESIS if last is None else line_digest(last)
-            record["prev"] = self._prev
-            line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
-            handle.write(line + b"\n")
-            handle.flush()
+            if self._counted is None and known is not None:
+                self._start_count_at(fd, size, known)
+            lines = self._count(fd, size)
+            if lines == 0:
+                return {"lines": 0, "last_digest": None, "bytes": size}
+            if size == self._known_size:
+                return {"lines": lines, "last_digest": self._prev, "bytes": size}
+            last = _last_line(fd, size)
+            digest = None if last is None else line_digest(last)
+            return {"lines": lines, "last_digest": digest, "bytes": size}
+
+    def _start_count_at(self, fd: int, size: int, known: Mapping[str, Any]) -> None:
+        at, lines = known.get("bytes"), known.get("lines")
+        if type(at) is not int or type(lines) is not int or not 0 < at <= size or lines < 1:
+            return
+        if os.pread(fd, 1, at - 1) != b"\n":
+            return
+        last = _last_line(fd, at)
+        if last is not None and line_digest(last) == known.get("last_digest"):
+            self._counted = (at, lines)
+
+    def _count(self, fd: int, size: int) -> int:
+        start, lines = self._counted if self._counted and self._counted[0] <= size else (0, 0)
+        while start < size:
+            chunk = os.pread(fd, min(_BLOCK, size - start), start)
+            if not chunk:
+                break
+            lines += chunk.count(b"\n")
+            start += len(chunk)
+        self._counted = (start, lines)
+        return lines
+
+    def _write(self, fd: int, record: dict[str, Any], *, fsync: bool) -> None:
+        """Chain and append one record (the caller holds the lock).
+
+        A line the file system took only part of is cut off again, so the log never keeps
+        half a line when the write fails; if even that fails, the next writer repairs it.
+        """
+        size = os.fstat(fd).st_size
+        if size != self._known_size:
+            last = _last_line(fd, size)
+            self._prev = GENESIS if last is None else line_digest(last)
+        record["prev"] = self._prev
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+        data = line + b"\n"
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                kill_point("audit.torn_write")  # a crash here leaves the torn line to repair
+                raise OSError(errno.ENOSPC, "the audit line was only partly written")
             if fsync:
                 os.fsync(fd)
-            self._prev = line_digest(line)
-            self._known_size = size + len(line) + 1
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                self._check_tail = True
+            raise
+        self._prev = line_digest(line)
+        if self._counted is not None and self._counted[0] == size:
+            self._counted = (size + len(data), self._counted[1] + 1)
+        self._known_size = size + len(data)
+
+    def _repair_tail(self, fd: int) -> None:
+        """Move a torn last line (bytes after the last newline) aside and audit the repair.
+
+        The torn bytes are appended to ``<log>.torn`` (one fragment per line) before the log
+        is cut back to its last complete line; when they cannot be kept (a full disk) the log
+        is cut anyway, since an incomplete line is not a record, and the event says so.
+        """
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            self._check_tail = False
+            return
+        cut = _tail_start(fd, size)
+        torn = os.pread(fd, size - cut, cut)
+        aside = self.path.with_name(self.path.name + ".torn")
+        moved_to: str | None = aside.name
+        try:
+            with open(aside, "ab") as handle:
+                handle.write(torn + b"\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            moved_to = None
+        os.ftruncate(fd, cut)
+        os.fsync(fd)
+        self._check_tail = False
+        self._known_size = -1
+        self._counted = None
+        record = self._record(
+            "audit_repaired",
+            None,
+            None,
+            None,
+            {
+                "line": self._count(fd, cut) + 1,
+                "torn_bytes": len(torn),
+                "torn_digest": "sha256:" + hashlib.sha256(torn).hexdigest(),
+                "moved_to": moved_to,
+            },
+        )
+        self._write(fd, record, fsync=True)
 
     def close(self) -> None:
-        """Close the file handle (a later :meth:`emit` reopens it)."""
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        """Close the descriptor (a later :meth:`emit` reopens it); nothing is buffered."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
             self._known_size = -1
+            self._counted = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def __enter__(self) -> AuditLog:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclasses.dataclass(frozen=True)
-class ChainReport:
-    """The result of :func:`verify_chain`; ``first_bad_line`` is 1-based."""
-
-    ok: bool
-    lines: int
-    first_bad_line: int | None = None
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as a JSON-ready mapping."""
-        return dataclasses.asdict(self)
-
-
-def verify_chain(path: Path) -> ChainReport:
-    """Check every line of an audit file: valid JSON object, fixed fields present, ``prev``
-    equal to the digest of the line before (``GENESIS`` for line 1), file ending in a newline.
-
-    A removed, altered, inserted or reordered line breaks the chain at the first line whose
-    ``prev`` no longer matches (or at the altered line itself when it no longer parses).
-
-    Raises:
-        OSError: the file cannot be read.
-    """
-    data = path.read_bytes()
-    if not data:
-        return ChainReport(ok=True, lines=0)
-    lines = data.split(b"\n")
-    truncated = lines[-1] != b""
-    if not truncated:
-        lines.pop()
-    prev = GENESIS
-    for number, line in enumerate(lines, start=1):
-        bad = _check_line(line, prev)
-        if bad is None and truncated and number == len(lines):
-            bad = "the last line is incomplete (no newline): the file was truncated"
-        if bad is not None:
-            return ChainReport(ok=False, lines=len(lines), first_bad_line=number, reason=bad)
-        prev = line_digest(line)
-    return ChainReport(ok=True, lines=len(lines))
-
-
-def _check_line(line: bytes, prev: str) -> str | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return "not valid JSON"
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    missing = [name for name in (*FIXED_FIELDS, "prev") if name not in record]
-    if missing:
-        return f"missing fields {missing}"
-    if list(record)[: len(FIXED_FIELDS)] != list(FIXED_FIELDS):
-        return "fixed fields out of order"
-    if record["prev"] != prev:
-        return "prev does not match the line before (a line was removed, changed or moved)"
-    return None

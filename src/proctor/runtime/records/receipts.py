@@ -30,6 +30,9 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import re
@@ -57,6 +60,7 @@ INDEX_NAME = "index.jsonl"
 KEYS_NAME = "keys.jsonl"
 INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
+_STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
 _ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 
 
@@ -118,7 +122,10 @@ class ReceiptStore:
                 self._checked = True
                 return True
             if self.directory.is_dir():
-                if any(self.directory.iterdir()):
+                names = [n for n in os.listdir(self.directory) if not n.startswith(_STAGING)]
+                if INDEX_NAME in names:
+                    return self._check(create=create)  # another writer has just made it ours
+                if names:
                     raise self._foreign("it holds files but no proctor index.jsonl")
             elif self.directory.exists():
                 raise self._foreign("it is not a folder")
@@ -134,16 +141,21 @@ class ReceiptStore:
         return True
 
     def _write_index_header(self, index: Path) -> None:
+        # written aside and linked into place, so that a writer racing to open the new store
+        # never reads an index without its header (and takes the folder for a foreign one)
+        tmp = self.directory / f"{_STAGING}index-{os.getpid()}-{os.urandom(4).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            fd = os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return  # another writer created it first; _check reads it next time
-        try:
-            os.write(fd, _HEADER)
-            if self._durable:
-                os.fsync(fd)
+            try:
+                os.write(fd, _HEADER)
+                if self._durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):  # another writer created it first
+                os.link(tmp, index)
         finally:
-            os.close(fd)
+            tmp.unlink(missing_ok=True)
         self._fsync_dir()
 
     def _foreign(self, why: str) -> ReceiptInvalid:
@@ -188,14 +200,22 @@ class ReceiptStore:
             ) from exc
 
     def index(self) -> Iterator[dict[str, str]]:
-        """The index lines after the header, oldest first (nothing when there is no store)."""
+        """The index lines after the header, oldest first (nothing when there is no store).
+
+        A line that does not parse (the tail of an append a full disk cut short) is skipped:
+        the index lists receipts, and the receipt files are the record.
+        """
         if not self._check(create=False):
             return
         with (self.directory / INDEX_NAME).open("rb") as handle:
             handle.readline()
             for line in handle:
-                if line.strip():
-                    yield json.loads(line)
+                try:
+                    entry = json.loads(line) if line.strip() else None
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    yield entry
 
     # -- the keys that signed here ---------------------------------------------------------
 
@@ -316,9 +336,7 @@ class ReceiptStore:
                     self._fsync_dir()
                     fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
                     try:
-                        os.write(fd, b"".join(lines))
-                        if self._durable:
-                            os.fsync(fd)
+                        _append_whole(fd, b"".join(lines), durable=self._durable)
                     finally:
                         os.close(fd)
         except OSError as exc:
@@ -340,7 +358,10 @@ class ReceiptStore:
                 path = self.path_of(receipt_id)
                 if path.exists():
                     continue
-                tmp = self.directory / f".tmp-{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+                tmp = (
+                    self.directory
+                    / f"{_STAGING}{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+                )
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 staged[i] = tmp
                 fds.append(fd)
@@ -377,6 +398,29 @@ class ReceiptStore:
                 "rewritten",
                 code="receipt_conflict",
             )
+
+
+def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
+    """Append ``data`` whole or not at all: a write the disk took only part of is cut off,
+    so the next append never lands after half a line.
+
+    Raises:
+        OSError: the write (or its fsync) failed.
+    """
+    fcntl.flock(fd, fcntl.LOCK_EX)  # so that the cut never takes another writer's line
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            if durable:
+                os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 # -- verification over a folder ----------------------------------------------------------------

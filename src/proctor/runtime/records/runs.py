@@ -189,6 +189,15 @@ class RunStore(Protocol):
         """Bundles still ``open``: a crash interrupted them; the next driver reconciles them."""
         ...
 
+    def record_audit_anchor(self, anchor: dict[str, Any]) -> None:
+        """Keep ``anchor`` (``{lines, last_digest, run_id, receipt_id}``: the audit log's head
+        after a run sealed) as the newest anchor, unless one with more lines is kept already."""
+        ...
+
+    def audit_anchor(self) -> dict[str, Any] | None:
+        """The newest audit anchor kept, or ``None``."""
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...

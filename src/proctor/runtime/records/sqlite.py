@@ -82,6 +82,11 @@ CREATE TABLE IF NOT EXISTS leases (
     holder TEXT NOT NULL,
     expires_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS audit_anchor (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    lines INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
 CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
@@ -89,7 +94,7 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 """
 
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 """Bumped whenever ``_SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
@@ -585,6 +590,22 @@ class SQLiteRunStore:
                 "SELECT bundle_id, run_id, state, entries FROM journal WHERE state = 'open'"
             ).fetchall()
         return [JournalRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    # -- the audit log's newest anchor ---------------------------------------------------------
+
+    def record_audit_anchor(self, anchor: dict[str, Any]) -> None:
+        # an older anchor never replaces a newer one (two processes sealing at once)
+        self._durable(
+            "INSERT INTO audit_anchor (id, lines, body) VALUES (1, ?, ?) ON CONFLICT (id)"
+            " DO UPDATE SET lines = excluded.lines, body = excluded.body"
+            " WHERE excluded.lines >= audit_anchor.lines",
+            (int(anchor["lines"]), _dumps(anchor)),
+        )
+
+    def audit_anchor(self) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._exec("SELECT body FROM audit_anchor WHERE id = 1").fetchone()
+        return None if row is None else dict(json.loads(row[0]))
 
     def close(self) -> None:
         with self._lock:
