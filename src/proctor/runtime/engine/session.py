@@ -151,7 +151,8 @@ class Session:
         if self._audit is None:
             from proctor.runtime.records.audit import AuditLog, audit_path
 
-            self._audit = AuditLog(audit_path(self.workspace.root, self.environ))
+            injected = None if self.clock is _utc_now else self.clock
+            self._audit = AuditLog(audit_path(self.workspace.root, self.environ), clock=injected)
         return self._audit
 
     @property

@@ -36,7 +36,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,8 +124,13 @@ class AuditLog:
     ``sequence`` counts events per ``run_id`` from 1 within this process.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, clock: Callable[[], datetime] | None = None) -> None:
+        """``clock``: an injected clock (a host's fixed clock, as ``proctor test`` uses) makes
+        each line's ``timestamp`` and ``event_id`` derive from it, so the same events give the
+        same log (and the run receipts that commit its head come out byte-identical)."""
         self.path = path
+        self._clock = clock
+        self._made = 0
         self.failures = 0
         self._fd: int | None = None
         self._prev = GENESIS
@@ -178,13 +183,21 @@ class AuditLog:
         if clash:
             raise ValueError(f"audit fields may not be named {sorted(clash)}")
         safe, redacted = scrub_value(dict(fields), taint)
+        sequence = self._next_sequence(run_id)
+        if self._clock is None:
+            event_id, now = str(uuid.uuid4()), datetime.now(UTC)
+        else:
+            now = self._clock()
+            self._made += 1
+            name = f"{now.isoformat()}|{run_id}|{sequence}|{event}|{self._made}"
+            event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
         record: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
-            "event_id": str(uuid.uuid4()),
+            "event_id": event_id,
             "run_id": run_id,
-            "sequence": self._next_sequence(run_id),
+            "sequence": sequence,
             "step_index": step_index,
-            "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "timestamp": now.astimezone(UTC).isoformat(timespec="microseconds"),
             "event": event,
             "redacted_fields": redacted,
         }

@@ -16,107 +16,7 @@ from typing import Any
 from proctor.errors import StoreError
 from proctor.runtime.records import store_file
 from proctor.runtime.records.runs import CallRecord, JournalRecord, RequestRecord, RunRecord
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL UNIQUE,
-    skill TEXT NOT NULL,
-    method TEXT NOT NULL,
-    status TEXT NOT NULL,
-    outcome TEXT,
-    receipt_id TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    at TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS calls (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    step_id TEXT,
-    tool TEXT NOT NULL,
-    state TEXT NOT NULL,
-    args_digest TEXT NOT NULL,
-    outcome TEXT,
-    result TEXT,
-    idempotency_key TEXT,
-    UNIQUE (run_id, call_id)
-);
-CREATE INDEX IF NOT EXISTS calls_idem ON calls (idempotency_key)
-    WHERE idempotency_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS journal (
-    bundle_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    entries TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS steps (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    step_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    UNIQUE (run_id, step_id)
-);
-CREATE TABLE IF NOT EXISTS requests (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    address TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    request_digest TEXT NOT NULL,
-    body TEXT NOT NULL,
-    state TEXT NOT NULL,
-    decision TEXT,
-    UNIQUE (run_id, address)
-);
-CREATE TABLE IF NOT EXISTS leases (
-    run_id TEXT PRIMARY KEY,
-    holder TEXT NOT NULL,
-    expires_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit_anchor (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    lines INTEGER NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-"""
-
-
-_SCHEMA_VERSION = 2
-"""Bumped whenever ``_SCHEMA`` changes; a store below it has the schema (re)applied."""
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a schema script (``sqlite3.complete_statement`` finds their ends)."""
-    out: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            out.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        out.append(buffer.strip())
-    return out
-
-
-def _build(conn: sqlite3.Connection) -> None:
-    """Create the schema (inside the caller's transaction) and stamp its version."""
-    for statement in _statements(_SCHEMA):
-        conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 
 def _now() -> str:
@@ -141,7 +41,7 @@ class SQLiteRunStore:
         self.shown = shown = shown or path.name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            store_file.create_whole(path, shown, _build)
+            store_file.create_whole(path, shown, build_schema)
             store_file.refuse_damaged(path, shown)
             self._conn = sqlite3.connect(
                 str(path), isolation_level=None, check_same_thread=False, timeout=10.0
@@ -197,12 +97,12 @@ class SQLiteRunStore:
         # Checkpoint the WAL every ~16 MiB rather than every ~4 MiB: each checkpoint syncs the
         # database file, and recorded results (a read's content) make the WAL grow quickly.
         conn.execute("PRAGMA wal_autocheckpoint=4000")
-        if conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION:
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
-                _build(conn)
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                build_schema(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -1,0 +1,108 @@
+"""The SQLite run store's schema and its version (applied whole by :func:`build_schema`)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "build_schema"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    skill TEXT NOT NULL,
+    method TEXT NOT NULL,
+    status TEXT NOT NULL,
+    outcome TEXT,
+    receipt_id TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS calls (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    step_id TEXT,
+    tool TEXT NOT NULL,
+    state TEXT NOT NULL,
+    args_digest TEXT NOT NULL,
+    outcome TEXT,
+    result TEXT,
+    idempotency_key TEXT,
+    UNIQUE (run_id, call_id)
+);
+CREATE INDEX IF NOT EXISTS calls_idem ON calls (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS journal (
+    bundle_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    entries TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (run_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS requests (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decision TEXT,
+    UNIQUE (run_id, address)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    run_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_anchor (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    lines INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+"""
+
+
+SCHEMA_VERSION = 2
+"""Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a schema script (``sqlite3.complete_statement`` finds their ends)."""
+    out: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        out.append(buffer.strip())
+    return out
+
+
+def build_schema(conn: sqlite3.Connection) -> None:
+    """Create the schema (inside the caller's transaction) and stamp its version."""
+    for statement in _statements(SCHEMA):
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
