@@ -154,17 +154,35 @@ def _components(text: str) -> list[str]:
     return [p for p in text.split("/") if p not in ("", ".")]
 
 
+def _enter(dir_fd: int, name: str) -> int:
+    """A descriptor of the folder ``name`` in ``dir_fd``, never following a link (``ELOOP``:
+    ``O_DIRECTORY | O_NOFOLLOW`` says ``ENOTDIR`` for a link, which is told apart here)."""
+    try:
+        return os.open(name, DIR_FLAGS | _NOFOLLOW, dir_fd=dir_fd)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+        raise
+
+
 def _portable(base: str, inner: str, flags: int, mode: int) -> int:
     parts = _components(base) + _components(inner)
     fd = os.open("/", DIR_FLAGS)
     try:
         for part in parts[:-1]:
-            nxt = os.open(part, DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+            nxt = _enter(fd, part)
             os.close(fd)
             fd = nxt
         if not parts:
             return os.open(".", flags | _CLOEXEC, mode, dir_fd=fd)
-        out = os.open(parts[-1], flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd)
+        try:
+            out = os.open(parts[-1], flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd)
+        except NotADirectoryError:
+            if flags & _DIRECTORY and stat.S_ISLNK(
+                os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode
+            ):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+            raise
     finally:
         os.close(fd)
     if flags & _PATH and _PATH and stat.S_ISLNK(os.fstat(out).st_mode):
@@ -241,7 +259,7 @@ def make_parents(base: str, inner: str, mode: int = 0o777) -> Iterator[tuple[int
             for part in _components(head):
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, mode, dir_fd=fd)
-                nxt = os.open(part, DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+                nxt = _enter(fd, part)
                 os.close(fd)
                 fd = nxt
         except BaseException:

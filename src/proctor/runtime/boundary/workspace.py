@@ -339,13 +339,13 @@ class Workspace:
         rel = joined(*found[0])
         shown = rel if absolute else path
         requested = "/".join(inner)
+        self._check_state(real, rel)
         # the name asked for (a symlink's own name counts) and, below, the file it opens, each
         # judged relative to every root holding it
         self._check_rules(requested, shown, access, workspace=label == "")
         for root, below in found:
             if below != "." and (root, below) != (label, requested):
                 self._check_rules(below, joined(root, below), access, workspace=root == "")
-        self._check_state(real, rel)
         root_label = found[0][0]
         base = self._roots[root_label[1:]] if root_label else self._root_text
         resolved = Resolved(abs=Path(real), rel=rel, root=root_label, base=base)
