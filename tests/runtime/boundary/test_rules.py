@@ -167,7 +167,15 @@ def test_containment_extends_and_narrows_only_where_it_may(root: Path) -> None:
 
 @pytest.mark.parametrize(
     "allowed",
-    ["policies/p.yaml", ".env", "../x", "/etc/x", "src/main.py", "proctor.toml", "skills/s/SKILL.md"],
+    [
+        "policies/p.yaml",
+        ".env",
+        "../x",
+        "/etc/x",
+        "src/main.py",
+        "proctor.toml",
+        "skills/s/SKILL.md",
+    ],
 )
 def test_allow_write_lifts_the_tool_config_rule_and_no_other(root: Path, allowed: str) -> None:
     write(root, "proctor.toml", f'[containment]\nallow_write = ["{allowed}"]\n')

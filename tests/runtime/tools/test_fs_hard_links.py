@@ -39,6 +39,8 @@ def plant(env: Env, kind: str) -> tuple[str, Path]:
 
 
 def calls(name: str, digest: str) -> list[tuple[str, dict[str, Any]]]:
+    replace = {"op": "replace", "path": name, "content": "o", "expected_digest": digest}
+    delete = {"op": "delete", "path": name, "expected_digest": digest}
     return [
         ("fs.read", {"path": name}),
         ("fs.search", {"pattern": "x", "path": name}),
@@ -47,11 +49,8 @@ def calls(name: str, digest: str) -> list[tuple[str, dict[str, Any]]]:
         ("fs.edit", {"path": name, "edits": [{"old": CANARY, "new": "owned"}]}),
         ("fs.edit", {"path": name, "expected_digest": digest, "edits": [{"old": "i", "new": "o"}]}),
         ("fs.delete", {"path": name, "expected_digest": digest}),
-        (
-            "fs.apply_bundle",
-            {"changes": [{"op": "replace", "path": name, "content": "o", "expected_digest": digest}]},
-        ),
-        ("fs.apply_bundle", {"changes": [{"op": "delete", "path": name, "expected_digest": digest}]}),
+        ("fs.apply_bundle", {"changes": [replace]}),
+        ("fs.apply_bundle", {"changes": [delete]}),
     ]
 
 
@@ -71,7 +70,7 @@ def test_every_tool_refuses_a_hard_link_and_the_target_is_unchanged(env: Env, ki
 
 @pytest.mark.parametrize("kind", ["outside", "env", "policy"])
 def test_walks_withhold_a_hard_link_unread(env: Env, kind: str) -> None:
-    name, target = plant(env, kind)
+    name, _target = plant(env, kind)
     env.write("docs/plain.txt", "plain x\n")
     listed = env.call("fs.list", {"recursive": True})
     paths = [e["path"] for e in listed["entries"]]

@@ -180,17 +180,17 @@ def test_writes_never_reach_outside_while_a_folder_is_swapped(
             run("fs.write", {"path": "dir/f.txt", "content": "same\n", "expected_digest": digest})
             run("fs.write", {"path": f"dir/new-{i}.txt", "content": "new\n", "create": True})
             run("fs.edit", {"path": "dir/f.txt", "edits": [{"old": "same", "new": "same"}]})
+            replace = {"op": "replace", "path": "dir/f.txt", "content": "same\n"}
             changes = [
-                {"op": "replace", "path": "dir/f.txt", "content": "same\n", "expected_digest": digest},
+                {**replace, "expected_digest": digest},
                 {"op": "create", "path": f"dir/b-{i}.txt", "content": "b\n"},
             ]
             run("fs.apply_bundle", {"changes": changes})
             got = run("fs.delete", {"path": f"dir/d-{i}.txt", "expected_digest": digest})
             if got:
                 trashed.append(got["trash_id"])
-            if trashed and i % 2:
-                if run("fs.restore", {"trash_id": trashed[-1]}):
-                    trashed.pop()
+            if trashed and i % 2 and run("fs.restore", {"trash_id": trashed[-1]}):
+                trashed.pop()
     assert outside_state(writing) == before, "a file outside was changed or created"
     assert swapper.swaps > 0
     totals = sum(seen.values(), Counter())

@@ -415,8 +415,8 @@ class Workspace:
         if self.is_state(real):
             raise refusal(
                 "sensitive_path",
-                f"'{_shown(rel)}' is proctor's own state (its receipts, audit log, run store, "
-                "home or signing key); runs never read, list or write it",
+                f"'{_shown(rel)}' is proctor's own state (proctor_state: its receipts, audit "
+                "log, run store, home or signing key); runs never read, list or write it",
                 rel,
                 "proctor_state",
             )

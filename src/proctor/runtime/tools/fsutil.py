@@ -224,8 +224,8 @@ def require_digest(target: Resolved, state: FileState, expected: str | None) -> 
         )
     if expected != state.digest:
         raise RefusedCall(
-            f"'{target.rel}' changed since it was read: expected_digest does not match its "
-            "current content",
+            f"'{target.rel}' changed since it was read: its current digest is {state.digest}, "
+            "not the expected_digest given; read it again before changing it",
             code="stale_digest",
             details={"path": target.rel, "expected": expected, "actual": state.digest},
         )
