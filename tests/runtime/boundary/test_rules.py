@@ -201,3 +201,18 @@ def test_allow_write_cannot_lift_a_guard_module(root: Path) -> None:
     )
     with pytest.raises(ConfigError):
         _ = Workspace(root).allow_write
+
+
+def test_a_home_holding_the_workspace_leaves_the_workspace_usable(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    root = home / "projects" / "ws"
+    write(root, "notes.md")
+    write(home, "signing_key.pem")
+    ws = Workspace(root, environ={"PROCTOR_HOME": str(home)}).reaching({"up": tmp_path})
+    assert ws.resolve("notes.md", "write").rel == "notes.md"
+    err = refused(ws, "$up/home/signing_key.pem", "read")
+    assert (err.code, err.details["rule"]) in {
+        ("sensitive_path", "proctor_state"),
+        ("sensitive_path", "private_key_name"),
+    }
+    assert refused(ws, "$up/home/projects/other.txt", "read").details["rule"] == "proctor_state"

@@ -280,6 +280,38 @@ def _dir_fd(path: str) -> int | None:
         return None
 
 
+def _symlink_free(start: str, parts: list[str]) -> str | None:
+    """The common cases in a system call or two: ``start/parts`` exists with no symlink on the
+    way (``openat2`` with ``RESOLVE_NO_SYMLINKS`` opens it), or only its last name is missing
+    below such a folder; the path is then its own real form. None when that cannot be shown (a
+    link, a ``..``, a deeper missing name, no ``openat2``): the walk decides."""
+    if not parts or ".." in parts or not _OPENAT2.ready():
+        return None
+    path = start.rstrip("/") + "/" + "/".join(parts)
+    resolve = _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+    try:
+        os.close(_OPENAT2.open(_AT_FDCWD, path, _PATH or os.O_RDONLY, 0, resolve))
+        return path
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    parent = path.rsplit("/", 1)[0] or "/"
+    try:
+        fd = _OPENAT2.open(_AT_FDCWD, parent, _WALK_FLAGS, 0, resolve)
+    except OSError:
+        return None
+    try:
+        os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return path  # to be created, in a folder with no link on its way
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None  # it appeared meanwhile: let the walk look at it
+
+
 def walk(start: str, parts: list[str]) -> str:
     """Follow ``parts`` from the real folder ``start`` like the kernel does, every component
     examined through its folder's descriptor with no-follow: a symlink's text is read
@@ -291,6 +323,9 @@ def walk(start: str, parts: list[str]) -> str:
         OSError: ``ELOOP`` a folder became a symlink while it was being entered; ``EACCES``
             ... from examining a component.
     """
+    fast = _symlink_free(start, parts)
+    if fast is not None:
+        return fast
     current = start
     pending = list(reversed(parts))
     hops = 0
@@ -330,13 +365,11 @@ def walk(start: str, parts: list[str]) -> str:
                 continue
             if stat.S_ISDIR(info.st_mode) and pending:
                 # no-follow: a folder swapped for a link since the stat fails here (ELOOP)
+                # (O_DIRECTORY | O_NOFOLLOW on a link is ENOTDIR, O_PATH or not)
                 try:
                     nxt = os.open(part, _WALK_FLAGS | _NOFOLLOW, dir_fd=fd)
                 except NotADirectoryError as exc:
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from exc
-                if _PATH and stat.S_ISLNK(os.fstat(nxt).st_mode):
-                    os.close(nxt)
-                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
                 os.close(fd)
                 fd = nxt
             else:

@@ -244,6 +244,10 @@ def containment_config(root: Path) -> Containment:
     return Containment(authority=authority, allow_write=allow)
 
 
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def _real(path: Path) -> str:
     return os.path.realpath(path)
 
@@ -334,6 +338,9 @@ class Rules:
         self.extra_authority = extra_authority
         self._found = _Found(root)
         self._state = state_paths(root, environ)
+        # a state folder holding the whole workspace (a home above it, say) is state only
+        # outside the workspace: its own files are judged by the other rules
+        self._holding = frozenset(s for s in self._state if _under(str(root), s))
         self._authority_files: frozenset[str] | None = None
 
     def sharing(self, *, extra_authority: frozenset[str], environ: Mapping[str, str]) -> Rules:
@@ -390,7 +397,12 @@ class Rules:
 
     def is_state(self, real: str) -> bool:
         """Whether the real absolute path ``real`` is, or lies in, proctor's state."""
-        return any(real == s or real.startswith(s.rstrip("/") + "/") for s in self._state)
+        for folder in self._state:
+            if _under(real, folder):
+                if folder in self._holding and _under(real, str(self.root)):
+                    continue
+                return True
+        return False
 
     def write_rule(self, rel: str) -> str | None:
         """The authority rule (:data:`proctor.core.paths.AUTHORITY_RULES`) a write of the
