@@ -15,7 +15,9 @@ changes meanwhile:
   ``os.link``, ``os.rename`` and ``os.unlink(..., dir_fd=)`` act in that folder and no other.
 - :func:`walk` is how containment decides the canonical path: it follows the path component by
   component through directory descriptors (``fstatat``/``readlinkat`` with no-follow), reading
-  a symlink's text itself and going on from there, as the kernel would.
+  a symlink's text itself and going on from there, as the kernel would. A path with no symlink
+  and no ``..`` on it (the common case) is shown to be its own real form by one ``openat2``
+  with ``RESOLVE_NO_SYMLINKS`` instead.
 
 Errors are :class:`OSError` with the kernel's errno (``ELOOP`` a link, ``ENOENT``, ``ENOTDIR``
 ...); callers turn them into refusals (:func:`changed`) and never show the paths.
