@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,6 @@ from proctor.core.paths import (
     tool_config_entry,
 )
 from proctor.errors import ConfigError
-from proctor.policy.user_guards import guard_modules
 
 __all__ = [
     "STATE_VARIABLES",
@@ -154,6 +152,9 @@ def guard_paths(root: Path) -> frozenset[str]:
     Raises:
         ConfigError: the config is invalid (:func:`proctor.policy.user_guards.guard_modules`).
     """
+    # imported here: reading a config is only needed for a write, not by every CLI command
+    from proctor.policy.user_guards import guard_modules
+
     found: set[str] = set()
     for ref in guard_modules(root):
         if ref.endswith(".py") or "/" in ref or "\\" in ref:
@@ -203,6 +204,8 @@ def containment_config(root: Path) -> Containment:
             tool-config path (it lifts that rule only: never ``policies/``, ``proctor.toml``, a
             skill package, ``.proctor/``, a sensitive file or a guard module).
     """
+    import tomllib  # here: only a write needs the config read
+
     path = root / "proctor.toml"
     try:
         text = path.read_text(encoding="utf-8")
