@@ -260,12 +260,18 @@ def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None)
     module docstring). A relative setting is taken both from ``cwd`` (the process's folder, as
     the stores open it) and from the workspace root, so either reading is covered. The
     workspace's own ``.proctor/`` is not listed: the name rules cover it."""
-    here = Path.cwd() if cwd is None else cwd
+    here = cwd
+    if here is None:
+        with contextlib.suppress(OSError):  # a removed current folder reads nothing from it
+            here = Path.cwd()
     found: set[str] = set()
 
     def add(named: str, suffixes: tuple[str, ...] = ("",)) -> None:
         path = Path(named)
-        bases = [path] if path.is_absolute() else [here / path, root / path]
+        if path.is_absolute():
+            bases = [path]
+        else:
+            bases = [root / path] if here is None else [here / path, root / path]
         for base in bases:
             for suffix in suffixes:
                 found.add(_real(base.with_name(base.name + suffix)))
