@@ -9,6 +9,8 @@ loaded, the audit line appended and flushed, and the call recorded in the SQLite
   fs.read 4KiB    fs.read of a 4 KiB prose file (containment, sensitive-content check, digest,
                   sanitizer over the whole content), governed
   fs.read 4KiB code  the same for a 4 KiB Python source file (the sanitizer's slow case)
+  fs.read 4KiB deep  the prose file four folders down (containment walks each component
+                  through a folder descriptor: the per-component cost)
   parts           the same echo call broken into its parts (policy only, canonical digest,
                   audit line, store commit), to say which part dominates
 
@@ -60,6 +62,8 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     (tmp / ".proctor").mkdir()
     prose = ("The quick brown fox jumps over the lazy dog. " * 100)[:4096]
     (tmp / "notes.txt").write_text(prose)
+    (tmp / "a" / "b" / "c" / "d").mkdir(parents=True)
+    (tmp / "a" / "b" / "c" / "d" / "notes.txt").write_text(prose)
     code_text = (ROOT / "src/proctor/runtime/admission/governor.py").read_text()[:4096]
     (tmp / "mod.py").write_text(code_text)
     env = dict(os.environ)
@@ -106,6 +110,7 @@ def governed(iters: int, warmup: int) -> dict[str, dict[str, float]]:
     bench("echo", "echo", {"text": "hello"})
     bench("fs.read 4KiB prose", "fs.read", {"path": "notes.txt"})
     bench("fs.read 4KiB code", "fs.read", {"path": "mod.py"})
+    bench("fs.read 4KiB deep", "fs.read", {"path": "a/b/c/d/notes.txt"})
 
     # parts of the echo path
     ctx = GuardContext("echo", {"text": "hello"}, {"text": "hello"}, "", "hello-world", ())

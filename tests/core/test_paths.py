@@ -7,10 +7,13 @@ import pytest
 from proctor.core.paths import (
     AUTHORITY_RULES,
     SENSITIVE_RULES,
+    TOOL_CONFIG,
     authority_reason,
     content_reason,
     normalize_relpath,
+    path_under,
     sensitive_reason,
+    tool_config_entry,
 )
 
 SENSITIVE = [
@@ -165,3 +168,57 @@ def test_normalize_relpath() -> None:
     assert normalize_relpath("a\\b\\..\\c") == "a/c"
     assert normalize_relpath("../x") == "../x"
     assert normalize_relpath("a/../../x") == "../x"
+
+
+@pytest.mark.parametrize(
+    ("path", "entry"),
+    [
+        (".mcp.json", ".mcp.json"),
+        ("sub/.MCP.json", ".mcp.json"),
+        (".claude/settings.json", ".claude/"),
+        (".claude", ".claude/"),
+        ("a/b/.cursor/mcp.json", ".cursor/"),
+        (".vscode/tasks.json", ".vscode/"),
+        (".vscode/launch.json", ".vscode/"),
+        (".vscode/settings.json", ".vscode/"),
+        (".github/workflows/ci.yml", ".github/workflows/"),
+        ("pkg/.github/workflows", ".github/workflows/"),
+        (".gitlab-ci.yml", ".gitlab-ci.yml"),
+        (".pre-commit-config.yaml", ".pre-commit-config.yaml"),
+        ("lib/.gitattributes", ".gitattributes"),
+        (".envrc", ".envrc"),
+        (".vscode ./tasks.json", ".vscode/"),
+    ],
+)
+def test_other_tools_code_running_config_is_authority(path: str, entry: str) -> None:
+    assert entry in TOOL_CONFIG
+    assert tool_config_entry(path) == entry
+    assert authority_reason(path) == "tool_config"
+
+
+@pytest.mark.parametrize(
+    "path", [".github/CODEOWNERS", "github/workflows/x.yml", "docs/vscode.md", ".gitattributes/x"]
+)
+def test_near_misses_are_not_tool_config(path: str) -> None:
+    assert tool_config_entry(path) is None
+    assert authority_reason(path) is None
+
+
+def test_allow_write_lifts_the_tool_config_rule_only_for_what_it_names() -> None:
+    lifted = frozenset({".vscode/settings.json", ".claude"})
+    assert authority_reason(".vscode/settings.json", frozenset(), lifted) is None
+    assert authority_reason(".VSCode/Settings.json", frozenset(), lifted) is None
+    assert authority_reason(".claude/hooks/x.sh", frozenset(), lifted) is None
+    assert authority_reason(".vscode/tasks.json", frozenset(), lifted) == "tool_config"
+    assert authority_reason("policies/x.yaml", frozenset(), frozenset({"policies"})) == (
+        "policies_dir"
+    )
+    declared = frozenset({".vscode/settings.json"})
+    assert authority_reason(".vscode/settings.json", declared, lifted) == "authority_file"
+
+
+def test_declared_folders_cover_everything_below_them() -> None:
+    assert path_under("guardpkg/x/y.py", frozenset({"guardpkg"}))
+    assert path_under("GuardPkg/x.py", frozenset({"guardpkg/"}))
+    assert not path_under("guardpkgs/x.py", frozenset({"guardpkg"}))
+    assert not path_under("anything", frozenset({"", "."}))

@@ -5,7 +5,10 @@ Two questions, each answered with the *name of the rule* that decides it (or ``N
 - :func:`sensitive_reason`: a file a run may never read, list or write, because it holds or
   manages credentials (``.env``, private keys, ``.netrc`` ...) or proctor's / git's own state.
 - :func:`authority_reason`: a file a run may never write, because it decides what runs may do
-  (``policies/``, ``directives/``, skill packages' ``SKILL.md`` / ``run.yaml``, ``proctor.toml``).
+  (``policies/``, ``directives/``, skill packages' ``SKILL.md`` / ``run.yaml``, ``proctor.toml``)
+  or because another tool executes what it says (:data:`TOOL_CONFIG`: ``.mcp.json``,
+  ``.vscode/``, ``.github/workflows/`` ...). :data:`TOOL_CONFIG` is the one list of those; a
+  workspace narrows it only by naming paths in ``[containment] allow_write`` (audited).
 
 Both take a workspace-relative path. Callers that touch the disk resolve the path first
 (symlinks, ``..``) and pass the resolved relative form; a policy guard may pass the raw argument.
@@ -28,11 +31,15 @@ from itertools import pairwise
 __all__ = [
     "AUTHORITY_RULES",
     "SENSITIVE_RULES",
+    "TOOL_CONFIG",
     "authority_reason",
     "content_reason",
+    "folded_path",
     "name_variants",
     "normalize_relpath",
+    "path_under",
     "sensitive_reason",
+    "tool_config_entry",
 ]
 
 # --- normalisation -------------------------------------------------------------------------
@@ -282,12 +289,97 @@ def _path_reason(relpath: str) -> str | None:
 
 # --- authority files -------------------------------------------------------------------------
 
+TOOL_CONFIG: dict[str, str] = {
+    ".mcp.json": "MCP server definitions (agents start the commands it names)",
+    ".claude/": "Claude Code settings, hooks, commands and MCP servers",
+    ".cursor/": "Cursor rules, hooks and MCP servers",
+    ".vscode/": "VS Code tasks, launch configurations and settings",
+    ".devcontainer/": "dev container definition (runs its lifecycle commands)",
+    ".husky/": "git hooks installed by husky",
+    ".github/workflows/": "GitHub Actions workflows",
+    ".github/actions/": "GitHub Actions local actions (run by workflows)",
+    ".gitlab-ci.yml": "GitLab CI pipeline",
+    ".pre-commit-config.yaml": "pre-commit hooks",
+    ".gitattributes": "git attributes (select the filter and diff drivers git runs)",
+    ".envrc": "direnv script (runs when a shell enters the folder)",
+}
+"""Other agents' and tools' code-running configuration, by entry: a name ending in ``/`` is a
+folder (everything in it), one with a ``/`` inside is that pair of adjacent names, any other a
+file name. Each matches at any depth, every spelling folded as for the sensitive rules. A run
+never writes one; ``[containment] allow_write`` in ``proctor.toml`` lifts it for named paths."""
+
+
+def _tool_entries() -> tuple[tuple[str, tuple[str, ...], bool], ...]:
+    out = []
+    for entry in TOOL_CONFIG:
+        folder = entry.endswith("/")
+        out.append((entry, tuple(entry.rstrip("/").split("/")), folder))
+    return tuple(out)
+
+
+_TOOL_ENTRIES = _tool_entries()
+
+
+@lru_cache(maxsize=8192)
+def tool_config_entry(relpath: str) -> str | None:
+    """The :data:`TOOL_CONFIG` entry ``relpath`` is, or lies in (``".vscode/"`` ...), or None.
+
+    A folder entry matches the folder itself and everything below it; a file entry the file's
+    own name.
+    """
+    _raw, norm = _components(relpath)
+    folded = [name_variants(p) for p in norm]
+    for entry, names, folder in _TOOL_ENTRIES:
+        width = len(names)
+        last = len(folded) - width
+        # a folder entry may sit anywhere on the path; a file entry is the path's last name(s)
+        starts = range(last + 1) if folder else range(max(last, 0), last + 1)
+        for start in starts:
+            if all(names[k] in folded[start + k] for k in range(width)):
+                return entry
+    return None
+
+
+def folded_path(relpath: str) -> str:
+    """The most reduced spelling of a relative path (normalised, every component NFKC-folded,
+    stream suffix cut, trailing dots and spaces stripped): two paths some file system may
+    open as one file fold to the same text."""
+    return _reduced_path(relpath)
+
+
+def _under(target: str, wanted: frozenset[str]) -> bool:
+    if not wanted:
+        return False
+    if target in wanted:
+        return True
+    cut = target.rfind("/")
+    while cut > 0:
+        if target[:cut] in wanted:
+            return True
+        cut = target.rfind("/", 0, cut)
+    return False
+
+
+@lru_cache(maxsize=256)
+def _folded_set(paths: frozenset[str]) -> frozenset[str]:
+    return frozenset(f for f in (_reduced_path(p) for p in paths) if f)
+
+
+def path_under(relpath: str, prefixes: frozenset[str]) -> bool:
+    """Whether ``relpath`` is one of ``prefixes`` or lies below one, spellings folded (an empty
+    prefix, the whole workspace, matches nothing)."""
+    return _under(_reduced_path(relpath), _folded_set(prefixes))
+
+
 AUTHORITY_RULES: dict[str, str] = {
     "policies_dir": "policy files decide what runs may do (policies/)",
     "directives_dir": "directives steer runs (directives/)",
     "proctor_state": "proctor's own state (.proctor/)",
     "workspace_config": "workspace configuration names guard modules (proctor.toml)",
     "skill_package": "a skill package's definition (SKILL.md, run.yaml)",
+    "guard_module": "a guard module proctor.toml names (proctor executes it)",
+    "tool_config": "another tool's code-running configuration (.mcp.json, .vscode/, "
+    ".github/workflows/ ...)",
     "authority_file": "a file the workspace declares as granting authority",
 }
 """Every authority rule name with a one-line description."""
@@ -296,14 +388,20 @@ _SKILL_PACKAGE_FILES = frozenset({"skill.md", "run.yaml"})
 
 
 @lru_cache(maxsize=8192)
-def authority_reason(relpath: str, authority_files: frozenset[str] = frozenset()) -> str | None:
+def authority_reason(
+    relpath: str,
+    authority_files: frozenset[str] = frozenset(),
+    allow_write: frozenset[str] = frozenset(),
+) -> str | None:
     """The name of the rule that makes ``relpath`` an authority file a run never writes, or None.
 
     Args:
         relpath: a workspace-relative path, any separators, any case.
         authority_files: workspace-relative paths the caller found to grant authority (the
-            package files of every skill in the workspace, a guard module ...); compared in
-            folded form.
+            package files of every skill in the workspace, a guard module's folder ...); each
+            covers itself and everything below it, compared in folded form.
+        allow_write: workspace-relative paths (files or folders) the workspace lifted from the
+            :data:`TOOL_CONFIG` rule; they lift nothing else.
 
     ``SKILL.md`` and ``run.yaml`` are refused under any folder, not only the known packages:
     creating one makes a new skill package, which is granting authority too.
@@ -323,8 +421,10 @@ def authority_reason(relpath: str, authority_files: frozenset[str] = frozenset()
         return "workspace_config"
     if name_variants(norm[-1]) & _SKILL_PACKAGE_FILES:
         return "skill_package"
-    if authority_files:
-        wanted = {_reduced_path(p) for p in authority_files}
-        if _reduced_path("/".join(norm)) in wanted:
-            return "authority_file"
+    if tool_config_entry(relpath) is not None and not (
+        allow_write and path_under(relpath, allow_write)
+    ):
+        return "tool_config"
+    if authority_files and path_under("/".join(norm), authority_files):
+        return "authority_file"
     return None

@@ -23,15 +23,24 @@ Snapshot = dict[str, tuple[str, bytes, int]]
 
 
 def snapshot(root: Path) -> Snapshot:
-    """Every entry under ``root`` except the run store's own files: kind, bytes, mtime."""
+    """Every entry under ``root`` except the run store's own files and the write locks (an
+    empty lock file a refused change took is no change of the workspace): kind, bytes, mtime.
+    ``.proctor`` itself is kept without its mtime, which a new lock file moves; every entry in
+    it is still compared."""
     out: Snapshot = {}
     for folder, dirs, files in os.walk(root, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(folder) / name
             rel = path.relative_to(root).as_posix()
-            if rel.startswith(".proctor/runs.sqlite"):
+            if rel.startswith(".proctor/runs.sqlite") or rel.split("/")[:2] == [
+                ".proctor",
+                "locks",
+            ]:
                 continue
             info = path.lstat()
+            if rel == ".proctor":
+                out[rel] = ("dir", b"", 0)
+                continue
             if path.is_symlink():
                 out[rel] = ("link", os.readlink(path).encode(), info.st_mtime_ns)
             elif path.is_dir():

@@ -1,7 +1,10 @@
 """The boundary between a run and its host: what a run's tools can reach, and what leaves.
 
 Owns: :mod:`.workspace` (the workspace and containment: the one way a tool turns a path into a
-file), :mod:`.roots` and :mod:`.reach` (the other folders a run may reach, recorded once),
+file) with :mod:`.resolved` (what it yields and how it refuses), :mod:`.rules` (which files are
+authority a run never writes and which are proctor's state it never touches) and :mod:`.fds`
+(descriptor-based resolution and opening: no symlink followed between the check and the use),
+:mod:`.roots` and :mod:`.reach` (the other folders a run may reach, recorded once),
 :mod:`.views` (the admitted view a handler gets), :mod:`.egress` (the allow-list and the
 address checks) with :mod:`.transport` (the httpx transport that dials only checked
 addresses), :mod:`.sandbox` with :mod:`.sandbox_paths` (the bubblewrap sandbox every process a
@@ -9,7 +12,8 @@ run starts runs in: modes, the probe, what it hides and what is writable), and
 :mod:`.sanitize` with its detectors in :mod:`.detect` (secrets removed from results, refusals,
 audit lines and output).
 
-Surface: every module but ``detect``. May import only ``proctor.core``, ``proctor.errors`` and
-the shared runtime modules: never records, home, tools, admission or the engine, so everything
+Surface: every module but ``detect``. May import only ``proctor.core``, ``proctor.errors``,
+``proctor.policy.user_guards`` (which guard modules a config names) and the shared runtime
+modules: never records, home, tools, admission or the engine, so everything
 above can rely on it.
 """

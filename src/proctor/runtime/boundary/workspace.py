@@ -12,10 +12,24 @@ and the rule (never an absolute host path):
 - ``path_outside_workspace``: the path, with every symlink and ``..`` resolved component by
   component (as the kernel will), ends outside the workspace root;
 - ``path_symlink_loop``: more than 40 symlinks on the way (a loop);
+- ``path_changed``: the tree changed while the path was being followed (a folder became a
+  symlink under the walk);
 - ``sensitive_path``: the requested or the resolved path is sensitive
-  (:func:`proctor.core.paths.sensitive_reason`), or an existing file's head holds a private key;
-- ``authority_file``: a ``write`` to a file that grants authority
-  (:func:`proctor.core.paths.authority_reason`).
+  (:func:`proctor.core.paths.sensitive_reason`), is proctor's state wherever its settings put it
+  (:func:`proctor.runtime.boundary.rules.state_paths`), or an existing file's head holds a
+  private key;
+- ``hard_link``: a ``read`` or ``write`` of a regular file with more than one hard link (the
+  same file under another name may be one outside the workspace, or a sensitive one);
+- ``authority_file``: a ``write`` to a file that grants authority or that another tool executes
+  (:func:`proctor.core.paths.authority_reason`, :attr:`Workspace.authority_files`);
+- ``bad_config``: a ``write`` while ``proctor.toml`` cannot say which files grant authority.
+
+Resolution walks every component through directory descriptors with no-follow, reading each
+symlink's text and following it itself (:func:`proctor.runtime.boundary.fds.walk`), so an
+in-workspace symlink still leads where it points and is judged there. What a tool then opens,
+creates, renames or unlinks is reached from the root's descriptor with no symlink allowed
+anywhere (:func:`proctor.runtime.boundary.fds.open_below`): a folder swapped for a symlink
+between the check and the use fails the use instead of leading outside.
 
 Reach (``docs/admission.md``): a workspace built with ``roots`` (the folders a ``reach: inputs``
 run's inputs name) also admits paths in those roots. A path in a root is written, and shown in
@@ -27,8 +41,7 @@ leaves every root is refused with ``path_outside_reach``, as is ``$NAME`` naming
 workspace file whose name begins with ``$`` is named ``./$name``.
 
 Backslashes are treated as separators on every platform, so the string checked is the string
-opened. Resolution happens before the check; a symlink swapped in between ``resolve`` and the
-``open`` that follows is not covered here (tools open with ``O_NOFOLLOW`` on the last component).
+opened.
 """
 
 from __future__ import annotations
@@ -37,7 +50,6 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -48,8 +60,12 @@ from proctor.core.paths import (
     content_reason,
     sensitive_reason,
 )
-from proctor.errors import RefusedCall
+from proctor.errors import ConfigError, RefusedCall
+from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, walk
+from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
+from proctor.runtime.boundary.resolved import shown as _shown
 from proctor.runtime.boundary.roots import ROOT_NAME, checked_root
+from proctor.runtime.boundary.rules import Rules
 
 __all__ = [
     "HEAD_BYTES",
@@ -58,6 +74,7 @@ __all__ = [
     "Access",
     "Resolved",
     "Workspace",
+    "check_links",
     "refusal",
 ]
 
@@ -66,57 +83,12 @@ Access = Literal["read", "list", "write"]
 
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
-MAX_SYMLINK_HOPS = 40
 HEAD_BYTES = 64 * 1024
 """How much of an existing file ``resolve`` reads to look for a private key block."""
 
-_AUTHORITY_WALK_MAX_DIRS = 20_000
-_AUTHORITY_WALK_MAX_DEPTH = 12
-_WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
-_SHOWN_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A contained path: ``abs`` is the real absolute path, ``rel`` its shown POSIX form
-    (workspace-relative, ``"."`` for the root; ``$NAME/...`` inside another root). ``root`` is
-    ``""`` for the workspace or ``$NAME``. ``abs`` is for opening, never for showing."""
-
-    abs: Path
-    rel: str
-    root: str = ""
-
-    @property
-    def inner(self) -> str:
-        """The path relative to its own root (``"."`` for the root itself)."""
-        if not self.root:
-            return self.rel[2:] if self.rel.startswith("./") else self.rel
-        return self.rel[len(self.root) + 1 :] if self.rel != self.root else "."
-
-
-def _shown(text: str) -> str:
-    """A caller-supplied path as messages show it: bounded, one line."""
-    flat = text.replace("\n", "\\n").replace("\r", "\\r")
-    return flat if len(flat) <= _SHOWN_CHARS else flat[:_SHOWN_CHARS] + "..."
-
-
-def refusal(code: str, message: str, path: str, rule: str | None = None) -> RefusedCall:
-    """A containment refusal with ``details = {path, rule}`` (``path`` workspace-relative)."""
-    details: dict[str, str] = {"path": _shown(path)}
-    if rule is not None:
-        details["rule"] = rule
-    return RefusedCall(message, code=code, details=details)
-
-
-def _joined(root: str, below: str) -> str:
-    """The shown form of ``below`` in ``root`` (``""`` is the workspace)."""
-    if root:
-        return root if below == "." else f"{root}/{below}"
-    return "./" + below if below.startswith("$") else below
 
 
 def _home_state_dir() -> Path | None:
@@ -133,10 +105,12 @@ class Workspace:
 
     Args:
         root: the workspace directory (must exist; symlinks in it are resolved once here).
-        extra_authority: workspace-relative files that also grant authority (e.g. a guard
-            module named by ``proctor.toml``); never written by a run.
+        extra_authority: workspace-relative files that also grant authority (the run's own
+            skill package); never written by a run.
         roots: other folders a ``reach: inputs`` run reaches, by input name (resolved once
             here); a path names one as ``$NAME/...``.
+        environ: the settings that place proctor's state (``PROCTOR_RECEIPT_DIR`` ...;
+            default ``os.environ``): a run never reads, lists or writes that state.
 
     Raises:
         ConfigError: (code ``workspace_missing``) ``root`` is not a directory; ``root_invalid``
@@ -149,18 +123,27 @@ class Workspace:
         *,
         extra_authority: frozenset[str] = frozenset(),
         roots: Mapping[str, str | Path] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        from proctor.errors import ConfigError
-
         real = Path(os.path.realpath(root))
         if not real.is_dir():
             raise ConfigError("the workspace folder does not exist", code="workspace_missing")
         self.root: Path = real
         self._root_text = str(real)
-        self._extra_authority = extra_authority
-        self._authority_files: frozenset[str] | None = None
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.rules = Rules(real, extra_authority=extra_authority, environ=self._environ)
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
-        self._home_state = _home_state_dir() if self._roots else None
+
+    def _derived(
+        self,
+        *,
+        roots: Mapping[str, str | Path],
+        extra_authority: frozenset[str],
+        environ: Mapping[str, str],
+    ) -> Workspace:
+        other = Workspace(self.root, roots=roots, environ=environ)
+        other.rules = self.rules.sharing(extra_authority=extra_authority, environ=environ)
+        return other
 
     def reaching(self, roots: Mapping[str, str | Path]) -> Workspace:
         """This workspace, also reaching ``roots`` (name -> folder); the authority-file walk
@@ -169,9 +152,20 @@ class Workspace:
         Raises:
             ConfigError: ``root_invalid`` (:func:`proctor.runtime.boundary.roots.checked_root`).
         """
-        wider = Workspace(self.root, extra_authority=self._extra_authority, roots=roots)
-        wider._authority_files = self._authority_files
-        return wider
+        return self._derived(
+            roots=roots, extra_authority=self.rules.extra_authority, environ=self._environ
+        )
+
+    def governing(
+        self, *, extra_authority: frozenset[str], environ: Mapping[str, str]
+    ) -> Workspace:
+        """This workspace as a run's tools see it: ``extra_authority`` (the run's own package
+        files) added, proctor's state placed as ``environ`` says (the session's settings).
+        The walk already done is shared; ``self`` when nothing changes."""
+        extra = self.rules.extra_authority | extra_authority
+        if extra == self.rules.extra_authority and environ is self._environ:
+            return self
+        return self._derived(roots=self._roots, extra_authority=extra, environ=environ)
 
     @property
     def roots(self) -> dict[str, Path]:
@@ -207,9 +201,9 @@ class Workspace:
 
     def private_dir(self, name: str, *, create: bool = True) -> Path:
         """``root/.proctor/<name>``, created (0700) if missing and ``create``, for proctor's own
-        files (trash, journal). Both levels must be real folders: a ``.proctor`` that is a
-        symlink (say, one committed to a repository, pointing at a home folder) would carry
-        those writes outside.
+        files (trash, journal, locks). Both levels must be real folders: a ``.proctor`` that
+        is a symlink (say, one committed to a repository, pointing at a home folder) would
+        carry those writes outside.
 
         Raises:
             RefusedCall: ``state_dir_unsafe`` when either level is a symlink or not a folder.
@@ -241,35 +235,48 @@ class Workspace:
                 )
         return folder / name
 
+    def private_file(self, name: str, below: str) -> Resolved:
+        """``.proctor/<name>/<below>`` as a :class:`Resolved` for proctor's own use (no rule
+        applies; the folder is checked as :meth:`private_dir` does).
+
+        Raises:
+            RefusedCall: ``state_dir_unsafe``.
+        """
+        folder = self.private_dir(name)
+        inner = f".proctor/{name}/{below}" if below != "." else f".proctor/{name}"
+        return Resolved(abs=folder / below, rel=inner, base=self._root_text)
+
     def relative_lexical(self, absolute: Path) -> str:
         """``absolute`` relative to the root without resolving it (for messages)."""
         return absolute.relative_to(self.root).as_posix()
 
+    # -- what is what (rules.Rules) ----------------------------------------------------------
+
     @property
     def authority_files(self) -> frozenset[str]:
-        """Workspace-relative ``SKILL.md`` / ``run.yaml`` of every skill package under the root
-        (bounded walk, cached) plus the ``extra_authority`` given at construction."""
-        if self._authority_files is None:
-            self._authority_files = self._find_authority_files() | self._extra_authority
-        return self._authority_files
+        """Every workspace-relative path a run never writes, as it stands now (files and
+        folders; a folder covers everything in it): see
+        :attr:`proctor.runtime.boundary.rules.Rules.authority_files`.
 
-    def _find_authority_files(self) -> frozenset[str]:
-        found: set[str] = set()
-        for visited, (folder, dirs, files) in enumerate(
-            os.walk(self.root, followlinks=False), start=1
-        ):
-            rel_dir = os.path.relpath(folder, self.root).replace(os.sep, "/")
-            depth = 0 if rel_dir == "." else rel_dir.count("/") + 1
-            dirs[:] = [d for d in dirs if d not in _WALK_SKIP]
-            if depth >= _AUTHORITY_WALK_MAX_DEPTH or visited >= _AUTHORITY_WALK_MAX_DIRS:
-                dirs[:] = []
-            names = {f.casefold(): f for f in files}
-            if "skill.md" in names:
-                prefix = "" if rel_dir == "." else rel_dir + "/"
-                found.add(prefix + names["skill.md"])
-                if "run.yaml" in names:
-                    found.add(prefix + names["run.yaml"])
-        return frozenset(found)
+        Raises:
+            ConfigError: ``bad_config``: ``proctor.toml`` or ``.proctor/config`` is invalid.
+        """
+        return self.rules.authority_files
+
+    @property
+    def state_files(self) -> frozenset[str]:
+        """Workspace-relative paths of proctor's state its settings put inside the workspace
+        outside ``.proctor/``: never read, listed or written by a run."""
+        return self.rules.state_files
+
+    @property
+    def allow_write(self) -> frozenset[str]:
+        """The tool-config paths ``[containment] allow_write`` lifts (empty when none).
+
+        Raises:
+            ConfigError: ``bad_config`` (:func:`proctor.runtime.boundary.rules.containment_config`).
+        """
+        return self.rules.allow_write
 
     # -- resolution ---------------------------------------------------------------------------
 
@@ -278,13 +285,14 @@ class Workspace:
 
         ``path`` is workspace-relative, ``$NAME/...`` in a root, or (only when the workspace has
         roots) absolute. ``read`` and ``write`` of an existing regular file also read its first
-        :data:`HEAD_BYTES` and refuse a private key block there.
+        :data:`HEAD_BYTES` and refuse a private key block there, and refuse it when it has more
+        than one hard link.
 
         Raises:
             RefusedCall: ``path_empty``, ``path_nul``, ``path_control_char``, ``path_too_long``,
                 ``path_absolute``, ``path_outside_workspace``, ``path_outside_reach``,
-                ``path_symlink_loop``, ``sensitive_path``, ``authority_file`` (see the module
-                docstring).
+                ``path_symlink_loop``, ``path_changed``, ``path_invalid``, ``sensitive_path``,
+                ``hard_link``, ``authority_file``, ``bad_config`` (see the module docstring).
         """
         if not isinstance(path, str) or path == "":
             raise refusal("path_empty", "an empty path names no file", "")
@@ -323,24 +331,45 @@ class Workspace:
             start, label, inner = self._named_root(parts[0], path), parts[0], parts[1:]
         else:
             start, label, inner = self._root_text, "", parts
-        real = self._walk(inner, "<absolute path>" if absolute else path, start)
+        shown_asked = "<absolute path>" if absolute else path
+        real = self._walk(start, inner, shown_asked)
         found = self._containing(real)
         if not found:
             raise self._outside(path, absolute)
-        rel = _joined(*found[0])
+        rel = joined(*found[0])
         shown = rel if absolute else path
         requested = "/".join(inner)
+        self._check_state(real, rel)
         # the name asked for (a symlink's own name counts) and, below, the file it opens, each
         # judged relative to every root holding it
         self._check_rules(requested, shown, access, workspace=label == "")
         for root, below in found:
             if below != "." and (root, below) != (label, requested):
-                self._check_rules(below, _joined(root, below), access, workspace=root == "")
-        self._check_home_state(real, rel)
-        resolved = Resolved(abs=real, rel=rel, root=found[0][0])
+                self._check_rules(below, joined(root, below), access, workspace=root == "")
+        root_label = found[0][0]
+        base = self._roots[root_label[1:]] if root_label else self._root_text
+        resolved = Resolved(abs=Path(real), rel=rel, root=root_label, base=base)
         if access in ("read", "write"):
-            self._check_head(resolved)
+            self._check_file(resolved)
         return resolved
+
+    def _walk(self, start: str, inner: list[str], shown: str) -> str:
+        try:
+            return walk(start, inner)
+        except SymlinkLoop as exc:
+            raise refusal(
+                "path_symlink_loop",
+                f"'{_shown(shown)}' passes through more than 40 symlinks (a loop)",
+                shown,
+            ) from exc
+        except OSError as exc:
+            if changed(exc):
+                raise refusal(
+                    "path_changed", f"'{_shown(shown)}' changed while it was being resolved", shown
+                ) from exc
+            raise refusal(
+                "path_invalid", f"'{_shown(shown)}' cannot be examined ({exc.strerror})", shown
+            ) from exc
 
     def _named_root(self, first: str, shown: str) -> str:
         base = self._roots.get(first[1:])
@@ -366,9 +395,8 @@ class Workspace:
             shown,
         )
 
-    def _containing(self, real: Path) -> list[tuple[str, str]]:
-        """(root label, path below it) for every root holding ``real``, the deepest first."""
-        text = str(real)
+    def _containing(self, text: str) -> list[tuple[str, str]]:
+        """(root label, path below it) for every root holding ``text``, the deepest first."""
         found: list[tuple[int, str, str]] = []
         for label, base in (("", self._root_text), *((f"${n}", b) for n, b in self._roots.items())):
             if text == base:
@@ -378,57 +406,20 @@ class Workspace:
         found.sort(key=lambda item: -item[0])
         return [(label, below) for _n, label, below in found]
 
-    def _check_home_state(self, real: Path, rel: str) -> None:
-        """Another root may hold proctor's home state folder (``PROCTOR_HOME``, any name)."""
-        home = self._home_state
-        if home is None:
-            return
-        text, base = str(real), str(home)
-        if text == base or text.startswith(base.rstrip("/") + "/"):
+    def is_state(self, real: str) -> bool:
+        """Whether the real absolute path ``real`` is, or lies in, proctor's state as this
+        workspace's settings place it (never read, listed or written by a run)."""
+        return self.rules.is_state(real)
+
+    def _check_state(self, real: str, rel: str) -> None:
+        if self.is_state(real):
             raise refusal(
                 "sensitive_path",
-                f"'{_shown(rel)}' is in proctor's home state folder; runs never touch it",
+                f"'{_shown(rel)}' is proctor's own state (proctor_state: its receipts, audit "
+                "log, run store, home or signing key); runs never read, list or write it",
                 rel,
                 "proctor_state",
             )
-
-    def _walk(self, parts: list[str], shown: str, start: str | None = None) -> Path:
-        """Resolve like the kernel: component by component, following symlinks, counting hops."""
-        current = self._root_text if start is None else start
-        pending = list(reversed(parts))
-        hops = 0
-        while pending:
-            part = pending.pop()
-            if part == "..":
-                current = os.path.dirname(current) or "/"
-                continue
-            candidate = os.path.join(current, part)
-            try:
-                is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
-            except FileNotFoundError:
-                is_link = False
-            except NotADirectoryError:
-                is_link = False
-            except OSError as exc:
-                raise refusal(
-                    "path_invalid", f"'{_shown(shown)}' cannot be examined ({exc.strerror})", shown
-                ) from exc
-            if not is_link:
-                current = candidate
-                continue
-            hops += 1
-            if hops > MAX_SYMLINK_HOPS:
-                raise refusal(
-                    "path_symlink_loop",
-                    f"'{_shown(shown)}' passes through more than {MAX_SYMLINK_HOPS} symlinks "
-                    "(a loop)",
-                    shown,
-                )
-            target = os.readlink(candidate).replace("\\", "/")
-            if target.startswith("/"):
-                current = "/"
-            pending.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
-        return Path(current)
 
     def _relative(self, real: Path, shown: str) -> str:
         text = str(real)
@@ -443,6 +434,22 @@ class Workspace:
             )
         return text[len(prefix) :]
 
+    def write_rule(self, rel: str, shown: str) -> str | None:
+        """The authority rule a write of the workspace path ``rel`` breaks, or None.
+
+        Raises:
+            RefusedCall: ``bad_config`` when the workspace's config cannot say.
+        """
+        try:
+            return self.rules.write_rule(rel)
+        except ConfigError as exc:
+            raise refusal(
+                "bad_config",
+                f"'{_shown(shown)}' is not written: the workspace configuration that says which "
+                f"files grant authority is invalid ({exc.message})",
+                shown,
+            ) from exc
+
     def _check_rules(self, rel: str, shown: str, access: Access, *, workspace: bool = True) -> None:
         reason = sensitive_reason(rel)
         if reason is not None:
@@ -454,8 +461,7 @@ class Workspace:
                 reason,
             )
         if access == "write":
-            files = self.authority_files if workspace else frozenset()
-            rule = authority_reason(rel, files)
+            rule = self.write_rule(rel, shown) if workspace else authority_reason(rel)
             if rule is not None:
                 raise refusal(
                     "authority_file",
@@ -465,14 +471,23 @@ class Workspace:
                     rule,
                 )
 
-    def _check_head(self, resolved: Resolved) -> None:
+    def _check_file(self, resolved: Resolved) -> None:
+        base, inner = resolved.where
         try:
-            fd = os.open(resolved.abs, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
-        except OSError:
-            return  # nothing there yet, or a folder: the tool reports what it finds
+            fd = open_below(base, inner, os.O_RDONLY | _NONBLOCK)
+        except OSError as exc:
+            if changed(exc):
+                raise refusal(
+                    "path_changed",
+                    f"'{_shown(resolved.rel)}' changed while it was being resolved",
+                    resolved.rel,
+                ) from exc
+            return  # nothing there yet: the tool reports what it finds
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 return
+            check_links(resolved.rel, info.st_nlink)
             head = os.read(fd, HEAD_BYTES)
         except OSError:
             return

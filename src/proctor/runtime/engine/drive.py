@@ -128,11 +128,21 @@ class RunDriver:
         used = 1 + len(s.store.step_records(self.run_id)) + len(calls)
         budget.reserve(min(used, budget.remaining))
         extra = package_authority_files(self.skill, s.workspace.root)
-        workspace = s.workspace
-        if extra - workspace.authority_files:
-            from proctor.runtime.boundary.workspace import Workspace
-
-            workspace = Workspace(workspace.root, extra_authority=extra)
+        # the run's own package is authority, and proctor's state is where the session keeps it
+        workspace = s.workspace.governing(extra_authority=extra, environ=s.environ)
+        try:
+            lifted = workspace.allow_write
+        except ConfigError as exc:
+            raise _Blocked(exc.code, exc.message, "policy_refused") from exc
+        if lifted:
+            s.audit.emit(
+                "containment_narrowed",
+                run_id=self.run_id,
+                step_index=None,
+                allow_write=sorted(lifted),
+                reason="proctor.toml [containment] allow_write lets runs write these tool "
+                "configuration paths",
+            )
         workspace = run_workspace(workspace, self.authority, self.record.data)
         from proctor.runtime.directives import confined_run
         from proctor.runtime.engine.confinement import confined_tools

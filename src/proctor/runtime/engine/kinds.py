@@ -147,12 +147,12 @@ def _reason_of(call: CallOutcome) -> str:
 
 
 def _digest_now(run: StepRunner, rel: str) -> str | None:
-    from proctor.runtime.tools.fsutil import digest_of
+    from proctor.runtime.tools.fsutil import current_state
 
     try:
-        target = run.s.workspace.resolve(rel, "write")
-        return digest_of(target.abs.read_bytes())
-    except (ProctorError, FileNotFoundError, IsADirectoryError):
+        workspace = run.s.workspace
+        return current_state(workspace, workspace.resolve(rel, "write")).digest
+    except ProctorError:
         return None
 
 

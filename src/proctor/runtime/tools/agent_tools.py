@@ -15,6 +15,7 @@ from typing import Any
 
 from proctor.errors import ParseError, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
+from proctor.runtime.tools.fsutil import read_bytes
 
 __all__ = ["CREDENTIAL_RESOLVE", "Catalogue", "agent_tools"]
 
@@ -119,10 +120,10 @@ def _directive_validate(
     if not resolved.rel.endswith(".md"):
         raise ToolFailed("a directive is a .md file", code="not_a_directive")
     try:
-        data = resolved.abs.read_bytes()
-    except FileNotFoundError as exc:
-        raise ToolFailed(f"no file at {resolved.rel}", code="not_found") from exc
-    except IsADirectoryError as exc:
+        data = read_bytes(resolved)
+    except ToolFailed as exc:
+        if exc.code == "not_found":
+            raise ToolFailed(f"no file at {resolved.rel}", code="not_found") from exc
         raise ToolFailed(f"{resolved.rel} is a folder", code="not_a_directive") from exc
     stem = resolved.rel.rsplit("/", 1)[-1][:-3]
     warnings: list[str] = []

@@ -2,7 +2,9 @@
 
 Every change names what it replaces: ``expected_digest`` (the ``content_digest`` a read returned)
 or ``create: true`` for a file that must not exist yet. Writes are atomic (temp file in the same
-folder, fsync, rename), so a reader sees the old bytes or the new, never a mix.
+folder, fsync, rename), so a reader sees the old bytes or the new, never a mix, and hold the
+file's write lock (:mod:`proctor.runtime.tools.fs_lock`) from the digest check to the rename, so
+of several proctor processes changing one version only one succeeds.
 
 ``fs.read`` returns UTF-8 text only and takes no offset or encoding argument: its result is
 scrubbed whole by admission, and an argument that re-encoded or sliced the content could carry a
@@ -14,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.errors import RefusedCall
+from proctor.errors import RefusedCall, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
+from proctor.runtime.tools.fs_lock import locked
 from proctor.runtime.tools.fsutil import (
     DIGEST_PATTERN,
     MAX_WRITE_BYTES,
@@ -24,6 +27,7 @@ from proctor.runtime.tools.fsutil import (
     current_state,
     digest_of,
     encode_text,
+    os_errors_refused,
     read_text_file,
     require_digest,
 )
@@ -83,7 +87,7 @@ FS_READ = Tool(
         },
     },
     effect="read",
-    handler=_read,
+    handler=os_errors_refused(_read),
     paths=lambda args: path_arg(args, "read"),
     output_schema={
         "type": "object",
@@ -113,20 +117,21 @@ def _write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             details={"path": target.rel},
         )
     data = encode_text(ctx.workspace, target.rel, args["content"])
-    state = current_state(ctx.workspace, target)
-    if create:
-        if state.exists:
-            raise RefusedCall(
-                f"'{target.rel}' already exists; replacing it needs its expected_digest",
-                code="file_exists",
-                details={"path": target.rel},
-            )
-        atomic_create(target.abs, target.rel, data)
-        previous = None
-    else:
-        require_digest(target, state, expected)
-        atomic_replace(target.abs, data, state.mode)
-        previous = state.digest
+    with locked(ctx.workspace, [target]):
+        state = current_state(ctx.workspace, target)
+        if create:
+            if state.exists:
+                raise RefusedCall(
+                    f"'{target.rel}' already exists; replacing it needs its expected_digest",
+                    code="file_exists",
+                    details={"path": target.rel},
+                )
+            atomic_create(target, data)
+            previous = None
+        else:
+            require_digest(target, state, expected)
+            atomic_replace(target, data, state.mode)
+            previous = state.digest
     return {"path": target.rel, "content_digest": digest_of(data), "previous_digest": previous}
 
 
@@ -157,7 +162,7 @@ FS_WRITE = Tool(
         },
     },
     effect="write",
-    handler=_write,
+    handler=os_errors_refused(_write),
     paths=lambda args: path_arg(args, "write"),
     output_schema=_CHANGE_OUTPUT,
 )
@@ -192,26 +197,25 @@ def apply_edits(rel: str, text: str, edits: list[dict[str, Any]]) -> str:
 
 
 def _edit(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from proctor.errors import ToolFailed
-
     target = ctx.workspace.resolve(args["path"], "write")
-    state = current_state(ctx.workspace, target)
     expected = args.get("expected_digest")
-    if expected is not None or not state.exists:
-        require_digest(target, state, expected)
-    assert state.data is not None
-    try:
-        text = state.data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolFailed(
-            f"'{target.rel}' is not UTF-8 text; fs.edit edits text only",
-            code="binary_file",
-            details={"path": target.rel},
-        ) from exc
-    data = encode_text(ctx.workspace, target.rel, apply_edits(target.rel, text, args["edits"]))
-    # Re-read just before the rename: a change since our read would be lost otherwise.
-    require_digest(target, current_state(ctx.workspace, target), state.digest)
-    atomic_replace(target.abs, data, state.mode)
+    with locked(ctx.workspace, [target]):
+        # read, check and replace under the lock: a change since our read cannot be lost
+        state = current_state(ctx.workspace, target)
+        if expected is not None or not state.exists:
+            require_digest(target, state, expected)
+        assert state.data is not None
+        try:
+            text = state.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolFailed(
+                f"'{target.rel}' is not UTF-8 text; fs.edit edits text only",
+                code="binary_file",
+                details={"path": target.rel},
+            ) from exc
+        edited = apply_edits(target.rel, text, args["edits"])
+        data = encode_text(ctx.workspace, target.rel, edited)
+        atomic_replace(target, data, state.mode)
     return {"path": target.rel, "content_digest": digest_of(data), "previous_digest": state.digest}
 
 
@@ -244,7 +248,7 @@ FS_EDIT = Tool(
         },
     },
     effect="write",
-    handler=_edit,
+    handler=os_errors_refused(_edit),
     paths=lambda args: path_arg(args, "write"),
     output_schema=_CHANGE_OUTPUT,
 )

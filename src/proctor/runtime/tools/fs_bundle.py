@@ -2,8 +2,10 @@
 
 The order of work is what makes it safe:
 
-1. every member is validated first (containment, digests, content); one bad member refuses
-   the bundle and nothing is touched;
+1. every member is resolved (containment), the write lock of every path is taken in a fixed
+   order (:mod:`proctor.runtime.tools.fs_lock`) and held to the end, and every member is
+   validated under the locks (digests, content); one bad member refuses the bundle and nothing
+   is touched;
 2. the before-image of every replaced or deleted file is copied to
    ``.proctor/journal/<bundle_id>/<index>.before`` (fsynced) and the bundle is journaled in the
    run store (``journal_open``: durable before the first change). Before-images are copies on
@@ -32,6 +34,7 @@ from proctor.runtime.boundary.workspace import Resolved, Workspace
 from proctor.runtime.records.runs import JournalRecord, RunStore
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import DIGEST_SCHEMA, PATH_SCHEMA
+from proctor.runtime.tools.fs_lock import locked
 from proctor.runtime.tools.fsutil import (
     DIGEST_PATTERN,
     MAX_WRITE_BYTES,
@@ -42,6 +45,9 @@ from proctor.runtime.tools.fsutil import (
     digest_of,
     encode_text,
     fsync_dir,
+    os_errors_refused,
+    read_bytes,
+    remove,
     require_digest,
 )
 
@@ -66,13 +72,25 @@ def _member_error(index: int, exc: ProctorError) -> ProctorError:
     return type(exc)(f"bundle member {index}: {exc.message}", code=exc.code, details=details)
 
 
-def _validate(ws: Workspace, changes: list[dict[str, Any]]) -> list[_Member]:
+def _targets(ws: Workspace, changes: list[dict[str, Any]]) -> list[Resolved]:
+    targets: list[Resolved] = []
+    for index, change in enumerate(changes):
+        try:
+            targets.append(ws.resolve(change["path"], "write"))
+        except ProctorError as exc:
+            raise _member_error(index, exc) from exc
+    return targets
+
+
+def _validate(
+    ws: Workspace, changes: list[dict[str, Any]], targets: list[Resolved]
+) -> list[_Member]:
     members: list[_Member] = []
     seen: set[str] = set()
     total = 0
-    for index, change in enumerate(changes):
+    for index, (change, target) in enumerate(zip(changes, targets, strict=True)):
         try:
-            members.append(_validate_one(ws, index, change))
+            members.append(_validate_one(ws, change, target, index))
         except ProctorError as exc:
             raise _member_error(index, exc) from exc
         member = members[-1]
@@ -92,9 +110,8 @@ def _validate(ws: Workspace, changes: list[dict[str, Any]]) -> list[_Member]:
     return members
 
 
-def _validate_one(ws: Workspace, index: int, change: dict[str, Any]) -> _Member:
+def _validate_one(ws: Workspace, change: dict[str, Any], target: Resolved, index: int) -> _Member:
     op = change["op"]
-    target = ws.resolve(change["path"], "write")
     content = change.get("content")
     expected = change.get("expected_digest")
     state = current_state(ws, target)
@@ -151,7 +168,12 @@ def _journal_dir(ws: Workspace, bundle_id: str) -> Path:
 
 def _apply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ws = ctx.workspace
-    members = _validate(ws, args["changes"])
+    targets = _targets(ws, args["changes"])
+    with locked(ws, targets):
+        return _apply_locked(ctx, ws, _validate(ws, args["changes"], targets))
+
+
+def _apply_locked(ctx: ToolContext, ws: Workspace, members: list[_Member]) -> dict[str, Any]:
     bundle_id = "bundle-" + secrets.token_hex(8)
     folder = _journal_dir(ws, bundle_id)
     folder.mkdir(parents=True, mode=0o700)
@@ -162,7 +184,8 @@ def _apply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         if member.state.exists:
             assert member.state.data is not None
             copy = f"{member.index}.before"
-            atomic_replace(folder / copy, member.state.data, 0o600)
+            before = ws.private_file("journal", f"{bundle_id}/{copy}")
+            atomic_create(before, member.state.data, 0o600)
         entries.append(
             {
                 "index": member.index,
@@ -184,11 +207,12 @@ def _apply(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 os.kill(os.getpid(), signal.SIGKILL)
             _apply_member(member)
     except BaseException as exc:
-        _settle(ws, ctx.store, JournalRecord(bundle_id, ctx.run_id, "open", entries))
+        # the locks are held by this call: the rollback takes none of its own
+        _settle(ws, ctx.store, JournalRecord(bundle_id, ctx.run_id, "open", entries), lock=False)
         if isinstance(exc, ProctorError):
             raise
         raise ToolFailed(
-            f"the bundle failed while being applied and was rolled back ({exc})",
+            f"the bundle failed while being applied and was rolled back ({type(exc).__name__})",
             code="bundle_failed",
         ) from exc
     ctx.store.journal_close(bundle_id, "applied")
@@ -211,66 +235,76 @@ def _apply_member(member: _Member) -> None:
     target = member.target
     if member.op == "create":
         assert member.data is not None
-        atomic_create(target.abs, target.rel, member.data)
+        atomic_create(target, member.data)
     elif member.op == "replace":
         assert member.data is not None
-        atomic_replace(target.abs, member.data, member.state.mode)
+        atomic_replace(target, member.data, member.state.mode)
     else:
-        os.unlink(target.abs)
-        fsync_dir(target.abs.parent)
+        remove(target)
 
 
 # -- recovery ------------------------------------------------------------------------------------
 
 
-def _digest_now(path: Path) -> str | None:
+def _digest_now(ws: Workspace, target: Resolved) -> str | bool | None:
+    """The digest at ``target`` now, None when nothing is there, False when it cannot be told
+    (a folder, a hard-linked file, a race): a state neither before nor after."""
     try:
-        return digest_of(path.read_bytes())
-    except FileNotFoundError:
-        return None
+        return current_state(ws, target).digest
+    except ProctorError:
+        return False
 
 
-def _roll_back_entry(ws: Workspace, folder: Path, entry: dict[str, Any]) -> bool:
+def _roll_back_entry(ws: Workspace, bundle_id: str, entry: dict[str, Any]) -> bool:
     """Put one member back; False when the file is in a state neither before nor after."""
     try:
         target = ws.resolve(str(entry["path"]), "write")
     except ProctorError:
         return False
-    now = _digest_now(target.abs)
+    now = _digest_now(ws, target)
     before, after = entry.get("before_digest"), entry.get("after_digest")
+    if now is False:
+        return False
     if now == before:
         return True
     if now is not None and now != after:
         return False
     if entry["op"] == "create":
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target.abs)
-        fsync_dir(target.abs.parent)
+        remove(target)
         return True
     copy = entry.get("before_copy")
-    if not isinstance(copy, str):
+    if not isinstance(copy, str) or "/" in copy:
         return False
     try:
-        data = (folder / copy).read_bytes()
-    except OSError:
+        data = read_bytes(ws.private_file("journal", f"{bundle_id}/{copy}"))
+    except ProctorError:
         return False
     if digest_of(data) != before:
         return False
     mode = entry.get("mode")
     if now is None:
-        atomic_create(target.abs, target.rel, data)
-        if isinstance(mode, int):
-            os.chmod(target.abs, mode)
+        atomic_create(target, data, mode if isinstance(mode, int) else None)
     else:
-        atomic_replace(target.abs, data, mode if isinstance(mode, int) else None)
+        atomic_replace(target, data, mode if isinstance(mode, int) else None)
     return True
 
 
-def _settle(ws: Workspace, store: RunStore, record: JournalRecord) -> bool:
+def _settle(ws: Workspace, store: RunStore, record: JournalRecord, *, lock: bool = True) -> bool:
     folder = _journal_dir(ws, record.bundle_id)
     ok = True
-    for entry in reversed(record.entries):
-        ok = _roll_back_entry(ws, folder, entry) and ok
+    targets: list[Resolved] = []
+    if lock:
+        for entry in record.entries:
+            try:
+                targets.append(ws.resolve(str(entry["path"]), "write"))
+            except ProctorError:
+                continue  # refused again below, and the bundle closed rollback_conflict
+    with locked(ws, targets) if targets else contextlib.nullcontext():
+        for entry in reversed(record.entries):
+            try:
+                ok = _roll_back_entry(ws, record.bundle_id, entry) and ok
+            except ProctorError:
+                ok = False
     store.journal_close(record.bundle_id, "rolled_back" if ok else "rollback_conflict")
     if ok:
         shutil.rmtree(folder, ignore_errors=True)
@@ -338,7 +372,7 @@ FS_APPLY_BUNDLE = Tool(
         },
     },
     effect="write",
-    handler=_apply,
+    handler=os_errors_refused(_apply),
     paths=_bundle_paths,
     output_schema={
         "type": "object",

@@ -4,24 +4,28 @@ A deleted file is moved (not unlinked) to ``.proctor/trash/<trash_id>/content`` 
 ``manifest.json`` naming its workspace-relative path and digest. ``fs.restore`` puts it back,
 refusing to overwrite a file that is there now unless given that file's ``expected_digest``.
 The destination of a restore comes from the manifest, not the arguments, so it is checked here
-(``Workspace.resolve`` for ``write``) rather than by admission's path extraction.
+(``Workspace.resolve`` for ``write``) rather than by admission's path extraction. Both hold the
+file's write lock from the digest check to the move (:mod:`proctor.runtime.tools.fs_lock`), and
+move, read and write through folder descriptors (:mod:`proctor.runtime.tools.fsutil`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import secrets
 import shutil
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from proctor.errors import RefusedCall, ToolFailed
-from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.boundary.fds import DIR_FLAGS, open_below, parent_of
+from proctor.runtime.boundary.workspace import Resolved, Workspace
 from proctor.runtime.tools.base import Tool, ToolContext, no_paths
 from proctor.runtime.tools.fs import DIGEST_SCHEMA, PATH_SCHEMA, path_arg
+from proctor.runtime.tools.fs_lock import locked
 from proctor.runtime.tools.fsutil import (
     DIGEST_PATTERN,
     atomic_create,
@@ -29,6 +33,8 @@ from proctor.runtime.tools.fsutil import (
     current_state,
     digest_of,
     fsync_dir,
+    os_errors_refused,
+    read_bytes,
     require_digest,
 )
 
@@ -42,38 +48,50 @@ def _trash_dir(ws: Workspace, *, create: bool = True) -> str:
     return str(ws.private_dir("trash", create=create))
 
 
+def _move_to_trash(target: Resolved, entry: Resolved) -> None:
+    """Rename ``target`` to ``entry`` (both through their folders' descriptors); across file
+    systems (a root elsewhere), copy it and unlink the original."""
+    content = Resolved(abs=entry.abs / "content", rel=entry.rel + "/content", base=entry.base)
+    folder = open_below(*entry.where, DIR_FLAGS)
+    try:
+        with parent_of(*target.where) as (dir_fd, name):
+            try:
+                os.rename(name, "content", src_dir_fd=dir_fd, dst_dir_fd=folder)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                atomic_create(content, read_bytes(target), 0o600)
+                os.unlink(name, dir_fd=dir_fd)
+            fsync_dir(dir_fd)
+        fsync_dir(folder)
+    finally:
+        os.close(folder)
+
+
 def _delete(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ws = ctx.workspace
     target = ws.resolve(args["path"], "write")
-    state = current_state(ws, target)
-    require_digest(target, state, args["expected_digest"])
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    trash_id = f"{stamp}-{secrets.token_hex(6)}"
-    folder = os.path.join(_trash_dir(ws), trash_id)
-    os.makedirs(folder, mode=0o700)
-    manifest = {
-        "trash_id": trash_id,
-        "path": target.rel,
-        "digest": state.digest,
-        "mode": state.mode,
-        "deleted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "run_id": ctx.run_id,
-        "call_id": ctx.call_id,
-    }
-    with open(os.path.join(folder, "manifest.json"), "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    # Re-check just before the move: a change since the read would otherwise be trashed unseen.
-    require_digest(target, current_state(ws, target), state.digest)
-    content = os.path.join(folder, "content")
-    try:
-        os.rename(target.abs, content)
-    except OSError:
-        shutil.copy2(target.abs, content)
-        os.unlink(target.abs)
-    fsync_dir(target.abs.parent)
-    fsync_dir(Path(folder))
+    with locked(ws, [target]):
+        state = current_state(ws, target)
+        require_digest(target, state, args["expected_digest"])
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        trash_id = f"{stamp}-{secrets.token_hex(6)}"
+        _trash_dir(ws)
+        entry = ws.private_file("trash", trash_id)
+        with parent_of(*entry.where) as (trash_fd, name):
+            os.mkdir(name, 0o700, dir_fd=trash_fd)
+        manifest = {
+            "trash_id": trash_id,
+            "path": target.rel,
+            "digest": state.digest,
+            "mode": state.mode,
+            "deleted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "run_id": ctx.run_id,
+            "call_id": ctx.call_id,
+        }
+        manifest_file = ws.private_file("trash", f"{trash_id}/manifest.json")
+        atomic_create(manifest_file, json.dumps(manifest, sort_keys=True).encode(), 0o600)
+        _move_to_trash(target, entry)
     return {"path": target.rel, "trash_id": trash_id, "digest": state.digest}
 
 
@@ -88,7 +106,7 @@ FS_DELETE = Tool(
         "properties": {"path": PATH_SCHEMA, "expected_digest": DIGEST_SCHEMA},
     },
     effect="write",
-    handler=_delete,
+    handler=os_errors_refused(_delete),
     paths=lambda args: path_arg(args, "write"),
     output_schema={
         "type": "object",
@@ -103,18 +121,11 @@ FS_DELETE = Tool(
 )
 
 
-def _restore(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    ws = ctx.workspace
-    trash_id = args["trash_id"]
-    if not _TRASH_ID.match(trash_id):
-        raise RefusedCall("not a trash id", code="invalid_trash_id")
-    folder = os.path.join(_trash_dir(ws, create=False), trash_id)
+def _read_entry(ws: Workspace, trash_id: str) -> tuple[dict[str, Any], bytes]:
     try:
-        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as handle:
-            manifest = json.load(handle)
-        with open(os.path.join(folder, "content"), "rb") as handle:
-            data = handle.read()
-    except (OSError, ValueError) as exc:
+        manifest = json.loads(read_bytes(ws.private_file("trash", f"{trash_id}/manifest.json")))
+        data = read_bytes(ws.private_file("trash", f"{trash_id}/content"))
+    except (ValueError, ToolFailed) as exc:
         raise ToolFailed(
             f"trash entry {trash_id} does not exist or is damaged", code="trash_not_found"
         ) from exc
@@ -123,24 +134,43 @@ def _restore(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             f"trash entry {trash_id} does not match its manifest; it was not restored",
             code="trash_damaged",
         )
+    return manifest, data
+
+
+def _mode(manifest: dict[str, Any], default: int | None) -> int | None:
+    mode = manifest.get("mode")
+    return mode & 0o777 if isinstance(mode, int) and not isinstance(mode, bool) else default
+
+
+def _restore(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    ws = ctx.workspace
+    trash_id = args["trash_id"]
+    if not _TRASH_ID.match(trash_id):
+        raise RefusedCall("not a trash id", code="invalid_trash_id")
+    folder = os.path.join(_trash_dir(ws, create=False), trash_id)
+    if not os.path.isdir(folder):
+        raise ToolFailed(
+            f"trash entry {trash_id} does not exist or is damaged", code="trash_not_found"
+        )
+    manifest, data = _read_entry(ws, trash_id)
     target = ws.resolve(str(manifest.get("path", "")), "write")
     ws.check_content(target.rel, data)
-    state = current_state(ws, target)
     expected = args.get("expected_digest")
-    if state.exists:
-        if expected is None:
-            raise RefusedCall(
-                f"'{target.rel}' exists now; restoring over it needs its expected_digest",
-                code="file_exists",
-                details={"path": target.rel},
-            )
-        require_digest(target, state, expected)
-        mode = manifest.get("mode")
-        atomic_replace(target.abs, data, mode if isinstance(mode, int) else state.mode)
-    else:
-        atomic_create(target.abs, target.rel, data)
+    with locked(ws, [target]):
+        state = current_state(ws, target)
+        if state.exists:
+            if expected is None:
+                raise RefusedCall(
+                    f"'{target.rel}' exists now; restoring over it needs its expected_digest",
+                    code="file_exists",
+                    details={"path": target.rel},
+                )
+            require_digest(target, state, expected)
+            atomic_replace(target, data, _mode(manifest, state.mode))
+        else:
+            atomic_create(target, data, _mode(manifest, None))
     shutil.rmtree(folder, ignore_errors=True)
-    fsync_dir(Path(_trash_dir(ws)))
+    fsync_dir(ws.private_dir("trash"))
     return {"path": target.rel, "content_digest": digest_of(data), "previous_digest": state.digest}
 
 
@@ -158,7 +188,7 @@ FS_RESTORE = Tool(
         },
     },
     effect="write",
-    handler=_restore,
+    handler=os_errors_refused(_restore),
     paths=no_paths,
     output_schema={
         "type": "object",

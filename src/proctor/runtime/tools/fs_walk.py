@@ -5,6 +5,12 @@ folder, and nested ones, deeper files deciding over shallower ones, via ``pathsp
 enters ``.git``, ``.proctor`` or a nested worktree (a folder holding its own ``.git``), never
 follows a symlink into a folder, and never shows a sensitive entry: such entries are left out
 and counted in ``withheld``. Paths in results are workspace-relative POSIX.
+
+The walk holds a descriptor of each folder it is in and opens every child relative to it with
+no-follow (the start is reached from its root with no symlink on the way), so a folder swapped
+for a symlink mid-walk is skipped, never followed. Withheld too: proctor's state wherever its
+settings put it, and a regular file with more than one hard link (its other name may be a file
+outside or a sensitive one), whose content is never read.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from proctor.core.paths import content_reason, sensitive_reason
-from proctor.errors import ProctorError, RefusedCall
+from proctor.errors import RefusedCall, ToolFailed
+from proctor.runtime.boundary.fds import DIR_FLAGS, open_below
 from proctor.runtime.boundary.workspace import Resolved, Workspace
 from proctor.runtime.tools.base import Access, Tool, ToolContext, check_cancel
 from proctor.runtime.tools.fs import PATH_SCHEMA
-from proctor.runtime.tools.fsutil import open_regular
+from proctor.runtime.tools.fsutil import open_regular, os_errors_refused
 
 __all__ = ["FS_LIST", "FS_SEARCH"]
 
@@ -29,6 +36,8 @@ _LIST_HEAD = 4096
 _SEARCH_MAX_FILE = 4 * 1024 * 1024
 _LINE_MAX = 2000
 _SKIP_DIRS = frozenset({".git", ".proctor"})
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass
@@ -36,7 +45,9 @@ class _Entry:
     rel: str
     kind: str  # file | dir | symlink | other
     size: int
-    abs: str
+    dir_fd: int  # the folder's descriptor: open while the walk stands on this entry
+    name: str
+    links: int = 1
 
 
 @dataclass
@@ -50,15 +61,23 @@ class _Ignores:
     def __init__(self) -> None:
         self._specs: list[tuple[str, Any]] = []  # (folder rel prefix, GitIgnoreSpec)
 
-    def load(self, folder_abs: str, folder_rel: str) -> None:
+    def load(self, dir_fd: int, folder_rel: str) -> None:
         import pathspec
 
-        path = os.path.join(folder_abs, ".gitignore")
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read(1024 * 1024).splitlines()
+            fd = os.open(".gitignore", _FILE_FLAGS, dir_fd=dir_fd)
         except OSError:
             return
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                return
+            data = os.read(fd, 1024 * 1024)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        lines = data.decode("utf-8", errors="replace").splitlines()
         prefix = "" if folder_rel == "." else folder_rel + "/"
         self._specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))
 
@@ -80,30 +99,56 @@ class _Ignores:
         return decision
 
 
+def _open_folder(base: str, inner: str) -> int | None:
+    try:
+        return open_below(base, inner, DIR_FLAGS)
+    except OSError:
+        return None
+
+
+def _joined_rel(label: str, inner: str) -> str:
+    """How results name ``inner`` of the root ``label`` (``""`` the workspace)."""
+    if inner == ".":
+        return label or "."
+    return f"{label}/{inner}" if label else inner
+
+
 def _walk(ws: Workspace, start: Resolved, recursive: bool, counts: _Counts) -> Iterator[_Entry]:
     ignores = _Ignores()
-    # the .gitignore files of the root the walk starts in (the workspace, or $NAME)
-    base, label = str(ws.base_of(start)), start.root
-    ignores.load(base, label or ".")
-    if start.inner != ".":
-        parts = start.inner.split("/")
-        for index in range(1, len(parts)):
-            below = "/".join(parts[:index])
-            ignores.load(os.path.join(base, below), f"{label}/{below}" if label else below)
-        ignores.load(str(start.abs), start.rel)
-    yield from _walk_folder(ws, str(start.abs), start.rel, recursive, ignores, counts)
+    # the .gitignore files of the root the walk starts in (the workspace, or $NAME), and of
+    # every folder between it and the start
+    base, inner = start.where
+    label = start.root
+    below = [] if inner == "." else inner.split("/")
+    for index in range(len(below)):
+        rel_inner = "/".join(below[:index]) or "."
+        folder_rel = _joined_rel(label, rel_inner)
+        fd = _open_folder(base, rel_inner)
+        if fd is None:
+            return
+        ignores.load(fd, folder_rel)
+        os.close(fd)
+    fd = _open_folder(base, inner)
+    if fd is None:
+        return
+    try:
+        ignores.load(fd, start.rel)
+        yield from _walk_folder(ws, fd, str(start.abs), start.rel, recursive, ignores, counts)
+    finally:
+        os.close(fd)
 
 
 def _walk_folder(
     ws: Workspace,
-    folder_abs: str,
+    dir_fd: int,
+    folder_real: str,
     folder_rel: str,
     recursive: bool,
     ignores: _Ignores,
     counts: _Counts,
 ) -> Iterator[_Entry]:
     try:
-        with os.scandir(folder_abs) as scan:
+        with os.scandir(dir_fd) as scan:
             children = sorted(scan, key=lambda e: e.name)
     except OSError:
         return
@@ -119,7 +164,8 @@ def _walk_folder(
         if is_dir and child.name in _SKIP_DIRS:
             counts.withheld += 1
             continue
-        if sensitive_reason(rel) is not None:
+        real = folder_real.rstrip("/") + "/" + child.name
+        if sensitive_reason(rel) is not None or ws.is_state(real):
             counts.withheld += 1
             continue
         if ignores.ignored(rel, is_dir):
@@ -130,30 +176,56 @@ def _walk_folder(
             except RefusedCall:
                 counts.withheld += 1
                 continue
-            yield _Entry(rel, "symlink", 0, child.path)
+            yield _Entry(rel, "symlink", 0, dir_fd, child.name)
             continue
         if is_dir:
-            if os.path.lexists(os.path.join(child.path, ".git")):
-                continue  # a nested worktree belongs to another repository
-            yield _Entry(rel, "dir", 0, child.path)
-            if recursive:
-                depth = ignores.depth()
-                ignores.load(child.path, rel)
-                yield from _walk_folder(ws, child.path, rel, recursive, ignores, counts)
-                ignores.truncate(depth)
+            try:
+                # no-follow: a folder swapped for a symlink since the scan is not entered
+                sub = os.open(child.name, DIR_FLAGS | _NOFOLLOW, dir_fd=dir_fd)
+            except OSError:
+                continue
+            try:
+                try:
+                    os.stat(".git", dir_fd=sub, follow_symlinks=False)
+                    continue  # a nested worktree belongs to another repository
+                except OSError:
+                    pass
+                yield _Entry(rel, "dir", 0, dir_fd, child.name)
+                if recursive:
+                    depth = ignores.depth()
+                    ignores.load(sub, rel)
+                    yield from _walk_folder(ws, sub, real, rel, recursive, ignores, counts)
+                    ignores.truncate(depth)
+            finally:
+                os.close(sub)
             continue
         if stat.S_ISREG(mode):
-            yield _Entry(rel, "file", info.st_size, child.path)
+            yield _Entry(rel, "file", info.st_size, dir_fd, child.name, info.st_nlink)
         else:
-            yield _Entry(rel, "other", 0, child.path)
+            yield _Entry(rel, "other", 0, dir_fd, child.name)
 
 
-def _head_is_key(path: str, limit: int) -> bool:
+def _read_entry(entry: _Entry, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a walked file, or None when it is not one regular file with a
+    single link (or cannot be read): such a file is withheld, never read."""
     try:
-        with os.fdopen(open_regular(path, path), "rb") as handle:
-            return content_reason(handle.read(limit)) is not None
-    except (OSError, ProctorError):
-        return True  # could not look inside: withhold rather than show
+        fd = os.open(entry.name, _FILE_FLAGS, dir_fd=entry.dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _head_is_key(entry: _Entry, limit: int) -> bool:
+    head = _read_entry(entry, limit)
+    return head is None or content_reason(head) is not None  # unread: withhold, never show
 
 
 def _start(ctx: ToolContext, args: Mapping[str, Any]) -> Resolved:
@@ -174,13 +246,13 @@ def _list(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     counts = _Counts()
     entries: list[dict[str, Any]] = []
     truncated = False
-    if not start.abs.is_dir():
-        from proctor.errors import ToolFailed
-
+    probe = _open_folder(*start.where)
+    if probe is None:
         raise ToolFailed(f"'{start.rel}' is not a folder", code="not_a_folder")
+    os.close(probe)
     for entry in _walk(ctx.workspace, start, bool(args.get("recursive", False)), counts):
         check_cancel(ctx)  # a cancelled read stops between entries
-        if entry.kind == "file" and _head_is_key(entry.abs, _LIST_HEAD):
+        if entry.kind == "file" and _head_is_key(entry, _LIST_HEAD):
             counts.withheld += 1
             continue
         if len(entries) >= limit:
@@ -209,7 +281,7 @@ FS_LIST = Tool(
         },
     },
     effect="read",
-    handler=_list,
+    handler=os_errors_refused(_list),
     paths=_dir_arg,
     output_schema={
         "type": "object",
@@ -265,24 +337,32 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     truncated = False
     files_scanned = 0
-    if start.abs.is_file():
+    folder = _open_folder(*start.where)
+    if folder is None:
         start = ctx.workspace.resolve(args["path"], "read")  # a single file: check its content
-        entries: Iterator[_Entry] = iter(
-            [_Entry(start.rel, "file", start.abs.stat().st_size, str(start.abs))]
+        fd = open_regular(start)
+        try:
+            data = os.read(fd, _SEARCH_MAX_FILE + 1)
+        finally:
+            os.close(fd)
+        entries: Iterator[tuple[_Entry, bytes | None]] = iter(
+            [(_Entry(start.rel, "file", len(data), -1, start.abs.name), data)]
         )
     else:
-        entries = _walk(ctx.workspace, start, True, counts)
-    for entry in entries:
+        os.close(folder)
+        entries = ((e, None) for e in _walk(ctx.workspace, start, True, counts))
+    for entry, held in entries:
         check_cancel(ctx)  # a cancelled read stops between files
         if entry.kind != "file" or entry.size > _SEARCH_MAX_FILE:
             continue
         if only is not None and not only.match_file(entry.rel):
             continue
-        try:
-            with os.fdopen(open_regular(entry.abs, entry.rel), "rb") as handle:
-                data = handle.read(_SEARCH_MAX_FILE + 1)
-        except (OSError, ProctorError):
+        data_or_none = held if held is not None else _read_entry(entry, _SEARCH_MAX_FILE + 1)
+        if data_or_none is None:
+            if entry.links > 1:
+                counts.withheld += 1  # another name for it may be a secret: never read
             continue
+        data = data_or_none
         if content_reason(data) is not None:
             counts.withheld += 1
             continue
@@ -328,7 +408,7 @@ FS_SEARCH = Tool(
         },
     },
     effect="read",
-    handler=_search,
+    handler=os_errors_refused(_search),
     paths=_dir_arg,
     output_schema={
         "type": "object",

@@ -1,23 +1,34 @@
-"""File-system primitives the fs tools share: digests, safe reads, atomic writes.
+"""File-system primitives the fs tools share: digests, safe reads, atomic writes, clean errors.
 
-Every function takes a :class:`proctor.runtime.boundary.workspace.Resolved` (or an absolute path
-inside
-``.proctor/``) so nothing here ever turns a caller string into a path on its own.
+Every function takes a :class:`proctor.runtime.boundary.workspace.Resolved` (a path containment
+decided, or one of proctor's own files from ``Workspace.private_file``) and reaches it through
+descriptors (:mod:`proctor.runtime.boundary.fds`): the folder a file lives in is opened from
+its root with no symlink allowed on the way, and the read, the temp file, the rename, the link
+and the unlink all happen relative to that folder's descriptor. A folder swapped for a symlink
+meanwhile fails the call (``path_changed``); it never leads outside.
+
+A file is judged by what it is when opened: a regular file with more than one hard link is
+refused (``hard_link``), as is a private key in it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import hashlib
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from proctor.errors import RefusedCall, ToolFailed
 from proctor.receipts.canonical import DIGEST_PREFIX
-from proctor.runtime.boundary.workspace import Resolved, Workspace, refusal
+from proctor.runtime.boundary.fds import DIR_FLAGS, changed, make_parents, open_below, parent_of
+from proctor.runtime.boundary.workspace import Resolved, Workspace, check_links
 
 __all__ = [
     "DIGEST_PATTERN",
@@ -29,8 +40,12 @@ __all__ = [
     "digest_of",
     "encode_text",
     "fsync_dir",
+    "io_refusal",
     "open_regular",
+    "os_errors_refused",
+    "read_bytes",
     "read_text_file",
+    "remove",
     "require_digest",
 ]
 
@@ -38,11 +53,52 @@ DIGEST_PATTERN = "^sha256:[0-9a-f]{64}$"
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 _CHUNK = 1024 * 1024
 _OVERLAP = 256  # a private key header straddling two chunks is still seen
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def digest_of(data: bytes) -> str:
     """``sha256:<hex>`` of raw bytes."""
     return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def io_refusal(exc: OSError, rel: str | None = None) -> RefusedCall:
+    """The refusal an :class:`OSError` inside a tool becomes: ``path_changed`` when the tree
+    changed under a decided path, else ``io_error`` naming the error (never a host path)."""
+    details: dict[str, Any] = {} if rel is None else {"path": rel}
+    named = f"'{rel}'" if rel is not None else "the file"
+    if changed(exc):
+        return RefusedCall(
+            f"{named} changed while it was being used (a folder or file on the way was "
+            "replaced); nothing outside was reached",
+            code="path_changed",
+            details=details,
+        )
+    number = exc.errno or 0
+    details["errno"] = errno.errorcode.get(number, "unknown")
+    reason = os.strerror(number) if number else type(exc).__name__
+    return RefusedCall(
+        f"the file system refused the operation on {named} ({reason})",
+        code="io_error",
+        details=details,
+    )
+
+
+def os_errors_refused(
+    handler: Callable[[Any, dict[str, Any]], dict[str, Any]],
+) -> Callable[[Any, dict[str, Any]], dict[str, Any]]:
+    """``handler`` with any :class:`OSError` it lets out turned into :func:`io_refusal`, so a
+    tool never ends a call with a traceback or a host path."""
+
+    @functools.wraps(handler)
+    def guarded(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return handler(ctx, args)
+        except OSError as exc:
+            raise io_refusal(exc) from exc
+
+    return guarded
 
 
 @dataclass(frozen=True)
@@ -55,36 +111,69 @@ class FileState:
     mode: int | None = None
 
 
-def open_regular(path: Path | str, rel: str) -> int:
-    """Open a regular file for reading without following a symlink or blocking on a FIFO.
+def _open(target: Resolved, flags: int) -> int:
+    base, inner = target.where
+    try:
+        return open_below(base, inner, flags)
+    except FileNotFoundError as exc:
+        raise ToolFailed(
+            f"'{target.rel}' does not exist", code="not_found", details={"path": target.rel}
+        ) from exc
+    except NotADirectoryError as exc:
+        raise ToolFailed(
+            f"'{target.rel}' does not exist (a folder on its way is a file)",
+            code="not_found",
+            details={"path": target.rel},
+        ) from exc
+    except OSError as exc:
+        raise io_refusal(exc, target.rel) from exc
+
+
+def open_regular(target: Resolved) -> int:
+    """Open ``target`` for reading: no symlink followed anywhere on the way, no blocking on a
+    FIFO, a regular file with one link only.
 
     Raises:
         ToolFailed: ``not_found``, ``not_a_file``.
-        RefusedCall: ``path_changed`` (a symlink appeared after resolution).
+        RefusedCall: ``hard_link``, ``path_changed`` (a symlink appeared after resolution),
+            ``io_error``.
     """
-    fd = _open_nofollow(Path(path), rel)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    fd = _open(target, os.O_RDONLY | _NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise ToolFailed(
+                f"'{target.rel}' is {kind}", code="not_a_file", details={"path": target.rel}
+            )
+        check_links(target.rel, info.st_nlink)
+    except BaseException:
         os.close(fd)
-        raise ToolFailed(f"'{rel}' is not a regular file", code="not_a_file", details={"path": rel})
+        raise
     return fd
 
 
-def _open_nofollow(path: Path, rel: str) -> int:
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_bytes(target: Resolved) -> bytes:
+    """Every byte of the regular file ``target`` (see :func:`open_regular`).
+
+    Raises:
+        ToolFailed: ``not_found``, ``not_a_file``.
+        RefusedCall: ``hard_link``, ``path_changed``, ``io_error``.
+    """
+    fd = open_regular(target)
     try:
-        # O_NONBLOCK: a FIFO planted in the workspace must not hang the call (fstat refuses it).
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        return os.open(path, flags)
-    except FileNotFoundError as exc:
-        raise ToolFailed(
-            f"'{rel}' does not exist", code="not_found", details={"path": rel}
-        ) from exc
-    except IsADirectoryError as exc:
-        raise ToolFailed(f"'{rel}' is a folder", code="not_a_file", details={"path": rel}) from exc
+        return _read_all(fd)
     except OSError as exc:
-        # ELOOP here means a symlink appeared after resolution: refuse, never follow it.
-        raise refusal(
-            "path_changed", f"'{rel}' changed while it was being opened ({exc.strerror})", rel
-        ) from exc
+        raise io_refusal(exc, target.rel) from exc
+    finally:
+        os.close(fd)
 
 
 def current_state(ws: Workspace, target: Resolved) -> FileState:
@@ -92,33 +181,33 @@ def current_state(ws: Workspace, target: Resolved) -> FileState:
 
     Raises:
         ToolFailed: ``not_a_file`` (a folder or special file is there).
-        RefusedCall: ``sensitive_path`` (private key content), ``path_changed``.
+        RefusedCall: ``sensitive_path`` (private key content), ``hard_link``, ``path_changed``,
+            ``io_error``.
     """
     try:
-        info = os.lstat(target.abs)
-    except FileNotFoundError:
-        return FileState(exists=False)
+        fd = open_regular(target)
+    except ToolFailed as exc:
+        if exc.code == "not_found":
+            return FileState(exists=False)
+        raise
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        data = _read_all(fd)
     except OSError as exc:
-        raise ToolFailed(
-            f"'{target.rel}' cannot be examined ({exc.strerror})", code="not_a_file"
-        ) from exc
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolFailed(
-            f"'{target.rel}' is not a regular file", code="not_a_file", details={"path": target.rel}
-        )
-    fd = open_regular(target.abs, target.rel)
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read()
+        raise io_refusal(exc, target.rel) from exc
+    finally:
+        os.close(fd)
     ws.check_content(target.rel, data)
-    return FileState(True, digest_of(data), data, stat.S_IMODE(info.st_mode))
+    return FileState(True, digest_of(data), data, mode)
 
 
 def require_digest(target: Resolved, state: FileState, expected: str | None) -> None:
     """Refuse changing an existing file without, or with a stale, ``expected_digest``.
 
     Raises:
-        RefusedCall: ``blind_overwrite`` (no digest given), ``stale_digest`` (it differs),
-            ``not_found`` (nothing there to replace; pass ``create: true``).
+        RefusedCall: ``blind_overwrite`` (no digest given), ``stale_digest`` (it differs; the
+            details carry the ``actual`` current digest), ``not_found`` (nothing there to
+            replace; pass ``create: true``).
     """
     if not state.exists:
         raise RefusedCall(
@@ -135,8 +224,8 @@ def require_digest(target: Resolved, state: FileState, expected: str | None) -> 
         )
     if expected != state.digest:
         raise RefusedCall(
-            f"'{target.rel}' changed since it was read: expected_digest does not match its "
-            "current content",
+            f"'{target.rel}' changed since it was read: its current digest is {state.digest}, "
+            "not the expected_digest given; read it again before changing it",
             code="stale_digest",
             details={"path": target.rel, "expected": expected, "actual": state.digest},
         )
@@ -151,21 +240,26 @@ def read_text_file(ws: Workspace, target: Resolved, max_bytes: int) -> tuple[str
 
     Raises:
         ToolFailed: ``not_found``, ``not_a_file``, ``binary_file`` (not UTF-8 text).
-        RefusedCall: ``sensitive_path`` (a private key anywhere in the file).
+        RefusedCall: ``sensitive_path`` (a private key anywhere in the file), ``hard_link``,
+            ``path_changed``, ``io_error``.
     """
-    fd = open_regular(target.abs, target.rel)
-    with os.fdopen(fd, "rb") as handle:
-        hasher = hashlib.sha256()
-        kept = bytearray()
-        size = 0
-        tail = b""
-        while chunk := handle.read(_CHUNK):
+    fd = open_regular(target)
+    hasher = hashlib.sha256()
+    kept = bytearray()
+    size = 0
+    tail = b""
+    try:
+        while chunk := os.read(fd, _CHUNK):
             ws.check_content(target.rel, tail + chunk)
             tail = chunk[-_OVERLAP:]
             hasher.update(chunk)
             size += len(chunk)
             if len(kept) <= max_bytes:
                 kept += chunk[: max_bytes + 1 - len(kept)]
+    except OSError as exc:
+        raise io_refusal(exc, target.rel) from exc
+    finally:
+        os.close(fd)
     truncated = size > max_bytes
     body = bytes(kept[:max_bytes])
     if truncated:
@@ -188,10 +282,15 @@ def _binary(rel: str) -> ToolFailed:
     )
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or create in ``folder`` durable (best effort where unsupported)."""
+def fsync_dir(folder: Path | int) -> None:
+    """Make a rename or create in ``folder`` (a path, or an open folder descriptor) durable
+    (best effort where unsupported)."""
+    if isinstance(folder, int):
+        with contextlib.suppress(OSError):
+            os.fsync(folder)
+        return
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(folder, DIR_FLAGS | _NOFOLLOW)
     except OSError:
         return
     try:
@@ -202,65 +301,106 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(folder: Path, data: bytes, mode: int | None) -> Path:
-    temp = folder / f".proctor-tmp-{secrets.token_hex(8)}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is None else mode)
+def _write_temp(dir_fd: int, data: bytes, mode: int | None) -> str:
+    """A fsynced temp file in the folder ``dir_fd`` holding ``data``; returns its name. With no
+    ``mode`` it is created 0666 less the umask (as a new file would be)."""
+    name = f".proctor-tmp-{secrets.token_hex(8)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    fd = os.open(name, flags, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         if mode is not None:
-            os.chmod(temp, mode)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temp, 0o666 & ~umask)
+            os.fchmod(fd, mode)
+        os.fsync(fd)
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(name, dir_fd=dir_fd)
         raise
-    return temp
+    os.close(fd)
+    return name
 
 
-def atomic_replace(target: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace (or create) ``target`` with ``data``: temp file in the same folder, fsync, rename."""
-    temp = _write_temp(target.parent, data, mode)
-    try:
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    fsync_dir(target.parent)
-
-
-def atomic_create(target: Path, rel: str, data: bytes) -> None:
-    """Create ``target`` only if nothing is there: temp file, fsync, ``link`` (never clobbers).
+def atomic_replace(target: Resolved, data: bytes, mode: int | None = None) -> None:
+    """Replace (or create) ``target`` with ``data``: a temp file in the same folder, fsync, and
+    ``renameat`` over the name, all in that folder's descriptor.
 
     Raises:
-        RefusedCall: ``file_exists`` when a file appeared at ``target``.
+        RefusedCall: ``path_changed``, ``io_error``; ToolFailed ``parent_missing``.
+    """
+    try:
+        with parent_of(*target.where) as (dir_fd, name):
+            temp = _write_temp(dir_fd, data, mode)
+            try:
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dir_fd)
+                raise
+            fsync_dir(dir_fd)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise _parent_missing(target.rel) from exc
+    except OSError as exc:
+        raise io_refusal(exc, target.rel) from exc
+
+
+def _parent_missing(rel: str) -> ToolFailed:
+    return ToolFailed(
+        f"a parent of '{rel}' is missing or not a folder",
+        code="parent_missing",
+        details={"path": rel},
+    )
+
+
+def atomic_create(target: Resolved, data: bytes, mode: int | None = None) -> None:
+    """Create ``target`` only if nothing is there: missing folders made on the way (each in its
+    parent's descriptor), a temp file, fsync, ``linkat`` (never clobbers).
+
+    Raises:
+        RefusedCall: ``file_exists`` when a file appeared at ``target``; ``path_changed``,
+            ``io_error``.
         ToolFailed: ``parent_missing`` when a parent is not a folder.
     """
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        with make_parents(*target.where) as (dir_fd, name):
+            temp = _write_temp(dir_fd, data, mode)
+            try:
+                os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError as exc:
+                raise RefusedCall(
+                    f"'{target.rel}' already exists; replacing it needs its expected_digest",
+                    code="file_exists",
+                    details={"path": target.rel},
+                ) from exc
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dir_fd)
+            fsync_dir(dir_fd)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise ToolFailed(
-            f"a parent of '{rel}' is not a folder", code="parent_missing", details={"path": rel}
-        ) from exc
-    temp = _write_temp(target.parent, data, None)
+        raise _parent_missing(target.rel) from exc
+    except FileNotFoundError as exc:
+        raise _parent_missing(target.rel) from exc
+    except OSError as exc:
+        raise io_refusal(exc, target.rel) from exc
+
+
+def remove(target: Resolved) -> None:
+    """Unlink ``target`` in its folder's descriptor (a missing file is not an error).
+
+    Raises:
+        RefusedCall: ``path_changed``, ``io_error``.
+    """
     try:
-        os.link(temp, target)
-    except FileExistsError as exc:
-        raise RefusedCall(
-            f"'{rel}' already exists; replacing it needs its expected_digest",
-            code="file_exists",
-            details={"path": rel},
-        ) from exc
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-    fsync_dir(target.parent)
+        with parent_of(*target.where) as (dir_fd, name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+            fsync_dir(dir_fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise io_refusal(exc, target.rel) from exc
 
 
 def encode_text(ws: Workspace, rel: str, content: str) -> bytes:

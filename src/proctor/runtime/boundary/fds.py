@@ -1,0 +1,385 @@
+"""Descriptor-based path work: resolve, open, create, rename and unlink without following a link.
+
+Containment decides a *canonical* path (every symlink already resolved, no ``..``) inside a
+root; everything here then reaches exactly that path and nothing else, however the tree
+changes meanwhile:
+
+- :func:`open_below` opens ``base/inner`` with ``openat2(RESOLVE_BENEATH |
+  RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` from a descriptor of ``base`` (itself opened
+  with ``RESOLVE_NO_SYMLINKS``) where the kernel has ``openat2`` (Linux 5.6+), else by a
+  portable walk that opens every component with ``O_NOFOLLOW`` relative to its parent's
+  descriptor. A symlink anywhere on the way, swapped in after the path was decided, fails the
+  open with ``ELOOP`` instead of being followed.
+- :func:`parent_of` and :func:`make_parents` give the descriptor of the folder a name lives in,
+  so the caller's ``os.open(..., dir_fd=)``, ``os.replace(..., src_dir_fd=, dst_dir_fd=)``,
+  ``os.link``, ``os.rename`` and ``os.unlink(..., dir_fd=)`` act in that folder and no other.
+- :func:`walk` is how containment decides the canonical path: it follows the path component by
+  component through directory descriptors (``fstatat``/``readlinkat`` with no-follow), reading
+  a symlink's text itself and going on from there, as the kernel would. A path with no symlink
+  and no ``..`` on it (the common case) is shown to be its own real form by one ``openat2``
+  with ``RESOLVE_NO_SYMLINKS`` instead.
+
+Errors are :class:`OSError` with the kernel's errno (``ELOOP`` a link, ``ENOENT``, ``ENOTDIR``
+...); callers turn them into refusals (:func:`changed`) and never show the paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import platform
+import stat
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "DIR_FLAGS",
+    "MAX_SYMLINK_HOPS",
+    "SymlinkLoop",
+    "changed",
+    "make_parents",
+    "open_below",
+    "openat2_available",
+    "parent_of",
+    "set_openat2",
+    "walk",
+]
+
+MAX_SYMLINK_HOPS = 40
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_PATH = getattr(os, "O_PATH", 0)
+DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _CLOEXEC
+"""Flags of a folder descriptor that can be read (listed) and fsynced."""
+_WALK_FLAGS = (_PATH or os.O_RDONLY) | _DIRECTORY | _CLOEXEC
+
+_AT_FDCWD = -100
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+# openat2 is 437 in the unified syscall table every one of these uses
+_OPENAT2_MACHINES = frozenset(
+    {"x86_64", "amd64", "aarch64", "arm64", "i386", "i686", "riscv64", "ppc64le", "s390x"}
+)
+_CHANGED = frozenset({errno.ELOOP, errno.EXDEV, errno.EAGAIN})
+
+
+class SymlinkLoop(OSError):
+    """More than :data:`MAX_SYMLINK_HOPS` symlinks on the way (a loop)."""
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    ]
+
+
+class _Openat2:
+    """The ``openat2`` system call through libc's ``syscall``, probed once."""
+
+    def __init__(self) -> None:
+        self.enabled: bool | None = None
+        self._call: Any = None  # libc's syscall, a ctypes function
+
+    def _probe(self) -> bool:
+        if not sys.platform.startswith("linux") or platform.machine() not in _OPENAT2_MACHINES:
+            return False
+        try:
+            call = ctypes.CDLL(None, use_errno=True).syscall
+        except (OSError, AttributeError):
+            return False
+        call.restype = ctypes.c_long
+        self._call = call
+        try:
+            fd = self.open(_AT_FDCWD, "/", _WALK_FLAGS, 0, _RESOLVE_NO_SYMLINKS)
+        except OSError:
+            return False  # ENOSYS (an older kernel), EPERM (a seccomp filter) ...
+        os.close(fd)
+        return True
+
+    def ready(self) -> bool:
+        if self.enabled is None:
+            self.enabled = self._probe()
+        return self.enabled
+
+    def open(self, dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
+        assert self._call is not None
+        how = _OpenHow(flags | _CLOEXEC, mode, resolve)
+        for _attempt in range(8):
+            fd = int(
+                self._call(
+                    ctypes.c_long(437),
+                    ctypes.c_int(dirfd),
+                    ctypes.c_char_p(os.fsencode(path)),
+                    ctypes.byref(how),
+                    ctypes.c_size_t(ctypes.sizeof(how)),
+                )
+            )
+            if fd >= 0:
+                return fd
+            err = ctypes.get_errno()
+            if err != errno.EAGAIN:  # EAGAIN: a rename raced the lookup; the kernel asks again
+                break
+        raise OSError(err, os.strerror(err))
+
+
+_OPENAT2 = _Openat2()
+
+
+def openat2_available() -> bool:
+    """Whether paths are opened with ``openat2`` (else by the portable no-follow walk)."""
+    return _OPENAT2.ready()
+
+
+def set_openat2(enabled: bool) -> bool:
+    """Use ``openat2`` when ``enabled`` and the kernel has it, else the portable walk; returns
+    the previous setting (tests run both ways)."""
+    previous = _OPENAT2.ready()
+    _OPENAT2.enabled = enabled and _OPENAT2._probe()
+    return previous
+
+
+def changed(exc: OSError) -> bool:
+    """Whether ``exc`` says the tree changed under a decided path (a symlink appeared, a lookup
+    would have left its root, or raced a rename), rather than that a name is missing."""
+    return exc.errno in _CHANGED
+
+
+def _components(text: str) -> list[str]:
+    return [p for p in text.split("/") if p not in ("", ".")]
+
+
+def _enter(dir_fd: int, name: str) -> int:
+    """A descriptor of the folder ``name`` in ``dir_fd``, never following a link (``ELOOP``:
+    ``O_DIRECTORY | O_NOFOLLOW`` says ``ENOTDIR`` for a link, which is told apart here)."""
+    try:
+        return os.open(name, DIR_FLAGS | _NOFOLLOW, dir_fd=dir_fd)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+        raise
+
+
+def _portable(base: str, inner: str, flags: int, mode: int) -> int:
+    parts = _components(base) + _components(inner)
+    fd = os.open("/", DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            nxt = _enter(fd, part)
+            os.close(fd)
+            fd = nxt
+        if not parts:
+            return os.open(".", flags | _CLOEXEC, mode, dir_fd=fd)
+        try:
+            out = os.open(parts[-1], flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd)
+        except NotADirectoryError:
+            if flags & _DIRECTORY and stat.S_ISLNK(
+                os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode
+            ):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+            raise
+    finally:
+        os.close(fd)
+    if flags & _PATH and _PATH and stat.S_ISLNK(os.fstat(out).st_mode):
+        os.close(out)  # O_PATH | O_NOFOLLOW opens a link itself: that is a link on the way
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+    return out
+
+
+def open_below(base: str, inner: str, flags: int, mode: int = 0) -> int:
+    """A descriptor of ``base/inner`` opened with ``flags`` (``O_CLOEXEC`` added), following
+    no symlink anywhere on the way, the last component included. ``base`` is a real absolute
+    folder path; ``inner`` a canonical relative path below it (``"."`` is ``base`` itself).
+
+    Raises:
+        OSError: ``ELOOP`` a symlink is on the way; ``ENOENT``, ``ENOTDIR``, ``EISDIR`` ...
+            as the open meets them.
+    """
+    if not _OPENAT2.ready():
+        return _portable(base, inner, flags, mode)
+    bare = flags & ~_NOFOLLOW  # RESOLVE_NO_SYMLINKS covers the last component too
+    if inner in ("", "."):
+        return _OPENAT2.open(_AT_FDCWD, base, bare, mode, _RESOLVE_NO_SYMLINKS)
+    root = _OPENAT2.open(_AT_FDCWD, base, _WALK_FLAGS, 0, _RESOLVE_NO_SYMLINKS)
+    try:
+        return _OPENAT2.open(
+            root,
+            inner,
+            bare,
+            mode,
+            _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS,
+        )
+    finally:
+        os.close(root)
+
+
+def _split(inner: str) -> tuple[str, str]:
+    head, _, name = inner.rstrip("/").rpartition("/")
+    return head or ".", name
+
+
+@contextlib.contextmanager
+def parent_of(base: str, inner: str) -> Iterator[tuple[int, str]]:
+    """``(descriptor of the folder holding base/inner, the last name)``, closed on exit.
+
+    Raises:
+        OSError: as :func:`open_below` for the folder; ``EINVAL`` when ``inner`` is the root.
+    """
+    head, name = _split(inner)
+    if not name or name in (".", ".."):
+        raise OSError(errno.EINVAL, "the root itself has no parent here")
+    fd = open_below(base, head, DIR_FLAGS)
+    try:
+        yield fd, name
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def make_parents(base: str, inner: str, mode: int = 0o777) -> Iterator[tuple[int, str]]:
+    """As :func:`parent_of`, creating missing folders on the way (each with ``mkdirat`` in its
+    parent's descriptor, then opened with no-follow).
+
+    Raises:
+        OSError: ``ENOTDIR`` a component is not a folder, ``ELOOP`` a symlink, ...
+    """
+    head, name = _split(inner)
+    if not name or name in (".", ".."):
+        raise OSError(errno.EINVAL, "the root itself has no parent here")
+    try:
+        fd = open_below(base, head, DIR_FLAGS)
+    except FileNotFoundError:
+        fd = open_below(base, ".", DIR_FLAGS)
+        try:
+            for part in _components(head):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, mode, dir_fd=fd)
+                nxt = _enter(fd, part)
+                os.close(fd)
+                fd = nxt
+        except BaseException:
+            os.close(fd)
+            raise
+    try:
+        yield fd, name
+    finally:
+        os.close(fd)
+
+
+def _dir_fd(path: str) -> int | None:
+    """A walk descriptor of the real folder ``path``, or None when nothing is there (or not a
+    folder): what follows is a name to be created."""
+    try:
+        return open_below(path, ".", _WALK_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _symlink_free(start: str, parts: list[str]) -> str | None:
+    """The common cases in a system call or two: ``start/parts`` exists with no symlink on the
+    way (``openat2`` with ``RESOLVE_NO_SYMLINKS`` opens it), or only its last name is missing
+    below such a folder; the path is then its own real form. None when that cannot be shown (a
+    link, a ``..``, a deeper missing name, no ``openat2``): the walk decides."""
+    if not parts or ".." in parts or not _OPENAT2.ready():
+        return None
+    path = start.rstrip("/") + "/" + "/".join(parts)
+    resolve = _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+    try:
+        os.close(_OPENAT2.open(_AT_FDCWD, path, _PATH or os.O_RDONLY, 0, resolve))
+        return path
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    parent = path.rsplit("/", 1)[0] or "/"
+    try:
+        fd = _OPENAT2.open(_AT_FDCWD, parent, _WALK_FLAGS, 0, resolve)
+    except OSError:
+        return None
+    try:
+        os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return path  # to be created, in a folder with no link on its way
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None  # it appeared meanwhile: let the walk look at it
+
+
+def walk(start: str, parts: list[str]) -> str:
+    """Follow ``parts`` from the real folder ``start`` like the kernel does, every component
+    examined through its folder's descriptor with no-follow: a symlink's text is read
+    (``readlinkat``) and followed by this walk, ``..`` climbs, a missing name ends the
+    examination (the rest is taken as named, to be created). Returns the real absolute path.
+
+    Raises:
+        SymlinkLoop: more than :data:`MAX_SYMLINK_HOPS` symlinks.
+        OSError: ``ELOOP`` a folder became a symlink while it was being entered; ``EACCES``
+            ... from examining a component.
+    """
+    fast = _symlink_free(start, parts)
+    if fast is not None:
+        return fast
+    current = start
+    pending = list(reversed(parts))
+    hops = 0
+    fd: int | None = None  # a descriptor of `current` while it is an examined folder
+    missing = False
+    try:
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                current = os.path.dirname(current) or "/"
+                if fd is not None:
+                    os.close(fd)
+                fd, missing = None, False
+                continue
+            candidate = current.rstrip("/") + "/" + part
+            if fd is None and not missing:
+                fd = _dir_fd(current)
+                missing = fd is None
+            if fd is None:
+                current = candidate
+                continue
+            try:
+                info = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                os.close(fd)
+                fd, missing, current = None, True, candidate
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    raise SymlinkLoop(errno.ELOOP, "too many symlinks")
+                text = os.readlink(part, dir_fd=fd).replace("\\", "/")
+                if text.startswith("/"):
+                    os.close(fd)
+                    fd, current = None, "/"
+                pending.extend(reversed(_components(text)))
+                continue
+            if stat.S_ISDIR(info.st_mode) and pending:
+                # no-follow: a folder swapped for a link since the stat fails here (ELOOP)
+                # (O_DIRECTORY | O_NOFOLLOW on a link is ENOTDIR, O_PATH or not)
+                try:
+                    nxt = os.open(part, _WALK_FLAGS | _NOFOLLOW, dir_fd=fd)
+                except NotADirectoryError as exc:
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from exc
+                os.close(fd)
+                fd = nxt
+            else:
+                os.close(fd)
+                fd = None
+                missing = not stat.S_ISDIR(info.st_mode)  # a file: nothing can be below it
+            current = candidate
+        return current
+    finally:
+        if fd is not None:
+            os.close(fd)
