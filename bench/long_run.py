@@ -180,6 +180,18 @@ def long_steps(n: int, cap: float) -> dict[str, Any]:
     return out
 
 
+def _sealed(drive: Callable[[], Any]) -> str | None:
+    """Drive a run to its seal; the error a failed seal raised, or None when it sealed."""
+    from proctor.errors import ProctorError
+
+    try:
+        env = drive()
+    except ProctorError as exc:
+        return f"{exc.code}: {exc.message}"
+    assert env.status == "sealed" and env.outcome == "completed", env.refusal
+    return None
+
+
 class _Echoes:
     """A managed agent that makes ``count`` echo calls in its turn, timing each one."""
 
@@ -209,15 +221,15 @@ def managed_calls(count: int, cap: float) -> dict[str, Any]:
     agent = _Echoes(count, stop)
     s = session(root, agent_driver=agent)
     started = time.perf_counter()
-    env = s.run("echoes", cwd=root)
+    failed = _sealed(lambda: s.run("echoes", cwd=root))
     wall = time.perf_counter() - started
     timer.cancel()
-    assert env.status == "sealed" and env.outcome == "completed", env.refusal
     s.close()
     shutil.rmtree(root, ignore_errors=True)
     done = len(agent.times)
     state = "all made" if done == count else f"stopped at the {cap:.0f} s cap"
     calls_s = sum(agent.times)
+    state += f", seal FAILED: {failed}" if failed else ""
     print(f"{count} calls in one managed turn: {done} made, {state}, wall {wall:.2f} s")
     out: dict[str, Any] = {"calls": count, "made": done, "wall_s": wall}
     out["per_call"] = show("per call", agent.times)
@@ -246,13 +258,13 @@ def turn_calls(count: int, cap: float) -> dict[str, Any]:
     digest = s.envelope(run_id).answers_template["answers"]["turn"]["request_digest"]  # type: ignore[index]
     answer = {"request_digest": digest, "value": {"calls": len(times)}}
     t0 = time.perf_counter()
-    done = s.resume(run_id, {"answers": {"turn": answer}})
+    failed = _sealed(lambda: s.resume(run_id, {"answers": {"turn": answer}}))
     seal = time.perf_counter() - t0
     wall = time.perf_counter() - started
-    assert done.status == "sealed" and done.outcome == "completed", done.refusal
     s.close()
     shutil.rmtree(root, ignore_errors=True)
     state = "all made" if len(times) == count else f"stopped at the {cap:.0f} s cap"
+    state += f", seal FAILED: {failed}" if failed else ""
     print(f"{count} calls through Session.turn_call: {len(times)} made, {state}, wall {wall:.2f} s")
     out: dict[str, Any] = {"calls": count, "made": len(times), "wall_s": wall}
     out["per_call"] = show("per turn call", times)

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
-from proctor.runtime.records.runs import CallRecord, JournalRecord, RequestRecord, RunRecord
+from proctor.runtime.records.runs import (
+    CallRecord,
+    JournalRecord,
+    RequestRecord,
+    RunCounts,
+    RunRecord,
+)
+from proctor.runtime.records.sqlite_counts import COUNT_ROWS, COUNTS_SCHEMA
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -85,9 +92,10 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
 CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 """
+_SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
 
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 """Bumped whenever ``_SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
@@ -402,6 +410,26 @@ class SQLiteRunStore:
                 f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? ORDER BY ord", (run_id,)
             ).fetchall()
         return [self._call(r) for r in rows]
+
+    def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
+        where = "step_id IS NULL" if step_id is None else "step_id = ?"
+        params = (run_id,) if step_id is None else (run_id, step_id)
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? AND {where} ORDER BY ord",
+                params,
+            ).fetchall()
+        return [self._call(r) for r in rows]
+
+    def run_counts(self, run_id: str) -> RunCounts:
+        query = "SELECT calls, admitted, steps FROM run_counts WHERE run_id = ?"
+        with self._lock:
+            row = self._exec(query, (run_id,)).fetchone()
+            if row is None:
+                with self.transaction():
+                    self._exec(COUNT_ROWS, (run_id,))
+                row = self._exec(query, (run_id,)).fetchone()
+        return RunCounts(calls=row[0], admitted=row[1], steps=row[2])
 
     def find_idempotent(self, key: str) -> CallRecord | None:
         with self._lock:
