@@ -22,11 +22,13 @@ PROCTOR_HOME):
                  turn answered and the run sealed.
 
 Each section prints median and p95 (ms), and the median of the first and last tenth, whose
-ratio says whether cost grows with the run. A run still going after ``--cap`` seconds is
-stopped before its next step (the session's stop event) and reported on the steps it did.
+ratio says whether cost grows with the run. An unreported 20-step run goes first (imports and
+first-use caches), so the smallest run measures steps, not start-up. A run still going after
+``--cap`` seconds is stopped before its next step (the session's stop event) and reported on
+the steps it did.
 
     .venv/bin/python bench/long_run.py [--steps 10,1000,10000] [--calls 30000]
-        [--turn-calls 3000] [--cap 600]
+        [--turn-calls 3000] [--cap 600] [--warmup 20] [--json]
 
 A benchmark, not a test: it asserts nothing but that runs completed.
 """
@@ -34,6 +36,8 @@ A benchmark, not a test: it asserts nothing but that runs completed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -280,12 +284,16 @@ def main() -> None:
     ap.add_argument(
         "--turn-calls", type=int, default=3_000, help="Session.turn_call calls (0: skip)"
     )
+    ap.add_argument("--warmup", type=int, default=20, help="steps of an unreported first run")
     ap.add_argument("--cap", type=float, default=600.0, help="seconds before a run is stopped")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     args = ap.parse_args()
     load, cpus, version = os.getloadavg()[0], os.cpu_count(), sys.version.split()[0]
     print(f"loadavg before: {load:.2f} on {cpus} cpus (python {version})")
     result: dict[str, Any] = {"steps": []}
+    if args.warmup:  # imports and first-use caches, so the 10-step figure is a step's cost
+        with contextlib.redirect_stdout(io.StringIO()):
+            long_steps(args.warmup, args.cap)
     for n in (int(x) for x in args.steps.split(",") if x.strip()):
         result["steps"].append(long_steps(n, args.cap))
     if args.calls:
