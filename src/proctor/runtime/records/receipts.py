@@ -283,13 +283,20 @@ class ReceiptStore:
             except (OSError, ReceiptInvalid) as exc:
                 return exc
 
+        def run(chunk: list[tuple[str, bytes, str, str]]) -> list[bool | Exception]:
+            return [attempt(item) for item in chunk]
+
         if len(todo) <= 2:
-            return [attempt(item) for item in todo]
+            return run(todo)
         from concurrent.futures import ThreadPoolExecutor
 
+        # one contiguous share per thread: a task per file would cost more in handing it
+        # over than in writing it
         writers = min(_WRITERS, len(todo))
+        size = -(-len(todo) // writers)
+        shares = [todo[i : i + size] for i in range(0, len(todo), size)]
         with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="proctor-receipts") as pool:
-            return list(pool.map(attempt, todo))
+            return [result for share in pool.map(run, shares) for result in share]
 
     def _write_one(self, receipt_id: str, data: bytes) -> bool:
         """Write one receipt to a temporary file, fsync it, then give it its name (a hard
