@@ -6,12 +6,14 @@ run store, audit log, shipped policies, receipts with fsync, a signing key under
 PROCTOR_HOME):
 
   steps N        a generated skill with N tool steps (``echo`` and ``data.digest`` in turn),
-                 run by ``Session.run`` to its seal. Per step: the time from one step's start
-                 to the next one's (each step's recorded ``started_at``; the last step ends at
-                 its ``ended_at``), so it holds the whole step: reconciliation, the call, the
-                 durable step record. Per call: each call's own recorded time (admission to
-                 result). Also the wall time of the run and its seal (from the last step's end
-                 to the envelope: every receipt written and synced).
+                 run by ``Session.run`` to its seal (a run under 1,000 steps is repeated
+                 until about 1,000 steps are sampled; wall and seal are then medians). Per
+                 step: the time from one step's start to the next one's (each step's recorded
+                 ``started_at``; the last step ends at its ``ended_at``), so it holds the
+                 whole step: reconciliation, the call, the durable step record. Per call:
+                 each call's own recorded time (admission to result). Also the wall time of
+                 the run and its seal (from the last step's end to the envelope: every
+                 receipt written and synced).
   managed calls  one agent step whose managed turn (a scripted ``AgentDriver``, the seam a
                  model client uses) makes C ``echo`` calls; each call timed around the
                  driver's callback (admission, tool, store, audit). The tree is 1 + 1 + C
@@ -36,8 +38,6 @@ A benchmark, not a test: it asserts nothing but that runs completed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import itertools
 import json
 import os
@@ -142,7 +142,8 @@ def _t(value: Any) -> float:
     return datetime.fromisoformat(str(value)).timestamp()
 
 
-def long_steps(n: int, cap: float) -> dict[str, Any]:
+def one_run(n: int, cap: float) -> dict[str, Any]:
+    """Run the n-step skill once; its per-step and per-call samples, wall and seal time."""
     from proctor.errors import ProctorError
 
     root = workspace("long", steps_yaml(n))
@@ -170,15 +171,33 @@ def long_steps(n: int, cap: float) -> dict[str, Any]:
     per_step = [b - a for a, b in itertools.pairwise(starts)]
     if steps:
         per_step.append(_t(steps[-1]["ended_at"]) - starts[-1])
-    per_call = [_t(c["ended_at"]) - _t(c["started_at"]) for c in calls]
-    wall = returned - started
+    return {
+        "settled": len(steps),
+        "sealed": sealed,
+        "wall": returned - started,
+        "per_step": per_step,
+        "per_call": [_t(c["ended_at"]) - _t(c["started_at"]) for c in calls],
+        "seal": returned_wall - _t(steps[-1]["ended_at"]) if sealed and steps else None,
+    }
+
+
+def long_steps(n: int, cap: float) -> dict[str, Any]:
+    """An n-step run; a short one is repeated until about 1,000 steps are sampled, so its
+    median is as steady as a long run's (each repeat a fresh workspace)."""
+    repeats = max(1, 1000 // n) if n < 1000 else 1
+    runs = [one_run(n, cap) for _ in range(repeats)]
+    sealed = all(r["sealed"] for r in runs)
+    wall = statistics.median(r["wall"] for r in runs)
     state = "sealed" if sealed else f"stopped at the {cap:.0f} s cap"
-    print(f"{n} steps: {len(steps)} settled, {state}, wall {wall:.2f} s")
-    out: dict[str, Any] = {"steps": n, "settled": len(steps), "sealed": sealed, "wall_s": wall}
-    out["per_step"] = show("per step", per_step)
-    out["per_call"] = show("per call (recorded)", per_call)
-    if sealed and steps:
-        seal = returned_wall - _t(steps[-1]["ended_at"])
+    times = f" (median of {repeats} runs)" if repeats > 1 else ""
+    settled = runs[0]["settled"]
+    print(f"{n} steps: {settled} settled, {state}, wall {wall:.2f} s{times}")
+    out: dict[str, Any] = {"steps": n, "runs": repeats, "settled": settled, "sealed": sealed}
+    out["wall_s"] = wall
+    out["per_step"] = show("per step", [v for r in runs for v in r["per_step"]])
+    out["per_call"] = show("per call (recorded)", [v for r in runs for v in r["per_call"]])
+    if sealed and settled:
+        seal = statistics.median(r["seal"] for r in runs)
         out["seal_s"] = seal
         print(f"  {'seal (last step -> envelope)':<28} {seal * 1000:8.1f} ms")
     return out
@@ -292,8 +311,7 @@ def main() -> None:
     print(f"loadavg before: {load:.2f} on {cpus} cpus (python {version})")
     result: dict[str, Any] = {"steps": []}
     if args.warmup:  # imports and first-use caches, so the 10-step figure is a step's cost
-        with contextlib.redirect_stdout(io.StringIO()):
-            long_steps(args.warmup, args.cap)
+        one_run(args.warmup, args.cap)
     for n in (int(x) for x in args.steps.split(",") if x.strip()):
         result["steps"].append(long_steps(n, args.cap))
     if args.calls:
