@@ -20,15 +20,51 @@ __all__ = [
     "GuardContext",
     "GuardFn",
     "GuardVerdict",
+    "RunHistory",
 ]
 
 DEFAULT_WRITE_BUDGET = 50
 """Changing calls per run before ``check_write_budget`` refuses (``PROCTOR_WRITE_BUDGET``)."""
 
 
-@dataclass(frozen=True, slots=True)
+class RunHistory:
+    """A run's calls so far, appended as they are made (what ``GuardContext.run_history`` shows).
+
+    Appending is constant time; the tuple a guard reads is built only when a guard reads it
+    (and reused until the next append), so a call whose guards never look at the history
+    does not copy it: a run's calls cost the same at its 30,000th call as at its first.
+    """
+
+    __slots__ = ("_entries", "_tuple")
+
+    def __init__(self) -> None:
+        self._entries: list[Mapping[str, Any]] = []
+        self._tuple: tuple[Mapping[str, Any], ...] = ()
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        """Record one call (``tool``, ``args``, ``outcome``)."""
+        self._entries.append(entry)
+
+    def clear(self) -> None:
+        """Forget every call (benchmarks reuse one governor)."""
+        self._entries.clear()
+        self._tuple = ()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def snapshot(self, length: int | None = None) -> tuple[Mapping[str, Any], ...]:
+        """The first ``length`` calls (default: all), oldest first, as a tuple."""
+        n = len(self._entries) if length is None else length
+        if len(self._tuple) != n:
+            self._tuple = tuple(self._entries[:n])
+        return self._tuple
+
+
 class GuardContext:
     """What a guard sees of one proposed call. Guards must not mutate the mappings they get.
+
+    Immutable, compared by value, built positionally or by keyword in the field order below.
 
     Attributes:
         tool_name: the proctor tool name (``fs.read``, ``http.request`` ...).
@@ -38,20 +74,96 @@ class GuardContext:
         directive_id: the directive or skill the run executes, when there is one.
         run_history: the run's prior calls, oldest first, each a mapping with ``tool`` (a
             proctor tool name), ``args`` and ``outcome`` (``"ok"``, ``"failed"`` or
-            ``"refused"``).
+            ``"refused"``). Always a tuple when read; it may be given as a
+            :class:`RunHistory`, whose calls so far it then shows, built on first read.
         workspace_relpaths: the workspace-relative paths the call touches, as containment
             resolved them (empty when the caller did not resolve any).
         write_budget: changing calls allowed per run (see :data:`DEFAULT_WRITE_BUDGET`).
     """
+
+    __slots__ = (
+        "_history",
+        "_history_length",
+        "args",
+        "directive_id",
+        "raw_args",
+        "reason",
+        "tool_name",
+        "workspace_relpaths",
+        "write_budget",
+    )
+    __match_args__ = (
+        "tool_name",
+        "raw_args",
+        "args",
+        "reason",
+        "directive_id",
+        "run_history",
+        "workspace_relpaths",
+        "write_budget",
+    )
 
     tool_name: str
     raw_args: Mapping[str, Any]
     args: Mapping[str, Any]
     reason: str
     directive_id: str | None
-    run_history: tuple[Mapping[str, Any], ...]
-    workspace_relpaths: tuple[str, ...] = ()
-    write_budget: int = DEFAULT_WRITE_BUDGET
+    workspace_relpaths: tuple[str, ...]
+    write_budget: int
+    _history: tuple[Mapping[str, Any], ...] | RunHistory
+    _history_length: int
+
+    def __init__(
+        self,
+        tool_name: str,
+        raw_args: Mapping[str, Any],
+        args: Mapping[str, Any],
+        reason: str,
+        directive_id: str | None,
+        run_history: tuple[Mapping[str, Any], ...] | RunHistory,
+        workspace_relpaths: tuple[str, ...] = (),
+        write_budget: int = DEFAULT_WRITE_BUDGET,
+    ) -> None:
+        put = object.__setattr__
+        put(self, "tool_name", tool_name)
+        put(self, "raw_args", raw_args)
+        put(self, "args", args)
+        put(self, "reason", reason)
+        put(self, "directive_id", directive_id)
+        put(self, "_history", run_history)
+        # a RunHistory grows after this call; the context shows the calls made before it
+        put(self, "_history_length", len(run_history))
+        put(self, "workspace_relpaths", workspace_relpaths)
+        put(self, "write_budget", write_budget)
+
+    @property
+    def run_history(self) -> tuple[Mapping[str, Any], ...]:
+        """The run's prior calls, oldest first (see the class attributes)."""
+        history = self._history
+        if isinstance(history, RunHistory):
+            history = history.snapshot(self._history_length)
+            object.__setattr__(self, "_history", history)
+        return history
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"GuardContext is immutable: cannot assign to {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"GuardContext is immutable: cannot delete {name!r}")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__match_args__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GuardContext):
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value; its mappings are mutable
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
+        return f"GuardContext({shown})"
 
 
 @dataclass(frozen=True, slots=True)

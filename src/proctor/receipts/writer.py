@@ -20,6 +20,10 @@ ref therefore always resolves once the receipt committing it is written, and the
 is written (with everything below it) before ``run`` returns. ``ended_at`` defaults to the
 injected clock; ``started_at`` is the caller's.
 
+Sealing a whole run at once (``batch=n``) holds step receipts too and writes every ``n``
+receipts, so a run's tree costs a few synced batches, not one per step; ``run`` (and
+:meth:`ReceiptWriter.flush`) still write everything held before they return.
+
 By default call receipts are **amortized**: written unsigned and authenticated by the signed
 step (or run) that commits their body digest; ``sign_calls=True`` signs them too. Step and run
 receipts are always signed.
@@ -105,6 +109,9 @@ class Ref:
 class ReceiptWriter:
     """Writes the receipts of one run (one writer per run).
 
+    ``batch``: hold step receipts as well as calls' and write them every ``batch`` receipts
+    (``run`` and :meth:`flush` write what is held); by default each step writes at once.
+
     Raises (from every method):
         UsageError: a malformed field (an unknown outcome or seal reason, a digest that is not
             ``sha256:<hex>``, a naive datetime, ended before started).
@@ -119,11 +126,13 @@ class ReceiptWriter:
         *,
         clock: Clock = utc_now,
         sign_calls: bool = False,
+        batch: int | None = None,
     ) -> None:
         self._store = store
         self._signer = signer
         self._clock = clock
         self._sign_calls = sign_calls
+        self._batch = batch
         self._committed: set[str] = set()
         self._pending: list[tuple[str, bytes, str, str]] = []
 
@@ -216,7 +225,7 @@ class ReceiptWriter:
         receipt_id, data = seal(body, self._signer, signed=kind != "call" or self._sign_calls)
         self._committed.update(c.receipt_id for c in children)
         self._pending.append((receipt_id, data, kind, outcome))
-        if kind != "call":
+        if kind == "run" or (len(self._pending) >= self._batch if self._batch else kind != "call"):
             self.flush()
         return Ref(receipt_id, receipt_id, kind, outcome, size, height)
 

@@ -30,7 +30,7 @@ from proctor.core.authority import Authority
 from proctor.core.floor import decide
 from proctor.errors import ProctorError, RefusedCall
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
-from proctor.policy.guards import GuardContext
+from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
@@ -195,17 +195,16 @@ class Governor:
         self.deliver = deliver
         self.clock = clock
         self.sandbox = sandbox
-        self.history: list[dict[str, Any]] = []
+        self.history = RunHistory()
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
 
-    def resume_from(self, calls: list[CallRecord]) -> None:
-        """Continue counting from calls a previous driver recorded (call ids stay unique and
-        ``max_calls`` counts the whole run)."""
-        for record in calls:
-            self._per_step[record.step_id] = self._per_step.get(record.step_id, 0) + 1
-            if record.outcome != "refused":
-                self.calls_made += 1
+    def resume_from(self, admitted: int) -> None:
+        """Continue counting from the ``admitted`` calls (not refused) a previous driver
+        recorded, so ``max_calls`` counts the whole run. Generated call ids stay unique: a
+        step's are numbered on from the calls the store holds for it (read when the step
+        first makes one)."""
+        self.calls_made = admitted
 
     # -- the path ---------------------------------------------------------------------------
 
@@ -392,7 +391,7 @@ class Governor:
             args=args,
             reason=spec.reason,
             directive_id=self.directive_id,
-            run_history=tuple(self.history),
+            run_history=self.history,  # a tuple only if a guard reads it
             workspace_relpaths=relpaths,
             **extra,
         )
@@ -565,7 +564,9 @@ class Governor:
         return f"{record.run_id}/{record.call_id}"
 
     def _next_call_id(self, step_id: str | None) -> str:
-        n = self._per_step.get(step_id, 0) + 1
+        if step_id not in self._per_step:
+            self._per_step[step_id] = len(self.store.step_calls(self.run_id, step_id))
+        n = self._per_step[step_id] + 1
         self._per_step[step_id] = n
         return f"{step_id or 'call'}/{n}"
 

@@ -48,7 +48,7 @@ from proctor.runtime.engine.host import (
     StepPause,
     narrow_outputs,
 )
-from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
+from proctor.runtime.records.runs import RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
@@ -121,11 +121,13 @@ class RunDriver:
                 step_index=None,
                 reason="no enforceable policy rule is loaded and PROCTOR_ALLOW_NO_POLICIES=1",
             )
-        calls = s.store.calls(self.run_id)
+        # counted, not read: a driver is built per turn call, and reading the run's calls
+        # here would make every call of a long turn cost as much as the run so far
+        counts = s.store.run_counts(self.run_id)
         from proctor.core.budget import ReceiptBudget
 
         budget = ReceiptBudget(limit)
-        used = 1 + len(s.store.step_records(self.run_id)) + len(calls)
+        used = 1 + counts.steps + counts.calls
         budget.reserve(min(used, budget.remaining))
         extra = package_authority_files(self.skill, s.workspace.root)
         # the run's own package is authority, and proctor's state is where the session keeps it
@@ -168,7 +170,7 @@ class RunDriver:
             clock=s.clock,
             sandbox=sandbox,
         )
-        governor.resume_from(calls)
+        governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
 
@@ -513,11 +515,3 @@ class RunDriver:
                     },
                 },
             )
-
-    def recorded_claims(self, step_id: str) -> list[CallRecord]:
-        """Calls of a step a crashed driver claimed but never settled."""
-        return [
-            c
-            for c in self.s.store.calls(self.run_id)
-            if c.step_id == step_id and c.state == "claimed"
-        ]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
-    from proctor.runtime.records.runs import CallRecord, RequestRecord, RunStore
+    from proctor.runtime.records.runs import RequestRecord, RunStore
     from proctor.runtime.skills import LoadedSkill
     from proctor.runtime.tools.base import Tool
 
@@ -152,8 +152,6 @@ class StepRunner(Protocol):
     sanitizer: Sanitizer
 
     def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord: ...
-
-    def recorded_claims(self, step_id: str) -> list[CallRecord]: ...
 
     def turn_call_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallOutcome: ...
 

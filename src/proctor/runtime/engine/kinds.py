@@ -40,11 +40,14 @@ def tool_step(
     except ProctorError as exc:
         return step_failed(step.id, exc)
     used: list[str] = []
-    settled = _settled_call(run, step.id)
+    # the step's own calls only (a crashed driver's): reading the run's would make each step
+    # cost as much as the run so far
+    recorded = run.s.store.step_calls(run.run_id, step.id)
+    settled = _settled_call(recorded, step.id)
     if settled is not None:
         # The call settled but its step did not (a crash between the two): reuse the record.
         return _settled(step, settled, used)
-    claims = run.recorded_claims(step.id)
+    claims = [c for c in recorded if c.state == "claimed"]
     if claims:
         got = _reconcile(run, step, claims[-1])
         if got is not None and not isinstance(got, str):
@@ -75,10 +78,10 @@ def tool_step(
     return done
 
 
-def _settled_call(run: StepRunner, step_id: str) -> CallOutcome | None:
+def _settled_call(recorded: list[CallRecord], step_id: str) -> CallOutcome | None:
     """The last settled call of a step whose own settlement was never recorded."""
-    for record in reversed(run.s.store.calls(run.run_id)):
-        if record.step_id != step_id or record.state != "settled":
+    for record in reversed(recorded):
+        if record.state != "settled":
             continue
         body = record.result if isinstance(record.result, dict) else {}
         status = body.get("status")
@@ -370,10 +373,10 @@ def agent_step(
 def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
     """The approvals the turn's calls executed on: used once the step settles."""
     used = []
-    for call in run.s.store.calls(run.run_id):
+    for call in run.s.store.step_calls(run.run_id, step_id):
         body = call.result if isinstance(call.result, dict) else {}
         approved = body.get("approved_by")
-        if call.step_id == step_id and isinstance(approved, str) and approved.startswith("person:"):
+        if isinstance(approved, str) and approved.startswith("person:"):
             used.append(approved.removeprefix("person:"))
     return used
 

@@ -1,11 +1,12 @@
 """The records: what stays after a run, and what proves it.
 
 Owns: :mod:`.runs` (the run store interface: runs, events, requests, calls, the journal) with
-:mod:`.sqlite` (the SQLite store), :mod:`.receipts` (the receipt store: one file per receipt,
-and tree verification against trusted keys), :mod:`.audit` (the hash-chained audit log) with
-:mod:`.chain` (its format, checked against anchors) and :mod:`.anchors` (where the anchors that
-receipts and the run store keep are found), and :mod:`.signature_pool` (batched Ed25519
-checks on every core).
+:mod:`.sqlite` (the SQLite store; :mod:`.sqlite_schema` its schema, :mod:`.sqlite_counts` its
+index by step and per-run counters, :mod:`.store_file` how its file is built and checked),
+:mod:`.receipts` (the receipt store: one file per receipt, and tree verification against
+trusted keys), :mod:`.audit` (the hash-chained audit log) with :mod:`.chain` (its format,
+checked against anchors) and :mod:`.anchors` (where the anchors that receipts and the run store
+keep are found), and :mod:`.signature_pool` (batched Ed25519 checks on every core).
 
 Surface: every module. May import home (the signing key), boundary (the sanitizer, the
 workspace's folders) and the shared runtime modules; never tools, admission or the engine.

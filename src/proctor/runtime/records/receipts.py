@@ -12,9 +12,11 @@ Rules:
   to its final name, which fails if the name exists, then an fsync of the folder), so a
   reader never sees half a receipt and two writers can never replace each other's file;
 * durability, exactly: when ``put``/``put_many`` returns, every receipt of the batch, its
-  name in the folder and its index line are on disk. A batch costs one fsync per new
-  receipt file, one of the folder and one of the index; the files are all written before
-  the first of their fsyncs, so a journalling file system commits them together;
+  name in the folder and its index line are on disk. Each new file is fsynced before it
+  gets its name; then the folder is fsynced once for the batch, then the index lines are
+  appended and the index fsynced once. A batch's files are written from a few threads at
+  once, so a journalling file system commits them in a handful of transactions rather than
+  one per file (a whole run's receipts are one batch, see ``ReceiptWriter(batch=...)``);
 * a receipt is never rewritten: the same bytes under an existing id are a no-op, different
   bytes are refused (``receipt_conflict``);
 * ``index.jsonl`` marks the folder as ours. A folder that exists, is not empty and has no
@@ -312,26 +314,31 @@ class ReceiptStore:
 
     def put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         """Write several receipts ``(receipt_id, data, kind, outcome)`` as :meth:`put` does,
-        with one folder fsync and one index append for the batch.
+        in one batch: every new file written, fsynced and named (many at once), then one
+        folder fsync, then one index append and fsync.
 
         Raises:
-            ReceiptInvalid, StoreError: as :meth:`put`; receipts before the failing one stay.
+            ReceiptInvalid, StoreError: as :meth:`put`; receipts before the failing one stay,
+                and none after a conflict already on disk is written.
         """
         if not items:
             return
-        self._check(create=True)
-        lines: list[bytes] = []
-        staged: dict[int, Path] = {}
         try:
+            self._check(create=True)
+            todo, conflict = self._plan(items)
+            results: list[bool | Exception] = []
             try:
-                staged = self._stage(items)
-                for i, (receipt_id, data, kind, outcome) in enumerate(items):
-                    if self._link_new(self.path_of(receipt_id), data, staged.get(i)):
-                        entry = {"receipt_id": receipt_id, "kind": kind, "outcome": outcome}
-                        lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+                results = self._write_all(todo)
             finally:
-                for tmp in staged.values():
-                    tmp.unlink(missing_ok=True)
+                lines = [
+                    json.dumps(
+                        {"receipt_id": item[0], "kind": item[2], "outcome": item[3]},
+                        separators=(",", ":"),
+                    ).encode()
+                    + b"\n"
+                    for item, named in zip(todo, results, strict=False)
+                    if named is True
+                ]
                 if lines:
                     self._fsync_dir()
                     fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
@@ -339,65 +346,96 @@ class ReceiptStore:
                         _append_whole(fd, b"".join(lines), durable=self._durable)
                     finally:
                         os.close(fd)
+            failed = next((r for r in results if isinstance(r, Exception)), conflict)
+            if failed is not None:
+                raise failed
         except OSError as exc:
             raise StoreError(
                 f"receipts could not be written: {exc.strerror}", code="receipt_store_io"
             ) from exc
 
-    def _stage(self, items: Sequence[tuple[str, bytes, str, str]]) -> dict[int, Path]:
-        """Write each new receipt of the batch to a temporary file, then fsync them all.
+    def _plan(
+        self, items: Sequence[tuple[str, bytes, str, str]]
+    ) -> tuple[list[tuple[str, bytes, str, str]], ReceiptInvalid | None]:
+        """The receipts of the batch to write, in order, up to the first conflict with one
+        already stored (or earlier in the batch); a receipt stored with the same bytes is
+        skipped."""
+        todo: list[tuple[str, bytes, str, str]] = []
+        seen: dict[str, bytes] = {}
+        for item in items:
+            receipt_id, data = item[0], item[1]
+            path = self.path_of(receipt_id)
+            known = seen.get(receipt_id)
+            if known is None and path.exists():
+                known = path.read_bytes()
+            if known is not None:
+                if known != data:
+                    return todo, self._conflict(path)
+                continue
+            seen[receipt_id] = data
+            todo.append(item)
+        return todo, None
 
-        All writes come before the first fsync so that the file system can commit the batch
-        together (on a journalling file system the first fsync carries the others' data and
-        the rest return quickly). Every file is still fsynced before it gets its name.
-        """
-        staged: dict[int, Path] = {}
-        fds: list[int] = []
+    def _write_all(self, todo: list[tuple[str, bytes, str, str]]) -> list[bool | Exception]:
+        """:meth:`_write_one` for each receipt, several at once: their file creations and
+        fsyncs then share the file system's journal commits, so a batch of thousands costs a
+        handful of commits, not one per file. Each result is whether the receipt was named,
+        or what its write raised."""
+
+        def attempt(item: tuple[str, bytes, str, str]) -> bool | Exception:
+            try:
+                return self._write_one(item[0], item[1])
+            except (OSError, ReceiptInvalid) as exc:
+                return exc
+
+        def run(chunk: list[tuple[str, bytes, str, str]]) -> list[bool | Exception]:
+            return [attempt(item) for item in chunk]
+
+        if len(todo) <= 2:
+            return run(todo)
+        from concurrent.futures import ThreadPoolExecutor
+
+        # one contiguous share per thread: a task per file would cost more in handing it
+        # over than in writing it
+        writers = min(_WRITERS, len(todo))
+        size = -(-len(todo) // writers)
+        shares = [todo[i : i + size] for i in range(0, len(todo), size)]
+        with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="proctor-receipts") as pool:
+            return [result for share in pool.map(run, shares) for result in share]
+
+    def _write_one(self, receipt_id: str, data: bytes) -> bool:
+        """Write one receipt to a temporary file, fsync it, then give it its name (a hard
+        link, which never replaces a file); False when another writer stored the same bytes
+        under that name first."""
+        path = self.path_of(receipt_id)
+        tmp = self.directory / f"{_STAGING}{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            for i, (receipt_id, data, _kind, _outcome) in enumerate(items):
-                path = self.path_of(receipt_id)
-                if path.exists():
-                    continue
-                tmp = (
-                    self.directory
-                    / f"{_STAGING}{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
-                )
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                staged[i] = tmp
-                fds.append(fd)
+            try:
                 os.write(fd, data)
-            if self._durable:
-                for fd in fds:
+                if self._durable:
                     os.fsync(fd)
-        except BaseException:
-            for tmp in staged.values():
-                tmp.unlink(missing_ok=True)
-            raise
-        finally:
-            for fd in fds:
+            finally:
                 os.close(fd)
-        return staged
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                if path.read_bytes() != data:
+                    raise self._conflict(path) from None
+                return False
+            return True
+        finally:
+            tmp.unlink(missing_ok=True)
 
-    def _link_new(self, path: Path, data: bytes, tmp: Path | None) -> bool:
-        """Give ``path`` the staged file ``tmp`` (never replacing a file); False when identical
-        bytes are already there."""
-        if tmp is None or path.exists():
-            self._same_or_conflict(path, data)
-            return False
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            self._same_or_conflict(path, data)
-            return False
-        return True
+    def _conflict(self, path: Path) -> ReceiptInvalid:
+        return ReceiptInvalid(
+            f"a different receipt is already stored as {path.name}; receipts are never rewritten",
+            code="receipt_conflict",
+        )
 
-    def _same_or_conflict(self, path: Path, data: bytes) -> None:
-        if path.read_bytes() != data:
-            raise ReceiptInvalid(
-                f"a different receipt is already stored as {path.name}; receipts are never "
-                "rewritten",
-                code="receipt_conflict",
-            )
+
+_WRITERS = 16
+"""Receipt files a batch writes at once (each thread holds one file open at a time)."""
 
 
 def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:

@@ -48,6 +48,21 @@ class CallRecord:
     idempotency_key: str | None = None
 
 
+@dataclass(frozen=True)
+class RunCounts:
+    """How much a run has recorded, counted without reading its records.
+
+    Attributes:
+        calls: every call recorded (claimed or settled, refused ones included).
+        admitted: the calls not refused (what ``max_calls`` counts).
+        steps: the settled steps.
+    """
+
+    calls: int = 0
+    admitted: int = 0
+    steps: int = 0
+
+
 @dataclass
 class RequestRecord:
     """What a paused run waits on: an approval, questions, a retry decision or an agent turn.
@@ -132,6 +147,15 @@ class RunStore(Protocol):
 
     def calls(self, run_id: str) -> list[CallRecord]:
         """A run's calls in the order they were claimed."""
+        ...
+
+    def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
+        """One step's calls in the order they were claimed; reads that step's rows only, so a
+        step's work does not grow with the run."""
+        ...
+
+    def run_counts(self, run_id: str) -> RunCounts:
+        """The run's call and step counts, in time independent of the run's length."""
         ...
 
     def find_idempotent(self, key: str) -> CallRecord | None:

@@ -15,7 +15,14 @@ from typing import Any
 
 from proctor.errors import StoreError
 from proctor.runtime.records import store_file
-from proctor.runtime.records.runs import CallRecord, JournalRecord, RequestRecord, RunRecord
+from proctor.runtime.records.runs import (
+    CallRecord,
+    JournalRecord,
+    RequestRecord,
+    RunCounts,
+    RunRecord,
+)
+from proctor.runtime.records.sqlite_counts import COUNT_ROWS
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 
@@ -336,6 +343,26 @@ class SQLiteRunStore:
                 f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? ORDER BY ord", (run_id,)
             ).fetchall()
         return [self._call(r) for r in rows]
+
+    def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
+        where = "step_id IS NULL" if step_id is None else "step_id = ?"
+        params = (run_id,) if step_id is None else (run_id, step_id)
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? AND {where} ORDER BY ord",
+                params,
+            ).fetchall()
+        return [self._call(r) for r in rows]
+
+    def run_counts(self, run_id: str) -> RunCounts:
+        query = "SELECT calls, admitted, steps FROM run_counts WHERE run_id = ?"
+        with self._lock:
+            row = self._exec(query, (run_id,)).fetchone()
+            if row is None:
+                with self.transaction():
+                    self._exec(COUNT_ROWS, (run_id,))
+                row = self._exec(query, (run_id,)).fetchone()
+        return RunCounts(calls=row[0], admitted=row[1], steps=row[2])
 
     def find_idempotent(self, key: str) -> CallRecord | None:
         with self._lock:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from proctor.runtime.records.sqlite_counts import COUNTS_SCHEMA
+
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "build_schema"]
 
 SCHEMA = """
@@ -83,7 +85,9 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 """
 
 
-SCHEMA_VERSION = 2
+SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
+
+SCHEMA_VERSION = 3
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
