@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from proctor.contracts import json_strict
 from proctor.errors import ParseError, ResumeRefused
-from proctor.parser import json_strict
 
 __all__ = [
     "RESUME_SCHEMA",
@@ -100,7 +100,7 @@ class ResumeDocument(_Model):
 def parse_resume_document(data: bytes | str | dict[str, Any]) -> ResumeDocument:
     """Parse a resume document from bytes, text or an already-decoded mapping.
 
-    Text is read by the strict JSON reader (:mod:`proctor.parser.json_strict`); a mapping
+    Text is read by the strict JSON reader (:mod:`proctor.contracts.json_strict`); a mapping
     (a Python host, an MCP turn tool) is held to the same depth bound.
 
     Raises:

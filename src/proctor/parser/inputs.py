@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.errors import ParseError, UsageError
-from proctor.parser import json_strict
 from proctor.parser.schemas import compile_schema
 
 __all__ = [

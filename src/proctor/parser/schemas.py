@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from proctor.contracts.json_strict import check_value_depth
 from proctor.errors import ParseError
-from proctor.parser.json_strict import check_value_depth
 
 __all__ = ["META_SCHEMA", "compile_schema", "schema_problem"]
 

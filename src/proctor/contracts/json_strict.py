@@ -35,7 +35,14 @@ from typing import Any
 
 from proctor.errors import ParseError
 
-__all__ = ["MAX_CANDIDATES", "MAX_DEPTH", "check_value_depth", "loads", "raw_decode_object"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "MAX_DEPTH",
+    "check_value_depth",
+    "loads",
+    "open_depth",
+    "raw_decode_object",
+]
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in a boundary document."""
@@ -81,15 +88,20 @@ def _too_deep_text(text: str) -> bool:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
 
 
+def open_depth(text: str) -> int:
+    """How many arrays and objects are open at the end of ``text`` (a JSON prefix), counted
+    without recursion and without brackets inside strings."""
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    return sum(map(_STEP.__getitem__, brackets))
+
+
 def _text(data: bytes | str, source: str) -> str:
     if isinstance(data, str):
         return data
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ParseError(
-            f"not UTF-8 (byte {exc.start})", file=source, code="not_utf8"
-        ) from None
+        raise ParseError(f"not UTF-8 (byte {exc.start})", file=source, code="not_utf8") from None
 
 
 def _too_deep(source: str) -> ParseError:
@@ -115,9 +127,7 @@ def _decode(text: str, source: str, start: int | None) -> tuple[Any, int]:
             code="not_json",
         ) from None
     except _Duplicate:
-        raise ParseError(
-            "repeats a key in one object", file=source, code="duplicate_key"
-        ) from None
+        raise ParseError("repeats a key in one object", file=source, code="duplicate_key") from None
     except RecursionError:  # the depth check makes this unreachable; kept as a last guard
         raise _too_deep(source) from None
     except ValueError:
