@@ -52,6 +52,13 @@ GOOD = {
     "params": {"name": "hello-world__greet", "arguments": {"message": "still here"}},
 }
 
+BAD_TURN_ARGUMENTS = {
+    "jsonrpc": "2.0",
+    "id": 10,
+    "method": "tools/call",
+    "params": {"name": "turn_read", "arguments": {"turn": 5, "locator": "x", "offset": "y"}},
+}
+
 
 class _Lines:
     """The server's stdout lines, read by a thread; each wait has a deadline."""
@@ -104,6 +111,8 @@ def test_stdio_refuses_a_repeated_key_and_a_deep_frame_and_goes_on(ws: Ws) -> No
         deep = lines.reply_to(8)
         _send(proc, GOOD)
         good = lines.reply_to(9)
+        _send(proc, BAD_TURN_ARGUMENTS)
+        bad_turn = lines.reply_to(10)
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
@@ -111,6 +120,9 @@ def test_stdio_refuses_a_repeated_key_and_a_deep_frame_and_goes_on(ws: Ws) -> No
     assert refused["error"]["data"] == {"code": "duplicate_key"}
     assert deep["error"]["data"] == {"code": "too_deep"}
     assert good["result"]["structuredContent"]["outcome"] == "completed"
+    # a turn tool's arguments are checked against its schema before anything is read
+    assert bad_turn["result"]["isError"] is True
+    assert "arguments_invalid" in bad_turn["result"]["content"][0]["text"]
     codes = [e["code"] for e in ws.audit() if e["event"] == "mcp_frame_refused"]
     assert codes == ["duplicate_key", "too_deep"]
     _no_run_for(ws, "acted on")

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proctor.contracts.json_strict import loads
-from proctor.errors import ParseError
+from proctor.errors import ParseError, UsageError
 from proctor.mcp.frames import frame_refusal
+from proctor.mcp.turns import check_arguments
 from tests.fuzzing import FUZZ, VALUES, mutated, spliced
 
 CALL = {
@@ -65,3 +66,23 @@ def test_deep_arguments_are_refused_with_the_id(depth: int, leaf: Any) -> None:
     raw = json.dumps(CALL)[:-2] + f', "extra": {arguments}}}}}'
     error = _check(raw)
     assert error is not None and error["id"] == 5
+
+
+TURN_ARGUMENTS = {
+    "turn_list": {},
+    "turn_status": {"run": "r", "turn": "draft"},
+    "turn_read": {"turn": "draft", "locator": "input:x", "offset": 0, "limit": 10},
+    "turn_call": {"turn": "draft", "tool": "fs.read", "args": {"path": "a"}, "call_id": "c1"},
+    "turn_complete": {"turn": "draft", "failure": {"reason": "no"}},
+    "call_cancel": {"call": "draft/c1"},
+}
+
+
+@FUZZ
+@given(st.sampled_from(sorted(TURN_ARGUMENTS)), st.data())
+def test_turn_tool_arguments_fit_or_are_refused_by_code(name: str, data: st.DataObject) -> None:
+    arguments = data.draw(mutated(TURN_ARGUMENTS[name]))
+    try:
+        check_arguments(name, arguments)
+    except UsageError as exc:
+        assert exc.code == "arguments_invalid"
