@@ -1,8 +1,9 @@
 """Admission: the one path every tool call takes, from any surface (``docs/admission.md``).
 
 Owns: :mod:`.governor` (``Governor.call``: scope, schema, containment, policy, the approval
-floor, budgets, delivery, execution, sanitization, the record) and :mod:`.preview` (what a change
-will execute, shown to the person the floor asks: a diff, an argv, a request).
+floor, budgets, delivery, execution, sanitization, the record), :mod:`.preview` (what a change
+will execute, shown to the person the floor asks: a diff, an argv, a request) and :mod:`.names`
+(how a proposed tool name no tool has is recorded, and refused when empty or over-long).
 
 Surface: ``governor.Governor``, ``CallSpec``, ``CallOutcome``, ``AwaitApproval``, ``Deliver``.
 May import tools, records, home, boundary and the shared runtime modules; never the engine,

@@ -33,6 +33,7 @@ from proctor.policy.guards import GuardContext
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
@@ -51,9 +52,6 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.runs import RunStore
-
-MAX_TOOL_NAME = 128
-"""Longest tool name a call may propose; a longer or empty one is refused ``tool_unknown``."""
 
 CallStatus = Literal["completed", "failed", "refused"]
 Clock = Callable[[], datetime]
@@ -213,10 +211,8 @@ class Governor:
             StoreError: the run store could not record the call (the run cannot go on safely).
         """
         started = self.clock()
-        if spec.tool not in self.tools:
-            # A name no tool has is the proposer's text: it is recorded (store, audit,
-            # receipt) scrubbed and bounded, and never empty, so the call's receipt seals.
-            spec = replace(spec, tool=self._shown_name(spec.tool))
+        if spec.tool not in self.tools:  # recorded scrubbed, bounded, never empty (names.py)
+            spec = replace(spec, tool=recorded_name(spec.tool, self.sanitizer.text))
         call_id = spec.call_id or self._next_call_id(spec.step_id)
         if spec.call_id is not None:
             recorded = self.store.get_call(self.run_id, call_id)
@@ -262,12 +258,8 @@ class Governor:
         self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
     ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved]]:
         # 1. scope
-        if spec.tool == _NAMELESS or spec.tool.startswith(_TOO_LONG):
-            raise RefusedCall(
-                f"a call must name a tool of at most {MAX_TOOL_NAME} characters; this one"
-                f" names {'none' if spec.tool == _NAMELESS else 'a longer one'}",
-                code="tool_unknown",
-            )
+        if (unnamed := name_refusal(spec.tool)) is not None:
+            raise unnamed
         if spec.tool not in spec.allowance:
             if not spec.allowance:
                 raise RefusedCall(
@@ -566,22 +558,10 @@ class Governor:
             return run.receipt_id
         return f"{record.run_id}/{record.call_id}"
 
-    def _shown_name(self, name: Any) -> str:
-        if not isinstance(name, str) or not name:
-            return _NAMELESS
-        if len(name) > MAX_TOOL_NAME:
-            return f"{_TOO_LONG} {self.sanitizer.text(name[:64])}…"
-        return self.sanitizer.text(name)
-
     def _next_call_id(self, step_id: str | None) -> str:
         n = self._per_step.get(step_id, 0) + 1
         self._per_step[step_id] = n
         return f"{step_id or 'call'}/{n}"
-
-
-# What an empty or over-long proposed name is recorded as (no tool's name has a parenthesis).
-_NAMELESS = "(no tool name)"
-_TOO_LONG = "(tool name too long)"
 
 
 def _iso(moment: datetime | None) -> str | None:
