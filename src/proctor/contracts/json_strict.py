@@ -9,7 +9,8 @@ code                refused
 ==================  ==========================================================================
 ``not_utf8``        bytes that are not UTF-8
 ``not_json``        text that is not one JSON value, ``NaN``/``Infinity``, a number literal
-                    longer than Python reads (4300 digits)
+                    longer than Python reads (4300 digits), a ``\\uD800``-style escape of
+                    an unpaired surrogate (not Unicode text: nothing downstream can encode it)
 ``duplicate_key``   a key repeated in one object, at any depth (parsers disagree on which one
                     wins, so what one side checked need not be what the other acts on)
 ``too_deep``        arrays and objects nested deeper than :data:`MAX_DEPTH`
@@ -20,7 +21,7 @@ linear regex pass, every other character but brackets is dropped, and the runnin
 ``+1``/``-1`` is taken in C. So a document of 100,000 ``[`` is refused in milliseconds and
 ``json.loads`` never recurses deeper than :data:`MAX_DEPTH`. The same bound is checked on
 values already decoded by someone else (an MCP SDK, a Python caller) by
-:func:`check_value_depth`, iteratively.
+:func:`check_value`, iteratively.
 
 Errors name the position (line and column) and the rule, never the content: a document may
 hold secrets.
@@ -38,7 +39,7 @@ from proctor.errors import ParseError
 __all__ = [
     "MAX_CANDIDATES",
     "MAX_DEPTH",
-    "check_value_depth",
+    "check_value",
     "loads",
     "open_depth",
     "raw_decode_object",
@@ -56,6 +57,7 @@ MAX_CANDIDATES = 32
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class _Duplicate(Exception):
@@ -149,6 +151,10 @@ def loads(data: bytes | str, *, source: str = "document") -> Any:
     if _too_deep_text(text):
         raise _too_deep(source)
     value, _ = _decode(text, source, None)
+    # Only an escape can make an unpaired surrogate; most documents hold none, so the walk is
+    # skipped unless the text has one that could be.
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        check_value(value, source=source)
     return value
 
 
@@ -178,23 +184,31 @@ def raw_decode_object(text: str, *, source: str = "text") -> dict[str, Any] | No
             start = text.find("{", start + 1)
             continue
         if isinstance(value, dict):
+            check_value(value, source=source)
             return value
         start = text.find("{", start + 1)
     return None
 
 
-def check_value_depth(value: Any, *, source: str = "document", limit: int = MAX_DEPTH) -> None:
-    """Refuse an already-decoded value nested deeper than ``limit`` (lists, tuples and dicts).
+def check_value(value: Any, *, source: str = "document", limit: int = MAX_DEPTH) -> None:
+    """Refuse an already-decoded value nested deeper than ``limit`` (lists, tuples and dicts),
+    or holding a string (or key) with an unpaired surrogate.
 
     Iterative, so a value too deep for any recursive walk is refused rather than crashing one.
 
     Raises:
-        ParseError: ``too_deep``.
+        ParseError: ``too_deep``; ``not_json`` for an unpaired surrogate.
     """
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         node, depth = stack.pop()
+        if isinstance(node, str):
+            _unicode(node, source)
+            continue
         if isinstance(node, dict):
+            for key in node:
+                if isinstance(key, str):
+                    _unicode(key, source)
             children: Any = node.values()
         elif isinstance(node, list | tuple):
             children = node
@@ -203,4 +217,17 @@ def check_value_depth(value: Any, *, source: str = "document", limit: int = MAX_
         depth += 1
         if depth > limit:
             raise _too_deep(source)
-        stack.extend((child, depth) for child in children if isinstance(child, dict | list | tuple))
+        stack.extend(
+            (child, depth) for child in children if isinstance(child, str | dict | list | tuple)
+        )
+
+
+def _unicode(text: str, source: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParseError(
+            "not JSON text (a string holds an unpaired surrogate)", file=source, code="not_json"
+        ) from None

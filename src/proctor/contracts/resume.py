@@ -114,7 +114,7 @@ def parse_resume_document(data: bytes | str | dict[str, Any]) -> ResumeDocument:
             doc = json_strict.loads(data, source="the resume document")
         else:
             doc = data
-            json_strict.check_value_depth(doc, source="the resume document")
+            json_strict.check_value(doc, source="the resume document")
     except ParseError as exc:
         code = exc.code if exc.code in ("duplicate_key", "too_deep") else "resume_invalid"
         raise ResumeRefused(exc.message, code=code) from None

@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from proctor._version import __version__
-from proctor.contracts.json_strict import check_value_depth
+from proctor.contracts.json_strict import check_value
 from proctor.errors import ParseError, ProctorError
 from proctor.mcp.shared import (
     ServerConfig,
@@ -162,7 +162,7 @@ class ProctorServer:
         try:
             # The transports refuse deeper frames (proctor.mcp.frames); this holds the bound
             # for any other way arguments arrive.
-            check_value_depth(arguments, source="the tool's arguments")
+            check_value(arguments, source="the tool's arguments")
         except ParseError as exc:
             refused = exc
             await anyio.to_thread.run_sync(

@@ -127,9 +127,9 @@ def parse_inputs_document(data: bytes, *, source: str) -> dict[str, Any]:
 def _validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
     what = "the method's input schema"
     try:
-        json_strict.check_value_depth(schema, source=what)  # before the recursive dumps
-    except ParseError:
-        raise ParseError(f"{what} nests deeper than 64 levels", code="schema_invalid") from None
+        json_strict.check_value(schema, source=what)  # before the recursive dumps
+    except ParseError as exc:
+        raise ParseError(exc.message, code="schema_invalid") from None
     canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     validator = _validators.get(digest)
@@ -154,7 +154,7 @@ def validate_inputs(inputs: dict[str, Any], schema: dict[str, Any]) -> None:
 
     validator = _validator(schema)
     try:
-        json_strict.check_value_depth(inputs, source="the inputs")
+        json_strict.check_value(inputs, source="the inputs")
     except ParseError as exc:
         raise UsageError(exc.message, code=exc.code) from None
     try:

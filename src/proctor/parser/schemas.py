@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proctor.contracts.json_strict import check_value_depth
+from proctor.contracts.json_strict import check_value
 from proctor.errors import ParseError
 
 __all__ = ["META_SCHEMA", "compile_schema", "schema_problem"]
@@ -124,7 +124,7 @@ def schema_problem(schema: Any) -> tuple[tuple[str | int, ...], str] | None:
     import fastjsonschema
 
     try:
-        check_value_depth(schema, source="the schema")
+        check_value(schema, source="the schema")
     except ParseError:
         return (), "nests deeper than 64 levels"
     try:
