@@ -93,11 +93,11 @@ def test_any_value_as_a_mapping_host_sends(value: Any) -> None:
 
 def test_an_unpaired_surrogate_is_refused_not_a_crash() -> None:
     entry = '"request_digest": "' + D2 + '", "value": '
-    text = '{"answers": {"draft": {' + entry + '{"a": "\\ud800"}}}}' 
+    text = '{"answers": {"draft": {' + entry + '{"a": "\\ud800"}}}}'
     with pytest.raises(ResumeRefused) as refused:
         _admit(text, False)
     assert refused.value.code == "resume_invalid"
-    paired = '{"answers": {"draft": {' + entry + '"\\ud83d\\ude00"}}}' 
+    paired = '{"answers": {"draft": {' + entry + '"\\ud83d\\ude00"}}}'
     _admit(paired, False)  # a pair is one character (an emoji): fine
     with pytest.raises(ResumeRefused):
         _admit({"answers": {"draft": {"request_digest": D2, "value": "\ud800"}}}, False)
