@@ -16,9 +16,9 @@ code                refused
 ``too_deep``        arrays and objects nested deeper than :data:`MAX_DEPTH`
 ==================  ==========================================================================
 
-Depth is measured before parsing, without recursion: strings are cut out of the text with one
-linear regex pass, every other character but brackets is dropped, and the running sum of
-``+1``/``-1`` is taken in C. So a document of 100,000 ``[`` is refused in milliseconds and
+Depth is measured before parsing, without recursion: escape pairs, every character but quotes
+and brackets, then the strings are cut out of the text in linear C passes, and the running sum
+of ``+1``/``-1`` is taken in C. So a document of 100,000 ``[`` is refused in milliseconds and
 ``json.loads`` never recurses deeper than :data:`MAX_DEPTH`. The same bound is checked on
 values already decoded by someone else (an MCP SDK, a Python caller) by
 :func:`check_value`, iteratively.
@@ -51,11 +51,13 @@ MAX_DEPTH = 64
 MAX_CANDIDATES = 32
 """Most ``{`` a search for an object inside prose tries (each try may read to the end)."""
 
-# A string, or an unterminated one to the end of the text: the alternatives always match from
-# a quote on the first try, so the pass is linear however the quotes and escapes are laid out
-# (a pattern that could fail after a long scan would be retried from every later quote).
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+# The depth scan: escape pairs go first (only ``\\"`` could hide a quote), then everything but
+# quotes and brackets, then the strings (by then only quotes around brackets, or an unterminated
+# one to the end: a match from a quote never fails, so the pass is linear).
+_ESCAPES = re.compile(r"\\.", re.DOTALL)
+_STRUCTURE = {c: None for c in range(128) if chr(c) not in '"[]{}'}
+_NOT_STRUCTURE = re.compile(r'[^"\[\]{}]+')
+_STRINGS = re.compile(r'"[^"]*(?:"|\Z)')
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -78,6 +80,15 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_refuse_constant)
 
 
+def _brackets(text: str) -> str:
+    """The brackets of ``text`` read as JSON, those inside strings left out."""
+    if "\\" in text:
+        text = _ESCAPES.sub("", text)
+    # str.translate deletes in C on ASCII text; a regex pass does it on any other
+    text = text.translate(_STRUCTURE) if text.isascii() else _NOT_STRUCTURE.sub("", text)
+    return _STRINGS.sub("", text)
+
+
 def _too_deep_text(text: str) -> bool:
     """Whether ``text``, read as JSON from its start, nests deeper than :data:`MAX_DEPTH`.
 
@@ -86,15 +97,13 @@ def _too_deep_text(text: str) -> bool:
     """
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
+    return max(accumulate(map(_STEP.__getitem__, _brackets(text))), default=0) > MAX_DEPTH
 
 
 def open_depth(text: str) -> int:
     """How many arrays and objects are open at the end of ``text`` (a JSON prefix), counted
     without recursion and without brackets inside strings."""
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    return sum(map(_STEP.__getitem__, brackets))
+    return sum(map(_STEP.__getitem__, _brackets(text)))
 
 
 def _text(data: bytes | str, source: str) -> str:
