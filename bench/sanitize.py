@@ -68,11 +68,17 @@ def main() -> None:
         "result_redacted": [],
     }
     github_sample = prose[:2000] + " ghp_" + "A1b2" * 9 + " " + prose[2000:4050]
+    # a delivered secret echoed split one character a line, and as decimal character references
+    split_sample = prose[:2000] + "\n".join("s3cr3t-token-value") + prose[2000:4000]
+    entity_sample = prose[:2000] + "".join(f"&#{ord(c)};" for c in "s3cr3t-token-value")
+    entity_sample += prose[2000 : 4096 - len(entity_sample) + 2000]
     measure("scrub_text 4 KiB prose, clean", lambda: scrub_text(prose))
     measure("scrub_text 4 KiB python source, clean", lambda: scrub_text(code))
     measure("scrub_text 4 KiB admission.py source", lambda: scrub_text(source))
     measure("scrub_text 4 KiB prose, 3 tainted values", lambda: scrub_text(prose, taint))
     measure("scrub_text 4 KiB prose, one GitHub token", lambda: scrub_text(github_sample))
+    measure("scrub_text 4 KiB, secret one char a line", lambda: scrub_text(split_sample, taint))
+    measure("scrub_text 4 KiB, secret as &#NN; refs", lambda: scrub_text(entity_sample, taint))
     measure("scrub_value small dict (6 fields)", lambda: scrub_value(small))
     measure("scrub_value small dict, 3 tainted values", lambda: scrub_value(small, taint))
     measure("scrub_value audit tool_call fields", lambda: scrub_value(audit_fields))

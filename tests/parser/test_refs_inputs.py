@@ -108,7 +108,8 @@ def test_cli_inputs_are_typed_by_the_schema() -> None:
         ([f"={SECRET}"], "input_malformed"),
         ([f"undeclared={SECRET}"], "input_undeclared"),
         ([f"count={SECRET}"], "input_not_json"),
-        ([f'opts={{"a": 1, "a": "{SECRET}"}}'], "input_not_json"),
+        ([f'opts={{"a": 1, "a": "{SECRET}"}}'], "duplicate_key"),
+        ([f"opts={'[' * 65}{']' * 65}"], "too_deep"),
         (["name=a", f"name={SECRET}"], "input_repeated"),
     ],
 )
@@ -130,12 +131,13 @@ def test_inputs_document() -> None:
     ("data", "code"),
     [
         (f'["{SECRET}"]'.encode(), "inputs_not_object"),
-        (f'{{"k": "{SECRET}", "k": 1}}'.encode(), "inputs_duplicate_key"),
+        (f'{{"k": "{SECRET}", "k": 1}}'.encode(), "duplicate_key"),
         (f'{{"k": {SECRET}}}'.encode(), "inputs_not_json"),
         (f'{{"k": "{SECRET}"}} {{}}'.encode(), "inputs_not_json"),
         (b'{"k": NaN}', "inputs_not_json"),
         (SECRET.encode() + b"\xff", "inputs_not_utf8"),
-        (b"[" * 200_000, "inputs_too_deep"),
+        (b"[" * 200_000, "too_deep"),
+        (b'{"k": ' + b"[" * 65 + b"]" * 65 + b"}", "too_deep"),
         (b"", "inputs_not_json"),
     ],
 )

@@ -16,12 +16,12 @@ only; :mod:`proctor.core.resume` checks each entry against the run's requests.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from proctor.errors import ResumeRefused
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, ResumeRefused
 
 __all__ = [
     "RESUME_SCHEMA",
@@ -100,17 +100,24 @@ class ResumeDocument(_Model):
 def parse_resume_document(data: bytes | str | dict[str, Any]) -> ResumeDocument:
     """Parse a resume document from bytes, text or an already-decoded mapping.
 
+    Text is read by the strict JSON reader (:mod:`proctor.contracts.json_strict`); a mapping
+    (a Python host, an MCP turn tool) is held to the same depth bound.
+
     Raises:
-        ResumeRefused: ``resume_invalid`` when it is not JSON or does not fit the schema (the
-            message names the location, never the value).
+        ResumeRefused: ``duplicate_key`` (a key repeated in one object: which decision is
+            meant would depend on the reader), ``too_deep`` (nesting deeper than 64, refused
+            before any recursive parse), ``resume_invalid`` when it is not UTF-8 JSON or
+            does not fit the schema (the message names the location, never the value).
     """
-    if isinstance(data, bytes | str):
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ResumeRefused("the resume document is not JSON", code="resume_invalid") from exc
-    else:
-        doc = data
+    try:
+        if isinstance(data, bytes | str):
+            doc = json_strict.loads(data, source="the resume document")
+        else:
+            doc = data
+            json_strict.check_value(doc, source="the resume document")
+    except ParseError as exc:
+        code = exc.code if exc.code in ("duplicate_key", "too_deep") else "resume_invalid"
+        raise ResumeRefused(exc.message, code=code) from None
     if not isinstance(doc, dict):
         raise ResumeRefused("the resume document is one JSON object", code="resume_invalid")
     try:

@@ -143,6 +143,12 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
 async def _serve_stdio(proctor: ProctorServer) -> None:
     from mcp.server.stdio import stdio_server
 
+    from proctor.mcp.frames import StrictLines, strict_stdin
+
     server = proctor.build()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with strict_stdin() as stdin:
+        # Every line is read strictly before the SDK parses it (see proctor.mcp.frames).
+        lines = StrictLines(stdin, proctor.audit)
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            lines.answer_on(write_stream)
+            await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -298,7 +298,10 @@ def build_app(proctor: ProctorServer, settings: HttpSettings) -> BearerAuth:
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=security, host=settings.host
     )
-    return BearerAuth(app, settings, proctor)
+    from proctor.mcp.frames import StrictFrames
+
+    # Behind the bearer check: an unauthenticated body is never read.
+    return BearerAuth(StrictFrames(app, proctor.audit), settings, proctor)
 
 
 async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:

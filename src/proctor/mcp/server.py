@@ -25,7 +25,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from proctor._version import __version__
-from proctor.errors import ProctorError
+from proctor.contracts.json_strict import check_value
+from proctor.errors import ParseError, ProctorError
 from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
@@ -166,6 +167,16 @@ class ProctorServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
+        try:
+            # The transports refuse deeper frames (proctor.mcp.frames); this holds the bound
+            # for any other way arguments arrive.
+            check_value(arguments, source="the tool's arguments")
+        except ParseError as exc:
+            refused = exc
+            await anyio.to_thread.run_sync(
+                lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code=refused.code)
+            )
+            return error_result(refused)
         if self.turns is not None and self.turns.serves(params.name):
             return await self.turns.call(params.name, arguments, self)
         tool = self.config.catalog.get(params.name)

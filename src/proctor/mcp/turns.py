@@ -33,7 +33,7 @@ from proctor.mcp.shared import ServerConfig, TurnHost, error_result, summarize
 if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
 
-__all__ = ["PAGE_LIMIT", "TurnTools", "turn_tools"]
+__all__ = ["PAGE_LIMIT", "TurnTools", "check_arguments", "turn_tools"]
 
 PAGE_LIMIT = 32_000
 Args = dict[str, Any]
@@ -223,7 +223,17 @@ class TurnTools:
     async def call(
         self, name: str, arguments: dict[str, Any], proctor: TurnHost
     ) -> types.CallToolResult:
-        """Answer one turn tool call; a refusal is a tool error the client can read."""
+        """Answer one turn tool call; a refusal is a tool error the client can read.
+
+        Arguments that do not fit the tool's input schema are refused ``arguments_invalid``
+        before anything is read (the SDK does not check them).
+        """
+        try:
+            check_arguments(name, arguments)
+        except UsageError as exc:
+            refused = exc
+            proctor.audit("mcp_turn_refused", tool=name, code=refused.code, run_id=None)
+            return error_result(refused)
 
         def work(stop: threading.Event) -> dict[str, Any] | ProctorError:
             def go(session: Session) -> dict[str, Any]:
@@ -459,6 +469,30 @@ class TurnTools:
             "state": "settled",
             "settles": f"already settled: {recorded['outcome']}",
         }
+
+
+_validators: dict[str, Any] = {}
+
+
+def check_arguments(name: str, arguments: Any) -> None:
+    """Refuse arguments that do not fit turn tool ``name``'s input schema.
+
+    Raises:
+        UsageError: ``arguments_invalid`` naming the argument and the rule, never a value.
+    """
+    import fastjsonschema
+
+    validate = _validators.get(name)
+    if validate is None:
+        validate = _validators[name] = fastjsonschema.compile(_TOOLS[name][1])
+    try:
+        validate(arguments)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        where = ".".join(str(p) for p in exc.path[1:]) or "the arguments"
+        raise UsageError(
+            f"{name}: {where} fails the input schema's rule {exc.rule or 'schema'!r}",
+            code="arguments_invalid",
+        ) from None
 
 
 def turn_tools(config: ServerConfig) -> TurnTools | None:

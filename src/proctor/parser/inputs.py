@@ -11,9 +11,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.errors import ParseError, UsageError
+from proctor.parser.schemas import compile_schema
 
-__all__ = ["MAX_INPUTS_BYTES", "coerce_cli_inputs", "parse_inputs_document", "validate_inputs"]
+__all__ = [
+    "MAX_INPUTS_BYTES",
+    "coerce_cli_inputs",
+    "parse_inputs_document",
+    "validate_inputs",
+]
 
 MAX_INPUTS_BYTES = 64 * 1024 * 1024
 """Largest ``--inputs`` document accepted; callers read at most one byte more."""
@@ -34,28 +41,6 @@ def _declared_types(schema: Any) -> set[str]:
     return set()
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey
-        out[key] = value
-    return out
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _loads(text: str) -> Any:
-    """Strict JSON: no NaN/Infinity, no repeated keys. Raises ValueError/_DuplicateKey."""
-    return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
-
-
 def coerce_cli_inputs(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any]:
     """Turn ``name=value`` pairs into inputs typed by the method's input schema.
 
@@ -68,8 +53,9 @@ def coerce_cli_inputs(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any
         UsageError: ``input_malformed`` for a pair without ``=`` or with an empty name;
             ``input_repeated`` for a name given twice; ``input_undeclared`` for a name the
             schema does not declare under ``additionalProperties: false``;
-            ``input_not_json`` when a typed value is not JSON. Messages name the input,
-            never its value.
+            ``input_not_json`` when a typed value is not JSON; ``duplicate_key`` /
+            ``too_deep`` when it is JSON no reader should guess at (a key repeated in one
+            object, nesting deeper than 64). Messages name the input, never its value.
     """
     properties = schema.get("properties")
     declared: dict[str, Any] = properties if isinstance(properties, dict) else {}
@@ -93,11 +79,13 @@ def coerce_cli_inputs(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any
             out[name] = raw
             continue
         try:
-            out[name] = _loads(raw)
-        except (ValueError, _DuplicateKey, RecursionError):
+            out[name] = json_strict.loads(raw, source=f"input {name!r}")
+        except ParseError as exc:
             if "string" in types:
                 out[name] = raw
                 continue
+            if exc.code in ("duplicate_key", "too_deep"):
+                raise UsageError(f"input {name!r}: {exc.message}", code=exc.code) from None
             expected = " or ".join(sorted(types))
             raise UsageError(
                 f"input {name!r} must be JSON of type {expected}", code="input_not_json"
@@ -110,8 +98,10 @@ def parse_inputs_document(data: bytes, *, source: str) -> dict[str, Any]:
 
     Raises:
         UsageError: ``inputs_too_large`` over :data:`MAX_INPUTS_BYTES`; ``inputs_not_utf8``;
-            ``inputs_not_json`` (with line and column only); ``inputs_duplicate_key``;
-            ``inputs_too_deep``; ``inputs_not_object``. Content is never echoed.
+            ``inputs_not_json`` (with line and column only, NaN and Infinity included);
+            ``duplicate_key`` (a key repeated in one object); ``too_deep`` (nesting deeper
+            than 64, refused before any parse); ``inputs_not_object``. Content is never
+            echoed.
     """
     if len(data) > MAX_INPUTS_BYTES:
         raise UsageError(
@@ -119,32 +109,14 @@ def parse_inputs_document(data: bytes, *, source: str) -> dict[str, Any]:
             code="inputs_too_large",
         )
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"{source}: inputs document is not UTF-8 (byte {exc.start})", code="inputs_not_utf8"
-        ) from None
-    try:
-        value = _loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"{source}:{exc.lineno}:{exc.colno}: inputs document is not JSON ({exc.msg})",
-            code="inputs_not_json",
-        ) from None
-    except _DuplicateKey:
-        raise UsageError(
-            f"{source}: inputs document repeats a key in one object",
-            code="inputs_duplicate_key",
-        ) from None
-    except ValueError:
-        raise UsageError(
-            f"{source}: inputs document holds NaN or Infinity, which JSON does not allow",
-            code="inputs_not_json",
-        ) from None
-    except RecursionError:
-        raise UsageError(
-            f"{source}: inputs document is nested too deeply", code="inputs_too_deep"
-        ) from None
+        value = json_strict.loads(data, source=source)
+    except ParseError as exc:
+        # The shared reader's codes, under the names this command has always used for the
+        # plain failures; a repeated key and too deep a nesting keep the shared codes.
+        code = {"not_utf8": "inputs_not_utf8", "not_json": "inputs_not_json"}.get(
+            exc.code, exc.code
+        )
+        raise UsageError(exc.message, code=code) from None
     if not isinstance(value, dict):
         raise UsageError(
             f"{source}: inputs document must be one JSON object", code="inputs_not_object"
@@ -153,19 +125,16 @@ def parse_inputs_document(data: bytes, *, source: str) -> dict[str, Any]:
 
 
 def _validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
-    import fastjsonschema  # compiled lazily: it is not needed to start the CLI
-
+    what = "the method's input schema"
+    try:
+        json_strict.check_value(schema, source=what)  # before the recursive dumps
+    except ParseError as exc:
+        raise ParseError(exc.message, code="schema_invalid") from None
     canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     validator = _validators.get(digest)
     if validator is None:
-        try:
-            validator = fastjsonschema.compile(schema)
-        except fastjsonschema.JsonSchemaDefinitionException as exc:
-            raise ParseError(
-                f"the method's input schema is not a valid JSON Schema: {exc}",
-                code="schema_invalid",
-            ) from None
+        validator = compile_schema(schema, what=what)
         if len(_validators) >= _CACHE_LIMIT:
             _validators.pop(next(iter(_validators)))
         _validators[digest] = validator
@@ -176,12 +145,18 @@ def validate_inputs(inputs: dict[str, Any], schema: dict[str, Any]) -> None:
     """Check the final inputs against the method's input schema (compiled once per schema).
 
     Raises:
-        UsageError: ``inputs_invalid`` naming the failing path and rule, never the value.
+        UsageError: ``too_deep`` for a value nested deeper than 64 (checked without recursion,
+            before any recursive walk); ``inputs_invalid`` naming the failing path and rule,
+            never the value.
         ParseError: ``schema_invalid`` when the schema itself cannot be compiled.
     """
     import fastjsonschema
 
     validator = _validator(schema)
+    try:
+        json_strict.check_value(inputs, source="the inputs")
+    except ParseError as exc:
+        raise UsageError(exc.message, code=exc.code) from None
     try:
         validator(inputs)
     except fastjsonschema.JsonSchemaValueException as exc:

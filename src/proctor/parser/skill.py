@@ -19,6 +19,7 @@ from proctor._version import __version__
 from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
 from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.parser.refs import Ref, collect_refs
+from proctor.parser.schemas import compile_schema, schema_problem
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
 __all__ = [
@@ -111,7 +112,9 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
             (``methods.greet.steps[0].tool``) and position; ``method_description_missing``;
             ``default_method_unknown``; ``step_id_duplicate``; ``invalid_reference``;
             ``reference_unknown_input``; ``reference_unknown_step``; ``result_from_unknown``;
-            ``credential_unknown``.
+            ``credential_unknown``; ``schema_invalid`` for a method's ``inputs`` or
+            ``outputs``, or an agent step's ``output``, that is not a draft-07 JSON Schema
+            (``properties:`` left empty, ``required: name``), naming where in it.
     """
     data, positions = load_yaml_with_positions(text, source=source)
     if not isinstance(data, dict):
@@ -243,9 +246,31 @@ def _check_profile(profile: RunProfile, source: str, positions: Positions) -> No
         _check_method(method, base, profile, source, positions)
 
 
+def _check_schema(schema: Any, at: Path, source: str, positions: Positions) -> None:
+    """Refuse a declared schema here, where it is written, not when a run first validates."""
+    problem = schema_problem(schema)
+    if problem is not None:
+        inside, rule = problem
+        where = format_path(inside) if inside else "it"
+        raise _at(
+            source,
+            positions,
+            (*at, *inside),
+            f"{format_path(at)} is not a valid JSON Schema: {where} {rule}",
+            "schema_invalid",
+        )
+    try:
+        compile_schema(schema)
+    except ParseError as exc:
+        raise _at(source, positions, at, exc.message, "schema_invalid") from None
+
+
 def _check_method(
     method: Method, base: Path, profile: RunProfile, source: str, positions: Positions
 ) -> None:
+    _check_schema(method.inputs, (*base, "inputs"), source, positions)
+    if method.outputs is not None:
+        _check_schema(method.outputs, (*base, "outputs"), source, positions)
     properties = method.inputs.get("properties")
     declared = set(properties) if isinstance(properties, dict) else None
     seen: set[str] = set()
@@ -268,6 +293,9 @@ def _check_method(
                 ) from None
             for ref in refs:
                 _check_ref(ref, declared, seen, (*at, *field), source, positions)
+        agent = getattr(step, "agent", None)
+        if agent is not None and agent.output is not None:
+            _check_schema(agent.output, (*at, "agent", "output"), source, positions)
         credential = getattr(step, "credential", None)
         if credential is not None and credential not in profile.credentials:
             raise _at(

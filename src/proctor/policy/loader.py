@@ -389,17 +389,19 @@ def _build_rule(
         bad("bad_guard", "'guard' must be a guard name", "guard")
         guard = None
     enforcement = raw.get("enforcement", "advisory")
-    if enforcement not in ENFORCEMENTS:
+    # isinstance first: a list or a mapping is unhashable, and ``in`` a frozenset would raise
+    if not isinstance(enforcement, str) or enforcement not in ENFORCEMENTS:
         bad(
             "unknown_enforcement",
-            f"enforcement {enforcement!r} is not one of {sorted(ENFORCEMENTS)}",
+            f"enforcement {_shown(enforcement)} is not one of {sorted(ENFORCEMENTS)}",
             "enforcement",
         )
+        enforcement = None
     on_error = raw.get("on_error", "fail_closed")
-    if on_error not in ON_ERRORS:
+    if not isinstance(on_error, str) or on_error not in ON_ERRORS:
         bad(
             "unknown_on_error",
-            f"on_error {on_error!r} is not one of {sorted(ON_ERRORS)}",
+            f"on_error {_shown(on_error)} is not one of {sorted(ON_ERRORS)}",
             "on_error",
         )
     if enforcement in ("warn", "block") and guard is None:
@@ -441,6 +443,13 @@ def _build_rule(
         scope=cast("str | None", scope),
         declared_tools=tools,
     )
+
+
+def _shown(value: Any) -> str:
+    """A refused value as a message shows it: a string quoted and cut, else only its type."""
+    if isinstance(value, str):
+        return repr(value[:60])
+    return f"of type {type(value).__name__}"
 
 
 def _names(raw: dict[str, Any], key: str, bad: Any) -> tuple[str, ...] | None:

@@ -2,8 +2,9 @@
 
 Owns: :mod:`.governor` (``Governor.call``: scope, schema, containment, policy, the approval
 floor, budgets, delivery, execution, sanitization, the record), :mod:`.sandboxing` (the sandbox
-a process call runs in, chosen before the floor) and :mod:`.preview` (what a change will
-execute, shown to the person the floor asks: a diff, an argv, a request).
+a process call runs in, chosen before the floor), :mod:`.preview` (what a change will execute,
+shown to the person the floor asks: a diff, an argv, a request) and :mod:`.names` (how a
+proposed tool name no tool has is recorded, and refused when empty or over-long).
 
 Surface: ``governor.Governor``, ``CallSpec``, ``CallOutcome``, ``AwaitApproval``, ``Deliver``.
 May import tools, records, home, boundary and the shared runtime modules; never the engine,

@@ -22,7 +22,7 @@ it never raises and never ends the process.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +34,7 @@ from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.runs import CallRecord
@@ -215,6 +216,8 @@ class Governor:
             StoreError: the run store could not record the call (the run cannot go on safely).
         """
         started = self.clock()
+        if spec.tool not in self.tools:  # recorded scrubbed, bounded, never empty (names.py)
+            spec = replace(spec, tool=recorded_name(spec.tool, self.sanitizer.text))
         call_id = spec.call_id or self._next_call_id(spec.step_id)
         if spec.call_id is not None:
             recorded = self.store.get_call(self.run_id, call_id)
@@ -260,6 +263,8 @@ class Governor:
         self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
     ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved]]:
         # 1. scope
+        if (unnamed := name_refusal(spec.tool)) is not None:
+            raise unnamed
         if spec.tool not in spec.allowance:
             if not spec.allowance:
                 raise RefusedCall(
@@ -272,7 +277,7 @@ class Governor:
                 code="tool_not_allowed",
             )
         if tool is None:
-            raise RefusedCall(f"tool '{spec.tool}' is not registered", code="unknown_tool")
+            raise RefusedCall(f"tool '{spec.tool}' is not registered", code="tool_unknown")
         # 2. schema
         args = dict(spec.args)
         problem = validate_args(tool, args)

@@ -15,7 +15,7 @@ from proctor.runtime.agents.wire import (
     ModelReply,
     ToolRequest,
     ToolSpec,
-    decode_arguments,
+    tool_request,
 )
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicMessages"]
@@ -75,13 +75,7 @@ class AnthropicMessages:
                 if kind == "text":
                     texts.append(str(block["text"]))
                 elif kind == "tool_use":
-                    requests.append(
-                        ToolRequest(
-                            id=str(block["id"]),
-                            name=str(block["name"]),
-                            arguments=decode_arguments(block.get("input")),
-                        )
-                    )
+                    requests.append(tool_request(block["id"], block["name"], block.get("input")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise MalformedReply(
                 "the model provider's answer is not a Messages object (no content blocks)"

@@ -15,8 +15,8 @@ from proctor.runtime.agents.wire import (
     ModelReply,
     ToolRequest,
     ToolSpec,
-    decode_arguments,
     openai_error_message,
+    tool_request,
 )
 
 __all__ = ["ChatCompletions"]
@@ -74,11 +74,7 @@ class ChatCompletions:
             for call in calls:
                 function = call["function"]
                 requests.append(
-                    ToolRequest(
-                        id=str(call["id"]),
-                        name=str(function["name"]),
-                        arguments=decode_arguments(function.get("arguments")),
-                    )
+                    tool_request(call["id"], function["name"], function.get("arguments"))
                 )
         except (KeyError, IndexError, TypeError) as exc:
             raise MalformedReply(

@@ -16,8 +16,8 @@ from proctor.runtime.agents.wire import (
     ModelReply,
     ToolRequest,
     ToolSpec,
-    decode_arguments,
     openai_error_message,
+    tool_request,
 )
 
 __all__ = ["OpenAIResponses"]
@@ -81,11 +81,7 @@ class OpenAIResponses:
                     echo.append(item)
                 elif kind == "function_call":
                     requests.append(
-                        ToolRequest(
-                            id=str(item["call_id"]),
-                            name=str(item["name"]),
-                            arguments=decode_arguments(item.get("arguments")),
-                        )
+                        tool_request(item["call_id"], item["name"], item.get("arguments"))
                     )
                     echo.append(
                         {

@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx
 
-from proctor.errors import AgentError, EgressRefused
+from proctor.errors import AgentError, EgressRefused, ParseError
+from proctor.runtime.agents.wire import read_document
 
 __all__ = ["CancelToken", "ModelClient", "RetryPolicy"]
 
@@ -231,7 +232,9 @@ class ModelClient:
             AgentError: ``provider_error`` (a non-2xx answer after retries, with ``status`` and
                 ``provider_message`` in details), ``provider_timeout``,
                 ``provider_unreachable``, ``provider_malformed`` (2xx but not JSON, or too
-                large), ``agent_cancelled``.
+                large), ``duplicate_key`` / ``too_deep`` (2xx JSON the strict reader
+                refuses: a key repeated in one object, nesting deeper than 64),
+                ``agent_cancelled``.
         """
         url = self.url_for(path)
         self._check_origin(url)
@@ -309,8 +312,17 @@ class ModelClient:
 
 def _decode(response: httpx.Response) -> Any:
     try:
-        return json.loads(response.content)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return read_document(response.content)
+    except ParseError as exc:
+        if exc.code in ("duplicate_key", "too_deep"):
+            # JSON that two readers could take two ways (or that nests past any answer's
+            # need) is refused by the strict reader's code, not taken one way.
+            raise AgentError(
+                f"the model provider answered HTTP {response.status_code} with a body that"
+                f" {exc.message.partition(': ')[2]}",
+                code=exc.code,
+                details={"status": response.status_code},
+            ) from None
         raise AgentError(
             f"the model provider answered HTTP {response.status_code} with a body that is not JSON",
             code="provider_malformed",
@@ -330,8 +342,8 @@ def _provider_error(
     status = response.status_code
     message: str | None = None
     try:
-        message = error_message(json.loads(response.content))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        message = error_message(read_document(response.content))
+    except ParseError:
         message = None
     if message is not None:
         message = " ".join(scrub_text(message, taint).split())

@@ -10,9 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proctor.errors import AgentError
+from proctor.contracts import json_strict
+from proctor.errors import AgentError, ParseError
 
-__all__ = ["Dialect", "MalformedReply", "ModelReply", "ToolRequest", "ToolSpec"]
+__all__ = [
+    "Dialect",
+    "MalformedReply",
+    "ModelReply",
+    "ToolRequest",
+    "ToolSpec",
+    "read_document",
+    "tool_request",
+]
 
 
 @dataclass(frozen=True)
@@ -32,11 +41,14 @@ class ToolRequest:
         id: the provider's id for the call (answered with the result).
         name: the wire name the model used.
         arguments: the decoded arguments, or ``None`` when they were not a JSON object.
+        problem: why ``arguments`` is ``None``: ``arguments_unparsable``, or the strict
+            reader's ``duplicate_key`` / ``too_deep``.
     """
 
     id: str
     name: str
     arguments: dict[str, Any] | None
+    problem: str | None = None
 
 
 @dataclass
@@ -102,19 +114,49 @@ class Dialect(Protocol):
         ...
 
 
-def decode_arguments(raw: Any) -> dict[str, Any] | None:
-    """Arguments given as a JSON text (OpenAI shapes) or an object (Anthropic), or ``None``."""
-    import json
+def decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Arguments given as a JSON text (OpenAI shapes) or an object (Anthropic), read strictly.
 
+    Returns the arguments and ``None``, or ``None`` and why they cannot be used:
+    ``duplicate_key`` or ``too_deep`` from :mod:`proctor.contracts.json_strict`, else
+    ``arguments_unparsable`` (not JSON, or not an object).
+    """
     if isinstance(raw, dict):
-        return raw
+        return raw, None
     if isinstance(raw, str):
+        if not raw.strip():
+            return {}, None
         try:
-            value = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return None
-        return value if isinstance(value, dict) else None
-    return None
+            value = json_strict.loads(raw, source="the arguments")
+        except ParseError as exc:
+            if exc.code in ("duplicate_key", "too_deep"):
+                return None, exc.code
+            return None, "arguments_unparsable"
+        return (value, None) if isinstance(value, dict) else (None, "arguments_unparsable")
+    return None, "arguments_unparsable"
+
+
+def tool_request(call_id: Any, name: Any, raw_arguments: Any) -> ToolRequest:
+    """One tool call of a model's answer, its arguments decoded by :func:`decode_arguments`.
+
+    A name that is not text becomes the empty name, which admission refuses as a call.
+    """
+    arguments, problem = decode_arguments(raw_arguments)
+    return ToolRequest(
+        id=str(call_id),
+        name=name if isinstance(name, str) else "",
+        arguments=arguments,
+        problem=problem,
+    )
+
+
+def read_document(content: bytes) -> Any:
+    """A provider's answer body, read by the strict JSON reader.
+
+    Raises:
+        ParseError: ``not_utf8``, ``not_json``, ``duplicate_key`` or ``too_deep``.
+    """
+    return json_strict.loads(content, source="the provider's answer")
 
 
 def openai_error_message(document: Any) -> str | None:

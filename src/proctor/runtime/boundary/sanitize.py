@@ -3,8 +3,10 @@
 Three detectors, applied in this order:
 
 1. **Taint set** (:class:`TaintSet`): the exact secret values proctor delivered to a tool, and
-   the forms a tool could hand them back in (base64 and base64url at every byte alignment, hex,
-   URL encoding, JSON string escaping). A value shorter than :data:`MIN_TAINT_LENGTH` is too
+   the forms a tool could hand them back in (:mod:`proctor.runtime.boundary.echoes`: reversed;
+   base64, base64url and base32 at every byte alignment; hex; URL encoding; JSON string
+   escaping; HTML/XML character references, decimal, hex or named, in any mix; split by
+   whitespace or line breaks anywhere). A value shorter than :data:`MIN_TAINT_LENGTH` is too
    likely to occur by chance, so it is only replaced where it is an entire string.
 2. **Credential shapes**: provider tokens whose form identifies them (AWS key ids, GitHub and
    GitLab tokens, Slack tokens and webhooks, Discord, PEM and OpenSSH private-key blocks, JWTs,
@@ -34,7 +36,6 @@ own output), or find a secret split across two separately scrubbed strings.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as _dt
 import enum
@@ -45,7 +46,6 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any, TypeAlias
-from urllib.parse import quote, quote_plus
 
 from proctor.runtime.boundary.detect import (
     KINDS,
@@ -54,6 +54,14 @@ from proctor.runtime.boundary.detect import (
     detect,
     is_secret_name,
     marker,
+)
+from proctor.runtime.boundary.echoes import (
+    caseless_encodings,
+    encodings,
+    normal,
+    normal_map,
+    plain,
+    spread,
 )
 
 __all__ = [
@@ -73,50 +81,30 @@ MIN_TAINT_LENGTH = 8
 # --------------------------------------------------------------------------- taint
 
 
-def _b64_cores(raw: bytes, alphabet: bytes | None) -> set[str]:
-    """Substrings of base64(prefix + raw + suffix) that hold for ANY prefix and suffix.
-
-    Base64 works on 3-byte groups, so the encoding of a value inside a larger blob depends on
-    its offset modulo 3; the characters touched by neighbouring bytes are dropped.
-    """
-    cores: set[str] = set()
-    for shift in range(3):
-        encoded = base64.b64encode(b"\0" * shift + raw, altchars=alphabet).decode("ascii")
-        head = (shift * 8 + 5) // 6  # chars that depend on the unknown prefix bytes
-        body = encoded.rstrip("=")
-        tail_bits = ((shift + len(raw)) * 8) % 6
-        core = body[head : len(body) - (1 if tail_bits else 0)]
-        if len(core) >= 6:
-            cores.add(core)
-    return cores
-
-
-def _encodings(value: str) -> set[str]:
-    raw = value.encode("utf-8")
-    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex()}
-    forms |= {raw.hex().upper(), json.dumps(value)[1:-1]}
-    forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
-    forms |= _b64_cores(raw, None) | _b64_cores(raw, b"-_")
-    return forms
-
-
 _SHORT_TEXT = 256
 
 
 class TaintSet:
-    """Exact secret values (and their encodings) that must never leave proctor.
+    """Exact secret values (and their echoed forms) that must never leave proctor.
 
     Values of :data:`MIN_TAINT_LENGTH` characters or more are matched anywhere in text, in
-    their raw, base64, base64url, hex, URL-encoded and JSON-escaped forms; shorter ones only
-    as a whole string. Adding is cheap; matching compiles lazily.
+    every form of :mod:`proctor.runtime.boundary.echoes` (raw, reversed, base64, base64url,
+    base32, hex, URL-encoded, JSON-escaped), also with HTML/XML character references decoded
+    and whitespace between characters dropped; shorter ones only as a whole string. Adding is
+    cheap; matching compiles lazily.
     """
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self._exact: set[str] = set()
-        self._forms: set[str] = set()
-        self._ordered: tuple[str, ...] = ()
+        # Forms holding whitespace, & or ; are searched in the text as it is (and squeezed in
+        # its normal view); every other form in the normal view alone; the hex and base32
+        # forms, lowered, in the lowered normal view (any letter case decodes the same).
+        self._raw: tuple[str, ...] = ()
+        self._normal: tuple[str, ...] = ()
+        self._caseless: tuple[str, ...] = ()
         self._shortest = 0
         self._any: re.Pattern[str] | None = None
+        self._any_lowered: re.Pattern[str] = re.compile("(?!)")
         for value in values:
             self.add(value)
 
@@ -125,11 +113,18 @@ class TaintSet:
         if not value or value in self._exact:
             return
         self._exact.add(value)
-        if len(value) >= MIN_TAINT_LENGTH:
-            self._forms |= _encodings(value)
-            self._ordered = tuple(sorted(self._forms, key=len, reverse=True))
-            self._shortest = len(self._ordered[-1])
-            self._any = None
+        if len(value) < MIN_TAINT_LENGTH:
+            return
+        forms = encodings(value)
+        raw = set(self._raw) | {f for f in forms if not plain(f)}
+        norm = set(self._normal) | {f for f in forms if plain(f)}
+        norm |= {s for f in forms if not plain(f) and len(s := normal(f)) >= MIN_TAINT_LENGTH}
+        caseless = set(self._caseless) | caseless_encodings(value)
+        self._raw = tuple(sorted(raw, key=len, reverse=True))
+        self._normal = tuple(sorted(norm, key=len, reverse=True))
+        self._caseless = tuple(sorted(caseless, key=len, reverse=True))
+        self._shortest = min(len(f) for f in (*self._raw, *self._normal, *self._caseless))
+        self._any = None
 
     def __contains__(self, value: object) -> bool:
         return value in self._exact
@@ -144,19 +139,79 @@ class TaintSet:
         """``text`` with every tainted form replaced by ``[REDACTED:tainted]``."""
         if text in self._exact:
             return marker("tainted")
-        if len(text) < self._shortest:
+        if not self._normal or len(text) < self._shortest:
             return text
-        if len(text) <= _SHORT_TEXT:
+        if self._raw:
+            hits = [form for form in self._raw if form in text]
+            if hits:
+                pattern = re.compile("|".join(re.escape(h) for h in hits))
+                text = pattern.sub(marker("tainted"), text)
+        view = normal(text)
+        lowered = view.lower()
+        if len(view) <= _SHORT_TEXT:
             # One search of a short text beats an ``in`` per form; a long text is the reverse.
             if self._any is None:
-                self._any = re.compile("|".join(re.escape(form) for form in self._ordered))
-            if self._any.search(text) is None:
+                self._any = _alternation(self._normal)
+                self._any_lowered = _alternation(self._caseless)
+            if self._any.search(view) is None and self._any_lowered.search(lowered) is None:
                 return text
-        hits = [form for form in self._ordered if form in text]
-        if not hits:
+        hits = [form for form in self._normal if form in view]
+        caseless = [form for form in self._caseless if form in lowered]
+        if not hits and not caseless:
             return text
-        pattern = re.compile("|".join(re.escape(h) for h in hits))
-        return pattern.sub(marker("tainted"), text)
+        return _cut(text, hits, caseless)
+
+
+def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(form) for form in forms) or "(?!)")
+
+
+def _cut(text: str, hits: list[str], caseless: list[str]) -> str:
+    """``text`` with each stretch that reads as a hit in its normal view replaced by a marker
+    (from the first character of the hit to its last, whitespace between included)."""
+    references = "&" in text and ";" in text
+    found: list[tuple[int, int]] = []
+    # Each hit is looked for in the text itself, whitespace (and references) allowed around its
+    # characters: a search in C from each hit's first character, instead of a walk in Python.
+    for forms, folded in ((hits, False), (caseless, True)):
+        for form in forms:
+            pattern = spread(form, references=references, caseless=folded)
+            found += [m.span() for m in pattern.finditer(text)]
+    out = _replace(text, found)
+    if references and _still_holds(out, hits, caseless):
+        # a reference the patterns do not list: walk the normal view with its positions
+        view, starts, ends = normal_map(text)
+        alternatives = [re.escape(h) for h in hits]
+        if caseless:
+            alternatives.append("(?i:" + "|".join(re.escape(h) for h in caseless) + ")")
+        found = [
+            (starts[m.start()], ends[m.end() - 1])
+            for m in re.finditer("|".join(alternatives), view)
+        ]
+        out = _replace(text, found)
+    return out
+
+
+def _still_holds(text: str, hits: list[str], caseless: list[str]) -> bool:
+    view = normal(text)
+    lowered = view.lower()
+    return any(h in view for h in hits) or any(h in lowered for h in caseless)
+
+
+def _replace(text: str, found: list[tuple[int, int]]) -> str:
+    spans: list[list[int]] = []
+    for start, end in sorted(found):
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    out: list[str] = []
+    done = 0
+    for start, end in spans:
+        out += [text[done:start], marker("tainted")]
+        done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------- text

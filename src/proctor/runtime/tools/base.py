@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from proctor.contracts.json_strict import check_value
+from proctor.errors import ParseError
+
 # re-exported: how a tool declares the paths it touches
 from proctor.runtime.boundary.workspace import Access as Access
 
@@ -105,8 +108,13 @@ def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
     """Validate ``args`` against the tool's schema (fills defaults in place).
 
     Returns ``None`` when they fit, else a message naming the failing location (never the
-    value).
+    value). Arguments nested deeper than 64, or holding an unpaired surrogate (text nothing
+    can encode, from a host's Python call), never fit.
     """
+    try:
+        check_value(args, source="$")
+    except ParseError as exc:
+        return exc.message
     cached = _VALIDATORS.get(tool.name)
     if cached is None or cached[0] != id(tool.schema):
         import fastjsonschema

@@ -16,9 +16,8 @@ outside or a sensitive one), whose content is never read.
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,18 +310,34 @@ FS_LIST = Tool(
 # -- fs.search -----------------------------------------------------------------------------------
 
 
-def _matcher(args: Mapping[str, Any]) -> re.Pattern[str]:
+def _matcher(args: Mapping[str, Any]) -> Callable[[str], bool]:
+    """What a line must hold: the literal pattern, or an RE2 regex (``regex: true``).
+
+    RE2 runs in time linear in the line whatever the pattern (no backtracking), so no pattern
+    can freeze a search; it has no backreferences and no look-around, which are refused.
+    """
     pattern = str(args["pattern"])
-    flags = 0 if args.get("case_sensitive", True) else re.IGNORECASE
-    if not args.get("regex", False):
-        pattern = re.escape(pattern)
+    sensitive = bool(args.get("case_sensitive", True))
+    regex = bool(args.get("regex", False))
+    if not regex and sensitive:
+        return lambda line: pattern in line
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every refused pattern on stderr
+    options.case_sensitive = sensitive
     try:
-        return re.compile(pattern, flags)
-    except re.error as exc:
+        compiled = re2.compile(pattern if regex else re2.escape(pattern), options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else ""
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", errors="replace")
         raise RefusedCall(
-            f"the search pattern is not a valid regular expression: {exc}",
+            f"the search pattern is not a regular expression RE2 accepts ({reason}); RE2 has"
+            " no backreferences or look-around (see docs/admission.md)",
             code="invalid_pattern",
-        ) from exc
+        ) from None
+    return lambda line: compiled.search(line) is not None
 
 
 def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -371,7 +386,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         text = data.decode("utf-8", errors="replace")
         files_scanned += 1
         for number, line in enumerate(text.splitlines(), start=1):
-            if not matcher.search(line):
+            if not matcher(line):
                 continue
             if len(results) >= limit:
                 truncated = True

@@ -1,0 +1,165 @@
+"""JSON Schemas that documents declare (a method's inputs and outputs, an agent turn's output).
+
+A schema is checked against the JSON Schema draft-07 meta-schema before it is compiled, so a
+malformed one (``properties:`` left empty, ``required: name``) is a :class:`ParseError` where it
+is declared, when the package is read, and never a crash of the validator generated from it
+later, in the middle of a run. The meta-schema below is draft-07's own, less its ``$id``,
+``$schema`` and URI ``format`` annotations (so compiling it never resolves anything remote);
+``tests/parser/test_schemas.py`` pins it to the published one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from proctor.contracts.json_strict import check_value
+from proctor.errors import ParseError
+
+__all__ = ["META_SCHEMA", "compile_schema", "schema_problem"]
+
+_SELF = {"$ref": "#"}
+_NON_NEGATIVE = {"$ref": "#/definitions/nonNegativeInteger"}
+_NON_NEGATIVE_0 = {"$ref": "#/definitions/nonNegativeIntegerDefault0"}
+_SCHEMA_ARRAY = {"$ref": "#/definitions/schemaArray"}
+_SCHEMA_MAP = {"type": "object", "additionalProperties": _SELF, "default": {}}
+
+META_SCHEMA: dict[str, Any] = {
+    "title": "Core schema meta-schema",
+    "definitions": {
+        "schemaArray": {"type": "array", "minItems": 1, "items": _SELF},
+        "nonNegativeInteger": {"type": "integer", "minimum": 0},
+        "nonNegativeIntegerDefault0": {"allOf": [_NON_NEGATIVE, {"default": 0}]},
+        "simpleTypes": {
+            "enum": ["array", "boolean", "integer", "null", "number", "object", "string"]
+        },
+        "stringArray": {
+            "type": "array",
+            "items": {"type": "string"},
+            "uniqueItems": True,
+            "default": [],
+        },
+    },
+    "type": ["object", "boolean"],
+    "properties": {
+        "$id": {"type": "string"},
+        "$schema": {"type": "string"},
+        "$ref": {"type": "string"},
+        "$comment": {"type": "string"},
+        "title": {"type": "string"},
+        "description": {"type": "string"},
+        "default": True,
+        "readOnly": {"type": "boolean", "default": False},
+        "examples": {"type": "array", "items": True},
+        "multipleOf": {"type": "number", "exclusiveMinimum": 0},
+        "maximum": {"type": "number"},
+        "exclusiveMaximum": {"type": "number"},
+        "minimum": {"type": "number"},
+        "exclusiveMinimum": {"type": "number"},
+        "maxLength": _NON_NEGATIVE,
+        "minLength": _NON_NEGATIVE_0,
+        "pattern": {"type": "string", "format": "regex"},
+        "additionalItems": _SELF,
+        "items": {"anyOf": [_SELF, _SCHEMA_ARRAY], "default": True},
+        "maxItems": _NON_NEGATIVE,
+        "minItems": _NON_NEGATIVE_0,
+        "uniqueItems": {"type": "boolean", "default": False},
+        "contains": _SELF,
+        "maxProperties": _NON_NEGATIVE,
+        "minProperties": _NON_NEGATIVE_0,
+        "required": {"$ref": "#/definitions/stringArray"},
+        "additionalProperties": _SELF,
+        "definitions": _SCHEMA_MAP,
+        "properties": _SCHEMA_MAP,
+        "patternProperties": {**_SCHEMA_MAP, "propertyNames": {"format": "regex"}},
+        "dependencies": {
+            "type": "object",
+            "additionalProperties": {"anyOf": [_SELF, {"$ref": "#/definitions/stringArray"}]},
+        },
+        "propertyNames": _SELF,
+        "const": True,
+        "enum": {"type": "array", "items": True},
+        "type": {
+            "anyOf": [
+                {"$ref": "#/definitions/simpleTypes"},
+                {
+                    "type": "array",
+                    "items": {"$ref": "#/definitions/simpleTypes"},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                },
+            ]
+        },
+        "format": {"type": "string"},
+        "contentMediaType": {"type": "string"},
+        "contentEncoding": {"type": "string"},
+        "if": _SELF,
+        "then": _SELF,
+        "else": _SELF,
+        "allOf": _SCHEMA_ARRAY,
+        "anyOf": _SCHEMA_ARRAY,
+        "oneOf": _SCHEMA_ARRAY,
+        "not": _SELF,
+    },
+    "default": True,
+}
+
+_meta: list[Callable[[Any], Any]] = []
+
+
+def _meta_validator() -> Callable[[Any], Any]:
+    import fastjsonschema  # compiled lazily: it is not needed to start the CLI
+
+    if not _meta:
+        # use_default=False: the meta-schema's defaults must not be written into the schema
+        _meta.append(fastjsonschema.compile(META_SCHEMA, use_default=False))
+    return _meta[0]
+
+
+def schema_problem(schema: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """Why ``schema`` is not a usable draft-07 JSON Schema, as ``(where, rule)``; else ``None``.
+
+    ``where`` is the path of keys and indexes inside the schema, empty at its top.
+    """
+    import fastjsonschema
+
+    try:
+        check_value(schema, source="the schema")
+    except ParseError:
+        return (), "nests deeper than 64 levels"
+    try:
+        _meta_validator()(schema)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        # exc.path is ["data", key, ...] and the message starts with exc.name ("data.x"): the
+        # rest names the meta-schema's rule ("must be object"), never a value of the schema.
+        tail = str(exc.message).removeprefix(str(exc.name)).strip()
+        return tuple(exc.path[1:]), tail or "breaks the meta-schema"
+    return None
+
+
+def compile_schema(schema: Any, *, what: str = "the schema") -> Callable[[Any], Any]:
+    """Check ``schema`` against the draft-07 meta-schema, then compile it into a validator.
+
+    Raises:
+        ParseError: ``schema_invalid`` naming where in the schema the rule broke.
+    """
+    import fastjsonschema
+
+    problem = schema_problem(schema)
+    if problem is not None:
+        path, rule = problem
+        where = ".".join(str(part) for part in path)
+        raise ParseError(
+            f"{what} is not a valid JSON Schema: {where or 'it'} {rule}",
+            code="schema_invalid",
+            details={"path": where},
+        )
+    try:
+        compiled: Callable[[Any], Any] = fastjsonschema.compile(schema)
+    # fastjsonschema fails with whatever Python raises on a shape it did not expect, and its
+    # regex compiles raise re.error: every exception of the compile is a schema it cannot use.
+    except Exception as exc:
+        raise ParseError(
+            f"{what} is not a valid JSON Schema ({type(exc).__name__})", code="schema_invalid"
+        ) from None
+    return compiled

@@ -1,0 +1,173 @@
+"""The forms a delivered secret can be echoed back in, and the view of a text they are found in.
+
+A tool handed a secret can hand it back changed. :func:`encodings` lists the literal forms of a
+value of 8 characters or more: the value and its reverse; base64 and base64url, and base32
+(upper and lower case), each at every byte alignment (only the characters that do not depend
+on neighbouring bytes); hex (both cases); URL encoding; JSON string escaping.
+
+Two more changes are undone instead of listed, because they combine without bound: HTML/XML
+character references (``&#104;``, ``&#x68;``, ``&amp;``: any mix, any case, leading zeros) and
+whitespace between characters (a value split by spaces or line breaks, one character a line, or
+wrapped in chunks, base64 at 76 columns). :func:`normal` is the text with every reference ending
+in ``;`` decoded and then every whitespace character dropped; a form holding no whitespace,
+``&`` or ``;`` (:func:`plain`) that occurs in the text occurs in its normal view too, so plain
+forms are searched there alone. :func:`normal_map` gives the same view with where each of its
+characters came from, to cut a hit out of the original text.
+
+A reference must end in ``;`` to be decoded: decoding ``&#1234`` without one could eat the digits
+of a value that follows, and hide it.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import html.entities
+import json
+import re
+from collections.abc import Callable
+from urllib.parse import quote, quote_plus
+
+__all__ = ["caseless_encodings", "encodings", "normal", "normal_map", "plain", "spread"]
+
+_REFERENCE = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,7}|[A-Za-z][A-Za-z0-9]{1,31});")
+# A run of characters that are neither whitespace nor "&", a reference, or a lone "&": the
+# words normal_map walks (whitespace, which both views drop, is what lies between them).
+_PIECES = re.compile(r"[^\s&]+|" + _REFERENCE.pattern + "|&")
+# str.isspace() on ASCII: what str.split() drops, so both views agree
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
+def _cores(raw: bytes, encode: Callable[[bytes], bytes], group: int, bits: int) -> set[str]:
+    """Substrings of encode(prefix + raw + suffix) that hold for ANY prefix and suffix.
+
+    The encoding works on ``group``-byte blocks of ``bits``-bit characters, so the encoding of a
+    value inside a larger blob depends on its offset modulo ``group``; the characters touched by
+    neighbouring bytes are dropped.
+    """
+    cores: set[str] = set()
+    for shift in range(group):
+        encoded = encode(b"\0" * shift + raw).decode("ascii")
+        head = (shift * 8 + bits - 1) // bits  # chars that depend on the unknown prefix bytes
+        body = encoded.rstrip("=")
+        tail_bits = ((shift + len(raw)) * 8) % bits
+        core = body[head : len(body) - (1 if tail_bits else 0)]
+        if len(core) >= 6:
+            cores.add(core)
+    return cores
+
+
+def encodings(value: str) -> set[str]:
+    """The case-sensitive literal forms of ``value`` the taint set matches: the value, its
+    reverse, URL encodings, JSON escapings, base64 and base64url cores."""
+    raw = value.encode("utf-8")
+    forms = {value, value[::-1], quote(value, safe=""), quote(value), quote_plus(value)}
+    forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    forms |= _cores(raw, base64.b64encode, 3, 6)
+    forms |= _cores(raw, base64.urlsafe_b64encode, 3, 6)
+    return forms
+
+
+def caseless_encodings(value: str) -> set[str]:
+    """The forms matched in any letter case, lowered: hex and base32 cores (both encodings
+    are written in either case, and mixed case reads the same to a decoder)."""
+    raw = value.encode("utf-8")
+    return {raw.hex()} | {core.lower() for core in _cores(raw, base64.b32encode, 5, 5)}
+
+
+def plain(form: str) -> bool:
+    """Whether ``form`` holds no whitespace, ``&`` or ``;`` (so :func:`normal` keeps it whole)."""
+    return "&" not in form and ";" not in form and not any(c.isspace() for c in form)
+
+
+def _decoded(match: re.Match[str]) -> str:
+    return html.unescape(match.group(0))
+
+
+def normal(text: str) -> str:
+    """``text`` with ``;``-terminated character references decoded, then whitespace dropped."""
+    if "&" in text and ";" in text:
+        text = _REFERENCE.sub(_decoded, text)
+    if text.isascii():
+        # bytes.translate deletes in C, several times faster than str.split and join
+        return text.encode("ascii").translate(None, _ASCII_SPACE).decode("ascii")
+    return "".join(text.split())
+
+
+def normal_map(text: str) -> tuple[str, list[int], list[int]]:
+    """:func:`normal` of ``text``, with the start and end in ``text`` of each of its characters.
+
+    A Python loop over the text's words: used only once a form was found in the normal view.
+    """
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    references = "&" in text and ";" in text
+    for piece in _PIECES.finditer(text):
+        start, end = piece.span()
+        token = piece.group(0)
+        if token[0] == "&" and references and _REFERENCE.fullmatch(token):
+            for char in html.unescape(token):
+                if not char.isspace():
+                    chars.append(char)
+                    starts.append(start)
+                    ends.append(end)
+            continue
+        chars.append(token)
+        starts.extend(range(start, end))
+        ends.extend(range(start + 1, end + 1))
+    return "".join(chars), starts, ends
+
+
+@functools.cache
+def _references_to() -> dict[str, list[str]]:
+    """For each character, the names of the ``;``-terminated named references that decode to
+    it alone, and the code points below 160 that decode to something else than themselves
+    (``&#128;`` is the euro sign, as in windows-1252)."""
+    out: dict[str, list[str]] = {}
+    for name, value in html.entities.html5.items():
+        if name.endswith(";") and len(value) == 1:
+            out.setdefault(value, []).append(re.escape("&" + name))
+    for code in range(160):
+        value = html.unescape(f"&#{code};")
+        if len(value) == 1 and value != chr(code):
+            out.setdefault(value, []).append(f"&#0*{code};|&#[xX]0*{code:x};")
+    return out
+
+
+def _reference_alternatives(char: str) -> str:
+    code = ord(char)
+    digits = "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{code:x}")
+    forms = [re.escape(char), f"&#0*{code};", f"&#[xX]0*{digits};"]
+    return "|".join(forms + _references_to().get(char, []))
+
+
+@functools.cache
+def _gap() -> str:
+    """What may stand between two characters of a form: whitespace, or a reference to it."""
+    spaces = [code for code in range(0x3001) if html.unescape(f"&#{code};").isspace()]
+    numeric = [f"&#0*{code};|&#[xX]0*{code:x};" for code in spaces]
+    named = [
+        re.escape("&" + name)
+        for name, value in html.entities.html5.items()
+        if name.endswith(";") and value.isspace()
+    ]
+    return r"(?:\s|" + "|".join(numeric + named) + ")*"
+
+
+@functools.lru_cache(maxsize=256)
+def spread(form: str, *, references: bool, caseless: bool) -> re.Pattern[str]:
+    """A pattern finding, in a text, the stretches whose normal view reads ``form``:
+    whitespace allowed between its characters and, with ``references``, each character also
+    as a character reference and whitespace references in the gaps.
+
+    Without references it finds exactly what :func:`normal` would; with them it may miss a
+    stretch that case folding or a rare reference reads differently, so a caller checks the
+    normal view afterwards.
+    """
+    flags = re.IGNORECASE if caseless else 0
+    if not references:
+        return re.compile(r"\s*".join(re.escape(c) for c in form), flags)
+    parts = [f"(?:{_reference_alternatives(c)})" for c in form]
+    return re.compile(_gap().join(parts), flags)

@@ -1,0 +1,118 @@
+"""Declared JSON Schemas are checked when run.yaml is read, against the draft-07 meta-schema.
+
+The crash this closes: ``properties:`` left empty (null) in a method's input schema reached
+fastjsonschema's code generator at the first validation, an AttributeError in the middle of
+``proctor run`` that left the run ``running`` for good, while ``proctor check`` passed. Now it is
+a ``schema_invalid`` parse error naming the line, before any run exists, and ``proctor check``
+fails on it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proctor.errors import ParseError
+from proctor.parser.schemas import META_SCHEMA, compile_schema
+from proctor.parser.skill import parse_run_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _profile(inputs: str, output: str = "{type: object}") -> str:
+    return f"""minimum_proctor: 0.1.0
+methods:
+  main:
+    inputs:
+{inputs}
+    steps:
+      - id: a
+        tool: echo
+        inputs: {{text: hi}}
+      - id: b
+        agent:
+          instructions: go
+          output: {output}
+"""
+
+
+@pytest.mark.parametrize(
+    ("inputs", "output", "path"),
+    [
+        ("      type: object\n      properties:", "{type: object}", "methods.main.inputs"),
+        ("      type: object\n      required: name", "{type: object}", "methods.main.inputs"),
+        ("      type: strin", "{type: object}", "methods.main.inputs"),
+        ("      properties: {a: 5}", "{type: object}", "methods.main.inputs"),
+        ("      properties: {a: {pattern: '('}}", "{type: object}", "methods.main.inputs"),
+        ("      type: object", "{properties: []}", "methods.main.steps[1].agent.output"),
+    ],
+)
+def test_a_malformed_schema_is_a_parse_error_where_it_is_written(
+    inputs: str, output: str, path: str
+) -> None:
+    with pytest.raises(ParseError) as refused:
+        parse_run_yaml(_profile(inputs, output), "skills/s/run.yaml")
+    assert refused.value.code == "schema_invalid"
+    assert refused.value.message.startswith("skills/s/run.yaml:")
+    assert f"{path} is not a valid JSON Schema" in refused.value.message
+
+
+def test_the_meta_schema_is_draft_07s_own() -> None:
+    import jsonschema
+
+    published = dict(jsonschema.Draft7Validator.META_SCHEMA)
+    for key in ("$schema", "$id"):
+        published.pop(key)
+
+    def strip_uri_formats(node: object) -> object:
+        if isinstance(node, dict):
+            return {
+                k: strip_uri_formats(v)
+                for k, v in node.items()
+                if not (k == "format" and v in ("uri", "uri-reference"))
+            }
+        if isinstance(node, list):
+            return [strip_uri_formats(v) for v in node]
+        return node
+
+    assert json.loads(json.dumps(META_SCHEMA)) == strip_uri_formats(published)
+
+
+def test_a_valid_schema_compiles_and_is_not_changed() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    before = json.dumps(schema)
+    compile_schema(schema)({"a": "x"})
+    assert json.dumps(schema) == before  # the meta-schema's defaults are not written into it
+
+
+def test_run_refuses_before_any_run_exists_and_check_fails(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / ".proctor").mkdir(parents=True)
+    folder = root / "skills" / "s"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: s\ndescription: d\n---\nbody\n")
+    (folder / "run.yaml").write_text(_profile("      type: object\n      properties:"))
+    env = {"PROCTOR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO / "src")}
+
+    def proctor(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "proctor", *args],
+            cwd=root, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    ran = proctor("run", "s", "--json")
+    assert "Traceback" not in ran.stderr
+    assert ran.returncode == 2
+    assert "schema_invalid" in ran.stdout + ran.stderr
+    store = root / ".proctor" / "runs.sqlite"
+    if store.exists():
+        with sqlite3.connect(store) as conn:
+            assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    checked = proctor("check")
+    assert checked.returncode != 0
+    assert "schema_invalid" in checked.stdout
