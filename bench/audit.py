@@ -14,13 +14,12 @@ Run: .venv/bin/python bench/audit.py
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _timing import measure
 
 # Run as a script, this folder leads sys.path and bench/mcp.py would shadow the SDK.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -35,21 +34,6 @@ FIELDS = {
     "args_digest": "sha256:" + "ab" * 32,
     "outputs_digest": "sha256:" + "cd" * 32,
 }
-
-
-def measure(label: str, fn: Callable[[], Any], rounds: int, warm: int = 50) -> float:
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - start)
-    times.sort()
-    median = statistics.median(times) / 1000
-    p95 = times[int(len(times) * 0.95)] / 1000
-    print(f"{label:<52} median {median:9.1f} us   p95 {p95:9.1f} us")
-    return median
 
 
 def main() -> None:

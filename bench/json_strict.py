@@ -10,33 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
+from _timing import measure as timed
 from proctor.contracts.json_strict import loads
 from proctor.errors import ParseError
-
-
-def measure(label: str, fn: Callable[[], Any], rounds: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - start)
-    times.sort()
-    median = statistics.median(times) / 1000
-    p95 = times[int(len(times) * 0.95)] / 1000
-    print(f"{label:<52} median {median:10.1f} us   p95 {p95:10.1f} us")
-    return median
 
 
 def refuse(text: str) -> None:
     with contextlib.suppress(ParseError):
         loads(text)
+
+
+def measure(label: str, fn: Callable[[], Any], rounds: int = 5000, warm: int = 3) -> float:
+    return timed(label, fn, rounds, warm=warm, width=52)
 
 
 def main() -> None:

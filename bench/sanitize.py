@@ -8,12 +8,11 @@ Run: .venv/bin/python bench/sanitize.py
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _timing import measure as timed
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_text, scrub_value
 
 PROSE = (
@@ -28,18 +27,8 @@ def _sample(text: str, size: int = 4096) -> str:
     return (text * (size // len(text) + 1))[:size]
 
 
-def measure(label: str, fn: Callable[[], Any], rounds: int = 5000) -> None:
-    for _ in range(200):
-        fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - start)
-    times.sort()
-    median = statistics.median(times) / 1000
-    p95 = times[int(len(times) * 0.95)] / 1000
-    print(f"{label:<44} median {median:7.1f} us   p95 {p95:7.1f} us")
+def measure(label: str, fn: Callable[[], Any], rounds: int = 5000, warm: int = 200) -> float:
+    return timed(label, fn, rounds, warm=warm, width=44)
 
 
 def main() -> None:
