@@ -127,6 +127,23 @@ def test_the_home_and_the_signing_key_cannot_be_read(ws: Path, canary: str) -> N
     assert canary not in json.dumps(env.to_json())
 
 
+def test_sensitive_files_below_the_top_level_cannot_be_read(ws: Path, canary: str) -> None:
+    # a monorepo's service folders hold their own .env and keys; the fs tools refuse them at
+    # any depth, and a command must not read them either
+    nested = [ws / "app" / ".env", ws / "svc" / "deploy" / "id_rsa", ws / "svc" / ".aws" / "x"]
+    for path in nested:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"SECRET={canary}\n")
+    (ws / "app" / "main.py").write_text("print('fine')\n")
+    ops = [x for t in [*nested, ws / "app" / "main.py"] for x in ("read", str(t))]
+    _s, env, report = _probe_run(ws, *ops)
+    assert report[str(ws / "app" / "main.py")] == _digest(ws / "app" / "main.py")  # the control
+    for target in nested:
+        assert report[str(target)] in ("denied", hashlib.sha256(b"").hexdigest()), target
+        assert canary in target.read_text()  # still there for its owner, unchanged
+    assert canary not in json.dumps(env.to_json())
+
+
 # A proctor host started with a secret in its environment (as a shell exports one): the kernel
 # keeps it in the host's /proc/<pid>/environ whatever Python does with os.environ later.
 HOST = """

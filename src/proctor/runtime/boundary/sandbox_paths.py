@@ -15,7 +15,7 @@ process call from the run's workspace and the session's environment:
   aside and planting another in its place would otherwise leave proctor loading the plant;
 - **hidden**: proctor's home (``PROCTOR_HOME`` or ``~/.proctor``), the signing key
   (``PROCTOR_SIGNING_KEY``), the configured run database, audit log and receipt folder, every
-  root's ``.proctor/`` state folder, the sensitive top-level files of every root (``.env``,
+  root's ``.proctor/`` state folder, the sensitive files of every root at any depth (``.env``,
   ``.npmrc``, key files ...), ``/run`` (the D-Bus, container-engine and agent sockets live
   there), the SSH agent socket, and the host's shadow passwords and SSH host keys;
 - **scratch**: the home folder (``HOME`` and the user's home) becomes an empty writable tmpfs;
@@ -166,6 +166,36 @@ def _top_names(root: Path) -> frozenset[str]:
     return frozenset(names)
 
 
+_DEEP_MAX_DIRS = 20_000
+_DEEP_MAX_DEPTH = 12
+_DEEP_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
+
+
+def _deep_sensitive(root: Path) -> list[str]:
+    """The sensitive entries below the root's top level (``app/.env``, ``deploy/id_rsa``,
+    ``svc/.aws``), by a walk bounded like the authority walk (20,000 folders, 12 levels, no
+    symlink followed, ``.git``/``.proctor``/dependency folders skipped); a sensitive folder is
+    listed whole and not walked into."""
+    found: list[str] = []
+    for visited, (folder, dirs, files) in enumerate(os.walk(root, followlinks=False), start=1):
+        rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
+        if rel_dir == ".":
+            dirs[:] = [d for d in dirs if d not in _DEEP_SKIP]
+            continue  # the top level is judged by the caller
+        depth = rel_dir.count("/") + 1
+        kept = []
+        for name in dirs:
+            if name in _DEEP_SKIP:
+                continue
+            if sensitive_reason(f"{rel_dir}/{name}") is not None:
+                found.append(f"{rel_dir}/{name}")
+            else:
+                kept.append(name)
+        dirs[:] = [] if depth >= _DEEP_MAX_DEPTH or visited >= _DEEP_MAX_DIRS else kept
+        found += [f"{rel_dir}/{n}" for n in files if sensitive_reason(f"{rel_dir}/{n}")]
+    return found
+
+
 def _remove(path: Path) -> None:
     with contextlib.suppress(OSError):
         if stat.S_ISDIR(os.lstat(path).st_mode):
@@ -228,6 +258,8 @@ def run_sandbox(
             elif "/" not in rel and rel != ".git" and sensitive_reason(rel) is not None:
                 covered.add(rel)
                 hidden.append(root / rel)
+        # below the top level: hidden unless a read-only or hidden folder covers it already
+        hidden += [root / rel for rel in _deep_sensitive(root) if rel.split("/")[0] not in covered]
         read_only += [root / rel for rel in _GIT_HOST_CODE]
     read_only += [workspace.root / rel for rel in sorted(workspace.authority_files)]
     keys = _unique(_settings(environ, "PROCTOR_SIGNING_KEY"))
