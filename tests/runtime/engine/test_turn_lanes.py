@@ -82,6 +82,30 @@ def _turn_digest(s: Any, run_id: str) -> str:
 # -- effects: ask inside a host-driven turn --------------------------------------------------
 
 
+def test_a_turn_call_under_a_key_the_seal_would_refuse_sends_nothing(ws: Path) -> None:
+    from proctor import Session, Workspace
+    from proctor.errors import ConfigError
+
+    home = ws / ".home"
+    first = Session(Workspace(ws), environ={"PROCTOR_HOME": str(home)})
+    try:
+        env = first.run("writer", authority=authority(effects="allow"), cwd=ws)
+    finally:
+        first.close()
+    assert env.status == "needs_agent"
+    (home / "signing_key.pem").chmod(0o644)  # exposed while the run waits
+    # the next process to work the turn (an MCP server, a host) refuses before any call
+    s = Session(Workspace(ws), environ={"PROCTOR_HOME": str(home)})
+    try:
+        with pytest.raises(ConfigError) as refused:
+            s.turn_call(env.run_id or "", "draft", "fs.write", CALL, "c1")
+        assert refused.value.code == "signing_key_exposed"
+        assert not (ws / "out.md").exists()  # nothing sent
+        assert s.store.calls(env.run_id or "") == []
+    finally:
+        s.close()
+
+
 def test_a_turn_change_pauses_then_the_approved_call_executes_once(ws: Path) -> None:
     s = session(ws)
     env = s.run("writer", authority=authority(effects="ask"), cwd=ws)

@@ -484,9 +484,13 @@ class Session:
             UsageError: ``run_not_found``.
             ResumeRefused: ``run_sealed``; ``unknown_address`` when the run does not wait on
                 an agent turn at ``address``; ``run_busy``; ``package_changed``.
+            ConfigError, ReceiptInvalid, StoreError: the checks of :func:`.start.check_parts`
+                (a key or store the seal would fail on), before the call is admitted.
         """
         from proctor.runtime.engine.drive import RunDriver
+        from proctor.runtime.engine.start import check_parts
 
+        check_parts(self)  # as resume does: no effect under a key the seal would refuse
         record = self._record(run_id)
         if record.status == "sealed":
             raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
