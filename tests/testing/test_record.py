@@ -14,7 +14,7 @@ import pytest
 
 from proctor.errors import UsageError
 from proctor.parser.testfile import parse_test_file
-from proctor.testing.record import Prompter, RecordingPool, record_test
+from proctor.testing.record import RecordingPool, record_test
 from proctor.testing.runner import collect, run_case
 from tests.testing.support import FETCH, package, workspace
 
@@ -40,7 +40,7 @@ methods:
 """
 
 
-class _Script(Prompter):
+class _Script:
     def __init__(self, confirms: list[bool]) -> None:
         self.confirms = confirms
         self.shown: list[str] = []

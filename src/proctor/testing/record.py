@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import yaml
@@ -123,23 +123,23 @@ class _Recording(httpx.BaseTransport):
         self.inner.close()
 
 
-class Prompter:
+class Prompter(Protocol):
     """How the person at the terminal is asked (tests pass one with scripted answers)."""
 
     def confirm(self, text: str) -> bool:
         """A yes/no question."""
-        raise NotImplementedError
+        ...
 
     def text(self, text: str) -> str:
         """A line of free text."""
-        raise NotImplementedError
+        ...
 
     def show(self, text: str) -> None:
         """Something the person should read before answering."""
-        raise NotImplementedError
+        ...
 
 
-class TerminalPrompter(Prompter):
+class TerminalPrompter:
     """Asks at the terminal with click."""
 
     def confirm(self, text: str) -> bool:

@@ -144,21 +144,31 @@ class ReceiptStore:
 
     def _write_index_header(self, index: Path) -> None:
         # written aside and linked into place, so that a writer racing to open the new store
-        # never reads an index without its header (and takes the folder for a foreign one)
-        tmp = self.directory / f"{_STAGING}index-{os.getpid()}-{os.urandom(4).hex()}"
+        # never reads an index without its header (and takes the folder for a foreign one);
+        # another writer creating it first is as good
+        self._link_whole(index, _HEADER, "index")
+        self._fsync_dir()
+
+    def _link_whole(self, path: Path, data: bytes, tag: str) -> bool:
+        """Write ``data`` to a fresh temporary file (synced when durable), then give it the
+        name ``path`` by a hard link, which never replaces a file. False when ``path`` already
+        existed (its bytes are the caller's to judge)."""
+        tmp = self.directory / f"{_STAGING}{tag}-{os.getpid()}-{os.urandom(4).hex()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
-                os.write(fd, _HEADER)
+                os.write(fd, data)
                 if self._durable:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            with contextlib.suppress(FileExistsError):  # another writer created it first
-                os.link(tmp, index)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            return True
         finally:
             tmp.unlink(missing_ok=True)
-        self._fsync_dir()
 
     def _foreign(self, why: str) -> ReceiptInvalid:
         return ReceiptInvalid(
@@ -404,28 +414,18 @@ class ReceiptStore:
             return [result for share in pool.map(run, shares) for result in share]
 
     def _write_one(self, receipt_id: str, data: bytes) -> bool:
-        """Write one receipt to a temporary file, fsync it, then give it its name (a hard
-        link, which never replaces a file); False when another writer stored the same bytes
-        under that name first."""
+        """Store one receipt whole under its name; False when another writer stored the same
+        bytes there first.
+
+        Raises:
+            ReceiptInvalid: ``receipt_conflict``: different bytes already hold that name.
+        """
         path = self.path_of(receipt_id)
-        tmp = self.directory / f"{_STAGING}{os.getpid()}-{path.stem[:16]}-{os.urandom(4).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            try:
-                os.write(fd, data)
-                if self._durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                if path.read_bytes() != data:
-                    raise self._conflict(path) from None
-                return False
+        if self._link_whole(path, data, path.stem[:16]):
             return True
-        finally:
-            tmp.unlink(missing_ok=True)
+        if path.read_bytes() != data:
+            raise self._conflict(path)
+        return False
 
     def _conflict(self, path: Path) -> ReceiptInvalid:
         return ReceiptInvalid(
