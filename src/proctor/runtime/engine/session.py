@@ -138,9 +138,10 @@ class Session:
         """The run store (``PROCTOR_DATABASE_PATH`` or ``.proctor/runs.sqlite``)."""
         if self._store is None:
             from proctor.runtime.records.sqlite import SQLiteRunStore
+            from proctor.runtime.records.store_file import run_store_path
 
             named = self.environ.get("PROCTOR_DATABASE_PATH")
-            path = Path(named) if named else self.workspace.state_dir / "runs.sqlite"
+            path = run_store_path(self.workspace.state_dir, self.environ)
             shown = "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
             self._store = SQLiteRunStore(path, shown=shown)
         return self._store

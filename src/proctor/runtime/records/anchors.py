@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import ProctorError
+from proctor.runtime.records import store_file
 from proctor.runtime.records.chain import Anchor, ChainReport, read_log, verify_bytes
 
 __all__ = [
@@ -29,7 +30,6 @@ __all__ = [
     "check_log",
     "folder_anchors",
     "receipt_anchors",
-    "run_store_path",
     "store_anchor",
     "workspace_log_check",
 ]
@@ -134,13 +134,6 @@ def folder_anchors(folder: Path) -> tuple[list[Anchor], list[str]]:
     return anchors, notes
 
 
-def run_store_path(state_dir: Path, environ: Mapping[str, str]) -> Path:
-    """``PROCTOR_DATABASE_PATH``, else ``runs.sqlite`` in the workspace's state folder (the
-    rule :attr:`proctor.runtime.engine.session.Session.store` follows)."""
-    named = environ.get("PROCTOR_DATABASE_PATH")
-    return Path(named) if named else state_dir / "runs.sqlite"
-
-
 def store_anchor(path: Path) -> Anchor | None:
     """The run store's newest anchor; ``None`` when there is no store (one is never created).
 
@@ -210,7 +203,7 @@ def workspace_log_check(
         more, more_notes = folder_anchors(receipts_dir)
         anchors += more
         notes += more_notes
-    kept = store_anchor(run_store_path(state_dir, environ))
+    kept = store_anchor(store_file.run_store_path(state_dir, environ))
     if kept is not None:
         anchors.append(kept)
     return check_log(log, anchors, notes)

@@ -21,13 +21,20 @@ import secrets
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from proctor.errors import StoreError
 from proctor.runtime.testhooks import kill_point
 
-__all__ = ["check_once", "create_whole", "damaged", "refuse_damaged", "translate"]
+__all__ = [
+    "check_once",
+    "create_whole",
+    "damaged",
+    "refuse_damaged",
+    "run_store_path",
+    "translate",
+]
 
 _CHECKED: set[tuple[int, int]] = set()
 _CHECKED_LOCK = threading.Lock()
@@ -177,3 +184,10 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
         raise damaged(shown, f"PRAGMA quick_check found damage ({'; '.join(problems[:3])})")
     with _CHECKED_LOCK:
         _CHECKED.add(key)
+
+
+def run_store_path(state_dir: Path, environ: Mapping[str, str]) -> Path:
+    """``PROCTOR_DATABASE_PATH``, else ``runs.sqlite`` in the workspace's state folder (where
+    :attr:`proctor.runtime.engine.session.Session.store` and ``audit verify`` look)."""
+    named = environ.get("PROCTOR_DATABASE_PATH")
+    return Path(named) if named else state_dir / "runs.sqlite"
