@@ -40,6 +40,9 @@ from proctor.errors import ConfigError
 
 __all__ = [
     "STATE_VARIABLES",
+    "WALK_MAX_DEPTH",
+    "WALK_MAX_DIRS",
+    "WALK_SKIP",
     "Containment",
     "Rules",
     "containment_config",
@@ -58,9 +61,11 @@ STATE_VARIABLES = (
 )
 """The settings that place proctor's state; wherever they point, a run never touches it."""
 
-_WALK_MAX_DIRS = 20_000
-_WALK_MAX_DEPTH = 12
-_WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
+WALK_MAX_DIRS = 20_000
+WALK_MAX_DEPTH = 12
+WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
+"""The bounds of every walk of a root (this module's authority walk, the sandbox's walk for
+nested sensitive files) and the folders both skip."""
 _ROOT_NAMES = ("policies", "directives", "proctor.toml", ".proctor")
 _GIT_CODE = ("config", "hooks")  # what git runs: hooks, and the commands its config names
 _DB_COMPANIONS = ("", "-wal", "-shm", "-journal")
@@ -98,9 +103,9 @@ def discovered(root: Path) -> frozenset[str]:
         for name in dirs:
             if _maybe_tool_config(name) and tool_config_entry(prefix + name) is not None:
                 found.add(prefix + name)  # the whole folder; nothing below it to add
-            elif name not in _WALK_SKIP:
+            elif name not in WALK_SKIP:
                 kept.append(name)
-        dirs[:] = [] if depth >= _WALK_MAX_DEPTH or visited >= _WALK_MAX_DIRS else kept
+        dirs[:] = [] if depth >= WALK_MAX_DEPTH or visited >= WALK_MAX_DIRS else kept
         for name in files:
             if _maybe_tool_config(name) and tool_config_entry(prefix + name) is not None:
                 found.add(prefix + name)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.core.paths import authority_reason, sensitive_reason
+from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP
 from proctor.runtime.boundary.sandbox import SandboxSpec
 
 if TYPE_CHECKING:
@@ -166,11 +167,6 @@ def _top_names(root: Path) -> frozenset[str]:
     return frozenset(names)
 
 
-_DEEP_MAX_DIRS = 20_000
-_DEEP_MAX_DEPTH = 12
-_DEEP_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__pycache__"})
-
-
 def _deep_sensitive(root: Path) -> list[str]:
     """The sensitive entries below the root's top level (``app/.env``, ``deploy/id_rsa``,
     ``svc/.aws``), by a walk bounded like the authority walk (20,000 folders, 12 levels, no
@@ -180,18 +176,18 @@ def _deep_sensitive(root: Path) -> list[str]:
     for visited, (folder, dirs, files) in enumerate(os.walk(root, followlinks=False), start=1):
         rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
         if rel_dir == ".":
-            dirs[:] = [d for d in dirs if d not in _DEEP_SKIP]
+            dirs[:] = [d for d in dirs if d not in WALK_SKIP]
             continue  # the top level is judged by the caller
         depth = rel_dir.count("/") + 1
         kept = []
         for name in dirs:
-            if name in _DEEP_SKIP:
+            if name in WALK_SKIP:
                 continue
             if sensitive_reason(f"{rel_dir}/{name}") is not None:
                 found.append(f"{rel_dir}/{name}")
             else:
                 kept.append(name)
-        dirs[:] = [] if depth >= _DEEP_MAX_DEPTH or visited >= _DEEP_MAX_DIRS else kept
+        dirs[:] = [] if depth >= WALK_MAX_DEPTH or visited >= WALK_MAX_DIRS else kept
         found += [f"{rel_dir}/{n}" for n in files if sensitive_reason(f"{rel_dir}/{n}")]
     return found
 
