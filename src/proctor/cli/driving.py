@@ -170,6 +170,12 @@ def render_envelope(doc: dict[str, Any]) -> None:
             out.print(escape(str(change.get("diff") or "")), end="")
         if payload.get("command"):
             out.print("    argv: " + escape(json.dumps(payload["command"]["argv"])))
+        for q in request.get("questions") or []:
+            out.print(f"    ? {escape(str(q.get('prompt')))} (id {escape(str(q.get('id')))})")
+            for option in q.get("options") or []:
+                out.print(f"      - {escape(str(option))}")
+    if doc.get("status") == "needs_approval":
+        out.print(f"decide in this terminal: proctor approve {doc.get('run_id')}")
     if doc.get("answers_template"):
         out.print("answers template (fill it in, then pipe it to the command below):")
         out.print(escape(json.dumps(doc["answers_template"], indent=2)))

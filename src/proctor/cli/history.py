@@ -110,6 +110,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
                 for c in session.store.calls(record.run_id)
             ],
             "receipts": run_receipts(session, record.receipt_id),
+            "requests": _requests(session, record.run_id),
         }
         if as_json:
             dump_json(doc)
@@ -117,6 +118,13 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
         _print_run(doc)
     finally:
         session.close()
+
+
+def _requests(session: Any, run_id: str) -> list[dict[str, Any]]:
+    """The run's requests as ``proctor pending --json`` lists them (any state)."""
+    from proctor.runtime.engine.approvals import run_requests
+
+    return [shown.to_json() for shown in run_requests(session, run_id)]
 
 
 def _print_runs(rows: list[dict[str, Any]], next_cursor: int | None) -> None:
@@ -139,6 +147,16 @@ def _print_run(doc: dict[str, Any]) -> None:
     click.echo(f"receipt: {doc['receipt_id'] or '-'}")
     for call in doc["calls"]:
         click.echo(f"  {call['call_id']}  {call['tool']}  {call['outcome'] or call['state']}")
+    for req in doc["requests"]:
+        if req["state"] == "open" and doc["status"] != "sealed":
+            click.echo(
+                f"  waiting {req['kind']} at {req['address']}: {req['summary']}"
+                f"  ({req['request_digest']})"
+            )
+        elif req.get("decided_by"):
+            click.echo(f"  decided {req['kind']} at {req['address']} by {req['decided_by']}")
+    if any(r["state"] == "open" for r in doc["requests"]) and doc["status"] != "sealed":
+        click.echo(f"  decide: proctor approve {doc['run_id']}  |  proctor decline {doc['run_id']}")
     for rec in doc["receipts"]:
         click.echo(f"  receipt {rec['kind']}: {rec['receipt_id']} ({rec['outcome']})")
     sys.stdout.flush()

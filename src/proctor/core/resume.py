@@ -128,6 +128,11 @@ def _check_answers(where: str, body: Mapping[str, Any], value: dict[str, Any]) -
     return value
 
 
+def _same(recorded: Mapping[str, Any], decision: dict[str, Any]) -> bool:
+    """Whether a recorded decision states ``decision`` (who recorded it is not part of it)."""
+    return {k: v for k, v in recorded.items() if k != "decided_by"} == decision
+
+
 def _entries(doc: ResumeDocument) -> list[tuple[str, str, Any]]:
     return [("answers", a, e) for a, e in doc.answers.items()] + [
         ("approvals", a, e) for a, e in doc.approvals.items()
@@ -179,7 +184,7 @@ def admit_resume(
                 "digest_mismatch",
             )
         decision = normalize_decision(request, lane, entry)
-        if request.decision is not None and dict(request.decision) == decision:
+        if request.decision is not None and _same(request.decision, decision):
             plan.unchanged.append(address)
             continue
         if sealed:

@@ -16,10 +16,11 @@ from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
 from proctor.runtime.boundary.sandbox import SandboxUse
-from proctor.runtime.records.runs import CallRecord, RunRecord
+from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
+    from proctor.receipts.model import Verdict
     from proctor.runtime.engine.host import RunHost
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "audit_lost_note",
     "authority_notes",
     "call_receipt_outcome",
+    "decided_by",
     "seal_run",
     "trace_of",
 ]
@@ -195,6 +197,7 @@ def _seal(
     # last, is on disk with everything below it before the envelope names it)
     writer = ReceiptWriter(s.receipts, s.signer, clock=s.clock, batch=SEAL_BATCH)
     name, pkg = record.skill, data.get("package_digest")
+    deciders = decided_by(store.requests(record.run_id))
     by_step: dict[str, list[CallRecord]] = {}
     for call in calls:
         by_step.setdefault(call.step_id or "", []).append(call)
@@ -214,6 +217,8 @@ def _seal(
             approved_by = settled.get("approved_by")
             if isinstance(approved_by, str) and approved_by.startswith("standing_approvals"):
                 verdicts.append(Verdict(approved_by, "approved_by_standing", "warn"))
+            elif isinstance(approved_by, str) and approved_by.startswith("person:"):
+                verdicts += deciders.get(approved_by.removeprefix("person:"), [])
             sandbox = SandboxUse.from_record(settled.get("sandbox"))
             if sandbox is not None and sandbox.trust is not None:
                 verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
@@ -252,6 +257,7 @@ def _seal(
                 started_at=s_started,
                 ended_at=s_ended,
                 children=call_refs,
+                verdicts=deciders.get(step_id, []),
             )
         )
     head = _audit_head(s)
@@ -326,6 +332,19 @@ def _seal(
             )
     s.audit.take_lost(record.run_id)
     return RunEnvelope.model_validate(doc)
+
+
+def decided_by(requests: list[RequestRecord]) -> dict[str, list[Verdict]]:
+    """Who decided each request that names its author, as a receipt verdict by address:
+    ``{rule_id: "decision:ADDRESS", code: "decided_by:WHO", enforcement: "warn"}``."""
+    from proctor.receipts.model import Verdict
+
+    out: dict[str, list[Verdict]] = {}
+    for r in requests:
+        who = (r.decision or {}).get("decided_by")
+        if isinstance(who, str):
+            out[r.address] = [Verdict(f"decision:{r.address}", f"decided_by:{who}", "warn")]
+    return out
 
 
 def _audit_head(s: RunHost) -> dict[str, Any]:

@@ -364,8 +364,12 @@ class Session:
         *,
         stop: threading.Event | None = None,
         request_secrets: Mapping[str, str] | None = None,
+        decided_by: str | None = None,
     ) -> RunEnvelope:
         """Admit a ``proctor.resume.v1`` document and drive the run to its next pause or seal.
+
+        ``decided_by`` names who decided (``os:NAME``, ``console:NAME``, ``client-relayed:NAME``);
+        it is recorded with each decision (run store, audit log, receipt).
 
         Credentials are resolved again from a new snapshot (the recorded profile name first,
         then ``request_secrets`` as host handles for this command only).
@@ -413,6 +417,10 @@ class Session:
                 return self._close(record, plan.close)
             skill, method = self._reload(record)
             if plan.decisions:
+                if decided_by is not None:
+                    plan.decisions = {
+                        a: {**d, "decided_by": decided_by} for a, d in plan.decisions.items()
+                    }
                 self.store.record_decisions(run_id, plan.decisions)
                 for address, decision in plan.decisions.items():
                     self.store.append_event(run_id, "decision_recorded", {"address": address})
@@ -425,6 +433,7 @@ class Session:
                         approved=decision.get("approved"),
                         retry=decision.get("retry"),
                         request_digest=decision.get("request_digest"),
+                        decided_by=decision.get("decided_by"),
                     )
                 kill_point("resume.recorded")
             if plan.standing is not None:

@@ -81,6 +81,14 @@ class RequestRecord:
 
 
 @dataclass
+class PendingRequest:
+    """A request a person (or an agent) has not answered yet, with the run that waits on it."""
+
+    run: RunRecord
+    request: RequestRecord
+
+
+@dataclass
 class JournalRecord:
     """A journaled file bundle: before-images of every member, so a half-applied one rolls back."""
 
@@ -188,6 +196,12 @@ class RunStore(Protocol):
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         """Record decisions by address in one durable commit (state ``decided``)."""
+        ...
+
+    def pending_requests(self, *, limit: int = 200) -> list[PendingRequest]:
+        """Requests still ``open`` on runs that have not sealed, oldest run first, at most
+        ``limit``; read through an index of open requests, so the time does not grow with the
+        number of runs or requests already answered."""
         ...
 
     def acquire_lease(

@@ -18,6 +18,7 @@ from proctor.runtime.records import store_file
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
+    PendingRequest,
     RequestRecord,
     RunCounts,
     RunRecord,
@@ -475,6 +476,18 @@ class SQLiteRunStore:
                         )
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
+
+    def pending_requests(self, *, limit: int = 200) -> list[PendingRequest]:
+        run_cols = ", ".join(f"r.{c.strip()}" for c in self._RUN_COLS.split(","))
+        req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_open"
+                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open'"
+                " AND r.status != 'sealed' ORDER BY r.cursor, q.ord LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]
 
     # -- leases -----------------------------------------------------------------------------
 

@@ -1,0 +1,263 @@
+"""``proctor approve`` and ``proctor decline``: a person's decision in the terminal.
+
+Both show exactly what the request carries (a unified diff for file changes, coloured only on
+a terminal; argv and cwd for a command; method, URL and body for HTTP; the prompt and choices
+of a question), ask, write the ``proctor.resume.v1`` document bound to the request digest, and
+drive the run on. ``--yes`` (for scripts) is accepted only with ``--digest``: a script must
+name the exact request it decides.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proctor.cli.driving import EXIT_HELP
+from proctor.errors import UsageError
+
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _digest_option(value: str | None) -> str | None:
+    if value is not None and not DIGEST.match(value):
+        raise UsageError("--digest is sha256: and 64 lowercase hex digits", code="digest_invalid")
+    return value
+
+
+def render_request(out: Any, shown: Any) -> None:
+    """Print everything a person needs to decide ``shown`` (an approvals ``Shown``) on the
+    rich console ``out``; every value is escaped, so nothing in it is read as markup."""
+    from rich.markup import escape
+
+    view = shown.view
+    out.print(
+        f"[bold]{escape(shown.kind)}[/] at [bold]{escape(shown.address)}[/] of run"
+        f" {shown.run_id} ({escape(shown.skill)}#{escape(shown.method)})"
+    )
+    out.print(f"request digest: {shown.request_digest}")
+    if view.get("tool"):
+        out.print(f"tool: {escape(str(view['tool']))}")
+    if view.get("reason"):
+        out.print(f"reason: {escape(str(view['reason']))}")
+    if view.get("redacted"):
+        out.print(f"[yellow]hidden secrets at[/] {escape(', '.join(view['redacted']))}")
+    payload = view.get("payload") or {}
+    for change in payload.get("files") or []:
+        out.print(f"[bold]{escape(str(change.get('op')))} {escape(str(change.get('path')))}[/]")
+        for line in str(change.get("diff") or "").splitlines():
+            style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+            if line.startswith(("+++", "---")):
+                style = "bold"
+            out.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
+    command = payload.get("command")
+    if isinstance(command, dict):
+        out.print("argv: " + escape(json.dumps(command.get("argv"), ensure_ascii=False)))
+        out.print("  $ " + escape(shlex.join(str(a) for a in command.get("argv") or [])))
+        out.print(f"cwd: {escape(str(command.get('cwd') or '.'))}")
+        if command.get("timeout_seconds") is not None:
+            out.print(f"timeout: {command['timeout_seconds']} s")
+    call = payload.get("call")
+    if isinstance(call, dict):
+        raw_args = call.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        if call.get("tool") == "http.request":
+            out.print(f"{escape(str(args.get('method', 'GET')))} {escape(str(args.get('url')))}")
+            for name, value in sorted((args.get("headers") or {}).items()):
+                out.print(f"  {escape(str(name))}: {escape(str(value))}")
+            for key in ("json", "body", "data"):
+                if key in args:
+                    out.print(f"{key}:")
+                    text = (
+                        args[key]
+                        if isinstance(args[key], str)
+                        else json.dumps(args[key], indent=2, ensure_ascii=False)
+                    )
+                    out.print(escape(text))
+        else:
+            out.print("args: " + escape(json.dumps(args, indent=2, ensure_ascii=False)))
+    if "payload" not in view and view.get("payload_artifact"):
+        out.print("[red]the payload is in an artifact that no longer matches its digest[/]")
+    for q in view.get("questions") or []:
+        out.print(f"[bold]? {escape(str(q.get('prompt')))}[/]  (id {escape(str(q.get('id')))})")
+        for n, option in enumerate(q.get("options") or [], start=1):
+            out.print(f"   {n}. {escape(str(option))}")
+        if q.get("free_text"):
+            out.print("   (free text allowed)")
+    if shown.kind == "retry" and view.get("question"):
+        out.print(escape(str(view["question"])))
+    if shown.decision is not None:
+        out.print(f"[yellow]decided by {escape(str(shown.decision.get('decided_by') or '?'))}[/]")
+
+
+def _parse_answers(raw: tuple[str, ...], shown: Any) -> dict[str, Any]:
+    """``--answer ID=VALUE`` pairs as question answers: a VALUE that is one of the options is
+    the option, anything else free text."""
+    questions = {q.get("id"): q for q in shown.view.get("questions") or []}
+    out: dict[str, Any] = {}
+    for item in raw:
+        qid, sep, value = item.partition("=")
+        if not sep or qid not in questions:
+            raise UsageError(f"--answer {qid!r}: not one of this request's questions",
+                             code="answer_invalid")  # fmt: skip
+        options = questions[qid].get("options") or []
+        out[qid] = {"option": value} if value in options else {"text": value}
+    return out
+
+
+def _ask_answers(shown: Any) -> dict[str, Any]:
+    """Ask each question on the terminal: a choice by number or name, or free text."""
+    out: dict[str, Any] = {}
+    for q in shown.view.get("questions") or []:
+        options = [str(o) for o in q.get("options") or []]
+        while True:
+            raw = click.prompt(f"{q.get('id')}", default="", show_default=False).strip()
+            if not raw and not q.get("required", True):
+                break
+            if raw.isdigit() and 1 <= int(raw) <= len(options):
+                out[str(q["id"])] = {"option": options[int(raw) - 1]}
+                break
+            if raw in options:
+                out[str(q["id"])] = {"option": raw}
+                break
+            if raw and q.get("free_text"):
+                out[str(q["id"])] = {"text": raw}
+                break
+            click.echo("  choose one of the numbered options", err=True)
+    return out
+
+
+def _decide(
+    run_id: str,
+    address: str | None,
+    *,
+    approve: bool,
+    yes: bool,
+    digest: str | None,
+    reason: str | None,
+    answers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    from rich.console import Console
+
+    from proctor.cli.driving import drive_and_print
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.approvals import decide, os_author, shown_request
+    from proctor.runtime.engine.session import Session
+
+    if yes and digest is None:
+        raise UsageError(
+            "--yes decides without showing the request: give --digest sha256:... of the exact"
+            " request too (from proctor pending --json)",
+            code="digest_required",
+        )
+    session = Session(Workspace.discover(Path.cwd()))
+    try:
+        shown = shown_request(session, run_id, address)
+        if digest is not None and digest != shown.request_digest:
+            raise UsageError(
+                f"--digest is not the digest of the request at {shown.address!r}; nothing was"
+                " recorded",
+                code="digest_mismatch",
+            )
+        out = Console(highlight=False, soft_wrap=True, file=sys.stderr if as_json else None)
+        render_request(out, shown)
+        filled: dict[str, Any] | None = None
+        if shown.kind == "question" and approve:
+            filled = _parse_answers(answers, shown) if answers else None
+            if filled is None:
+                if yes:
+                    raise UsageError("--yes on questions needs --answer ID=VALUE",
+                                     code="answer_invalid")  # fmt: skip
+                filled = _ask_answers(shown)
+        if not yes:
+            verb = "Approve" if approve else "Decline"
+            if shown.kind == "question":
+                verb = "Send these answers" if approve else "Decline and close the run"
+            if not click.confirm(f"{verb}?", default=False, err=True):
+                click.echo("nothing was recorded", err=True)
+                sys.exit(1)
+    except BaseException:
+        session.close()
+        raise
+    author = os_author()
+    drive_and_print(
+        session,
+        lambda: decide(
+            session,
+            run_id,
+            shown.address,
+            request_digest=shown.request_digest,
+            approve=approve,
+            decided_by=author,
+            reason=reason,
+            answers=filled,
+        ),
+        as_json,
+    )
+
+
+_OPTIONS = [
+    click.argument("run_id"),
+    click.argument("address", required=False),
+    click.option("--yes", is_flag=True, help="Do not ask (scripts); needs --digest."),
+    click.option("--digest", callback=lambda _c, _p, v: _digest_option(v),
+                 metavar="sha256:HEX", help="The request digest this decision is bound to."),
+    click.option("--reason", default=None, help="Why (recorded with the decision)."),
+    click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope."),
+]  # fmt: skip
+
+
+def _with_options(func: Any) -> Any:
+    for option in reversed(_OPTIONS):
+        func = option(func)
+    return func
+
+
+@click.command("approve", epilog=EXIT_HELP)
+@_with_options
+@click.option("--answer", "answers", multiple=True, metavar="ID=VALUE",
+              help="Answer a question (repeatable): an option's name or free text.")  # fmt: skip
+def approve(
+    run_id: str,
+    address: str | None,
+    yes: bool,
+    digest: str | None,
+    reason: str | None,
+    as_json: bool,
+    answers: tuple[str, ...],
+) -> None:
+    """Show what RUN_ID waits on at ADDRESS, ask y/N, record the approval and drive on.
+
+    ADDRESS may be left out when the run waits on one request. Who approved (the OS user)
+    is recorded in the run store, the audit log and the receipt.
+
+    Example: proctor approve 3f2a... edit
+    """
+    _decide(run_id, address, approve=True, yes=yes, digest=digest, reason=reason,
+            answers=answers, as_json=as_json)  # fmt: skip
+
+
+@click.command("decline", epilog=EXIT_HELP)
+@_with_options
+def decline(
+    run_id: str,
+    address: str | None,
+    yes: bool,
+    digest: str | None,
+    reason: str | None,
+    as_json: bool,
+) -> None:
+    """Show what RUN_ID waits on at ADDRESS, ask y/N, record the decline and drive on.
+
+    A declined approval seals the run `declined`; declined questions close it `declined`.
+
+    Example: proctor decline 3f2a... edit --reason "wrong file"
+    """
+    _decide(run_id, address, approve=False, yes=yes, digest=digest, reason=reason,
+            answers=(), as_json=as_json)  # fmt: skip

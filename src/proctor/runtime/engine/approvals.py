@@ -1,0 +1,323 @@
+"""What people decide: the requests a workspace waits on, shown safely, and one decision
+bound to the digest of exactly the request a person saw.
+
+Every surface a person decides on (``proctor approve``/``decline``, the web console, an MCP
+client that relays a form) goes through :func:`decide`, which writes the
+``proctor.resume.v1`` document itself and hands it to :meth:`Session.resume` with the
+author of the decision, so the author is recorded in the run store, the audit log and the
+receipt, and admission is the same as for a hand-written document.
+
+A request is shown from the run's sanitized envelope (the view a run prints when it pauses),
+never from the raw body in the store, so a secret the act carries is never displayed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proctor.core.resume import PERSON_KINDS
+from proctor.errors import ResumeRefused, UsageError
+from proctor.receipts.canonical import digest as digest_of
+from proctor.runtime.boundary.sanitize import scrub_value
+from proctor.runtime.records.runs import RequestRecord, RunRecord
+
+if TYPE_CHECKING:
+    from proctor.contracts.envelope import RunEnvelope
+    from proctor.runtime.engine.session import Session
+
+__all__ = [
+    "PENDING_SCHEMA",
+    "Shown",
+    "decide",
+    "os_author",
+    "pending",
+    "run_requests",
+    "shown_request",
+    "summary_of",
+]
+
+PENDING_SCHEMA = "proctor.pending.v1"
+SUMMARY_MAX = 120
+ARTIFACT_MAX = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One request as a person sees it.
+
+    Attributes:
+        run_id, skill, method: the run that asks.
+        address, kind, request_digest: the request (``kind``: approval, question, retry or
+            agent_turn).
+        state: ``open``, ``decided`` or ``used``; ``run_status`` the run's status.
+        waiting_since: when the run last changed (its pause), ISO 8601 UTC.
+        view: the sanitized request (payload, questions, reason, ...).
+        decision: the recorded decision, if any (``approved``/``retry``/``value`` and
+            ``decided_by``).
+    """
+
+    run_id: str
+    skill: str
+    method: str
+    address: str
+    kind: str
+    request_digest: str
+    state: str
+    run_status: str
+    waiting_since: str
+    view: dict[str, Any] = field(default_factory=dict)
+    decision: dict[str, Any] | None = None
+
+    @property
+    def summary(self) -> str:
+        """One line saying what the request asks (see :func:`summary_of`)."""
+        return summary_of(self.kind, self.view)
+
+    @property
+    def for_people(self) -> bool:
+        """Whether a person decides it (an agent turn is the agent's)."""
+        return self.kind in PERSON_KINDS
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as ``proctor.pending.v1`` lists it."""
+        return {
+            "run_id": self.run_id,
+            "skill": self.skill,
+            "method": self.method,
+            "address": self.address,
+            "kind": self.kind,
+            "request_digest": self.request_digest,
+            "state": self.state,
+            "summary": self.summary,
+            "waiting_since": self.waiting_since,
+            "decided_by": (self.decision or {}).get("decided_by"),
+        }
+
+
+def os_author() -> str:
+    """The author of a decision taken in this terminal: ``os:`` and the OS user name."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = f"uid{os.getuid()}"
+    return f"os:{name}"
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 1] + "…"
+
+
+def summary_of(kind: str, view: Mapping[str, Any]) -> str:
+    """A one-line summary of a request: the files, the command, the HTTP request, the first
+    question or the reason."""
+    payload = view.get("payload") or {}
+    if kind == "approval":
+        tool = str(view.get("tool") or "ask")
+        files = payload.get("files") or []
+        if files:
+            first = f"{tool} {files[0].get('op')} {files[0].get('path')}"
+            more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
+            return _one_line(first + more)
+        command = payload.get("command")
+        if isinstance(command, dict):
+            argv = [str(a) for a in command.get("argv") or []]
+            return _one_line(f"$ {shlex.join(argv)}  (in {command.get('cwd') or '.'})")
+        call = payload.get("call")
+        if isinstance(call, dict):
+            args = call.get("args") or {}
+            if call.get("tool") == "http.request" and isinstance(args, dict):
+                return _one_line(f"{tool} {args.get('method', 'GET')} {args.get('url')}")
+            return _one_line(f"{tool} {json.dumps(args, ensure_ascii=False, sort_keys=True)}")
+        if view.get("payload_artifact"):
+            return _one_line(f"{tool}: a large payload (shown in full on approval)")
+        return _one_line(f"{tool}: {view.get('reason') or 'approve?'}")
+    if kind == "question":
+        questions = view.get("questions") or []
+        if questions:
+            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+            return _one_line(str(questions[0].get("prompt")) + more)
+    if kind == "retry":
+        return _one_line(f"send {view.get('tool')} again? (call {view.get('call_id')})")
+    if kind == "agent_turn":
+        return _one_line(f"agent turn: {view.get('instructions') or view.get('step') or ''}")
+    return _one_line(str(view.get("reason") or kind))
+
+
+def _view(session: Session, run: RunRecord, request: RequestRecord) -> dict[str, Any]:
+    """The sanitized view of ``request``: the run envelope's, when it shows this digest; else
+    the stored body scrubbed of credential shapes and secret-named fields."""
+    envelope = run.data.get("envelope")
+    for shown in (envelope or {}).get("requests") or [] if isinstance(envelope, dict) else []:
+        if (
+            isinstance(shown, dict)
+            and shown.get("address") == request.address
+            and shown.get("request_digest") == request.request_digest
+        ):
+            view = dict(shown)
+            break
+    else:
+        view, _ = scrub_value(request.body)
+    artifact = view.get("payload_artifact")
+    if "payload" not in view and isinstance(artifact, dict):
+        loaded = _artifact(session, artifact)
+        if loaded is not None:
+            view["payload"] = loaded
+    return view
+
+
+def _artifact(session: Session, ref: Mapping[str, Any]) -> Any:
+    """A payload kept as an artifact, when its bytes still match its digest (scrubbed)."""
+    want = ref.get("digest")
+    if not isinstance(want, str) or not want.startswith("sha256:"):
+        return None
+    path = session.workspace.state_dir / "artifacts" / (want.removeprefix("sha256:") + ".json")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(ARTIFACT_MAX + 1)
+        value = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    if len(data) > ARTIFACT_MAX or digest_of(value) != want:
+        return None
+    return scrub_value(value)[0]
+
+
+def _shown(session: Session, run: RunRecord, request: RequestRecord) -> Shown:
+    return Shown(
+        run_id=run.run_id,
+        skill=run.skill,
+        method=run.method,
+        address=request.address,
+        kind=request.kind,
+        request_digest=request.request_digest,
+        state=request.state,
+        run_status=run.status,
+        waiting_since=run.updated_at,
+        view=_view(session, run, request),
+        decision=request.decision,
+    )
+
+
+def pending(session: Session, *, limit: int = 200) -> list[Shown]:
+    """Every request still open on a run of the workspace that has not sealed, oldest first
+    (at most ``limit``), through one store query."""
+    return [_shown(session, p.run, p.request) for p in session.store.pending_requests(limit=limit)]
+
+
+def run_requests(session: Session, run_id: str) -> list[Shown]:
+    """Every request ``run_id`` asked (open, decided and used), in the order first asked.
+
+    Raises:
+        UsageError: ``run_not_found``.
+    """
+    run = session.store.get_run(run_id)
+    if run is None:
+        raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
+    return [_shown(session, run, r) for r in session.store.requests(run_id)]
+
+
+def shown_request(session: Session, run_id: str, address: str | None = None) -> Shown:
+    """The request of ``run_id`` at ``address``; without one, the only open request a person
+    decides.
+
+    Raises:
+        UsageError: ``run_not_found``; ``request_not_found`` (no request at that address);
+            ``address_required`` (the run waits on several: the message lists them);
+            ``nothing_pending`` (the run waits on no person).
+    """
+    every = run_requests(session, run_id)
+    if address is not None:
+        for shown in every:
+            if shown.address == address:
+                return shown
+        raise UsageError(f"run {run_id} has no request at {address!r}", code="request_not_found")
+    waiting = [s for s in every if s.state == "open" and s.for_people]
+    if len(waiting) == 1 and every[0].run_status != "sealed":
+        return waiting[0]
+    if not waiting or every[0].run_status == "sealed":
+        raise UsageError(f"run {run_id} waits on no person's decision", code="nothing_pending")
+    names = ", ".join(s.address for s in waiting)
+    raise UsageError(
+        f"run {run_id} waits on several requests ({names}): name one", code="address_required"
+    )
+
+
+def _entry(shown: Shown, approve: bool, reason: str | None, answers: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"request_digest": shown.request_digest}
+    if shown.kind == "approval":
+        entry.update({"approved": approve, "reason": reason})
+    elif shown.kind == "retry":
+        entry["value"] = {"retry": approve}
+    else:  # a question, answered
+        entry["value"] = answers
+    return entry
+
+
+def decide(
+    session: Session,
+    run_id: str,
+    address: str,
+    *,
+    request_digest: str,
+    approve: bool,
+    decided_by: str,
+    reason: str | None = None,
+    answers: Mapping[str, Any] | None = None,
+) -> RunEnvelope:
+    """Record a person's decision on the request at ``address`` and drive the run on.
+
+    ``approve`` true approves an approval, sends a retry again, or answers questions with
+    ``answers`` (``{QID: {option?, text?}}``); false declines an approval or a retry, and for
+    questions closes the run ``declined``. The decision counts only for the request whose
+    current digest is ``request_digest``.
+
+    Raises:
+        UsageError: ``run_not_found``, ``request_not_found``.
+        ResumeRefused: ``run_sealed``; ``wrong_lane`` (an agent turn is the agent's to
+            answer); ``digest_mismatch`` (the request changed since it was shown, or the
+            digest is another request's: nothing is recorded); ``already_answered``;
+            ``answer_invalid``; and every refusal of :meth:`Session.resume`.
+    """
+    shown = shown_request(session, run_id, address)
+    if shown.run_status == "sealed":
+        raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
+    if not shown.for_people:
+        raise ResumeRefused(
+            f"{address!r} is an agent turn: the agent answers it, not a person",
+            code="wrong_lane",
+        )
+    if request_digest != shown.request_digest:
+        raise ResumeRefused(
+            f"{address!r}: the digest is not this request's (it may have changed since it was"
+            " shown); nothing was recorded",
+            code="digest_mismatch",
+        )
+    if shown.kind == "question" and not approve:
+        if shown.state == "used":
+            raise ResumeRefused(f"{address!r} was already answered", code="already_answered")
+        # who closes it is audited first: the close seals the run and its receipt commits
+        # the audit log's head, so the author is inside what the receipt covers
+        session.audit.emit(
+            "close_decided",
+            run_id=run_id,
+            step_index=None,
+            address=address,
+            outcome="declined",
+            request_digest=request_digest,
+            decided_by=decided_by,
+        )
+        return session.resume(run_id, {"close": {"outcome": "declined"}})
+    if shown.kind == "question" and answers is None:
+        raise ResumeRefused(f"{address!r}: questions need answers", code="answer_invalid")
+    doc = {
+        "schema": "proctor.resume.v1",
+        "approvals": {address: _entry(shown, approve, reason, dict(answers or {}))},
+    }
+    return session.resume(run_id, doc, decided_by=decided_by)
