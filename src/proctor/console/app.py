@@ -1,0 +1,292 @@
+"""The console's starlette application: server-rendered pages, sign-in, decisions.
+
+Rules every route keeps:
+
+- a GET never changes anything (it reads the run store and renders);
+- every POST carries the CSRF token of the signed-in session (sign-in: of the sign-in form's
+  cookie), compared in constant time; a POST without it is refused ``csrf_invalid`` with
+  nothing recorded;
+- a decision names the request digest the person saw; :func:`decide` refuses any other
+  (``digest_mismatch``), so a form replayed against a changed or different request changes
+  nothing;
+- every decision is recorded as ``console:NAME`` (run store, audit log, receipt);
+- cookies are HttpOnly and SameSite=Strict (Secure behind https), responses are ``no-store``
+  with a CSP that allows no script at all, and a Host header that is not the console's is
+  refused (DNS rebinding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from proctor.console import pages
+from proctor.console.sessions import SessionBook, SignedIn
+from proctor.console.users import UserBook
+from proctor.errors import ProctorError
+
+__all__ = ["ConsoleConfig", "build_app"]
+
+SESSION_COOKIE = "proctor_session"
+LOGIN_COOKIE = "proctor_login_csrf"
+FORM_MAX = 64 * 1024
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self';"
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+STATUS = {
+    "csrf_invalid": 403,
+    "digest_mismatch": 409,
+    "already_answered": 409,
+    "run_sealed": 409,
+    "run_busy": 409,
+    "run_not_found": 404,
+    "request_not_found": 404,
+}
+
+
+@dataclass
+class ConsoleConfig:
+    """What one console serves.
+
+    Attributes:
+        root: the workspace folder.
+        home: the proctor home (users, the signing key).
+        environ: the environment runs are driven under (``PROCTOR_*`` settings).
+        allowed_hosts: Host header values accepted (without port).
+        secure_cookies: mark cookies Secure (served over https).
+        sessions: the session book (its lifetime; tests give their own clock).
+    """
+
+    root: Path
+    home: Path
+    environ: Mapping[str, str]
+    allowed_hosts: list[str] = field(default_factory=lambda: ["127.0.0.1", "localhost", "::1"])
+    secure_cookies: bool = False
+    sessions: SessionBook = field(default_factory=SessionBook)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def build_app(config: ConsoleConfig) -> Starlette:
+    """The console application for ``config``'s workspace."""
+    templates = Environment(
+        loader=PackageLoader("proctor.console", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    templates.filters["q"] = lambda text: quote(str(text), safe="/")
+    users = UserBook(config.home)
+    book = config.sessions
+
+    def session_of() -> Any:
+        from proctor.runtime.boundary.workspace import Workspace
+        from proctor.runtime.engine.session import Session
+
+        return Session(Workspace.discover(config.root), environ=config.environ)
+
+    def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = templates.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+    def refused(person: SignedIn | None, code: str, message: str) -> HTMLResponse:
+        status = STATUS.get(code, 400)
+        return render("message.html", status, person=person, code=code, message=message)
+
+    def signed_in(request: Request) -> SignedIn | None:
+        person = book.get(request.cookies.get(SESSION_COOKIE))
+        if person is not None and not users.exists(person.user):
+            book.close(person.sid)
+            return None
+        return person
+
+    def guarded(page: Callable[[Request, SignedIn], Awaitable[Response]]) -> Handler:
+        async def handler(request: Request) -> Response:
+            person = signed_in(request)
+            if person is None:
+                if request.method != "GET":
+                    return refused(None, "signed_out", "sign in first; nothing was recorded")
+                target = quote(request.url.path, safe="/")
+                return RedirectResponse(f"/login?next={target}", 303, headers=HEADERS)
+            try:
+                return await page(request, person)
+            except ProctorError as exc:
+                return refused(person, exc.code, exc.message)
+
+        return handler
+
+    async def read(work: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        def job() -> dict[str, Any]:
+            session = session_of()
+            try:
+                return work(session)
+            finally:
+                session.close()
+
+        return await run_in_threadpool(job)
+
+    async def form_of(request: Request) -> dict[str, str]:
+        body = await request.body()
+        if len(body) > FORM_MAX:
+            return {}
+        form = await request.form()
+        return {k: v for k, v in form.items() if isinstance(v, str)}
+
+    # -- sign-in ---------------------------------------------------------------------------
+
+    async def login_form(request: Request) -> Response:
+        import secrets
+
+        token = secrets.token_urlsafe(32)
+        response = render("login.html", csrf=token, next=_safe_next(request.query_params))
+        response.set_cookie(
+            LOGIN_COOKIE, token, httponly=True, samesite="strict", secure=config.secure_cookies
+        )
+        return response
+
+    async def login(request: Request) -> Response:
+        import hmac
+
+        form = await form_of(request)
+        cookie = request.cookies.get(LOGIN_COOKIE) or ""
+        given = form.get("csrf") or ""
+        if not cookie or not hmac.compare_digest(cookie.encode(), given.encode()):
+            return refused(None, "csrf_invalid", "the sign-in form expired; load it again")
+        try:
+            user = await run_in_threadpool(users.who, form.get("token") or "")
+        except ProctorError as exc:
+            return refused(None, exc.code, exc.message)
+        if user is None:
+            return render("login.html", 401, csrf=given, next=_safe_next(form), failed=True)
+        person = book.open(user)
+        response = RedirectResponse(_safe_next(form), 303, headers=HEADERS)
+        response.set_cookie(
+            SESSION_COOKIE,
+            person.sid,
+            httponly=True,
+            samesite="strict",
+            secure=config.secure_cookies,
+            max_age=int(book.seconds),
+        )
+        response.delete_cookie(LOGIN_COOKIE)
+        return response
+
+    async def logout(request: Request, person: SignedIn) -> Response:
+        form = await form_of(request)
+        if not person.csrf_ok(form.get("csrf")):
+            return refused(person, "csrf_invalid", "the form carried no valid token")
+        book.close(person.sid)
+        response = RedirectResponse("/login", 303, headers=HEADERS)
+        response.delete_cookie(SESSION_COOKIE)
+        return response
+
+    # -- pages -----------------------------------------------------------------------------
+
+    async def home(request: Request) -> Response:
+        return RedirectResponse("/pending", 303, headers=HEADERS)
+
+    async def pending(request: Request, person: SignedIn) -> Response:
+        context = await read(pages.pending_page)
+        return render("pending.html", person=person, **context)
+
+    async def runs(request: Request, person: SignedIn) -> Response:
+        after = request.query_params.get("after")
+        cursor = int(after) if after and after.isdigit() else None
+        filters = dict(request.query_params)
+        context = await read(lambda s: pages.runs_page(s, filters, after=cursor))
+        return render("runs.html", person=person, **context)
+
+    async def run(request: Request, person: SignedIn) -> Response:
+        run_id = request.path_params["run_id"]
+        context = await read(lambda s: pages.run_page(s, run_id))
+        return render("run.html", person=person, **context)
+
+    async def request_view(request: Request, person: SignedIn) -> Response:
+        run_id, address = request.path_params["run_id"], request.path_params["address"]
+        context = await read(lambda s: pages.request_page(s, run_id, address))
+        return render("request.html", person=person, **context)
+
+    async def decide(request: Request, person: SignedIn) -> Response:
+        from proctor.runtime.engine.approvals import decide as record
+
+        run_id = request.path_params["run_id"]
+        form = await form_of(request)
+        if not person.csrf_ok(form.get("csrf")):
+            return refused(person, "csrf_invalid", "the form carried no valid token; nothing"
+                           " was recorded")  # fmt: skip
+        address = form.get("address") or ""
+        choice = form.get("decision")
+        if choice not in ("approve", "decline"):
+            return refused(person, "decision_invalid", "decide approve or decline")
+        answers = _answers(form)
+
+        def job() -> dict[str, Any]:
+            session = session_of()
+            try:
+                envelope = record(
+                    session,
+                    run_id,
+                    address,
+                    request_digest=form.get("request_digest") or "",
+                    approve=choice == "approve",
+                    decided_by=f"console:{person.user}",
+                    reason=form.get("reason") or None,
+                    answers=answers or None,
+                )
+                return envelope.to_json()
+            finally:
+                session.close()
+
+        await run_in_threadpool(job)
+        return RedirectResponse(f"/runs/{quote(run_id)}", 303, headers=HEADERS)
+
+    routes = [
+        Route("/", home),
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", guarded(logout), methods=["POST"]),
+        Route("/pending", guarded(pending), methods=["GET"]),
+        Route("/runs", guarded(runs), methods=["GET"]),
+        Route("/runs/{run_id}", guarded(run), methods=["GET"]),
+        Route("/runs/{run_id}/decide", guarded(decide), methods=["POST"]),
+        Route("/runs/{run_id}/requests/{address:path}", guarded(request_view), methods=["GET"]),
+        Mount("/static", StaticFiles(packages=[("proctor.console", "static")]), name="static"),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=config.allowed_hosts)]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def _answers(form: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Question answers from a form: ``option.QID`` (a choice) and ``text.QID`` (free text);
+    what they must be is checked by the resume admission, not here."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in form.items():
+        kind, _, qid = key.partition(".")
+        if kind in ("option", "text") and qid and value:
+            out.setdefault(qid, {})[kind] = value
+    return out
+
+
+def _safe_next(params: Mapping[str, str]) -> str:
+    """Where to go after signing in: a path of this console only (no ``//host`` or scheme)."""
+    target = str(params.get("next") or "/pending")
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/pending"
+    return target
