@@ -154,7 +154,7 @@ def _verified(session: Session, receipt_id: str | None) -> dict[str, Any] | None
     if receipt_id is None:
         return None
     folder = receipt_dir(session.workspace.state_dir, session.environ)
-    result = verify_receipt(receipt_id, receipts_dir=folder)
+    result = verify_receipt(receipt_id, receipts_dir=folder, environ=session.environ)
     return {"status": result.status, "message": result.message, "receipts": result.receipts}
 
 

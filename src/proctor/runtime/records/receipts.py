@@ -497,12 +497,15 @@ def _folder_loader(directory: Path) -> Callable[[str], bytes | None]:
     return load
 
 
-def _trusted(public_key: PublicKey | bytes | str | os.PathLike[str] | None) -> list[PublicKey]:
+def _trusted(
+    public_key: PublicKey | bytes | str | os.PathLike[str] | None,
+    environ: Mapping[str, str] | None = None,
+) -> list[PublicKey]:
     from proctor.receipts.signing import PublicKey, parse_public_key
     from proctor.runtime.home.keys import load_public_key_file, trusted_local_keys
 
     if public_key is None:
-        return trusted_local_keys()  # the local key and the keys rotation kept trusted
+        return trusted_local_keys(environ)  # the local key and the keys rotation kept trusted
     if isinstance(public_key, PublicKey):
         return [public_key]
     if isinstance(public_key, bytes):
@@ -515,6 +518,7 @@ def verify_receipt(
     *,
     receipts_dir: str | os.PathLike[str] | None = None,
     public_key: PublicKey | bytes | str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> VerifyResult:
     """Verify a receipt and its whole tree; usable on any folder, without a workspace.
 
@@ -526,7 +530,8 @@ def verify_receipt(
     bytes (PEM, the ``proctor key show --json`` document, or hex), or a path to such a file;
     by default the local signing key's public half, if one exists (none is created), and the
     keys kept trusted in ``<home>/trusted_keys/`` (``proctor key rotate`` keeps the old key
-    there). A receipt signed by any other key is ``unverified``.
+    there; ``environ`` says where the home is, default the process's). A receipt signed by
+    any other key is ``unverified``.
 
     Returns a :class:`~proctor.receipts.verify.VerifyResult` (tampering is a result).
 
@@ -538,7 +543,7 @@ def verify_receipt(
     from proctor.receipts.verify import verify_tree
     from proctor.runtime.records.signature_pool import SignaturePool
 
-    keys = _trusted(public_key)
+    keys = _trusted(public_key, environ)
     text = os.fspath(target)
     root_bytes: bytes | None = None
     root_id: str | None = None
