@@ -57,6 +57,7 @@ class Console:
     environ: dict[str, str]
     token: str
     config: Any
+    now: list[float]
 
     def session(self) -> Any:
         from proctor.runtime.boundary.workspace import Workspace
@@ -100,6 +101,7 @@ def console(tmp_path: Path) -> Iterator[Console]:
 
     from proctor.console.app import ConsoleConfig, build_app
     from proctor.console.serve import bind_socket
+    from proctor.console.sessions import SessionBook
     from proctor.console.users import UserBook
 
     root, home = tmp_path / "ws", tmp_path / "home"
@@ -111,7 +113,9 @@ def console(tmp_path: Path) -> Iterator[Console]:
     (root / "page.txt").write_text("old line\n")
     environ = {"PROCTOR_HOME": str(home)}
     token = UserBook(home).add("alice")
-    config = ConsoleConfig(root=root, home=home, environ=environ)
+    now = [1000.0]
+    sessions = SessionBook(clock=lambda: now[0])
+    config = ConsoleConfig(root=root, home=home, environ=environ, sessions=sessions)
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(build_app(config), log_level="warning"))
@@ -125,7 +129,7 @@ def console(tmp_path: Path) -> Iterator[Console]:
                 break
             thread.join(0.01)
         assert started.is_set(), "the console did not start"
-        yield Console(f"http://127.0.0.1:{port}", root, home, environ, token, config)
+        yield Console(f"http://127.0.0.1:{port}", root, home, environ, token, config, now)
     finally:
         server.should_exit = True
         thread.join(10)

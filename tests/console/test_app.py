@@ -1,0 +1,217 @@
+"""The console over plain HTTP (httpx on loopback): sign-in, sessions that expire, CSRF,
+no state change on GET, Host checks, and binding refusals. Each refusal proves that nothing
+was recorded."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proctor.console.serve import check_binding
+from proctor.console.sessions import SessionBook
+from proctor.console.users import UserBook
+from proctor.errors import UsageError
+from tests.console.conftest import Console
+
+
+def _client(console: Console) -> httpx.Client:
+    return httpx.Client(base_url=console.url, follow_redirects=False, timeout=30)
+
+
+def _sign_in(client: httpx.Client, token: str) -> httpx.Response:
+    form = client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf is not None
+    return client.post("/login", data={"csrf": csrf.group(1), "token": token, "next": "/pending"})
+
+
+def _csrf(client: httpx.Client) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get("/pending").text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_every_get_leaves_the_store_as_it_was(console: Console) -> None:
+    run = console.paused()
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        before = console.state_bytes()
+        for path in (
+            "/pending",
+            "/runs",
+            "/runs?status=needs_approval&skill=pages",
+            f"/runs/{run['run_id']}",
+            f"/runs/{run['run_id']}/requests/put",
+            f"/runs/{run['run_id']}/decide",  # a GET on the POST route is not allowed
+        ):
+            response = client.get(path)
+            assert response.status_code in (200, 405), path
+        assert console.state_bytes() == before
+
+
+def test_signed_out_people_are_sent_to_sign_in_and_cannot_post(console: Console) -> None:
+    run = console.paused()
+    with _client(console) as client:
+        assert client.get("/pending").headers["location"] == "/login?next=/pending"
+        before = console.state_bytes()
+        posted = client.post(
+            f"/runs/{run['run_id']}/decide",
+            data={"address": "put", "request_digest": run["requests"][0]["request_digest"],
+                  "decision": "approve"},
+        )  # fmt: skip
+        assert posted.status_code == 400 and "signed_out" in posted.text
+        assert console.state_bytes() == before
+
+
+def test_a_wrong_token_or_a_missing_login_csrf_signs_nobody_in(console: Console) -> None:
+    with _client(console) as client:
+        assert _sign_in(client, "pct_not-a-real-token").status_code == 401
+        assert client.get("/pending").status_code == 303
+        forged = client.post("/login", data={"token": console.token, "next": "/pending"})
+        assert forged.status_code == 403 and "csrf_invalid" in forged.text
+        assert client.get("/pending").status_code == 303
+
+
+def test_sign_in_never_redirects_off_the_console(console: Console) -> None:
+    for target in ("//evil.example", "https://evil.example/", "/\\evil"):
+        with _client(console) as client:
+            csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+            assert csrf is not None
+            out = client.post(
+                "/login", data={"csrf": csrf.group(1), "token": console.token, "next": target}
+            )
+            assert out.headers["location"] == "/pending"
+
+
+def test_a_session_ends_at_its_expiry(console: Console) -> None:
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        assert client.get("/pending").status_code == 200
+        console.now[0] += console.config.sessions.seconds
+        assert client.get("/pending").status_code == 303
+
+
+def test_the_session_book_expires_and_closes() -> None:
+    now = [0.0]
+    book = SessionBook(seconds=60, clock=lambda: now[0])
+    person = book.open("alice")
+    assert book.get(person.sid) == person
+    assert person.csrf_ok(person.csrf) and not person.csrf_ok("x") and not person.csrf_ok(None)
+    now[0] = 59.9
+    assert book.get(person.sid) is not None
+    now[0] = 60.0
+    assert book.get(person.sid) is None
+    other = book.open("bob")
+    book.close(other.sid)
+    assert book.get(other.sid) is None
+
+
+def test_removing_a_user_ends_their_session(console: Console) -> None:
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        UserBook(console.home).remove("alice")
+        assert client.get("/pending").status_code == 303
+
+
+def test_sign_out_needs_the_csrf_token(console: Console) -> None:
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        assert client.post("/logout").status_code == 403
+        assert client.get("/pending").status_code == 200
+        assert client.post("/logout", data={"csrf": _csrf(client)}).status_code == 303
+        assert client.get("/pending").status_code == 303
+
+
+def test_a_foreign_host_header_is_refused(console: Console) -> None:
+    with _client(console) as client:
+        out = client.get("/login", headers={"host": "rebound.example"})
+        assert out.status_code == 400
+
+
+def test_responses_allow_no_script_and_are_not_cached(console: Console) -> None:
+    with _client(console) as client:
+        out = client.get("/login")
+        assert "default-src 'none'" in out.headers["content-security-policy"]
+        assert "script-src" not in out.headers["content-security-policy"]
+        assert out.headers["cache-control"] == "no-store"
+        cookie = out.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+
+
+def test_tokens_are_kept_hashed_and_shown_once(tmp_path: Path) -> None:
+    book = UserBook(tmp_path)
+    token = book.add("carol")
+    kept = (tmp_path / "console_users.json").read_text()
+    assert token not in kept
+    assert (tmp_path / "console_users.json").stat().st_mode & 0o077 == 0
+    assert book.who(token) == "carol" and book.who(token + "x") is None
+    with pytest.raises(UsageError) as exists:
+        book.add("carol")
+    assert exists.value.code == "user_exists"
+    rotated = book.add("carol", rotate=True)
+    assert book.who(token) is None and book.who(rotated) == "carol"
+    with pytest.raises(UsageError) as bad:
+        book.add("../x")
+    assert bad.value.code == "user_name_invalid"
+
+
+@pytest.mark.parametrize(
+    ("host", "kwargs", "code"),
+    [
+        ("0.0.0.0", {}, "console_public_refused"),
+        ("192.0.2.1", {}, "console_public_refused"),
+        ("0.0.0.0", {"public_url": "http://console.example"}, "public_url_invalid"),
+        ("0.0.0.0", {"public_url": "https://console.example"}, "console_public_refused"),
+        ("127.0.0.1", {"tls_cert": Path("c.pem")}, "tls_incomplete"),
+    ],
+)
+def test_the_console_stays_on_loopback_unless_public_https_and_tls(
+    host: str, kwargs: dict[str, object], code: str
+) -> None:
+    with pytest.raises(UsageError) as refused:
+        check_binding(host, 8765, **kwargs)  # type: ignore[arg-type]
+    assert refused.value.code == code
+
+
+def test_public_binding_accepts_only_the_public_host() -> None:
+    bound = check_binding(
+        "0.0.0.0",
+        443,
+        public_url="https://console.example/",
+        tls_cert=Path("c.pem"),
+        tls_key=Path("k.pem"),
+    )
+    assert bound.allowed_hosts == ["console.example"]
+    assert bound.public_url == "https://console.example"
+    assert check_binding("::1", 0).allowed_hosts == ["127.0.0.1", "localhost", "::1"]
+
+
+FIELDS = st.sampled_from(["csrf", "address", "request_digest", "decision", "reason",
+                          "option.colour", "text.colour", "answer", ""])  # fmt: skip
+VALUES = st.one_of(st.text(max_size=80), st.sampled_from(["approve", "decline", "put", "colour"]))
+
+
+def test_fuzz_any_decide_form_is_refused_cleanly_or_decides(console: Console) -> None:
+    run = console.question()
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        csrf = _csrf(client)
+
+        @settings(max_examples=40, deadline=None)
+        @given(form=st.dictionaries(FIELDS, VALUES, max_size=6), with_csrf=st.booleans())
+        def post(form: dict[str, str], with_csrf: bool) -> None:
+            if with_csrf:
+                form = {**form, "csrf": csrf}
+            before = console.state_bytes()
+            out = client.post(f"/runs/{run['run_id']}/decide", data=form)
+            assert out.status_code in (303, 400, 403, 404, 409), out.text
+            assert "Traceback" not in out.text
+            if out.status_code != 303:
+                assert console.state_bytes() == before
+
+        post()
