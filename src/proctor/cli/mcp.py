@@ -51,6 +51,17 @@ import click
     help="The workspace to serve (default: found from the current folder). Skill references"
     " are then resolved from it, for hosts that cannot set a working folder.",
 )
+@click.option(
+    "--console-url",
+    metavar="URL",
+    help="The console (proctor serve) that URL-mode elicitation sends a person to.",
+)
+@click.option(
+    "--trust-client-approvals",
+    is_flag=True,
+    help="Count a client's form-mode 'accept' as an approval (audited; receipts say"
+    " client-relayed). Off: it is information only and the request stays pending.",
+)
 def mcp(
     refs: tuple[str, ...],
     run_id: str | None,
@@ -60,11 +71,15 @@ def mcp(
     port: int,
     public_url: str | None,
     workspace_dir: Path | None,
+    console_url: str | None,
+    trust_client_approvals: bool,
 ) -> None:
     """Serve SKILL_REF... (PATH[#METHOD] or a skills/ catalog name) as MCP tools.
 
     Each method is one tool; a call runs it under governance and returns its proctor.run.v1
-    envelope. Approvals are never given through MCP: a person runs `proctor resume`.
+    envelope. A client's answer never approves on its own: a person decides with `proctor
+    approve` or in the console (--console-url sends URL-mode clients there), unless the
+    operator passes --trust-client-approvals.
     Exit codes: 2 usage or parse error; 3 configuration error (no key, unsafe bind).
     """
     import os
@@ -91,5 +106,7 @@ def mcp(
         run_id=run_id,
         authority_name=authority_name,
         transport=transport,
+        console_url=console_url,
+        trust_client_approvals=trust_client_approvals,
     )
     serve(proctor, http=settings)

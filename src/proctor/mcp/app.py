@@ -46,6 +46,8 @@ def open_server(
     transport: str = "stdio",
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    console_url: str | None = None,
+    trust_client_approvals: bool = False,
 ) -> ProctorServer:
     """Load what the server offers and build it (nothing is served yet).
 
@@ -79,6 +81,8 @@ def open_server(
         authority_name=authority_name,
         run_scope=run_id,
         transport=transport,
+        console_url=_console_url(console_url),
+        trust_client_approvals=trust_client_approvals,
     )
     from proctor.mcp.turns import turn_tools
 
@@ -92,6 +96,25 @@ def open_server(
     if run_id is not None and turns is not None:
         turns.check_run(run_id, proctor)
     return proctor
+
+
+def _console_url(url: str | None) -> str | None:
+    """The console origin a URL-mode elicitation names.
+
+    Raises:
+        UsageError: ``console_url_invalid`` (not an http(s) origin).
+    """
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise UsageError(
+            "--console-url is the console's origin (http://127.0.0.1:8765 or https://...)",
+            code="console_url_invalid",
+        )
+    return url.rstrip("/")
 
 
 def _report_readiness(proctor: ProctorServer) -> list[dict[str, Any]]:
@@ -120,6 +143,8 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
         transport=proctor.config.transport,
         run_scope=proctor.config.run_scope,
         authority=proctor.config.authority_name,
+        console_url=proctor.config.console_url,
+        trust_client_approvals=proctor.config.trust_client_approvals,
         tools=sorted(t.name for t in proctor.tool_list()),
         # Named so the audit's secret-field redaction leaves the names readable.
         not_ready=[

@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from proctor._version import __version__
 from proctor.contracts.json_strict import check_value
 from proctor.errors import ParseError, ProctorError
+from proctor.mcp.approvals import ApprovalRelay, with_progress
 from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
@@ -81,6 +83,7 @@ class ProctorServer:
 
         self.config = config
         self.turns = turns
+        self.approvals = ApprovalRelay(config.console_url, config.trust_client_approvals)
         self._audit_lock = threading.Lock()
         self._audit_session = Session(config.workspace, environ=config.environ)
         # One signing key for every session, loaded (or created) once before serving: two
@@ -137,6 +140,10 @@ class ProctorServer:
             on_call_tool=self._call_tool,
         )
         server.middleware.append(self._audit_middleware)
+        # input_required state names a run and a request: sealed and verified by the SDK
+        server.middleware.append(
+            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+        )
         return server
 
     def tool_list(self) -> list[types.Tool]:
@@ -187,9 +194,28 @@ class ProctorServer:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:200]}")
         if tool.missing:
             return self._needs_credential(tool)
-        doc = await self.run_in_worker(lambda stop: self._run(tool, arguments, stop))
+        if params.request_state is not None:  # a retry after input_required (approvals)
+            try:
+                resumed = await self.approvals.resume(
+                    ctx, params.request_state, params.input_responses, self, _client_info(ctx)
+                )
+            except ProctorError as exc:
+                return error_result(exc)
+            return types.CallToolResult(
+                content=[types.TextContent(text=summarize(resumed))],
+                structured_content=resumed,
+                is_error=resumed.get("outcome") in ("failed", "blocked", "killed"),
+            )
+        doc = await with_progress(
+            ctx, self.run_in_worker(lambda stop: self._run(tool, arguments, stop))
+        )
         if isinstance(doc, ProctorError):
             return error_result(doc)
+        if doc.get("status") == "needs_approval":
+            relayed = await self.approvals.relay(ctx, doc, self, _client_info(ctx))
+            if isinstance(relayed, types.InputRequiredResult):
+                return relayed  # type: ignore[return-value]  # the SDK's dual result
+            doc = relayed
         run_id = doc.get("run_id")
         if isinstance(run_id, str) and doc.get("status") != "sealed":
             self.config.runs[run_id] = None

@@ -67,6 +67,10 @@ class ServerConfig:
     transport: str = "stdio"
     pool_size: int = 4
     runs: dict[str, None] = field(default_factory=dict)
+    console_url: str | None = None
+    """The console (``proctor serve``) a URL-mode elicitation sends a person to."""
+    trust_client_approvals: bool = False
+    """The operator's opt-in: a client's form-mode accept approves (``client-relayed``)."""
 
 
 class SessionPool:
