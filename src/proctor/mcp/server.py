@@ -51,7 +51,8 @@ SERVER_NAME = "proctor"
 INSTRUCTIONS = (
     "Each tool runs one method of a governed skill: every call is admitted, recorded and"
     " receipted by proctor. A run that pauses returns its requests; approvals are decided by"
-    " a person with `proctor resume`, never through this connection."
+    " a person (`proctor approve`, the console), never by this client's own answer unless the"
+    " operator opted in."
 )
 
 
