@@ -200,8 +200,8 @@ class RunStore(Protocol):
 
     def pending_requests(self, *, limit: int = 200) -> list[PendingRequest]:
         """Requests still ``open`` on runs that have not sealed, oldest run first, at most
-        ``limit``; read through an index of open requests, so the time does not grow with the
-        number of runs or requests already answered."""
+        ``limit``; read through an index of the runs not sealed, so the time does not grow
+        with the number of sealed runs or their requests."""
         ...
 
     def acquire_lease(

@@ -482,9 +482,9 @@ class SQLiteRunStore:
         req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
         with self._lock:
             rows = self._exec(
-                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_open"
-                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open'"
-                " AND r.status != 'sealed' ORDER BY r.cursor, q.ord LIMIT ?",
+                f"SELECT {run_cols}, {req_cols} FROM runs r INDEXED BY runs_unsealed"
+                " CROSS JOIN requests q ON q.run_id = r.run_id WHERE r.status != 'sealed'"
+                " AND q.state = 'open' ORDER BY r.cursor, q.ord LIMIT ?",
                 (limit,),
             ).fetchall()
         return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]

@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS requests (
     decision TEXT,
     UNIQUE (run_id, address)
 );
-CREATE INDEX IF NOT EXISTS requests_open ON requests (ord) WHERE state = 'open';
+CREATE INDEX IF NOT EXISTS runs_unsealed ON runs (cursor) WHERE status != 'sealed';
 CREATE TABLE IF NOT EXISTS leases (
     run_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
