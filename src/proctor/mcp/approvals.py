@@ -64,15 +64,19 @@ def console_page(console_url: str, run_id: str, address: str) -> str:
 
 
 async def with_progress(
-    ctx: ServerRequestContext[Any, Any], work: Awaitable[T], message: str = "working"
+    ctx: ServerRequestContext[Any, Any],
+    work: Awaitable[T],
+    message: str = "working",
+    *,
+    every: float = PROGRESS_EVERY,
 ) -> T:
-    """Await ``work`` while reporting progress every :data:`PROGRESS_EVERY` seconds (a no-op
-    for a client that sent no progress token)."""
+    """Await ``work`` while reporting progress every ``every`` seconds (a no-op for a client
+    that sent no progress token)."""
 
     async def tick() -> None:
         count = 0
         while True:
-            await anyio.sleep(PROGRESS_EVERY)
+            await anyio.sleep(every)
             count += 1
             try:
                 await ctx.session.report_progress(float(count), None, message)
