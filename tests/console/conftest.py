@@ -34,6 +34,23 @@ methods:
         tool: fs.write
         reason: Write the page.
         inputs: {path: page.txt, content: $input.text, expected_digest: $steps.read.content_digest}
+  tools:
+    description: Run a command and post a note.
+    steps:
+      - id: run
+        tool: command.execute
+        reason: List the folder.
+        inputs: {argv: [ls, -la, "<b>not markup</b>"], timeout_seconds: 30}
+  post:
+    description: Post a note.
+    steps:
+      - id: send
+        tool: http.request
+        reason: Post the note.
+        inputs:
+          method: POST
+          url: http://127.0.0.1:9/notes
+          json: {note: "hello <script>x</script>"}
   pick:
     description: Ask which colour, then say it.
     steps:
@@ -77,6 +94,18 @@ class Console:
         finally:
             session.close()
         doc = env.to_json()
+        assert doc["status"] == "needs_approval", doc
+        return doc
+
+    def paused_on(self, method: str) -> dict[str, Any]:
+        session = self.session()
+        try:
+            doc = session.run(
+                str(self.root / "skills" / "pages") + "#" + method,
+                authority=parse_authority({"effects": "ask"}),
+            ).to_json()
+        finally:
+            session.close()
         assert doc["status"] == "needs_approval", doc
         return doc
 

@@ -68,6 +68,21 @@ def test_signed_out_people_are_sent_to_sign_in_and_cannot_post(console: Console)
         assert console.state_bytes() == before
 
 
+def test_commands_and_http_requests_show_exactly_what_executes(console: Console) -> None:
+    command = console.paused_on("tools")
+    post = console.paused_on("post")
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        page = client.get(f"/runs/{command['run_id']}/requests/run").text
+        assert "<li><code>ls</code></li><li><code>-la</code></li>" in page
+        assert "&lt;b&gt;not markup&lt;/b&gt;" in page and "<b>not markup</b>" not in page
+        assert "cwd <code>.</code>" in page
+        sent = client.get(f"/runs/{post['run_id']}/requests/send").text
+        assert "<b>POST</b> <code>http://127.0.0.1:9/notes</code>" in sent
+        assert "&lt;script&gt;" in sent or "\\u003cscript\\u003e" in sent
+        assert "<script>" not in sent
+
+
 def test_a_wrong_token_or_a_missing_login_csrf_signs_nobody_in(console: Console) -> None:
     with _client(console) as client:
         assert _sign_in(client, "pct_not-a-real-token").status_code == 401
