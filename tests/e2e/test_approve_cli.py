@@ -206,6 +206,11 @@ def test_tmux_a_person_sees_the_diff_and_approves_with_y(ws: Ws, tmp_path: Path)
         screen = _wait_screen(base, "Approve?")
         assert "-old line" in screen and "+new line" in screen
         assert "--- a/page.txt" in screen
+        coloured = subprocess.run(
+            [*base, "capture-pane", "-p", "-e"], capture_output=True, text=True
+        ).stdout
+        added = next(line for line in coloured.splitlines() if "new line" in line)
+        assert "\x1b[" in added  # on a terminal the diff is coloured
         subprocess.run([*base, "send-keys", "y", "Enter"], check=True)
         deadline = time.monotonic() + 60
         while not done.exists() or not done.read_text().strip():
