@@ -5,11 +5,14 @@ run's start: the checks before it, then one transaction that creates it whole), 
 driver of one run: preparation, the step loop, pauses), :mod:`.kinds` (tool, ask and agent
 steps, with the reconciliation of a crashed driver's claims), :mod:`.sealing` (the receipt tree
 from the store alone), :mod:`.lease` (one driver per run), :mod:`.delivery` (a run's
-credentials and egress, resolved once) and :mod:`.confinement` (directive runs' write folders).
+credentials and egress, resolved once), :mod:`.confinement` (directive runs' write folders)
+and :mod:`.approvals` (what people decide: the waiting requests shown safely, one decision
+bound to its digest and recorded with its author).
 :mod:`.host` holds what these share (the ``RunHost`` and ``StepRunner`` protocols, step
 outcomes, ``RunInterrupted``), so the modules here import downwards only.
 
-Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``. May import
+Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``, ``approvals``
+(for the CLI, the console and the MCP server). May import
 admission, tools, directives, records, home, boundary and the shared runtime modules; never
 agents, check, mcp or cli.
 """
