@@ -83,6 +83,27 @@ def test_commands_and_http_requests_show_exactly_what_executes(console: Console)
         assert "<script>" not in sent
 
 
+def test_questions_are_answered_or_declined_in_the_console(console: Console) -> None:
+    answered, declined = console.question(), console.question()
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        csrf = _csrf(client)
+        for run, form, outcome in (
+            (answered, {"decision": "approve", "option.colour": "blue"}, "completed"),
+            (declined, {"decision": "decline"}, "declined"),
+        ):
+            digest = run["requests"][0]["request_digest"]
+            out = client.post(
+                f"/runs/{run['run_id']}/decide",
+                data={"csrf": csrf, "address": "colour", "request_digest": digest, **form},
+            )
+            assert out.status_code == 303, out.text
+            page = client.get(f"/runs/{run['run_id']}").text
+            assert f'id="run-outcome" class="outcome {outcome}"' in page
+    audit = (console.root / ".proctor" / "audit.jsonl").read_text()
+    assert '"event":"close_decided"' in audit and '"decided_by":"console:alice"' in audit
+
+
 def test_a_wrong_token_or_a_missing_login_csrf_signs_nobody_in(console: Console) -> None:
     with _client(console) as client:
         assert _sign_in(client, "pct_not-a-real-token").status_code == 401

@@ -151,8 +151,9 @@ def test_with_the_opt_in_a_form_decline_seals_declined(pages: Ws) -> None:
     assert (pages.root / "page.txt").read_text() == "old line\n"
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_url_mode_names_the_console_page_and_the_call_continues_once_decided(
-    pages: Ws, tmp_path: Path
+    pages: Ws, tmp_path: Path, mode: str
 ) -> None:
     from mcp_types import ElicitResult
 
@@ -176,7 +177,7 @@ def test_url_mode_names_the_console_page_and_the_call_continues_once_decided(
         await anyio.to_thread.run_sync(person_decides, run_id)
         return ElicitResult(action="accept")
 
-    doc, seen = _call(pages, ["--console-url", console], in_the_console)
+    doc, seen = _call(pages, ["--console-url", console], in_the_console, mode)
     [params] = seen
     assert params.mode == "url"
     assert params.url == f"{console}/runs/{doc['run_id']}/requests/put"
