@@ -115,26 +115,43 @@ def test_declined_approval_seals_declined_and_changes_nothing(ws: Path) -> None:
     assert (ws / "n.md").read_text() == "old text\n"
 
 
-def test_request_changes_when_the_file_changes_and_old_decision_is_refused(ws: Path) -> None:
+def test_a_file_changed_after_the_person_saw_it_is_refused_not_asked_again(ws: Path) -> None:
     s = session(ws)
     env = s.run("edit", inputs={"file": "n.md"}, authority=authority(effects="ask"), cwd=ws)
     decided = approve(env)
     # After the person saw the diff, the file changes under the run.
     (ws / "n.md").write_text("changed by someone\n")
-    again = s.resume(env.run_id or "", decided)
-    # What would execute changed, so the run asks again with a new digest; nothing was written.
-    assert again.status == "needs_approval"
-    assert (again.requests or [])[0]["request_digest"] != (env.requests or [])[0]["request_digest"]
-    assert (ws / "n.md").read_text() == "changed by someone\n"
-    with pytest.raises(ResumeRefused) as refused:
-        s.resume(env.run_id or "", decided)  # the old decision, replayed
-    assert refused.value.code == "digest_mismatch"
-    # Approving the new request: the read step settled with the old digest, so the write is
-    # refused as stale, never blind.
-    done = s.resume(env.run_id or "", approve(again))
+    done = s.resume(env.run_id or "", decided)
+    # The read step settled with the old digest, so the write can only be refused as stale:
+    # it is refused at once (never shown to a person again) and nothing is written.
     assert done.outcome == "blocked"
     assert done.refusal is not None and done.refusal.code == "stale_digest"
     assert (ws / "n.md").read_text() == "changed by someone\n"
+    replayed = s.resume(env.run_id or "", decided)  # the old decision, replayed: still sealed
+    assert replayed.outcome == "blocked"
+    assert (ws / "n.md").read_text() == "changed by someone\n"
+
+
+BLIND = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: write
+        tool: fs.write
+        reason: Replace the note without reading it.
+        inputs: {path: n.md, content: "new text\\n"}
+"""
+
+
+def test_a_write_that_would_be_refused_once_approved_is_refused_before_anyone_is_asked(
+    ws: Path,
+) -> None:
+    make_skill(ws, "blind", BLIND)
+    s = session(ws)
+    env = s.run("blind", authority=authority(effects="ask"), cwd=ws)
+    assert env.status != "needs_approval" and not env.requests
+    assert env.refusal is not None and env.refusal.code == "blind_overwrite"
+    assert (ws / "n.md").read_text() == "old text\n"
 
 
 def test_standing_edits_approval_admits_without_pausing(ws: Path) -> None:

@@ -84,7 +84,12 @@ def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, di
 
     try:
         if tool.name == "fs.write":
-            rel = ws.resolve(args["path"], "write").rel
+            from proctor.runtime.tools.fs import check_write
+            from proctor.runtime.tools.fsutil import current_state
+
+            target = ws.resolve(args["path"], "write")
+            check_write(target, current_state(ws, target), args)
+            rel = target.rel
             op = "create" if args.get("create") else "replace"
             after = encode_text(ws, rel, args["content"])
             files = [_file_change(ws, rel, op, after)]
@@ -97,6 +102,10 @@ def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, di
                 data = None if content is None else encode_text(ws, member["path"], content)
                 files.append(_file_change(ws, member["path"], member["op"], data))
         elif tool.name == "fs.delete":
+            from proctor.runtime.tools.fsutil import current_state, require_digest
+
+            target = ws.resolve(args["path"], "write")
+            require_digest(target, current_state(ws, target), args["expected_digest"])
             files = [_file_change(ws, args["path"], "delete", None)]
         elif tool.name == "command.execute":
             argv = [str(a) for a in args["argv"]]

@@ -14,7 +14,7 @@ secret past the scrubber. A truncated read ends at a line boundary for the same 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.errors import RefusedCall, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
@@ -22,6 +22,7 @@ from proctor.runtime.tools.fs_lock import locked
 from proctor.runtime.tools.fsutil import (
     DIGEST_PATTERN,
     MAX_WRITE_BYTES,
+    FileState,
     atomic_create,
     atomic_replace,
     current_state,
@@ -32,7 +33,18 @@ from proctor.runtime.tools.fsutil import (
     require_digest,
 )
 
-__all__ = ["DIGEST_SCHEMA", "FS_EDIT", "FS_READ", "FS_WRITE", "PATH_SCHEMA", "path_arg"]
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.resolved import Resolved
+
+__all__ = [
+    "DIGEST_SCHEMA",
+    "FS_EDIT",
+    "FS_READ",
+    "FS_WRITE",
+    "PATH_SCHEMA",
+    "check_write",
+    "path_arg",
+]
 
 READ_DEFAULT_BYTES = 1024 * 1024
 READ_MAX_BYTES = 16 * 1024 * 1024
@@ -106,30 +118,45 @@ FS_READ = Tool(
 # -- fs.write ------------------------------------------------------------------------------------
 
 
+def check_write(target: Resolved, state: FileState, args: dict[str, Any]) -> None:
+    """Refuse an ``fs.write`` that cannot apply to the file as it is now.
+
+    The floor's preview calls this before anyone is asked (a write that would be refused once
+    approved is refused at once); the tool calls it again under the file's lock.
+
+    Raises:
+        RefusedCall: ``write_mode_conflict`` (both ``create`` and ``expected_digest``),
+            ``file_exists`` (a create over an existing file), or :func:`require_digest`'s codes.
+    """
+    expected = args.get("expected_digest")
+    if args.get("create", False):
+        if expected is not None:
+            raise RefusedCall(
+                "pass either create: true (a new file) or expected_digest (a replacement), "
+                "not both",
+                code="write_mode_conflict",
+                details={"path": target.rel},
+            )
+        if state.exists:
+            raise RefusedCall(
+                f"'{target.rel}' already exists; replacing it needs its expected_digest",
+                code="file_exists",
+                details={"path": target.rel},
+            )
+    else:
+        require_digest(target, state, expected)
+
+
 def _write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     target = ctx.workspace.resolve(args["path"], "write")
-    expected = args.get("expected_digest")
-    create = bool(args.get("create", False))
-    if create and expected is not None:
-        raise RefusedCall(
-            "pass either create: true (a new file) or expected_digest (a replacement), not both",
-            code="write_mode_conflict",
-            details={"path": target.rel},
-        )
     data = encode_text(ctx.workspace, target.rel, args["content"])
     with locked(ctx.workspace, [target]):
         state = current_state(ctx.workspace, target)
-        if create:
-            if state.exists:
-                raise RefusedCall(
-                    f"'{target.rel}' already exists; replacing it needs its expected_digest",
-                    code="file_exists",
-                    details={"path": target.rel},
-                )
+        check_write(target, state, args)
+        if args.get("create", False):
             atomic_create(target, data)
             previous = None
         else:
-            require_digest(target, state, expected)
             atomic_replace(target, data, state.mode)
             previous = state.digest
     return {"path": target.rel, "content_digest": digest_of(data), "previous_digest": previous}
