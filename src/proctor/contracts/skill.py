@@ -149,10 +149,17 @@ class AskStep(_StepBase):
 
 
 class SkillStep(_StepBase):
-    """Call a child skill (``path#method``) as a child run."""
+    """Call a child skill (``path#method``) as a child run.
+
+    With ``for_each`` (a reference to a list) it runs one child per element, ``$item`` and
+    ``$index`` naming the element and its position in ``inputs``; ``concurrency`` narrows how
+    many run at once. The step's output is the child's result, or the list of results in order.
+    """
 
     skill: NonEmpty
     inputs: StepInputs = {}
+    for_each: NonEmpty | None = None
+    concurrency: Annotated[int, Field(ge=1)] | None = None
 
 
 class OperationStep(_StepBase):

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method
+from proctor.contracts.skill import AgentStep, AskStep, Method, SkillStep
 from proctor.core.authority import narrow, parse_authority
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (
@@ -40,6 +40,7 @@ from proctor.runtime.admission.governor import (
     Governor,
 )
 from proctor.runtime.boundary.reach import run_workspace
+from proctor.runtime.engine import compose
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine.host import (
     RunHost,
@@ -84,6 +85,10 @@ class RunDriver:
         self.skill = skill
         self.method = method
         self.stop = stop
+        # a child run's depth below its root; serial: it holds one of the tree's slots, so its
+        # own fan-outs run one at a time (nesting never multiplies what runs at once)
+        self.depth = int(record.data.get("depth") or 0)
+        self.serial = False
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
@@ -235,7 +240,9 @@ class RunDriver:
 
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
-        recover_bundles(s.workspace, s.store)
+        # The root's driver does it for its whole tree: a child's siblings may be applying one.
+        if self.depth == 0:
+            recover_bundles(s.workspace, s.store)
         refused = self._start_refusal()
         if refused is not None:
             return self._seal("blocked", refused[0], None, refused[1])
@@ -267,7 +274,7 @@ class RunDriver:
             started = s.clock()
             try:
                 got = self._step(governor, index, step, inputs, outputs)
-            except CommandStopped as exc:
+            except (CommandStopped, RunInterrupted) as exc:
                 raise self._interrupt() from exc
             if isinstance(got, StepPause):
                 return self._pause(got.requests)
@@ -279,6 +286,7 @@ class RunDriver:
                 "run_outcome": got.run_outcome,
                 "run_seal_reason": got.run_seal_reason,
                 "already_done": got.already_done,
+                "child_runs": got.child_runs,
                 "started_at": started.isoformat(),
                 "ended_at": s.clock().isoformat(),
             }
@@ -338,6 +346,8 @@ class RunDriver:
             return run_kinds.ask_step(self, step)
         if isinstance(step, AgentStep):
             return run_kinds.agent_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, SkillStep):
+            return compose.skill_step(self, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------

@@ -181,7 +181,7 @@ def _seal(
     refusal: Refusal | None,
 ) -> RunEnvelope:
     from proctor.receipts.model import Subject, Verdict
-    from proctor.receipts.writer import ReceiptWriter
+    from proctor.receipts.writer import ReceiptWriter, Ref
     from proctor.runtime.boundary.sanitize import Sanitizer
 
     s = session
@@ -244,6 +244,18 @@ def _seal(
             s_outcome, s_reason = step["outcome"], step.get("seal_reason")
             s_started = _time(step.get("started_at"), run_started)
             s_ended = max(_time(step.get("ended_at"), s_started), s_started)
+        if step is not None:  # a skill step's child runs: their root receipts, committed here
+            call_refs += [
+                Ref(
+                    c["receipt_id"],
+                    c["receipt_id"],
+                    "run",
+                    str(c["outcome"]),
+                    c["size"],
+                    c["height"],
+                )
+                for c in step.get("child_runs") or []
+            ]
         step_refs.append(
             writer.step(
                 Subject(name, pkg, record.method, step_id),
@@ -315,7 +327,11 @@ def _seal(
             status="sealed",
             outcome=outcome,
             receipt_id=root.receipt_id,
-            data={"envelope": doc, "audit_lost": lost},
+            data={
+                "envelope": doc,
+                "audit_lost": lost,
+                "receipt_tree": {"size": root.size, "height": root.height},
+            },
         )
         store.append_event(
             record.run_id, "sealed", {"outcome": outcome, "seal_reason": seal_reason}

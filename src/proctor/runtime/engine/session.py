@@ -40,7 +40,7 @@ from proctor.core.authority import Authority, default_authority, parse_authority
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission.governor import CallOutcome
-from proctor.runtime.engine.host import AgentDriver, Clock, RunInterrupted
+from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.skills import load_skill
@@ -514,6 +514,12 @@ class Session:
             return driver.turn_call(turn.body, tool, dict(args), call_id, reason, stop)
         finally:
             self._release(run_id)
+
+    def drive_child(self, call: ChildCall) -> RunEnvelope:
+        """Start or go on with a child run (see :mod:`.children`)."""
+        from proctor.runtime.engine.children import drive_child
+
+        return drive_child(self, call)
 
     def envelope(self, run_id: str) -> RunEnvelope:
         """The run's current envelope: sealed, paused with its requests, or running.
