@@ -254,7 +254,8 @@ class ManagedAgent:
         ask = bool(turn.get("ask", False))
         schema = turn.get("output_schema") or {"type": "object"}
         max_steps = int(turn.get("max_steps") or self.max_steps)
-        bindings = bindings_for(allowance, self.tools, view=self.view, ask=ask)
+        tools = {**self.tools, **_skill_tools(turn)}
+        bindings = bindings_for(allowance, tools, view=self.view, ask=ask)
         by_wire = {b.wire: b for b in bindings}
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
         dialect.begin(
@@ -359,6 +360,22 @@ class ManagedAgent:
             if wire_name(tool) == name:
                 return str(tool)
         return name
+
+
+def _skill_tools(turn: Mapping[str, Any]) -> dict[str, Any]:
+    """The skill-call tools a turn offers (``skill_tools``: name to description and schema)."""
+    from types import SimpleNamespace
+
+    offered = turn.get("skill_tools")
+    if not isinstance(offered, Mapping):
+        return {}
+    return {
+        str(name): SimpleNamespace(
+            description=str(entry.get("description") or name), schema=entry.get("input_schema")
+        )
+        for name, entry in offered.items()
+        if isinstance(entry, Mapping) and isinstance(entry.get("input_schema"), dict)
+    }
 
 
 def allowance_of(turn: Mapping[str, Any]) -> tuple[str, ...]:

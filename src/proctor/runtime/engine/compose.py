@@ -72,8 +72,9 @@ class FanOutGauge:
 GAUGE = FanOutGauge()
 
 
-def child_run_id(parent_run_id: str, step_id: str, position: int) -> str:
-    """The id of a step's child at ``position``: derived, so a crashed driver finds it again."""
+def child_run_id(parent_run_id: str, step_id: str, position: int | str) -> str:
+    """The id of a step's child at ``position`` (or a turn call's, by its call id): derived,
+    so a crashed driver finds it again."""
     text = f"proctor.child.v1\x00{parent_run_id}\x00{step_id}\x00{position}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

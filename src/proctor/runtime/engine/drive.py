@@ -153,8 +153,12 @@ class RunDriver:
         workspace = run_workspace(workspace, self.authority, self.record.data)
         from proctor.runtime.directives import confined_run
         from proctor.runtime.engine.confinement import confined_tools
+        from proctor.runtime.engine.skill_calls import skill_tools
 
-        tools = s.tools
+        try:  # calls.skills: one tool per method of each skill a turn may call (a child run)
+            tools = {**s.tools, **skill_tools(self, list(self.method.steps))}
+        except ProctorError as exc:
+            raise _Blocked(exc.code, exc.message, "admission_refused") from exc
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)

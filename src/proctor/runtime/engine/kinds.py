@@ -289,9 +289,12 @@ def ask_step(run: StepRunner, step: AskStep) -> StepDone | StepPause:
 def _turn(
     run: StepRunner, index: int, step: AgentStep, inputs: dict[str, Any], outputs: dict[str, Any]
 ) -> dict[str, Any]:
+    from proctor.runtime.engine.skill_calls import offered_skills
+
     body = run.skill.package.body.strip()
     instructions = (body + "\n\n" if body else "") + step.agent.instructions
-    return {
+    skills = offered_skills(run, step) if step.agent.calls.skills else {}
+    turn: dict[str, Any] = {
         "kind": "agent_turn",
         "address": step.id,
         "step": step.id,
@@ -299,12 +302,15 @@ def _turn(
         "instructions": instructions,
         "inputs": resolve(step.agent.inputs, inputs, outputs),
         "allowance": {
-            "tools": list(step.agent.calls.tools),
+            "tools": list(step.agent.calls.tools) + list(skills),
             "skills": list(step.agent.calls.skills),
         },
         "ask": step.agent.ask,
         "output_schema": step.agent.output,
     }
+    if skills:  # what a skill call's tool takes, for a model that is shown them
+        turn["skill_tools"] = skills
+    return turn
 
 
 def _check_output(step: AgentStep, value: Any) -> StepDone:

@@ -232,6 +232,7 @@ def _seal(
                     else None,
                     verdicts=verdicts,
                     sandbox=None if sandbox is None else sandbox.receipt_json(),
+                    children=_child_run_refs(store, settled),
                 )
             )
         if step is None:
@@ -357,3 +358,20 @@ def _audit_head(s: RunHost) -> dict[str, Any]:
 
 def _enf(verdict: dict[str, Any]) -> str:
     return "block" if verdict.get("effect") == "refused" else "warn"
+
+
+def _child_run_refs(store: Any, settled: dict[str, Any]) -> list[Any]:
+    """The run receipt of the child a skill call drove (calls.skills), committed by its call."""
+    from proctor.receipts.writer import Ref
+
+    result = settled.get("result") if isinstance(settled.get("result"), dict) else None
+    details = (settled.get("error") or {}).get("details") or {}
+    child_id = (result or {}).get("child_run_id") or details.get("child_run_id")
+    if not isinstance(child_id, str):
+        return []
+    child = store.get_run(child_id)
+    if child is None or child.receipt_id is None:
+        return []
+    tree = child.data.get("receipt_tree") or {}
+    size, height = int(tree.get("size") or 1), int(tree.get("height") or 0)
+    return [Ref(child.receipt_id, child.receipt_id, "run", child.outcome or "", size, height)]
