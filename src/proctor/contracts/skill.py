@@ -24,6 +24,7 @@ __all__ = [
     "AskQuestion",
     "AskSpec",
     "AskStep",
+    "Cost",
     "CredentialAuth",
     "CredentialDelivery",
     "CredentialRequirement",
@@ -85,14 +86,23 @@ class _StepBase(_Model):
     id: StepId
 
 
+class Cost(_Model):
+    """The declared price of a priced act, in micro-dollars per ``per``."""
+
+    usd_micro: Annotated[int, Field(ge=0, le=2**53 - 1)]
+    per: Literal["call", "1k_tokens_in", "1k_tokens_out"] = "call"
+
+
 class ToolStep(_StepBase):
-    """Call one tool with ``inputs`` (values may be references)."""
+    """Call one tool with ``inputs`` (values may be references); ``cost`` prices an
+    ``http.request`` step's call (see :mod:`proctor.core.spend`)."""
 
     tool: NonEmpty
     inputs: StepInputs = {}
     credential: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
     reason: str | None = None
+    cost: Cost | None = None
 
 
 class AgentCalls(_Model):

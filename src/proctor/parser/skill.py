@@ -22,6 +22,9 @@ from proctor.parser.refs import Ref, collect_refs, parse_ref_string
 from proctor.parser.schemas import compile_schema, schema_problem
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
+PRICED_TOOLS = ("http.request",)
+"""The tools whose calls a step's ``cost:`` may price."""
+
 __all__ = [
     "build_package",
     "format_path",
@@ -113,7 +116,8 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
             ``default_method_unknown``; ``step_id_duplicate``; ``invalid_reference``;
             ``reference_unknown_input``; ``reference_unknown_step``; ``result_from_unknown``;
             ``reference_outside_for_each`` (``$item``/``$index`` outside a fan-out's inputs);
-            ``for_each_invalid`` (a ``for_each`` that is not one reference);
+            ``for_each_invalid`` (a ``for_each`` that is not one reference); ``cost_invalid``
+            (``cost:`` on a step whose tool is not priced, or not ``per: call``);
             ``credential_unknown``; ``schema_invalid`` for a method's ``inputs`` or
             ``outputs``, or an agent step's ``output``, that is not a draft-07 JSON Schema
             (``properties:`` left empty, ``required: name``), naming where in it.
@@ -296,6 +300,17 @@ def _check_method(
             fan_out = field == ("inputs",) and getattr(step, "for_each", None) is not None
             for ref in refs:
                 _check_ref(ref, declared, seen, (*at, *field), source, positions, fan_out)
+        cost = getattr(step, "cost", None)
+        if cost is not None and (
+            getattr(step, "tool", None) not in PRICED_TOOLS or cost.per != "call"
+        ):
+            raise _at(
+                source,
+                positions,
+                (*at, "cost"),
+                "cost prices a call of " + ", ".join(PRICED_TOOLS) + " (per: call)",
+                "cost_invalid",
+            )
         for_each = getattr(step, "for_each", None)
         if for_each is not None and not _list_reference(for_each):
             raise _at(

@@ -25,6 +25,9 @@ A ``call`` receipt of a process tool also has ``sandbox``: ``{used, mode, networ
 one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network`` a boolean): what the process
 ran under. No other receipt has that key.
 
+A ``step`` or ``run`` receipt may have ``spend_micro_usd``: what a priced step's call actually
+cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``).
+
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
 which is exactly what the signature covers. A parent commits both (``receipt_id`` and
@@ -242,6 +245,13 @@ def _check_sandbox(value: object) -> None:
         raise _bad("sandbox.network is a boolean")
 
 
+def _check_spend(value: object, kind: object) -> None:
+    if kind not in ("run", "step"):
+        raise _bad("only step and run receipts state spend_micro_usd")
+    if type(value) is not int or not 0 <= value <= 2**53 - 1:
+        raise _bad("spend_micro_usd is a whole number of micro-dollars")
+
+
 def check_body(body: object) -> tuple[ChildRef, ...]:
     """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
 
@@ -250,7 +260,9 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     """
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
-    keys = body.keys()
+    keys = body.keys() - {"spend_micro_usd"}
+    if "spend_micro_usd" in body:
+        _check_spend(body["spend_micro_usd"], body.get("kind"))
     process_call = keys == _CALL_KEYS and body.get("kind") == "call"
     if keys != _BODY_KEYS and keys != _BODY_KEYS_BEFORE_ANCHORS and not process_call:
         extra = sorted(set(keys) - _BODY_KEYS)

@@ -72,7 +72,7 @@ def drive_child(session: ChildHost, call: ChildCall) -> RunEnvelope:
                 store.append_event(call.run_id, "decision_recorded", {"address": address})
         store.update_run(call.run_id, status="running")
         driver = RunDriver(session, record, skill, method, call.stop)
-        driver.serial = call.serial
+        driver.serial, driver.ledger = call.serial, call.ledger
         return driver.drive()
     finally:
         session._release(call.run_id)
@@ -105,7 +105,7 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
         },
     )
     driver = RunDriver(session, record, skill, method, call.stop)
-    driver.serial = call.serial
+    driver.serial, driver.ledger = call.serial, call.ledger
     start_run(session, driver, call.inputs, None, session._acquire, recover=False)
     try:
         return driver.drive()

@@ -190,6 +190,7 @@ def skill_step(
             stop=run.stop,
             decisions=forwarded.get(position, {}),
             serial=run.serial or (lanes > 1 and len(each) > 1),
+            ledger=run.spend_ledger(),
         )
         for position, child_inputs in enumerate(each)
     ]

@@ -54,6 +54,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
+    from proctor.core.spend import SpendLedger
     from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.skills import LoadedSkill
 
@@ -89,6 +90,7 @@ class RunDriver:
         # own fan-outs run one at a time (nesting never multiplies what runs at once)
         self.depth = int(record.data.get("depth") or 0)
         self.serial = False
+        self.ledger: SpendLedger | None = None  # a child is handed its root's
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
@@ -182,6 +184,22 @@ class RunDriver:
         governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
+
+    def spend_ledger(self) -> SpendLedger:
+        """The ledger the run's tree spends from: the root's, rebuilt from its record (what a
+        killed driver held counts as spent)."""
+        if self.ledger is None:
+            from proctor.core.spend import SpendLedger
+
+            state = self.record.data.get("spend") or {}
+            spent = int(state.get("spent") or 0) + int(state.get("held") or 0)
+            store, run_id = self.s.store, self.run_id
+            self.ledger = SpendLedger(
+                self.authority.max_spend_micro_usd,
+                spent=spent,
+                persist=lambda now: store.update_run(run_id, data={"spend": now}),
+            )
+        return self.ledger
 
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
@@ -291,6 +309,7 @@ class RunDriver:
                 "run_seal_reason": got.run_seal_reason,
                 "already_done": got.already_done,
                 "child_runs": got.child_runs,
+                "spend_micro_usd": got.spend_micro_usd,
                 "started_at": started.isoformat(),
                 "ended_at": s.clock().isoformat(),
             }
@@ -477,7 +496,26 @@ class RunDriver:
         of time (standing approvals) or lets a host work the turn.
         """
         admitted = replace(self.turn_spec(turn, spec), can_wait=False)
+        unpriced = self._unpriced(admitted)
+        if unpriced is not None:
+            return unpriced
         return self.governor().call(admitted)  # refused and recorded like any refusal
+
+    def _unpriced(self, spec: CallSpec) -> CallOutcome | None:
+        """A turn's priced call (``http.request``) has no declared price: under a spend limit
+        it is refused ``price_unknown`` before anything is sent."""
+        from proctor.core.spend import SpendRefused
+        from proctor.parser.skill import PRICED_TOOLS
+
+        if spec.tool not in PRICED_TOOLS:
+            return None
+        try:
+            self.spend_ledger().reserve(None, what=f"a turn's {spec.tool} call")
+        except SpendRefused as exc:
+            call_id = spec.call_id or spec.address or ""
+            error = exc.to_dict()
+            return CallOutcome(call_id, spec.tool, spec.step_id, "refused", error=error)
+        return None
 
     def turn_call(
         self,
@@ -506,6 +544,9 @@ class RunDriver:
         )
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
+        unpriced = self._unpriced(admitted)
+        if unpriced is not None:
+            return unpriced
         try:
             return governor.call(admitted)
         except AwaitApproval as waiting:

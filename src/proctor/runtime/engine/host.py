@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from proctor.contracts.envelope import RunEnvelope
     from proctor.core.authority import Authority
+    from proctor.core.spend import SpendLedger
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
@@ -106,6 +107,8 @@ class ChildCall:
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     serial: bool = False
     close: str | None = None
+    ledger: SpendLedger | None = None
+    """The root's spend ledger: the whole tree spends from one limit."""
 
 
 class RunHost(Protocol):
@@ -159,6 +162,8 @@ class StepDone:
     already_done: str | None = None
     child_runs: list[dict[str, Any]] = field(default_factory=list)
     """The child runs a skill step committed (``run_id``, ``receipt_id``, ``size``, ``height``)."""
+    spend_micro_usd: int | None = None
+    """What the step's priced call actually cost (``None``: not a priced step)."""
 
 
 @dataclass
@@ -191,6 +196,10 @@ class StepRunner(Protocol):
     stop: threading.Event | None
     serial: bool
     depth: int
+
+    def spend_ledger(self) -> SpendLedger:
+        """The ledger this run's tree spends from (the root's)."""
+        ...
 
     def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord: ...
 

@@ -200,6 +200,7 @@ def _seal(
         by_step.setdefault(call.step_id or "", []).append(call)
     order = list(steps) + [sid for sid in by_step if sid not in steps]
     step_refs = []
+    spent: int | None = None  # the tree's spend: the run's priced steps and its children's
     for step_id in order:
         step = steps.get(step_id)
         call_refs = []
@@ -245,6 +246,9 @@ def _seal(
             s_outcome, s_reason = step["outcome"], step.get("seal_reason")
             s_started = _time(step.get("started_at"), run_started)
             s_ended = max(_time(step.get("ended_at"), s_started), s_started)
+        s_spend = None if step is None else _step_spend(store, step)
+        if s_spend is not None:
+            spent = (spent or 0) + s_spend
         if step is not None:  # a skill step's child runs: their root receipts, committed here
             call_refs += [
                 Ref(
@@ -265,8 +269,11 @@ def _seal(
                 started_at=s_started,
                 ended_at=s_ended,
                 children=call_refs,
+                spend_micro_usd=s_spend,
             )
         )
+    if spent is None and (data.get("authority") or {}).get("max_spend_micro_usd") is not None:
+        spent = 0  # under a limit the total is stated, even when nothing was priced
     head = _audit_head(s)
     root = writer.run(
         Subject(name, pkg, record.method),
@@ -279,6 +286,7 @@ def _seal(
         policy_digest=data.get("policy_digest"),
         children=step_refs,
         audit_head=head,
+        spend_micro_usd=spent,
     )
     lost = int(data.get("audit_lost") or 0) + s.audit.lost(record.run_id)
     envelope = RunEnvelope(
@@ -292,6 +300,7 @@ def _seal(
         refusal=refusal,
         trace=trace_of(calls),
         audit_lost=lost,
+        spend_micro_usd=spent,
         notes=authority_notes(data.get("authority") or {})
         + audit_lost_note(lost)
         + [
@@ -332,6 +341,7 @@ def _seal(
                 "envelope": doc,
                 "audit_lost": lost,
                 "receipt_tree": {"size": root.size, "height": root.height},
+                "spend_total": spent,
             },
         )
         store.append_event(
@@ -375,3 +385,15 @@ def _child_run_refs(store: Any, settled: dict[str, Any]) -> list[Any]:
     tree = child.data.get("receipt_tree") or {}
     size, height = int(tree.get("size") or 1), int(tree.get("height") or 0)
     return [Ref(child.receipt_id, child.receipt_id, "run", child.outcome or "", size, height)]
+
+
+def _step_spend(store: Any, step: dict[str, Any]) -> int | None:
+    """What a step spent: its priced call, or its child runs' totals (``None``: nothing priced)."""
+    own = step.get("spend_micro_usd")
+    total = own if isinstance(own, int) else None
+    for child in step.get("child_runs") or []:
+        record = store.get_run(child["run_id"])
+        spent = None if record is None else record.data.get("spend_total")
+        if isinstance(spent, int):
+            total = (total or 0) + spent
+    return total

@@ -105,6 +105,7 @@ def _handler(run: StepRunner, ref: str) -> Any:
             depth=depth,
             stop=run.stop,
             serial=True,
+            ledger=run.spend_ledger(),
         )
         try:
             envelope = run.s.drive_child(call)
