@@ -502,11 +502,21 @@ class RunDriver:
         return self.governor().call(admitted)  # refused and recorded like any refusal
 
     def _unpriced(self, spec: CallSpec) -> CallOutcome | None:
-        """A turn's priced call (``http.request``) has no declared price: under a spend limit
-        it is refused ``price_unknown`` before anything is sent."""
+        """Refuse before admission, sending nothing: a turn's priced call (``http.request``)
+        has no declared price, so under a spend limit it is ``price_unknown``; an Agent Skills
+        package's command outside its ``Bash(...)`` entries is ``command_not_allowed``."""
         from proctor.core.spend import SpendRefused
         from proctor.parser.skill import PRICED_TOOLS
 
+        mapping = self.skill.tool_mapping
+        argv = spec.args.get("argv")
+        if spec.tool == "command.execute" and mapping is not None and not mapping.allows_argv(argv):
+            error = {
+                "code": "command_not_allowed",
+                "message": "this Agent Skills package's allowed-tools do not name this command"
+                " (Bash(...) entries); nothing was run",
+            }
+            return CallOutcome(spec.call_id or "", spec.tool, spec.step_id, "refused", error=error)
         if spec.tool not in PRICED_TOOLS:
             return None
         try:
