@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 __all__ = [
     "STEP_KINDS",
     "AgentCalls",
+    "AgentContext",
     "AgentSpec",
     "AgentStep",
     "AskQuestion",
@@ -112,12 +113,20 @@ class AgentCalls(_Model):
     skills: list[NonEmpty] = []
 
 
+class AgentContext(_Model):
+    """Skills whose SKILL.md a turn reads as untrusted, advisory context (never authority)."""
+
+    skills: Annotated[list[NonEmpty], Field(min_length=1, max_length=8)]
+
+
 class AgentSpec(_Model):
-    """One agent turn: instructions, inputs, an allowance, and the output it must return."""
+    """One agent turn: instructions, inputs, an allowance, and the output it must return;
+    ``context`` names skills whose SKILL.md the turn is shown as advisory context."""
 
     instructions: NonEmpty
     inputs: StepInputs = {}
     calls: AgentCalls = AgentCalls()
+    context: AgentContext | None = None
     ask: bool = False
     output: JsonSchema | None = None
 

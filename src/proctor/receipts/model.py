@@ -26,7 +26,8 @@ one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network`` a boolean): what
 ran under. No other receipt has that key.
 
 A ``step`` or ``run`` receipt may have ``spend_micro_usd``: what a priced step's call actually
-cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``).
+cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``). A ``step``
+receipt may have ``context_digests``: the SKILL.md digests its agent turn was shown as context.
 
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
@@ -252,6 +253,13 @@ def _check_spend(value: object, kind: object) -> None:
         raise _bad("spend_micro_usd is a whole number of micro-dollars")
 
 
+def _check_context(value: object, kind: object) -> None:
+    if kind != "step":
+        raise _bad("only step receipts state context_digests")
+    if type(value) is not list or not value or not all(is_digest(v) for v in value):
+        raise _bad("context_digests is a non-empty list of sha256:<hex> digests")
+
+
 def check_body(body: object) -> tuple[ChildRef, ...]:
     """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
 
@@ -260,9 +268,11 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     """
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
-    keys = body.keys() - {"spend_micro_usd"}
+    keys = body.keys() - {"spend_micro_usd", "context_digests"}
     if "spend_micro_usd" in body:
         _check_spend(body["spend_micro_usd"], body.get("kind"))
+    if "context_digests" in body:
+        _check_context(body["context_digests"], body.get("kind"))
     process_call = keys == _CALL_KEYS and body.get("kind") == "call"
     if keys != _BODY_KEYS and keys != _BODY_KEYS_BEFORE_ANCHORS and not process_call:
         extra = sorted(set(keys) - _BODY_KEYS)

@@ -171,13 +171,15 @@ class ReceiptWriter:
         sandbox: dict[str, Any] | None = None,
         audit_head: Mapping[str, Any] | None = None,
         spend_micro_usd: int | None = None,
+        context_digests: Sequence[str] | None = None,
     ) -> Ref:
         """Build, sign (unless an amortized call), store and return one receipt's ref.
 
         ``sandbox`` (a process call's ``{used, mode, network}``) is added to call receipts only.
         ``audit_head`` (run receipts only) is ``{lines, last_digest}``: the audit log's head
         this receipt anchors. ``spend_micro_usd`` (step and run receipts) is what a priced
-        step's call, or the run's tree, actually spent.
+        step's call, or the run's tree, actually spent. ``context_digests`` (step receipts)
+        are the SKILL.md digests an agent step was shown as context.
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
@@ -222,6 +224,8 @@ class ReceiptWriter:
             body["sandbox"] = sandbox
         if spend_micro_usd is not None:  # a step's priced call, or a run tree's total
             body["spend_micro_usd"] = spend_micro_usd
+        if context_digests:  # the SKILL.md digests an agent step was shown as context
+            body["context_digests"] = list(context_digests)
         try:
             check_body(body)
         except ReceiptInvalid as exc:

@@ -310,6 +310,7 @@ class RunDriver:
                 "already_done": got.already_done,
                 "child_runs": got.child_runs,
                 "spend_micro_usd": got.spend_micro_usd,
+                "context_digests": got.context_digests,
                 "started_at": started.isoformat(),
                 "ended_at": s.clock().isoformat(),
             }

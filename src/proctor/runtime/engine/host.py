@@ -164,6 +164,8 @@ class StepDone:
     """The child runs a skill step committed (``run_id``, ``receipt_id``, ``size``, ``height``)."""
     spend_micro_usd: int | None = None
     """What the step's priced call actually cost (``None``: not a priced step)."""
+    context_digests: list[str] = field(default_factory=list)
+    """The SKILL.md digests an agent step was shown as context (``context.skills``)."""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from proctor.parser.refs import resolve
 from proctor.parser.skill import PRICED_TOOLS
 from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallSpec, Governor
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
+from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
 
 __all__ = ["agent_step", "ask_step", "tool_step"]
@@ -317,8 +318,6 @@ def ask_step(run: StepRunner, step: AskStep) -> StepDone | StepPause:
 def _turn(
     run: StepRunner, index: int, step: AgentStep, inputs: dict[str, Any], outputs: dict[str, Any]
 ) -> dict[str, Any]:
-    from proctor.runtime.engine.skill_calls import offered_skills
-
     body = run.skill.package.body.strip()
     instructions = (body + "\n\n" if body else "") + step.agent.instructions
     skills = offered_skills(run, step) if step.agent.calls.skills else {}
@@ -338,6 +337,8 @@ def _turn(
     }
     if skills:  # what a skill call's tool takes, for a model that is shown them
         turn["skill_tools"] = skills
+    if step.agent.context is not None:
+        turn["context"] = context_skills(run, step.agent.context.skills)
     return turn
 
 
@@ -394,6 +395,7 @@ def agent_step(
             return step_failed(step.id, exc)
         done = _check_output(step, value)
         done.used = []
+        done.context_digests = [c["digest"] for c in turn.get("context") or []]
         return done
     request = run.open_request(step.id, turn)
     if request.decision is None:
@@ -412,6 +414,7 @@ def agent_step(
     else:
         done = _check_output(step, request.decision.get("value"))
     done.used += _turn_approvals(run, step.id)
+    done.context_digests = [c["digest"] for c in turn.get("context") or []]
     return done
 
 

@@ -270,6 +270,7 @@ def _seal(
                 ended_at=s_ended,
                 children=call_refs,
                 spend_micro_usd=s_spend,
+                context_digests=None if step is None else step.get("context_digests") or None,
             )
         )
     if spent is None and (data.get("authority") or {}).get("max_spend_micro_usd") is not None:
