@@ -294,3 +294,39 @@ def test_the_host_ceiling_narrows_the_width(tmp_path: Path) -> None:
     )
     assert env.outcome == "completed"
     assert _peak(root) == 1
+
+
+def test_a_stop_reaches_every_child_and_a_resume_runs_each_command_once(tmp_path: Path) -> None:
+    import threading
+
+    from proctor.runtime.engine.host import RunInterrupted
+
+    root = _workspace(tmp_path)
+    (root / "tools" / "gauge.py").write_text(
+        GAUGE_SCRIPT.replace(
+            "print(sys.argv[2])", "open('ran.log', 'a').write(sys.argv[2] + '\\n')"
+        )
+    )
+    s = session(root)
+    timer = threading.Timer(0.3, s.request_stop)  # what SIGTERM does to a session
+    timer.start()
+    try:
+        with pytest.raises(RunInterrupted):
+            s.run(
+                str(root / "skills" / "flow"),
+                inputs={"items": ITEMS[:12]},
+                authority=authority(effects="allow", reach="workspace", max_concurrency=4),
+            )
+    finally:
+        timer.cancel()
+    (run,) = [r for r in s.store.list_runs() if r.skill == "flow"]
+    assert run.status == "stopped"
+    started = [s.store.get_run(child_run_id(run.run_id, "draft", n)) for n in range(12)]
+    assert any(c is None or c.status != "sealed" for c in started)  # not every child ran
+    ran_before = (root / "ran.log").read_text().split() if (root / "ran.log").exists() else []
+    assert len(ran_before) < 12
+    done = session(root).resume(run.run_id, {"schema": "proctor.resume.v1"})
+    assert done.outcome == "completed", done.refusal
+    ran = (root / "ran.log").read_text().split()
+    assert sorted(ran) == sorted(ITEMS[:12])  # each child's command ran exactly once
+    assert _verify(root, done.receipt_id).status == "verified"
