@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -325,7 +327,10 @@ def test_a_stop_reaches_every_child_and_a_resume_runs_each_command_once(tmp_path
     assert any(c is None or c.status != "sealed" for c in started)  # not every child ran
     ran_before = (root / "ran.log").read_text().split() if (root / "ran.log").exists() else []
     assert len(ran_before) < 12
-    done = session(root).resume(run.run_id, {"schema": "proctor.resume.v1"})
+    fresh = session(root)  # another process: its clock goes on after the first one's
+    later = itertools.count()
+    fresh.clock = lambda: datetime(2026, 1, 3, tzinfo=UTC) + timedelta(milliseconds=next(later))
+    done = fresh.resume(run.run_id, {"schema": "proctor.resume.v1"})
     assert done.outcome == "completed", done.refusal
     ran = (root / "ran.log").read_text().split()
     assert sorted(ran) == sorted(ITEMS[:12])  # each child's command ran exactly once

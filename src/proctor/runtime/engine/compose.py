@@ -194,8 +194,28 @@ def skill_step(
         )
         for position, child_inputs in enumerate(each)
     ]
+    try:
+        if lanes > 1 and len(calls) > 1:
+            _prepare_state(run)
+    except ProctorError as exc:
+        return step_failed(step.id, exc)
     envelopes = _drive_all(run, calls, lanes)
     return _settle(run, step, calls, envelopes)
+
+
+STATE_FOLDERS = ("locks", "trash", "journal", "artifacts")
+"""proctor's own folders in ``.proctor/`` that a call may create as it runs."""
+
+
+def _prepare_state(run: StepRunner) -> None:
+    """Create proctor's own state folders before children run at once: a command's sweep of
+    authority files it created must never see (and remove) a folder a sibling's call made.
+
+    Raises:
+        RefusedCall: ``state_dir_unsafe`` (``.proctor`` is a symlink or not a folder).
+    """
+    for name in STATE_FOLDERS:
+        run.s.workspace.private_dir(name)
 
 
 def _drive_one(run: StepRunner, call: ChildCall) -> RunEnvelope:
