@@ -144,6 +144,9 @@ class Case:
     outcome: str = "completed"
     runs: int = 1
     """How many runs a driven case leaves in the store (a parent and its child: 2)."""
+    every: int = 1
+    """Kill at every ``every``-th recorded point (the bundle's members always): a case whose
+    points repeat another case's (the nested one drives ``crashy`` as a child) samples them."""
 
 
 CASES = {
@@ -161,6 +164,7 @@ CASES = {
         {"a.txt": "A after\n", "b.txt": "B after\n", "c.txt": "C after\n"},
         {},
         runs=2,
+        every=2,
     ),
     "inputs-i": Case(
         "inputs-i",
@@ -449,6 +453,8 @@ def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:
     for invocation, trace in enumerate(traces):
         recorded_at = trace.index("resume.recorded:1") if "resume.recorded:1" in trace else None
         for position, passage in enumerate(trace):
+            if position % case.every:
+                continue
             decision_recorded = recorded_at is not None and position > recorded_at
             label = f"invocation {invocation}: {passage}"
             plans.append((invocation, {"PROCTOR_TEST_KILL_AT": passage}, label, decision_recorded))

@@ -25,7 +25,7 @@ RUNS = [
     ("inputs-json", "allow", 20),
     ("inputs-json", "ask", 25),
     ("inputs-refused", "allow", 8),
-    ("nested", "allow", 30),
+    ("nested", "allow", 25),
 ]
 """(case, flavour, at least this many kill points)."""
 

@@ -335,3 +335,12 @@ def test_a_stop_reaches_every_child_and_a_resume_runs_each_command_once(tmp_path
     ran = (root / "ran.log").read_text().split()
     assert sorted(ran) == sorted(ITEMS[:12])  # each child's command ran exactly once
     assert _verify(root, done.receipt_id).status == "verified"
+
+
+def test_a_child_that_cannot_be_read_fails_the_step_with_its_code(tmp_path: Path) -> None:
+    root = _workspace(tmp_path)
+    make_skill(root, "top", NEST.format(child="../missing", inputs="{}"))
+    env = session(root).run(str(root / "skills" / "top"))
+    assert env.status == "sealed" and env.outcome == "failed"
+    assert env.refusal is not None and env.refusal.code == "skill_not_found"
+    assert _verify(root, env.receipt_id).status == "verified"

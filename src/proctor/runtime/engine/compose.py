@@ -31,7 +31,14 @@ from proctor.contracts.envelope import Refusal
 from proctor.contracts.skill import SkillStep
 from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
-from proctor.runtime.engine.host import ChildCall, StepDone, StepPause, StepRunner, step_failed
+from proctor.runtime.engine.host import (
+    ChildCall,
+    RunInterrupted,
+    StepDone,
+    StepPause,
+    StepRunner,
+    step_failed,
+)
 from proctor.runtime.limits import max_concurrency_from_env
 
 if TYPE_CHECKING:
@@ -199,7 +206,14 @@ def skill_step(
             _prepare_state(run)
     except ProctorError as exc:
         return step_failed(step.id, exc)
-    envelopes = _drive_all(run, calls, lanes)
+    try:
+        envelopes = _drive_all(run, calls, lanes)
+    except RunInterrupted:
+        raise
+    except ProctorError as exc:  # a child that could not start (its package is unreadable)
+        done = step_failed(step.id, exc)
+        done.child_runs = _committed(run, calls)
+        return done
     return _settle(run, step, calls, envelopes)
 
 
