@@ -241,3 +241,35 @@ def test_fuzz_cost_declarations(doc: Any) -> None:
         assert exc.code == "cost_invalid"
     else:
         assert price.usd_micro >= 0
+
+
+TURNING = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: think
+        agent:
+          instructions: Fetch with the priced skill.
+          calls: {skills: [../priced]}
+          output: {type: object}
+"""
+
+
+def test_a_turns_skill_calls_spend_from_the_same_limit(
+    ws: Path, server: tuple[str, list[str]]
+) -> None:
+    url, seen = server
+    make_skill(ws, "turning", TURNING)
+    s = session(ws)
+    env = s.run("turning", cwd=ws, authority=authority(max_spend_micro_usd=500))
+    assert env.status == "needs_agent"
+    first = s.turn_call(env.run_id or "", "think", "skill.priced.main", {"url": url + "/1"}, "c1")
+    assert first.ok, first.error
+    second = s.turn_call(env.run_id or "", "think", "skill.priced.main", {"url": url + "/2"}, "c2")
+    assert second.code == "cost_limit_exceeded"  # 300 + 300 > 500: the child sent nothing
+    assert seen == ["/1"]
+    (turn,) = env.requests or []
+    answer = {"answers": {"think": {"request_digest": turn["request_digest"], "value": {}}}}
+    done = s.resume(env.run_id or "", answer)
+    assert done.outcome == "completed" and done.spend_micro_usd == 300
+    assert _verify(ws, done.receipt_id).status == "verified"

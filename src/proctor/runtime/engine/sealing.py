@@ -204,6 +204,7 @@ def _seal(
     for step_id in order:
         step = steps.get(step_id)
         call_refs = []
+        called: int | None = None  # what the children of the step's skill calls spent
         for call in by_step.get(step_id, []):
             settled = call.result if isinstance(call.result, dict) else {}
             c_outcome, c_reason = call_receipt_outcome(call)
@@ -236,6 +237,9 @@ def _seal(
                     children=_child_run_refs(store, settled),
                 )
             )
+            child_spend = _called_spend(store, settled)
+            if child_spend is not None:
+                called = (called or 0) + child_spend
         if step is None:
             s_outcome, s_reason = (
                 (outcome, seal_reason) if outcome != "completed" else ("failed", "child_failed")
@@ -247,6 +251,8 @@ def _seal(
             s_started = _time(step.get("started_at"), run_started)
             s_ended = max(_time(step.get("ended_at"), s_started), s_started)
         s_spend = None if step is None else _step_spend(store, step)
+        if called is not None:
+            s_spend = (s_spend or 0) + called
         if s_spend is not None:
             spent = (spent or 0) + s_spend
         if step is not None:  # a skill step's child runs: their root receipts, committed here
@@ -371,16 +377,26 @@ def _enf(verdict: dict[str, Any]) -> str:
     return "block" if verdict.get("effect") == "refused" else "warn"
 
 
+def _called_child(store: Any, settled: dict[str, Any]) -> Any:
+    """The child run a skill call (calls.skills) drove, from its recorded result or error."""
+    result = settled.get("result") if isinstance(settled.get("result"), dict) else None
+    details = (settled.get("error") or {}).get("details") or {}
+    child_id = (result or {}).get("child_run_id") or details.get("child_run_id")
+    return store.get_run(child_id) if isinstance(child_id, str) else None
+
+
+def _called_spend(store: Any, settled: dict[str, Any]) -> int | None:
+    """What the tree of a skill call's child spent (``None``: not a skill call, or nothing)."""
+    child = _called_child(store, settled)
+    spent = None if child is None else child.data.get("spend_total")
+    return spent if isinstance(spent, int) else None
+
+
 def _child_run_refs(store: Any, settled: dict[str, Any]) -> list[Any]:
     """The run receipt of the child a skill call drove (calls.skills), committed by its call."""
     from proctor.receipts.writer import Ref
 
-    result = settled.get("result") if isinstance(settled.get("result"), dict) else None
-    details = (settled.get("error") or {}).get("details") or {}
-    child_id = (result or {}).get("child_run_id") or details.get("child_run_id")
-    if not isinstance(child_id, str):
-        return []
-    child = store.get_run(child_id)
+    child = _called_child(store, settled)
     if child is None or child.receipt_id is None:
         return []
     tree = child.data.get("receipt_tree") or {}
