@@ -34,6 +34,7 @@ __all__ = [
     "OperationStep",
     "RunProfile",
     "SkillPackage",
+    "SkillReuse",
     "SkillStep",
     "Step",
     "ToolStep",
@@ -167,6 +168,13 @@ class AskStep(_StepBase):
     ask: AskSpec
 
 
+class SkillReuse(_Model):
+    """Reuse an earlier sealed child of the same package digest, method and canonical inputs
+    that sealed at most ``max_age_seconds`` ago, instead of running it again."""
+
+    max_age_seconds: Annotated[int, Field(ge=0)]
+
+
 class SkillStep(_StepBase):
     """Call a child skill (``path#method``) as a child run.
 
@@ -179,6 +187,7 @@ class SkillStep(_StepBase):
     inputs: StepInputs = {}
     for_each: NonEmpty | None = None
     concurrency: Annotated[int, Field(ge=1)] | None = None
+    reuse: SkillReuse | None = None
 
 
 class OperationStep(_StepBase):

@@ -28,6 +28,8 @@ ran under. No other receipt has that key.
 A ``step`` or ``run`` receipt may have ``spend_micro_usd``: what a priced step's call actually
 cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``). A ``step``
 receipt may have ``context_digests``: the SKILL.md digests its agent turn was shown as context.
+A ``run`` receipt may have ``reused_from``: the receipt id of the run a reused child took its
+result from (``reuse:``).
 
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
@@ -268,7 +270,9 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     """
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
-    keys = body.keys() - {"spend_micro_usd", "context_digests"}
+    keys = body.keys() - {"spend_micro_usd", "context_digests", "reused_from"}
+    if "reused_from" in body and (body.get("kind") != "run" or not is_digest(body["reused_from"])):
+        raise _bad("reused_from is a run receipt's sha256:<hex> receipt id")
     if "spend_micro_usd" in body:
         _check_spend(body["spend_micro_usd"], body.get("kind"))
     if "context_digests" in body:

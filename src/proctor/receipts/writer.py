@@ -172,6 +172,7 @@ class ReceiptWriter:
         audit_head: Mapping[str, Any] | None = None,
         spend_micro_usd: int | None = None,
         context_digests: Sequence[str] | None = None,
+        reused_from: str | None = None,
     ) -> Ref:
         """Build, sign (unless an amortized call), store and return one receipt's ref.
 
@@ -179,7 +180,8 @@ class ReceiptWriter:
         ``audit_head`` (run receipts only) is ``{lines, last_digest}``: the audit log's head
         this receipt anchors. ``spend_micro_usd`` (step and run receipts) is what a priced
         step's call, or the run's tree, actually spent. ``context_digests`` (step receipts)
-        are the SKILL.md digests an agent step was shown as context.
+        are the SKILL.md digests an agent step was shown as context; ``reused_from`` (run
+        receipts) the receipt of the run a reused child took its result from.
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
@@ -226,6 +228,8 @@ class ReceiptWriter:
             body["spend_micro_usd"] = spend_micro_usd
         if context_digests:  # the SKILL.md digests an agent step was shown as context
             body["context_digests"] = list(context_digests)
+        if reused_from is not None:  # a reused child run: the run receipt it took its result from
+            body["reused_from"] = reused_from
         try:
             check_body(body)
         except ReceiptInvalid as exc:

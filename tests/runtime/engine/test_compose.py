@@ -344,3 +344,35 @@ def test_a_child_that_cannot_be_read_fails_the_step_with_its_code(tmp_path: Path
     assert env.status == "sealed" and env.outcome == "failed"
     assert env.refusal is not None and env.refusal.code == "skill_not_found"
     assert _verify(root, env.receipt_id).status == "verified"
+
+
+def test_reuse_takes_an_earlier_sealed_child_and_its_receipt_names_the_source(
+    tmp_path: Path,
+) -> None:
+    from proctor.receipts.model import parse_envelope
+    from proctor.runtime.records.receipts import ReceiptStore
+
+    root = _workspace(tmp_path)
+    reusing = FLOW.replace("        for_each: $input.items\n", "        for_each: $input.items\n"
+                           "        reuse: {max_age_seconds: 3600}\n")  # fmt: skip
+    make_skill(root, "flow", reusing)
+    s = session(root)
+    grant = authority(effects="allow", reach="workspace", max_concurrency=4)
+    first = s.run(str(root / "skills" / "flow"), inputs={"items": ITEMS[:3]}, authority=grant)
+    assert first.outcome == "completed"
+    before = (root / "gauge.json").read_text()
+    (root / "gauge.json").unlink()
+    again = s.run(str(root / "skills" / "flow"), inputs={"items": ITEMS[:3]}, authority=grant)
+    assert again.outcome == "completed" and again.result == first.result
+    assert not (root / "gauge.json").exists() and before  # no child command ran again
+    store = ReceiptStore(root / ".proctor" / "receipts")
+    for n in range(3):
+        source = s.store.get_run(child_run_id(first.run_id or "", "draft", n))
+        reused = s.store.get_run(child_run_id(again.run_id or "", "draft", n))
+        assert source is not None and reused is not None
+        assert reused.data["reused_from"]["run_id"] == source.run_id
+        body = parse_envelope(store.get(reused.receipt_id or "") or b"").body
+        assert body["reused_from"] == source.receipt_id and body["children"] == []
+    assert _verify(root, again.receipt_id).status == "verified"
+    other = s.run(str(root / "skills" / "flow"), inputs={"items": ITEMS[3:4]}, authority=grant)
+    assert other.outcome == "completed" and (root / "gauge.json").exists()  # new inputs: ran

@@ -9,15 +9,21 @@ its parent's (so a driver that crashed finds it). What differs:
 - its record never names its parent: the parent's step records the child;
 - the root's driver rolls back half-applied bundles for the whole tree, once, before any child
   runs (a child's siblings may be applying theirs now);
-- answers the root received for it are recorded in its store before it is driven on.
+- answers the root received for it are recorded in its store before it is driven on;
+- it records its ``reuse_key`` (the digest of its package digest, method and inputs); a call
+  with ``reuse`` finds the newest earlier completed child of that key sealed recently enough
+  and, instead of running, seals at once with that child's result, its run receipt naming the
+  reused run's receipt (``reused_from``).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 from proctor.contracts.envelope import RunEnvelope
+from proctor.receipts.canonical import digest
 from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import ChildCall, RunHost
 from proctor.runtime.engine.start import start_run
@@ -91,6 +97,12 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
             code="no_methods",
         )
     method_name, method = select_method(skill.package.profile, skill.method)
+    key = digest({"package_digest": skill.package_digest, "method": method_name,
+                  "inputs": call.inputs})  # fmt: skip
+    source = None
+    if call.reuse_max_age is not None:
+        since = datetime.now(UTC) - timedelta(seconds=call.reuse_max_age)
+        source = session.store.find_reusable(key, since=since.isoformat(timespec="microseconds"))
     record = RunRecord(
         run_id=call.run_id,
         skill=skill.package.name,
@@ -102,12 +114,18 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
             "authority": dict(call.authority),
             "started_at": session.clock().isoformat(),
             "depth": call.depth,
+            "reuse_key": key,
         },
     )
+    if source is not None:
+        record.data["reused_from"] = {"run_id": source.run_id, "receipt_id": source.receipt_id}
     driver = RunDriver(session, record, skill, method, call.stop)
     driver.serial, driver.ledger = call.serial, call.ledger
     start_run(session, driver, call.inputs, None, session._acquire, recover=False)
     try:
+        if source is not None and "start_blocked" not in record.data:
+            envelope = source.data.get("envelope") or {}
+            return driver.seal_reused(envelope.get("result"))
         return driver.drive()
     finally:
         session._release(call.run_id)

@@ -198,6 +198,7 @@ def skill_step(
             decisions=forwarded.get(position, {}),
             serial=run.serial or (lanes > 1 and len(each) > 1),
             ledger=run.spend_ledger(),
+            reuse_max_age=None if step.reuse is None else step.reuse.max_age_seconds,
         )
         for position, child_inputs in enumerate(each)
     ]

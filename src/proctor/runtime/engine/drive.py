@@ -454,6 +454,11 @@ class RunDriver:
         kill_point("run.paused")
         return RunEnvelope.model_validate(doc)
 
+    def seal_reused(self, result: Any) -> RunEnvelope:
+        """Seal the run ``completed`` with a reused run's ``result``, no step run (``reuse``)."""
+        self.s.store.append_event(self.run_id, "reused", dict(self.record.data["reused_from"]))
+        return self._seal("completed", None, result, None)
+
     def _seal(
         self, outcome: str, seal_reason: str | None, result: Any, refusal: Refusal | None
     ) -> RunEnvelope:

@@ -109,6 +109,9 @@ class ChildCall:
     close: str | None = None
     ledger: SpendLedger | None = None
     """The root's spend ledger: the whole tree spends from one limit."""
+    reuse_max_age: int | None = None
+    """``reuse: {max_age_seconds}``: an earlier sealed child with the same package digest,
+    method and inputs, sealed at most this long ago, is reused instead of run."""
 
 
 class RunHost(Protocol):

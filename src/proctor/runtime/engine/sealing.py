@@ -294,6 +294,7 @@ def _seal(
         children=step_refs,
         audit_head=head,
         spend_micro_usd=spent,
+        reused_from=(data.get("reused_from") or {}).get("receipt_id"),
     )
     lost = int(data.get("audit_lost") or 0) + s.audit.lost(record.run_id)
     envelope = RunEnvelope(
