@@ -195,3 +195,28 @@ def test_context_skills_are_bounded_untrusted_and_their_digests_are_receipted(
     step = parse_envelope(store.get(run_body["children"][0]["receipt_id"]) or b"").body
     assert step["context_digests"] == [expected]
     assert _verify(root, done.receipt_id).status == "verified"
+
+
+def test_a_childs_agent_turn_is_answered_at_the_root_and_never_called_from_it(
+    tmp_path: Path,
+) -> None:
+    import pytest
+
+    from proctor.errors import ResumeRefused
+
+    root = _ws(tmp_path)
+    make_skill(root, "outer", "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n"
+               "      - {id: call, skill: ../turn}\n")  # fmt: skip
+    s = session(root)
+    env = s.run(str(root / "skills" / "outer"))
+    assert env.status == "needs_agent"
+    (turn,) = env.requests or []
+    assert turn["address"] == "call/0#think" and turn["kind"] == "agent_turn"
+    with pytest.raises(ResumeRefused) as refused:
+        s.turn_call(env.run_id or "", "call/0#think", "skill.helper.main", {"items": [1]}, "c1")
+    assert refused.value.code == "child_turn_call"
+    answer = {"answers": {turn["address"]: {"request_digest": turn["request_digest"],
+                                            "value": {"ok": 1}}}}  # fmt: skip
+    done = s.resume(env.run_id or "", answer)
+    assert done.outcome == "completed" and done.result == {"ok": 1}
+    assert _verify(root, done.receipt_id).status == "verified"

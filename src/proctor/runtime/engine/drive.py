@@ -30,6 +30,7 @@ from proctor.errors import (
     CredentialError,
     PolicyLoadError,
     ProctorError,
+    ResumeRefused,
 )
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.governor import (
@@ -550,6 +551,10 @@ class RunDriver:
         or recorded under ``call_id``). Once a person approves it, the same call (same
         ``call_id``) executes, once.
         """
+        if "child_run" in turn:  # a child run's turn, shown at the root: answered, not called
+            raise ResumeRefused("this turn belongs to a child run: answer it with its value"
+                                " (proctor resume); its calls cannot be made from the root",
+                                code="child_turn_call")  # fmt: skip
         spec = CallSpec(
             tool=tool,
             args=args,
