@@ -96,6 +96,20 @@ methods:
     result_from: [finish]
 """
 
+NESTED = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: before
+        tool: echo
+        inputs: {text: parent}
+      - id: call
+        skill: crashy
+      - id: after
+        tool: echo
+        inputs: {text: $steps.call.text}
+"""
+
 SEALER = """minimum_proctor: 0.1.0
 methods:
   main:
@@ -128,6 +142,11 @@ class Case:
     inputs: dict[str, Any] | None
     """The inputs every run of the case must hold; ``None``: the start is refused."""
     outcome: str = "completed"
+    runs: int = 1
+    """How many runs a driven case leaves in the store (a parent and its child: 2)."""
+    every: int = 1
+    """Kill at every ``every``-th recorded point (the bundle's members always): a case whose
+    points repeat another case's (the nested one drives ``crashy`` as a child) samples them."""
 
 
 CASES = {
@@ -137,6 +156,15 @@ CASES = {
         {"a.txt": None, "b.txt": "B before\n", "c.txt": None},
         {"a.txt": "A after\n", "b.txt": "B after\n", "c.txt": "C after\n"},
         {},
+    ),
+    "nested": Case(
+        "nested",
+        ("nested",),
+        {"a.txt": None, "b.txt": "B before\n", "c.txt": None},
+        {"a.txt": "A after\n", "b.txt": "B after\n", "c.txt": "C after\n"},
+        {},
+        runs=2,
+        every=2,
     ),
     "inputs-i": Case(
         "inputs-i",
@@ -183,7 +211,8 @@ def make(root: Path, case: Case) -> None:
     for name, text in case.before.items():
         if text is not None:
             (root / name).write_text(text)
-    for name, run_yaml in (("crashy", CRASHY), ("inputful", INPUTFUL), ("sealer", SEALER)):
+    skills = (("crashy", CRASHY), ("inputful", INPUTFUL), ("sealer", SEALER), ("nested", NESTED))
+    for name, run_yaml in skills:
         skill = root / "skills" / name
         skill.mkdir(parents=True)
         (skill / "SKILL.md").write_text(SKILL_MD.format(name=name))
@@ -329,7 +358,7 @@ def run_scenario(
         if text not in (case.before[name], case.after[name]):
             outcome.violations.append(f"{point}: {name} is half-written after the kill")
     stored = stored_runs(root)
-    run_id = run_id or (stored[-1][0] if stored else None)
+    run_id = run_id or (stored[0][0] if stored else None)  # the root is created first
     envelope = None
     if run_id is None:
         # Killed before the run existed: nothing ran; the person starts it again.
@@ -405,8 +434,8 @@ def _final_checks(root: Path, case: Case, envelope: dict[str, Any], outcome: Out
     if not outcome.final_status.startswith(("sealed", "needs_")):
         outcome.violations.append(f"{point}: ended {outcome.final_status}")
     runs = stored_runs(root)
-    if len(runs) != 1:
-        outcome.violations.append(f"{point}: {len(runs)} runs in the store, not 1")
+    if len(runs) != case.runs:
+        outcome.violations.append(f"{point}: {len(runs)} runs in the store, not {case.runs}")
     outcome.violations += inputs_violations(root, case, point)
     audit = proctor(root, ["audit", "verify"])
     if audit.returncode != 0:
@@ -424,13 +453,15 @@ def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:
     for invocation, trace in enumerate(traces):
         recorded_at = trace.index("resume.recorded:1") if "resume.recorded:1" in trace else None
         for position, passage in enumerate(trace):
+            if position % case.every:
+                continue
             decision_recorded = recorded_at is not None and position > recorded_at
             label = f"invocation {invocation}: {passage}"
             plans.append((invocation, {"PROCTOR_TEST_KILL_AT": passage}, label, decision_recorded))
         first_bundle = "call.claimed:1" in trace and not any(
             "call.claimed:1" in t for t in traces[:invocation]
         )
-        if case.name == "crashy" and first_bundle:
+        if case.name in ("crashy", "nested") and first_bundle:
             for member in range(3):
                 label = f"invocation {invocation}: inside the bundle after {member} member(s)"
                 kill = {"PROCTOR_TEST_BUNDLE_KILL_AFTER": str(member)}

@@ -3,7 +3,8 @@ inside the bundle, and inside ``proctor key rotate``; every run and key stays co
 
 The figures (kill points, violations, how each run ended) are printed; run with ``-s`` to see
 them. Cases: ``crashy`` (no inputs) under ``allow`` and ``ask``; ``inputful`` started with
-``-i`` and with ``--inputs`` under both, and with invalid inputs (its start is refused).
+``-i`` and with ``--inputs`` under both, and with invalid inputs (its start is refused);
+``nested``: ``crashy`` as the child run of a ``skill:`` step, killed at every point inside it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ RUNS = [
     ("inputs-json", "allow", 20),
     ("inputs-json", "ask", 25),
     ("inputs-refused", "allow", 8),
+    ("nested", "allow", 25),
 ]
 """(case, flavour, at least this many kill points)."""
 

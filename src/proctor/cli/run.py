@@ -14,6 +14,25 @@ from proctor.errors import UsageError
 INPUTS_CAP = 64 * 1024 * 1024
 
 
+def with_spend_limit(authority: Any, max_spend: str, *, managed: bool) -> Any:
+    """The host's authority with ``--max-spend USD`` as its ``max_spend_micro_usd`` (the
+    narrower of the two when the authority states one too).
+
+    Raises:
+        UsageError: ``max_spend_invalid`` (not an amount in dollars).
+    """
+    from dataclasses import replace
+
+    from proctor.core.authority import default_authority
+    from proctor.core.spend import parse_usd
+
+    limit = parse_usd(max_spend)
+    base = authority if authority is not None else default_authority(managed=managed)
+    stated = base.max_spend_micro_usd
+    narrowest = limit if stated is None else min(limit, stated)
+    return replace(base, max_spend_micro_usd=narrowest, set_by="host")
+
+
 def read_inputs_document(source: str) -> dict[str, Any]:
     """Read ``--inputs FILE|-``: one JSON object, at most 64 MiB, never echoed when refused.
 
@@ -75,6 +94,12 @@ def read_inputs_document(source: str) -> dict[str, Any]:
     metavar="ID",
     help='Run directive ID; REF is then the request: run --directive ID "request".',
 )
+@click.option(
+    "--max-spend",
+    "max_spend",
+    metavar="USD",
+    help="What the run and its children may spend on priced calls, in US dollars (e.g. 0.50).",
+)
 @click.option("--drive", is_flag=True, help="Drive agent turns with the configured model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope.")
 def run(
@@ -85,6 +110,7 @@ def run(
     preset: str | None,
     profile: str | None,
     directive: str | None,
+    max_spend: str | None,
     drive: bool,
     as_json: bool,
 ) -> None:
@@ -109,6 +135,8 @@ def run(
         )
     inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
     authority = host_authority(run_authority, preset, managed=drive)
+    if max_spend is not None:
+        authority = with_spend_limit(authority, max_spend, managed=drive)
     session = Session(Workspace.discover(Path.cwd()))
     if drive:
         from proctor.runtime.agents.loop import ManagedAgent

@@ -50,7 +50,9 @@ class RunEnvelope(BaseModel):
     ``kind`` and ``request_digest``), an ``answers_template`` (a ``proctor.resume.v1`` document
     bound to those digests) and the ``resume_command``. ``audit_lost`` counts the run's audit
     events the audit log could not take (a full disk): the run store and receipts still hold
-    everything, and a note says so.
+    everything, and a note says so. ``spend_micro_usd`` (a sealed run whose tree made priced
+    calls, or ran under a spend limit) is what the whole tree spent, in micro-dollars; it is
+    left out otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,10 +72,14 @@ class RunEnvelope(BaseModel):
     resume_command: str | None = None
     audit_lost: int = 0
     notes: list[str] = Field(default_factory=list)
+    spend_micro_usd: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The envelope as a JSON-ready mapping, with ``schema`` as its first key."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+        doc = self.model_dump(mode="json", by_alias=True, exclude_none=False)
+        if doc.get("spend_micro_usd") is None:
+            doc.pop("spend_micro_usd", None)
+        return doc
 
 
 def run_envelope_schema() -> dict[str, Any]:

@@ -19,11 +19,13 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 __all__ = [
     "STEP_KINDS",
     "AgentCalls",
+    "AgentContext",
     "AgentSpec",
     "AgentStep",
     "AskQuestion",
     "AskSpec",
     "AskStep",
+    "Cost",
     "CredentialAuth",
     "CredentialDelivery",
     "CredentialRequirement",
@@ -32,6 +34,7 @@ __all__ = [
     "OperationStep",
     "RunProfile",
     "SkillPackage",
+    "SkillReuse",
     "SkillStep",
     "Step",
     "ToolStep",
@@ -85,14 +88,23 @@ class _StepBase(_Model):
     id: StepId
 
 
+class Cost(_Model):
+    """The declared price of a priced act, in micro-dollars per ``per``."""
+
+    usd_micro: Annotated[int, Field(ge=0, le=2**53 - 1)]
+    per: Literal["call", "1k_tokens_in", "1k_tokens_out"] = "call"
+
+
 class ToolStep(_StepBase):
-    """Call one tool with ``inputs`` (values may be references)."""
+    """Call one tool with ``inputs`` (values may be references); ``cost`` prices an
+    ``http.request`` step's call (see :mod:`proctor.core.spend`)."""
 
     tool: NonEmpty
     inputs: StepInputs = {}
     credential: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
     reason: str | None = None
+    cost: Cost | None = None
 
 
 class AgentCalls(_Model):
@@ -102,12 +114,20 @@ class AgentCalls(_Model):
     skills: list[NonEmpty] = []
 
 
+class AgentContext(_Model):
+    """Skills whose SKILL.md a turn reads as untrusted, advisory context (never authority)."""
+
+    skills: Annotated[list[NonEmpty], Field(min_length=1, max_length=8)]
+
+
 class AgentSpec(_Model):
-    """One agent turn: instructions, inputs, an allowance, and the output it must return."""
+    """One agent turn: instructions, inputs, an allowance, and the output it must return;
+    ``context`` names skills whose SKILL.md the turn is shown as advisory context."""
 
     instructions: NonEmpty
     inputs: StepInputs = {}
     calls: AgentCalls = AgentCalls()
+    context: AgentContext | None = None
     ask: bool = False
     output: JsonSchema | None = None
 
@@ -148,11 +168,26 @@ class AskStep(_StepBase):
     ask: AskSpec
 
 
+class SkillReuse(_Model):
+    """Reuse an earlier sealed child of the same package digest, method and canonical inputs
+    that sealed at most ``max_age_seconds`` ago, instead of running it again."""
+
+    max_age_seconds: Annotated[int, Field(ge=0)]
+
+
 class SkillStep(_StepBase):
-    """Call a child skill (``path#method``) as a child run."""
+    """Call a child skill (``path#method``) as a child run.
+
+    With ``for_each`` (a reference to a list) it runs one child per element, ``$item`` and
+    ``$index`` naming the element and its position in ``inputs``; ``concurrency`` narrows how
+    many run at once. The step's output is the child's result, or the list of results in order.
+    """
 
     skill: NonEmpty
     inputs: StepInputs = {}
+    for_each: NonEmpty | None = None
+    concurrency: Annotated[int, Field(ge=1)] | None = None
+    reuse: SkillReuse | None = None
 
 
 class OperationStep(_StepBase):

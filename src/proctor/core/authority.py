@@ -129,6 +129,8 @@ class Authority:
         reach: ``workspace`` keeps file tools inside the workspace; ``inputs`` also reaches
             roots the run's inputs name.
         max_calls / max_concurrency / max_child_depth / max_fanout: ``None`` is no limit.
+        max_spend_micro_usd: what the run's whole tree may spend on priced calls, in
+            micro-dollars (``None``: no limit; see :mod:`proctor.core.spend`).
         standing_approvals: entries that admit covered changes without pausing.
         set_by: ``host`` when a host stated it, ``default`` when none did.
         egress: the workspace's egress grant once the run recorded it; ``None`` before.
@@ -143,6 +145,7 @@ class Authority:
     standing_approvals: tuple[StandingApproval, ...] = field(default=())
     set_by: Literal["host", "default", "preset"] = "default"
     egress: EgressGrant | None = None
+    max_spend_micro_usd: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The authority as recorded in the run store and digested into receipts."""
@@ -158,6 +161,8 @@ class Authority:
         }
         if self.egress is not None:
             doc["egress"] = self.egress.to_json()
+        if self.max_spend_micro_usd is not None:  # stated only when set (older digests hold)
+            doc["max_spend_micro_usd"] = self.max_spend_micro_usd
         return doc
 
 
@@ -203,6 +208,8 @@ def narrow(
     }
     for name in LIMIT_NAMES:
         values[name] = _min_limit(getattr(host, name), (limits or {}).get(name))
+    spend = (limits or {}).get("max_spend_micro_usd")
+    values["max_spend_micro_usd"] = _min_limit(host.max_spend_micro_usd, spend)
     return replace(host, **values)
 
 
@@ -255,7 +262,9 @@ def parse_standing(
     return tuple(out)
 
 
-_KEYS = frozenset({"effects", "reach", "standing_approvals", "set_by", *LIMIT_NAMES})
+_KEYS = frozenset(
+    {"effects", "reach", "standing_approvals", "set_by", "max_spend_micro_usd", *LIMIT_NAMES}
+)
 
 
 def _parse_egress(value: Any) -> EgressGrant:
@@ -322,6 +331,12 @@ def parse_authority(
                 f"{name} must be an integer from 1 to {_LIMIT_CEILING}", code="authority_invalid"
             )
         limits[name] = value
+    spend = doc.get("max_spend_micro_usd")
+    if spend is not None and (type(spend) is not int or not 0 <= spend <= 2**53 - 1):
+        raise UsageError(
+            "max_spend_micro_usd must be a whole number of micro-dollars from 0 to 2^53-1",
+            code="authority_invalid",
+        )
     standing = parse_standing(doc.get("standing_approvals", []))
     stated_by = doc.get("set_by", set_by)
     if stated_by not in ("host", "default", "preset"):
@@ -332,5 +347,6 @@ def parse_authority(
         standing_approvals=standing,
         set_by=stated_by,
         egress=_parse_egress(doc["egress"]) if "egress" in doc else None,
+        max_spend_micro_usd=spend,
         **limits,
     )

@@ -4,6 +4,8 @@ Syntax (a whole string value, nothing around it)::
 
     $input.NAME[.SEG...]          a method input, then nested fields
     $steps.ID[.SEG...]            a step's output (whole), then nested fields
+    $item[.SEG...]                in a fan-out step's inputs: the element (then nested fields)
+    $index                        in a fan-out step's inputs: the element's position (from 0)
 
 Segments are separated by ``.``; ``/`` is accepted as the same separator so the JSON-pointer
 form ``$steps.x.items/0/name`` reads like ``$steps.x.items.0.name``. A segment of digits
@@ -32,6 +34,7 @@ _SEGMENT = r"(?:[^./~$\s]|~[012])+"
 _REF = re.compile(
     rf"^\$(?P<root>input|steps)(?P<path>(?:[./]{_SEGMENT})+)$",
 )
+_EACH = re.compile(rf"^\$(?:(?P<item>item)(?P<path>(?:[./]{_SEGMENT})*)|index)$")
 _SPLIT = re.compile(r"[./]")
 _UNESCAPE = {"~0": "~", "~1": "/", "~2": "."}
 
@@ -40,11 +43,12 @@ _UNESCAPE = {"~0": "~", "~1": "/", "~2": "."}
 class Ref:
     """A parsed reference.
 
-    ``root`` is ``"input"`` (``name`` = the input) or ``"steps"`` (``name`` = the step id);
+    ``root`` is ``"input"`` (``name`` = the input), ``"steps"`` (``name`` = the step id), or
+    ``"item"``/``"index"`` (a fan-out's element and its position; ``name`` is the root);
     ``path`` are the nested segments after it; ``text`` is the reference as written.
     """
 
-    root: Literal["input", "steps"]
+    root: Literal["input", "steps", "item", "index"]
     name: str
     path: tuple[str, ...]
     text: str
@@ -64,6 +68,12 @@ def parse_ref_string(value: str) -> Ref | str | None:
         return None
     if value.startswith("$$"):
         return value[1:]
+    each = _EACH.match(value)
+    if each is not None:
+        if each["item"] is None:
+            return Ref(root="index", name="index", path=(), text=value)
+        parts = tuple(_unescape(p) for p in _SPLIT.split(each["path"])[1:])
+        return Ref(root="item", name="item", path=parts, text=value)
     match = _REF.match(value)
     if match is None:
         raise ProctorError(
@@ -103,10 +113,16 @@ def collect_refs(value: Any) -> list[Ref]:
     return found
 
 
-def resolve(value: Any, inputs: dict[str, Any], steps: dict[str, Any]) -> Any:
+def resolve(
+    value: Any,
+    inputs: dict[str, Any],
+    steps: dict[str, Any],
+    each: tuple[Any, int] | None = None,
+) -> Any:
     """A copy of ``value`` with every reference replaced by what it names.
 
-    ``inputs`` are the method's inputs; ``steps`` maps step ids to their outputs. ``$$``
+    ``inputs`` are the method's inputs; ``steps`` maps step ids to their outputs; ``each`` is
+    a fan-out child's ``(element, index)`` that ``$item`` and ``$index`` name. ``$$``
     escapes become their literal strings.
 
     Raises:
@@ -120,16 +136,27 @@ def resolve(value: Any, inputs: dict[str, Any], steps: dict[str, Any]) -> Any:
             return value
         if isinstance(parsed, str):
             return parsed
-        return _lookup(parsed, inputs, steps)
+        return _lookup(parsed, inputs, steps, each)
     if isinstance(value, dict):
-        return {key: resolve(item, inputs, steps) for key, item in value.items()}
+        return {key: resolve(item, inputs, steps, each) for key, item in value.items()}
     if isinstance(value, list):
-        return [resolve(item, inputs, steps) for item in value]
+        return [resolve(item, inputs, steps, each) for item in value]
     return value
 
 
-def _lookup(ref: Ref, inputs: dict[str, Any], steps: dict[str, Any]) -> Any:
-    source = inputs if ref.root == "input" else steps
+def _lookup(
+    ref: Ref, inputs: dict[str, Any], steps: dict[str, Any], each: tuple[Any, int] | None
+) -> Any:
+    if ref.root in ("item", "index"):
+        if each is None:
+            raise ProctorError(
+                f"{ref.text} names a fan-out element, and this is not a for_each step",
+                code="unresolved_reference",
+                details={"reference": ref.text},
+            )
+        source: dict[str, Any] = {"item": each[0], "index": each[1]}
+    else:
+        source = inputs if ref.root == "input" else steps
     if ref.name not in source:
         what = "input" if ref.root == "input" else "step output"
         raise ProctorError(

@@ -18,9 +18,12 @@ from pydantic import ValidationError
 from proctor._version import __version__
 from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
 from proctor.errors import ParseError, ProctorError, UsageError
-from proctor.parser.refs import Ref, collect_refs
+from proctor.parser.refs import Ref, collect_refs, parse_ref_string
 from proctor.parser.schemas import compile_schema, schema_problem
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
+
+PRICED_TOOLS = ("http.request",)
+"""The tools whose calls a step's ``cost:`` may price."""
 
 __all__ = [
     "build_package",
@@ -112,6 +115,9 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
             (``methods.greet.steps[0].tool``) and position; ``method_description_missing``;
             ``default_method_unknown``; ``step_id_duplicate``; ``invalid_reference``;
             ``reference_unknown_input``; ``reference_unknown_step``; ``result_from_unknown``;
+            ``reference_outside_for_each`` (``$item``/``$index`` outside a fan-out's inputs);
+            ``for_each_invalid`` (a ``for_each`` that is not one reference); ``cost_invalid``
+            (``cost:`` on a step whose tool is not priced, or not ``per: call``);
             ``credential_unknown``; ``schema_invalid`` for a method's ``inputs`` or
             ``outputs``, or an agent step's ``output``, that is not a draft-07 JSON Schema
             (``properties:`` left empty, ``required: name``), naming where in it.
@@ -291,8 +297,29 @@ def _check_method(
                 raise _at(
                     source, positions, (*at, *field), exc.message, "invalid_reference"
                 ) from None
+            fan_out = field == ("inputs",) and getattr(step, "for_each", None) is not None
             for ref in refs:
-                _check_ref(ref, declared, seen, (*at, *field), source, positions)
+                _check_ref(ref, declared, seen, (*at, *field), source, positions, fan_out)
+        cost = getattr(step, "cost", None)
+        if cost is not None and (
+            getattr(step, "tool", None) not in PRICED_TOOLS or cost.per != "call"
+        ):
+            raise _at(
+                source,
+                positions,
+                (*at, "cost"),
+                "cost prices a call of " + ", ".join(PRICED_TOOLS) + " (per: call)",
+                "cost_invalid",
+            )
+        for_each = getattr(step, "for_each", None)
+        if for_each is not None and not _list_reference(for_each):
+            raise _at(
+                source,
+                positions,
+                (*at, "for_each"),
+                "for_each must be one reference to a list: $input.NAME or $steps.ID.FIELD",
+                "for_each_invalid",
+            )
         agent = getattr(step, "agent", None)
         if agent is not None and agent.output is not None:
             _check_schema(agent.output, (*at, "agent", "output"), source, positions)
@@ -317,6 +344,14 @@ def _check_method(
             )
 
 
+def _list_reference(value: str) -> bool:
+    try:
+        parsed = parse_ref_string(value)
+    except ProctorError:
+        return False
+    return isinstance(parsed, Ref) and parsed.root in ("input", "steps")
+
+
 def _reference_fields(step: Any) -> list[tuple[Path, Any]]:
     """The fields of a step whose values may hold references."""
     fields: list[tuple[Path, Any]] = []
@@ -327,6 +362,8 @@ def _reference_fields(step: Any) -> list[tuple[Path, Any]]:
     agent = getattr(step, "agent", None)
     if agent is not None:
         fields.append((("agent", "inputs"), agent.inputs))
+    if getattr(step, "for_each", None) is not None:
+        fields.append((("for_each",), step.for_each))
     return fields
 
 
@@ -337,8 +374,19 @@ def _check_ref(
     at: Path,
     source: str,
     positions: Positions,
+    fan_out: bool = False,
 ) -> None:
-    if ref.root == "input":
+    if ref.root in ("item", "index"):
+        if not fan_out:
+            raise _at(
+                source,
+                positions,
+                at,
+                f"{ref.text} names a fan-out element: it is allowed only in the inputs of a"
+                " skill step with for_each",
+                "reference_outside_for_each",
+            )
+    elif ref.root == "input":
         if declared is not None and ref.name not in declared:
             raise _at(
                 source,

@@ -25,6 +25,12 @@ A ``call`` receipt of a process tool also has ``sandbox``: ``{used, mode, networ
 one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network`` a boolean): what the process
 ran under. No other receipt has that key.
 
+A ``step`` or ``run`` receipt may have ``spend_micro_usd``: what a priced step's call actually
+cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``). A ``step``
+receipt may have ``context_digests``: the SKILL.md digests its agent turn was shown as context.
+A ``run`` receipt may have ``reused_from``: the receipt id of the run a reused child took its
+result from (``reuse:``).
+
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
 which is exactly what the signature covers. A parent commits both (``receipt_id`` and
@@ -242,6 +248,20 @@ def _check_sandbox(value: object) -> None:
         raise _bad("sandbox.network is a boolean")
 
 
+def _check_spend(value: object, kind: object) -> None:
+    if kind not in ("run", "step"):
+        raise _bad("only step and run receipts state spend_micro_usd")
+    if type(value) is not int or not 0 <= value <= 2**53 - 1:
+        raise _bad("spend_micro_usd is a whole number of micro-dollars")
+
+
+def _check_context(value: object, kind: object) -> None:
+    if kind != "step":
+        raise _bad("only step receipts state context_digests")
+    if type(value) is not list or not value or not all(is_digest(v) for v in value):
+        raise _bad("context_digests is a non-empty list of sha256:<hex> digests")
+
+
 def check_body(body: object) -> tuple[ChildRef, ...]:
     """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
 
@@ -250,7 +270,13 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     """
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
-    keys = body.keys()
+    keys = body.keys() - {"spend_micro_usd", "context_digests", "reused_from"}
+    if "reused_from" in body and (body.get("kind") != "run" or not is_digest(body["reused_from"])):
+        raise _bad("reused_from is a run receipt's sha256:<hex> receipt id")
+    if "spend_micro_usd" in body:
+        _check_spend(body["spend_micro_usd"], body.get("kind"))
+    if "context_digests" in body:
+        _check_context(body["context_digests"], body.get("kind"))
     process_call = keys == _CALL_KEYS and body.get("kind") == "call"
     if keys != _BODY_KEYS and keys != _BODY_KEYS_BEFORE_ANCHORS and not process_call:
         extra = sorted(set(keys) - _BODY_KEYS)

@@ -170,12 +170,18 @@ class ReceiptWriter:
         children: Sequence[Ref] = (),
         sandbox: dict[str, Any] | None = None,
         audit_head: Mapping[str, Any] | None = None,
+        spend_micro_usd: int | None = None,
+        context_digests: Sequence[str] | None = None,
+        reused_from: str | None = None,
     ) -> Ref:
         """Build, sign (unless an amortized call), store and return one receipt's ref.
 
         ``sandbox`` (a process call's ``{used, mode, network}``) is added to call receipts only.
         ``audit_head`` (run receipts only) is ``{lines, last_digest}``: the audit log's head
-        this receipt anchors.
+        this receipt anchors. ``spend_micro_usd`` (step and run receipts) is what a priced
+        step's call, or the run's tree, actually spent. ``context_digests`` (step receipts)
+        are the SKILL.md digests an agent step was shown as context; ``reused_from`` (run
+        receipts) the receipt of the run a reused child took its result from.
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
@@ -197,7 +203,7 @@ class ReceiptWriter:
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
         size, height = self._admit_children(children)
-        body = {
+        body: dict[str, Any] = {
             "schema": RECEIPT_SCHEMA,
             "kind": kind,
             "subject": subject.to_json(),
@@ -218,6 +224,12 @@ class ReceiptWriter:
         }
         if sandbox is not None:
             body["sandbox"] = sandbox
+        if spend_micro_usd is not None:  # a step's priced call, or a run tree's total
+            body["spend_micro_usd"] = spend_micro_usd
+        if context_digests:  # the SKILL.md digests an agent step was shown as context
+            body["context_digests"] = list(context_digests)
+        if reused_from is not None:  # a reused child run: the run receipt it took its result from
+            body["reused_from"] = reused_from
         try:
             check_body(body)
         except ReceiptInvalid as exc:

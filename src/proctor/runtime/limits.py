@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from proctor.core.budget import MAX_TREE_RECEIPTS
 from proctor.errors import ConfigError
 
-__all__ = ["max_receipts_from_env"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "max_concurrency_from_env", "max_receipts_from_env"]
 
 
 def max_receipts_from_env(environ: Mapping[str, str] | None = None) -> int:
@@ -37,3 +37,28 @@ def max_receipts_from_env(environ: Mapping[str, str] | None = None) -> int:
             code="max_receipts_invalid",
         )
     return value
+
+
+DEFAULT_MAX_CONCURRENCY = 16
+"""How many child runs run at once in a run's tree when ``PROCTOR_MAX_CONCURRENCY`` is unset."""
+
+
+def max_concurrency_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """The host's ceiling on child runs running at once: ``PROCTOR_MAX_CONCURRENCY``, default 16.
+
+    Raises:
+        ConfigError: (code ``max_concurrency_invalid``) the variable is set but is not a
+            positive decimal integer; no run starts under a ceiling it cannot read.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("PROCTOR_MAX_CONCURRENCY")
+    if raw is None:
+        return DEFAULT_MAX_CONCURRENCY
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ConfigError(
+            "PROCTOR_MAX_CONCURRENCY must be a positive whole number (how many child runs may"
+            " run at once); unset it to use the default of 16",
+            code="max_concurrency_invalid",
+        )
+    return int(text)

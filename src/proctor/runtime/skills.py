@@ -2,6 +2,10 @@
 
 A reference is ``PATH[#METHOD]`` (a package folder, or its ``SKILL.md``) or ``NAME[#METHOD]``
 naming a folder of the workspace's ``skills/`` catalog.
+
+A package with only ``SKILL.md`` (the published Agent Skills format) is given one agent method,
+``main``, from its frontmatter (:mod:`proctor.parser.agent_skills`); its ``allowed-tools``
+mapping is kept beside it (:attr:`LoadedSkill.tool_mapping`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 
 from proctor.contracts.skill import SkillPackage
 from proctor.errors import UsageError
+from proctor.parser.agent_skills import ToolMapping, agent_skill_profile
 from proctor.parser.skill import build_package, package_dir_for, parse_ref
 from proctor.receipts.canonical import digest
 
@@ -31,6 +36,8 @@ class LoadedSkill:
     label: str
     package_digest: str
     method: str | None
+    tool_mapping: ToolMapping | None = None
+    """An Agent Skills package's ``allowed-tools`` as proctor tools (``None``: it has run.yaml)."""
 
 
 def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str | None]:
@@ -108,7 +115,11 @@ def load_skill(ref: str, *, cwd: Path, workspace_root: Path) -> LoadedSkill:
     folder, label, method = locate(ref, cwd=cwd, workspace_root=workspace_root)
     files, package_digest = read_package(folder, label)
     package = build_package(label, files)
-    return LoadedSkill(package, folder, label, package_digest, method)
+    mapping = None
+    if package.profile is None:  # an Agent Skills package: one agent method from SKILL.md
+        profile, mapping = agent_skill_profile(package.frontmatter, f"{label}/SKILL.md")
+        package = package.model_copy(update={"profile": profile})
+    return LoadedSkill(package, folder, label, package_digest, method, mapping)
 
 
 def package_authority_files(skill: LoadedSkill, workspace_root: Path) -> frozenset[str]:

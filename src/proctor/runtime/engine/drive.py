@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method
+from proctor.contracts.skill import AgentStep, AskStep, Method, SkillStep
 from proctor.core.authority import narrow, parse_authority
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (
@@ -30,6 +30,7 @@ from proctor.errors import (
     CredentialError,
     PolicyLoadError,
     ProctorError,
+    ResumeRefused,
 )
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.governor import (
@@ -40,6 +41,7 @@ from proctor.runtime.admission.governor import (
     Governor,
 )
 from proctor.runtime.boundary.reach import run_workspace
+from proctor.runtime.engine import compose
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine.host import (
     RunHost,
@@ -53,6 +55,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
+    from proctor.core.spend import SpendLedger
     from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.skills import LoadedSkill
 
@@ -84,6 +87,11 @@ class RunDriver:
         self.skill = skill
         self.method = method
         self.stop = stop
+        # a child run's depth below its root; serial: it holds one of the tree's slots, so its
+        # own fan-outs run one at a time (nesting never multiplies what runs at once)
+        self.depth = int(record.data.get("depth") or 0)
+        self.serial = False
+        self.ledger: SpendLedger | None = None  # a child is handed its root's
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
@@ -148,8 +156,12 @@ class RunDriver:
         workspace = run_workspace(workspace, self.authority, self.record.data)
         from proctor.runtime.directives import confined_run
         from proctor.runtime.engine.confinement import confined_tools
+        from proctor.runtime.engine.skill_calls import skill_tools
 
-        tools = s.tools
+        try:  # calls.skills: one tool per method of each skill a turn may call (a child run)
+            tools = {**s.tools, **skill_tools(self, list(self.method.steps))}
+        except ProctorError as exc:
+            raise _Blocked(exc.code, exc.message, "admission_refused") from exc
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
@@ -173,6 +185,22 @@ class RunDriver:
         governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
+
+    def spend_ledger(self) -> SpendLedger:
+        """The ledger the run's tree spends from: the root's, rebuilt from its record (what a
+        killed driver held counts as spent)."""
+        if self.ledger is None:
+            from proctor.core.spend import SpendLedger
+
+            state = self.record.data.get("spend") or {}
+            spent = int(state.get("spent") or 0) + int(state.get("held") or 0)
+            store, run_id = self.s.store, self.run_id
+            self.ledger = SpendLedger(
+                self.authority.max_spend_micro_usd,
+                spent=spent,
+                persist=lambda now: store.update_run(run_id, data={"spend": now}),
+            )
+        return self.ledger
 
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
@@ -235,7 +263,9 @@ class RunDriver:
 
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
-        recover_bundles(s.workspace, s.store)
+        # The root's driver does it for its whole tree: a child's siblings may be applying one.
+        if self.depth == 0:
+            recover_bundles(s.workspace, s.store)
         refused = self._start_refusal()
         if refused is not None:
             return self._seal("blocked", refused[0], None, refused[1])
@@ -267,7 +297,7 @@ class RunDriver:
             started = s.clock()
             try:
                 got = self._step(governor, index, step, inputs, outputs)
-            except CommandStopped as exc:
+            except (CommandStopped, RunInterrupted) as exc:
                 raise self._interrupt() from exc
             if isinstance(got, StepPause):
                 return self._pause(got.requests)
@@ -279,6 +309,9 @@ class RunDriver:
                 "run_outcome": got.run_outcome,
                 "run_seal_reason": got.run_seal_reason,
                 "already_done": got.already_done,
+                "child_runs": got.child_runs,
+                "spend_micro_usd": got.spend_micro_usd,
+                "context_digests": got.context_digests,
                 "started_at": started.isoformat(),
                 "ended_at": s.clock().isoformat(),
             }
@@ -338,6 +371,8 @@ class RunDriver:
             return run_kinds.ask_step(self, step)
         if isinstance(step, AgentStep):
             return run_kinds.agent_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, SkillStep):
+            return compose.skill_step(self, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------
@@ -420,6 +455,11 @@ class RunDriver:
         kill_point("run.paused")
         return RunEnvelope.model_validate(doc)
 
+    def seal_reused(self, result: Any) -> RunEnvelope:
+        """Seal the run ``completed`` with a reused run's ``result``, no step run (``reuse``)."""
+        self.s.store.append_event(self.run_id, "reused", dict(self.record.data["reused_from"]))
+        return self._seal("completed", None, result, None)
+
     def _seal(
         self, outcome: str, seal_reason: str | None, result: Any, refusal: Refusal | None
     ) -> RunEnvelope:
@@ -463,7 +503,36 @@ class RunDriver:
         of time (standing approvals) or lets a host work the turn.
         """
         admitted = replace(self.turn_spec(turn, spec), can_wait=False)
+        unpriced = self._unpriced(admitted)
+        if unpriced is not None:
+            return unpriced
         return self.governor().call(admitted)  # refused and recorded like any refusal
+
+    def _unpriced(self, spec: CallSpec) -> CallOutcome | None:
+        """Refuse before admission, sending nothing: a turn's priced call (``http.request``)
+        has no declared price, so under a spend limit it is ``price_unknown``; an Agent Skills
+        package's command outside its ``Bash(...)`` entries is ``command_not_allowed``."""
+        from proctor.core.spend import SpendRefused
+        from proctor.parser.skill import PRICED_TOOLS
+
+        mapping = self.skill.tool_mapping
+        argv = spec.args.get("argv")
+        if spec.tool == "command.execute" and mapping is not None and not mapping.allows_argv(argv):
+            error = {
+                "code": "command_not_allowed",
+                "message": "this Agent Skills package's allowed-tools do not name this command"
+                " (Bash(...) entries); nothing was run",
+            }
+            return CallOutcome(spec.call_id or "", spec.tool, spec.step_id, "refused", error=error)
+        if spec.tool not in PRICED_TOOLS:
+            return None
+        try:
+            self.spend_ledger().reserve(None, what=f"a turn's {spec.tool} call")
+        except SpendRefused as exc:
+            call_id = spec.call_id or spec.address or ""
+            error = exc.to_dict()
+            return CallOutcome(call_id, spec.tool, spec.step_id, "refused", error=error)
+        return None
 
     def turn_call(
         self,
@@ -482,6 +551,10 @@ class RunDriver:
         or recorded under ``call_id``). Once a person approves it, the same call (same
         ``call_id``) executes, once.
         """
+        if "child_run" in turn:  # a child run's turn, shown at the root: answered, not called
+            raise ResumeRefused("this turn belongs to a child run: answer it with its value"
+                                " (proctor resume); its calls cannot be made from the root",
+                                code="child_turn_call")  # fmt: skip
         spec = CallSpec(
             tool=tool,
             args=args,
@@ -492,6 +565,9 @@ class RunDriver:
         )
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
+        unpriced = self._unpriced(admitted)
+        if unpriced is not None:
+            return unpriced
         try:
             return governor.call(admitted)
         except AwaitApproval as waiting:

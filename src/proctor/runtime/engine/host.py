@@ -19,6 +19,11 @@ from proctor.contracts.envelope import Refusal
 from proctor.errors import ProctorError, UsageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from proctor.contracts.envelope import RunEnvelope
+    from proctor.core.authority import Authority
+    from proctor.core.spend import SpendLedger
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
@@ -28,12 +33,13 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
-    from proctor.runtime.records.runs import RequestRecord, RunStore
+    from proctor.runtime.records.runs import RequestRecord, RunRecord, RunStore
     from proctor.runtime.skills import LoadedSkill
     from proctor.runtime.tools.base import Tool
 
 __all__ = [
     "AgentDriver",
+    "ChildCall",
     "Clock",
     "RunHost",
     "RunInterrupted",
@@ -78,6 +84,36 @@ class AgentDriver(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ChildCall:
+    """One child run a ``skill:`` step (or a turn's skill call) asks its session to drive.
+
+    ``run_id`` is derived from the parent's run, step and position, so a driver that crashed
+    finds the child it started. ``base`` is where a relative ``ref`` starts (the parent's
+    package folder); ``authority`` is the parent's, already narrowed (the child's method
+    narrows it further, never widens it); ``decisions`` are answers the root received for the
+    child's requests, by the child's own address; ``serial`` tells the child to run its own
+    fan-outs one at a time (it holds one of the tree's slots); ``close`` seals a paused child
+    with that outcome instead of driving it.
+    """
+
+    run_id: str
+    ref: str
+    base: Path
+    inputs: dict[str, Any]
+    authority: dict[str, Any]
+    depth: int
+    stop: threading.Event | None = None
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    serial: bool = False
+    close: str | None = None
+    ledger: SpendLedger | None = None
+    """The root's spend ledger: the whole tree spends from one limit."""
+    reuse_max_age: int | None = None
+    """``reuse: {max_age_seconds}``: an earlier sealed child with the same package digest,
+    method and inputs, sealed at most this long ago, is reused instead of run."""
+
+
 class RunHost(Protocol):
     """What a run's driver and its sealing use of the session that drives it."""
 
@@ -110,6 +146,10 @@ class RunHost(Protocol):
 
     def _renew(self, run_id: str) -> None: ...
 
+    def drive_child(self, call: ChildCall) -> RunEnvelope:
+        """Start (or go on with) one child run and drive it to its seal or its next pause."""
+        ...
+
 
 @dataclass
 class StepDone:
@@ -123,6 +163,12 @@ class StepDone:
     run_seal_reason: str | None = None
     used: list[str] = field(default_factory=list)
     already_done: str | None = None
+    child_runs: list[dict[str, Any]] = field(default_factory=list)
+    """The child runs a skill step committed (``run_id``, ``receipt_id``, ``size``, ``height``)."""
+    spend_micro_usd: int | None = None
+    """What the step's priced call actually cost (``None``: not a priced step)."""
+    context_digests: list[str] = field(default_factory=list)
+    """The SKILL.md digests an agent step was shown as context (``context.skills``)."""
 
 
 @dataclass
@@ -150,6 +196,15 @@ class StepRunner(Protocol):
     run_id: str
     skill: LoadedSkill
     sanitizer: Sanitizer
+    record: RunRecord
+    authority: Authority
+    stop: threading.Event | None
+    serial: bool
+    depth: int
+
+    def spend_ledger(self) -> SpendLedger:
+        """The ledger this run's tree spends from (the root's)."""
+        ...
 
     def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord: ...
 

@@ -9,10 +9,13 @@ from typing import Any
 
 from proctor.contracts.envelope import Refusal
 from proctor.contracts.skill import AgentStep, AskStep, ToolStep
+from proctor.core.spend import SpendRefused
 from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
+from proctor.parser.skill import PRICED_TOOLS
 from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallSpec, Governor
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
+from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
 
 __all__ = ["agent_step", "ask_step", "tool_step"]
@@ -54,6 +57,13 @@ def tool_step(
             return got
         if isinstance(got, str):
             used.append(got)
+    held = None
+    if step.tool in PRICED_TOOLS:  # reserved before anything is sent (proctor.core.spend)
+        try:
+            quote = None if step.cost is None else step.cost.usd_micro
+            held = run.spend_ledger().reserve(quote, what=f"step '{step.id}' ({step.tool})")
+        except SpendRefused as exc:
+            return _spend_refused(step, exc)
     spec = CallSpec(
         tool=step.tool,
         args=args if isinstance(args, dict) else {},
@@ -67,8 +77,16 @@ def tool_step(
     try:
         call = governor.call(spec)
     except AwaitApproval as waiting:
+        if held is not None:
+            run.spend_ledger().release(held)
         return StepPause([run.open_request(waiting.address, waiting.body)])
     done = _settled(step, call, used)
+    if held is not None:
+        if call.status == "refused" or call.already_done is not None:
+            run.spend_ledger().release(held)  # nothing was sent
+        else:
+            run.spend_ledger().settle(held, held.quote)
+            done.spend_micro_usd = held.quote
     if call.already_done is not None:
         # Nothing was sent: the act was done under this key; the record names its receipt.
         done.already_done = call.already_done
@@ -76,6 +94,17 @@ def tool_step(
             run.run_id, "already_done", {"step": step.id, "receipt": call.already_done}
         )
     return done
+
+
+def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
+    refusal = Refusal(code=exc.code, message=exc.message, step=step.id, tool=step.tool)
+    return StepDone(
+        "blocked",
+        refusal=refusal,
+        seal_reason="budget_exceeded",
+        run_outcome="blocked",
+        run_seal_reason="budget_exceeded",
+    )
 
 
 def _settled_call(recorded: list[CallRecord], step_id: str) -> CallOutcome | None:
@@ -291,7 +320,8 @@ def _turn(
 ) -> dict[str, Any]:
     body = run.skill.package.body.strip()
     instructions = (body + "\n\n" if body else "") + step.agent.instructions
-    return {
+    skills = offered_skills(run, step) if step.agent.calls.skills else {}
+    turn: dict[str, Any] = {
         "kind": "agent_turn",
         "address": step.id,
         "step": step.id,
@@ -299,12 +329,17 @@ def _turn(
         "instructions": instructions,
         "inputs": resolve(step.agent.inputs, inputs, outputs),
         "allowance": {
-            "tools": list(step.agent.calls.tools),
+            "tools": list(step.agent.calls.tools) + list(skills),
             "skills": list(step.agent.calls.skills),
         },
         "ask": step.agent.ask,
         "output_schema": step.agent.output,
     }
+    if skills:  # what a skill call's tool takes, for a model that is shown them
+        turn["skill_tools"] = skills
+    if step.agent.context is not None:
+        turn["context"] = context_skills(run, step.agent.context.skills)
+    return turn
 
 
 def _check_output(step: AgentStep, value: Any) -> StepDone:
@@ -342,6 +377,17 @@ def agent_step(
     except ProctorError as exc:
         return step_failed(step.id, exc)
     agent = run.s.agent_driver
+    if agent is not None and run.spend_ledger().limited:
+        # a managed agent's model calls are priced acts proctor makes: with no declared
+        # provider price, a limit refuses them (a missing price is never zero)
+        refusal = Refusal(
+            code="price_unknown",
+            message=f"step '{step.id}' is a managed agent turn whose model calls have no"
+            " declared price, and this run has a spend limit; nothing was sent",
+            step=step.id,
+        )
+        return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
+                        run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
     if agent is not None:
         try:
             value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
@@ -349,6 +395,7 @@ def agent_step(
             return step_failed(step.id, exc)
         done = _check_output(step, value)
         done.used = []
+        done.context_digests = [c["digest"] for c in turn.get("context") or []]
         return done
     request = run.open_request(step.id, turn)
     if request.decision is None:
@@ -367,6 +414,7 @@ def agent_step(
     else:
         done = _check_output(step, request.decision.get("value"))
     done.used += _turn_approvals(run, step.id)
+    done.context_digests = [c["digest"] for c in turn.get("context") or []]
     return done
 
 

@@ -183,7 +183,7 @@ def _seal(
     refusal: Refusal | None,
 ) -> RunEnvelope:
     from proctor.receipts.model import Subject, Verdict
-    from proctor.receipts.writer import ReceiptWriter
+    from proctor.receipts.writer import ReceiptWriter, Ref
     from proctor.runtime.boundary.sanitize import Sanitizer
 
     s = session
@@ -203,9 +203,11 @@ def _seal(
         by_step.setdefault(call.step_id or "", []).append(call)
     order = list(steps) + [sid for sid in by_step if sid not in steps]
     step_refs = []
+    spent: int | None = None  # the tree's spend: the run's priced steps and its children's
     for step_id in order:
         step = steps.get(step_id)
         call_refs = []
+        called: int | None = None  # what the children of the step's skill calls spent
         for call in by_step.get(step_id, []):
             settled = call.result if isinstance(call.result, dict) else {}
             c_outcome, c_reason = call_receipt_outcome(call)
@@ -237,8 +239,12 @@ def _seal(
                     else None,
                     verdicts=verdicts,
                     sandbox=None if sandbox is None else sandbox.receipt_json(),
+                    children=_child_run_refs(store, settled),
                 )
             )
+            child_spend = _called_spend(store, settled)
+            if child_spend is not None:
+                called = (called or 0) + child_spend
         if step is None:
             s_outcome, s_reason = (
                 (outcome, seal_reason) if outcome != "completed" else ("failed", "child_failed")
@@ -249,6 +255,23 @@ def _seal(
             s_outcome, s_reason = step["outcome"], step.get("seal_reason")
             s_started = _time(step.get("started_at"), run_started)
             s_ended = max(_time(step.get("ended_at"), s_started), s_started)
+        s_spend = None if step is None else _step_spend(store, step)
+        if called is not None:
+            s_spend = (s_spend or 0) + called
+        if s_spend is not None:
+            spent = (spent or 0) + s_spend
+        if step is not None:  # a skill step's child runs: their root receipts, committed here
+            call_refs += [
+                Ref(
+                    c["receipt_id"],
+                    c["receipt_id"],
+                    "run",
+                    str(c["outcome"]),
+                    c["size"],
+                    c["height"],
+                )
+                for c in step.get("child_runs") or []
+            ]
         step_refs.append(
             writer.step(
                 Subject(name, pkg, record.method, step_id),
@@ -258,8 +281,12 @@ def _seal(
                 ended_at=s_ended,
                 children=call_refs,
                 verdicts=deciders.get(step_id, []),
+                spend_micro_usd=s_spend,
+                context_digests=None if step is None else step.get("context_digests") or None,
             )
         )
+    if spent is None and (data.get("authority") or {}).get("max_spend_micro_usd") is not None:
+        spent = 0  # under a limit the total is stated, even when nothing was priced
     head = _audit_head(s)
     root = writer.run(
         Subject(name, pkg, record.method),
@@ -272,6 +299,8 @@ def _seal(
         policy_digest=data.get("policy_digest"),
         children=step_refs,
         audit_head=head,
+        spend_micro_usd=spent,
+        reused_from=(data.get("reused_from") or {}).get("receipt_id"),
     )
     lost = int(data.get("audit_lost") or 0) + s.audit.lost(record.run_id)
     envelope = RunEnvelope(
@@ -285,6 +314,7 @@ def _seal(
         refusal=refusal,
         trace=trace_of(calls),
         audit_lost=lost,
+        spend_micro_usd=spent,
         notes=authority_notes(data.get("authority") or {})
         + audit_lost_note(lost)
         + [
@@ -321,7 +351,12 @@ def _seal(
             status="sealed",
             outcome=outcome,
             receipt_id=root.receipt_id,
-            data={"envelope": doc, "audit_lost": lost},
+            data={
+                "envelope": doc,
+                "audit_lost": lost,
+                "receipt_tree": {"size": root.size, "height": root.height},
+                "spend_total": spent,
+            },
         )
         store.append_event(
             record.run_id, "sealed", {"outcome": outcome, "seal_reason": seal_reason}
@@ -360,3 +395,42 @@ def _audit_head(s: RunHost) -> dict[str, Any]:
 
 def _enf(verdict: dict[str, Any]) -> str:
     return "block" if verdict.get("effect") == "refused" else "warn"
+
+
+def _called_child(store: Any, settled: dict[str, Any]) -> Any:
+    """The child run a skill call (calls.skills) drove, from its recorded result or error."""
+    result = settled.get("result") if isinstance(settled.get("result"), dict) else None
+    details = (settled.get("error") or {}).get("details") or {}
+    child_id = (result or {}).get("child_run_id") or details.get("child_run_id")
+    return store.get_run(child_id) if isinstance(child_id, str) else None
+
+
+def _called_spend(store: Any, settled: dict[str, Any]) -> int | None:
+    """What the tree of a skill call's child spent (``None``: not a skill call, or nothing)."""
+    child = _called_child(store, settled)
+    spent = None if child is None else child.data.get("spend_total")
+    return spent if isinstance(spent, int) else None
+
+
+def _child_run_refs(store: Any, settled: dict[str, Any]) -> list[Any]:
+    """The run receipt of the child a skill call drove (calls.skills), committed by its call."""
+    from proctor.receipts.writer import Ref
+
+    child = _called_child(store, settled)
+    if child is None or child.receipt_id is None:
+        return []
+    tree = child.data.get("receipt_tree") or {}
+    size, height = int(tree.get("size") or 1), int(tree.get("height") or 0)
+    return [Ref(child.receipt_id, child.receipt_id, "run", child.outcome or "", size, height)]
+
+
+def _step_spend(store: Any, step: dict[str, Any]) -> int | None:
+    """What a step spent: its priced call, or its child runs' totals (``None``: nothing priced)."""
+    own = step.get("spend_micro_usd")
+    total = own if isinstance(own, int) else None
+    for child in step.get("child_runs") or []:
+        record = store.get_run(child["run_id"])
+        spent = None if record is None else record.data.get("spend_total")
+        if isinstance(spent, int):
+            total = (total or 0) + spent
+    return total

@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.resume import ResumeDocument, parse_resume_document
-from proctor.core.authority import Authority, default_authority, parse_authority
+from proctor.core.authority import Authority, default_authority
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission.governor import CallOutcome
-from proctor.runtime.engine.host import AgentDriver, Clock, RunInterrupted
+from proctor.runtime.engine.decisions import record_plan
+from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.skills import load_skill
@@ -416,39 +417,7 @@ class Session:
             if plan.close is not None:
                 return self._close(record, plan.close)
             skill, method = self._reload(record)
-            if plan.decisions:
-                if decided_by is not None:
-                    plan.decisions = {
-                        a: {**d, "decided_by": decided_by} for a, d in plan.decisions.items()
-                    }
-                self.store.record_decisions(run_id, plan.decisions)
-                for address, decision in plan.decisions.items():
-                    self.store.append_event(run_id, "decision_recorded", {"address": address})
-                    self.audit.emit(
-                        "decision_recorded",
-                        run_id=run_id,
-                        step_index=None,
-                        address=address,
-                        lane=decision.get("lane"),
-                        approved=decision.get("approved"),
-                        retry=decision.get("retry"),
-                        request_digest=decision.get("request_digest"),
-                        decided_by=decision.get("decided_by"),
-                    )
-                kill_point("resume.recorded")
-            if plan.standing is not None:
-                recorded = record.data.get("authority") or {}
-                current = parse_authority(recorded, recorded=True)
-                updated = replace(current, standing_approvals=plan.standing)
-                self.store.update_run(run_id, data={"authority": {**recorded, **updated.to_json()}})
-                self.store.append_event(run_id, "standing_approvals", {"count": len(plan.standing)})
-                self.audit.emit(
-                    "standing_approvals_set",
-                    run_id=run_id,
-                    step_index=None,
-                    entries=[s.to_json() for s in plan.standing],
-                )
-                record = self._record(run_id)
+            record = record_plan(self, record, plan, decided_by)
             self.store.update_run(run_id, status="running")
             driver = RunDriver(self, record, skill, method, stop)
             driver.request_secrets = request_secrets
@@ -523,6 +492,12 @@ class Session:
             return driver.turn_call(turn.body, tool, dict(args), call_id, reason, stop)
         finally:
             self._release(run_id)
+
+    def drive_child(self, call: ChildCall) -> RunEnvelope:
+        """Start or go on with a child run (see :mod:`.children`)."""
+        from proctor.runtime.engine.children import drive_child
+
+        return drive_child(self, call)
 
     def envelope(self, run_id: str) -> RunEnvelope:
         """The run's current envelope: sealed, paused with its requests, or running.

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep
+from proctor.contracts.skill import AgentStep, AskStep, Method, SkillStep, ToolStep
 from proctor.core.floor import certain_changes
 from proctor.errors import ParseError, UsageError
 from proctor.receipts.canonical import digest
@@ -34,6 +34,7 @@ from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import RunHost
 from proctor.runtime.home.files import home_dir
+from proctor.runtime.limits import max_concurrency_from_env
 from proctor.runtime.testhooks import kill_point
 
 __all__ = ["check_parts", "prepare_start", "start_run"]
@@ -49,12 +50,15 @@ def check_parts(host: RunHost) -> None:
     """Check the home, the signing key, the receipt store and the run store.
 
     Raises:
-        ConfigError: ``home_missing``; ``signing_key_exposed``, ``signing_key_invalid``,
-            ``signing_key_unreadable``, ``signing_key_uncreatable``, ``signing_key_missing``.
+        ConfigError: ``home_missing``; ``max_concurrency_invalid`` (``PROCTOR_MAX_CONCURRENCY``
+            set to anything but a positive integer); ``signing_key_exposed``,
+            ``signing_key_invalid``, ``signing_key_unreadable``, ``signing_key_uncreatable``,
+            ``signing_key_missing``.
         ReceiptInvalid: ``receipt_store_foreign``.
         StoreError: ``store_corrupt``, ``store_error``, ``receipt_store_io``.
     """
     home_dir(host.environ)
+    max_concurrency_from_env(host.environ)
     host.receipts.check()
     host.load_key()
     host.store  # noqa: B018 - opening it is the check (quick_check on a first open)
@@ -66,6 +70,8 @@ def start_run(
     inputs: Any,
     cli_inputs: list[str] | None,
     acquire: Callable[[str], None],
+    *,
+    recover: bool = True,
 ) -> None:
     """Prepare ``driver``'s run and create it in one transaction, holding its lease.
 
@@ -81,8 +87,9 @@ def start_run(
     record = driver.record
     record.data.update(prepare_start(driver, inputs, cli_inputs))
     kill_point("start.validated")
-    # Bundles a crashed driver left half-applied are rolled back before anything new starts.
-    recovered = recover_bundles(host.workspace, host.store)
+    # Bundles a crashed driver left half-applied are rolled back before anything new starts
+    # (by the root: a child run starts while its siblings may be applying theirs).
+    recovered = recover_bundles(host.workspace, host.store) if recover else []
     kill_point("start.recovered")
     store = host.store
     with store.transaction():
@@ -135,7 +142,7 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
 
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
-        if not isinstance(step, ToolStep | AskStep | AgentStep):
+        if not isinstance(step, ToolStep | AskStep | AgentStep | SkillStep):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
                 "step_kind_unsupported",

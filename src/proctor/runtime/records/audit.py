@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -139,6 +140,8 @@ class AuditLog:
         self._check_tail = True
         self._sequences: dict[str, int] = {}
         self._lost: dict[str, int] = {}
+        # flock excludes other processes, not this one's threads (child runs drive in threads)
+        self._threads = threading.RLock()
 
     def _open(self) -> int:
         if self._fd is None:
@@ -155,14 +158,15 @@ class AuditLog:
         Raises:
             OSError: the log cannot be opened, locked or repaired (nothing is appended then).
         """
-        fd = self._open()
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if self._check_tail:
-                self._repair_tail(fd)
-            yield fd
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        with self._threads:
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if self._check_tail:
+                    self._repair_tail(fd)
+                yield fd
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _next_sequence(self, run_id: str | None) -> int | None:
         if run_id is None:
@@ -221,16 +225,17 @@ class AuditLog:
         comes back with ``audit_persisted: False``, :attr:`failures` grows and the event is
         counted as lost for ``run_id`` (see :meth:`take_lost`).
         """
-        record = self._record(event, run_id, step_index, taint, fields)
-        try:
-            with self._locked() as fd:
-                self._write(fd, record, fsync=fsync)
-        except OSError:
-            self.failures += 1
-            if run_id is not None:
-                self._lost[run_id] = self._lost.get(run_id, 0) + 1
-            return {**record, "audit_persisted": False}
-        return record
+        with self._threads:
+            record = self._record(event, run_id, step_index, taint, fields)
+            try:
+                with self._locked() as fd:
+                    self._write(fd, record, fsync=fsync)
+            except OSError:
+                self.failures += 1
+                if run_id is not None:
+                    self._lost[run_id] = self._lost.get(run_id, 0) + 1
+                return {**record, "audit_persisted": False}
+            return record
 
     def lost(self, run_id: str) -> int:
         """How many of ``run_id``'s events this log failed to write (since :meth:`take_lost`)."""

@@ -38,6 +38,7 @@ import fcntl
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,6 +108,7 @@ class ReceiptStore:
         self._durable = durable
         self._checked = False
         self._noted: set[str] = set()
+        self._threads = threading.RLock()
 
     # -- the mark ----------------------------------------------------------------------------
 
@@ -333,6 +335,10 @@ class ReceiptStore:
         """
         if not items:
             return
+        with self._threads:  # child runs seal in threads of one process
+            self._put_many(items)
+
+    def _put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         try:
             self._check(create=True)
             todo, conflict = self._plan(items)

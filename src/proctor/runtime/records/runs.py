@@ -125,6 +125,11 @@ class RunStore(Protocol):
         """Change a run's status, outcome, receipt id or merge keys into its ``data``."""
         ...
 
+    def find_reusable(self, reuse_key: str, *, since: str) -> RunRecord | None:
+        """The newest run sealed ``completed`` whose ``data.reuse_key`` is ``reuse_key`` and
+        that sealed at or after ``since`` (an ISO time); ``None`` when there is none."""
+        ...
+
     def list_runs(self, *, after: int | None = None, limit: int = 50) -> list[RunRecord]:
         """Runs newest first; ``after`` is a cursor: only runs older than it."""
         ...

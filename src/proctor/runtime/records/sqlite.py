@@ -210,6 +210,16 @@ class SQLiteRunStore:
             ).fetchone()
         return None if row is None else self._run(row)
 
+    def find_reusable(self, reuse_key: str, *, since: str) -> RunRecord | None:
+        with self._lock:
+            row = self._exec(
+                f"SELECT {self._RUN_COLS} FROM runs WHERE status = 'sealed'"
+                " AND outcome = 'completed' AND updated_at >= ?"
+                " AND json_extract(data, '$.reuse_key') = ? ORDER BY cursor DESC LIMIT 1",
+                (since, reuse_key),
+            ).fetchone()
+        return None if row is None else self._run(row)
+
     def update_run(
         self,
         run_id: str,
