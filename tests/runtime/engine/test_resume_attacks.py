@@ -113,18 +113,35 @@ def test_person_lane_answer_to_an_agent_turn(tmp_path: Path) -> None:
     _refused(root, env.run_id or "", doc, "wrong_lane")
 
 
-def test_replay_of_an_old_decision_after_the_request_changed(paused: tuple[Path, Any]) -> None:
-    root, env = paused
-    old = approve(env)
-    (root / "n.md").write_text("edited meanwhile\n")
+EDIT = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: edit
+        tool: fs.edit
+        inputs: {path: n.md, edits: [{old: "tail", new: "TAIL"}]}
+"""
+
+
+def test_replay_of_an_old_decision_after_the_request_changed(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws")
+    (root / "n.md").write_text("old\ntail\n")
+    make_skill(root, "edit", EDIT)
     s = session(root)
-    again = s.resume(env.run_id, {})  # the driver sees the change and asks again
+    env = s.run("edit", authority=authority(effects="ask"), cwd=root)
+    assert env.status == "needs_approval"
+    old = approve(env)
+    (root / "n.md").write_text("edited meanwhile\ntail\n")  # the edit still applies
+    again = s.resume(env.run_id or "", {})  # the driver sees the change and asks again
     assert again.status == "needs_approval"
-    (root / "n.md").write_text("old\n")
-    # The run now waits on the request it showed last; the old decision names another digest.
     new_digest = (again.requests or [])[0]["request_digest"]
-    assert new_digest != env.requests[0]["request_digest"]
-    _refused(root, env.run_id, old, "digest_mismatch")
+    assert new_digest != (env.requests or [])[0]["request_digest"]
+    before_store, before_files = store_bytes(root), _tree(root)
+    with pytest.raises(ResumeRefused) as refused:
+        session(root).resume(env.run_id or "", json.dumps(old))
+    assert refused.value.code == "digest_mismatch"
+    assert store_bytes(root) == before_store and _tree(root) == before_files
+    assert (root / "n.md").read_text() == "edited meanwhile\ntail\n"
 
 
 def test_close_with_other_entries(paused: tuple[Path, Any]) -> None:

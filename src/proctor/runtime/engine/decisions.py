@@ -16,14 +16,14 @@ from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.core.resume import ResumePlan
-    from proctor.runtime.engine.session import Session
+    from proctor.runtime.engine.host import RunHost
     from proctor.runtime.records.runs import RunRecord
 
 __all__ = ["record_plan"]
 
 
 def record_plan(
-    session: Session, record: RunRecord, plan: ResumePlan, decided_by: str | None
+    session: RunHost, record: RunRecord, plan: ResumePlan, decided_by: str | None
 ) -> RunRecord:
     """Record ``plan``'s decisions and standing approvals; the run's record as it is after."""
     run_id = record.run_id
