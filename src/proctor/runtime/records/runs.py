@@ -1,4 +1,4 @@
-"""The run store interface. SQLite implements it today; PostgreSQL will implement the same.
+"""The run store interface, implemented on SQLite (:mod:`.sqlite`) and PostgreSQL.
 
 The store is the truth of a run: its record, its append-only events, the calls it claimed and
 settled, and the journal of file bundles. Rules every implementation keeps:
@@ -78,6 +78,8 @@ class RequestRecord:
     body: dict[str, Any]
     state: str = "open"
     decision: dict[str, Any] | None = None
+    cursor: int = 0
+    """Where the request stands in the store's order of first asking (a page cursor)."""
 
 
 @dataclass
@@ -184,6 +186,12 @@ class RunStore(Protocol):
 
     def requests(self, run_id: str) -> list[RequestRecord]:
         """Every request of a run (open, decided and used), in the order first asked."""
+        ...
+
+    def pending_requests(self, *, after: int | None = None, limit: int = 50) -> list[RequestRecord]:
+        """Open requests across every run, oldest first; ``after`` is a cursor (a request's
+        ``cursor``): only requests asked after it. Reads one index page, whatever the store's
+        size."""
         ...
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:

@@ -405,7 +405,7 @@ class SQLiteRunStore:
             ).fetchall()
         return {r[0]: json.loads(r[1]) for r in rows}
 
-    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision"
+    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
 
     @staticmethod
     def _request(row: tuple[Any, ...]) -> RequestRecord:
@@ -417,6 +417,7 @@ class SQLiteRunStore:
             body=json.loads(row[4]),
             state=row[5],
             decision=None if row[6] is None else json.loads(row[6]),
+            cursor=int(row[7]),
         )
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
@@ -429,6 +430,7 @@ class SQLiteRunStore:
                 current = self._request(row)
                 if current.request_digest == request.request_digest:
                     return current
+                request.cursor = current.cursor
                 self._exec(
                     "UPDATE requests SET kind = ?, request_digest = ?, body = ?, state = 'open',"
                     " decision = NULL WHERE run_id = ? AND address = ?",
@@ -441,16 +443,19 @@ class SQLiteRunStore:
                     ),
                 )
             else:
-                self._exec(
-                    "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
-                    " VALUES (?,?,?,?,?, 'open')",
-                    (
-                        request.run_id,
-                        request.address,
-                        request.kind,
-                        request.request_digest,
-                        _dumps(request.body),
-                    ),
+                request.cursor = (
+                    self._exec(
+                        "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+                        " VALUES (?,?,?,?,?, 'open')",
+                        (
+                            request.run_id,
+                            request.address,
+                            request.kind,
+                            request.request_digest,
+                            _dumps(request.body),
+                        ),
+                    ).lastrowid
+                    or 0
                 )
         request.state, request.decision = "open", None
         return request
@@ -459,6 +464,15 @@ class SQLiteRunStore:
         with self._lock:
             rows = self._exec(
                 f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? ORDER BY ord", (run_id,)
+            ).fetchall()
+        return [self._request(r) for r in rows]
+
+    def pending_requests(self, *, after: int | None = None, limit: int = 50) -> list[RequestRecord]:
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE state = 'open' AND ord > ?"
+                " ORDER BY ord LIMIT ?",
+                (after or 0, limit),
             ).fetchall()
         return [self._request(r) for r in rows]
 

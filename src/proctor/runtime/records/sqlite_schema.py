@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS requests (
     decision TEXT,
     UNIQUE (run_id, address)
 );
+CREATE INDEX IF NOT EXISTS requests_open ON requests (ord) WHERE state = 'open';
 CREATE TABLE IF NOT EXISTS leases (
     run_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
@@ -87,7 +88,7 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 
 SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
