@@ -131,6 +131,11 @@ class Session:
         self._holder = holder_id()
         self.stop_event = threading.Event()
 
+    @property
+    def holder(self) -> str:
+        """This session's lease-holder id (``proctor worker`` renews its leases by it)."""
+        return self._holder
+
     # -- parts, opened on first use --------------------------------------------------------
 
     @property
