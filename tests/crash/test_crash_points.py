@@ -53,11 +53,10 @@ def test_every_kill_point_leaves_the_run_consistent(
     assert violations == [], "\n".join(violations)
 
 
-PG_POINTS = frozenset(
-    {"start.committed", "call.claimed", "call.executed", "step.settled", "resume.recorded"}
-)
-"""The kill points around the commits that matter on PostgreSQL: the run created, a claim
-before its effect, the effect before its settlement, a step settled, a decision recorded."""
+PG_POINTS = frozenset({"start.committed", "call.executed", "resume.recorded"})
+"""The kill points around the commits that matter most on PostgreSQL (kept few: each point is
+several real driver processes): the run created, each effect done but not yet settled (the
+claim committed before it must be reconciled, never repeated), a decision recorded."""
 
 
 def test_kill_points_on_postgresql_leave_the_run_consistent(tmp_path: Path) -> None:
@@ -72,7 +71,7 @@ def test_kill_points_on_postgresql_leave_the_run_consistent(tmp_path: Path) -> N
         tmp_path, CASES["crashy"], flavour, "postgres", None if every else PG_POINTS
     )
     violations = _report(f"crashy {flavour} postgres", outcomes, started)
-    assert len(outcomes) >= (35 if every else 5)
+    assert len(outcomes) >= (35 if every else 4)
     assert violations == [], "\n".join(violations)
 
 
