@@ -51,10 +51,34 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _why(exc: Exception) -> str:
-    """The first line of a driver error, with nothing of the URL in it."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def _why(exc: Exception, url: str = "") -> str:
+    """The first line of a driver error, without the URL's user or password in it (a URL
+    psycopg cannot parse is named as such, its text never echoed)."""
+    import psycopg
+
+    if isinstance(exc, psycopg.ProgrammingError) and "dsn" in str(exc).lower():
+        return "it is not a valid PostgreSQL URL"
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    for secret in _userinfo(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _userinfo(url: str) -> list[str]:
+    """The user and password a URL carries (longest first), to keep out of messages."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        found = [parts.username or "", parts.password or ""]
+    except ValueError:
+        found = []
+    head = url.split("://", 1)[-1].rsplit("@", 1)
+    if len(head) == 2:
+        found += head[0].split(":", 1)
+    found += [unquote(f) for f in found]
+    return sorted({f for f in found if len(f) >= 3}, key=len, reverse=True)
 
 
 def _pool(url: str, shown: str) -> Any:
@@ -81,7 +105,7 @@ def _pool(url: str, shown: str) -> Any:
                 migrate(conn, shown)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot open the run store {shown}: {_why(exc)}", code="store_unreachable"
+                f"cannot open the run store {shown}: {_why(exc, url)}", code="store_unreachable"
             ) from exc
         pool = ConnectionPool(
             url,
@@ -172,9 +196,10 @@ class PostgresRunStore:
 
         if isinstance(exc, psycopg.OperationalError):
             return StoreError(
-                f"the run store {self.shown} failed: {_why(exc)}", code="store_unreachable"
+                f"the run store {self.shown} failed: {_why(exc, self.url)}",
+                code="store_unreachable",
             )
-        return StoreError(f"run store error: {_why(exc)}")
+        return StoreError(f"run store error: {_why(exc, self.url)}")
 
     # -- runs -------------------------------------------------------------------------------
 
