@@ -8,8 +8,8 @@ long call keeps its run) and gives dead workers' submissions back to the queue.
 
 What becomes of a submission: driven to a seal or a pause, it is ``done``; refused for what it
 is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code;
-``run_busy`` or a store that failed is retried later with backoff, at most
-:data:`.queue.MAX_ATTEMPTS` times. A stop (SIGTERM) lets each slot finish its current call; the
+``run_busy`` or a store that failed is retried later with backoff (capped at 5 s), while the
+submission's takes stay under :data:`.queue.MAX_ATTEMPTS` plus :data:`.queue.MAX_DEATHS`. A stop (SIGTERM) lets each slot finish its current call; the
 run then waits, and goes back to the queue as ``resume {}`` for any worker to continue.
 """
 
@@ -26,7 +26,13 @@ from proctor.errors import ProctorError
 from proctor.runtime.engine.host import RunInterrupted
 from proctor.runtime.engine.lease import lease_ttl
 from proctor.runtime.engine.session import Session
-from proctor.runtime.fleet.queue import HEARTBEAT_SECONDS, MAX_ATTEMPTS, Submission, WorkQueue
+from proctor.runtime.fleet.queue import (
+    HEARTBEAT_SECONDS,
+    MAX_ATTEMPTS,
+    MAX_DEATHS,
+    Submission,
+    WorkQueue,
+)
 
 __all__ = ["Worker", "worker_id"]
 
@@ -143,8 +149,9 @@ class Worker:
             self.log(f"{work.kind} {work.run_id}: stopped, queued to continue")
             return
         except ProctorError as exc:
-            if exc.code in _RETRIED and work.attempts < MAX_ATTEMPTS:
-                self.queue.retry_later(work.id, 0.25 * 2**work.attempts, exc.code)
+            if exc.code in _RETRIED and work.attempts < MAX_ATTEMPTS + MAX_DEATHS:
+                delay = min(5.0, 0.25 * 2 ** min(work.attempts, 5))
+                self.queue.retry_later(work.id, delay, exc.code)
                 self.log(f"{work.kind} {work.run_id}: {exc.code}, retried later")
             else:
                 self.queue.finish(work.id, "failed", f"{exc.code}: {exc.message}")

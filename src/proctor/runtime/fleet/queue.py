@@ -9,8 +9,10 @@ two workers never take the same row and neither waits on the other.
 
 A worker writes a heartbeat every :data:`HEARTBEAT_SECONDS`; one silent for
 :data:`DEAD_AFTER_SECONDS` is dead. Its taken submissions go back to the queue as a ``resume
-{}`` of their run (or as the same ``start`` when the run was never created), at most
-:data:`MAX_ATTEMPTS` times; the run's lease, held by the dead worker, is taken over then.
+{}`` of their run (or as the same ``start`` when the run was never created); the run's lease,
+held by the dead worker, is taken over then. A worker's death is not the work's failure, so
+only :data:`MAX_DEATHS` deaths (a run that kills every worker that drives it) fail it;
+:data:`MAX_ATTEMPTS` bounds the retries of work that was refused "not now".
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "DEAD_AFTER_SECONDS",
     "HEARTBEAT_SECONDS",
     "MAX_ATTEMPTS",
+    "MAX_DEATHS",
     "Submission",
     "WorkQueue",
 ]
@@ -32,6 +35,7 @@ __all__ = [
 HEARTBEAT_SECONDS = 1.0
 DEAD_AFTER_SECONDS = 5.0
 MAX_ATTEMPTS = 5
+MAX_DEATHS = 25
 _NOW = "extract(epoch from clock_timestamp())"
 _CONTINUE = json.dumps({"document": {}})
 
@@ -169,7 +173,7 @@ class WorkQueue:
 
     def reclaim_orphans(self) -> int:
         """Give the dead workers' taken submissions back (``resume {}`` of a run that exists,
-        the same ``start`` otherwise; ``failed`` after :data:`MAX_ATTEMPTS`); forget the dead
+        the same ``start`` otherwise; ``failed`` after :data:`MAX_DEATHS`); forget the dead
         workers. Returns how many went back."""
         with self.store.transaction():
             dead = [
@@ -188,7 +192,7 @@ class WorkQueue:
                 (dead,),
             )
             for sid, kind, exists, attempts in taken:
-                if int(attempts) >= MAX_ATTEMPTS:
+                if int(attempts) >= MAX_DEATHS:
                     self.finish(int(sid), "failed", "its workers died too often")
                     continue
                 if kind == "start" and not exists:
