@@ -9,8 +9,9 @@ long call keeps its run) and gives dead workers' submissions back to the queue.
 What becomes of a submission: driven to a seal or a pause, it is ``done``; refused for what it
 is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code;
 ``run_busy`` or a store that failed is retried later with backoff (capped at 5 s), while the
-submission's takes stay under :data:`.queue.MAX_ATTEMPTS` plus :data:`.queue.MAX_DEATHS`. A stop (SIGTERM) lets each slot finish its current call; the
-run then waits, and goes back to the queue as ``resume {}`` for any worker to continue.
+submission's takes stay under :data:`.queue.MAX_ATTEMPTS` plus :data:`.queue.MAX_DEATHS`. A
+stop (SIGTERM) lets each slot finish its current call; the run then waits, and goes back to the
+queue as ``resume {}`` for any worker to continue.
 """
 
 from __future__ import annotations
