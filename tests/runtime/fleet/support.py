@@ -50,8 +50,28 @@ with open(sys.argv[1], "a") as handle:
 """
 
 
+SLOW_YAML = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: slow
+        tool: command.execute
+        inputs: {argv: [PYTHON, tools/slow.py, lines.txt, slow]}
+      - id: finish
+        tool: echo
+        inputs: {text: done}
+"""
+
+SLOW = """import sys, time, pathlib
+pathlib.Path(sys.argv[1] + ".started").write_text("started")
+time.sleep(3)
+with open(sys.argv[1], "a") as handle:
+    handle.write(sys.argv[2] + "\\n")
+"""
+
+
 def make_workspace(root: Path) -> None:
-    """The shared workspace: the skill, its command and a state folder."""
+    """The shared workspace: the skills, their commands and a state folder."""
     (root / ".proctor").mkdir(parents=True)
     (root / "tools").mkdir()
     (root / "tools" / "append.py").write_text(APPEND)
@@ -59,6 +79,11 @@ def make_workspace(root: Path) -> None:
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text(SKILL_MD)
     (skill / "run.yaml").write_text(RUN_YAML.replace("PYTHON", json.dumps(sys.executable)))
+    (root / "tools" / "slow.py").write_text(SLOW)
+    slow = root / "skills" / "slow"
+    slow.mkdir(parents=True)
+    (slow / "SKILL.md").write_text(SKILL_MD.replace("appender", "slow"))
+    (slow / "run.yaml").write_text(SLOW_YAML.replace("PYTHON", json.dumps(sys.executable)))
 
 
 def environ(root: Path, url: str) -> dict[str, str]:

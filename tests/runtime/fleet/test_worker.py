@@ -137,3 +137,46 @@ def test_bad_submissions_are_refused_with_a_code_and_change_nothing(
         assert "Traceback" not in out.stderr
         assert "127.0.0.1:1" not in out.stderr  # the URL (it may hold a password) is not shown
     assert not (root / "lines.txt").exists()
+
+
+def test_sigterm_finishes_the_current_call_and_another_worker_continues(
+    shared: tuple[Path, dict[str, str], str], tmp_path: Path
+) -> None:
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    root, env, url = shared
+    store = PostgresRunStore(url)
+    run_id = json.loads(proctor(root, env, ["run", "slow", "--submit", "--json"]).stdout)["run_id"]
+    first = start_worker(root, env, log=tmp_path / "first.log")
+    try:
+        wait_for(lambda: (root / "lines.txt.started").exists(), 60, "the slow command")
+        first.send_signal(signal.SIGTERM)  # mid-call: the command finishes, the run waits
+        assert first.wait(60) == 0, (tmp_path / "first.log").read_text()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert (root / "lines.txt").read_text() == "slow\n"  # the call finished
+    assert _status(store, run_id) != "sealed"
+    assert store._rows("SELECT * FROM leases") == []  # released
+    queued = store._rows("SELECT kind, state FROM submissions WHERE run_id = %s", (run_id,))
+    assert queued == [("resume", "queued")]
+    second = start_worker(root, env, log=tmp_path / "second.log")
+    try:
+        wait_for(lambda: _status(store, run_id) == "sealed", 60, "the seal by another worker")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(30)
+    run = store.get_run(run_id)
+    assert run is not None and run.outcome == "completed"
+    assert (root / "lines.txt").read_text() == "slow\n"  # settled once, never run again
+
+
+def test_the_lease_ttl_setting_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proctor.runtime.engine.lease import LEASE_TTL_SECONDS, lease_ttl
+
+    for given, expected in [("15", 15.0), ("0.5", LEASE_TTL_SECONDS), ("x", LEASE_TTL_SECONDS)]:
+        monkeypatch.setenv("PROCTOR_LEASE_TTL", given)
+        assert lease_ttl() == expected
+    monkeypatch.setenv("PROCTOR_LEASE_TTL", "1e9")
+    assert lease_ttl() == LEASE_TTL_SECONDS
