@@ -72,7 +72,7 @@ def _print_submitted(run_id: str, sid: int, as_json: bool) -> None:
 @click.group("worker", invoke_without_command=True)
 @click.option(
     "--concurrency",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(1, 16),
     default=1,
     show_default=True,
     help="How many runs this worker drives at once.",

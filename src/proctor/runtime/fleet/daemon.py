@@ -90,6 +90,7 @@ class Worker:
                 code="worker_needs_database",
             )
         self.queue = WorkQueue(store)
+        probe.close()  # the store's pool outlives the session (see records.postgres)
 
     # -- the loop ---------------------------------------------------------------------------
 

@@ -36,6 +36,8 @@ __all__ = ["PostgresRunStore", "is_postgres_url"]
 _POOLS: dict[str, Any] = {}
 _POOLS_LOCK = threading.Lock()
 _NOW = "extract(epoch from clock_timestamp())"
+POOL_SIZE = 20
+"""Connections per process and database: a worker's slots (at most 16) and its heartbeat."""
 
 
 def is_postgres_url(url: str) -> bool:
@@ -110,7 +112,7 @@ def _pool(url: str, shown: str) -> Any:
         pool = ConnectionPool(
             url,
             min_size=1,
-            max_size=8,
+            max_size=POOL_SIZE,
             kwargs={"autocommit": True, "connect_timeout": 5},
             open=False,
             name="proctor-runs",
@@ -178,13 +180,14 @@ class PostgresRunStore:
             yield pooled
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
         try:
             with self.connection() as conn:
                 cur = conn.execute(sql, params)
                 return list(cur.fetchall()) if cur.description is not None else []
-        except StoreError:
-            raise
-        except Exception as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             raise self._error(exc) from exc
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
