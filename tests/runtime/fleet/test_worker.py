@@ -73,6 +73,8 @@ def test_submitted_work_is_driven_by_a_worker_and_sigterm_stops_it_cleanly(
     assert (root / "lines.txt").read_text() == "one\n"
     verified = proctor(root, env, ["verify", str(run.receipt_id)])
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    listed_runs = json.loads(proctor(root, env, ["history", "--json", "--limit", "5"]).stdout)
+    assert [r["run_id"] for r in listed_runs["runs"]] == [run_id]
     listed = json.loads(proctor(root, env, ["worker", "list", "--json"]).stdout)
     assert listed["workers"] == [] and listed["submissions"] == {"done": 2}
     assert store._rows("SELECT * FROM leases") == []
