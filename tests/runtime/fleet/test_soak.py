@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.pg import fresh_schema
-from tests.runtime.fleet.support import environ, make_workspace, proctor, start_worker
+from tests.runtime.fleet.support import environ, make_workspace, proctor, start_worker, wait_for
 
 RUNS = int(os.environ.get("PROCTOR_SOAK_RUNS", "24"))
 SECONDS = float(os.environ.get("PROCTOR_SOAK_SECONDS", "100"))
@@ -156,7 +156,22 @@ def test_workers_killed_at_random_lose_nothing_and_repeat_nothing(tmp_path: Path
                     receipts_dir=root / ".proctor" / "receipts",
                     public_key=key,
                 )
-                assert result.status == "verified", (run_id, result.message)
+                assert result.status == "verified", (
+                    run_id,
+                    result.message,
+                    run.receipt_id,
+                    run.outcome,
+                    [e["kind"] for e in store.events(run_id)],
+                    [(c.step_id, c.state, c.outcome) for c in store.calls(run_id)],
+                    sorted(p.name for p in (root / ".proctor" / "receipts").iterdir())[:3],
+                )
         audit = proctor(root, env, ["audit", "verify"])
         assert audit.returncode == 0, audit.stdout + audit.stderr
-        assert json.loads(proctor(root, env, ["worker", "list", "--json"]).stdout)["workers"] == []
+        # the last worker SIGKILLed stays listed until its heartbeat is 5 s old
+        wait_for(
+            lambda: (
+                json.loads(proctor(root, env, ["worker", "list", "--json"]).stdout)["workers"] == []
+            ),
+            10,
+            "the worker list to empty",
+        )
