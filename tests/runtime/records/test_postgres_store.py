@@ -106,3 +106,19 @@ def test_any_database_url_is_a_store_error_never_a_traceback(
     assert "127.0.0.1" not in refused.value.message or "$PROCTOR_DATABASE_URL" in (
         refused.value.message
     )
+
+
+def test_a_bundle_a_live_driver_on_another_machine_applies_is_not_pending(url: str) -> None:
+    import socket
+
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import JournalRecord
+
+    store = PostgresRunStore(url)
+    for run_id in ("elsewhere", "here", "expired"):
+        store.journal_open(JournalRecord(f"b-{run_id}", run_id, "open", []))
+    assert store.acquire_lease("elsewhere", "other-machine|1|0.00|aa", 60) is None
+    assert store.acquire_lease("here", f"{socket.gethostname()}|1|0.00|bb", 60) is None
+    assert store.acquire_lease("expired", "other-machine|2|0.00|cc", -1) is None
+    pending = sorted(r.bundle_id for r in store.journal_pending())
+    assert pending == ["b-expired", "b-here"]  # this machine's owners are checked by pid

@@ -575,8 +575,16 @@ class PostgresRunStore:
         self._rows("UPDATE journal SET state = %s WHERE bundle_id = %s", (state, bundle_id))
 
     def journal_pending(self) -> list[JournalRecord]:
+        """Open bundles, except those of a run whose live lease is held on another machine:
+        that driver is applying the bundle now (a bundle's owner is checked by process id,
+        which only means something on its own machine; across machines the lease tells)."""
+        import socket
+
         rows = self._rows(
-            "SELECT bundle_id, run_id, state, entries FROM journal WHERE state = 'open'"
+            "SELECT bundle_id, run_id, state, entries FROM journal j WHERE state = 'open'"
+            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = j.run_id"
+            f" AND l.expires_at > {_NOW} AND split_part(l.holder, '|', 1) <> %s)",
+            (socket.gethostname(),),
         )
         return [JournalRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
 
