@@ -22,7 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from proctor.errors import StoreError
-from proctor.runtime.records.postgres_schema import migrate
+from proctor.runtime.records.postgres_pool import (
+    close_pools,
+    driver_message,
+    is_postgres_url,
+    pool_for,
+)
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
@@ -31,18 +36,9 @@ from proctor.runtime.records.runs import (
     RunRecord,
 )
 
-__all__ = ["PostgresRunStore", "is_postgres_url"]
+__all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
-_POOLS: dict[str, Any] = {}
-_POOLS_LOCK = threading.Lock()
 _NOW = "extract(epoch from clock_timestamp())"
-POOL_SIZE = 20
-"""Connections per process and database: a worker's slots (at most 16) and its heartbeat."""
-
-
-def is_postgres_url(url: str) -> bool:
-    """True for the URLs this store serves (``postgresql://`` or ``postgres://``)."""
-    return url.startswith(("postgresql://", "postgres://"))
 
 
 def _now() -> str:
@@ -51,84 +47,6 @@ def _now() -> str:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _why(exc: Exception, url: str = "") -> str:
-    """The first line of a driver error, without the URL's user or password in it (a URL
-    psycopg cannot parse is named as such, its text never echoed)."""
-    import psycopg
-
-    if isinstance(exc, psycopg.ProgrammingError) and "dsn" in str(exc).lower():
-        return "it is not a valid PostgreSQL URL"
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else type(exc).__name__
-    for secret in _userinfo(url):
-        text = text.replace(secret, "***")
-    return text
-
-
-def _userinfo(url: str) -> list[str]:
-    """The user and password a URL carries (longest first), to keep out of messages."""
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        parts = urlsplit(url)
-        found = [parts.username or "", parts.password or ""]
-    except ValueError:
-        found = []
-    head = url.split("://", 1)[-1].rsplit("@", 1)
-    if len(head) == 2:
-        found += head[0].split(":", 1)
-    found += [unquote(f) for f in found]
-    return sorted({f for f in found if len(f) >= 3}, key=len, reverse=True)
-
-
-def _pool(url: str, shown: str) -> Any:
-    """This process's pool for ``url``, opened (and the schema migrated) on first use.
-
-    Raises:
-        StoreError: ``store_unreachable``, ``store_schema_newer``.
-    """
-    with _POOLS_LOCK:
-        pool = _POOLS.get(url)
-        if pool is not None:
-            return pool
-        try:
-            import psycopg
-            from psycopg_pool import ConnectionPool
-        except ImportError as exc:  # pragma: no cover - the postgres extra is not installed
-            raise StoreError(
-                "the run store on PostgreSQL needs the postgres extra"
-                " (pip install 'proctor[postgres]')",
-                code="store_unreachable",
-            ) from exc
-        try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-                migrate(conn, shown)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot open the run store {shown}: {_why(exc, url)}", code="store_unreachable"
-            ) from exc
-        pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            kwargs={"autocommit": True, "connect_timeout": 5},
-            open=False,
-            name="proctor-runs",
-        )
-        pool.open(wait=True, timeout=10.0)
-        _POOLS[url] = pool
-        return pool
-
-
-def close_pools() -> None:
-    """Close every pool this process opened (a worker at exit; tests between databases)."""
-    with _POOLS_LOCK:
-        pools = list(_POOLS.values())
-        _POOLS.clear()
-    for pool in pools:
-        pool.close()
 
 
 class PostgresRunStore:
@@ -146,7 +64,7 @@ class PostgresRunStore:
             )
         self.url = url
         self.shown = shown
-        self._pool = _pool(url, shown)
+        self._pool = pool_for(url, shown)
         self._local = threading.local()
 
     # -- connections and transactions -------------------------------------------------------
@@ -199,10 +117,10 @@ class PostgresRunStore:
 
         if isinstance(exc, psycopg.OperationalError):
             return StoreError(
-                f"the run store {self.shown} failed: {_why(exc, self.url)}",
+                f"the run store {self.shown} failed: {driver_message(exc, self.url)}",
                 code="store_unreachable",
             )
-        return StoreError(f"run store error: {_why(exc, self.url)}")
+        return StoreError(f"run store error: {driver_message(exc, self.url)}")
 
     # -- runs -------------------------------------------------------------------------------
 
