@@ -124,7 +124,8 @@ def test_workers_killed_at_random_lose_nothing_and_repeat_nothing(tmp_path: Path
         )
         print(
             f"\n[soak] runs {RUNS}, workers 4, kills {kills}, {elapsed:.0f} s;"
-            f" {dict(statuses)}; submissions {queue.counts()}"
+            f" {dict(statuses)}; submissions {queue.counts()}; failed:"
+            f" {store._rows('SELECT kind, note FROM submissions WHERE state = %s', ('failed',))}"
         )
         assert kills >= 1
         unsettled = [r for r, run in runs.items() if run is None or run.status == "running"]

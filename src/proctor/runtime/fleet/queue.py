@@ -174,7 +174,9 @@ class WorkQueue:
     def reclaim_orphans(self) -> int:
         """Give the dead workers' taken submissions back (``resume {}`` of a run that exists,
         the same ``start`` otherwise; ``failed`` after :data:`MAX_DEATHS`); forget the dead
-        workers. Returns how many went back."""
+        workers; queue ``resume {}`` for stranded runs (``running``, no live lease, no work
+        queued or taken: a driver died with no submission left to give back, a person's
+        ``proctor run`` killed included). Returns how many went back."""
         with self.store.transaction():
             dead = [
                 str(r[0])
@@ -204,4 +206,13 @@ class WorkQueue:
                     self.requeue_as_resume(int(sid), "its worker died; any worker continues")
             if dead:
                 self._rows("DELETE FROM workers WHERE worker_id = ANY(%s)", (dead,))
-        return len(taken)
+            stranded = self._rows(
+                "INSERT INTO submissions (kind, run_id, body, due_at)"
+                f" SELECT 'resume', r.run_id, %s, {_NOW} FROM runs r WHERE r.status = 'running'"
+                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+                f" AND l.expires_at > {_NOW}) AND NOT EXISTS (SELECT 1 FROM submissions s"
+                " WHERE s.run_id = r.run_id AND s.state IN ('queued', 'taken'))"
+                " LIMIT 100 RETURNING id",
+                (_CONTINUE,),
+            )
+        return len(taken) + len(stranded)
