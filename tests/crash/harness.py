@@ -23,6 +23,10 @@ driven again, the run ends sealed with the case's outcome, exactly one run exist
 ran at most once (exactly once when completed, never when the start was refused), the result
 carries the inputs, a decision recorded before the kill was not asked for again, and the audit
 log verifies against every anchor (``proctor audit verify``).
+
+The same scenarios run on either run store: ``backend="postgres"`` gives each workspace its own
+fresh PostgreSQL schema (its URL kept in the workspace's ``.pg_url`` and passed to every
+invocation as ``PROCTOR_DATABASE_URL``), dropped once the scenarios end.
 """
 
 from __future__ import annotations
@@ -200,11 +204,17 @@ class Outcome:
     violations: list[str] = field(default_factory=list)
 
 
-def make(root: Path, case: Case) -> None:
-    """A fresh workspace holding both skills, with the case's files at their before-images."""
+_SCHEMAS: list[str] = []
+
+
+def make(root: Path, case: Case, backend: str = "sqlite") -> None:
+    """A fresh workspace holding both skills, with the case's files at their before-images
+    (and, on PostgreSQL, a fresh schema of its own)."""
     if root.exists():
         shutil.rmtree(root)
     (root / ".proctor").mkdir(parents=True)
+    if backend == "postgres":
+        (root / ".pg_url").write_text(_new_schema())
     (root / "tools").mkdir()
     (root / "tools" / "count.py").write_text(COUNTER)
     (root / "inputs.json").write_text(json.dumps({"name": "out.txt", "text": TEXT}))
@@ -219,6 +229,36 @@ def make(root: Path, case: Case) -> None:
         (skill / "run.yaml").write_text(run_yaml.replace("PYTHON", json.dumps(sys.executable)))
 
 
+def _new_schema() -> str:
+    import secrets
+
+    import psycopg
+
+    from tests.pg import base_url, schema_url
+
+    schema = f"crash_{secrets.token_hex(6)}"
+    with psycopg.connect(base_url(), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    _SCHEMAS.append(schema)
+    return schema_url(base_url(), schema)
+
+
+def drop_schemas() -> None:
+    """Drop every schema the scenarios made."""
+    import psycopg
+
+    from tests.pg import base_url
+
+    with psycopg.connect(base_url(), autocommit=True) as conn:
+        while _SCHEMAS:
+            conn.execute(f"DROP SCHEMA IF EXISTS {_SCHEMAS.pop()} CASCADE")
+
+
+def _pg_url(root: Path) -> str | None:
+    marker = root / ".pg_url"
+    return marker.read_text() if marker.exists() else None
+
+
 def proctor(
     root: Path, args: list[str], *, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -227,6 +267,9 @@ def proctor(
         "PROCTOR_HOME": str(root / ".home"),
         "PROCTOR_TEST_HOOKS": "1",
     }
+    url = _pg_url(root)
+    if url:
+        full["PROCTOR_DATABASE_URL"] = url
     full.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "proctor", *args],
@@ -240,7 +283,17 @@ def proctor(
 
 
 def stored_runs(root: Path) -> list[tuple[str, dict[str, Any]]]:
-    """Every run the store holds (run id, data), read with SQLite itself."""
+    """Every run the store holds (run id, data), read with SQLite (or psycopg) itself."""
+    url = _pg_url(root)
+    if url:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as pg:
+            table = pg.execute("SELECT to_regclass('runs')").fetchone()
+            if table is None or table[0] is None:  # killed before the store was opened
+                return []
+            found = pg.execute("SELECT run_id, data FROM runs ORDER BY cursor").fetchall()
+        return [(r[0], json.loads(r[1])) for r in found]
     path = root / ".proctor" / "runs.sqlite"
     if not path.exists():
         return []
@@ -284,10 +337,10 @@ def _start(root: Path, case: Case, flavour: str, env: dict[str, str] | None = No
 
 
 def drive_clean(
-    root: Path, case: Case, flavour: str = "allow"
+    root: Path, case: Case, flavour: str = "allow", backend: str = "sqlite"
 ) -> tuple[list[list[str]], list[dict[str, Any]]]:
     """Drive the run to its seal with no kill; returns each invocation's trace and document."""
-    make(root, case)
+    make(root, case, backend)
     traces: list[list[str]] = []
     documents: list[dict[str, Any]] = []
     trace = root.parent / (root.name + ".trace")
@@ -326,9 +379,10 @@ def run_scenario(
     kill_env: dict[str, str],
     point: str,
     decision_recorded: bool,
+    backend: str = "sqlite",
 ) -> Outcome:
     """Replay the invocations before ``invocation``, kill inside it, drive again, check."""
-    make(root, case)
+    make(root, case, backend)
     run_id = None
     envelope: dict[str, Any] | None = None
     outcome = Outcome(point, "killed")
@@ -442,18 +496,27 @@ def _final_checks(root: Path, case: Case, envelope: dict[str, Any], outcome: Out
         outcome.violations.append(f"{point}: the audit log does not verify: {audit.stdout}")
 
 
-def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:
+def all_scenarios(
+    work: Path,
+    case: Case,
+    flavour: str,
+    backend: str = "sqlite",
+    points: frozenset[str] | None = None,
+) -> list[Outcome]:
     """Every kill point of a clean run's invocations, plus each member of the bundle.
 
     ``PROCTOR_CRASH_WORKERS`` (default 1) runs that many scenarios at once, each in its own
-    workspace; the outcomes come back in the order of the points.
+    workspace; the outcomes come back in the order of the points. ``points`` keeps only the
+    kill points of those names (``call.claimed``, ...) and leaves the bundle's members out.
     """
-    traces, _ = drive_clean(work / "clean", case, flavour)
+    traces, _ = drive_clean(work / "clean", case, flavour, backend)
     plans: list[tuple[int, dict[str, str], str, bool]] = []
     for invocation, trace in enumerate(traces):
         recorded_at = trace.index("resume.recorded:1") if "resume.recorded:1" in trace else None
         for position, passage in enumerate(trace):
-            if position % case.every:
+            if position % case.every or (
+                points is not None and passage.rsplit(":", 1)[0] not in points
+            ):
                 continue
             decision_recorded = recorded_at is not None and position > recorded_at
             label = f"invocation {invocation}: {passage}"
@@ -461,7 +524,7 @@ def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:
         first_bundle = "call.claimed:1" in trace and not any(
             "call.claimed:1" in t for t in traces[:invocation]
         )
-        if case.name in ("crashy", "nested") and first_bundle:
+        if case.name in ("crashy", "nested") and first_bundle and points is None:
             for member in range(3):
                 label = f"invocation {invocation}: inside the bundle after {member} member(s)"
                 kill = {"PROCTOR_TEST_BUNDLE_KILL_AFTER": str(member)}
@@ -471,10 +534,16 @@ def all_scenarios(work: Path, case: Case, flavour: str) -> list[Outcome]:
         invocation, kill, label, decision_recorded = plans[n]
         root = work / f"k{n}"
         try:
-            return run_scenario(root, case, flavour, invocation, kill, label, decision_recorded)
+            return run_scenario(
+                root, case, flavour, invocation, kill, label, decision_recorded, backend
+            )
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
     workers = max(1, int(os.environ.get("PROCTOR_CRASH_WORKERS", "1")))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, range(len(plans))))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(one, range(len(plans))))
+    finally:
+        if backend == "postgres":
+            drop_schemas()

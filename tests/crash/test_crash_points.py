@@ -9,6 +9,7 @@ them. Cases: ``crashy`` (no inputs) under ``allow`` and ``ask``; ``inputful`` st
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from tests.crash.harness import CASES, Outcome, all_scenarios
 from tests.crash.rotation import rotation_scenarios
+from tests.pg import base_url
 
 RUNS = [
     ("crashy", "allow", 30),
@@ -50,6 +52,28 @@ def test_every_kill_point_leaves_the_run_consistent(
     assert len(outcomes) >= least
     start_points = [o for o in outcomes if ": start." in o.point]
     assert len(start_points) >= 7, "the run's start is not covered"
+    assert violations == [], "\n".join(violations)
+
+
+PG_POINTS = frozenset({"start.committed", "call.executed", "resume.recorded"})
+"""The kill points around the commits that matter most on PostgreSQL (kept few: each point is
+several real driver processes): the run created, each effect done but not yet settled (the
+claim committed before it must be reconciled, never repeated), a decision recorded."""
+
+
+def test_kill_points_on_postgresql_leave_the_run_consistent(tmp_path: Path) -> None:
+    """The crashy case (a bundle, an approval, a command) on PostgreSQL, killed around each
+    commit; ``PROCTOR_CRASH_PG_ALL=1`` kills at every point instead (38 points under ``ask``;
+    slow: each point is several real driver processes)."""
+    base_url()
+    started = time.monotonic()
+    every = os.environ.get("PROCTOR_CRASH_PG_ALL") == "1"
+    flavour = "ask" if every else "allow"
+    outcomes = all_scenarios(
+        tmp_path, CASES["crashy"], flavour, "postgres", None if every else PG_POINTS
+    )
+    violations = _report(f"crashy {flavour} postgres", outcomes, started)
+    assert len(outcomes) >= (35 if every else 4)
     assert violations == [], "\n".join(violations)
 
 

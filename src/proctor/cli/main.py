@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "decline": ("proctor.cli.approve", "decline", "Show a waiting request and decline it."),
     "serve": ("proctor.cli.serve", "serve", "Serve the web approval console."),
     "console": ("proctor.cli.console", "console", "Manage the web console's users."),
+    "worker": ("proctor.cli.worker", "worker", "Drive submitted runs from the shared run store."),
 }
 
 

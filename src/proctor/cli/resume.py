@@ -16,8 +16,13 @@ DOCUMENT_CAP = 64 * 1024 * 1024
 @click.command("resume", epilog=EXIT_HELP)
 @click.argument("run_id")
 @click.argument("source", metavar="FILE|-", default="-")
+@click.option(
+    "--submit",
+    is_flag=True,
+    help="Queue the document for a proctor worker (needs PROCTOR_DATABASE_URL).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope.")
-def resume(run_id: str, source: str, as_json: bool) -> None:
+def resume(run_id: str, source: str, as_json: bool, submit: bool = False) -> None:
     """Continue RUN_ID with a proctor.resume.v1 document from FILE or stdin.
 
     `{}` continues a run whose decisions are already recorded (or that was stopped);
@@ -39,4 +44,11 @@ def resume(run_id: str, source: str, as_json: bool) -> None:
     if len(data) > DOCUMENT_CAP:
         raise UsageError("the resume document is over 64 MiB", code="resume_too_large")
     session = Session(Workspace.discover(Path.cwd()))
+    if submit:
+        from proctor.cli.worker import submit_resume
+
+        try:
+            return submit_resume(session, run_id, data, as_json)
+        finally:
+            session.close()
     drive_and_print(session, lambda: session.resume(run_id, data), as_json)

@@ -101,6 +101,11 @@ def read_inputs_document(source: str) -> dict[str, Any]:
     help="What the run and its children may spend on priced calls, in US dollars (e.g. 0.50).",
 )
 @click.option("--drive", is_flag=True, help="Drive agent turns with the configured model.")
+@click.option(
+    "--submit",
+    is_flag=True,
+    help="Queue the run for a proctor worker (needs PROCTOR_DATABASE_URL); print its id.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the proctor.run.v1 envelope.")
 def run(
     ref: str,
@@ -113,6 +118,7 @@ def run(
     max_spend: str | None,
     drive: bool,
     as_json: bool,
+    submit: bool = False,
 ) -> None:
     """Run REF (PATH[#METHOD] or a skills/ catalog name) under governance.
 
@@ -138,6 +144,8 @@ def run(
     if max_spend is not None:
         authority = with_spend_limit(authority, max_spend, managed=drive)
     session = Session(Workspace.discover(Path.cwd()))
+    if submit:
+        return _submit(session, ref, inputs, pairs, run_authority, preset, profile, drive, as_json)
     if drive:
         from proctor.runtime.agents.loop import ManagedAgent
         from proctor.runtime.agents.sessions import AgentSession
@@ -150,3 +158,41 @@ def run(
         ),
         as_json,
     )
+
+
+def _submit(
+    session: Any,
+    ref: str,
+    inputs: dict[str, Any] | None,
+    pairs: tuple[str, ...],
+    run_authority: str | None,
+    preset: str | None,
+    profile: str | None,
+    drive: bool,
+    as_json: bool,
+) -> None:
+    """``--submit``: queue the start (checked as far as it can be here) for a worker.
+
+    Raises:
+        UsageError: with ``--authority`` or ``--drive`` (a worker has neither the preset's
+            home nor the model), or without ``PROCTOR_DATABASE_URL``.
+    """
+    import json
+
+    from proctor.cli.worker import submit_start
+
+    if preset is not None or drive:
+        raise UsageError(
+            "--submit takes --run-authority JSON, not --authority or --drive",
+            code="submit_invalid",
+        )
+    body = {
+        "inputs": inputs,
+        "cli_inputs": list(pairs),
+        "authority": None if run_authority is None else json.loads(run_authority),
+        "profile": profile,
+    }
+    try:
+        submit_start(session, ref, body, as_json)
+    finally:
+        session.close()

@@ -4,6 +4,8 @@ Each part is a sub-package whose ``__init__`` says what it owns, which of its mo
 parts may use (its surface) and which parts it may import; import-linter enforces the order
 (``pyproject.toml``) and ``tests/test_architecture.py`` refuses any import cycle. From the top:
 
+- ``fleet``: ``proctor worker``: the shared work queue on PostgreSQL, heartbeats, the loop
+  that drives submitted work;
 - ``check``: ``proctor check``, the self-verification that uses every part;
 - ``agents``: managed agents (provider dialects, the turn loop) and the sessions that drive
   directive runs with one;

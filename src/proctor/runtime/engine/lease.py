@@ -1,8 +1,10 @@
 """One driver at a time per run: a lease row in the run store, with expiry.
 
 A holder is ``host|pid|process start time|nonce``. A lease expires after
-:data:`LEASE_TTL_SECONDS` unless renewed (the driver renews it before each step); a lease whose
-holder ran on this host and whose process is gone (a crashed driver) is taken over at once.
+:data:`LEASE_TTL_SECONDS` (or ``PROCTOR_LEASE_TTL`` seconds, which ``proctor worker`` sets short
+and renews from its heartbeat) unless renewed (the driver renews it before each step); a lease
+whose holder ran on this host and whose process is gone (a crashed driver) is taken over at
+once. A holder on another machine is known dead only by its lease running out.
 """
 
 from __future__ import annotations
@@ -15,9 +17,26 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from proctor.runtime.records.runs import RunStore
 
-__all__ = ["LEASE_TTL_SECONDS", "acquire_lease", "holder_dead", "holder_id", "renew_lease"]
+__all__ = [
+    "LEASE_TTL_SECONDS",
+    "acquire_lease",
+    "holder_dead",
+    "holder_id",
+    "lease_ttl",
+    "renew_lease",
+]
 
 LEASE_TTL_SECONDS = 600.0
+
+
+def lease_ttl() -> float:
+    """``PROCTOR_LEASE_TTL`` when it is a number of seconds from 1 to 86400, else
+    :data:`LEASE_TTL_SECONDS`."""
+    try:
+        value = float(os.environ.get("PROCTOR_LEASE_TTL", ""))
+    except ValueError:
+        return LEASE_TTL_SECONDS
+    return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS
 
 
 def holder_id() -> str:
@@ -50,12 +69,12 @@ def holder_dead(holder: str) -> bool:
 
 def acquire_lease(store: RunStore, run_id: str, holder: str) -> bool:
     """Take the run's lease for ``holder``; False when a live driver holds it."""
-    current = store.acquire_lease(run_id, holder, LEASE_TTL_SECONDS)
+    current = store.acquire_lease(run_id, holder, lease_ttl())
     if current is not None and holder_dead(current):
-        current = store.acquire_lease(run_id, holder, LEASE_TTL_SECONDS, steal_from=current)
+        current = store.acquire_lease(run_id, holder, lease_ttl(), steal_from=current)
     return current is None
 
 
 def renew_lease(store: RunStore, run_id: str, holder: str) -> None:
     """Extend ``holder``'s lease by another TTL."""
-    store.acquire_lease(run_id, holder, LEASE_TTL_SECONDS)
+    store.acquire_lease(run_id, holder, lease_ttl())

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
-    from proctor.runtime.records.sqlite import SQLiteRunStore
+    from proctor.runtime.records.runs import RunStore
     from proctor.runtime.tools.base import Tool
 
 __all__ = ["AgentDriver", "RunInterrupted", "Session"]
@@ -124,7 +124,7 @@ class Session:
         self._key_noted = False
         self._key_source = "given"
         self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
-        self._store: SQLiteRunStore | None = None
+        self._store: RunStore | None = None
         self._audit: AuditLog | None = None
         self._receipts: ReceiptStore | None = None
         self._tools: dict[str, Tool] | None = None
@@ -132,19 +132,25 @@ class Session:
         self._holder = holder_id()
         self.stop_event = threading.Event()
 
+    @property
+    def holder(self) -> str:
+        """This session's lease-holder id (``proctor worker`` renews its leases by it)."""
+        return self._holder
+
     # -- parts, opened on first use --------------------------------------------------------
 
     @property
-    def store(self) -> SQLiteRunStore:
-        """The run store (``PROCTOR_DATABASE_PATH`` or ``.proctor/runs.sqlite``)."""
+    def store(self) -> RunStore:
+        """The run store (``PROCTOR_DATABASE_URL``, ``PROCTOR_DATABASE_PATH`` or
+        ``.proctor/runs.sqlite``)."""
         if self._store is None:
-            from proctor.runtime.records.sqlite import SQLiteRunStore
+            from proctor.runtime.records.backend import open_run_store
             from proctor.runtime.records.store_file import run_store_path
 
             named = self.environ.get("PROCTOR_DATABASE_PATH")
             path = run_store_path(self.workspace.state_dir, self.environ)
             shown = "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
-            self._store = SQLiteRunStore(path, shown=shown)
+            self._store = open_run_store(self.workspace.state_dir, self.environ, shown)
         return self._store
 
     @property

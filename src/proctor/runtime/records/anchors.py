@@ -158,6 +158,24 @@ def store_anchor(path: Path) -> Anchor | None:
     )
 
 
+def database_anchor(environ: Mapping[str, str]) -> Anchor | None:
+    """The newest anchor the PostgreSQL run store at ``PROCTOR_DATABASE_URL`` keeps.
+
+    Raises:
+        StoreError: the store cannot be reached or read.
+    """
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    kept = PostgresRunStore(environ["PROCTOR_DATABASE_URL"]).audit_anchor()
+    if kept is None:
+        return None
+    return Anchor(
+        int(kept["lines"]),
+        kept.get("last_digest"),
+        f"the run store's newest anchor (after run {kept.get('run_id')} sealed)",
+    )
+
+
 def check_log(log: Path, anchors: list[Anchor], notes: list[str] | None = None) -> LogCheck:
     """Check the log at ``log`` against ``anchors``; a missing log is checked as an empty one.
 
@@ -203,7 +221,10 @@ def workspace_log_check(
         more, more_notes = folder_anchors(receipts_dir)
         anchors += more
         notes += more_notes
-    kept = store_anchor(store_file.run_store_path(state_dir, environ))
+    if environ.get("PROCTOR_DATABASE_URL"):
+        kept = database_anchor(environ)
+    else:
+        kept = store_anchor(store_file.run_store_path(state_dir, environ))
     if kept is not None:
         anchors.append(kept)
     return check_log(log, anchors, notes)

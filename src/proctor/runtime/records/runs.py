@@ -1,4 +1,4 @@
-"""The run store interface. SQLite implements it today; PostgreSQL will implement the same.
+"""The run store interface, implemented on SQLite (:mod:`.sqlite`) and PostgreSQL.
 
 The store is the truth of a run: its record, its append-only events, the calls it claimed and
 settled, and the journal of file bundles. Rules every implementation keeps:
@@ -78,6 +78,8 @@ class RequestRecord:
     body: dict[str, Any]
     state: str = "open"
     decision: dict[str, Any] | None = None
+    cursor: int = 0
+    """Where the request stands in the store's order of first asking (a page cursor)."""
 
 
 @dataclass
@@ -86,6 +88,11 @@ class PendingRequest:
 
     run: RunRecord
     request: RequestRecord
+
+    @property
+    def cursor(self) -> int:
+        """The page cursor: pass it as ``after`` for the next page."""
+        return self.request.cursor
 
 
 @dataclass
@@ -199,14 +206,17 @@ class RunStore(Protocol):
         """Every request of a run (open, decided and used), in the order first asked."""
         ...
 
-    def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
-        """Record decisions by address in one durable commit (state ``decided``)."""
+    def pending_requests(
+        self, *, after: int | None = None, limit: int = 50
+    ) -> list[PendingRequest]:
+        """Requests still ``open`` on runs that have not sealed, with their runs, in the order
+        first asked; ``after`` is a cursor (a request's ``cursor``): only requests asked after
+        it. Reads one page of the index of open requests, so the time does not grow with the
+        number of runs, sealed or paused, before the page."""
         ...
 
-    def pending_requests(self, *, limit: int = 200) -> list[PendingRequest]:
-        """Requests still ``open`` on runs that have not sealed, oldest run first, at most
-        ``limit``; read through an index of the runs not sealed, so the time does not grow
-        with the number of sealed runs or their requests."""
+    def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
+        """Record decisions by address in one durable commit (state ``decided``)."""
         ...
 
     def acquire_lease(

@@ -416,7 +416,7 @@ class SQLiteRunStore:
             ).fetchall()
         return {r[0]: json.loads(r[1]) for r in rows}
 
-    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision"
+    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
 
     @staticmethod
     def _request(row: tuple[Any, ...]) -> RequestRecord:
@@ -428,6 +428,7 @@ class SQLiteRunStore:
             body=json.loads(row[4]),
             state=row[5],
             decision=None if row[6] is None else json.loads(row[6]),
+            cursor=int(row[7]),
         )
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
@@ -440,6 +441,7 @@ class SQLiteRunStore:
                 current = self._request(row)
                 if current.request_digest == request.request_digest:
                     return current
+                request.cursor = current.cursor
                 self._exec(
                     "UPDATE requests SET kind = ?, request_digest = ?, body = ?, state = 'open',"
                     " decision = NULL WHERE run_id = ? AND address = ?",
@@ -452,16 +454,19 @@ class SQLiteRunStore:
                     ),
                 )
             else:
-                self._exec(
-                    "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
-                    " VALUES (?,?,?,?,?, 'open')",
-                    (
-                        request.run_id,
-                        request.address,
-                        request.kind,
-                        request.request_digest,
-                        _dumps(request.body),
-                    ),
+                request.cursor = (
+                    self._exec(
+                        "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+                        " VALUES (?,?,?,?,?, 'open')",
+                        (
+                            request.run_id,
+                            request.address,
+                            request.kind,
+                            request.request_digest,
+                            _dumps(request.body),
+                        ),
+                    ).lastrowid
+                    or 0
                 )
         request.state, request.decision = "open", None
         return request
@@ -472,6 +477,20 @@ class SQLiteRunStore:
                 f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? ORDER BY ord", (run_id,)
             ).fetchall()
         return [self._request(r) for r in rows]
+
+    def pending_requests(
+        self, *, after: int | None = None, limit: int = 50
+    ) -> list[PendingRequest]:
+        run_cols = ", ".join(f"r.{c.strip()}" for c in self._RUN_COLS.split(","))
+        req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
+        with self._lock:
+            rows = self._exec(
+                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_open"
+                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.ord > ?"
+                " AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
+                (after or 0, limit),
+            ).fetchall()
+        return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         with self._lock:
@@ -486,18 +505,6 @@ class SQLiteRunStore:
                         )
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
-
-    def pending_requests(self, *, limit: int = 200) -> list[PendingRequest]:
-        run_cols = ", ".join(f"r.{c.strip()}" for c in self._RUN_COLS.split(","))
-        req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
-        with self._lock:
-            rows = self._exec(
-                f"SELECT {run_cols}, {req_cols} FROM runs r INDEXED BY runs_unsealed"
-                " CROSS JOIN requests q ON q.run_id = r.run_id WHERE r.status != 'sealed'"
-                " AND q.state = 'open' ORDER BY r.cursor, q.ord LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]
 
     # -- leases -----------------------------------------------------------------------------
 

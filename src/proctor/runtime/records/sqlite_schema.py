@@ -68,7 +68,9 @@ CREATE TABLE IF NOT EXISTS requests (
     decision TEXT,
     UNIQUE (run_id, address)
 );
-CREATE INDEX IF NOT EXISTS runs_unsealed ON runs (cursor) WHERE status != 'sealed';
+CREATE INDEX IF NOT EXISTS requests_open ON requests (ord) WHERE state = 'open';
+CREATE INDEX IF NOT EXISTS runs_reuse ON runs (json_extract(data, '$.reuse_key'), cursor)
+    WHERE status = 'sealed' AND outcome = 'completed';
 CREATE TABLE IF NOT EXISTS leases (
     run_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,

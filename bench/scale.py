@@ -1,0 +1,270 @@
+"""Scale-out on PostgreSQL: runs per second with 1, 2 and 4 workers; list and resume latency
+with few and many paused runs; how long a dead worker's run waits to be picked up.
+
+Needs a PostgreSQL database (``PROCTOR_TEST_DATABASE_URL``, or ``--url``); every figure runs
+in a fresh schema, dropped afterwards. Run as ``.venv/bin/python bench/scale.py`` (add
+``--runs 20 --rounds 5`` for a quick pass). Figures on a loaded machine are noisy: compare
+the columns of one run, not runs on different days.
+
+- throughput: ``--runs`` runs (an approval, a command, an echo) submitted at once, approvals
+  answered by this process, until every run sealed; runs per second with N worker processes;
+- listing: ``proctor history``'s page (``list_runs``) and the pending-requests page
+  (``pending_requests``), first page and a deep cursor, with 100 and 10,000 paused runs among
+  ``--history`` runs (default 100,000);
+- resume: ``Session.resume`` of a real paused run (admit, record, drive the command, seal),
+  with 100 and 10,000 other paused runs in the store;
+- pickup: a worker SIGKILLs itself inside a run (test hook); the time until another worker
+  has taken the run over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.pg import schema_url  # noqa: E402
+from tests.runtime.fleet.support import (  # noqa: E402
+    approval_document,
+    environ,
+    make_workspace,
+    start_worker,
+)
+
+
+def _stats(label: str, seconds: list[float]) -> tuple[float, float]:
+    ordered = sorted(seconds)
+    median = statistics.median(ordered) * 1e3
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1e3
+    print(f"{label:<58} median {median:9.2f} ms   p95 {p95:9.2f} ms")
+    return median, p95
+
+
+@contextmanager
+def _schema(base: str) -> Iterator[str]:
+    import psycopg
+
+    from proctor.runtime.records.postgres import close_pools
+
+    name = f"bench_{secrets.token_hex(5)}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    try:
+        yield schema_url(base, name)
+    finally:
+        close_pools()
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def _submit_runs(queue: Any, count: int) -> list[str]:
+    ids = [uuid.uuid4().hex for _ in range(count)]
+    for run_id in ids:
+        body = {"ref": "appender", "cwd": ".", "cli_inputs": [f"line=line-{run_id}"]}
+        queue.submit("start", run_id, body)
+    return ids
+
+
+def _answer_until_sealed(store: Any, queue: Any, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        waiting = store._rows(
+            "SELECT r.run_id FROM runs r WHERE r.status LIKE 'needs_%%' AND NOT EXISTS"
+            " (SELECT 1 FROM submissions s WHERE s.run_id = r.run_id"
+            " AND s.state IN ('queued', 'taken'))"
+        )
+        for (run_id,) in waiting:
+            doc = approval_document(store, run_id)
+            if doc is not None:
+                queue.submit("resume", run_id, {"document": doc})
+        if store._rows("SELECT COUNT(*) FROM runs WHERE status = 'sealed'")[0][0] >= count:
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"not every run sealed within {timeout:.0f} s")
+
+
+def throughput(base: str, runs: int, workers: int) -> float:
+    """Runs per second, submission to seal, with ``workers`` worker processes."""
+    from proctor.runtime.fleet.queue import WorkQueue
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    with tempfile.TemporaryDirectory() as tmp, _schema(base) as url:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        make_workspace(root)
+        env = environ(root, url)
+        store = PostgresRunStore(url)
+        queue = WorkQueue(store)
+        procs = [start_worker(root, env) for _ in range(workers)]
+        try:
+            time.sleep(1.5)  # the workers' imports are not the runs' time
+            started = time.monotonic()
+            _submit_runs(queue, runs)
+            _answer_until_sealed(store, queue, runs, 600)
+            elapsed = time.monotonic() - started
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                proc.wait(60)
+    rate = runs / elapsed
+    print(f"{f'throughput, {workers} worker(s), {runs} runs':<58} {rate:9.2f} runs/s")
+    return rate
+
+
+def _pad(store: Any, history: int, paused: int) -> None:
+    """``history`` synthetic runs, the newest ``paused`` of them waiting on an approval."""
+    now = "2026-01-01T00:00:00+00:00"
+    with store.connection() as conn:
+        conn.execute(
+            "INSERT INTO runs (run_id, skill, method, status, created_at, updated_at, data)"
+            " SELECT 'pad' || g, 'pad', 'main', CASE WHEN g > %s::int THEN 'needs_approval'"
+            " ELSE 'sealed' END, %s, %s, '{}' FROM generate_series(1, %s::int) g",
+            (history - paused, now, now, history),
+        )
+        conn.execute(
+            "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+            " SELECT 'pad' || g, 'steps.confirm', 'approval', 'sha256:pad', '{}', 'open'"
+            " FROM generate_series(%s::int, %s::int) g",
+            (history - paused + 1, history),
+        )
+        conn.execute("ANALYZE")
+
+
+def listing_and_resume(base: str, history: int, paused: int, rounds: int) -> dict[str, float]:
+    """List and resume latency with ``paused`` paused runs among ``history`` runs."""
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+    from proctor.runtime.fleet.queue import WorkQueue
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp, _schema(base) as url:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        make_workspace(root)
+        env = environ(root, url)
+        store = PostgresRunStore(url)
+        queue = WorkQueue(store)
+        real = _submit_runs(queue, rounds)
+        proc = start_worker(root, env, concurrency=2)
+        try:
+            deadline = time.monotonic() + 300
+            while store._rows("SELECT COUNT(*) FROM submissions WHERE state = 'done'")[0][
+                0
+            ] < rounds and (time.monotonic() < deadline):
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        _pad(store, history, paused)
+        tag = f"{paused:,} paused of {history:,} runs"
+
+        def timed(label: str, fn: Callable[[], Any], n: int = 50) -> None:
+            fn()
+            samples = []
+            for _ in range(n):
+                start = time.perf_counter()
+                fn()
+                samples.append(time.perf_counter() - start)
+            figures[label] = _stats(f"{label} ({tag})", samples)[0]
+
+        middle = store.list_runs(limit=1)[0].cursor // 2
+        timed("history page, newest", lambda: store.list_runs(limit=20))
+        timed("history page, deep cursor", lambda: store.list_runs(after=middle, limit=20))
+        deep = store.pending_requests(limit=paused // 2)[-1].cursor
+        timed("pending page, first", lambda: store.pending_requests(limit=50))
+        timed("pending page, deep cursor", lambda: store.pending_requests(after=deep, limit=50))
+        old = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            samples = []
+            for run_id in real:
+                session = Session(Workspace.discover(root), environ=env)
+                doc = approval_document(store, run_id)
+                start = time.perf_counter()
+                envelope = session.resume(run_id, doc or {})
+                samples.append(time.perf_counter() - start)
+                session.close()
+                assert envelope.status == "sealed", envelope.status
+            figures["resume"] = _stats(f"resume to seal ({tag})", samples)[0]
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+    return figures
+
+
+def pickup(base: str) -> float:
+    """Seconds from a worker's death inside a run to another worker taking the run over."""
+    from proctor.runtime.fleet.queue import WorkQueue
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    with tempfile.TemporaryDirectory() as tmp, _schema(base) as url:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        make_workspace(root)
+        env = environ(root, url)
+        store = PostgresRunStore(url)
+        queue = WorkQueue(store)
+        survivor = start_worker(root, env)
+        (run_id,) = _submit_runs(queue, 1)
+        try:
+            while store.get_run(run_id) is None or not store.get_run(run_id).status.startswith(
+                "needs_"
+            ):
+                time.sleep(0.05)
+            survivor.send_signal(signal.SIGTERM)
+            survivor.wait(60)
+            doomed_env = env | {"PROCTOR_TEST_HOOKS": "1", "PROCTOR_TEST_KILL_AT": "step.start:1"}
+            doomed = start_worker(root, doomed_env)
+            queue.submit("resume", run_id, {"document": approval_document(store, run_id)})
+            doomed.wait(120)
+            died = time.monotonic()
+            survivor = start_worker(root, env)
+            while store.get_run(run_id).status != "sealed":  # type: ignore[union-attr]
+                time.sleep(0.05)
+            picked = time.monotonic() - died
+        finally:
+            survivor.send_signal(signal.SIGTERM)
+            survivor.wait(60)
+    print(f"{'dead worker run picked up and sealed':<58} {picked:9.2f} s")
+    return picked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--url", default=os.environ.get("PROCTOR_TEST_DATABASE_URL"))
+    parser.add_argument("--runs", type=int, default=60, help="runs per throughput figure")
+    parser.add_argument("--history", type=int, default=100_000, help="runs in the listing store")
+    parser.add_argument("--rounds", type=int, default=10, help="resumes timed per figure")
+    parser.add_argument("--workers", default="1,2,4")
+    args = parser.parse_args()
+    if not args.url:
+        raise SystemExit("set PROCTOR_TEST_DATABASE_URL (or --url) to a PostgreSQL database")
+    counts = [int(n) for n in args.workers.split(",") if n]
+    rates = {n: throughput(args.url, args.runs, n) for n in counts}
+    few = listing_and_resume(args.url, args.history, 100, args.rounds)
+    many = listing_and_resume(args.url, args.history, 10_000, args.rounds)
+    for label in few:
+        print(f"{label:<58} x{many[label] / few[label]:.2f} from 100 to 10,000 paused")
+    took = pickup(args.url)
+    print(json.dumps({"runs_per_second": rates, "few": few, "many": many, "pickup_s": took}))
+
+
+if __name__ == "__main__":
+    main()

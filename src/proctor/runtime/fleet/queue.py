@@ -1,0 +1,218 @@
+"""The work queue many workers share: submissions, the workers' heartbeats, orphans given back.
+
+A submission is one piece of runnable work: ``start`` (a run submitted with ``proctor run
+--submit``: its reference, inputs and authority, under a run id chosen at submission) or
+``resume`` (a resume document, ``proctor resume RUN_ID FILE --submit``, or ``{}`` to continue a
+run a dead worker held). Each has a ``due_at`` (a timed wait, or a retry's backoff, is a
+submission due later). A worker takes the oldest due one with ``FOR UPDATE SKIP LOCKED``, so
+two workers never take the same row and neither waits on the other.
+
+A worker writes a heartbeat every :data:`HEARTBEAT_SECONDS`; one silent for
+:data:`DEAD_AFTER_SECONDS` is dead. Its taken submissions go back to the queue as a ``resume
+{}`` of their run (or as the same ``start`` when the run was never created); the run's lease,
+held by the dead worker, is taken over then. A worker's death is not the work's failure, so
+only :data:`MAX_DEATHS` deaths (a run that kills every worker that drives it) fail it;
+:data:`MAX_ATTEMPTS` bounds the retries of work that was refused "not now".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from proctor.runtime.records.postgres import PostgresRunStore
+
+__all__ = [
+    "DEAD_AFTER_SECONDS",
+    "HEARTBEAT_SECONDS",
+    "MAX_ATTEMPTS",
+    "MAX_DEATHS",
+    "Submission",
+    "WorkQueue",
+]
+
+HEARTBEAT_SECONDS = 1.0
+DEAD_AFTER_SECONDS = 5.0
+MAX_ATTEMPTS = 5
+MAX_DEATHS = 25
+_NOW = "extract(epoch from clock_timestamp())"
+_CONTINUE = json.dumps({"document": {}})
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One queued piece of work."""
+
+    id: int
+    kind: str
+    run_id: str
+    body: dict[str, Any]
+    attempts: int
+
+
+class WorkQueue:
+    """The queue, heartbeats and worker list, in the PostgreSQL run store's database."""
+
+    def __init__(self, store: PostgresRunStore) -> None:
+        self.store = store
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self.store._rows(sql, params)
+
+    # -- submissions ------------------------------------------------------------------------
+
+    def submit(self, kind: str, run_id: str, body: dict[str, Any], *, delay: float = 0) -> int:
+        """Queue work (due after ``delay`` seconds); returns its id."""
+        rows = self._rows(
+            "INSERT INTO submissions (kind, run_id, body, due_at)"
+            f" VALUES (%s, %s, %s, {_NOW} + %s) RETURNING id",
+            (kind, run_id, json.dumps(body, sort_keys=True), delay),
+        )
+        return int(rows[0][0])
+
+    def take(self, worker_id: str) -> Submission | None:
+        """The oldest due submission, now taken by ``worker_id``; ``None`` when none is due.
+
+        Work on a run another submission of the same run holds is left for later, so one run
+        is never driven by two workers at once from the queue.
+        """
+        rows = self._rows(
+            "UPDATE submissions SET state = 'taken', taken_by = %s, attempts = attempts + 1"
+            " WHERE id = (SELECT s.id FROM submissions s WHERE s.state = 'queued'"
+            f" AND s.due_at <= {_NOW} AND NOT EXISTS (SELECT 1 FROM submissions t"
+            " WHERE t.run_id = s.run_id AND t.state = 'taken')"
+            " ORDER BY s.due_at, s.id FOR UPDATE SKIP LOCKED LIMIT 1)"
+            " RETURNING id, kind, run_id, body, attempts",
+            (worker_id,),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return Submission(int(row[0]), str(row[1]), str(row[2]), json.loads(row[3]), int(row[4]))
+
+    def finish(self, submission_id: int, state: str, note: str = "") -> None:
+        """Mark a taken submission ``done`` or ``failed`` (with a note naming why)."""
+        self._rows(
+            "UPDATE submissions SET state = %s, note = %s WHERE id = %s",
+            (state, note[:500], submission_id),
+        )
+
+    def retry_later(self, submission_id: int, delay: float, note: str) -> None:
+        """Put a taken submission back, due after ``delay`` (a bounded retry)."""
+        self._rows(
+            f"UPDATE submissions SET state = 'queued', taken_by = NULL, due_at = {_NOW} + %s,"
+            " note = %s WHERE id = %s",
+            (delay, note[:500], submission_id),
+        )
+
+    def requeue_as_resume(self, submission_id: int, note: str) -> None:
+        """Put a taken submission back as ``resume {}`` of its run (a stopped driver's run)."""
+        self._rows(
+            "UPDATE submissions SET state = 'queued', taken_by = NULL, kind = 'resume',"
+            f" body = %s, due_at = {_NOW}, note = %s WHERE id = %s",
+            (_CONTINUE, note[:500], submission_id),
+        )
+
+    def counts(self) -> dict[str, int]:
+        """Submissions by state."""
+        return {
+            str(r[0]): int(r[1])
+            for r in self._rows("SELECT state, COUNT(*) FROM submissions GROUP BY state")
+        }
+
+    # -- workers ----------------------------------------------------------------------------
+
+    def register(self, worker_id: str, concurrency: int) -> None:
+        """Record a live worker."""
+        self._rows(
+            "INSERT INTO workers (worker_id, started_at, heartbeat_at, concurrency, state)"
+            f" VALUES (%s, {_NOW}, {_NOW}, %s, 'running') ON CONFLICT (worker_id) DO UPDATE"
+            " SET heartbeat_at = excluded.heartbeat_at, state = 'running'",
+            (worker_id, concurrency),
+        )
+
+    def heartbeat(self, worker_id: str, holders: list[str], ttl: float, state: str) -> None:
+        """Note ``worker_id`` alive and renew every lease its drivers (``holders``) hold."""
+        with self.store.transaction():
+            self._rows(
+                f"UPDATE workers SET heartbeat_at = {_NOW}, state = %s WHERE worker_id = %s",
+                (state, worker_id),
+            )
+            if holders:
+                self._rows(
+                    f"UPDATE leases SET expires_at = {_NOW} + %s WHERE holder = ANY(%s)",
+                    (ttl, holders),
+                )
+
+    def leave(self, worker_id: str) -> None:
+        """Remove a worker that stopped cleanly."""
+        self._rows("DELETE FROM workers WHERE worker_id = %s", (worker_id,))
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Live workers (heartbeat within :data:`DEAD_AFTER_SECONDS`), each with the runs its
+        taken submissions hold."""
+        rows = self._rows(
+            f"SELECT w.worker_id, w.concurrency, w.state, {_NOW} - w.heartbeat_at,"
+            " COALESCE(array_agg(s.run_id) FILTER (WHERE s.run_id IS NOT NULL), '{}')"
+            " FROM workers w LEFT JOIN submissions s ON s.taken_by = w.worker_id"
+            " AND s.state = 'taken'"
+            f" WHERE w.heartbeat_at > {_NOW} - %s GROUP BY w.worker_id ORDER BY w.worker_id",
+            (DEAD_AFTER_SECONDS,),
+        )
+        return [
+            {
+                "worker_id": r[0],
+                "concurrency": int(r[1]),
+                "state": r[2],
+                "heartbeat_age_seconds": round(float(r[3]), 3),
+                "holds": sorted(r[4]),
+            }
+            for r in rows
+        ]
+
+    def reclaim_orphans(self) -> int:
+        """Give the dead workers' taken submissions back (``resume {}`` of a run that exists,
+        the same ``start`` otherwise; ``failed`` after :data:`MAX_DEATHS`); forget the dead
+        workers; queue ``resume {}`` for stranded runs (``running``, no live lease, no work
+        queued or taken: a driver died with no submission left to give back, a person's
+        ``proctor run`` killed included). Returns how many went back."""
+        with self.store.transaction():
+            dead = [
+                str(r[0])
+                for r in self._rows(
+                    f"SELECT worker_id FROM workers WHERE heartbeat_at <= {_NOW} - %s"
+                    " FOR UPDATE SKIP LOCKED",
+                    (DEAD_AFTER_SECONDS,),
+                )
+            ]
+            taken = self._rows(
+                "SELECT s.id, s.kind, EXISTS (SELECT 1 FROM runs r WHERE r.run_id = s.run_id),"
+                " s.attempts FROM submissions s WHERE s.state = 'taken' AND (s.taken_by = ANY(%s)"
+                " OR NOT EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = s.taken_by))"
+                " FOR UPDATE OF s SKIP LOCKED",
+                (dead,),
+            )
+            for sid, kind, exists, attempts in taken:
+                if int(attempts) >= MAX_DEATHS:
+                    self.finish(int(sid), "failed", "its workers died too often")
+                    continue
+                if kind == "start" and not exists:
+                    self._rows(
+                        "UPDATE submissions SET state = 'queued', taken_by = NULL WHERE id = %s",
+                        (sid,),
+                    )
+                else:
+                    self.requeue_as_resume(int(sid), "its worker died; any worker continues")
+            if dead:
+                self._rows("DELETE FROM workers WHERE worker_id = ANY(%s)", (dead,))
+            stranded = self._rows(
+                "INSERT INTO submissions (kind, run_id, body, due_at)"
+                f" SELECT 'resume', r.run_id, %s, {_NOW} FROM runs r WHERE r.status = 'running'"
+                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+                f" AND l.expires_at > {_NOW}) AND NOT EXISTS (SELECT 1 FROM submissions s"
+                " WHERE s.run_id = r.run_id AND s.state IN ('queued', 'taken'))"
+                " LIMIT 100 RETURNING id",
+                (_CONTINUE,),
+            )
+        return len(taken) + len(stranded)

@@ -1,0 +1,539 @@
+"""The PostgreSQL run store, used when ``PROCTOR_DATABASE_URL`` names a ``postgresql://`` database.
+
+Many workers, on many machines, share one database: each process keeps one connection pool per
+database (psycopg 3 and psycopg-pool). Every method is one transaction of its own unless it runs
+inside :meth:`PostgresRunStore.transaction` (re-entrant, per thread), and a commit returns only
+once PostgreSQL has made it durable, so a claim, a settlement or a decision is on disk before
+the effect or the next step, as on SQLite. Lease expiry is measured on the database's clock, so
+machines whose clocks disagree still agree on when a lease ran out.
+
+Refused: a URL psycopg cannot parse, a server that cannot be reached or refuses the login
+(``store_unreachable``), a schema newer than this proctor's (``store_schema_newer``). Messages
+name the store as ``$PROCTOR_DATABASE_URL``, never by the URL (it may carry a password).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from proctor.errors import StoreError
+from proctor.runtime.records.postgres_pool import (
+    close_pools,
+    driver_message,
+    is_postgres_url,
+    pool_for,
+)
+from proctor.runtime.records.runs import (
+    CallRecord,
+    JournalRecord,
+    PendingRequest,
+    RequestRecord,
+    RunCounts,
+    RunRecord,
+)
+
+__all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
+
+_NOW = "extract(epoch from clock_timestamp())"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class PostgresRunStore:
+    """A :class:`proctor.runtime.records.runs.RunStore` in a PostgreSQL database."""
+
+    def __init__(self, url: str, *, shown: str = "$PROCTOR_DATABASE_URL") -> None:
+        """Open the store at ``url`` (migrating its schema once per process).
+
+        Raises:
+            StoreError: ``store_unreachable``, ``store_schema_newer``.
+        """
+        if not is_postgres_url(url):
+            raise StoreError(
+                f"the run store {shown} is not a postgresql:// URL", code="store_unreachable"
+            )
+        self.url = url
+        self.shown = shown
+        self._pool = pool_for(url, shown)
+        self._local = threading.local()
+
+    # -- connections and transactions -------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One commit for every write inside; nested uses (same thread) join the outer one."""
+        local = self._local
+        if getattr(local, "conn", None) is not None:
+            local.depth += 1
+            try:
+                yield
+            finally:
+                local.depth -= 1
+            return
+        with self._pool.connection() as conn, conn.transaction():
+            local.conn, local.depth = conn, 1
+            try:
+                yield
+            finally:
+                local.conn, local.depth = None, 0
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """The thread's transaction connection, or one from the pool (for :mod:`fleet`)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        with self._pool.connection() as pooled:
+            yield pooled
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self.connection() as conn:
+                cur = conn.execute(sql, params)
+                return list(cur.fetchall()) if cur.description is not None else []
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(exc) from exc
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _error(self, exc: Exception) -> StoreError:
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreError(
+                f"the run store {self.shown} failed: {driver_message(exc, self.url)}",
+                code="store_unreachable",
+            )
+        return StoreError(f"run store error: {driver_message(exc, self.url)}")
+
+    # -- runs -------------------------------------------------------------------------------
+
+    _RUN_COLS = "cursor, run_id, skill, method, status, outcome, receipt_id, created_at,"
+    _RUN_COLS += " updated_at, data"
+
+    @staticmethod
+    def _run(row: tuple[Any, ...]) -> RunRecord:
+        return RunRecord(
+            cursor=int(row[0]),
+            run_id=row[1],
+            skill=row[2],
+            method=row[3],
+            status=row[4],
+            outcome=row[5],
+            receipt_id=row[6],
+            created_at=row[7],
+            updated_at=row[8],
+            data=json.loads(row[9]),
+        )
+
+    def create_run(self, record: RunRecord) -> RunRecord:
+        import psycopg
+
+        now = _now()
+        try:
+            with self.transaction(), self.connection() as conn:
+                row = conn.execute(
+                    "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
+                    " created_at, updated_at, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                    " RETURNING cursor",
+                    (
+                        record.run_id,
+                        record.skill,
+                        record.method,
+                        record.status,
+                        record.outcome,
+                        record.receipt_id,
+                        now,
+                        now,
+                        _dumps(record.data),
+                    ),
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                    (record.run_id,),
+                )
+        except psycopg.errors.UniqueViolation as exc:
+            raise StoreError(f"a run with id {record.run_id} already exists") from exc
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
+        record.cursor = int(row[0]) if row else 0
+        record.created_at = record.updated_at = now
+        return record
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._one(f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s", (run_id,))
+        return None if row is None else self._run(row)
+
+    def find_reusable(self, reuse_key: str, *, since: str) -> RunRecord | None:
+        row = self._one(
+            f"SELECT {self._RUN_COLS} FROM runs WHERE status = 'sealed'"
+            " AND outcome = 'completed' AND ((data::jsonb) ->> 'reuse_key') = %s"
+            " AND updated_at >= %s ORDER BY cursor DESC LIMIT 1",
+            (reuse_key, since),
+        )
+        return None if row is None else self._run(row)
+
+    def update_run(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        outcome: str | None = None,
+        receipt_id: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        with self.transaction():
+            row = self._one(
+                f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s FOR UPDATE", (run_id,)
+            )
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            current = self._run(row)
+            merged = dict(current.data)
+            if data:
+                merged.update(data)
+            self._rows(
+                "UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
+                " updated_at = %s WHERE run_id = %s",
+                (
+                    status or current.status,
+                    outcome if outcome is not None else current.outcome,
+                    receipt_id if receipt_id is not None else current.receipt_id,
+                    _dumps(merged),
+                    _now(),
+                    run_id,
+                ),
+            )
+
+    def list_runs(self, *, after: int | None = None, limit: int = 50) -> list[RunRecord]:
+        if after is None:
+            rows = self._rows(
+                f"SELECT {self._RUN_COLS} FROM runs ORDER BY cursor DESC LIMIT %s", (limit,)
+            )
+        else:
+            rows = self._rows(
+                f"SELECT {self._RUN_COLS} FROM runs WHERE cursor < %s"
+                " ORDER BY cursor DESC LIMIT %s",
+                (after, limit),
+            )
+        return [self._run(r) for r in rows]
+
+    # -- events -----------------------------------------------------------------------------
+
+    def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
+        row = self._one(
+            "INSERT INTO events (run_id, seq, at, kind, body) SELECT %s,"
+            " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s RETURNING seq",
+            (run_id, _now(), kind, _dumps(body), run_id),
+        )
+        return int(row[0]) if row else 0
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT seq, at, kind, body FROM events WHERE run_id = %s ORDER BY seq", (run_id,)
+        )
+        return [{"seq": r[0], "at": r[1], "kind": r[2], "body": json.loads(r[3])} for r in rows]
+
+    # -- calls ------------------------------------------------------------------------------
+
+    _CALL_INSERT = (
+        "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
+        " idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+    )
+    _CALL_COLS = "run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
+    _CALL_COLS += " idempotency_key"
+
+    @staticmethod
+    def _call_params(call: CallRecord) -> tuple[Any, ...]:
+        return (
+            call.run_id,
+            call.call_id,
+            call.step_id,
+            call.tool,
+            call.state,
+            call.args_digest,
+            call.outcome,
+            None if call.result is None else _dumps(call.result),
+            call.idempotency_key,
+        )
+
+    @staticmethod
+    def _call(row: tuple[Any, ...]) -> CallRecord:
+        return CallRecord(
+            run_id=row[0],
+            call_id=row[1],
+            step_id=row[2],
+            tool=row[3],
+            state=row[4],
+            args_digest=row[5],
+            outcome=row[6],
+            result=None if row[7] is None else json.loads(row[7]),
+            idempotency_key=row[8],
+        )
+
+    def claim_call(self, call: CallRecord) -> None:
+        call.state = "claimed"
+        self._rows(self._CALL_INSERT, self._call_params(call))
+
+    def settle_call(self, run_id: str, call_id: str, outcome: str, result: Any) -> None:
+        self._rows(
+            "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
+            " WHERE run_id = %s AND call_id = %s",
+            (outcome, _dumps(result), run_id, call_id),
+        )
+
+    def record_call(self, call: CallRecord) -> None:
+        call.state = "settled"
+        self._rows(self._CALL_INSERT, self._call_params(call))
+
+    def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        row = self._one(
+            f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = %s AND call_id = %s",
+            (run_id, call_id),
+        )
+        return None if row is None else self._call(row)
+
+    def calls(self, run_id: str) -> list[CallRecord]:
+        rows = self._rows(
+            f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = %s ORDER BY ord", (run_id,)
+        )
+        return [self._call(r) for r in rows]
+
+    def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
+        where = "step_id IS NULL" if step_id is None else "step_id = %s"
+        params = (run_id,) if step_id is None else (run_id, step_id)
+        rows = self._rows(
+            f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = %s AND {where} ORDER BY ord",
+            params,
+        )
+        return [self._call(r) for r in rows]
+
+    def run_counts(self, run_id: str) -> RunCounts:
+        query = "SELECT calls, admitted, steps FROM run_counts WHERE run_id = %s"
+        row = self._one(query, (run_id,))
+        if row is None:
+            with self.transaction():
+                self._rows(
+                    "INSERT INTO run_counts (run_id, calls, admitted, steps) SELECT %s,"
+                    " (SELECT COUNT(*) FROM calls WHERE run_id = %s),"
+                    " (SELECT COUNT(*) FROM calls WHERE run_id = %s"
+                    "  AND outcome IS DISTINCT FROM 'refused'),"
+                    " (SELECT COUNT(*) FROM steps WHERE run_id = %s) ON CONFLICT DO NOTHING",
+                    (run_id, run_id, run_id, run_id),
+                )
+            row = self._one(query, (run_id,))
+        assert row is not None
+        return RunCounts(calls=int(row[0]), admitted=int(row[1]), steps=int(row[2]))
+
+    def find_idempotent(self, key: str) -> CallRecord | None:
+        row = self._one(
+            f"SELECT {self._CALL_COLS} FROM calls WHERE idempotency_key = %s"
+            " AND state = 'settled' AND outcome = 'completed' ORDER BY ord LIMIT 1",
+            (key,),
+        )
+        return None if row is None else self._call(row)
+
+    # -- steps, requests, decisions ---------------------------------------------------------
+
+    def settle_step(
+        self, run_id: str, step_id: str, body: dict[str, Any], *, used: list[str] | None = None
+    ) -> None:
+        import psycopg
+
+        try:
+            with self.transaction(), self.connection() as conn:
+                conn.execute(
+                    "INSERT INTO steps (run_id, step_id, body) VALUES (%s,%s,%s)",
+                    (run_id, step_id, _dumps(body)),
+                )
+                for address in used or []:
+                    conn.execute(
+                        "UPDATE requests SET state = 'used' WHERE run_id = %s AND address = %s"
+                        " AND decision IS NOT NULL",
+                        (run_id, address),
+                    )
+        except psycopg.errors.UniqueViolation as exc:
+            raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
+
+    def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
+        rows = self._rows(
+            "SELECT step_id, body FROM steps WHERE run_id = %s ORDER BY ord", (run_id,)
+        )
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
+
+    @staticmethod
+    def _request(row: tuple[Any, ...]) -> RequestRecord:
+        return RequestRecord(
+            run_id=row[0],
+            address=row[1],
+            kind=row[2],
+            request_digest=row[3],
+            body=json.loads(row[4]),
+            state=row[5],
+            decision=None if row[6] is None else json.loads(row[6]),
+            cursor=int(row[7]),
+        )
+
+    def put_request(self, request: RequestRecord) -> RequestRecord:
+        with self.transaction():
+            row = self._one(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s"
+                " FOR UPDATE",
+                (request.run_id, request.address),
+            )
+            if row is not None:
+                current = self._request(row)
+                if current.request_digest == request.request_digest:
+                    return current
+                self._rows(
+                    "UPDATE requests SET kind = %s, request_digest = %s, body = %s,"
+                    " state = 'open', decision = NULL WHERE run_id = %s AND address = %s",
+                    (
+                        request.kind,
+                        request.request_digest,
+                        _dumps(request.body),
+                        request.run_id,
+                        request.address,
+                    ),
+                )
+                request.cursor = current.cursor
+            else:
+                made = self._one(
+                    "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+                    " VALUES (%s,%s,%s,%s,%s, 'open') RETURNING ord",
+                    (
+                        request.run_id,
+                        request.address,
+                        request.kind,
+                        request.request_digest,
+                        _dumps(request.body),
+                    ),
+                )
+                request.cursor = int(made[0]) if made else 0
+        request.state, request.decision = "open", None
+        return request
+
+    def requests(self, run_id: str) -> list[RequestRecord]:
+        rows = self._rows(
+            f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s ORDER BY ord", (run_id,)
+        )
+        return [self._request(r) for r in rows]
+
+    def pending_requests(
+        self, *, after: int | None = None, limit: int = 50
+    ) -> list[PendingRequest]:
+        run_cols = ", ".join(f"r.{c.strip()}" for c in self._RUN_COLS.split(","))
+        req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
+        rows = self._rows(
+            f"SELECT {run_cols}, {req_cols} FROM requests q"
+            " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.ord > %s"
+            " AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
+            (after or 0, limit),
+        )
+        return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]
+
+    def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
+        with self.transaction():
+            for address, decision in decisions.items():
+                self._rows(
+                    "UPDATE requests SET state = 'decided', decision = %s"
+                    " WHERE run_id = %s AND address = %s AND state != 'used'",
+                    (_dumps(decision), run_id, address),
+                )
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def acquire_lease(
+        self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
+    ) -> str | None:
+        """Take the lease row (``FOR UPDATE SKIP LOCKED``: a row another driver is taking at
+        this moment counts as held); expiry is on the database's clock."""
+        with self.transaction():
+            made = self._one(
+                f"INSERT INTO leases (run_id, holder, expires_at) VALUES (%s, %s, {_NOW} + %s)"
+                " ON CONFLICT (run_id) DO NOTHING RETURNING holder",
+                (run_id, holder, ttl_seconds),
+            )
+            if made is not None:
+                return None
+            row = self._one(
+                f"SELECT holder, expires_at < {_NOW} FROM leases WHERE run_id = %s"
+                " FOR UPDATE SKIP LOCKED",
+                (run_id,),
+            )
+            if row is None:
+                return "(another driver, taking it now)"
+            current, expired = str(row[0]), bool(row[1])
+            if current != holder and not expired and current != steal_from:
+                return current
+            self._rows(
+                f"UPDATE leases SET holder = %s, expires_at = {_NOW} + %s WHERE run_id = %s",
+                (holder, ttl_seconds, run_id),
+            )
+        return None
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        self._rows("DELETE FROM leases WHERE run_id = %s AND holder = %s", (run_id, holder))
+
+    # -- journal ----------------------------------------------------------------------------
+
+    def journal_open(self, record: JournalRecord) -> None:
+        self._rows(
+            "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (%s,%s,%s,%s)",
+            (record.bundle_id, record.run_id, "open", _dumps(record.entries)),
+        )
+
+    def journal_close(self, bundle_id: str, state: str) -> None:
+        self._rows("UPDATE journal SET state = %s WHERE bundle_id = %s", (state, bundle_id))
+
+    def journal_pending(self) -> list[JournalRecord]:
+        """Open bundles, except those of a run whose live lease is held on another machine:
+        that driver is applying the bundle now (a bundle's owner is checked by process id,
+        which only means something on its own machine; across machines the lease tells)."""
+        import socket
+
+        rows = self._rows(
+            "SELECT bundle_id, run_id, state, entries FROM journal j WHERE state = 'open'"
+            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = j.run_id"
+            f" AND l.expires_at > {_NOW} AND split_part(l.holder, '|', 1) <> %s)",
+            (socket.gethostname(),),
+        )
+        return [JournalRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    # -- the audit log's newest anchor ------------------------------------------------------
+
+    def record_audit_anchor(self, anchor: dict[str, Any]) -> None:
+        self._rows(
+            "INSERT INTO audit_anchor (id, lines, body) VALUES (1, %s, %s) ON CONFLICT (id)"
+            " DO UPDATE SET lines = excluded.lines, body = excluded.body"
+            " WHERE excluded.lines >= audit_anchor.lines",
+            (int(anchor["lines"]), _dumps(anchor)),
+        )
+
+    def audit_anchor(self) -> dict[str, Any] | None:
+        row = self._one("SELECT body FROM audit_anchor WHERE id = 1")
+        return None if row is None else dict(json.loads(row[0]))
+
+    def close(self) -> None:
+        """Nothing to release per store: the process's pool outlives it (see close_pools)."""

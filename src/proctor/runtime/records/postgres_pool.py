@@ -1,0 +1,102 @@
+"""The PostgreSQL run store's connections: one pool per database and process, opened (and the
+schema migrated) on first use; driver errors turned into messages without the URL's secrets."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from proctor.errors import StoreError
+from proctor.runtime.records.postgres_schema import migrate
+
+__all__ = ["POOL_SIZE", "close_pools", "driver_message", "is_postgres_url", "pool_for"]
+
+
+def is_postgres_url(url: str) -> bool:
+    """True for the URLs this store serves (``postgresql://`` or ``postgres://``)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+_POOLS: dict[str, Any] = {}
+_POOLS_LOCK = threading.Lock()
+POOL_SIZE = 20
+"""Connections per process and database: a worker's slots (at most 16) and its heartbeat."""
+
+
+def driver_message(exc: Exception, url: str = "") -> str:
+    """The first line of a driver error, without the URL's user or password in it (a URL
+    psycopg cannot parse is named as such, its text never echoed)."""
+    import psycopg
+
+    if isinstance(exc, psycopg.ProgrammingError) and "dsn" in str(exc).lower():
+        return "it is not a valid PostgreSQL URL"
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    for secret in _userinfo(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _userinfo(url: str) -> list[str]:
+    """The user and password a URL carries (longest first), to keep out of messages."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        found = [parts.username or "", parts.password or ""]
+    except ValueError:
+        found = []
+    head = url.split("://", 1)[-1].rsplit("@", 1)
+    if len(head) == 2:
+        found += head[0].split(":", 1)
+    found += [unquote(f) for f in found]
+    return sorted({f for f in found if len(f) >= 3}, key=len, reverse=True)
+
+
+def pool_for(url: str, shown: str) -> Any:
+    """This process's pool for ``url``, opened (and the schema migrated) on first use.
+
+    Raises:
+        StoreError: ``store_unreachable``, ``store_schema_newer``.
+    """
+    with _POOLS_LOCK:
+        pool = _POOLS.get(url)
+        if pool is not None:
+            return pool
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:  # pragma: no cover - the postgres extra is not installed
+            raise StoreError(
+                "the run store on PostgreSQL needs the postgres extra"
+                " (pip install 'proctor[postgres]')",
+                code="store_unreachable",
+            ) from exc
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                migrate(conn, shown)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open the run store {shown}: {driver_message(exc, url)}",
+                code="store_unreachable",
+            ) from exc
+        pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            kwargs={"autocommit": True, "connect_timeout": 5},
+            open=False,
+            name="proctor-runs",
+        )
+        pool.open(wait=True, timeout=10.0)
+        _POOLS[url] = pool
+        return pool
+
+
+def close_pools() -> None:
+    """Close every pool this process opened (a worker at exit; tests between databases)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
+        pool.close()

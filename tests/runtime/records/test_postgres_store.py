@@ -1,0 +1,124 @@
+"""What only the PostgreSQL run store has: migrations, its URL, its indexes, its clock.
+
+- many processes opening a new database at once apply each migration exactly once (the
+  advisory lock), and a database a newer proctor migrated is refused ``store_schema_newer``
+  with nothing written;
+- whatever ``PROCTOR_DATABASE_URL`` holds, opening is a :class:`StoreError` naming the store
+  as ``$PROCTOR_DATABASE_URL`` (never the URL, which may carry a password), never a traceback
+  (fuzzed; every URL the fuzzer makes points at loopback);
+- the history and pending-requests pages read an index, not the table.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proctor.errors import StoreError
+from proctor.runtime.records.postgres_schema import SCHEMA_VERSION
+from tests.pg import fresh_schema
+
+_OPEN = """
+import sys
+from proctor.runtime.records.postgres import PostgresRunStore
+PostgresRunStore(sys.argv[1]).list_runs()
+"""
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_schema() as made:
+        yield made
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(url: str) -> None:
+    import psycopg
+
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN, url]) for _ in range(4)]
+    assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
+    with psycopg.connect(url, autocommit=True) as conn:
+        versions = conn.execute("SELECT version FROM proctor_schema").fetchall()
+    assert versions == [(SCHEMA_VERSION,)]
+
+
+def test_a_newer_schema_is_refused_and_nothing_is_written(url: str) -> None:
+    import psycopg
+
+    from proctor.runtime.records.postgres import PostgresRunStore, close_pools
+
+    PostgresRunStore(url)
+    close_pools()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO proctor_schema (version) VALUES (%s)", (SCHEMA_VERSION + 1,))
+        before = conn.execute("SELECT COUNT(*) FROM proctor_schema").fetchone()
+    with pytest.raises(StoreError) as refused:
+        PostgresRunStore(url)
+    assert refused.value.code == "store_schema_newer"
+    assert "$PROCTOR_DATABASE_URL" in refused.value.message
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM proctor_schema").fetchone() == before
+
+
+def test_the_listing_pages_read_an_index(url: str) -> None:
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    store = PostgresRunStore(url)
+    with store.connection() as conn:
+        conn.execute("SET enable_seqscan = off")
+        try:
+            for sql in (
+                "SELECT * FROM runs WHERE cursor < 10 ORDER BY cursor DESC LIMIT 20",
+                "SELECT * FROM requests WHERE state = 'open' AND ord > 5 ORDER BY ord LIMIT 50",
+            ):
+                plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
+                assert "Index" in plan and "Seq Scan" not in plan, plan
+        finally:
+            conn.execute("RESET enable_seqscan")
+
+
+_SAFE = st.text(st.characters(codec="utf-8", exclude_characters="?&=#/@:%\x00"), max_size=30)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scheme=st.sampled_from(["postgresql://", "postgres://", "mysql://", "", "postgresql:"]),
+    user=_SAFE,
+    port=st.sampled_from(["1", "9", "65535", "0", "99999", "x", ""]),
+    database=_SAFE,
+    extra=st.sampled_from(["", "?sslmode=nonsense", "?bogus", "?connect_timeout=x"]),
+)
+def test_any_database_url_is_a_store_error_never_a_traceback(
+    scheme: str, user: str, port: str, database: str, extra: str
+) -> None:
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    password = "Sekr3tPassw0rd"
+    url = f"{scheme}{user}:{password}@127.0.0.1:{port}/{database}{extra}"
+    with pytest.raises(StoreError) as refused:
+        PostgresRunStore(url)
+    assert refused.value.code == "store_unreachable"
+    assert password not in refused.value.message
+    assert "127.0.0.1" not in refused.value.message or "$PROCTOR_DATABASE_URL" in (
+        refused.value.message
+    )
+
+
+def test_a_bundle_a_live_driver_on_another_machine_applies_is_not_pending(url: str) -> None:
+    import socket
+
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import JournalRecord
+
+    store = PostgresRunStore(url)
+    for run_id in ("elsewhere", "here", "expired"):
+        store.journal_open(JournalRecord(f"b-{run_id}", run_id, "open", []))
+    assert store.acquire_lease("elsewhere", "other-machine|1|0.00|aa", 60) is None
+    assert store.acquire_lease("here", f"{socket.gethostname()}|1|0.00|bb", 60) is None
+    assert store.acquire_lease("expired", "other-machine|2|0.00|cc", -1) is None
+    pending = sorted(r.bundle_id for r in store.journal_pending())
+    assert pending == ["b-expired", "b-here"]  # this machine's owners are checked by pid

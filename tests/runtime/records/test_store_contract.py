@@ -1,0 +1,278 @@
+"""The run store's contract, run against both backends: SQLite and PostgreSQL.
+
+Every rule of :mod:`proctor.runtime.records.runs` is checked the same way on each store: runs
+and their cursor pages, append-only events, claims and settlements, per-step reads and the
+counters, idempotency keys, steps settled once with their decisions used in the same commit,
+requests and decisions, leases, the journal, the audit anchor, the pending-requests page, and
+a transaction that fails leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.errors import StoreError
+from proctor.runtime.records.runs import (
+    CallRecord,
+    JournalRecord,
+    RequestRecord,
+    RunCounts,
+    RunRecord,
+    RunStore,
+)
+from tests.pg import fresh_schema
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
+    if request.param == "sqlite":
+        from proctor.runtime.records.sqlite import SQLiteRunStore
+
+        lite = SQLiteRunStore(tmp_path / "runs.sqlite")
+        yield lite
+        lite.close()
+        return
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    with fresh_schema() as url:
+        pg = PostgresRunStore(url)
+        yield pg
+        pg.close()
+
+
+def _call(
+    run_id: str, call_id: str, step: str | None, outcome: str | None, **kw: Any
+) -> CallRecord:
+    return CallRecord(
+        run_id=run_id,
+        call_id=call_id,
+        step_id=step,
+        tool="echo",
+        state="settled",
+        args_digest="sha256:" + "0" * 64,
+        outcome=outcome,
+        result={"status": outcome},
+        **kw,
+    )
+
+
+def test_runs_are_created_once_updated_by_merge_and_paged_by_cursor(store: RunStore) -> None:
+    made = [store.create_run(RunRecord(run_id=f"r{n}", skill="s", method="m")) for n in range(5)]
+    assert [r.cursor for r in made] == sorted(r.cursor for r in made)
+    assert made[0].created_at
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_run(RunRecord(run_id="r0", skill="s", method="m"))
+    store.update_run("r1", status="sealed", outcome="completed", data={"a": 1})
+    store.update_run("r1", data={"b": 2}, receipt_id="rc")
+    got = store.get_run("r1")
+    assert got is not None
+    assert (got.status, got.outcome, got.receipt_id, got.data) == (
+        "sealed",
+        "completed",
+        "rc",
+        {"a": 1, "b": 2},
+    )
+    assert store.get_run("missing") is None
+    with pytest.raises(StoreError, match="no run"):
+        store.update_run("missing", status="x")
+    first = store.list_runs(limit=2)
+    assert [r.run_id for r in first] == ["r4", "r3"]
+    second = store.list_runs(after=first[-1].cursor, limit=2)
+    assert [r.run_id for r in second] == ["r2", "r1"]
+    assert [r.run_id for r in store.list_runs(after=second[-1].cursor, limit=9)] == ["r0"]
+
+
+def test_events_are_numbered_in_order_and_append_only(store: RunStore) -> None:
+    store.create_run(RunRecord(run_id="r", skill="s", method="m"))
+    assert [store.append_event("r", "k", {"n": n}) for n in range(3)] == [1, 2, 3]
+    assert store.append_event("other", "k", {}) == 1
+    events = store.events("r")
+    assert [(e["seq"], e["kind"], e["body"]) for e in events] == [
+        (1, "k", {"n": 0}),
+        (2, "k", {"n": 1}),
+        (3, "k", {"n": 2}),
+    ]
+    with pytest.raises(StoreError), store.transaction():
+        _raw(store, "UPDATE events SET kind = 'forged' WHERE run_id = 'r'")
+    with pytest.raises(StoreError), store.transaction():
+        _raw(store, "DELETE FROM events WHERE run_id = 'r'")
+    assert store.events("r") == events
+
+
+def _raw(store: RunStore, sql: str) -> None:
+    """A write behind the store's methods (what an attacker with the store's login could try)."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+
+    if isinstance(store, PostgresRunStore):
+        store._rows(sql)
+    else:
+        assert isinstance(store, SQLiteRunStore)
+        store._exec(sql)
+
+
+def test_claims_settle_and_counters_stay_equal_to_a_recount(store: RunStore) -> None:
+    store.create_run(RunRecord(run_id="r", skill="s", method="m"))
+    claimed = _call("r", "c1", "a", None, idempotency_key="k1")
+    store.claim_call(claimed)
+    got = store.get_call("r", "c1")
+    assert got is not None and got.state == "claimed" and got.outcome is None
+    assert store.find_idempotent("k1") is None  # claimed, not settled
+    store.settle_call("r", "c1", "completed", {"ok": True})
+    got = store.get_call("r", "c1")
+    assert got is not None and (got.state, got.outcome, got.result) == (
+        "settled",
+        "completed",
+        {"ok": True},
+    )
+    found = store.find_idempotent("k1")
+    assert found is not None and found.call_id == "c1"
+    store.record_call(_call("r", "c2", "b", "refused"))
+    store.record_call(_call("r", "c3", None, "completed"))
+    store.claim_call(_call("r", "c4", "a", None))
+    store.settle_call("r", "c4", "refused", {})
+    assert [c.call_id for c in store.calls("r")] == ["c1", "c2", "c3", "c4"]
+    assert [c.call_id for c in store.step_calls("r", "a")] == ["c1", "c4"]
+    assert [c.call_id for c in store.step_calls("r", None)] == ["c3"]
+    store.settle_step("r", "a", {"outcome": "completed"})
+    assert store.run_counts("r") == RunCounts(calls=4, admitted=2, steps=1)
+    assert store.get_call("r", "nope") is None
+
+
+def test_counts_of_a_run_never_created_are_counted_once(store: RunStore) -> None:
+    store.record_call(_call("loose", "c1", "a", "completed"))
+    store.record_call(_call("loose", "c2", "a", "refused"))
+    assert store.run_counts("loose") == RunCounts(calls=2, admitted=1, steps=0)
+    store.record_call(_call("loose", "c3", "a", "completed"))
+    assert store.run_counts("loose") == RunCounts(calls=3, admitted=2, steps=0)
+
+
+def test_a_step_settles_once_and_uses_its_decisions_in_the_same_commit(store: RunStore) -> None:
+    store.create_run(RunRecord(run_id="r", skill="s", method="m"))
+    asked = store.put_request(
+        RequestRecord(run_id="r", address="steps.ok", kind="approval", request_digest="d1", body={})
+    )
+    assert asked.state == "open" and asked.cursor > 0
+    store.record_decisions("r", {"steps.ok": {"approved": True}})
+    again = store.put_request(
+        RequestRecord(run_id="r", address="steps.ok", kind="approval", request_digest="d1", body={})
+    )
+    assert again.state == "decided" and again.decision == {"approved": True}
+    store.settle_step("r", "ok", {"outcome": "completed"}, used=["steps.ok"])
+    with pytest.raises(StoreError, match="already settled"):
+        store.settle_step("r", "ok", {"outcome": "failed"}, used=[])
+    assert store.step_records("r") == {"ok": {"outcome": "completed"}}
+    (req,) = store.requests("r")
+    assert req.state == "used"
+    store.record_decisions("r", {"steps.ok": {"approved": False}})  # a used one stays used
+    assert store.requests("r")[0].decision == {"approved": True}
+
+
+def test_a_changed_request_drops_a_decision_not_used(store: RunStore) -> None:
+    store.put_request(
+        RequestRecord(run_id="r", address="a", kind="approval", request_digest="d1", body={"x": 1})
+    )
+    store.record_decisions("r", {"a": {"approved": True}})
+    changed = store.put_request(
+        RequestRecord(run_id="r", address="a", kind="approval", request_digest="d2", body={"x": 2})
+    )
+    assert changed.state == "open" and changed.decision is None
+    (req,) = store.requests("r")
+    assert (req.state, req.decision, req.body) == ("open", None, {"x": 2})
+
+
+def test_pending_requests_page_across_runs_by_cursor(store: RunStore) -> None:
+    for n in range(7):
+        store.create_run(RunRecord(run_id=f"r{n}", skill="s", method="m"))
+        store.put_request(
+            RequestRecord(
+                run_id=f"r{n}", address="steps.ok", kind="approval", request_digest="d", body={}
+            )
+        )
+    store.record_decisions("r2", {"steps.ok": {"approved": True}})
+    page = store.pending_requests(limit=3)
+    assert [p.run.run_id for p in page] == ["r0", "r1", "r3"]
+    rest = store.pending_requests(after=page[-1].cursor, limit=10)
+    assert [p.request.run_id for p in rest] == ["r4", "r5", "r6"]
+    store.update_run("r5", status="sealed")  # a sealed run's leftover request is never listed
+    assert [p.run.run_id for p in store.pending_requests(after=page[-1].cursor)] == ["r4", "r6"]
+    assert store.pending_requests(after=rest[-1].cursor) == []
+
+
+def test_leases_hold_one_driver_expire_and_are_taken_from_the_dead(store: RunStore) -> None:
+    assert store.acquire_lease("r", "A", 60) is None
+    assert store.acquire_lease("r", "A", 60) is None  # renewal
+    assert store.acquire_lease("r", "B", 60) == "A"
+    assert store.acquire_lease("r", "B", 60, steal_from="A") is None
+    assert store.acquire_lease("r", "A", 60) == "B"
+    store.release_lease("r", "A")  # not A's: kept
+    assert store.acquire_lease("r", "C", 60) == "B"
+    store.release_lease("r", "B")
+    assert store.acquire_lease("r", "C", -1) is None  # already expired
+    assert store.acquire_lease("r", "D", 60) is None
+
+
+def test_leases_under_contention_have_exactly_one_winner(store: RunStore) -> None:
+    winners: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def take(holder: str) -> None:
+        barrier.wait()
+        if store.acquire_lease("contended", holder, 60) is None:
+            winners.append(holder)
+
+    threads = [threading.Thread(target=take, args=(f"h{n}",)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(winners) == 1, winners
+
+
+def test_journal_keeps_open_bundles_until_closed(store: RunStore) -> None:
+    store.journal_open(JournalRecord("b1", "r", "open", [{"path": "a.txt", "before": None}]))
+    store.journal_open(JournalRecord("b2", "r", "open", []))
+    store.journal_close("b2", "applied")
+    (pending,) = store.journal_pending()
+    assert (pending.bundle_id, pending.entries) == ("b1", [{"path": "a.txt", "before": None}])
+
+
+def test_an_older_audit_anchor_never_replaces_a_newer_one(store: RunStore) -> None:
+    assert store.audit_anchor() is None
+    store.record_audit_anchor({"lines": 5, "last_digest": "d5", "run_id": "a"})
+    store.record_audit_anchor({"lines": 3, "last_digest": "d3", "run_id": "b"})
+    assert store.audit_anchor() == {"lines": 5, "last_digest": "d5", "run_id": "a"}
+    store.record_audit_anchor({"lines": 9, "last_digest": "d9", "run_id": "c"})
+    anchor = store.audit_anchor()
+    assert anchor is not None and anchor["lines"] == 9
+
+
+def test_a_failed_transaction_leaves_nothing_behind(store: RunStore) -> None:
+    with pytest.raises(RuntimeError), store.transaction():
+        store.create_run(RunRecord(run_id="gone", skill="s", method="m"))
+        with store.transaction():  # nested: joins the outer commit
+            store.append_event("gone", "k", {})
+        raise RuntimeError("boom")
+    assert store.get_run("gone") is None
+    assert store.events("gone") == []
+
+
+def test_find_reusable_returns_the_newest_completed_run_with_the_key(store: RunStore) -> None:
+    for run_id, outcome, key in (
+        ("old", "completed", "k"),
+        ("new", "completed", "k"),
+        ("failed", "failed", "k"),
+        ("other", "completed", "j"),
+    ):
+        store.create_run(RunRecord(run_id=run_id, skill="s", method="m", data={"reuse_key": key}))
+        store.update_run(run_id, status="sealed", outcome=outcome)
+    store.create_run(RunRecord(run_id="open", skill="s", method="m", data={"reuse_key": "k"}))
+    found = store.find_reusable("k", since="1970-01-01T00:00:00Z")
+    assert found is not None and found.run_id == "new"
+    assert store.find_reusable("k", since="9999-01-01T00:00:00Z") is None
+    assert store.find_reusable("absent", since="1970-01-01T00:00:00Z") is None
