@@ -139,3 +139,25 @@ def test_only_call_receipts_carry_a_sandbox() -> None:
 
     with pytest.raises(UsageError, match="sandbox"):
         _call_receipt({"used": "none", "mode": "auto", "network": True}, kind="step")
+
+
+def test_the_sweep_keeps_what_proctor_adds_to_its_state_folder_meanwhile(tmp_path: Path) -> None:
+    # Another run seals (or a sibling child takes a lock) while a command runs: the new entries
+    # in .proctor/ are proctor's own, since the folder is hidden whole inside the sandbox; the
+    # sweep must not remove them. An authority file the process could have made is still swept.
+    ws = tmp_path / "ws"
+    (ws / ".proctor").mkdir(parents=True)
+    spec, sweep = run_sandbox(
+        Workspace(ws),
+        environ={"PROCTOR_HOME": str(tmp_path / "home")},
+        env={"PATH": "/usr/bin"},
+        cwd=ws,
+        network=False,
+    )
+    assert ws / ".proctor" in spec.hidden
+    (ws / ".proctor" / "receipts").mkdir()  # made by proctor in another process
+    (ws / ".proctor" / "locks").mkdir()
+    (ws / "proctor.toml").write_text("[egress]\n")  # made by the process: swept
+    removed = sweep.run()
+    assert removed == ["proctor.toml"]
+    assert (ws / ".proctor" / "receipts").is_dir() and (ws / ".proctor" / "locks").is_dir()

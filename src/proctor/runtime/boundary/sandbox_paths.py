@@ -136,12 +136,17 @@ class Sweep:
 
     before: dict[Path, frozenset[str]] = field(default_factory=dict)
     absent: tuple[Path, ...] = ()
+    state_shut: frozenset[Path] = frozenset()
+    """Roots whose ``.proctor/`` was hidden whole: what appears in there was made by proctor
+    itself, never by the process, and stays."""
 
     def run(self) -> list[str]:
         """Remove what appeared; return the names removed (root-relative, ``$``-free)."""
         removed: list[str] = []
         for root, names in self.before.items():
             for rel in sorted(_top_names(root) - names):
+                if root in self.state_shut and rel.startswith(".proctor/"):
+                    continue
                 if authority_reason(rel) is not None:
                     _remove(root / rel)
                     removed.append(rel)
@@ -254,6 +259,11 @@ def run_sandbox(
             elif "/" not in rel and rel != ".git" and sensitive_reason(rel) is not None:
                 covered.add(rel)
                 hidden.append(root / rel)
+        if ".proctor" in covered:
+            # proctor's state folder is hidden whole (an empty read-only folder inside): the
+            # process can plant nothing there, so the sweep never removes what proctor itself
+            # adds meanwhile (another run's seal, a sibling child's locks)
+            sweep.state_shut |= {root}
         # below the top level: hidden unless a read-only or hidden folder covers it already
         hidden += [root / rel for rel in _deep_sensitive(root) if rel.split("/")[0] not in covered]
         read_only += [root / rel for rel in _GIT_HOST_CODE]
