@@ -100,6 +100,7 @@ class AgentCalls(_Model):
 
     tools: list[NonEmpty] = []
     skills: list[NonEmpty] = []
+    operations: list[NonEmpty] = []
 
 
 class AgentSpec(_Model):

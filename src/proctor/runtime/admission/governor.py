@@ -21,10 +21,10 @@ it never raises and never ends the process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
@@ -34,9 +34,18 @@ from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.admission.calls import AwaitApproval as AwaitApproval
+from proctor.runtime.admission.calls import CallOutcome as CallOutcome
+from proctor.runtime.admission.calls import CallSpec as CallSpec
+from proctor.runtime.admission.calls import CallStatus as CallStatus
+from proctor.runtime.admission.calls import Clock as Clock
+from proctor.runtime.admission.calls import Deliver as Deliver
+from proctor.runtime.admission.calls import utc_now as _utc_now
 from proctor.runtime.admission.names import name_refusal, recorded_name
+from proctor.runtime.admission.operations import approval_required, operation_spec
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
+from proctor.runtime.connectors.operations import quoted
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
@@ -47,110 +56,18 @@ from proctor.runtime.tools.base import (
 )
 
 if TYPE_CHECKING:
-    import threading
-
     from proctor.core.budget import ReceiptBudget
-    from proctor.runtime.boundary.sandbox import SandboxSetting, SandboxUse
+    from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.runs import RunStore
-
-CallStatus = Literal["completed", "failed", "refused"]
-Clock = Callable[[], datetime]
-Deliver = Callable[["CallSpec", Tool], dict[str, Any]]
-"""The delivery seam: returns extras for the tool context (e.g. a resolved credential)."""
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class CallSpec:
-    """One proposed call.
-
-    Attributes:
-        tool: the tool name as proposed.
-        args: the arguments as proposed (never trusted).
-        allowance: tools the step or turn may call; empty admits nothing.
-        step_id / step_index: where in the run the call is made.
-        reason: the caller's stated reason.
-        call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
-        idempotency_key: an effect already done under this key is not sent again.
-        address: where an approval of this call is asked (default: the step id).
-        cancel: set it to cancel the call: a read in flight stops (``call_cancelled``); an
-            effect in flight runs to its end and settles as it ended, the cancel recorded
-            beside it; a call not started yet is not sent.
-        can_wait: ``False`` for a caller that cannot pause on a person (a managed agent
-            turn): a change the floor would hold is refused ``approval_required`` instead,
-            recorded like any refusal.
-    """
-
-    tool: str
-    args: Mapping[str, Any]
-    allowance: frozenset[str]
-    step_id: str | None = None
-    step_index: int | None = None
-    reason: str = ""
-    call_id: str | None = None
-    idempotency_key: str | None = None
-    address: str | None = None
-    cancel: threading.Event | None = field(default=None, compare=False)
-    can_wait: bool = True
 
 
 class _AlreadyDone(Exception):
     def __init__(self, record: CallRecord) -> None:
         super().__init__(record.call_id)
         self.record = record
-
-
-class AwaitApproval(Exception):
-    """The floor holds a change under ``effects: ask``: the run pauses on this request.
-
-    Attributes:
-        address: where the request is asked (a step id, or ``step/call`` in a turn).
-        body: what the person sees: the tool, the reason and exactly what executes.
-        request_digest: the digest of ``body``; a decision binds to it.
-    """
-
-    def __init__(self, address: str, body: dict[str, Any], request_digest: str) -> None:
-        super().__init__(f"{address} waits on a person's approval")
-        self.address = address
-        self.body = body
-        self.request_digest = request_digest
-
-
-@dataclass
-class CallOutcome:
-    """What became of one call. ``result`` and ``error`` are already sanitized."""
-
-    call_id: str
-    tool: str
-    step_id: str | None
-    status: CallStatus
-    result: Any = None
-    error: dict[str, Any] | None = None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
-    args_digest: str = ""
-    outputs_digest: str | None = None
-    effect: str = "none"
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    already_done: str | None = None
-    approved_by: str | None = None
-    sandbox: SandboxUse | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the tool ran and completed."""
-        return self.status == "completed"
-
-    @property
-    def code(self) -> str | None:
-        """The refusal or failure code, if any."""
-        return None if self.error is None else str(self.error.get("code"))
 
 
 class Governor:
@@ -237,6 +154,7 @@ class Governor:
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
         try:
+            spec = operation_spec(spec, tool)
             args, resolved = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)
@@ -332,9 +250,12 @@ class Governor:
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
     ) -> None:
-        if tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow":
+        required = approval_required(tool)
+        if not required and (
+            tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow"
+        ):
             return
-        if self.authority.effects == "none":
+        if self.authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
             verdict = decide(self.authority, _bare_change(tool))
             raise RefusedCall(verdict.reason, code="effects_none")
         from proctor.runtime.admission.preview import approval_request_body, preview
@@ -350,7 +271,9 @@ class Governor:
             raise RefusedCall(
                 f"a person declined '{tool.name}' at {address}", code="approval_declined"
             )
-        verdict = decide(self.authority, change, approved=decision is not None)
+        verdict = decide(
+            self.authority, replace(change, required=required), approved=decision is not None
+        )
         if verdict.verdict == "pause":
             if not spec.can_wait:
                 raise RefusedCall(
@@ -469,6 +392,7 @@ class Governor:
             "ended_at": _iso(outcome.ended_at),
             "approved_by": outcome.approved_by,
             **sandboxed,
+            **quoted(tool),
         }
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended

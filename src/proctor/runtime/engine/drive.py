@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method
+from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep
 from proctor.core.authority import narrow, parse_authority
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (
@@ -54,6 +54,7 @@ from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
     from proctor.runtime.boundary.sandbox import SandboxSetting
+    from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.skills import LoadedSkill
 
 __all__ = ["RunDriver"]
@@ -88,6 +89,7 @@ class RunDriver:
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
+        self._operations: dict[str, OperationTool] | None = None
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
 
@@ -149,7 +151,7 @@ class RunDriver:
         from proctor.runtime.directives import confined_run
         from proctor.runtime.engine.confinement import confined_tools
 
-        tools = s.tools
+        tools = {**s.tools, **self._operations_or_blocked()}
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
@@ -174,6 +176,24 @@ class RunDriver:
         self._governor = governor
         return governor
 
+    def operation_tools(self) -> dict[str, OperationTool]:
+        """The run's connector operations as tools (read once per driver).
+
+        Raises:
+            ParseError: a connector manifest is refused.
+        """
+        if self._operations is None:
+            from proctor.runtime.engine.operations import run_operation_tools
+
+            self._operations = run_operation_tools(self.skill, self.s.workspace.root)
+        return self._operations
+
+    def _operations_or_blocked(self) -> dict[str, OperationTool]:
+        try:
+            return self.operation_tools()
+        except ProctorError as exc:
+            raise _Blocked(exc.code, exc.message, "admission_refused") from exc
+
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
         of the run had (recorded, so a looser session resuming it keeps it)."""
@@ -196,7 +216,9 @@ class RunDriver:
             NeedsCredential: a credential is missing (the caller parks the run).
         """
         from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
+        from proctor.runtime.engine.operations import operation_credentials
 
+        extra = operation_credentials(self.method, self._operations_or_blocked())
         profile = self.record.data.get("credential_profile")
         try:
             return prepare_delivery(
@@ -205,6 +227,7 @@ class RunDriver:
                 authority=self.record.data.get("authority") or {},
                 taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
                 request_secrets=self.request_secrets, route=self.s.egress_route,
+                extra_credentials=extra,
             )  # fmt: skip
         except NeedsCredential:
             raise
@@ -338,6 +361,10 @@ class RunDriver:
             return run_kinds.ask_step(self, step)
         if isinstance(step, AgentStep):
             return run_kinds.agent_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, OperationStep):
+            from proctor.runtime.engine.operations import operation_step
+
+            return operation_step(self, governor, index, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------
