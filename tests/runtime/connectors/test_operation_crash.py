@@ -51,7 +51,15 @@ def test_a_write_killed_before_it_settled_is_confirmed_by_readback(tmp_path: Pat
         server.tracker.issues["7"] = {"id": "7", "title": "Crash", "labels": [], "comments": []}
         ws = tracker_workspace(tmp_path / "ws", server.tracker.url, READ, LABEL)
         killed = _proctor(
-            ws, "run", "triage", "-i", "issue=7", "-i", "label=bug", "--json", kill_at="call.executed:1"
+            ws,
+            "run",
+            "triage",
+            "-i",
+            "issue=7",
+            "-i",
+            "label=bug",
+            "--json",
+            kill_at="call.executed:1",
         )
         assert killed.returncode == -9, killed.stderr
         assert server.tracker.writes == 1  # sent, never settled
@@ -72,7 +80,15 @@ def test_a_write_whose_readback_does_not_match_asks_a_person(tmp_path: Path) -> 
         server.tracker.issues["7"] = {"id": "7", "title": "Crash", "labels": [], "comments": []}
         ws = tracker_workspace(tmp_path / "ws", server.tracker.url, LABEL)
         killed = _proctor(
-            ws, "run", "triage", "-i", "issue=7", "-i", "label=bug", "--json", kill_at="call.executed:1"
+            ws,
+            "run",
+            "triage",
+            "-i",
+            "issue=7",
+            "-i",
+            "label=bug",
+            "--json",
+            kill_at="call.executed:1",
         )
         assert killed.returncode == -9, killed.stderr
         server.tracker.issues["7"]["label"] = "someone-else"  # the provider changed it since
