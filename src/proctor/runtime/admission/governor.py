@@ -154,7 +154,7 @@ class Governor:
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
         try:
-            spec = operation_spec(spec, tool)
+            spec = operation_spec(spec, tool, self.directive_id)
             args, resolved = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)

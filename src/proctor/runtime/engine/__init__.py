@@ -1,15 +1,16 @@
 """The run engine: a session opens a workspace and drives runs from their record to a seal.
 
-Owns: :mod:`.session` (``Session``: run, resume, turn calls, envelopes), :mod:`.start` (a
-run's start: the checks before it, then one transaction that creates it whole), :mod:`.drive` (the
+Owns: :mod:`.session` (``Session``: run, resume, turn calls, envelopes), :mod:`.start` (a run's
+start: the checks before it, then one transaction that creates it whole), :mod:`.drive` (the
 driver of one run: preparation, the step loop, pauses), :mod:`.kinds` (tool, ask and agent
-steps, with the reconciliation of a crashed driver's claims), :mod:`.sealing` (the receipt tree
-from the store alone), :mod:`.lease` (one driver per run), :mod:`.delivery` (a run's
-credentials and egress, resolved once) and :mod:`.confinement` (directive runs' write folders).
-:mod:`.host` holds what these share (the ``RunHost`` and ``StepRunner`` protocols, step
-outcomes, ``RunInterrupted``), so the modules here import downwards only.
+steps, with the reconciliation of a crashed driver's claims), :mod:`.operations` (operation
+steps, a crashed write confirmed by its readback or a store write by its key), :mod:`.sealing`
+(the receipt tree from the store alone), :mod:`.lease` (one driver per run), :mod:`.delivery` (a
+run's credentials and egress, resolved once) and :mod:`.confinement` (directive runs' write
+folders). :mod:`.host` holds what these share (the ``RunHost`` and ``StepRunner`` protocols,
+step outcomes, ``RunInterrupted``), so the modules here import downwards only.
 
 Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``. May import
-admission, tools, directives, records, home, boundary and the shared runtime modules; never
-agents, check, mcp or cli.
+admission, connectors, tools, directives, storage, records, home, boundary and the shared
+runtime modules; never agents, check, mcp or cli.
 """

@@ -110,7 +110,7 @@ class RunDriver:
             wb = write_budget(s.environ)
         except (PolicyLoadError, ConfigError) as exc:
             raise _Blocked(exc.code, exc.message, "policy_refused") from exc
-        deliver = self._deliver()
+        deliver = self._with_state(self._deliver())
         sandbox = self._sandbox()
         policy_digest = None if unguarded else getattr(policies, "digest", None)
         if self.record.data.get("policy_digest") != policy_digest:
@@ -193,6 +193,18 @@ class RunDriver:
             return self.operation_tools()
         except ProctorError as exc:
             raise _Blocked(exc.code, exc.message, "admission_refused") from exc
+
+    def _with_state(self, deliver: Deliver) -> Deliver:
+        """``deliver`` plus the ``store.*`` tools' seam: the state store (opened on first use)
+        under the namespace of the run's package, which no call names."""
+        from proctor.runtime.storage.base import open_state_store
+        from proctor.runtime.tools.store import store_deliver
+
+        s = self.s
+        state = store_deliver(
+            self.skill.package.name, lambda: open_state_store(s.environ, s.workspace.state_dir)
+        )
+        return lambda spec, tool: {**deliver(spec, tool), **state(spec, tool)}
 
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
@@ -365,6 +377,10 @@ class RunDriver:
             from proctor.runtime.engine.operations import operation_step
 
             return operation_step(self, governor, index, step, inputs, outputs)
+        if step.tool in ("store.events.append", "store.key.put"):
+            from proctor.runtime.engine.operations import store_step
+
+            return store_step(self, governor, index, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------

@@ -18,8 +18,9 @@ from proctor.runtime.records.runs import CallRecord
 
 __all__ = ["Confirm", "agent_step", "ask_step", "tool_step"]
 
-Confirm = Callable[[CallRecord], "dict[str, Any] | None"]
-"""Asked about a crashed claim before a person is: the result it proves, or ``None``."""
+Confirm = Callable[[CallRecord], "dict[str, Any] | bool | None"]
+"""Asked about a crashed claim before a person is: the result it proves done, ``False`` when it
+proves the call was not applied (it is sent again), or ``None`` when it cannot tell."""
 
 
 # -- tool steps -----------------------------------------------------------------------------
@@ -217,7 +218,10 @@ def _reconcile(
             _abandon(run, claim, "not applied (every file at its before-image); sent again")
             return None
     confirmed = None if confirm is None else confirm(claim)
-    if confirmed is not None:
+    if confirmed is False:
+        _abandon(run, claim, "not applied (its key was never used); sent again")
+        return None
+    if isinstance(confirmed, dict):
         settled = {
             "status": "completed",
             "result": confirmed,

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from proctor.runtime.records.runs import CallRecord
     from proctor.runtime.skills import LoadedSkill
 
-__all__ = ["operation_credentials", "operation_step", "run_operation_tools"]
+__all__ = ["operation_credentials", "operation_step", "run_operation_tools", "store_step"]
 
 
 def run_operation_tools(skill: LoadedSkill, workspace_root: Path) -> dict[str, OperationTool]:
@@ -125,3 +125,37 @@ def _readback(
     if not call.ok or not readback_matches(tool, args, call.result):
         return None
     return {"status": None, "result": (call.result or {}).get("result"), "confirmed": True}
+
+
+def store_step(
+    run: StepRunner,
+    governor: Governor,
+    index: int,
+    step: ToolStep,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+) -> StepDone | StepPause:
+    """A ``store.*`` write step: a crashed claim is settled from the store's record of its key
+    (done), or sent again when the key was never used (the store applies a key once)."""
+    from proctor.parser.refs import resolve
+    from proctor.runtime.tools.store import STORE_EXTRA, StoreContext
+
+    def confirm(claim: CallRecord) -> dict[str, Any] | bool | None:
+        tool = governor.tools.get(step.tool)
+        if tool is None or governor.deliver is None:
+            return None
+        try:
+            args = resolve(step.inputs, inputs, outputs)
+            key = args.get(IDEMPOTENCY_ARG) if isinstance(args, dict) else None
+            if step.idempotency_key is not None:
+                key = str(resolve(step.idempotency_key, inputs, outputs))
+            bare = CallSpec(tool=step.tool, args={}, allowance=frozenset(), step_id=step.id)
+            state = governor.deliver(bare, tool).get(STORE_EXTRA)
+            if not isinstance(state, StoreContext) or not isinstance(key, str):
+                return None
+            done = state.backend.applied(state.namespace, key)
+        except ProctorError:
+            return None
+        return False if done is None else done
+
+    return tool_step(run, governor, index, step, inputs, outputs, confirm=confirm)
