@@ -197,7 +197,7 @@ class RunDriver:
     def _with_state(self, deliver: Deliver) -> Deliver:
         """``deliver`` plus the ``store.*`` tools' seam: the state store (opened on first use)
         under the namespace of the run's package, which no call names."""
-        from proctor.runtime.storage.base import open_state_store
+        from proctor.runtime.storage.select import open_state_store
         from proctor.runtime.tools.store import store_deliver
 
         s = self.s

@@ -18,12 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
-from proctor.errors import ConfigError, RefusedCall
+from proctor.errors import RefusedCall
 
 __all__ = [
     "MAX_KEY_CHARS",
@@ -33,10 +30,8 @@ __all__ = [
     "StateStore",
     "check_key",
     "check_stream",
-    "close_state_stores",
     "encode_value",
     "namespace_token",
-    "open_state_store",
 ]
 
 MAX_VALUE_BYTES = 64 * 1024
@@ -113,50 +108,3 @@ def check_key(key: str) -> None:
 def namespace_token(ns: str) -> str:
     """A fixed-shape token for a namespace (safe in table rows and Redis key names)."""
     return hashlib.sha256(ns.encode("utf-8")).hexdigest()[:32]
-
-
-_OPEN: dict[str, StateStore] = {}
-_LOCK = threading.Lock()
-
-
-def open_state_store(environ: Mapping[str, str], state_dir: Path) -> StateStore:
-    """The process's store for ``PROCTOR_STORE_URL`` (``postgresql://``, ``redis://``), or the
-    SQLite file ``<state_dir>/store.sqlite``; opened once per process and target.
-
-    Raises:
-        ConfigError: ``store_url_invalid`` for any other scheme.
-        StoreError: the backend cannot be opened.
-    """
-    url = environ.get("PROCTOR_STORE_URL", "").strip()
-    target = url or str(state_dir / "store.sqlite")
-    with _LOCK:
-        found = _OPEN.get(target)
-        if found is not None:
-            return found
-        if not url:
-            from proctor.runtime.storage.sqlite import SqliteStateStore
-
-            store: StateStore = SqliteStateStore(state_dir / "store.sqlite")
-        elif url.startswith(("postgresql://", "postgres://")):
-            from proctor.runtime.storage.postgres import PostgresStateStore
-
-            store = PostgresStateStore(url)
-        elif url.startswith(("redis://", "rediss://")):
-            from proctor.runtime.storage.redis import RedisStateStore
-
-            store = RedisStateStore(url)
-        else:
-            raise ConfigError(
-                "PROCTOR_STORE_URL must name postgresql://... or redis://... (unset: SQLite in"
-                " .proctor/store.sqlite)",
-                code="store_url_invalid",
-            )
-        _OPEN[target] = store
-        return store
-
-
-def close_state_stores() -> None:
-    """Close every store this process opened (tests, and the end of a process)."""
-    with _LOCK:
-        while _OPEN:
-            _OPEN.popitem()[1].close()

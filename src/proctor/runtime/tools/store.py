@@ -51,6 +51,54 @@ _STREAM = {"type": "string", "pattern": STREAM_PATTERN}
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100}
 
 
+_APPENDED = {
+    "type": "object",
+    "required": ["seq", "stream", "already_done"],
+    "properties": {
+        "seq": {"type": "integer"},
+        "stream": {"type": "string"},
+        "already_done": {"type": "boolean"},
+    },
+}
+_EVENTS = {
+    "type": "object",
+    "required": ["events", "next_cursor"],
+    "properties": {
+        "events": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"seq": {"type": "integer"}, "event": {}}},
+        },
+        "next_cursor": {"type": "integer"},
+    },
+}
+_PUT = {
+    "type": "object",
+    "required": ["key", "version", "already_done"],
+    "properties": {
+        "key": {"type": "string"},
+        "version": {"type": "integer"},
+        "already_done": {"type": "boolean"},
+    },
+}
+_GOT = {
+    "type": "object",
+    "required": ["found", "value", "version"],
+    "properties": {
+        "found": {"type": "boolean"},
+        "value": {},
+        "version": {"type": ["integer", "null"]},
+    },
+}
+_KEYS = {
+    "type": "object",
+    "required": ["keys", "next_cursor"],
+    "properties": {
+        "keys": {"type": "array", "items": {"type": "string"}},
+        "next_cursor": {"type": ["string", "null"]},
+    },
+}
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -111,6 +159,7 @@ def store_tools() -> dict[str, Tool]:
             ),
             "write",
             _append,
+            output_schema=_APPENDED,
         ),
         Tool(
             "store.events.read",
@@ -125,6 +174,7 @@ def store_tools() -> dict[str, Tool]:
             ),
             "read",
             _read,
+            output_schema=_EVENTS,
         ),
         Tool(
             "store.key.put",
@@ -136,6 +186,7 @@ def store_tools() -> dict[str, Tool]:
             ),
             "write",
             _put,
+            output_schema=_PUT,
         ),
         Tool(
             "store.key.get",
@@ -143,6 +194,7 @@ def store_tools() -> dict[str, Tool]:
             _schema({"key": _KEY}, ["key"]),
             "read",
             _get,
+            output_schema=_GOT,
         ),
         Tool(
             "store.keys.list",
@@ -157,6 +209,7 @@ def store_tools() -> dict[str, Tool]:
             ),
             "read",
             _list,
+            output_schema=_KEYS,
         ),
     ]
     return {tool.name: tool for tool in tools}
