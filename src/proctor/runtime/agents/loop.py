@@ -254,7 +254,9 @@ class ManagedAgent:
         ask = bool(turn.get("ask", False))
         schema = turn.get("output_schema") or {"type": "object"}
         max_steps = int(turn.get("max_steps") or self.max_steps)
-        bindings = bindings_for(allowance, self.tools, view=self.view, ask=ask)
+        bindings = bindings_for(
+            allowance, _with_operations(self.tools, turn), view=self.view, ask=ask
+        )
         by_wire = {b.wire: b for b in bindings}
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
         dialect.begin(
@@ -359,6 +361,26 @@ class ManagedAgent:
             if wire_name(tool) == name:
                 return str(tool)
         return name
+
+
+@dataclass(frozen=True)
+class _Offered:
+    description: str
+    schema: dict[str, Any]
+
+
+def _with_operations(tools: Mapping[str, Any], turn: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``tools`` plus the connector operations the turn's allowance describes (a run's own)."""
+    raw = turn.get("allowance")
+    offered = raw.get("operation_tools") if isinstance(raw, Mapping) else None
+    if not isinstance(offered, list) or not offered:
+        return tools
+    extra = {
+        str(o["name"]): _Offered(str(o.get("description") or ""), dict(o.get("input_schema") or {}))
+        for o in offered
+        if isinstance(o, Mapping) and "name" in o
+    }
+    return {**tools, **extra}
 
 
 def allowance_of(turn: Mapping[str, Any]) -> tuple[str, ...]:

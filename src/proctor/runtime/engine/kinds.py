@@ -338,9 +338,19 @@ def _allowance(run: StepRunner, step: AgentStep) -> dict[str, Any]:
         # c/op and c/* offered as the operation tools they name (none: nothing offered)
         from proctor.runtime.connectors.operations import expand_operations
 
-        offered = expand_operations(list(calls.operations), run.operation_tools())
+        tools = run.operation_tools()
+        offered = expand_operations(list(calls.operations), tools)
         allowance["tools"] += [n for n in offered if n not in allowance["tools"]]
         allowance["operations"] = list(calls.operations)
+        # what an agent is shown of each (the operations are the run's, not the session's)
+        allowance["operation_tools"] = [
+            {
+                "name": n,
+                "description": tools[n].description,
+                "input_schema": tools[n].schema,
+            }
+            for n in offered
+        ]
     return allowance
 
 
