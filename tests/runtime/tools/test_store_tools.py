@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +152,32 @@ def test_a_store_write_killed_mid_call_is_written_once(ws: Path, point: str) -> 
     doc = json.loads(_proctor(ws, "resume", run_id, "-", "--json", stdin="{}"))
     assert doc["outcome"] == "completed", doc
     assert [e["seq"] for e in doc["result"]["events"]] == [1]
+
+
+@pytest.mark.parametrize("backend", ["postgres", "redis"])
+def test_proctor_store_url_chooses_the_backend(tmp_path: Path, backend: str) -> None:
+    import uuid
+
+    from proctor.runtime.storage.select import close_state_stores
+
+    var = "PROCTOR_TEST_DATABASE_URL" if backend == "postgres" else "PROCTOR_TEST_REDIS_URL"
+    url = os.environ.get(var)
+    if not url:
+        pytest.skip(f"{var} is unset: no {backend} to test against")
+    unique = "t" + uuid.uuid4().hex[:12]
+    root = make_workspace(tmp_path / "ws")
+    make_skill(root, "alpha", WRITER)
+    env = {"PROCTOR_STORE_URL": url, "PROCTOR_STORE_PREFIX": unique}
+    s = session(root)
+    s.environ = {**s.environ, **env}
+    try:
+        done = s.run("alpha", cwd=root)
+        assert done.outcome == "completed", done.refusal
+        assert done.result["events"][0]["event"] == {"said": "alpha-private-event"}
+        assert not (root / ".proctor" / "store.sqlite").exists()  # not the SQLite default
+    finally:
+        from proctor.runtime.storage.select import open_state_store
+
+        opened: Any = open_state_store(env, root / ".proctor")
+        opened.drop()
+        close_state_stores()

@@ -23,13 +23,16 @@ _LOCK = threading.Lock()
 def open_state_store(environ: Mapping[str, str], state_dir: Path) -> StateStore:
     """The process's store for ``PROCTOR_STORE_URL`` (``postgresql://``, ``redis://``), or the
     SQLite file ``<state_dir>/store.sqlite``; opened once per process and target.
+    ``PROCTOR_STORE_PREFIX`` names the PostgreSQL schema or the Redis key prefix.
 
     Raises:
         ConfigError: ``store_url_invalid`` for any other scheme.
         StoreError: the backend cannot be opened.
     """
     url = environ.get("PROCTOR_STORE_URL", "").strip()
-    target = url or str(state_dir / "store.sqlite")
+    # the PostgreSQL schema or the Redis key prefix (default proctor_store, proctor:store)
+    prefix = environ.get("PROCTOR_STORE_PREFIX", "").strip()
+    target = f"{url}#{prefix}" if url else str(state_dir / "store.sqlite")
     with _LOCK:
         found = _OPEN.get(target)
         if found is not None:
@@ -41,11 +44,11 @@ def open_state_store(environ: Mapping[str, str], state_dir: Path) -> StateStore:
         elif url.startswith(("postgresql://", "postgres://")):
             from proctor.runtime.storage.postgres import PostgresStateStore
 
-            store = PostgresStateStore(url)
+            store = PostgresStateStore(url, schema=prefix or "proctor_store")
         elif url.startswith(("redis://", "rediss://")):
             from proctor.runtime.storage.redis import RedisStateStore
 
-            store = RedisStateStore(url)
+            store = RedisStateStore(url, prefix=prefix or "proctor:store")
         else:
             raise ConfigError(
                 "PROCTOR_STORE_URL must name postgresql://... or redis://... (unset: SQLite in"
