@@ -156,3 +156,36 @@ def test_a_policy_rule_can_name_an_operation(tmp_path: Path, server: TrackerServ
     env = session(ws).run("triage", inputs=INPUTS, cwd=ws, request_secrets=SECRETS)
     assert env.outcome == "blocked", env
     assert server.tracker.hits == {}
+
+
+def test_effects_none_refuses_a_run_whose_steps_write_before_any_step(
+    tmp_path: Path, server: TrackerServer
+) -> None:
+    ws = tracker_workspace(tmp_path / "ws", server.tracker.url, READ, LABEL)
+    env = session(ws).run(
+        "triage", inputs=INPUTS, cwd=ws, authority=authority(effects="none"),
+        request_secrets=SECRETS,
+    )  # fmt: skip
+    assert env.refusal is not None and env.refusal.code == "effects_none"
+    assert "label (operation:tracker/issue.label)" in env.refusal.message
+    assert server.tracker.hits == {}  # not even the read ran
+
+
+def test_a_step_cannot_send_another_credential_with_an_operation(
+    tmp_path: Path, server: TrackerServer
+) -> None:
+    other = LABEL.replace("idempotency_key:", "credential: other\n        idempotency_key:")
+    ws = tracker_workspace(tmp_path / "ws", server.tracker.url, other)
+    run_yaml = ws / "skills" / "triage" / "run.yaml"
+    run_yaml.write_text(
+        run_yaml.read_text().replace(
+            "methods:",
+            "  other:\n    provider: other\n    auth:\n"
+            "      api_key: {delivery: {env: OTHER_TOKEN}}\nmethods:",
+        )
+    )
+    env = session(ws).run(
+        "triage", inputs=INPUTS, cwd=ws, request_secrets={**SECRETS, "other": "other-secret"}
+    )
+    assert env.refusal is not None and env.refusal.code == "credential_mismatch", env
+    assert server.tracker.hits == {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.skill import AgentStep, Method, OperationStep, ToolStep
-from proctor.errors import ProctorError
+from proctor.errors import CredentialError, ProctorError
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
 from proctor.runtime.connectors.operations import (
@@ -29,7 +29,7 @@ from proctor.runtime.connectors.operations import (
     readback_matches,
     readback_of,
 )
-from proctor.runtime.engine.host import StepDone, StepPause, StepRunner
+from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.engine.kinds import tool_step
 
 if TYPE_CHECKING:
@@ -79,6 +79,13 @@ def operation_step(
         reason=step.reason,
     )
     tool = governor.tools.get(name)
+    if isinstance(tool, OperationTool) and step.credential not in (None, tool.credential):
+        refused = CredentialError(
+            f"step '{step.id}' names credential {step.credential!r}; an operation sends only"
+            f" its connector's ({tool.credential!r})",
+            code="credential_mismatch",
+        )
+        return step_failed(step.id, refused, name)
 
     def confirm(claim: CallRecord) -> dict[str, Any] | None:
         if not isinstance(tool, OperationTool):

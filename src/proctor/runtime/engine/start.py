@@ -28,7 +28,7 @@ from typing import Any
 
 from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, ToolStep
 from proctor.core.floor import certain_changes
-from proctor.errors import ParseError, UsageError
+from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.drive import RunDriver
@@ -167,6 +167,16 @@ def _refuse_certain_changes(driver: RunDriver) -> None:
         for step in driver.method.steps
         if isinstance(step, ToolStep) and step.tool in tools
     ]
+    if any(isinstance(step, OperationStep) for step in driver.method.steps):
+        try:  # a connector that does not parse blocks the run when its governor is built
+            ops = driver.operation_tools()
+        except ProctorError:
+            ops = {}
+        fixed += [
+            (step.id, name, ops[name].effect)
+            for step in driver.method.steps
+            if isinstance(step, OperationStep) and (name := "operation:" + step.operation) in ops
+        ]
     changes = certain_changes(fixed)
     if changes:
         raise _Refused(
