@@ -2,12 +2,15 @@
 
 :meth:`Governor.call` runs the ordered checks of DESIGN.md and the first refusal stops the call:
 
-1. scope (the tool is in the step's or turn's allowance; an empty allowance admits nothing),
+1. scope (the tool is in the step's or turn's allowance; an empty allowance admits nothing);
+   then a keyed write (a connector write, a ``store.*`` write) without an ``idempotency_key``
+   is refused, and its key is scoped (:mod:`.operations`),
 2. schema (the arguments validate against the tool's JSON Schema),
 3. containment (every path resolves inside the workspace; sensitive and authority files refused),
 4. policy (enforceable rules in their fixed order; ``warn`` continues, ``block`` refuses),
 5. floor (``effects: none`` refuses every change; under ``ask`` a change with no approval of its
-   own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it),
+   own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it;
+   an operation declared ``approval: required`` does so under any effects but ``none``),
 6. budget (calls and receipts are reserved before anything is sent),
 7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
 8. execution (an effect is claimed durably in the run store before it is sent, settled after;
@@ -276,12 +279,15 @@ class Governor:
         )
         if verdict.verdict == "pause":
             if not spec.can_wait:
-                raise RefusedCall(
-                    f"'{tool.name}' changes something and this run's authority is effects: ask;"
-                    " a managed agent turn does not wait on a person. Grant it a standing"
-                    " approval (edits or commands) or let a host work the turn",
-                    code="approval_required",
+                message = (
+                    f"'{tool.name}' is declared approval: required and a managed agent turn"
+                    " does not wait on a person; let a host work the turn"
+                    if required
+                    else f"'{tool.name}' changes something and this run's authority is effects:"
+                    " ask; a managed agent turn does not wait on a person. Grant it a standing"
+                    " approval (edits, commands or operations) or let a host work the turn"
                 )
+                raise RefusedCall(message, code="approval_required")
             raise AwaitApproval(address, body, request_digest)
         if verdict.standing_index is not None:
             outcome.approved_by = f"standing_approvals[{verdict.standing_index}]"
