@@ -30,7 +30,7 @@ from urllib.parse import quote
 from proctor.contracts.connector import Connector, Operation
 from proctor.errors import CredentialError, ToolFailed
 from proctor.parser.connector import connector_origin
-from proctor.parser.refs import resolve
+from proctor.parser.refs import Ref, parse_ref_string, resolve
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.egress import EgressAllow, EgressLimits, Resolver, SystemResolver
 from proctor.runtime.tools.base import Tool, ToolContext
@@ -280,16 +280,29 @@ def _url(tool: OperationTool, inputs: dict[str, Any]) -> str:
     return tool.base_url.rstrip("/") + path
 
 
+def _fill(template: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """A mapping's references resolved; a field that is exactly ``$input.NAME`` of an optional
+    input left out is left out too (never sent as a null)."""
+    out = {}
+    for key, value in template.items():
+        ref = parse_ref_string(value) if isinstance(value, str) else None
+        if isinstance(ref, Ref) and ref.root == "input" and ref.name not in inputs:
+            continue
+        out[key] = resolve(value, inputs, {})
+    return out
+
+
 def _parts(tool: OperationTool, args: Mapping[str, Any]) -> tuple[str, dict[str, str], Any]:
     assert tool.spec is not None
     request = tool.spec.request
     inputs = _inputs(args)
     query = {
         str(k): v if isinstance(v, str) else json.dumps(v)
-        for k, v in resolve(dict(request.query), inputs, {}).items()
+        for k, v in _fill(dict(request.query), inputs).items()
         if v is not None
     }
-    body = None if request.json_body is None else resolve(request.json_body, inputs, {})
+    body = request.json_body
+    body = _fill(body, inputs) if isinstance(body, dict) else resolve(body, inputs, {})
     return _url(tool, inputs), query, body
 
 
