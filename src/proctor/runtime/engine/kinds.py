@@ -92,7 +92,8 @@ def _settled_call(recorded: list[CallRecord], step_id: str, tool: str) -> CallOu
     """The last settled call of a step whose own settlement was never recorded (its own tool's:
     an operation step's readback is a call of another tool)."""
     for record in reversed(recorded):
-        if record.state != "settled" or record.tool != tool:
+        readback = record.tool != tool and record.tool.startswith("operation:")
+        if record.state != "settled" or readback:
             continue
         body = record.result if isinstance(record.result, dict) else {}
         status = body.get("status")
