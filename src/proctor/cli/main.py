@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "credential": ("proctor.cli.credential", "credential", "Store and bind credential profiles."),
     "history": ("proctor.cli.history", "history", "Show recent runs or one run's record."),
     "tool": ("proctor.cli.tool", "tool", "List and inspect native tools."),
+    "connector": ("proctor.cli.connector", "connector", "List and inspect connectors."),
     "check": ("proctor.cli.check", "check", "Self-verify this workspace and the install."),
     "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
     "key": ("proctor.cli.key", "key", "Show, export or rotate the local signing key."),

@@ -112,6 +112,7 @@ class AgentCalls(_Model):
 
     tools: list[NonEmpty] = []
     skills: list[NonEmpty] = []
+    operations: list[NonEmpty] = []
 
 
 class AgentContext(_Model):

@@ -26,6 +26,7 @@ states ``egress`` is refused, and only a run record is read with it (``recorded=
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -53,6 +54,7 @@ EFFECTS_ORDER: tuple[str, ...] = ("none", "ask", "allow")
 REACH_ORDER: tuple[str, ...] = ("workspace", "inputs")
 LIMIT_NAMES: tuple[str, ...] = ("max_calls", "max_concurrency", "max_child_depth", "max_fanout")
 _LIMIT_CEILING = 1_000_000
+_OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}/(\*|[a-z][a-z0-9_.-]{0,255})$")
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,14 @@ class StandingApproval:
         kind: ``edits`` (file changes under ``paths``, by whole components; ``""`` is the
             whole workspace, ``$NAME`` a root a run's input names), ``commands`` (argv
             beginning with ``argv_prefix``'s exact tokens) or ``local`` (every local effect
-            the floor holds).
+            the floor holds) or ``operations`` (connector operations named ``c/op``, or every
+            operation of ``c`` for ``c/*``; never one declared ``approval: required``).
     """
 
-    kind: Literal["edits", "commands", "local"]
+    kind: Literal["edits", "commands", "local", "operations"]
     paths: tuple[str, ...] = ()
     argv_prefix: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the host wrote it."""
@@ -76,7 +80,16 @@ class StandingApproval:
             return {"edits": {"paths": list(self.paths)}}
         if self.kind == "commands":
             return {"commands": {"argv_prefix": list(self.argv_prefix)}}
+        if self.kind == "operations":
+            return {"operations": {"names": list(self.names)}}
         return {"local": True}
+
+    def covers_operation(self, operation: str) -> bool:
+        """True when ``operation`` (``connector/op``) is named, or its connector's ``c/*`` is."""
+        if self.kind != "operations":
+            return False
+        connector = operation.split("/", 1)[0]
+        return operation in self.names or f"{connector}/*" in self.names
 
     def covers_paths(self, paths: Sequence[str]) -> bool:
         """True when every workspace-relative path lies under one of ``paths``."""
@@ -216,7 +229,8 @@ def narrow(
 def parse_standing(
     entries: Any, *, where: str = "standing_approvals"
 ) -> tuple[StandingApproval, ...]:
-    """Read a list of standing approvals, each exactly one of ``edits``, ``commands``, ``local``.
+    """Read a list of standing approvals, each one of ``edits``, ``commands``, ``local``,
+    ``operations``.
 
     Raises:
         UsageError: ``authority_invalid`` naming the entry that is malformed.
@@ -228,7 +242,8 @@ def parse_standing(
         at = f"{where}[{index}]"
         if not isinstance(entry, dict) or len(entry) != 1:
             raise UsageError(
-                f"{at} must hold exactly one of edits, commands, local", code="authority_invalid"
+                f"{at} must hold exactly one of edits, commands, local, operations",
+                code="authority_invalid",
             )
         ((kind, body),) = entry.items()
         if kind == "local":
@@ -257,6 +272,18 @@ def parse_standing(
                     code="authority_invalid",
                 )
             out.append(StandingApproval("commands", argv_prefix=tuple(prefix)))
+        elif kind == "operations":
+            names = body.get("names") if isinstance(body, dict) and len(body) == 1 else None
+            if (
+                not isinstance(names, list)
+                or not names
+                or not all(isinstance(n, str) and _OPERATION_NAME.match(n) for n in names)
+            ):
+                raise UsageError(
+                    f"{at}: operations takes {{names: [connector/op or connector/*, ..]}}",
+                    code="authority_invalid",
+                )
+            out.append(StandingApproval("operations", names=tuple(names)))
         else:
             raise UsageError(f"{at}: unknown kind {kind!r}", code="authority_invalid")
     return tuple(out)

@@ -33,12 +33,17 @@ class Change:
         effect: its effect class.
         paths: workspace-relative files it changes (file tools).
         argv: the exact argv (commands), else ``None``.
+        operation: ``connector/op`` for a connector operation, else ``None``.
+        required: the call always needs a person's approval (``approval: required``): only
+            a decision bound to it admits it, under any ``effects`` but ``none``.
     """
 
     tool: str
     effect: str
     paths: tuple[str, ...] = ()
     argv: tuple[str, ...] | None = None
+    operation: str | None = None
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ def _covering(authority: Authority, change: Change) -> tuple[int, StandingApprov
             return index, entry
         if change.argv is not None and entry.covers_argv(change.argv) and entry.kind != "local":
             return index, entry
+        if change.operation is not None and entry.covers_operation(change.operation):
+            return index, entry
         edits = change.paths and change.effect == "write" and entry.kind == "edits"
         if edits and entry.covers_paths(change.paths):
             return index, entry
@@ -70,6 +77,12 @@ def decide(authority: Authority, change: Change, *, approved: bool = False) -> F
     """Decide one call. ``approved`` is true when a person's decision bound to this exact
     change (its request digest) approves it.
     """
+    if change.required and not (authority.effects == "none" and change.effect in CHANGING):
+        if approved:
+            return FloorDecision("admit", "a person approved this exact call")
+        return FloorDecision(
+            "pause", f"'{change.tool}' is declared approval: required: a person decides each call"
+        )
     if change.effect not in CHANGING or authority.effects == "allow":
         return FloorDecision("admit")
     if authority.effects == "none":

@@ -294,11 +294,17 @@ class TurnTools:
         turn = self._turn(session, run_id, address)
         tools = session.tools
         allowance = turn.get("allowance") or {}
+        # a run's connector operations are described in the turn itself (not session tools)
+        ops = {o["name"]: o for o in allowance.get("operation_tools") or [] if isinstance(o, dict)}
         may_call = [
             {
                 "tool": name,
-                "description": tools[name].description if name in tools else None,
-                "input_schema": tools[name].schema if name in tools else None,
+                "description": tools[name].description
+                if name in tools
+                else ops.get(name, {}).get("description"),
+                "input_schema": tools[name].schema
+                if name in tools
+                else ops.get(name, {}).get("input_schema"),
             }
             for name in allowance.get("tools") or []
         ]

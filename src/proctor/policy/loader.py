@@ -19,6 +19,7 @@ each file's rule order.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -470,6 +471,9 @@ def _names(raw: dict[str, Any], key: str, bad: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+_OPERATION_TOOL = re.compile(r"^operation:[a-z][a-z0-9_-]{0,63}/[a-z][a-z0-9_.-]{0,255}$")
+
+
 def _resolve_tools(
     names: tuple[str, ...],
     known: frozenset[str],
@@ -480,7 +484,9 @@ def _resolve_tools(
 ) -> tuple[str, ...]:
     out: list[str] = []
     for name in names:
-        if name in known:
+        if name in known or _OPERATION_TOOL.match(name):
+            # an operation (operation:<connector>/<op>) belongs to a package's connectors,
+            # which a policy file cannot know: it is named exactly, as the run's tools name it
             mapped: tuple[str, ...] = (name,)
         elif name in REFERENCE_TOOL_NAMES:
             mapped = REFERENCE_TOOL_NAMES[name]

@@ -11,8 +11,11 @@ parts may use (its surface) and which parts it may import; import-linter enforce
   directive runs with one;
 - ``engine``: the session, the run driver, the step kinds, sealing, leases, credential delivery;
 - ``admission``: the governor (the one path every call takes) and the floor's preview;
+- ``connectors``: declared provider operations (``connectors/<name>/connector.yaml``) as tools;
 - ``tools``: the native tools, each a schema, an effect class and a handler;
 - ``directives``: the directive catalogue (``directives/*.md`` and the shipped ones);
+- ``storage``: a skill package's own state behind the ``store.*`` tools (SQLite, PostgreSQL,
+  Redis);
 - ``records``: the run stores, the receipt store, the audit log, the signature pool;
 - ``home``: ``PROCTOR_HOME``: the signing key, ``config.json``, presets, credentials;
 - ``boundary``: where a run meets the host: workspace containment and reach, the egress guard

@@ -99,6 +99,17 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
             findings,
         )
     )
+    # parse: connectors (the workspace's and each package's), and the operations steps name
+    examined_connectors, cfind = _connector_findings(root, skills)
+    if examined_connectors or cfind:
+        parse.checks.append(
+            Check(
+                "connectors",
+                not cfind,
+                f"{examined_connectors} connectors examined, {len(cfind)} problems",
+                cfind,
+            )
+        )
     # parse: directives, through the loader the executor uses (shipped and workspace)
     from proctor.runtime.directives import load_directives
 
@@ -192,6 +203,48 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
     )
     session.close()
     return [parse, policy, tools, Phase("records", [_audit_check(workspace, environ)])]
+
+
+def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[str, Any]]]:
+    """Parse every connector manifest; check each operation step names a declared one."""
+    from proctor.contracts.skill import AgentStep, OperationStep
+    from proctor.parser.skill import build_package
+    from proctor.runtime.connectors.catalog import find_connectors
+    from proctor.runtime.skills import read_package
+
+    findings: list[dict[str, Any]] = []
+    names: set[str] = set()
+    try:
+        names.update(f"{n}:{c.source}" for n, c in find_connectors(root).items())
+    except ProctorError as exc:
+        findings.append({"code": exc.code, "message": exc.message, "path": "connectors"})
+    for folder in skills:
+        label = _rel(folder, root)
+        try:
+            found = find_connectors(root, folder, label)
+            names.update(f"{n}:{c.source}" for n, c in found.items())
+            package = build_package(label, read_package(folder, label)[0])
+        except ProctorError as exc:
+            findings.append({"code": exc.code, "message": exc.message, "path": label})
+            continue
+        ops = {f"{n}/{op}" for n, c in found.items() for op in c.connector.operations}
+        methods = package.profile.methods if package.profile is not None else {}
+        for mname, method in methods.items():
+            for step in method.steps:
+                wanted = [step.operation] if isinstance(step, OperationStep) else []
+                if isinstance(step, AgentStep):
+                    wanted = [o for o in step.agent.calls.operations if not o.endswith("/*")]
+                findings.extend(
+                    {
+                        "code": "operation_unknown",
+                        "message": f"{label}: method {mname} step {step.id} names operation"
+                        f" {op!r}, which no connector declares",
+                        "path": label,
+                    }
+                    for op in wanted
+                    if op not in ops
+                )
+    return len(names), findings
 
 
 def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:

@@ -2,12 +2,15 @@
 
 :meth:`Governor.call` runs the ordered checks of DESIGN.md and the first refusal stops the call:
 
-1. scope (the tool is in the step's or turn's allowance; an empty allowance admits nothing),
+1. scope (the tool is in the step's or turn's allowance; an empty allowance admits nothing);
+   then a keyed write (a connector write, a ``store.*`` write) without an ``idempotency_key``
+   is refused, and its key is scoped (:mod:`.operations`),
 2. schema (the arguments validate against the tool's JSON Schema),
 3. containment (every path resolves inside the workspace; sensitive and authority files refused),
 4. policy (enforceable rules in their fixed order; ``warn`` continues, ``block`` refuses),
 5. floor (``effects: none`` refuses every change; under ``ask`` a change with no approval of its
-   own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it),
+   own raises :class:`AwaitApproval` carrying what executes; the driver pauses the run on it;
+   an operation declared ``approval: required`` does so under any effects but ``none``),
 6. budget (calls and receipts are reserved before anything is sent),
 7. delivery (credentials reach the adapter only, through ``ToolContext.extras``),
 8. execution (an effect is claimed durably in the run store before it is sent, settled after;
@@ -21,10 +24,10 @@ it never raises and never ends the process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
@@ -34,9 +37,18 @@ from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.admission.calls import AwaitApproval as AwaitApproval
+from proctor.runtime.admission.calls import CallOutcome as CallOutcome
+from proctor.runtime.admission.calls import CallSpec as CallSpec
+from proctor.runtime.admission.calls import CallStatus as CallStatus
+from proctor.runtime.admission.calls import Clock as Clock
+from proctor.runtime.admission.calls import Deliver as Deliver
+from proctor.runtime.admission.calls import utc_now as _utc_now
 from proctor.runtime.admission.names import name_refusal, recorded_name
+from proctor.runtime.admission.operations import approval_required, operation_spec
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
+from proctor.runtime.connectors.operations import quoted
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
@@ -47,110 +59,18 @@ from proctor.runtime.tools.base import (
 )
 
 if TYPE_CHECKING:
-    import threading
-
     from proctor.core.budget import ReceiptBudget
-    from proctor.runtime.boundary.sandbox import SandboxSetting, SandboxUse
+    from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.runs import RunStore
-
-CallStatus = Literal["completed", "failed", "refused"]
-Clock = Callable[[], datetime]
-Deliver = Callable[["CallSpec", Tool], dict[str, Any]]
-"""The delivery seam: returns extras for the tool context (e.g. a resolved credential)."""
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class CallSpec:
-    """One proposed call.
-
-    Attributes:
-        tool: the tool name as proposed.
-        args: the arguments as proposed (never trusted).
-        allowance: tools the step or turn may call; empty admits nothing.
-        step_id / step_index: where in the run the call is made.
-        reason: the caller's stated reason.
-        call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
-        idempotency_key: an effect already done under this key is not sent again.
-        address: where an approval of this call is asked (default: the step id).
-        cancel: set it to cancel the call: a read in flight stops (``call_cancelled``); an
-            effect in flight runs to its end and settles as it ended, the cancel recorded
-            beside it; a call not started yet is not sent.
-        can_wait: ``False`` for a caller that cannot pause on a person (a managed agent
-            turn): a change the floor would hold is refused ``approval_required`` instead,
-            recorded like any refusal.
-    """
-
-    tool: str
-    args: Mapping[str, Any]
-    allowance: frozenset[str]
-    step_id: str | None = None
-    step_index: int | None = None
-    reason: str = ""
-    call_id: str | None = None
-    idempotency_key: str | None = None
-    address: str | None = None
-    cancel: threading.Event | None = field(default=None, compare=False)
-    can_wait: bool = True
 
 
 class _AlreadyDone(Exception):
     def __init__(self, record: CallRecord) -> None:
         super().__init__(record.call_id)
         self.record = record
-
-
-class AwaitApproval(Exception):
-    """The floor holds a change under ``effects: ask``: the run pauses on this request.
-
-    Attributes:
-        address: where the request is asked (a step id, or ``step/call`` in a turn).
-        body: what the person sees: the tool, the reason and exactly what executes.
-        request_digest: the digest of ``body``; a decision binds to it.
-    """
-
-    def __init__(self, address: str, body: dict[str, Any], request_digest: str) -> None:
-        super().__init__(f"{address} waits on a person's approval")
-        self.address = address
-        self.body = body
-        self.request_digest = request_digest
-
-
-@dataclass
-class CallOutcome:
-    """What became of one call. ``result`` and ``error`` are already sanitized."""
-
-    call_id: str
-    tool: str
-    step_id: str | None
-    status: CallStatus
-    result: Any = None
-    error: dict[str, Any] | None = None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
-    args_digest: str = ""
-    outputs_digest: str | None = None
-    effect: str = "none"
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    already_done: str | None = None
-    approved_by: str | None = None
-    sandbox: SandboxUse | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the tool ran and completed."""
-        return self.status == "completed"
-
-    @property
-    def code(self) -> str | None:
-        """The refusal or failure code, if any."""
-        return None if self.error is None else str(self.error.get("code"))
 
 
 class Governor:
@@ -237,6 +157,7 @@ class Governor:
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
         try:
+            spec = operation_spec(spec, tool, self.directive_id)
             args, resolved = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)
@@ -332,9 +253,12 @@ class Governor:
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
     ) -> None:
-        if tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow":
+        required = approval_required(tool)
+        if not required and (
+            tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow"
+        ):
             return
-        if self.authority.effects == "none":
+        if self.authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
             verdict = decide(self.authority, _bare_change(tool))
             raise RefusedCall(verdict.reason, code="effects_none")
         from proctor.runtime.admission.preview import approval_request_body, preview
@@ -350,15 +274,20 @@ class Governor:
             raise RefusedCall(
                 f"a person declined '{tool.name}' at {address}", code="approval_declined"
             )
-        verdict = decide(self.authority, change, approved=decision is not None)
+        verdict = decide(
+            self.authority, replace(change, required=required), approved=decision is not None
+        )
         if verdict.verdict == "pause":
             if not spec.can_wait:
-                raise RefusedCall(
-                    f"'{tool.name}' changes something and this run's authority is effects: ask;"
-                    " a managed agent turn does not wait on a person. Grant it a standing"
-                    " approval (edits or commands) or let a host work the turn",
-                    code="approval_required",
+                message = (
+                    f"'{tool.name}' is declared approval: required and a managed agent turn"
+                    " does not wait on a person; let a host work the turn"
+                    if required
+                    else f"'{tool.name}' changes something and this run's authority is effects:"
+                    " ask; a managed agent turn does not wait on a person. Grant it a standing"
+                    " approval (edits, commands or operations) or let a host work the turn"
                 )
+                raise RefusedCall(message, code="approval_required")
             raise AwaitApproval(address, body, request_digest)
         if verdict.standing_index is not None:
             outcome.approved_by = f"standing_approvals[{verdict.standing_index}]"
@@ -469,6 +398,7 @@ class Governor:
             "ended_at": _iso(outcome.ended_at),
             "approved_by": outcome.approved_by,
             **sandboxed,
+            **quoted(tool),
         }
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended

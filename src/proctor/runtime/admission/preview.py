@@ -80,9 +80,14 @@ def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, di
         RefusedCall: the change cannot be shown (its target vanished, an edit does not
             apply); the call would fail the same way, so it is refused before anyone is asked.
     """
+    from proctor.runtime.connectors.operations import OperationTool, operation_payload
     from proctor.runtime.tools.fsutil import encode_text
 
     try:
+        if isinstance(tool, OperationTool):
+            name = f"{tool.connector}/{tool.operation}"
+            change = Change(tool.name, tool.effect, operation=name)
+            return change, operation_payload(tool, args)
         if tool.name == "fs.write":
             from proctor.runtime.tools.fs import check_write
             from proctor.runtime.tools.fsutil import current_state

@@ -254,7 +254,7 @@ class ManagedAgent:
         ask = bool(turn.get("ask", False))
         schema = turn.get("output_schema") or {"type": "object"}
         max_steps = int(turn.get("max_steps") or self.max_steps)
-        tools = {**self.tools, **_skill_tools(turn)}
+        tools = {**_with_operations(self.tools, turn), **_skill_tools(turn)}
         bindings = bindings_for(allowance, tools, view=self.view, ask=ask)
         by_wire = {b.wire: b for b in bindings}
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
@@ -376,6 +376,26 @@ def _skill_tools(turn: Mapping[str, Any]) -> dict[str, Any]:
         for name, entry in offered.items()
         if isinstance(entry, Mapping) and isinstance(entry.get("input_schema"), dict)
     }
+
+
+@dataclass(frozen=True)
+class _Offered:
+    description: str
+    schema: dict[str, Any]
+
+
+def _with_operations(tools: Mapping[str, Any], turn: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``tools`` plus the connector operations the turn's allowance describes (a run's own)."""
+    raw = turn.get("allowance")
+    offered = raw.get("operation_tools") if isinstance(raw, Mapping) else None
+    if not isinstance(offered, list) or not offered:
+        return tools
+    extra = {
+        str(o["name"]): _Offered(str(o.get("description") or ""), dict(o.get("input_schema") or {}))
+        for o in offered
+        if isinstance(o, Mapping) and "name" in o
+    }
+    return {**tools, **extra}
 
 
 def allowance_of(turn: Mapping[str, Any]) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ The driver calls three things here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +130,7 @@ def prepare_delivery(
     profile: str | None = None,
     request_secrets: Mapping[str, str] | None = None,
     route: EgressRoute | None = None,
+    extra_credentials: Sequence[str] = (),
 ) -> Deliver:
     """Resolve the method's credentials once and return the admission ``deliver`` seam.
 
@@ -147,6 +148,7 @@ def prepare_delivery(
         CredentialError: ambiguity, audience or mode mismatch, an unknown profile, an
             undeclared credential, a key that fails to decrypt (see ``resolve_credentials``).
     """
+    from proctor.runtime.connectors.operations import operation_deliver
     from proctor.runtime.tools.command import process_deliver
     from proctor.runtime.tools.http import network_deliver
 
@@ -154,7 +156,8 @@ def prepare_delivery(
     for value in (request_secrets or {}).values():
         taint.add(value)
     resolved: dict[str, Any] = {}
-    used = sorted({name for name in by_step.values() if name is not None})
+    # ``extra_credentials``: the connectors' requirements the method's operations use
+    used = sorted({name for name in by_step.values() if name is not None} | set(extra_credentials))
     if used:
         from proctor.runtime.home.credentials import resolve_credentials, snapshot_environment
 
@@ -187,10 +190,16 @@ def prepare_delivery(
         pool_factory=route.pool_factory if route else None,
     )  # fmt: skip
     process = process_deliver(resolved, by_step, taint=taint, environ=environ)
+    operation = operation_deliver(
+        resolved, allow=recorded_egress(authority), taint=taint,
+        resolver=route.resolver if route else None,
+        pool_factory=route.pool_factory if route else None,
+    )  # fmt: skip
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
-        # Each seam answers only for its own effect class (and {} for any other).
-        return {**network(spec, tool), **process(spec, tool)}
+        # Each seam answers only for its own effect class (and {} for any other); an
+        # operation's seam, last, gives it its connector's credential and no other.
+        return {**network(spec, tool), **process(spec, tool), **operation(spec, tool)}
 
     return deliver
 

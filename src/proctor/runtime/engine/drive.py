@@ -22,12 +22,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method, SkillStep
+from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep
 from proctor.core.authority import narrow, parse_authority
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (
     ConfigError,
-    CredentialError,
     PolicyLoadError,
     ProctorError,
     ResumeRefused,
@@ -37,12 +36,13 @@ from proctor.runtime.admission.governor import (
     AwaitApproval,
     CallOutcome,
     CallSpec,
-    Deliver,
     Governor,
 )
 from proctor.runtime.boundary.reach import run_workspace
 from proctor.runtime.engine import compose
 from proctor.runtime.engine import kinds as run_kinds
+from proctor.runtime.engine.driver_parts import Blocked as _Blocked
+from proctor.runtime.engine.driver_parts import DriverParts
 from proctor.runtime.engine.host import (
     RunHost,
     RunInterrupted,
@@ -56,19 +56,13 @@ from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
     from proctor.core.spend import SpendLedger
-    from proctor.runtime.boundary.sandbox import SandboxSetting
+    from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.skills import LoadedSkill
 
 __all__ = ["RunDriver"]
 
 
-class _Blocked(Exception):
-    def __init__(self, code: str, message: str, seal_reason: str) -> None:
-        super().__init__(message)
-        self.code, self.message, self.seal_reason = code, message, seal_reason
-
-
-class RunDriver:
+class RunDriver(DriverParts):
     """One run, rebuilt from its record, driven while its session holds the lease."""
 
     def __init__(
@@ -96,6 +90,7 @@ class RunDriver:
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
+        self._operations: dict[str, OperationTool] | None = None
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
 
@@ -116,7 +111,7 @@ class RunDriver:
             wb = write_budget(s.environ)
         except (PolicyLoadError, ConfigError) as exc:
             raise _Blocked(exc.code, exc.message, "policy_refused") from exc
-        deliver = self._deliver()
+        deliver = self._with_state(self._deliver())
         sandbox = self._sandbox()
         policy_digest = None if unguarded else getattr(policies, "digest", None)
         if self.record.data.get("policy_digest") != policy_digest:
@@ -162,6 +157,7 @@ class RunDriver:
             tools = {**s.tools, **skill_tools(self, list(self.method.steps))}
         except ProctorError as exc:
             raise _Blocked(exc.code, exc.message, "admission_refused") from exc
+        tools.update(self._operations_or_blocked())
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
@@ -185,59 +181,6 @@ class RunDriver:
         governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
-
-    def spend_ledger(self) -> SpendLedger:
-        """The ledger the run's tree spends from: the root's, rebuilt from its record (what a
-        killed driver held counts as spent)."""
-        if self.ledger is None:
-            from proctor.core.spend import SpendLedger
-
-            state = self.record.data.get("spend") or {}
-            spent = int(state.get("spent") or 0) + int(state.get("held") or 0)
-            store, run_id = self.s.store, self.run_id
-            self.ledger = SpendLedger(
-                self.authority.max_spend_micro_usd,
-                spent=spent,
-                persist=lambda now: store.update_run(run_id, data={"spend": now}),
-            )
-        return self.ledger
-
-    def _sandbox(self) -> SandboxSetting:
-        """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
-        of the run had (recorded, so a looser session resuming it keeps it)."""
-        from proctor.runtime.boundary.sandbox import sandbox_setting, stricter
-
-        recorded = self.record.data.get("sandbox_default")
-        default = stricter(self.s.sandbox_default, recorded)
-        if default == "required" and recorded != default:  # auto, the loosest, needs no record
-            self.s.store.update_run(self.run_id, data={"sandbox_default": default})
-            self.record.data["sandbox_default"] = default
-        try:
-            return sandbox_setting(self.s.environ, default=default)
-        except ConfigError as exc:
-            raise _Blocked(exc.code, exc.message, "admission_refused") from exc
-
-    def _deliver(self) -> Deliver:
-        """Resolve the run's credentials once (see :mod:`proctor.runtime.engine.delivery`).
-
-        Raises:
-            NeedsCredential: a credential is missing (the caller parks the run).
-        """
-        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
-
-        profile = self.record.data.get("credential_profile")
-        try:
-            return prepare_delivery(
-                self.skill, self.method, run_id=self.run_id, store=self.s.store,
-                workspace_root=self.s.workspace.root, environ=self.s.environ,
-                authority=self.record.data.get("authority") or {},
-                taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
-                request_secrets=self.request_secrets, route=self.s.egress_route,
-            )  # fmt: skip
-        except NeedsCredential:
-            raise
-        except (CredentialError, ConfigError) as exc:
-            raise _Blocked(exc.code, exc.message, "credential_unavailable") from exc
 
     def _stopping(self) -> bool:
         return self.s.stop_event.is_set() or (self.stop is not None and self.stop.is_set())
@@ -373,6 +316,14 @@ class RunDriver:
             return run_kinds.agent_step(self, governor, index, step, inputs, outputs)
         if isinstance(step, SkillStep):
             return compose.skill_step(self, step, inputs, outputs)
+        if isinstance(step, OperationStep):
+            from proctor.runtime.engine.operations import operation_step
+
+            return operation_step(self, governor, index, step, inputs, outputs)
+        if step.tool in ("store.events.append", "store.key.put"):
+            from proctor.runtime.engine.operations import store_step
+
+            return store_step(self, governor, index, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------

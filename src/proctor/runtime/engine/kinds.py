@@ -5,6 +5,7 @@ Each function returns what the step became: settled (``StepDone``) or a pause on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from proctor.contracts.envelope import Refusal
@@ -18,7 +19,11 @@ from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_fa
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
 
-__all__ = ["agent_step", "ask_step", "tool_step"]
+__all__ = ["Confirm", "agent_step", "ask_step", "tool_step"]
+
+Confirm = Callable[[CallRecord], "dict[str, Any] | bool | None"]
+"""Asked about a crashed claim before a person is: the result it proves done, ``False`` when it
+proves the call was not applied (it is sent again), or ``None`` when it cannot tell."""
 
 
 # -- tool steps -----------------------------------------------------------------------------
@@ -31,8 +36,13 @@ def tool_step(
     step: ToolStep,
     inputs: dict[str, Any],
     outputs: dict[str, Any],
+    confirm: Confirm | None = None,
 ) -> StepDone | StepPause:
-    """Reconcile a crashed claim of the step, then call its tool through admission."""
+    """Reconcile a crashed claim of the step, then call its tool through admission.
+
+    ``confirm`` (operation steps: the write's readback) is asked about a claim with no
+    settlement before a person is: the result it returns settles the call as done.
+    """
     try:
         if governor.receipt_budget is not None:
             governor.receipt_budget.reserve(1)  # the step's own receipt
@@ -46,13 +56,13 @@ def tool_step(
     # the step's own calls only (a crashed driver's): reading the run's would make each step
     # cost as much as the run so far
     recorded = run.s.store.step_calls(run.run_id, step.id)
-    settled = _settled_call(recorded, step.id)
+    settled = _settled_call(recorded, step.id, step.tool)
     if settled is not None:
         # The call settled but its step did not (a crash between the two): reuse the record.
         return _settled(step, settled, used)
     claims = [c for c in recorded if c.state == "claimed"]
     if claims:
-        got = _reconcile(run, step, claims[-1])
+        got = _reconcile(run, step, claims[-1], confirm)
         if got is not None and not isinstance(got, str):
             return got
         if isinstance(got, str):
@@ -107,10 +117,12 @@ def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
     )
 
 
-def _settled_call(recorded: list[CallRecord], step_id: str) -> CallOutcome | None:
-    """The last settled call of a step whose own settlement was never recorded."""
+def _settled_call(recorded: list[CallRecord], step_id: str, tool: str) -> CallOutcome | None:
+    """The last settled call of a step whose own settlement was never recorded (its own tool's:
+    an operation step's readback is a call of another tool)."""
     for record in reversed(recorded):
-        if record.state != "settled":
+        readback = record.tool != tool and record.tool.startswith("operation:")
+        if record.state != "settled" or readback:
             continue
         body = record.result if isinstance(record.result, dict) else {}
         status = body.get("status")
@@ -198,7 +210,7 @@ def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
 
 
 def _reconcile(
-    run: StepRunner, step: ToolStep, claim: CallRecord
+    run: StepRunner, step: ToolStep, claim: CallRecord, confirm: Confirm | None = None
 ) -> StepDone | StepPause | str | None:
     """Decide what a claim with no settlement means.
 
@@ -235,6 +247,22 @@ def _reconcile(
         if all(n == f.get("before_digest") for n, f in zip(now, pending, strict=True)):
             _abandon(run, claim, "not applied (every file at its before-image); sent again")
             return None
+    confirmed = None if confirm is None else confirm(claim)
+    if confirmed is False:
+        _abandon(run, claim, "not applied (its key was never used); sent again")
+        return None
+    if isinstance(confirmed, dict):
+        settled = {
+            "status": "completed",
+            "result": confirmed,
+            "error": None,
+            "verdicts": [],
+            "effect": "network",
+            "confirmed_by_readback": True,
+        }
+        run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled)
+        run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
+        return StepDone("completed", output=confirmed)
     address = f"{step.id}/retry"
     body = {
         "kind": "retry",
@@ -328,10 +356,7 @@ def _turn(
         "step_index": index,
         "instructions": instructions,
         "inputs": resolve(step.agent.inputs, inputs, outputs),
-        "allowance": {
-            "tools": list(step.agent.calls.tools) + list(skills),
-            "skills": list(step.agent.calls.skills),
-        },
+        "allowance": _allowance(run, step, list(skills)),
         "ask": step.agent.ask,
         "output_schema": step.agent.output,
     }
@@ -340,6 +365,34 @@ def _turn(
     if step.agent.context is not None:
         turn["context"] = context_skills(run, step.agent.context.skills)
     return turn
+
+
+def _allowance(run: StepRunner, step: AgentStep, skill_tools: list[str]) -> dict[str, Any]:
+    """What a turn may call: its tools, one tool per method of each skill it may call
+    (``skill_tools``) and the connector operations it names."""
+    calls = step.agent.calls
+    allowance: dict[str, Any] = {
+        "tools": list(calls.tools) + skill_tools,
+        "skills": list(calls.skills),
+    }
+    if calls.operations:
+        # c/op and c/* offered as the operation tools they name (none: nothing offered)
+        from proctor.runtime.connectors.operations import expand_operations
+
+        tools = run.operation_tools()
+        offered = expand_operations(list(calls.operations), tools)
+        allowance["tools"] += [n for n in offered if n not in allowance["tools"]]
+        allowance["operations"] = list(calls.operations)
+        # what an agent is shown of each (the operations are the run's, not the session's)
+        allowance["operation_tools"] = [
+            {
+                "name": n,
+                "description": tools[n].description,
+                "input_schema": tools[n].schema,
+            }
+            for n in offered
+        ]
+    return allowance
 
 
 def _check_output(step: AgentStep, value: Any) -> StepDone:

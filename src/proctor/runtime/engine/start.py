@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proctor.contracts.skill import AgentStep, AskStep, Method, SkillStep, ToolStep
+from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep, ToolStep
 from proctor.core.floor import certain_changes
-from proctor.errors import ParseError, UsageError
+from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.drive import RunDriver
@@ -142,7 +142,7 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
 
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
-        if not isinstance(step, ToolStep | AskStep | AgentStep | SkillStep):
+        if not isinstance(step, ToolStep | AskStep | AgentStep | OperationStep | SkillStep):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
                 "step_kind_unsupported",
@@ -174,6 +174,16 @@ def _refuse_certain_changes(driver: RunDriver) -> None:
         for step in driver.method.steps
         if isinstance(step, ToolStep) and step.tool in tools
     ]
+    if any(isinstance(step, OperationStep) for step in driver.method.steps):
+        try:  # a connector that does not parse blocks the run when its governor is built
+            ops = driver.operation_tools()
+        except ProctorError:
+            ops = {}
+        fixed += [
+            (step.id, name, ops[name].effect)
+            for step in driver.method.steps
+            if isinstance(step, OperationStep) and (name := "operation:" + step.operation) in ops
+        ]
     changes = certain_changes(fixed)
     if changes:
         raise _Refused(

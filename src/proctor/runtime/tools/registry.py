@@ -19,6 +19,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
     from proctor.runtime.tools.http import http_tools
+    from proctor.runtime.tools.store import store_tools
 
     return (
         ECHO,
@@ -33,12 +34,14 @@ def _build() -> tuple[Tool, ...]:
         FS_RESTORE,
         COMMAND_EXECUTE,
         *http_tools().values(),
+        *store_tools().values(),
         *agent_tools(native_tools),
     )
 
 
 def native_tools() -> dict[str, Tool]:
-    """Every native tool by name (``echo``, ``data.digest``, ``fs.*``, ``http.request``).
+    """Every native tool by name (``echo``, ``data.digest``, ``fs.*``, ``http.request``,
+    ``store.*``).
 
     The tools are built once and cached; each call returns a new dict, so a caller adding or
     removing entries never changes what other callers see.

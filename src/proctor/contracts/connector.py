@@ -1,0 +1,96 @@
+"""Models of a connector manifest (``connectors/<name>/connector.yaml``).
+
+A connector names one provider: its ``base_url`` (whose origin is the only place its
+operations send to, and its credential's audience), the credential requirement it uses, and its
+``operations``. Each operation is a read or a write with an HTTP request template built from
+its declared ``inputs``; a write may declare a ``readback`` (a read operation and the JSON
+pointers that must match) so a crash after sending is reconciled without sending it again.
+
+Every model is strict, refuses unknown fields and is frozen. Checks across fields (a
+placeholder naming an input, a readback naming a read operation) live in
+:mod:`proctor.parser.connector`, which builds these models.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CONNECTOR_NAME_PATTERN",
+    "OPERATION_NAME_PATTERN",
+    "Connector",
+    "Operation",
+    "OperationCost",
+    "Readback",
+    "RequestTemplate",
+]
+
+CONNECTOR_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+OPERATION_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,3}$"
+JsonSchema = dict[str, Any]
+NonEmpty = Annotated[str, Field(min_length=1, max_length=4096)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class RequestTemplate(_Model):
+    """How an operation's inputs become one HTTP request.
+
+    ``path`` starts with ``/`` and may hold ``{name}`` placeholders (each an input, sent
+    percent-encoded so it never leaves the path segment); ``query`` and ``json`` values may be
+    ``$input.NAME`` references or literals.
+    """
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^/")]
+    query: dict[NonEmpty, Any] = {}
+    json_body: Any = Field(default=None, alias="json")
+
+
+class Readback(_Model):
+    """What a write's effect looks like when read: a read operation, its inputs, and the JSON
+    pointers into its result that must equal the given values (references to the write's
+    inputs)."""
+
+    operation: NonEmpty
+    inputs: dict[NonEmpty, Any] = {}
+    match: Annotated[dict[NonEmpty, Any], Field(min_length=1)]
+
+
+class OperationCost(_Model):
+    """The quoted price of one call, in millionths of a US dollar."""
+
+    usd_micro: Annotated[int, Field(ge=0, le=10**12)]
+    per: Literal["call"]
+
+
+class Operation(_Model):
+    """One declared provider call."""
+
+    description: NonEmpty | None = None
+    verb: Literal["read", "write"]
+    request: RequestTemplate
+    inputs: JsonSchema = Field(
+        default_factory=lambda: {"type": "object", "properties": {}, "additionalProperties": False}
+    )
+    result: dict[NonEmpty, str] | None = None
+    approval: Literal["required"] | None = None
+    readback: Readback | None = None
+    cost: OperationCost | None = None
+
+
+class Connector(_Model):
+    """A validated connector manifest."""
+
+    name: Annotated[str, Field(pattern=CONNECTOR_NAME_PATTERN)]
+    description: NonEmpty | None = None
+    base_url: NonEmpty
+    credential: NonEmpty | None = None
+    operations: Annotated[
+        dict[Annotated[str, Field(pattern=OPERATION_NAME_PATTERN)], Operation],
+        Field(min_length=1, max_length=256),
+    ]

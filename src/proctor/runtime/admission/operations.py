@@ -1,0 +1,60 @@
+"""What admission adds for a connector operation (:mod:`proctor.runtime.connectors`).
+
+- :func:`operation_spec`: a connector write, or a ``store.*`` write, needs an
+  ``idempotency_key`` (the step's, or the call's argument); without one it is refused
+  ``idempotency_key_required`` before anything is sent. The key the call is claimed and found
+  by is scoped: a connector write's provider key is a digest of connector, operation and key
+  (:func:`proctor.runtime.connectors.operations.provider_key`); a store write's, of the run's
+  package, the tool and the key.
+- :func:`approval_required`: an operation declared ``approval: required`` waits on a person's
+  decision bound to exactly what it sends, even under ``effects: allow``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from proctor.errors import RefusedCall
+from proctor.receipts.canonical import digest
+from proctor.runtime.admission.calls import CallSpec
+from proctor.runtime.connectors.operations import IDEMPOTENCY_ARG, OperationTool, provider_key
+from proctor.runtime.tools.base import Tool
+from proctor.runtime.tools.store import STORE_WRITES
+
+__all__ = ["approval_required", "operation_spec"]
+
+
+def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None) -> CallSpec:
+    """``spec`` with a keyed write's key in its arguments and its scoped key as the
+    idempotency key: a connector write's provider key, or for a ``store.*`` write a digest of
+    the run's package, the tool and the key (so two packages' keys never meet).
+
+    Raises:
+        RefusedCall: ``idempotency_key_required`` for such a write with no key.
+    """
+    if tool is None or tool.name not in spec.allowance:
+        return spec
+    store_write = tool.name in STORE_WRITES
+    if not store_write and not (isinstance(tool, OperationTool) and tool.is_write):
+        return spec
+    args = dict(spec.args)
+    key = args.get(IDEMPOTENCY_ARG)
+    if key is None:
+        key = spec.idempotency_key
+    if not isinstance(key, str) or not key:
+        raise RefusedCall(
+            f"'{tool.name}' is a write and needs an idempotency_key (the step's idempotency_key:"
+            " or the call's idempotency_key argument); nothing was sent",
+            code="idempotency_key_required",
+        )
+    args[IDEMPOTENCY_ARG] = key
+    if isinstance(tool, OperationTool):
+        scoped = provider_key(tool, key)
+    else:
+        scoped = "store:" + digest({"package": package, "tool": tool.name, "key": key})
+    return replace(spec, args=args, idempotency_key=scoped)
+
+
+def approval_required(tool: Tool) -> bool:
+    """True for an operation every call of which waits on a person's approval."""
+    return isinstance(tool, OperationTool) and tool.approval_required

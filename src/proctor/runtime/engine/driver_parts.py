@@ -1,0 +1,139 @@
+"""What a run's driver resolves once per driver: its spend ledger, connector operations, state
+store seam, sandbox setting and credential delivery.
+
+:class:`DriverParts` is the part of :class:`proctor.runtime.engine.drive.RunDriver` that reads
+the run's record and environment to build these; each is resolved on first use and refused as
+:class:`Blocked` (the run seals blocked with the code) when it cannot be.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from proctor.errors import ConfigError, CredentialError, ProctorError
+
+if TYPE_CHECKING:
+    from proctor.contracts.skill import Method
+    from proctor.core.authority import Authority
+    from proctor.core.spend import SpendLedger
+    from proctor.runtime.admission.governor import Deliver
+    from proctor.runtime.boundary.sandbox import SandboxSetting
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.connectors.operations import OperationTool
+    from proctor.runtime.engine.host import RunHost
+    from proctor.runtime.records.runs import RunRecord
+    from proctor.runtime.skills import LoadedSkill
+
+__all__ = ["Blocked", "DriverParts"]
+
+
+class Blocked(Exception):
+    """The run cannot go on as prepared: it seals blocked with ``code`` and ``seal_reason``."""
+
+    def __init__(self, code: str, message: str, seal_reason: str) -> None:
+        super().__init__(message)
+        self.code, self.message, self.seal_reason = code, message, seal_reason
+
+
+class DriverParts:
+    """The run's resources a driver resolves once (see the module docstring)."""
+
+    s: RunHost
+    record: RunRecord
+    run_id: str
+    skill: LoadedSkill
+    method: Method
+    stop: threading.Event | None
+    authority: Authority
+    sanitizer: Sanitizer
+    ledger: SpendLedger | None
+    request_secrets: Mapping[str, str] | None
+    _operations: dict[str, OperationTool] | None
+
+    def spend_ledger(self) -> SpendLedger:
+        """The ledger the run's tree spends from: the root's, rebuilt from its record (what a
+        killed driver held counts as spent)."""
+        if self.ledger is None:
+            from proctor.core.spend import SpendLedger
+
+            state = self.record.data.get("spend") or {}
+            spent = int(state.get("spent") or 0) + int(state.get("held") or 0)
+            store, run_id = self.s.store, self.run_id
+            self.ledger = SpendLedger(
+                self.authority.max_spend_micro_usd,
+                spent=spent,
+                persist=lambda now: store.update_run(run_id, data={"spend": now}),
+            )
+        return self.ledger
+
+    def operation_tools(self) -> dict[str, OperationTool]:
+        """The run's connector operations as tools (read once per driver).
+
+        Raises:
+            ParseError: a connector manifest is refused.
+        """
+        if self._operations is None:
+            from proctor.runtime.engine.operations import run_operation_tools
+
+            self._operations = run_operation_tools(self.skill, self.s.workspace.root)
+        return self._operations
+
+    def _operations_or_blocked(self) -> dict[str, OperationTool]:
+        try:
+            return self.operation_tools()
+        except ProctorError as exc:
+            raise Blocked(exc.code, exc.message, "admission_refused") from exc
+
+    def _with_state(self, deliver: Deliver) -> Deliver:
+        """``deliver`` plus the ``store.*`` tools' seam: the state store (opened on first use)
+        under the namespace of the run's package, which no call names."""
+        from proctor.runtime.storage.select import open_state_store
+        from proctor.runtime.tools.store import store_deliver
+
+        s = self.s
+        state = store_deliver(
+            self.skill.package.name, lambda: open_state_store(s.environ, s.workspace.state_dir)
+        )
+        return lambda spec, tool: {**deliver(spec, tool), **state(spec, tool)}
+
+    def _sandbox(self) -> SandboxSetting:
+        """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
+        of the run had (recorded, so a looser session resuming it keeps it)."""
+        from proctor.runtime.boundary.sandbox import sandbox_setting, stricter
+
+        recorded = self.record.data.get("sandbox_default")
+        default = stricter(self.s.sandbox_default, recorded)
+        if default == "required" and recorded != default:  # auto, the loosest, needs no record
+            self.s.store.update_run(self.run_id, data={"sandbox_default": default})
+            self.record.data["sandbox_default"] = default
+        try:
+            return sandbox_setting(self.s.environ, default=default)
+        except ConfigError as exc:
+            raise Blocked(exc.code, exc.message, "admission_refused") from exc
+
+    def _deliver(self) -> Deliver:
+        """Resolve the run's credentials once (see :mod:`proctor.runtime.engine.delivery`).
+
+        Raises:
+            NeedsCredential: a credential is missing (the caller parks the run).
+        """
+        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
+        from proctor.runtime.engine.operations import operation_credentials
+
+        extra = operation_credentials(self.method, self._operations_or_blocked())
+        profile = self.record.data.get("credential_profile")
+        try:
+            return prepare_delivery(
+                self.skill, self.method, run_id=self.run_id, store=self.s.store,
+                workspace_root=self.s.workspace.root, environ=self.s.environ,
+                authority=self.record.data.get("authority") or {},
+                taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
+                request_secrets=self.request_secrets, route=self.s.egress_route,
+                extra_credentials=extra,
+            )  # fmt: skip
+        except NeedsCredential:
+            raise
+        except (CredentialError, ConfigError) as exc:
+            raise Blocked(exc.code, exc.message, "credential_unavailable") from exc

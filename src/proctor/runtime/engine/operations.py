@@ -1,0 +1,168 @@
+"""Operation steps: a connector's declared provider call, run as its operation tool.
+
+``operation: tracker/issue.label`` runs the tool ``operation:tracker/issue.label`` through
+admission exactly as a tool step runs its tool (:func:`proctor.runtime.engine.kinds.tool_step`);
+the step's ``idempotency_key`` is the write's key. What differs is how a crashed write is
+reconciled: a claim with no settlement runs the write's ``readback`` (a read, admitted and
+recorded like any call): when every declared pointer matches, the write is settled as done and
+never sent again; otherwise (no readback, a mismatch, a failed read) the step asks a person at
+``<step>/retry``, as for any effect whose outcome is unknown.
+
+:func:`run_operation_tools` gives a run its connectors' tools; :func:`operation_credentials`
+the credential requirements the method's operations need resolved.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from proctor.contracts.skill import AgentStep, Method, OperationStep, ToolStep
+from proctor.errors import CredentialError, ProctorError
+from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
+from proctor.runtime.connectors.catalog import find_connectors
+from proctor.runtime.connectors.operations import (
+    IDEMPOTENCY_ARG,
+    OPERATION_PREFIX,
+    OperationTool,
+    expand_operations,
+    operation_tools,
+    readback_matches,
+    readback_of,
+)
+from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
+from proctor.runtime.engine.kinds import tool_step
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from proctor.runtime.records.runs import CallRecord
+    from proctor.runtime.skills import LoadedSkill
+
+__all__ = ["operation_credentials", "operation_step", "run_operation_tools", "store_step"]
+
+
+def run_operation_tools(skill: LoadedSkill, workspace_root: Path) -> dict[str, OperationTool]:
+    """The operation tools a run of ``skill`` sees (its package's connectors, the workspace's).
+
+    Raises:
+        ParseError: a connector manifest is refused.
+    """
+    return operation_tools(find_connectors(workspace_root, skill.folder, skill.label))
+
+
+def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:
+    """The credential requirements of the connectors the method's operations use."""
+    names: list[str] = []
+    for step in method.steps:
+        if isinstance(step, OperationStep):
+            names.append(OPERATION_PREFIX + step.operation)
+        elif isinstance(step, AgentStep):
+            names.extend(expand_operations(list(step.agent.calls.operations), tools))
+    return sorted({c for n in names if (t := tools.get(n)) and (c := t.credential) is not None})
+
+
+def operation_step(
+    run: StepRunner,
+    governor: Governor,
+    index: int,
+    step: OperationStep,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+) -> StepDone | StepPause:
+    """Run the step's operation through admission; a crashed write is confirmed by readback."""
+    name = OPERATION_PREFIX + step.operation
+    as_tool = ToolStep(
+        id=step.id,
+        tool=name,
+        inputs=step.inputs,
+        idempotency_key=step.idempotency_key,
+        reason=step.reason,
+    )
+    tool = governor.tools.get(name)
+    if isinstance(tool, OperationTool) and step.credential not in (None, tool.credential):
+        refused = CredentialError(
+            f"step '{step.id}' names credential {step.credential!r}; an operation sends only"
+            f" its connector's ({tool.credential!r})",
+            code="credential_mismatch",
+        )
+        return step_failed(step.id, refused, name)
+
+    def confirm(claim: CallRecord) -> dict[str, Any] | None:
+        if not isinstance(tool, OperationTool):
+            return None
+        return _readback(governor, index, step, tool, inputs, outputs)
+
+    return tool_step(run, governor, index, as_tool, inputs, outputs, confirm=confirm)
+
+
+def _readback(
+    governor: Governor,
+    index: int,
+    step: OperationStep,
+    tool: OperationTool,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+) -> dict[str, Any] | None:
+    from proctor.parser.refs import resolve
+
+    try:
+        args = dict(resolve(step.inputs, inputs, outputs))
+        if step.idempotency_key is not None:
+            args.setdefault(IDEMPOTENCY_ARG, str(resolve(step.idempotency_key, inputs, outputs)))
+        found = readback_of(tool, args)
+    except ProctorError:
+        return None
+    if found is None:
+        return None
+    reader, reader_args = found
+    spec = CallSpec(
+        tool=reader,
+        args=reader_args,
+        allowance=frozenset({reader}),
+        step_id=step.id,
+        step_index=index,
+        reason=f"readback of {step.operation}: its outcome was not recorded",
+        address=f"{step.id}/readback",
+        can_wait=False,
+    )
+    try:
+        call = governor.call(spec)
+    except AwaitApproval:
+        return None
+    if not call.ok or not readback_matches(tool, args, call.result):
+        return None
+    return {"status": None, "result": (call.result or {}).get("result"), "confirmed": True}
+
+
+def store_step(
+    run: StepRunner,
+    governor: Governor,
+    index: int,
+    step: ToolStep,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+) -> StepDone | StepPause:
+    """A ``store.*`` write step: a crashed claim is settled from the store's record of its key
+    (done), or sent again when the key was never used (the store applies a key once)."""
+    from proctor.parser.refs import resolve
+    from proctor.runtime.tools.store import STORE_EXTRA, StoreContext
+
+    def confirm(claim: CallRecord) -> dict[str, Any] | bool | None:
+        tool = governor.tools.get(step.tool)
+        if tool is None or governor.deliver is None:
+            return None
+        try:
+            args = resolve(step.inputs, inputs, outputs)
+            key = args.get(IDEMPOTENCY_ARG) if isinstance(args, dict) else None
+            if step.idempotency_key is not None:
+                key = str(resolve(step.idempotency_key, inputs, outputs))
+            bare = CallSpec(tool=step.tool, args={}, allowance=frozenset(), step_id=step.id)
+            state = governor.deliver(bare, tool).get(STORE_EXTRA)
+            if not isinstance(state, StoreContext) or not isinstance(key, str):
+                return None
+            done = state.backend.applied(state.namespace, key)
+        except ProctorError:
+            return None
+        return False if done is None else done
+
+    return tool_step(run, governor, index, step, inputs, outputs, confirm=confirm)

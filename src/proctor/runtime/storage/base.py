@@ -1,0 +1,110 @@
+"""The state store interface, its bounds, and the choice of backend.
+
+A namespace is a skill package's: the tools derive it from the run, never from arguments, so
+one package never reads or writes another's. In a namespace:
+
+- ``append(stream, event, key)`` adds an event at the stream's next sequence number (from 1);
+  ``read(stream, cursor, limit)`` returns the events after ``cursor`` in order;
+- ``put(key, value, idem)`` sets a key (its version counts up from 1); ``get`` reads one;
+  ``list_keys(prefix, cursor, limit)`` pages through keys in order.
+
+Every write carries an idempotency key: a second write under the same key (in the same
+namespace) changes nothing and returns what the first returned, so a write a crashed driver
+may or may not have made is safely made again. Values are JSON, at most 64 KiB canonical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Protocol
+
+from proctor.errors import RefusedCall
+
+__all__ = [
+    "MAX_KEY_CHARS",
+    "MAX_LIMIT",
+    "MAX_VALUE_BYTES",
+    "STREAM_PATTERN",
+    "StateStore",
+    "check_key",
+    "check_stream",
+    "encode_value",
+    "namespace_token",
+]
+
+MAX_VALUE_BYTES = 64 * 1024
+MAX_KEY_CHARS = 256
+MAX_LIMIT = 1000
+STREAM_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+_STREAM = re.compile(STREAM_PATTERN)
+
+
+class StateStore(Protocol):
+    """What every backend does (see the module docstring). Errors are ``StoreError``."""
+
+    def append(self, ns: str, stream: str, event: Any, idem: str) -> dict[str, Any]:
+        """Append ``event``; ``{"seq": n, "already_done": bool}``."""
+        ...
+
+    def read(self, ns: str, stream: str, cursor: int, limit: int) -> dict[str, Any]:
+        """``{"events": [{"seq", "event"}], "next_cursor": n}`` after ``cursor``."""
+        ...
+
+    def put(self, ns: str, key: str, value: Any, idem: str) -> dict[str, Any]:
+        """Set ``key``; ``{"version": n, "already_done": bool}``."""
+        ...
+
+    def get(self, ns: str, key: str) -> dict[str, Any]:
+        """``{"found": bool, "value": ..., "version": n | None}``."""
+        ...
+
+    def list_keys(self, ns: str, prefix: str, cursor: str, limit: int) -> dict[str, Any]:
+        """``{"keys": [...], "next_cursor": key | None}``: keys after ``cursor``, in order."""
+        ...
+
+    def applied(self, ns: str, idem: str) -> dict[str, Any] | None:
+        """What the write made under ``idem`` returned, or ``None`` when none was made."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def encode_value(value: Any) -> str:
+    """Canonical JSON of a value (sorted keys, no spaces).
+
+    Raises:
+        RefusedCall: ``store_value_too_large`` over 64 KiB.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode("utf-8")) > MAX_VALUE_BYTES:
+        raise RefusedCall(
+            f"a stored value is at most {MAX_VALUE_BYTES} bytes of JSON",
+            code="store_value_too_large",
+        )
+    return text
+
+
+def check_stream(stream: str) -> None:
+    """Raises: RefusedCall ``store_stream_invalid`` for a name outside ``STREAM_PATTERN``."""
+    if not _STREAM.match(stream):
+        raise RefusedCall(
+            "a stream name is 1-64 of a-z, 0-9, '_', '.', '-', starting with a letter or digit",
+            code="store_stream_invalid",
+        )
+
+
+def check_key(key: str) -> None:
+    """Raises: RefusedCall ``store_key_invalid`` for an empty, over-long or control key."""
+    if not key or len(key) > MAX_KEY_CHARS or any(ord(c) < 32 for c in key):
+        raise RefusedCall(
+            f"a key is 1-{MAX_KEY_CHARS} printable characters", code="store_key_invalid"
+        )
+
+
+def namespace_token(ns: str) -> str:
+    """A fixed-shape token for a namespace (safe in table rows and Redis key names)."""
+    return hashlib.sha256(ns.encode("utf-8")).hexdigest()[:32]
