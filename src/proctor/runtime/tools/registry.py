@@ -12,12 +12,14 @@ __all__ = ["native_tools"]
 @cache
 def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.agent_tools import agent_tools
+    from proctor.runtime.tools.artifacts import ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE
     from proctor.runtime.tools.basic import DATA_DIGEST, ECHO
     from proctor.runtime.tools.command import COMMAND_EXECUTE
     from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
     from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
+    from proctor.runtime.tools.git import git_tools
     from proctor.runtime.tools.http import http_tools
 
     return (
@@ -33,6 +35,10 @@ def _build() -> tuple[Tool, ...]:
         FS_RESTORE,
         COMMAND_EXECUTE,
         *http_tools().values(),
+        ARTIFACT_ADMIT,
+        ARTIFACT_READ,
+        ARTIFACT_STORE,
+        *git_tools(),
         *agent_tools(native_tools),
     )
 
