@@ -174,22 +174,31 @@ def _log(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 # -- git.diff and git.show -----------------------------------------------------------------------
 
 
-def _changed(ctx: ToolContext, base: list[str], rel: str | None) -> tuple[list[str], int, bool]:
+def _argv(base: list[str], extra: list[str], revs: list[str], spec: list[str]) -> list[str]:
+    return [*base, *extra, "--end-of-options", *revs, *spec]
+
+
+def _changed(
+    ctx: ToolContext, base: list[str], revs: list[str], rel: str | None
+) -> tuple[list[str], int, bool]:
     """The files a diff touches, those a run may see, how many were hidden, and whether the
     list was cut at :data:`_MAX_FILES`."""
-    out = run_git(ctx.workspace, [*base, "--name-only", "-z", *_pathspec(rel)], max_bytes=MAX_BYTES)
+    argv = _argv(base, ["--name-only", "-z"], revs, _pathspec(rel))
+    out = run_git(ctx.workspace, argv, max_bytes=MAX_BYTES)
     names = [n for n in _text(out.data).split("\0") if n]
     kept, hid = _paths_part(ctx, names)
     cut = out.truncated or len(kept) > _MAX_FILES
     return kept[:_MAX_FILES], hid, cut
 
 
-def _patch(ctx: ToolContext, base: list[str], rel: str | None, limit: int) -> dict[str, Any]:
-    kept, hid, cut = _changed(ctx, base, rel)
+def _patch(
+    ctx: ToolContext, base: list[str], revs: list[str], rel: str | None, limit: int
+) -> dict[str, Any]:
+    kept, hid, cut = _changed(ctx, base, revs, rel)
     if not kept:
         return {"files": [], "patch": "", "hidden_files": hid, "truncated": cut}
     spec = ["--", *(f":(literal){n}" for n in kept)] if hid or cut else _pathspec(rel)
-    out = run_git(ctx.workspace, [*base, "--patch", *spec], max_bytes=limit)
+    out = run_git(ctx.workspace, _argv(base, ["--patch"], revs, spec), max_bytes=limit)
     patch, dropped = chunks_without_keys(_text(out.data))
     return {
         "files": [{"status": "changed", "path": n} for n in kept],
@@ -206,8 +215,8 @@ def _diff(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     rev_a = _rev(args, "rev_a") or "HEAD"
     rev_b = _rev(args, "rev_b")
     rel = _path(ctx, args, "list")
-    base = ["diff", *_DIFF_FLAGS, "--end-of-options", rev_a, *([rev_b] if rev_b else [])]
-    return _patch(ctx, base, rel, _limit(args))
+    revs = [rev_a, *([rev_b] if rev_b else [])]
+    return _patch(ctx, ["diff", *_DIFF_FLAGS], revs, rel, _limit(args))
 
 
 def _show(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -225,8 +234,8 @@ def _show(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if not records:
         raise ToolFailed(f"no commit {rev!r}", code="git_failed")
     commit = _commit(ctx, records[0])
-    base = ["show", "--format=", *_DIFF_FLAGS, "--end-of-options", commit["commit"]]
-    return {**commit, **_patch(ctx, base, None, _limit(args))}
+    base = ["show", "--format=", *_DIFF_FLAGS]
+    return {**commit, **_patch(ctx, base, [commit["commit"]], None, _limit(args))}
 
 
 def _show_file(ctx: ToolContext, rev: str, rel: str, limit: int) -> dict[str, Any]:
