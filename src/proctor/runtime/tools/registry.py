@@ -21,6 +21,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
     from proctor.runtime.tools.git import git_tools
     from proctor.runtime.tools.http import http_tools
+    from proctor.runtime.tools.procs import process_tools
 
     return (
         ECHO,
@@ -39,6 +40,7 @@ def _build() -> tuple[Tool, ...]:
         ARTIFACT_READ,
         ARTIFACT_STORE,
         *git_tools(),
+        *process_tools(),
         *agent_tools(native_tools),
     )
 
