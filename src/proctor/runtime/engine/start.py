@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep
+from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep, WorkerStep
 from proctor.core.floor import certain_changes
 from proctor.errors import ParseError, UsageError
 from proctor.receipts.canonical import digest
@@ -135,7 +135,7 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
 
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
-        if not isinstance(step, ToolStep | AskStep | AgentStep):
+        if not isinstance(step, ToolStep | AskStep | AgentStep | WorkerStep):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
                 "step_kind_unsupported",

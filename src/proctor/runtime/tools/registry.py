@@ -22,6 +22,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.git import git_tools
     from proctor.runtime.tools.http import http_tools
     from proctor.runtime.tools.procs import process_tools
+    from proctor.runtime.tools.pyfunc import WORKER_RUN
 
     return (
         ECHO,
@@ -41,6 +42,7 @@ def _build() -> tuple[Tool, ...]:
         ARTIFACT_STORE,
         *git_tools(),
         *process_tools(),
+        WORKER_RUN,
         *agent_tools(native_tools),
     )
 
