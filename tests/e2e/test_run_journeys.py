@@ -189,7 +189,7 @@ def test_unsupported_step_kind_is_refused_before_any_step_runs(ws: Ws) -> None:
         "minimum_proctor: 0.1.0\nmethods:\n  go:\n    description: Write then ask.\n"
         "    steps:\n      - id: w\n        tool: fs.write\n"
         "        inputs: {path: out.txt, content: hi, create: true}\n"
-        "      - id: q\n        worker: {module: m.py, function: main}\n"
+        "      - id: q\n        operation: tracker/issue.read\n"
     )
     r = ws.proctor("run", "asker", "--json")
     assert r.code == 1
