@@ -1,6 +1,7 @@
 """Running one program for a process tool: start it in its sandbox, wait, end it whole.
 
-Every process tool (``command.execute`` today; workers and supervised processes later) starts
+Every process tool (``command.execute``; ``worker.run`` and ``process.start`` build
+their launch from the same sandbox spec) starts
 its program through :func:`start` with the :class:`~proctor.runtime.boundary.sandbox.SandboxUse`
 admission chose, waits with :func:`wait_for`, and always calls :func:`finish`, which kills
 whatever is left and waits until it is gone:
