@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proctor.errors import RefusedCall, ToolFailed
 from tests.runtime.tools.test_fs_support import Env
@@ -181,3 +183,17 @@ def test_a_workspace_that_is_no_repository_is_refused(env: Env) -> None:
     with pytest.raises(ToolFailed) as caught:
         env.call("git.status", {})
     assert caught.value.code == "not_a_repository"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.from_regex(r"-[a-z-]{1,12}(=.*)?", fullmatch=True)))
+def test_fuzzed_revisions_are_names_or_refused(text: str) -> None:
+    from proctor.runtime.tools.git import _rev
+
+    try:
+        got = _rev({"rev": text}, "rev")
+    except RefusedCall as exc:
+        assert exc.code == "rev_invalid"
+        return
+    assert got == text and not text.startswith("-")
+    assert ":" not in text and not any(c.isspace() for c in text)

@@ -270,3 +270,26 @@ methods:
     stopped = _run_in(ws, ["process", "stop", proc["process_id"], "--json"])
     assert stopped.exit_code == 0 and json.loads(stopped.output)["running"] is False
     _wait(lambda: not _alive(f"{port}"), 10)
+
+
+def test_fuzzed_cursors_and_ids_are_refused_cleanly(ctx: ToolContext) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from proctor.errors import ProctorError
+
+    out = call(ctx, "process.start", {"command": PY, "args": ["-c", "print('a' * 300)"]})
+    pid = out["process_id"]
+    _output(ctx, pid, "a" * 300)
+
+    @settings(max_examples=80, deadline=None)
+    @given(after=st.integers(0, 400), ident=st.sampled_from([pid, "proc_" + "0" * 16, "x"]))
+    def read(after: int, ident: str) -> None:
+        try:
+            got = call(ctx, "process.read", {"process_id": ident, "after": after})
+        except ProctorError as exc:
+            assert exc.code in {"cursor_invalid", "process_unknown", "schema_invalid"}
+            return
+        assert got["next_cursor"] >= 0
+
+    read()

@@ -48,7 +48,7 @@ import psutil
 
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
-from proctor.runtime.boundary.sandbox_paths import run_sandbox
+from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
 from proctor.runtime.tools.artifacts import artifact_store
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.command import call_sandbox
@@ -105,17 +105,17 @@ def _inputs(ctx: ToolContext, inputs: dict[str, Any]) -> tuple[dict[str, Any], l
 
 def _launch(
     ctx: ToolContext, env: dict[str, str], write: bool
-) -> tuple[list[str], dict[str, str], str]:
+) -> tuple[list[str], dict[str, str], str, Sweep | None]:
     argv = [sys.executable, "-I", "-S", str(_RUNNER)]
     use = call_sandbox(ctx)
     if use.used == "bubblewrap" and use.bwrap is not None:
-        spec, _sweep = run_sandbox(
+        spec, sweep = run_sandbox(
             ctx.workspace, environ=os.environ, env=env, cwd=ctx.workspace.root, network=False
         )
         if not write:  # the reach roots are bound read-only instead of read-write
             spec = replace(spec, writable=(), read_only=(*spec.writable, *spec.read_only))
-        return bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env), use.used
-    return argv, env, use.used
+        return bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env), use.used, sweep
+    return argv, env, use.used, None
 
 
 def _rlimits(limits: dict[str, int]) -> Callable[[], None]:
@@ -240,7 +240,8 @@ def _run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     limits = _limits(args)
     inputs, as_refs = _inputs(ctx, dict(args.get("inputs") or {}))
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **dict(args.get("env") or {})}
-    launch, launch_env, sandbox = _launch(ctx, env, bool(args.get("write", False)))
+    write = bool(args.get("write", False))
+    launch, launch_env, sandbox, sweep = _launch(ctx, env, write)
     started = time.monotonic()
     proc = subprocess.Popen(
         launch,
@@ -299,6 +300,8 @@ def _run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         err_thread.join(timeout=5)
+    # every process of the worker has ended: nothing races the sweep
+    removed = sweep.run() if sweep is not None and write else []
     facts = {
         "module": target.rel,
         "module_digest": module_digest,
@@ -309,6 +312,13 @@ def _run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "inputs_as_artifacts": as_refs,
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
+    if removed:
+        raise ToolFailed(
+            "the worker created files a run may never write (they grant authority); they were "
+            f"removed: {', '.join(removed)}",
+            code="authority_file_created",
+            details={**facts, "removed": removed},
+        )
     return _outcome(ending, timed_out, proc.returncode, limits, facts, bytes(kept))
 
 
