@@ -215,3 +215,17 @@ methods:
     assert env.outcome == "blocked"
     assert env.refusal is not None and env.refusal.code == "sensitive_path"
     assert _blobs(ws) == []
+
+
+def test_a_page_holding_a_credential_is_refused_even_cut_by_the_page_edge(env: Env) -> None:
+    token = "sk-" + "abcdefghijklmnopqrstuvwx1234"
+    text = "a" * 5000 + f'\nAPI_KEY = "{token}"\n' + "b" * 5000
+    env.write("config.txt", text)
+    desc = env.call("artifact.admit", {"path": "config.txt"})
+    at = text.index(token) + 5  # a page that ends inside the token
+    for args in ({"length": at}, {"offset": at, "length": 1000}, {"encoding": "utf-8"}):
+        with pytest.raises(RefusedCall) as caught:
+            env.call("artifact.read", {"ref": desc["ref"], **args})
+        assert caught.value.code == "artifact_secret"
+    clean = env.call("artifact.read", {"ref": desc["ref"], "length": 4000})
+    assert base64.b64decode(clean["data"]) == b"a" * 4000

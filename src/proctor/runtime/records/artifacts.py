@@ -293,9 +293,12 @@ class ArtifactStore:
             raise _refused("artifact_tampered", "the artifact's record is damaged", ref=ref)
         return claim
 
-    def read(self, ref: str, *, run_id: str, offset: int, length: int) -> Page:
-        """Up to ``length`` (at most :data:`MAX_PAGE_BYTES`) bytes of ``ref`` from ``offset``,
-        each block they touch checked against the block list recorded at admission.
+    def read(
+        self, ref: str, *, run_id: str, offset: int, length: int, ceiling: int = MAX_PAGE_BYTES
+    ) -> Page:
+        """Up to ``length`` (at most ``ceiling``, :data:`MAX_PAGE_BYTES` unless a caller reads a
+        margin around a page) bytes of ``ref`` from ``offset``, each block they touch checked
+        against the block list recorded at admission.
 
         Raises:
             RefusedCall: ``artifact_ref_invalid``, ``artifact_unknown``,
@@ -311,7 +314,7 @@ class ArtifactStore:
                 offset=offset,
                 size=size,
             )
-        length = max(0, min(length, MAX_PAGE_BYTES, size - offset))
+        length = max(0, min(length, ceiling, size - offset))
         listing = self._listing(hex_digest, claim, ref)
         try:
             fd = os.open(self._blobs / hex_digest, _FLAGS)

@@ -9,7 +9,9 @@
   page of at most 4 MiB (1 MiB by default): the bytes (``base64``, or ``utf-8`` text cut back
   to a character boundary), the page's ``range_digest``, the artifact's ``digest``,
   ``next_offset`` and ``eof``. A page whose stored blocks changed since admission is refused
-  (``artifact_tampered``); a reference another run admitted is unknown here;
+  (``artifact_tampered``); a reference another run admitted is unknown here; a page holding
+  what the sanitizer would remove (a credential's shape) is refused (``artifact_secret``), since
+  base64 would carry it past the result's scrubbing;
 - ``artifact.store {value, media_type?}`` keeps a JSON value's canonical bytes the same way.
 
 The store lives in proctor's own state, which no tool path reaches, so admitting or storing
@@ -29,6 +31,7 @@ from proctor.runtime.records.artifacts import (
     PAGE_SCHEMA,
     REF_PATTERN,
     ArtifactStore,
+    Page,
 )
 from proctor.runtime.tools.base import Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA, path_arg
@@ -37,6 +40,7 @@ from proctor.runtime.tools.fsutil import DIGEST_PATTERN, digest_of, open_regular
 __all__ = ["ARTIFACT_ADMIT", "ARTIFACT_READ", "ARTIFACT_STORE", "artifact_store"]
 
 DEFAULT_PAGE_BYTES = 1024 * 1024
+_MARGIN = 256
 STORE_EXTRA = "artifacts"
 """The ``ToolContext.extras`` key of an :class:`ArtifactStore` (tests lower its ceiling)."""
 
@@ -80,7 +84,10 @@ def _admit(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             run_id=ctx.run_id,
             media_type=args.get("media_type", "application/octet-stream"),
             source=target.rel,
-            check=lambda data: ctx.workspace.check_content(target.rel, data),
+            # NULs dropped here with translate (fast), as the key check would drop them anyway
+            check=lambda data: ctx.workspace.check_content(
+                target.rel, data.translate(None, b"\x00")
+            ),
         )
     finally:
         os.close(fd)
@@ -129,15 +136,45 @@ def _utf8_page(data: bytes, eof: bool, ref: str) -> bytes:
     return keep
 
 
+def _refuse_secrets(window: bytes, ref: str) -> None:
+    """Refuse a page whose bytes (with a margin either side, so a value cut by the page's edge
+    is still whole) hold what the sanitizer removes: a base64 page would carry it past the
+    result's scrubbing, and a scrubbed text page would no longer match its digest.
+
+    Raises:
+        RefusedCall: ``artifact_secret``.
+    """
+    from proctor.runtime.boundary.sanitize import scrub_text
+
+    # NUL bytes dropped first: no secret holds one, a sparse or UTF-16 file is mostly them,
+    # and a UTF-16 encoded key is then seen too
+    text = window.translate(None, b"\x00").decode("utf-8", "replace")
+    if scrub_text(text) != text:
+        raise RefusedCall(
+            "this part of the artifact holds what looks like a credential (a key's shape or a "
+            "secret-named assignment); proctor never returns it",
+            code="artifact_secret",
+            details={"ref": ref},
+        )
+
+
 def _read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ref = args["ref"]
     encoding = args.get("encoding", "base64")
-    page = artifact_store(ctx).read(
+    offset = int(args.get("offset", 0))
+    length = int(args.get("length", DEFAULT_PAGE_BYTES))
+    start = max(0, offset - _MARGIN)
+    window = artifact_store(ctx).read(
         ref,
         run_id=ctx.run_id,
-        offset=int(args.get("offset", 0)),
-        length=int(args.get("length", DEFAULT_PAGE_BYTES)),
+        offset=start,
+        length=offset - start + length + _MARGIN,
+        ceiling=MAX_PAGE_BYTES + 2 * _MARGIN,
     )
+    _refuse_secrets(window.data, ref)
+    cut = offset - start
+    page = Page(window.data[cut : cut + length], offset, window.size, window.digest,
+                window.media_type)  # fmt: skip
     data = page.data
     if encoding == "utf-8":
         data = _utf8_page(data, page.eof, ref)
