@@ -57,7 +57,6 @@ REF_PATTERN = r"^artifact:sha256:[0-9a-f]{64}$"
 
 _REF = re.compile(REF_PATTERN)
 _COPY_CHUNK = 1024 * 1024
-_ZERO = bytes(BLOCK_BYTES)
 _OVERLAP = 256  # a private-key header straddling two chunks is still seen
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -375,7 +374,7 @@ def _write_blocks(out: int, data: bytes, blocks: bytearray) -> None:
     for start in range(0, len(data), BLOCK_BYTES):
         block = view[start : start + BLOCK_BYTES]
         blocks += hashlib.sha256(block).digest()
-        if len(block) == BLOCK_BYTES and block == _ZERO:
+        if len(block) == BLOCK_BYTES and data.count(0, start, start + BLOCK_BYTES) == BLOCK_BYTES:
             os.lseek(out, BLOCK_BYTES, os.SEEK_CUR)
         else:
             os.write(out, block)

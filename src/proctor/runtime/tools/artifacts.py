@@ -21,6 +21,7 @@ changes nothing a run can see: these tools are reads (effect ``read``), not chan
 from __future__ import annotations
 
 import base64
+import functools
 import os
 from typing import Any
 
@@ -41,6 +42,7 @@ __all__ = ["ARTIFACT_ADMIT", "ARTIFACT_READ", "ARTIFACT_STORE", "artifact_store"
 
 DEFAULT_PAGE_BYTES = 1024 * 1024
 _MARGIN = 256
+
 STORE_EXTRA = "artifacts"
 """The ``ToolContext.extras`` key of an :class:`ArtifactStore` (tests lower its ceiling)."""
 
@@ -136,6 +138,14 @@ def _utf8_page(data: bytes, eof: bool, ref: str) -> bytes:
     return keep
 
 
+@functools.cache
+def _printable() -> Any:
+    """Runs of printable ASCII, as a linear-time (re2) pattern: binary noise stays fast."""
+    import re2
+
+    return re2.compile(rb"[\t\n\r\x20-\x7e]{8,}")
+
+
 def _refuse_secrets(window: bytes, ref: str) -> None:
     """Refuse a page whose bytes (with a margin either side, so a value cut by the page's edge
     is still whole) hold what the sanitizer removes: a base64 page would carry it past the
@@ -146,9 +156,12 @@ def _refuse_secrets(window: bytes, ref: str) -> None:
     """
     from proctor.runtime.boundary.sanitize import scrub_text
 
-    # NUL bytes dropped first: no secret holds one, a sparse or UTF-16 file is mostly them,
-    # and a UTF-16 encoded key is then seen too
-    text = window.translate(None, b"\x00").decode("utf-8", "replace")
+    # NUL bytes dropped first (no secret holds one, a sparse or UTF-16 file is mostly them, and
+    # a UTF-16 encoded key is then seen too); then only the runs of printable ASCII are
+    # scanned: every shape the sanitizer knows is ASCII, and binary noise would make its
+    # detectors crawl
+    runs = _printable().findall(window.translate(None, b"\x00"))
+    text = "\n".join(run.decode("ascii") for run in runs)
     if scrub_text(text) != text:
         raise RefusedCall(
             "this part of the artifact holds what looks like a credential (a key's shape or a "
