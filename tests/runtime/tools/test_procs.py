@@ -293,3 +293,27 @@ def test_fuzzed_cursors_and_ids_are_refused_cleanly(ctx: ToolContext) -> None:
         assert got["next_cursor"] >= 0
 
     read()
+
+
+def test_the_log_is_bounded_and_says_what_it_dropped(ctx: ToolContext) -> None:
+    script = "import sys\nfor i in range(10):\n    sys.stdout.write(str(i) * (1024 * 1024))\n"
+    script += "sys.stdout.write('end')\n"
+    out = call(ctx, "process.start", {"command": PY, "args": ["-u", "-c", script]})
+    folder = ctx.workspace.root / ".proctor" / "processes" / out["process_id"]
+    _wait(lambda: not call(ctx, "process.read", {"process_id": out["process_id"]})["running"])
+    kept = sum(p.stat().st_size for p in folder.glob("seg-*"))
+    assert kept <= 8 * 1024 * 1024 + 4096
+    first = call(ctx, "process.read", {"process_id": out["process_id"], "max_bytes": 1024})
+    assert first["dropped_bytes"] > 0 and first["entries"][0]["text"][0] != "0"
+    cursor, text = first["next_cursor"], ""
+    while True:
+        page = call(
+            ctx,
+            "process.read",
+            {"process_id": out["process_id"], "after": cursor, "max_bytes": 1024 * 1024},
+        )
+        text += "".join(e["text"] for e in page["entries"])
+        if page["next_cursor"] == cursor:
+            break
+        cursor = page["next_cursor"]
+    assert text.endswith("9end")
