@@ -139,6 +139,26 @@ def test_a_function_gets_json_and_returns_json_with_its_digest_and_limits_record
     assert got["module_digest"] == "sha256:" + hashlib.sha256(module).hexdigest()
     assert got["limits"]["cpu_seconds"] == 10 and got["sandbox"] == "bubblewrap"
     assert call.result["sandbox"]["used"] == "bubblewrap"
+    from proctor.receipts.canonical import digest
+    from tests.runtime.boundary.sandbox_support import call_receipts
+
+    (receipt,) = call_receipts(s, env.receipt_id)
+    assert receipt["sandbox"]["used"] == "bubblewrap"
+    # the receipt commits the call's arguments (the module digest and limits among them) and
+    # its result (which repeats them)
+    assert receipt["inputs_digest"] == call.args_digest
+    args = {
+        "module": "skills/wk/scripts/work.py",
+        "module_digest": got["module_digest"],
+        "function": "main",
+        "inputs": {"items": [1, 2, 3]},
+        "env": {},
+        "limits": {k: v for k, v in got["limits"].items() if k != "max_calls"},
+        "max_calls": 100,
+        "write": False,
+    }
+    assert call.args_digest == digest(args)
+    assert receipt["outputs_digest"] == digest(got)
 
 
 @pytest.fixture
