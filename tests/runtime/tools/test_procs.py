@@ -127,12 +127,16 @@ def test_output_is_tagged_read_by_cursor_and_input_reaches_stdin(ctx: ToolContex
 
     _wait(both)
     assert "stdout" in streams
+    cursor = call(ctx, "process.read", {"process_id": pid})["next_cursor"]
     ctx.call_id = "c-2"
     call(ctx, "process.write", {"process_id": pid, "input": "hello\n"})
-    cursor = call(ctx, "process.read", {"process_id": pid})["next_cursor"]
-    _output(ctx, pid, "got hello")
+    call(ctx, "process.write", {"process_id": pid, "input": "hello\n"})  # resent: applied once
+    ctx.call_id = "c-3"
+    call(ctx, "process.write", {"process_id": pid, "input": "bye\n"})
+    text = _output(ctx, pid, "got bye")
+    assert text.count("got hello") == 1
     later = call(ctx, "process.read", {"process_id": pid, "after": cursor})
-    assert "".join(e["text"] for e in later["entries"]) in ("", "got hello\n")
+    assert "".join(e["text"] for e in later["entries"]) == "got hello\ngot bye\n"
     listed = call(ctx, "process.list", {})["processes"]
     assert [p["process_id"] for p in listed] == [pid] and listed[0]["running"]
 
