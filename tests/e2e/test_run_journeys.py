@@ -181,7 +181,7 @@ def test_unknown_method_and_missing_package_are_usage_errors(ws: Ws) -> None:
     assert r.code == 2 and "not_a_package" in r.stderr
 
 
-def test_unsupported_step_kind_is_refused_before_any_step_runs(ws: Ws) -> None:
+def test_an_unknown_operation_is_refused_before_any_step_runs(ws: Ws) -> None:
     skill = ws.root / "skills" / "asker"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: asker\ndescription: Asks.\n---\nBody\n")
@@ -189,11 +189,11 @@ def test_unsupported_step_kind_is_refused_before_any_step_runs(ws: Ws) -> None:
         "minimum_proctor: 0.1.0\nmethods:\n  go:\n    description: Write then ask.\n"
         "    steps:\n      - id: w\n        tool: fs.write\n"
         "        inputs: {path: out.txt, content: hi, create: true}\n"
-        "      - id: q\n        worker: {module: m.py, function: main}\n"
+        "      - id: q\n        operation: tracker/issue.read\n"
     )
     r = ws.proctor("run", "asker", "--json")
     assert r.code == 1
-    assert r.json()["refusal"]["code"] == "step_kind_unsupported"
+    assert r.json()["refusal"]["code"] == "tool_unknown"
     assert not (ws.root / "out.txt").exists()
 
 

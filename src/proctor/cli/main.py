@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("proctor.cli.serve", "serve", "Serve the web approval console."),
     "console": ("proctor.cli.console", "console", "Manage the web console's users."),
     "worker": ("proctor.cli.worker", "worker", "Drive submitted runs from the shared run store."),
+    "process": ("proctor.cli.process", "process", "List, read and stop long-lived processes."),
 }
 
 

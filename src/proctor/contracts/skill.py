@@ -38,6 +38,8 @@ __all__ = [
     "SkillStep",
     "Step",
     "ToolStep",
+    "WorkerCalls",
+    "WorkerLimits",
     "WorkerSpec",
     "WorkerStep",
 ]
@@ -201,11 +203,37 @@ class OperationStep(_StepBase):
     reason: str | None = None
 
 
+class WorkerLimits(_Model):
+    """The limits a worker function runs under: CPU time, memory (address space), wall time
+    and the size of its JSON result."""
+
+    cpu_seconds: Annotated[int, Field(ge=1, le=600)] = 10
+    memory_mb: Annotated[int, Field(ge=64, le=4096)] = 512
+    wall_seconds: Annotated[int, Field(ge=1, le=3600)] = 60
+    max_output_bytes: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 1024 * 1024
+
+
+class WorkerCalls(_Model):
+    """The tools a worker function may call back through admission (``ctx.call``)."""
+
+    tools: list[NonEmpty] = []
+
+
 class WorkerSpec(_Model):
-    """A Python function run in an isolated subprocess."""
+    """A Python function run in an isolated subprocess: ``def main(inputs, ctx) -> dict``.
+
+    ``module`` is a ``.py`` file of the package; ``env`` the only variables it gets (declared,
+    never secret); ``write`` lets it write the workspace (read-only otherwise); ``max_calls``
+    bounds its ``ctx.call`` calls (at most 10,000).
+    """
 
     module: NonEmpty
-    function: NonEmpty
+    function: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], str] = {}
+    limits: WorkerLimits = WorkerLimits()
+    calls: WorkerCalls = WorkerCalls()
+    max_calls: Annotated[int, Field(ge=0, le=10_000)] = 100
+    write: bool = False
 
 
 class WorkerStep(_StepBase):

@@ -1,6 +1,6 @@
 """The process sandbox: how every process a run starts is confined (``docs/sandbox.md``).
 
-A process tool (``command.execute`` today; workers and supervised processes later) never
+A process tool (``command.execute``, ``worker.run``, ``process.start``) never
 starts its program directly. Admission decides, once per call, what it runs under
 (:func:`sandbox_for_call`, from the run's :class:`SandboxSetting`); the tool turns a
 :class:`SandboxSpec` and its argv into a bubblewrap command line (:func:`bwrap_argv`) and starts

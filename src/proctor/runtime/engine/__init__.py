@@ -1,21 +1,21 @@
 """The run engine: a session opens a workspace and drives runs from their record to a seal.
 
 Owns: :mod:`.session` (``Session``: run, resume, turn calls, envelopes), :mod:`.start` (a run's
-start: the checks before it, then one transaction that creates it whole), :mod:`.drive` (the
-driver of one run: preparation, the step loop, pauses; :mod:`.driver_parts` what it resolves
-once: spend ledger, operations, state store, sandbox, delivery), :mod:`.kinds` (tool, ask and agent
-steps, with the reconciliation of a crashed driver's claims), :mod:`.operations` (operation
+start: the checks before it, then one transaction that creates it whole), :mod:`.drive` (the driver
+of one run: preparation, the step loop, pauses; :mod:`.driver_parts` what it resolves once: spend
+ledger, operations, state store, sandbox, delivery), :mod:`.kinds` (tool, ask and agent steps, with
+the reconciliation of a crashed driver's claims), :mod:`.pyfunc_step` (worker steps: one governed
+``worker.run`` call whose function calls back through admission), :mod:`.operations` (operation
 steps, a crashed write confirmed by its readback or a store write by its key), :mod:`.compose`
 (skill steps: child runs and fan-out under the tree's concurrency ceiling), :mod:`.children`
-(starting and driving one child run in its root's session), :mod:`.skill_calls`
-(``calls.skills`` as a turn's tools, and context skills), :mod:`.sealing` (the receipt tree from
-the store alone), :mod:`.lease` (one driver per run), :mod:`.delivery` (a run's credentials and
-egress, resolved once), :mod:`.confinement` (directive runs' write folders), :mod:`.decisions`
-(an admitted resume document's decisions, recorded before the run moves on) and
-:mod:`.approvals` (what people decide: the waiting requests shown safely, one decision bound to
-its digest and recorded with its author). :mod:`.host` holds what these share (the ``RunHost``
-and ``StepRunner`` protocols, step outcomes, ``RunInterrupted``), so the modules here import
-downwards only.
+(starting and driving one child run in its root's session), :mod:`.skill_calls` (``calls.skills``
+as a turn's tools, and context skills), :mod:`.sealing` (the receipt tree from the store alone),
+:mod:`.lease` (one driver per run), :mod:`.delivery` (a run's credentials and egress, resolved
+once), :mod:`.confinement` (directive runs' write folders), :mod:`.decisions` (an admitted resume
+document's decisions, recorded before the run moves on) and :mod:`.approvals` (what people decide:
+the waiting requests shown safely, one decision bound to its digest and recorded with its author).
+:mod:`.host` holds what these share (the ``RunHost`` and ``StepRunner`` protocols, step outcomes,
+``RunInterrupted``), so the modules here import downwards only.
 
 Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``, ``approvals``
 (for the CLI, the console and the MCP server). May import admission, connectors, tools,

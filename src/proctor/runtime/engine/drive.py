@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep
+from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep, WorkerStep
 from proctor.core.authority import narrow, parse_authority
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (
@@ -50,6 +50,7 @@ from proctor.runtime.engine.host import (
     StepPause,
     narrow_outputs,
 )
+from proctor.runtime.engine.pyfunc_step import worker_step
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
@@ -324,6 +325,8 @@ class RunDriver(DriverParts):
             from proctor.runtime.engine.operations import store_step
 
             return store_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, WorkerStep):
+            return worker_step(self, governor, index, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------

@@ -26,7 +26,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep, ToolStep
+from proctor.contracts.skill import (
+    AgentStep,
+    AskStep,
+    Method,
+    OperationStep,
+    SkillStep,
+    ToolStep,
+    WorkerStep,
+)
 from proctor.core.floor import certain_changes
 from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
@@ -142,7 +150,9 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
 
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
-        if not isinstance(step, ToolStep | AskStep | AgentStep | OperationStep | SkillStep):
+        if not isinstance(
+            step, ToolStep | AskStep | AgentStep | OperationStep | SkillStep | WorkerStep
+        ):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
                 "step_kind_unsupported",

@@ -9,7 +9,8 @@ uses: ``PROCTOR_DATABASE_URL``),
 :mod:`.receipts` (the receipt store: one file per receipt, and tree verification against
 trusted keys), :mod:`.audit` (the hash-chained audit log) with :mod:`.chain` (its format,
 checked against anchors) and :mod:`.anchors` (where the anchors that receipts and the run store
-keep are found), and :mod:`.signature_pool` (batched Ed25519 checks on every core).
+keep are found), :mod:`.signature_pool` (batched Ed25519 checks on every core), and
+:mod:`.artifacts` (the content-addressed artifact store under ``.proctor/artifacts/``).
 
 Surface: every module. May import home (the signing key), boundary (the sanitizer, the
 workspace's folders) and the shared runtime modules; never tools, admission or the engine.

@@ -61,6 +61,9 @@ __all__ = [
     "PROCESS_EXTRA",
     "CommandStopped",
     "ProcessContext",
+    "call_sandbox",
+    "child_env",
+    "process_context",
     "process_deliver",
     "stop_running",
 ]
@@ -167,6 +170,29 @@ def _child_env(proc: ProcessContext) -> dict[str, str]:
             proc.taint.add(value)
         env[credential.env] = value
     return env
+
+
+def process_context(ctx: ToolContext) -> ProcessContext:
+    """The call's :class:`ProcessContext` (an empty one when the driver gave none)."""
+    return _process(ctx)
+
+
+def child_env(proc: ProcessContext) -> dict[str, str]:
+    """The environment a process tool's program starts with (see :func:`_child_env`).
+
+    Raises:
+        CredentialError: ``credential_not_delivered``, ``credential_env_reserved``.
+    """
+    return _child_env(proc)
+
+
+def call_sandbox(ctx: ToolContext) -> SandboxUse:
+    """The sandbox admission chose for the call (``required`` without admission).
+
+    Raises:
+        RefusedCall: ``sandbox_unavailable`` (only without admission's choice).
+    """
+    return _sandbox(ctx)
 
 
 def _sandbox(ctx: ToolContext) -> SandboxUse:

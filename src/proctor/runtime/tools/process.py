@@ -1,6 +1,7 @@
 """Running one program for a process tool: start it in its sandbox, wait, end it whole.
 
-Every process tool (``command.execute`` today; workers and supervised processes later) starts
+Every process tool (``command.execute``; ``worker.run`` and ``process.start`` build
+their launch from the same sandbox spec) starts
 its program through :func:`start` with the :class:`~proctor.runtime.boundary.sandbox.SandboxUse`
 admission chose, waits with :func:`wait_for`, and always calls :func:`finish`, which kills
 whatever is left and waits until it is gone:
@@ -42,7 +43,15 @@ from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
 if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
 
-__all__ = ["Ended", "Running", "finish", "start", "stop_running", "wait_for"]
+__all__ = [
+    "Ended",
+    "Running",
+    "check_startable",
+    "finish",
+    "start",
+    "stop_running",
+    "wait_for",
+]
 
 # bubblewrap's own complaint when the program it was to run cannot be executed in the sandbox
 _BWRAP_EXEC_FAILED = b"bwrap: execvp "
@@ -92,7 +101,12 @@ class Ended:
             )
 
 
-def _check_startable(argv0: str, cwd: Path, env: Mapping[str, str]) -> None:
+def check_startable(argv0: str, cwd: Path, env: Mapping[str, str]) -> None:
+    """Refuse a program that cannot be found (nothing is started).
+
+    Raises:
+        ToolFailed: ``command_not_started``.
+    """
     if "/" in argv0:
         path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
         found = os.path.isfile(path) and os.access(path, os.X_OK)
@@ -121,7 +135,7 @@ def start(
     Raises:
         ToolFailed: ``command_not_started``: the program cannot be found (nothing started).
     """
-    _check_startable(argv[0], cwd, env)
+    check_startable(argv[0], cwd, env)
     launch, launch_env, sweep, info = argv, env, None, None
     if use.used == "bubblewrap" and use.bwrap is not None:
         spec, sweep = run_sandbox(workspace, environ=environ, env=env, cwd=cwd, network=use.network)

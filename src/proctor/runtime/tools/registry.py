@@ -12,13 +12,17 @@ __all__ = ["native_tools"]
 @cache
 def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.agent_tools import agent_tools
+    from proctor.runtime.tools.artifacts import ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE
     from proctor.runtime.tools.basic import DATA_DIGEST, ECHO
     from proctor.runtime.tools.command import COMMAND_EXECUTE
     from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
     from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
+    from proctor.runtime.tools.git import git_tools
     from proctor.runtime.tools.http import http_tools
+    from proctor.runtime.tools.procs import process_tools
+    from proctor.runtime.tools.pyfunc import WORKER_RUN
     from proctor.runtime.tools.store import store_tools
 
     return (
@@ -35,6 +39,12 @@ def _build() -> tuple[Tool, ...]:
         COMMAND_EXECUTE,
         *http_tools().values(),
         *store_tools().values(),
+        ARTIFACT_ADMIT,
+        ARTIFACT_READ,
+        ARTIFACT_STORE,
+        *git_tools(),
+        *process_tools(),
+        WORKER_RUN,
         *agent_tools(native_tools),
     )
 

@@ -1,0 +1,215 @@
+"""How the ``git.*`` tools run git: read-only, bounded, and with nothing of the repository's
+own code or configuration executed.
+
+A repository's ``.git/config`` is written by whoever made the repository, and git runs programs
+it names: a pager, an external diff, textconv and filter drivers, an fsmonitor hook, hooks. Every
+git call here:
+
+- runs ``git`` with an exact argv (no shell) and an environment of its own: ``PATH`` and a fixed
+  locale only, ``HOME`` and ``XDG_CONFIG_HOME`` an empty temporary folder, no system or global
+  config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``), no prompts, no optional
+  locks (so a read never writes the index), ``GIT_DIR`` and ``GIT_WORK_TREE`` the workspace's
+  own (a ``core.worktree`` in the config cannot point elsewhere), no parent repository;
+- passes ``-c`` overrides, which win over every config file: hooks at ``/dev/null``, no pager,
+  no fsmonitor, no external diff, no colour, no signature checks, and, for every filter, diff
+  and merge driver the repository's config names, an empty command (git then runs none);
+- passes ``--no-ext-diff --no-textconv`` where git would diff;
+- keeps at most ``max_bytes`` of output and kills git past that or past its timeout.
+
+Refusals: ``not_a_repository`` (the workspace root has no ``.git`` folder of its own),
+``git_failed`` (git exited non-zero; its first line of complaint, host paths removed),
+``git_timeout``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from proctor.core.paths import content_reason, sensitive_reason
+from proctor.errors import ToolFailed
+from proctor.runtime.boundary.workspace import Workspace
+
+__all__ = ["GitOutput", "chunks_without_keys", "hidden", "run_git"]
+
+_TIMEOUT = 30.0
+# Config keys whose value git runs as a program (per driver name): emptied on every call.
+_DRIVER_KEYS = re.compile(
+    r"^(filter\.(?P<f>.+)\.(clean|smudge|process)|diff\.(?P<d>.+)\.(command|textconv)"
+    r"|merge\.(?P<m>.+)\.driver|gpg\.(?P<g>.+)\.program)$",
+    re.IGNORECASE,
+)
+_FIXED = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.untrackedCache=false",
+    "core.sshCommand=",
+    "core.askPass=",
+    "core.editor=",
+    "credential.helper=",
+    "diff.external=",
+    "gpg.program=",
+    "log.showSignature=false",
+    "color.ui=false",
+    "status.showUntrackedFiles=all",
+    "submodule.recurse=false",
+    "protocol.allow=never",
+)
+
+
+@dataclass(frozen=True)
+class GitOutput:
+    """What git printed (at most the bound) and whether more was cut."""
+
+    data: bytes
+    truncated: bool
+
+
+def _git_dir(ws: Workspace) -> Path:
+    git_dir = ws.root / ".git"
+    try:
+        info = os.lstat(git_dir)
+    except OSError:
+        info = None
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        raise ToolFailed(
+            "the workspace is not the top of a git repository (it has no .git folder of its "
+            "own; linked worktrees and submodules are not read)",
+            code="not_a_repository",
+        )
+    return git_dir
+
+
+def _env(home: str, root: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": home,
+        "XDG_CONFIG_HOME": home,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_DIR": str(root / ".git"),
+        "GIT_WORK_TREE": str(root),
+        "GIT_CEILING_DIRECTORIES": str(root.parent),
+    }
+
+
+def _overrides(env: dict[str, str], root: Path) -> list[str]:
+    """``-c`` pairs: the fixed ones, and an empty command for every driver the config names."""
+    listing = subprocess.run(
+        ["git", "config", "--includes", "--list", "--name-only", "-z"],
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=_TIMEOUT,
+        check=False,
+    )
+    pairs = list(_FIXED)
+    for name in listing.stdout.decode("utf-8", "replace").split("\0"):
+        if _DRIVER_KEYS.match(name.strip()):
+            pairs.append(f"{name.strip()}=")
+        if name.lower().startswith("filter.") and name.lower().endswith(".required"):
+            pairs.append(f"{name}=false")
+        if name.lower().startswith("pager."):
+            pairs.append(f"{name}=false")
+    args: list[str] = []
+    for pair in pairs:
+        args += ["-c", pair]
+    return args
+
+
+def _read_bounded(pipe: IO[bytes], keep: int, out: bytearray, over: threading.Event | None) -> None:
+    """Keep the first ``keep`` bytes; past them, stop (``over`` set: git is killed) or, with
+    no ``over``, read on and drop the rest so git never blocks on a full pipe."""
+    with pipe:
+        while chunk := pipe.read(65536):
+            room = keep - len(out)
+            if room > 0:
+                out += chunk[:room]
+            if len(chunk) > room and over is not None:
+                over.set()
+                return
+
+
+def run_git(ws: Workspace, args: Sequence[str], *, max_bytes: int) -> GitOutput:
+    """Run ``git <args>`` read-only in the workspace's repository, keeping ``max_bytes``.
+
+    Raises:
+        ToolFailed: ``not_a_repository``, ``git_failed``, ``git_timeout``.
+    """
+    _git_dir(ws)
+    root = ws.root
+    with tempfile.TemporaryDirectory(prefix="proctor-git-") as home:
+        env = _env(home, root)
+        argv = ["git", "--no-pager", *_overrides(env, root), *args]
+        proc = subprocess.Popen(
+            argv,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        out, err, over = bytearray(), bytearray(), threading.Event()
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            threading.Thread(target=_read_bounded, args=(proc.stdout, max_bytes, out, over)),
+            threading.Thread(target=_read_bounded, args=(proc.stderr, 4096, err, None)),
+        ]
+        for reader in readers:
+            reader.daemon = True
+            reader.start()
+        readers[0].join(_TIMEOUT)
+        timed_out = readers[0].is_alive()
+        if over.is_set() or timed_out:
+            proc.kill()
+        try:
+            code = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+    if timed_out:
+        raise ToolFailed(f"git ran past {_TIMEOUT:g} s and was stopped", code="git_timeout")
+    if code != 0 and not over.is_set():
+        first = bytes(err).decode("utf-8", "replace").strip().splitlines()[:1]
+        why = (first[0] if first else f"status {code}").replace(str(root), ".")
+        raise ToolFailed(f"git refused: {why[:300]}", code="git_failed")
+    return GitOutput(bytes(out), over.is_set())
+
+
+def hidden(ws: Workspace, rel: str) -> bool:
+    """Whether a repository path is one a run never sees: sensitive, or proctor's state."""
+    if sensitive_reason(rel) is not None:
+        return True
+    top = rel.split("/", 1)[0]
+    if top == ".proctor":
+        return True
+    return any(rel == s or rel.startswith(s + "/") for s in ws.state_files)
+
+
+def chunks_without_keys(patch: str) -> tuple[str, int]:
+    """``patch`` with every file's part that holds a private key block left out, and how many
+    parts were left out (a key committed under an innocent name is still a key)."""
+    parts = re.split(r"(?m)^(?=diff --git |diff --cc |diff --combined )", patch)
+    kept = [p for p in parts if content_reason(p.encode("utf-8", "replace")) is None]
+    return "".join(kept), len(parts) - len(kept)

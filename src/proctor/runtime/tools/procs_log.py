@@ -1,0 +1,282 @@
+"""The supervised processes of a workspace, as their folders under ``.proctor/processes/`` say.
+
+Each process has a folder (named by its ``process_id``) that its supervisor
+(:mod:`proctor.runtime.tools.procs_supervisor`) keeps: ``spec.json`` (what was started, by which
+run; no secret), ``state.json`` (how it runs or ended), ``lock`` (held while the supervisor
+lives), ``control`` (a FIFO of commands) and the log segments. This module reads them for the
+``process.*`` tools and for ``proctor process``: :func:`list_processes`, :func:`read_output`,
+:func:`send` and :func:`stop`.
+
+Refusals: ``process_unknown`` (no such process, or one another run started),
+``process_id_invalid``, ``process_not_running`` (a write or resize to a process that ended).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import re
+import select
+import signal
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from proctor.errors import RefusedCall, ToolFailed
+
+__all__ = [
+    "OUTPUT_SCHEMA",
+    "PROCESS_ID_PATTERN",
+    "describe",
+    "folder_of",
+    "list_processes",
+    "read_output",
+    "running",
+    "send",
+    "stop",
+]
+
+OUTPUT_SCHEMA = "proctor.process.output.v1"
+PROCESS_ID_PATTERN = r"^proc_[0-9a-f]{16}$"
+_ID = re.compile(PROCESS_ID_PATTERN)
+_HEADER = struct.Struct(">cI")
+_STREAMS = {b"o": "stdout", b"e": "stderr", b"t": "terminal"}
+_STOP_SECONDS = 15.0
+
+
+def folder_of(processes: Path, process_id: str, *, run_id: str | None) -> Path:
+    """The folder of ``process_id``; with ``run_id``, only a process that run started.
+
+    Raises:
+        RefusedCall: ``process_id_invalid``, ``process_unknown``.
+    """
+    if not isinstance(process_id, str) or not _ID.match(process_id):
+        raise RefusedCall(
+            "a process id is 'proc_' and 16 hex digits, as process.start returns it",
+            code="process_id_invalid",
+        )
+    folder = processes / process_id
+    try:
+        spec = json.loads((folder / "spec.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise _unknown(process_id) from exc
+    if run_id is not None and spec.get("run_id") != run_id:
+        raise _unknown(process_id)
+    return folder
+
+
+def _unknown(process_id: str) -> RefusedCall:
+    return RefusedCall(
+        f"no process {process_id} was started by this run",
+        code="process_unknown",
+        details={"process_id": process_id},
+    )
+
+
+def running(folder: Path) -> bool:
+    """Whether the supervisor of ``folder`` still lives (it holds ``lock`` for its life)."""
+    try:
+        fd = os.open(folder / "lock", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def describe(folder: Path) -> dict[str, Any]:
+    """A process as ``process.list`` and ``proctor process list`` show it."""
+    spec, state = _json(folder / "spec.json"), _json(folder / "state.json")
+    alive = running(folder)
+    return {
+        "process_id": folder.name,
+        "run_id": spec.get("run_id"),
+        "step_id": spec.get("step_id"),
+        "argv": spec.get("argv", []),
+        "cwd": spec.get("cwd_shown", "."),
+        "tty": spec.get("tty") is not None,
+        "sandbox": spec.get("sandbox"),
+        "max_seconds": spec.get("max_seconds"),
+        "running": alive,
+        "state": "running" if alive else str(state.get("state", "exited")),
+        "exit_code": None if alive else state.get("exit_code"),
+        "stopped": state.get("stopped"),
+        "started_at": state.get("started_at"),
+        "ended_at": None if alive else state.get("ended_at"),
+    }
+
+
+def list_processes(processes: Path, *, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Every process of the workspace (with ``run_id``: of that run), oldest first."""
+    if not processes.is_dir():
+        return []
+    found = []
+    for folder in sorted(processes.iterdir()):
+        if not _ID.match(folder.name):
+            continue
+        info = describe(folder)
+        if run_id is None or info["run_id"] == run_id:
+            found.append(info)
+    found.sort(key=lambda item: item.get("started_at") or 0)
+    return found
+
+
+def _segments(folder: Path) -> list[tuple[int, Path]]:
+    out = []
+    for path in folder.glob("seg-*"):
+        with contextlib.suppress(ValueError):
+            out.append((int(path.name[4:]), path))
+    return sorted(out)
+
+
+def read_output(folder: Path, *, after: int, max_bytes: int) -> dict[str, Any]:
+    """The output logged after the cursor ``after``, at most ``max_bytes`` of it, stream by
+    stream, with the next cursor and how many bytes the log no longer keeps. The text is
+    returned raw (the supervisor already replaced delivered secrets); callers scrub it."""
+    segments = _segments(folder)
+    entries: list[dict[str, Any]] = []
+    cursor, dropped, used = max(0, after), 0, 0
+    if segments and cursor < segments[0][0]:
+        dropped, cursor = segments[0][0] - cursor, segments[0][0]
+    for index, (start, path) in enumerate(segments):
+        end = segments[index + 1][0] if index + 1 < len(segments) else None
+        if end is not None and cursor >= end:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        at = cursor - start
+        while at + _HEADER.size <= len(data) and used < max_bytes:
+            tag, size = _HEADER.unpack_from(data, at)
+            if tag not in _STREAMS:
+                raise RefusedCall(
+                    f"cursor {after} is not one a read of this process returned",
+                    code="cursor_invalid",
+                    details={"after": after},
+                )
+            if at + _HEADER.size + size > len(data):
+                break  # a record still being written
+            body = data[at + _HEADER.size : at + _HEADER.size + size]
+            if used + size > max_bytes and entries:
+                break
+            stream = _STREAMS.get(tag, "stdout")
+            text = body.decode("utf-8", "replace")
+            if entries and entries[-1]["stream"] == stream:
+                entries[-1]["text"] += text
+            else:
+                entries.append({"stream": stream, "text": text})
+            used += size
+            at += _HEADER.size + size
+        cursor = start + at
+        if used >= max_bytes or (end is not None and cursor < end):
+            break
+    info = describe(folder)
+    return {
+        "schema": OUTPUT_SCHEMA,
+        "process_id": folder.name,
+        "entries": entries,
+        "next_cursor": cursor,
+        "dropped_bytes": dropped,
+        "running": info["running"],
+        "exit_code": info["exit_code"],
+    }
+
+
+def send(folder: Path, message: dict[str, Any]) -> None:
+    """Give the supervisor one command (``write``, ``resize``, ``stop``).
+
+    Raises:
+        ToolFailed: ``process_not_running`` when the supervisor has ended.
+    """
+    line = (json.dumps(message) + "\n").encode("utf-8")
+    try:
+        fd = os.open(folder / "control", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _not_running(folder.name) from exc
+    try:
+        if not running(folder):
+            raise _not_running(folder.name)
+        os.write(fd, line)
+    except BlockingIOError as exc:
+        raise ToolFailed(
+            "the process's supervisor is not taking commands now; try again",
+            code="process_busy",
+        ) from exc
+    finally:
+        os.close(fd)
+
+
+def _not_running(process_id: str) -> ToolFailed:
+    return ToolFailed(
+        f"the process {process_id} has ended", code="process_not_running",
+        details={"process_id": process_id},
+    )  # fmt: skip
+
+
+def write_input(folder: Path, data: str, call_id: str) -> None:
+    """Type ``data`` to the process's stdin or terminal (applied once per ``call_id``).
+
+    Raises:
+        ToolFailed: ``process_not_running``, ``process_busy``.
+    """
+    encoded = base64.b64encode(data.encode("utf-8")).decode("ascii")
+    send(folder, {"op": "write", "data": encoded, "call_id": call_id})
+
+
+def stop(folder: Path) -> dict[str, Any]:
+    """Stop the process: SIGTERM to its whole tree, SIGKILL after a grace period; return once
+    its supervisor has ended (the tree with it). A supervisor that died without ending the
+    tree has its recorded program tree killed here."""
+    state = _json(folder / "state.json")
+    supervisor = state.get("supervisor_pid")
+    if running(folder):
+        with contextlib.suppress(ToolFailed):
+            send(folder, {"op": "stop"})
+        if isinstance(supervisor, int):
+            _wait_pid(supervisor, _STOP_SECONDS)
+    if running(folder) and isinstance(supervisor, int):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(supervisor)
+            for member in [*proc.children(recursive=True), proc]:
+                with contextlib.suppress(psutil.Error):
+                    member.send_signal(signal.SIGKILL)
+        _wait_pid(supervisor, _STOP_SECONDS)
+    return describe(folder)
+
+
+def _wait_pid(pid: int, seconds: float) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        select.select([fd], [], [], seconds)
+    finally:
+        os.close(fd)
+    # the supervisor's own exit comes a moment before the kernel frees its lock
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                time.sleep(0.005)
+                continue
+        return

@@ -1,0 +1,284 @@
+"""The supervisor of one long-lived process (``process.start``): a small detached program.
+
+Run as ``python -I procs_supervisor.py <folder>`` by :mod:`proctor.runtime.tools.procs`, with
+the program's environment and the secret values delivered to it as one JSON document on stdin
+(never on disk, never on a command line). It imports only the standard library and psutil, so
+it starts quickly and loads nothing of the workspace. It:
+
+- forks once and lets its first process exit, so the tool that spawned it can reap it: the
+  supervisor then belongs to no run's driver and outlives the run's pause or end;
+- holds ``lock`` (flock) for its whole life: the process is running exactly while it is held;
+- marks itself a child subreaper, so a program that double-forks is still its descendant and
+  is killed with the tree (under bubblewrap the sandbox's PID namespace does that too, and
+  ``--die-with-parent`` ends the sandbox if the supervisor itself is killed);
+- writes the program's output to a bounded log in segments (``seg-<start offset>``; the
+  oldest segment is dropped once the log passes its bound), each record tagged with its stream
+  (``o`` stdout, ``e`` stderr, ``t`` terminal), exact delivered secret values replaced first;
+- reads ``control`` (a FIFO) for ``write`` (stdin or the terminal, applied once per call id),
+  ``resize`` (the terminal's rows and cols) and ``stop`` (SIGTERM to the whole tree, then
+  SIGKILL after a grace period), and stops the program at its ``max_seconds`` the same way;
+- records how it ended in ``state.json`` and says on stdout, once, whether the program started.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+SEGMENT_BYTES = 4 * 1024 * 1024
+"""A log segment's size; two are kept, so a process's log holds at most 8 MiB."""
+_GRACE_SECONDS = 3.0
+_REDACTED = b"[REDACTED]"
+_PR_SET_CHILD_SUBREAPER = 36
+_HEADER = struct.Struct(">cI")
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps(value, sort_keys=True))
+    os.replace(temp, path)
+
+
+class _Log:
+    """The bounded, segmented output log; offsets are global and never reused."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.offset = 0
+        self._start = 0
+        self._fd = self._open(0)
+
+    def _open(self, start: int) -> int:
+        path = self.folder / f"seg-{start:016d}"
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+
+    def append(self, tag: bytes, data: bytes) -> None:
+        for at in range(0, len(data), 65536):
+            part = data[at : at + 65536]
+            if self.offset - self._start + len(part) + _HEADER.size > SEGMENT_BYTES:
+                os.close(self._fd)
+                old = sorted(self.folder.glob("seg-*"))
+                self._start = self.offset
+                self._fd = self._open(self._start)
+                for stale in old[:-1]:  # keep the segment just closed and the new one
+                    stale.unlink(missing_ok=True)
+            os.write(self._fd, _HEADER.pack(tag, len(part)) + part)
+            self.offset += _HEADER.size + len(part)
+
+
+class _Scrubber:
+    """Replaces exact delivered secret values in one stream, holding back a tail so a value
+    split between two reads is still seen whole."""
+
+    def __init__(self, secrets: list[bytes]) -> None:
+        self.secrets = sorted((s for s in secrets if s), key=len, reverse=True)
+        self.hold = max((len(s) for s in self.secrets), default=1) - 1
+        self.buffer = b""
+
+    def feed(self, data: bytes, *, final: bool = False) -> bytes:
+        self.buffer += data
+        for secret in self.secrets:
+            self.buffer = self.buffer.replace(secret, _REDACTED)
+        if final or self.hold == 0:
+            out, self.buffer = self.buffer, b""
+        else:
+            cut = max(0, len(self.buffer) - self.hold)
+            out, self.buffer = self.buffer[:cut], self.buffer[cut:]
+        return out
+
+
+def _tree(root: psutil.Process) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        return [root, *root.children(recursive=True)]
+    return []
+
+
+def _signal_tree(me: psutil.Process, sig: int) -> None:
+    for member in reversed(_tree(me)[1:]):
+        with contextlib.suppress(psutil.Error):
+            member.send_signal(sig)
+
+
+class Supervisor:
+    """One supervised program, from start to its recorded end."""
+
+    def __init__(self, folder: Path, spec: dict[str, Any], secret: dict[str, Any]) -> None:
+        self.folder = folder
+        self.spec = spec
+        self.env: dict[str, str] = secret["env"]
+        self.secrets = [s.encode("utf-8") for s in secret.get("secrets", [])]
+        self.log = _Log(folder)
+        self.applied: set[str] = set()
+        self.stop_reason: str | None = None
+        self.stop_at: float | None = None
+        self.deadline = time.monotonic() + float(spec["max_seconds"])
+        self.master: int | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        tty = self.spec.get("tty")
+        argv, cwd = self.spec["launch"], self.spec["cwd"]
+        if tty:
+            master, slave = os.openpty()
+            self._winsize(master, int(tty["rows"]), int(tty["cols"]))
+            self.master = master
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=self.env, stdin=slave, stdout=slave, stderr=slave,
+                start_new_session=True, close_fds=True,
+            )  # fmt: skip
+            os.close(slave)
+        else:
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+            )  # fmt: skip
+
+    @staticmethod
+    def _winsize(fd: int, rows: int, cols: int) -> None:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def state(self, **extra: Any) -> None:
+        assert self.proc is not None
+        _write_json(
+            self.folder / "state.json",
+            {"supervisor_pid": os.getpid(), "child_pid": self.proc.pid, **extra},
+        )
+
+    def _control(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(message, dict):
+            return
+        op, call = message.get("op"), str(message.get("call_id", ""))
+        if op == "stop":
+            self._begin_stop("stopped")
+        elif op == "resize" and self.master is not None:
+            with contextlib.suppress(OSError, ValueError, KeyError, struct.error):
+                self._winsize(self.master, int(message["rows"]), int(message["cols"]))
+        elif op == "write" and call not in self.applied:
+            self.applied.add(call)
+            data = base64.b64decode(str(message.get("data", "")))
+            target = self.master
+            if target is None and self.proc is not None and self.proc.stdin is not None:
+                target = self.proc.stdin.fileno()
+            if target is not None:
+                with contextlib.suppress(OSError):
+                    os.write(target, data)
+
+    def _begin_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stop_at = time.monotonic() + _GRACE_SECONDS
+            _signal_tree(psutil.Process(), signal.SIGTERM)
+
+    def run(self) -> int:
+        assert self.proc is not None
+        streams: dict[int, tuple[bytes, _Scrubber]] = {}
+        if self.master is not None:
+            streams[self.master] = (b"t", _Scrubber(self.secrets))
+        else:
+            assert self.proc.stdout is not None and self.proc.stderr is not None
+            streams[self.proc.stdout.fileno()] = (b"o", _Scrubber(self.secrets))
+            streams[self.proc.stderr.fileno()] = (b"e", _Scrubber(self.secrets))
+        control_path = self.folder / "control"
+        control = os.open(control_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        keep_open = os.open(control_path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        pending = b""
+        while streams or self.proc.poll() is None:
+            now = time.monotonic()
+            if self.stop_reason is None and now >= self.deadline:
+                self._begin_stop("max_seconds")
+            if self.stop_at is not None and now >= self.stop_at:
+                _signal_tree(psutil.Process(), signal.SIGKILL)
+                self.stop_at = now + _GRACE_SECONDS
+            wake = min(t for t in (self.deadline, self.stop_at or self.deadline) if t)
+            ready, _, _ = select.select([*streams, control], [], [], max(0.0, wake - now) + 0.01)
+            for fd in ready:
+                if fd == control:
+                    pending += os.read(control, 65536)
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        self._control(line)
+                    continue
+                tag, scrubber = streams[fd]
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # a terminal whose every holder ended reads EIO
+                    chunk = b""
+                if chunk:
+                    self.log.append(tag, scrubber.feed(chunk))
+                else:
+                    self.log.append(tag, scrubber.feed(b"", final=True))
+                    del streams[fd]
+            if not streams and self.proc.poll() is None:
+                # the streams closed but the program runs on: wait for it (or its stop)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=max(0.01, min(1.0, wake - time.monotonic())))
+        code = self.proc.wait()
+        _signal_tree(psutil.Process(), signal.SIGKILL)  # whatever outlived the program
+        for member in _tree(psutil.Process())[1:]:
+            with contextlib.suppress(psutil.Error):
+                member.wait(timeout=_GRACE_SECONDS)
+        os.close(control)
+        os.close(keep_open)
+        return code
+
+
+def main(folder_text: str) -> int:
+    """Supervise the program described in ``<folder>/spec.json``."""
+    folder = Path(folder_text)
+    secret = json.loads(sys.stdin.buffer.read() or b"{}")
+    spec = json.loads((folder / "spec.json").read_text())
+    lock = os.open(folder / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    if os.fork() != 0:
+        os._exit(0)  # the spawning tool reaps this first process at once
+    os.setsid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    supervisor = Supervisor(folder, spec, secret)
+    try:
+        supervisor.start()
+    except OSError as exc:
+        _write_json(folder / "state.json", {"state": "failed", "error": exc.strerror or "error"})
+        sys.stdout.write(json.dumps({"started": False, "error": exc.strerror or "error"}) + "\n")
+        return 1
+    started = time.time()
+    supervisor.state(state="running", started_at=started)
+    sys.stdout.write(json.dumps({"started": True}) + "\n")
+    sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    code = supervisor.run()
+    supervisor.state(
+        state="exited",
+        started_at=started,
+        ended_at=time.time(),
+        exit_code=code,
+        stopped=supervisor.stop_reason,
+    )
+    os.close(lock)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

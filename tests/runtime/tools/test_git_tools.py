@@ -1,0 +1,199 @@
+"""git.status/log/show/diff: read-only, sensitive files never shown, no repository code run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proctor.errors import RefusedCall, ToolFailed
+from tests.runtime.tools.test_fs_support import Env
+from tests.runtime.tools.test_fs_support import env as env  # fixture re-export
+
+SECRET = "sk_live_0123456789abcdefSECRET"
+KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=T", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"},
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(env: Env) -> Env:
+    git(env.root, "init", "-q", "-b", "main")
+    env.write("README.md", "hello\n")
+    env.write(".env", f"API_TOKEN={SECRET}\n")
+    env.write("app/.env.production", f"TOKEN={SECRET}\n")
+    git(env.root, "add", "README.md", ".env", "app/.env.production")
+    git(env.root, "commit", "-q", "-m", "first")
+    env.write("README.md", "hello\nworld\n")
+    env.write(".env", f"API_TOKEN={SECRET}2\n")
+    env.write("notes.txt", KEY)
+    git(env.root, "add", "-A", "README.md", ".env", "notes.txt")
+    git(env.root, "commit", "-q", "-m", "second")
+    env.write("README.md", "hello\nworld\nagain\n")
+    env.write(".env", f"API_TOKEN={SECRET}3\n")
+    env.write("new.txt", "untracked\n")
+    return env
+
+
+def _no_secret(*results: object) -> None:
+    text = json.dumps(results)
+    assert SECRET not in text and "PRIVATE KEY" not in text
+
+
+def test_status_lists_changes_but_never_a_sensitive_file(repo: Env) -> None:
+    out = repo.call("git.status", {})
+    paths = {e["path"] for e in out["entries"]}
+    assert paths == {"README.md", "new.txt"}
+    assert out["branch"] == "main" and out["hidden"] >= 2  # .env and .proctor/
+    _no_secret(out)
+
+
+def test_log_lists_commits_and_files_without_sensitive_ones(repo: Env) -> None:
+    out = repo.call("git.log", {"max_count": 5})
+    assert [c["subject"] for c in out["commits"]] == ["second", "first"]
+    first = out["commits"][1]
+    assert [f["path"] for f in first["files"]] == ["README.md"]
+    assert first["hidden_files"] == 2 and first["author_email"] == "t@example.com"
+    one = repo.call("git.log", {"path": "README.md", "max_count": 1})
+    assert len(one["commits"]) == 1
+    _no_secret(out, one)
+
+
+def test_show_and_diff_leave_sensitive_files_and_keys_out_of_patches(repo: Env) -> None:
+    shown = repo.call("git.show", {"rev": "HEAD"})
+    assert shown["subject"] == "second"
+    assert "+world" in shown["patch"] and shown["hidden_files"] == 2  # .env, notes.txt's key
+    first = repo.call("git.show", {"rev": "HEAD~1"})
+    assert "+hello" in first["patch"] and ".env" not in first["patch"]
+    diff = repo.call("git.diff", {})
+    assert "+again" in diff["patch"] and [f["path"] for f in diff["files"]] == ["README.md"]
+    between = repo.call("git.diff", {"rev_a": "HEAD~1", "rev_b": "HEAD"})
+    assert "+world" in between["patch"]
+    text = repo.call("git.show", {"rev": "HEAD~1", "path": "README.md"})
+    assert text["content"] == "hello\n"
+    _no_secret(shown, first, diff, between, text)
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        ({"rev": "HEAD", "path": ".env"}, "sensitive_path"),
+        ({"rev": "HEAD", "path": "app/.env.production"}, "sensitive_path"),
+        ({"rev": "HEAD", "path": "notes.txt"}, "sensitive_path"),
+        ({"rev": "HEAD:.env"}, "rev_invalid"),
+        ({"rev": "HEAD", "path": "../x"}, "path_outside_workspace"),
+    ],
+)
+def test_show_refuses_a_sensitive_file_at_any_revision(
+    repo: Env, args: dict[str, str], code: str
+) -> None:
+    (repo.root / "notes.txt").write_text("innocent now\n")  # its committed text holds a key
+    with pytest.raises(RefusedCall) as caught:
+        repo.call("git.show", args)
+    assert caught.value.code == code
+    _no_secret(caught.value.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("git.diff", {"rev_a": "--output=pwned.txt"}),
+        ("git.diff", {"rev_a": "HEAD", "rev_b": "-p --output=pwned.txt"}),
+        ("git.log", {"rev": "--output=pwned.txt"}),
+        ("git.show", {"rev": "--output=pwned.txt"}),
+    ],
+)
+def test_an_option_in_a_revision_is_refused(repo: Env, tool: str, args: dict[str, str]) -> None:
+    with pytest.raises(RefusedCall) as caught:
+        repo.call(tool, args)
+    assert caught.value.code == "rev_invalid"
+    assert not (repo.root / "pwned.txt").exists()
+
+
+def test_no_hook_pager_external_diff_filter_or_fsmonitor_of_the_repository_runs(
+    repo: Env, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "foreign.txt").write_text("not the workspace\n")
+    evil = f"sh -c 'echo ran >> {marker}'"
+    with (repo.root / ".git" / "config").open("a") as config:
+        config.write(
+            f"""[core]
+\tpager = {evil}
+\tfsmonitor = {evil}
+\thooksPath = {tmp_path}
+\tworktree = {elsewhere}
+[diff]
+\texternal = {evil}
+[diff "evil"]
+\ttextconv = {evil}
+\tcommand = {evil}
+[filter "evil"]
+\tclean = {evil}
+\tsmudge = {evil}
+\trequired = true
+[pager]
+\tlog = {evil}
+[log]
+\tshowSignature = true
+[gpg]
+\tprogram = {evil}
+"""
+        )
+    (repo.root / ".gitattributes").write_text("* filter=evil diff=evil\n")
+    for hook in ("pre-commit", "post-checkout", "reference-transaction", "fsmonitor-watchman"):
+        (tmp_path / hook).write_text(f"#!/bin/sh\necho ran >> {marker}\n")
+        (tmp_path / hook).chmod(0o755)
+    repo.call("git.status", {})
+    repo.call("git.log", {"max_count": 3})
+    repo.call("git.show", {"rev": "HEAD"})
+    repo.call("git.show", {"rev": "HEAD", "path": "README.md"})
+    out = repo.call("git.diff", {})
+    repo.call("git.diff", {"rev_a": "HEAD~1", "rev_b": "HEAD"})
+    assert not marker.exists()
+    assert "+again" in out["patch"] and "foreign" not in json.dumps(out)
+
+
+def test_output_is_bounded(repo: Env) -> None:
+    repo.write("README.md", "".join(f"line {i}\n" for i in range(20000)))
+    out = repo.call("git.diff", {"max_bytes": 1024})
+    assert out["truncated"] and len(out["patch"].encode()) <= 1024
+
+
+def test_a_workspace_that_is_no_repository_is_refused(env: Env) -> None:
+    with pytest.raises(ToolFailed) as caught:
+        env.call("git.status", {})
+    assert caught.value.code == "not_a_repository"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.from_regex(r"-[a-z-]{1,12}(=.*)?", fullmatch=True)))
+def test_fuzzed_revisions_are_names_or_refused(text: str) -> None:
+    from proctor.runtime.tools.git import _rev
+
+    try:
+        got = _rev({"rev": text}, "rev")
+    except RefusedCall as exc:
+        assert exc.code == "rev_invalid"
+        return
+    assert got == text and not text.startswith("-")
+    assert ":" not in text and not any(c.isspace() for c in text)
