@@ -465,6 +465,43 @@ class RunDriver:
         admitted = replace(self.turn_spec(turn, spec), can_wait=False)
         return self.governor().call(admitted)  # refused and recorded like any refusal
 
+    def _call_id_reused(self, spec: CallSpec) -> CallOutcome | None:
+        """Refuse ``call_id_reused`` when the host's ``call_id`` already names a call with
+        other arguments (a repeat answers the recorded call only when it is the same call).
+
+        Nothing is recorded under that id (it holds the first call); the refusal is audited.
+        """
+        if spec.call_id is None:
+            return None
+        recorded = self.s.store.get_call(self.run_id, spec.call_id)
+        try:
+            proposed = digest(dict(spec.args))
+        except ProctorError:
+            proposed = ""
+        if recorded is None or recorded.args_digest == proposed:
+            return None
+        message = (
+            f"call_id {spec.call_id.rpartition('/turn/')[2][:80]!r} already names a"
+            f" {recorded.tool} call with other arguments: pick a new call_id for a new call"
+        )
+        self.s.audit.emit(
+            "call_refused",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            tool=spec.tool,
+            call_id=spec.call_id,
+            step=spec.step_id,
+            code="call_id_reused",
+            message=message,
+        )
+        return CallOutcome(
+            call_id=spec.call_id,
+            tool=spec.tool,
+            step_id=spec.step_id,
+            status="refused",
+            error={"code": "call_id_reused", "message": message},
+        )
+
     def turn_call(
         self,
         turn: dict[str, Any],
@@ -492,6 +529,9 @@ class RunDriver:
         )
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
+        reused = self._call_id_reused(admitted)
+        if reused is not None:
+            return reused
         try:
             return governor.call(admitted)
         except AwaitApproval as waiting:
