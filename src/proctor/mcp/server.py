@@ -31,7 +31,7 @@ from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
     error_result,
-    summarize,
+    run_content,
 )
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ class ProctorServer:
                 description=t.description,
                 input_schema=t.input_schema,
                 output_schema=output,
+                annotations=types.ToolAnnotations.model_validate(t.annotations or {}),
             )
             for t in self.config.catalog.tools.values()
         ]
@@ -195,7 +196,7 @@ class ProctorServer:
             self.config.runs[run_id] = None
         failed = doc.get("outcome") in ("failed", "blocked", "killed")
         return types.CallToolResult(
-            content=[types.TextContent(text=summarize(doc))],
+            content=run_content(doc),
             structured_content=doc,
             is_error=failed,
         )
@@ -239,7 +240,7 @@ class ProctorServer:
             requirements=[r.name for r in tool.missing],
         )
         return types.CallToolResult(
-            content=[types.TextContent(text=summarize(doc))],
+            content=run_content(doc),
             structured_content=doc,
             is_error=True,
         )
