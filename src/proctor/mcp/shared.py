@@ -132,7 +132,7 @@ def summarize(doc: Mapping[str, Any]) -> str:
     return text
 
 
-def run_content(doc: Mapping[str, Any]) -> list[types.TextContent]:
+def run_content(doc: Mapping[str, Any]) -> list[types.ContentBlock]:
     """The text parts of a result carrying a ``proctor.run.v1`` envelope: the human summary,
     then the whole envelope as JSON (the same document as the structured content, so the same
     bounds hold), for clients that hand a model only the text."""
