@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
     "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
     "test": ("proctor.cli.test", "proctor_test", "Replay a skill's tests; record one from a run."),
+    "init": ("proctor.cli.init", "init", "Start a workspace with a first skill and its test."),
 }
 
 
