@@ -111,10 +111,10 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
             ``run_yaml_missing_field`` and ``run_yaml_invalid`` naming the field's path
             (``methods.greet.steps[0].tool``) and position; ``method_description_missing``;
             ``default_method_unknown``; ``step_id_duplicate``; ``invalid_reference``;
-            ``reference_unknown_input``; ``reference_unknown_step``; ``result_from_unknown``;
-            ``credential_unknown``; ``schema_invalid`` for a method's ``inputs`` or
-            ``outputs``, or an agent step's ``output``, that is not a draft-07 JSON Schema
-            (``properties:`` left empty, ``required: name``), naming where in it.
+            ``reference_embedded``; ``reference_unknown_input``; ``reference_unknown_step``;
+            ``result_from_unknown``; ``credential_unknown``; ``schema_invalid`` for a method's
+            ``inputs`` or ``outputs``, or an agent step's ``output``, that is not a draft-07
+            JSON Schema (``properties:`` left empty, ``required: name``), naming where in it.
     """
     data, positions = load_yaml_with_positions(text, source=source)
     if not isinstance(data, dict):
@@ -288,9 +288,7 @@ def _check_method(
             try:
                 refs = collect_refs(value)
             except ProctorError as exc:
-                raise _at(
-                    source, positions, (*at, *field), exc.message, "invalid_reference"
-                ) from None
+                raise _at(source, positions, (*at, *field), exc.message, exc.code) from None
             for ref in refs:
                 _check_ref(ref, declared, seen, (*at, *field), source, positions)
         agent = getattr(step, "agent", None)

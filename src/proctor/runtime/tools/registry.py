@@ -19,10 +19,12 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
     from proctor.runtime.tools.http import http_tools
+    from proctor.runtime.tools.text import TEXT_FORMAT
 
     return (
         ECHO,
         DATA_DIGEST,
+        TEXT_FORMAT,
         FS_READ,
         FS_LIST,
         FS_SEARCH,
