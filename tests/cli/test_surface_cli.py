@@ -181,3 +181,29 @@ def test_mcp_without_the_sdk_says_how_to_install_it(ws: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert "error[mcp_sdk_missing]" in proc.stderr and "proctor[mcp]" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+QUIZ = """\
+minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: pick
+        ask:
+          questions:
+            - {id: colour, prompt: Which colour?, choices: [red, blue]}
+            - {id: why, prompt: Why this one?, required: false}
+"""
+
+
+def test_a_paused_question_prints_its_prompts_and_choices(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quiz = ws / "skills" / "quiz"
+    quiz.mkdir()
+    (quiz / "SKILL.md").write_text("---\nname: quiz\ndescription: Asks.\n---\n# q\n", "utf-8")
+    (quiz / "run.yaml").write_text(QUIZ, encoding="utf-8")
+    code, out, _ = _proctor(capsys, "run", "quiz")
+    assert code == 10
+    assert "question colour: Which colour?" in out and "choices: red, blue" in out
+    assert "question why (optional): Why this one?" in out and "free text" in out

@@ -164,6 +164,8 @@ def render_envelope(doc: dict[str, Any]) -> None:
         for key in ("reason", "tool", "question"):
             if request.get(key):
                 out.print(f"    {key}: {escape(str(request[key]))}")
+        for question in request.get("questions") or []:
+            _print_question(out, question)
         payload = request.get("payload") or {}
         for change in payload.get("files") or []:
             out.print(f"    {escape(str(change.get('op')))} {escape(str(change.get('path')))}")
@@ -177,3 +179,19 @@ def render_envelope(doc: dict[str, Any]) -> None:
         out.print(f"resume: {escape(str(doc['resume_command']))}")
     if doc.get("receipt_id"):
         out.print(f"receipt: {doc['receipt_id']}")
+
+
+def _print_question(out: Any, question: Any) -> None:
+    """One question of a paused ask step: its id, prompt and what it takes."""
+    from rich.markup import escape
+
+    if not isinstance(question, dict):
+        return
+    optional = "" if question.get("required", True) else " (optional)"
+    out.print(f"    question {escape(str(question.get('id')))}{optional}: ", end="")
+    out.print(escape(str(question.get("prompt") or "")))
+    choices = question.get("options") or question.get("choices") or []
+    if choices:
+        out.print("      choices: " + ", ".join(escape(str(c)) for c in choices))
+    if question.get("free_text") or not choices:
+        out.print("      free text: answer with {text: ...}")
