@@ -544,10 +544,16 @@ def check_arguments(name: str, arguments: Any) -> None:
     try:
         validate(arguments)
     except fastjsonschema.JsonSchemaValueException as exc:
-        where = ".".join(str(p) for p in exc.path[1:]) or "the arguments"
+        where = ".".join(str(p) for p in exc.path[1:])
+        if exc.rule == "required" and isinstance(arguments, dict):
+            missing = [k for k in exc.rule_definition or [] if k not in arguments]
+            problem = "needs " + ", ".join(missing)
+        elif exc.rule == "additionalProperties":
+            problem = "takes no other arguments (see its input schema)"
+        else:
+            problem = f"fails the input schema's rule {exc.rule or 'schema'!r}"
         raise UsageError(
-            f"{name}: {where} fails the input schema's rule {exc.rule or 'schema'!r}",
-            code="arguments_invalid",
+            f"{name}: {where + ' ' if where else ''}{problem}", code="arguments_invalid"
         ) from None
 
 
