@@ -66,7 +66,7 @@ def _checks(ws: Ws, target: list[str]) -> None:
     )  # fmt: skip
     assert code == 0 and called["structuredContent"]["outcome"] == "completed"
     assert json.loads(called["content"][1]["text"]) == called["structuredContent"]
-    for args in (["turn=write", "args=x"], ["turn=write", "tool=\"\"", "args={}", "call_id=c1"]):
+    for args in (["turn=write", "args=x"], ["turn=write", 'tool=""', "args={}", "call_id=c1"]):
         pairs = [p for a in args for p in ("--tool-arg", a)]
         code, bad, text = _run(
             ws, *target, "--method", "tools/call", "--tool-name", "turn_call", *pairs
