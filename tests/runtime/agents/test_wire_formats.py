@@ -132,3 +132,25 @@ def test_unbounded_drops_length_bounds_only_from_schema_keywords() -> None:
         },
         "enum": [{"maxLength": 1}],
     }
+
+
+def test_ask_human_in_a_managed_turn_is_refused_with_a_reason_the_model_reads(ws: Any) -> None:
+    call = {
+        "id": "q1",
+        "type": "function",
+        "function": {"name": "ask_human", "arguments": '{"question": "Which file?"}'},
+    }
+    script = _llama(
+        [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "assistant", "content": '{"summary": "decided alone"}'},
+        ]
+    )
+    with StubModel(script) as stub:
+        agent = ManagedAgent(config(stub, "chat_completions", max_retries=0), key=KEY)
+        out = agent.drive_turn({**_turn(), "ask": True}, ws.call)
+    assert out == {"summary": "decided alone"}
+    [result] = tool_results("chat_completions", stub.seen[1])
+    assert result["status"] == "refused"
+    assert result["error"]["code"] == "ask_human_unavailable"
+    assert "no person answers" in result["error"]["message"]

@@ -47,6 +47,10 @@ DEFAULT_MAX_STEPS = 20
 _MAX_REMINDERS = 2
 _RESULT_LIMIT = 64 * 1024
 _NOT_AN_OBJECT = "the arguments were not a JSON object; nothing was called"
+_NO_PERSON = (
+    "no person answers this turn while a model works it: decide from the inputs and the tools'"
+    " results, or end the turn saying what a person would need to tell you"
+)
 _ARGUMENT_PROBLEMS = {
     "duplicate_key": "the arguments repeat a key in one object; nothing was called",
     "too_deep": "the arguments nest deeper than 64 levels; nothing was called",
@@ -325,6 +329,15 @@ class ManagedAgent:
         args = dict(request.arguments)
         reason = args.pop("reason", "")
         binding = by_wire.get(request.name)
+        if binding is not None and binding.tool == "ask_human":
+            # offered under ask: true, but no person answers a turn a model works here
+            stats.tool_calls += 1
+            stats.refused_calls += 1
+            return _untrusted(
+                request.name,
+                "refused",
+                error={"code": "ask_human_unavailable", "message": _NO_PERSON},
+            )
         if binding is not None:
             tool, args = binding.tool, binding.translate(args)
         else:
