@@ -106,12 +106,15 @@ def drive_with_signals(session: Any, work: Any) -> Any:
 
 
 def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
-    """Drive ``work`` under signal handling, close the session, print the envelope (JSON or a
-    summary) and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    """Drive ``work`` under signal handling (with live progress on a terminal, see
+    :mod:`proctor.cli.progress`), close the session, print the envelope (JSON or a summary)
+    and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    from proctor.cli.progress import progress
     from proctor.cli.render import dump_json
 
     try:
-        envelope = drive_with_signals(session, work)
+        with progress(session, enabled=not as_json):
+            envelope = drive_with_signals(session, work)
     finally:
         session.close()
     doc = envelope.to_json()
