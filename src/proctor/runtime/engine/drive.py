@@ -465,24 +465,20 @@ class RunDriver:
         admitted = replace(self.turn_spec(turn, spec), can_wait=False)
         return self.governor().call(admitted)  # refused and recorded like any refusal
 
-    def _call_id_reused(self, spec: CallSpec) -> CallOutcome | None:
-        """Refuse ``call_id_reused`` when the host's ``call_id`` already names a call with
-        other arguments (a repeat answers the recorded call only when it is the same call).
-
-        Nothing is recorded under that id (it holds the first call); the refusal is audited.
-        """
-        if spec.call_id is None:
-            return None
-        recorded = self.s.store.get_call(self.run_id, spec.call_id)
+    def _call_id_reused(self, spec: CallSpec, outcome: CallOutcome) -> CallOutcome:
+        """``outcome``, unless it is the recorded call a host's ``call_id`` already names and
+        its arguments differ from these: then ``call_id_reused`` (a repeat answers the
+        recorded call only when it is the same call). Nothing ran: the governor answered
+        from the record, which keeps the first call; the refusal is audited."""
         try:
             proposed = digest(dict(spec.args))
         except ProctorError:
-            proposed = ""
-        if recorded is None or recorded.args_digest == proposed:
-            return None
+            return outcome
+        if spec.call_id is None or not outcome.args_digest or outcome.args_digest == proposed:
+            return outcome
         message = (
             f"call_id {spec.call_id.rpartition('/turn/')[2][:80]!r} already names a"
-            f" {recorded.tool} call with other arguments: pick a new call_id for a new call"
+            f" {outcome.tool} call with other arguments: pick a new call_id for a new call"
         )
         self.s.audit.emit(
             "call_refused",
@@ -529,11 +525,8 @@ class RunDriver:
         )
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
-        reused = self._call_id_reused(admitted)
-        if reused is not None:
-            return reused
         try:
-            return governor.call(admitted)
+            return self._call_id_reused(admitted, governor.call(admitted))
         except AwaitApproval as waiting:
             request = self.open_request(waiting.address, waiting.body)
             self._pause([request])
