@@ -16,15 +16,16 @@
 10. record: the run store, then the audit log (receipts are sealed from the store's record).
 
 A refusal is returned as a :class:`CallOutcome` with ``status="refused"`` and a stable ``code``;
-it never raises and never ends the process.
+it never raises and never ends the process. The call's types (:class:`CallSpec`,
+:class:`CallOutcome`, :class:`AwaitApproval`) live in :mod:`.calls` and are re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
@@ -34,6 +35,13 @@ from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
 from proctor.receipts.canonical import digest
+from proctor.runtime.admission.calls import (
+    AwaitApproval,
+    CallOutcome,
+    CallSpec,
+    CallStatus,
+    _AlreadyDone,
+)
 from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
@@ -47,16 +55,15 @@ from proctor.runtime.tools.base import (
 )
 
 if TYPE_CHECKING:
-    import threading
-
     from proctor.core.budget import ReceiptBudget
-    from proctor.runtime.boundary.sandbox import SandboxSetting, SandboxUse
+    from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.runs import RunStore
 
-CallStatus = Literal["completed", "failed", "refused"]
+__all__ = ["AwaitApproval", "CallOutcome", "CallSpec", "CallStatus", "Deliver", "Governor"]
+
 Clock = Callable[[], datetime]
 Deliver = Callable[["CallSpec", Tool], dict[str, Any]]
 """The delivery seam: returns extras for the tool context (e.g. a resolved credential)."""
@@ -64,93 +71,6 @@ Deliver = Callable[["CallSpec", Tool], dict[str, Any]]
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class CallSpec:
-    """One proposed call.
-
-    Attributes:
-        tool: the tool name as proposed.
-        args: the arguments as proposed (never trusted).
-        allowance: tools the step or turn may call; empty admits nothing.
-        step_id / step_index: where in the run the call is made.
-        reason: the caller's stated reason.
-        call_id: a host-pinned id (a repeat returns the recorded call); generated when absent.
-        idempotency_key: an effect already done under this key is not sent again.
-        address: where an approval of this call is asked (default: the step id).
-        cancel: set it to cancel the call: a read in flight stops (``call_cancelled``); an
-            effect in flight runs to its end and settles as it ended, the cancel recorded
-            beside it; a call not started yet is not sent.
-        can_wait: ``False`` for a caller that cannot pause on a person (a managed agent
-            turn): a change the floor would hold is refused ``approval_required`` instead,
-            recorded like any refusal.
-    """
-
-    tool: str
-    args: Mapping[str, Any]
-    allowance: frozenset[str]
-    step_id: str | None = None
-    step_index: int | None = None
-    reason: str = ""
-    call_id: str | None = None
-    idempotency_key: str | None = None
-    address: str | None = None
-    cancel: threading.Event | None = field(default=None, compare=False)
-    can_wait: bool = True
-
-
-class _AlreadyDone(Exception):
-    def __init__(self, record: CallRecord) -> None:
-        super().__init__(record.call_id)
-        self.record = record
-
-
-class AwaitApproval(Exception):
-    """The floor holds a change under ``effects: ask``: the run pauses on this request.
-
-    Attributes:
-        address: where the request is asked (a step id, or ``step/call`` in a turn).
-        body: what the person sees: the tool, the reason and exactly what executes.
-        request_digest: the digest of ``body``; a decision binds to it.
-    """
-
-    def __init__(self, address: str, body: dict[str, Any], request_digest: str) -> None:
-        super().__init__(f"{address} waits on a person's approval")
-        self.address = address
-        self.body = body
-        self.request_digest = request_digest
-
-
-@dataclass
-class CallOutcome:
-    """What became of one call. ``result`` and ``error`` are already sanitized."""
-
-    call_id: str
-    tool: str
-    step_id: str | None
-    status: CallStatus
-    result: Any = None
-    error: dict[str, Any] | None = None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
-    args_digest: str = ""
-    outputs_digest: str | None = None
-    effect: str = "none"
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    already_done: str | None = None
-    approved_by: str | None = None
-    sandbox: SandboxUse | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the tool ran and completed."""
-        return self.status == "completed"
-
-    @property
-    def code(self) -> str | None:
-        """The refusal or failure code, if any."""
-        return None if self.error is None else str(self.error.get("code"))
 
 
 class Governor:
@@ -236,6 +156,13 @@ class Governor:
             outcome.args_digest = digest(dict(spec.args))
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
+        if spec.problem is not None:
+            unreadable = RefusedCall(
+                "the call's arguments could not be read as one JSON object"
+                f" ({spec.problem}); nothing was called",
+                code=spec.problem,
+            )
+            return self._refused(spec, outcome, unreadable)
         try:
             args, resolved = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
