@@ -77,4 +77,6 @@ def test_default_path_from_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(cli, ["audit", "verify"])
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(cli, ["audit", "tail", "-n", "2", "--json"])
-    assert [r["n"] for r in json.loads(result.output)] == [3, 4]
+    doc = json.loads(result.output)
+    assert doc["schema"] == "proctor.audit_tail.v1"
+    assert [r["n"] for r in doc["records"]] == [3, 4]

@@ -26,7 +26,7 @@ def test_set_list_bind_remove(tmp_path: Path) -> None:
                     "--from-stdin", stdin=CANARY + "\n")  # fmt: skip
     assert done.returncode == 0, done.stderr
     listed = _proctor(tmp_path, "list", "--json")
-    assert json.loads(listed.stdout) == {"profiles": [{
+    assert json.loads(listed.stdout) == {"schema": "proctor.credential_list.v1", "profiles": [{
         "profile": "work", "provider": "tracker", "auth_mode": "api_key", "audience": None,
         "backend": "file", "default": True}]}  # fmt: skip
     assert _proctor(tmp_path, "bind", "work", "--provider", "tracker").returncode == 0
@@ -38,7 +38,10 @@ def test_set_list_bind_remove(tmp_path: Path) -> None:
     wrong = _proctor(tmp_path, "bind", "work", "--provider", "other")
     assert wrong.returncode != 0 and "credential_provider_mismatch" in wrong.stderr
     assert _proctor(tmp_path, "remove", "work").returncode == 0
-    assert json.loads(_proctor(tmp_path, "list", "--json").stdout) == {"profiles": []}
+    assert json.loads(_proctor(tmp_path, "list", "--json").stdout) == {
+        "schema": "proctor.credential_list.v1",
+        "profiles": [],
+    }
     everything = b"".join(p.read_bytes() for p in (tmp_path).rglob("*") if p.is_file())
     assert CANARY.encode() not in everything
 

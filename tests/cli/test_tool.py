@@ -65,4 +65,7 @@ def test_unknown_tool_is_a_usage_error(args: tuple[str, ...]) -> None:
     done = proctor("tool", *args)
     assert done.returncode == 2
     assert "unknown_tool" in done.stderr and "fs.read" in done.stderr
-    assert done.stdout == ""
+    if "--json" in args:  # a program reads the error as a proctor.error.v1 object
+        assert json.loads(done.stdout)["code"] == "unknown_tool"
+    else:
+        assert done.stdout == ""

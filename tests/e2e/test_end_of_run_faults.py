@@ -100,7 +100,9 @@ def test_a_full_disk_under_the_audit_log_leaves_the_run_resumable(ws: Ws) -> Non
     r = limited(ws, size + 100, "run", HELLO, "-i", "message=full", "--json")
     run_id = _unsealed(r)
     assert "audit_write_failed" in r.stderr
-    assert r.stdout == ""
+    # under --json the error is a proctor.error.v1 object on stdout (never an envelope)
+    error = json.loads(r.stdout)
+    assert error["schema"] == "proctor.error.v1" and error["code"] == "seal_failed"
     # the half-written line was cut off again at once: the log still verifies
     assert _log(ws).stat().st_size == size
     assert not any(e["run_id"] == run_id for e in _events(ws))

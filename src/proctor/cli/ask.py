@@ -33,9 +33,12 @@ def ask(
 ) -> None:
     """Route REQUEST to a directive with the configured model and run it.
 
-    Raises:
-        ConfigError: no complete managed-agent configuration (no model, no provider ...).
-        AgentError: the router failed or answered something that is not a decision.
+    Needs a complete managed-agent configuration (proctor config show); a router that fails
+    or answers no decision is an error.
+
+    \b
+    Example:
+      proctor ask "summarise notes.txt" --route-only
     """
     from proctor.cli.driving import drive_with_signals, exit_code_of, render_envelope
     from proctor.runtime.agents.loop import DEFAULT_MAX_STEPS, ManagedAgent
@@ -56,7 +59,7 @@ def ask(
         agent.close()
     doc = envelope.to_json() if envelope is not None else None
     if as_json:
-        dump_json({"route": route.to_dict(), "run": doc})
+        dump_json({"route": route.to_dict(), "run": doc}, schema="proctor.ask.v1")
     else:
         if route.decision == "single":
             click.echo(f"routed to {route.directive_id}: {route.reason}")

@@ -32,7 +32,12 @@ def _same_file(a: Path, b: Path) -> bool:
 
 @click.group()
 def audit() -> None:
-    """Inspect and verify the audit log."""
+    """Inspect and verify the audit log.
+
+    \b
+    Example:
+      proctor audit verify
+    """
 
 
 @audit.command()
@@ -96,9 +101,14 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
 @audit.command()
 @click.argument("path", required=False)
 @click.option("-n", "count", default=10, show_default=True, help="How many lines.")
-@click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON document.")
 def tail(path: str | None, count: int, as_json: bool) -> None:
-    """Show the last N events of the audit log."""
+    """Show the last N events of the audit log.
+
+    \b
+    Example:
+      proctor audit tail -n 5 --json
+    """
     from proctor.cli.render import dump_json
 
     log = _log_path(path)
@@ -111,7 +121,7 @@ def tail(path: str | None, count: int, as_json: bool) -> None:
         except ValueError:
             records.append({"event": "<unreadable line>"})
     if as_json:
-        dump_json(records)
+        dump_json({"records": records}, schema="proctor.audit_tail.v1")
         return
     for record in records:
         click.echo(

@@ -12,7 +12,12 @@ from proctor.errors import UsageError
 
 @click.group()
 def authority() -> None:
-    """Saved authority presets, applied with `proctor run --authority NAME`."""
+    """Saved authority presets, applied with `proctor run --authority NAME`.
+
+    \b
+    Example:
+      proctor authority list
+    """
 
 
 @authority.command("save")
@@ -27,7 +32,12 @@ def authority() -> None:
 )
 @click.option("--json", "as_json", is_flag=True)
 def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> None:
-    """Save FILE (an authority JSON document) as preset NAME."""
+    """Save FILE (an authority JSON document) as preset NAME.
+
+    \b
+    Example:
+      echo '{"effects": "ask"}' | proctor authority save notes -
+    """
     import sys
 
     from proctor.cli.render import dump_json
@@ -52,13 +62,18 @@ def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> No
 @authority.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def list_(as_json: bool) -> None:
-    """List saved presets."""
+    """List saved presets.
+
+    \b
+    Example:
+      proctor authority list --json
+    """
     from proctor.cli.render import dump_json
     from proctor.runtime.home.presets import list_presets
 
     presets = list_presets()
     if as_json:
-        dump_json({"presets": presets})
+        dump_json({"presets": presets}, schema="proctor.authority_list.v1")
         return
     for doc in presets:
         auth = doc.get("authority") or {}
@@ -71,7 +86,12 @@ def list_(as_json: bool) -> None:
 @authority.command("show")
 @click.argument("name")
 def show(name: str) -> None:
-    """Print a preset as JSON."""
+    """Print a preset as JSON.
+
+    \b
+    Example:
+      proctor authority show notes
+    """
     from proctor.cli.render import dump_json
     from proctor.runtime.home.presets import load_preset
 
@@ -81,7 +101,12 @@ def show(name: str) -> None:
 @authority.command("remove")
 @click.argument("name")
 def remove(name: str) -> None:
-    """Delete a preset."""
+    """Delete a preset.
+
+    \b
+    Example:
+      proctor authority remove notes
+    """
     from proctor.runtime.home.presets import remove_preset
 
     remove_preset(name)

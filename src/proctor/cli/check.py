@@ -16,6 +16,10 @@ def check(as_json: bool) -> None:
     registered and every registered guard is bound, and every tool has a schema.
 
     A check that examined nothing fails. Exit 0 when everything passed, 1 otherwise.
+
+    \b
+    Example:
+      proctor check --json
     """
     from proctor.cli.render import dump_json
     from proctor.runtime.boundary.workspace import Workspace

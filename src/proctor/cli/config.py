@@ -13,7 +13,12 @@ from proctor.cli.render import dump_json
 
 @click.group("config")
 def config() -> None:
-    """Show and change the home's settings (config.json)."""
+    """Show and change the home's settings (config.json).
+
+    \b
+    Example:
+      proctor config show
+    """
 
 
 @config.command("set")
@@ -24,14 +29,17 @@ def set_value(key: str, value: str, as_json: bool) -> None:
     """Set KEY (agent.provider, agent.model, agent.dialect, agent.endpoint_url, agent.secret,
     agent.timeout_s, agent.max_retries) to VALUE.
 
-    Raises:
-        ConfigError: an unknown key, an invalid value, or a value that looks like a key.
+    An unknown key, an invalid value, or a value that looks like an API key is refused (exit 3).
+
+    \b
+    Example:
+      proctor config set agent.model llama3
     """
     from proctor.runtime.home.config import set_agent_value
 
     section = set_agent_value(key, value)
     if as_json:
-        dump_json({"agent": section})
+        dump_json({"agent": section}, schema="proctor.config.v1")
     else:
         click.echo(f"{key} = {section[key.partition('.')[2]]}")
 
@@ -39,7 +47,12 @@ def set_value(key: str, value: str, as_json: bool) -> None:
 @config.command("unset")
 @click.argument("key")
 def unset_value(key: str) -> None:
-    """Remove KEY from the home's settings."""
+    """Remove KEY from the home's settings.
+
+    \b
+    Example:
+      proctor config unset agent.model
+    """
     from proctor.runtime.home.config import unset_agent_value
 
     unset_agent_value(key)
@@ -49,7 +62,12 @@ def unset_value(key: str) -> None:
 @config.command("show")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document for programs.")
 def show(as_json: bool) -> None:
-    """Show the agent settings and whether they make a complete managed-agent configuration."""
+    """Show the agent settings and whether they make a complete managed-agent configuration.
+
+    \b
+    Example:
+      proctor config show --json
+    """
     from proctor.errors import ConfigError
     from proctor.runtime.home.config import agent_config, load_config
 
@@ -60,7 +78,10 @@ def show(as_json: bool) -> None:
     except ConfigError as exc:
         problem = exc.to_dict()
     if as_json:
-        dump_json({"agent": raw, "complete": problem is None, "problem": problem})
+        dump_json(
+            {"agent": raw, "complete": problem is None, "problem": problem},
+            schema="proctor.config.v1",
+        )
         return
     for key in sorted(raw):
         click.echo(f"agent.{key} = {raw[key]}")

@@ -34,7 +34,12 @@ def _workspace_root(path: str | None) -> Path:
 
 @click.group()
 def credential() -> None:
-    """Store and select credential profiles (material is read from stdin only)."""
+    """Store and select credential profiles (material is read from stdin only).
+
+    \b
+    Example:
+      proctor credential list
+    """
 
 
 @credential.command("set", context_settings=_LENIENT)
@@ -54,7 +59,12 @@ def set_(
     from_stdin: bool,
     as_json: bool,
 ) -> None:
-    """Store a profile for PROVIDER from stdin and make it the provider's default."""
+    """Store a profile for PROVIDER from stdin and make it the provider's default.
+
+    \b
+    Example:
+      printf %s "$TOKEN" | proctor credential set github --profile work --from-stdin
+    """
     _refuse_stray(ctx)
     if not from_stdin:
         raise UsageError(_STRAY, code="secret_needs_stdin")
@@ -73,7 +83,7 @@ def set_(
     if as_json:
         from proctor.cli.render import dump_json
 
-        dump_json(info.to_dict())
+        dump_json(info.to_dict(), schema="proctor.credential_profile.v1")
     else:
         click.echo(f"stored profile {info.name} for {info.provider} (default for {info.provider})")
 
@@ -82,7 +92,12 @@ def set_(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
-    """List stored profiles (names, providers, modes, audiences; never material)."""
+    """List stored profiles (names, providers, modes, audiences; never material).
+
+    \b
+    Example:
+      proctor credential list --json
+    """
     _refuse_stray(ctx)
     from proctor.runtime.home.credentials import CredentialStore
 
@@ -90,7 +105,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         from proctor.cli.render import dump_json
 
-        dump_json({"profiles": profiles})
+        dump_json({"profiles": profiles}, schema="proctor.credential_list.v1")
         return
     if not profiles:
         click.echo("no stored profiles")
@@ -104,7 +119,12 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.argument("profile")
 @click.pass_context
 def remove(ctx: click.Context, profile: str) -> None:
-    """Remove a stored profile and its material."""
+    """Remove a stored profile and its material.
+
+    \b
+    Example:
+      proctor credential remove work
+    """
     _refuse_stray(ctx)
     from proctor.runtime.home.credentials import CredentialStore
 
@@ -127,7 +147,12 @@ def bind(
     credential_name: str | None,
     workspace: str | None,
 ) -> None:
-    """Bind PROFILE in this workspace, by provider or by skill requirement (names only)."""
+    """Bind PROFILE in this workspace, by provider or by skill requirement (names only).
+
+    \b
+    Example:
+      proctor credential bind work --provider github
+    """
     _refuse_stray(ctx)
     from proctor.errors import CredentialError
     from proctor.runtime.home.credentials import CredentialStore, bind_provider, bind_skill

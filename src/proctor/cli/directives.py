@@ -18,7 +18,12 @@ from proctor.cli.render import dump_json
 
 @click.group("directives")
 def directives() -> None:
-    """List, validate, catalogue and run directives."""
+    """List, validate, catalogue and run directives.
+
+    \b
+    Example:
+      proctor directives list
+    """
 
 
 def _session(drive: bool, max_steps: int | None = None) -> Any:
@@ -36,7 +41,12 @@ def _session(drive: bool, max_steps: int | None = None) -> Any:
 @directives.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document for programs.")
 def list_directives(as_json: bool) -> None:
-    """List the directives of this workspace and the shipped ones; refused files by name."""
+    """List the directives of this workspace and the shipped ones; refused files by name.
+
+    \b
+    Example:
+      proctor directives list --json
+    """
     session = _session(False)
     try:
         found = session.directives()
@@ -48,7 +58,8 @@ def list_directives(as_json: bool) -> None:
                 "directives": [d.to_dict() for d in found.listed()],
                 "refused": [e.to_dict() for _, e in sorted(found.refused.items())],
                 "replaced": sorted(found.replaced),
-            }
+            },
+            schema="proctor.directives.v1",
         )
         return
     for d in found.listed():
@@ -63,8 +74,11 @@ def list_directives(as_json: bool) -> None:
 def validate(path: Path) -> None:
     """Check one directive file; exits 2 naming what is wrong.
 
-    Raises:
-        ParseError: the file is refused (frontmatter, id, description, category, tools).
+    A refused file (frontmatter, id, description, category, tools) is named with what is wrong.
+
+    \b
+    Example:
+      proctor directives validate directives/review.md
     """
     from proctor.parser.directive import parse_directive
     from proctor.runtime.directives import allowance_for
@@ -86,7 +100,12 @@ def validate(path: Path) -> None:
     help="Where to write (default: docs/DIRECTIVES.md in the workspace).",
 )
 def catalogue(check: bool, output: Path | None) -> None:
-    """Write docs/DIRECTIVES.md from the directives the executor loads."""
+    """Write docs/DIRECTIVES.md from the directives the executor loads.
+
+    \b
+    Example:
+      proctor directives catalogue
+    """
     from proctor.runtime.directives import render_catalogue
 
     session = _session(False)
@@ -154,7 +173,12 @@ def run(
     run_authority: str | None,
     as_json: bool,
 ) -> None:
-    """Run directive DIRECTIVE_ID on REQUEST."""
+    """Run directive DIRECTIVE_ID on REQUEST.
+
+    \b
+    Example:
+      proctor directives run review "check notes.txt" --drive
+    """
     run_directive_command(
         directive_id,
         request,

@@ -106,12 +106,15 @@ def drive_with_signals(session: Any, work: Any) -> Any:
 
 
 def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
-    """Drive ``work`` under signal handling, close the session, print the envelope (JSON or a
-    summary) and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    """Drive ``work`` under signal handling (with live progress on a terminal, see
+    :mod:`proctor.cli.progress`), close the session, print the envelope (JSON or a summary)
+    and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    from proctor.cli.progress import progress
     from proctor.cli.render import dump_json
 
     try:
-        envelope = drive_with_signals(session, work)
+        with progress(session, enabled=not as_json):
+            envelope = drive_with_signals(session, work)
     finally:
         session.close()
     doc = envelope.to_json()
@@ -164,6 +167,8 @@ def render_envelope(doc: dict[str, Any]) -> None:
         for key in ("reason", "tool", "question"):
             if request.get(key):
                 out.print(f"    {key}: {escape(str(request[key]))}")
+        for question in request.get("questions") or []:
+            _print_question(out, question)
         payload = request.get("payload") or {}
         for change in payload.get("files") or []:
             out.print(f"    {escape(str(change.get('op')))} {escape(str(change.get('path')))}")
@@ -183,3 +188,19 @@ def render_envelope(doc: dict[str, Any]) -> None:
         out.print(f"resume: {escape(str(doc['resume_command']))}")
     if doc.get("receipt_id"):
         out.print(f"receipt: {doc['receipt_id']}")
+
+
+def _print_question(out: Any, question: Any) -> None:
+    """One question of a paused ask step: its id, prompt and what it takes."""
+    from rich.markup import escape
+
+    if not isinstance(question, dict):
+        return
+    optional = "" if question.get("required", True) else " (optional)"
+    out.print(f"    question {escape(str(question.get('id')))}{optional}: ", end="")
+    out.print(escape(str(question.get("prompt") or "")))
+    choices = question.get("options") or question.get("choices") or []
+    if choices:
+        out.print("      choices: " + ", ".join(escape(str(c)) for c in choices))
+    if question.get("free_text") or not choices:
+        out.print("      free text: answer with {text: ...}")

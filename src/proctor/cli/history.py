@@ -53,7 +53,12 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 def history(run_id: str | None, as_json: bool, after: int | None, limit: int) -> None:
-    """Show recent runs with outcome and receipt id, or one RUN_ID's full record."""
+    """Show recent runs with outcome and receipt id, or one RUN_ID's full record.
+
+    \b
+    Example:
+      proctor history --limit 5
+    """
     from proctor.cli.render import dump_json
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session

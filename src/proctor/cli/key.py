@@ -56,13 +56,23 @@ def _local_key() -> LocalKey:
 
 @click.group("key")
 def key() -> None:
-    """Show, export or rotate the local signing key (created in the home on first use)."""
+    """Show, export or rotate the local signing key (created in the home on first use).
+
+    \b
+    Example:
+      proctor key show
+    """
 
 
 @key.command("show")
 @click.option("--json", "as_json", is_flag=True, help="Print a proctor.key.v1 document.")
 def show(as_json: bool) -> None:
-    """Print the public key and key id of the local signing key."""
+    """Print the public key and key id of the local signing key.
+
+    \b
+    Example:
+      proctor key show --json
+    """
     from proctor.cli.render import dump_json
 
     local = _local_key()
@@ -88,7 +98,12 @@ def show(as_json: bool) -> None:
 
 @key.command("export-public")
 def export_public() -> None:
-    """Print the public key as PEM (for `proctor verify --key`)."""
+    """Print the public key as PEM (for `proctor verify --key`).
+
+    \b
+    Example:
+      proctor key export-public > proctor-key.pem
+    """
     click.echo(_local_key().signer.public_key.pem(), nl=False)
 
 

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "console": ("proctor.cli.console", "console", "Manage the web console's users."),
     "worker": ("proctor.cli.worker", "worker", "Drive submitted runs from the shared run store."),
     "process": ("proctor.cli.process", "process", "List, read and stop long-lived processes."),
+    "init": ("proctor.cli.init", "init", "Start a workspace with a first skill and its test."),
 }
 
 
@@ -71,23 +72,39 @@ def cli() -> None:
     """proctor: a governed execution runtime for AI agent skills."""
 
 
+def _wants_json(argv: list[str] | None) -> bool:
+    """Whether the command line asks for ``--json`` (before a ``--`` that ends the options)."""
+    args = sys.argv[1:] if argv is None else argv
+    return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point of the console script; maps ProctorError to its exit code."""
+    """Entry point of the console script; maps ProctorError to its exit code.
+
+    An error is ``error[code]: message`` on stderr; under ``--json`` it is also a
+    ``proctor.error.v1`` object on stdout (code, message, exit code).
+    """
     from proctor.errors import ProctorError
 
+    as_json = _wants_json(argv)
     try:
         return cli.main(args=argv, prog_name="proctor", standalone_mode=False)
     except ProctorError as exc:
         from proctor.cli.render import print_error
 
-        print_error(exc)
+        print_error(exc, as_json=as_json)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        code = 2 if isinstance(exc, click.UsageError) else exc.exit_code
+        if as_json:
+            from proctor.cli.render import print_json_error
+
+            print_json_error("usage_error", exc.format_message(), code)
         exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
 

@@ -10,6 +10,24 @@ from pathlib import Path
 import click
 
 
+def require_sdk() -> None:
+    """Refuse to serve without the official MCP SDK, saying how to install it.
+
+    Raises:
+        ConfigError: ``mcp_sdk_missing`` (exit 3) when the ``mcp`` package cannot be imported.
+    """
+    import importlib.util
+
+    from proctor.errors import ConfigError
+
+    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("mcp_types") is None:
+        raise ConfigError(
+            "proctor mcp needs the MCP SDK, which this install lacks: install the extra with"
+            " pip install 'proctor[mcp]' (from a clone: pip install -e '.[mcp]')",
+            code="mcp_sdk_missing",
+        )
+
+
 @click.command("mcp")
 @click.argument("refs", nargs=-1, metavar="SKILL_REF...")
 @click.option(
@@ -80,10 +98,16 @@ def mcp(
     envelope. A client's answer never approves on its own: a person decides with `proctor
     approve` or in the console (--console-url sends URL-mode clients there), unless the
     operator passes --trust-client-approvals.
-    Exit codes: 2 usage or parse error; 3 configuration error (no key, unsafe bind).
+    Exit codes: 2 usage or parse error; 3 configuration error (no key, unsafe bind, the
+    mcp extra not installed).
+
+    \b
+    Example:
+      proctor mcp examples/hello-world
     """
     import os
 
+    require_sdk()
     from proctor.mcp import check_http_settings, open_server, serve
     from proctor.mcp.http import API_KEY_ENV
     from proctor.runtime.boundary.workspace import Workspace

@@ -28,6 +28,10 @@ def resume(run_id: str, source: str, as_json: bool, submit: bool = False) -> Non
     `{}` continues a run whose decisions are already recorded (or that was stopped);
     `{"close": {"outcome": "declined"}}` alone seals it. Works from any folder of the
     workspace.
+
+    \b
+    Example:
+      proctor resume RUN_ID answers.json
     """
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session

@@ -124,6 +124,10 @@ def run(
 
     A run that waits on a person or an agent prints its requests, an answers template bound
     to their digests and the exact `proctor resume` command, and exits 10.
+
+    \b
+    Example:
+      proctor run examples/hello-world -i message="hello, proctor"
     """
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
@@ -139,6 +143,9 @@ def run(
             max_steps=None,
             run_authority=run_authority,
         )
+    from proctor.parser.inputs import check_cli_pairs
+
+    check_cli_pairs(pairs, with_document=inputs_file is not None)
     inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
     authority = host_authority(run_authority, preset, managed=drive)
     if max_spend is not None:

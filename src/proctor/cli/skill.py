@@ -11,7 +11,12 @@ import click
 
 @click.group("skill")
 def skill() -> None:
-    """Inspect skill packages."""
+    """Inspect skill packages.
+
+    \b
+    Example:
+      proctor skill inspect examples/hello-world
+    """
 
 
 def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict[str, Any]:
@@ -68,12 +73,17 @@ def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict
 @click.option("--profile", metavar="NAME", help="Show readiness as if run with --profile NAME.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
 def inspect(ref: str, profile: str | None, as_json: bool) -> None:
-    """Show REF's methods, input schemas and credential readiness (never material)."""
+    """Show REF's methods, input schemas and credential readiness (never material).
+
+    \b
+    Example:
+      proctor skill inspect examples/hello-world --json
+    """
     from proctor.cli.render import dump_json
 
     doc = inspect_document(ref, cwd=Path.cwd(), profile=profile)
     if as_json:
-        dump_json(doc)
+        dump_json(doc, schema="proctor.skill_inspect.v1")
         return
     _render(doc)
 

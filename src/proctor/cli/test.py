@@ -171,8 +171,10 @@ def record(ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, out: Path) -
     import json
 
     from proctor.errors import UsageError
+    from proctor.parser.inputs import check_cli_pairs
     from proctor.testing.record import record_test
 
+    check_cli_pairs(cli_inputs, with_document=inputs_file is not None)
     inputs = None
     if inputs_file is not None:
         try:

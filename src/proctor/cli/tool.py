@@ -9,13 +9,23 @@ from proctor.cli.render import dump_json
 
 @click.group("tool")
 def tool() -> None:
-    """List and inspect native tools."""
+    """List and inspect native tools.
+
+    \b
+    Example:
+      proctor tool list
+    """
 
 
 @tool.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document for programs.")
 def list_tools(as_json: bool) -> None:
-    """List every native tool with its effect class and description."""
+    """List every native tool with its effect class and description.
+
+    \b
+    Example:
+      proctor tool list --json
+    """
     from proctor.runtime.tools.registry import native_tools
 
     tools = sorted(native_tools().values(), key=lambda t: t.name)
@@ -26,7 +36,8 @@ def list_tools(as_json: bool) -> None:
                     {"name": t.name, "effect": t.effect, "description": t.description}
                     for t in tools
                 ]
-            }
+            },
+            schema="proctor.tool_list.v1",
         )
         return
     width = max(len(t.name) for t in tools)
@@ -40,8 +51,11 @@ def list_tools(as_json: bool) -> None:
 def inspect_tool(name: str, as_json: bool) -> None:
     """Show one tool: effect class, description, input and output JSON Schemas.
 
-    Raises:
-        UsageError: (code ``unknown_tool``, exit 2) no native tool has that name.
+    An unknown name is a usage error (exit 2) listing the known tools.
+
+    \b
+    Example:
+      proctor tool inspect fs.read
     """
     import json
 
@@ -57,7 +71,7 @@ def inspect_tool(name: str, as_json: bool) -> None:
         )
     description = found.describe()
     if as_json:
-        dump_json(description)
+        dump_json(description, schema="proctor.tool.v1")
         return
     click.echo(f"{found.name}  (effect: {found.effect})")
     click.echo(found.description)

@@ -33,7 +33,12 @@ EXIT_UNVERIFIED = 4
     "or the folder of FILE).",
 )
 def verify(target: str, as_json: bool, key_path: str | None, receipts_dir: str | None) -> None:
-    """Verify a receipt (by id, or a receipt file) and every receipt below it."""
+    """Verify a receipt (by id, or a receipt file) and every receipt below it.
+
+    \b
+    Example:
+      proctor verify sha256:RECEIPT_ID
+    """
     from proctor.runtime.records.receipts import verify_receipt
 
     result = verify_receipt(target, receipts_dir=receipts_dir, public_key=key_path)

@@ -62,6 +62,7 @@ class SkillTool:
         description: what a client shows for the tool.
         input_schema: the method's ``inputs`` JSON Schema, an object schema.
         credentials: readiness of each credential the method's steps use (decided at startup).
+        annotations: the MCP hints derived from the method's effects (mcp/annotations.py).
     """
 
     name: str
@@ -71,6 +72,7 @@ class SkillTool:
     description: str
     input_schema: dict[str, Any]
     credentials: tuple[Readiness, ...] = ()
+    annotations: dict[str, bool] = field(default_factory=dict)
 
     @property
     def missing(self) -> list[Readiness]:
@@ -129,8 +131,12 @@ def load_catalog(
             (``mcp_tool_name_collision``), or a name is unusable.
         ParseError: a package file is invalid.
     """
+    from proctor.mcp.annotations import method_annotations
     from proctor.runtime.home.credentials import readiness, snapshot_environment
     from proctor.runtime.skills import load_skill
+    from proctor.runtime.tools.registry import native_tools
+
+    registry = native_tools()
 
     if not refs:
         raise UsageError("name at least one skill to serve", code="mcp_no_skills")
@@ -176,5 +182,6 @@ def load_catalog(
                 description=_description(skill, method_name, method),
                 input_schema=_input_schema(method),
                 credentials=tuple(ready[c] for c in sorted(_credentials_of(method)) if c in ready),
+                annotations=method_annotations(method, registry),
             )
     return Catalog(tools)

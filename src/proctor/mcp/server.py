@@ -33,7 +33,7 @@ from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
     error_result,
-    summarize,
+    run_content,
 )
 
 if TYPE_CHECKING:
@@ -159,6 +159,7 @@ class ProctorServer:
                 description=t.description,
                 input_schema=t.input_schema,
                 output_schema=output,
+                annotations=types.ToolAnnotations.model_validate(t.annotations or {}),
             )
             for t in self.config.catalog.tools.values()
         ]
@@ -203,7 +204,7 @@ class ProctorServer:
             except ProctorError as exc:
                 return error_result(exc)
             return types.CallToolResult(
-                content=[types.TextContent(text=summarize(resumed))],
+                content=run_content(resumed),
                 structured_content=resumed,
                 is_error=resumed.get("outcome") in ("failed", "blocked", "killed"),
             )
@@ -222,7 +223,7 @@ class ProctorServer:
             self.config.runs[run_id] = None
         failed = doc.get("outcome") in ("failed", "blocked", "killed")
         return types.CallToolResult(
-            content=[types.TextContent(text=summarize(doc))],
+            content=run_content(doc),
             structured_content=doc,
             is_error=failed,
         )
@@ -266,7 +267,7 @@ class ProctorServer:
             requirements=[r.name for r in tool.missing],
         )
         return types.CallToolResult(
-            content=[types.TextContent(text=summarize(doc))],
+            content=run_content(doc),
             structured_content=doc,
             is_error=True,
         )

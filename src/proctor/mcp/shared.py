@@ -29,6 +29,7 @@ __all__ = [
     "SessionPool",
     "TurnHost",
     "error_result",
+    "run_content",
     "summarize",
     "token_id",
 ]
@@ -120,6 +121,10 @@ def summarize(doc: Mapping[str, Any]) -> str:
         lines = [f"{where} paused ({status}), {run}, waiting on {len(requests)} request(s):"]
         for request in requests:
             lines.append(f"- {request.get('address', request.get('step'))}: {request.get('kind')}")
+        lines.append(
+            f"A person decides with `proctor resume {doc.get('run_id')}`; the run's whole"
+            " envelope (requests, digests, diffs) is the JSON part of this result."
+        )
         return "\n".join(lines)
     text = f"{where} {doc.get('outcome')}, {run}, receipt {doc.get('receipt_id')}."
     refusal = doc.get("refusal")
@@ -129,6 +134,16 @@ def summarize(doc: Mapping[str, Any]) -> str:
         result = json.dumps(doc["result"], ensure_ascii=False, sort_keys=True)
         text += " Result: " + (result if len(result) <= 2_000 else result[:2_000] + "…")
     return text
+
+
+def run_content(doc: Mapping[str, Any]) -> list[types.ContentBlock]:
+    """The text parts of a result carrying a ``proctor.run.v1`` envelope: the human summary,
+    then the whole envelope as JSON (the same document as the structured content, so the same
+    bounds hold), for clients that hand a model only the text."""
+    return [
+        types.TextContent(text=summarize(doc)),
+        types.TextContent(text=json.dumps(doc, ensure_ascii=False, sort_keys=True)),
+    ]
 
 
 def error_result(exc: ProctorError) -> types.CallToolResult:

@@ -28,18 +28,31 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from proctor.errors import ProctorError, UsageError
-from proctor.mcp.shared import ServerConfig, TurnHost, error_result, summarize
+from proctor.mcp.annotations import TURN_ANNOTATIONS
+from proctor.mcp.shared import ServerConfig, TurnHost, error_result, run_content
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
 
-__all__ = ["PAGE_LIMIT", "TurnTools", "check_arguments", "turn_tools"]
+__all__ = ["OUTPUT_RETRIES", "PAGE_LIMIT", "TurnTools", "check_arguments", "turn_tools"]
 
 PAGE_LIMIT = 32_000
+OUTPUT_RETRIES = 2
+"""How often ``turn_complete`` refuses an output failing the schema before the step fails."""
 Args = dict[str, Any]
 
-_RUN = {"type": "string", "description": "The run id (needed when the server holds several)."}
-_TURN = {"type": "string", "description": "The turn's address: the id of the step that asks it."}
+_RUN = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "The run id (needed when the server holds several).",
+}
+_TURN = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "The turn's address: the id of the step that asks it.",
+}
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -68,7 +81,7 @@ _TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             {
                 "run": _RUN,
                 "turn": _TURN,
-                "locator": {"type": "string"},
+                "locator": {"type": "string", "minLength": 1, "maxLength": 1000},
                 "offset": {"type": "integer", "minimum": 0},
                 "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT},
             },
@@ -84,7 +97,7 @@ _TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             {
                 "run": _RUN,
                 "turn": _TURN,
-                "tool": {"type": "string"},
+                "tool": {"type": "string", "minLength": 1, "maxLength": 200},
                 "args": {"type": "object"},
                 "call_id": {"type": "string", "minLength": 1, "maxLength": 128},
                 "reason": {"type": "string", "maxLength": 2000},
@@ -108,7 +121,9 @@ _TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "call_cancel": (
         "Cancel a turn call while it executes, by its address <turn>/<call_id>. It answers at"
         " once with how the call settles.",
-        _schema({"run": _RUN, "call": {"type": "string"}}, ["call"]),
+        _schema(
+            {"run": _RUN, "call": {"type": "string", "minLength": 1, "maxLength": 400}}, ["call"]
+        ),
     ),
 }
 
@@ -138,6 +153,7 @@ class TurnTools:
         self.config = config
         self.in_flight: dict[tuple[str, str], threading.Event] = {}
         self.cancelled: set[tuple[str, str]] = set()
+        self.output_tries: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     # -- declarations ----------------------------------------------------------------------
@@ -145,7 +161,12 @@ class TurnTools:
     def tool_list(self) -> list[types.Tool]:
         """The turn tools' declarations."""
         return [
-            types.Tool(name=name, description=desc, input_schema=schema)
+            types.Tool(
+                name=name,
+                description=desc,
+                input_schema=schema,
+                annotations=types.ToolAnnotations.model_validate(TURN_ANNOTATIONS[name]),
+            )
             for name, (desc, schema) in _TOOLS.items()
         ]
 
@@ -253,9 +274,12 @@ class TurnTools:
             )
             return error_result(outcome)
         failed = bool(outcome.pop("_error", False))
+        content = outcome.pop("_content", None)
         text = outcome.pop("_text", None) or _text(outcome)
         return types.CallToolResult(
-            content=[types.TextContent(text=text)], structured_content=outcome, is_error=failed
+            content=content or [types.TextContent(text=text)],
+            structured_content=outcome,
+            is_error=failed,
         )
 
     def _turn_list(self, session: Session, arguments: Args, _stop: Any) -> Args:
@@ -431,6 +455,8 @@ class TurnTools:
                 code="turn_complete_invalid",
             )
         entry: dict[str, Any] = {"request_digest": turn["request_digest"]}
+        if "output" in arguments:
+            self._check_output(run_id, address, turn, arguments["output"])
         if "failure" in arguments:
             # the turn's failure lane: the step fails with the (scrubbed) reason, sealed
             entry["failure"] = {"reason": str((arguments["failure"] or {}).get("reason") or "")}
@@ -441,8 +467,38 @@ class TurnTools:
         return {
             **doc,
             "_error": doc.get("outcome") in ("failed", "blocked"),
-            "_text": summarize(doc),
+            "_content": run_content(doc),
         }
+
+    def _check_output(self, run_id: str, address: str, turn: Args, output: Any) -> None:
+        """Refuse an output that fails the turn's output schema, ``OUTPUT_RETRIES`` times per
+        turn, with the validation error, leaving the turn open for another try (as a managed
+        turn reminds its model); past that the output goes to the run, whose step fails
+        ``agent_output_invalid``.
+
+        Raises:
+            UsageError: ``agent_output_invalid`` naming the failing path and rule.
+        """
+        from proctor.parser.inputs import validate_inputs
+
+        schema = turn.get("output_schema")
+        if not isinstance(schema, dict):
+            return
+        try:
+            validate_inputs(output, schema)
+        except ProctorError as exc:
+            key = (run_id, address)
+            with self._lock:
+                tries = self.output_tries[key] = self.output_tries.get(key, 0) + 1
+            if tries > OUTPUT_RETRIES:
+                return
+            left = OUTPUT_RETRIES - tries
+            message = exc.message.replace("inputs", "the output", 1)
+            raise UsageError(
+                f"{message}; the turn is still open: call turn_complete again with an output"
+                f" that fits its output_schema ({left} more refusal(s) before the step fails)",
+                code="agent_output_invalid",
+            ) from None
 
     def _call_cancel(
         self, session: Session, arguments: dict[str, Any], _stop: Any
@@ -494,10 +550,16 @@ def check_arguments(name: str, arguments: Any) -> None:
     try:
         validate(arguments)
     except fastjsonschema.JsonSchemaValueException as exc:
-        where = ".".join(str(p) for p in exc.path[1:]) or "the arguments"
+        where = ".".join(str(p) for p in exc.path[1:])
+        if exc.rule == "required" and isinstance(arguments, dict):
+            missing = [k for k in exc.rule_definition or [] if k not in arguments]
+            problem = "needs " + ", ".join(missing)
+        elif exc.rule == "additionalProperties":
+            problem = "takes no other arguments (see its input schema)"
+        else:
+            problem = f"fails the input schema's rule {exc.rule or 'schema'!r}"
         raise UsageError(
-            f"{name}: {where} fails the input schema's rule {exc.rule or 'schema'!r}",
-            code="arguments_invalid",
+            f"{name}: {where + ' ' if where else ''}{problem}", code="arguments_invalid"
         ) from None
 
 

@@ -17,7 +17,9 @@ from proctor.parser.schemas import compile_schema
 
 __all__ = [
     "MAX_INPUTS_BYTES",
+    "check_cli_pairs",
     "coerce_cli_inputs",
+    "drop_absent",
     "parse_inputs_document",
     "validate_inputs",
 ]
@@ -39,6 +41,45 @@ def _declared_types(schema: Any) -> set[str]:
     if isinstance(kind, list):
         return {item for item in kind if isinstance(item, str)}
     return set()
+
+
+def check_cli_pairs(pairs: list[str] | tuple[str, ...], *, with_document: bool = False) -> None:
+    """Refuse ``-i`` pairs that cannot be inputs, before anything runs.
+
+    Raises:
+        UsageError: ``input_malformed`` for a pair without ``=`` or with an empty name (the
+            pair is never shown: it may be a secret typed without its name);
+            ``inputs_conflict`` when ``-i`` is given with ``--inputs`` (``with_document``).
+    """
+    if pairs and with_document:
+        raise UsageError(
+            "give inputs with -i NAME=VALUE or with --inputs FILE|-, not both",
+            code="inputs_conflict",
+        )
+    for index, pair in enumerate(pairs):
+        name, equals, _ = pair.partition("=")
+        if not equals or not name:
+            raise UsageError(
+                f"input #{index + 1} must be NAME=VALUE (e.g. -i message=hello)",
+                code="input_malformed",
+            )
+
+
+def drop_absent(values: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``values`` without the optional inputs given as ``null``: a ``null`` for an input that
+    is not required and whose schema does not allow ``null`` means the input is absent."""
+    properties = schema.get("properties")
+    declared: dict[str, Any] = properties if isinstance(properties, dict) else {}
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    return {
+        name: value
+        for name, value in values.items()
+        if value is not None
+        or name in needed
+        or name not in declared
+        or "null" in _declared_types(declared[name])
+    }
 
 
 def coerce_cli_inputs(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any]:

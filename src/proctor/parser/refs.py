@@ -13,8 +13,11 @@ indexes a list (or names that key of a mapping). In a segment, ``~0`` is ``~``, 
 ``/`` and ``~2`` is ``.``, for keys holding those characters.
 
 A whole-string reference keeps the referenced value's type (a number stays a number, an
-object an object). There is no interpolation: a ``$`` anywhere but the start of a string is
-plain text. A string starting with ``$`` must be a valid reference or start with ``$$``, which
+object an object). There is no interpolation: a string that embeds a reference in other text
+(``"Summary: $steps.count.stdout"``) is refused when the profile loads
+(``reference_embedded``), pointing to the native ``text.format`` tool, which builds text from a
+template and named values; any other ``$`` inside a string (``"costs $5"``) is plain text. A
+string starting with ``$`` must be a valid reference or start with ``$$``, which
 stands for a literal string starting with one ``$`` (``$$5`` is ``"$5"``); anything else, such
 as ``$inputs.x`` or ``$env.X``, is refused when the profile loads, so a typo never becomes a
 literal.
@@ -36,6 +39,7 @@ _REF = re.compile(
 )
 _EACH = re.compile(rf"^\$(?:(?P<item>item)(?P<path>(?:[./]{_SEGMENT})*)|index)$")
 _SPLIT = re.compile(r"[./]")
+_EMBEDDED = re.compile(r"\$(?P<ref>(?:input|steps)[./][^\s\"'`,;)\]}]*)")
 _UNESCAPE = {"~0": "~", "~1": "/", "~2": "."}
 
 
@@ -96,13 +100,15 @@ def collect_refs(value: Any) -> list[Ref]:
     Mapping keys are never references.
 
     Raises:
-        ProctorError: ``invalid_reference`` for a malformed ``$`` string.
+        ProctorError: ``invalid_reference`` for a malformed ``$`` string;
+            ``reference_embedded`` for a reference inside other text.
     """
     found: list[Ref] = []
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, str):
+            _refuse_embedded(item)
             parsed = parse_ref_string(item)
             if isinstance(parsed, Ref):
                 found.append(parsed)
@@ -111,6 +117,23 @@ def collect_refs(value: Any) -> list[Ref]:
         elif isinstance(item, list):
             pending.extend(reversed(item))
     return found
+
+
+def _refuse_embedded(value: str) -> None:
+    """Refuse a string that embeds a reference in other text (never interpolated)."""
+    if value.startswith("$"):
+        return  # a whole reference, a $$ literal, or refused by parse_ref_string
+    match = _EMBEDDED.search(value)
+    if match is None:
+        return
+    ref = "$" + match["ref"]
+    raise ProctorError(
+        f"{ref} is inside other text ({value[:60]!r}): a reference is a whole string and is"
+        " never interpolated. To build text from values use the text.format tool, e.g."
+        " {tool: text.format, inputs: {template: 'Summary: {count}', values: {count: "
+        f"{ref}}}}}}}",
+        code="reference_embedded",
+    )
 
 
 def resolve(

@@ -114,7 +114,8 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
             ``run_yaml_missing_field`` and ``run_yaml_invalid`` naming the field's path
             (``methods.greet.steps[0].tool``) and position; ``method_description_missing``;
             ``default_method_unknown``; ``step_id_duplicate``; ``invalid_reference``;
-            ``reference_unknown_input``; ``reference_unknown_step``; ``result_from_unknown``;
+            ``reference_embedded``; ``reference_unknown_input``; ``reference_unknown_step``;
+            ``result_from_unknown``;
             ``reference_outside_for_each`` (``$item``/``$index`` outside a fan-out's inputs);
             ``for_each_invalid`` (a ``for_each`` that is not one reference); ``cost_invalid``
             (``cost:`` on a step whose tool is not priced, or not ``per: call``);
@@ -294,9 +295,7 @@ def _check_method(
             try:
                 refs = collect_refs(value)
             except ProctorError as exc:
-                raise _at(
-                    source, positions, (*at, *field), exc.message, "invalid_reference"
-                ) from None
+                raise _at(source, positions, (*at, *field), exc.message, exc.code) from None
             fan_out = field == ("inputs",) and getattr(step, "for_each", None) is not None
             for ref in refs:
                 _check_ref(ref, declared, seen, (*at, *field), source, positions, fan_out)

@@ -3,7 +3,8 @@
 Three phases, each a list of checks with what they covered:
 
 - ``parse``: every skill package (SKILL.md, run.yaml), every policy file and every directive
-  file's frontmatter parses;
+  file's frontmatter parses, and every tool a step names (or an agent turn offers) is
+  registered, with the nearest names when it is not ("did you mean");
 - ``policy``: the profile and drift check, rule/guard binding in both directions, and at least
   one enforceable rule;
 - ``tools``: every tool has a JSON Schema that compiles;
@@ -11,7 +12,8 @@ Three phases, each a list of checks with what they covered:
   and the run store committed (``proctor audit verify``).
 
 A check that examined nothing fails instead of passing (no skill found, no policy loaded, no
-tool registered). ``passed`` is true only when every check passed.
+tool registered), saying where it looked; a workspace with directives of its own and no skill
+package passes the skills check. ``passed`` is true only when every check passed.
 """
 
 from __future__ import annotations
@@ -60,6 +62,46 @@ def _skill_folders(root: Path) -> list[Path]:
     return found
 
 
+_LOOKED = (
+    "looked for a SKILL.md in the workspace folder and every folder below it (skipping "
+    + ", ".join(sorted(_SKIP))
+    + ")"
+)
+
+
+def unknown_tools(label: str, package: Any, tools: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A finding (``tool_unknown``, with the nearest registered names) for every tool a step
+    of ``package`` names, or an agent turn's allowance offers, that is not registered."""
+    import difflib
+
+    from proctor.contracts.skill import AgentStep, ToolStep
+
+    profile = package.profile
+    out: list[dict[str, Any]] = []
+    for method_name, method in profile.methods.items() if profile is not None else []:
+        for step in method.steps:
+            if isinstance(step, ToolStep):
+                names = [step.tool]
+            elif isinstance(step, AgentStep):
+                names = list(step.agent.calls.tools)
+            else:
+                continue
+            for name in names:
+                if name in tools:
+                    continue
+                close = difflib.get_close_matches(name, list(tools), n=3, cutoff=0.6)
+                hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+                out.append(
+                    {
+                        "code": "tool_unknown",
+                        "message": f"method {method_name!r} step {step.id!r} names tool"
+                        f" {name!r}, which is not registered{hint} (proctor tool list)",
+                        "path": f"{label}/run.yaml",
+                    }
+                )
+    return out
+
+
 def _rel(path: Path, root: Path) -> str:
     try:
         return path.relative_to(root).as_posix() or "."
@@ -82,22 +124,30 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
     findings: list[dict[str, Any]] = []
     from proctor.parser.skill import build_package
 
+    packages: list[tuple[str, Any]] = []
     for folder in skills:
         label = _rel(folder, root)
         try:
             files, _ = read_package(folder, label)
-            build_package(label, files)
+            packages.append((label, build_package(label, files)))
         except ProctorError as exc:
             findings.append({"code": exc.code, "message": exc.message, "path": label})
+    # parse: directives, through the loader the executor uses (shipped and workspace)
+    from proctor.runtime.directives import load_directives
+
+    found = load_directives(root, tools=session.tools)
+    own = [d.id for d in found.directives.values() if not d.source.startswith("shipped:")]
+    own += list(found.refused)  # the workspace's own too, reported in the directives check
+    if skills:
+        detail = f"{len(skills)} skill packages examined, {len(findings)} invalid"
+    else:
+        detail = f"no skill package found: {_LOOKED}"
+        if own:
+            detail += f"; the workspace has {len(own)} directive(s) of its own, checked below"
+        else:
+            detail += "; start one with `proctor init`"
     parse.checks.append(
-        Check(
-            "skills",
-            bool(skills) and not findings,
-            f"{len(skills)} skill packages examined, {len(findings)} invalid"
-            if skills
-            else "no skill package found: nothing was examined",
-            findings,
-        )
+        Check("skills", (bool(skills) or bool(own)) and not findings, detail, findings)
     )
     # parse: connectors (the workspace's and each package's), and the operations steps name
     examined_connectors, cfind = _connector_findings(root, skills)
@@ -110,10 +160,20 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
                 cfind,
             )
         )
-    # parse: directives, through the loader the executor uses (shipped and workspace)
-    from proctor.runtime.directives import load_directives
-
-    found = load_directives(root, tools=session.tools)
+    unknown = [
+        f for label, package in packages for f in unknown_tools(label, package, session.tools)
+    ]
+    if packages:
+        parse.checks.append(
+            Check(
+                "step tools",
+                not unknown,
+                f"every tool the steps of {len(packages)} package(s) name is registered"
+                if not unknown
+                else f"{len(unknown)} tool name(s) in steps are not registered",
+                unknown,
+            )
+        )
     dfind: list[dict[str, Any]] = [
         {"code": exc.code, "message": exc.message, "path": label}
         for label, exc in sorted(found.refused.items())

@@ -119,8 +119,11 @@ def test_bad_arguments_are_refused_by_the_schema_check_and_recorded(dialect: str
     assert first["error"]["code"] == "schema_invalid"
     results = tool_results(dialect, stub.seen[2])
     assert results[-1]["error"]["code"] == "arguments_unparsable"
-    [record] = ws.session.store.calls("run-agent")
-    assert (record.tool, record.outcome) == ("fs.read", "refused")
+    # both are refused calls in the trace and the audit log, the unreadable one too
+    records = ws.session.store.calls("run-agent")
+    assert [(r.tool, r.outcome) for r in records] == [("fs.read", "refused")] * 2
+    audit = (ws.root / ".proctor" / "audit.jsonl").read_text(encoding="utf-8")
+    assert '"code":"arguments_unparsable"' in audit.replace(" ", "")
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

@@ -49,7 +49,9 @@ def test_arguments_that_repeat_a_key_are_refused_and_nothing_runs(dialect: str, 
     assert out == {"summary": "gave up"}
     [result] = tool_results(dialect, stub.seen[1])
     assert result["error"]["code"] == "duplicate_key"
-    assert ws.session.store.calls("run-agent") == []
+    # nothing ran: the one record is the refusal, kept in the trace like any other
+    [record] = ws.session.store.calls("run-agent")
+    assert record.outcome == "refused" and record.result["error"]["code"] == "duplicate_key"
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

@@ -59,3 +59,23 @@ def test_a_bad_tool_name_is_refused_recorded_and_the_run_seals(
         done.receipt_id, receipts_dir=root / ".proctor" / "receipts", public_key=key
     )
     assert verified.ok, verified.message
+
+
+def test_a_call_id_reused_with_other_arguments_is_refused_not_answered_with_the_first(
+    tmp_path: Path,
+) -> None:
+    root = make_workspace(tmp_path / "ws")
+    (root / "sub").mkdir()
+    make_skill(root, "writer", TURN)
+    s = session(root)
+    env = s.run("writer")
+    assert env.run_id
+    first = s.turn_call(env.run_id, "draft", "fs.list", {"path": "."}, "c1")
+    assert first.status == "completed"
+    again = s.turn_call(env.run_id, "draft", "fs.list", {"path": "."}, "c1")
+    assert again.status == "completed" and again.result == first.result
+    other = s.turn_call(env.run_id, "draft", "fs.list", {"path": "sub"}, "c1")
+    assert (other.status, other.code) == ("refused", "call_id_reused")
+    assert len(s.store.calls(env.run_id)) == 1
+    audit = (root / ".proctor" / "audit.jsonl").read_text(encoding="utf-8")
+    assert '"call_id_reused"' in audit

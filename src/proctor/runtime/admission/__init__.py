@@ -1,7 +1,8 @@
 """Admission: the one path every tool call takes, from any surface (``docs/admission.md``).
 
 Owns: :mod:`.governor` (``Governor.call``: scope, schema, containment, policy, the approval
-floor, budgets, delivery, execution, sanitization, the record), :mod:`.sandboxing` (the sandbox
+floor, budgets, delivery, execution, sanitization, the record), :mod:`.calls` (the types of a
+proposed call and its outcome, re-exported by the governor), :mod:`.sandboxing` (the sandbox
 a process call runs in, chosen before the floor), :mod:`.preview` (what a change will execute,
 shown to the person the floor asks: a diff, an argv, a request) and :mod:`.names` (how a
 proposed tool name no tool has is recorded, and refused when empty or over-long), :mod:`.calls`

@@ -48,6 +48,9 @@ class CallSpec:
         can_wait: ``False`` for a caller that cannot pause on a person (a managed agent
             turn): a change the floor would hold is refused ``approval_required`` instead,
             recorded like any refusal.
+        problem: why the caller could not read the call's arguments (a model's arguments
+            that are not a JSON object: ``arguments_unparsable``, ``duplicate_key``,
+            ``too_deep``); the call is refused with that code and recorded, ``args`` empty.
     """
 
     tool: str
@@ -61,6 +64,7 @@ class CallSpec:
     address: str | None = None
     cancel: threading.Event | None = field(default=None, compare=False)
     can_wait: bool = True
+    problem: str | None = None
 
 
 class AwaitApproval(Exception):

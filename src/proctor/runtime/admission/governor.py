@@ -19,7 +19,8 @@
 10. record: the run store, then the audit log (receipts are sealed from the store's record).
 
 A refusal is returned as a :class:`CallOutcome` with ``status="refused"`` and a stable ``code``;
-it never raises and never ends the process.
+it never raises and never ends the process. The call's types (:class:`CallSpec`,
+:class:`CallOutcome`, :class:`AwaitApproval`) live in :mod:`.calls` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -156,6 +157,13 @@ class Governor:
             outcome.args_digest = digest(dict(spec.args))
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
+        if spec.problem is not None:
+            unreadable = RefusedCall(
+                "the call's arguments could not be read as one JSON object"
+                f" ({spec.problem}); nothing was called",
+                code=spec.problem,
+            )
+            return self._refused(spec, outcome, unreadable)
         try:
             spec = operation_spec(spec, tool, self.directive_id)
             args, resolved = self._admit(spec, tool, outcome)

@@ -60,30 +60,37 @@ class ChatCompletions:
         return body
 
     def read(self, document: Any) -> ModelReply:
+        """Decode a chat completion; ``content`` may be text, ``null`` or a list of parts.
+
+        A call without an ``id`` gets one (``call_<n>``) so its result can be answered; the
+        echo always carries ``content`` as text (``""``, never ``null``: llama.cpp's server
+        refuses a ``null`` content with a 500).
+        """
         try:
             message = document["choices"][0]["message"]
             if not isinstance(message, dict):
                 raise TypeError
-            content = message.get("content")
+            content = _text_of(message.get("content"))
             calls = message.get("tool_calls") or []
-            if content is not None and not isinstance(content, str):
-                raise TypeError
             if not isinstance(calls, list):
                 raise TypeError
             requests = []
-            for call in calls:
+            echoed = []
+            for index, call in enumerate(calls):
                 function = call["function"]
-                requests.append(
-                    tool_request(call["id"], function["name"], function.get("arguments"))
-                )
+                call_id = call.get("id")
+                if not isinstance(call_id, str) or not call_id:
+                    call_id = f"call_{len(self.messages)}_{index}"
+                echoed.append({**call, "id": call_id, "type": call.get("type") or "function"})
+                requests.append(tool_request(call_id, function["name"], function.get("arguments")))
         except (KeyError, IndexError, TypeError) as exc:
             raise MalformedReply(
                 "the model provider's answer is not a chat completion (no choices[0].message)"
             ) from exc
         echo: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            echo["tool_calls"] = calls
-        return ModelReply(text=content or "", tool_requests=requests, echo=echo)
+        if echoed:
+            echo["tool_calls"] = echoed
+        return ModelReply(text=content, tool_requests=requests, echo=echo)
 
     def add_reply(self, reply: ModelReply) -> None:
         self.messages.append(reply.echo)
@@ -98,3 +105,24 @@ class ChatCompletions:
     @staticmethod
     def error_message(document: Any) -> str | None:
         return openai_error_message(document)
+
+
+def _text_of(content: Any) -> str:
+    """A message's ``content`` as text: ``None`` is ``""``, a list of parts is their text.
+
+    Raises:
+        TypeError: it is neither text, ``null`` nor a list of parts.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "".join(texts)
+    raise TypeError

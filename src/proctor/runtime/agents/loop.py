@@ -47,6 +47,10 @@ DEFAULT_MAX_STEPS = 20
 _MAX_REMINDERS = 2
 _RESULT_LIMIT = 64 * 1024
 _NOT_AN_OBJECT = "the arguments were not a JSON object; nothing was called"
+_NO_PERSON = (
+    "no person answers this turn while a model works it: decide from the inputs and the tools'"
+    " results, or end the turn saying what a person would need to tell you"
+)
 _ARGUMENT_PROBLEMS = {
     "duplicate_key": "the arguments repeat a key in one object; nothing was called",
     "too_deep": "the arguments nest deeper than 64 levels; nothing was called",
@@ -316,18 +320,26 @@ class ManagedAgent:
     ) -> str:
         from proctor.runtime.admission.governor import CallSpec
 
-        if request.arguments is None:
-            code = request.problem or "arguments_unparsable"
+        # Arguments that cannot be read still go to admission, which refuses the call with
+        # the reader's code and records it in the trace and the audit log like any refusal.
+        problem = None if request.arguments is not None else request.problem
+        if request.arguments is None and problem is None:
+            problem = "arguments_unparsable"
+        args = dict(request.arguments or {})
+        reason = args.pop("reason", "")
+        binding = by_wire.get(request.name)
+        if binding is not None and binding.tool == "ask_human":
+            # offered under ask: true, but no person answers a turn a model works here
+            stats.tool_calls += 1
+            stats.refused_calls += 1
             return _untrusted(
                 request.name,
                 "refused",
-                error={"code": code, "message": _ARGUMENT_PROBLEMS.get(code, _NOT_AN_OBJECT)},
+                error={"code": "ask_human_unavailable", "message": _NO_PERSON},
             )
-        args = dict(request.arguments)
-        reason = args.pop("reason", "")
-        binding = by_wire.get(request.name)
         if binding is not None:
-            tool, args = binding.tool, binding.translate(args)
+            tool = binding.tool
+            args = binding.translate(args) if problem is None else args
         else:
             # Not offered: still proposed to admission under the name it most likely means,
             # so the refusal is decided and recorded in the one place every refusal is.
@@ -343,6 +355,7 @@ class ManagedAgent:
                 step_id=turn.get("step") or turn.get("step_id") or turn.get("address"),
                 step_index=turn.get("step_index"),
                 reason=reason if isinstance(reason, str) else "",
+                problem=problem,
             )
         )
         stats.tool_calls += 1
@@ -351,7 +364,10 @@ class ManagedAgent:
             stats.refused_calls += 1
         if outcome.ok:
             return _untrusted(request.name, outcome.status, result=outcome.result)
-        return _untrusted(request.name, outcome.status, error=outcome.error)
+        error = outcome.error
+        if problem is not None and error is not None and error.get("code") == problem:
+            error = {**error, "message": _ARGUMENT_PROBLEMS.get(problem, _NOT_AN_OBJECT)}
+        return _untrusted(request.name, outcome.status, error=error)
 
     def _guess(self, name: str) -> str:
         if name in REFERENCE_VIEW:

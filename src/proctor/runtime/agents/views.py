@@ -6,6 +6,10 @@ instead (``read_file``, ``list_dir`` ...), because directive bodies are written 
 model sees ``read_file {path}`` and proctor calls ``fs.read {path}``. Every argument the model
 gives is handed on (unknown ones too), so a bad argument is refused by admission's schema check
 and recorded like any other refusal, never silently dropped.
+
+A model is shown each schema without its length bounds (:func:`unbounded`): some
+OpenAI-compatible servers (llama.cpp's) build a sampling grammar from the schema and fail on
+``maxLength``. The bounds still hold: admission checks every call against the tool's own schema.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Literal
 from proctor.errors import ConfigError
 from proctor.runtime.agents.wire import ToolSpec
 
-__all__ = ["REFERENCE_VIEW", "ToolBinding", "View", "bindings_for", "wire_name"]
+__all__ = ["REFERENCE_VIEW", "ToolBinding", "View", "bindings_for", "unbounded", "wire_name"]
 
 View = Literal["proctor", "reference"]
 Translate = Callable[[dict[str, Any]], dict[str, Any]]
@@ -36,8 +40,36 @@ class ToolBinding:
     translate: Translate
 
     def spec(self) -> ToolSpec:
-        """The tool as the dialects send it."""
-        return ToolSpec(self.wire, self.description, self.parameters)
+        """The tool as the dialects send it: its schema without length bounds."""
+        return ToolSpec(self.wire, self.description, unbounded(self.parameters))
+
+
+_LENGTH_BOUNDS = frozenset({"minLength", "maxLength", "minItems", "maxItems"})
+
+
+def unbounded(schema: Any) -> Any:
+    """``schema`` without ``minLength``/``maxLength``/``minItems``/``maxItems`` at any depth.
+
+    Only keys of schema objects are dropped: a property that happens to be named
+    ``maxLength`` stays, since the walk treats ``properties`` values as schemas, not keys.
+    """
+    if isinstance(schema, list):
+        return [unbounded(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _LENGTH_BOUNDS and isinstance(value, int):
+            continue
+        if key in ("properties", "patternProperties", "$defs", "definitions"):
+            out[key] = (
+                {k: unbounded(v) for k, v in value.items()} if isinstance(value, dict) else value
+            )
+        elif key in ("const", "enum", "default", "examples"):
+            out[key] = value
+        else:
+            out[key] = unbounded(value)
+    return out
 
 
 def wire_name(tool: str) -> str:

@@ -60,7 +60,7 @@ from proctor.core.paths import (
     content_reason,
     sensitive_reason,
 )
-from proctor.errors import ConfigError, RefusedCall
+from proctor.errors import ConfigError, RefusedCall, UsageError
 from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, walk
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
@@ -76,6 +76,7 @@ __all__ = [
     "Workspace",
     "check_links",
     "refusal",
+    "refuse_broad_root",
 ]
 
 Access = Literal["read", "list", "write"]
@@ -98,6 +99,27 @@ def _home_state_dir() -> Path | None:
         return home.resolve()
     except (OSError, RuntimeError):
         return None
+
+
+def refuse_broad_root(folder: Path) -> None:
+    """Refuse the user's home folder and ``/`` as a workspace, saying how to start one.
+
+    Raises:
+        UsageError: ``workspace_refused``.
+    """
+    try:
+        home = Path(os.path.realpath(Path.home()))
+    except (OSError, RuntimeError):
+        home = None
+    real = Path(os.path.realpath(folder))
+    if real == Path(real.anchor) or real == home:
+        what = "your home folder" if real == home else "the file system's root"
+        raise UsageError(
+            f"proctor does not use {what} as a workspace: a run there could reach every file"
+            " below it. Start a workspace in a project folder: mkdir my-project && cd"
+            " my-project && proctor init",
+            code="workspace_refused",
+        )
 
 
 class Workspace:
@@ -183,16 +205,24 @@ class Workspace:
     def discover(cls, start: Path) -> Workspace:
         """The nearest folder at or above ``start`` holding ``.proctor/``, ``skills/`` or ``.git``;
         ``start`` itself when none does. The home state folder (``PROCTOR_HOME`` or
-        ``~/.proctor``) does not mark its parent as a workspace."""
+        ``~/.proctor``) does not mark its parent as a workspace.
+
+        Raises:
+            UsageError: ``workspace_refused`` when that folder is the user's home folder or
+                ``/``: a run there would reach every file the user has.
+        """
         begin = Path(os.path.realpath(start))
         home_state = _home_state_dir()
+        found = begin
         for folder in (begin, *begin.parents):
             state = folder / ".proctor"
-            if state.is_dir() and Path(os.path.realpath(state)) != home_state:
-                return cls(folder)
-            if (folder / "skills").is_dir() or (folder / ".git").exists():
-                return cls(folder)
-        return cls(begin)
+            if (state.is_dir() and Path(os.path.realpath(state)) != home_state) or (
+                (folder / "skills").is_dir() or (folder / ".git").exists()
+            ):
+                found = folder
+                break
+        refuse_broad_root(found)
+        return cls(found)
 
     @property
     def state_dir(self) -> Path:

@@ -488,6 +488,39 @@ class RunDriver(DriverParts):
             return CallOutcome(call_id, spec.tool, spec.step_id, "refused", error=error)
         return None
 
+    def _call_id_reused(self, spec: CallSpec, outcome: CallOutcome) -> CallOutcome:
+        """``outcome``, unless it is the recorded call a host's ``call_id`` already names and
+        its arguments differ from these: then ``call_id_reused`` (a repeat answers the
+        recorded call only when it is the same call). Nothing ran: the governor answered
+        from the record, which keeps the first call; the refusal is audited."""
+        try:
+            proposed = digest(dict(spec.args))
+        except ProctorError:
+            return outcome
+        if spec.call_id is None or not outcome.args_digest or outcome.args_digest == proposed:
+            return outcome
+        message = (
+            f"call_id {spec.call_id.rpartition('/turn/')[2][:80]!r} already names a"
+            f" {outcome.tool} call with other arguments: pick a new call_id for a new call"
+        )
+        self.s.audit.emit(
+            "call_refused",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            tool=spec.tool,
+            call_id=spec.call_id,
+            step=spec.step_id,
+            code="call_id_reused",
+            message=message,
+        )
+        return CallOutcome(
+            call_id=spec.call_id,
+            tool=spec.tool,
+            step_id=spec.step_id,
+            status="refused",
+            error={"code": "call_id_reused", "message": message},
+        )
+
     def turn_call(
         self,
         turn: dict[str, Any],
@@ -523,7 +556,7 @@ class RunDriver(DriverParts):
         if unpriced is not None:
             return unpriced
         try:
-            return governor.call(admitted)
+            return self._call_id_reused(admitted, governor.call(admitted))
         except AwaitApproval as waiting:
             request = self.open_request(waiting.address, waiting.body)
             self._pause([request])

@@ -163,12 +163,13 @@ def _check_kinds(method: Method) -> None:
 
 
 def _inputs(method: Method, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
-    from proctor.parser.inputs import coerce_cli_inputs, validate_inputs
+    from proctor.parser.inputs import coerce_cli_inputs, drop_absent, validate_inputs
 
     try:
         values: dict[str, Any] = dict(inputs or {})
         if cli_inputs:
             values.update(coerce_cli_inputs(cli_inputs, method.inputs))
+        values = drop_absent(values, method.inputs)
         validate_inputs(values, method.inputs)
     except (UsageError, ParseError) as exc:
         raise _Refused(exc.code, exc.message, "inputs_invalid") from exc

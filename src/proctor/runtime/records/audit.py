@@ -54,6 +54,7 @@ from proctor.runtime.records.chain import (
     verify_bytes,
     verify_chain,
 )
+from proctor.runtime.records.store_file import private_folders
 from proctor.runtime.testhooks import kill_point
 
 __all__ = [
@@ -145,7 +146,7 @@ class AuditLog:
 
     def _open(self) -> int:
         if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_folders(self.path.parent)
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.path, flags, 0o644)
             self._check_tail = True

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
+from proctor.runtime.records.store_file import private_folders
 
 if TYPE_CHECKING:
     from proctor.receipts.signing import PublicKey
@@ -135,7 +136,7 @@ class ReceiptStore:
                 raise self._foreign("it is not a folder")
             if not create:
                 return False
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_folders(self.directory)
             self._write_index_header(index)
         except OSError as exc:
             raise StoreError(

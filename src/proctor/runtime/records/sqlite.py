@@ -48,7 +48,7 @@ class SQLiteRunStore:
         self.path = path
         self.shown = shown = shown or path.name
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            store_file.private_folders(path.parent)
             store_file.create_whole(path, shown, build_schema)
             store_file.refuse_damaged(path, shown)
             self._conn = sqlite3.connect(

@@ -16,6 +16,7 @@ absolute path.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sqlite3
@@ -31,10 +32,30 @@ __all__ = [
     "check_once",
     "create_whole",
     "damaged",
+    "private_folders",
     "refuse_damaged",
     "run_store_path",
     "translate",
 ]
+
+
+def private_folders(folder: Path) -> None:
+    """Create ``folder`` and each missing folder above it with mode 0700 (a workspace's
+    ``.proctor/`` holds its run store, audit log and receipts: only its owner reads them).
+    Folders that already exist keep their mode.
+
+    Raises:
+        OSError: a level cannot be created.
+    """
+    missing: list[Path] = []
+    level = folder
+    while not level.exists() and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            level.mkdir(mode=0o700)
+
 
 _CHECKED: set[tuple[int, int]] = set()
 _CHECKED_LOCK = threading.Lock()

@@ -24,10 +24,12 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.procs import process_tools
     from proctor.runtime.tools.pyfunc import WORKER_RUN
     from proctor.runtime.tools.store import store_tools
+    from proctor.runtime.tools.text import TEXT_FORMAT
 
     return (
         ECHO,
         DATA_DIGEST,
+        TEXT_FORMAT,
         FS_READ,
         FS_LIST,
         FS_SEARCH,
