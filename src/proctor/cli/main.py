@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
     "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
     "test": ("proctor.cli.test", "proctor_test", "Replay a skill's tests; record one from a run."),
+    "package": ("proctor.cli.package", "package", "Show the exact package a publish would send."),
+    "registry": ("proctor.cli.registry", "registry", "Run, publish to, search and install from a registry."),
 }
 
 
