@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
     "test": ("proctor.cli.test", "proctor_test", "Replay a skill's tests; record one from a run."),
     "package": ("proctor.cli.package", "package", "Show the exact package a publish would send."),
-    "registry": ("proctor.cli.registry", "registry", "Run, publish to, search and install from a registry."),
+    "registry": ("proctor.cli.registry", "registry", "Publish, search, install signed packages."),
 }
 
 

@@ -3,8 +3,10 @@
 A package is every regular file under the skill folder (dot-folders such as ``.git`` and
 ``.proctor``, ``__pycache__`` and ``node_modules`` left out; connectors the skill keeps under
 ``connectors/`` travel with it), plus ``proctor.package.json`` at its root, which marks the
-root and lists each file's digest. The **content digest** is
-:func:`proctor.receipts.canonical.digest` of the mapping ``relative path -> sha256:<hex of the bytes>`` over every file but
+root and lists each file's digest.
+
+The **content digest** is :func:`proctor.receipts.canonical.digest` of the mapping
+``relative path -> sha256:<hex of the file's bytes>`` over every file but
 ``proctor.package.json`` itself, so it depends on names and bytes only: the same folder gives
 the same digest on any machine. The version is the one SKILL.md's frontmatter names
 (``version:``), else ``sha-`` and the first 12 hex digits of the content digest.

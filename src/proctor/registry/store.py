@@ -89,6 +89,11 @@ class RegistryStore:
         write_private(path, signer.private_pem())
         return signer
 
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
     # -- audit ------------------------------------------------------------------------------
 
     def audit(self, event: str, actor: str | None, detail: Mapping[str, Any]) -> None:
