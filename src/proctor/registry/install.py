@@ -187,8 +187,15 @@ def _verify_folder(folder: Path, trusted: list[PublicKey]) -> tuple[Manifest, Pa
             f"{folder.name} has no readable {SIGNATURE_FILE}", code="package_unsigned"
         ) from exc
     manifest = verify_manifest(data, trusted)
-    package = package_folder(folder, skip=frozenset({SIGNATURE_FILE}))
-    if package.content_digest != manifest.content_digest:
+    package = package_folder(folder, skip=frozenset({SIGNATURE_FILE}), every_file=True)
+    try:
+        marker = (folder / PACKAGE_FILE).read_bytes()
+    except OSError:
+        marker = b""
+    if (
+        package.content_digest != manifest.content_digest
+        or marker != canonical(package.document()) + b"\n"
+    ):
         raise RegistryRefused(
             f"the files of {manifest.name}@{manifest.version} are not the ones its registry "
             "signed (a file was changed, added or removed)",

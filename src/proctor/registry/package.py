@@ -1,9 +1,9 @@
 """Skill packages as published: the exact files, their digests, and the package document.
 
-A package is every regular file under the skill folder (dot-folders such as ``.git`` and
-``.proctor``, ``__pycache__`` and ``node_modules`` left out; connectors the skill keeps under
-``connectors/`` travel with it), plus ``proctor.package.json`` at its root, which marks the
-root and lists each file's digest.
+A package is every regular file under the skill folder (names starting with ``.`` such as
+``.env``, ``.git`` and ``.proctor``, and ``__pycache__`` and ``node_modules`` left out;
+connectors the skill keeps under ``connectors/`` travel with it), plus
+``proctor.package.json`` at its root, which marks the root and lists each file's digest.
 
 The **content digest** is :func:`proctor.receipts.canonical.digest` of the mapping
 ``relative path -> sha256:<hex of the file's bytes>`` over every file but
@@ -192,9 +192,14 @@ def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Packag
     )
 
 
-def package_folder(folder: Path, *, skip: frozenset[str] = frozenset()) -> Package:
+def package_folder(
+    folder: Path, *, skip: frozenset[str] = frozenset(), every_file: bool = False
+) -> Package:
     """Read and check the package rooted at ``folder`` (see the module docstring).
 
+    Names starting with ``.`` (``.env``, ``.git/``) are left out of what is published, so a
+    local secret file never travels; ``every_file`` reads them too, which verifying an
+    installed copy needs (an added ``.hidden`` file is then a change, not invisible).
     ``skip`` names extra root-level files to leave out (an installed package's
     ``signature.json``).
 
@@ -216,11 +221,13 @@ def package_folder(folder: Path, *, skip: frozenset[str] = frozenset()) -> Packa
                     "package holds only regular files",
                     code="package_symlink",
                 )
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+        if not every_file:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
+        dirnames.sort()
         for name in sorted(filenames):
             full = here / name
             rel = full.relative_to(folder).as_posix()
-            if rel in skip:
+            if rel in skip or (name.startswith(".") and not every_file):
                 continue
             if full.is_symlink():
                 raise UsageError(

@@ -24,6 +24,7 @@ import json
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -221,9 +222,9 @@ def create_app(store: RegistryStore) -> Starlette:
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
         try:
             body = await _read_body(request)
-            status, doc = _publish(store, token, body)
+            status, doc = await run_in_threadpool(_publish, store, token, body)
         except ProctorError as exc:
-            store.audit("publish_refused", None, {"code": exc.code})
+            await run_in_threadpool(store.audit, "publish_refused", None, {"code": exc.code})
             return _error(_status(exc), exc)
         return JSONResponse(doc, status_code=status)
 

@@ -187,11 +187,6 @@ class RegistryStore:
             if row is not None:
                 if row[0] == package.content_digest:
                     return False
-                self._audit_locked(
-                    "publish_refused",
-                    actor,
-                    {"name": name, "version": package.version, "code": "version_exists"},
-                )
                 raise RegistryRefused(
                     f"{name}@{package.version} is already published with other content; a "
                     "version is written once",
