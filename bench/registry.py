@@ -76,7 +76,7 @@ def main() -> None:
             now = time.time()
             with db:
                 db.executemany(
-                    "INSERT INTO packages VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO registry_packages VALUES (?, ?, ?, ?, ?)",
                     (
                         (
                             f"pub{i % 97}/skill-{i}",

@@ -166,8 +166,12 @@ def test_an_older_version_replayed_under_a_newer_one_is_refused(
     _publish(registry, write_skill(tmp_path / "v2", version="2.0.0"))
     db = sqlite3.connect(registry.folder / "registry.db")
     with db:  # a hostile registry serves 1.0.0's signed manifest and files as 2.0.0
-        old = db.execute("SELECT manifest, files FROM versions WHERE version = '1.0.0'").fetchone()
-        db.execute("UPDATE versions SET manifest = ?, files = ? WHERE version = '2.0.0'", old)
+        old = db.execute(
+            "SELECT manifest, files FROM registry_versions WHERE version = '1.0.0'"
+        ).fetchone()
+        db.execute(
+            "UPDATE registry_versions SET manifest = ?, files = ? WHERE version = '2.0.0'", old
+        )
     db.close()
     trust_registry_key(registry.store.signer.public_key, os.environ)
     root = _workspace(tmp_path)

@@ -3,6 +3,7 @@
 Layout of a registry folder::
 
     registry.db          publishers (namespace, key, tier, token digest), packages, versions
+                         (or PostgreSQL: see :mod:`proctor.registry.index`)
     registry_key.pem     the registry's own Ed25519 key (0600), made on first use
     blobs/sha256/<hex>   each package file's bytes, named by their digest (written once)
     audit.jsonl          one line per write or refused write, hash-chained (``prev``)
@@ -18,7 +19,6 @@ import hashlib
 import json
 import os
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Mapping
@@ -26,27 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor.errors import StoreError
 from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem, signer_from_seed
+from proctor.registry.index import open_index
 from proctor.registry.manifest import RegistryRefused, check_name, tier_rank
 from proctor.registry.package import Package
 from proctor.runtime.home.files import write_private
 from proctor.runtime.records.chain import GENESIS, line_digest
 
 __all__ = ["Publisher", "RegistryStore"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS publishers (
-  namespace TEXT NOT NULL, key_hex TEXT NOT NULL, tier TEXT NOT NULL, token_sha256 TEXT NOT NULL,
-  PRIMARY KEY (namespace, key_hex));
-CREATE TABLE IF NOT EXISTS packages (
-  name TEXT PRIMARY KEY, description TEXT NOT NULL, tier TEXT NOT NULL,
-  latest_version TEXT NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS versions (
-  name TEXT NOT NULL, version TEXT NOT NULL, content_digest TEXT NOT NULL,
-  manifest TEXT NOT NULL, files TEXT NOT NULL, size INTEGER NOT NULL, published_at REAL NOT NULL,
-  PRIMARY KEY (name, version));
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +48,17 @@ class Publisher:
 class RegistryStore:
     """The registry folder (see the module docstring); safe to share between threads."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, database_url: str | None = None) -> None:
+        """Open (creating) the registry in ``folder``; the index on PostgreSQL when
+        ``database_url`` is given.
+
+        Raises:
+            StoreError / ConfigError: the index cannot be opened (see :func:`open_index`).
+        """
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.folder = folder
         self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(folder / "registry.db", check_same_thread=False)
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise StoreError(f"the registry database could not be opened: {exc}") from exc
+        self._db = open_index(folder, database_url)
         self._blobs = folder / "blobs" / "sha256"
         self._blobs.mkdir(parents=True, exist_ok=True)
         self._audit = folder / "audit.jsonl"
@@ -90,9 +79,8 @@ class RegistryStore:
         return signer
 
     def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._db.close()
+        """Close the index connection."""
+        self._db.close()
 
     # -- audit ------------------------------------------------------------------------------
 
@@ -130,9 +118,11 @@ class RegistryStore:
         check_name(f"{namespace}/x")
         tier_rank(tier)
         token = "prt_" + secrets.token_urlsafe(32)
-        with self._lock, self._db:
+        with self._lock, self._db.transaction():
             self._db.execute(
-                "INSERT OR REPLACE INTO publishers VALUES (?, ?, ?, ?)",
+                "INSERT INTO registry_publishers VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (namespace, key_hex) DO UPDATE SET tier = excluded.tier,"
+                " token_sha256 = excluded.token_sha256",
                 (namespace, key.raw.hex(), tier, hashlib.sha256(token.encode()).hexdigest()),
             )
             self._audit_locked(
@@ -145,11 +135,10 @@ class RegistryStore:
     def publishers_for_token(self, token: str) -> list[Publisher]:
         """The publisher entries a bearer token authenticates (none for an unknown token)."""
         hashed = hashlib.sha256(token.encode()).hexdigest()
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT namespace, key_hex, tier FROM publishers WHERE token_sha256 = ?",
-                (hashed,),
-            ).fetchall()
+        rows = self._db.execute(
+            "SELECT namespace, key_hex, tier FROM registry_publishers WHERE token_sha256 = ?",
+            (hashed,),
+        )
         return [Publisher(*row) for row in rows]
 
     # -- packages ---------------------------------------------------------------------------
@@ -179,25 +168,25 @@ class RegistryStore:
         Raises:
             RegistryRefused: (code ``version_exists``) the version holds other content.
         """
-        with self._lock:
-            row = self._db.execute(
-                "SELECT content_digest FROM versions WHERE name = ? AND version = ?",
-                (name, package.version),
-            ).fetchone()
-            if row is not None:
-                if row[0] == package.content_digest:
-                    return False
-                raise RegistryRefused(
-                    f"{name}@{package.version} is already published with other content; a "
-                    "version is written once",
-                    code="version_exists",
+        with self._lock:  # one lock over the check, the rows and the audit line
+            with self._db.transaction():
+                rows = self._db.execute(
+                    "SELECT content_digest FROM registry_versions WHERE name = ? AND version = ?",
+                    (name, package.version),
                 )
-            for data in package.files.values():
-                self._write_blob(data)
-            now = time.time()
-            with self._db:
+                if rows:
+                    if rows[0][0] == package.content_digest:
+                        return False
+                    raise RegistryRefused(
+                        f"{name}@{package.version} is already published with other content; a "
+                        "version is written once",
+                        code="version_exists",
+                    )
+                for data in package.files.values():
+                    self._write_blob(data)
+                now = time.time()
                 self._db.execute(
-                    "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO registry_versions VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         name,
                         package.version,
@@ -209,44 +198,45 @@ class RegistryStore:
                     ),
                 )
                 self._db.execute(
-                    "INSERT INTO packages VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
-                    " description = excluded.description, tier = excluded.tier,"
+                    "INSERT INTO registry_packages VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (name) DO UPDATE SET description = excluded.description,"
+                    " tier = excluded.tier,"
                     " latest_version = excluded.latest_version, updated_at = excluded.updated_at",
                     (name, package.description, manifest["tier"], package.version, now),
                 )
-                self._audit_locked(
-                    "published",
-                    actor,
-                    {
-                        "name": name,
-                        "version": package.version,
-                        "content_digest": package.content_digest,
-                    },
-                )
+            self._audit_locked(
+                "published",
+                actor,
+                {
+                    "name": name,
+                    "version": package.version,
+                    "content_digest": package.content_digest,
+                },
+            )
         return True
 
     def search(self, term: str, limit: int = 50) -> list[dict[str, Any]]:
         """Packages whose name or description holds ``term`` (case-insensitive), by name."""
-        pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT name, description, tier, latest_version FROM packages"
-                " WHERE name LIKE ? ESCAPE '\\' OR description LIKE ? ESCAPE '\\'"
-                " ORDER BY name LIMIT ?",
-                (pattern, pattern, limit),
-            ).fetchall()
+        pattern = (
+            "%" + term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        )
+        rows = self._db.execute(
+            "SELECT name, description, tier, latest_version FROM registry_packages"
+            " WHERE lower(name) LIKE ? ESCAPE '\\' OR lower(description) LIKE ? ESCAPE '\\'"
+            " ORDER BY name LIMIT ?",
+            (pattern, pattern, limit),
+        )
         return [
             {"name": n, "description": d, "tier": t, "latest_version": v} for n, d, t, v in rows
         ]
 
     def versions(self, name: str) -> list[dict[str, Any]]:
         """Every version of ``name``, oldest first (empty when it is unknown)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT version, content_digest, size, published_at FROM versions"
-                " WHERE name = ? ORDER BY published_at",
-                (name,),
-            ).fetchall()
+        rows = self._db.execute(
+            "SELECT version, content_digest, size, published_at FROM registry_versions"
+            " WHERE name = ? ORDER BY published_at",
+            (name,),
+        )
         return [
             {"version": v, "content_digest": c, "size": s, "published_at": round(p, 3)}
             for v, c, s, p in rows
@@ -254,18 +244,17 @@ class RegistryStore:
 
     def version(self, name: str, version: str | None) -> dict[str, Any] | None:
         """The manifest and file digests of ``name@version`` (latest when ``None``)."""
-        with self._lock:
-            if version is None:
-                found = self._db.execute(
-                    "SELECT latest_version FROM packages WHERE name = ?", (name,)
-                ).fetchone()
-                if found is None:
-                    return None
-                version = str(found[0])
-            row = self._db.execute(
-                "SELECT manifest, files FROM versions WHERE name = ? AND version = ?",
-                (name, version),
-            ).fetchone()
-        if row is None:
+        if version is None:
+            found = self._db.execute(
+                "SELECT latest_version FROM registry_packages WHERE name = ?", (name,)
+            )
+            if not found:
+                return None
+            version = str(found[0][0])
+        rows = self._db.execute(
+            "SELECT manifest, files FROM registry_versions WHERE name = ? AND version = ?",
+            (name, version),
+        )
+        if not rows:
             return None
-        return {"manifest": json.loads(row[0]), "files": json.loads(row[1])}
+        return {"manifest": json.loads(rows[0][0]), "files": json.loads(rows[0][1])}
