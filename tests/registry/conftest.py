@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,14 +46,9 @@ def write_skill(folder: Path, name: str = "summarise", version: str | None = "1.
     return folder
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
-    folder = tmp_path / "registry-data"
-    store = RegistryStore(folder)
-    acme = signer_from_seed(b"a" * 32)
-    hobby = signer_from_seed(b"h" * 32)
-    acme_token = store.add_publisher("acme", acme.public_key, "verified")
-    hobby_token = store.add_publisher("hobby", hobby.public_key, "community")
+@contextmanager
+def serve(store: RegistryStore) -> Iterator[str]:
+    """Serve ``store`` on a loopback port; yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # listening before the server starts: early requests wait in the backlog
@@ -61,13 +57,30 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        yield Registry(
-            folder, store, f"http://127.0.0.1:{port}", acme, acme_token, hobby, hobby_token
-        )
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def make_registry(folder: Path, url: str, store: RegistryStore) -> Registry:
+    """Two publishers: acme (verified) and hobby (community)."""
+    acme = signer_from_seed(b"a" * 32)
+    hobby = signer_from_seed(b"h" * 32)
+    acme_token = store.add_publisher("acme", acme.public_key, "verified")
+    hobby_token = store.add_publisher("hobby", hobby.public_key, "community")
+    return Registry(folder, store, url, acme, acme_token, hobby, hobby_token)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    folder = tmp_path / "registry-data"
+    store = RegistryStore(folder)
+    try:
+        with serve(store) as url:
+            yield make_registry(folder, url, store)
+    finally:
         store.close()
 
 

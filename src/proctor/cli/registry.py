@@ -55,7 +55,8 @@ def registry() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8470, show_default=True, type=int, help="Port to listen on.")
 def serve(folder: Path, host: str, port: int) -> None:
-    """Serve the registry in --dir over HTTP (SQLite index, content-addressed files).
+    """Serve the registry in --dir over HTTP (SQLite index, or PostgreSQL with
+    PROCTOR_DATABASE_URL; content-addressed files).
 
     Example: proctor registry serve --dir ./registry-data --port 8470
     """
@@ -64,7 +65,7 @@ def serve(folder: Path, host: str, port: int) -> None:
     from proctor.registry.server import create_app
     from proctor.registry.store import RegistryStore
 
-    store = RegistryStore(folder)
+    store = RegistryStore(folder, os.environ.get("PROCTOR_DATABASE_URL"))
     click.echo(f"registry key {store.signer.public_key.raw.hex()}", err=True)
     uvicorn.run(create_app(store), host=host, port=port, log_level="warning")
 
@@ -80,7 +81,7 @@ def key(folder: Path, as_json: bool) -> None:
     from proctor.cli.render import dump_json
     from proctor.registry.store import RegistryStore
 
-    public = RegistryStore(folder).signer.public_key
+    public = RegistryStore(folder, os.environ.get("PROCTOR_DATABASE_URL")).signer.public_key
     if as_json:
         dump_json(
             {
@@ -115,7 +116,8 @@ def add_publisher(namespace: str, key_text: str, tier: str, folder: Path) -> Non
     from proctor.registry.store import RegistryStore
 
     public = parse_public_key(_key_bytes(key_text))
-    click.echo(RegistryStore(folder).add_publisher(namespace, public, tier))
+    store = RegistryStore(folder, os.environ.get("PROCTOR_DATABASE_URL"))
+    click.echo(store.add_publisher(namespace, public, tier))
 
 
 def _key_bytes(text: str) -> bytes:
