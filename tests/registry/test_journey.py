@@ -244,3 +244,18 @@ def test_publishing_needs_a_known_bearer_token(registry: Registry, tmp_path: Pat
         client.publish(said, built)
     assert caught.value.code == "unauthorized"
     assert registry.store.versions("acme/summarise") == []
+
+
+def test_the_audit_log_is_a_hash_chain(registry: Registry, tmp_path: Path) -> None:
+    from proctor.runtime.records.chain import GENESIS, line_digest
+
+    _publish(registry, write_skill(tmp_path / "summarise"))
+    with registry.client("prt_wrong") as client, pytest.raises(ProctorError):
+        client.publish({}, package_folder(tmp_path / "summarise"))
+    lines = (registry.folder / "audit.jsonl").read_bytes().splitlines()
+    assert [json.loads(line)["event"] for line in lines][-2:] == ["published", "publish_refused"]
+    previous = GENESIS
+    for line in lines:
+        assert json.loads(line)["prev"] == previous
+        previous = line_digest(line)
+    assert registry.acme_token not in b"\n".join(lines).decode()
