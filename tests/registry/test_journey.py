@@ -259,3 +259,33 @@ def test_the_audit_log_is_a_hash_chain(registry: Registry, tmp_path: Path) -> No
         assert json.loads(line)["prev"] == previous
         previous = line_digest(line)
     assert registry.acme_token not in b"\n".join(lines).decode()
+
+
+def test_two_installs_of_one_version_at_once_both_end_verified(
+    registry: Registry, home: Path, tmp_path: Path
+) -> None:
+    import threading
+
+    _publish(registry, write_skill(tmp_path / "summarise"))
+    trust_registry_key(registry.store.signer.public_key, os.environ)
+    trusted = trusted_registry_keys(os.environ)
+    root = _workspace(tmp_path)
+    statuses: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def one() -> None:
+        with registry.client() as client:
+            barrier.wait(timeout=30)
+            statuses.append(
+                install(client, "acme/summarise", workspace_root=root, trusted=trusted).status
+            )
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(statuses) == ["installed", "unchanged"]
+    added = root / ".proctor" / "added-skills"
+    assert sorted(p.name for p in added.iterdir()) == [".gitattributes", "acme"]  # no staging left
+    assert resolve_installed("acme/summarise", workspace_root=root, trusted=trusted).version

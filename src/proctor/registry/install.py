@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor.errors import UsageError
+from proctor.errors import StoreError, UsageError
 from proctor.receipts.canonical import canonical, is_digest
 from proctor.receipts.signing import PublicKey
 from proctor.registry.client import RegistryClient
@@ -220,6 +220,7 @@ def install(
             ``manifest_mismatch`` (the manifest names another name or version: a replay),
             ``digest_mismatch`` (the pin or the downloaded files), ``tier_too_low``,
             ``version_folder_differs``, or the registry's own refusal.
+        StoreError: (code ``install_failed``) the disk refused the staged write.
     """
     name, version = parse_ref(ref)
     if pinned_digest is not None and not is_digest(pinned_digest):
@@ -274,7 +275,25 @@ def install(
         return Installed(
             name, manifest.version, manifest.tier, manifest.content_digest, target, "unchanged"
         )
-    _stage_and_rename(base, target, package, manifest, trusted)
+    try:
+        _stage_and_rename(base, target, package, manifest, trusted)
+    except OSError as exc:
+        if target.is_dir():  # another install renamed the same version into place first
+            held, _ = _verify_folder(target, trusted)
+            if held.content_digest == manifest.content_digest:
+                return Installed(
+                    name,
+                    manifest.version,
+                    manifest.tier,
+                    manifest.content_digest,
+                    target,
+                    "unchanged",
+                )
+        raise StoreError(
+            f"{name}@{manifest.version} could not be written into .proctor/added-skills "
+            f"({type(exc).__name__}); nothing was installed",
+            code="install_failed",
+        ) from exc
     return Installed(
         name, manifest.version, manifest.tier, manifest.content_digest, target, "installed"
     )
