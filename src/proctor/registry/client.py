@@ -84,7 +84,7 @@ class RegistryClient:
             ) from exc
         try:
             doc = json.loads(b"".join(chunks))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise RegistryRefused(
                 f"the registry answered {status} with a body that is not JSON",
                 code="registry_answer_invalid",

@@ -155,7 +155,7 @@ def required_tier(workspace_root: Path) -> str:
         tier_rank(tier)
         if set(doc) != {"required_tier"}:
             raise ValueError("extra fields")
-    except (ValueError, KeyError, TypeError, UsageError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError, UsageError) as exc:
         raise UsageError(
             '.proctor/registry.json must be {"required_tier": "community" | "verified" | '
             '"first_party"}',
