@@ -34,6 +34,8 @@ from proctor.registry.store import RegistryStore
 
 def _serve(store: RegistryStore) -> tuple[str, uvicorn.Server, threading.Thread, socket.socket]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # uvicorn's own sockets answer without Nagle's delay; one handed to it must be told to
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning", lifespan="off"))

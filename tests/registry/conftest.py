@@ -50,6 +50,8 @@ def write_skill(folder: Path, name: str = "summarise", version: str | None = "1.
 def serve(store: RegistryStore) -> Iterator[str]:
     """Serve ``store`` on a loopback port; yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # uvicorn's own sockets answer without Nagle's delay; one handed to it must be told to
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # listening before the server starts: early requests wait in the backlog
     port = sock.getsockname()[1]

@@ -62,6 +62,8 @@ def test_publish_search_install_and_resolve(registry: Registry, home: Path, tmp_
             ("acme/summarise", "verified", "1.0.0")
         ]
         assert client.search("nothing-like-it") == []
+        assert [r["name"] for r in client.search("SUMMAR")] == ["acme/summarise"]
+        assert client.search("%") == client.search("_") == []  # wildcards are literal
         done = install(client, "acme/summarise@1.0.0", workspace_root=root, trusted=trusted)
         again = install(client, "acme/summarise", workspace_root=root, trusted=trusted)
     assert (done.status, again.status) == ("installed", "unchanged")

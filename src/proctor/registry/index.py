@@ -2,7 +2,8 @@
 
 ``PROCTOR_DATABASE_URL`` (``postgresql://...``) puts the index on PostgreSQL (the ``postgres``
 extra: psycopg); otherwise it is ``registry.db`` in the registry folder. Statements are written
-once with ``?`` placeholders in the SQL both engines read; tables are named ``registry_*`` so
+once with ``?`` placeholders (and ``LIKE``, read as ``ILIKE`` on PostgreSQL) in the SQL both
+engines read; tables are named ``registry_*`` so
 they never meet the run store's tables in a shared database. Driver errors become
 :class:`~proctor.errors.StoreError`.
 """
@@ -56,8 +57,8 @@ class Index:
         Raises:
             StoreError: (code ``registry_index_failed``) the database refused it.
         """
-        if self._postgres:
-            sql = sql.replace("?", "%s")
+        if self._postgres:  # SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE does
+            sql = sql.replace("?", "%s").replace(" LIKE ", " ILIKE ")
         with self._lock:
             try:
                 cursor = self._conn.execute(sql, tuple(params))

@@ -216,13 +216,14 @@ class RegistryStore:
         return True
 
     def search(self, term: str, limit: int = 50) -> list[dict[str, Any]]:
-        """Packages whose name or description holds ``term`` (case-insensitive), by name."""
+        """Packages whose name or description holds ``term`` (ASCII case-insensitive: SQLite's
+        LIKE, PostgreSQL's ILIKE), by name."""
         pattern = (
             "%" + term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         )
         rows = self._db.execute(
             "SELECT name, description, tier, latest_version FROM registry_packages"
-            " WHERE lower(name) LIKE ? ESCAPE '\\' OR lower(description) LIKE ? ESCAPE '\\'"
+            " WHERE name LIKE ? ESCAPE '\\' OR description LIKE ? ESCAPE '\\'"
             " ORDER BY name LIMIT ?",
             (pattern, pattern, limit),
         )
