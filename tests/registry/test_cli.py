@@ -68,6 +68,12 @@ def test_cli_publish_search_info_install(
     assert done["status"] == "installed" and done["tier"] == "verified"
     assert str(tmp_path) not in out
 
+    code, out, _ = _run(["registry", "verify", "acme/summarise"], capsys)
+    assert code == 0 and out.startswith("verified acme/summarise@1.0.0 [verified]")
+    (root / done["folder"] / "SKILL.md").write_text("---\nname: summarise\n---\nedited\n")
+    code, _, err = _run(["registry", "verify", "acme/summarise@1.0.0"], capsys)
+    assert code != 0 and "error[package_modified]" in err
+
 
 def test_bad_cli_input_is_a_clean_error(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -5,7 +5,8 @@ publisher's bearer token is read from ``PROCTOR_REGISTRY_TOKEN`` only (never a f
 stays out of shell history). ``--json`` documents carry a ``schema`` id:
 ``proctor.registry_search.v1`` (``results``: name, description, tier, latest_version),
 ``proctor.registry_info.v1`` (``name``, ``versions``, ``manifest``),
-``proctor.registry_install.v1`` (name, version, tier, content_digest, folder, status) and
+``proctor.registry_install.v1`` (name, version, tier, content_digest, folder, status; also
+what ``verify`` prints, status ``verified``) and
 ``proctor.registry_published.v1`` (``status``, ``manifest``).
 """
 
@@ -286,3 +287,22 @@ def install(ref: str, pinned: str | None, registry: str | None, as_json: bool) -
             f"{done.status} {done.name}@{done.version} [{done.tier}] into "
             f"{done.to_dict(root)['folder']}"
         )
+
+
+@registry.command("verify")
+@click.argument("ref")
+@_JSON
+def verify(ref: str, as_json: bool) -> None:
+    """Check an installed NAME[@VERSION] still matches its signature, byte for byte (offline).
+
+    Example: proctor registry verify acme/summarise@1.2.0
+    """
+    from proctor.cli.render import dump_json
+    from proctor.registry.install import resolve_installed, trusted_registry_keys
+
+    root = _root()
+    found = resolve_installed(ref, workspace_root=root, trusted=trusted_registry_keys(os.environ))
+    if as_json:
+        dump_json({"schema": "proctor.registry_install.v1", **found.to_dict(root)})
+    else:
+        click.echo(f"verified {found.name}@{found.version} [{found.tier}] {found.content_digest}")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError, UsageError
-from proctor.receipts.canonical import canonical, is_digest
+from proctor.receipts.canonical import canonical, digest, is_digest
 from proctor.receipts.signing import PublicKey
 from proctor.registry.client import RegistryClient
 from proctor.registry.manifest import (
@@ -42,8 +42,9 @@ from proctor.registry.package import (
     SIGNATURE_FILE,
     Package,
     check_version,
-    package_folder,
+    file_digests,
     parse_files,
+    read_folder,
 )
 from proctor.runtime.home.files import home_dir, write_private
 
@@ -187,15 +188,12 @@ def _verify_folder(folder: Path, trusted: list[PublicKey]) -> tuple[Manifest, Pa
             f"{folder.name} has no readable {SIGNATURE_FILE}", code="package_unsigned"
         ) from exc
     manifest = verify_manifest(data, trusted)
-    package = package_folder(folder, skip=frozenset({SIGNATURE_FILE}), every_file=True)
-    try:
-        marker = (folder / PACKAGE_FILE).read_bytes()
-    except OSError:
-        marker = b""
-    if (
-        package.content_digest != manifest.content_digest
-        or marker != canonical(package.document()) + b"\n"
-    ):
+    files = read_folder(folder, skip=frozenset({SIGNATURE_FILE}), every_file=True)
+    # The bytes are compared before anything parses them: an edit is named as an edit.
+    package = None
+    if digest(file_digests(files)) == manifest.content_digest:
+        package = parse_files(files, label=folder.name)
+    if package is None or files.get(PACKAGE_FILE) != canonical(package.document()) + b"\n":
         raise RegistryRefused(
             f"the files of {manifest.name}@{manifest.version} are not the ones its registry "
             "signed (a file was changed, added or removed)",

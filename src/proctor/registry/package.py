@@ -39,8 +39,10 @@ __all__ = [
     "SIGNATURE_FILE",
     "Package",
     "check_version",
+    "file_digests",
     "package_folder",
     "parse_files",
+    "read_folder",
 ]
 
 PACKAGE_FILE = "proctor.package.json"
@@ -134,6 +136,16 @@ def _check_name(rel: object) -> str:
     return rel
 
 
+def file_digests(files: Mapping[str, bytes]) -> dict[str, str]:
+    """``{name: sha256:<hex of its bytes>}`` for every file but ``proctor.package.json``; the
+    content digest is :func:`proctor.receipts.canonical.digest` of this mapping."""
+    return {
+        rel: "sha256:" + hashlib.sha256(data).hexdigest()
+        for rel, data in files.items()
+        if rel != PACKAGE_FILE
+    }
+
+
 def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Package:
     """Check a package's file set and compute its digests, name and version.
 
@@ -178,7 +190,7 @@ def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Packag
             except UnicodeDecodeError as exc:
                 raise UsageError(f"{label}/{rel} is not UTF-8 text", code="not_a_package") from exc
     skill = build_package(label, texts)
-    digests = {rel: "sha256:" + hashlib.sha256(data).hexdigest() for rel, data in kept.items()}
+    digests = file_digests(kept)
     content_digest = digest(digests)
     named = skill.frontmatter.get("version")
     version = check_version(str(named)) if named is not None else "sha-" + content_digest[7:19]
@@ -195,7 +207,18 @@ def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Packag
 def package_folder(
     folder: Path, *, skip: frozenset[str] = frozenset(), every_file: bool = False
 ) -> Package:
-    """Read and check the package rooted at ``folder`` (see the module docstring).
+    """Read and check the package rooted at ``folder`` (see :func:`read_folder`).
+
+    Raises:
+        UsageError / ParseError: from :func:`read_folder` and :func:`parse_files`.
+    """
+    return parse_files(read_folder(folder, skip=skip, every_file=every_file), label=folder.name)
+
+
+def read_folder(
+    folder: Path, *, skip: frozenset[str] = frozenset(), every_file: bool = False
+) -> dict[str, bytes]:
+    """The files of the package rooted at ``folder``, by relative name (not yet checked).
 
     Names starting with ``.`` (``.env``, ``.git/``) are left out of what is published, so a
     local secret file never travels; ``every_file`` reads them too, which verifying an
@@ -205,8 +228,7 @@ def package_folder(
 
     Raises:
         UsageError: ``not_a_package`` (no folder), ``package_symlink`` (a symbolic link in the
-            package: its target is not part of it), and any refusal of :func:`parse_files`.
-        ParseError: SKILL.md or run.yaml does not parse.
+            package: its target is not part of it), ``package_too_large``.
     """
     if not folder.is_dir():
         raise UsageError(f"{folder.name or folder} is not a folder", code="not_a_package")
@@ -245,4 +267,4 @@ def package_folder(
                     code="package_too_large",
                 )
             files[rel] = full.read_bytes()
-    return parse_files(files, label=folder.name)
+    return files
