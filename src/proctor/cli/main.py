@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "worker": ("proctor.cli.worker", "worker", "Drive submitted runs from the shared run store."),
     "process": ("proctor.cli.process", "process", "List, read and stop long-lived processes."),
     "init": ("proctor.cli.init", "init", "Start a workspace with a first skill and its test."),
+    "package": ("proctor.cli.package", "package", "Show the exact package a publish would send."),
+    "registry": ("proctor.cli.registry", "registry", "Publish, search, install signed packages."),
 }
 
 
