@@ -19,7 +19,12 @@ INSPECT_SCHEMA = "proctor.connector.v1"
 
 @click.group("connector")
 def connector() -> None:
-    """List and inspect connectors and their operations."""
+    """List and inspect connectors and their operations.
+
+    \b
+    Example:
+      proctor connector inspect tracker --json
+    """
 
 
 def _found(skill: str | None) -> dict[str, Any]:

@@ -20,12 +20,22 @@ def _book() -> UserBook:
 
 @click.group("console")
 def console() -> None:
-    """Manage the people who may sign in to `proctor serve`."""
+    """Manage the people who may sign in to `proctor serve`.
+
+    \b
+    Example:
+      proctor console user add alice
+    """
 
 
 @console.group("user")
 def user() -> None:
-    """Add, list or remove console users (tokens are kept hashed in the home)."""
+    """Add, list or remove console users (tokens are kept hashed in the home).
+
+    \b
+    Example:
+      proctor console user add alice
+    """
 
 
 @user.command("add")
@@ -44,7 +54,12 @@ def add(name: str, rotate: bool) -> None:
 
 @user.command("list")
 def list_users() -> None:
-    """List console users and when their token was made."""
+    """List console users and when their token was made.
+
+    \b
+    Example:
+      proctor console user list
+    """
     book = _book()
     users = book.list()
     if not users:
@@ -56,7 +71,12 @@ def list_users() -> None:
 @user.command("remove")
 @click.argument("name")
 def remove(name: str) -> None:
-    """Remove NAME: their token stops working and their sessions end."""
+    """Remove NAME: their token stops working and their sessions end.
+
+    \b
+    Example:
+      proctor console user remove alice
+    """
     book = _book()
     book.remove(name)
     click.echo(f"removed {name}")

@@ -24,7 +24,12 @@ def _folder(process_id: str) -> Path:
 
 @click.group("process")
 def process() -> None:
-    """List, read and stop the processes runs started (process.start)."""
+    """List, read and stop the processes runs started (process.start).
+
+    \b
+    Example:
+      proctor process list --json
+    """
 
 
 @process.command("list")

@@ -48,7 +48,12 @@ def _root() -> Path:
 
 @click.group("registry")
 def registry() -> None:
-    """Run a registry of signed skill packages, or publish, search and install from one."""
+    """Run a registry of signed skill packages, or publish, search and install from one.
+
+    \b
+    Example:
+      proctor registry search summar
+    """
 
 
 @registry.command("serve")

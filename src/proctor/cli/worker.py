@@ -83,6 +83,10 @@ def worker(ctx: click.Context, concurrency: int) -> None:
 
     SIGTERM or SIGINT lets each run finish its current call; the runs then wait, and any
     worker continues them.
+
+    \b
+    Example:
+      PROCTOR_DATABASE_URL=postgresql://... proctor worker --concurrency 2
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -111,7 +115,12 @@ def worker(ctx: click.Context, concurrency: int) -> None:
 @worker.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_workers(as_json: bool) -> None:
-    """Show live workers (heartbeat within 5 s) and the runs each holds."""
+    """Show live workers (heartbeat within 5 s) and the runs each holds.
+
+    \b
+    Example:
+      proctor worker list --json
+    """
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
 

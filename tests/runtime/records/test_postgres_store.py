@@ -88,7 +88,8 @@ _SAFE = st.text(st.characters(codec="utf-8", exclude_characters="?&=#/@:%\x00"),
 @given(
     scheme=st.sampled_from(["postgresql://", "postgres://", "mysql://", "", "postgresql:"]),
     user=_SAFE,
-    port=st.sampled_from(["1", "9", "65535", "0", "99999", "x", ""]),
+    # never empty: that is the default port, where this machine's real server accepts anyone
+    port=st.sampled_from(["1", "9", "65535", "0", "99999", "x"]),
     database=_SAFE,
     extra=st.sampled_from(["", "?sslmode=nonsense", "?bogus", "?connect_timeout=x"]),
 )

@@ -321,12 +321,12 @@ class RunDriver(DriverParts):
             from proctor.runtime.engine.operations import operation_step
 
             return operation_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, WorkerStep):
+            return worker_step(self, governor, index, step, inputs, outputs)
         if step.tool in ("store.events.append", "store.key.put"):
             from proctor.runtime.engine.operations import store_step
 
             return store_step(self, governor, index, step, inputs, outputs)
-        if isinstance(step, WorkerStep):
-            return worker_step(self, governor, index, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
     # -- requests and pauses ---------------------------------------------------------------

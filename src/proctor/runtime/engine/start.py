@@ -130,6 +130,7 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
     fields: dict[str, Any] = {}
     try:
         _check_kinds(driver.method)
+        _check_operations(driver)
         values = _inputs(driver.method, inputs, cli_inputs)
         try:  # the folders a reach: inputs run's inputs name, resolved once (boundary.reach)
             roots = run_roots(
@@ -174,6 +175,26 @@ def _inputs(method: Method, inputs: Any, cli_inputs: list[str] | None) -> dict[s
     except (UsageError, ParseError) as exc:
         raise _Refused(exc.code, exc.message, "inputs_invalid") from exc
     return values
+
+
+def _check_operations(driver: RunDriver) -> None:
+    """Refuse, before any step runs, an operation step naming no operation of the run's
+    connectors (a connector that does not parse blocks the run when its governor is built)."""
+    wanted = [s for s in driver.method.steps if isinstance(s, OperationStep)]
+    if not wanted:
+        return
+    try:
+        ops = driver.operation_tools()
+    except ProctorError:
+        return
+    for step in wanted:
+        if "operation:" + step.operation not in ops:
+            raise _Refused(
+                "tool_unknown",
+                f"step '{step.id}' names operation {step.operation!r}, which no connector of"
+                " the package or the workspace declares (see `proctor connector list`)",
+                "admission_refused",
+            )
 
 
 def _refuse_certain_changes(driver: RunDriver) -> None:
