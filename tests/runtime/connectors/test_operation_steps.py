@@ -189,3 +189,34 @@ def test_a_step_cannot_send_another_credential_with_an_operation(
     )
     assert env.refusal is not None and env.refusal.code == "credential_mismatch", env
     assert server.tracker.hits == {}
+
+
+def test_an_operations_cost_is_reserved_against_the_spend_limit_before_sending(
+    tmp_path: Path, server: TrackerServer
+) -> None:
+    # issue.label declares 250 micro-USD a call: under a 200 limit it is refused before
+    # anything is sent; under 300 it runs and its spend is in the envelope.
+    ws = tracker_workspace(tmp_path / "ws", server.tracker.url, LABEL)
+    tight = authority(max_spend_micro_usd=200)
+    env = session(ws).run("triage", inputs=INPUTS, cwd=ws, request_secrets=SECRETS, authority=tight)
+    assert env.outcome == "blocked"
+    assert env.refusal is not None and env.refusal.code == "cost_limit_exceeded"
+    assert server.tracker.writes == 0
+    roomy = authority(max_spend_micro_usd=300)
+    ws2 = tracker_workspace(tmp_path / "ws2", server.tracker.url, LABEL)
+    env = session(ws2).run(
+        "triage", inputs=INPUTS, cwd=ws2, request_secrets=SECRETS, authority=roomy
+    )
+    assert env.outcome == "completed", env.refusal
+    assert server.tracker.writes == 1
+    assert env.spend_micro_usd == 250
+
+
+def test_an_operation_without_a_price_is_refused_under_a_spend_limit(
+    tmp_path: Path, server: TrackerServer
+) -> None:
+    ws = tracker_workspace(tmp_path / "ws", server.tracker.url, READ)
+    limit = authority(max_spend_micro_usd=1000)
+    env = session(ws).run("triage", inputs=INPUTS, cwd=ws, request_secrets=SECRETS, authority=limit)
+    assert env.refusal is not None and env.refusal.code == "price_unknown"
+    assert server.tracker.authorizations == []  # nothing was sent

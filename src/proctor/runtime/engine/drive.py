@@ -460,33 +460,8 @@ class RunDriver(DriverParts):
         unpriced = self._unpriced(admitted)
         if unpriced is not None:
             return unpriced
-        return self.governor().call(admitted)  # refused and recorded like any refusal
-
-    def _unpriced(self, spec: CallSpec) -> CallOutcome | None:
-        """Refuse before admission, sending nothing: a turn's priced call (``http.request``)
-        has no declared price, so under a spend limit it is ``price_unknown``; an Agent Skills
-        package's command outside its ``Bash(...)`` entries is ``command_not_allowed``."""
-        from proctor.core.spend import SpendRefused
-        from proctor.parser.skill import PRICED_TOOLS
-
-        mapping = self.skill.tool_mapping
-        argv = spec.args.get("argv")
-        if spec.tool == "command.execute" and mapping is not None and not mapping.allows_argv(argv):
-            error = {
-                "code": "command_not_allowed",
-                "message": "this Agent Skills package's allowed-tools do not name this command"
-                " (Bash(...) entries); nothing was run",
-            }
-            return CallOutcome(spec.call_id or "", spec.tool, spec.step_id, "refused", error=error)
-        if spec.tool not in PRICED_TOOLS:
-            return None
-        try:
-            self.spend_ledger().reserve(None, what=f"a turn's {spec.tool} call")
-        except SpendRefused as exc:
-            call_id = spec.call_id or spec.address or ""
-            error = exc.to_dict()
-            return CallOutcome(call_id, spec.tool, spec.step_id, "refused", error=error)
-        return None
+        # refused and recorded like any refusal
+        return self.spend_call(admitted, lambda: self.governor().call(admitted))
 
     def _call_id_reused(self, spec: CallSpec, outcome: CallOutcome) -> CallOutcome:
         """``outcome``, unless it is the recorded call a host's ``call_id`` already names and
@@ -556,7 +531,9 @@ class RunDriver(DriverParts):
         if unpriced is not None:
             return unpriced
         try:
-            return self._call_id_reused(admitted, governor.call(admitted))
+            return self._call_id_reused(
+                admitted, self.spend_call(admitted, lambda: governor.call(admitted))
+            )
         except AwaitApproval as waiting:
             request = self.open_request(waiting.address, waiting.body)
             self._pause([request])

@@ -9,16 +9,17 @@ the run's record and environment to build these; each is resolved on first use a
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from proctor.errors import ConfigError, CredentialError, ProctorError
+from proctor.runtime.admission.governor import CallOutcome
 
 if TYPE_CHECKING:
     from proctor.contracts.skill import Method
     from proctor.core.authority import Authority
     from proctor.core.spend import SpendLedger
-    from proctor.runtime.admission.governor import Deliver
+    from proctor.runtime.admission.governor import CallSpec, Deliver
     from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.connectors.operations import OperationTool
@@ -137,3 +138,67 @@ class DriverParts:
             raise
         except (CredentialError, ConfigError) as exc:
             raise Blocked(exc.code, exc.message, "credential_unavailable") from exc
+
+    def _unpriced(self, spec: CallSpec) -> CallOutcome | None:
+        """Refuse before admission, sending nothing: a turn's priced call (``http.request``, an
+        operation without ``cost:``) has no declared price, so under a spend limit it is
+        ``price_unknown``; an Agent Skills package's command outside its ``Bash(...)`` entries
+        is ``command_not_allowed``."""
+        from proctor.core.spend import SpendRefused
+        from proctor.runtime.engine.kinds import priced
+
+        mapping = self.skill.tool_mapping
+        argv = spec.args.get("argv")
+        if spec.tool == "command.execute" and mapping is not None and not mapping.allows_argv(argv):
+            error = {
+                "code": "command_not_allowed",
+                "message": "this Agent Skills package's allowed-tools do not name this command"
+                " (Bash(...) entries); nothing was run",
+            }
+            return CallOutcome(spec.call_id or "", spec.tool, spec.step_id, "refused", error=error)
+        if not priced(spec.tool) or self._quote(spec.tool) is not None:
+            return None
+        try:
+            self.spend_ledger().reserve(None, what=f"a turn's {spec.tool} call")
+        except SpendRefused as exc:
+            call_id = spec.call_id or spec.address or ""
+            return CallOutcome(call_id, spec.tool, spec.step_id, "refused", error=exc.to_dict())
+        return None
+
+    def spend_call(self, spec: CallSpec, call: Callable[[], CallOutcome]) -> CallOutcome:
+        """Make a turn's ``call``; a priced operation's quote is reserved against the tree's
+        limit before it (``cost_limit_exceeded`` sends nothing) and becomes spend when it ran.
+
+        A call refused or answered from its record (already done) gives the hold back; a call
+        that pauses on a person gives it back too (it is reserved again when it runs).
+        """
+        from proctor.core.spend import SpendRefused
+
+        quote = self._quote(spec.tool)
+        if quote is None:
+            return call()
+        ledger = self.spend_ledger()
+        try:
+            held = ledger.reserve(quote, what=f"a turn's {spec.tool} call")
+        except SpendRefused as exc:
+            call_id = spec.call_id or spec.address or ""
+            return CallOutcome(call_id, spec.tool, spec.step_id, "refused", error=exc.to_dict())
+        try:
+            outcome = call()
+        except BaseException:
+            ledger.release(held)
+            raise
+        if outcome.status == "refused" or outcome.already_done is not None:
+            ledger.release(held)
+        else:
+            ledger.settle(held, quote)
+        return outcome
+
+    def _quote(self, tool: str) -> int | None:
+        """A connector operation's declared price per call, else ``None``."""
+        if not tool.startswith("operation:"):
+            return None
+        from proctor.runtime.connectors.operations import quote_micro_usd
+
+        found = self._operations_or_blocked().get(tool)
+        return None if found is None else quote_micro_usd(found)

@@ -19,7 +19,7 @@ from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_fa
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
 
-__all__ = ["Confirm", "agent_step", "ask_step", "tool_step"]
+__all__ = ["Confirm", "agent_step", "ask_step", "priced", "tool_step"]
 
 Confirm = Callable[[CallRecord], "dict[str, Any] | bool | None"]
 """Asked about a crashed claim before a person is: the result it proves done, ``False`` when it
@@ -68,7 +68,7 @@ def tool_step(
         if isinstance(got, str):
             used.append(got)
     held = None
-    if step.tool in PRICED_TOOLS:  # reserved before anything is sent (proctor.core.spend)
+    if priced(step.tool):  # reserved before anything is sent (proctor.core.spend)
         try:
             quote = None if step.cost is None else step.cost.usd_micro
             held = run.spend_ledger().reserve(quote, what=f"step '{step.id}' ({step.tool})")
@@ -104,6 +104,12 @@ def tool_step(
             run.run_id, "already_done", {"step": step.id, "receipt": call.already_done}
         )
     return done
+
+
+def priced(tool: str) -> bool:
+    """Whether a call of ``tool`` costs money: ``http.request`` and every connector operation
+    (each sends a request to a provider). Under a spend limit such a call needs a price."""
+    return tool in PRICED_TOOLS or tool.startswith("operation:")
 
 
 def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from proctor.contracts.skill import AgentStep, Method, OperationStep, ToolStep
+from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep
 from proctor.errors import CredentialError, ProctorError
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
@@ -26,6 +26,7 @@ from proctor.runtime.connectors.operations import (
     OperationTool,
     expand_operations,
     operation_tools,
+    quote_micro_usd,
     readback_matches,
     readback_of,
 )
@@ -71,14 +72,17 @@ def operation_step(
 ) -> StepDone | StepPause:
     """Run the step's operation through admission; a crashed write is confirmed by readback."""
     name = OPERATION_PREFIX + step.operation
+    tool = governor.tools.get(name)
+    quote = None if tool is None else quote_micro_usd(tool)
     as_tool = ToolStep(
         id=step.id,
         tool=name,
         inputs=step.inputs,
         idempotency_key=step.idempotency_key,
         reason=step.reason,
+        # the connector's declared price, reserved against the tree's spend limit
+        cost=None if quote is None else Cost(usd_micro=quote, per="call"),
     )
-    tool = governor.tools.get(name)
     if isinstance(tool, OperationTool) and step.credential not in (None, tool.credential):
         refused = CredentialError(
             f"step '{step.id}' names credential {step.credential!r}; an operation sends only"
