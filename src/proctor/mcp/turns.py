@@ -332,6 +332,20 @@ class TurnTools:
             }
             for name in allowance.get("tools") or []
         ]
+        if turn.get("ask"):  # a person answers; the run waits (proctor.runtime.engine.turn_ask)
+            may_call.append(
+                {
+                    "tool": "ask_human",
+                    "description": "Ask the person running this turn a question; the run waits"
+                    " for the answer, then the same call_id returns it.",
+                    "input_schema": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["question"],
+                        "properties": {"question": {"type": "string", "maxLength": 4000}},
+                    },
+                }
+            )
         inputs = turn.get("inputs") or {}
         context = [
             {

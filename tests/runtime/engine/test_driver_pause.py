@@ -346,3 +346,57 @@ methods:
     assert stored["files"][0]["path"] == "big.md"
     done = s.resume(env.run_id or "", approve(env))
     assert done.outcome == "completed" and (ws / "big.md").stat().st_size == 100000
+
+
+ASKING = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: draft
+        agent:
+          instructions: Ask which colour, then answer with it.
+          ask: true
+          output: {type: object}
+"""
+
+
+def test_ask_human_in_a_host_worked_turn_waits_for_a_person_then_answers(ws: Path) -> None:
+    make_skill(ws, "asking", ASKING)
+    s = session(ws)
+    env = s.run("asking", cwd=ws)
+    assert env.status == "needs_agent"
+    run_id = env.run_id or ""
+    asked = s.turn_call(run_id, "draft", "ask_human", {"question": "Which colour?"}, "q1")
+    assert asked.status == "refused" and (asked.error or {})["code"] == "answer_pending"
+    waiting = s.envelope(run_id)
+    assert waiting.status == "needs_approval"
+    (question,) = [r for r in waiting.requests or [] if r["kind"] == "question"]
+    assert question["address"] == "draft/turn/q1"
+    assert question["questions"][0]["prompt"] == "Which colour?"
+    # asking again before anyone answered: still pending, nothing decided for it
+    again = s.turn_call(run_id, "draft", "ask_human", {"question": "Which colour?"}, "q1")
+    assert (again.error or {})["code"] == "answer_pending"
+    doc = {
+        "approvals": {
+            "draft/turn/q1": {
+                "request_digest": question["request_digest"],
+                "value": {"answer": {"text": "blue"}},
+            }
+        }
+    }
+    resumed = s.resume(run_id, doc)
+    assert resumed.status == "needs_agent"  # the turn goes on; the host asks again for it
+    answered = s.turn_call(run_id, "draft", "ask_human", {"question": "Which colour?"}, "q1")
+    assert answered.status == "completed"
+    assert answered.result == {"answers": {"answer": {"text": "blue"}}}
+    # another question under the same call_id is a new request: the old answer does not fit
+    other = s.turn_call(run_id, "draft", "ask_human", {"question": "Which size?"}, "q1")
+    assert (other.error or {})["code"] == "answer_pending"
+
+
+def test_ask_human_is_refused_in_a_turn_without_ask(ws: Path) -> None:
+    s = session(ws)
+    env = s.run("agent", inputs={"file": "n.md"}, cwd=ws)
+    out = s.turn_call(env.run_id or "", "draft", "ask_human", {"question": "Hm?"}, "q1")
+    assert out.status == "refused" and (out.error or {})["code"] == "tool_not_allowed"
+    assert s.envelope(env.run_id or "").status == "needs_agent"

@@ -517,6 +517,13 @@ class RunDriver(DriverParts):
             raise ResumeRefused("this turn belongs to a child run: answer it with its value"
                                 " (proctor resume); its calls cannot be made from the root",
                                 code="child_turn_call")  # fmt: skip
+        if tool == "ask_human":  # a person answers; the run waits (see .turn_ask)
+            from proctor.runtime.engine.turn_ask import ask_human
+
+            outcome, waiting_on = ask_human(self, turn, args, call_id)
+            if waiting_on is not None:
+                self._pause([waiting_on])
+            return outcome
         spec = CallSpec(
             tool=tool,
             args=args,
