@@ -4,7 +4,8 @@ Owns: :mod:`.runs` (the run store interface: runs, events, requests, calls, the 
 :mod:`.sqlite` (the SQLite store; :mod:`.sqlite_schema` its schema, :mod:`.sqlite_counts` its
 index by step and per-run counters, :mod:`.store_file` how its file is built and checked),
 :mod:`.postgres` (the PostgreSQL store many workers share; :mod:`.postgres_pool` its connection
-pools, :mod:`.postgres_schema` its migrations), :mod:`.backend` (which of the two a workspace
+pools, :mod:`.postgres_schema` its migrations), :mod:`.rows` (the row shapes both stores
+share), :mod:`.backend` (which of the two a workspace
 uses: ``PROCTOR_DATABASE_URL``),
 :mod:`.receipts` (the receipt store: one file per receipt, and tree verification against
 trusted keys), :mod:`.audit` (the hash-chained audit log) with :mod:`.chain` (its format,

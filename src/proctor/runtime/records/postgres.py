@@ -18,7 +18,6 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from proctor.errors import StoreError
@@ -27,6 +26,17 @@ from proctor.runtime.records.postgres_pool import (
     driver_message,
     is_postgres_url,
     pool_for,
+)
+from proctor.runtime.records.rows import (
+    CALL_COLS,
+    REQ_COLS,
+    RUN_COLS,
+    call_from_row,
+    call_params,
+    dumps,
+    now,
+    request_from_row,
+    run_from_row,
 )
 from proctor.runtime.records.runs import (
     CallRecord,
@@ -40,14 +50,6 @@ from proctor.runtime.records.runs import (
 __all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
 _NOW = "extract(epoch from clock_timestamp())"
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class PostgresRunStore:
@@ -125,28 +127,14 @@ class PostgresRunStore:
 
     # -- runs -------------------------------------------------------------------------------
 
-    _RUN_COLS = "cursor, run_id, skill, method, status, outcome, receipt_id, created_at,"
-    _RUN_COLS += " updated_at, data"
+    _RUN_COLS = RUN_COLS
 
-    @staticmethod
-    def _run(row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(
-            cursor=int(row[0]),
-            run_id=row[1],
-            skill=row[2],
-            method=row[3],
-            status=row[4],
-            outcome=row[5],
-            receipt_id=row[6],
-            created_at=row[7],
-            updated_at=row[8],
-            data=json.loads(row[9]),
-        )
+    _run = staticmethod(run_from_row)
 
     def create_run(self, record: RunRecord) -> RunRecord:
         import psycopg
 
-        now = _now()
+        at = now()
         try:
             with self.transaction(), self.connection() as conn:
                 row = conn.execute(
@@ -160,9 +148,9 @@ class PostgresRunStore:
                         record.status,
                         record.outcome,
                         record.receipt_id,
-                        now,
-                        now,
-                        _dumps(record.data),
+                        at,
+                        at,
+                        dumps(record.data),
                     ),
                 ).fetchone()
                 conn.execute(
@@ -174,7 +162,7 @@ class PostgresRunStore:
         except psycopg.Error as exc:
             raise self._error(exc) from exc
         record.cursor = int(row[0]) if row else 0
-        record.created_at = record.updated_at = now
+        record.created_at = record.updated_at = at
         return record
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -216,8 +204,8 @@ class PostgresRunStore:
                     status or current.status,
                     outcome if outcome is not None else current.outcome,
                     receipt_id if receipt_id is not None else current.receipt_id,
-                    _dumps(merged),
-                    _now(),
+                    dumps(merged),
+                    now(),
                     run_id,
                 ),
             )
@@ -241,7 +229,7 @@ class PostgresRunStore:
         row = self._one(
             "INSERT INTO events (run_id, seq, at, kind, body) SELECT %s,"
             " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s RETURNING seq",
-            (run_id, _now(), kind, _dumps(body), run_id),
+            (run_id, now(), kind, dumps(body), run_id),
         )
         return int(row[0]) if row else 0
 
@@ -257,36 +245,11 @@ class PostgresRunStore:
         "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
         " idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
     )
-    _CALL_COLS = "run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
-    _CALL_COLS += " idempotency_key"
+    _CALL_COLS = CALL_COLS
 
-    @staticmethod
-    def _call_params(call: CallRecord) -> tuple[Any, ...]:
-        return (
-            call.run_id,
-            call.call_id,
-            call.step_id,
-            call.tool,
-            call.state,
-            call.args_digest,
-            call.outcome,
-            None if call.result is None else _dumps(call.result),
-            call.idempotency_key,
-        )
+    _call_params = staticmethod(call_params)
 
-    @staticmethod
-    def _call(row: tuple[Any, ...]) -> CallRecord:
-        return CallRecord(
-            run_id=row[0],
-            call_id=row[1],
-            step_id=row[2],
-            tool=row[3],
-            state=row[4],
-            args_digest=row[5],
-            outcome=row[6],
-            result=None if row[7] is None else json.loads(row[7]),
-            idempotency_key=row[8],
-        )
+    _call = staticmethod(call_from_row)
 
     def claim_call(self, call: CallRecord) -> None:
         call.state = "claimed"
@@ -296,7 +259,7 @@ class PostgresRunStore:
         self._rows(
             "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
             " WHERE run_id = %s AND call_id = %s",
-            (outcome, _dumps(result), run_id, call_id),
+            (outcome, dumps(result), run_id, call_id),
         )
 
     def record_call(self, call: CallRecord) -> None:
@@ -361,7 +324,7 @@ class PostgresRunStore:
             with self.transaction(), self.connection() as conn:
                 conn.execute(
                     "INSERT INTO steps (run_id, step_id, body) VALUES (%s,%s,%s)",
-                    (run_id, step_id, _dumps(body)),
+                    (run_id, step_id, dumps(body)),
                 )
                 for address in used or []:
                     conn.execute(
@@ -380,20 +343,9 @@ class PostgresRunStore:
         )
         return {r[0]: json.loads(r[1]) for r in rows}
 
-    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
+    _REQ_COLS = REQ_COLS
 
-    @staticmethod
-    def _request(row: tuple[Any, ...]) -> RequestRecord:
-        return RequestRecord(
-            run_id=row[0],
-            address=row[1],
-            kind=row[2],
-            request_digest=row[3],
-            body=json.loads(row[4]),
-            state=row[5],
-            decision=None if row[6] is None else json.loads(row[6]),
-            cursor=int(row[7]),
-        )
+    _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
         with self.transaction():
@@ -412,7 +364,7 @@ class PostgresRunStore:
                     (
                         request.kind,
                         request.request_digest,
-                        _dumps(request.body),
+                        dumps(request.body),
                         request.run_id,
                         request.address,
                     ),
@@ -427,7 +379,7 @@ class PostgresRunStore:
                         request.address,
                         request.kind,
                         request.request_digest,
-                        _dumps(request.body),
+                        dumps(request.body),
                     ),
                 )
                 request.cursor = int(made[0]) if made else 0
@@ -459,7 +411,7 @@ class PostgresRunStore:
                 self._rows(
                     "UPDATE requests SET state = 'decided', decision = %s"
                     " WHERE run_id = %s AND address = %s AND state != 'used'",
-                    (_dumps(decision), run_id, address),
+                    (dumps(decision), run_id, address),
                 )
 
     # -- leases -----------------------------------------------------------------------------
@@ -501,7 +453,7 @@ class PostgresRunStore:
     def journal_open(self, record: JournalRecord) -> None:
         self._rows(
             "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (%s,%s,%s,%s)",
-            (record.bundle_id, record.run_id, "open", _dumps(record.entries)),
+            (record.bundle_id, record.run_id, "open", dumps(record.entries)),
         )
 
     def journal_close(self, bundle_id: str, state: str) -> None:
@@ -528,7 +480,7 @@ class PostgresRunStore:
             "INSERT INTO audit_anchor (id, lines, body) VALUES (1, %s, %s) ON CONFLICT (id)"
             " DO UPDATE SET lines = excluded.lines, body = excluded.body"
             " WHERE excluded.lines >= audit_anchor.lines",
-            (int(anchor["lines"]), _dumps(anchor)),
+            (int(anchor["lines"]), dumps(anchor)),
         )
 
     def audit_anchor(self) -> dict[str, Any] | None:

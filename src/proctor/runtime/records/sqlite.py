@@ -9,12 +9,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
 from proctor.runtime.records import store_file
+from proctor.runtime.records.rows import (
+    CALL_COLS,
+    REQ_COLS,
+    RUN_COLS,
+    call_from_row,
+    call_params,
+    dumps,
+    now,
+    request_from_row,
+    run_from_row,
+)
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
@@ -25,14 +35,6 @@ from proctor.runtime.records.runs import (
 )
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class SQLiteRunStore:
@@ -159,7 +161,7 @@ class SQLiteRunStore:
     # -- runs -------------------------------------------------------------------------------
 
     def create_run(self, record: RunRecord) -> RunRecord:
-        now = _now()
+        at = now()
         with self.transaction():
             try:
                 cur = self._conn.execute(
@@ -172,9 +174,9 @@ class SQLiteRunStore:
                         record.status,
                         record.outcome,
                         record.receipt_id,
-                        now,
-                        now,
-                        _dumps(record.data),
+                        at,
+                        at,
+                        dumps(record.data),
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -182,26 +184,12 @@ class SQLiteRunStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"run store error: {exc}") from exc
         record.cursor = int(cur.lastrowid or 0)
-        record.created_at = record.updated_at = now
+        record.created_at = record.updated_at = at
         return record
 
-    @staticmethod
-    def _run(row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(
-            cursor=row[0],
-            run_id=row[1],
-            skill=row[2],
-            method=row[3],
-            status=row[4],
-            outcome=row[5],
-            receipt_id=row[6],
-            created_at=row[7],
-            updated_at=row[8],
-            data=json.loads(row[9]),
-        )
+    _run = staticmethod(run_from_row)
 
-    _RUN_COLS = "cursor, run_id, skill, method, status, outcome, receipt_id, created_at,"
-    _RUN_COLS += " updated_at, data"
+    _RUN_COLS = RUN_COLS
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
@@ -243,8 +231,8 @@ class SQLiteRunStore:
                     status or current.status,
                     outcome if outcome is not None else current.outcome,
                     receipt_id if receipt_id is not None else current.receipt_id,
-                    _dumps(merged),
-                    _now(),
+                    dumps(merged),
+                    now(),
                     run_id,
                 ),
             )
@@ -273,7 +261,7 @@ class SQLiteRunStore:
             seq = int(row[0]) + 1
             self._exec(
                 "INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
-                (run_id, seq, _now(), kind, _dumps(body)),
+                (run_id, seq, now(), kind, dumps(body)),
             )
         return seq
 
@@ -291,18 +279,7 @@ class SQLiteRunStore:
         " idempotency_key) VALUES (?,?,?,?,?,?,?,?,?)"
     )
 
-    def _call_params(self, call: CallRecord) -> tuple[Any, ...]:
-        return (
-            call.run_id,
-            call.call_id,
-            call.step_id,
-            call.tool,
-            call.state,
-            call.args_digest,
-            call.outcome,
-            None if call.result is None else _dumps(call.result),
-            call.idempotency_key,
-        )
+    _call_params = staticmethod(call_params)
 
     def claim_call(self, call: CallRecord) -> None:
         call.state = "claimed"
@@ -313,7 +290,7 @@ class SQLiteRunStore:
             self._exec(
                 "UPDATE calls SET state = 'settled', outcome = ?, result = ?"
                 " WHERE run_id = ? AND call_id = ?",
-                (outcome, _dumps(result), run_id, call_id),
+                (outcome, dumps(result), run_id, call_id),
             )
 
     def record_call(self, call: CallRecord) -> None:
@@ -323,22 +300,9 @@ class SQLiteRunStore:
         with self._lock:
             self._exec(self._CALL_INSERT, self._call_params(call))
 
-    @staticmethod
-    def _call(row: tuple[Any, ...]) -> CallRecord:
-        return CallRecord(
-            run_id=row[0],
-            call_id=row[1],
-            step_id=row[2],
-            tool=row[3],
-            state=row[4],
-            args_digest=row[5],
-            outcome=row[6],
-            result=None if row[7] is None else json.loads(row[7]),
-            idempotency_key=row[8],
-        )
+    _call = staticmethod(call_from_row)
 
-    _CALL_COLS = "run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
-    _CALL_COLS += " idempotency_key"
+    _CALL_COLS = CALL_COLS
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         with self._lock:
@@ -396,7 +360,7 @@ class SQLiteRunStore:
                     try:
                         self._conn.execute(
                             "INSERT INTO steps (run_id, step_id, body) VALUES (?,?,?)",
-                            (run_id, step_id, _dumps(body)),
+                            (run_id, step_id, dumps(body)),
                         )
                     except sqlite3.IntegrityError as exc:
                         raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
@@ -416,20 +380,9 @@ class SQLiteRunStore:
             ).fetchall()
         return {r[0]: json.loads(r[1]) for r in rows}
 
-    _REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
+    _REQ_COLS = REQ_COLS
 
-    @staticmethod
-    def _request(row: tuple[Any, ...]) -> RequestRecord:
-        return RequestRecord(
-            run_id=row[0],
-            address=row[1],
-            kind=row[2],
-            request_digest=row[3],
-            body=json.loads(row[4]),
-            state=row[5],
-            decision=None if row[6] is None else json.loads(row[6]),
-            cursor=int(row[7]),
-        )
+    _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
         with self.transaction():
@@ -448,7 +401,7 @@ class SQLiteRunStore:
                     (
                         request.kind,
                         request.request_digest,
-                        _dumps(request.body),
+                        dumps(request.body),
                         request.run_id,
                         request.address,
                     ),
@@ -463,7 +416,7 @@ class SQLiteRunStore:
                             request.address,
                             request.kind,
                             request.request_digest,
-                            _dumps(request.body),
+                            dumps(request.body),
                         ),
                     ).lastrowid
                     or 0
@@ -501,7 +454,7 @@ class SQLiteRunStore:
                         self._exec(
                             "UPDATE requests SET state = 'decided', decision = ?"
                             " WHERE run_id = ? AND address = ? AND state != 'used'",
-                            (_dumps(decision), run_id, address),
+                            (dumps(decision), run_id, address),
                         )
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
@@ -535,7 +488,7 @@ class SQLiteRunStore:
     def journal_open(self, record: JournalRecord) -> None:
         self._durable(
             "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (?,?,?,?)",
-            (record.bundle_id, record.run_id, "open", _dumps(record.entries)),
+            (record.bundle_id, record.run_id, "open", dumps(record.entries)),
         )
 
     def journal_close(self, bundle_id: str, state: str) -> None:
@@ -556,7 +509,7 @@ class SQLiteRunStore:
             "INSERT INTO audit_anchor (id, lines, body) VALUES (1, ?, ?) ON CONFLICT (id)"
             " DO UPDATE SET lines = excluded.lines, body = excluded.body"
             " WHERE excluded.lines >= audit_anchor.lines",
-            (int(anchor["lines"]), _dumps(anchor)),
+            (int(anchor["lines"]), dumps(anchor)),
         )
 
     def audit_anchor(self) -> dict[str, Any] | None:

@@ -1,0 +1,101 @@
+"""The row shapes both run stores share: column lists, JSON text, and records from rows.
+
+SQLite and PostgreSQL keep the same columns in the same order, so a row read from either
+becomes a record the same way; only the SQL placeholders and transactions differ.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
+
+__all__ = [
+    "CALL_COLS",
+    "REQ_COLS",
+    "RUN_COLS",
+    "call_from_row",
+    "call_params",
+    "dumps",
+    "now",
+    "request_from_row",
+    "run_from_row",
+]
+
+RUN_COLS = (
+    "cursor, run_id, skill, method, status, outcome, receipt_id, created_at, updated_at, data"
+)
+CALL_COLS = "run_id, call_id, step_id, tool, state, args_digest, outcome, result, idempotency_key"
+REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
+
+
+def now() -> str:
+    """The time a row records (UTC, microseconds, ISO 8601)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def dumps(value: Any) -> str:
+    """The JSON text a row keeps (sorted keys, compact, UTF-8 as is)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def run_from_row(row: tuple[Any, ...]) -> RunRecord:
+    """A run from a row of :data:`RUN_COLS`."""
+    return RunRecord(
+        cursor=int(row[0]),
+        run_id=row[1],
+        skill=row[2],
+        method=row[3],
+        status=row[4],
+        outcome=row[5],
+        receipt_id=row[6],
+        created_at=row[7],
+        updated_at=row[8],
+        data=json.loads(row[9]),
+    )
+
+
+def call_params(call: CallRecord) -> tuple[Any, ...]:
+    """The values of :data:`CALL_COLS` for an insert of ``call``."""
+    return (
+        call.run_id,
+        call.call_id,
+        call.step_id,
+        call.tool,
+        call.state,
+        call.args_digest,
+        call.outcome,
+        None if call.result is None else dumps(call.result),
+        call.idempotency_key,
+    )
+
+
+def call_from_row(row: tuple[Any, ...]) -> CallRecord:
+    """A call from a row of :data:`CALL_COLS`."""
+    return CallRecord(
+        run_id=row[0],
+        call_id=row[1],
+        step_id=row[2],
+        tool=row[3],
+        state=row[4],
+        args_digest=row[5],
+        outcome=row[6],
+        result=None if row[7] is None else json.loads(row[7]),
+        idempotency_key=row[8],
+    )
+
+
+def request_from_row(row: tuple[Any, ...]) -> RequestRecord:
+    """A request from a row of :data:`REQ_COLS`."""
+    return RequestRecord(
+        run_id=row[0],
+        address=row[1],
+        kind=row[2],
+        request_digest=row[3],
+        body=json.loads(row[4]),
+        state=row[5],
+        decision=None if row[6] is None else json.loads(row[6]),
+        cursor=int(row[7]),
+    )
