@@ -150,7 +150,12 @@ class Case:
     """How many runs a driven case leaves in the store (a parent and its child: 2)."""
     every: int = 1
     """Kill at every ``every``-th recorded point (the bundle's members always): a case whose
-    points repeat another case's (the nested one drives ``crashy`` as a child) samples them."""
+    points repeat another case's (the nested one drives ``crashy`` as a child; ``-i`` and
+    ``--inputs`` start the same skill) samples them, and its twin takes the other half
+    (``offset``), so every point is killed in one of the two on every run of the suite."""
+    offset: int = 0
+    start_whole: bool = False
+    """Kill at every start point even when sampling (where the twins differ: how inputs come)."""
 
 
 CASES = {
@@ -176,6 +181,8 @@ CASES = {
         {"out.txt": None},
         {"out.txt": TEXT},
         {"name": "out.txt", "text": TEXT},
+        every=2,
+        start_whole=True,
     ),
     "inputs-json": Case(
         "inputs-json",
@@ -183,6 +190,9 @@ CASES = {
         {"out.txt": None},
         {"out.txt": TEXT},
         {"name": "out.txt", "text": TEXT},
+        every=2,
+        offset=1,
+        start_whole=True,
     ),
     "inputs-refused": Case(
         "inputs-refused",
@@ -514,9 +524,10 @@ def all_scenarios(
     for invocation, trace in enumerate(traces):
         recorded_at = trace.index("resume.recorded:1") if "resume.recorded:1" in trace else None
         for position, passage in enumerate(trace):
-            if position % case.every or (
-                points is not None and passage.rsplit(":", 1)[0] not in points
-            ):
+            sampled = (position + case.offset) % case.every != 0
+            if case.start_whole and passage.startswith("start."):
+                sampled = False  # where this case differs from its twin: every point
+            if sampled or (points is not None and passage.rsplit(":", 1)[0] not in points):
                 continue
             decision_recorded = recorded_at is not None and position > recorded_at
             label = f"invocation {invocation}: {passage}"
