@@ -83,7 +83,7 @@ def test_http_tool_and_egress_policy_load_without_httpx() -> None:
     assert "httpx" not in _loaded(body)
 
 
-def test_a_run_that_sends_nothing_never_imports_httpx(tmp_path: Path) -> None:
+def test_a_run_that_sends_nothing_imports_neither_httpx_nor_pydantic(tmp_path: Path) -> None:
     (tmp_path / ".proctor").mkdir()
     skill = Path(__file__).resolve().parents[2] / "examples" / "hello-world"
     body = f"""
@@ -98,5 +98,7 @@ assert json.loads(out.getvalue())["outcome"] == "completed", out.getvalue()
 """
     env = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
     loaded = _loaded(body, cwd=tmp_path, env=env)
+    # The run's documents are strict records (proctor.contracts.strict), not pydantic models.
     assert "httpx" not in loaded
-    assert "pydantic" in loaded  # the probe saw the run's own imports
+    assert "pydantic" not in loaded and "pydantic_core" not in loaded
+    assert "yaml" in loaded and "sqlite3" in loaded  # the probe saw the run's own imports

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from proctor.contracts.strict import Record, Rule, field
 
 __all__ = [
     "CONNECTOR_NAME_PATTERN",
@@ -30,14 +30,10 @@ __all__ = [
 CONNECTOR_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 OPERATION_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,3}$"
 JsonSchema = dict[str, Any]
-NonEmpty = Annotated[str, Field(min_length=1, max_length=4096)]
+NonEmpty = Annotated[str, Rule(min_length=1, max_length=4096)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class RequestTemplate(_Model):
+class RequestTemplate(Record):
     """How an operation's inputs become one HTTP request.
 
     ``path`` starts with ``/`` and may hold ``{name}`` placeholders (each an input, sent
@@ -46,35 +42,35 @@ class RequestTemplate(_Model):
     """
 
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-    path: Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^/")]
-    query: dict[NonEmpty, Any] = {}
-    json_body: Any = Field(default=None, alias="json")
+    path: Annotated[str, Rule(min_length=1, max_length=2048, pattern=r"^/")]
+    query: dict[NonEmpty, Any] = field(default_factory=dict)
+    json_body: Annotated[Any, Rule(alias="json")] = None
 
 
-class Readback(_Model):
+class Readback(Record):
     """What a write's effect looks like when read: a read operation, its inputs, and the JSON
     pointers into its result that must equal the given values (references to the write's
     inputs)."""
 
     operation: NonEmpty
-    inputs: dict[NonEmpty, Any] = {}
-    match: Annotated[dict[NonEmpty, Any], Field(min_length=1)]
+    inputs: dict[NonEmpty, Any] = field(default_factory=dict)
+    match: Annotated[dict[NonEmpty, Any], Rule(min_length=1)]
 
 
-class OperationCost(_Model):
+class OperationCost(Record):
     """The quoted price of one call, in millionths of a US dollar."""
 
-    usd_micro: Annotated[int, Field(ge=0, le=10**12)]
+    usd_micro: Annotated[int, Rule(ge=0, le=10**12)]
     per: Literal["call"]
 
 
-class Operation(_Model):
+class Operation(Record):
     """One declared provider call."""
 
     description: NonEmpty | None = None
     verb: Literal["read", "write"]
     request: RequestTemplate
-    inputs: JsonSchema = Field(
+    inputs: JsonSchema = field(
         default_factory=lambda: {"type": "object", "properties": {}, "additionalProperties": False}
     )
     result: dict[NonEmpty, str] | None = None
@@ -83,14 +79,14 @@ class Operation(_Model):
     cost: OperationCost | None = None
 
 
-class Connector(_Model):
+class Connector(Record):
     """A validated connector manifest."""
 
-    name: Annotated[str, Field(pattern=CONNECTOR_NAME_PATTERN)]
+    name: Annotated[str, Rule(pattern=CONNECTOR_NAME_PATTERN)]
     description: NonEmpty | None = None
     base_url: NonEmpty
     credential: NonEmpty | None = None
     operations: Annotated[
-        dict[Annotated[str, Field(pattern=OPERATION_NAME_PATTERN)], Operation],
-        Field(min_length=1, max_length=256),
+        dict[Annotated[str, Rule(pattern=OPERATION_NAME_PATTERN)], Operation],
+        Rule(min_length=1, max_length=256),
     ]

@@ -4,9 +4,9 @@ returns. Its JSON Schema is emitted by :func:`run_envelope_schema`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from proctor.contracts.strict import Record, Rule, field, json_schema
 
 RUN_SCHEMA: Literal["proctor.run.v1"] = "proctor.run.v1"
 
@@ -14,10 +14,8 @@ Status = Literal["sealed", "needs_agent", "needs_approval", "needs_credential"]
 Outcome = Literal["completed", "failed", "blocked", "declined", "superseded", "killed"]
 
 
-class Refusal(BaseModel):
+class Refusal(Record):
     """Why a call, a step or a whole run was refused or failed. Never carries a secret."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     code: str
     message: str
@@ -26,10 +24,8 @@ class Refusal(BaseModel):
     rule_id: str | None = None
 
 
-class TraceEntry(BaseModel):
+class TraceEntry(Record):
     """One call a step made, as the envelope shows it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     step: str
     tool: str
@@ -37,11 +33,11 @@ class TraceEntry(BaseModel):
     outcome: Literal["completed", "failed", "refused"]
     code: str | None = None
     message: str | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     receipt_id: str | None = None
 
 
-class RunEnvelope(BaseModel):
+class RunEnvelope(Record, frozen=False):
     """The outcome of a run (or its pause) as programs read it.
 
     ``status`` is ``sealed`` (with an ``outcome`` and a ``receipt_id``), or a pause:
@@ -55,9 +51,7 @@ class RunEnvelope(BaseModel):
     left out otherwise.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    schema_: Literal["proctor.run.v1"] = Field(default=RUN_SCHEMA, alias="schema")
+    schema_: Annotated[Literal["proctor.run.v1"], Rule(alias="schema")] = RUN_SCHEMA
     status: Status
     outcome: Outcome | None = None
     run_id: str | None
@@ -66,17 +60,17 @@ class RunEnvelope(BaseModel):
     method: str | None = None
     result: Any = None
     refusal: Refusal | None = None
-    trace: list[TraceEntry] = Field(default_factory=list)
+    trace: list[TraceEntry] = field(default_factory=list)
     requests: list[dict[str, Any]] | None = None
     answers_template: dict[str, Any] | None = None
     resume_command: str | None = None
     audit_lost: int = 0
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     spend_micro_usd: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The envelope as a JSON-ready mapping, with ``schema`` as its first key."""
-        doc = self.model_dump(mode="json", by_alias=True, exclude_none=False)
+        doc = self.model_dump()
         if doc.get("spend_micro_usd") is None:
             doc.pop("spend_micro_usd", None)
         return doc
@@ -84,4 +78,4 @@ class RunEnvelope(BaseModel):
 
 def run_envelope_schema() -> dict[str, Any]:
     """The JSON Schema of ``proctor.run.v1``."""
-    return RunEnvelope.model_json_schema(by_alias=True)
+    return json_schema(RunEnvelope)

@@ -16,11 +16,10 @@ only; :mod:`proctor.core.resume` checks each entry against the run's requests.
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing import Annotated, Any, Literal
 
 from proctor.contracts import json_strict
+from proctor.contracts.strict import Record, Rule, StrictError, field
 from proctor.errors import ParseError, ResumeRefused
 
 __all__ = [
@@ -34,55 +33,51 @@ __all__ = [
 ]
 
 RESUME_SCHEMA = "proctor.resume.v1"
-Digest = str
+Digest = Annotated[str, Rule(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class TurnFailure(_Model):
+class TurnFailure(Record):
     """Why an agent turn could not be done (the turn's failure lane)."""
 
-    reason: str = Field(min_length=1, max_length=4000)
+    reason: Annotated[str, Rule(min_length=1, max_length=4000)]
 
 
-class AnswerEntry(_Model):
+class AnswerEntry(Record):
     """An agent turn's output (``value``), or ``failure: {reason}`` when the turn cannot be
-    done, bound to the turn's request digest. Exactly one of the two."""
+    done, bound to the turn's request digest. Exactly one of the two: ``value: null`` is a
+    value, which is why the check reads the keys given, not the values."""
 
-    request_digest: Digest = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    request_digest: Digest
     value: Any = None
     failure: TurnFailure | None = None
 
-    @model_validator(mode="after")
-    def _one_of(self) -> AnswerEntry:
-        if ("value" in self.model_fields_set) == (self.failure is not None):
+    @classmethod
+    def _check_data(cls, data: dict[Any, Any]) -> None:
+        if ("value" in data) == (data.get("failure") is not None):
             raise ValueError("an answer takes value, or failure: {reason}, exactly one")
-        return self
 
 
-class ApprovalEntry(_Model):
+class ApprovalEntry(Record):
     """A person's decision: ``approved`` for an approval, ``value`` for a retry or questions."""
 
-    request_digest: Digest = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    request_digest: Digest
     approved: bool | None = None
-    reason: str | None = Field(default=None, max_length=4000)
+    reason: Annotated[str | None, Rule(max_length=4000)] = None
     value: dict[str, Any] | None = None
 
 
-class CloseSpec(_Model):
+class CloseSpec(Record):
     """How a host ends a run it will not continue."""
 
     outcome: Literal["declined", "superseded"]
 
 
-class ResumeDocument(_Model):
+class ResumeDocument(Record):
     """A validated ``proctor.resume.v1`` document."""
 
-    schema_: Literal["proctor.resume.v1"] | None = Field(default=None, alias="schema")
-    answers: dict[str, AnswerEntry] = {}
-    approvals: dict[str, ApprovalEntry] = {}
+    schema_: Annotated[Literal["proctor.resume.v1"] | None, Rule(alias="schema")] = None
+    answers: dict[str, AnswerEntry] = field(default_factory=dict)
+    approvals: dict[str, ApprovalEntry] = field(default_factory=dict)
     standing_approvals: list[dict[str, Any]] | None = None
     close: CloseSpec | None = None
 
@@ -122,9 +117,8 @@ def parse_resume_document(data: bytes | str | dict[str, Any]) -> ResumeDocument:
         raise ResumeRefused("the resume document is one JSON object", code="resume_invalid")
     try:
         return ResumeDocument.model_validate(doc)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "$"
+    except StrictError as exc:
+        where = ".".join(str(p) for p in exc.loc) or "$"
         raise ResumeRefused(
-            f"the resume document is invalid at {where}: {first['type']}", code="resume_invalid"
-        ) from exc
+            f"the resume document is invalid at {where}: {exc.message}", code="resume_invalid"
+        ) from None

@@ -1,8 +1,9 @@
 """Models of a skill package and its execution profile (``run.yaml``).
 
-Every model is strict (no coercion: ``"1"`` is not an int), refuses unknown fields and is
-frozen, so a held profile is the document as validated. Checks that need the whole profile
-(references between steps, ``default_method`` naming a method) live in
+Every model is a strict frozen record (:mod:`proctor.contracts.strict`: no coercion, ``"1"`` is
+not an int; unknown fields refused), so a held profile is the document as validated. Importing
+them compiles no schema, which keeps ``proctor run``'s start short. Checks that need the whole
+profile (references between steps, ``default_method`` naming a method) live in
 :mod:`proctor.parser.skill`, which builds these models.
 
 A step is one of several kinds, told apart by which key it carries: ``tool``, ``agent``,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from proctor.contracts.strict import Choice, Record, Rule, field
 
 __all__ = [
     "STEP_KINDS",
@@ -51,18 +52,19 @@ STEP_KINDS = ("tool", "agent", "ask", "skill", "operation", "worker")
 
 JsonSchema = dict[str, Any]
 StepInputs = dict[str, Any]
-StepId = Annotated[str, Field(pattern=STEP_ID_PATTERN)]
-NonEmpty = Annotated[str, Field(min_length=1)]
+StepId = Annotated[str, Rule(pattern=STEP_ID_PATTERN)]
+NonEmpty = Annotated[str, Rule(min_length=1)]
+EnvName = Annotated[str, Rule(pattern=ENV_NAME_PATTERN)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+class _Model(Record):
+    pass
 
 
 class CredentialDelivery(_Model):
     """How a resolved secret reaches the tool: today, one environment variable."""
 
-    env: Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
+    env: EnvName
 
 
 class CredentialAuth(_Model):
@@ -76,14 +78,14 @@ class CredentialRequirement(_Model):
 
     provider: NonEmpty
     audience: NonEmpty | None = None
-    auth: Annotated[dict[str, CredentialAuth], Field(min_length=1)]
+    auth: Annotated[dict[str, CredentialAuth], Rule(min_length=1)]
 
 
 class Environment(_Model):
     """Environment variables the skill reads: ``required`` ones must be set."""
 
-    required: list[Annotated[str, Field(pattern=ENV_NAME_PATTERN)]] = []
-    optional: list[Annotated[str, Field(pattern=ENV_NAME_PATTERN)]] = []
+    required: list[EnvName] = field(default_factory=list)
+    optional: list[EnvName] = field(default_factory=list)
 
 
 class _StepBase(_Model):
@@ -93,7 +95,7 @@ class _StepBase(_Model):
 class Cost(_Model):
     """The declared price of a priced act, in micro-dollars per ``per``."""
 
-    usd_micro: Annotated[int, Field(ge=0, le=2**53 - 1)]
+    usd_micro: Annotated[int, Rule(ge=0, le=2**53 - 1)]
     per: Literal["call", "1k_tokens_in", "1k_tokens_out"] = "call"
 
 
@@ -102,7 +104,7 @@ class ToolStep(_StepBase):
     ``http.request`` step's call (see :mod:`proctor.core.spend`)."""
 
     tool: NonEmpty
-    inputs: StepInputs = {}
+    inputs: StepInputs = field(default_factory=dict)
     credential: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
     reason: str | None = None
@@ -112,15 +114,15 @@ class ToolStep(_StepBase):
 class AgentCalls(_Model):
     """What an agent turn may call; naming nothing offers nothing."""
 
-    tools: list[NonEmpty] = []
-    skills: list[NonEmpty] = []
-    operations: list[NonEmpty] = []
+    tools: list[NonEmpty] = field(default_factory=list)
+    skills: list[NonEmpty] = field(default_factory=list)
+    operations: list[NonEmpty] = field(default_factory=list)
 
 
 class AgentContext(_Model):
     """Skills whose SKILL.md a turn reads as untrusted, advisory context (never authority)."""
 
-    skills: Annotated[list[NonEmpty], Field(min_length=1, max_length=8)]
+    skills: Annotated[list[NonEmpty], Rule(min_length=1, max_length=8)]
 
 
 class AgentSpec(_Model):
@@ -128,8 +130,8 @@ class AgentSpec(_Model):
     ``context`` names skills whose SKILL.md the turn is shown as advisory context."""
 
     instructions: NonEmpty
-    inputs: StepInputs = {}
-    calls: AgentCalls = AgentCalls()
+    inputs: StepInputs = field(default_factory=dict)
+    calls: AgentCalls = field(default_factory=lambda: AgentCalls())
     context: AgentContext | None = None
     ask: bool = False
     output: JsonSchema | None = None
@@ -156,13 +158,11 @@ class AskSpec(_Model):
     """Either an approval (``reason``) or questions for a person; exactly one of them."""
 
     reason: NonEmpty | None = None
-    questions: Annotated[list[AskQuestion], Field(min_length=1, max_length=3)] | None = None
+    questions: Annotated[list[AskQuestion], Rule(min_length=1, max_length=3)] | None = None
 
-    @model_validator(mode="after")
-    def _one_of(self) -> AskSpec:
+    def _check(self) -> None:
         if (self.reason is None) == (self.questions is None):
             raise ValueError("an ask step needs exactly one of 'reason' or 'questions'")
-        return self
 
 
 class AskStep(_StepBase):
@@ -175,7 +175,7 @@ class SkillReuse(_Model):
     """Reuse an earlier sealed child of the same package digest, method and canonical inputs
     that sealed at most ``max_age_seconds`` ago, instead of running it again."""
 
-    max_age_seconds: Annotated[int, Field(ge=0)]
+    max_age_seconds: Annotated[int, Rule(ge=0)]
 
 
 class SkillStep(_StepBase):
@@ -187,9 +187,9 @@ class SkillStep(_StepBase):
     """
 
     skill: NonEmpty
-    inputs: StepInputs = {}
+    inputs: StepInputs = field(default_factory=dict)
     for_each: NonEmpty | None = None
-    concurrency: Annotated[int, Field(ge=1)] | None = None
+    concurrency: Annotated[int, Rule(ge=1)] | None = None
     reuse: SkillReuse | None = None
 
 
@@ -197,7 +197,7 @@ class OperationStep(_StepBase):
     """A connector's declared provider call (``connector/op``) with a credential."""
 
     operation: NonEmpty
-    inputs: StepInputs = {}
+    inputs: StepInputs = field(default_factory=dict)
     credential: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
     reason: str | None = None
@@ -207,16 +207,16 @@ class WorkerLimits(_Model):
     """The limits a worker function runs under: CPU time, memory (address space), wall time
     and the size of its JSON result."""
 
-    cpu_seconds: Annotated[int, Field(ge=1, le=600)] = 10
-    memory_mb: Annotated[int, Field(ge=64, le=4096)] = 512
-    wall_seconds: Annotated[int, Field(ge=1, le=3600)] = 60
-    max_output_bytes: Annotated[int, Field(ge=1, le=16 * 1024 * 1024)] = 1024 * 1024
+    cpu_seconds: Annotated[int, Rule(ge=1, le=600)] = 10
+    memory_mb: Annotated[int, Rule(ge=64, le=4096)] = 512
+    wall_seconds: Annotated[int, Rule(ge=1, le=3600)] = 60
+    max_output_bytes: Annotated[int, Rule(ge=1, le=16 * 1024 * 1024)] = 1024 * 1024
 
 
 class WorkerCalls(_Model):
     """The tools a worker function may call back through admission (``ctx.call``)."""
 
-    tools: list[NonEmpty] = []
+    tools: list[NonEmpty] = field(default_factory=list)
 
 
 class WorkerSpec(_Model):
@@ -228,11 +228,11 @@ class WorkerSpec(_Model):
     """
 
     module: NonEmpty
-    function: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
-    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], str] = {}
-    limits: WorkerLimits = WorkerLimits()
-    calls: WorkerCalls = WorkerCalls()
-    max_calls: Annotated[int, Field(ge=0, le=10_000)] = 100
+    function: Annotated[str, Rule(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+    env: dict[EnvName, str] = field(default_factory=dict)
+    limits: WorkerLimits = field(default_factory=lambda: WorkerLimits())
+    calls: WorkerCalls = field(default_factory=lambda: WorkerCalls())
+    max_calls: Annotated[int, Rule(ge=0, le=10_000)] = 100
     write: bool = False
 
 
@@ -240,11 +240,11 @@ class WorkerStep(_StepBase):
     """Run a worker function of the package."""
 
     worker: WorkerSpec
-    inputs: StepInputs = {}
+    inputs: StepInputs = field(default_factory=dict)
 
 
 def _step_kind(value: Any) -> str | None:
-    if isinstance(value, BaseModel):
+    if isinstance(value, Record):
         return next((kind for kind in STEP_KINDS if hasattr(value, kind)), None)
     if not isinstance(value, dict):
         return None
@@ -253,17 +253,8 @@ def _step_kind(value: Any) -> str | None:
 
 
 Step = Annotated[
-    Annotated[ToolStep, Tag("tool")]
-    | Annotated[AgentStep, Tag("agent")]
-    | Annotated[AskStep, Tag("ask")]
-    | Annotated[SkillStep, Tag("skill")]
-    | Annotated[OperationStep, Tag("operation")]
-    | Annotated[WorkerStep, Tag("worker")],
-    Discriminator(
-        _step_kind,
-        custom_error_type="step_kind",
-        custom_error_message="a step needs exactly one of: " + ", ".join(STEP_KINDS),
-    ),
+    ToolStep | AgentStep | AskStep | SkillStep | OperationStep | WorkerStep,
+    Choice(_step_kind, STEP_KINDS, "a step needs exactly one of: " + ", ".join(STEP_KINDS)),
 ]
 """A step of any kind, chosen by the one kind key it carries."""
 
@@ -272,10 +263,10 @@ class Method(_Model):
     """A named entry point: its inputs, steps and result."""
 
     description: NonEmpty | None = None
-    inputs: JsonSchema = Field(
+    steps: Annotated[list[Step], Rule(min_length=1)]
+    inputs: JsonSchema = field(
         default_factory=lambda: {"type": "object", "properties": {}, "additionalProperties": False}
     )
-    steps: Annotated[list[Step], Field(min_length=1)]
     result_from: list[StepId] | None = None
     outputs: JsonSchema | None = None
     effects: Literal["none", "ask", "allow"] | None = None
@@ -287,11 +278,9 @@ class RunProfile(_Model):
 
     minimum_proctor: NonEmpty
     default_method: NonEmpty | None = None
-    credentials: dict[str, CredentialRequirement] = {}
-    environment: Environment = Environment()
-    methods: Annotated[
-        dict[Annotated[str, Field(pattern=STEP_ID_PATTERN)], Method], Field(min_length=1)
-    ]
+    methods: Annotated[dict[StepId, Method], Rule(min_length=1)]
+    credentials: dict[str, CredentialRequirement] = field(default_factory=dict)
+    environment: Environment = field(default_factory=lambda: Environment())
 
 
 class SkillPackage(_Model):

@@ -14,9 +14,8 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
 from proctor.contracts.connector import Connector, Operation
+from proctor.contracts.strict import StrictError
 from proctor.errors import ParseError, ProctorError
 from proctor.parser.refs import collect_refs
 from proctor.parser.skill import _at, _check_schema, format_path
@@ -47,7 +46,7 @@ def parse_connector(text: str, source: str, *, folder_name: str | None = None) -
         )
     try:
         connector = Connector.model_validate(data)
-    except ValidationError as exc:
+    except StrictError as exc:
         raise _translate(exc, source, positions) from None
     if folder_name is not None and connector.name != folder_name:
         raise _at(
@@ -199,14 +198,11 @@ def _check_refs(
             )
 
 
-def _translate(exc: ValidationError, source: str, positions: Positions) -> ParseError:
-    error = exc.errors(include_input=False, include_url=False)[0]
-    path: Path = tuple(error["loc"])
+def _translate(exc: StrictError, source: str, positions: Positions) -> ParseError:
+    path: Path = exc.loc
     where = format_path(path)
-    kind = error["type"]
-    if kind == "extra_forbidden":
+    if exc.kind == "extra_forbidden":
         return _at(source, positions, path, f"unknown field {where}", "connector_unknown_field")
-    if kind == "missing":
+    if exc.kind == "missing":
         return _at(source, positions, path, f"missing field {where}", "connector_missing_field")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return _at(source, positions, path, f"{where}: {message}", "connector_invalid")
+    return _at(source, positions, path, f"{where}: {exc.message}", "connector_invalid")

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from pydantic import ValidationError
-
 from proctor._version import __version__
 from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
+from proctor.contracts.strict import StrictError
 from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.parser.refs import Ref, collect_refs, parse_ref_string
 from proctor.parser.schemas import compile_schema, schema_problem
@@ -129,8 +128,8 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
     _check_minimum(data, source, positions, proctor_version)
     try:
         profile = RunProfile.model_validate(data)
-    except ValidationError as exc:
-        raise _translate(exc, data, source, positions) from None
+    except StrictError as exc:
+        raise _translate(exc, source, positions) from None
     _check_profile(profile, source, positions)
     return profile
 
@@ -199,7 +198,7 @@ def _position(positions: Positions, path: Path) -> tuple[int | None, int | None]
 
 
 def _data_path(loc: tuple[int | str, ...]) -> Path:
-    # Pydantic puts the union tag after methods.NAME.steps.N; the document has no such key.
+    # The checker puts the step's kind after methods.NAME.steps.N; the document has no such key.
     parts = list(loc)
     if (
         len(parts) > 5
@@ -212,20 +211,15 @@ def _data_path(loc: tuple[int | str, ...]) -> Path:
     return tuple(parts)
 
 
-def _translate(
-    exc: ValidationError, data: dict[str, Any], source: str, positions: Positions
-) -> ParseError:
-    """The first pydantic error as a ParseError naming the YAML path (never a value)."""
-    error = exc.errors(include_input=False, include_url=False)[0]
-    path = _data_path(error["loc"])
+def _translate(exc: StrictError, source: str, positions: Positions) -> ParseError:
+    """A record's refusal as a ParseError naming the YAML path (never a value)."""
+    path = _data_path(exc.loc)
     where = format_path(path)
-    kind = error["type"]
-    if kind == "extra_forbidden":
+    if exc.kind == "extra_forbidden":
         return _at(source, positions, path, f"unknown field {where}", "run_yaml_unknown_field")
-    if kind == "missing":
+    if exc.kind == "missing":
         return _at(source, positions, path, f"missing field {where}", "run_yaml_missing_field")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return _at(source, positions, path, f"{where}: {message}", "run_yaml_invalid")
+    return _at(source, positions, path, f"{where}: {exc.message}", "run_yaml_invalid")
 
 
 def _check_profile(profile: RunProfile, source: str, positions: Positions) -> None:
