@@ -127,80 +127,78 @@ def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
 
 def render_envelope(doc: dict[str, Any]) -> None:
     """A readable summary of a ``proctor.run.v1`` envelope, refusals explained."""
-    from rich.console import Console
-    from rich.markup import escape
+    from proctor.cli.paint import Out
+    from proctor.cli.paint import inert as t
 
-    out = Console(highlight=False, soft_wrap=True)
+    out = Out()
     outcome = str(doc.get("outcome") or doc.get("status"))
-    mark = {"completed": "[green]completed[/]"}.get(outcome, f"[red]{outcome}[/]")
-    out.print(
-        f"{mark}  {escape(str(doc.get('skill')))}#{escape(str(doc.get('method')))}"
-        f"  run {doc.get('run_id')}"
-    )
+    mark = out.style(outcome, "green" if outcome == "completed" else "red")
+    what = f"{doc.get('skill')}#{doc.get('method')}  run {doc.get('run_id')}"
+    out.print(f"{mark}  {t(what)}")
     for entry in doc.get("trace") or []:
-        status = entry["outcome"]
-        line = f"  step {escape(entry['step'])}: {escape(entry['tool'])} {status}"
+        line = f"  step {t(entry['step'])}: {t(entry['tool'])} {t(entry['outcome'])}"
         if entry.get("code"):
-            line += " " + escape(f"[{entry['code']}]")
+            line += f" [{t(entry['code'])}]"
         out.print(line)
         for warning in entry.get("warnings") or []:
-            out.print(f"    [yellow]warning[/] {escape(warning)}")
+            out.print("    ", out.style("warning", "yellow"), " ", t(warning))
     refusal = doc.get("refusal")
     if refusal:
         where = f" at step {refusal['step']}" if refusal.get("step") else ""
         rule = f" (rule {refusal['rule_id']})" if refusal.get("rule_id") else ""
         out.print(
-            f"[red]refused{escape(where)}[/]: {escape(refusal['message'])} "
-            + escape(f"[{refusal['code']}]{rule}")
+            out.style(f"refused{where}", "red"),
+            t(f": {refusal['message']} [{refusal['code']}]{rule}"),
         )
     if doc.get("result") is not None:
-        out.print("result: " + escape(json.dumps(doc["result"], ensure_ascii=False)))
+        out.print("result: " + t(json.dumps(doc["result"], ensure_ascii=False)))
     for note in doc.get("notes") or []:
-        out.print(f"[dim]note: {escape(note)}[/]")
+        out.print(out.style(f"note: {note}", "dim"))
     for request in doc.get("requests") or []:
         if request.get("kind") == "credential":
             continue  # needs_credential: its setup commands are in the notes above
         out.print(
-            f"[yellow]waiting[/] {escape(str(request.get('kind')))} at"
-            f" {escape(str(request.get('address')))}  {request.get('request_digest')}"
+            out.style("waiting", "yellow"),
+            t(f" {request.get('kind')} at {request.get('address')}"),
+            f"  {t(str(request.get('request_digest')))}",
         )
         for key in ("reason", "tool", "question"):
             if request.get(key):
-                out.print(f"    {key}: {escape(str(request[key]))}")
+                out.print(f"    {key}: {t(str(request[key]))}")
         for question in request.get("questions") or []:
             _print_question(out, question)
         payload = request.get("payload") or {}
         for change in payload.get("files") or []:
-            out.print(f"    {escape(str(change.get('op')))} {escape(str(change.get('path')))}")
-            out.print(escape(str(change.get("diff") or "")), end="")
+            out.print(f"    {t(str(change.get('op')))} {t(str(change.get('path')))}")
+            out.print(t(str(change.get("diff") or "")), end="")
         if payload.get("command"):
-            out.print("    argv: " + escape(json.dumps(payload["command"]["argv"])))
+            out.print("    argv: " + t(json.dumps(payload["command"]["argv"])))
         for q in request.get("questions") or []:
-            out.print(f"    ? {escape(str(q.get('prompt')))} (id {escape(str(q.get('id')))})")
+            out.print(f"    ? {t(str(q.get('prompt')))} (id {t(str(q.get('id')))})")
             for option in q.get("options") or []:
-                out.print(f"      - {escape(str(option))}")
+                out.print(f"      - {t(str(option))}")
     if doc.get("status") == "needs_approval":
-        out.print(f"decide in this terminal: proctor approve {doc.get('run_id')}")
+        out.print(f"decide in this terminal: proctor approve {t(str(doc.get('run_id')))}")
     if doc.get("answers_template"):
         out.print("answers template (fill it in, then pipe it to the command below):")
-        out.print(escape(json.dumps(doc["answers_template"], indent=2)))
+        out.print(t(json.dumps(doc["answers_template"], indent=2)))
     if doc.get("resume_command"):
-        out.print(f"resume: {escape(str(doc['resume_command']))}")
+        out.print(f"resume: {t(str(doc['resume_command']))}")
     if doc.get("receipt_id"):
-        out.print(f"receipt: {doc['receipt_id']}")
+        out.print(f"receipt: {t(str(doc['receipt_id']))}")
 
 
 def _print_question(out: Any, question: Any) -> None:
     """One question of a paused ask step: its id, prompt and what it takes."""
-    from rich.markup import escape
+    from proctor.cli.paint import inert as t
 
     if not isinstance(question, dict):
         return
     optional = "" if question.get("required", True) else " (optional)"
-    out.print(f"    question {escape(str(question.get('id')))}{optional}: ", end="")
-    out.print(escape(str(question.get("prompt") or "")))
+    out.print(f"    question {t(str(question.get('id')))}{optional}: ", end="")
+    out.print(t(str(question.get("prompt") or "")))
     choices = question.get("options") or question.get("choices") or []
     if choices:
-        out.print("      choices: " + ", ".join(escape(str(c)) for c in choices))
+        out.print("      choices: " + ", ".join(t(str(c)) for c in choices))
     if question.get("free_text") or not choices:
         out.print("      free text: answer with {text: ...}")

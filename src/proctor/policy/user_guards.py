@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import tomllib
 from hashlib import sha256
 from pathlib import Path
 
@@ -44,6 +43,8 @@ def guard_modules(workspace: Path) -> tuple[str, ...]:
         path = workspace / name
         if not path.is_file():
             continue
+        import tomllib  # read only when a workspace has a config file
+
         try:
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

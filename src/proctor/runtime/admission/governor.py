@@ -46,10 +46,9 @@ from proctor.runtime.admission.calls import Clock as Clock
 from proctor.runtime.admission.calls import Deliver as Deliver
 from proctor.runtime.admission.calls import utc_now as _utc_now
 from proctor.runtime.admission.names import name_refusal, recorded_name
-from proctor.runtime.admission.operations import approval_required, operation_spec
+from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
-from proctor.runtime.connectors.operations import quoted
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (

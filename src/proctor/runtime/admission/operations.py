@@ -13,15 +13,29 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from proctor.errors import RefusedCall
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.calls import CallSpec
-from proctor.runtime.connectors.operations import IDEMPOTENCY_ARG, OperationTool, provider_key
 from proctor.runtime.tools.base import Tool
 from proctor.runtime.tools.store import STORE_WRITES
 
-__all__ = ["approval_required", "operation_spec"]
+if TYPE_CHECKING:
+    from proctor.runtime.connectors.operations import OperationTool
+
+__all__ = ["approval_required", "operation_spec", "quoted"]
+
+_OPERATION_PREFIX = "operation:"  # connectors.operations.OPERATION_PREFIX, read without its import
+
+
+def _operation(tool: Tool | None) -> OperationTool | None:
+    # Connector operations (and what they import) load only for a run that names one.
+    if tool is None or not tool.name.startswith(_OPERATION_PREFIX):
+        return None
+    from proctor.runtime.connectors.operations import OperationTool
+
+    return tool if isinstance(tool, OperationTool) else None
 
 
 def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None) -> CallSpec:
@@ -34,9 +48,12 @@ def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None
     """
     if tool is None or tool.name not in spec.allowance:
         return spec
+    operation = _operation(tool)
     store_write = tool.name in STORE_WRITES
-    if not store_write and not (isinstance(tool, OperationTool) and tool.is_write):
+    if not store_write and not (operation is not None and operation.is_write):
         return spec
+    from proctor.runtime.connectors.operations import IDEMPOTENCY_ARG, provider_key
+
     args = dict(spec.args)
     key = args.get(IDEMPOTENCY_ARG)
     if key is None:
@@ -48,8 +65,8 @@ def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None
             code="idempotency_key_required",
         )
     args[IDEMPOTENCY_ARG] = key
-    if isinstance(tool, OperationTool):
-        scoped = provider_key(tool, key)
+    if operation is not None:
+        scoped = provider_key(operation, key)
     else:
         scoped = "store:" + digest({"package": package, "tool": tool.name, "key": key})
     return replace(spec, args=args, idempotency_key=scoped)
@@ -57,4 +74,14 @@ def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None
 
 def approval_required(tool: Tool) -> bool:
     """True for an operation every call of which waits on a person's approval."""
-    return isinstance(tool, OperationTool) and tool.approval_required
+    operation = _operation(tool)
+    return operation is not None and operation.approval_required
+
+
+def quoted(tool: Tool) -> dict[str, Any]:
+    """``{"quote": {usd_micro, per}}`` for a call record of a priced operation, else ``{}``."""
+    if _operation(tool) is None:
+        return {}
+    from proctor.runtime.connectors.operations import quoted as operation_quoted
+
+    return operation_quoted(tool)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +246,8 @@ def _drive_all(run: StepRunner, calls: list[ChildCall], lanes: int) -> list[RunE
     """Every child driven, ``lanes`` at a time; the first error (a stop) raised after all end."""
     if lanes <= 1 or len(calls) <= 1:
         return [_drive_one(run, call) for call in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="proctor-child") as pool:
         futures = [pool.submit(_drive_one, run, call) for call in calls]
         results: list[RunEnvelope] = []

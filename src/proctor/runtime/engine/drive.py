@@ -50,7 +50,6 @@ from proctor.runtime.engine.host import (
     StepPause,
     narrow_outputs,
 )
-from proctor.runtime.engine.pyfunc_step import worker_step
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
@@ -322,6 +321,8 @@ class RunDriver(DriverParts):
 
             return operation_step(self, governor, index, step, inputs, outputs)
         if isinstance(step, WorkerStep):
+            from proctor.runtime.engine.pyfunc_step import worker_step
+
             return worker_step(self, governor, index, step, inputs, outputs)
         if step.tool in ("store.events.append", "store.key.put"):
             from proctor.runtime.engine.operations import store_step

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
-
 from proctor.errors import ToolFailed
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
 
 if TYPE_CHECKING:
+    import psutil
+
     from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = [
@@ -177,6 +177,8 @@ def _capture_sandbox(running: Running, fd: int, deadline: float) -> None:
     a pidfd of it. While bubblewrap runs, that process is its unreaped child, so the pid is
     still its own; psutil's start-time check confirms the pidfd was opened on it. (The pipe is
     not inherited by the program, so it cannot write a pid of its choosing there.)"""
+    import psutil  # loaded when a process is ended, not at start-up
+
     data = b""
     try:
         while time.monotonic() < deadline and b"}" not in data:
@@ -230,6 +232,8 @@ def wait_for(running: Running, deadline: float) -> bool:
 def _kill_tree(running: Running) -> list[psutil.Process]:
     """Kill everything the program started; return the processes to wait for (under
     bubblewrap the sandbox's first process alone: its end ends the namespace)."""
+    import psutil  # loaded when a process is ended, not at start-up
+
     proc = running.proc
     family: list[psutil.Process] = []
     if running.inner is not None:
@@ -252,6 +256,8 @@ def _kill_tree(running: Running) -> list[psutil.Process]:
 def _wait_gone(running: Running, family: list[psutil.Process]) -> None:
     """Wait until each process is gone or a zombie (a PID namespace's first process is a
     zombie only once every process in its namespace is dead)."""
+    import psutil  # loaded when a process is ended, not at start-up
+
     deadline = time.monotonic() + _REAP_SECONDS
     if running.inner_fd is not None:
         try:

@@ -13,6 +13,11 @@ Refusals: ``process_unknown`` (no such process, or one another run started),
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
 import base64
 import contextlib
 import fcntl
@@ -25,8 +30,6 @@ import struct
 import time
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from proctor.errors import RefusedCall, ToolFailed
 
@@ -246,6 +249,8 @@ def stop(folder: Path) -> dict[str, Any]:
     """Stop the process: SIGTERM to its whole tree, SIGKILL after a grace period; return once
     its supervisor has ended (the tree with it). A supervisor that died without ending the
     tree has its recorded program tree killed here."""
+    import psutil  # loaded when a process is ended, not at start-up
+
     state = _json(folder / "state.json")
     supervisor = state.get("supervisor_pid")
     if running(folder):
@@ -264,6 +269,8 @@ def stop(folder: Path) -> dict[str, Any]:
 
 
 def _wait_pid(pid: int, seconds: float) -> None:
+    import psutil  # loaded when a process is ended, not at start-up
+
     try:
         fd = os.pidfd_open(pid)
     except OSError:

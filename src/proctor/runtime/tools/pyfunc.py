@@ -27,6 +27,11 @@ Failures (:class:`~proctor.errors.ToolFailed`): ``worker_failed`` (the function 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
 import base64
 import contextlib
 import hashlib
@@ -43,8 +48,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
-
-import psutil
 
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
@@ -204,6 +207,8 @@ def _error(code: str, message: str) -> dict[str, Any]:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
+    import psutil  # loaded when a process is ended, not at start-up
+
     with contextlib.suppress(psutil.Error):
         for member in psutil.Process(proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
