@@ -225,8 +225,9 @@ class Record(metaclass=_RecordType):
         """
         return typing.cast(R, _fields(cls).build(data, ()))
 
-    def model_dump(self) -> dict[str, Any]:
-        """The record as plain data (nested records as mappings), keyed by alias."""
+    def model_dump(self, *, mode: str = "json") -> dict[str, Any]:
+        """The record as plain data (nested records as mappings, tuples as lists), keyed by
+        alias; ``mode`` is accepted for callers written for models of either kind."""
         out: dict[str, Any] = {}
         for spec in _fields(type(self)).specs:
             out[spec.key] = _dump(getattr(self, spec.name))

@@ -73,6 +73,8 @@ def test_counters_equal_a_recount_through_claims_settlements_and_steps(tmp_path:
     other = SQLiteRunStore(tmp_path / "runs.sqlite")
     assert other.run_counts("r") == RunCounts(4, 2, 1)
     other.record_call(_call("r", "c/1", "c", "completed"))
+    assert store.run_counts("r") == RunCounts(4, 2, 1)  # a read waits for its process's commit
+    other.flush()
     assert store.run_counts("r") == _recount(store, "r") == RunCounts(5, 3, 1)
     other.close()
     store.close()

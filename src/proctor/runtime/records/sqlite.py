@@ -37,6 +37,10 @@ from proctor.runtime.records.sqlite_counts import COUNT_ROWS
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 
+_PENDING_MAX = 256
+"""At most this many call records wait for a commit (a turn making many reads in a row)."""
+
+
 class SQLiteRunStore:
     """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
     for claims, so an effect's claim survives a power cut as well as a process kill)."""
@@ -69,6 +73,9 @@ class SQLiteRunStore:
             raise
         self._lock = threading.RLock()
         self._depth = 0
+        # Calls that changed nothing, waiting to join the next commit (see record_call).
+        self._pending: list[tuple[Any, ...]] = []
+        self._joined: list[tuple[Any, ...]] = []
 
     def _open(self) -> None:
         """Switch to WAL and create the schema, safely beside other processes opening it.
@@ -141,9 +148,53 @@ class SQLiteRunStore:
 
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
+            if (self._pending or self._joined) and not sql.startswith("PRAGMA"):
+                return self._with_pending(sql, params)
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
             raise StoreError(f"run store error: {exc}") from exc
+
+    def _with_pending(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+        """Run ``sql`` with the waiting call records written first, in the same transaction
+        when there is one: a read's record commits with its step (or with the next effect's
+        claim, so records keep their order). A rollback puts them back in the queue."""
+        if sql == "ROLLBACK":
+            self._pending[:0], self._joined = self._joined, []
+            return self._conn.execute(sql, params)
+        if sql == "COMMIT":
+            self._joined = []
+            return self._conn.execute(sql, params)
+        if sql.startswith("BEGIN"):
+            cursor = self._conn.execute(sql, params)
+            self._join_pending()
+            return cursor
+        if self._depth:
+            self._join_pending()
+            return self._conn.execute(sql, params)
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._join_pending()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._joined = []
+        return self._conn.execute(sql, params)
+
+    def _join_pending(self) -> None:
+        # A batch that cannot be written (a call id recorded twice) is dropped whole, never
+        # put back: it would fail every later statement. Its calls changed nothing.
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._conn.executemany(self._CALL_INSERT, pending)
+            self._joined.extend(pending)
+
+    def flush(self) -> None:
+        """Commit the waiting records of calls that changed nothing (see :meth:`record_call`)."""
+        with self._lock:
+            if self._pending and not self._depth:
+                self._exec("SELECT 1")
 
     def _durable(self, sql: str, params: tuple[Any, ...]) -> None:
         """One write that must survive a crash before the caller goes on."""
@@ -294,11 +345,15 @@ class SQLiteRunStore:
             )
 
     def record_call(self, call: CallRecord) -> None:
+        """Record a call that changed nothing. It joins the next commit (its step's, or the
+        next effect's claim) rather than costing one of its own: any statement this store runs
+        next, a read included, writes it first. A crash before then loses only the record of a
+        call that changed nothing, which the step's re-run makes again."""
         call.state = "settled"
-        # One statement: in autocommit mode it is its own transaction (WAL, synchronous=NORMAL),
-        # so a call with no effect costs one write, not BEGIN + INSERT + COMMIT.
         with self._lock:
-            self._exec(self._CALL_INSERT, self._call_params(call))
+            self._pending.append(self._call_params(call))
+            if len(self._pending) >= _PENDING_MAX:
+                self.flush()
 
     _call = staticmethod(call_from_row)
 
@@ -519,4 +574,7 @@ class SQLiteRunStore:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            try:
+                self.flush()
+            finally:
+                self._conn.close()
