@@ -36,7 +36,6 @@ from proctor.runtime.records.runs import (
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
-
 _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
 
