@@ -26,10 +26,10 @@ from _timing import measure
 from proctor.receipts.signing import signer_from_seed
 from proctor.registry.client import RegistryClient
 from proctor.registry.install import install
-from proctor.registry.manifest import sign_statement
-from proctor.registry.package import package_folder
 from proctor.registry.server import create_app
 from proctor.registry.store import RegistryStore
+from proctor.runtime.packages.manifest import sign_statement
+from proctor.runtime.packages.package import package_folder
 
 
 def _serve(store: RegistryStore) -> tuple[str, uvicorn.Server, threading.Thread, socket.socket]:

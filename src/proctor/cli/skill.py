@@ -31,10 +31,10 @@ def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict
     """
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.home.credentials import readiness, snapshot_environment
-    from proctor.runtime.skills import load_skill
+    from proctor.runtime.packages.resolve import resolve_skill
 
     root = Workspace.discover(cwd).root
-    loaded = load_skill(ref, cwd=cwd, workspace_root=root)
+    loaded = resolve_skill(ref, cwd=cwd, workspace_root=root)
     package = loaded.package
     methods: dict[str, Any] = {}
     credentials: list[dict[str, Any]] = []

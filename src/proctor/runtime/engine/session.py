@@ -43,8 +43,8 @@ from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
+from proctor.runtime.packages.resolve import reload_skill, resolve_skill
 from proctor.runtime.records.runs import RunRecord
-from proctor.runtime.skills import load_skill
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
@@ -318,7 +318,9 @@ class Session:
         from proctor.runtime.engine.drive import RunDriver
         from proctor.runtime.engine.start import check_parts, start_run
 
-        skill = load_skill(ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root)
+        skill = resolve_skill(
+            ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root, environ=self.environ
+        )
         if skill.package.profile is None:
             raise UsageError(
                 f"skill {skill.package.name} has no run.yaml, so it has no method to run",
@@ -346,6 +348,8 @@ class Session:
                 "started_at": self.clock().isoformat(),
             },
         )
+        if skill.origin is not None:
+            record.data["origin"] = skill.origin
         from proctor.runtime.directives import WRITABLE_DIRS, confined_run
 
         if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
@@ -541,11 +545,12 @@ class Session:
     def _reload(self, record: RunRecord) -> tuple[Any, Any]:
         from proctor.parser.skill import select_method
 
-        folder = record.data.get("package_folder")
-        if not isinstance(folder, str):
+        if not isinstance(record.data.get("package_folder"), str):
             raise ResumeRefused("the run's record names no package", code="package_changed")
         try:
-            skill = load_skill(folder, cwd=self.workspace.root, workspace_root=self.workspace.root)
+            skill = reload_skill(
+                record.data, workspace_root=self.workspace.root, environ=self.environ
+            )
         except ProctorError as exc:
             raise ResumeRefused(
                 f"the run's package cannot be read any more ({exc.code})", code="package_changed"

@@ -23,6 +23,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.http import http_tools
     from proctor.runtime.tools.procs import process_tools
     from proctor.runtime.tools.pyfunc import WORKER_RUN
+    from proctor.runtime.tools.receipts_tool import RECEIPTS_EXPLAIN
     from proctor.runtime.tools.store import store_tools
     from proctor.runtime.tools.text import TEXT_FORMAT
 
@@ -47,6 +48,7 @@ def _build() -> tuple[Tool, ...]:
         *git_tools(),
         *process_tools(),
         WORKER_RUN,
+        RECEIPTS_EXPLAIN,
         *agent_tools(native_tools),
     )
 
