@@ -87,18 +87,38 @@ def _authority(ctx: ToolContext, root: dict[str, Any], body: dict[str, Any]) -> 
 
     record = _run_record(ctx, root["receipt_id"])
     if record is None:
-        return {"known": False, "digest": body["authority_digest"], "refusal_codes": {}}
+        return {
+            "known": False,
+            "digest": body["authority_digest"],
+            "refusal_codes": {},
+            "decisions": [],
+        }
     held = authority_record(record.data)
     if digest(held) != body["authority_digest"]:
-        return {"known": False, "digest": body["authority_digest"], "refusal_codes": {}}
+        return {
+            "known": False,
+            "digest": body["authority_digest"],
+            "refusal_codes": {},
+            "decisions": [],
+        }
     codes: dict[str, list[str]] = {}
     for call in ctx.store.calls(record.run_id):
         settled = call.result if isinstance(call.result, dict) else {}
         error = settled.get("error") or {}
         if settled.get("status") in ("refused", "failed") and error.get("code"):
             codes.setdefault(f"{call.step_id}/{call.tool}", []).append(str(error["code"]))
+    decisions = []
+    for request in ctx.store.requests(record.run_id):
+        decision = request.decision or {}
+        if request.kind == "approval" and "approved" in decision:
+            who = decision.get("decided_by")
+            verb = "approved" if decision["approved"] else "declined"
+            decisions.append(
+                f"{request.address} {verb}" + (f" by {who}" if who else " by the host")
+            )
     return {
         "known": True,
+        "decisions": decisions,
         "digest": body["authority_digest"],
         "effects": held.get("effects"),
         "reach": held.get("reach"),
@@ -144,7 +164,7 @@ def _words(nodes: list[dict[str, Any]], authority: dict[str, Any]) -> dict[str, 
     step: str | None = None
     for node in nodes[1:]:
         refused, approved = _explain_verdicts(node["verdicts"])
-        approvals += approved
+        approvals += [a for a in approved if a not in approvals]
         if node["kind"] == "step" and node["depth"] == 1:
             step = node["step"]
             steps.append(
@@ -175,6 +195,11 @@ def _words(nodes: list[dict[str, Any]], authority: dict[str, Any]) -> dict[str, 
                 f"  Child run {node['skill']}#{node['method']} (in step {step}): "
                 f"{node['outcome']}" + _reason(node) + "."
             )
+    approvals += [
+        d
+        for d in authority["decisions"]
+        if d.split(" ")[0] not in {a.split(" ")[0] for a in approvals}
+    ]
     if approvals:
         lines.append("Approvals: " + "; ".join(approvals) + ".")
     else:
@@ -210,13 +235,22 @@ def _explain(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     result = verify_tree(receipt_id, load, seam["keys"])
     out: dict[str, Any] = {
         "receipt_id": receipt_id,
-        "verification": {"status": result.status, "reason": result.reason,
-                         "message": result.message, "receipts": result.receipts},
-    }  # fmt: skip
+        "verification": {
+            "status": result.status,
+            "reason": result.reason,
+            "message": result.message,
+            "receipts": result.receipts,
+        },
+    }
     if result.status == "invalid":
-        out.update(steps=[], refusals=[], approvals=[], authority=None,
-                   text=f"The receipt tree does not verify: {result.message}. It is not "
-                   "explained: what it says cannot be trusted.")  # fmt: skip
+        out.update(
+            steps=[],
+            refusals=[],
+            approvals=[],
+            authority=None,
+            text=f"The receipt tree does not verify: {result.message}. It is not "
+            "explained: what it says cannot be trusted.",
+        )
         return out
     nodes: list[dict[str, Any]] = []
     _node(load, receipt_id, 0, nodes)
@@ -231,7 +265,9 @@ def _explain(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     status = "Verified" if result.status == "verified" else "Intact but unverified"
     words["text"] = f"{status}: {result.message}.\n" + words["text"]
     out.update(words)
-    out["authority"] = {k: v for k, v in authority.items() if k != "refusal_codes"}
+    out["authority"] = {
+        k: v for k, v in authority.items() if k not in ("refusal_codes", "decisions")
+    }
     out["run"] = {
         k: nodes[0].get(k) for k in ("skill", "method", "outcome", "seal_reason", "package")
     }

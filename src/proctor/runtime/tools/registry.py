@@ -21,6 +21,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.fs_walk import FS_LIST, FS_SEARCH
     from proctor.runtime.tools.git import git_tools
     from proctor.runtime.tools.http import http_tools
+    from proctor.runtime.tools.inspect_tools import AUDIT_SUMMARY, SKILLS_INSPECT
     from proctor.runtime.tools.procs import process_tools
     from proctor.runtime.tools.pyfunc import WORKER_RUN
     from proctor.runtime.tools.receipts_tool import RECEIPTS_EXPLAIN
@@ -49,6 +50,8 @@ def _build() -> tuple[Tool, ...]:
         *process_tools(),
         WORKER_RUN,
         RECEIPTS_EXPLAIN,
+        SKILLS_INSPECT,
+        AUDIT_SUMMARY,
         *agent_tools(native_tools),
     )
 
