@@ -15,6 +15,7 @@ def _build() -> tuple[Tool, ...]:
     from proctor.runtime.tools.artifacts import ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE
     from proctor.runtime.tools.basic import DATA_DIGEST, ECHO
     from proctor.runtime.tools.command import COMMAND_EXECUTE
+    from proctor.runtime.tools.draft_tools import draft_tools
     from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
     from proctor.runtime.tools.fs_bundle import FS_APPLY_BUNDLE
     from proctor.runtime.tools.fs_trash import FS_DELETE, FS_RESTORE
@@ -53,6 +54,7 @@ def _build() -> tuple[Tool, ...]:
         SKILLS_INSPECT,
         AUDIT_SUMMARY,
         *agent_tools(native_tools),
+        *draft_tools(native_tools),
     )
 
 
