@@ -7,8 +7,10 @@ person, never sees one.
 ``skills.check_draft`` parses ``SKILL.md`` and ``run.yaml`` with the strict parser, requires the
 frontmatter name to be the one asked for, every method to declare its ``effects``, every tool
 step to name a native tool, at least one test, and every test to parse and name a method of the
-draft. It returns the files as ``fs.apply_bundle`` changes under ``drafts/<name>/``. It does not
-run the drafted tests (a run cannot start ``proctor test``): ``proctor test drafts/<name>`` does.
+draft. It returns the files as ``fs.apply_bundle`` changes under ``drafts/<name>/``, with
+``SKILL.md`` and ``run.yaml`` written as ``SKILL.md.draft`` and ``run.yaml.draft``: those two
+names grant authority and no run ever writes them, so making the draft a package is a person's
+rename. It does not run the drafted tests (a run cannot start ``proctor test``).
 
 ``policy.check_draft`` loads a policy file with the real loader (known guards, known tools,
 enforcement and on_error values) and refuses a policy id or rule id in the shipped ``proctor.``
@@ -77,8 +79,8 @@ def _check_skill(catalogue: Catalogue, _ctx: ToolContext, args: dict[str, Any]) 
             raise _bad(f"test {tname} names no method of the draft ({test.method!r})")
     base = f"drafts/{name}"
     changes = [
-        {"op": "create", "path": f"{base}/SKILL.md", "content": args["skill_md"]},
-        {"op": "create", "path": f"{base}/run.yaml", "content": args["run_yaml"]},
+        {"op": "create", "path": f"{base}/SKILL.md.draft", "content": args["skill_md"]},
+        {"op": "create", "path": f"{base}/run.yaml.draft", "content": args["run_yaml"]},
     ] + [
         {"op": "create", "path": f"{base}/tests/{tname}.yaml", "content": text}
         for tname, text in sorted(tests.items())
@@ -89,6 +91,11 @@ def _check_skill(catalogue: Catalogue, _ctx: ToolContext, args: dict[str, Any]) 
         "methods": sorted(package.profile.methods),
         "tests": sorted(tests),
         "changes": changes,
+        "next": [
+            f"mv {base}/SKILL.md.draft {base}/SKILL.md",
+            f"mv {base}/run.yaml.draft {base}/run.yaml",
+            f"proctor test {base}",
+        ],
     }
 
 
