@@ -5,9 +5,10 @@ read) and returns what it asks for: each method's effects and reach, every step'
 operation or agent allowance, credentials and how they are delivered, literal URLs it calls,
 and deterministic least-privilege findings. It returns no file contents except names.
 
-``audit.summary`` reads this workspace's audit log (never a path it is given: it has none) and
-counts refusals and warnings by tool, code and rule, newest first, with a bounded list of
-examples. Messages are not returned, only codes, so no refused argument is repeated.
+``audit.summary`` reads this workspace's audit log, or, when ``path`` names one, an audit log
+file inside the reach (an exported copy; contained like any read), and counts refusals and
+warnings by tool, code and rule, newest first, with a bounded list of examples. Messages are
+not returned, only codes, so no refused argument is repeated.
 """
 
 from __future__ import annotations
@@ -173,12 +174,18 @@ SKILLS_INSPECT = Tool(
 )
 
 
+def _log_arg(args: Any) -> list[tuple[str, Access]]:
+    path = args.get("path")
+    return [(path, "read")] if isinstance(path, str) and path else []
+
+
 def _summary(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from proctor.runtime.records.audit import audit_path
 
-    path = audit_path(ctx.workspace.root, os.environ)
+    named = args.get("path") or ""
+    path = ctx.workspace.resolve(named, "read").abs if named else None
     try:
-        raw = path.read_bytes()
+        raw = (path or audit_path(ctx.workspace.root, os.environ)).read_bytes()
     except FileNotFoundError:
         raw = b""
     except OSError as exc:
@@ -234,8 +241,13 @@ AUDIT_SUMMARY = Tool(
         "Count this workspace's audit log refusals and policy warnings by tool, code and rule"
         " (codes only, never messages or arguments)."
     ),
-    schema={"type": "object", "additionalProperties": False, "properties": {}},
+    schema={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"path": {"type": "string", "maxLength": 1000}},
+    },
     effect="read",
     handler=_summary,
+    paths=_log_arg,
     output_schema={"type": "object"},
 )
