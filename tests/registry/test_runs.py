@@ -24,7 +24,9 @@ from proctor.runtime.packages.package import package_folder
 from proctor.runtime.records.receipts import ReceiptStore, verify_receipt
 from tests.registry.conftest import Registry
 
-CHILD_MD = "---\nname: stamp\ndescription: Writes a stamp file and echoes.\nversion: 1.0.0\n---\nx\n"
+CHILD_MD = (
+    "---\nname: stamp\ndescription: Writes a stamp file and echoes.\nversion: 1.0.0\n---\nx\n"
+)
 CHILD_RUN = """minimum_proctor: 0.1.0
 methods:
   main:

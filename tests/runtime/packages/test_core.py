@@ -69,7 +69,7 @@ def test_receipt_audit_names_each_step_refusal_and_approval_of_a_real_run(
 
     env = s.run("proctor/receipt-audit", inputs={"receipt": done.receipt_id})
     assert env.outcome == "completed", env.refusal
-    out = (env.result or {})
+    out = env.result or {}
     assert out["verification"]["status"] == "verified"
     assert out["run"]["skill"] == "mixed" and out["run"]["outcome"] == "blocked"
     assert [(x["step"], x["outcome"]) for x in out["steps"]] == [
