@@ -176,7 +176,9 @@ def load_catalog(
                 )
             tools[name] = SkillTool(
                 name=name,
-                ref=f"{skill.folder}#{method_name}",
+                # a core or installed package is run by its name, so each call verifies it again
+                # and its receipt binds it; a local folder by its path
+                ref=f"{skill.label if skill.origin else skill.folder}#{method_name}",
                 skill=skill.package.name,
                 method=method_name,
                 description=_description(skill, method_name, method),
