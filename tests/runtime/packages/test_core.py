@@ -4,6 +4,7 @@ receipt-audit on a real run with a refusal, a policy warning and an approval."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,17 @@ def test_no_workspace_copy_or_installed_package_shadows_a_core_skill(tmp_path: P
             env = s.run(ref, inputs={"receipt": "sha256:" + "0" * 64}, cwd=cwd)
             assert env.refusal is not None and env.refusal.code == "receipt_not_found"
             assert not (root / "shadowed.txt").exists()
+    # as a child run too: a skill: step names the core skill, never the shadow beside it
+    parent_run = "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n"
+    parent_run += "      - {id: call, skill: proctor/receipt-audit, inputs: {receipt: x}}\n"
+    make_skill(root, "parent", parent_run)
+    (root / "skills" / "parent" / "proctor" / "receipt-audit").mkdir(parents=True)
+    for name in ("SKILL.md", "run.yaml"):
+        shutil.copy(root / "proctor" / "receipt-audit" / name,
+                    root / "skills" / "parent" / "proctor" / "receipt-audit" / name)  # fmt: skip
+    child = s.run(str(root / "skills" / "parent"))
+    assert child.refusal is not None and child.refusal.code == "receipt_target_invalid"
+    assert not (root / "shadowed.txt").exists()
     # a local folder of that name is reachable only by an explicit path
     local = s.run("./proctor/receipt-audit", inputs={"receipt": "x"}, cwd=root)
     assert local.outcome == "completed" and (root / "shadowed.txt").exists()

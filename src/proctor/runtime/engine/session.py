@@ -282,7 +282,9 @@ class Session:
         """Run one method of a skill to its seal or its first pause.
 
         Args:
-            ref: ``PATH[#METHOD]`` or a catalog name.
+            ref: ``PATH[#METHOD]``, a catalog name, a core skill ``proctor/<name>`` or an
+                installed package ``<publisher>/<name>@<version>``
+                (:mod:`proctor.runtime.packages.resolve`).
             inputs: inputs as one JSON object (``--inputs``).
             cli_inputs: ``name=value`` pairs typed by the method's schema (``-i``); they
                 override keys of ``inputs``.
@@ -300,6 +302,9 @@ class Session:
 
         Raises:
             UsageError / ParseError: the reference or the package is invalid (no run exists).
+            RegistryRefused: a core skill or installed package that does not verify
+                (``package_modified``, ``package_not_installed``, ``registry_untrusted``...;
+                no run exists).
             ConfigError: ``home_missing`` or a signing key that is exposed, invalid,
                 unreadable, uncreatable or missing (no run exists; see :mod:`.start`).
             ReceiptInvalid: ``receipt_store_foreign`` (no run exists).

@@ -105,6 +105,11 @@ def resolve_skill(
             "tier": installed.tier,
         }
     loaded = load_skill(str(folder), cwd=folder, workspace_root=workspace_root)
+    if kind == "core" and loaded.package_digest != origin["content_digest"]:
+        # the same digest over the same folder: a copy changed between its check and its read
+        from proctor.runtime.packages.manifest import RegistryRefused
+
+        raise RegistryRefused(f"{origin['ref']} changed while it was read", code="package_modified")
     return replace(loaded, label=str(origin["ref"]), method=method, origin=origin)
 
 
