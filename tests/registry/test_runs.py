@@ -158,9 +158,18 @@ def test_an_edited_installed_package_is_refused_and_nothing_runs(
     run_yaml.write_text(run_yaml.read_text().replace("stamped.txt", "evil.txt"))
     _skill(root / "skills" / "parent", CHILD_MD.replace("stamp", "parent"), PARENT_RUN)
     s = _session(root, home)
-    env = s.run(str(root / "skills" / "parent"))
-    assert env.outcome == "failed" and env.refusal is not None
-    assert env.refusal.code == "package_modified"
+    with pytest.raises(ProctorError) as parent:  # refused before the parent's run exists
+        s.run(str(root / "skills" / "parent"))
+    assert parent.value.code == "package_modified" and not s.store.list_runs()
+    assert not (root / "evil.txt").exists() and not (root / "stamped.txt").exists()
+    # one level down, the step that names it fails and the package never runs
+    middle = PARENT_RUN.replace("skill: acme/stamp@1.0.0", "skill: ../parent").replace(
+        "        inputs: {word: hello}\n", ""
+    )
+    _skill(root / "skills" / "outer", CHILD_MD.replace("stamp", "outer"), middle)
+    outer = s.run(str(root / "skills" / "outer"))
+    assert outer.outcome == "failed" and outer.refusal is not None, outer.refusal
+    assert outer.refusal.code == "package_modified", outer.refusal
     assert not (root / "evil.txt").exists() and not (root / "stamped.txt").exists()
     with pytest.raises(ProctorError) as direct:
         s.run("acme/stamp@1.0.0", inputs={"word": "hi"})

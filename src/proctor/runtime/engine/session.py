@@ -43,7 +43,7 @@ from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
-from proctor.runtime.packages.resolve import reload_skill, resolve_skill
+from proctor.runtime.packages.resolve import reload_skill, resolve_skill, verify_named_refs
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.testhooks import kill_point
 
@@ -334,6 +334,8 @@ class Session:
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
+        verify_named_refs(method, base=skill.folder, workspace_root=self.workspace.root,
+                          environ=self.environ)  # fmt: skip
         check_parts(self)
         kill_point("start.checked")
         if authority is None:

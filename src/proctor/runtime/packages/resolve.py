@@ -30,7 +30,7 @@ from proctor.errors import UsageError
 from proctor.parser.skill import parse_ref
 from proctor.runtime.skills import LoadedSkill, load_skill
 
-__all__ = ["is_named_ref", "reload_skill", "resolve_skill", "verify_origin"]
+__all__ = ["is_named_ref", "reload_skill", "resolve_skill", "verify_named_refs", "verify_origin"]
 
 CORE_NAMESPACE = "proctor"
 _INSTALLED = re.compile(r"[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9._-]*@[^#/\s]+")
@@ -159,3 +159,27 @@ def reload_skill(
     if not isinstance(folder, str):
         raise UsageError("the run's record names no package", code="origin_invalid")
     return load_skill(folder, cwd=workspace_root, workspace_root=workspace_root)
+
+
+def verify_named_refs(
+    method: Any, *, base: Path, workspace_root: Path, environ: Mapping[str, str] | None = None
+) -> None:
+    """Verify every core skill and installed package ``method``'s steps name (``skill:``,
+    ``calls.skills``, ``context.skills``) before its run starts, so a run whose package would
+    be refused later is refused now, with no run and no step; each is verified again when used.
+
+    Raises:
+        RegistryRefused / UsageError / ParseError: as :func:`resolve_skill`.
+    """
+    refs: list[str] = []
+    for step in method.steps:
+        named = getattr(step, "skill", None)
+        if isinstance(named, str):
+            refs.append(named)
+        agent = getattr(step, "agent", None)
+        if agent is not None:
+            refs += agent.calls.skills
+            refs += agent.context.skills if agent.context is not None else []
+    for ref in dict.fromkeys(refs):
+        if is_named_ref(ref):
+            resolve_skill(ref, cwd=base, workspace_root=workspace_root, environ=environ)
