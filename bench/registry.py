@@ -1,4 +1,5 @@
-"""Registry figures: install time of a 1 MiB package from a loopback registry, and search
+"""Registry figures: install time of a 1 MiB package from a loopback registry, what a run pays
+to load it by name (signature and bytes re-verified) and to load a core skill, and search
 latency over HTTP with 10,000 packages in the index.
 
 Run: ``.venv/bin/python bench/registry.py [--rounds N]``. The install is the whole client path
@@ -25,11 +26,12 @@ import uvicorn
 from _timing import measure
 from proctor.receipts.signing import signer_from_seed
 from proctor.registry.client import RegistryClient
-from proctor.registry.install import install
-from proctor.registry.manifest import sign_statement
-from proctor.registry.package import package_folder
+from proctor.registry.install import install, trust_registry_key
 from proctor.registry.server import create_app
 from proctor.registry.store import RegistryStore
+from proctor.runtime.packages.manifest import sign_statement
+from proctor.runtime.packages.package import package_folder
+from proctor.runtime.packages.resolve import resolve_skill
 
 
 def _serve(store: RegistryStore) -> tuple[str, uvicorn.Server, threading.Thread, socket.socket]:
@@ -73,6 +75,29 @@ def main() -> None:
 
             print(f"package: {built.size} bytes, {len(built.files)} files")
             measure("install 1 MiB package (loopback)", one_install, args.rounds, warm=2)
+
+            # What a run pays to name it: the signature and every byte verified on each load
+            held = base / "held"
+            (held / ".proctor").mkdir(parents=True)
+            install(client, "bench/big", workspace_root=held, trusted=trusted)
+            home = base / "home"
+            trust_registry_key(store.signer.public_key, {"PROCTOR_HOME": str(home)})
+            env = {"PROCTOR_HOME": str(home)}
+            ref = f"bench/big@{built.version}"
+            measure(
+                "resolve installed 1 MiB package for a run",
+                lambda: resolve_skill(ref, cwd=held, workspace_root=held, environ=env),
+                args.rounds * 5,
+                warm=2,
+            )
+            measure(
+                "resolve core skill proctor/receipt-audit",
+                lambda: resolve_skill(
+                    "proctor/receipt-audit", cwd=held, workspace_root=held, environ=env
+                ),
+                args.rounds * 5,
+                warm=2,
+            )
 
             db = sqlite3.connect(base / "registry" / "registry.db")
             now = time.time()

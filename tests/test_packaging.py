@@ -43,3 +43,28 @@ def test_the_sdist_carries_docs_and_examples(
     assert "docs/cli-json.md" in names and "docs/mcp.md" in names
     assert "examples/hello-world/run.yaml" in names
     assert "examples/hello-world/tests/greet.yaml" in names
+
+
+def test_the_wheel_carries_every_core_skill_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zipfile
+
+    build_meta = pytest.importorskip("setuptools.build_meta")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("pyproject.toml", "MANIFEST.in", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, tree / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".proctor")
+    shutil.copytree(REPO / "src", tree / "src", ignore=ignore)
+    monkeypatch.chdir(tree)
+    built = build_meta.build_wheel(str(tmp_path / "dist"))
+    with zipfile.ZipFile(tmp_path / "dist" / built) as wheel:
+        names = set(wheel.namelist())
+    shipped = REPO / "src" / "proctor" / "resources" / "core_skills"
+    expected = {
+        "proctor/resources/core_skills/" + p.relative_to(shipped).as_posix()
+        for p in shipped.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert len(expected) > 30 and expected <= names

@@ -90,6 +90,7 @@ JSON_COMMANDS = [
     ("check", "--json"),
     ("history", "--json"),
     ("key", "show", "--json"),
+    ("skill", "list", "--json"),
 ]
 
 

@@ -49,3 +49,13 @@ def test_help_does_not_import_the_mcp_sdk() -> None:
     loaded = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()]
     assert "proctor.cli.main" in loaded
     assert not [m for m in loaded if m.split(".")[0] in ("mcp", "mcp_types", "uvicorn")]
+
+
+def test_a_core_skill_is_served_by_its_name(ws: Ws) -> None:
+    env = {"PROCTOR_HOME": str(ws.root / ".home")}
+    catalog = load_catalog(["proctor/receipt-audit"], cwd=ws.root, workspace_root=ws.root,
+                           environ=env)  # fmt: skip
+    tool = catalog.tools["receipt-audit__audit"]
+    # run by name, so each call verifies the home's copy again and its receipt binds it
+    assert tool.ref == "proctor/receipt-audit#audit"
+    assert tool.input_schema["required"] == ["receipt"]

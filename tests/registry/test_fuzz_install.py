@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from proctor.receipts.signing import signer_from_seed
 from proctor.registry.client import RegistryClient
 from proctor.registry.install import install, parse_ref, required_tier
-from proctor.registry.manifest import countersign, sign_statement
-from proctor.registry.package import parse_files
+from proctor.runtime.packages.manifest import countersign, sign_statement
+from proctor.runtime.packages.package import parse_files
 from tests.fuzzing import FUZZ, mutated, only_proctor_errors
 
 _SKILL = b"---\nname: s\ndescription: d\nversion: 1.0.0\n---\nbody\n"

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proctor.receipts.signing import signer_from_seed
-from proctor.registry.manifest import sign_statement
-from proctor.registry.package import parse_files
 from proctor.registry.server import _publish
 from proctor.registry.store import RegistryStore
+from proctor.runtime.packages.manifest import sign_statement
+from proctor.runtime.packages.package import parse_files
 from tests.fuzzing import FUZZ, mutated, only_proctor_errors, spliced
 
 _SKILL = b"---\nname: s\ndescription: d\n---\nbody\n"

@@ -17,8 +17,8 @@ from proctor.registry.install import (
     trust_registry_key,
     trusted_registry_keys,
 )
-from proctor.registry.manifest import sign_statement
-from proctor.registry.package import package_folder
+from proctor.runtime.packages.manifest import sign_statement
+from proctor.runtime.packages.package import package_folder
 from tests.registry.conftest import Registry, write_skill
 
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from proctor.errors import ProctorError
 from proctor.receipts.signing import signer_from_seed
-from proctor.registry.manifest import countersign, sign_statement, verify_manifest
-from proctor.registry.package import package_folder, parse_files
+from proctor.runtime.packages.manifest import countersign, sign_statement, verify_manifest
+from proctor.runtime.packages.package import package_folder, parse_files
 from tests.fuzzing import FUZZ, mutated, only_proctor_errors
 from tests.registry.conftest import write_skill
 

@@ -11,9 +11,9 @@ import pytest
 
 from proctor.errors import ProctorError
 from proctor.registry.install import install, resolve_installed
-from proctor.registry.manifest import sign_statement
-from proctor.registry.package import package_folder
 from proctor.registry.store import RegistryStore
+from proctor.runtime.packages.manifest import sign_statement
+from proctor.runtime.packages.package import package_folder
 from tests.registry.conftest import make_registry, serve, write_skill
 
 URL = os.environ.get("PROCTOR_TEST_DATABASE_URL")

@@ -25,7 +25,7 @@ def package(skill_dir: Path, as_json: bool) -> None:
     Example: proctor package skills/summarise --json
     """
     from proctor.cli.render import dump_json
-    from proctor.registry.package import package_folder
+    from proctor.runtime.packages.package import package_folder
 
     built = package_folder(skill_dir)
     if as_json:

@@ -183,9 +183,9 @@ def publish(
     """
     from proctor.cli.render import dump_json
     from proctor.receipts.signing import parse_private_key_pem
-    from proctor.registry.manifest import check_name, sign_statement
-    from proctor.registry.package import package_folder
     from proctor.runtime.home.keys import load_signer
+    from proctor.runtime.packages.manifest import check_name, sign_statement
+    from proctor.runtime.packages.package import package_folder
 
     built = package_folder(skill_dir)
     name = f"{namespace}/{built.name}"
@@ -197,7 +197,7 @@ def publish(
         )
     manifest = answer.get("manifest", {})
     if manifest.get("content_digest") != built.content_digest or manifest.get("name") != name:
-        from proctor.registry.manifest import RegistryRefused
+        from proctor.runtime.packages.manifest import RegistryRefused
 
         raise RegistryRefused(
             "the registry recorded another name or digest than the package sent",

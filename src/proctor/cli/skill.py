@@ -1,4 +1,5 @@
-"""``proctor skill inspect``: what a skill offers and whether its credentials are ready."""
+"""``proctor skill inspect`` (what a skill offers and whether its credentials are ready) and
+``proctor skill list`` (core, workspace and installed skills)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import click
 
 @click.group("skill")
 def skill() -> None:
-    """Inspect skill packages.
+    """List and inspect skill packages.
 
     \b
     Example:
+      proctor skill list
       proctor skill inspect examples/hello-world
     """
 
@@ -31,10 +33,10 @@ def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict
     """
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.home.credentials import readiness, snapshot_environment
-    from proctor.runtime.skills import load_skill
+    from proctor.runtime.packages.resolve import resolve_skill
 
     root = Workspace.discover(cwd).root
-    loaded = load_skill(ref, cwd=cwd, workspace_root=root)
+    loaded = resolve_skill(ref, cwd=cwd, workspace_root=root)
     package = loaded.package
     methods: dict[str, Any] = {}
     credentials: list[dict[str, Any]] = []
@@ -119,3 +121,81 @@ def _render(doc: dict[str, Any]) -> None:
             out.print(f"  [red]not ready[/] {problem}; set it up with:")
             for command in entry["setup"]:
                 out.print("    " + escape(command))
+
+
+def list_document(cwd: Path) -> dict[str, Any]:
+    """The ``skill list`` document: core skills, the workspace's ``skills/`` catalog, and
+    packages installed from a registry (names only; nothing is verified or run).
+
+    Raises:
+        ConfigError: the home cannot be found.
+    """
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.packages.core import CORE_NAMESPACE, core_skill_names, shipped_folder
+    from proctor.runtime.packages.installed import ADDED_SKILLS
+
+    root = Workspace.discover(cwd).root
+    entries: list[dict[str, Any]] = []
+    for short in core_skill_names():
+        entries.append(
+            {
+                "ref": f"{CORE_NAMESPACE}/{short}",
+                "source": "core",
+                "description": _description(shipped_folder(short)),
+            }
+        )
+    catalog = root / "skills"
+    if catalog.is_dir():
+        for folder in sorted(p for p in catalog.iterdir() if (p / "SKILL.md").is_file()):
+            entries.append(
+                {"ref": folder.name, "source": "workspace", "description": _description(folder)}
+            )
+    added = root / ADDED_SKILLS
+    for version in sorted(added.glob("*/*/*")) if added.is_dir() else []:
+        if version.is_dir() and (version / "SKILL.md").is_file() and version.parts[-3] != "proctor":
+            entries.append(
+                {
+                    "ref": f"{version.parts[-3]}/{version.parts[-2]}@{version.name}",
+                    "source": "installed",
+                    "description": _description(version),
+                }
+            )
+    return {"skills": entries}
+
+
+def _description(folder: Path) -> str:
+    from proctor.errors import ProctorError
+    from proctor.parser.skill import parse_skill_md
+
+    try:
+        front, _ = parse_skill_md((folder / "SKILL.md").read_text("utf-8"), folder.name)
+    except (OSError, UnicodeDecodeError, ProctorError):
+        return "(SKILL.md unreadable)"
+    return str(front.get("description") or "")
+
+
+@skill.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a proctor.skill_list.v1 document.")
+def list_skills(as_json: bool) -> None:
+    """List the skills you can run here: proctor's core skills (proctor/<name>), the
+    workspace's skills/ catalog, and packages installed from a registry.
+
+    \b
+    Example:
+      proctor skill list
+    """
+    from proctor.cli.render import dump_json
+
+    doc = list_document(Path.cwd())
+    if as_json:
+        dump_json(doc, schema="proctor.skill_list.v1")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    out = Console(highlight=False, soft_wrap=True)
+    for entry in doc["skills"]:
+        out.print(
+            f"[bold]{escape(entry['ref'])}[/]  [dim]{entry['source']}[/]  "
+            f"{escape(entry['description'])}"
+        )

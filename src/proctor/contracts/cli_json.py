@@ -31,6 +31,7 @@ CLI_SCHEMAS: dict[str, str] = {
     "key show": "proctor.key.v1",
     "key rotate": "proctor.key_rotation.v1",
     "skill inspect": "proctor.skill_inspect.v1",
+    "skill list": "proctor.skill_list.v1",
     "test": "proctor.test.v1",
     "tool list": "proctor.tool_list.v1",
     "tool inspect": "proctor.tool.v1",

@@ -133,7 +133,7 @@ def load_catalog(
     """
     from proctor.mcp.annotations import method_annotations
     from proctor.runtime.home.credentials import readiness, snapshot_environment
-    from proctor.runtime.skills import load_skill
+    from proctor.runtime.packages.resolve import resolve_skill
     from proctor.runtime.tools.registry import native_tools
 
     registry = native_tools()
@@ -143,7 +143,7 @@ def load_catalog(
     snapshot = snapshot_environment(workspace_root, environ)
     tools: dict[str, SkillTool] = {}
     for ref in refs:
-        skill = load_skill(ref, cwd=cwd, workspace_root=workspace_root)
+        skill = resolve_skill(ref, cwd=cwd, workspace_root=workspace_root, environ=environ)
         profile = skill.package.profile
         if profile is None:
             raise UsageError(
@@ -176,7 +176,9 @@ def load_catalog(
                 )
             tools[name] = SkillTool(
                 name=name,
-                ref=f"{skill.folder}#{method_name}",
+                # a core or installed package is run by its name, so each call verifies it again
+                # and its receipt binds it; a local folder by its path
+                ref=f"{skill.label if skill.origin else skill.folder}#{method_name}",
                 skill=skill.package.name,
                 method=method_name,
                 description=_description(skill, method_name, method),

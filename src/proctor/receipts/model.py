@@ -29,7 +29,10 @@ A ``step`` or ``run`` receipt may have ``spend_micro_usd``: what a priced step's
 cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``). A ``step``
 receipt may have ``context_digests``: the SKILL.md digests its agent turn was shown as context.
 A ``run`` receipt may have ``reused_from``: the receipt id of the run a reused child took its
-result from (``reuse:``).
+result from (``reuse:``). A ``run`` receipt may have ``package``: ``{source, name, version,
+content_digest, manifest_digest}``, the registry name (``source`` ``registry``) or core skill
+name (``source`` ``core``, ``manifest_digest`` null) its package verified as when the run
+sealed; a run of a local folder has none.
 
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
@@ -262,6 +265,28 @@ def _check_context(value: object, kind: object) -> None:
         raise _bad("context_digests is a non-empty list of sha256:<hex> digests")
 
 
+_PACKAGE_KEYS = frozenset({"source", "name", "version", "content_digest", "manifest_digest"})
+
+
+def _check_package(value: object, kind: object) -> None:
+    if kind != "run":
+        raise _bad("only run receipts state package")
+    if type(value) is not dict or value.keys() != _PACKAGE_KEYS:
+        raise _bad(f"package must have exactly the keys {sorted(_PACKAGE_KEYS)}")
+    if value["source"] not in ("registry", "core"):
+        raise _bad("package.source is registry or core")
+    for name in ("name", "version"):
+        if type(value[name]) is not str or not value[name]:
+            raise _bad(f"package.{name} must be a non-empty string")
+    if not is_digest(value["content_digest"]):
+        raise _bad("package.content_digest must be sha256:<hex>")
+    manifest = value["manifest_digest"]
+    if (value["source"] == "core") != (manifest is None) or (
+        manifest is not None and not is_digest(manifest)
+    ):
+        raise _bad("package.manifest_digest is sha256:<hex> for a registry package, else null")
+
+
 def check_body(body: object) -> tuple[ChildRef, ...]:
     """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
 
@@ -270,7 +295,9 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     """
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
-    keys = body.keys() - {"spend_micro_usd", "context_digests", "reused_from"}
+    keys = body.keys() - {"spend_micro_usd", "context_digests", "reused_from", "package"}
+    if "package" in body:
+        _check_package(body["package"], body.get("kind"))
     if "reused_from" in body and (body.get("kind") != "run" or not is_digest(body["reused_from"])):
         raise _bad("reused_from is a run receipt's sha256:<hex> receipt id")
     if "spend_micro_usd" in body:

@@ -173,6 +173,7 @@ class ReceiptWriter:
         spend_micro_usd: int | None = None,
         context_digests: Sequence[str] | None = None,
         reused_from: str | None = None,
+        package: Mapping[str, Any] | None = None,
     ) -> Ref:
         """Build, sign (unless an amortized call), store and return one receipt's ref.
 
@@ -181,7 +182,8 @@ class ReceiptWriter:
         this receipt anchors. ``spend_micro_usd`` (step and run receipts) is what a priced
         step's call, or the run's tree, actually spent. ``context_digests`` (step receipts)
         are the SKILL.md digests an agent step was shown as context; ``reused_from`` (run
-        receipts) the receipt of the run a reused child took its result from.
+        receipts) the receipt of the run a reused child took its result from; ``package`` (run
+        receipts) the registry or core name its package verified as.
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
@@ -230,6 +232,8 @@ class ReceiptWriter:
             body["context_digests"] = list(context_digests)
         if reused_from is not None:  # a reused child run: the run receipt it took its result from
             body["reused_from"] = reused_from
+        if package is not None:  # the registry or core name the run's package verified as
+            body["package"] = dict(package)
         try:
             check_body(body)
         except ReceiptInvalid as exc:

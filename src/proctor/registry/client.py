@@ -16,8 +16,8 @@ from urllib.parse import quote
 import httpx
 
 from proctor.errors import UsageError
-from proctor.registry.manifest import RegistryRefused, check_name
-from proctor.registry.package import MAX_TRANSFER_BYTES, Package, check_version
+from proctor.runtime.packages.manifest import RegistryRefused, check_name
+from proctor.runtime.packages.package import MAX_TRANSFER_BYTES, Package, check_version
 
 __all__ = ["RegistryClient", "registry_url"]
 

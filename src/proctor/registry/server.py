@@ -32,9 +32,9 @@ from starlette.routing import Route
 from proctor.errors import ProctorError
 from proctor.receipts.canonical import canonical
 from proctor.receipts.signing import PublicKey
-from proctor.registry.manifest import RegistryRefused, check_name, countersign, statement
-from proctor.registry.package import MAX_TRANSFER_BYTES, parse_files
 from proctor.registry.store import RegistryStore
+from proctor.runtime.packages.manifest import RegistryRefused, check_name, countersign, statement
+from proctor.runtime.packages.package import MAX_TRANSFER_BYTES, parse_files
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "openapi_document"]
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem, signer_from_seed
 from proctor.registry.index import open_index
-from proctor.registry.manifest import RegistryRefused, check_name, tier_rank
-from proctor.registry.package import Package
 from proctor.runtime.home.files import write_private
+from proctor.runtime.packages.manifest import RegistryRefused, check_name, tier_rank
+from proctor.runtime.packages.package import Package
 from proctor.runtime.records.chain import GENESIS, line_digest
 
 __all__ = ["Publisher", "RegistryStore"]

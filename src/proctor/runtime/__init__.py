@@ -17,6 +17,8 @@ parts may use (its surface) and which parts it may import; import-linter enforce
 - ``storage``: a skill package's own state behind the ``store.*`` tools (SQLite, PostgreSQL,
   Redis);
 - ``records``: the run stores, the receipt store, the audit log, the signature pool;
+- ``packages``: skill packages from outside the workspace: package files and signed manifests,
+  installed registry packages, the core skills; ``resolve_skill`` reads any reference;
 - ``home``: ``PROCTOR_HOME``: the signing key, ``config.json``, presets, credentials;
 - ``boundary``: where a run meets the host: workspace containment and reach, the egress guard
   and transport, the sanitizer;

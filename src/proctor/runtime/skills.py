@@ -14,6 +14,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from proctor.contracts.skill import SkillPackage
 from proctor.errors import UsageError
@@ -38,6 +39,9 @@ class LoadedSkill:
     method: str | None
     tool_mapping: ToolMapping | None = None
     """An Agent Skills package's ``allowed-tools`` as proctor tools (``None``: it has run.yaml)."""
+    origin: dict[str, Any] | None = None
+    """Where a core skill or an installed package came from (``None``: a local folder); see
+    :mod:`proctor.runtime.packages.resolve`."""
 
 
 def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str | None]:

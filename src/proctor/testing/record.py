@@ -183,7 +183,7 @@ def record_test(
     from proctor.runtime.boundary.egress import EgressRoute, SystemResolver
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
-    from proctor.runtime.skills import load_skill
+    from proctor.runtime.packages.resolve import resolve_skill
 
     if out.exists():
         raise UsageError(f"{out.name!r} exists; record into a new file", code="record_out_exists")
@@ -194,7 +194,7 @@ def record_test(
         )
     prompter = prompter or TerminalPrompter()
     workspace = Workspace.discover(cwd)
-    skill = load_skill(ref, cwd=cwd, workspace_root=workspace.root)
+    skill = resolve_skill(ref, cwd=cwd, workspace_root=workspace.root)
     if skill.package.profile is None:
         raise UsageError(f"skill {skill.package.name} has no run.yaml", code="no_methods")
     method_name, method = select_method(skill.package.profile, skill.method)

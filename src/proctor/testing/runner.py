@@ -342,7 +342,8 @@ def _audit_lines(root: Path) -> list[dict[str, Any]]:
 
 
 def _seed_receipts(session: Any, case: Case, test: SkillTest) -> None:
-    """Place the test's ``setup.receipts`` in its store, each verified under the test key.
+    """Place the test's ``setup.receipts`` in its store, each verified under the test key,
+    with every receipt below it (read from the same folder, as the verification did).
 
     Raises:
         UsageError: ``test_receipt_invalid``: not a package-relative ``.json`` file, or it does
@@ -372,7 +373,19 @@ def _seed_receipts(session: Any, case: Case, test: SkillTest) -> None:
                 f"({result.reason})",
                 code="test_receipt_invalid",
             )
-        body = json.loads(data).get("body") or {}
-        session.receipts.put(
-            result.receipt_id, data, kind=str(body.get("kind")), outcome=str(body.get("outcome"))
-        )
+        _put_tree(session, file.parent, result.receipt_id, data)
+
+
+def _put_tree(session: Any, folder: Path, receipt_id: str, data: bytes) -> None:
+    """Store a verified receipt and its tree (children read from ``folder`` by id)."""
+    from proctor.receipts.model import parse_envelope
+    from proctor.runtime.records.receipts import receipt_hex
+
+    pending = [(receipt_id, data)]
+    while pending:
+        rid, raw = pending.pop()
+        env = parse_envelope(raw)
+        session.receipts.put(rid, raw, kind=env.kind, outcome=str(env.body.get("outcome")))
+        for child in env.children:
+            path = folder / f"{receipt_hex(child.receipt_id)}.json"
+            pending.append((child.receipt_id, path.read_bytes()))

@@ -27,8 +27,8 @@ from proctor.receipts.canonical import digest
 from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import ChildCall, RunHost
 from proctor.runtime.engine.start import start_run
+from proctor.runtime.packages.resolve import resolve_skill
 from proctor.runtime.records.runs import RunRecord
-from proctor.runtime.skills import load_skill
 
 __all__ = ["ChildHost", "drive_child"]
 
@@ -88,7 +88,9 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
     from proctor.parser.skill import select_method
 
     root = session.workspace.root
-    skill = load_skill(call.ref, cwd=Path(call.base), workspace_root=root)
+    skill = resolve_skill(
+        call.ref, cwd=Path(call.base), workspace_root=root, environ=session.environ
+    )
     if skill.package.profile is None:
         from proctor.errors import UsageError
 
@@ -117,6 +119,8 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
             "reuse_key": key,
         },
     )
+    if skill.origin is not None:
+        record.data["origin"] = skill.origin
     if source is not None:
         record.data["reused_from"] = {"run_id": source.run_id, "receipt_id": source.receipt_id}
     driver = RunDriver(session, record, skill, method, call.stop)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, CredentialError, ProctorError
 from proctor.runtime.admission.governor import CallOutcome
@@ -126,7 +126,7 @@ class DriverParts:
         extra = operation_credentials(self.method, self._operations_or_blocked())
         profile = self.record.data.get("credential_profile")
         try:
-            return prepare_delivery(
+            inner = prepare_delivery(
                 self.skill, self.method, run_id=self.run_id, store=self.s.store,
                 workspace_root=self.s.workspace.root, environ=self.s.environ,
                 authority=self.record.data.get("authority") or {},
@@ -138,6 +138,7 @@ class DriverParts:
             raise
         except (CredentialError, ConfigError) as exc:
             raise Blocked(exc.code, exc.message, "credential_unavailable") from exc
+        return with_receipts_seam(inner, self.s)
 
     def _unpriced(self, spec: CallSpec) -> CallOutcome | None:
         """Refuse before admission, sending nothing: a turn's priced call (``http.request``, an
@@ -202,3 +203,20 @@ class DriverParts:
 
         found = self._operations_or_blocked().get(tool)
         return None if found is None else quote_micro_usd(found)
+
+
+def with_receipts_seam(inner: Deliver, session: Any) -> Deliver:
+    """``inner``, plus the run's own receipt store and trusted keys for ``receipts.*`` tools
+    (and nothing for any other tool)."""
+
+    def deliver(spec: Any, tool: Any) -> dict[str, Any]:
+        out = inner(spec, tool)
+        if tool.name.startswith("receipts."):
+            from proctor.runtime.home.keys import trusted_local_keys
+            from proctor.runtime.tools.receipts_tool import RECEIPTS_EXTRA
+
+            keys = [session.signer.public_key, *trusted_local_keys(session.environ)]
+            out[RECEIPTS_EXTRA] = {"load": session.receipts.get, "keys": keys}
+        return out
+
+    return deliver

@@ -8,6 +8,7 @@ are built from the store's step settlements and calls, never from one process's 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -301,6 +302,7 @@ def _seal(
         audit_head=head,
         spend_micro_usd=spent,
         reused_from=(data.get("reused_from") or {}).get("receipt_id"),
+        package=bound_package(s, record.run_id, data),
     )
     lost = int(data.get("audit_lost") or 0) + s.audit.lost(record.run_id)
     envelope = RunEnvelope(
@@ -434,3 +436,28 @@ def _step_spend(store: Any, step: dict[str, Any]) -> int | None:
         if isinstance(spent, int):
             total = (total or 0) + spent
     return total
+
+
+def bound_package(session: RunHost, run_id: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The registry or core name a run's receipt binds: its recorded ``origin``, only while
+    the package still verifies against its signature (or the shipped bytes) at seal; an
+    edited copy binds nothing (the audit log says why)."""
+    origin = data.get("origin")
+    if not isinstance(origin, Mapping):
+        return None
+    from proctor.runtime.packages.resolve import verify_origin
+
+    try:
+        verify_origin(origin, workspace_root=session.workspace.root, environ=session.environ)
+    except ProctorError as exc:
+        session.audit.emit(
+            "package_unbound", run_id=run_id, step_index=None, name=origin.get("ref"), code=exc.code
+        )
+        return None
+    return {
+        "source": origin["source"],
+        "name": origin["name"],
+        "version": origin["version"],
+        "content_digest": origin["content_digest"],
+        "manifest_digest": origin["manifest_digest"],
+    }

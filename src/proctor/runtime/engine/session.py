@@ -43,8 +43,8 @@ from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
+from proctor.runtime.packages.resolve import reload_skill, resolve_skill, verify_named_refs
 from proctor.runtime.records.runs import RunRecord
-from proctor.runtime.skills import load_skill
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
@@ -282,7 +282,9 @@ class Session:
         """Run one method of a skill to its seal or its first pause.
 
         Args:
-            ref: ``PATH[#METHOD]`` or a catalog name.
+            ref: ``PATH[#METHOD]``, a catalog name, a core skill ``proctor/<name>`` or an
+                installed package ``<publisher>/<name>@<version>``
+                (:mod:`proctor.runtime.packages.resolve`).
             inputs: inputs as one JSON object (``--inputs``).
             cli_inputs: ``name=value`` pairs typed by the method's schema (``-i``); they
                 override keys of ``inputs``.
@@ -300,6 +302,9 @@ class Session:
 
         Raises:
             UsageError / ParseError: the reference or the package is invalid (no run exists).
+            RegistryRefused: a core skill or installed package that does not verify
+                (``package_modified``, ``package_not_installed``, ``registry_untrusted``...;
+                no run exists).
             ConfigError: ``home_missing`` or a signing key that is exposed, invalid,
                 unreadable, uncreatable or missing (no run exists; see :mod:`.start`).
             ReceiptInvalid: ``receipt_store_foreign`` (no run exists).
@@ -318,7 +323,9 @@ class Session:
         from proctor.runtime.engine.drive import RunDriver
         from proctor.runtime.engine.start import check_parts, start_run
 
-        skill = load_skill(ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root)
+        skill = resolve_skill(
+            ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root, environ=self.environ
+        )
         if skill.package.profile is None:
             raise UsageError(
                 f"skill {skill.package.name} has no run.yaml, so it has no method to run",
@@ -327,6 +334,8 @@ class Session:
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
+        verify_named_refs(method, base=skill.folder, workspace_root=self.workspace.root,
+                          environ=self.environ)  # fmt: skip
         check_parts(self)
         kill_point("start.checked")
         if authority is None:
@@ -346,6 +355,8 @@ class Session:
                 "started_at": self.clock().isoformat(),
             },
         )
+        if skill.origin is not None:
+            record.data["origin"] = skill.origin
         from proctor.runtime.directives import WRITABLE_DIRS, confined_run
 
         if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
@@ -541,11 +552,12 @@ class Session:
     def _reload(self, record: RunRecord) -> tuple[Any, Any]:
         from proctor.parser.skill import select_method
 
-        folder = record.data.get("package_folder")
-        if not isinstance(folder, str):
+        if not isinstance(record.data.get("package_folder"), str):
             raise ResumeRefused("the run's record names no package", code="package_changed")
         try:
-            skill = load_skill(folder, cwd=self.workspace.root, workspace_root=self.workspace.root)
+            skill = reload_skill(
+                record.data, workspace_root=self.workspace.root, environ=self.environ
+            )
         except ProctorError as exc:
             raise ResumeRefused(
                 f"the run's package cannot be read any more ({exc.code})", code="package_changed"

@@ -48,16 +48,21 @@ def context_skills(run: StepRunner, refs: list[str]) -> list[dict[str, Any]]:
     """
     import hashlib
 
-    from proctor.runtime.skills import load_skill
+    from proctor.runtime.packages.resolve import resolve_skill
 
     out = []
     for ref in refs:
-        skill = load_skill(ref, cwd=Path(run.skill.folder), workspace_root=run.s.workspace.root)
+        skill = resolve_skill(
+            ref,
+            cwd=Path(run.skill.folder),
+            workspace_root=run.s.workspace.root,
+            environ=run.s.environ,
+        )
         data = (Path(skill.folder) / "SKILL.md").read_bytes()
         text = data.decode("utf-8", errors="replace")
         out.append(
             {
-                "skill": skill.package.name,
+                "skill": skill.label if skill.origin is not None else skill.package.name,
                 "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
                 "text": text[:CONTEXT_LIMIT],
                 "truncated": len(text) > CONTEXT_LIMIT,
@@ -103,12 +108,14 @@ def skill_tools(run: StepRunner, steps: list[Any]) -> dict[str, Tool]:
 
 
 def _described(run: StepRunner, refs: list[str]) -> dict[str, tuple[str, str, dict[str, Any]]]:
-    from proctor.runtime.skills import load_skill
+    from proctor.runtime.packages.resolve import resolve_skill
 
     out: dict[str, tuple[str, str, dict[str, Any]]] = {}
     root = run.s.workspace.root
     for ref in refs:
-        skill = load_skill(ref, cwd=Path(run.skill.folder), workspace_root=root)
+        skill = resolve_skill(
+            ref, cwd=Path(run.skill.folder), workspace_root=root, environ=run.s.environ
+        )
         profile = skill.package.profile
         if profile is None:
             continue

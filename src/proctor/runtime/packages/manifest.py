@@ -23,7 +23,7 @@ from typing import Any
 from proctor.errors import ProctorError, UsageError
 from proctor.receipts.canonical import canonical, is_digest
 from proctor.receipts.signing import PublicKey, Signer, b64
-from proctor.registry.package import check_version
+from proctor.runtime.packages.package import check_version
 
 __all__ = [
     "TIERS",

@@ -1,0 +1,191 @@
+"""Installed registry packages: trusted registry keys, folder verification, resolving refs.
+
+A package installed from a registry lives in
+``.proctor/added-skills/<publisher>/<name>/<version>/`` with the registry's signed manifest as
+``signature.json``. :func:`verify_folder` re-reads every byte of such a folder and refuses it
+unless the manifest verifies under a registry key the user trusts and the files are exactly
+the ones it signed; :func:`resolve_installed` maps ``<publisher>/<name>[@version]`` to such a
+folder, never touching the network. The registry client (``proctor.registry.install``) writes
+these folders; the run engine reads them through :mod:`.resolve`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proctor.receipts.canonical import canonical, digest
+from proctor.receipts.signing import PublicKey
+from proctor.runtime.home.files import home_dir, write_private
+from proctor.runtime.packages.manifest import (
+    Manifest,
+    RegistryRefused,
+    check_name,
+    verify_manifest,
+)
+from proctor.runtime.packages.package import (
+    PACKAGE_FILE,
+    SIGNATURE_FILE,
+    Package,
+    check_version,
+    file_digests,
+    parse_files,
+    read_folder,
+)
+
+__all__ = [
+    "ADDED_SKILLS",
+    "Installed",
+    "parse_ref",
+    "resolve_installed",
+    "trust_registry_key",
+    "trusted_registry_keys",
+    "verify_folder",
+]
+
+ADDED_SKILLS = Path(".proctor") / "added-skills"
+_KEYS_DIR = "registry_keys"
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """An installed, verified version; ``status`` is ``installed``, ``unchanged`` or
+    ``verified`` (found by :func:`resolve_installed`)."""
+
+    name: str
+    version: str
+    tier: str
+    content_digest: str
+    folder: Path
+    status: str
+    manifest_digest: str = ""
+    """The digest of the canonical signed manifest (``signature.json``); empty when unknown."""
+
+    def to_dict(self, workspace_root: Path) -> dict[str, Any]:
+        """JSON-ready, with the folder relative to the workspace."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "tier": self.tier,
+            "content_digest": self.content_digest,
+            "folder": self.folder.relative_to(workspace_root).as_posix(),
+            "status": self.status,
+        }
+
+
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """``(name, version or None)`` of ``<publisher>/<name>[@version]``.
+
+    Raises:
+        UsageError: ``package_name_invalid`` or ``version_invalid``.
+    """
+    name, sep, version = ref.partition("@")
+    check_name(name)
+    return name, (check_version(version) if sep else None)
+
+
+def trust_registry_key(key: PublicKey, environ: Mapping[str, str]) -> Path:
+    """Trust ``key`` as a registry's signing key (idempotent); the file written.
+
+    Raises:
+        ConfigError: the home cannot be found.
+    """
+    home, _ = home_dir(environ)
+    folder = home / _KEYS_DIR
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"{key.raw.hex()}.key"
+    if not path.exists():
+        write_private(path, key.raw.hex().encode("ascii") + b"\n")
+    return path
+
+
+def trusted_registry_keys(environ: Mapping[str, str]) -> list[PublicKey]:
+    """The registry keys the user trusts (files under ``<home>/registry_keys/``).
+
+    Raises:
+        ConfigError: the home cannot be found.
+    """
+    home, _ = home_dir(environ)
+    folder = home / _KEYS_DIR
+    if not folder.is_dir():
+        return []
+    keys = []
+    for path in sorted(folder.glob("*.key")):
+        text = path.read_text("ascii", errors="replace").strip()
+        if _HEX_KEY.fullmatch(text) and path.stem == text:
+            keys.append(PublicKey.from_raw(bytes.fromhex(text)))
+    return keys
+
+
+def verify_folder(folder: Path, trusted: list[PublicKey]) -> tuple[Manifest, Package]:
+    try:
+        data = (folder / SIGNATURE_FILE).read_bytes()
+    except OSError as exc:
+        raise RegistryRefused(
+            f"{folder.name} has no readable {SIGNATURE_FILE}", code="package_unsigned"
+        ) from exc
+    manifest = verify_manifest(data, trusted)
+    files = read_folder(folder, skip=frozenset({SIGNATURE_FILE}), every_file=True)
+    # The bytes are compared before anything parses them: an edit is named as an edit.
+    package = None
+    if digest(file_digests(files)) == manifest.content_digest:
+        package = parse_files(files, label=folder.name)
+    if package is None or files.get(PACKAGE_FILE) != canonical(package.document()) + b"\n":
+        raise RegistryRefused(
+            f"the files of {manifest.name}@{manifest.version} are not the ones its registry "
+            "signed (a file was changed, added or removed)",
+            code="package_modified",
+        )
+    return manifest, package
+
+
+def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.+-]", version))
+
+
+def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey]) -> Installed:
+    """The installed folder ``<publisher>/<name>[@version]`` names, verified against its exact
+    bytes (newest installed version when none is named). Never uses the network.
+
+    Raises:
+        UsageError: a malformed ref.
+        RegistryRefused: ``package_not_installed``, ``package_unsigned``,
+            ``registry_untrusted``, ``signature_invalid``, ``manifest_mismatch`` (the
+            signature names another package or version than its folder), ``package_modified``
+            (the files differ from what was signed: an edited copy is not that package).
+    """
+    name, version = parse_ref(ref)
+    folder = workspace_root / ADDED_SKILLS / name
+    if version is None:
+        held = (
+            sorted((p.name for p in folder.iterdir() if p.is_dir()), key=_version_key)
+            if folder.is_dir()
+            else []
+        )
+        if not held:
+            raise RegistryRefused(f"{name} is not installed here", code="package_not_installed")
+        version = held[-1]
+    target = folder / version
+    if not target.is_dir():
+        raise RegistryRefused(
+            f"{name}@{version} is not installed here", code="package_not_installed"
+        )
+    manifest, _ = verify_folder(target, trusted)
+    if (manifest.name, manifest.version) != (name, version):
+        raise RegistryRefused(
+            f"the signature in {name}/{version} is for {manifest.name}@{manifest.version}",
+            code="manifest_mismatch",
+        )
+    return Installed(
+        name,
+        version,
+        manifest.tier,
+        manifest.content_digest,
+        target,
+        "verified",
+        digest(dict(manifest.document)),
+    )
