@@ -225,12 +225,16 @@ class Record(metaclass=_RecordType):
         """
         return typing.cast(R, _fields(cls).build(data, ()))
 
-    def model_dump(self, *, mode: str = "json") -> dict[str, Any]:
+    def model_dump(self, *, mode: str = "json", exclude_none: bool = False) -> dict[str, Any]:
         """The record as plain data (nested records as mappings, tuples as lists), keyed by
-        alias; ``mode`` is accepted for callers written for models of either kind."""
+        alias; ``exclude_none`` leaves out the fields of records (at any depth) that are
+        ``None``. ``mode`` is accepted for callers written for models of either kind."""
         out: dict[str, Any] = {}
         for spec in _fields(type(self)).specs:
-            out[spec.key] = _dump(getattr(self, spec.name))
+            value = getattr(self, spec.name)
+            if value is None and exclude_none:
+                continue
+            out[spec.key] = _dump(value, exclude_none)
         return out
 
     def model_copy(self: R, *, update: dict[str, Any]) -> R:
@@ -238,13 +242,13 @@ class Record(metaclass=_RecordType):
         return type(self)(**{**self.__getstate__(), **update})
 
 
-def _dump(value: Any) -> Any:
+def _dump(value: Any, exclude_none: bool) -> Any:
     if isinstance(value, Record):
-        return value.model_dump()
+        return value.model_dump(exclude_none=exclude_none)
     if isinstance(value, list | tuple):
-        return [_dump(item) for item in value]
+        return [_dump(item, exclude_none) for item in value]
     if isinstance(value, dict):
-        return {key: _dump(item) for key, item in value.items()}
+        return {key: _dump(item, exclude_none) for key, item in value.items()}
     return value
 
 
