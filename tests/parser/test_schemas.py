@@ -116,3 +116,61 @@ def test_run_refuses_before_any_run_exists_and_check_fails(tmp_path: Path) -> No
     checked = proctor("check")
     assert checked.returncode != 0
     assert "schema_invalid" in checked.stdout
+
+
+def test_the_shipped_meta_validator_is_what_fastjsonschema_generates() -> None:
+    import fastjsonschema
+
+    from proctor.parser import _draft07_meta
+    from proctor.parser.schemas import meta_module_source
+
+    shipped = Path(_draft07_meta.__file__).read_text(encoding="utf-8")
+    assert _draft07_meta.VERSION == fastjsonschema.VERSION, (
+        "fastjsonschema changed: regenerate src/proctor/parser/_draft07_meta.py with"
+        " proctor.parser.schemas.meta_module_source()"
+    )
+    assert shipped == meta_module_source()
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"properties": {"a": {"$ref": "http://127.0.0.1:{port}/s.json"}}}, "properties.a.$ref"),
+        ({"items": [{"$ref": "file:///etc/passwd"}]}, "items.0.$ref"),
+        ({"$id": "http://127.0.0.1:{port}/", "properties": {"a": {"$ref": "#/x"}}}, "$id"),
+    ],
+)
+def test_a_schema_that_reaches_outside_itself_is_refused_and_nothing_is_fetched(
+    schema: dict[str, object], where: str
+) -> None:
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "string"}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        text = json.dumps(schema).replace("{port}", str(server.server_address[1]))
+        with pytest.raises(ParseError) as refused:
+            compile_schema(json.loads(text))
+        assert refused.value.code == "schema_invalid"
+        assert refused.value.details["path"] == where
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == []  # nothing was fetched
+    assert (
+        compile_schema({"definitions": {"x": {"type": "string"}}, "$ref": "#/definitions/x"})("ok")
+        == "ok"
+    )  # a reference inside the schema still resolves

@@ -372,6 +372,8 @@ class _Walker:
                         out[raw_key] = self.text(item, (path, raw_key, _KEY))
                 elif item is None or kind is int or kind is bool:
                     out[raw_key] = item
+                elif (kind is list or kind is dict) and not item:
+                    out[raw_key] = [] if kind is list else {}
                 else:
                     out[raw_key] = self.walk(item, (path, raw_key, _KEY))
                 continue

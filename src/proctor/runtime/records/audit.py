@@ -187,7 +187,7 @@ class AuditLog:
         clash = _RESERVED.intersection(fields)
         if clash:
             raise ValueError(f"audit fields may not be named {sorted(clash)}")
-        safe, redacted = scrub_value(dict(fields), taint)
+        safe, redacted = scrub_value(fields, taint)  # a copy: ``fields`` is never changed
         sequence = self._next_sequence(run_id)
         if self._clock is None:
             event_id, now = str(uuid.uuid4()), datetime.now(UTC)
