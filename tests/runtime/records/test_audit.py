@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from proctor.runtime.boundary.sanitize import TaintSet
 from proctor.runtime.records.audit import (
     FIXED_FIELDS,
@@ -237,3 +241,40 @@ def test_a_write_the_disk_cuts_short_leaves_no_half_line(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [False, False, 2, 0]
     assert verify_chain(path).ok
+
+
+_LINE_FIELDS = st.dictionaries(
+    st.text(min_size=1, max_size=8).filter(
+        lambda k: k not in ("prev", "event", "run_id", "step_index", "taint", "fsync")
+    ),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=12)
+    | st.lists(st.text(max_size=4)),
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fields=_LINE_FIELDS,
+    run_id=st.none() | st.text(max_size=10),
+    step_index=st.none() | st.integers(0, 10**6),
+)
+def test_a_line_from_pre_encoded_parts_is_the_record_as_json(
+    tmp_path_factory: pytest.TempPathFactory,
+    fields: dict[str, object],
+    run_id: str | None,
+    step_index: int | None,
+) -> None:
+    from proctor.runtime.records.audit import FIXED_FIELDS
+
+    fields = {k: v for k, v in fields.items() if k not in FIXED_FIELDS}
+    log = AuditLog(tmp_path_factory.mktemp("audit") / "audit.jsonl")
+    written = log.emit("some_event", run_id=run_id, step_index=step_index, **fields)
+    line = log.path.read_bytes().splitlines()[-1]
+    written.pop("audit_persisted", None)
+    assert line == json.dumps(written, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.loads(line) == written
+    log.close()

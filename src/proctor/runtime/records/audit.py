@@ -76,6 +76,8 @@ SCHEMA_VERSION = "1"
 ENV_VAR = "PROCTOR_AUDIT_LOG"
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
 _BLOCK = 1 << 20
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
 
 
 def audit_path(workspace_root: Path, env: Mapping[str, str]) -> Path:
@@ -183,7 +185,7 @@ class AuditLog:
         step_index: int | None,
         taint: TaintSet | None,
         fields: Mapping[str, Any],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], str]:
         clash = _RESERVED.intersection(fields)
         if clash:
             raise ValueError(f"audit fields may not be named {sorted(clash)}")
@@ -196,18 +198,38 @@ class AuditLog:
             self._made += 1
             name = f"{now.isoformat()}|{run_id}|{sequence}|{event}|{self._made}"
             event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+        stamp = now.astimezone(UTC).isoformat(timespec="microseconds")
         record: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "event_id": event_id,
             "run_id": run_id,
             "sequence": sequence,
             "step_index": step_index,
-            "timestamp": now.astimezone(UTC).isoformat(timespec="microseconds"),
+            "timestamp": stamp,
             "event": event,
             "redacted_fields": redacted,
         }
         record.update(safe)
-        return record
+        # The line without its "prev", from pre-encoded parts: only the values are encoded,
+        # by one reused encoder (the same bytes json.dumps of the whole record gives).
+        encoded = (
+            _HEAD
+            + event_id
+            + '","run_id":'
+            + _encode(run_id)
+            + ',"sequence":'
+            + ("null" if sequence is None else str(sequence))
+            + ',"step_index":'
+            + ("null" if step_index is None else _encode(step_index))
+            + ',"timestamp":"'
+            + stamp
+            + '","event":'
+            + _encode(event)
+            + ',"redacted_fields":'
+            + _encode(redacted)
+            + ("," + _encode(safe)[1:-1] if safe else "")
+        )
+        return record, encoded
 
     def emit(
         self,
@@ -227,10 +249,10 @@ class AuditLog:
         counted as lost for ``run_id`` (see :meth:`take_lost`).
         """
         with self._threads:
-            record = self._record(event, run_id, step_index, taint, fields)
+            record, encoded = self._record(event, run_id, step_index, taint, fields)
             try:
                 with self._locked() as fd:
-                    self._write(fd, record, fsync=fsync)
+                    self._write(fd, record, encoded, fsync=fsync)
             except OSError:
                 self.failures += 1
                 if run_id is not None:
@@ -292,7 +314,7 @@ class AuditLog:
         self._counted = (start, lines)
         return lines
 
-    def _write(self, fd: int, record: dict[str, Any], *, fsync: bool) -> None:
+    def _write(self, fd: int, record: dict[str, Any], encoded: str, *, fsync: bool) -> None:
         """Chain and append one record (the caller holds the lock).
 
         A line the file system took only part of is cut off again, so the log never keeps
@@ -303,7 +325,7 @@ class AuditLog:
             last = _last_line(fd, size)
             self._prev = GENESIS if last is None else line_digest(last)
         record["prev"] = self._prev
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+        line = (encoded + ',"prev":' + _encode(self._prev) + "}").encode()
         data = line + b"\n"
         try:
             written = os.write(fd, data)
@@ -350,7 +372,7 @@ class AuditLog:
         self._check_tail = False
         self._known_size = -1
         self._counted = None
-        record = self._record(
+        record, encoded = self._record(
             "audit_repaired",
             None,
             None,
@@ -362,7 +384,7 @@ class AuditLog:
                 "moved_to": moved_to,
             },
         )
-        self._write(fd, record, fsync=True)
+        self._write(fd, record, encoded, fsync=True)
 
     def close(self) -> None:
         """Close the descriptor (a later :meth:`emit` reopens it); nothing is buffered."""
