@@ -71,6 +71,11 @@ class AgentDriver(Protocol):
     :class:`~proctor.runtime.admission.governor.CallSpec` through the run's governor with the
     turn's allowance (the spec's own allowance and step are ignored). The return value is the
     turn's output, checked against the step's ``output`` schema.
+
+    An agent whose ``prices`` (the provider's declared ``cost``) are not empty is also handed
+    ``meter=`` (:class:`~proctor.runtime.agents.metering.ModelMeter`), on which it reserves each
+    model request before sending it; one with none is refused ``price_unknown`` under a spend
+    limit.
     """
 
     def drive_turn(

@@ -436,26 +436,8 @@ def agent_step(
     except ProctorError as exc:
         return step_failed(step.id, exc)
     agent = run.s.agent_driver
-    if agent is not None and run.spend_ledger().limited:
-        # a managed agent's model calls are priced acts proctor makes: with no declared
-        # provider price, a limit refuses them (a missing price is never zero)
-        refusal = Refusal(
-            code="price_unknown",
-            message=f"step '{step.id}' is a managed agent turn whose model calls have no"
-            " declared price, and this run has a spend limit; nothing was sent",
-            step=step.id,
-        )
-        return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
-                        run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
     if agent is not None:
-        try:
-            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
-        except ProctorError as exc:
-            return step_failed(step.id, exc)
-        done = _check_output(step, value)
-        done.used = []
-        done.context_digests = [c["digest"] for c in turn.get("context") or []]
-        return done
+        return _managed_turn(run, step, turn, agent)
     request = run.open_request(step.id, turn)
     if request.decision is None:
         # a turn call still waiting on a person is shown beside its turn, never hidden by it
@@ -475,6 +457,51 @@ def agent_step(
     done.used += _turn_approvals(run, step.id)
     done.context_digests = [c["digest"] for c in turn.get("context") or []]
     return done
+
+
+def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent: Any) -> StepDone:
+    """The session's managed agent works the turn. Its model requests are priced acts proctor
+    makes: with the provider's ``cost`` declared, each is metered on the tree's ledger
+    (:mod:`proctor.runtime.agents.metering`); without, a spend limit refuses the turn
+    ``price_unknown`` before anything is sent (a missing price is never zero)."""
+    prices = tuple(getattr(agent, "prices", ()) or ())
+    ledger = run.spend_ledger()
+    if not prices and ledger.limited:
+        refusal = Refusal(
+            code="price_unknown",
+            message=f"step '{step.id}' is a managed agent turn whose model provider declares no"
+            " price (agent.cost), and this run has a spend limit; nothing was sent",
+            step=step.id,
+        )
+        return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
+                        run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
+    meter = None
+    if prices:
+        from proctor.runtime.agents.metering import ModelMeter
+
+        meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
+    try:
+        if meter is None:
+            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
+        else:
+            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
+    except SpendRefused as exc:
+        done = _spend_refused_turn(step, exc)
+    except ProctorError as exc:
+        done = step_failed(step.id, exc)
+    else:
+        done = _check_output(step, value)
+        done.used = []
+        done.context_digests = [c["digest"] for c in turn.get("context") or []]
+    if meter is not None:
+        done.spend_micro_usd = meter.spent
+    return done
+
+
+def _spend_refused_turn(step: AgentStep, exc: SpendRefused) -> StepDone:
+    refusal = Refusal(code=exc.code, message=exc.message, step=step.id)
+    return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
+                    run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
 
 
 def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
