@@ -440,6 +440,8 @@ class Governor:
 
     def _refused(self, spec: CallSpec, outcome: CallOutcome, refusal: RefusedCall) -> CallOutcome:
         error, _ = self.sanitizer.value(refusal.to_dict())
+        if self.receipt_budget is not None:
+            self.receipt_budget.count(1)  # a refused call has a receipt too
         outcome.status = "refused"
         outcome.error = error
         outcome.ended_at = self.clock()

@@ -182,6 +182,10 @@ def skill_step(
             f" run's authority allows {authority.max_child_depth} (max_child_depth); no child"
             " was started",
         )
+    blocked = _receipts_refused(run, step, len(each))
+    if blocked is not None:
+        return blocked
+    receipts = run.tree_receipts()
     recorded = run.record.data.get("authority") or {}
     granted = {**recorded, **authority.to_json()}
     forwarded = _forwarded(run, step)
@@ -198,6 +202,8 @@ def skill_step(
             decisions=forwarded.get(position, {}),
             serial=run.serial or (lanes > 1 and len(each) > 1),
             ledger=run.spend_ledger(),
+            receipts=receipts,
+            parent_run_id=run.run_id,
             reuse_max_age=None if step.reuse is None else step.reuse.max_age_seconds,
         )
         for position, child_inputs in enumerate(each)
@@ -216,6 +222,35 @@ def skill_step(
         done.child_runs = _committed(run, calls)
         return done
     return _settle(run, step, calls, envelopes)
+
+
+def _receipts_refused(run: StepRunner, step: SkillStep, count: int) -> StepDone | None:
+    """Reserve the step's own receipt on the tree's budget and refuse, before any child
+    starts, a fan-out whose new children cannot each reserve theirs (``receipt_budget_exceeded``).
+    """
+    from proctor.core.budget import RUN_RECEIPTS
+
+    budget = run.tree_receipts()
+    try:
+        budget.reserve(1)
+    except ProctorError as exc:
+        return _blocked(step, exc.code, exc.message)
+    new = count
+    if new * RUN_RECEIPTS > budget.remaining:  # children started before a crash need none
+        new = sum(
+            1
+            for position in range(count)
+            if run.s.store.get_run(child_run_id(run.run_id, step.id, position)) is None
+        )
+    if new * RUN_RECEIPTS > budget.remaining:
+        return _blocked(
+            step,
+            "receipt_budget_exceeded",
+            f"step '{step.id}' would start {new} child runs; each needs {RUN_RECEIPTS} receipts"
+            f" and this run's tree has {budget.remaining} of its {budget.limit} left"
+            " (PROCTOR_MAX_RECEIPTS); no child was started",
+        )
+    return None
 
 
 STATE_FOLDERS = ("locks", "trash", "journal", "artifacts")

@@ -56,6 +56,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
+    from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
     from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.skills import LoadedSkill
@@ -87,6 +88,8 @@ class RunDriver(DriverParts):
         self.depth = int(record.data.get("depth") or 0)
         self.serial = False
         self.ledger: SpendLedger | None = None  # a child is handed its root's
+        self.receipts: ReceiptBudget | None = None  # likewise: the tree's receipt budget
+        self.receipts_counted = False  # this run's own receipts are counted on it
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
@@ -128,11 +131,17 @@ class RunDriver(DriverParts):
         # counted, not read: a driver is built per turn call, and reading the run's calls
         # here would make every call of a long turn cost as much as the run so far
         counts = s.store.run_counts(self.run_id)
-        from proctor.core.budget import ReceiptBudget
+        from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
 
-        budget = ReceiptBudget(limit)
-        used = 1 + counts.steps + counts.calls
-        budget.reserve(min(used, budget.remaining))
+        # one budget for the tree: a child is handed its root's (its start already reserved
+        # its own receipts there); what earlier drivers of this run admitted is counted on it
+        if self.receipts is None:
+            self.receipts = ReceiptBudget(limit)
+        budget = self.receipts
+        if not self.receipts_counted:
+            earlier = int(self.record.data.get("child_receipts") or 0)  # sealed children's
+            budget.count(RUN_RECEIPTS + counts.steps + counts.calls + earlier)
+            self.receipts_counted = True
         extra = package_authority_files(self.skill, s.workspace.root)
         # the run's own package is authority, and proctor's state is where the session keeps it
         workspace = s.workspace.governing(extra_authority=extra, environ=s.environ)
@@ -182,6 +191,16 @@ class RunDriver(DriverParts):
         governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
+
+    def tree_receipts(self) -> ReceiptBudget:
+        """The receipt budget the run's whole tree draws on (the root's).
+
+        Raises:
+            Blocked: the governor cannot be built (as :meth:`governor`).
+        """
+        self.governor()
+        assert self.receipts is not None
+        return self.receipts
 
     def _stopping(self) -> bool:
         return self.s.stop_event.is_set() or (self.stop is not None and self.stop.is_set())

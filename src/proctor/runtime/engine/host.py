@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from proctor.contracts.envelope import RunEnvelope
     from proctor.core.authority import Authority
+    from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
@@ -114,6 +115,11 @@ class ChildCall:
     close: str | None = None
     ledger: SpendLedger | None = None
     """The root's spend ledger: the whole tree spends from one limit."""
+    receipts: ReceiptBudget | None = None
+    """The root's receipt budget: the whole tree writes at most its limit of receipts."""
+    parent_run_id: str | None = None
+    """The run that starts the child: its record counts the child's receipts once it seals
+    (the child's own record never names it)."""
     reuse_max_age: int | None = None
     """``reuse: {max_age_seconds}``: an earlier sealed child with the same package digest,
     method and inputs, sealed at most this long ago, is reused instead of run."""
@@ -209,6 +215,10 @@ class StepRunner(Protocol):
 
     def spend_ledger(self) -> SpendLedger:
         """The ledger this run's tree spends from (the root's)."""
+        ...
+
+    def tree_receipts(self) -> ReceiptBudget:
+        """The receipt budget this run's tree draws on (the root's)."""
         ...
 
     def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord: ...

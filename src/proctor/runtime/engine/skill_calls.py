@@ -144,6 +144,8 @@ def _handler(run: StepRunner, ref: str) -> Any:
             stop=run.stop,
             serial=True,
             ledger=run.spend_ledger(),
+            receipts=run.tree_receipts(),
+            parent_run_id=run.run_id,
         )
         try:
             envelope = run.s.drive_child(call)
