@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from proctor.contracts.envelope import RunEnvelope
     from proctor.runtime.records.runs import RequestRecord
 
-__all__ = ["GAUGE", "FanOutGauge", "child_run_id", "skill_step", "width"]
+__all__ = ["GAUGE", "FanOutGauge", "child_run_id", "skill_step", "surface", "width"]
 
 
 @dataclass
@@ -334,7 +334,7 @@ def _settle(
     if paused:
         requests: list[RequestRecord] = []
         for n in paused:
-            requests += _surface(run, step, n, calls[n].run_id)
+            requests += surface(run, f"{step.id}/{n}", calls[n].run_id)
         return StepPause(requests)
     results = [e.result for e in envelopes]
     return StepDone(
@@ -345,13 +345,15 @@ def _settle(
     )
 
 
-def _surface(run: StepRunner, step: SkillStep, position: int, child_id: str) -> list[Any]:
-    """The child's open requests, recorded at the root's addresses."""
+def surface(run: StepRunner, at: str, child_id: str) -> list[Any]:
+    """The child's open requests, recorded at the root's addresses ``<at>#<child address>``
+    (``at``: ``<step>/<n>`` for a skill step's child, ``<step>/turn/<call_id>`` for a turn's
+    skill call)."""
     out = []
     for request in run.s.store.requests(child_id):
         if request.state != "open":
             continue
-        address = f"{step.id}/{position}#{request.address}"
+        address = f"{at}#{request.address}"
         body = {
             **request.body,
             "address": address,

@@ -87,6 +87,7 @@ class RunDriver(DriverParts):
         # own fan-outs run one at a time (nesting never multiplies what runs at once)
         self.depth = int(record.data.get("depth") or 0)
         self.serial = False
+        self.host_turn = False  # set by a host's turn call (.turn_call: one driver per call)
         self.ledger: SpendLedger | None = None  # a child is handed its root's
         self.receipts: ReceiptBudget | None = None  # likewise: the tree's receipt budget
         self.receipts_counted = False  # this run's own receipts are counted on it
@@ -551,15 +552,21 @@ class RunDriver(DriverParts):
             call_id=call_id,
             cancel=cancel,
         )
+        from proctor.runtime.engine.skill_calls import ChildPending
+
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
         unpriced = self._unpriced(admitted)
         if unpriced is not None:
             return unpriced
+        self.host_turn = True
         try:
             return self._call_id_reused(
                 admitted, self.spend_call(admitted, lambda: governor.call(admitted))
             )
+        except ChildPending as pending:  # the call's child waits on a person (.skill_calls)
+            self._pause(pending.requests)
+            return pending.outcome(admitted.call_id or call_id, tool, admitted.step_id)
         except AwaitApproval as waiting:
             request = self.open_request(waiting.address, waiting.body)
             self._pause([request])

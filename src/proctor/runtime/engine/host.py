@@ -212,6 +212,9 @@ class StepRunner(Protocol):
     stop: threading.Event | None
     serial: bool
     depth: int
+    host_turn: bool
+    """A host works the turn whose call runs now: a call may wait on a person (it answers
+    pending and the run pauses); in a managed turn it cannot."""
 
     def spend_ledger(self) -> SpendLedger:
         """The ledger this run's tree spends from (the root's)."""

@@ -444,7 +444,7 @@ def agent_step(
         waiting = [
             r
             for r in run.s.store.requests(run.run_id)
-            if r.kind == "approval"
+            if (r.kind == "approval" or "#" in r.address)  # a call's own, or its child's
             and r.address.startswith(f"{step.id}/turn/")
             and r.state == "open"
         ]
@@ -506,7 +506,11 @@ def _spend_refused_turn(step: AgentStep, exc: SpendRefused) -> StepDone:
 
 def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
     """The approvals the turn's calls executed on: used once the step settles."""
-    used = []
+    used = [  # the root's copies of its skill calls' children's requests, answered
+        r.address
+        for r in run.s.store.requests(run.run_id)
+        if r.address.startswith(f"{step_id}/turn/") and "#" in r.address and r.state == "decided"
+    ]
     for call in run.s.store.step_calls(run.run_id, step_id):
         body = call.result if isinstance(call.result, dict) else {}
         approved = body.get("approved_by")
