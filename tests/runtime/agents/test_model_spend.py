@@ -20,7 +20,7 @@ from proctor.core.spend import (
 from proctor.errors import ConfigError, UsageError
 from proctor.receipts.model import parse_envelope
 from proctor.runtime.agents import ManagedAgent
-from proctor.runtime.agents.metering import ModelMeter, reported_tokens
+from proctor.runtime.engine.metering import ModelMeter, reported_tokens
 from proctor.runtime.home.config import agent_config, set_agent_value
 from tests.runtime.agent_stub import DIALECTS, StubModel, answer, config
 from tests.runtime.driver_support import (
@@ -43,7 +43,10 @@ methods:
 KEY = "stub-key-0123456789abcdef"
 PER_CALL = [{"usd_micro": 400, "per": "call"}]
 # the stub reports 10 tokens in and 5 out for every answer
-PER_TOKEN = [{"usd_micro": 1000, "per": "1k_tokens_in"}, {"usd_micro": 2000, "per": "1k_tokens_out"}]
+PER_TOKEN = [
+    {"usd_micro": 1000, "per": "1k_tokens_in"},
+    {"usd_micro": 2000, "per": "1k_tokens_out"},
+]
 
 
 def _ws(tmp_path: Path) -> Path:
@@ -170,8 +173,12 @@ def test_quotes_and_costs() -> None:
     assert model_request_quote(prices, 2001, 100) == 2001 + 300 + 7
     assert model_request_quote(prices, 2001, None) is None
     # reported counts are used; an unreported one is taken at its bound
-    assert model_request_cost(prices, (10, None), body_bytes=2001, max_tokens_out=100) == 10 + 300 + 7
-    assert model_request_cost(prices, (None, 1), body_bytes=2001, max_tokens_out=100) == 2001 + 3 + 7
+    assert (
+        model_request_cost(prices, (10, None), body_bytes=2001, max_tokens_out=100) == 10 + 300 + 7
+    )
+    assert (
+        model_request_cost(prices, (None, 1), body_bytes=2001, max_tokens_out=100) == 2001 + 3 + 7
+    )
     assert reported_tokens({"usage": {"prompt_tokens": 4, "completion_tokens": True}}) == (4, None)
     assert reported_tokens({"usage": {"input_tokens": 4, "cache_read_input_tokens": 6}}) == (
         10,
@@ -182,11 +189,16 @@ def test_quotes_and_costs() -> None:
         SpendLedger(0).reserve(model_request_quote((Price(1),), 0, None), what="x")
 
 
-@pytest.mark.parametrize(
-    "doc",
-    [[], [{"usd_micro": 1, "per": "call"}, {"usd_micro": 2, "per": "call"}], {"usd_micro": -1},
-     "free", [{"usd_micro": 1, "per": "1k_tokens"}]],  # fmt: skip
-)
+BAD_PRICES = [
+    [],
+    [{"usd_micro": 1, "per": "call"}, {"usd_micro": 2, "per": "call"}],
+    {"usd_micro": -1},
+    "free",
+    [{"usd_micro": 1, "per": "1k_tokens"}],
+]
+
+
+@pytest.mark.parametrize("doc", BAD_PRICES)
 def test_bad_provider_prices_are_refused(doc: Any) -> None:
     with pytest.raises(UsageError) as info:
         parse_prices(doc)

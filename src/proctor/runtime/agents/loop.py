@@ -31,7 +31,7 @@ from proctor.runtime.agents.wire import Dialect, ToolRequest, ToolSpec
 
 if TYPE_CHECKING:
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
-    from proctor.runtime.agents.metering import ModelMeter
+    from proctor.runtime.engine.metering import ModelMeter
     from proctor.runtime.home.config import AgentConfig
     from proctor.runtime.home.credentials.model import Secret
 
@@ -247,7 +247,7 @@ class ManagedAgent:
             call: admits and runs one call (the driver's ``Governor.call`` for this turn).
             meter: reserves each model request's worst case on the run tree's spend ledger
                 before it is sent and settles it with the reported usage
-                (:mod:`proctor.runtime.agents.metering`).
+                (:mod:`proctor.runtime.engine.metering`).
 
         Returns:
             The model's final JSON object, valid against ``output_schema``.

@@ -74,7 +74,7 @@ class AgentDriver(Protocol):
     turn's output, checked against the step's ``output`` schema.
 
     An agent whose ``prices`` (the provider's declared ``cost``) are not empty is also handed
-    ``meter=`` (:class:`~proctor.runtime.agents.metering.ModelMeter`), on which it reserves each
+    ``meter=`` (:class:`~proctor.runtime.engine.metering.ModelMeter`), on which it reserves each
     model request before sending it; one with none is refused ``price_unknown`` under a spend
     limit.
     """

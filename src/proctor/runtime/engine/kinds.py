@@ -462,7 +462,7 @@ def agent_step(
 def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent: Any) -> StepDone:
     """The session's managed agent works the turn. Its model requests are priced acts proctor
     makes: with the provider's ``cost`` declared, each is metered on the tree's ledger
-    (:mod:`proctor.runtime.agents.metering`); without, a spend limit refuses the turn
+    (:mod:`proctor.runtime.engine.metering`); without, a spend limit refuses the turn
     ``price_unknown`` before anything is sent (a missing price is never zero)."""
     prices = tuple(getattr(agent, "prices", ()) or ())
     ledger = run.spend_ledger()
@@ -477,7 +477,7 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
                         run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
     meter = None
     if prices:
-        from proctor.runtime.agents.metering import ModelMeter
+        from proctor.runtime.engine.metering import ModelMeter
 
         meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
     try:

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-class ChildPending(Exception):  # noqa: N818 - a pause, not an error: the call answers pending
+class ChildPending(Exception):  # a pause, not an error: the call answers pending
     """A host's skill call whose child waits on ``requests`` (the root's copies): the run
     pauses on them and the call answers ``child_pending``. Raised through the governor, so
     nothing is recorded under the call's id."""
@@ -65,6 +65,7 @@ class ChildPending(Exception):  # noqa: N818 - a pause, not an error: the call a
                         "run_status": "needs_approval"},
         }  # fmt: skip
         return CallOutcome(call_id, tool, step_id, "refused", error=error)
+
 
 TOOL_PREFIX = "skill."
 CONTEXT_LIMIT = 16 * 1024
@@ -232,5 +233,5 @@ def _forwarded(run: StepRunner, at: str) -> dict[str, dict[str, Any]]:
             continue
         if request.address.startswith(prefix):
             digest = request.body.get("child_request_digest")
-            out[request.address[len(prefix):]] = {**request.decision, "request_digest": digest}
+            out[request.address[len(prefix) :]] = {**request.decision, "request_digest": digest}
     return out
