@@ -134,3 +134,30 @@ def test_a_turns_skill_calls_draw_on_the_same_budget(tmp_path: Path) -> None:
     assert done.status == "sealed"
     assert _written(root) <= 12
     assert _verify(root, done.receipt_id).status == "verified"
+
+
+def test_refusals_past_the_budget_are_audited_and_never_take_the_tree_past_it(
+    tmp_path: Path,
+) -> None:
+    root = _ws(tmp_path)
+    s = _session(root, 6)
+    env = s.run("turn", cwd=root)
+    run_id = env.run_id or ""
+    # outside the allowance: each refused, the first ones recorded with a receipt each
+    outcomes = [
+        s.turn_call(run_id, "think", "fs.write", {"path": "x", "content": "y"}, f"c{n}")
+        for n in range(10)
+    ]
+    assert {o.code for o in outcomes} == {"tool_not_allowed"}
+    assert not (root / "x").exists()
+    audited = (root / ".proctor" / "audit.jsonl").read_text().count('"call_refused"')
+    assert audited == 10  # every refusal is audited, recorded or not
+    (turn,) = env.requests or []
+    answer = {"answers": {"think": {"request_digest": turn["request_digest"], "value": {}}}}
+    done = s.resume(run_id, answer)
+    # the recorded refusals used the budget up: the step has no receipt of its own left, so
+    # the run seals blocked on the spare it reserved for exactly this
+    assert done.outcome == "blocked" and done.refusal is not None
+    assert done.refusal.code == "receipt_budget_exceeded"
+    assert _written(root) == 6
+    assert _verify(root, done.receipt_id).status == "verified"

@@ -225,16 +225,11 @@ def skill_step(
 
 
 def _receipts_refused(run: StepRunner, step: SkillStep, count: int) -> StepDone | None:
-    """Reserve the step's own receipt on the tree's budget and refuse, before any child
-    starts, a fan-out whose new children cannot each reserve theirs (``receipt_budget_exceeded``).
-    """
+    """Refuse, before any child starts, a fan-out whose new children cannot each reserve their
+    receipts on the tree's budget (``receipt_budget_exceeded``)."""
     from proctor.core.budget import RUN_RECEIPTS
 
     budget = run.tree_receipts()
-    try:
-        budget.reserve(1)
-    except ProctorError as exc:
-        return _blocked(step, exc.code, exc.message)
     new = count
     if new * RUN_RECEIPTS > budget.remaining:  # children started before a crash need none
         new = sum(

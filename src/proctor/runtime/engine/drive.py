@@ -330,7 +330,11 @@ class RunDriver(DriverParts):
         inputs: dict[str, Any],
         outputs: dict[str, Any],
     ) -> StepDone | StepPause:
-
+        try:  # every step's own receipt is reserved before it runs (one budget for the tree)
+            if governor.receipt_budget is not None:
+                governor.receipt_budget.reserve(1)
+        except ProctorError as exc:
+            return run_kinds.budget_blocked(step.id, exc)
         if isinstance(step, AskStep):
             return run_kinds.ask_step(self, step)
         if isinstance(step, AgentStep):

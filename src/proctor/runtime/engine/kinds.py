@@ -44,8 +44,6 @@ def tool_step(
     settlement before a person is: the result it returns settles the call as done.
     """
     try:
-        if governor.receipt_budget is not None:
-            governor.receipt_budget.reserve(1)  # the step's own receipt
         args = resolve(step.inputs, inputs, outputs)
         key = None
         if step.idempotency_key is not None:
@@ -112,8 +110,10 @@ def priced(tool: str) -> bool:
     return tool in PRICED_TOOLS or tool.startswith("operation:")
 
 
-def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
-    refusal = Refusal(code=exc.code, message=exc.message, step=step.id, tool=step.tool)
+def budget_blocked(step_id: str, exc: ProctorError, tool: str | None = None) -> StepDone:
+    """The settled form of a step a budget refused (spend, receipts): it seals the run
+    ``blocked`` (``budget_exceeded``) with the budget's code."""
+    refusal = Refusal(code=exc.code, message=exc.message, step=step_id, tool=tool)
     return StepDone(
         "blocked",
         refusal=refusal,
@@ -121,6 +121,10 @@ def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
         run_outcome="blocked",
         run_seal_reason="budget_exceeded",
     )
+
+
+def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
+    return budget_blocked(step.id, exc, step.tool)
 
 
 def _settled_call(recorded: list[CallRecord], step_id: str, tool: str) -> CallOutcome | None:
@@ -486,7 +490,7 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
         else:
             value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
     except SpendRefused as exc:
-        done = _spend_refused_turn(step, exc)
+        done = budget_blocked(step.id, exc)
     except ProctorError as exc:
         done = step_failed(step.id, exc)
     else:
@@ -496,12 +500,6 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
     if meter is not None:
         done.spend_micro_usd = meter.spent
     return done
-
-
-def _spend_refused_turn(step: AgentStep, exc: SpendRefused) -> StepDone:
-    refusal = Refusal(code=exc.code, message=exc.message, step=step.id)
-    return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
-                    run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
 
 
 def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
