@@ -217,3 +217,26 @@ def test_config_set_agent_cost(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         set_agent_value("agent.cost", "{not json", home=home)
     assert info.value.code == "cost_invalid"
+
+
+PARENT = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: child
+        skill: ../turn
+"""
+
+
+def test_a_childs_managed_turn_spends_from_the_roots_limit(tmp_path: Path) -> None:
+    root = _ws(tmp_path)
+    make_skill(root, "parent", PARENT)
+    dialect = "chat_completions"
+    script = [answer(dialect, calls=[("nothing_here", {})]), answer(dialect, text='{"done": true}')]
+    with StubModel(script) as stub:
+        agent = ManagedAgent(config(stub, dialect, cost=PER_CALL), key=KEY)
+        s = session(root, agent_driver=agent)
+        env = s.run("parent", cwd=root, authority=authority(max_spend_micro_usd=700))
+    assert len(stub.seen) == 1  # the child's second request would pass the root's limit
+    assert env.outcome == "blocked" and env.refusal is not None
+    assert env.refusal.code == "cost_limit_exceeded" and env.spend_micro_usd == 400
