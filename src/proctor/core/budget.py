@@ -5,23 +5,31 @@ A tree holds at most :data:`MAX_TREE_RECEIPTS` receipts (its root included) and 
 The count follows the ceiling of 10,000 calls one step may make: three receipts for each such
 call (the call's, its child run's and that run's step) plus the root run and its step.
 
-A run holds its own tree to the same bound as a budget: each step and call reserves its receipt
-as it is admitted, so one that would take the tree past the bound is refused before it runs and
-a run that did its work always seals.
+A run holds its whole tree to the same bound as a budget, one budget for the root and every
+child run and turn call below it (a fan-out cannot multiply it): each step and call reserves its
+receipt as it is admitted, and each run :data:`RUN_RECEIPTS` as it starts (its own receipt and
+the receipt of the step a refusal ends it with), so one that would take the tree past the bound
+is refused before it runs, and a run that did its work, or was refused, always seals within it.
 """
 
 from __future__ import annotations
 
+import threading
+
 from proctor.errors import RefusedCall
 
-__all__ = ["MAX_TREE_DEPTH", "MAX_TREE_RECEIPTS", "ReceiptBudget"]
+__all__ = ["MAX_TREE_DEPTH", "MAX_TREE_RECEIPTS", "RUN_RECEIPTS", "ReceiptBudget"]
 
 MAX_TREE_RECEIPTS = 30_002
 MAX_TREE_DEPTH = 64
+RUN_RECEIPTS = 2
+"""What a run reserves as it starts: its run receipt, and one for the step a refusal (of this
+budget or another) settles it with, so the refusal's own receipt never passes the limit."""
 
 
 class ReceiptBudget:
-    """Counts the receipts a run has admitted against a limit.
+    """Counts the receipts a run's tree has admitted against a limit (safe to share between
+    the threads of a fan-out).
 
     Raises:
         ValueError: on construction, a limit below 1 or above :data:`MAX_TREE_RECEIPTS`
@@ -29,7 +37,7 @@ class ReceiptBudget:
             ``proctor.runtime.limits``).
     """
 
-    __slots__ = ("_limit", "_used")
+    __slots__ = ("_limit", "_lock", "_used")
 
     def __init__(self, limit: int = MAX_TREE_RECEIPTS, used: int = 0) -> None:
         if not 1 <= limit <= MAX_TREE_RECEIPTS:
@@ -38,6 +46,7 @@ class ReceiptBudget:
             raise ValueError("a receipt budget cannot start past its limit")
         self._limit = limit
         self._used = used
+        self._lock = threading.Lock()
 
     @property
     def limit(self) -> int:
@@ -64,11 +73,24 @@ class ReceiptBudget:
         """
         if n < 0:
             raise ValueError("cannot reserve a negative number of receipts")
-        if self._used + n > self._limit:
-            raise RefusedCall(
-                f"this would take the run to {self._used + n} receipts, past its limit of "
-                f"{self._limit} (PROCTOR_MAX_RECEIPTS)",
-                code="receipt_budget_exceeded",
-                details={"limit": self._limit, "used": self._used, "requested": n},
-            )
-        self._used += n
+        with self._lock:
+            if self._used + n > self._limit:
+                raise RefusedCall(
+                    f"this would take the run's tree to {self._used + n} receipts, past its"
+                    f" limit of {self._limit} (PROCTOR_MAX_RECEIPTS)",
+                    code="receipt_budget_exceeded",
+                    details={"limit": self._limit, "used": self._used, "requested": n},
+                )
+            self._used += n
+
+    def count(self, n: int) -> None:
+        """Count ``n`` receipts already written or reserved by an earlier driver (a resumed
+        run's steps and calls, a sealed child's tree): never refused, held at the limit.
+
+        Raises:
+            ValueError: ``n`` is negative.
+        """
+        if n < 0:
+            raise ValueError("cannot count a negative number of receipts")
+        with self._lock:
+            self._used = min(self._limit, self._used + n)

@@ -37,7 +37,10 @@ __all__ = [
     "Reservation",
     "SpendLedger",
     "SpendRefused",
+    "model_request_cost",
+    "model_request_quote",
     "parse_price",
+    "parse_prices",
     "parse_usd",
 ]
 
@@ -92,6 +95,76 @@ def parse_price(doc: Any, where: str = "cost") -> Price:
     if per not in PER_UNITS:
         raise UsageError(f"{where}.per is one of {', '.join(PER_UNITS)}", code="cost_invalid")
     return Price(amount, per)
+
+
+def parse_prices(doc: Any, where: str = "cost") -> tuple[Price, ...]:
+    """Read a model provider's ``cost:``: one ``{usd_micro, per}`` or a list of them, each unit
+    at most once (``[{usd_micro: 3000, per: 1k_tokens_in}, {usd_micro: 15000, per:
+    1k_tokens_out}]``).
+
+    Raises:
+        UsageError: ``cost_invalid``: not a price or a list of prices, an empty list, or a
+            unit priced twice.
+    """
+    items = list(doc) if isinstance(doc, list) else [doc]
+    if not items:
+        raise UsageError(f"{where} lists no price", code="cost_invalid")
+    prices = tuple(parse_price(item, f"{where}[{n}]") for n, item in enumerate(items))
+    units = [p.per for p in prices]
+    if len(set(units)) != len(units):
+        raise UsageError(f"{where} prices one unit twice", code="cost_invalid")
+    return prices
+
+
+def _per_thousand(usd_micro: int, tokens: int) -> int:
+    """``usd_micro`` per 1,000 tokens for ``tokens`` tokens, rounded up (never under-counted)."""
+    return -(-usd_micro * max(0, tokens) // 1000)
+
+
+def model_request_quote(
+    prices: tuple[Price, ...], body_bytes: int, max_tokens_out: int | None
+) -> int | None:
+    """The worst case of one model request, reserved before it is sent.
+
+    Per call: the price. Per 1k input tokens: the request body's length in bytes stands for
+    its tokens (a token is at least one byte of the text, and the JSON around the messages is
+    longer than the markers a provider adds). Per 1k output tokens: the answer limit the
+    request sends (``max_tokens``); with none the worst case is unbounded and the quote is
+    ``None`` (under a limit: ``price_unknown``).
+    """
+    total = 0
+    for price in prices:
+        if price.per == "call":
+            total += price.usd_micro
+        elif price.per == "1k_tokens_in":
+            total += _per_thousand(price.usd_micro, body_bytes)
+        elif max_tokens_out is None:
+            return None
+        else:
+            total += _per_thousand(price.usd_micro, max_tokens_out)
+    return total
+
+
+def model_request_cost(
+    prices: tuple[Price, ...],
+    tokens: tuple[int | None, int | None],
+    *,
+    body_bytes: int,
+    max_tokens_out: int | None,
+) -> int:
+    """What one answered model request cost: the tokens the provider reported (``(in, out)``);
+    a count it did not report is taken at its worst case (the bound of the quote)."""
+    total = 0
+    tokens_in, tokens_out = tokens
+    for price in prices:
+        if price.per == "call":
+            total += price.usd_micro
+        elif price.per == "1k_tokens_in":
+            total += _per_thousand(price.usd_micro, body_bytes if tokens_in is None else tokens_in)
+        else:
+            used = tokens_out if tokens_out is not None else max_tokens_out
+            total += _per_thousand(price.usd_micro, used or 0)
+    return total
 
 
 def parse_usd(text: str) -> int:

@@ -220,3 +220,46 @@ def test_a_childs_agent_turn_is_answered_at_the_root_and_never_called_from_it(
     done = s.resume(env.run_id or "", answer)
     assert done.outcome == "completed" and done.result == {"ok": 1}
     assert _verify(root, done.receipt_id).status == "verified"
+
+
+def test_a_host_turns_skill_call_waits_on_its_childs_pause_and_then_returns_its_result(
+    tmp_path: Path,
+) -> None:
+    from tests.runtime.driver_support import approve
+
+    root = _ws(tmp_path)
+    s = session(root)
+    env = s.run(str(root / "skills" / "turn"), authority=authority(effects="ask"))
+    run_id = env.run_id or ""
+    waiting = s.turn_call(run_id, "think", "skill.helper.write", {}, "c1")
+    # the child's change waits on a person; the call answers pending and nothing ran
+    assert waiting.code == "child_pending" and not (root / "note.txt").exists()
+    assert s.store.get_call(run_id, "think/turn/c1") is None  # nothing recorded under c1
+    child_id = child_run_id(run_id, "think/turn", "think/turn/c1")
+    assert waiting.error is not None and waiting.error["details"]["child_run_id"] == child_id
+    paused = s.envelope(run_id)
+    assert paused.status == "needs_approval"
+    (request,) = paused.requests or []
+    assert request["address"] == "think/turn/c1#note"
+    # asked again before the person answered: still pending, the child still waits
+    again = s.turn_call(run_id, "think", "skill.helper.write", {}, "c1")
+    assert again.code == "child_pending" and not (root / "note.txt").exists()
+    # answered at the root: the turn waits on its host again
+    answered = s.resume(run_id, approve(s.envelope(run_id)))
+    assert answered.status == "needs_agent"
+    assert not (root / "note.txt").exists()  # the child goes on only when the call is made
+    # a new driver (a crashed one's successor) finds the child by its derived id
+    done_call = session(root).turn_call(run_id, "think", "skill.helper.write", {}, "c1")
+    assert done_call.ok, done_call.error
+    assert done_call.result["child_run_id"] == child_id
+    assert (root / "note.txt").read_text() == "x\n"
+    repeat = s.turn_call(run_id, "think", "skill.helper.write", {}, "c1")
+    assert repeat.result == done_call.result  # the same call: answered from its record
+    assert [c.tool for c in s.store.calls(child_id)] == ["fs.write"]  # the write ran once
+    (turn,) = [r for r in (answered.requests or []) if r["kind"] == "agent_turn"]
+    answer = {"answers": {"think": {"request_digest": turn["request_digest"], "value": {}}}}
+    sealed = s.resume(run_id, answer)
+    assert sealed.outcome == "completed", sealed.refusal
+    result = _verify(root, sealed.receipt_id)
+    # run + step + the call + the child's run, step and call
+    assert result.status == "verified" and result.receipts == 6

@@ -442,6 +442,36 @@ class Governor:
         outcome.status = "refused"
         outcome.error = error
         outcome.ended_at = self.clock()
+        # a recorded refusal has a receipt too: with none left in the tree's budget it is
+        # audited only, so refusals can never take the tree past its receipt limit
+        if self._refusal_receipt():
+            self._record_refusal(spec, outcome, error)
+        self.history.append({"tool": spec.tool, "args": dict(spec.args), "outcome": "refused"})
+        self.audit.emit(
+            "call_refused",
+            run_id=self.run_id,
+            step_index=spec.step_index,
+            taint=self.sanitizer.taint,
+            tool=spec.tool,
+            call_id=outcome.call_id,
+            step=spec.step_id,
+            code=error.get("code"),
+            message=error.get("message"),
+            rule_id=(error.get("details") or {}).get("rule_id"),
+            args_digest=outcome.args_digest,
+        )
+        return outcome
+
+    def _refusal_receipt(self) -> bool:
+        if self.receipt_budget is None:
+            return True
+        try:
+            self.receipt_budget.reserve(1)
+        except RefusedCall:
+            return False
+        return True
+
+    def _record_refusal(self, spec: CallSpec, outcome: CallOutcome, error: Any) -> None:
         self.store.record_call(
             CallRecord(
                 run_id=self.run_id,
@@ -462,21 +492,6 @@ class Governor:
                 },
             )
         )
-        self.history.append({"tool": spec.tool, "args": dict(spec.args), "outcome": "refused"})
-        self.audit.emit(
-            "call_refused",
-            run_id=self.run_id,
-            step_index=spec.step_index,
-            taint=self.sanitizer.taint,
-            tool=spec.tool,
-            call_id=outcome.call_id,
-            step=spec.step_id,
-            code=error.get("code"),
-            message=error.get("message"),
-            rule_id=(error.get("details") or {}).get("rule_id"),
-            args_digest=outcome.args_digest,
-        )
-        return outcome
 
     def _recorded(
         self, spec: CallSpec, record: CallRecord, started: datetime, *, already_done: bool = False

@@ -31,6 +31,7 @@ from proctor.runtime.agents.wire import Dialect, ToolRequest, ToolSpec
 
 if TYPE_CHECKING:
     from proctor.runtime.admission.governor import CallOutcome, CallSpec
+    from proctor.runtime.engine.metering import ModelMeter
     from proctor.runtime.home.config import AgentConfig
     from proctor.runtime.home.credentials.model import Secret
 
@@ -154,7 +155,7 @@ class ManagedAgent:
         self._key = key
         self.view: View = view
         self.cancel = cancel or CancelToken()
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens if max_tokens is not None else config.max_tokens
         if tools is None:
             from proctor.runtime.tools.registry import native_tools
 
@@ -221,11 +222,22 @@ class ManagedAgent:
 
     # -- one turn --------------------------------------------------------------------------
 
+    @property
+    def prices(self) -> tuple[Any, ...]:
+        """The provider's declared price (``agent.cost``; empty when undeclared)."""
+        return self.config.prices
+
     def __call__(self, turn: Mapping[str, Any], call: Callable[[CallSpec], CallOutcome]) -> Any:
         """Same as :meth:`drive_turn`."""
         return self.drive_turn(turn, call)
 
-    def drive_turn(self, turn: Mapping[str, Any], call: Callable[[CallSpec], CallOutcome]) -> Any:
+    def drive_turn(
+        self,
+        turn: Mapping[str, Any],
+        call: Callable[[CallSpec], CallOutcome],
+        *,
+        meter: ModelMeter | None = None,
+    ) -> Any:
         """Drive one turn to its output.
 
         Args:
@@ -233,6 +245,9 @@ class ManagedAgent:
                 as ``{"tools": [...]}`` or a list, ``output_schema``, ``ask``, ``step``) and
                 optionally ``max_steps``.
             call: admits and runs one call (the driver's ``Governor.call`` for this turn).
+            meter: reserves each model request's worst case on the run tree's spend ledger
+                before it is sent and settles it with the reported usage
+                (:mod:`proctor.runtime.engine.metering`).
 
         Returns:
             The model's final JSON object, valid against ``output_schema``.
@@ -243,16 +258,22 @@ class ManagedAgent:
                 ``agent_declined`` (it refused the task), ``agent_cancelled``,
                 ``provider_error`` / ``provider_timeout`` / ``provider_unreachable`` /
                 ``provider_malformed``.
+            SpendRefused: ``cost_limit_exceeded`` / ``price_unknown``: the next model request
+                does not fit the spend limit; it was not sent.
         """
         started = time.perf_counter()
         self.last = stats = TurnStats()
         try:
-            return self._turn(turn, call, stats)
+            return self._turn(turn, call, stats, meter)
         finally:
             stats.total_s = time.perf_counter() - started
 
     def _turn(
-        self, turn: Mapping[str, Any], call: Callable[[CallSpec], CallOutcome], stats: TurnStats
+        self,
+        turn: Mapping[str, Any],
+        call: Callable[[CallSpec], CallOutcome],
+        stats: TurnStats,
+        meter: ModelMeter | None,
     ) -> Any:
         allowance = allowance_of(turn)
         ask = bool(turn.get("ask", False))
@@ -271,17 +292,22 @@ class ManagedAgent:
         reminders = 0
         for _ in range(max_steps):
             self.cancel.check()
+            body = dialect.body()
+            held = None if meter is None else meter.before(body)  # refused: nothing is sent
             before = time.perf_counter()
             try:
                 document = self.client.post(
-                    dialect.path,
-                    dialect.body(),
-                    dialect.headers(self._reveal()),
-                    dialect.error_message,
+                    dialect.path, body, dialect.headers(self._reveal()), dialect.error_message
                 )
+            except BaseException as exc:
+                if meter is not None and held is not None:
+                    meter.failed(held, exc)
+                raise
             finally:
                 stats.model_requests += 1
                 stats.model_s += time.perf_counter() - before
+            if meter is not None and held is not None:
+                meter.after(held, document)
             reply = dialect.read(document)
             dialect.add_reply(reply)
             if reply.tool_requests:

@@ -9,7 +9,8 @@ the reconciliation of a crashed driver's claims), :mod:`.pyfunc_step` (worker st
 steps, a crashed write confirmed by its readback or a store write by its key), :mod:`.compose`
 (skill steps: child runs and fan-out under the tree's concurrency ceiling), :mod:`.children`
 (starting and driving one child run in its root's session), :mod:`.skill_calls` (``calls.skills``
-as a turn's tools, and context skills), :mod:`.sealing` (the receipt tree from the store alone),
+as a turn's tools, and context skills), :mod:`.metering` (a managed turn's model requests
+metered on the tree's spend ledger), :mod:`.sealing` (the receipt tree from the store alone),
 :mod:`.lease` (one driver per run), :mod:`.delivery` (a run's credentials and egress, resolved
 once), :mod:`.confinement` (directive runs' write folders), :mod:`.decisions` (an admitted resume
 document's decisions, recorded before the run moves on) and :mod:`.approvals` (what people decide:
@@ -17,7 +18,8 @@ the waiting requests shown safely, one decision bound to its digest and recorded
 :mod:`.host` holds what these share (the ``RunHost`` and ``StepRunner`` protocols, step outcomes,
 ``RunInterrupted``), so the modules here import downwards only.
 
-Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``, ``approvals``
+Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``,
+``metering.ModelMeter`` (what a managed agent meters its model requests on), ``approvals``
 (for the CLI, the console and the MCP server). May import admission, connectors, tools,
 directives, storage, records, home, boundary and the shared runtime modules; never agents,
 check, mcp or cli.

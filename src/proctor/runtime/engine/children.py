@@ -10,6 +10,10 @@ its parent's (so a driver that crashed finds it). What differs:
 - the root's driver rolls back half-applied bundles for the whole tree, once, before any child
   runs (a child's siblings may be applying theirs now);
 - answers the root received for it are recorded in its store before it is driven on;
+- it draws on its root's receipt budget: starting reserves its own run receipt (and one for a
+  refused step) there, refused ``receipt_budget_exceeded`` before it exists; once it sealed,
+  its tree's size is added to its parent's record (``child_receipts``), which a later driver
+  of the parent counts on the budget with the parent's own steps and calls;
 - it records its ``reuse_key`` (the digest of its package digest, method and inputs); a call
   with ``reuse`` finds the newest earlier completed child of that key sealed recently enough
   and, instead of running, seals at once with that child's result, its run receipt naming the
@@ -18,6 +22,7 @@ its parent's (so a driver that crashed finds it). What differs:
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +61,8 @@ def drive_child(session: ChildHost, call: ChildCall) -> RunEnvelope:
     Raises:
         UsageError / ParseError: the child's reference or package is invalid (no child exists).
         ResumeRefused: ``run_busy``, ``package_changed``.
+        RefusedCall: ``receipt_budget_exceeded``: the tree's receipt budget has no room for a
+            new child (it is not started).
         RunInterrupted: a stop was requested (the child waits for its root's resume).
     """
     store = session.store
@@ -63,9 +70,18 @@ def drive_child(session: ChildHost, call: ChildCall) -> RunEnvelope:
     if record is None:
         if call.close is not None:
             raise AssertionError("a child that never started cannot be closed")  # pragma: no cover
-        return _start(session, call)
+        envelope = _start(session, call)
+        _count_sealed(session, call, envelope)
+        return envelope
     if record.status == "sealed":
         return session.envelope(call.run_id)
+    envelope = _go_on(session, call)
+    _count_sealed(session, call, envelope)
+    return envelope
+
+
+def _go_on(session: ChildHost, call: ChildCall) -> RunEnvelope:
+    store = session.store
     session._acquire(call.run_id)
     try:
         record = session._record(call.run_id)
@@ -78,10 +94,27 @@ def drive_child(session: ChildHost, call: ChildCall) -> RunEnvelope:
                 store.append_event(call.run_id, "decision_recorded", {"address": address})
         store.update_run(call.run_id, status="running")
         driver = RunDriver(session, record, skill, method, call.stop)
-        driver.serial, driver.ledger = call.serial, call.ledger
+        driver.serial, driver.ledger, driver.receipts = call.serial, call.ledger, call.receipts
         return driver.drive()
     finally:
         session._release(call.run_id)
+
+
+_COUNT_LOCK = threading.Lock()
+
+
+def _count_sealed(session: ChildHost, call: ChildCall, envelope: RunEnvelope) -> None:
+    """A child that sealed in this drive adds its receipt tree to its parent's record
+    (``child_receipts``), so a later driver of the parent counts it on the tree's budget."""
+    if envelope.status != "sealed" or call.parent_run_id is None:
+        return
+    store = session.store
+    child = store.get_run(call.run_id)
+    size = int(((child.data if child else {}).get("receipt_tree") or {}).get("size") or 1)
+    with _COUNT_LOCK:  # the siblings of a fan-out seal in threads; one driver holds the root
+        parent = store.get_run(call.parent_run_id)
+        before = int((parent.data if parent else {}).get("child_receipts") or 0)
+        store.update_run(call.parent_run_id, data={"child_receipts": before + size})
 
 
 def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
@@ -99,6 +132,10 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
             code="no_methods",
         )
     method_name, method = select_method(skill.package.profile, skill.method)
+    if call.receipts is not None:
+        from proctor.core.budget import RUN_RECEIPTS
+
+        call.receipts.reserve(RUN_RECEIPTS)  # refused: the child never exists
     key = digest({"package_digest": skill.package_digest, "method": method_name,
                   "inputs": call.inputs})  # fmt: skip
     source = None
@@ -125,6 +162,7 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
         record.data["reused_from"] = {"run_id": source.run_id, "receipt_id": source.receipt_id}
     driver = RunDriver(session, record, skill, method, call.stop)
     driver.serial, driver.ledger = call.serial, call.ledger
+    driver.receipts, driver.receipts_counted = call.receipts, call.receipts is not None
     start_run(session, driver, call.inputs, None, session._acquire, recover=False)
     try:
         if source is not None and "start_blocked" not in record.data:

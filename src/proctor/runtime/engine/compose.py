@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from proctor.contracts.envelope import RunEnvelope
     from proctor.runtime.records.runs import RequestRecord
 
-__all__ = ["GAUGE", "FanOutGauge", "child_run_id", "skill_step", "width"]
+__all__ = ["GAUGE", "FanOutGauge", "child_run_id", "skill_step", "surface", "width"]
 
 
 @dataclass
@@ -181,6 +181,10 @@ def skill_step(
             f" run's authority allows {authority.max_child_depth} (max_child_depth); no child"
             " was started",
         )
+    blocked = _receipts_refused(run, step, len(each))
+    if blocked is not None:
+        return blocked
+    receipts = run.tree_receipts()
     recorded = run.record.data.get("authority") or {}
     granted = {**recorded, **authority.to_json()}
     forwarded = _forwarded(run, step)
@@ -197,6 +201,8 @@ def skill_step(
             decisions=forwarded.get(position, {}),
             serial=run.serial or (lanes > 1 and len(each) > 1),
             ledger=run.spend_ledger(),
+            receipts=receipts,
+            parent_run_id=run.run_id,
             reuse_max_age=None if step.reuse is None else step.reuse.max_age_seconds,
         )
         for position, child_inputs in enumerate(each)
@@ -215,6 +221,30 @@ def skill_step(
         done.child_runs = _committed(run, calls)
         return done
     return _settle(run, step, calls, envelopes)
+
+
+def _receipts_refused(run: StepRunner, step: SkillStep, count: int) -> StepDone | None:
+    """Refuse, before any child starts, a fan-out whose new children cannot each reserve their
+    receipts on the tree's budget (``receipt_budget_exceeded``)."""
+    from proctor.core.budget import RUN_RECEIPTS
+
+    budget = run.tree_receipts()
+    new = count
+    if new * RUN_RECEIPTS > budget.remaining:  # children started before a crash need none
+        new = sum(
+            1
+            for position in range(count)
+            if run.s.store.get_run(child_run_id(run.run_id, step.id, position)) is None
+        )
+    if new * RUN_RECEIPTS > budget.remaining:
+        return _blocked(
+            step,
+            "receipt_budget_exceeded",
+            f"step '{step.id}' would start {new} child runs; each needs {RUN_RECEIPTS} receipts"
+            f" and this run's tree has {budget.remaining} of its {budget.limit} left"
+            " (PROCTOR_MAX_RECEIPTS); no child was started",
+        )
+    return None
 
 
 STATE_FOLDERS = ("locks", "trash", "journal", "artifacts")
@@ -300,7 +330,7 @@ def _settle(
     if paused:
         requests: list[RequestRecord] = []
         for n in paused:
-            requests += _surface(run, step, n, calls[n].run_id)
+            requests += surface(run, f"{step.id}/{n}", calls[n].run_id)
         return StepPause(requests)
     results = [e.result for e in envelopes]
     return StepDone(
@@ -311,13 +341,15 @@ def _settle(
     )
 
 
-def _surface(run: StepRunner, step: SkillStep, position: int, child_id: str) -> list[Any]:
-    """The child's open requests, recorded at the root's addresses."""
+def surface(run: StepRunner, at: str, child_id: str) -> list[Any]:
+    """The child's open requests, recorded at the root's addresses ``<at>#<child address>``
+    (``at``: ``<step>/<n>`` for a skill step's child, ``<step>/turn/<call_id>`` for a turn's
+    skill call)."""
     out = []
     for request in run.s.store.requests(child_id):
         if request.state != "open":
             continue
-        address = f"{step.id}/{position}#{request.address}"
+        address = f"{at}#{request.address}"
         body = {
             **request.body,
             "address": address,

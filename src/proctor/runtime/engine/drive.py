@@ -55,6 +55,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.command import CommandStopped
 
 if TYPE_CHECKING:
+    from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
     from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.skills import LoadedSkill
@@ -85,7 +86,10 @@ class RunDriver(DriverParts):
         # own fan-outs run one at a time (nesting never multiplies what runs at once)
         self.depth = int(record.data.get("depth") or 0)
         self.serial = False
+        self.host_turn = False  # set by a host's turn call (.turn_call: one driver per call)
         self.ledger: SpendLedger | None = None  # a child is handed its root's
+        self.receipts: ReceiptBudget | None = None  # likewise: the tree's receipt budget
+        self.receipts_counted = False  # this run's own receipts are counted on it
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
@@ -127,11 +131,17 @@ class RunDriver(DriverParts):
         # counted, not read: a driver is built per turn call, and reading the run's calls
         # here would make every call of a long turn cost as much as the run so far
         counts = s.store.run_counts(self.run_id)
-        from proctor.core.budget import ReceiptBudget
+        from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
 
-        budget = ReceiptBudget(limit)
-        used = 1 + counts.steps + counts.calls
-        budget.reserve(min(used, budget.remaining))
+        # one budget for the tree: a child is handed its root's (its start already reserved
+        # its own receipts there); what earlier drivers of this run admitted is counted on it
+        if self.receipts is None:
+            self.receipts = ReceiptBudget(limit)
+        budget = self.receipts
+        if not self.receipts_counted:
+            earlier = int(self.record.data.get("child_receipts") or 0)  # sealed children's
+            budget.count(RUN_RECEIPTS + counts.steps + counts.calls + earlier)
+            self.receipts_counted = True
         extra = package_authority_files(self.skill, s.workspace.root)
         # the run's own package is authority, and proctor's state is where the session keeps it
         workspace = s.workspace.governing(extra_authority=extra, environ=s.environ)
@@ -181,6 +191,16 @@ class RunDriver(DriverParts):
         governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
+
+    def tree_receipts(self) -> ReceiptBudget:
+        """The receipt budget the run's whole tree draws on (the root's).
+
+        Raises:
+            Blocked: the governor cannot be built (as :meth:`governor`).
+        """
+        self.governor()
+        assert self.receipts is not None
+        return self.receipts
 
     def _stopping(self) -> bool:
         return self.s.stop_event.is_set() or (self.stop is not None and self.stop.is_set())
@@ -309,7 +329,11 @@ class RunDriver(DriverParts):
         inputs: dict[str, Any],
         outputs: dict[str, Any],
     ) -> StepDone | StepPause:
-
+        try:  # every step's own receipt is reserved before it runs (one budget for the tree)
+            if governor.receipt_budget is not None:
+                governor.receipt_budget.reserve(1)
+        except ProctorError as exc:
+            return run_kinds.budget_blocked(step.id, exc)
         if isinstance(step, AskStep):
             return run_kinds.ask_step(self, step)
         if isinstance(step, AgentStep):
@@ -533,15 +557,21 @@ class RunDriver(DriverParts):
             call_id=call_id,
             cancel=cancel,
         )
+        from proctor.runtime.engine.skill_calls import ChildPending
+
         governor = self.governor()
         admitted = self.turn_spec(turn, spec)
         unpriced = self._unpriced(admitted)
         if unpriced is not None:
             return unpriced
+        self.host_turn = True
         try:
             return self._call_id_reused(
                 admitted, self.spend_call(admitted, lambda: governor.call(admitted))
             )
+        except ChildPending as pending:  # the call's child waits on a person (.skill_calls)
+            self._pause(pending.requests)
+            return pending.outcome(admitted.call_id or call_id, tool, admitted.step_id)
         except AwaitApproval as waiting:
             request = self.open_request(waiting.address, waiting.body)
             self._pause([request])

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from proctor.contracts.envelope import RunEnvelope
     from proctor.core.authority import Authority
+    from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
@@ -71,6 +72,11 @@ class AgentDriver(Protocol):
     :class:`~proctor.runtime.admission.governor.CallSpec` through the run's governor with the
     turn's allowance (the spec's own allowance and step are ignored). The return value is the
     turn's output, checked against the step's ``output`` schema.
+
+    An agent whose ``prices`` (the provider's declared ``cost``) are not empty is also handed
+    ``meter=`` (:class:`~proctor.runtime.engine.metering.ModelMeter`), on which it reserves each
+    model request before sending it; one with none is refused ``price_unknown`` under a spend
+    limit.
     """
 
     def drive_turn(
@@ -109,6 +115,11 @@ class ChildCall:
     close: str | None = None
     ledger: SpendLedger | None = None
     """The root's spend ledger: the whole tree spends from one limit."""
+    receipts: ReceiptBudget | None = None
+    """The root's receipt budget: the whole tree writes at most its limit of receipts."""
+    parent_run_id: str | None = None
+    """The run that starts the child: its record counts the child's receipts once it seals
+    (the child's own record never names it)."""
     reuse_max_age: int | None = None
     """``reuse: {max_age_seconds}``: an earlier sealed child with the same package digest,
     method and inputs, sealed at most this long ago, is reused instead of run."""
@@ -201,9 +212,16 @@ class StepRunner(Protocol):
     stop: threading.Event | None
     serial: bool
     depth: int
+    host_turn: bool
+    """A host works the turn whose call runs now: a call may wait on a person (it answers
+    pending and the run pauses); in a managed turn it cannot."""
 
     def spend_ledger(self) -> SpendLedger:
         """The ledger this run's tree spends from (the root's)."""
+        ...
+
+    def tree_receipts(self) -> ReceiptBudget:
+        """The receipt budget this run's tree draws on (the root's)."""
         ...
 
     def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord: ...

@@ -44,8 +44,6 @@ def tool_step(
     settlement before a person is: the result it returns settles the call as done.
     """
     try:
-        if governor.receipt_budget is not None:
-            governor.receipt_budget.reserve(1)  # the step's own receipt
         args = resolve(step.inputs, inputs, outputs)
         key = None
         if step.idempotency_key is not None:
@@ -112,8 +110,10 @@ def priced(tool: str) -> bool:
     return tool in PRICED_TOOLS or tool.startswith("operation:")
 
 
-def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
-    refusal = Refusal(code=exc.code, message=exc.message, step=step.id, tool=step.tool)
+def budget_blocked(step_id: str, exc: ProctorError, tool: str | None = None) -> StepDone:
+    """The settled form of a step a budget refused (spend, receipts): it seals the run
+    ``blocked`` (``budget_exceeded``) with the budget's code."""
+    refusal = Refusal(code=exc.code, message=exc.message, step=step_id, tool=tool)
     return StepDone(
         "blocked",
         refusal=refusal,
@@ -121,6 +121,10 @@ def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
         run_outcome="blocked",
         run_seal_reason="budget_exceeded",
     )
+
+
+def _spend_refused(step: ToolStep, exc: SpendRefused) -> StepDone:
+    return budget_blocked(step.id, exc, step.tool)
 
 
 def _settled_call(recorded: list[CallRecord], step_id: str, tool: str) -> CallOutcome | None:
@@ -436,33 +440,15 @@ def agent_step(
     except ProctorError as exc:
         return step_failed(step.id, exc)
     agent = run.s.agent_driver
-    if agent is not None and run.spend_ledger().limited:
-        # a managed agent's model calls are priced acts proctor makes: with no declared
-        # provider price, a limit refuses them (a missing price is never zero)
-        refusal = Refusal(
-            code="price_unknown",
-            message=f"step '{step.id}' is a managed agent turn whose model calls have no"
-            " declared price, and this run has a spend limit; nothing was sent",
-            step=step.id,
-        )
-        return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
-                        run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
     if agent is not None:
-        try:
-            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
-        except ProctorError as exc:
-            return step_failed(step.id, exc)
-        done = _check_output(step, value)
-        done.used = []
-        done.context_digests = [c["digest"] for c in turn.get("context") or []]
-        return done
+        return _managed_turn(run, step, turn, agent)
     request = run.open_request(step.id, turn)
     if request.decision is None:
         # a turn call still waiting on a person is shown beside its turn, never hidden by it
         waiting = [
             r
             for r in run.s.store.requests(run.run_id)
-            if r.kind == "approval"
+            if (r.kind == "approval" or "#" in r.address)  # a call's own, or its child's
             and r.address.startswith(f"{step.id}/turn/")
             and r.state == "open"
         ]
@@ -477,9 +463,52 @@ def agent_step(
     return done
 
 
+def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent: Any) -> StepDone:
+    """The session's managed agent works the turn. Its model requests are priced acts proctor
+    makes: with the provider's ``cost`` declared, each is metered on the tree's ledger
+    (:mod:`proctor.runtime.engine.metering`); without, a spend limit refuses the turn
+    ``price_unknown`` before anything is sent (a missing price is never zero)."""
+    prices = tuple(getattr(agent, "prices", ()) or ())
+    ledger = run.spend_ledger()
+    if not prices and ledger.limited:
+        refusal = Refusal(
+            code="price_unknown",
+            message=f"step '{step.id}' is a managed agent turn whose model provider declares no"
+            " price (agent.cost), and this run has a spend limit; nothing was sent",
+            step=step.id,
+        )
+        return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
+                        run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
+    meter = None
+    if prices:
+        from proctor.runtime.engine.metering import ModelMeter
+
+        meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
+    try:
+        if meter is None:
+            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
+        else:
+            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
+    except SpendRefused as exc:
+        done = budget_blocked(step.id, exc)
+    except ProctorError as exc:
+        done = step_failed(step.id, exc)
+    else:
+        done = _check_output(step, value)
+        done.used = []
+        done.context_digests = [c["digest"] for c in turn.get("context") or []]
+    if meter is not None:
+        done.spend_micro_usd = meter.spent
+    return done
+
+
 def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
     """The approvals the turn's calls executed on: used once the step settles."""
-    used = []
+    used = [  # the root's copies of its skill calls' children's requests, answered
+        r.address
+        for r in run.s.store.requests(run.run_id)
+        if r.address.startswith(f"{step_id}/turn/") and "#" in r.address and r.state == "decided"
+    ]
     for call in run.s.store.step_calls(run.run_id, step_id):
         body = call.result if isinstance(call.result, dict) else {}
         approved = body.get("approved_by")

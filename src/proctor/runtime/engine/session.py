@@ -472,6 +472,11 @@ class Session:
         sent. After a person approves it with ``resume``, the same call (same ``call_id``)
         executes once.
 
+        A ``skill.*`` call whose child run pauses waits the same way: the child's requests
+        surface at ``<address>/turn/<call_id>#<child address>``, the outcome is ``refused``
+        with code ``child_pending``, and once they are answered the same call goes on with the
+        child and returns its result (see :mod:`.skill_calls`).
+
         ``stop`` cancels the call: a read in flight stops (``call_cancelled``); an effect in
         flight runs to its end and settles as it ended, with ``cancel_requested`` recorded
         beside it.

@@ -7,9 +7,15 @@ handler drives a child run with the turn's run's authority, narrowed by the chil
 child's own calls are admitted by the child's governor. The call's result is the child's
 result, with its run id and receipt; the call's receipt commits the child's run receipt.
 
-A child that would pause inside a turn call cannot wait (a turn's conversation lives in one
-process): it is closed ``superseded`` and the call fails ``child_paused``. A child past
-``max_child_depth`` is refused ``child_depth_exceeded`` before it starts.
+A child that pauses inside the call of a turn a **host** works waits, as ``ask_human`` does
+(:mod:`.turn_ask`): its requests surface at the root at ``<step>/turn/<call_id>#<child
+address>`` and the call answers ``child_pending`` (nothing is recorded under ``call_id``); once
+they are answered at the root (``proctor resume``), the same call (same ``call_id``) hands the
+answers to the child, drives it on and returns its result. The child's id is derived from the
+run, the step and the ``call_id``, so a driver that crashed finds it again. In a **managed**
+turn a call cannot wait (its conversation lives in one process): the child is closed
+``superseded`` and the call fails ``child_paused``. A child past ``max_child_depth`` is refused
+``child_depth_exceeded`` before it starts.
 """
 
 from __future__ import annotations
@@ -20,11 +26,46 @@ from typing import Any
 
 from proctor.contracts.skill import AgentStep
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
-from proctor.runtime.engine.compose import child_run_id
+from proctor.runtime.admission.governor import CallOutcome
+from proctor.runtime.engine.compose import child_run_id, surface
 from proctor.runtime.engine.host import ChildCall, StepRunner
+from proctor.runtime.records.runs import RequestRecord
 from proctor.runtime.tools.base import Tool, ToolContext
 
-__all__ = ["CONTEXT_LIMIT", "TOOL_PREFIX", "context_skills", "offered_skills", "skill_tools"]
+__all__ = [
+    "CONTEXT_LIMIT",
+    "TOOL_PREFIX",
+    "ChildPending",
+    "context_skills",
+    "offered_skills",
+    "skill_tools",
+]
+
+
+class ChildPending(Exception):  # a pause, not an error: the call answers pending
+    """A host's skill call whose child waits on ``requests`` (the root's copies): the run
+    pauses on them and the call answers ``child_pending``. Raised through the governor, so
+    nothing is recorded under the call's id."""
+
+    def __init__(self, requests: list[RequestRecord], child_run_id: str) -> None:
+        super().__init__(child_run_id)
+        self.requests = requests
+        self.child_run_id = child_run_id
+
+    def outcome(self, call_id: str, tool: str, step_id: str | None) -> CallOutcome:
+        """What the host's call answers: refused ``child_pending``, naming what it waits on."""
+        waiting = [{"address": r.address, "request_digest": r.request_digest}
+                   for r in self.requests]  # fmt: skip
+        error = {
+            "code": "child_pending",
+            "message": "the skill's child run waits on a person (or an agent); answer its"
+            " requests at the root (proctor resume), then make this call again with the same"
+            " call_id to go on with the child and get its result",
+            "details": {"child_run_id": self.child_run_id, "waiting_on": waiting,
+                        "run_status": "needs_approval"},
+        }  # fmt: skip
+        return CallOutcome(call_id, tool, step_id, "refused", error=error)
+
 
 TOOL_PREFIX = "skill."
 CONTEXT_LIMIT = 16 * 1024
@@ -141,6 +182,7 @@ def _handler(run: StepRunner, ref: str) -> Any:
                 code="child_depth_exceeded",
             )
         recorded = run.record.data.get("authority") or {}
+        at = f"{ctx.step_id}/turn/{ctx.call_id.rpartition('/turn/')[2]}"
         call = ChildCall(
             run_id=child_run_id(run.run_id, f"{ctx.step_id}/turn", ctx.call_id),
             ref=ref,
@@ -151,6 +193,9 @@ def _handler(run: StepRunner, ref: str) -> Any:
             stop=run.stop,
             serial=True,
             ledger=run.spend_ledger(),
+            receipts=run.tree_receipts(),
+            decisions=_forwarded(run, at),
+            parent_run_id=run.run_id,
         )
         try:
             envelope = run.s.drive_child(call)
@@ -161,8 +206,10 @@ def _handler(run: StepRunner, ref: str) -> Any:
                 f"the child run could not start: {exc.message}", code=exc.code
             ) from exc
         details = {"child_run_id": call.run_id}
+        if envelope.status != "sealed" and run.host_turn:
+            raise ChildPending(surface(run, at, call.run_id), call.run_id)
         if envelope.status != "sealed":
-            run.s.drive_child(replace(call, close="superseded"))
+            run.s.drive_child(replace(call, close="superseded", decisions={}))
             raise ToolFailed(
                 "the child run waits on a person or an agent, and a turn's call cannot wait; it"
                 " was closed (superseded): give the run standing approvals, or make it a"
@@ -181,3 +228,17 @@ def _handler(run: StepRunner, ref: str) -> Any:
         return {"result": envelope.result, **details, "receipt_id": envelope.receipt_id}
 
     return call_skill
+
+
+def _forwarded(run: StepRunner, at: str) -> dict[str, dict[str, Any]]:
+    """Answers recorded at the root for a turn call's child (at ``<at>#<child address>``), by
+    the child's own address and request digest."""
+    out: dict[str, dict[str, Any]] = {}
+    prefix = at + "#"
+    for request in run.s.store.requests(run.run_id):
+        if request.state != "decided" or request.decision is None:
+            continue
+        if request.address.startswith(prefix):
+            digest = request.body.get("child_request_digest")
+            out[request.address[len(prefix) :]] = {**request.decision, "request_digest": digest}
+    return out

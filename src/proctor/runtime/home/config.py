@@ -15,6 +15,10 @@ other key of the file (the credential profiles live in the same file) as it is. 
 |                      | the API key; never the key itself                                      |
 | `agent.timeout_s`    | per-request timeout in seconds (default 60)                            |
 | `agent.max_retries`  | retries after a 429 or 5xx answer (default 2)                          |
+| `agent.max_tokens`   | the answer limit sent with each request (the provider's default else)  |
+| `agent.cost`         | the provider's price as JSON: `{"usd_micro": N, "per": "call"}`, or a  |
+|                      | list pricing `1k_tokens_in` and `1k_tokens_out`; a managed turn under  |
+|                      | a spend limit needs it                                                 |
 
 A value that looks like a key (a credential shape) is refused for every field: keys reach
 proctor only through the credentials path, never argv.
@@ -26,9 +30,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from proctor.errors import ConfigError
+from proctor.errors import ConfigError, ProctorError
+
+if TYPE_CHECKING:
+    from proctor.core.spend import Price
 
 __all__ = [
     "AGENT_KEYS",
@@ -51,6 +58,8 @@ AGENT_KEYS: tuple[str, ...] = (
     "secret",
     "timeout_s",
     "max_retries",
+    "max_tokens",
+    "cost",
 )
 # The two providers proctor knows by name: their dialect and public API base.
 _KNOWN: dict[str, tuple[Dialect, str]] = {
@@ -72,6 +81,9 @@ class AgentConfig:
         secret: the credential profile holding the key, or ``None`` (a keyless local server).
         timeout_s: per-request timeout.
         max_retries: retries after 429/5xx.
+        max_tokens: the answer limit sent with each request, or ``None`` (the provider's).
+        prices: the provider's declared ``cost`` (empty: undeclared, so a managed turn under
+            a spend limit is refused ``price_unknown``).
     """
 
     provider: str
@@ -81,6 +93,8 @@ class AgentConfig:
     secret: str | None = None
     timeout_s: float = 60.0
     max_retries: int = 2
+    max_tokens: int | None = None
+    prices: tuple[Price, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """The configuration as JSON (the secret's profile name only)."""
@@ -92,6 +106,8 @@ class AgentConfig:
             "secret": self.secret,
             "timeout_s": self.timeout_s,
             "max_retries": self.max_retries,
+            "max_tokens": self.max_tokens,
+            "cost": [p.to_json() for p in self.prices] or None,
         }
 
 
@@ -187,6 +203,21 @@ def _typed(key: str, value: str) -> Any:
                 code="config_value_invalid",
             )
         return number
+    if key == "cost":
+        try:
+            document = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                'agent.cost is JSON: {"usd_micro": N, "per": "call"} or a list of such',
+                code="cost_invalid",
+            ) from exc
+        return [p.to_json() for p in _prices(document)]
+    if key == "max_tokens":
+        if not value.isdigit() or not 1 <= int(value) <= 1_000_000:
+            raise ConfigError(
+                "agent.max_tokens must be an integer 1-1000000", code="config_value_invalid"
+            )
+        return int(value)
     if key == "max_retries":
         if not value.isdigit() or int(value) > 10:
             raise ConfigError(
@@ -199,6 +230,15 @@ def _typed(key: str, value: str) -> Any:
             code="config_value_invalid",
         )
     return value
+
+
+def _prices(document: Any) -> tuple[Price, ...]:
+    from proctor.core.spend import parse_prices
+
+    try:
+        return parse_prices(document, "agent.cost")
+    except ProctorError as exc:
+        raise ConfigError(exc.message, code="cost_invalid") from exc
 
 
 def _check_endpoint(url: str, *, has_secret: bool) -> None:
@@ -329,6 +369,12 @@ def agent_config(home: Path | None = None, *, section: dict[str, Any] | None = N
         raise ConfigError("agent.timeout_s must be a positive number", code="config_invalid")
     if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
         raise ConfigError("agent.max_retries must be an integer 0-10", code="config_invalid")
+    max_tokens = raw.get("max_tokens")
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        raise ConfigError("agent.max_tokens must be a positive integer", code="config_invalid")
+    cost = raw.get("cost")
     return AgentConfig(
         provider=provider,
         model=model,
@@ -337,4 +383,6 @@ def agent_config(home: Path | None = None, *, section: dict[str, Any] | None = N
         secret=secret or None,
         timeout_s=float(timeout),
         max_retries=retries,
+        max_tokens=max_tokens,
+        prices=() if cost is None else _prices(cost),
     )
