@@ -576,4 +576,4 @@ def verify_receipt(
         store = ReceiptStore(default_receipt_dir())
         load = store.get
     with SignaturePool() as pool:
-        return verify_tree(root_id, load, keys, root_bytes=root_bytes, verify_batch=pool)
+        return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
