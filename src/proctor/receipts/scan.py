@@ -90,11 +90,18 @@ def scan_envelope(data: bytes) -> Scanned | None:
     m = _ENVELOPE.fullmatch(text)
     if m is None:
         return None
-    started, ended, children, context, reused, sandbox, spend, call, step, sig_text, csig = (
-        m.group(
-            "started", "ended", "children", "context", "reused", "sandbox", "spend", "call",
-            "step", "sig", "csig",
-        )
+    started, ended, children, context, reused, sandbox, spend, call, step, sig_text, csig = m.group(
+        "started",
+        "ended",
+        "children",
+        "context",
+        "reused",
+        "sandbox",
+        "spend",
+        "call",
+        "step",
+        "sig",
+        "csig",
     )
     if ended < started:
         return None

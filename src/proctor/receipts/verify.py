@@ -238,7 +238,10 @@ class _Checks:
         self.out.append((self.submit(checks), marks))
         if len(self.out) > MAX_IN_FLIGHT:
             wait, marks = self.out.popleft()
-            return self._failed(walk, root_id, wait(), marks)
+            failed = self._failed(walk, root_id, wait(), marks)
+            if failed is not None:
+                self.out.clear()  # every batch still out comes later in walk order
+            return failed
         return None
 
     def finish(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
@@ -271,6 +274,7 @@ def verify_tree(
     max_depth: int = MAX_TREE_DEPTH,
     verify_batch: BatchVerifier | None = None,
     submit_batch: BatchSubmitter | None = None,
+    batch_size: int = BATCH_SIZE,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
@@ -280,6 +284,7 @@ def verify_tree(
     signatures :data:`BATCH_SIZE` at a time (e.g. on several cores); without it each signature
     is checked as its receipt is read; ``submit_batch`` (which takes precedence) checks each
     batch in the background while the walk reads on. The result is the same every way.
+    ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one).
 
     Returns a :class:`VerifyResult`; tampering is a result, not an exception.
 
@@ -299,11 +304,11 @@ def verify_tree(
         root_id = DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest()
 
     if submit_batch is not None:
-        queue = _Checks(verify_serially, BATCH_SIZE, submit_batch)
+        queue = _Checks(verify_serially, max(1, batch_size), submit_batch)
     elif verify_batch is None:
         queue = _Checks(verify_serially, 1, None)
     else:
-        queue = _Checks(verify_batch, BATCH_SIZE, None)
+        queue = _Checks(verify_batch, max(1, batch_size), None)
     try:
         stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
     except Exception:
