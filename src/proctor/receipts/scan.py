@@ -31,9 +31,9 @@ Scanned = tuple[bytes, str, "bytes | None", tuple[ChildRef, ...]]
 _HEX = r"sha256:[0-9a-f]{64}"
 _D = rf'"{_HEX}"'
 _ND = rf"(?:null|{_D})"
-# a non-empty string with no escape (the bytes are ASCII, checked first)
-_S = r'"[^"\\\x00-\x1f]+"'
-_S0 = r'"[^"\\\x00-\x1f]*"'
+# a string of printable ASCII without an escape (non-empty, or possibly empty): canonical as is
+_S = r'"[\x20\x21\x23-\x5b\x5d-\x7f]+"'
+_S0 = r'"[\x20\x21\x23-\x5b\x5d-\x7f]*"'
 _T = r'"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z"'
 # at most 15 digits: below 2**53 - 1 without comparing (larger values go to the strict parser)
 _N = r"(?:0|[1-9][0-9]{0,14})"
@@ -44,7 +44,7 @@ _REASONS = "|".join(sorted(SEAL_REASONS))
 # an audit head is a run's; a step names its step_id, a run and a step their method, a call
 # its tool; only a call may be unsigned; a completed receipt has no seal_reason; the
 # envelope's key_id is the body's. The rare optional fields are checked in scan_envelope.
-_ENVELOPE = re.compile(
+_PATTERN = (
     r'\{"body":'
     rf'\{{"audit_head":(?:(?P<nohead>null)|\{{"last_digest":(?:(?P<nolast>null)|{_D}),'
     rf'"lines":(?(nolast)0|[1-9][0-9]{{0,14}})\}}),'
@@ -71,7 +71,10 @@ _ENVELOPE = re.compile(
     r'"key_id":"(?P=key)",'
     r'"signature":(?(call)(?:null|"(?P<csig>[A-Za-z0-9+/=]+)")|"(?P<sig>[A-Za-z0-9+/=]+)")\}\n'
 )
-_CHILDREN = re.compile(rf'"body_digest":"({_HEX})","receipt_id":"({_HEX})"')
+# over bytes: every byte the pattern admits is ASCII, so no decoding is needed first
+_ENVELOPE = re.compile(_PATTERN.encode("ascii"))
+# each child commitment is {"body_digest":"<71>","receipt_id":"<71>"}, then a comma
+_CHILD_AT, _CHILD_RID, _CHILD_STRIDE = 16, 16 + 71 + 16, 177
 _BODY_AT = len('{"body":')
 # the envelope after its body: ,"key_id":"<71 characters>","signature": ... }LF
 _TAIL = len(',"key_id":"') + 71 + len('","signature":') + len("}\n")
@@ -84,10 +87,7 @@ def scan_envelope(data: bytes) -> Scanned | None:
     :func:`~proctor.receipts.model.parse_envelope` returns for the same bytes. ``None`` refuses
     nothing: it means "not recognized here, ask the strict parser".
     """
-    if not data.isascii():
-        return None
-    text = data.decode("ascii")
-    m = _ENVELOPE.fullmatch(text)
+    m = _ENVELOPE.fullmatch(data)
     if m is None:
         return None
     started, ended, children, context, reused, sandbox, spend, call, step, sig_text, csig = m.group(
@@ -121,8 +121,17 @@ def scan_envelope(data: bytes) -> Scanned | None:
             return None
     refs: tuple[ChildRef, ...] = ()
     if children:
-        refs = tuple([ChildRef(rid, bdg) for bdg, rid in _CHILDREN.findall(children)])
+        text = children.decode("ascii")
+        refs = tuple(
+            [
+                ChildRef(
+                    text[i + _CHILD_RID : i + _CHILD_RID + 71],
+                    text[i + _CHILD_AT : i + _CHILD_AT + 71],
+                )
+                for i in range(0, len(text), _CHILD_STRIDE)
+            ]
+        )
     # the body ends where the envelope's ',"key_id":"' begins
     tail = _TAIL + (4 if text64 is None else len(text64) + 2)
     body_bytes = data[_BODY_AT : len(data) - tail]
-    return body_bytes, m.group("key"), sig, refs
+    return body_bytes, m.group("key").decode("ascii"), sig, refs
