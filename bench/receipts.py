@@ -12,7 +12,8 @@ and p95:
   signatures) as the worst case;
 * the raw Ed25519 verify rate of ``cryptography`` alone, the physical floor for the above: on
   one thread, and on one thread per usable core (``cryptography`` releases the GIL while it
-  verifies, and ``proctor verify`` checks signatures on every core in batches).
+  verifies, and ``proctor verify`` checks signatures on every core in batches while its walk
+  reads and recognizes the next receipts).
 
 Targets: verify 30,002 in < 3 s and < 100 MiB. A benchmark, not a test: it asserts nothing.
 """

@@ -32,11 +32,23 @@ any other failure is reported and at the end. A failing check reports exactly wh
 would have reported stopping at that receipt, so batching changes the speed, not the result:
 the first failing receipt in walk order is still the one named. The queue holds at most
 :data:`BATCH_SIZE` bodies (or :data:`BATCH_BYTES`), which keeps memory to the current path.
+
+With ``submit_batch`` the batches are checked *while the walk goes on* (reading and parsing
+the next receipts overlaps the signature checks): at most :data:`MAX_IN_FLIGHT` batches are
+out at once (the walk waits for the oldest beyond that, so memory stays bounded), a failing
+batch stops the walk as soon as the walk learns of it, and before any result is returned
+every batch still out is waited for, oldest first. Every queued check precedes in walk order
+whatever the walk found after queueing it, so the first failure among the batches, else the
+walk's own, is still exactly the one the one-by-one walk names.
+
+Receipts are recognized by :func:`proctor.receipts.scan.scan_envelope` (one compiled pattern)
+and only what it does not recognize goes to the strict parser, which names the error.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -45,12 +57,15 @@ from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.model import ChildRef, parse_envelope
+from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import PublicKey
 
 __all__ = [
     "BATCH_BYTES",
     "BATCH_SIZE",
+    "MAX_IN_FLIGHT",
     "VERIFY_SCHEMA",
+    "BatchSubmitter",
     "BatchVerifier",
     "Loader",
     "SignatureCheck",
@@ -69,10 +84,15 @@ Status = Literal["verified", "unverified", "invalid"]
 SignatureCheck = tuple[PublicKey, bytes, bytes]
 #: Checks a batch; returns the index of the first check that fails, or None when all pass.
 BatchVerifier = Callable[[Sequence[SignatureCheck]], "int | None"]
+#: Starts checking a batch in the background; the returned callable waits for it and returns
+#: the index of the first check that fails, or None (it raises what a check raised).
+BatchSubmitter = Callable[[Sequence[SignatureCheck]], Callable[[], "int | None"]]
 
 #: Signature checks queued before a batch runs, and the body bytes they may hold at most.
 BATCH_SIZE = 256
 BATCH_BYTES = 4 << 20
+#: Batches a ``submit_batch`` walk has out at once before it waits for the oldest.
+MAX_IN_FLIGHT = 4
 
 
 def verify_serially(checks: Sequence[SignatureCheck]) -> int | None:
@@ -178,17 +198,23 @@ class _Walk:
         return past
 
 
+_Mark = tuple[str, "str | None", tuple[int, int, int, int, int, int]]
+
+
 class _Checks:
     """Signature checks queued by the walk, each with the counts to report if it fails."""
 
-    __slots__ = ("bytes", "checks", "limit", "marks", "run")
+    __slots__ = ("bytes", "checks", "limit", "marks", "out", "run", "submit")
 
-    def __init__(self, run: BatchVerifier, limit: int) -> None:
+    def __init__(self, run: BatchVerifier, limit: int, submit: BatchSubmitter | None) -> None:
         self.run = run
+        self.submit = submit
         self.limit = limit
         self.checks: list[SignatureCheck] = []
-        self.marks: list[tuple[str, str | None, tuple[int, int, int, int, int, int]]] = []
+        self.marks: list[_Mark] = []
         self.bytes = 0
+        # batches checking in the background, oldest first, each with its marks
+        self.out: deque[tuple[Callable[[], int | None], list[_Mark]]] = deque()
 
     def add(self, check: SignatureCheck, rid: str, parent: str | None, walk: _Walk) -> bool:
         """Queue a check; True when the queue is full and must run now."""
@@ -198,12 +224,40 @@ class _Checks:
         return len(self.checks) >= self.limit or self.bytes >= BATCH_BYTES
 
     def flush(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
-        """Run the queued checks; the result for the first that fails, else None."""
+        """Run (or send off) the queued checks; the result for the first known to fail.
+
+        With a submitter the batch is sent off and only the oldest batch beyond
+        :data:`MAX_IN_FLIGHT` is waited for; :meth:`finish` waits for the rest.
+        """
         if not self.checks:
             return None
-        failed = self.run(self.checks)
-        marks = self.marks
+        checks, marks = self.checks, self.marks
         self.checks, self.marks, self.bytes = [], [], 0
+        if self.submit is None:
+            return self._failed(walk, root_id, self.run(checks), marks)
+        self.out.append((self.submit(checks), marks))
+        if len(self.out) > MAX_IN_FLIGHT:
+            wait, marks = self.out.popleft()
+            failed = self._failed(walk, root_id, wait(), marks)
+            if failed is not None:
+                self.out.clear()  # every batch still out comes later in walk order
+            return failed
+        return None
+
+    def finish(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
+        """Run what is queued and wait for every batch out, oldest first; the first failure."""
+        failed = self.flush(walk, root_id)
+        while self.out:
+            wait, marks = self.out.popleft()
+            found = wait()
+            if failed is None:
+                failed = self._failed(walk, root_id, found, marks)
+        return failed
+
+    @staticmethod
+    def _failed(
+        walk: _Walk, root_id: str | None, failed: int | None, marks: list[_Mark]
+    ) -> VerifyResult | None:
         if failed is None:
             return None
         rid, parent, snap = marks[failed]
@@ -219,6 +273,8 @@ def verify_tree(
     max_receipts: int = MAX_TREE_RECEIPTS,
     max_depth: int = MAX_TREE_DEPTH,
     verify_batch: BatchVerifier | None = None,
+    submit_batch: BatchSubmitter | None = None,
+    batch_size: int = BATCH_SIZE,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
@@ -226,7 +282,9 @@ def verify_tree(
     ``root_bytes`` to verify a file in hand: ``root_id`` may then be ``None`` (the root's id
     is its body digest) or the id its file name claims (checked). ``verify_batch`` checks
     signatures :data:`BATCH_SIZE` at a time (e.g. on several cores); without it each signature
-    is checked as its receipt is read. The result is the same either way.
+    is checked as its receipt is read; ``submit_batch`` (which takes precedence) checks each
+    batch in the background while the walk reads on. The result is the same every way.
+    ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one).
 
     Returns a :class:`VerifyResult`; tampering is a result, not an exception.
 
@@ -245,13 +303,22 @@ def verify_tree(
             return _invalid(walk, None, exc.code, exc.message, None, None)
         root_id = DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest()
 
-    if verify_batch is None:
-        queue = _Checks(verify_serially, 1)
+    if submit_batch is not None:
+        queue = _Checks(verify_serially, max(1, batch_size), submit_batch)
+    elif verify_batch is None:
+        queue = _Checks(verify_serially, 1, None)
     else:
-        queue = _Checks(verify_batch, BATCH_SIZE)
-    stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
+        queue = _Checks(verify_batch, max(1, batch_size), None)
+    try:
+        stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
+    except Exception:
+        # a queued signature check that fails precedes (in walk order) what the loader raised
+        failed = queue.finish(walk, root_id)
+        if failed is not None:
+            return failed
+        raise
     # a queued signature check precedes (in walk order) whatever stopped the walk
-    failed = queue.flush(walk, root_id)
+    failed = queue.finish(walk, root_id)
     if failed is not None:
         return failed
     if stopped is not None:
@@ -311,45 +378,43 @@ def _walk(
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:
-            try:
-                data = load(rid)
-            except Exception:
-                failed = queue.flush(walk, root_id)
-                if failed is not None:
-                    return failed
-                raise
+            data = load(rid)  # what it raises: see verify_tree
         if data is None:
             return _invalid(
                 walk, root_id, "not_found" if depth == 0 else "child_missing", None, rid, parent
             )
-        try:
-            env = parse_envelope(data)
-        except ReceiptInvalid as exc:
-            return _invalid(walk, root_id, exc.code, exc.message, rid, parent)
-        for child in env.children:
+        parts = scan_envelope(data)
+        if parts is None:
+            try:
+                env = parse_envelope(data)
+            except ReceiptInvalid as exc:
+                return _invalid(walk, root_id, exc.code, exc.message, rid, parent)
+            parts = (env.body_bytes, env.key_id, env.signature, env.children)
+        body_bytes, key_id, signature, children = parts
+        for child in children:
             if child.receipt_id == rid or child.receipt_id in path:
                 return _invalid(walk, root_id, "cycle", None, rid, parent)
-        if DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest() != rid:
+        if DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest() != rid:
             return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)
-        walk.key_ids.setdefault(env.key_id, None)
-        if env.signature is None:
+        walk.key_ids.setdefault(key_id, None)
+        if signature is None:
             if depth == 0:
                 walk.unverified = walk.unverified or ("unsigned", rid, parent)
             else:
                 walk.amortized += 1
         else:
-            key = trusted.get(env.key_id)
+            key = trusted.get(key_id)
             if key is None:
                 walk.unknown += 1
                 walk.unverified = walk.unverified or ("unknown_key", rid, parent)
             else:
-                if queue.add((key, env.signature, env.body_bytes), rid, parent, walk):
+                if queue.add((key, signature, body_bytes), rid, parent, walk):
                     failed = queue.flush(walk, root_id)
                     if failed is not None:
                         return failed
                 walk.signed += 1
-        if env.children:
-            stack.append(iter(env.children))
+        if children:
+            stack.append(iter(children))
             owners.append(rid)
             path.add(rid)
     return None

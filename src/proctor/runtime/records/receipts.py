@@ -39,7 +39,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -471,39 +471,6 @@ def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
 # -- verification over a folder ----------------------------------------------------------------
 
 
-def _folder_loader(directory: Path) -> Callable[[str], bytes | None]:
-    # os.open/os.read rather than Path.read_bytes: a tree is up to 30,002 small files, and
-    # the plain calls take less than half the time per file
-    prefix = os.path.join(os.fspath(directory), "")
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-
-    def load(receipt_id: str) -> bytes | None:
-        match = _ID.match(receipt_id)
-        if match is None:
-            return None
-        try:
-            fd = os.open(f"{prefix}{match.group(1)}.json", flags)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreError(
-                f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
-            ) from exc
-        try:
-            parts = []
-            while chunk := os.read(fd, 1 << 16):
-                parts.append(chunk)
-        except OSError as exc:
-            raise StoreError(
-                f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
-            ) from exc
-        finally:
-            os.close(fd)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    return load
-
-
 def _trusted(
     public_key: PublicKey | bytes | str | os.PathLike[str] | None,
     environ: Mapping[str, str] | None = None,
@@ -570,10 +537,20 @@ def verify_receipt(
         root_id = f"sha256:{named.group(1)}" if named else None
         if folder is None:
             folder = path.parent
-    if folder is not None:
-        load = _folder_loader(folder)
-    else:
+    if folder is None:
         store = ReceiptStore(default_receipt_dir())
-        load = store.get
-    with SignaturePool() as pool:
-        return verify_tree(root_id, load, keys, root_bytes=root_bytes, verify_batch=pool)
+        # refuses a store that is not ours before reading; a missing store holds nothing
+        folder = store.directory if store._check(create=False) else None
+    from proctor.runtime.records.folder_reader import FolderReader
+
+    load = FolderReader(folder) if folder is not None else _nothing
+    try:
+        with SignaturePool() as pool:
+            return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
+    finally:
+        if isinstance(load, FolderReader):
+            load.close()
+
+
+def _nothing(receipt_id: str) -> bytes | None:
+    return None

@@ -1,17 +1,24 @@
 """Check batches of Ed25519 signatures on every core this process may use.
 
 ``cryptography`` releases the GIL while it verifies an Ed25519 signature, so threads verify
-in parallel. The walk in :mod:`proctor.receipts.verify` hands over a batch at a time and waits
-for it (the threads never run beside the walk's own Python work, which would make each of
-them wait for the GIL between two signatures). The calling thread verifies one slice itself,
-so one worker thread uses two cores.
+in parallel. Two ways to hand work over:
+
+* calling the pool (a :data:`~proctor.receipts.verify.BatchVerifier`) checks a batch and
+  waits for it; the calling thread verifies one slice itself, so one worker uses two cores;
+* :meth:`SignaturePool.submit` (a :data:`~proctor.receipts.verify.BatchSubmitter`) queues
+  the batch in slices of :data:`_SLICE` for the threads and returns at once, so the walk
+  reads and parses on while the threads verify; a thread that waits for a batch verifies
+  queued slices itself rather than sleep. The walk's file reads release the GIL several
+  times per receipt, so a thread finishing a signature gets the GIL back within
+  microseconds.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from proctor.receipts.verify import SignatureCheck, verify_serially
@@ -20,6 +27,8 @@ __all__ = ["SignaturePool", "usable_cores"]
 
 #: Below this many checks a batch is verified on the calling thread (a hand-off costs more).
 _MIN_PARALLEL = 16
+#: Checks per slice a submitted batch is cut into (small enough to balance the threads).
+_SLICE = 32
 
 
 def usable_cores() -> int:
@@ -40,7 +49,7 @@ class SignaturePool:
     def __init__(self, workers: int | None = None) -> None:
         self._workers = usable_cores() - 1 if workers is None else max(0, workers)
         self._threads: list[threading.Thread] = []
-        self._jobs: list[_Job | None] = []
+        self._jobs: deque[_Job | None] = deque()
         self._ready = threading.Condition()
 
     def __call__(self, checks: Sequence[SignatureCheck]) -> int | None:
@@ -63,6 +72,39 @@ class SignaturePool:
         found = [i for i in failures if i is not None]
         return min(found) if found else None
 
+    def submit(self, checks: Sequence[SignatureCheck]) -> Callable[[], int | None]:
+        """Start checking ``checks`` on the threads; the returned callable waits for them.
+
+        It returns the index of the first check that fails, or None, and raises what a check
+        raised. With ``workers=0`` the batch is checked here, before returning.
+        """
+        if self._workers == 0:
+            failed = verify_serially(checks)
+            return lambda: failed
+        # no extra thread for the caller's core: the walk uses it, and while it waits for a
+        # batch it verifies queued slices itself (more threads than cores only contend)
+        self._start(self._workers)
+        jobs = [_Job(checks, start, _SLICE) for start in range(0, len(checks), _SLICE)]
+        with self._ready:
+            self._jobs.extend(jobs)
+            self._ready.notify_all()
+        return lambda: self._wait(jobs)
+
+    def _wait(self, jobs: list[_Job]) -> int | None:
+        for job in jobs:
+            while not job.done.is_set():
+                with self._ready:
+                    spare = self._jobs.popleft() if self._jobs and self._jobs[0] else None
+                if spare is None:
+                    job.done.wait()
+                else:
+                    spare.run()
+            if job.error is not None:
+                raise job.error
+            if job.failed is not None:
+                return job.start + job.failed
+        return None
+
     def _start(self, wanted: int) -> None:
         while len(self._threads) < wanted:
             thread = threading.Thread(target=self._serve, name="proctor-verify", daemon=True)
@@ -74,15 +116,10 @@ class SignaturePool:
             with self._ready:
                 while not self._jobs:
                     self._ready.wait()
-                job = self._jobs.pop(0)
+                job = self._jobs.popleft()
             if job is None:
                 return
-            try:
-                job.failed = verify_serially(job.checks[job.start : job.start + job.size])
-            except BaseException as exc:  # handed to the caller, which raises it
-                job.error = exc
-            finally:
-                job.done.set()
+            job.run()
 
     def close(self) -> None:
         """Stop the threads (each finishes the slice it holds first)."""
@@ -115,3 +152,12 @@ class _Job:
         self.failed: int | None = None
         self.error: BaseException | None = None
         self.done = threading.Event()
+
+    def run(self) -> None:
+        """Check this slice; a failure or an error is kept for the waiting caller."""
+        try:
+            self.failed = verify_serially(self.checks[self.start : self.start + self.size])
+        except BaseException as exc:  # handed to the caller, which raises it
+            self.error = exc
+        finally:
+            self.done.set()
