@@ -77,6 +77,7 @@ ENV_VAR = "PROCTOR_AUDIT_LOG"
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
 _BLOCK = 1 << 20
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_text: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
 _HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
 
 
@@ -216,7 +217,7 @@ class AuditLog:
             _HEAD
             + event_id
             + '","run_id":'
-            + _encode(run_id)
+            + ("null" if run_id is None else _text(run_id))
             + ',"sequence":'
             + ("null" if sequence is None else str(sequence))
             + ',"step_index":'
@@ -224,9 +225,9 @@ class AuditLog:
             + ',"timestamp":"'
             + stamp
             + '","event":'
-            + _encode(event)
+            + _text(event)
             + ',"redacted_fields":'
-            + _encode(redacted)
+            + (_encode(redacted) if redacted else "[]")
             + ("," + _encode(safe)[1:-1] if safe else "")
         )
         return record, encoded
@@ -325,7 +326,7 @@ class AuditLog:
             last = _last_line(fd, size)
             self._prev = GENESIS if last is None else line_digest(last)
         record["prev"] = self._prev
-        line = (encoded + ',"prev":' + _encode(self._prev) + "}").encode()
+        line = (encoded + ',"prev":' + _text(self._prev) + "}").encode()
         data = line + b"\n"
         try:
             written = os.write(fd, data)

@@ -36,9 +36,13 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def dumps(value: Any) -> str:
-    """The JSON text a row keeps (sorted keys, compact, UTF-8 as is)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The JSON text a row keeps (sorted keys, compact, UTF-8 as is); one encoder, reused
+    (``json.dumps`` with these options builds a new one at every call)."""
+    return _DUMPS(value)
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunRecord:
