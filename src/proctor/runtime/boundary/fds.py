@@ -87,6 +87,10 @@ class _Openat2:
     def __init__(self) -> None:
         self.enabled: bool | None = None
         self._call: Any = None  # libc's syscall, a ctypes function
+        # One open_how per (flags, mode, resolve), kept alive here and passed by address: the
+        # kernel only reads it. Building the ctypes arguments anew cost more than the call.
+        self._hows: dict[tuple[int, int, int], tuple[_OpenHow, int]] = {}
+        self._size = ctypes.sizeof(_OpenHow)
 
     def _probe(self) -> bool:
         if not sys.platform.startswith("linux") or platform.machine() not in _OPENAT2_MACHINES:
@@ -96,6 +100,13 @@ class _Openat2:
         except (OSError, AttributeError):
             return False
         call.restype = ctypes.c_long
+        call.argtypes = [
+            ctypes.c_long,
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+        ]
         self._call = call
         try:
             fd = self.open(_AT_FDCWD, "/", _WALK_FLAGS, 0, _RESOLVE_NO_SYMLINKS)
@@ -111,17 +122,14 @@ class _Openat2:
 
     def open(self, dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
         assert self._call is not None
-        how = _OpenHow(flags | _CLOEXEC, mode, resolve)
+        key = (flags, mode, resolve)
+        held = self._hows.get(key)
+        if held is None:
+            how = _OpenHow(flags | _CLOEXEC, mode, resolve)
+            held = self._hows[key] = (how, ctypes.addressof(how))
+        name = os.fsencode(path)
         for _attempt in range(8):
-            fd = int(
-                self._call(
-                    ctypes.c_long(437),
-                    ctypes.c_int(dirfd),
-                    ctypes.c_char_p(os.fsencode(path)),
-                    ctypes.byref(how),
-                    ctypes.c_size_t(ctypes.sizeof(how)),
-                )
-            )
+            fd = int(self._call(437, dirfd, name, held[1], self._size))
             if fd >= 0:
                 return fd
             err = ctypes.get_errno()
