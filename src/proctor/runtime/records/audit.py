@@ -252,8 +252,15 @@ class AuditLog:
         with self._threads:
             record, encoded = self._record(event, run_id, step_index, taint, fields)
             try:
-                with self._locked() as fd:
+                # _locked() inline: this runs for every call a run makes
+                fd = self._open()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    if self._check_tail:
+                        self._repair_tail(fd)
                     self._write(fd, record, encoded, fsync=fsync)
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
             except OSError:
                 self.failures += 1
                 if run_id is not None:
