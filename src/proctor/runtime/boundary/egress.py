@@ -23,7 +23,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +194,8 @@ def load_egress_allow(workspace_root: Path) -> EgressAllow:
     path = workspace_root / "proctor.toml"
     if not path.is_file():
         return EgressAllow()
+    import tomllib  # read only when the workspace has a proctor.toml
+
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
