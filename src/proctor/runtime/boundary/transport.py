@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,7 +172,23 @@ class EgressTransport(httpx.BaseTransport):
 
 def _default_pool(verify: ssl.SSLContext | bool) -> httpx.BaseTransport:
     # proxy=None: through a proxy, the proxy is what gets dialled, not the checked address.
-    return httpx.HTTPTransport(verify=verify, proxy=None, retries=0)
+    return httpx.HTTPTransport(
+        verify=_system_context() if verify is True else verify, proxy=None, retries=0
+    )
+
+
+_CONTEXTS: list[ssl.SSLContext] = []
+_CONTEXT_LOCK = threading.Lock()
+
+
+def _system_context() -> ssl.SSLContext:
+    """The verifying TLS context httpx builds for ``verify=True``, built once per process:
+    loading the trusted certificates took ~100 ms, and every new pool (every call of a run
+    that sends) built it again, plain http included."""
+    with _CONTEXT_LOCK:
+        if not _CONTEXTS:
+            _CONTEXTS.append(httpx.create_ssl_context(verify=True))
+        return _CONTEXTS[0]
 
 
 def egress_client(
