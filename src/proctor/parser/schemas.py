@@ -6,10 +6,17 @@ is declared, when the package is read, and never a crash of the validator genera
 later, in the middle of a run. The meta-schema below is draft-07's own, less its ``$id``,
 ``$schema`` and URI ``format`` annotations (so compiling it never resolves anything remote);
 ``tests/parser/test_schemas.py`` pins it to the published one.
+
+A schema that passed the check is compiled once per process: validators are kept by the
+schema's canonical text (the most recent 512), so a package parsed again, a method's inputs
+validated on every run and an agent turn's output share one compile.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +112,22 @@ META_SCHEMA: dict[str, Any] = {
 }
 
 _meta: list[Callable[[Any], Any]] = []
+_COMPILED_LIMIT = 512
+_compiled: OrderedDict[str, Callable[[Any], Any]] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def _key(schema: Any) -> str:
+    # callers bound the depth first (check_value), so the recursive dumps cannot overflow
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _cached(key: str) -> Callable[[Any], Any] | None:
+    with _compiled_lock:
+        validator = _compiled.get(key)
+        if validator is not None:
+            _compiled.move_to_end(key)
+        return validator
 
 
 def _meta_validator() -> Callable[[Any], Any]:
@@ -121,31 +144,41 @@ def schema_problem(schema: Any) -> tuple[tuple[str | int, ...], str] | None:
 
     ``where`` is the path of keys and indexes inside the schema, empty at its top.
     """
+    return _problem(schema)[0]
+
+
+def _problem(schema: Any) -> tuple[tuple[tuple[str | int, ...], str] | None, str]:
+    """The problem of ``schema`` (as :func:`schema_problem`) and its cache key ("" when the
+    schema nests too deep to have one)."""
     import fastjsonschema
 
     try:
         check_value(schema, source="the schema")
     except ParseError:
-        return (), "nests deeper than 64 levels"
+        return ((), "nests deeper than 64 levels"), ""
+    key = _key(schema)  # the depth is bounded now, so the recursive dumps cannot overflow
+    if _cached(key) is not None:
+        return None, key  # it passed this check when it was compiled
     try:
         _meta_validator()(schema)
     except fastjsonschema.JsonSchemaValueException as exc:
         # exc.path is ["data", key, ...] and the message starts with exc.name ("data.x"): the
         # rest names the meta-schema's rule ("must be object"), never a value of the schema.
         tail = str(exc.message).removeprefix(str(exc.name)).strip()
-        return tuple(exc.path[1:]), tail or "breaks the meta-schema"
-    return None
+        return (tuple(exc.path[1:]), tail or "breaks the meta-schema"), key
+    return None, key
 
 
 def compile_schema(schema: Any, *, what: str = "the schema") -> Callable[[Any], Any]:
-    """Check ``schema`` against the draft-07 meta-schema, then compile it into a validator.
+    """Check ``schema`` against the draft-07 meta-schema, then compile it into a validator
+    (once per process for each distinct schema; a refused schema is never kept).
 
     Raises:
         ParseError: ``schema_invalid`` naming where in the schema the rule broke.
     """
     import fastjsonschema
 
-    problem = schema_problem(schema)
+    problem, key = _problem(schema)
     if problem is not None:
         path, rule = problem
         where = ".".join(str(part) for part in path)
@@ -154,6 +187,9 @@ def compile_schema(schema: Any, *, what: str = "the schema") -> Callable[[Any], 
             code="schema_invalid",
             details={"path": where},
         )
+    held = _cached(key)
+    if held is not None:
+        return held
     try:
         compiled: Callable[[Any], Any] = fastjsonschema.compile(schema)
     # fastjsonschema fails with whatever Python raises on a shape it did not expect, and its
@@ -162,4 +198,8 @@ def compile_schema(schema: Any, *, what: str = "the schema") -> Callable[[Any], 
         raise ParseError(
             f"{what} is not a valid JSON Schema ({type(exc).__name__})", code="schema_invalid"
         ) from None
+    with _compiled_lock:
+        _compiled[key] = compiled
+        while len(_compiled) > _COMPILED_LIMIT:
+            _compiled.popitem(last=False)
     return compiled

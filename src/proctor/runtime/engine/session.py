@@ -542,18 +542,21 @@ class Session:
         from proctor.parser.skill import select_method
 
         folder = record.data.get("package_folder")
+        recorded = record.data.get("package_digest")
         if not isinstance(folder, str):
             raise ResumeRefused("the run's record names no package", code="package_changed")
         try:
-            skill = load_skill(folder, cwd=self.workspace.root, workspace_root=self.workspace.root)
+            skill = load_skill(
+                folder,
+                cwd=self.workspace.root,
+                workspace_root=self.workspace.root,
+                recorded_digest=recorded if isinstance(recorded, str) else None,
+            )
         except ProctorError as exc:
             raise ResumeRefused(
                 f"the run's package cannot be read any more ({exc.code})", code="package_changed"
             ) from exc
-        if (
-            skill.package_digest != record.data.get("package_digest")
-            or skill.package.profile is None
-        ):
+        if skill.package_digest != recorded or skill.package.profile is None:
             raise ResumeRefused(
                 "the run's package changed since the run started; close the run with"
                 ' {"close": {"outcome": "superseded"}} and start it again',
