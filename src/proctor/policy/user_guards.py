@@ -23,7 +23,7 @@ from pathlib import Path
 from proctor.errors import ConfigError, PolicyLoadError
 from proctor.policy.registry import GuardRegistry, registering_into
 
-__all__ = ["CONFIG_FILES", "guard_modules", "load_user_guards"]
+__all__ = ["CONFIG_FILES", "guard_module_paths", "guard_modules", "load_user_guards"]
 
 CONFIG_FILES: tuple[str, ...] = ("proctor.toml", ".proctor/config")
 """Where a workspace may name its guard module, relative to the workspace."""
@@ -76,6 +76,16 @@ def guard_modules(workspace: Path) -> tuple[str, ...]:
             code="bad_config",
         )
     return next(iter(distinct), ())
+
+
+def guard_module_paths(workspace: Path) -> tuple[Path, ...]:
+    """The files of the guard modules the workspace's config names, in config order.
+
+    Raises:
+        ConfigError: as :func:`guard_modules`; a module outside the workspace or missing.
+    """
+    root = workspace.resolve()
+    return tuple(_module_path(root, ref) for ref in guard_modules(workspace))
 
 
 def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...]:

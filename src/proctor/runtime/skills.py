@@ -142,10 +142,6 @@ class _PackageCache:
             while len(self._entries) > self._limit:
                 self._entries.popitem(last=False)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
 
 _PACKAGES = _PackageCache()
 
