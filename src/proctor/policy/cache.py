@@ -125,4 +125,3 @@ def run_policies(
                 while len(_entries) > _LIMIT:
                     _entries.popitem(last=False)
     return loaded
-

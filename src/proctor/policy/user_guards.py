@@ -9,7 +9,10 @@ The module is named in ``proctor.toml`` or ``.proctor/config`` (same TOML)::
 A dotted name ``a.b`` is found as ``a/b.py`` or ``a/b/__init__.py`` in the workspace; nothing is
 imported from outside the workspace. The module is executed afresh on every load, with
 ``register_guard`` pointed at the registry being filled, so two workspaces (or two tests) never
-share guards through ``sys.modules``. A user guard can never take a shipped guard's name.
+share guards through ``sys.modules``. It is compiled from its source text each time, never
+from a ``__pycache__`` file: Python trusts a cached file whose source has the same size and
+modification second, so an edit within that second would otherwise run the old guard.
+A user guard can never take a shipped guard's name.
 """
 
 from __future__ import annotations
@@ -110,8 +113,9 @@ def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         try:
+            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
             with registering_into(registry):
-                spec.loader.exec_module(module)
+                exec(code, module.__dict__)
         except PolicyLoadError:
             raise
         except Exception as exc:
