@@ -67,10 +67,11 @@ def open_server(
         )
     if run_id is None and not refs:
         raise UsageError("name skills to serve, or --run RUN_ID", code="mcp_no_skills")
+    start = cwd or Path.cwd()
     catalog = (
         Catalog()
         if run_id is not None
-        else load_catalog(refs, cwd=cwd or Path.cwd(), workspace_root=workspace.root, environ=env)
+        else load_catalog(refs, cwd=start, workspace_root=workspace.root, environ=env)
     )
     authority = None if authority_name is None else _preset(authority_name, workspace, env)
     config = ServerConfig(
@@ -83,6 +84,8 @@ def open_server(
         transport=transport,
         console_url=_console_url(console_url),
         trust_client_approvals=trust_client_approvals,
+        refs=tuple(refs),
+        cwd=start,
     )
     from proctor.mcp.turns import turn_tools
 

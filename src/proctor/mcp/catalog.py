@@ -4,8 +4,12 @@ A reference with ``#method`` offers that method alone; a reference without one o
 method of the package. A tool's name is ``<skill>__<method>`` folded to the characters every
 MCP client accepts (``A-Z a-z 0-9 _ -``, at most 64, which is stricter than the protocol's
 128 with dots because several hosts refuse more); its description is the method's; its input
-schema is the method's ``inputs``. Credential readiness is decided once, at startup, from one
-workspace snapshot.
+schema is the method's ``inputs``. Credential readiness is decided from one workspace
+snapshot when the catalog is loaded.
+
+A catalog remembers the digest of every package it was built from; :func:`package_digests`
+reads them again (no parsing), so a server rebuilds its catalog when a served package changes
+(a method added, renamed or given a new input schema) and never otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ if TYPE_CHECKING:
     from proctor.runtime.home.credentials import Readiness
     from proctor.runtime.skills import LoadedSkill
 
-__all__ = ["TURN_TOOL_NAMES", "Catalog", "SkillTool", "load_catalog", "tool_name"]
+__all__ = [
+    "TURN_TOOL_NAMES",
+    "Catalog",
+    "SkillTool",
+    "load_catalog",
+    "package_digests",
+    "tool_name",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _MAX_NAME = 64
@@ -82,9 +93,11 @@ class SkillTool:
 
 @dataclass(frozen=True)
 class Catalog:
-    """The served tools, by name, in command-line order."""
+    """The served tools, by name, in command-line order, and the digest of each served
+    package (in reference order) they were built from."""
 
     tools: dict[str, SkillTool] = field(default_factory=dict)
+    digests: tuple[str, ...] = ()
 
     def get(self, name: str) -> SkillTool | None:
         """The tool called ``name``, or ``None``."""
@@ -116,6 +129,31 @@ def _description(skill: LoadedSkill, method_name: str, method: Method) -> str:
     return f"{skill.package.description} (method {method_name})"
 
 
+def package_digests(refs: list[str], *, cwd: Path, workspace_root: Path) -> tuple[str, ...]:
+    """The package digest of each reference as its files are now, without parsing them; a
+    package that cannot be found or read is ``unreadable:<code>`` (it differs from any digest).
+    """
+    from proctor.errors import ProctorError
+    from proctor.runtime.packages.resolve import is_named_ref, resolve_skill
+    from proctor.runtime.skills import locate, read_package
+
+    found = []
+    for ref in refs:
+        try:
+            if is_named_ref(ref):  # a core skill or an installed package: verified again
+                found.append(
+                    resolve_skill(ref, cwd=cwd, workspace_root=workspace_root).package_digest
+                )
+                continue
+            folder, label, _ = locate(ref, cwd=cwd, workspace_root=workspace_root)
+            found.append(read_package(folder, label)[1])
+        except ProctorError as exc:
+            found.append(f"unreadable:{exc.code}")
+        except OSError as exc:  # a file vanished or turned unreadable while it was read
+            found.append(f"unreadable:{type(exc).__name__}")
+    return tuple(found)
+
+
 def load_catalog(
     refs: list[str],
     *,
@@ -142,8 +180,10 @@ def load_catalog(
         raise UsageError("name at least one skill to serve", code="mcp_no_skills")
     snapshot = snapshot_environment(workspace_root, environ)
     tools: dict[str, SkillTool] = {}
+    digests: list[str] = []
     for ref in refs:
         skill = resolve_skill(ref, cwd=cwd, workspace_root=workspace_root, environ=environ)
+        digests.append(skill.package_digest)
         profile = skill.package.profile
         if profile is None:
             raise UsageError(
@@ -186,4 +226,4 @@ def load_catalog(
                 credentials=tuple(ready[c] for c in sorted(_credentials_of(method)) if c in ready),
                 annotations=method_annotations(method, registry),
             )
-    return Catalog(tools)
+    return Catalog(tools, tuple(digests))

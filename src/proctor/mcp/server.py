@@ -5,6 +5,10 @@ and ``on_call_tool``, plus a context-tier middleware that writes every request's
 identity to the audit log). The SDK owns the protocol (JSON-RPC framing, version
 negotiation, cancellation); this module owns what a call means.
 
+The catalog follows the served packages: ``tools/list`` (and a ``tools/call`` naming a tool the
+catalog lacks) reads the packages' digests again and rebuilds the catalog when one changed;
+the built tool list is kept until then. A call runs the package as its files are now.
+
 A call runs in a worker thread with a :class:`proctor.runtime.engine.session.Session` of its own
 from a
 small pool (the audit log's lock is per open file, so two threads never share one). When the
@@ -39,7 +43,7 @@ from proctor.mcp.shared import (
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
 
-    from proctor.mcp.catalog import SkillTool
+    from proctor.mcp.catalog import Catalog, SkillTool
     from proctor.mcp.turns import TurnTools
     from proctor.runtime.engine.session import Session
 
@@ -91,6 +95,10 @@ class ProctorServer:
         # sessions creating the home's key at once would race on the file. A run a client
         # starts without --authority takes the managed default (effects: ask).
         signer = self._audit_session.signer
+        self._catalog_lock = threading.Lock()
+        self._catalog_failed: tuple[str, ...] | None = None
+        self._listed: tuple[Catalog, list[types.Tool]] | None = None
+        self._output_schema: dict[str, Any] | None = None
         # MCP clients propose what runs: their processes need the sandbox (docs/sandbox.md)
         self.pool = SessionPool(
             lambda: Session(
@@ -147,30 +155,70 @@ class ProctorServer:
         )
         return server
 
-    def tool_list(self) -> list[types.Tool]:
-        """Every tool this server offers: the served skills, then the turn tools."""
-        from proctor.contracts.envelope import run_envelope_schema
+    def catalog(self) -> Catalog:
+        """The served tools as the packages are now.
 
-        output = run_envelope_schema()
-        tools = [
-            types.Tool(
-                name=t.name,
-                title=f"{t.skill}#{t.method}",
-                description=t.description,
-                input_schema=t.input_schema,
-                output_schema=output,
-                annotations=types.ToolAnnotations.model_validate(t.annotations or {}),
-            )
-            for t in self.config.catalog.tools.values()
-        ]
-        if self.turns is not None:
-            tools.extend(self.turns.tool_list())
-        return tools
+        When a served package's files differ from the ones the catalog was built from, the
+        catalog is rebuilt (credential readiness decided again from a new snapshot) and the
+        change audited (``mcp_catalog_changed``). A changed package that no longer loads
+        keeps the last good catalog and is audited once (``mcp_catalog_refused``, its code);
+        its calls then fail as the run refuses the package.
+        """
+        config = self.config
+        if not config.refs:
+            return config.catalog
+        from proctor.mcp.catalog import load_catalog, package_digests
+
+        refs = list(config.refs)
+        root = config.workspace.root
+        cwd = config.cwd or root
+        with self._catalog_lock:
+            now = package_digests(refs, cwd=cwd, workspace_root=root)
+            if now in (config.catalog.digests, self._catalog_failed):
+                return config.catalog
+            try:
+                fresh = load_catalog(refs, cwd=cwd, workspace_root=root, environ=config.environ)
+            except ProctorError as exc:
+                self._catalog_failed = now
+                self.audit("mcp_catalog_refused", code=exc.code)
+                return config.catalog
+            self._catalog_failed = None
+            config.catalog = fresh
+            self.audit("mcp_catalog_changed", tools=sorted(fresh.tools))
+            return fresh
+
+    def tool_list(self, catalog: Catalog | None = None) -> list[types.Tool]:
+        """Every tool this server offers: the served skills, then the turn tools (built once
+        per catalog)."""
+        catalog = self.config.catalog if catalog is None else catalog
+        listed = self._listed
+        if listed is None or listed[0] is not catalog:
+            if self._output_schema is None:
+                from proctor.contracts.envelope import run_envelope_schema
+
+                self._output_schema = run_envelope_schema()
+            output = self._output_schema
+            tools = [
+                types.Tool(
+                    name=t.name,
+                    title=f"{t.skill}#{t.method}",
+                    description=t.description,
+                    input_schema=t.input_schema,
+                    output_schema=output,
+                    annotations=types.ToolAnnotations.model_validate(t.annotations or {}),
+                )
+                for t in catalog.tools.values()
+            ]
+            if self.turns is not None:
+                tools.extend(self.turns.tool_list())
+            listed = self._listed = (catalog, tools)
+        return list(listed[1])
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.tool_list())
+        catalog = await anyio.to_thread.run_sync(self.catalog)
+        return types.ListToolsResult(tools=self.tool_list(catalog))
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -189,6 +237,8 @@ class ProctorServer:
         if self.turns is not None and self.turns.serves(params.name):
             return await self.turns.call(params.name, arguments, self)
         tool = self.config.catalog.get(params.name)
+        if tool is None:  # perhaps a method added since the catalog was built
+            tool = (await anyio.to_thread.run_sync(self.catalog)).get(params.name)
         if tool is None:
             await anyio.to_thread.run_sync(
                 lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code="tool_unknown")

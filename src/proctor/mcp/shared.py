@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import mcp_types as types
@@ -48,7 +49,8 @@ class ServerConfig:
 
     Attributes:
         workspace: the workspace (one snapshot taken at startup).
-        catalog: the served skill tools (empty with ``--run``).
+        catalog: the served skill tools (empty with ``--run``), replaced when a served
+            package changes (:meth:`proctor.mcp.server.ProctorServer.catalog`).
         environ: the environment the sessions read.
         authority: the saved preset applied with ``--authority NAME`` (``None``: the managed
             default, ``effects: ask, reach: workspace``).
@@ -72,6 +74,10 @@ class ServerConfig:
     """The console (``proctor serve``) a URL-mode elicitation sends a person to."""
     trust_client_approvals: bool = False
     """The operator's opt-in: a client's form-mode accept approves (``client-relayed``)."""
+    refs: tuple[str, ...] = ()
+    """The skill references served, as given (the catalog is rebuilt from them)."""
+    cwd: Path | None = None
+    """Where the references start (the folder ``proctor mcp`` was started in)."""
 
 
 class SessionPool:

@@ -6,8 +6,6 @@ errors name the input, the rule or the position.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +26,6 @@ MAX_INPUTS_BYTES = 64 * 1024 * 1024
 """Largest ``--inputs`` document accepted; callers read at most one byte more."""
 
 _JSON_TYPES = {"integer", "number", "boolean", "null", "array", "object"}
-_CACHE_LIMIT = 256
-_validators: dict[str, Callable[[Any], Any]] = {}
 
 
 def _declared_types(schema: Any) -> set[str]:
@@ -166,20 +162,7 @@ def parse_inputs_document(data: bytes, *, source: str) -> dict[str, Any]:
 
 
 def _validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
-    what = "the method's input schema"
-    try:
-        json_strict.check_value(schema, source=what)  # before the recursive dumps
-    except ParseError as exc:
-        raise ParseError(exc.message, code="schema_invalid") from None
-    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-    validator = _validators.get(digest)
-    if validator is None:
-        validator = compile_schema(schema, what=what)
-        if len(_validators) >= _CACHE_LIMIT:
-            _validators.pop(next(iter(_validators)))
-        _validators[digest] = validator
-    return validator
+    return compile_schema(schema, what="the method's input schema")  # compiled once per schema
 
 
 def validate_inputs(inputs: dict[str, Any], schema: dict[str, Any]) -> None:

@@ -100,11 +100,18 @@ def _version_tuple(text: str) -> tuple[int, int, int] | None:
     return int(match[1]), int(match[2]), int(match[3])
 
 
-def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__) -> RunProfile:
+def parse_run_yaml(
+    text: str, source: str, *, proctor_version: str = __version__, check_schemas: bool = True
+) -> RunProfile:
     """Read ``run.yaml`` into a :class:`RunProfile`.
 
     ``minimum_proctor`` is read before anything else is validated, so a profile written for
     a newer proctor is refused by that name rather than by a field this version lacks.
+
+    ``check_schemas=False`` leaves out the draft-07 check of the declared schemas, and only
+    that: it is for text whose digest a run record holds (the text passed the check when the
+    run started; :func:`proctor.parser.schemas.compile_schema` checks a schema again whenever
+    it is compiled for use).
 
     Raises:
         ParseError: YAML refused by the strict loader; ``run_yaml_not_mapping``;
@@ -130,7 +137,7 @@ def parse_run_yaml(text: str, source: str, *, proctor_version: str = __version__
         profile = RunProfile.model_validate(data)
     except StrictError as exc:
         raise _translate(exc, source, positions) from None
-    _check_profile(profile, source, positions)
+    _check_profile(profile, source, positions, check_schemas)
     return profile
 
 
@@ -222,7 +229,9 @@ def _translate(exc: StrictError, source: str, positions: Positions) -> ParseErro
     return _at(source, positions, path, f"{where}: {exc.message}", "run_yaml_invalid")
 
 
-def _check_profile(profile: RunProfile, source: str, positions: Positions) -> None:
+def _check_profile(
+    profile: RunProfile, source: str, positions: Positions, check_schemas: bool = True
+) -> None:
     methods = profile.methods
     if profile.default_method is not None and profile.default_method not in methods:
         raise _at(
@@ -244,7 +253,7 @@ def _check_profile(profile: RunProfile, source: str, positions: Positions) -> No
                 "tells them apart by it",
                 "method_description_missing",
             )
-        _check_method(method, base, profile, source, positions)
+        _check_method(method, base, profile, source, positions, check_schemas)
 
 
 def _check_schema(schema: Any, at: Path, source: str, positions: Positions) -> None:
@@ -267,10 +276,16 @@ def _check_schema(schema: Any, at: Path, source: str, positions: Positions) -> N
 
 
 def _check_method(
-    method: Method, base: Path, profile: RunProfile, source: str, positions: Positions
+    method: Method,
+    base: Path,
+    profile: RunProfile,
+    source: str,
+    positions: Positions,
+    check_schemas: bool = True,
 ) -> None:
-    _check_schema(method.inputs, (*base, "inputs"), source, positions)
-    if method.outputs is not None:
+    if check_schemas:
+        _check_schema(method.inputs, (*base, "inputs"), source, positions)
+    if check_schemas and method.outputs is not None:
         _check_schema(method.outputs, (*base, "outputs"), source, positions)
     properties = method.inputs.get("properties")
     declared = set(properties) if isinstance(properties, dict) else None
@@ -314,7 +329,7 @@ def _check_method(
                 "for_each_invalid",
             )
         agent = getattr(step, "agent", None)
-        if agent is not None and agent.output is not None:
+        if check_schemas and agent is not None and agent.output is not None:
             _check_schema(agent.output, (*at, "agent", "output"), source, positions)
         credential = getattr(step, "credential", None)
         if credential is not None and credential not in profile.credentials:
@@ -461,12 +476,17 @@ def package_dir_for(path_part: str, *, is_dir: bool) -> str:
 
 
 def build_package(
-    root_label: str, files: Mapping[str, str], *, proctor_version: str = __version__
+    root_label: str,
+    files: Mapping[str, str],
+    *,
+    proctor_version: str = __version__,
+    check_schemas: bool = True,
 ) -> SkillPackage:
     """Assemble a package from its files' texts (keys are paths relative to the package).
 
     Only ``SKILL.md`` and ``run.yaml`` are parsed; other files are listed. Texts of other
-    files may be passed as empty strings: they are not read.
+    files may be passed as empty strings: they are not read. ``check_schemas`` is passed to
+    :func:`parse_run_yaml`.
 
     Raises:
         UsageError: ``not_a_package`` when there is no ``SKILL.md``.
@@ -482,7 +502,10 @@ def build_package(
     profile = None
     if "run.yaml" in files:
         profile = parse_run_yaml(
-            files["run.yaml"], f"{root_label}/run.yaml", proctor_version=proctor_version
+            files["run.yaml"],
+            f"{root_label}/run.yaml",
+            proctor_version=proctor_version,
+            check_schemas=check_schemas,
         )
     return SkillPackage(
         root=root_label,

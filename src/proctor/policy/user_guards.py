@@ -9,7 +9,10 @@ The module is named in ``proctor.toml`` or ``.proctor/config`` (same TOML)::
 A dotted name ``a.b`` is found as ``a/b.py`` or ``a/b/__init__.py`` in the workspace; nothing is
 imported from outside the workspace. The module is executed afresh on every load, with
 ``register_guard`` pointed at the registry being filled, so two workspaces (or two tests) never
-share guards through ``sys.modules``. A user guard can never take a shipped guard's name.
+share guards through ``sys.modules``. It is compiled from its source text each time, never
+from a ``__pycache__`` file: Python trusts a cached file whose source has the same size and
+modification second, so an edit within that second would otherwise run the old guard.
+A user guard can never take a shipped guard's name.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from proctor.errors import ConfigError, PolicyLoadError
 from proctor.policy.registry import GuardRegistry, registering_into
 
-__all__ = ["CONFIG_FILES", "guard_modules", "load_user_guards"]
+__all__ = ["CONFIG_FILES", "guard_module_paths", "guard_modules", "load_user_guards"]
 
 CONFIG_FILES: tuple[str, ...] = ("proctor.toml", ".proctor/config")
 """Where a workspace may name its guard module, relative to the workspace."""
@@ -79,6 +82,16 @@ def guard_modules(workspace: Path) -> tuple[str, ...]:
     return next(iter(distinct), ())
 
 
+def guard_module_paths(workspace: Path) -> tuple[Path, ...]:
+    """The files of the guard modules the workspace's config names, in config order.
+
+    Raises:
+        ConfigError: as :func:`guard_modules`; a module outside the workspace or missing.
+    """
+    root = workspace.resolve()
+    return tuple(_module_path(root, ref) for ref in guard_modules(workspace))
+
+
 def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...]:
     """Execute the workspace's guard modules, registering their guards into ``registry``.
 
@@ -101,8 +114,9 @@ def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         try:
+            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
             with registering_into(registry):
-                spec.loader.exec_module(module)
+                exec(code, module.__dict__)
         except PolicyLoadError:
             raise
         except Exception as exc:

@@ -6,13 +6,20 @@ naming a folder of the workspace's ``skills/`` catalog.
 A package with only ``SKILL.md`` (the published Agent Skills format) is given one agent method,
 ``main``, from its frontmatter (:mod:`proctor.parser.agent_skills`); its ``allowed-tools``
 mapping is kept beside it (:attr:`LoadedSkill.tool_mapping`).
+
+Parsed packages are cached per process by content: every load reads the package's bytes and
+computes its digest (a run records it), and a package whose folder, label and digest match one
+parsed before is not parsed again. An edited file changes the digest, so the next load parses
+the new text; nothing of a run (approvals, credentials, leases) is ever part of a cached entry.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +116,50 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
     return files, digest(digests)
 
 
-def load_skill(ref: str, *, cwd: Path, workspace_root: Path) -> LoadedSkill:
-    """Locate, read and parse a skill package.
+class _PackageCache:
+    """Parsed packages by ``(folder, label, package digest)``, the most recent ``limit`` kept.
+
+    An entry remembers whether its declared schemas were checked: one parsed for a run record's
+    digest (``check_schemas=False``) is never handed to a load that wants them checked.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self._limit = limit
+        self._entries: OrderedDict[tuple[str, str, str], tuple[LoadedSkill, bool]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str], *, checked: bool) -> LoadedSkill | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or (checked and not entry[1]):
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: tuple[str, str, str], skill: LoadedSkill, *, checked: bool) -> None:
+        with self._lock:
+            held = self._entries.get(key)
+            if held is not None and held[1] and not checked:
+                return  # never replace a checked entry by an unchecked one
+            self._entries[key] = (skill, checked)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._limit:
+                self._entries.popitem(last=False)
+
+
+_PACKAGES = _PackageCache()
+
+
+def load_skill(
+    ref: str, *, cwd: Path, workspace_root: Path, recorded_digest: str | None = None
+) -> LoadedSkill:
+    """Locate, read and parse a skill package (a package parsed before with the same bytes is
+    taken from the per-process cache).
+
+    ``recorded_digest`` is the package digest a run record holds: when the files read now have
+    exactly that digest, their declared schemas passed the draft-07 check when the run started
+    and are not checked again (every schema is checked again when it is compiled for use). A
+    different digest is loaded as any other package: the caller decides what a change means.
 
     Raises:
         UsageError: the reference does not name a package.
@@ -118,12 +167,18 @@ def load_skill(ref: str, *, cwd: Path, workspace_root: Path) -> LoadedSkill:
     """
     folder, label, method = locate(ref, cwd=cwd, workspace_root=workspace_root)
     files, package_digest = read_package(folder, label)
-    package = build_package(label, files)
-    mapping = None
-    if package.profile is None:  # an Agent Skills package: one agent method from SKILL.md
-        profile, mapping = agent_skill_profile(package.frontmatter, f"{label}/SKILL.md")
-        package = package.model_copy(update={"profile": profile})
-    return LoadedSkill(package, folder, label, package_digest, method, mapping)
+    check = recorded_digest != package_digest
+    key = (str(folder), label, package_digest)
+    skill = _PACKAGES.get(key, checked=check)
+    if skill is None:
+        package = build_package(label, files, check_schemas=check)
+        mapping = None
+        if package.profile is None:  # an Agent Skills package: one agent method from SKILL.md
+            profile, mapping = agent_skill_profile(package.frontmatter, f"{label}/SKILL.md")
+            package = package.model_copy(update={"profile": profile})
+        skill = LoadedSkill(package, folder, label, package_digest, None, mapping)
+        _PACKAGES.put(key, skill, checked=check)
+    return skill if method is None else replace(skill, method=method)
 
 
 def package_authority_files(skill: LoadedSkill, workspace_root: Path) -> frozenset[str]:

@@ -128,7 +128,6 @@ class Session:
         self._audit: AuditLog | None = None
         self._receipts: ReceiptStore | None = None
         self._tools: dict[str, Tool] | None = None
-        self._policy: tuple[PolicySet | Unrestricted, GuardRegistry, bool] | None = None
         self._holder = holder_id()
         self.stop_event = threading.Event()
 
@@ -213,31 +212,16 @@ class Session:
 
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
         """The loaded policy set (or UNRESTRICTED under the audited opt-out), the guard
-        registry, and whether the run goes unguarded.
+        registry, and whether the run goes unguarded, as the workspace's files are now
+        (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`).
 
         Raises:
             PolicyLoadError: a policy file or rule is invalid.
             ConfigError: bad profile, drift from the shipped rules, or zero enforceable rules.
         """
-        if self._policy is None:
-            from proctor.policy import (
-                UNRESTRICTED,
-                GuardRegistry,
-                allow_unguarded,
-                check_profile,
-                load_policy_set,
-                policy_profile,
-            )
-            from proctor.policy.user_guards import load_user_guards
+        from proctor.policy.cache import run_policies
 
-            profile = policy_profile(self.environ)
-            registry = GuardRegistry.with_shipped()
-            load_user_guards(self.workspace.root, registry)
-            policy_set = load_policy_set(self.workspace.root, registry, self.tools)
-            check_profile(policy_set, profile)
-            unguarded = allow_unguarded(policy_set, self.environ)
-            self._policy = (UNRESTRICTED if unguarded else policy_set, registry, unguarded)
-        return self._policy
+        return run_policies(self.workspace.root, self.environ, self.tools)
 
     def close(self) -> None:
         """Release the run store and the audit log."""

@@ -158,7 +158,13 @@ def reload_skill(
     folder = data.get("package_folder")
     if not isinstance(folder, str):
         raise UsageError("the run's record names no package", code="origin_invalid")
-    return load_skill(folder, cwd=workspace_root, workspace_root=workspace_root)
+    recorded = data.get("package_digest")
+    return load_skill(
+        folder,
+        cwd=workspace_root,
+        workspace_root=workspace_root,
+        recorded_digest=recorded if isinstance(recorded, str) else None,
+    )
 
 
 def verify_named_refs(

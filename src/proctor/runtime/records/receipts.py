@@ -47,6 +47,8 @@ from proctor.errors import ReceiptInvalid, StoreError, UsageError
 from proctor.runtime.records.store_file import private_folders
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from proctor.receipts.signing import PublicKey
     from proctor.receipts.verify import VerifyResult
 
@@ -410,15 +412,12 @@ class ReceiptStore:
 
         if len(todo) <= 2:
             return run(todo)
-        from concurrent.futures import ThreadPoolExecutor
-
         # one contiguous share per thread: a task per file would cost more in handing it
         # over than in writing it
         writers = min(_WRITERS, len(todo))
         size = -(-len(todo) // writers)
         shares = [todo[i : i + size] for i in range(0, len(todo), size)]
-        with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="proctor-receipts") as pool:
-            return [result for share in pool.map(run, shares) for result in share]
+        return [result for share in _writer_pool().map(run, shares) for result in share]
 
     def _write_one(self, receipt_id: str, data: bytes) -> bool:
         """Store one receipt whole under its name; False when another writer stored the same
@@ -443,6 +442,23 @@ class ReceiptStore:
 
 _WRITERS = 16
 """Receipt files a batch writes at once (each thread holds one file open at a time)."""
+
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+def _writer_pool() -> ThreadPoolExecutor:
+    """The process's receipt writers, started once: a run's seal used to start (and join) a
+    thread per receipt file, which cost more than writing the files. Concurrent seals share
+    it; a batch never waits on work of its own, so sharing cannot deadlock."""
+    with _pool_lock:
+        if not _pool:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool.append(
+                ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="proctor-receipts")
+            )
+        return _pool[0]
 
 
 def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
