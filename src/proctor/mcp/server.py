@@ -134,7 +134,9 @@ class ProctorServer:
         }
         if ctx.method == "tools/call" and ctx.params:
             fields["tool"] = str(ctx.params.get("name"))[:200]
-        await anyio.to_thread.run_sync(lambda: self.audit("mcp_request", **fields))
+        # In the loop, not on a worker thread: one local append (no fsync) costs less than the
+        # thread hop, and this runs for every request.
+        self.audit("mcp_request", **fields)
         return await call_next(ctx)
 
     # -- the SDK server --------------------------------------------------------------------
