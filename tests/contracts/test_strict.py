@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 from typing import Annotated, Any, Literal
 
@@ -124,3 +125,10 @@ def test_any_json_is_a_profile_or_a_strict_error(data: Any) -> None:
         RunProfile.model_validate(data)
     except StrictError as exc:
         assert exc.message and "Traceback" not in exc.message
+
+
+def test_a_record_dumps_as_json_text() -> None:
+    env = RunEnvelope(status="sealed", outcome="completed", run_id="r", result={"é": None})
+    assert json.loads(env.model_dump_json()) == env.model_dump()
+    assert '"é"' in env.model_dump_json()
+    assert "refusal" not in json.loads(env.model_dump_json(exclude_none=True))

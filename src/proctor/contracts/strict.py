@@ -25,6 +25,7 @@ documents that publish one (the MCP output schema of a run).
 
 from __future__ import annotations
 
+import json
 import re
 import types
 import typing
@@ -236,6 +237,12 @@ class Record(metaclass=_RecordType):
                 continue
             out[spec.key] = _dump(value, exclude_none)
         return out
+
+    def model_dump_json(self, *, exclude_none: bool = False) -> str:
+        """:meth:`model_dump` as compact JSON text (UTF-8 kept as is)."""
+        return json.dumps(
+            self.model_dump(exclude_none=exclude_none), ensure_ascii=False, separators=(",", ":")
+        )
 
     def model_copy(self: R, *, update: dict[str, Any]) -> R:
         """A copy with the fields in ``update`` replaced (invariants checked again)."""
