@@ -77,3 +77,17 @@ def test_a_duplicate_call_id_is_still_refused(store: SQLiteRunStore) -> None:
     # The batch that failed is dropped, not kept to fail every later statement.
     assert [c.call_id for c in store.calls("r")] == []
     store.close()
+
+
+def test_the_in_memory_store_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # proctor test's throwaway store (PROCTOR_DATABASE_PATH=":memory:") once left a file
+    # named ":memory:" in the folder it ran from.
+    monkeypatch.chdir(tmp_path)
+    lite = SQLiteRunStore(Path(":memory:"))
+    lite.create_run(RunRecord(run_id="r", skill="k", method="m"))
+    lite.record_call(_read("s/1"))
+    assert [c.call_id for c in lite.calls("r")] == ["s/1"]
+    lite.close()
+    assert list(tmp_path.iterdir()) == []
