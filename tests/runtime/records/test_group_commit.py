@@ -76,6 +76,12 @@ def test_a_duplicate_call_id_is_still_refused(store: SQLiteRunStore) -> None:
         store.calls("r")
     # The batch that failed is dropped, not kept to fail every later statement.
     assert [c.call_id for c in store.calls("r")] == []
+    store.record_call(_read("s/2"))
+    store.record_call(_read("s/2"))
+    with pytest.raises(StoreError):
+        store.flush()  # inside a transaction of its own, which is rolled back whole
+    store.settle_step("r", "s", {"status": "completed"})  # the store still takes transactions
+    assert [c.call_id for c in store.calls("r")] == []
     store.close()
 
 

@@ -168,7 +168,12 @@ class SQLiteRunStore:
             return self._conn.execute(sql, params)
         if sql.startswith("BEGIN"):
             cursor = self._conn.execute(sql, params)
-            self._join_pending()
+            try:
+                self._join_pending()
+            except BaseException:
+                self._conn.execute("ROLLBACK")  # the transaction the caller asked for never began
+                self._joined = []
+                raise
             return cursor
         if self._depth:
             self._join_pending()
@@ -196,7 +201,8 @@ class SQLiteRunStore:
         """Commit the waiting records of calls that changed nothing (see :meth:`record_call`)."""
         with self._lock:
             if self._pending and not self._depth:
-                self._exec("SELECT 1")
+                self._exec("BEGIN IMMEDIATE")  # writes the waiting records inside it
+                self._exec("COMMIT")
 
     def _durable(self, sql: str, params: tuple[Any, ...]) -> None:
         """One write that must survive a crash before the caller goes on."""
