@@ -81,3 +81,49 @@ def test_bad_public_keys_are_refused(data: bytes) -> None:
 def test_wrong_length_signature_is_false_not_an_error() -> None:
     signer = signer_from_seed(b"\x03" * 32)
     assert not signer.public_key.verify(b"\x00" * 63, b"m")
+
+
+def _pem_of(key: object, password: bytes | None = None) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    encryption = (
+        serialization.NoEncryption()
+        if password is None
+        else serialization.BestAvailableEncryption(password)
+    )
+    return key.private_bytes(  # type: ignore[attr-defined, no-any-return]
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    )
+
+
+@pytest.mark.parametrize("seed", [b"\x00" * 32, b"\xff" * 32, bytes(range(32))])
+def test_the_plain_key_file_reads_as_cryptography_reads_it(seed: bytes) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    signer = signer_from_seed(seed)
+    pem = signer.private_pem()
+    theirs = serialization.load_pem_private_key(pem, password=None)
+    assert parse_private_key_pem(pem).sign(b"m") == theirs.sign(b"m")  # type: ignore[union-attr, call-arg]
+    # Line endings and surrounding space change nothing.
+    assert parse_private_key_pem(b"\n" + pem.replace(b"\n", b"\r\n")).key_id == signer.key_id
+
+
+def test_other_key_files_go_to_the_full_reader_and_are_refused_as_before() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    signer = signer_from_seed(b"\x05" * 32)
+    pem = signer.private_pem()
+    lines = pem.split(b"\n")
+    body = b"".join(lines[1:-2])
+    cases = {
+        "encrypted": _pem_of(signer._key, b"pw"),  # noqa: SLF001
+        "not Ed25519": _pem_of(ec.generate_private_key(ec.SECP256R1())),
+        "seed cut short": lines[0] + b"\n" + body[:-8] + b"\n" + lines[-2] + b"\n",
+        "not base64": pem.replace(body[:4], b"!!!!"),
+        "a public key": signer.public_key.pem().encode(),
+        "empty": b"",
+    }
+    for name, data in cases.items():
+        with pytest.raises(ConfigError) as info:
+            parse_private_key_pem(data)
+        assert info.value.code == "signing_key_invalid", name

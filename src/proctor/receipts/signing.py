@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -77,6 +76,8 @@ class PublicKey:
 
     def pem(self) -> str:
         """The key as a PEM ``PUBLIC KEY`` (SubjectPublicKeyInfo), as OpenSSL reads it."""
+        from cryptography.hazmat.primitives import serialization
+
         return self._key.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ).decode("ascii")
@@ -89,10 +90,7 @@ class Signer:
 
     def __init__(self, key: Ed25519PrivateKey) -> None:
         self._key = key
-        raw = key.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        self.public_key = PublicKey.from_raw(raw)
+        self.public_key = PublicKey.from_raw(key.public_key().public_bytes_raw())
 
     @property
     def key_id(self) -> str:
@@ -105,6 +103,8 @@ class Signer:
 
     def private_pem(self) -> bytes:
         """The private key as unencrypted PKCS#8 PEM (what the key file holds)."""
+        from cryptography.hazmat.primitives import serialization
+
         return self._key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
@@ -126,9 +126,19 @@ def signer_from_seed(seed: bytes) -> Signer:
 def parse_private_key_pem(data: bytes) -> Signer:
     """A signer from an unencrypted PKCS#8 PEM Ed25519 private key.
 
+    The form proctor writes (RFC 8410's 48-byte ``PrivateKeyInfo``, nothing after the seed) is
+    read here directly; any other form goes to ``cryptography``'s PEM reader, which accepts or
+    refuses it. (Its serialization module costs more to import than the rest of a run's key
+    handling.)
+
     Raises:
         ConfigError: (code ``signing_key_invalid``) not a PEM Ed25519 private key.
     """
+    seed = _plain_pkcs8_seed(data)
+    if seed is not None:
+        return signer_from_seed(seed)
+    from cryptography.hazmat.primitives import serialization
+
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
@@ -143,6 +153,29 @@ def parse_private_key_pem(data: bytes) -> Signer:
     return Signer(key)
 
 
+#: DER of RFC 8410's PrivateKeyInfo for Ed25519 up to the 32 seed bytes: SEQUENCE (46 bytes)
+#: { INTEGER 0, SEQUENCE { OID 1.3.101.112 }, OCTET STRING { OCTET STRING (32 bytes) } }.
+_PKCS8_ED25519_HEAD = bytes.fromhex("302e020100300506032b657004220420")
+_PEM_BEGIN = b"-----BEGIN PRIVATE KEY-----"
+_PEM_END = b"-----END PRIVATE KEY-----"
+
+
+def _plain_pkcs8_seed(data: bytes) -> bytes | None:
+    """The 32-byte seed of a PEM holding exactly one plain PKCS#8 Ed25519 key, else None
+    (anything else, however close, is left to the full reader)."""
+    text = data.strip()
+    if not (text.startswith(_PEM_BEGIN) and text.endswith(_PEM_END)):
+        return None
+    body = text[len(_PEM_BEGIN) : -len(_PEM_END)]
+    try:
+        der = base64.b64decode(b"".join(body.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(der) != 48 or not der.startswith(_PKCS8_ED25519_HEAD):
+        return None
+    return der[len(_PKCS8_ED25519_HEAD) :]
+
+
 def parse_public_key(data: bytes) -> PublicKey:
     """A public key from any form proctor prints: PEM ``PUBLIC KEY``, the JSON document of
     ``proctor key show --json`` (its ``public_key_hex``), or 64 hex digits.
@@ -152,6 +185,8 @@ def parse_public_key(data: bytes) -> PublicKey:
     """
     text = data.strip()
     if text.startswith(b"-----BEGIN"):
+        from cryptography.hazmat.primitives import serialization
+
         try:
             key = serialization.load_pem_public_key(text)
         except (ValueError, TypeError) as exc:
@@ -160,9 +195,7 @@ def parse_public_key(data: bytes) -> PublicKey:
             ) from exc
         if not isinstance(key, Ed25519PublicKey):
             raise ConfigError("the public key is not Ed25519", code="public_key_invalid")
-        return PublicKey.from_raw(
-            key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        )
+        return PublicKey.from_raw(key.public_bytes_raw())
     if text.startswith(b"{"):
         try:
             doc = json.loads(text)
