@@ -115,3 +115,35 @@ def test_echo_and_digest(env: Env) -> None:
 
 def test_fs_tools_are_all_registered() -> None:
     assert set(native_tools()) >= FS_TOOLS
+
+
+def test_the_name_table_is_what_the_providers_build() -> None:
+    from proctor.runtime.tools import registry
+
+    built: dict[str, str] = {}
+    for provider in dict.fromkeys(registry._PROVIDED.values()):  # noqa: SLF001
+        for tool in provider():
+            assert tool.name not in built, f"{tool.name} built twice"
+            built[tool.name] = provider.__name__
+    assert built == {name: p.__name__ for name, p in registry._PROVIDED.items()}  # noqa: SLF001
+    assert list(native_tools()) == list(registry.NATIVE_TOOL_NAMES)
+
+
+def test_a_table_loads_only_what_is_read_and_is_its_callers_own() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from proctor.runtime.tools.registry import native_tools\n"
+        "t = native_tools(); names = list(t); assert 'http.request' in t and len(t) == len(names)\n"
+        "assert t['echo'].name == 'echo' and t.get('nope') is None\n"
+        "heavy = [m for m in ('proctor.runtime.tools.http', 'proctor.runtime.boundary.egress',"
+        " 'proctor.runtime.tools.git', 'proctor.runtime.tools.procs') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "u = t.copy(); del u['echo']; u['x'] = t['echo']\n"
+        "assert 'echo' in t and 'x' not in t and 'echo' in native_tools()\n"
+        "assert t['http.request'].effect == 'network' and 'proctor.runtime.tools.http' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

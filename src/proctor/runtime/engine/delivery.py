@@ -22,7 +22,7 @@ The driver calls three things here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +84,7 @@ def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
     """
     from proctor.core.authority import parse_authority
     from proctor.errors import ConfigError, UsageError
-    from proctor.runtime.boundary.egress import EgressAllow
+    from proctor.runtime.boundary.egress_allow import EgressAllow
 
     try:
         grant = parse_authority(dict(recorded), recorded=True).egress
@@ -97,13 +97,16 @@ def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
     return EgressAllow.parse([*grant.hosts, *grant.networks])
 
 
+_OPERATION_PREFIX = "operation:"  # connectors.operations.OPERATION_PREFIX, without its import
+
+
 def load_run_egress(workspace_root: Path) -> EgressAllow:
     """The workspace's egress allow-list, read once per run.
 
     Raises:
         ConfigError: ``proctor.toml`` is invalid or an entry is refused.
     """
-    from proctor.runtime.boundary.egress import load_egress_allow
+    from proctor.runtime.boundary.egress_allow import load_egress_allow
 
     return load_egress_allow(workspace_root)
 
@@ -148,10 +151,6 @@ def prepare_delivery(
         CredentialError: ambiguity, audience or mode mismatch, an unknown profile, an
             undeclared credential, a key that fails to decrypt (see ``resolve_credentials``).
     """
-    from proctor.runtime.connectors.operations import operation_deliver
-    from proctor.runtime.tools.command import process_deliver
-    from proctor.runtime.tools.http import network_deliver
-
     by_step = step_credentials(method)
     for value in (request_secrets or {}).values():
         taint.add(value)
@@ -184,22 +183,60 @@ def prepare_delivery(
             run_id,
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
-    network = network_deliver(
-        resolved, by_step, allow=recorded_egress(authority), taint=taint,
-        resolver=route.resolver if route else None,
-        pool_factory=route.pool_factory if route else None,
-    )  # fmt: skip
-    process = process_deliver(resolved, by_step, taint=taint, environ=environ)
-    operation = operation_deliver(
-        resolved, allow=recorded_egress(authority), taint=taint,
-        resolver=route.resolver if route else None,
-        pool_factory=route.pool_factory if route else None,
-    )  # fmt: skip
+    return _lazy_seams(resolved, by_step, authority, taint, environ, route)
+
+
+def _lazy_seams(
+    resolved: dict[str, Any],
+    by_step: dict[str, str | None],
+    authority: Mapping[str, Any],
+    taint: TaintSet,
+    environ: Mapping[str, str],
+    route: EgressRoute | None,
+) -> Deliver:
+    """The ``deliver`` seam: each effect class's part (network, process, connector operation)
+    is built when a call of that class first asks, so a run that makes none imports none of
+    the HTTP client, the egress guard or the process tools. Each part answers only for its
+    own class ({} for any other); an operation's part, last, gives it its connector's
+    credential and no other."""
+    parts: dict[str, Callable[[Any, Tool], dict[str, Any]]] = {}
+
+    def part(kind: str) -> Callable[[Any, Tool], dict[str, Any]]:
+        built = parts.get(kind)
+        if built is not None:
+            return built
+        resolver = route.resolver if route else None
+        pool_factory = route.pool_factory if route else None
+        if kind == "network":
+            from proctor.runtime.tools.http import network_deliver
+
+            built = network_deliver(
+                resolved, by_step, allow=recorded_egress(authority), taint=taint,
+                resolver=resolver, pool_factory=pool_factory,
+            )  # fmt: skip
+        elif kind == "process":
+            from proctor.runtime.tools.command import process_deliver
+
+            built = process_deliver(resolved, by_step, taint=taint, environ=environ)
+        else:
+            from proctor.runtime.connectors.operations import operation_deliver
+
+            built = operation_deliver(
+                resolved, allow=recorded_egress(authority), taint=taint,
+                resolver=resolver, pool_factory=pool_factory,
+            )  # fmt: skip
+        parts[kind] = built
+        return built
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
-        # Each seam answers only for its own effect class (and {} for any other); an
-        # operation's seam, last, gives it its connector's credential and no other.
-        return {**network(spec, tool), **process(spec, tool), **operation(spec, tool)}
+        found: dict[str, Any] = {}
+        if tool.effect == "network":
+            found.update(part("network")(spec, tool))
+        if tool.effect == "process":
+            found.update(part("process")(spec, tool))
+        if tool.name.startswith(_OPERATION_PREFIX):
+            found.update(part("operation")(spec, tool))
+        return found
 
     return deliver
 

@@ -17,7 +17,7 @@ driver claimed but never settled is reconciled before its step runs again:
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from proctor.core.spend import SpendLedger
     from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.skills import LoadedSkill
+    from proctor.runtime.tools.base import Tool
 
 __all__ = ["RunDriver"]
 
@@ -164,7 +165,8 @@ class RunDriver(DriverParts):
         from proctor.runtime.engine.skill_calls import skill_tools
 
         try:  # calls.skills: one tool per method of each skill a turn may call (a child run)
-            tools = {**s.tools, **skill_tools(self, list(self.method.steps))}
+            tools: MutableMapping[str, Tool] = s.tools.copy()
+            tools.update(skill_tools(self, list(self.method.steps)))
         except ProctorError as exc:
             raise _Blocked(exc.code, exc.message, "admission_refused") from exc
         tools.update(self._operations_or_blocked())

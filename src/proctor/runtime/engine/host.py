@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from proctor.runtime.records.runs import RequestRecord, RunRecord, RunStore
     from proctor.runtime.skills import LoadedSkill
     from proctor.runtime.tools.base import Tool
+    from proctor.runtime.tools.registry import ToolTable
 
 __all__ = [
     "AgentDriver",
@@ -151,7 +152,7 @@ class RunHost(Protocol):
     def load_key(self) -> Signer: ...
 
     @property
-    def tools(self) -> dict[str, Tool]: ...
+    def tools(self) -> ToolTable: ...
 
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]: ...
 

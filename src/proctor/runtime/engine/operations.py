@@ -20,22 +20,13 @@ from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, Tool
 from proctor.errors import CredentialError, ProctorError
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
-from proctor.runtime.connectors.operations import (
-    IDEMPOTENCY_ARG,
-    OPERATION_PREFIX,
-    OperationTool,
-    expand_operations,
-    operation_tools,
-    quote_micro_usd,
-    readback_matches,
-    readback_of,
-)
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.engine.kinds import tool_step
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.records.runs import CallRecord
     from proctor.runtime.skills import LoadedSkill
 
@@ -48,11 +39,20 @@ def run_operation_tools(skill: LoadedSkill, workspace_root: Path) -> dict[str, O
     Raises:
         ParseError: a connector manifest is refused.
     """
-    return operation_tools(find_connectors(workspace_root, skill.folder, skill.label))
+    connectors = find_connectors(workspace_root, skill.folder, skill.label)
+    if not connectors:  # most runs: nothing of the connectors' HTTP side is imported
+        return {}
+    from proctor.runtime.connectors.operations import operation_tools
+
+    return operation_tools(connectors)
 
 
 def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:
     """The credential requirements of the connectors the method's operations use."""
+    if not tools:
+        return []
+    from proctor.runtime.connectors.operations import OPERATION_PREFIX, expand_operations
+
     names: list[str] = []
     for step in method.steps:
         if isinstance(step, OperationStep):
@@ -71,6 +71,12 @@ def operation_step(
     outputs: dict[str, Any],
 ) -> StepDone | StepPause:
     """Run the step's operation through admission; a crashed write is confirmed by readback."""
+    from proctor.runtime.connectors.operations import (
+        OPERATION_PREFIX,
+        OperationTool,
+        quote_micro_usd,
+    )
+
     name = OPERATION_PREFIX + step.operation
     tool = governor.tools.get(name)
     quote = None if tool is None else quote_micro_usd(tool)
@@ -108,6 +114,11 @@ def _readback(
     outputs: dict[str, Any],
 ) -> dict[str, Any] | None:
     from proctor.parser.refs import resolve
+    from proctor.runtime.connectors.operations import (
+        IDEMPOTENCY_ARG,
+        readback_matches,
+        readback_of,
+    )
 
     try:
         args = dict(resolve(step.inputs, inputs, outputs))
@@ -149,6 +160,7 @@ def store_step(
     """A ``store.*`` write step: a crashed claim is settled from the store's record of its key
     (done), or sent again when the key was never used (the store applies a key once)."""
     from proctor.parser.refs import resolve
+    from proctor.runtime.connectors.operations import IDEMPOTENCY_ARG
     from proctor.runtime.tools.store import STORE_EXTRA, StoreContext
 
     def confirm(claim: CallRecord) -> dict[str, Any] | bool | None:

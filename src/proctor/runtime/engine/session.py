@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
     from proctor.runtime.records.runs import RunStore
-    from proctor.runtime.tools.base import Tool
+    from proctor.runtime.tools.registry import ToolTable
 
 __all__ = ["AgentDriver", "RunInterrupted", "Session"]
 
@@ -127,7 +127,7 @@ class Session:
         self._store: RunStore | None = None
         self._audit: AuditLog | None = None
         self._receipts: ReceiptStore | None = None
-        self._tools: dict[str, Tool] | None = None
+        self._tools: ToolTable | None = None
         self._holder = holder_id()
         self.stop_event = threading.Event()
 
@@ -202,12 +202,12 @@ class Session:
         return signer
 
     @property
-    def tools(self) -> dict[str, Tool]:
-        """Every native tool by name."""
+    def tools(self) -> ToolTable:
+        """Every native tool by name (each tool's module imported when it is first read)."""
         if self._tools is None:
             from proctor.runtime.tools.registry import native_tools
 
-            self._tools = dict(native_tools())
+            self._tools = native_tools()
         return self._tools
 
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
