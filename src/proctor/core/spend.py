@@ -25,7 +25,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from proctor.errors import RefusedCall, UsageError
@@ -181,6 +180,8 @@ def parse_usd(text: str) -> int:
     cleaned = text.strip()
     if not cleaned or not all(c.isdigit() or c == "." for c in cleaned) or not cleaned.isascii():
         raise problem
+    from decimal import Decimal, InvalidOperation  # only --max-spend is read with it
+
     try:
         amount = Decimal(cleaned)
     except InvalidOperation as exc:

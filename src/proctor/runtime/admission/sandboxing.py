@@ -14,16 +14,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ProctorError, RefusedCall
-from proctor.runtime.boundary.sandbox import (
-    SANDBOX_EXTRA,
-    SandboxSetting,
-    SandboxUse,
-    sandbox_for_call,
-    sandbox_setting,
-)
+from proctor.runtime.boundary.sandbox_setting import SANDBOX_EXTRA, SandboxSetting, sandbox_setting
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
+    from proctor.runtime.boundary.sandbox import SandboxUse
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.tools.base import Tool
 
@@ -50,6 +45,8 @@ def choose_sandbox(
             setting = sandbox_setting(os.environ, default="required")
         except ProctorError as exc:
             raise RefusedCall(exc.message, code=exc.code) from exc
+    from proctor.runtime.boundary.sandbox import sandbox_for_call
+
     grant = authority.egress
     network = grant is not None and bool(grant.hosts or grant.networks)
     return sandbox_for_call(setting, network=network)

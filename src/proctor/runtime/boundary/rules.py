@@ -209,8 +209,6 @@ def containment_config(root: Path) -> Containment:
             tool-config path (it lifts that rule only: never ``policies/``, ``proctor.toml``, a
             skill package, ``.proctor/``, a sensitive file or a guard module).
     """
-    import tomllib  # here: only a write needs the config read
-
     path = root / "proctor.toml"
     try:
         text = path.read_text(encoding="utf-8")
@@ -218,6 +216,8 @@ def containment_config(root: Path) -> Containment:
         return Containment()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError("proctor.toml cannot be read as UTF-8 text", code="bad_config") from exc
+    import tomllib  # here: only a workspace with a proctor.toml needs it
+
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

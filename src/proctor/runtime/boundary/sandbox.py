@@ -27,7 +27,6 @@ refuses any namespace the sandbox needs all make it unavailable.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import threading
@@ -36,7 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from proctor.errors import ConfigError, RefusedCall
+from proctor.errors import RefusedCall
+from proctor.runtime.boundary.sandbox_setting import (
+    BWRAP_ENV,
+    MODES,
+    SANDBOX_ENV,
+    SANDBOX_EXTRA,
+    SandboxMode,
+    SandboxSetting,
+    sandbox_setting,
+    stricter,
+)
 
 __all__ = [
     "BWRAP_ENV",
@@ -55,16 +64,6 @@ __all__ = [
     "stricter",
 ]
 
-SandboxMode = Literal["required", "auto", "off"]
-MODES: tuple[SandboxMode, ...] = ("required", "auto", "off")
-"""The modes from the strictest to the loosest."""
-
-SANDBOX_ENV = "PROCTOR_SANDBOX"
-BWRAP_ENV = "PROCTOR_BWRAP"
-SANDBOX_EXTRA = "sandbox"
-"""The ``ToolContext.extras`` key under which admission hands a process tool its
-:class:`SandboxUse`."""
-
 _PROBE_TIMEOUT = 20.0
 _REASON_CHARS = 200
 # Namespaces and privileges every sandboxed process loses; the network namespace is added
@@ -82,56 +81,6 @@ _ISOLATION = (
     "ALL",
 )
 _BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
-
-
-def stricter(a: SandboxMode, b: object) -> SandboxMode:
-    """The stricter of a mode and a recorded value (``b`` is ignored unless it is a mode)."""
-    if b not in MODES:
-        return a
-    return a if MODES.index(a) <= MODES.index(b) else b
-
-
-@dataclass(frozen=True)
-class SandboxSetting:
-    """How a run's processes are confined, read once from its session's environment.
-
-    Attributes:
-        mode: the mode in force.
-        explicit: ``PROCTOR_SANDBOX`` set it (an ``off`` is only ever explicit).
-        bwrap: the bubblewrap executable to use, or ``None`` when none was found.
-    """
-
-    mode: SandboxMode
-    explicit: bool = False
-    bwrap: str | None = None
-
-
-def sandbox_setting(
-    environ: Mapping[str, str], *, default: SandboxMode = "required"
-) -> SandboxSetting:
-    """The setting of ``environ``: ``PROCTOR_SANDBOX`` when set, else ``default``.
-
-    Raises:
-        ConfigError: ``sandbox_setting_invalid``: ``PROCTOR_SANDBOX`` is not a mode, or
-            ``PROCTOR_BWRAP`` is not an absolute path.
-    """
-    raw = environ.get(SANDBOX_ENV, "").strip().lower()
-    if raw and raw not in MODES:
-        raise ConfigError(
-            f"{SANDBOX_ENV} must be one of {', '.join(MODES)}", code="sandbox_setting_invalid"
-        )
-    mode: SandboxMode = raw if raw in MODES else default
-    named = environ.get(BWRAP_ENV, "")
-    if named:
-        if not os.path.isabs(named):
-            raise ConfigError(
-                f"{BWRAP_ENV} must be an absolute path to the bubblewrap executable",
-                code="sandbox_setting_invalid",
-            )
-        bwrap: str | None = named
-    else:
-        bwrap = shutil.which("bwrap", path=environ.get("PATH") or os.environ.get("PATH"))
-    return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from proctor.runtime.engine.host import (
 )
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
-from proctor.runtime.tools.command import CommandStopped
+from proctor.runtime.tools.base import CommandStopped
 
 if TYPE_CHECKING:
     from proctor.core.budget import ReceiptBudget

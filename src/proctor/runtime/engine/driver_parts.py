@@ -102,7 +102,7 @@ class DriverParts:
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
         of the run had (recorded, so a looser session resuming it keeps it)."""
-        from proctor.runtime.boundary.sandbox import sandbox_setting, stricter
+        from proctor.runtime.boundary.sandbox_setting import sandbox_setting, stricter
 
         recorded = self.record.data.get("sandbox_default")
         default = stricter(self.s.sandbox_default, recorded)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,19 +38,25 @@ def lease_ttl() -> float:
     return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS
 
 
+def _host() -> str:
+    """This host's name, as ``gethostname(2)`` gives it (the kernel's node name); read without
+    importing :mod:`socket`."""
+    return os.uname().nodename
+
+
 def holder_id() -> str:
     """This process's identity as a lease holder."""
     try:
         started = _started(os.getpid())
     except Exception:  # no /proc and no psutil: the lease then only expires
         started = 0.0
-    return f"{socket.gethostname()}|{os.getpid()}|{started:.2f}|{secrets.token_hex(4)}"
+    return f"{_host()}|{os.getpid()}|{started:.2f}|{secrets.token_hex(4)}"
 
 
 def holder_dead(holder: str) -> bool:
     """True when the holder ran on this host and its process is gone (a crashed driver)."""
     parts = holder.split("|")
-    if len(parts) != 4 or parts[0] != socket.gethostname():
+    if len(parts) != 4 or parts[0] != _host():
         return False
     try:
         return abs(_started(int(parts[1])) - float(parts[2])) >= 0.5

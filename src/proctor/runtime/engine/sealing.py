@@ -16,12 +16,12 @@ from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
 from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
-from proctor.runtime.boundary.sandbox import SandboxUse
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.receipts.model import Verdict
+    from proctor.runtime.boundary.sandbox import SandboxUse
     from proctor.runtime.engine.host import RunHost
 
 __all__ = [
@@ -98,8 +98,18 @@ def trace_of(calls: list[CallRecord]) -> list[TraceEntry]:
     return out
 
 
+def _sandbox_use(record: object) -> SandboxUse | None:
+    """The sandbox a call recorded (``None`` for one that started no process: most calls,
+    read without importing the sandbox module)."""
+    if record is None:
+        return None
+    from proctor.runtime.boundary.sandbox import SandboxUse
+
+    return SandboxUse.from_record(record)
+
+
 def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
-    use = SandboxUse.from_record(settled.get("sandbox"))
+    use = _sandbox_use(settled.get("sandbox"))
     warning = None if use is None else use.warning()
     return [] if warning is None else [warning]
 
@@ -222,7 +232,7 @@ def _seal(
                 verdicts.append(Verdict(approved_by, "approved_by_standing", "warn"))
             elif isinstance(approved_by, str) and approved_by.startswith("person:"):
                 verdicts += deciders.get(approved_by.removeprefix("person:"), [])
-            sandbox = SandboxUse.from_record(settled.get("sandbox"))
+            sandbox = _sandbox_use(settled.get("sandbox"))
             if sandbox is not None and sandbox.trust is not None:
                 verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
             c_started = _time(settled.get("started_at"), run_started)

@@ -39,7 +39,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -417,6 +417,10 @@ class ReceiptStore:
         writers = min(_WRITERS, len(todo))
         size = -(-len(todo) // writers)
         shares = [todo[i : i + size] for i in range(0, len(todo), size)]
+        if not _pool and len(todo) <= _WRITERS:
+            # a process's first small seal (a CLI run's only one): a thread per file costs
+            # less than starting the pool, which would start as many threads and more
+            return _in_threads(run, shares)
         return [result for share in _writer_pool().map(run, shares) for result in share]
 
     def _write_one(self, receipt_id: str, data: bytes) -> bool:
@@ -440,11 +444,37 @@ class ReceiptStore:
         )
 
 
+_Item = tuple[str, bytes, str, str]
 _WRITERS = 16
 """Receipt files a batch writes at once (each thread holds one file open at a time)."""
 
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
+
+
+def _in_threads(
+    run: Callable[[list[_Item]], list[bool | Exception]], shares: list[list[_Item]]
+) -> list[bool | Exception]:
+    """``run`` of each share on a thread of its own, the results in order; what a thread
+    raised beyond the results ``run`` returns is raised here, as the pool's ``map`` would."""
+    results: list[list[bool | Exception]] = [[] for _ in shares]
+    raised: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            results[index] = run(shares[index])
+        except BaseException as exc:
+            raised.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(1, len(shares))]
+    for thread in threads:
+        thread.start()
+    work(0)
+    for thread in threads:
+        thread.join()
+    if raised:
+        raise raised[0]
+    return [result for share in results for result in share]
 
 
 def _writer_pool() -> ThreadPoolExecutor:

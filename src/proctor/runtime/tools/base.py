@@ -30,6 +30,11 @@ Effect = Literal["none", "read", "write", "network", "process"]
 CHANGING_EFFECTS: frozenset[str] = frozenset({"write", "network", "process"})
 
 
+class CommandStopped(Exception):
+    """The driver stopped a running command: its claim stays unsettled on purpose, so the next
+    driver asks a person whether to run it again (a retry request)."""
+
+
 @dataclass
 class ToolContext:
     """What a handler may use: the workspace, the run store and the identity of the call.

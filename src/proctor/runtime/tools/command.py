@@ -45,7 +45,7 @@ from proctor.runtime.boundary.sandbox import (
     sandbox_setting,
 )
 from proctor.runtime.tools import process
-from proctor.runtime.tools.base import Access, Tool, ToolContext
+from proctor.runtime.tools.base import Access, CommandStopped, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
 
 # re-exported: the driver stops every running command through it
@@ -77,11 +77,6 @@ PROCESS_EXTRA = "process"
 # Raw bytes read past ``max_output_bytes`` so that a secret straddling the cut is still whole
 # when the kept text is scrubbed; the scrubbed text is cut afterwards.
 _SCRUB_SLACK = 64 * 1024
-
-
-class CommandStopped(Exception):
-    """The driver stopped a running command: its claim stays unsettled on purpose, so the next
-    driver asks a person whether to run it again (a retry request)."""
 
 
 DEFAULT_MAX_OUTPUT = 1024 * 1024

@@ -1,0 +1,86 @@
+"""A run's sandbox setting (``PROCTOR_SANDBOX``, ``PROCTOR_BWRAP``): read at every run's start.
+
+Kept apart from :mod:`proctor.runtime.boundary.sandbox` (the bubblewrap command line, the probe)
+so that a run records its setting without importing what only a process call needs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from proctor.errors import ConfigError
+
+__all__ = [
+    "BWRAP_ENV",
+    "MODES",
+    "SANDBOX_ENV",
+    "SANDBOX_EXTRA",
+    "SandboxMode",
+    "SandboxSetting",
+    "sandbox_setting",
+    "stricter",
+]
+
+SandboxMode = Literal["required", "auto", "off"]
+MODES: tuple[SandboxMode, ...] = ("required", "auto", "off")
+"""The modes from the strictest to the loosest."""
+
+SANDBOX_ENV = "PROCTOR_SANDBOX"
+BWRAP_ENV = "PROCTOR_BWRAP"
+SANDBOX_EXTRA = "sandbox"
+"""The ``ToolContext.extras`` key under which admission hands a process tool its
+:class:`SandboxUse`."""
+
+
+def stricter(a: SandboxMode, b: object) -> SandboxMode:
+    """The stricter of a mode and a recorded value (``b`` is ignored unless it is a mode)."""
+    if b not in MODES:
+        return a
+    return a if MODES.index(a) <= MODES.index(b) else b
+
+
+@dataclass(frozen=True)
+class SandboxSetting:
+    """How a run's processes are confined, read once from its session's environment.
+
+    Attributes:
+        mode: the mode in force.
+        explicit: ``PROCTOR_SANDBOX`` set it (an ``off`` is only ever explicit).
+        bwrap: the bubblewrap executable to use, or ``None`` when none was found.
+    """
+
+    mode: SandboxMode
+    explicit: bool = False
+    bwrap: str | None = None
+
+
+def sandbox_setting(
+    environ: Mapping[str, str], *, default: SandboxMode = "required"
+) -> SandboxSetting:
+    """The setting of ``environ``: ``PROCTOR_SANDBOX`` when set, else ``default``.
+
+    Raises:
+        ConfigError: ``sandbox_setting_invalid``: ``PROCTOR_SANDBOX`` is not a mode, or
+            ``PROCTOR_BWRAP`` is not an absolute path.
+    """
+    raw = environ.get(SANDBOX_ENV, "").strip().lower()
+    if raw and raw not in MODES:
+        raise ConfigError(
+            f"{SANDBOX_ENV} must be one of {', '.join(MODES)}", code="sandbox_setting_invalid"
+        )
+    mode: SandboxMode = raw if raw in MODES else default
+    named = environ.get(BWRAP_ENV, "")
+    if named:
+        if not os.path.isabs(named):
+            raise ConfigError(
+                f"{BWRAP_ENV} must be an absolute path to the bubblewrap executable",
+                code="sandbox_setting_invalid",
+            )
+        bwrap: str | None = named
+    else:
+        bwrap = shutil.which("bwrap", path=environ.get("PATH") or os.environ.get("PATH"))
+    return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)
