@@ -80,6 +80,20 @@ def _wants_json(argv: list[str] | None) -> bool:
     return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
 
 
+def _use_home_caches() -> None:
+    """Keep parsed YAML documents in the home's ``cache/yaml`` (see
+    :func:`proctor.parser.yaml_strict.use_parse_cache`); none when there is no home."""
+    from proctor.errors import ConfigError
+    from proctor.parser.yaml_strict import use_parse_cache
+    from proctor.runtime.home.files import home_dir
+
+    try:
+        home, _ = home_dir()
+    except ConfigError:
+        return
+    use_parse_cache(home / "cache" / "yaml")
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Entry point of the console script; maps ProctorError to its exit code.
 
@@ -89,6 +103,7 @@ def main(argv: list[str] | None = None) -> Any:
     from proctor.errors import ProctorError
 
     as_json = _wants_json(argv)
+    _use_home_caches()
     try:
         return cli.main(args=argv, prog_name="proctor", standalone_mode=False)
     except ProctorError as exc:

@@ -38,16 +38,21 @@ Values are ``dict`` (string keys), ``list``, ``str``, ``int``, ``float``, ``bool
 
 from __future__ import annotations
 
-import math
-import re
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path as _FsPath
 from typing import Any
 
-import yaml
-
-from proctor.errors import ParseError
-from proctor.parser import _yaml_checks as checks
-
-__all__ = ["MAX_DEPTH", "Path", "Positions", "load_yaml", "load_yaml_with_positions"]
+__all__ = [
+    "MAX_DEPTH",
+    "Path",
+    "Positions",
+    "load_yaml",
+    "load_yaml_with_positions",
+    "use_parse_cache",
+]
 
 MAX_DEPTH = 200
 """Deepest nesting of mappings and sequences accepted (hostile input guard)."""
@@ -58,25 +63,24 @@ Path = tuple[str | int, ...]
 Positions = dict[Path, tuple[int, int]]
 """1-based ``(line, column)`` of each value: a mapping member's key, a sequence item's start."""
 
-try:  # libyaml is several times faster; the pure parser gives the same events.
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+_CACHE_FORMAT = 1
+_CACHE_LIMIT = 2048  # entries kept; past it the older half is removed at the next write
+_cache: dict[str, _FsPath | str | None] = {"folder": None, "loader": None}
 
-_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-_INT10 = re.compile(r"^[-+]?[0-9]+$")
-_INT8 = re.compile(r"^0o[0-7]+$")
-_INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
-_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
-_SPECIAL_FLOAT = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 
-# YAML 1.1 as PyYAML resolves it: only used to find scalars the two versions read differently.
-_Y11_RESOLVER = yaml.resolver.Resolver()
-_Y11_CONSTRUCTOR = yaml.constructor.SafeConstructor()
-_Y11_NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
-_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
-_PLAIN_STYLES = (None, "")  # libyaml reports a plain scalar's style as "", PyYAML as None
+def use_parse_cache(folder: _FsPath | None) -> None:
+    """Keep parsed documents in ``folder`` (``None``: keep none), by the digest of their text.
+
+    A process that starts, parses its few documents and exits (the CLI) spends more on
+    importing and running the YAML parser than on its run: with the cache, a document parsed
+    once is read back as JSON. An entry is named by the SHA-256 of the text and of the loader
+    (this module's parser and its checks, PyYAML's own files), so an edited document, or a
+    changed parser, is parsed again; only documents that load are kept, so every refusal is
+    raised by the parser itself, each time. The folder must sit where runs cannot write (the
+    CLI uses the home's ``cache/yaml``). It and its parent are created when missing, never
+    the folder above them: a home that does not exist yet is not created by the cache.
+    """
+    _cache["folder"] = folder
 
 
 def load_yaml(text: str, *, source: str) -> Any:
@@ -101,246 +105,105 @@ def load_yaml_with_positions(text: str, *, source: str) -> tuple[Any, Positions]
     Raises:
         ParseError: as :func:`load_yaml`.
     """
-    builder = _Builder(source, text)
+    folder = _cache["folder"]
+    if not isinstance(folder, _FsPath):
+        from proctor.parser._yaml_events import parse
+
+        return parse(text, source=source)
+    entry = folder / (_entry_name(text) + ".json")
+    found = _read_entry(entry)
+    if found is not None:
+        return found
+    from proctor.parser._yaml_events import parse
+
+    value, positions = parse(text, source=source)
+    _write_entry(entry, value, positions)
+    return value, positions
+
+
+def _loader_digest() -> str:
+    """What the parse depends on besides the text: this parser's files, PyYAML's, Python's."""
+    known = _cache["loader"]
+    if isinstance(known, str):
+        return known
+    import importlib.util
+
+    here = _FsPath(__file__).parent
+    digest = hashlib.sha256(f"{_CACHE_FORMAT}|{sys.version_info[:2]}".encode())
+    for name in ("yaml_strict.py", "_yaml_events.py", "_yaml_checks.py"):
+        digest.update((here / name).read_bytes())
+    spec = importlib.util.find_spec("yaml")
+    origin = None if spec is None else spec.origin
+    if origin is not None:
+        stat = os.stat(origin)
+        digest.update(f"|{origin}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    _cache["loader"] = known = digest.hexdigest()
+    return known
+
+
+def _entry_name(text: str) -> str:
+    digest = hashlib.sha256(_loader_digest().encode())
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _read_entry(entry: _FsPath) -> tuple[Any, Positions] | None:
+    """The cached value and positions, or ``None`` (absent, unreadable or not an entry)."""
     try:
-        checks.check_tokens(text, source, _Loader)
-        for event in yaml.parse(text, Loader=_Loader):
-            builder.feed(event)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise _error(source, mark, f"invalid YAML: {problem}", "yaml_syntax") from None
-    except yaml.YAMLError as exc:
-        # Reader errors (control characters) carry a character offset instead of a mark.
-        offset = getattr(exc, "position", None)
-        message = "invalid YAML: the text holds a character YAML does not allow"
-        if not isinstance(offset, int):
-            raise ParseError(message, file=source, code="yaml_syntax") from None
-        line = text.count("\n", 0, offset) + 1
-        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-        raise ParseError(
-            message, file=source, line=line, column=column, code="yaml_syntax"
-        ) from None
-    return builder.result, builder.positions
-
-
-def _error(source: str, mark: Any, message: str, code: str) -> ParseError:
-    if mark is None:
-        return ParseError(message, file=source, code=code)
-    return ParseError(message, file=source, line=mark.line + 1, column=mark.column + 1, code=code)
-
-
-class _Frame:
-    __slots__ = ("container", "flow", "indent", "key", "key_mark", "path", "start")
-
-    def __init__(
-        self, container: dict[str, Any] | list[Any], path: Path, event: Any, parent_indent: int
-    ) -> None:
-        self.container = container
-        self.path = path
-        self.flow = bool(event.flow_style)
-        self.start = event.start_mark
-        # A block collection's own column; a flow one keeps its block parent's, for the
-        # continuation-line check when it closes.
-        self.indent = parent_indent if self.flow else event.start_mark.column
-        # For a mapping: the key read and waiting for its value (``None`` between members).
-        self.key: str | None = None
-        self.key_mark: Any = None
-
-
-class _Builder:
-    """Turns a PyYAML event stream into plain values, refusing what the subset excludes."""
-
-    def __init__(self, source: str, text: str) -> None:
-        self.source = source
-        self.text = text
-        self._lines: list[str] | None = None
-        self.stack: list[_Frame] = []
-        self.result: Any = None
-        self.positions: Positions = {}
-        self.documents = 0
-        self.done = False
-
-    @property
-    def lines(self) -> list[str]:
-        if self._lines is None:
-            # YAML's own line breaks, so indexes agree with the parser's marks.
-            self._lines = _LINE_BREAK.split(self.text)
-        return self._lines
-
-    def in_block(self) -> bool:
-        return not self.stack or not self.stack[-1].flow
-
-    def block_indent(self) -> int:
-        return self.stack[-1].indent if self.stack else -1
-
-    def fail(self, event: Any, message: str, code: str) -> ParseError:
-        return _error(self.source, event.start_mark, message, code)
-
-    def feed(self, event: Any) -> None:
-        if isinstance(event, yaml.DocumentStartEvent):
-            self.documents += 1
-            if self.documents > 1:
-                raise self.fail(
-                    event, "several documents in one file; keep one", "yaml_multiple_documents"
-                )
-            if event.version is not None or event.tags:
-                raise self.fail(
-                    event, "YAML directives (%YAML, %TAG) are refused", "yaml_directive"
-                )
-            start: Any = event.start_mark
-            self.positions[()] = (start.line + 1, start.column + 1)
-            return
-        if isinstance(event, yaml.AliasEvent):
-            raise self.fail(
-                event, f"alias *{event.anchor} is refused; repeat the value", "yaml_alias"
-            )
-        if isinstance(event, yaml.NodeEvent):
-            self._node(event)
-            return
-        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            frame = self.stack.pop()
-            end: Any = event.end_mark
-            if frame.flow and self.in_block() and end.line > frame.start.line:
-                checks.check_continuation_indent(
-                    self.lines, frame.start, end, frame.indent, self.source
-                )
-            self._place(frame.container, event, frame_path=frame.path)
-
-    def _node(self, event: Any) -> None:
-        if event.anchor is not None:
-            raise self.fail(event, f"anchor &{event.anchor} is refused", "yaml_anchor")
-        tag = event.tag
-        if tag is not None:
-            raise self.fail(
-                event,
-                f"tag {tag} is refused; quote a scalar to make it a string",
-                "yaml_tag",
-            )
-        if isinstance(event, yaml.ScalarEvent):
-            value = self._scalar(event)
-            if (
-                self.stack
-                and isinstance(self.stack[-1].container, dict)
-                and self.stack[-1].key is None
-            ):
-                self._key(value, event)
-                return
-            self._place(value, event, frame_path=None)
-            return
-        if self.stack and isinstance(self.stack[-1].container, dict) and self.stack[-1].key is None:
-            raise self.fail(event, "a mapping or sequence cannot be a key", "yaml_key_type")
-        if len(self.stack) >= MAX_DEPTH:
-            raise self.fail(event, f"nesting deeper than {MAX_DEPTH} levels", "yaml_too_deep")
-        path = self._child_path(event)
-        container: dict[str, Any] | list[Any] = (
-            {} if isinstance(event, yaml.MappingStartEvent) else []
-        )
-        self.stack.append(_Frame(container, path, event, self.block_indent()))
-
-    def _child_path(self, event: Any) -> Path:
-        """The path of the value starting at ``event``, recording its position."""
-        if not self.stack:
-            path: Path = ()
-            self.positions.setdefault(
-                path, (event.start_mark.line + 1, event.start_mark.column + 1)
-            )
-            return path
-        frame = self.stack[-1]
-        if isinstance(frame.container, dict):
-            assert frame.key is not None
-            return (*frame.path, frame.key)
-        path = (*frame.path, len(frame.container))
-        self.positions[path] = (event.start_mark.line + 1, event.start_mark.column + 1)
-        return path
-
-    def _key(self, key: Any, event: Any) -> None:
-        frame = self.stack[-1]
-        assert isinstance(frame.container, dict)
-        if not isinstance(key, str):
-            raise self.fail(
-                event, f"key {event.value!r} is not a string; quote it", "yaml_key_type"
-            )
-        if key == "<<":
-            raise self.fail(
-                event, "merge key << is refused; write the members out", "yaml_merge_key"
-            )
-        if key in frame.container:
-            raise self.fail(event, f"duplicate key {key!r}", "yaml_duplicate_key")
-        frame.key = key
-        frame.key_mark = event.start_mark
-        mark = event.start_mark
-        self.positions[(*frame.path, key)] = (mark.line + 1, mark.column + 1)
-
-    def _place(self, value: Any, event: Any, *, frame_path: Path | None) -> None:
-        if not self.stack:
-            if frame_path is None:
-                self._child_path(event)
-            self.result = value
-            return
-        frame = self.stack[-1]
-        if isinstance(frame.container, dict):
-            assert frame.key is not None
-            frame.container[frame.key] = value
-            frame.key = None
-        else:
-            if frame_path is None:
-                self._child_path(event)
-            frame.container.append(value)
-
-    def _scalar(self, event: Any) -> Any:
-        text: str = event.value
-        style = event.style
-        if style in ("'", '"') and self.in_block() and event.end_mark.line > event.start_mark.line:
-            checks.check_continuation_indent(
-                self.lines, event.start_mark, event.end_mark, self.block_indent(), self.source
-            )
-        elif style in ("|", ">"):
-            checks.check_block_scalar(self.text, self.lines, event.start_mark, self.source)
-        if style not in _PLAIN_STYLES or not event.implicit[0]:
-            return text  # quoted or block scalars are always strings
-        checks.check_plain(text, event.start_mark, self.source)
-        value = _resolve_plain(text)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise self.fail(event, f"{text} is not a number JSON can carry", "yaml_number")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            y11 = _yaml11_number(text)
-            if y11 is None or type(y11) is not type(value) or y11 != value:
-                raise self.fail(
-                    event,
-                    f"unquoted {text!r} reads differently in YAML 1.1 and 1.2; quote it "
-                    "or write the number in plain decimal",
-                    "yaml_ambiguous_scalar",
-                )
-        return value
-
-
-def _resolve_plain(text: str) -> Any:
-    """Resolve an unquoted scalar by the YAML 1.2 core schema."""
-    if _NULL.match(text):
+        raw = entry.read_bytes()
+    except OSError:
         return None
-    if text in _BOOL:
-        return _BOOL[text]
-    if _INT10.match(text):
-        return int(text, 10)
-    if _INT8.match(text):
-        return int(text[2:], 8)
-    if _INT16.match(text):
-        return int(text[2:], 16)
-    if _FLOAT.match(text):
-        return float(text)
-    if _SPECIAL_FLOAT.match(text):
-        return float(text.replace(".", "", 1))
-    return text
-
-
-def _yaml11_number(text: str) -> int | float | None:
-    """The number PyYAML's YAML 1.1 rules read from ``text``, or ``None`` for a non-number."""
-    # PyYAML's resolver is untyped; it only matches ``text`` against its YAML 1.1 patterns.
-    tag = _Y11_RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    node = yaml.ScalarNode(tag, text)
-    if node.tag not in _Y11_NUMBER_TAGS:
+    try:
+        kept = json.loads(raw)
+        if not (isinstance(kept, list) and len(kept) == 3 and kept[0] == _CACHE_FORMAT):
+            return None
+        positions: Positions = {
+            tuple(path): (int(line), int(column)) for path, line, column in kept[2]
+        }
+    except (ValueError, TypeError):
         return None
-    if node.tag == "tag:yaml.org,2002:int":
-        return int(_Y11_CONSTRUCTOR.construct_yaml_int(node))
-    return float(_Y11_CONSTRUCTOR.construct_yaml_float(node))
+    return kept[1], positions
+
+
+def _write_entry(entry: _FsPath, value: Any, positions: Positions) -> None:
+    """Keep a parsed document (atomically, owner-only); a failure only loses the entry."""
+    folder = entry.parent
+    try:
+        if not folder.is_dir():
+            if not folder.parent.parent.is_dir():
+                return  # no home yet: the cache never creates one
+            folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+        body = json.dumps(
+            [_CACHE_FORMAT, value, [[list(p), lc[0], lc[1]] for p, lc in positions.items()]],
+            ensure_ascii=False,
+            allow_nan=False,
+        ).encode("utf-8", "surrogatepass")
+        temporary = folder / f".{entry.name}.{os.getpid()}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        os.replace(temporary, entry)
+        _prune(folder)
+    except (OSError, ValueError):
+        return
+
+
+def _prune(folder: _FsPath) -> None:
+    """Past :data:`_CACHE_LIMIT` entries, remove the older half (by modification time)."""
+    names = os.listdir(folder)
+    if len(names) <= _CACHE_LIMIT:
+        return
+    dated = []
+    for name in names:
+        try:
+            dated.append((os.stat(folder / name).st_mtime_ns, name))
+        except OSError:
+            continue
+    dated.sort()
+    for _, name in dated[: len(dated) // 2]:
+        try:
+            os.unlink(folder / name)
+        except OSError:
+            continue
