@@ -98,10 +98,9 @@ class _ParsedFile:
 
 
 def shipped_policy_sources() -> list[PolicySource]:
-    """proctor's shipped policy files (package data), sorted by file name."""
-    from importlib.resources import files
-
-    folder = files("proctor").joinpath("resources", "policies")
+    """proctor's shipped policy files (package data, beside the installed modules), sorted
+    by file name."""
+    folder = Path(__file__).resolve().parent.parent / "resources" / "policies"
     out = [
         PolicySource(f"{SHIPPED_PREFIX}policies/{entry.name}", entry.read_text("utf-8"), True)
         for entry in folder.iterdir()

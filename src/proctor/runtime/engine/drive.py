@@ -39,7 +39,6 @@ from proctor.runtime.admission.governor import (
     Governor,
 )
 from proctor.runtime.boundary.reach import run_workspace
-from proctor.runtime.engine import compose
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine.driver_parts import Blocked as _Blocked
 from proctor.runtime.engine.driver_parts import DriverParts
@@ -341,6 +340,8 @@ class RunDriver(DriverParts):
         if isinstance(step, AgentStep):
             return run_kinds.agent_step(self, governor, index, step, inputs, outputs)
         if isinstance(step, SkillStep):
+            from proctor.runtime.engine import compose  # a run that composes: loaded here
+
             return compose.skill_step(self, step, inputs, outputs)
         if isinstance(step, OperationStep):
             from proctor.runtime.engine.operations import operation_step

@@ -72,6 +72,17 @@ def check_parts(host: RunHost) -> None:
     host.store  # noqa: B018 - opening it is the check (quick_check on a first open)
 
 
+def _recover_bundles(host: RunHost) -> list[str]:
+    """Roll back what crashed drivers left half-applied (see
+    :func:`proctor.runtime.tools.fs_bundle.recover_bundles`); the bundle tool loads only when
+    the store holds an open journal."""
+    if not host.store.journal_pending():
+        return []
+    from proctor.runtime.tools.fs_bundle import recover_bundles
+
+    return recover_bundles(host.workspace, host.store)
+
+
 def start_run(
     host: RunHost,
     driver: RunDriver,
@@ -90,14 +101,12 @@ def start_run(
         StoreError: the run store refused the transaction (nothing is recorded).
         ResumeRefused: ``run_busy`` from ``acquire`` (nothing is recorded).
     """
-    from proctor.runtime.tools.fs_bundle import recover_bundles
-
     record = driver.record
     record.data.update(prepare_start(driver, inputs, cli_inputs))
     kill_point("start.validated")
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).
-    recovered = recover_bundles(host.workspace, host.store) if recover else []
+    recovered = _recover_bundles(host) if recover else []
     kill_point("start.recovered")
     store = host.store
     with store.transaction():
