@@ -102,7 +102,7 @@ def test_deep_nesting_is_refused_not_a_crash() -> None:
 
 
 def test_pure_loader_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
-    import proctor.parser.yaml_strict as module
+    import proctor.parser._yaml_events as module
 
     text = "a: [1, {b: c}]\nd: |\n  x\n"
     fast = load_yaml(text, source="s")

@@ -223,13 +223,13 @@ class RunDriver(DriverParts):
             RunInterrupted: a stop was requested before a step began.
         """
         s = self.s
-        from proctor.runtime.tools.fs_bundle import recover_bundles
+        from proctor.runtime.engine.start import recover_open_bundles
 
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
         # The root's driver does it for its whole tree: a child's siblings may be applying one.
         if self.depth == 0:
-            recover_bundles(s.workspace, s.store)
+            recover_open_bundles(s)
         refused = self._start_refusal()
         if refused is not None:
             return self._seal("blocked", refused[0], None, refused[1])

@@ -72,7 +72,7 @@ def check_parts(host: RunHost) -> None:
     host.store  # noqa: B018 - opening it is the check (quick_check on a first open)
 
 
-def _recover_bundles(host: RunHost) -> list[str]:
+def recover_open_bundles(host: RunHost) -> list[str]:
     """Roll back what crashed drivers left half-applied (see
     :func:`proctor.runtime.tools.fs_bundle.recover_bundles`); the bundle tool loads only when
     the store holds an open journal."""
@@ -106,7 +106,7 @@ def start_run(
     kill_point("start.validated")
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).
-    recovered = _recover_bundles(host) if recover else []
+    recovered = recover_open_bundles(host) if recover else []
     kill_point("start.recovered")
     store = host.store
     with store.transaction():
