@@ -56,6 +56,7 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
+        _use_home_caches()  # a command runs (not a listing of commands)
         module = importlib.import_module(entry[0])
         command = getattr(module, entry[1])
         assert isinstance(command, click.Command)
@@ -103,7 +104,6 @@ def main(argv: list[str] | None = None) -> Any:
     from proctor.errors import ProctorError
 
     as_json = _wants_json(argv)
-    _use_home_caches()
     try:
         return cli.main(args=argv, prog_name="proctor", standalone_mode=False)
     except ProctorError as exc:
