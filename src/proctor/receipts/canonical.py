@@ -21,8 +21,6 @@ import json
 import re
 from typing import Any
 
-import rfc8785
-
 from proctor.errors import UsageError
 
 __all__ = ["DIGEST_PREFIX", "canonical", "digest", "digest_bytes", "is_digest"]
@@ -73,6 +71,8 @@ def canonical(value: Any) -> bytes:
             return _encode(value).encode("utf-8")
         except UnicodeEncodeError:
             pass  # a lone surrogate: let rfc8785 raise its own error below
+    import rfc8785  # the slow route: loaded the first time a value needs it
+
     try:
         return bytes(rfc8785.dumps(value))
     except (rfc8785.CanonicalizationError, TypeError, RecursionError) as exc:
