@@ -96,15 +96,27 @@ class _Shape:
     # occurrence of that character, a suffix after it only a quick literal check.
     first: str
     rest: str
-    pattern: re.Pattern[str]
+    regex: str
     group: int = 0  # the group holding the secret; 0 = the whole match
     back: bool = False
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The full pattern, compiled the first time a cue calls for it: most processes
+        never see most shapes' cues, and compiling all of them cost every start-up."""
+        compiled = _COMPILED.get(self.regex)
+        if compiled is None:
+            compiled = _COMPILED[self.regex] = re.compile(self.regex)
+        return compiled
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
 
 
 def _shape(
     kind: str, first: str, rest: str, regex: str, group: int = 0, *, back: bool = False
 ) -> _Shape:
-    return _Shape(kind, first, rest, re.compile(regex), group, back)
+    return _Shape(kind, first, rest, regex, group, back)
 
 
 def _B(regex: str) -> str:
