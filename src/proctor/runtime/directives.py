@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ParseError, UsageError
-from proctor.parser.directive import CATEGORIES, DIRECTIVE_ID, Directive, parse_directive
 
 if TYPE_CHECKING:
-    pass
+    from proctor.parser.directive import Directive
 
 __all__ = [
     "DIRECTIVE_OUTPUT",
@@ -102,6 +101,8 @@ class DirectiveSet:
             UsageError: (``directive_not_found``) no directive has that id, or the id is not
                 a directive id.
         """
+        from proctor.parser.directive import DIRECTIVE_ID
+
         if not DIRECTIVE_ID.match(directive_id):
             raise UsageError(
                 "a directive id is letters, digits, '_', '.' or '-'", code="directive_not_found"
@@ -144,6 +145,8 @@ def _read(path: Any, label: str, stem: str, tools: Collection[str] | None) -> Di
         raise ParseError(
             "directive file is not UTF-8", file=label, code="directive_frontmatter"
         ) from exc
+    from proctor.parser.directive import parse_directive
+
     directive = parse_directive(text, file_stem=stem, source=label)
     if tools is not None:
         allowance_for(directive, tools)
@@ -320,6 +323,8 @@ def render_catalogue(found: DirectiveSet, tool_description: Callable[[str], str]
         "A directive's tools are shown as its file names them, with the proctor tool each maps to.",
         "",
     ]
+    from proctor.parser.directive import CATEGORIES
+
     for category in CATEGORIES:
         members = found.listed(category)
         if not members:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import html
-import html.entities
 import json
 import re
 from collections.abc import Callable
@@ -82,6 +80,8 @@ def plain(form: str) -> bool:
 
 
 def _decoded(match: re.Match[str]) -> str:
+    import html  # only text holding a character reference needs it
+
     return html.unescape(match.group(0))
 
 
@@ -100,6 +100,8 @@ def normal_map(text: str) -> tuple[str, list[int], list[int]]:
 
     A Python loop over the text's words: used only once a form was found in the normal view.
     """
+    import html
+
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -125,6 +127,8 @@ def _references_to() -> dict[str, list[str]]:
     """For each character, the names of the ``;``-terminated named references that decode to
     it alone, and the code points below 160 that decode to something else than themselves
     (``&#128;`` is the euro sign, as in windows-1252)."""
+    import html.entities
+
     out: dict[str, list[str]] = {}
     for name, value in html.entities.html5.items():
         if name.endswith(";") and len(value) == 1:
@@ -146,6 +150,8 @@ def _reference_alternatives(char: str) -> str:
 @functools.cache
 def _gap() -> str:
     """What may stand between two characters of a form: whitespace, or a reference to it."""
+    import html.entities
+
     spaces = [code for code in range(0x3001) if html.unescape(f"&#{code};").isspace()]
     numeric = [f"&#0*{code};|&#[xX]0*{code:x};" for code in spaces]
     named = [
