@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
-
 from proctor.errors import UsageError
 
 EXIT_PAUSED = 10
@@ -95,7 +93,7 @@ def drive_with_signals(session: Any, work: Any) -> Any:
     try:
         result = work()
     except RunInterrupted as exc:
-        click.echo(f"stopped: {exc.message}", err=True)
+        print(f"stopped: {exc.message}", file=sys.stderr, flush=True)
         sys.exit(EXIT_SIGINT if got and got[0] == signal.SIGINT else EXIT_SIGTERM)
     finally:
         for sig, old in previous.items():

@@ -1,98 +1,24 @@
 """The ``proctor`` command: a click group whose sub-commands load lazily.
 
 Each command group lives in its own module and is imported only when it is invoked, so
-``proctor --help`` stays instant. The CLI catches :class:`proctor.errors.ProctorError` alone,
+``proctor --help`` stays instant; a plain ``proctor run`` command line is read without click at
+all (:mod:`proctor.cli.running`). The CLI catches :class:`proctor.errors.ProctorError` alone,
 prints it (sanitized) and exits with its code; anything else is a bug and shows a traceback.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-
-# name -> (module, attribute, short help). The short help is kept here so that listing the
-# commands does not import every command module.
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "run": ("proctor.cli.run", "run", "Run a skill method under governance."),
-    "resume": ("proctor.cli.resume", "resume", "Answer a paused run and drive it on."),
-    "authority": ("proctor.cli.authority", "authority", "Save and list authority presets."),
-    "credential": ("proctor.cli.credential", "credential", "Store and bind credential profiles."),
-    "history": ("proctor.cli.history", "history", "Show recent runs or one run's record."),
-    "tool": ("proctor.cli.tool", "tool", "List and inspect native tools."),
-    "connector": ("proctor.cli.connector", "connector", "List and inspect connectors."),
-    "check": ("proctor.cli.check", "check", "Self-verify this workspace and the install."),
-    "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
-    "key": ("proctor.cli.key", "key", "Show, export or rotate the local signing key."),
-    "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
-    "config": ("proctor.cli.config", "config", "Show and change the home's settings."),
-    "directives": ("proctor.cli.directives", "directives", "List, catalogue and run directives."),
-    "ask": ("proctor.cli.ask", "ask", "Route a request to a directive and run it."),
-    "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
-    "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
-    "test": ("proctor.cli.test", "proctor_test", "Replay a skill's tests; record one from a run."),
-    "pending": ("proctor.cli.pending", "pending", "List the requests runs wait on."),
-    "approve": ("proctor.cli.approve", "approve", "Show a waiting request and approve it."),
-    "decline": ("proctor.cli.approve", "decline", "Show a waiting request and decline it."),
-    "serve": ("proctor.cli.serve", "serve", "Serve the web approval console."),
-    "console": ("proctor.cli.console", "console", "Manage the web console's users."),
-    "worker": ("proctor.cli.worker", "worker", "Drive submitted runs from the shared run store."),
-    "process": ("proctor.cli.process", "process", "List, read and stop long-lived processes."),
-    "init": ("proctor.cli.init", "init", "Start a workspace with a first skill and its test."),
-    "package": ("proctor.cli.package", "package", "Show the exact package a publish would send."),
-    "registry": ("proctor.cli.registry", "registry", "Publish, search, install signed packages."),
-}
-
-
-class LazyGroup(click.Group):
-    """A group whose commands are imported on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
-            return None
-        _use_home_caches()  # a command runs (not a listing of commands)
-        module = importlib.import_module(entry[0])
-        command = getattr(module, entry[1])
-        assert isinstance(command, click.Command)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="proctor", prog_name="proctor")
-def cli() -> None:
-    """proctor: a governed execution runtime for AI agent skills."""
+if TYPE_CHECKING:
+    pass
 
 
 def _wants_json(argv: list[str] | None) -> bool:
     """Whether the command line asks for ``--json`` (before a ``--`` that ends the options)."""
     args = sys.argv[1:] if argv is None else argv
     return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
-
-
-def _use_home_caches() -> None:
-    """Keep parsed YAML documents in the home's ``cache/yaml`` (see
-    :func:`proctor.parser.yaml_strict.use_parse_cache`); none when there is no home."""
-    from proctor.errors import ConfigError
-    from proctor.parser.yaml_strict import use_parse_cache
-    from proctor.runtime.home.files import home_dir
-
-    try:
-        home, _ = home_dir()
-    except ConfigError:
-        return
-    use_parse_cache(home / "cache" / "yaml")
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -104,13 +30,40 @@ def main(argv: list[str] | None = None) -> Any:
     from proctor.errors import ProctorError
 
     as_json = _wants_json(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    plain_run = _plain_run(args)
     try:
-        return cli.main(args=argv, prog_name="proctor", standalone_mode=False)
+        if plain_run is not None:
+            from proctor.cli.caches import use_home_caches
+            from proctor.cli.running import run_command
+
+            use_home_caches()
+            return run_command(**plain_run)
+        return _click_main(argv, as_json)
     except ProctorError as exc:
         from proctor.cli.render import print_error
 
         print_error(exc, as_json=as_json)
         sys.exit(exc.exit_code)
+
+
+def _plain_run(args: list[str]) -> dict[str, Any] | None:
+    """The parameters of a plain ``proctor run`` command line (read without click), else None."""
+    if not args or args[0] != "run":
+        return None
+    from proctor.cli.running import parse_run_argv
+
+    return parse_run_argv(args[1:])
+
+
+def _click_main(argv: list[str] | None, as_json: bool) -> Any:
+    """The command line read by click: its usage errors printed, with their exit codes."""
+    import click
+
+    from proctor.cli.group import cli
+
+    try:
+        return cli.main(args=argv, prog_name="proctor", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
@@ -124,6 +77,15 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def __getattr__(name: str) -> Any:
+    """``cli``, the click group, imported on first use (``proctor.cli.group``)."""
+    if name == "cli":
+        from proctor.cli.group import cli
+
+        return cli
+    raise AttributeError(name)
 
 
 if __name__ == "__main__":  # pragma: no cover

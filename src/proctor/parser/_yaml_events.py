@@ -14,7 +14,7 @@ import yaml
 
 from proctor.errors import ParseError
 from proctor.parser import _yaml_checks as checks
-from proctor.parser.yaml_strict import MAX_DEPTH, Path, Positions
+from proctor.parser._yaml_types import MAX_DEPTH, Path, Positions
 
 __all__ = ["parse"]
 

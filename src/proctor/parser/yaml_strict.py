@@ -54,14 +54,7 @@ __all__ = [
     "use_parse_cache",
 ]
 
-MAX_DEPTH = 200
-"""Deepest nesting of mappings and sequences accepted (hostile input guard)."""
-
-Path = tuple[str | int, ...]
-"""Where a value sits: mapping keys and sequence indexes from the document root."""
-
-Positions = dict[Path, tuple[int, int]]
-"""1-based ``(line, column)`` of each value: a mapping member's key, a sequence item's start."""
+from proctor.parser._yaml_types import MAX_DEPTH, Path, Positions
 
 _CACHE_FORMAT = 1
 _CACHE_LIMIT = 2048  # entries kept; past it the older half is removed at the next write

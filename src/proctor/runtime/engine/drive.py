@@ -223,7 +223,7 @@ class RunDriver(DriverParts):
             RunInterrupted: a stop was requested before a step began.
         """
         s = self.s
-        from proctor.runtime.engine.start import recover_open_bundles
+        from proctor.runtime.engine.bundles import recover_open_bundles
 
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).

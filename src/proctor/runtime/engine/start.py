@@ -39,6 +39,7 @@ from proctor.core.floor import certain_changes
 from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
+from proctor.runtime.engine.bundles import recover_open_bundles
 from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import RunHost
 from proctor.runtime.home.files import home_dir
@@ -70,17 +71,6 @@ def check_parts(host: RunHost) -> None:
     host.receipts.check()
     host.load_key()
     host.store  # noqa: B018 - opening it is the check (quick_check on a first open)
-
-
-def recover_open_bundles(host: RunHost) -> list[str]:
-    """Roll back what crashed drivers left half-applied (see
-    :func:`proctor.runtime.tools.fs_bundle.recover_bundles`); the bundle tool loads only when
-    the store holds an open journal."""
-    if not host.store.journal_pending():
-        return []
-    from proctor.runtime.tools.fs_bundle import recover_bundles
-
-    return recover_bundles(host.workspace, host.store)
 
 
 def start_run(

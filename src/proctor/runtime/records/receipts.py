@@ -417,9 +417,7 @@ class ReceiptStore:
         writers = min(_WRITERS, len(todo))
         size = -(-len(todo) // writers)
         shares = [todo[i : i + size] for i in range(0, len(todo), size)]
-        if not _pool and len(todo) <= _WRITERS:
-            # a process's first small seal (a CLI run's only one): a thread per file costs
-            # less than starting the pool, which would start as many threads and more
+        if not _pool and len(todo) <= _WRITERS:  # a CLI run's only seal: no pool to start
             return _in_threads(run, shares)
         return [result for share in _writer_pool().map(run, shares) for result in share]
 
@@ -455,8 +453,7 @@ _pool_lock = threading.Lock()
 def _in_threads(
     run: Callable[[list[_Item]], list[bool | Exception]], shares: list[list[_Item]]
 ) -> list[bool | Exception]:
-    """``run`` of each share on a thread of its own, the results in order; what a thread
-    raised beyond the results ``run`` returns is raised here, as the pool's ``map`` would."""
+    """``run`` of each share on a thread of its own, in order; raises what a thread raised."""
     results: list[list[bool | Exception]] = [[] for _ in shares]
     raised: list[BaseException] = []
 

@@ -1,0 +1,234 @@
+"""``proctor run`` without click: its options declared once, a plain command line read from
+them, and the run itself.
+
+:mod:`proctor.cli.run` builds the click command from :data:`RUN_OPTIONS`. The entry point
+(:func:`proctor.cli.main.main`) reads a plain ``proctor run`` command line here with
+:func:`parse_run_argv` and calls :func:`run_command` without importing click, which cost more
+of a run's start-up than anything of the run but its key. Anything else (help, an option this
+reader does not know or a malformed one, a missing or an extra argument, ``--``,
+``--directive`` and ``--submit``) is left to click, which reads it, or refuses it, as it always
+has; a property test holds this reader to click's reading of every command line it accepts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from proctor.cli.driving import drive_and_print, host_authority
+from proctor.errors import UsageError
+
+#: ``(parameter, flags, kind, metavar, help)`` of each option, in the order help lists them;
+#: ``kind`` is ``value`` (one string, the last one given), ``multiple`` (every one given, in
+#: order) or ``flag``.
+RUN_OPTIONS: tuple[tuple[str, tuple[str, ...], str, str | None, str], ...] = (
+    ("pairs", ("-i", "--input"), "multiple", "NAME=VALUE",
+     "An input, typed by the method's schema (repeatable)."),
+    ("inputs_file", ("--inputs",), "value", "FILE|-",
+     "All inputs as one JSON object from a file or stdin (64 MiB cap)."),
+    ("run_authority", ("--run-authority",), "value", "JSON",
+     'What the host grants, e.g. \'{"effects": "ask", "reach": "workspace"}\'.'),
+    ("preset", ("--authority",), "value", "NAME",
+     "A saved authority preset (proctor authority save); only where it applies."),
+    ("profile", ("--profile",), "value", "NAME",
+     "The credential profile to use first (proctor credential list)."),
+    ("directive", ("--directive",), "value", "ID",
+     'Run directive ID; REF is then the request: run --directive ID "request".'),
+    ("max_spend", ("--max-spend",), "value", "USD",
+     "What the run and its children may spend on priced calls, in US dollars (e.g. 0.50)."),
+    ("drive", ("--drive",), "flag", None, "Drive agent turns with the configured model."),
+    ("submit", ("--submit",), "flag", None,
+     "Queue the run for a proctor worker (needs PROCTOR_DATABASE_URL); print its id."),
+    ("as_json", ("--json",), "flag", None, "Print the proctor.run.v1 envelope."),
+)  # fmt: skip
+
+_BY_FLAG = {flag: (name, kind) for name, flags, kind, _m, _h in RUN_OPTIONS for flag in flags}
+_LEFT_TO_CLICK = frozenset({"directive", "submit"})
+
+
+def parse_run_argv(args: Sequence[str]) -> dict[str, Any] | None:
+    """The parameters of ``proctor run ARGS`` as click would read them, or ``None`` where this
+    reader leaves the command line to click (see the module docstring)."""
+    found: dict[str, Any] = {}
+    pairs: list[str] = []
+    ref: str | None = None
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if not arg.startswith("-") or arg == "-":
+            if ref is not None:
+                return None  # an extra argument: click says so
+            ref = arg
+            continue
+        if arg.startswith("--"):
+            flag, eq, attached = arg.partition("=")
+            value: str | None = attached if eq else None
+        elif len(arg) > 2:
+            flag, value = arg[:2], arg[2:]  # ``-iNAME=VALUE``
+        else:
+            flag, value = arg, None
+        known = _BY_FLAG.get(flag)
+        if known is None:
+            return None  # help, an unknown option, ``--``
+        name, kind = known
+        if name in _LEFT_TO_CLICK:
+            return None
+        if kind == "flag":
+            if value is not None:
+                return None  # a flag given a value: click refuses it
+            found[name] = True
+            continue
+        if value is None:
+            if index >= len(args):
+                return None  # no value: click refuses it
+            value = args[index]
+            index += 1
+        if kind == "multiple":
+            pairs.append(value)
+        else:
+            found[name] = value
+    if ref is None:
+        return None
+    params: dict[str, Any] = {
+        name: (False if kind == "flag" else None) for name, _f, kind, _m, _h in RUN_OPTIONS
+    }
+    params.update(found)
+    params["pairs"] = tuple(pairs)
+    params["ref"] = ref
+    return params
+
+
+INPUTS_CAP = 64 * 1024 * 1024
+
+
+def with_spend_limit(authority: Any, max_spend: str, *, managed: bool) -> Any:
+    """The host's authority with ``--max-spend USD`` as its ``max_spend_micro_usd`` (the
+    narrower of the two when the authority states one too).
+
+    Raises:
+        UsageError: ``max_spend_invalid`` (not an amount in dollars).
+    """
+    from dataclasses import replace
+
+    from proctor.core.authority import default_authority
+    from proctor.core.spend import parse_usd
+
+    limit = parse_usd(max_spend)
+    base = authority if authority is not None else default_authority(managed=managed)
+    stated = base.max_spend_micro_usd
+    narrowest = limit if stated is None else min(limit, stated)
+    return replace(base, max_spend_micro_usd=narrowest, set_by="host")
+
+
+def read_inputs_document(source: str) -> dict[str, Any]:
+    """Read ``--inputs FILE|-``: one JSON object, at most 64 MiB, never echoed when refused.
+
+    Raises:
+        UsageError: the file cannot be read; ParseError: it is not one JSON object.
+    """
+    from proctor.parser.inputs import parse_inputs_document
+
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(INPUTS_CAP + 1)
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read(INPUTS_CAP + 1)
+    except OSError as exc:
+        raise UsageError(
+            f"--inputs: cannot read {Path(source).name}: {exc.strerror}", code="inputs_unreadable"
+        ) from exc
+    return parse_inputs_document(data, source="--inputs" if source == "-" else Path(source).name)
+
+
+def run_command(
+    ref: str,
+    pairs: tuple[str, ...],
+    inputs_file: str | None,
+    run_authority: str | None,
+    preset: str | None,
+    profile: str | None,
+    directive: str | None,
+    max_spend: str | None,
+    drive: bool,
+    as_json: bool,
+    submit: bool = False,
+) -> None:
+    """``proctor run``: run ``ref`` under governance, print its envelope, exit with its code."""
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    if directive is not None:
+        from proctor.cli.directives import run_directive_command
+
+        return run_directive_command(
+            directive,
+            ref,
+            drive=drive,
+            as_json=as_json,
+            max_steps=None,
+            run_authority=run_authority,
+        )
+    from proctor.parser.inputs import check_cli_pairs
+
+    check_cli_pairs(pairs, with_document=inputs_file is not None)
+    inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
+    authority = host_authority(run_authority, preset, managed=drive)
+    if max_spend is not None:
+        authority = with_spend_limit(authority, max_spend, managed=drive)
+    session = Session(Workspace.discover(Path.cwd()))
+    if submit:
+        return _submit(session, ref, inputs, pairs, run_authority, preset, profile, drive, as_json)
+    if drive:
+        from proctor.runtime.agents.loop import ManagedAgent
+        from proctor.runtime.agents.sessions import AgentSession
+
+        session = AgentSession(session.workspace, agent_driver=ManagedAgent.from_home())
+    drive_and_print(
+        session,
+        lambda: session.run(
+            ref, inputs=inputs, cli_inputs=list(pairs), authority=authority, profile=profile
+        ),
+        as_json,
+    )
+
+
+def _submit(
+    session: Any,
+    ref: str,
+    inputs: dict[str, Any] | None,
+    pairs: tuple[str, ...],
+    run_authority: str | None,
+    preset: str | None,
+    profile: str | None,
+    drive: bool,
+    as_json: bool,
+) -> None:
+    """``--submit``: queue the start (checked as far as it can be here) for a worker.
+
+    Raises:
+        UsageError: with ``--authority`` or ``--drive`` (a worker has neither the preset's
+            home nor the model), or without ``PROCTOR_DATABASE_URL``.
+    """
+    import json
+
+    from proctor.cli.worker import submit_start
+
+    if preset is not None or drive:
+        raise UsageError(
+            "--submit takes --run-authority JSON, not --authority or --drive",
+            code="submit_invalid",
+        )
+    body = {
+        "inputs": inputs,
+        "cli_inputs": list(pairs),
+        "authority": None if run_authority is None else json.loads(run_authority),
+        "profile": profile,
+    }
+    try:
+        submit_start(session, ref, body, as_json)
+    finally:
+        session.close()

@@ -1,0 +1,102 @@
+"""``proctor run``'s click-free reader: whatever it accepts, click reads the same way, and
+everything else goes to click; a plain run never imports click."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proctor.cli.run import run
+from proctor.cli.running import RUN_OPTIONS, parse_run_argv
+
+_FLAGS = [flag for _name, flags, _kind, _m, _h in RUN_OPTIONS for flag in flags]
+_TOKENS = [
+    *_FLAGS,
+    "-h", "--help", "--", "-", "--json=1", "--drive=", "--input=a=b", "-ia=b", "-i=x",
+    "--inputs=-", "--nope", "--inp", "-x", "-ih", "x", "a=b", "", "--", "-5", "ref#m",
+]  # fmt: skip
+
+
+def _click_reads(args: list[str]) -> dict[str, object] | None:
+    try:
+        return dict(run.make_context("run", list(args)).params)
+    except (click.exceptions.Exit, click.ClickException):
+        return None
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=4)), max_size=9))
+def test_what_the_reader_accepts_click_reads_the_same(args: list[str]) -> None:
+    fast = parse_run_argv(args)
+    if fast is not None:
+        assert fast == _click_reads(args)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["examples/hello-world", "-i", "message=hi"],
+        ["-i", "a=1", "--input=b=2", "-ic=3", "ref", "--json", "--profile", "--json"],
+        ["ref", "--max-spend", "0.5", "--authority", "p", "--run-authority", "{}", "--drive"],
+        ["ref", "--inputs", "-", "--inputs", "f.json"],
+        ["-"],
+        [""],
+    ],
+)
+def test_plain_command_lines_are_read_without_click(args: list[str]) -> None:
+    fast = parse_run_argv(args)
+    assert fast is not None and fast == _click_reads(args)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--json"],
+        ["a", "b"],
+        ["ref", "--help"],
+        ["ref", "-h"],
+        ["ref", "--nope"],
+        ["ref", "--inp", "x"],
+        ["ref", "--json=yes"],
+        ["ref", "--profile"],
+        ["ref", "--", "x"],
+        ["ref", "--directive", "d"],
+        ["ref", "--submit"],
+    ],
+)
+def test_everything_else_is_left_to_click(args: list[str]) -> None:
+    assert parse_run_argv(args) is None
+
+
+def test_a_plain_run_never_imports_click_and_a_refused_one_is_refused_by_click(
+    tmp_path: Path,
+) -> None:
+    hello = Path(__file__).resolve().parents[2] / "examples" / "hello-world"
+    probe = (
+        "import sys\n"
+        "from proctor.cli.main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code, 'click' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", probe, *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        )  # fmt: skip
+
+    done = cli("run", str(hello), "-i", "message=hi", "--json")
+    assert done.stderr.splitlines()[-1] == "exit 0 False", done.stderr
+    refused = cli("run", str(hello), "--nope")
+    assert refused.stderr.splitlines()[-1] == "exit 2 True"
+    assert "No such option '--nope'" in refused.stderr
