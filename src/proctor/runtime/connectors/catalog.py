@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from proctor.contracts.connector import Connector
 from proctor.errors import ParseError
-from proctor.parser.connector import connector_origin, parse_connector
+
+if TYPE_CHECKING:
+    from proctor.contracts.connector import Connector
 
 __all__ = ["LoadedConnector", "find_connectors", "load_connector_file"]
 
@@ -48,6 +50,8 @@ def load_connector_file(path: Path, label: str) -> LoadedConnector:
         raise ParseError(
             "connector.yaml is not a readable UTF-8 file", file=label, code="connector_unreadable"
         ) from exc
+    from proctor.parser.connector import connector_origin, parse_connector  # a manifest exists
+
     connector = parse_connector(text, label, folder_name=path.parent.name)
     return LoadedConnector(connector, connector_origin(connector.base_url), label)
 
