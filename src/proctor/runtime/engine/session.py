@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.resume import ResumeDocument, parse_resume_document
 from proctor.core.authority import Authority, default_authority
+from proctor.core.ids import uuid4_hex
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission.governor import CallOutcome
@@ -123,7 +123,7 @@ class Session:
         self._signer = signer
         self._key_noted = False
         self._key_source = "given"
-        self._run_ids = run_ids or (lambda: uuid.uuid4().hex)
+        self._run_ids = run_ids or uuid4_hex
         self._store: RunStore | None = None
         self._audit: AuditLog | None = None
         self._receipts: ReceiptStore | None = None
