@@ -100,3 +100,34 @@ def test_a_plain_run_never_imports_click_and_a_refused_one_is_refused_by_click(
     refused = cli("run", str(hello), "--nope")
     assert refused.stderr.splitlines()[-1] == "exit 2 True"
     assert "No such option '--nope'" in refused.stderr
+
+
+_RESUME_TOKENS = ["--json", "--submit", "--json=", "-h", "--help", "--", "-", "run1", "a.json", ""]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_RESUME_TOKENS), st.text(max_size=3)), max_size=5))
+def test_what_the_resume_reader_accepts_click_reads_the_same(args: list[str]) -> None:
+    from proctor.cli.resume import resume
+    from proctor.cli.resuming import parse_resume_argv
+
+    fast = parse_resume_argv(args)
+    if fast is None:
+        return
+    assert fast == dict(resume.make_context("resume", list(args)).params)
+
+
+def test_resume_reads_its_two_arguments_and_leaves_submit_to_click() -> None:
+    from proctor.cli.resuming import parse_resume_argv
+
+    assert parse_resume_argv(["r1"]) == {
+        "run_id": "r1",
+        "source": "-",
+        "submit": False,
+        "as_json": False,
+    }
+    assert parse_resume_argv(["--json", "r1", "a.json"]) == {
+        "run_id": "r1", "source": "a.json", "submit": False, "as_json": True,
+    }  # fmt: skip
+    for args in ([], ["r1", "a", "b"], ["r1", "--submit"], ["r1", "--help"]):
+        assert parse_resume_argv(args) is None

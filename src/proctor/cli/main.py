@@ -9,6 +9,7 @@ prints it (sanitized) and exits with its code; anything else is a bug and shows 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,14 +32,14 @@ def main(argv: list[str] | None = None) -> Any:
 
     as_json = _wants_json(argv)
     args = sys.argv[1:] if argv is None else list(argv)
-    plain_run = _plain_run(args)
+    plain = _plain_command(args)
     try:
-        if plain_run is not None:
+        if plain is not None:
             from proctor.cli.caches import use_home_caches
-            from proctor.cli.running import run_command
 
             use_home_caches()
-            return run_command(**plain_run)
+            command, params = plain
+            return command(**params)
         return _click_main(argv, as_json)
     except ProctorError as exc:
         from proctor.cli.render import print_error
@@ -47,13 +48,20 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
 
 
-def _plain_run(args: list[str]) -> dict[str, Any] | None:
-    """The parameters of a plain ``proctor run`` command line (read without click), else None."""
-    if not args or args[0] != "run":
-        return None
-    from proctor.cli.running import parse_run_argv
+def _plain_command(args: list[str]) -> tuple[Callable[..., Any], dict[str, Any]] | None:
+    """A plain ``proctor run`` or ``proctor resume`` command line read without click (see
+    :mod:`proctor.cli.plain_argv`): the command and its parameters, else None."""
+    if args and args[0] == "run":
+        from proctor.cli.running import parse_run_argv, run_command
 
-    return parse_run_argv(args[1:])
+        params = parse_run_argv(args[1:])
+        return None if params is None else (run_command, params)
+    if args and args[0] == "resume":
+        from proctor.cli.resuming import parse_resume_argv, resume_command
+
+        params = parse_resume_argv(args[1:])
+        return None if params is None else (resume_command, params)
+    return None
 
 
 def _click_main(argv: list[str] | None, as_json: bool) -> Any:

@@ -3,11 +3,9 @@ them, and the run itself.
 
 :mod:`proctor.cli.run` builds the click command from :data:`RUN_OPTIONS`. The entry point
 (:func:`proctor.cli.main.main`) reads a plain ``proctor run`` command line here with
-:func:`parse_run_argv` and calls :func:`run_command` without importing click, which cost more
-of a run's start-up than anything of the run but its key. Anything else (help, an option this
-reader does not know or a malformed one, a missing or an extra argument, ``--``,
-``--directive`` and ``--submit``) is left to click, which reads it, or refuses it, as it always
-has; a property test holds this reader to click's reading of every command line it accepts.
+:func:`parse_run_argv` (see :mod:`proctor.cli.plain_argv`) and calls :func:`run_command`
+without importing click, which cost more of a run's start-up than anything of the run but its
+key; ``--directive`` and ``--submit`` are always left to click.
 """
 
 from __future__ import annotations
@@ -18,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from proctor.cli.driving import drive_and_print, host_authority
+from proctor.cli.plain_argv import Option, read_plain
 from proctor.errors import UsageError
 
-#: ``(parameter, flags, kind, metavar, help)`` of each option, in the order help lists them;
-#: ``kind`` is ``value`` (one string, the last one given), ``multiple`` (every one given, in
-#: order) or ``flag``.
-RUN_OPTIONS: tuple[tuple[str, tuple[str, ...], str, str | None, str], ...] = (
+#: run's options, in the order help lists them (see :data:`proctor.cli.plain_argv.Option`)
+RUN_OPTIONS: tuple[Option, ...] = (
     ("pairs", ("-i", "--input"), "multiple", "NAME=VALUE",
      "An input, typed by the method's schema (repeatable)."),
     ("inputs_file", ("--inputs",), "value", "FILE|-",
@@ -44,61 +41,11 @@ RUN_OPTIONS: tuple[tuple[str, tuple[str, ...], str, str | None, str], ...] = (
     ("as_json", ("--json",), "flag", None, "Print the proctor.run.v1 envelope."),
 )  # fmt: skip
 
-_BY_FLAG = {flag: (name, kind) for name, flags, kind, _m, _h in RUN_OPTIONS for flag in flags}
-_LEFT_TO_CLICK = frozenset({"directive", "submit"})
-
 
 def parse_run_argv(args: Sequence[str]) -> dict[str, Any] | None:
     """The parameters of ``proctor run ARGS`` as click would read them, or ``None`` where this
     reader leaves the command line to click (see the module docstring)."""
-    found: dict[str, Any] = {}
-    pairs: list[str] = []
-    ref: str | None = None
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if not arg.startswith("-") or arg == "-":
-            if ref is not None:
-                return None  # an extra argument: click says so
-            ref = arg
-            continue
-        if arg.startswith("--"):
-            flag, eq, attached = arg.partition("=")
-            value: str | None = attached if eq else None
-        elif len(arg) > 2:
-            flag, value = arg[:2], arg[2:]  # ``-iNAME=VALUE``
-        else:
-            flag, value = arg, None
-        known = _BY_FLAG.get(flag)
-        if known is None:
-            return None  # help, an unknown option, ``--``
-        name, kind = known
-        if name in _LEFT_TO_CLICK:
-            return None
-        if kind == "flag":
-            if value is not None:
-                return None  # a flag given a value: click refuses it
-            found[name] = True
-            continue
-        if value is None:
-            if index >= len(args):
-                return None  # no value: click refuses it
-            value = args[index]
-            index += 1
-        if kind == "multiple":
-            pairs.append(value)
-        else:
-            found[name] = value
-    if ref is None:
-        return None
-    params: dict[str, Any] = {
-        name: (False if kind == "flag" else None) for name, _f, kind, _m, _h in RUN_OPTIONS
-    }
-    params.update(found)
-    params["pairs"] = tuple(pairs)
-    params["ref"] = ref
-    return params
+    return read_plain(args, (("ref", None),), RUN_OPTIONS, left_to_click={"directive", "submit"})
 
 
 INPUTS_CAP = 64 * 1024 * 1024

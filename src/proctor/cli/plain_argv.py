@@ -1,0 +1,91 @@
+"""Plain command lines read without click, for the commands whose start-up is measured
+(``proctor run``, ``proctor resume``).
+
+A command declares its options once as :data:`Option` rows; its click command is built from the
+same rows. :func:`read_plain` reads a command line with them the way click does, or returns
+``None`` and leaves it to click: help, an option it does not know or a malformed one, a missing
+or an extra argument, ``--``, and the options the command leaves to click. Click then reads it,
+or refuses it, as it always has; property tests hold this reader to click's reading of every
+command line it accepts (``tests/cli/test_run_argv.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+__all__ = ["Option", "read_plain"]
+
+Option = tuple[str, tuple[str, ...], str, "str | None", str]
+"""``(parameter, flags, kind, metavar, help)``; ``kind`` is ``value`` (one string, the last one
+given), ``multiple`` (every one given, in order, as a tuple) or ``flag``."""
+
+
+def read_plain(
+    args: Sequence[str],
+    arguments: Sequence[tuple[str, str | None]],
+    options: Sequence[Option],
+    *,
+    left_to_click: Collection[str] = (),
+) -> dict[str, Any] | None:
+    """The parameters of a command line as click would read them, or ``None``.
+
+    ``arguments`` are the positional parameters in order, each with its default (``None``:
+    required).
+    """
+    by_flag = {flag: (name, kind) for name, flags, kind, _m, _h in options for flag in flags}
+    found: dict[str, Any] = {}
+    many: dict[str, list[str]] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if not arg.startswith("-") or arg == "-":
+            if len(positional) == len(arguments):
+                return None  # an extra argument: click says so
+            positional.append(arg)
+            continue
+        if arg.startswith("--"):
+            flag, eq, attached = arg.partition("=")
+            value: str | None = attached if eq else None
+        elif len(arg) > 2:
+            flag, value = arg[:2], arg[2:]  # a short option with its value attached
+        else:
+            flag, value = arg, None
+        known = by_flag.get(flag)
+        if known is None:
+            return None  # help, an unknown option, ``--``
+        name, kind = known
+        if name in left_to_click:
+            return None
+        if kind == "flag":
+            if value is not None:
+                return None  # a flag given a value: click refuses it
+            found[name] = True
+            continue
+        if value is None:
+            if index >= len(args):
+                return None  # no value: click refuses it
+            value = args[index]
+            index += 1
+        if kind == "multiple":
+            many.setdefault(name, []).append(value)
+        else:
+            found[name] = value
+    params: dict[str, Any] = {}
+    for name, _flags, kind, _m, _h in options:
+        if kind == "flag":
+            params[name] = found.get(name, False)
+        elif kind == "multiple":
+            params[name] = tuple(many.get(name, ()))
+        else:
+            params[name] = found.get(name)
+    for at, (name, default) in enumerate(arguments):
+        if at < len(positional):
+            params[name] = positional[at]
+        elif default is None:
+            return None  # a missing argument: click says so
+        else:
+            params[name] = default
+    return params
