@@ -19,7 +19,7 @@ on SIGTERM and the handler waits for it to stop before the cancellation complete
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -32,7 +32,7 @@ from mcp_types import INVALID_PARAMS
 from proctor._version import __version__
 from proctor.contracts.json_strict import check_value
 from proctor.errors import ParseError, ProctorError
-from proctor.mcp.approvals import ApprovalRelay, with_progress
+from proctor.mcp.approvals import PROGRESS_EVERY, ApprovalRelay
 from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
@@ -75,6 +75,15 @@ def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
     if not isinstance(info, Mapping):
         return None
     return {k: str(info[k])[:200] for k in ("name", "version") if k in info}
+
+
+def _progress(ctx: ServerRequestContext[Any, Any]) -> Callable[[int], Awaitable[None]]:
+    """Progress notifications of a working call (a no-op for a client that sent no token)."""
+
+    def report(count: int) -> Awaitable[None]:
+        return ctx.session.report_progress(float(count), None, "working")
+
+    return report
 
 
 class ProctorServer:
@@ -260,8 +269,8 @@ class ProctorServer:
                 structured_content=resumed,
                 is_error=resumed.get("outcome") in ("failed", "blocked", "killed"),
             )
-        doc = await with_progress(
-            ctx, self.run_in_worker(lambda stop: self._run(tool, arguments, stop))
+        doc = await self.run_in_worker(
+            lambda stop: self._run(tool, arguments, stop), report=_progress(ctx)
         )
         if isinstance(doc, ProctorError):
             return error_result(doc)
@@ -324,34 +333,61 @@ class ProctorServer:
             is_error=True,
         )
 
-    async def run_in_worker(self, fn: Callable[[threading.Event], T]) -> T:
+    async def run_in_worker(
+        self,
+        fn: Callable[[threading.Event], T],
+        *,
+        report: Callable[[int], Awaitable[None]] | None = None,
+        every: float = PROGRESS_EVERY,
+    ) -> T:
         """Run ``fn(stop)`` in a worker thread; on cancellation set ``stop``, wait, re-raise.
 
         The wait is what makes a cancelled call stop like SIGTERM: no new step starts, an
         effect in flight finishes and is recorded, and only then is the request released.
+        With ``report``, ``report(n)`` is awaited every ``every`` seconds while ``fn`` works
+        (progress notifications); one that raises is not called again.
+
+        A call that ends within ``every`` costs one thread hop and no task: this is on every
+        ``tools/call``. Only a longer one (or a cancelled one) waits on the thread's end with
+        further hops of at most ``every`` seconds each.
         """
         stop = threading.Event()
-        box: list[T] = []
+        finished = threading.Event()
+        outcome: list[tuple[bool, Any]] = []
 
-        async def work() -> None:
-            box.append(await anyio.to_thread.run_sync(lambda: fn(stop)))
-
-        done = anyio.Event()
-
-        async def watch() -> None:
+        def work() -> None:
             try:
-                await work()
+                outcome.append((True, fn(stop)))
+            except BaseException as exc:  # handed to the awaiting task below
+                outcome.append((False, exc))
             finally:
-                done.set()
+                finished.set()
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch)
-            try:
-                await done.wait()
-            except anyio.get_cancelled_exc_class():
-                stop.set()
-                raise
-        return box[0]
+        try:
+            if report is None:
+                await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            else:
+                with anyio.move_on_after(every):
+                    await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            count = 0
+            while not finished.is_set():
+                count += 1
+                if report is not None:
+                    try:
+                        await report(count)
+                    except Exception:  # the client is gone or the channel closed
+                        report = None
+                await anyio.to_thread.run_sync(finished.wait, every, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            stop.set()
+            with anyio.CancelScope(shield=True):
+                while not finished.is_set():
+                    await anyio.to_thread.run_sync(finished.wait, every)
+            raise
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Release the sessions."""

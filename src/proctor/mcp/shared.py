@@ -169,4 +169,10 @@ class TurnHost(Protocol):
 
     def audit(self, event: str, run_id: str | None = None, **fields: Any) -> None: ...
 
-    def run_in_worker(self, fn: Callable[[threading.Event], T]) -> Awaitable[T]: ...
+    def run_in_worker(
+        self,
+        fn: Callable[[threading.Event], T],
+        *,
+        report: Callable[[int], Awaitable[None]] | None = None,
+        every: float = ...,
+    ) -> Awaitable[T]: ...
