@@ -36,6 +36,7 @@ from proctor.mcp.approvals import PROGRESS_EVERY, ApprovalRelay
 from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
+    compact_nullables,
     error_result,
     run_content,
 )
@@ -207,7 +208,7 @@ class ProctorServer:
             if self._output_schema is None:
                 from proctor.contracts.envelope import run_envelope_schema
 
-                self._output_schema = run_envelope_schema()
+                self._output_schema = compact_nullables(run_envelope_schema())
             output = self._output_schema
             tools = [
                 types.Tool(
