@@ -87,8 +87,8 @@ async def _stdio(root: Path, env: dict[str, str], calls: int) -> tuple[list[floa
 async def _interleaved(
     tmp: Path, calls: int, baseline: Path | None
 ) -> tuple[list[float], list[float], list[float]]:
-    """Medians taken in turns: a call to this checkout's server, one to the baseline's (when
-    given), then one in-process run."""
+    """Samples taken in turns: a call to this checkout's server and one to the baseline's (when
+    given; the two swap places every turn), then one in-process run."""
     from contextlib import AsyncExitStack
 
     from mcp import Client, StdioServerParameters
@@ -119,7 +119,10 @@ async def _interleaved(
         session.run("hello-world", inputs={"message": "warm up"}, cwd=root)
         samples: list[list[float]] = [[] for _ in range(len(clients) + 1)]
         for n in range(calls):
-            for client, into in zip(clients, samples, strict=False):
+            turn = list(zip(clients, samples, strict=False))
+            if n % 2:  # neither server always goes first after the in-process run
+                turn.reverse()
+            for client, into in turn:
                 start = time.perf_counter()
                 result = await client.call_tool("hello-world__greet", {"message": f"m{n}"})
                 into.append(time.perf_counter() - start)
