@@ -12,7 +12,7 @@ order, by the transport's one writer task.
 
 While serving, fd 0 reads the null device and fd 1 writes to stderr (the SDK's own claim does
 the same), so no handler or child process can read or write the protocol streams. Anything
-that is not a pipe or a socket (a terminal, a file), or a stdout that shares its file with
+that is not a pipe or a socket (a terminal, a file), or an end that shares its file with
 stderr (making it non-blocking would make stderr so too), is served as before, through the
 SDK's threaded file wrapper.
 """
@@ -172,7 +172,8 @@ def claim_stdio() -> Iterator[StdioEnds]:
     fd 0 cannot be duplicated.
     """
     with ExitStack() as stack:
-        loop_in = _loop_served(0)
+        # non-blocking is a property of the open file: never set on one stderr shares
+        loop_in = _loop_served(0) and not _same_file(0, 2)
         try:
             null = os.open(os.devnull, os.O_RDONLY)
             stdin = stack.enter_context(_claimed(0, null, close=loop_in))

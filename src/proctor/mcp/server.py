@@ -18,11 +18,15 @@ on SIGTERM and the handler waits for it to stop before the cancellation complete
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["ProctorServer"]
 
 T = TypeVar("T")
+_WORKERS = 32
 
 SERVER_NAME = "proctor"
 INSTRUCTIONS = (
@@ -106,6 +111,8 @@ class ProctorServer:
         # starts without --authority takes the managed default (effects: ask).
         signer = self._audit_session.signer
         self._catalog_lock = threading.Lock()
+        self._workers_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
         self._catalog_failed: tuple[str, ...] | None = None
         self._listed: tuple[Catalog, list[types.Tool]] | None = None
         self._output_schema: dict[str, Any] | None = None
@@ -348,12 +355,13 @@ class ProctorServer:
         With ``report``, ``report(n)`` is awaited every ``every`` seconds while ``fn`` works
         (progress notifications); one that raises is not called again.
 
-        A call that ends within ``every`` costs one thread hop and no task: this is on every
-        ``tools/call``. Only a longer one (or a cancelled one) waits on the thread's end with
-        further hops of at most ``every`` seconds each.
+        ``fn`` always runs once submitted (a cancellation that comes first finds ``stop``
+        set), and the awaiting task is woken by the worker itself: a call costs one hop
+        there and one back, and no task of its own (this is on every ``tools/call``).
         """
         stop = threading.Event()
-        finished = threading.Event()
+        done = anyio.Event()
+        token = anyio.lowlevel.current_token()
         outcome: list[tuple[bool, Any]] = []
 
         def work() -> None:
@@ -362,35 +370,44 @@ class ProctorServer:
             except BaseException as exc:  # handed to the awaiting task below
                 outcome.append((False, exc))
             finally:
-                finished.set()
+                # the awaiting task waits for this (shielded when cancelled): the loop is there
+                anyio.from_thread.run_sync(done.set, token=token)
 
+        self._workers().submit(contextvars.copy_context().run, work)
         try:
-            if report is None:
-                await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-            else:
-                with anyio.move_on_after(every):
-                    await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
             count = 0
-            while not finished.is_set():
+            while not done.is_set():
+                with anyio.move_on_after(every):
+                    await done.wait()
+                if done.is_set():
+                    break
                 count += 1
                 if report is not None:
                     try:
                         await report(count)
                     except Exception:  # the client is gone or the channel closed
                         report = None
-                await anyio.to_thread.run_sync(finished.wait, every, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             stop.set()
             with anyio.CancelScope(shield=True):
-                while not finished.is_set():
-                    await anyio.to_thread.run_sync(finished.wait, every)
+                await done.wait()
             raise
         ok, value = outcome[0]
         if not ok:
             raise value
         return value  # type: ignore[no-any-return]
 
+    def _workers(self) -> ThreadPoolExecutor:
+        """The threads calls run on, started on first use (at most :data:`_WORKERS`; every
+        call that drives a run also waits for one of the pool's sessions)."""
+        with self._workers_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="proctor-mcp")
+            return self._executor
+
     def close(self) -> None:
-        """Release the sessions."""
+        """Release the sessions (every call has ended: its task waited for its worker)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
         self.pool.close()
         self._audit_session.close()
