@@ -1,6 +1,7 @@
 """Benchmark ``proctor mcp``: round trips over stdio and throughput over streamable HTTP.
 
     .venv/bin/python bench/mcp.py [--calls 1000] [--http-calls 400] [--clients 8]
+        [--interleave [--baseline OTHER_CHECKOUT/src]]
 
 Prints, for the hello-world skill's ``greet`` method (two native tool steps, receipts signed
 and written, audit lines appended):
@@ -13,6 +14,11 @@ and written, audit lines appended):
   against ``proctor mcp --transport http`` on a free loopback port.
 
 Each measurement runs in a fresh temporary workspace and home.
+
+On a loaded machine the stdio and in-process medians, taken one after the other, drift apart
+with the load. ``--interleave`` takes them in turns instead (one ``tools/call``, then one
+in-process run, ``--calls`` times), so both see the same load; ``--baseline SRC`` adds, in the
+same turns, a second server running another checkout's ``src`` (the code before a change).
 """
 
 from __future__ import annotations
@@ -78,6 +84,58 @@ async def _stdio(root: Path, env: dict[str, str], calls: int) -> tuple[list[floa
     return rounds, lists
 
 
+async def _interleaved(
+    tmp: Path, calls: int, baseline: Path | None
+) -> tuple[list[float], list[float], list[float]]:
+    """Samples taken in turns: a call to this checkout's server and one to the baseline's (when
+    given; the two swap places every turn), then one in-process run."""
+    from contextlib import AsyncExitStack
+
+    from mcp import Client, StdioServerParameters
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    async with AsyncExitStack() as stack:
+        clients = []
+        for label, src in (("this", REPO / "src"), ("baseline", baseline)):
+            if src is None:
+                continue
+            root, env = _workspace(tmp / label)
+            env["PYTHONPATH"] = str(src)
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "proctor", "mcp", "hello-world"],
+                cwd=str(root),
+                env=env,
+            )
+            client = await stack.enter_async_context(Client(params))
+            await client.list_tools()  # as a client that validates results knows the schema
+            await client.call_tool("hello-world__greet", {"message": "warm up"})
+            clients.append(client)
+        root, env = _workspace(tmp / "in-process")
+        os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
+        session = Session(Workspace(root), environ=env)
+        stack.callback(session.close)
+        session.run("hello-world", inputs={"message": "warm up"}, cwd=root)
+        samples: list[list[float]] = [[] for _ in range(len(clients) + 1)]
+        for n in range(calls):
+            turn = list(zip(clients, samples, strict=False))
+            if n % 2:  # neither server always goes first after the in-process run
+                turn.reverse()
+            for client, into in turn:
+                start = time.perf_counter()
+                result = await client.call_tool("hello-world__greet", {"message": f"m{n}"})
+                into.append(time.perf_counter() - start)
+                assert result.structured_content["outcome"] == "completed"
+            start = time.perf_counter()
+            envelope = session.run("hello-world", inputs={"message": f"m{n}"}, cwd=root)
+            samples[-1].append(time.perf_counter() - start)
+            assert envelope.outcome == "completed"
+    if baseline is None:
+        return samples[0], [], samples[1]
+    return samples[0], samples[1], samples[2]
+
+
 def _in_process(root: Path, env: dict[str, str], calls: int) -> list[float]:
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
@@ -137,7 +195,32 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--http-calls", type=int, default=400)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--interleave", action="store_true", help="take stdio and in-process samples in turns"
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="with --interleave: another checkout's src, served beside"
+    )
     options = parser.parse_args()
+    if options.baseline is not None and not options.interleave:
+        parser.error("--baseline needs --interleave")
+
+    if options.interleave:
+        with tempfile.TemporaryDirectory() as tmp:
+            rounds, base, direct = anyio.run(
+                _interleaved, Path(tmp), options.calls, options.baseline
+            )
+        print(f"interleaved, {len(rounds)} turns, load average {os.getloadavg()[0]:.2f}:")
+        print(f"stdio tools/call hello-world#greet, this checkout: {_stats(rounds)}")
+        if base:
+            print(f"stdio tools/call hello-world#greet, baseline:      {_stats(base)}")
+        print(f"in-process Session.run, no MCP:                   {_stats(direct)}")
+        line = "MCP stdio round trip / in-process run (medians): "
+        line += f"{statistics.median(rounds) / statistics.median(direct):.2f}x this checkout"
+        if base:
+            line += f", {statistics.median(base) / statistics.median(direct):.2f}x baseline"
+        print(line)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         root, env = _workspace(Path(tmp))

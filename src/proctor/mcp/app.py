@@ -171,12 +171,14 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
 async def _serve_stdio(proctor: ProctorServer) -> None:
     from mcp.server.stdio import stdio_server
 
-    from proctor.mcp.frames import StrictLines, strict_stdin
+    from proctor.mcp.frames import StrictLines
+    from proctor.mcp.pipes import claim_stdio
 
     server = proctor.build()
-    with strict_stdin() as stdin:
+    with claim_stdio() as ends:
         # Every line is read strictly before the SDK parses it (see proctor.mcp.frames).
-        lines = StrictLines(stdin, proctor.audit)
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+        lines = StrictLines(ends.lines, proctor.audit)
+        transport = stdio_server(stdin=lines, stdout=ends.writer)  # type: ignore[arg-type]
+        async with transport as (read_stream, write_stream):
             lines.answer_on(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -5,10 +5,10 @@ tool handler only ever sees the decoded mapping, so a repeated key cannot be tol
 This module reads the raw frame with the strict JSON reader (:mod:`proctor.contracts.json_strict`)
 first, on both transports:
 
-- stdio: :func:`strict_stdin` claims the process's standard input (fd 0 then reads the null
-  device, as the SDK's own claim does, so no child process can read the protocol stream) and
-  yields the lines the SDK reads; a refused line never reaches the SDK, and its request is
-  answered with a JSON-RPC error on the server's own write stream (one writer: no torn frames);
+- stdio: :class:`StrictLines` filters the lines of the claimed standard input
+  (:func:`proctor.mcp.pipes.claim_stdio`) before the SDK reads them; a refused line never
+  reaches the SDK, and its request is answered with a JSON-RPC error on the server's own write
+  stream (one writer: no torn frames);
 - streamable HTTP: :class:`StrictFrames`, an ASGI middleware behind the bearer check, answers a
   refused POST body with HTTP 400 and the same JSON-RPC error.
 
@@ -21,13 +21,9 @@ JSON at all is left to the SDK, which answers it as the protocol says.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
-from io import TextIOWrapper
-from typing import TYPE_CHECKING, Any, BinaryIO
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -37,7 +33,7 @@ from proctor.errors import ParseError
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["INVALID_REQUEST", "StrictFrames", "StrictLines", "frame_refusal", "strict_stdin"]
+__all__ = ["INVALID_REQUEST", "StrictFrames", "StrictLines", "frame_refusal"]
 
 INVALID_REQUEST = -32600
 _ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?[0-9]{1,19})')
@@ -113,31 +109,6 @@ def _audit_refusal(audit: Audit, error: dict[str, Any], transport: str) -> None:
 # -- stdio -----------------------------------------------------------------------------------
 
 
-@contextmanager
-def strict_stdin() -> Iterator[BinaryIO]:
-    """The protocol's input stream, with fd 0 pointed at the null device while it is served.
-
-    Falls back to ``sys.stdin.buffer`` in place when fd 0 cannot be duplicated.
-    """
-    import fcntl
-
-    try:
-        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        yield sys.stdin.buffer
-        return
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-    finally:
-        os.close(null)
-    try:
-        # closefd=False: a worker thread may still block on it after serving ends
-        yield os.fdopen(private, "rb", closefd=False)
-    finally:
-        os.dup2(private, 0)
-
-
 class StrictLines:
     """The lines of the stdio stream, less the frames the strict reader refuses.
 
@@ -145,8 +116,8 @@ class StrictLines:
     transport is open); the SDK never sees the frame.
     """
 
-    def __init__(self, stream: BinaryIO, audit: Audit) -> None:
-        self._file = anyio.wrap_file(TextIOWrapper(stream, encoding="utf-8", errors="replace"))
+    def __init__(self, lines: AsyncIterable[str], audit: Audit) -> None:
+        self._file = lines
         self._audit = audit
         self._ready = anyio.Event()
         self._answers: Any = None

@@ -18,11 +18,15 @@ on SIGTERM and the handler waits for it to stop before the cancellation complete
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -32,10 +36,11 @@ from mcp_types import INVALID_PARAMS
 from proctor._version import __version__
 from proctor.contracts.json_strict import check_value
 from proctor.errors import ParseError, ProctorError
-from proctor.mcp.approvals import ApprovalRelay, with_progress
+from proctor.mcp.approvals import PROGRESS_EVERY, ApprovalRelay
 from proctor.mcp.shared import (
     ServerConfig,
     SessionPool,
+    compact_nullables,
     error_result,
     run_content,
 )
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["ProctorServer"]
 
 T = TypeVar("T")
+_WORKERS = 32
 
 SERVER_NAME = "proctor"
 INSTRUCTIONS = (
@@ -77,6 +83,15 @@ def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
     return {k: str(info[k])[:200] for k in ("name", "version") if k in info}
 
 
+def _progress(ctx: ServerRequestContext[Any, Any]) -> Callable[[int], Awaitable[None]]:
+    """Progress notifications of a working call (a no-op for a client that sent no token)."""
+
+    def report(count: int) -> Awaitable[None]:
+        return ctx.session.report_progress(float(count), None, "working")
+
+    return report
+
+
 class ProctorServer:
     """Builds the SDK server for one configuration and answers its calls.
 
@@ -96,6 +111,8 @@ class ProctorServer:
         # starts without --authority takes the managed default (effects: ask).
         signer = self._audit_session.signer
         self._catalog_lock = threading.Lock()
+        self._workers_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
         self._catalog_failed: tuple[str, ...] | None = None
         self._listed: tuple[Catalog, list[types.Tool]] | None = None
         self._output_schema: dict[str, Any] | None = None
@@ -198,7 +215,7 @@ class ProctorServer:
             if self._output_schema is None:
                 from proctor.contracts.envelope import run_envelope_schema
 
-                self._output_schema = run_envelope_schema()
+                self._output_schema = compact_nullables(run_envelope_schema())
             output = self._output_schema
             tools = [
                 types.Tool(
@@ -260,8 +277,8 @@ class ProctorServer:
                 structured_content=resumed,
                 is_error=resumed.get("outcome") in ("failed", "blocked", "killed"),
             )
-        doc = await with_progress(
-            ctx, self.run_in_worker(lambda stop: self._run(tool, arguments, stop))
+        doc = await self.run_in_worker(
+            lambda stop: self._run(tool, arguments, stop), report=_progress(ctx)
         )
         if isinstance(doc, ProctorError):
             return error_result(doc)
@@ -324,36 +341,73 @@ class ProctorServer:
             is_error=True,
         )
 
-    async def run_in_worker(self, fn: Callable[[threading.Event], T]) -> T:
+    async def run_in_worker(
+        self,
+        fn: Callable[[threading.Event], T],
+        *,
+        report: Callable[[int], Awaitable[None]] | None = None,
+        every: float = PROGRESS_EVERY,
+    ) -> T:
         """Run ``fn(stop)`` in a worker thread; on cancellation set ``stop``, wait, re-raise.
 
         The wait is what makes a cancelled call stop like SIGTERM: no new step starts, an
         effect in flight finishes and is recorded, and only then is the request released.
+        With ``report``, ``report(n)`` is awaited every ``every`` seconds while ``fn`` works
+        (progress notifications); one that raises is not called again.
+
+        ``fn`` always runs once submitted (a cancellation that comes first finds ``stop``
+        set), and the awaiting task is woken by the worker itself: a call costs one hop
+        there and one back, and no task of its own (this is on every ``tools/call``).
         """
         stop = threading.Event()
-        box: list[T] = []
-
-        async def work() -> None:
-            box.append(await anyio.to_thread.run_sync(lambda: fn(stop)))
-
         done = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        outcome: list[tuple[bool, Any]] = []
 
-        async def watch() -> None:
+        def work() -> None:
             try:
-                await work()
+                outcome.append((True, fn(stop)))
+            except BaseException as exc:  # handed to the awaiting task below
+                outcome.append((False, exc))
             finally:
-                done.set()
+                # the awaiting task waits for this (shielded when cancelled): the loop is there
+                anyio.from_thread.run_sync(done.set, token=token)
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch)
-            try:
+        self._workers().submit(contextvars.copy_context().run, work)
+        try:
+            count = 0
+            while not done.is_set():
+                with anyio.move_on_after(every):
+                    await done.wait()
+                if done.is_set():
+                    break
+                count += 1
+                if report is not None:
+                    try:
+                        await report(count)
+                    except Exception:  # the client is gone or the channel closed
+                        report = None
+        except anyio.get_cancelled_exc_class():
+            stop.set()
+            with anyio.CancelScope(shield=True):
                 await done.wait()
-            except anyio.get_cancelled_exc_class():
-                stop.set()
-                raise
-        return box[0]
+            raise
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """The threads calls run on, started on first use (at most :data:`_WORKERS`; every
+        call that drives a run also waits for one of the pool's sessions)."""
+        with self._workers_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="proctor-mcp")
+            return self._executor
 
     def close(self) -> None:
-        """Release the sessions."""
+        """Release the sessions (every call has ended: its task waited for its worker)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
         self.pool.close()
         self._audit_session.close()

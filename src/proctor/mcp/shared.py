@@ -29,6 +29,7 @@ __all__ = [
     "ServerConfig",
     "SessionPool",
     "TurnHost",
+    "compact_nullables",
     "error_result",
     "run_content",
     "summarize",
@@ -114,6 +115,49 @@ class SessionPool:
             self._free.clear()
 
 
+_NULL = {"type": "null"}
+# Keywords that constrain only values of one type (a null passes them) or only annotate.
+_TYPED_KEYWORDS = frozenset(
+    {
+        "type", "title", "description", "default", "examples", "$comment", "format",
+        "properties", "additionalProperties", "required", "patternProperties", "propertyNames",
+        "minProperties", "maxProperties", "dependentRequired",
+        "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains",
+        "minLength", "maxLength", "pattern",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    }
+)  # fmt: skip
+
+
+def compact_nullables(schema: Any) -> Any:
+    """``schema`` with each two-way ``anyOf`` of a typed schema and ``{"type": "null"}`` folded
+    into one schema that says the same: ``{"type": [T, "null"], ...}`` (an ``enum`` gains
+    ``null`` instead). The documents it accepts are exactly those ``schema`` accepts.
+
+    A client validates every structured result against the tool's output schema (the SDK's
+    client does, with ``jsonschema``): an ``anyOf`` costs it a sub-validator per branch on
+    every optional field, a list of types one check.
+    """
+    if isinstance(schema, list):
+        return [compact_nullables(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: compact_nullables(value) for key, value in schema.items()}
+    branches = out.get("anyOf")
+    if not (isinstance(branches, list) and len(branches) == 2 and _NULL in branches):
+        return out
+    other = branches[0] if branches[1] == _NULL else branches[1]
+    if not isinstance(other, dict) or set(other) & (set(out) - {"anyOf"}):
+        return out  # a keyword on both levels would have to hold twice: left as it is
+    rest = {key: value for key, value in out.items() if key != "anyOf"}
+    kind = other.get("type")
+    if isinstance(kind, str) and kind != "null" and set(other) <= _TYPED_KEYWORDS:
+        return {**rest, **other, "type": [kind, "null"]}
+    if set(other) == {"enum"} and isinstance(other["enum"], list):
+        return {**rest, "enum": [*other["enum"], *([] if None in other["enum"] else [None])]}
+    return out
+
+
 def summarize(doc: Mapping[str, Any]) -> str:
     """A one-paragraph text summary of a ``proctor.run.v1`` envelope for a model to read."""
     where = f"{doc.get('skill')}#{doc.get('method')}"
@@ -169,4 +213,10 @@ class TurnHost(Protocol):
 
     def audit(self, event: str, run_id: str | None = None, **fields: Any) -> None: ...
 
-    def run_in_worker(self, fn: Callable[[threading.Event], T]) -> Awaitable[T]: ...
+    def run_in_worker(
+        self,
+        fn: Callable[[threading.Event], T],
+        *,
+        report: Callable[[int], Awaitable[None]] | None = None,
+        every: float = ...,
+    ) -> Awaitable[T]: ...
