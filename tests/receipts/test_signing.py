@@ -116,7 +116,7 @@ def test_other_key_files_go_to_the_full_reader_and_are_refused_as_before() -> No
     lines = pem.split(b"\n")
     body = b"".join(lines[1:-2])
     cases = {
-        "encrypted": _pem_of(signer._key, b"pw"),  # noqa: SLF001
+        "encrypted": _pem_of(signer._key, b"pw"),
         "not Ed25519": _pem_of(ec.generate_private_key(ec.SECP256R1())),
         "seed cut short": lines[0] + b"\n" + body[:-8] + b"\n" + lines[-2] + b"\n",
         "not base64": pem.replace(body[:4], b"!!!!"),
