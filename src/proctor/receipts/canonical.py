@@ -17,13 +17,13 @@ computed over. It is on the hot path of every governed call, so it has two route
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
 import rfc8785
 
 from proctor.errors import UsageError
+from proctor.receipts.jsontext import compact_encoder
 
 __all__ = ["DIGEST_PREFIX", "canonical", "digest", "digest_bytes", "is_digest"]
 
@@ -34,9 +34,7 @@ _INT_MIN = -(2**53) + 1
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
-_encode = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":")
-).encode
+_encode = compact_encoder(sort_keys=True)
 
 
 def _fast_ok(value: Any, depth: int = 0) -> bool:

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_value
 from proctor.runtime.records.chain import (
     FIXED_FIELDS,
@@ -76,7 +77,8 @@ SCHEMA_VERSION = "1"
 ENV_VAR = "PROCTOR_AUDIT_LOG"
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
 _BLOCK = 1 << 20
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# values are scrub_value's copies, which hold no reference cycle (a cycle becomes "[CYCLE]")
+_encode = compact_encoder(sort_keys=False)
 _text: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
 _HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
 
@@ -203,13 +205,14 @@ class AuditLog:
         safe, redacted = scrub_value(fields, taint)  # a copy: ``fields`` is never changed
         sequence = self._next_sequence(run_id)
         if self._clock is None:
-            event_id, now = _random_event_id(), datetime.now(UTC)
+            event_id = _random_event_id()
+            stamp = datetime.now(UTC).isoformat(timespec="microseconds")
         else:
             now = self._clock()
             self._made += 1
             name = f"{now.isoformat()}|{run_id}|{sequence}|{event}|{self._made}"
             event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
-        stamp = now.astimezone(UTC).isoformat(timespec="microseconds")
+            stamp = now.astimezone(UTC).isoformat(timespec="microseconds")
         record: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "event_id": event_id,
@@ -231,7 +234,7 @@ class AuditLog:
             + ',"sequence":'
             + ("null" if sequence is None else str(sequence))
             + ',"step_index":'
-            + ("null" if step_index is None else _encode(step_index))
+            + (str(step_index) if type(step_index) is int else _encode(step_index))
             + ',"timestamp":"'
             + stamp
             + '","event":'

@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 
 __all__ = [
@@ -36,7 +37,7 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_DUMPS = compact_encoder(sort_keys=True)
 
 
 def dumps(value: Any) -> str:
