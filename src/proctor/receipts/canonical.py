@@ -25,7 +25,14 @@ import rfc8785
 from proctor.errors import UsageError
 from proctor.receipts.jsontext import compact_encoder
 
-__all__ = ["DIGEST_PREFIX", "canonical", "digest", "digest_bytes", "is_digest"]
+__all__ = [
+    "DIGEST_PREFIX",
+    "canonical",
+    "digest",
+    "digest_and_text",
+    "digest_bytes",
+    "is_digest",
+]
 
 DIGEST_PREFIX = "sha256:"
 
@@ -113,6 +120,26 @@ def digest(value: Any) -> str:
         UsageError: the value is not representable in canonical JSON (see :func:`canonical`).
     """
     return DIGEST_PREFIX + hashlib.sha256(canonical(value)).hexdigest()
+
+
+def digest_and_text(value: Any) -> tuple[str, str | None]:
+    """:func:`digest` of ``value``, and the canonical text it was taken over when the standard
+    library's encoder wrote it (``None`` when rfc8785 did). That text is also exactly
+    ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, so a
+    caller that stores the value as JSON need not encode it again.
+
+    Raises:
+        UsageError: as :func:`digest`.
+    """
+    if _fast_ok(value):
+        text = _encode(value)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: digest() lets rfc8785 refuse it
+        else:
+            return DIGEST_PREFIX + hashlib.sha256(data).hexdigest(), text
+    return digest(value), None
 
 
 def is_digest(text: object) -> bool:
