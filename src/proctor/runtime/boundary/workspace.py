@@ -152,6 +152,7 @@ class Workspace:
             raise ConfigError("the workspace folder does not exist", code="workspace_missing")
         self.root: Path = real
         self._root_text = str(real)
+        self._root_prefix = self._root_text.rstrip("/") + "/"
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self.rules = Rules(real, extra_authority=extra_authority, environ=self._environ)
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
@@ -378,7 +379,7 @@ class Workspace:
                 self._check_rules(below, joined(root, below), access, workspace=root == "")
         root_label = found[0][0]
         base = self._roots[root_label[1:]] if root_label else self._root_text
-        resolved = Resolved(abs=Path(real), rel=rel, root=root_label, base=base)
+        resolved = Resolved(abs=real, rel=rel, root=root_label, base=base)
         if access in ("read", "write"):
             self._check_file(resolved)
         return resolved
@@ -427,6 +428,11 @@ class Workspace:
 
     def _containing(self, text: str) -> list[tuple[str, str]]:
         """(root label, path below it) for every root holding ``text``, the deepest first."""
+        if not self._roots:  # the workspace alone (every run without reach: inputs)
+            if text == self._root_text:
+                return [("", ".")]
+            prefix = self._root_prefix
+            return [("", text[len(prefix) :])] if text.startswith(prefix) else []
         found: list[tuple[int, str, str]] = []
         for label, base in (("", self._root_text), *((f"${n}", b) for n, b in self._roots.items())):
             if text == base:
