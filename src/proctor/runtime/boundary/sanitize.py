@@ -71,6 +71,7 @@ __all__ = [
     "TaintSet",
     "is_secret_name",
     "marker",
+    "scrub_fields",
     "scrub_text",
     "scrub_value",
 ]
@@ -285,6 +286,17 @@ def scrub_value(value: Any, taint: TaintSet | None = None) -> tuple[Any, list[st
     """
     walker = _Walker(taint)
     safe = walker.walk(value, "$")
+    if not walker.redacted:
+        return safe, []
+    return safe, sorted({_render(path) for path in walker.redacted})
+
+
+def scrub_fields(fields: Mapping[str, Any], taint: TaintSet | None = None) -> tuple[Any, list[str]]:
+    """:func:`scrub_value` of a mapping made for the call (keyword arguments, say) that no value
+    in it can refer back to: the same result, without the cycle bookkeeping for the mapping
+    itself (every container inside it is still checked)."""
+    walker = _Walker(taint)
+    safe = walker.mapping(fields, "$")
     if not walker.redacted:
         return safe, []
     return safe, sorted({_render(path) for path in walker.redacted})

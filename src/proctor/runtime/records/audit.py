@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.receipts.jsontext import compact_encoder
-from proctor.runtime.boundary.sanitize import TaintSet, scrub_value
+from proctor.runtime.boundary.sanitize import TaintSet, scrub_fields
 from proctor.runtime.records.chain import (
     FIXED_FIELDS,
     GENESIS,
@@ -91,6 +92,24 @@ def _random_event_id() -> str:
     raw[8] = (raw[8] & 0x3F) | 0x80
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_second: tuple[int, str] = (-1, "")  # the last whole second stamped, and its text
+
+
+def _utc_stamp() -> str:
+    """Now, as ``datetime.now(UTC).isoformat(timespec="microseconds")`` writes it (the same
+    clock, truncated to the microsecond the same way); the date and time of day are formatted
+    once per second, not per line."""
+    global _second
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    held = _second
+    if held[0] != seconds:
+        held = _second = (
+            seconds,
+            datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+    return f"{held[1]}.{micros:06d}+00:00"
 
 
 def audit_path(workspace_root: Path, env: Mapping[str, str]) -> Path:
@@ -199,14 +218,13 @@ class AuditLog:
         taint: TaintSet | None,
         fields: Mapping[str, Any],
     ) -> tuple[dict[str, Any], str]:
-        clash = _RESERVED.intersection(fields)
-        if clash:
+        if not _RESERVED.isdisjoint(fields):
+            clash = _RESERVED.intersection(fields)
             raise ValueError(f"audit fields may not be named {sorted(clash)}")
-        safe, redacted = scrub_value(fields, taint)  # a copy: ``fields`` is never changed
+        safe, redacted = scrub_fields(fields, taint)  # a copy: ``fields`` is never changed
         sequence = self._next_sequence(run_id)
         if self._clock is None:
-            event_id = _random_event_id()
-            stamp = datetime.now(UTC).isoformat(timespec="microseconds")
+            event_id, stamp = _random_event_id(), _utc_stamp()
         else:
             now = self._clock()
             self._made += 1
