@@ -159,13 +159,20 @@ def _open_regular(target: Resolved) -> tuple[int, os.stat_result]:
 
 
 def _chunks(fd: int, size: int) -> Iterator[bytes]:
-    """Every byte of ``fd`` to its end, in chunks. The first read asks for the ``size`` fstat
-    gave (when it is under a chunk): asking a 4 KiB file for a whole chunk allocates and
-    faults in 1 MiB first, which costs several times the read itself. A size of 0 (a file
-    that does not know its size) and a file that grew are read on to the end all the same."""
-    want = min(_CHUNK, size) or _CHUNK
+    """Every byte of ``fd`` to its end, in chunks. The first read asks for one byte more than
+    the ``size`` fstat gave (when that is under a chunk): asking a 4 KiB file for a whole chunk
+    allocates and faults in 1 MiB first, which costs several times the read itself, and a read
+    that comes back short with exactly ``size`` bytes has met the end, so no empty read is
+    needed to see it. A size of 0 (a file that does not know its size), a short read before
+    ``size`` (a network file system may give one) and a file that grew are read on to the end
+    all the same."""
+    want = min(_CHUNK, size + 1) if size else _CHUNK
+    got = 0
     while chunk := os.read(fd, want):
         yield chunk
+        got += len(chunk)
+        if len(chunk) < want and got == size:
+            return
         want = _CHUNK
 
 
