@@ -304,7 +304,8 @@ def scrub_fields(fields: Mapping[str, Any], taint: TaintSet | None = None) -> tu
 
 # Short strings already shown to be of a SAFE_FORM (tool names, outcomes, step ids, paths:
 # the same few recur in every call's result and audit line). Only safe strings are kept, never
-# a secret; the memo is emptied when full. A lookup costs a seventh of the regex.
+# a secret; the memo is emptied when full. A lookup costs a seventh of the regex; only short
+# strings are looked up (hashing a read's 4 KiB content would cost more than the regex saves).
 _SAFE_SEEN: dict[str, None] = {}
 _SAFE_SEEN_MAX = 1024
 _SAFE_SEEN_LONGEST = 32  # digests (71 characters) and UUIDs (36) are mostly unique: not kept
@@ -332,7 +333,7 @@ class _Walker:
     def text(self, node: str, path: _Path) -> str:
         taint = self.taint
         if taint is None:
-            if node in _SAFE_SEEN or _safe_form(node):
+            if (len(node) <= _SAFE_SEEN_LONGEST and node in _SAFE_SEEN) or _safe_form(node):
                 return node
         elif node in taint:
             self.redacted.append(path)
@@ -397,7 +398,7 @@ class _Walker:
             if taint is None and type(raw_key) is str and _plain_key(raw_key):
                 kind = type(item)
                 if kind is str:
-                    if item in _SAFE_SEEN or _safe_form(item):
+                    if (len(item) <= _SAFE_SEEN_LONGEST and item in _SAFE_SEEN) or _safe_form(item):
                         out[raw_key] = item
                     else:
                         out[raw_key] = self.text(item, (path, raw_key, _KEY))
