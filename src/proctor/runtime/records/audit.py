@@ -78,7 +78,7 @@ SCHEMA_VERSION = "1"
 ENV_VAR = "PROCTOR_AUDIT_LOG"
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
 _BLOCK = 1 << 20
-# values are scrub_value's copies, which hold no reference cycle (a cycle becomes "[CYCLE]")
+# values are the sanitizer's copies, which hold no reference cycle (a cycle becomes "[CYCLE]")
 _encode = compact_encoder(sort_keys=False)
 _text: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
 _HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
