@@ -67,3 +67,21 @@ def test_declared_authority_files_survive_respelling(data: st.DataObject) -> Non
 def test_never_raises(text: str, head: bytes) -> None:
     sensitive_reason(text, head)
     authority_reason(text, frozenset({text}))
+
+
+_KEY_PIECES = st.sampled_from(
+    [b"-", b"---", b"-----", b" ", b"\n", b"\x00", b"BEGIN", b"begin", b"RSA", b"OPENSSH",
+     b"PRIVATE", b"private", b"KEY", b"Key", b"BLOCK", b"PuTTY", b"putty", b"-User-Key-File-",
+     b"-USER-key-FILE-", b"2", b"x", b"\xc3\xa9"]
+)  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_KEY_PIECES | st.binary(max_size=6), max_size=24).map(b"".join))
+def test_private_key_cue_hides_no_key(head: bytes) -> None:
+    # the cheap cues in content_reason only skip bytes the full pattern cannot match
+    from proctor.core.paths import _PRIVATE_KEY_CONTENT, content_reason
+
+    data = head.replace(b"\x00", b"")
+    expected = "private_key_content" if _PRIVATE_KEY_CONTENT.search(data) else None
+    assert content_reason(head) == expected

@@ -217,6 +217,8 @@ _PRIVATE_KEY_CONTENT = re.compile(
     rb"|PuTTY-User-Key-File-\d",
     re.IGNORECASE,
 )
+# What every match of _PRIVATE_KEY_CONTENT holds: "---", or the PuTTY marker in any case.
+_PRIVATE_KEY_CUE = re.compile(rb"-(?:--|(?i:user-key-file-))")
 
 SENSITIVE_RULES: dict[str, str] = {
     **{r.name: r.description for r in _DIR_RULES},
@@ -234,9 +236,11 @@ def content_reason(content_head: bytes) -> str | None:
     NUL bytes are dropped before matching too, so a UTF-16 encoded key is still found.
     """
     data = content_head.replace(b"\x00", b"") if b"\x00" in content_head else content_head
-    # Cheap substring tests first: every PEM/PGP header holds "---", every PuTTY key its
-    # marker; the regex (slow: case-insensitive, no literal prefix) runs only when one is there.
-    if b"---" not in data and b"-user-key-file-" not in data.lower():
+    # Cheap tests first: every PEM/PGP header holds "---" and every PuTTY key its marker, both
+    # with a "-" (one memchr); then one scan for either cue (sre finds its leading "-" in C,
+    # faster than ``in`` finds "---" or than lowering the bytes). The full regex (slow:
+    # case-insensitive, no literal prefix) runs only when a cue is there.
+    if b"-" not in data or _PRIVATE_KEY_CUE.search(data) is None:
         return None
     if _PRIVATE_KEY_CONTENT.search(data):
         return "private_key_content"

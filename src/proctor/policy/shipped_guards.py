@@ -73,6 +73,22 @@ def _walk_strings(node: object, prefix: FieldPath) -> Iterator[tuple[FieldPath, 
             yield from _walk_strings(item, (*prefix, index))
 
 
+def _holds_secret_shape(node: object) -> bool:
+    """Whether any string in ``node`` (a mapping key included) holds a credential shape: what
+    :func:`_walk_strings` would find, without building a field path for every string."""
+    if isinstance(node, str):
+        return has_secret_shape(node)
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if isinstance(key, str) and has_secret_shape(key):
+                return True
+            if _holds_secret_shape(value):
+                return True
+    elif isinstance(node, list | tuple):
+        return any(_holds_secret_shape(item) for item in node)
+    return False
+
+
 def check_no_secrets_in_args(ctx: GuardContext) -> GuardVerdict | None:
     """Deny a call carrying a credential-shaped string anywhere (code ``secret_detected``).
 
@@ -80,6 +96,8 @@ def check_no_secrets_in_args(ctx: GuardContext) -> GuardVerdict | None:
     reason. The verdict names kinds and field paths, never the value; ``matched_fields`` lists
     the paths (as segment lists) the audit writer must redact.
     """
+    if not _holds_secret_shape(ctx.raw_args) and not has_secret_shape(ctx.reason):
+        return None  # the common case, decided without the field paths the verdict names
     kinds: set[str] = set()
     paths: list[list[str | int]] = []
     labels: set[str] = set()
@@ -242,24 +260,31 @@ _PATH_KEYS = frozenset(
 )
 
 
-def _path_arguments(node: object, prefix: FieldPath) -> Iterator[tuple[str, str]]:
-    """``(label, value)`` of every string under a path-named key, at any depth."""
+def _path_arguments(node: object, prefix: FieldPath) -> list[tuple[str, str]]:
+    """``(label, value)`` of every string under a path-named key, at any depth (keys sorted
+    at every level, depth first)."""
+    found: list[tuple[str, str]] = []
+    _collect_paths(node, prefix, found)
+    return found
+
+
+def _collect_paths(node: object, prefix: FieldPath, found: list[tuple[str, str]]) -> None:
     if isinstance(node, Mapping):
         for key in sorted(node, key=str):
             value = node[key]
             path = (*prefix, str(key))
             if str(key) in _PATH_KEYS:
                 if isinstance(value, str):
-                    yield _label(path), value
+                    found.append((_label(path), value))
                 elif isinstance(value, list | tuple):
                     for index, item in enumerate(value):
                         if isinstance(item, str):
-                            yield _label((*path, index)), item
+                            found.append((_label((*path, index)), item))
             if isinstance(value, Mapping | list | tuple):
-                yield from _path_arguments(value, path)
+                _collect_paths(value, path, found)
     elif isinstance(node, list | tuple):
         for index, item in enumerate(node):
-            yield from _path_arguments(item, (*prefix, index))
+            _collect_paths(item, (*prefix, index), found)
 
 
 @lru_cache(maxsize=2048)
@@ -277,7 +302,7 @@ def check_sensitive_paths(ctx: GuardContext) -> GuardVerdict | None:
     Judges every path-named argument as sent (any depth, so a bundle's members count) and every
     workspace-relative path containment resolved, against ``proctor.core.paths``.
     """
-    candidates = list(_path_arguments(ctx.raw_args, ()))
+    candidates = _path_arguments(ctx.raw_args, ())
     candidates.extend(("resolved path", p) for p in ctx.workspace_relpaths)
     for label, value in candidates:
         rule = _sensitive_rule(value)

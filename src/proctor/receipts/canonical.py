@@ -17,13 +17,20 @@ computed over. It is on the hot path of every governed call, so it has two route
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
 from proctor.errors import UsageError
+from proctor.receipts.jsontext import compact_encoder
 
-__all__ = ["DIGEST_PREFIX", "canonical", "digest", "digest_bytes", "is_digest"]
+__all__ = [
+    "DIGEST_PREFIX",
+    "canonical",
+    "digest",
+    "digest_and_text",
+    "digest_bytes",
+    "is_digest",
+]
 
 DIGEST_PREFIX = "sha256:"
 
@@ -32,9 +39,7 @@ _INT_MIN = -(2**53) + 1
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
-_encode = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":")
-).encode
+_encode = compact_encoder(sort_keys=True)
 
 
 def _fast_ok(value: Any, depth: int = 0) -> bool:
@@ -115,6 +120,26 @@ def digest(value: Any) -> str:
         UsageError: the value is not representable in canonical JSON (see :func:`canonical`).
     """
     return DIGEST_PREFIX + hashlib.sha256(canonical(value)).hexdigest()
+
+
+def digest_and_text(value: Any) -> tuple[str, str | None]:
+    """:func:`digest` of ``value``, and the canonical text it was taken over when the standard
+    library's encoder wrote it (``None`` when rfc8785 did). That text is also exactly
+    ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, so a
+    caller that stores the value as JSON need not encode it again.
+
+    Raises:
+        UsageError: as :func:`digest`.
+    """
+    if _fast_ok(value):
+        text = _encode(value)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: digest() lets rfc8785 refuse it
+        else:
+            return DIGEST_PREFIX + hashlib.sha256(data).hexdigest(), text
+    return digest(value), None
 
 
 def is_digest(text: object) -> bool:

@@ -278,3 +278,24 @@ def test_a_line_from_pre_encoded_parts_is_the_record_as_json(
     assert line == json.dumps(written, ensure_ascii=False, separators=(",", ":")).encode()
     assert json.loads(line) == written
     log.close()
+
+
+def test_event_ids_and_timestamps_keep_their_forms(tmp_path: Path) -> None:
+    # made without uuid.uuid4() and without a datetime per line: the same forms as those give
+    import uuid
+    from datetime import UTC, datetime
+
+    log = AuditLog(tmp_path / "audit.jsonl")
+    before = datetime.now(UTC)
+    records = [log.emit("note", run_id="r", step_index=None, n=i) for i in range(200)]
+    after = datetime.now(UTC)
+    stamps = []
+    for record in records:
+        event_id = uuid.UUID(record["event_id"])
+        assert event_id.version == 4 and event_id.variant == uuid.RFC_4122
+        assert str(event_id) == record["event_id"]
+        moment = datetime.fromisoformat(record["timestamp"])
+        assert moment.isoformat(timespec="microseconds") == record["timestamp"]
+        stamps.append(moment)
+    assert before <= min(stamps) and max(stamps) <= after
+    assert len({r["event_id"] for r in records}) == len(records)

@@ -37,7 +37,7 @@ from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
 from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
-from proctor.receipts.canonical import digest
+from proctor.receipts.canonical import digest, digest_and_text
 from proctor.runtime.admission.calls import AwaitApproval as AwaitApproval
 from proctor.runtime.admission.calls import CallOutcome as CallOutcome
 from proctor.runtime.admission.calls import CallSpec as CallSpec
@@ -49,6 +49,7 @@ from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
+from proctor.runtime.records.rows import dumps_member
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
@@ -65,6 +66,11 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Resolved, Workspace
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.runs import RunStore
+
+
+# A result's canonical text at least this long is spliced into its stored row rather than
+# encoded again (below it, the splice costs more than the encoding it saves).
+_SHARED_TEXT_MIN = 512
 
 
 class _AlreadyDone(Exception):
@@ -394,7 +400,9 @@ class Governor:
         outcome.result = result
         outcome.error = error
         outcome.ended_at = self.clock()
-        outcome.outputs_digest = digest(result) if status == "completed" else None
+        result_text = None
+        if status == "completed":
+            outcome.outputs_digest, result_text = digest_and_text(result)
         settled = {
             "status": status,
             "result": result,
@@ -417,6 +425,9 @@ class Governor:
         else:
             record.outcome = status
             record.result = settled
+            if result_text is not None and len(result_text) >= _SHARED_TEXT_MIN:
+                # the digest's canonical text is the stored row's text of the result too
+                record.result_json = dumps_member(settled, "result", result_text)
             self.store.record_call(record)
         self.history.append({"tool": tool.name, "args": args, "outcome": _history(status)})
         self.audit.emit(

@@ -8,8 +8,11 @@ changes meanwhile:
   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` from a descriptor of ``base`` (itself opened
   with ``RESOLVE_NO_SYMLINKS``) where the kernel has ``openat2`` (Linux 5.6+), else by a
   portable walk that opens every component with ``O_NOFOLLOW`` relative to its parent's
-  descriptor. A symlink anywhere on the way, swapped in after the path was decided, fails the
-  open with ``ELOOP`` instead of being followed.
+  descriptor. An ``inner`` with no ``..`` in it (every canonical path containment decides)
+  is opened in one ``openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` of the whole
+  path: with no link and no ``..`` a lookup can only descend from ``base``. A symlink
+  anywhere on the way, swapped in after the path was decided, fails the open with ``ELOOP``
+  instead of being followed.
 - :func:`parent_of` and :func:`make_parents` give the descriptor of the folder a name lives in,
   so the caller's ``os.open(..., dir_fd=)``, ``os.replace(..., src_dir_fd=, dst_dir_fd=)``,
   ``os.link``, ``os.rename`` and ``os.unlink(..., dir_fd=)`` act in that folder and no other.
@@ -62,6 +65,9 @@ _AT_FDCWD = -100
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
+_NO_LINKS = _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+# A whole path shorter than this (in characters, so at most 4 bytes each) stays under PATH_MAX.
+_WHOLE_PATH_CHARS = 1000
 # openat2 is 437 in the unified syscall table every one of these uses
 _OPENAT2_MACHINES = frozenset(
     {"x86_64", "amd64", "aarch64", "arm64", "i386", "i686", "riscv64", "ppc64le", "s390x"}
@@ -215,15 +221,14 @@ def open_below(base: str, inner: str, flags: int, mode: int = 0) -> int:
     bare = flags & ~_NOFOLLOW  # RESOLVE_NO_SYMLINKS covers the last component too
     if inner in ("", "."):
         return _OPENAT2.open(_AT_FDCWD, base, bare, mode, _RESOLVE_NO_SYMLINKS)
+    if ".." not in inner and inner[0] != "/" and len(base) + len(inner) < _WHOLE_PATH_CHARS:
+        # With no symlink and no ``..`` anywhere, the path from ``base`` can only descend:
+        # one lookup of the whole path refuses exactly what the two below refuse.
+        path = base.rstrip("/") + "/" + inner
+        return _OPENAT2.open(_AT_FDCWD, path, bare, mode, _NO_LINKS)
     root = _OPENAT2.open(_AT_FDCWD, base, _WALK_FLAGS, 0, _RESOLVE_NO_SYMLINKS)
     try:
-        return _OPENAT2.open(
-            root,
-            inner,
-            bare,
-            mode,
-            _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS,
-        )
+        return _OPENAT2.open(root, inner, bare, mode, _RESOLVE_BENEATH | _NO_LINKS)
     finally:
         os.close(root)
 
@@ -298,7 +303,7 @@ def _symlink_free(start: str, parts: list[str]) -> str | None:
     if not parts or ".." in parts or not _OPENAT2.ready():
         return None
     path = start.rstrip("/") + "/" + "/".join(parts)
-    resolve = _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+    resolve = _NO_LINKS
     try:
         os.close(_OPENAT2.open(_AT_FDCWD, path, _PATH or os.O_RDONLY, 0, resolve))
         return path

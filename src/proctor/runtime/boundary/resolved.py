@@ -8,7 +8,6 @@ forges a log line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from proctor.errors import RefusedCall
@@ -18,18 +17,66 @@ __all__ = ["Resolved", "check_links", "joined", "refusal", "shown"]
 _SHOWN_CHARS = 200
 
 
-@dataclass(frozen=True)
 class Resolved:
     """A contained path: ``abs`` is the real absolute path, ``rel`` its shown POSIX form
     (workspace-relative, ``"."`` for the root; ``$NAME/...`` inside another root). ``root`` is
     ``""`` for the workspace or ``$NAME``; ``base`` the real folder of that root. ``abs`` and
     ``base`` are for opening (through :func:`proctor.runtime.boundary.fds.open_below` with
-    ``base`` and :attr:`inner`), never for showing."""
+    ``base`` and :attr:`inner`), never for showing.
 
-    abs: Path
+    Immutable, compared and hashed by its fields like a frozen dataclass. ``abs`` may be given
+    as the real path's text: the :class:`~pathlib.Path` is built when first asked for (most
+    tools open through :attr:`where` and never need it; building one costs more than the rest
+    of a resolution's bookkeeping)."""
+
+    __slots__ = ("_abs", "base", "rel", "root")
+
+    _abs: Path | str
     rel: str
-    root: str = ""
-    base: str = ""
+    root: str
+    base: str
+
+    def __init__(self, abs: Path | str, rel: str, root: str = "", base: str = "") -> None:
+        put = object.__setattr__
+        put(self, "_abs", abs)
+        put(self, "rel", rel)
+        put(self, "root", root)
+        put(self, "base", base)
+
+    @property
+    def abs(self) -> Path:
+        """The real absolute path (for opening only)."""
+        held = self._abs
+        if isinstance(held, str):
+            held = Path(held)
+            object.__setattr__(self, "_abs", held)
+        return held
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field '{name}' of a Resolved path")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field '{name}' of a Resolved path")
+
+    def __reduce__(self) -> tuple[type[Resolved], tuple[Path | str, str, str, str]]:
+        return (Resolved, (self._abs, self.rel, self.root, self.base))
+
+    def _key(self) -> tuple[str, str, str, str]:
+        return (str(self._abs), self.rel, self.root, self.base)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Resolved)
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"Resolved(abs={self.abs!r}, rel={self.rel!r}, root={self.root!r}, base={self.base!r})"
+        )
 
     @property
     def inner(self) -> str:

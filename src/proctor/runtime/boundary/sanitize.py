@@ -71,6 +71,7 @@ __all__ = [
     "TaintSet",
     "is_secret_name",
     "marker",
+    "scrub_fields",
     "scrub_text",
     "scrub_value",
 ]
@@ -290,6 +291,37 @@ def scrub_value(value: Any, taint: TaintSet | None = None) -> tuple[Any, list[st
     return safe, sorted({_render(path) for path in walker.redacted})
 
 
+def scrub_fields(fields: Mapping[str, Any], taint: TaintSet | None = None) -> tuple[Any, list[str]]:
+    """:func:`scrub_value` of a mapping made for the call (keyword arguments, say) that no value
+    in it can refer back to: the same result, without the cycle bookkeeping for the mapping
+    itself (every container inside it is still checked)."""
+    walker = _Walker(taint)
+    safe = walker.mapping(fields, "$")
+    if not walker.redacted:
+        return safe, []
+    return safe, sorted({_render(path) for path in walker.redacted})
+
+
+# Short strings already shown to be of a SAFE_FORM (tool names, outcomes, step ids, paths:
+# the same few recur in every call's result and audit line). Only safe strings are kept, never
+# a secret; the memo is emptied when full. A lookup costs a seventh of the regex; only short
+# strings are looked up (hashing a read's 4 KiB content would cost more than the regex saves).
+_SAFE_SEEN: dict[str, None] = {}
+_SAFE_SEEN_MAX = 1024
+_SAFE_SEEN_LONGEST = 32  # digests (71 characters) and UUIDs (36) are mostly unique: not kept
+
+
+def _safe_form(text: str) -> bool:
+    """Whether ``text`` is a SAFE_FORM string (which no detector can change)."""
+    if len(text) > SAFE_FORM_MAX or SAFE_FORM.fullmatch(text) is None:
+        return False
+    if len(text) <= _SAFE_SEEN_LONGEST:
+        if len(_SAFE_SEEN) >= _SAFE_SEEN_MAX:
+            _SAFE_SEEN.clear()
+        _SAFE_SEEN[text] = None
+    return True
+
+
 class _Walker:
     __slots__ = ("active", "redacted", "taint")
 
@@ -301,7 +333,7 @@ class _Walker:
     def text(self, node: str, path: _Path) -> str:
         taint = self.taint
         if taint is None:
-            if len(node) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(node) is not None:
+            if (len(node) <= _SAFE_SEEN_LONGEST and node in _SAFE_SEEN) or _safe_form(node):
                 return node
         elif node in taint:
             self.redacted.append(path)
@@ -366,7 +398,7 @@ class _Walker:
             if taint is None and type(raw_key) is str and _plain_key(raw_key):
                 kind = type(item)
                 if kind is str:
-                    if len(item) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(item) is not None:
+                    if (len(item) <= _SAFE_SEEN_LONGEST and item in _SAFE_SEEN) or _safe_form(item):
                         out[raw_key] = item
                     else:
                         out[raw_key] = self.text(item, (path, raw_key, _KEY))

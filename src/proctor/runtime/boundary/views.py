@@ -23,6 +23,10 @@ class _AdmittedWorkspace:
         hit = self._resolved.get((path, access))
         return hit if hit is not None else self._workspace.resolve(path, access)
 
+    def check_content(self, rel: str, data: bytes) -> None:
+        # every read chunk asks this: answered without the __getattr__ detour
+        self._workspace.check_content(rel, data)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._workspace, name)
 

@@ -61,7 +61,13 @@ from proctor.core.paths import (
     sensitive_reason,
 )
 from proctor.errors import ConfigError, RefusedCall, UsageError
-from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, walk
+from proctor.runtime.boundary.fds import (
+    SymlinkLoop,
+    changed,
+    open_below,
+    openat2_available,
+    walk,
+)
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
 from proctor.runtime.boundary.roots import ROOT_NAME, checked_root
@@ -152,6 +158,7 @@ class Workspace:
             raise ConfigError("the workspace folder does not exist", code="workspace_missing")
         self.root: Path = real
         self._root_text = str(real)
+        self._root_prefix = self._root_text.rstrip("/") + "/"
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self.rules = Rules(real, extra_authority=extra_authority, environ=self._environ)
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
@@ -361,11 +368,43 @@ class Workspace:
             start, label, inner = self._named_root(parts[0], path), parts[0], parts[1:]
         else:
             start, label, inner = self._root_text, "", parts
+        if access in ("read", "write") and inner and ".." not in inner and openat2_available():
+            # The common case in one lookup: judge the path as named, then open it with no
+            # symlink allowed anywhere. If that open succeeds, the path as named was its own
+            # real form (what the walk's first step proves with a lookup of its own); if it
+            # fails (a link on the way, nothing there, ...), the walk below decides as always.
+            lexical = start.rstrip("/") + "/" + "/".join(inner)
+            found = self._containing(lexical)
+            if found:
+                resolved = self._judged(lexical, found, label, inner, path, absolute, access)
+                if self._opened_and_checked(resolved):
+                    return resolved
         shown_asked = "<absolute path>" if absolute else path
         real = self._walk(start, inner, shown_asked)
         found = self._containing(real)
         if not found:
             raise self._outside(path, absolute)
+        resolved = self._judged(real, found, label, inner, path, absolute, access)
+        if access in ("read", "write"):
+            self._check_file(resolved)
+        return resolved
+
+    def _judged(
+        self,
+        real: str,
+        found: list[tuple[str, str]],
+        label: str | None,
+        inner: list[str],
+        path: str,
+        absolute: bool,
+        access: Access,
+    ) -> Resolved:
+        """``real`` (inside the roots ``found``) after every rule on names: proctor's state,
+        then the name asked for and the file it leads to.
+
+        Raises:
+            RefusedCall: ``sensitive_path``, ``authority_file``, ``bad_config``.
+        """
         rel = joined(*found[0])
         shown = rel if absolute else path
         requested = "/".join(inner)
@@ -378,10 +417,7 @@ class Workspace:
                 self._check_rules(below, joined(root, below), access, workspace=root == "")
         root_label = found[0][0]
         base = self._roots[root_label[1:]] if root_label else self._root_text
-        resolved = Resolved(abs=Path(real), rel=rel, root=root_label, base=base)
-        if access in ("read", "write"):
-            self._check_file(resolved)
-        return resolved
+        return Resolved(abs=real, rel=rel, root=root_label, base=base)
 
     def _walk(self, start: str, inner: list[str], shown: str) -> str:
         try:
@@ -427,6 +463,11 @@ class Workspace:
 
     def _containing(self, text: str) -> list[tuple[str, str]]:
         """(root label, path below it) for every root holding ``text``, the deepest first."""
+        if not self._roots:  # the workspace alone (every run without reach: inputs)
+            if text == self._root_text:
+                return [("", ".")]
+            prefix = self._root_prefix
+            return [("", text[len(prefix) :])] if text.startswith(prefix) else []
         found: list[tuple[int, str, str]] = []
         for label, base in (("", self._root_text), *((f"${n}", b) for n, b in self._roots.items())):
             if text == base:
@@ -501,6 +542,21 @@ class Workspace:
                     rule,
                 )
 
+    def _opened_and_checked(self, resolved: Resolved) -> bool:
+        """Open ``resolved`` with no symlink allowed on the way and judge what it is (as
+        :meth:`_check_file`); False, having judged nothing, when it cannot be opened so.
+
+        Raises:
+            RefusedCall: ``hard_link``, ``sensitive_path`` (as :meth:`_check_file`).
+        """
+        base, inner = resolved.where
+        try:
+            fd = open_below(base, inner, os.O_RDONLY | _NONBLOCK)
+        except OSError:
+            return False
+        self._judge_open(resolved, fd)
+        return True
+
     def _check_file(self, resolved: Resolved) -> None:
         base, inner = resolved.where
         try:
@@ -513,6 +569,11 @@ class Workspace:
                     resolved.rel,
                 ) from exc
             return  # nothing there yet: the tool reports what it finds
+        self._judge_open(resolved, fd)
+
+    def _judge_open(self, resolved: Resolved, fd: int) -> None:
+        """A regular file opened at ``fd`` has one link and no private key in its head; the
+        descriptor is closed."""
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):

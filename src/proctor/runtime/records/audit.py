@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -43,7 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from proctor.runtime.boundary.sanitize import TaintSet, scrub_value
+from proctor.receipts.jsontext import compact_encoder
+from proctor.runtime.boundary.sanitize import TaintSet, scrub_fields
 from proctor.runtime.records.chain import (
     FIXED_FIELDS,
     GENESIS,
@@ -76,9 +78,38 @@ SCHEMA_VERSION = "1"
 ENV_VAR = "PROCTOR_AUDIT_LOG"
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
 _BLOCK = 1 << 20
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# values are the sanitizer's copies, which hold no reference cycle (a cycle becomes "[CYCLE]")
+_encode = compact_encoder(sort_keys=False)
 _text: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
 _HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
+
+
+def _random_event_id() -> str:
+    """A random (version 4) UUID as text, the same as ``str(uuid.uuid4())`` from the same
+    16 random bytes, in a third of its time (it builds no ``UUID`` object)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_second: tuple[int, str] = (-1, "")  # the last whole second stamped, and its text
+
+
+def _utc_stamp() -> str:
+    """Now, as ``datetime.now(UTC).isoformat(timespec="microseconds")`` writes it (the same
+    clock, truncated to the microsecond the same way); the date and time of day are formatted
+    once per second, not per line."""
+    global _second
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    held = _second
+    if held[0] != seconds:
+        held = _second = (
+            seconds,
+            datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+    return f"{held[1]}.{micros:06d}+00:00"
 
 
 def audit_path(workspace_root: Path, env: Mapping[str, str]) -> Path:
@@ -187,19 +218,19 @@ class AuditLog:
         taint: TaintSet | None,
         fields: Mapping[str, Any],
     ) -> tuple[dict[str, Any], str]:
-        clash = _RESERVED.intersection(fields)
-        if clash:
+        if not _RESERVED.isdisjoint(fields):
+            clash = _RESERVED.intersection(fields)
             raise ValueError(f"audit fields may not be named {sorted(clash)}")
-        safe, redacted = scrub_value(fields, taint)  # a copy: ``fields`` is never changed
+        safe, redacted = scrub_fields(fields, taint)  # a copy: ``fields`` is never changed
         sequence = self._next_sequence(run_id)
         if self._clock is None:
-            event_id, now = str(uuid.uuid4()), datetime.now(UTC)
+            event_id, stamp = _random_event_id(), _utc_stamp()
         else:
             now = self._clock()
             self._made += 1
             name = f"{now.isoformat()}|{run_id}|{sequence}|{event}|{self._made}"
             event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
-        stamp = now.astimezone(UTC).isoformat(timespec="microseconds")
+            stamp = now.astimezone(UTC).isoformat(timespec="microseconds")
         record: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "event_id": event_id,
@@ -221,7 +252,7 @@ class AuditLog:
             + ',"sequence":'
             + ("null" if sequence is None else str(sequence))
             + ',"step_index":'
-            + ("null" if step_index is None else _encode(step_index))
+            + (str(step_index) if type(step_index) is int else _encode(step_index))
             + ',"timestamp":"'
             + stamp
             + '","event":'

@@ -7,9 +7,11 @@ becomes a record the same way; only the SQL placeholders and transactions differ
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "call_from_row",
     "call_params",
     "dumps",
+    "dumps_member",
     "now",
     "request_from_row",
     "run_from_row",
@@ -36,13 +39,31 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_DUMPS = compact_encoder(sort_keys=True)
 
 
 def dumps(value: Any) -> str:
     """The JSON text a row keeps (sorted keys, compact, UTF-8 as is); one encoder, reused
     (``json.dumps`` with these options builds a new one at every call)."""
     return _DUMPS(value)
+
+
+def dumps_member(value: Mapping[str, Any], key: str, member: str) -> str:
+    """:func:`dumps` of ``value`` where ``member`` is already ``dumps(value[key])``: the same
+    text, without encoding that value again (a read's 4 KiB content is encoded once for its
+    digest and spliced in here). ``value``'s keys are strings, as in every stored document.
+    """
+    before = {k: v for k, v in value.items() if k < key}
+    after = {k: v for k, v in value.items() if k > key}
+    return (
+        _DUMPS(before)[:-1]
+        + ("," if before else "")
+        + _DUMPS(key)
+        + ":"
+        + member
+        + ("," if after else "")
+        + _DUMPS(after)[1:]
+    )
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunRecord:
@@ -71,7 +92,9 @@ def call_params(call: CallRecord) -> tuple[Any, ...]:
         call.state,
         call.args_digest,
         call.outcome,
-        None if call.result is None else dumps(call.result),
+        call.result_json
+        if call.result_json is not None
+        else (None if call.result is None else dumps(call.result)),
         call.idempotency_key,
     )
 

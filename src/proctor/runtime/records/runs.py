@@ -46,6 +46,9 @@ class CallRecord:
     outcome: str | None = None
     result: Any = None
     idempotency_key: str | None = None
+    result_json: str | None = field(default=None, repr=False, compare=False)
+    """The JSON text a store keeps for ``result`` (``rows.dumps`` of it), when the caller has
+    it already; the store then writes it as it is instead of encoding ``result`` again."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,11 @@ def open_regular(target: Resolved) -> int:
         RefusedCall: ``hard_link``, ``path_changed`` (a symlink appeared after resolution),
             ``io_error``.
     """
+    return _open_regular(target)[0]
+
+
+def _open_regular(target: Resolved) -> tuple[int, os.stat_result]:
+    """:func:`open_regular`, with what ``fstat`` said of the file when it was opened."""
     fd = _open(target, os.O_RDONLY | _NONBLOCK)
     try:
         info = os.fstat(fd)
@@ -150,14 +155,29 @@ def open_regular(target: Resolved) -> int:
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, info
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, _CHUNK):
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _chunks(fd: int, size: int) -> Iterator[bytes]:
+    """Every byte of ``fd`` to its end, in chunks. The first read asks for one byte more than
+    the ``size`` fstat gave (when that is under a chunk): asking a 4 KiB file for a whole chunk
+    allocates and faults in 1 MiB first, which costs several times the read itself, and a read
+    that comes back short with exactly ``size`` bytes has met the end, so no empty read is
+    needed to see it. A size of 0 (a file that does not know its size), a short read before
+    ``size`` (a network file system may give one) and a file that grew are read on to the end
+    all the same."""
+    want = min(_CHUNK, size + 1) if size else _CHUNK
+    got = 0
+    while chunk := os.read(fd, want):
+        yield chunk
+        got += len(chunk)
+        if len(chunk) < want and got == size:
+            return
+        want = _CHUNK
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    return b"".join(_chunks(fd, size))
 
 
 def read_bytes(target: Resolved) -> bytes:
@@ -167,9 +187,9 @@ def read_bytes(target: Resolved) -> bytes:
         ToolFailed: ``not_found``, ``not_a_file``.
         RefusedCall: ``hard_link``, ``path_changed``, ``io_error``.
     """
-    fd = open_regular(target)
+    fd, info = _open_regular(target)
     try:
-        return _read_all(fd)
+        return _read_all(fd, info.st_size)
     except OSError as exc:
         raise io_refusal(exc, target.rel) from exc
     finally:
@@ -185,14 +205,14 @@ def current_state(ws: Workspace, target: Resolved) -> FileState:
             ``io_error``.
     """
     try:
-        fd = open_regular(target)
+        fd, info = _open_regular(target)
     except ToolFailed as exc:
         if exc.code == "not_found":
             return FileState(exists=False)
         raise
     try:
-        mode = stat.S_IMODE(os.fstat(fd).st_mode)
-        data = _read_all(fd)
+        mode = stat.S_IMODE(info.st_mode)
+        data = _read_all(fd, info.st_size)
     except OSError as exc:
         raise io_refusal(exc, target.rel) from exc
     finally:
@@ -243,13 +263,13 @@ def read_text_file(ws: Workspace, target: Resolved, max_bytes: int) -> tuple[str
         RefusedCall: ``sensitive_path`` (a private key anywhere in the file), ``hard_link``,
             ``path_changed``, ``io_error``.
     """
-    fd = open_regular(target)
+    fd, info = _open_regular(target)
     hasher = hashlib.sha256()
     kept = bytearray()
     size = 0
     tail = b""
     try:
-        while chunk := os.read(fd, _CHUNK):
+        for chunk in _chunks(fd, info.st_size):
             ws.check_content(target.rel, tail + chunk)
             tail = chunk[-_OVERLAP:]
             hasher.update(chunk)
