@@ -32,7 +32,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import platform
 import stat
 import sys
 from collections.abc import Iterator
@@ -99,7 +98,7 @@ class _Openat2:
         self._size = ctypes.sizeof(_OpenHow)
 
     def _probe(self) -> bool:
-        if not sys.platform.startswith("linux") or platform.machine() not in _OPENAT2_MACHINES:
+        if not sys.platform.startswith("linux") or os.uname().machine not in _OPENAT2_MACHINES:
             return False
         try:
             call = ctypes.CDLL(None, use_errno=True).syscall

@@ -37,13 +37,13 @@ import json
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from proctor.core.ids import uuid4_text
 from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_fields
 from proctor.runtime.records.chain import (
@@ -82,16 +82,6 @@ _BLOCK = 1 << 20
 _encode = compact_encoder(sort_keys=False)
 _text: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
 _HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
-
-
-def _random_event_id() -> str:
-    """A random (version 4) UUID as text, the same as ``str(uuid.uuid4())`` from the same
-    16 random bytes, in a third of its time (it builds no ``UUID`` object)."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 _second: tuple[int, str] = (-1, "")  # the last whole second stamped, and its text
@@ -224,11 +214,13 @@ class AuditLog:
         safe, redacted = scrub_fields(fields, taint)  # a copy: ``fields`` is never changed
         sequence = self._next_sequence(run_id)
         if self._clock is None:
-            event_id, stamp = _random_event_id(), _utc_stamp()
+            event_id, stamp = uuid4_text(), _utc_stamp()
         else:
             now = self._clock()
             self._made += 1
             name = f"{now.isoformat()}|{run_id}|{sequence}|{event}|{self._made}"
+            import uuid  # a named event's id only
+
             event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
             stamp = now.astimezone(UTC).isoformat(timespec="microseconds")
         record: dict[str, Any] = {
