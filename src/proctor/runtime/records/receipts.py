@@ -558,7 +558,7 @@ def verify_receipt(
         ReceiptInvalid: (``receipt_store_foreign``) the workspace store is not ours.
     """
     from proctor.receipts.verify import verify_tree
-    from proctor.runtime.records.signature_pool import SignaturePool
+    from proctor.runtime.records.signature_processes import BATCH, SignatureProcesses
 
     keys = _trusted(public_key, environ)
     text = os.fspath(target)
@@ -588,8 +588,15 @@ def verify_receipt(
 
     load = FolderReader(folder) if folder is not None else _nothing
     try:
-        with SignaturePool() as pool:
-            return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
+        with SignatureProcesses() as pool:
+            return verify_tree(
+                root_id,
+                load,
+                keys,
+                root_bytes=root_bytes,
+                submit_batch=pool.submit,
+                batch_size=BATCH,
+            )
     finally:
         if isinstance(load, FolderReader):
             load.close()
