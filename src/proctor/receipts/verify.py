@@ -218,10 +218,25 @@ class _Checks:
 
     def add(self, check: SignatureCheck, rid: str, parent: str | None, walk: _Walk) -> bool:
         """Queue a check; True when the queue is full and must run now."""
-        self.checks.append(check)
-        self.marks.append((rid, parent, walk.snapshot()))
+        checks = self.checks
+        checks.append(check)
+        # walk.snapshot(), inline: this runs once per signed receipt
+        self.marks.append(
+            (
+                rid,
+                parent,
+                (
+                    walk.count,
+                    walk.signed,
+                    walk.amortized,
+                    walk.unknown,
+                    walk.depth,
+                    len(walk.key_ids),
+                ),
+            )
+        )
         self.bytes += len(check[2])
-        return len(self.checks) >= self.limit or self.bytes >= BATCH_BYTES
+        return len(checks) >= self.limit or self.bytes >= BATCH_BYTES
 
     def flush(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
         """Run (or send off) the queued checks; the result for the first known to fail.
@@ -347,6 +362,14 @@ def _walk(
     path: set[str] = set()
     owners: list[str | None] = [None]
     stack: list[Iterator[ChildRef]] = [iter((ChildRef(root_id, root_id),))]
+    # bound once: the loop below runs once per receipt of the tree
+    seen_add, scan, sha256, key_ids, add = (
+        seen.add,
+        scan_envelope,
+        hashlib.sha256,
+        walk.key_ids,
+        queue.add,
+    )
     while stack:
         ref = next(stack[-1], None)
         if ref is None:
@@ -355,26 +378,31 @@ def _walk(
             if owner is not None:
                 path.discard(owner)
             continue
+        rid, body_digest = ref
         parent = owners[-1]
         depth = len(stack) - 1
-        rid = ref.receipt_id
-        failure = None
-        if rid in path:
-            failure = "cycle"
-        elif rid in seen:
-            failure = "committed_twice"
-        elif ref.body_digest != rid:
-            failure = "commitment_mismatch"
-        elif depth > max_depth:
-            failure = "too_deep"
-        elif walk.count + 1 > max_receipts:
-            failure = "too_many"
-        if failure is not None:
+        if (
+            rid in path
+            or rid in seen
+            or body_digest != rid
+            or depth > max_depth
+            or walk.count >= max_receipts
+        ):
+            if rid in path:
+                failure = "cycle"
+            elif rid in seen:
+                failure = "committed_twice"
+            elif body_digest != rid:
+                failure = "commitment_mismatch"
+            elif depth > max_depth:
+                failure = "too_deep"
+            else:
+                failure = "too_many"
             return _invalid(walk, root_id, failure, None, rid, parent)
         walk.count += 1
         if depth > walk.depth:
             walk.depth = depth
-        seen.add(rid)
+        seen_add(rid)
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:
@@ -383,7 +411,7 @@ def _walk(
             return _invalid(
                 walk, root_id, "not_found" if depth == 0 else "child_missing", None, rid, parent
             )
-        parts = scan_envelope(data)
+        parts = scan(data)
         if parts is None:
             try:
                 env = parse_envelope(data)
@@ -391,12 +419,14 @@ def _walk(
                 return _invalid(walk, root_id, exc.code, exc.message, rid, parent)
             parts = (env.body_bytes, env.key_id, env.signature, env.children)
         body_bytes, key_id, signature, children = parts
-        for child in children:
-            if child.receipt_id == rid or child.receipt_id in path:
-                return _invalid(walk, root_id, "cycle", None, rid, parent)
-        if DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest() != rid:
+        if children:
+            for child in children:
+                if child.receipt_id == rid or child.receipt_id in path:
+                    return _invalid(walk, root_id, "cycle", None, rid, parent)
+        if DIGEST_PREFIX + sha256(body_bytes).hexdigest() != rid:
             return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)
-        walk.key_ids.setdefault(key_id, None)
+        if key_id not in key_ids:
+            key_ids[key_id] = None
         if signature is None:
             if depth == 0:
                 walk.unverified = walk.unverified or ("unsigned", rid, parent)
@@ -408,7 +438,7 @@ def _walk(
                 walk.unknown += 1
                 walk.unverified = walk.unverified or ("unknown_key", rid, parent)
             else:
-                if queue.add((key, signature, body_bytes), rid, parent, walk):
+                if add((key, signature, body_bytes), rid, parent, walk):
                     failed = queue.flush(walk, root_id)
                     if failed is not None:
                         return failed
