@@ -3,7 +3,10 @@ a helper that is missing or dies is never trusted: what it did not answer is che
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -65,15 +68,37 @@ def test_batches_a_dead_helper_did_not_answer_are_checked_here() -> None:
     with SignatureProcesses(workers=1) as pool:
         first = pool.submit(good)
         helper = pool._helpers[0]
-        helper.proc.kill()
-        helper.proc.wait()
+        os.kill(helper.pid, signal.SIGKILL)
+        os.waitpid(helper.pid, 0)
         waits = [pool.submit(bad), pool.submit(good)]
         assert first() is None
         assert [wait() for wait in waits] == [17, None]
 
 
+def test_beside_another_thread_the_helper_is_started_not_forked() -> None:
+    """Forking copies locks other threads hold: with a second thread, a fresh interpreter."""
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        with SignatureProcesses(workers=1) as pool:
+            waits = [pool.submit(_checks(BATCH, bad=(9,))), pool.submit(_checks(BATCH))]
+            assert [wait() for wait in waits] == [9, None]
+            assert pool._helpers[0].proc is not None
+    finally:
+        release.set()
+        other.join()
+
+
+def test_single_threaded_the_helper_is_forked() -> None:
+    with SignatureProcesses(workers=1) as pool:
+        assert pool.submit(_checks(BATCH))() is None
+        assert pool._helpers[0].proc is None
+
+
 def test_no_interpreter_to_start_falls_back_to_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", "")
+    monkeypatch.delattr(os, "fork")
     with SignatureProcesses(workers=1) as pool:
         assert pool.submit(_checks(BATCH, bad=(50,)))() == 50
         assert pool.submit(_checks(BATCH))() is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from types import TracebackType
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify import SignatureCheck, verify_serially
 from proctor.runtime.records.signature_pool import SignaturePool, usable_cores
+from proctor.runtime.records.signature_worker import serve
 
 __all__ = ["BATCH", "SignatureProcesses"]
 
@@ -46,6 +48,7 @@ _MIN_SENT = 16
 #: A helper is started for a batch at least this large (so a small tree starts none).
 _MIN_START = 48
 _PIPE_BYTES = 1 << 20
+_MAX_FD = 1 << 20
 
 _WORKER = Path(__file__).with_name("signature_worker.py")
 _HEAD = struct.Struct("<II")
@@ -145,6 +148,19 @@ def _payload(checks: Sequence[SignatureCheck]) -> bytes | None:
     return b"".join(parts)
 
 
+def _single_threaded() -> bool:
+    """True when this process runs one thread only (so a fork copies no lock some other
+    thread holds); False when that cannot be told."""
+    import threading
+
+    if threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 class _Helper:
     """One helper process: the batches sent to it, and the answers read back so far."""
 
@@ -152,6 +168,7 @@ class _Helper:
         "answers",
         "broken",
         "pending",
+        "pid",
         "poll",
         "proc",
         "read_fd",
@@ -160,11 +177,13 @@ class _Helper:
         "write_fd",
     )
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
+    def __init__(
+        self, pid: int, write_fd: int, read_fd: int, proc: subprocess.Popen[bytes] | None
+    ) -> None:
+        self.pid = pid
         self.proc = proc
-        self.write_fd = proc.stdin.fileno()
-        self.read_fd = proc.stdout.fileno()
+        self.write_fd = write_fd
+        self.read_fd = read_fd
         os.set_blocking(self.read_fd, False)
         with contextlib.suppress(AttributeError, OSError):  # Linux only; a bigger pipe
             import fcntl  # lets a batch of large receipts go out without waiting
@@ -180,12 +199,15 @@ class _Helper:
 
     @classmethod
     def start(cls) -> _Helper:
-        """Start a helper from this interpreter, isolated (``-I``: no user site, no
+        """Start a helper: forked when this process is single-threaded (about a millisecond,
+        nothing to import), else run from this interpreter, isolated (``-I``: no user site, no
         ``PYTHON*`` variables, not the current folder on its path).
 
         Raises:
-            OSError: there is no interpreter to start, or it could not be started.
+            OSError: the helper could not be started.
         """
+        if hasattr(os, "fork") and _single_threaded():
+            return cls._fork()
         if not sys.executable:
             raise OSError("no interpreter to start a signature helper with")
         proc = subprocess.Popen(
@@ -196,7 +218,34 @@ class _Helper:
             bufsize=0,
             close_fds=True,
         )
-        return cls(proc)
+        assert proc.stdin is not None and proc.stdout is not None
+        return cls(proc.pid, proc.stdin.fileno(), proc.stdout.fileno(), proc)
+
+    @classmethod
+    def _fork(cls) -> _Helper:
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (to_child, from_parent, to_parent, from_child):
+                os.close(fd)
+            raise
+        if pid == 0:  # the helper: never returns into the caller's code
+            code = 1
+            try:
+                # keep its two pipe ends only: another helper's pipe held open here would
+                # never see its EOF, nor would a pipe the caller's own reader waits on
+                low, high = sorted((to_child, from_child))
+                os.closerange(0, low)
+                os.closerange(low + 1, high)
+                os.closerange(high + 1, _MAX_FD)
+                code = serve(to_child, from_child)
+            finally:
+                os._exit(code)
+        os.close(to_child)
+        os.close(from_child)
+        return cls(pid, from_parent, to_parent, None)
 
     @property
     def ahead(self) -> int:
@@ -264,9 +313,12 @@ class _Helper:
         """Close its input and wait for it to end; one still busy is killed first."""
         with contextlib.suppress(OSError):
             if self.ahead and not self.broken:
-                self.proc.kill()
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+                os.kill(self.pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.communicate()  # closes both pipes, reaps it
+            return
+        for fd in (self.write_fd, self.read_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)

@@ -1,8 +1,9 @@
 """The helper process of :mod:`.signature_processes`: checks Ed25519 signatures fed on stdin.
 
-Run as a script (``python -I <this file>``), never imported by proctor: it loads only the
-standard library and ``cryptography``, so it starts in a few milliseconds, shares no GIL with
-the walk that feeds it, and holds nothing of its parent (no key file, no store, no lock).
+Either forked from a single-threaded proctor (:func:`serve` on two pipes), or run as a script
+(``python -I <this file>``) where forking is not safe: as a script it loads only the standard
+library and ``cryptography``, so it starts in a few milliseconds. Either way it shares no GIL
+with the walk that feeds it and touches nothing of its parent but the two pipes.
 
 Protocol, little-endian, over two pipes. On stdin, batches: a header ``<II`` (how many
 checks, how many payload bytes), then the payload, per check ``<32sHI`` (the raw public key,
@@ -65,25 +66,25 @@ def _first_failure(payload: bytes, count: int, keys: dict[bytes, Ed25519PublicKe
     return -1
 
 
-def main() -> int:
-    """Check batches from stdin until EOF; 0 on a clean EOF, 1 on anything else."""
-    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+def serve(read_fd: int, write_fd: int) -> int:
+    """Check batches from ``read_fd``, answering on ``write_fd``, until EOF; 0 on a clean EOF,
+    1 on anything else (a torn batch, a key that does not load, a refused write)."""
     keys: dict[bytes, Ed25519PublicKey] = {}
-    while True:
-        head = _read_exactly(stdin, _HEAD.size)
-        if head is None:
-            return 0
-        count, size = _HEAD.unpack(head)
-        payload = _read_exactly(stdin, size)
-        if payload is None:
-            return 1
-        result = _RESULT.pack(_first_failure(payload, count, keys))
-        if os.write(stdout, result) != len(result):
-            return 1
+    try:
+        while True:
+            head = _read_exactly(read_fd, _HEAD.size)
+            if head is None:
+                return 0
+            count, size = _HEAD.unpack(head)
+            payload = _read_exactly(read_fd, size)
+            if payload is None:
+                return 1
+            result = _RESULT.pack(_first_failure(payload, count, keys))
+            if os.write(write_fd, result) != len(result):
+                return 1
+    except (OSError, ValueError, struct.error):
+        return 1
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (OSError, ValueError, struct.error):
-        sys.exit(1)
+    sys.exit(serve(sys.stdin.fileno(), sys.stdout.fileno()))
