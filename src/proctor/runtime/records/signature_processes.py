@@ -48,7 +48,6 @@ _MIN_SENT = 16
 #: A helper is started for a batch at least this large (so a small tree starts none).
 _MIN_START = 48
 _PIPE_BYTES = 1 << 20
-_MAX_FD = 1 << 20
 
 _WORKER = Path(__file__).with_name("signature_worker.py")
 _HEAD = struct.Struct("<II")
@@ -236,10 +235,10 @@ class _Helper:
             try:
                 # keep its two pipe ends only: another helper's pipe held open here would
                 # never see its EOF, nor would a pipe the caller's own reader waits on
-                low, high = sorted((to_child, from_child))
-                os.closerange(0, low)
-                os.closerange(low + 1, high)
-                os.closerange(high + 1, _MAX_FD)
+                for name in os.listdir("/proc/self/fd"):  # there: _single_threaded read /proc
+                    if int(name) not in (to_child, from_child):
+                        with contextlib.suppress(OSError):  # the listing's own, closed already
+                            os.close(int(name))
                 code = serve(to_child, from_child)
             finally:
                 os._exit(code)
