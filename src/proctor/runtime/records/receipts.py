@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
-from proctor.runtime.records.store_file import private_folders
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -138,6 +137,10 @@ class ReceiptStore:
                 raise self._foreign("it is not a folder")
             if not create:
                 return False
+            # here, not at the top: it imports sqlite3 and secrets, which `proctor verify`
+            # (a reader of this folder only) would otherwise load for nothing
+            from proctor.runtime.records.store_file import private_folders
+
             private_folders(self.directory)
             self._write_index_header(index)
         except OSError as exc:

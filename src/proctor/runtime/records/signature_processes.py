@@ -24,16 +24,19 @@ import os
 import select
 import signal
 import struct
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify import SignatureCheck, verify_serially
 from proctor.runtime.records.signature_pool import SignaturePool, usable_cores
 from proctor.runtime.records.signature_worker import serve
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["BATCH", "SignatureProcesses"]
 
@@ -209,6 +212,8 @@ class _Helper:
             return cls._fork()
         if not sys.executable:
             raise OSError("no interpreter to start a signature helper with")
+        import subprocess  # only here: a forked helper needs none of it
+
         proc = subprocess.Popen(
             [sys.executable, "-I", os.fspath(_WORKER)],
             stdin=subprocess.PIPE,
