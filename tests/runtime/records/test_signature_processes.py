@@ -144,3 +144,12 @@ def test_a_tree_verifies_alike_in_helpers(tmp_path: Path) -> None:
             )
         assert got == one
     assert (one.reason, one.failing_receipt_id) == ("signature_invalid", steps[3 * BATCH + 7])
+
+
+@pytest.mark.parametrize("bad", [(), (200,), (130, 5), (4 * BATCH - 1,)])
+def test_a_large_batch_goes_out_in_parts_and_names_its_first_failure(bad: tuple[int, ...]) -> None:
+    checks = _checks(4 * BATCH, bad)
+    with SignatureProcesses(workers=1) as pool:
+        waits = [pool.submit(checks) for _ in range(3)]
+        assert [wait() for wait in waits] == [verify_serially(checks)] * 3
+        assert pool._helpers

@@ -137,9 +137,7 @@ class ReceiptStore:
                 raise self._foreign("it is not a folder")
             if not create:
                 return False
-            # here, not at the top: it imports sqlite3 and secrets, which `proctor verify`
-            # (a reader of this folder only) would otherwise load for nothing
-            from proctor.runtime.records.store_file import private_folders
+            from proctor.runtime.records.store_file import private_folders  # loads sqlite3
 
             private_folders(self.directory)
             self._write_index_header(index)
@@ -561,7 +559,7 @@ def verify_receipt(
         ReceiptInvalid: (``receipt_store_foreign``) the workspace store is not ours.
     """
     from proctor.receipts.verify import verify_tree
-    from proctor.runtime.records.signature_processes import BATCH, SignatureProcesses
+    from proctor.runtime.records.signature_processes import SignatureProcesses
 
     keys = _trusted(public_key, environ)
     text = os.fspath(target)
@@ -592,14 +590,7 @@ def verify_receipt(
     load = FolderReader(folder) if folder is not None else _nothing
     try:
         with SignatureProcesses() as pool:
-            return verify_tree(
-                root_id,
-                load,
-                keys,
-                root_bytes=root_bytes,
-                submit_batch=pool.submit,
-                batch_size=BATCH,
-            )
+            return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
     finally:
         if isinstance(load, FolderReader):
             load.close()

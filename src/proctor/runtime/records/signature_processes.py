@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BATCH", "SignatureProcesses"]
 
-#: Checks per batch a walk should submit: about 4 ms of signatures, so the last batches out
-#: when the walk ends cost little waiting, and a batch of common receipts fits in a pipe.
+#: Checks per batch sent to a helper: about 4 ms of signatures, so the last batches out when
+#: the walk ends cost little waiting, and a batch of common receipts fits in a pipe.
 BATCH = 64
 #: Batches a helper may have queued (sent, not answered) before the caller checks the next
 #: batch itself: enough that the helper never runs dry while the caller checks one.
@@ -74,7 +74,22 @@ class SignatureProcesses:
     def submit(self, checks: Sequence[SignatureCheck]) -> Callable[[], int | None]:
         """Start checking ``checks``; the returned callable waits and returns the index of
         the first check that fails, or None. It raises what a check raised (such checks are
-        always checked in the caller)."""
+        always checked in the caller). A batch larger than :data:`BATCH` goes out in parts
+        of that size, each to a helper with room or, when none has, checked here."""
+        if len(checks) <= BATCH:
+            return self._submit(checks)
+        waits = [self._submit(checks[i : i + BATCH]) for i in range(0, len(checks), BATCH)]
+
+        def wait() -> int | None:
+            for part, waited in enumerate(waits):
+                failed = waited()
+                if failed is not None:
+                    return part * BATCH + failed
+            return None
+
+        return wait
+
+    def _submit(self, checks: Sequence[SignatureCheck]) -> Callable[[], int | None]:
         if self._threads is not None:
             return self._threads.submit(checks)
         if len(checks) >= _MIN_SENT and self._wanted:
