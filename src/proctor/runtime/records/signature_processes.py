@@ -5,11 +5,11 @@ releases the GIL while it verifies, but every check must take the GIL back to st
 walk holds it while it recognizes receipts, so on a machine with few cores the two keep
 waking each other (a futex hand-off per signature and per file read) and neither core is
 kept busy. :class:`SignatureProcesses` hands batches instead to helper processes
-(:mod:`.signature_worker`, started from the interpreter running proctor, with only the
-standard library and ``cryptography`` loaded): one per usable core but the caller's. The
-caller is the other checker: whenever every helper already has :data:`_AHEAD` batches queued
-it checks the batch itself, then reads on, so the walk never waits on a helper that is behind
-and the helpers never wait on the walk.
+(:mod:`.signature_worker`: forked when this process runs one thread, else started from the
+interpreter running proctor with only the standard library and ``cryptography`` loaded), one
+per usable core but the caller's, over pipes. The caller is the other checker: whenever every
+helper already has :data:`_AHEAD` batches queued it checks the next batch itself, then reads
+on, so the walk seldom waits on a helper and a helper seldom runs out of work.
 
 What it checks is exactly what the threads check: each batch's answer is the index of its
 first failing check, or None. A helper that cannot start, dies, or answers nothing is never
