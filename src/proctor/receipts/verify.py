@@ -27,8 +27,9 @@ A tree with no invalid receipt is ``verified`` when every signature was checked,
 ``unverified``, naming the first receipt that could not be checked.
 
 Signature checks may be batched (``verify_batch``): the walk then queues each signed receipt's
-check with a snapshot of its counts and runs the queue every :data:`BATCH_SIZE` checks, before
-any other failure is reported and at the end. A failing check reports exactly what the walk
+check with a snapshot of its counts and runs the queue every :data:`BATCH_SIZE` checks
+(:data:`SUBMIT_SIZE` with ``submit_batch``), before any other failure is reported and at the
+end. A failing check reports exactly what the walk
 would have reported stopping at that receipt, so batching changes the speed, not the result:
 the first failing receipt in walk order is still the one named. The queue holds at most
 :data:`BATCH_SIZE` bodies (or :data:`BATCH_BYTES`), which keeps memory to the current path.
@@ -64,6 +65,7 @@ __all__ = [
     "BATCH_BYTES",
     "BATCH_SIZE",
     "MAX_IN_FLIGHT",
+    "SUBMIT_SIZE",
     "VERIFY_SCHEMA",
     "BatchSubmitter",
     "BatchVerifier",
@@ -90,6 +92,9 @@ BatchSubmitter = Callable[[Sequence[SignatureCheck]], Callable[[], "int | None"]
 
 #: Signature checks queued before a batch runs, and the body bytes they may hold at most.
 BATCH_SIZE = 256
+#: Checks per batch a ``submit_batch`` walk hands over: smaller, so that the walk hands work
+#: over often enough to keep every checker busy, and the last batches out are short.
+SUBMIT_SIZE = 64
 BATCH_BYTES = 4 << 20
 #: Batches a ``submit_batch`` walk has out at once before it waits for the oldest.
 MAX_IN_FLIGHT = 4
@@ -289,7 +294,7 @@ def verify_tree(
     max_depth: int = MAX_TREE_DEPTH,
     verify_batch: BatchVerifier | None = None,
     submit_batch: BatchSubmitter | None = None,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int | None = None,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
@@ -299,7 +304,8 @@ def verify_tree(
     signatures :data:`BATCH_SIZE` at a time (e.g. on several cores); without it each signature
     is checked as its receipt is read; ``submit_batch`` (which takes precedence) checks each
     batch in the background while the walk reads on. The result is the same every way.
-    ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one).
+    ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one;
+    by default :data:`BATCH_SIZE`, or :data:`SUBMIT_SIZE` with ``submit_batch``).
 
     Returns a :class:`VerifyResult`; tampering is a result, not an exception.
 
@@ -319,11 +325,13 @@ def verify_tree(
         root_id = DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest()
 
     if submit_batch is not None:
-        queue = _Checks(verify_serially, max(1, batch_size), submit_batch)
+        size = SUBMIT_SIZE if batch_size is None else batch_size
+        queue = _Checks(verify_serially, max(1, size), submit_batch)
     elif verify_batch is None:
         queue = _Checks(verify_serially, 1, None)
     else:
-        queue = _Checks(verify_batch, max(1, batch_size), None)
+        size = BATCH_SIZE if batch_size is None else batch_size
+        queue = _Checks(verify_batch, max(1, size), None)
     try:
         stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
     except Exception:
