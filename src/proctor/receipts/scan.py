@@ -73,24 +73,24 @@ _PATTERN = (
 )
 # over bytes: every byte the pattern admits is ASCII, so no decoding is needed first
 _ENVELOPE = re.compile(_PATTERN.encode("ascii"))
-# each child commitment is {"body_digest":"<71>","receipt_id":"<71>"}, then a comma
-_CHILD_AT, _CHILD_RID, _CHILD_STRIDE = 16, 16 + 71 + 16, 177
-_BODY_AT = len('{"body":')
-# the envelope after its body: ,"key_id":"<71 characters>","signature": ... }LF
-_TAIL = len(',"key_id":"') + 71 + len('","signature":') + len("}\n")
-
-
-def scan_envelope(data: bytes) -> Scanned | None:
-    """The parts of a receipt file in proctor's common canonical shape, else ``None``.
-
-    Returns ``(body_bytes, key_id, signature, children)``, exactly what
-    :func:`~proctor.receipts.model.parse_envelope` returns for the same bytes. ``None`` refuses
-    nothing: it means "not recognized here, ask the strict parser".
-    """
-    m = _ENVELOPE.fullmatch(data)
-    if m is None:
-        return None
-    started, ended, children, context, reused, sandbox, spend, call, step, sig_text, csig = m.group(
+_FULLMATCH = _ENVELOPE.fullmatch
+# where each capture sits in Match.groups(): one call takes them all, faster than by names
+(
+    _STARTED,
+    _ENDED,
+    _CHILDREN,
+    _CONTEXT,
+    _REUSED,
+    _SANDBOX,
+    _SPEND,
+    _CALL,
+    _STEP,
+    _KEY,
+    _SIG,
+    _CSIG,
+) = (
+    _ENVELOPE.groupindex[name] - 1
+    for name in (
         "started",
         "ended",
         "children",
@@ -100,27 +100,59 @@ def scan_envelope(data: bytes) -> Scanned | None:
         "spend",
         "call",
         "step",
+        "key",
         "sig",
         "csig",
     )
-    if ended < started:
+)
+# each child commitment is {"body_digest":"<71>","receipt_id":"<71>"}, then a comma
+_CHILD_AT, _CHILD_RID, _CHILD_STRIDE = 16, 16 + 71 + 16, 177
+_BODY_AT = len('{"body":')
+# the envelope after its body: ,"key_id":"<71 characters>","signature": ... }LF
+_TAIL = len(',"key_id":"') + 71 + len('","signature":') + len("}\n")
+_UNSIGNED_TAIL = _TAIL + len("null")
+_a2b = binascii.a2b_base64
+
+
+def scan_envelope(data: bytes) -> Scanned | None:
+    """The parts of a receipt file in proctor's common canonical shape, else ``None``.
+
+    Returns ``(body_bytes, key_id, signature, children)``, exactly what
+    :func:`~proctor.receipts.model.parse_envelope` returns for the same bytes. ``None`` refuses
+    nothing: it means "not recognized here, ask the strict parser".
+    """
+    m = _FULLMATCH(data)
+    if m is None:
+        return None
+    g = m.groups()
+    if g[_ENDED] < g[_STARTED]:
         return None
     # the rare fields: each belongs to one kind only
-    if context is not None and step is None:
-        return None
-    if (reused is not None and (call or step)) or (sandbox is not None and call is None):
-        return None
-    if spend is not None and call is not None:
-        return None
-    sig: bytes | None = None
-    text64 = sig_text or csig
-    if text64 is not None:
+    if g[_CONTEXT] or g[_REUSED] or g[_SANDBOX] or g[_SPEND]:
+        call, step = g[_CALL], g[_STEP]
+        if g[_CONTEXT] is not None and step is None:
+            return None
+        if (g[_REUSED] is not None and (call or step)) or (g[_SANDBOX] is not None and not call):
+            return None
+        if g[_SPEND] is not None and call is not None:
+            return None
+    text64 = g[_SIG] or g[_CSIG]
+    if text64 is None:
+        sig = None
+        tail = _UNSIGNED_TAIL
+    else:
         try:
-            sig = binascii.a2b_base64(text64, strict_mode=True)
+            sig = _a2b(text64, strict_mode=True)
         except binascii.Error:
             return None
-    refs: tuple[ChildRef, ...] = ()
-    if children:
+        tail = _TAIL + 2 + len(text64)
+    children = g[_CHILDREN]
+    if not children:
+        refs: tuple[ChildRef, ...] = ()
+    elif len(children) == _CHILD_STRIDE - 1:  # one child: most receipts of a deep tree
+        text = children.decode("ascii")
+        refs = (ChildRef(text[_CHILD_RID : _CHILD_RID + 71], text[_CHILD_AT : _CHILD_AT + 71]),)
+    else:
         text = children.decode("ascii")
         refs = tuple(
             [
@@ -132,6 +164,4 @@ def scan_envelope(data: bytes) -> Scanned | None:
             ]
         )
     # the body ends where the envelope's ',"key_id":"' begins
-    tail = _TAIL + (4 if text64 is None else len(text64) + 2)
-    body_bytes = data[_BODY_AT : len(data) - tail]
-    return body_bytes, m.group("key").decode("ascii"), sig, refs
+    return data[_BODY_AT : len(data) - tail], g[_KEY].decode("ascii"), sig, refs

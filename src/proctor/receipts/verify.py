@@ -27,8 +27,9 @@ A tree with no invalid receipt is ``verified`` when every signature was checked,
 ``unverified``, naming the first receipt that could not be checked.
 
 Signature checks may be batched (``verify_batch``): the walk then queues each signed receipt's
-check with a snapshot of its counts and runs the queue every :data:`BATCH_SIZE` checks, before
-any other failure is reported and at the end. A failing check reports exactly what the walk
+check with a snapshot of its counts and runs the queue every :data:`BATCH_SIZE` checks
+(:data:`SUBMIT_SIZE` with ``submit_batch``), before any other failure is reported and at the
+end. A failing check reports exactly what the walk
 would have reported stopping at that receipt, so batching changes the speed, not the result:
 the first failing receipt in walk order is still the one named. The queue holds at most
 :data:`BATCH_SIZE` bodies (or :data:`BATCH_BYTES`), which keeps memory to the current path.
@@ -64,6 +65,7 @@ __all__ = [
     "BATCH_BYTES",
     "BATCH_SIZE",
     "MAX_IN_FLIGHT",
+    "SUBMIT_SIZE",
     "VERIFY_SCHEMA",
     "BatchSubmitter",
     "BatchVerifier",
@@ -90,6 +92,9 @@ BatchSubmitter = Callable[[Sequence[SignatureCheck]], Callable[[], "int | None"]
 
 #: Signature checks queued before a batch runs, and the body bytes they may hold at most.
 BATCH_SIZE = 256
+#: Checks per batch a ``submit_batch`` walk hands over: smaller, so that the walk hands work
+#: over often enough to keep every checker busy, and the last batches out are short.
+SUBMIT_SIZE = 64
 BATCH_BYTES = 4 << 20
 #: Batches a ``submit_batch`` walk has out at once before it waits for the oldest.
 MAX_IN_FLIGHT = 4
@@ -218,10 +223,25 @@ class _Checks:
 
     def add(self, check: SignatureCheck, rid: str, parent: str | None, walk: _Walk) -> bool:
         """Queue a check; True when the queue is full and must run now."""
-        self.checks.append(check)
-        self.marks.append((rid, parent, walk.snapshot()))
+        checks = self.checks
+        checks.append(check)
+        # walk.snapshot(), inline: this runs once per signed receipt
+        self.marks.append(
+            (
+                rid,
+                parent,
+                (
+                    walk.count,
+                    walk.signed,
+                    walk.amortized,
+                    walk.unknown,
+                    walk.depth,
+                    len(walk.key_ids),
+                ),
+            )
+        )
         self.bytes += len(check[2])
-        return len(self.checks) >= self.limit or self.bytes >= BATCH_BYTES
+        return len(checks) >= self.limit or self.bytes >= BATCH_BYTES
 
     def flush(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
         """Run (or send off) the queued checks; the result for the first known to fail.
@@ -274,7 +294,7 @@ def verify_tree(
     max_depth: int = MAX_TREE_DEPTH,
     verify_batch: BatchVerifier | None = None,
     submit_batch: BatchSubmitter | None = None,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int | None = None,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
@@ -284,7 +304,8 @@ def verify_tree(
     signatures :data:`BATCH_SIZE` at a time (e.g. on several cores); without it each signature
     is checked as its receipt is read; ``submit_batch`` (which takes precedence) checks each
     batch in the background while the walk reads on. The result is the same every way.
-    ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one).
+    ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one;
+    by default :data:`BATCH_SIZE`, or :data:`SUBMIT_SIZE` with ``submit_batch``).
 
     Returns a :class:`VerifyResult`; tampering is a result, not an exception.
 
@@ -304,11 +325,13 @@ def verify_tree(
         root_id = DIGEST_PREFIX + hashlib.sha256(env.body_bytes).hexdigest()
 
     if submit_batch is not None:
-        queue = _Checks(verify_serially, max(1, batch_size), submit_batch)
+        size = SUBMIT_SIZE if batch_size is None else batch_size
+        queue = _Checks(verify_serially, max(1, size), submit_batch)
     elif verify_batch is None:
         queue = _Checks(verify_serially, 1, None)
     else:
-        queue = _Checks(verify_batch, max(1, batch_size), None)
+        size = BATCH_SIZE if batch_size is None else batch_size
+        queue = _Checks(verify_batch, max(1, size), None)
     try:
         stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
     except Exception:
@@ -347,6 +370,14 @@ def _walk(
     path: set[str] = set()
     owners: list[str | None] = [None]
     stack: list[Iterator[ChildRef]] = [iter((ChildRef(root_id, root_id),))]
+    # bound once: the loop below runs once per receipt of the tree
+    seen_add, scan, sha256, key_ids, add = (
+        seen.add,
+        scan_envelope,
+        hashlib.sha256,
+        walk.key_ids,
+        queue.add,
+    )
     while stack:
         ref = next(stack[-1], None)
         if ref is None:
@@ -355,26 +386,31 @@ def _walk(
             if owner is not None:
                 path.discard(owner)
             continue
+        rid, body_digest = ref
         parent = owners[-1]
         depth = len(stack) - 1
-        rid = ref.receipt_id
-        failure = None
-        if rid in path:
-            failure = "cycle"
-        elif rid in seen:
-            failure = "committed_twice"
-        elif ref.body_digest != rid:
-            failure = "commitment_mismatch"
-        elif depth > max_depth:
-            failure = "too_deep"
-        elif walk.count + 1 > max_receipts:
-            failure = "too_many"
-        if failure is not None:
+        if (
+            rid in path
+            or rid in seen
+            or body_digest != rid
+            or depth > max_depth
+            or walk.count >= max_receipts
+        ):
+            if rid in path:
+                failure = "cycle"
+            elif rid in seen:
+                failure = "committed_twice"
+            elif body_digest != rid:
+                failure = "commitment_mismatch"
+            elif depth > max_depth:
+                failure = "too_deep"
+            else:
+                failure = "too_many"
             return _invalid(walk, root_id, failure, None, rid, parent)
         walk.count += 1
         if depth > walk.depth:
             walk.depth = depth
-        seen.add(rid)
+        seen_add(rid)
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:
@@ -383,7 +419,7 @@ def _walk(
             return _invalid(
                 walk, root_id, "not_found" if depth == 0 else "child_missing", None, rid, parent
             )
-        parts = scan_envelope(data)
+        parts = scan(data)
         if parts is None:
             try:
                 env = parse_envelope(data)
@@ -391,12 +427,14 @@ def _walk(
                 return _invalid(walk, root_id, exc.code, exc.message, rid, parent)
             parts = (env.body_bytes, env.key_id, env.signature, env.children)
         body_bytes, key_id, signature, children = parts
-        for child in children:
-            if child.receipt_id == rid or child.receipt_id in path:
-                return _invalid(walk, root_id, "cycle", None, rid, parent)
-        if DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest() != rid:
+        if children:
+            for child in children:
+                if child.receipt_id == rid or child.receipt_id in path:
+                    return _invalid(walk, root_id, "cycle", None, rid, parent)
+        if DIGEST_PREFIX + sha256(body_bytes).hexdigest() != rid:
             return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)
-        walk.key_ids.setdefault(key_id, None)
+        if key_id not in key_ids:
+            key_ids[key_id] = None
         if signature is None:
             if depth == 0:
                 walk.unverified = walk.unverified or ("unsigned", rid, parent)
@@ -408,7 +446,7 @@ def _walk(
                 walk.unknown += 1
                 walk.unverified = walk.unverified or ("unknown_key", rid, parent)
             else:
-                if queue.add((key, signature, body_bytes), rid, parent, walk):
+                if add((key, signature, body_bytes), rid, parent, walk):
                     failed = queue.flush(walk, root_id)
                     if failed is not None:
                         return failed

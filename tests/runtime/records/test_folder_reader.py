@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,24 @@ def test_a_folder_that_is_a_file_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as info:
         reader(RID)
     assert info.value.code == "receipt_store_io"
+
+
+def test_a_file_with_bytes_after_its_line_feed_reads_whole(tmp_path: Path) -> None:
+    reader = FolderReader(tmp_path)
+    for data in (b'{"a":1}\n', b'{"a":1}\nafter', b'{"a":1}\nafter\n', b"\n" * 70_000):
+        (tmp_path / f"{'ab' * 32}.json").write_bytes(data)
+        assert reader(RID) == data
+    reader.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOATIME"), reason="O_NOATIME is Linux's")
+def test_reading_a_receipt_leaves_its_access_time(tmp_path: Path) -> None:
+    path = tmp_path / f"{'ab' * 32}.json"
+    path.write_bytes(b"{}\n")
+    stat = path.stat()
+    # an access time before the change time: relatime would update it on the next read
+    os.utime(path, ns=(stat.st_mtime_ns - 10**12, stat.st_mtime_ns))
+    reader = FolderReader(tmp_path)
+    assert reader(RID) == b"{}\n"
+    reader.close()
+    assert path.stat().st_atime_ns == stat.st_mtime_ns - 10**12

@@ -10,7 +10,9 @@ uses: ``PROCTOR_DATABASE_URL``),
 :mod:`.receipts` (the receipt store: one file per receipt, and tree verification against
 trusted keys), :mod:`.audit` (the hash-chained audit log) with :mod:`.chain` (its format,
 checked against anchors) and :mod:`.anchors` (where the anchors that receipts and the run store
-keep are found), :mod:`.signature_pool` (batched Ed25519 checks on every core), and
+keep are found), :mod:`.signature_pool` (batched Ed25519 checks on every core's threads),
+:mod:`.signature_processes` (the same in helper processes, :mod:`.signature_worker`, which
+``proctor verify`` uses), :mod:`.folder_reader` (receipt files read fast for it), and
 :mod:`.artifacts` (the content-addressed artifact store under ``.proctor/artifacts/``).
 
 Surface: every module. May import home (the signing key), boundary (the sanitizer, the

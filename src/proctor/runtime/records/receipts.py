@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
-from proctor.runtime.records.store_file import private_folders
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -138,6 +137,8 @@ class ReceiptStore:
                 raise self._foreign("it is not a folder")
             if not create:
                 return False
+            from proctor.runtime.records.store_file import private_folders  # loads sqlite3
+
             private_folders(self.directory)
             self._write_index_header(index)
         except OSError as exc:
@@ -558,7 +559,7 @@ def verify_receipt(
         ReceiptInvalid: (``receipt_store_foreign``) the workspace store is not ours.
     """
     from proctor.receipts.verify import verify_tree
-    from proctor.runtime.records.signature_pool import SignaturePool
+    from proctor.runtime.records.signature_processes import SignatureProcesses
 
     keys = _trusted(public_key, environ)
     text = os.fspath(target)
@@ -588,7 +589,7 @@ def verify_receipt(
 
     load = FolderReader(folder) if folder is not None else _nothing
     try:
-        with SignaturePool() as pool:
+        with SignatureProcesses() as pool:
             return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
     finally:
         if isinstance(load, FolderReader):
