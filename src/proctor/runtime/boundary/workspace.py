@@ -61,13 +61,7 @@ from proctor.core.paths import (
     sensitive_reason,
 )
 from proctor.errors import ConfigError, RefusedCall, UsageError
-from proctor.runtime.boundary.fds import (
-    SymlinkLoop,
-    changed,
-    open_below,
-    openat2_available,
-    walk,
-)
+from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, openat2_available, walk
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
 from proctor.runtime.boundary.roots import ROOT_NAME, checked_root
@@ -400,11 +394,8 @@ class Workspace:
         access: Access,
     ) -> Resolved:
         """``real`` (inside the roots ``found``) after every rule on names: proctor's state,
-        then the name asked for and the file it leads to.
-
-        Raises:
-            RefusedCall: ``sensitive_path``, ``authority_file``, ``bad_config``.
-        """
+        then the name asked for and the file it leads to (``RefusedCall``: ``sensitive_path``,
+        ``authority_file``, ``bad_config``)."""
         rel = joined(*found[0])
         shown = rel if absolute else path
         requested = "/".join(inner)
@@ -544,11 +535,8 @@ class Workspace:
 
     def _opened_and_checked(self, resolved: Resolved) -> bool:
         """Open ``resolved`` with no symlink allowed on the way and judge what it is (as
-        :meth:`_check_file`); False, having judged nothing, when it cannot be opened so.
-
-        Raises:
-            RefusedCall: ``hard_link``, ``sensitive_path`` (as :meth:`_check_file`).
-        """
+        :meth:`_check_file`: ``RefusedCall`` ``hard_link``, ``sensitive_path``); False, having
+        judged nothing, when it cannot be opened so."""
         base, inner = resolved.where
         try:
             fd = open_below(base, inner, os.O_RDONLY | _NONBLOCK)
