@@ -91,9 +91,22 @@ def test_beside_another_thread_the_helper_is_started_not_forked() -> None:
 
 
 def test_single_threaded_the_helper_is_forked() -> None:
-    with SignatureProcesses(workers=1) as pool:
-        assert pool.submit(_checks(BATCH))() is None
-        assert pool._helpers[0].proc is None
+    # in a fresh interpreter: a test process may hold threads other tests left (thread pools)
+    import subprocess
+
+    probe = (
+        "from proctor.runtime.records.signature_processes import BATCH, SignatureProcesses\n"
+        "from tests.runtime.records.test_signature_processes import _checks\n"
+        "with SignatureProcesses(workers=1) as pool:\n"
+        "    assert pool.submit(_checks(BATCH))() is None\n"
+        "    assert pool._helpers[0].proc is None, 'started, not forked'\n"
+        "    assert pool._helpers[0].pid is not None\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_no_interpreter_to_start_falls_back_to_threads(monkeypatch: pytest.MonkeyPatch) -> None:
