@@ -109,3 +109,14 @@ def test_the_cli_run_reads_its_skill_without_pyyaml(tmp_path: Path) -> None:
     assert [r.returncode for r in runs] == [0, 0, 0], runs[-1].stderr
     # the first run makes the home after its skill was parsed; the second keeps the parse
     assert [r.stdout.splitlines()[-1] for r in runs] == ["True", "True", "False"]
+
+
+def test_a_loader_that_cannot_name_its_entries_parses_and_keeps_nothing(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable(text: str) -> str:
+        raise PermissionError("the loader's files cannot be read")
+
+    monkeypatch.setattr(yaml_strict, "_entry_name", unreadable)
+    assert load_yaml_with_positions(DOC, source="run.yaml")[0]["name"] == "x"
+    assert not cache.exists()

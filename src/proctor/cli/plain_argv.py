@@ -11,10 +11,10 @@ command line it accepts (``tests/cli/test_run_argv.py``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-__all__ = ["Option", "read_plain"]
+__all__ = ["Option", "read_plain", "with_options"]
 
 Option = tuple[str, tuple[str, ...], str, "str | None", str]
 """``(parameter, flags, kind, metavar, help)``; ``kind`` is ``value`` (one string, the last one
@@ -89,3 +89,22 @@ def read_plain(
         else:
             params[name] = default
     return params
+
+
+def with_options(options: Sequence[Option]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click options of a command's :data:`~proctor.cli.plain_argv.Option` rows, listed in
+    help in their order."""
+
+    import click  # only a click command is built with these
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for name, flags, kind, metavar, text in reversed(options):
+            if kind == "flag":
+                fn = click.option(*flags, name, is_flag=True, help=text)(fn)
+            else:
+                fn = click.option(
+                    *flags, name, multiple=kind == "multiple", metavar=metavar, help=text
+                )(fn)
+        return fn
+
+    return decorate

@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from proctor.cli.driving import EXIT_HELP
+from proctor.cli.plain_argv import with_options
 from proctor.cli.resuming import RESUME_OPTIONS, resume_command
-from proctor.cli.run import with_options
 
 __all__ = ["resume"]
 

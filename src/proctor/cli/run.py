@@ -7,33 +7,15 @@ plain command line from the same table without click) and the run is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
 from proctor.cli.driving import EXIT_HELP
-from proctor.cli.plain_argv import Option
+from proctor.cli.plain_argv import with_options
 from proctor.cli.running import RUN_OPTIONS, run_command
 
-__all__ = ["run", "with_options"]
-
-
-def with_options(options: Sequence[Option]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click options of a command's :data:`~proctor.cli.plain_argv.Option` rows, listed in
-    help in their order."""
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for name, flags, kind, metavar, text in reversed(options):
-            if kind == "flag":
-                fn = click.option(*flags, name, is_flag=True, help=text)(fn)
-            else:
-                fn = click.option(
-                    *flags, name, multiple=kind == "multiple", metavar=metavar, help=text
-                )(fn)
-        return fn
-
-    return decorate
+__all__ = ["run"]
 
 
 @click.command("run", epilog=EXIT_HELP)

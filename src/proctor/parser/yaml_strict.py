@@ -38,6 +38,7 @@ Values are ``dict`` (string keys), ``list``, ``str``, ``int``, ``float``, ``bool
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -58,7 +59,7 @@ from proctor.parser._yaml_types import MAX_DEPTH, Path, Positions
 
 _CACHE_FORMAT = 1
 _CACHE_LIMIT = 2048  # entries kept; past it the older half is removed at the next write
-_cache: dict[str, _FsPath | str | None] = {"folder": None, "loader": None}
+_folder: list[_FsPath] = []  # the folder in use, when one is
 
 
 def use_parse_cache(folder: _FsPath | None) -> None:
@@ -73,7 +74,7 @@ def use_parse_cache(folder: _FsPath | None) -> None:
     CLI uses the home's ``cache/yaml``). It and its parent are created when missing, never
     the folder above them: a home that does not exist yet is not created by the cache.
     """
-    _cache["folder"] = folder
+    _folder[:] = [] if folder is None else [folder]
 
 
 def load_yaml(text: str, *, source: str) -> Any:
@@ -98,40 +99,44 @@ def load_yaml_with_positions(text: str, *, source: str) -> tuple[Any, Positions]
     Raises:
         ParseError: as :func:`load_yaml`.
     """
-    folder = _cache["folder"]
-    if not isinstance(folder, _FsPath):
-        from proctor.parser._yaml_events import parse
-
-        return parse(text, source=source)
-    entry = folder / (_entry_name(text) + ".json")
-    found = _read_entry(entry)
-    if found is not None:
-        return found
+    from_cache = _cached_as(_folder[0], text) if _folder else None
+    if from_cache is not None:
+        found = _read_entry(from_cache)
+        if found is not None:
+            return found
     from proctor.parser._yaml_events import parse
 
     value, positions = parse(text, source=source)
-    _write_entry(entry, value, positions)
+    if from_cache is not None:
+        _write_entry(from_cache, value, positions)
     return value, positions
 
 
+def _cached_as(folder: _FsPath, text: str) -> _FsPath | None:
+    """The entry ``text`` is kept as in ``folder``; None when the loader's own files cannot
+    be read to name it (the document is then parsed, and not kept)."""
+    try:
+        return folder / (_entry_name(text) + ".json")
+    except OSError:
+        return None
+
+
+@functools.cache
 def _loader_digest() -> str:
-    """What the parse depends on besides the text: this parser's files, PyYAML's, Python's."""
-    known = _cache["loader"]
-    if isinstance(known, str):
-        return known
+    """What the parse depends on besides the text: this parser's files, PyYAML's, Python's
+    (read once per process)."""
     import importlib.util
 
     here = _FsPath(__file__).parent
     digest = hashlib.sha256(f"{_CACHE_FORMAT}|{sys.version_info[:2]}".encode())
-    for name in ("yaml_strict.py", "_yaml_events.py", "_yaml_checks.py"):
+    for name in ("yaml_strict.py", "_yaml_types.py", "_yaml_events.py", "_yaml_checks.py"):
         digest.update((here / name).read_bytes())
     spec = importlib.util.find_spec("yaml")
     origin = None if spec is None else spec.origin
     if origin is not None:
         stat = os.stat(origin)
         digest.update(f"|{origin}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    _cache["loader"] = known = digest.hexdigest()
-    return known
+    return digest.hexdigest()
 
 
 def _entry_name(text: str) -> str:

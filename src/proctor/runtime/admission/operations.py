@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.errors import RefusedCall
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.calls import CallSpec
-from proctor.runtime.tools.base import Tool
+from proctor.runtime.tools.base import OPERATION_PREFIX, Tool
 from proctor.runtime.tools.store import STORE_WRITES
 
 if TYPE_CHECKING:
@@ -26,12 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["approval_required", "operation_spec", "quoted"]
 
-_OPERATION_PREFIX = "operation:"  # connectors.operations.OPERATION_PREFIX, read without its import
-
 
 def _operation(tool: Tool | None) -> OperationTool | None:
     # Connector operations (and what they import) load only for a run that names one.
-    if tool is None or not tool.name.startswith(_OPERATION_PREFIX):
+    if tool is None or not tool.name.startswith(OPERATION_PREFIX):
         return None
     from proctor.runtime.connectors.operations import OperationTool
 

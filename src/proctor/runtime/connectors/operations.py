@@ -33,7 +33,7 @@ from proctor.parser.connector import connector_origin
 from proctor.parser.refs import Ref, parse_ref_string, resolve
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.egress import EgressAllow, EgressLimits, Resolver, SystemResolver
-from proctor.runtime.tools.base import Tool, ToolContext
+from proctor.runtime.tools.base import OPERATION_PREFIX, Tool, ToolContext
 from proctor.runtime.tools.http import NETWORK_EXTRA, NetworkContext, send
 
 if TYPE_CHECKING:
@@ -63,7 +63,6 @@ __all__ = [
     "readback_of",
 ]
 
-OPERATION_PREFIX = "operation:"
 IDEMPOTENCY_ARG = "idempotency_key"
 _KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 256}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

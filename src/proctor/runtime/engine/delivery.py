@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.contracts.skill import Method, ToolStep
 from proctor.errors import CredentialError
+from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
@@ -95,9 +96,6 @@ def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
     if grant is None:
         return EgressAllow()
     return EgressAllow.parse([*grant.hosts, *grant.networks])
-
-
-_OPERATION_PREFIX = "operation:"  # connectors.operations.OPERATION_PREFIX, without its import
 
 
 def load_run_egress(workspace_root: Path) -> EgressAllow:
@@ -198,7 +196,13 @@ def _lazy_seams(
     is built when a call of that class first asks, so a run that makes none imports none of
     the HTTP client, the egress guard or the process tools. Each part answers only for its
     own class ({} for any other); an operation's part, last, gives it its connector's
-    credential and no other."""
+    credential and no other. The recorded allow-list is read here, so an altered record is
+    refused before any step runs, as it always was.
+
+    Raises:
+        ConfigError: the run's recorded egress entries are not valid.
+    """
+    allow = recorded_egress(authority)
     parts: dict[str, Callable[[Any, Tool], dict[str, Any]]] = {}
 
     def part(kind: str) -> Callable[[Any, Tool], dict[str, Any]]:
@@ -211,7 +215,7 @@ def _lazy_seams(
             from proctor.runtime.tools.http import network_deliver
 
             built = network_deliver(
-                resolved, by_step, allow=recorded_egress(authority), taint=taint,
+                resolved, by_step, allow=allow, taint=taint,
                 resolver=resolver, pool_factory=pool_factory,
             )  # fmt: skip
         elif kind == "process":
@@ -222,7 +226,7 @@ def _lazy_seams(
             from proctor.runtime.connectors.operations import operation_deliver
 
             built = operation_deliver(
-                resolved, allow=recorded_egress(authority), taint=taint,
+                resolved, allow=allow, taint=taint,
                 resolver=resolver, pool_factory=pool_factory,
             )  # fmt: skip
         parts[kind] = built
@@ -234,7 +238,7 @@ def _lazy_seams(
             found.update(part("network")(spec, tool))
         if tool.effect == "process":
             found.update(part("process")(spec, tool))
-        if tool.name.startswith(_OPERATION_PREFIX):
+        if tool.name.startswith(OPERATION_PREFIX):
             found.update(part("operation")(spec, tool))
         return found
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, CredentialError, ProctorError
 from proctor.runtime.admission.governor import CallOutcome
+from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
     from proctor.contracts.skill import Method
@@ -197,7 +198,7 @@ class DriverParts:
 
     def _quote(self, tool: str) -> int | None:
         """A connector operation's declared price per call, else ``None``."""
-        if not tool.startswith("operation:"):
+        if not tool.startswith(OPERATION_PREFIX):
             return None
         from proctor.runtime.connectors.operations import quote_micro_usd
 

@@ -18,6 +18,7 @@ from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallS
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
+from proctor.runtime.tools.base import OPERATION_PREFIX
 
 __all__ = ["Confirm", "agent_step", "ask_step", "priced", "tool_step"]
 
@@ -107,7 +108,7 @@ def tool_step(
 def priced(tool: str) -> bool:
     """Whether a call of ``tool`` costs money: ``http.request`` and every connector operation
     (each sends a request to a provider). Under a spend limit such a call needs a price."""
-    return tool in PRICED_TOOLS or tool.startswith("operation:")
+    return tool in PRICED_TOOLS or tool.startswith(OPERATION_PREFIX)
 
 
 def budget_blocked(step_id: str, exc: ProctorError, tool: str | None = None) -> StepDone:
@@ -131,7 +132,7 @@ def _settled_call(recorded: list[CallRecord], step_id: str, tool: str) -> CallOu
     """The last settled call of a step whose own settlement was never recorded (its own tool's:
     an operation step's readback is a call of another tool)."""
     for record in reversed(recorded):
-        readback = record.tool != tool and record.tool.startswith("operation:")
+        readback = record.tool != tool and record.tool.startswith(OPERATION_PREFIX)
         if record.state != "settled" or readback:
             continue
         body = record.result if isinstance(record.result, dict) else {}

@@ -22,6 +22,7 @@ from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.engine.kinds import tool_step
+from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,7 +52,7 @@ def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> li
     """The credential requirements of the connectors the method's operations use."""
     if not tools:
         return []
-    from proctor.runtime.connectors.operations import OPERATION_PREFIX, expand_operations
+    from proctor.runtime.connectors.operations import expand_operations
 
     names: list[str] = []
     for step in method.steps:
@@ -71,11 +72,7 @@ def operation_step(
     outputs: dict[str, Any],
 ) -> StepDone | StepPause:
     """Run the step's operation through admission; a crashed write is confirmed by readback."""
-    from proctor.runtime.connectors.operations import (
-        OPERATION_PREFIX,
-        OperationTool,
-        quote_micro_usd,
-    )
+    from proctor.runtime.connectors.operations import OperationTool, quote_micro_usd
 
     name = OPERATION_PREFIX + step.operation
     tool = governor.tools.get(name)

@@ -45,6 +45,7 @@ from proctor.runtime.engine.host import RunHost
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.limits import max_concurrency_from_env
 from proctor.runtime.testhooks import kill_point
+from proctor.runtime.tools.base import OPERATION_PREFIX
 
 __all__ = ["check_parts", "prepare_start", "start_run"]
 
@@ -187,7 +188,7 @@ def _check_operations(driver: RunDriver) -> None:
     except ProctorError:
         return
     for step in wanted:
-        if "operation:" + step.operation not in ops:
+        if OPERATION_PREFIX + step.operation not in ops:
             raise _Refused(
                 "tool_unknown",
                 f"step '{step.id}' names operation {step.operation!r}, which no connector of"
@@ -213,7 +214,8 @@ def _refuse_certain_changes(driver: RunDriver) -> None:
         fixed += [
             (step.id, name, ops[name].effect)
             for step in driver.method.steps
-            if isinstance(step, OperationStep) and (name := "operation:" + step.operation) in ops
+            if isinstance(step, OperationStep)
+            and (name := OPERATION_PREFIX + step.operation) in ops
         ]
     changes = certain_changes(fixed)
     if changes:

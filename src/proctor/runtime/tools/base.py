@@ -30,6 +30,10 @@ Effect = Literal["none", "read", "write", "network", "process"]
 CHANGING_EFFECTS: frozenset[str] = frozenset({"write", "network", "process"})
 
 
+OPERATION_PREFIX = "operation:"
+"""The name prefix of a connector operation's tool (``operation:<connector>/<operation>``)."""
+
+
 class CommandStopped(Exception):
     """The driver stopped a running command: its claim stays unsettled on purpose, so the next
     driver asks a person whether to run it again (a retry request)."""
