@@ -48,6 +48,9 @@ class EgressAllow:
             ConfigError: an entry is not a valid name, address or network, or is a network
                 wider than /8 (IPv4) or /7 (IPv6).
         """
+        entries = list(entries)
+        if not entries:  # most runs: nothing to parse, nothing to import
+            return cls()
         import ipaddress
 
         from proctor.core.netaddr import HostName, InvalidHost, parse_host
