@@ -45,8 +45,13 @@ assert "Commands" in out.getvalue(), out.getvalue()
 """
 
 
-def _loaded(body: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> list[str]:
-    probe = _PROBE.format(body=body, heavy=HEAVY)
+def _loaded(
+    body: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    names: tuple[str, ...] = HEAVY,
+) -> list[str]:
+    probe = _PROBE.format(body=body, heavy=names)
     done = subprocess.run(
         [sys.executable, "-c", probe],
         capture_output=True,
@@ -83,10 +88,9 @@ def test_http_tool_and_egress_policy_load_without_httpx() -> None:
     assert "httpx" not in _loaded(body)
 
 
-def test_a_run_that_sends_nothing_imports_neither_httpx_nor_pydantic(tmp_path: Path) -> None:
-    (tmp_path / ".proctor").mkdir()
+def _hello_world_body() -> str:
     skill = Path(__file__).resolve().parents[2] / "examples" / "hello-world"
-    body = f"""
+    return f"""
 from proctor.cli.main import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
@@ -96,9 +100,27 @@ with contextlib.redirect_stdout(out):
         assert not exc.code, (exc.code, out.getvalue())
 assert json.loads(out.getvalue())["outcome"] == "completed", out.getvalue()
 """
+
+
+def test_a_run_that_sends_nothing_imports_neither_httpx_nor_pydantic(tmp_path: Path) -> None:
+    (tmp_path / ".proctor").mkdir()
     env = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
-    loaded = _loaded(body, cwd=tmp_path, env=env)
+    loaded = _loaded(_hello_world_body(), cwd=tmp_path, env=env)
     # The run's documents are strict records (proctor.contracts.strict), not pydantic models.
     assert "httpx" not in loaded
     assert "pydantic" not in loaded and "pydantic_core" not in loaded
     assert "yaml" in loaded and "sqlite3" in loaded  # the probe saw the run's own imports
+
+
+def test_a_run_defines_its_value_classes_without_dataclasses_or_inspect(tmp_path: Path) -> None:
+    # The standard decorator imports inspect (with ast, dis and tokenize) and compiles five
+    # methods per class at import; proctor's value classes (proctor.contracts.values) do not.
+    # The home's first run makes its signing key with cryptography's serialization (which may
+    # import dataclasses itself): the second run is the one judged.
+    (tmp_path / ".proctor").mkdir()
+    env = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
+    names = ("dataclasses", "inspect", "ast", "sqlite3")
+    assert "inspect" in _loaded("import dataclasses", names=names)  # the probe can fail
+    _loaded(_hello_world_body(), cwd=tmp_path, env=env, names=names)
+    loaded = _loaded(_hello_world_body(), cwd=tmp_path, env=env, names=names)
+    assert loaded == ["sqlite3"]  # and it saw the run's own imports

@@ -58,8 +58,7 @@ def with_spend_limit(authority: Any, max_spend: str, *, managed: bool) -> Any:
     Raises:
         UsageError: ``max_spend_invalid`` (not an amount in dollars).
     """
-    from dataclasses import replace
-
+    from proctor.contracts.values import replace
     from proctor.core.authority import default_authority
     from proctor.core.spend import parse_usd
 

@@ -18,7 +18,6 @@ Rules every route keeps:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from proctor.console import pages
 from proctor.console.sessions import SessionBook, SignedIn
 from proctor.console.users import UserBook
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
 
 __all__ = ["ConsoleConfig", "build_app"]

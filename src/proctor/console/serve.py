@@ -11,10 +11,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from proctor.contracts.values import dataclass
 from proctor.errors import UsageError
 
 __all__ = ["Binding", "bind_socket", "check_binding", "is_loopback"]

@@ -12,7 +12,8 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from proctor.contracts.values import dataclass
 
 __all__ = ["DEFAULT_SESSION_SECONDS", "SessionBook", "SignedIn"]
 

@@ -12,11 +12,11 @@ import hmac
 import json
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, UsageError
 from proctor.runtime.home.files import write_private
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass, field, replace
 from proctor.errors import UsageError
 
 __all__ = [

@@ -12,9 +12,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
+from proctor.contracts.values import dataclass
 from proctor.core.authority import Authority, StandingApproval
 
 __all__ = ["CHANGING", "LOCAL", "Change", "FloorDecision", "certain_changes", "decide"]

@@ -15,8 +15,9 @@ Pure decisions, no I/O. Two questions are answered here:
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Final
+
+from proctor.contracts.values import dataclass
 
 __all__ = [
     "DENIED_RANGES",

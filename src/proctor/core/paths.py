@@ -24,9 +24,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
+
+from proctor.contracts.values import dataclass
 
 __all__ = [
     "AUTHORITY_RULES",

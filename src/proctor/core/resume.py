@@ -19,10 +19,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.contracts.resume import ResumeDocument
+from proctor.contracts.values import dataclass, field
 from proctor.core.authority import StandingApproval, parse_standing
 from proctor.errors import ResumeRefused, UsageError
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import RefusedCall, UsageError
 
 __all__ = [

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -31,6 +30,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ProctorError, UsageError
 
 if TYPE_CHECKING:

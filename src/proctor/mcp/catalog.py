@@ -15,11 +15,11 @@ reads them again (no parsing), so a server rebuilds its catalog when a served pa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.skill import Method, OperationStep, ToolStep
+from proctor.contracts.values import dataclass, field
 from proctor.errors import UsageError
 
 if TYPE_CHECKING:

@@ -22,12 +22,12 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ConfigError, UsageError
 from proctor.mcp.shared import token_id
 

@@ -26,10 +26,11 @@ import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
+
+from proctor.contracts.values import dataclass
 
 __all__ = ["LoopLines", "LoopWriter", "StdioEnds", "claim_stdio"]
 

@@ -11,12 +11,12 @@ import hashlib
 import json
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import mcp_types as types
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
 
 if TYPE_CHECKING:

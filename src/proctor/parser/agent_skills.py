@@ -30,10 +30,10 @@ change the run's authority admits, asks a person about, or refuses.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from proctor.contracts.skill import RunProfile
+from proctor.contracts.values import dataclass
 from proctor.errors import ParseError
 
 __all__ = ["ALLOWED_TOOLS", "ToolMapping", "agent_skill_profile", "map_allowed_tools"]

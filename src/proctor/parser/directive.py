@@ -29,9 +29,9 @@ keys are refused too: ``tool:`` for ``tools:`` would otherwise grant nothing wit
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ParseError
 from proctor.parser.yaml_strict import load_yaml
 

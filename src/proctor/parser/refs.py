@@ -26,9 +26,9 @@ literal.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ProctorError
 
 __all__ = ["Ref", "collect_refs", "parse_ref_string", "resolve"]

@@ -7,9 +7,9 @@ examine: zero enforceable rules and zero guards is a failure, not a clean pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from proctor.contracts.values import dataclass
 from proctor.policy.loader import guard_arity_problem
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry

@@ -9,9 +9,9 @@ silent pass and leaves no trace.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.core.secrets_shapes import scrub_secret_shapes
 from proctor.errors import ProctorError, RefusedCall
 from proctor.policy.guards import GuardContext, GuardVerdict

@@ -12,8 +12,9 @@ same attributes here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from proctor.contracts.values import dataclass
 
 __all__ = [
     "DEFAULT_WRITE_BUDGET",

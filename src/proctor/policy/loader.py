@@ -18,13 +18,13 @@ each file's rule order.
 
 from __future__ import annotations
 
-import inspect
 import re
+import types
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, ParseError, PolicyLoadError
 from proctor.policy.model import (
     ENFORCEMENTS,
@@ -518,20 +518,45 @@ def _guard_problem(name: str, registry: GuardRegistry) -> tuple[str, str] | None
 
 
 def guard_arity_problem(guard: Any) -> str | None:
-    """Why ``guard`` cannot be called as ``guard(ctx)``, or ``None`` when it can."""
-    try:
-        sig = inspect.signature(guard)
-    except (TypeError, ValueError):
-        return None  # builtins without a signature: judged when called
-    params = list(sig.parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    required_kw = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    """Why ``guard`` cannot be called as ``guard(ctx)``, or ``None`` when it can.
+
+    A plain function is read from its code object; anything else (a method, a wrapped or
+    partial function, a callable object) from :func:`inspect.signature`, which is imported then.
+    """
+    arity = _plain_function_arity(guard)
+    if arity is None:
+        import inspect
+
+        try:
+            sig = inspect.signature(guard)
+        except (TypeError, ValueError):
+            return None  # builtins without a signature: judged when called
+        params = list(sig.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = sum(1 for p in positional if p.default is p.empty)
+        required_kw = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
+    else:
+        required, required_kw = arity
     if required_kw:
         return "has required keyword-only parameters; a guard takes exactly one argument"
-    if len(required) != 1:
+    if required != 1:
         return (
             "must take exactly one required positional parameter (the GuardContext); it "
-            f"requires {len(required)}"
+            f"requires {required}"
         )
     return None
+
+
+def _plain_function_arity(guard: Any) -> tuple[int, bool] | None:
+    """A plain function's required positional parameters and whether a keyword-only one is
+    required, read from its code; ``None`` for anything :func:`inspect.signature` could read
+    otherwise (one with ``__wrapped__`` or ``__signature__``, or not a function)."""
+    if type(guard) is not types.FunctionType or hasattr(guard, "__wrapped__"):
+        return None
+    if hasattr(guard, "__signature__"):
+        return None
+    code = guard.__code__
+    required = code.co_argcount - len(guard.__defaults__ or ())
+    keyword_only = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    given = guard.__kwdefaults__ or {}
+    return required, any(name not in given for name in keyword_only)

@@ -7,9 +7,9 @@ Both are valid by construction: the loader builds them only after every check pa
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.receipts.canonical import digest as canonical_digest
 
 __all__ = [

@@ -19,9 +19,9 @@ Zero enforceable rules refuse a run unless ``PROCTOR_ALLOW_NO_POLICIES=1``; then
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Literal
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ConfigError
 from proctor.policy.guards import DEFAULT_WRITE_BUDGET
 from proctor.policy.model import PolicySet

@@ -9,9 +9,9 @@ what :func:`~proctor.policy.evaluate.evaluate` needs for every call.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, PolicyLoadError
 from proctor.policy.bindings import Finding, check_bindings
 from proctor.policy.evaluate import UNRESTRICTED, Unrestricted

@@ -53,10 +53,10 @@ from __future__ import annotations
 import binascii
 import json
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical_text, is_digest
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
 from proctor.receipts.canonical import digest_bytes
 

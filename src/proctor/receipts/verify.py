@@ -51,9 +51,9 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass, field
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX

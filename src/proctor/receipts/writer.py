@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from proctor.contracts.values import dataclass
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import DIGEST_PREFIX, canonical, is_digest

@@ -22,10 +22,10 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem, signer_from_seed
 from proctor.registry.index import open_index
 from proctor.runtime.home.files import write_private

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
 from proctor.runtime.boundary.workspace import Workspace
 

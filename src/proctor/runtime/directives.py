@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ParseError, UsageError
 
 if TYPE_CHECKING:

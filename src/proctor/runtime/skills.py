@@ -19,11 +19,11 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts.skill import SkillPackage
+from proctor.contracts.values import dataclass, replace
 from proctor.errors import UsageError
 from proctor.parser.agent_skills import ToolMapping, agent_skill_profile
 from proctor.parser.skill import build_package, package_dir_for, parse_ref

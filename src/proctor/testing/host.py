@@ -21,12 +21,12 @@ once; what no request took is reported as unused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.testfile import Host
+from proctor.contracts.values import dataclass, field
 from proctor.core.authority import Authority
 from proctor.errors import ProctorError
 from proctor.runtime.engine.session import Session

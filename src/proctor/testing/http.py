@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.contracts.testfile import HttpExchange, JsonBody, TextBody
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError, RefusedCall, UsageError
 from proctor.runtime.boundary.egress import EgressRoute, canonical_url
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts.testfile import CallExpect, Expect, FileExpect, StepExpect
+from proctor.contracts.values import dataclass, field
 
 __all__ = [
     "MISSING",

@@ -33,13 +33,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 import yaml
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import UsageError
 from proctor.runtime.tools.http import RESULT_HEADERS
 from proctor.testing.http_transport import original_url

@@ -19,11 +19,11 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from proctor.contracts.testfile import SkillTest
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError, UsageError
 from proctor.testing.oracle import Failure, Observed, check
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from proctor.contracts.skill import RunProfile
 from proctor.contracts.testfile import SkillTest
+from proctor.contracts.values import dataclass, field
 from proctor.errors import UsageError
 from proctor.runtime.boundary.sanitize import MIN_TAINT_LENGTH
 from proctor.runtime.boundary.workspace import Workspace

@@ -7,9 +7,10 @@ itself stays one readable module.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
+
+from proctor.contracts.values import dataclass, field
 
 if TYPE_CHECKING:
     import threading

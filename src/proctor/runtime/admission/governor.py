@@ -26,10 +26,10 @@ it never raises and never ends the process. The call's types (:class:`CallSpec`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import replace
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
 from proctor.errors import ProctorError, RefusedCall

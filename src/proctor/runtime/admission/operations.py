@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import replace
 from proctor.errors import RefusedCall
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.calls import CallSpec

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.json_strict import raw_decode_object
+from proctor.contracts.values import dataclass, field
 from proctor.errors import AgentError, ParseError
 from proctor.runtime.agents.transport import CancelToken, ModelClient, RetryPolicy
 from proctor.runtime.agents.views import REFERENCE_VIEW, ToolBinding, View, bindings_for, wire_name

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import AgentError, UsageError
 from proctor.runtime.directives import DirectiveSet, load_directives, package_for
 from proctor.runtime.engine.session import Session

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from proctor.contracts.values import dataclass
 from proctor.errors import AgentError, EgressRefused, ParseError
 from proctor.runtime.agents.wire import read_document
 

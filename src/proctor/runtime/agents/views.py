@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
 from proctor.runtime.agents.wire import ToolSpec
 

@@ -7,10 +7,10 @@ The managed loop (:mod:`proctor.runtime.agents.loop`) never sees a provider's JS
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from proctor.contracts import json_strict
+from proctor.contracts.values import dataclass, field
 from proctor.errors import AgentError, ParseError
 
 __all__ = [

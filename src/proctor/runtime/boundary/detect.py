@@ -14,10 +14,11 @@ forms skip every detector (:data:`SAFE_FORM`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from typing import Any, TypeAlias
+
+from proctor.contracts import values as dataclasses
 
 __all__ = ["KINDS", "SAFE_FORM", "SAFE_FORM_MAX", "detect", "is_secret_name", "marker"]
 

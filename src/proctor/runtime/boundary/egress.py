@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from proctor.contracts.values import dataclass
 from proctor.core.netaddr import (
     InvalidHost,
     format_host,

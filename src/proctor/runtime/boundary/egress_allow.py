@@ -8,10 +8,10 @@ address parser; those are imported when an entry is parsed or a request is check
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
 
 if TYPE_CHECKING:

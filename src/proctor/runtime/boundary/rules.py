@@ -25,9 +25,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from proctor.contracts.values import dataclass
 from proctor.core.paths import (
     TOOL_CONFIG,
     authority_reason,

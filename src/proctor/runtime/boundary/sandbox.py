@@ -31,10 +31,10 @@ import stat
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import RefusedCall
 from proctor.runtime.boundary.sandbox_setting import (
     BWRAP_ENV,

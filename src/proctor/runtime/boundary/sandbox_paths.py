@@ -36,10 +36,10 @@ import shutil
 import stat
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from proctor.contracts.values import dataclass, field
 from proctor.core.paths import authority_reason, sensitive_reason
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP
 from proctor.runtime.boundary.sandbox import SandboxSpec

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
 
 __all__ = [

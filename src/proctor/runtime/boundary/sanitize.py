@@ -36,7 +36,6 @@ own output), or find a secret split across two separately scrubbed strings.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import enum
 import functools
@@ -47,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
+from proctor.contracts import values
 from proctor.runtime.boundary.detect import (
     KINDS,
     SAFE_FORM,
@@ -370,7 +370,11 @@ class _Walker:
         dump = getattr(node, "model_dump", None)
         if callable(dump) and not isinstance(node, type):
             return self.walk(dump(mode="json"), path)
-        if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        if values.is_value(node):
+            return self.walk(values.asdict(node), path)
+        if hasattr(type(node), "__dataclass_fields__") and not isinstance(node, type):
+            import dataclasses  # a value of a standard dataclass (a worker's own, say)
+
             return self.walk(dataclasses.asdict(node), path)
         if isinstance(node, (Mapping, list, tuple, set, frozenset)):
             return self.container(node, path)

@@ -12,10 +12,10 @@ import ssl
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import httpx
 
+from proctor.contracts.values import dataclass, field
 from proctor.core.netaddr import (
     HostName,
     InvalidHost,

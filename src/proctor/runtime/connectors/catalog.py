@@ -7,10 +7,10 @@ workspace's of the same name (the package was written against it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ParseError
 
 if TYPE_CHECKING:

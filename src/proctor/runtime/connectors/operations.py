@@ -23,11 +23,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from proctor.contracts.connector import Connector, Operation
+from proctor.contracts.values import dataclass
 from proctor.errors import CredentialError, ToolFailed
 from proctor.parser.connector import connector_origin
 from proctor.parser.refs import Ref, parse_ref_string, resolve

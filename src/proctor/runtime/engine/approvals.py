@@ -18,9 +18,9 @@ import json
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import ResumeRefused, UsageError
 from proctor.receipts.canonical import digest as digest_of

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal
 from proctor.contracts.skill import SkillStep
+from proctor.contracts.values import dataclass, field, replace
 from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
 from proctor.runtime.engine.host import (

@@ -7,9 +7,9 @@ confined_run`, recorded when it starts); here is how its governor's tools are co
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import replace
 from proctor.errors import RefusedCall
 from proctor.runtime.directives import WRITABLE_DIRS
 

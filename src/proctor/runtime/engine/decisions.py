@@ -8,9 +8,9 @@ already made and never asks again.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from proctor.contracts.values import replace
 from proctor.core.authority import parse_authority
 from proctor.runtime.testhooks import kill_point
 

@@ -68,8 +68,7 @@ class NeedsCredential(CredentialError):
 
 def record_authority(authority: Authority, egress: EgressAllow) -> dict[str, Any]:
     """The authority record of a new run: the host's authority with the workspace's grant."""
-    from dataclasses import replace
-
+    from proctor.contracts.values import replace
     from proctor.core.authority import EgressGrant
 
     doc = egress.to_authority()

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, MutableMapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep, WorkerStep
+from proctor.contracts.values import replace
 from proctor.core.authority import narrow, parse_authority
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import (

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from proctor.contracts.envelope import Refusal
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError, UsageError
 
 if TYPE_CHECKING:

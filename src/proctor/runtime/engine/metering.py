@@ -18,9 +18,9 @@ malformed answer may have been (it is charged at the worst case: over-counted, n
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import AgentError
 
 if TYPE_CHECKING:

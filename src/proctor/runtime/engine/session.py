@@ -28,13 +28,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import RunEnvelope
 from proctor.contracts.resume import ResumeDocument, parse_resume_document
+from proctor.contracts.values import replace
 from proctor.core.authority import Authority, default_authority
 from proctor.core.ids import uuid4_hex
 from proctor.core.resume import RequestView, admit_resume

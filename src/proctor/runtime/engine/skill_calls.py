@@ -20,11 +20,11 @@ turn a call cannot wait (its conversation lives in one process): the child is cl
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts.skill import AgentStep
+from proctor.contracts.values import replace
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.compose import child_run_id, surface

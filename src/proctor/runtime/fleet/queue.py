@@ -18,9 +18,9 @@ only :data:`MAX_DEATHS` deaths (a run that kills every worker that drives it) fa
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.runtime.records.postgres import PostgresRunStore
 
 __all__ = [

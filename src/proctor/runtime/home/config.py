@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, ProctorError
 
 if TYPE_CHECKING:

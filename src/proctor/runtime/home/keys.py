@@ -25,11 +25,11 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
 from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem, parse_public_key
 from proctor.runtime.home.files import home_dir, write_private

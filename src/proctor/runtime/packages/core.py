@@ -21,10 +21,10 @@ import secrets
 import shutil
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from proctor._version import __version__
+from proctor.contracts.values import dataclass
 from proctor.errors import StoreError, UsageError
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.packages.manifest import RegistryRefused

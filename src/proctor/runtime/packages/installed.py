@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.signing import PublicKey
 from proctor.runtime.home.files import home_dir, write_private

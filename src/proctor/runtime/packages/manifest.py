@@ -17,9 +17,9 @@ import binascii
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ProctorError, UsageError
 from proctor.receipts.canonical import canonical, is_digest
 from proctor.receipts.signing import PublicKey, Signer, b64

@@ -23,10 +23,10 @@ import os
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import UsageError
 from proctor.parser.skill import build_package
 from proctor.receipts.canonical import digest

@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import replace
 from proctor.errors import UsageError
 from proctor.parser.skill import parse_ref
 from proctor.runtime.skills import LoadedSkill, load_skill

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
 from proctor.runtime.records import store_file
 from proctor.runtime.records.chain import Anchor, ChainReport, read_log, verify_bytes

@@ -30,10 +30,10 @@ import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import RefusedCall
 
 __all__ = [

@@ -9,7 +9,6 @@ chain commits every line before it); :func:`verify_chain` checks both. The write
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import hashlib
 import json
@@ -17,6 +16,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from proctor.contracts import values as dataclasses
 
 __all__ = [
     "FIXED_FIELDS",

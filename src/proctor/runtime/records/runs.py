@@ -12,8 +12,9 @@ settled, and the journal of file bundles. Rules every implementation keeps:
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from proctor.contracts.values import dataclass, field
 
 
 @dataclass

@@ -9,10 +9,10 @@ hints at its value.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from proctor.contracts.values import replace
 from proctor.errors import ParseError, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fsutil import read_bytes

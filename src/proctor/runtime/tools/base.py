@@ -9,10 +9,10 @@ already validated against its schema and paths that already passed containment.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.contracts.json_strict import check_value
+from proctor.contracts.values import dataclass, field
 from proctor.errors import ParseError
 
 # re-exported: how a tool declares the paths it touches

@@ -34,9 +34,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import CredentialError, ToolFailed
 from proctor.runtime.boundary.sandbox import (
     SANDBOX_EXTRA,

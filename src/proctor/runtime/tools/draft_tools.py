@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from proctor.contracts.values import replace
 from proctor.errors import ProctorError, ToolFailed
 from proctor.runtime.tools.base import Tool, ToolContext
 

@@ -25,10 +25,10 @@ import os
 import secrets
 import shutil
 import signal
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.workspace import Resolved, Workspace
 from proctor.runtime.records.runs import JournalRecord, RunStore

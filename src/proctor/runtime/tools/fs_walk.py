@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.core.paths import content_reason, sensitive_reason
 from proctor.errors import RefusedCall, ToolFailed
 from proctor.runtime.boundary.fds import DIR_FLAGS, open_below

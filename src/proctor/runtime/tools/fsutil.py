@@ -21,10 +21,10 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import RefusedCall, ToolFailed
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.runtime.boundary.fds import DIR_FLAGS, changed, make_parents, open_below, parent_of

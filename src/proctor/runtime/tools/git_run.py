@@ -30,10 +30,10 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from proctor.contracts.values import dataclass
 from proctor.core.paths import content_reason, sensitive_reason
 from proctor.errors import ToolFailed
 from proctor.runtime.boundary.workspace import Workspace

@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import CredentialError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.egress import (
     EgressAllow,

@@ -30,10 +30,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from proctor.contracts.values import dataclass
 from proctor.errors import ToolFailed
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox

@@ -45,10 +45,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from proctor.contracts.values import dataclass, replace
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox

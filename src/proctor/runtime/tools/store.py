@@ -15,9 +15,9 @@ write under it changes nothing and returns what the first did.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import RefusedCall
 from proctor.runtime.storage.base import (
     MAX_KEY_CHARS,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts.values import dataclass, field
 from proctor.errors import CredentialError
 from proctor.runtime.home.credentials.store import validate_name
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from proctor.contracts.values import dataclass, field
 
 __all__ = ["EnvSnapshot", "snapshot_environment"]
 

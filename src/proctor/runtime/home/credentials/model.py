@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
 from typing import Literal
+
+from proctor.contracts.values import dataclass, field
 
 __all__ = ["SOURCES", "ResolvedCredential", "Secret", "Source"]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import dataclass
 from proctor.errors import CredentialError
 from proctor.runtime.home.credentials.audience import audience_host, normalize_audience
 from proctor.runtime.home.credentials.bindings import Bindings, load_bindings

@@ -24,10 +24,10 @@ import os
 import re
 import secrets
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from proctor.contracts.values import dataclass
 from proctor.errors import CredentialError
 from proctor.runtime.home.credentials.audience import normalize_audience
 from proctor.runtime.home.credentials.model import Secret
