@@ -27,7 +27,7 @@ deriving from one that is not or the reverse, a frozen class defining ``__setatt
 from __future__ import annotations
 
 import builtins
-import threading
+from _thread import get_ident
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
@@ -310,19 +310,19 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*names)
 
 
-_REPR_LOCAL = threading.local()
+_IN_REPR: set[tuple[int, int]] = set()  # (thread, value) pairs whose repr is being made
 
 
 def _repr_of(names: tuple[str, ...]) -> Callable[[Any], str]:
     def __repr__(self: Any) -> str:
-        active: set[int] = _REPR_LOCAL.__dict__.setdefault("active", set())
-        if id(self) in active:
+        key = (get_ident(), id(self))
+        if key in _IN_REPR:
             return "..."
-        active.add(id(self))
+        _IN_REPR.add(key)
         try:
             shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
         finally:
-            active.discard(id(self))
+            _IN_REPR.discard(key)
         return f"{self.__class__.__qualname__}({shown})"
 
     return __repr__

@@ -14,44 +14,57 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SECRET_SHAPES", "has_secret_shape", "scrub_secret_shapes", "secret_kinds"]
+__all__ = ["has_secret_shape", "scrub_secret_shapes", "secret_kinds", "secret_shapes"]
 
-SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern))
-    for kind, pattern in (
-        # cloud keys
-        ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-        ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-        # version-control and package-registry tokens
-        ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
-        ("github_fine_grained_token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-        ("gitlab_token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
-        ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-        ("pypi_token", r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"),
-        # chat tokens and webhooks
-        ("slack_token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-        ("slack_webhook", r"hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9]+"),
-        ("discord_token", r"\b[MN][A-Za-z\d_\-]{23,25}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,}"),
-        # payment
-        ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-        # model providers
-        ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
-        ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}"),
-        # key material and bearer tokens
-        (
-            "private_key_block",
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-        ),
-        ("jwt", r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
-        ("bearer_token", r"(?i:\bbearer\s+)[A-Za-z0-9_\-.~+/]{20,}=*"),
-        (
-            "assigned_secret",
-            r"(?i:\b(?:api[_-]?key|secret[_-]?key|client[_-]?secret|auth[_-]?token"
-            r"|access[_-]?token|password)\b[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-./+]{16,}",
-        ),
-    )
+_SOURCES: tuple[tuple[str, str], ...] = (
+    # cloud keys
+    ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    # version-control and package-registry tokens
+    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36,}"),
+    ("github_fine_grained_token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    ("gitlab_token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("pypi_token", r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"),
+    # chat tokens and webhooks
+    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("slack_webhook", r"hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9]+"),
+    ("discord_token", r"\b[MN][A-Za-z\d_\-]{23,25}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,}"),
+    # payment
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    # model providers
+    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}"),
+    # key material and bearer tokens
+    (
+        "private_key_block",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+    ),
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
+    ("bearer_token", r"(?i:\bbearer\s+)[A-Za-z0-9_\-.~+/]{20,}=*"),
+    (
+        "assigned_secret",
+        r"(?i:\b(?:api[_-]?key|secret[_-]?key|client[_-]?secret|auth[_-]?token"
+        r"|access[_-]?token|password)\b[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-./+]{16,}",
+    ),
 )
-"""Every credential shape, in reporting order: ``(kind, compiled pattern)``."""
+"""Every credential shape, in reporting order: ``(kind, pattern text)``; each is compiled the
+first time a gate opens for it (most processes never see most shapes), see :func:`_shape`."""
+_COMPILED: list[re.Pattern[str] | None] = [None] * len(_SOURCES)
+
+
+def _shape(index: int) -> tuple[str, re.Pattern[str]]:
+    """The kind and compiled pattern of shape ``index``."""
+    compiled = _COMPILED[index]
+    if compiled is None:
+        compiled = _COMPILED[index] = re.compile(_SOURCES[index][1])
+    return _SOURCES[index][0], compiled
+
+
+def secret_shapes() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Every credential shape compiled, ``(kind, pattern)`` in reporting order."""
+    return tuple(_shape(i) for i in range(len(_SOURCES)))
+
 
 # Scanning a 4 KiB argument with the patterns alone costs ~0.5 ms (a leading ``\b`` defeats the
 # regex engine's literal-prefix search). Each shape therefore has a gate: literals one of which
@@ -79,14 +92,14 @@ _GATES: dict[str, _Gate] = {
     "bearer_token": (("bearer",), True),
     "assigned_secret": (("key", "secret", "token", "password"), True),
 }
-assert set(_GATES) == {kind for kind, _p in SECRET_SHAPES}, "every shape needs a gate"
+assert set(_GATES) == {kind for kind, _p in _SOURCES}, "every shape needs a gate"
 
 _REDACTED = "[REDACTED]"
 
 _MIN_LENGTH = 15
 """No shape matches fewer characters (``xoxb-`` + 10), so shorter text is skipped outright."""
 
-_INDEX = {kind: i for i, (kind, _p) in enumerate(SECRET_SHAPES)}
+_INDEX = {kind: i for i, (kind, _p) in enumerate(_SOURCES)}
 
 
 def _needles(folded: bool) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -117,7 +130,7 @@ def _candidates(text: str) -> list[tuple[str, re.Pattern[str]]]:
         if needle in lowered:
             open_.update(kinds)
     open_.update(i for gate, i in _REGEX_GATES if gate.search(text) is not None)
-    return [SECRET_SHAPES[i] for i in sorted(open_)]
+    return [_shape(i) for i in sorted(open_)]
 
 
 def has_secret_shape(text: str) -> bool:

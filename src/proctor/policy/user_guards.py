@@ -17,7 +17,6 @@ A user guard can never take a shipped guard's name.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from hashlib import sha256
 from pathlib import Path
@@ -108,6 +107,8 @@ def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...
         path = _module_path(root, ref)
         digest = sha256(str(path).encode()).hexdigest()[:16]
         module_name = f"_proctor_user_guards_{digest}"
+        import importlib.util
+
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ConfigError(f"guard module '{ref}' cannot be imported", code="bad_guard_module")

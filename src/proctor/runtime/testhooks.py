@@ -9,7 +9,6 @@ carry one dictionary lookup and nothing else.
 from __future__ import annotations
 
 import os
-import signal
 
 __all__ = ["kill_point"]
 
@@ -39,4 +38,6 @@ def kill_point(name: str) -> None:
             handle.write(f"{name}:{count}\n")
     target = _target()
     if target is not None and target == (name, count):
+        import signal
+
         os.kill(os.getpid(), signal.SIGKILL)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from proctor.contracts import values as dataclasses
 
@@ -155,7 +155,7 @@ _SHAPES: tuple[_Shape, ...] = (
     _shape("slack_webhook", "/", r"(?:secivres|swolfkrow|sreggirt)/",
            r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/_-]{8,})", 1,
            back=True),
-    # Case-insensitive shapes have no cue here: see _CASELESS_CUES.
+    # Case-insensitive shapes have no cue here: see _CASELESS_WORDS.
     _shape("discord_webhook", "", "",
            r"[Dd](?i:iscord(?:app)?\.com/api/webhooks/)\d+/([A-Za-z0-9_-]{20,})", 1),
     # A bot token has no fixed prefix: it is looked for only where the text names Discord.
@@ -298,7 +298,8 @@ KINDS: tuple[str, ...] = (
 # starts with a literal far faster than one that starts with a set (so there is no combined
 # scan), and faster again without capture groups (so a hit, which is rare, is attributed to
 # its shapes afterwards by matching each cue on its own).
-_Scan: TypeAlias = tuple[str, re.Pattern[str], tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]]
+# Each scan's cues are kept as pattern text and compiled (through re's own cache) only on a hit.
+_Scan: TypeAlias = tuple[str, re.Pattern[str], tuple[tuple[str, tuple[int, ...]], ...]]
 
 
 def _cue_scans(back: bool) -> tuple[_Scan, ...]:
@@ -309,12 +310,9 @@ def _cue_scans(back: bool) -> tuple[_Scan, ...]:
     scans = []
     for first, rests in sorted(cues.items()):
         lead = re.escape(first)
-        each = tuple((re.compile(f"{lead}(?:{rest})"), tuple(ix)) for rest, ix in rests.items())
+        each = tuple((f"{lead}(?:{rest})", tuple(ix)) for rest, ix in rests.items())
         scans.append((first, re.compile(f"{lead}(?:{'|'.join(rests)})"), each))
     return tuple(scans)
-
-
-_FORWARD_SCANS, _BACKWARD_SCANS = _cue_scans(False), _cue_scans(True)
 
 
 def _kinds(*kinds: str) -> tuple[int, ...]:
@@ -328,23 +326,49 @@ def _kinds(*kinds: str) -> tuple[int, ...]:
 # re.IGNORECASE, which also folds characters such as U+0130 and U+212A onto ASCII letters the
 # way the shape's own (?i) does.
 _Words: TypeAlias = tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]]
-_CASELESS_CUES: tuple[tuple[_Words, tuple[int, ...]], ...] = tuple(
-    (
-        (
-            tuple(re.compile(word) for word in words),
-            tuple(re.compile(word, re.IGNORECASE) for word in words),
-        ),
-        _kinds(*kinds),
-    )
-    for words, kinds in (
-        (("bearer",), ("bearer_token",)),  # the shape is [Bb]earer
-        (("zation", "basic", "uthorization"), ("basic_auth",)),  # cheapest first
-        (("iscord",), ("discord_webhook", "discord_token")),
-    )
+_CASELESS_WORDS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
+    (("bearer",), _kinds("bearer_token")),  # the shape is [Bb]earer
+    (("zation", "basic", "uthorization"), _kinds("basic_auth")),  # cheapest first
+    (("iscord",), _kinds("discord_webhook", "discord_token")),
 )
-assert {i for _words, indexes in _CASELESS_CUES for i in indexes} == {
+assert {i for _words, indexes in _CASELESS_WORDS for i in indexes} == {
     i for i, s in enumerate(_SHAPES) if not s.first
 }, "every shape needs a cue"
+
+
+class _Cues(NamedTuple):
+    """The compiled cue scans, made by the first text that is scanned (see :func:`_cues`)."""
+
+    forward: tuple[_Scan, ...]
+    backward: tuple[_Scan, ...]
+    caseless: tuple[tuple[_Words, tuple[int, ...]], ...]
+    any_first: re.Pattern[str]
+
+
+_CUES: list[_Cues] = []
+
+
+def _cues() -> _Cues:
+    """The cue scans, compiled once per process on first use: a process whose texts are all
+    short plain words (``SAFE_FORM``) never compiles them."""
+    if not _CUES:
+        caseless = tuple(
+            (
+                (
+                    tuple(re.compile(word) for word in words),
+                    tuple(re.compile(word, re.IGNORECASE) for word in words),
+                ),
+                kinds,
+            )
+            for words, kinds in _CASELESS_WORDS
+        )
+        # In a short text one search for any first character of a cue is cheaper than a
+        # memchr each.
+        any_first = re.compile(
+            "[" + "".join(sorted({re.escape(s.first) for s in _SHAPES if s.first})) + "]"
+        )
+        _CUES.append(_Cues(_cue_scans(False), _cue_scans(True), caseless, any_first))
+    return _CUES[0]
 
 
 # --------------------------------------------------------------------------- text
@@ -369,18 +393,15 @@ SAFE_FORM = re.compile(
 SAFE_FORM_MAX = 71  # the longest string SAFE_FORM can match (a digest)
 
 
-# In a short text one search for any first character of a cue is cheaper than a memchr each.
-_ANY_FIRST = re.compile(
-    "[" + "".join(sorted({re.escape(s.first) for s in _SHAPES if s.first})) + "]"
-)
 _SHORT = 256
 
 
 def _shape_cues(text: str) -> set[int]:
     shapes: set[int] = set()
     backwards = ""
-    scanned = len(text) > _SHORT or _ANY_FIRST.search(text) is not None
-    for scans, back in ((_FORWARD_SCANS, False), (_BACKWARD_SCANS, True)) if scanned else ():
+    cues = _CUES[0] if _CUES else _cues()
+    scanned = len(text) > _SHORT or cues.any_first.search(text) is not None
+    for scans, back in ((cues.forward, False), (cues.backward, True)) if scanned else ():
         for first, scan, each in scans:
             if first not in text:
                 continue
@@ -389,11 +410,11 @@ def _shape_cues(text: str) -> set[int]:
             where = backwards if back else text
             for match in scan.finditer(where):
                 for cue, indexes in each:
-                    if cue.match(where, match.start()):
+                    if re.compile(cue).match(where, match.start()):
                         shapes.update(indexes)
     ascii = text.isascii()
     where = text.lower() if ascii else text
-    for (lowered, caseless), indexes in _CASELESS_CUES:
+    for (lowered, caseless), indexes in cues.caseless:
         for word in lowered if ascii else caseless:
             if word.search(where) is None:
                 break

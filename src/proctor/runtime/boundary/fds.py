@@ -29,10 +29,10 @@ Errors are :class:`OSError` with the kernel's errno (``ELOOP`` a link, ``ENOENT`
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
+import struct
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -72,34 +72,32 @@ _OPENAT2_MACHINES = frozenset(
     {"x86_64", "amd64", "aarch64", "arm64", "i386", "i686", "riscv64", "ppc64le", "s390x"}
 )
 _CHANGED = frozenset({errno.ELOOP, errno.EXDEV, errno.EAGAIN})
+_OPEN_HOW_SIZE = 24
 
 
 class SymlinkLoop(OSError):
     """More than :data:`MAX_SYMLINK_HOPS` symlinks on the way (a loop)."""
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [
-        ("flags", ctypes.c_uint64),
-        ("mode", ctypes.c_uint64),
-        ("resolve", ctypes.c_uint64),
-    ]
-
-
 class _Openat2:
-    """The ``openat2`` system call through libc's ``syscall``, probed once."""
+    """The ``openat2`` system call through libc's ``syscall``, probed once (ctypes is imported
+    then: a process that opens no workspace path never loads it)."""
 
     def __init__(self) -> None:
         self.enabled: bool | None = None
         self._call: Any = None  # libc's syscall, a ctypes function
+        self._ctypes: Any = None
         # One open_how per (flags, mode, resolve), kept alive here and passed by address: the
         # kernel only reads it. Building the ctypes arguments anew cost more than the call.
-        self._hows: dict[tuple[int, int, int], tuple[_OpenHow, int]] = {}
-        self._size = ctypes.sizeof(_OpenHow)
+        self._hows: dict[tuple[int, int, int], tuple[Any, int]] = {}
+        self._size = _OPEN_HOW_SIZE
 
     def _probe(self) -> bool:
         if not sys.platform.startswith("linux") or os.uname().machine not in _OPENAT2_MACHINES:
             return False
+        import ctypes
+
+        self._ctypes = ctypes
         try:
             call = ctypes.CDLL(None, use_errno=True).syscall
         except (OSError, AttributeError):
@@ -130,14 +128,17 @@ class _Openat2:
         key = (flags, mode, resolve)
         held = self._hows.get(key)
         if held is None:
-            how = _OpenHow(flags | _CLOEXEC, mode, resolve)
-            held = self._hows[key] = (how, ctypes.addressof(how))
+            # struct open_how: three native-endian u64s (flags, mode, resolve)
+            how = self._ctypes.create_string_buffer(
+                struct.pack("=QQQ", flags | _CLOEXEC, mode, resolve), _OPEN_HOW_SIZE
+            )
+            held = self._hows[key] = (how, self._ctypes.addressof(how))
         name = os.fsencode(path)
         for _attempt in range(8):
             fd = int(self._call(437, dirfd, name, held[1], self._size))
             if fd >= 0:
                 return fd
-            err = ctypes.get_errno()
+            err = self._ctypes.get_errno()
             if err != errno.EAGAIN:  # EAGAIN: a rename raced the lookup; the kernel asks again
                 break
         raise OSError(err, os.strerror(err))

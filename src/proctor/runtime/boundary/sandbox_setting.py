@@ -7,7 +7,6 @@ so that a run records its setting without importing what only a process call nee
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from typing import Literal
 
@@ -82,5 +81,7 @@ def sandbox_setting(
             )
         bwrap: str | None = named
     else:
+        import shutil
+
         bwrap = shutil.which("bwrap", path=environ.get("PATH") or os.environ.get("PATH"))
     return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)

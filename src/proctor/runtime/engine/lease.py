@@ -10,7 +10,6 @@ once. A holder on another machine is known dead only by its lease running out.
 from __future__ import annotations
 
 import os
-import secrets
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ def holder_id() -> str:
         started = _started(os.getpid())
     except Exception:  # no /proc and no psutil: the lease then only expires
         started = 0.0
-    return f"{_host()}|{os.getpid()}|{started:.2f}|{secrets.token_hex(4)}"
+    return f"{_host()}|{os.getpid()}|{started:.2f}|{os.urandom(4).hex()}"
 
 
 def holder_dead(holder: str) -> bool:

@@ -8,7 +8,6 @@ renamed over the target, so a reader sees the old or the new bytes and never a t
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,7 +22,7 @@ def write_private(path: Path, data: bytes) -> None:
     Raises:
         OSError: the folder is missing or the disk refused the write (nothing is replaced).
     """
-    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(path.name + f".{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
