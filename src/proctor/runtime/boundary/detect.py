@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, TypeAlias
 
 from proctor.contracts import values as dataclasses
 
@@ -336,13 +336,22 @@ assert {i for _words, indexes in _CASELESS_WORDS for i in indexes} == {
 }, "every shape needs a cue"
 
 
-class _Cues(NamedTuple):
+class _Cues:
     """The compiled cue scans, made by the first text that is scanned (see :func:`_cues`)."""
 
-    forward: tuple[_Scan, ...]
-    backward: tuple[_Scan, ...]
-    caseless: tuple[tuple[_Words, tuple[int, ...]], ...]
-    any_first: re.Pattern[str]
+    __slots__ = ("any_first", "backward", "caseless", "forward")
+
+    def __init__(
+        self,
+        forward: tuple[_Scan, ...],
+        backward: tuple[_Scan, ...],
+        caseless: tuple[tuple[_Words, tuple[int, ...]], ...],
+        any_first: re.Pattern[str],
+    ) -> None:
+        self.forward = forward
+        self.backward = backward
+        self.caseless = caseless
+        self.any_first = any_first
 
 
 _CUES: list[_Cues] = []
