@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from proctor.receipts.signing import signer_from_seed
@@ -112,6 +112,9 @@ def test_the_fast_and_the_mapped_normal_view_agree(text: str) -> None:
 )
 def test_any_secret_in_any_form_is_caught(secret: str, form: str, left: str, right: str) -> None:
     echoed = echoes(secret)[form]
+    # A secret (or a form of it) that is part of the marker itself, such as "[REDACTE", is
+    # still replaced, but the marker put in its place spells it again.
+    assume(secret not in TAINTED and echoed not in TAINTED)
     out = TaintSet([secret]).scrub(left + echoed + right)
     assert echoed not in out
     assert secret not in out and TAINTED in out
