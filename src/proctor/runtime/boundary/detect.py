@@ -198,7 +198,7 @@ _SHAPES: tuple[_Shape, ...] = (
 # ``{0,63}+``: backing off could only leave a name character before the operator); the look-
 # behind that no name character precedes it comes after its first letter, so that sre only
 # tries it at letters.
-_ASSIGN = re.compile(
+_ASSIGN_TEXT = (
     r"(?P<name>[A-Za-z_](?<![\w.-][A-Za-z_])[\w.-]{0,63}+)[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"
     r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{1,4096})(?P=q)"
     r"|(?P<v>(?:!![A-Za-z]+[ \t]+|(?:Bearer|Basic|Token|Bot)[ \t]+)?[^\s\"',;&)\]}]{1,4096}))"
@@ -209,10 +209,17 @@ _ASSIGN = re.compile(
 # characters, and _ASSIGN refuses such a name anyway. The look-behind (in the reversed text:
 # the character after the operator) skips an operator that _ASSIGN cannot match there: ``==``,
 # ``::``, or one followed by nothing a value can start with (``def f():``, ``x[1:]``).
-_NAMES_BEFORE = tuple(
-    re.compile(op + rf"(?<![\n\r\f\v,;&)\]}}{op}]{op})[ \t]*+[\"']?+([\w.-]{{1,64}}+)")
-    for op in "=:"
+_NAMES_BEFORE_TEXT = tuple(
+    op + rf"(?<![\n\r\f\v,;&)\]}}{op}]{op})[ \t]*+[\"']?+([\w.-]{{1,64}}+)" for op in "=:"
 )
+
+
+@functools.cache
+def _assign_patterns() -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
+    """_ASSIGN and the two _NAMES_BEFORE scans, compiled on the first text with an operator."""
+    return re.compile(_ASSIGN_TEXT), tuple(re.compile(text) for text in _NAMES_BEFORE_TEXT)
+
+
 _ALLOWLIST = "pragma: allowlist secret"
 
 
@@ -225,7 +232,7 @@ def _assignment_lines(text: str) -> list[int]:
     """Starts of the lines that may hold ``<secret name> <operator>`` (only these can change)."""
     backwards = text[::-1]
     names: set[str] = set()
-    for operator, scan in zip("=:", _NAMES_BEFORE, strict=True):
+    for operator, scan in zip("=:", _assign_patterns()[1], strict=True):
         if operator in text:
             names.update(scan.findall(backwards))
     starts: list[int] = []
@@ -262,11 +269,12 @@ def _scrub_assignments(text: str, line_starts: list[int]) -> str:
     """Replace values of secret-named assignments on the given lines (no match spans lines)."""
     pieces: list[str] = []
     done = 0
+    assign = _assign_patterns()[0]
     for start in sorted(set(line_starts)):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         pieces.append(text[done:start])
-        pieces.append(_ASSIGN.sub(_assignment_repl, text[start:end]))
+        pieces.append(assign.sub(_assignment_repl, text[start:end]))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)

@@ -22,7 +22,6 @@ Paths are shown as ``~/.proctor/signing_key.pem``, ``$PROCTOR_HOME/...`` or
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -120,7 +119,7 @@ def _create_key(path: Path, signer: Signer | None = None) -> bool:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     signer = signer or Signer(Ed25519PrivateKey.generate())
     # Unique per attempt, so two sessions of one process (threads) never share a temp file.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         try:

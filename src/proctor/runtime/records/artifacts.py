@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -167,7 +166,7 @@ class ArtifactStore:
         source: str,
         check: ContentCheck | None,
     ) -> dict[str, Any]:
-        temp = self._tmp / secrets.token_hex(16)
+        temp = self._tmp / os.urandom(16).hex()
         whole = hashlib.sha256()
         blocks = bytearray()
         total, tail, pending = 0, b"", b""
@@ -252,7 +251,7 @@ class ArtifactStore:
     def _write_claim(self, run_id: str, hex_digest: str, claim: dict[str, Any]) -> None:
         path = self._claim_path(run_id, hex_digest)
         path.parent.mkdir(mode=0o700, exist_ok=True)
-        temp = path.with_name(f".{hex_digest}.{secrets.token_hex(4)}")
+        temp = path.with_name(f".{hex_digest}.{os.urandom(4).hex()}")
         temp.write_text(json.dumps(claim, sort_keys=True))
         os.replace(temp, path)
 

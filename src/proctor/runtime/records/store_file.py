@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import sqlite3
 import stat
 import threading
@@ -103,7 +102,7 @@ def create_whole(path: Path, shown: str, build: Callable[[sqlite3.Connection], N
     wal = path.with_name(path.name + "-wal")
     if wal.exists() and wal.stat().st_size > 0:
         raise damaged(shown, f"the store file is gone but its write-ahead log {wal.name} is left")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.new")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.new")
     try:
         conn = sqlite3.connect(str(tmp), isolation_level=None)
         try:

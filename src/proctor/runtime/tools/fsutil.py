@@ -18,7 +18,6 @@ import errno
 import functools
 import hashlib
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -324,7 +323,7 @@ def fsync_dir(folder: Path | int) -> None:
 def _write_temp(dir_fd: int, data: bytes, mode: int | None) -> str:
     """A fsynced temp file in the folder ``dir_fd`` holding ``data``; returns its name. With no
     ``mode`` it is created 0666 less the umask (as a new file would be)."""
-    name = f".proctor-tmp-{secrets.token_hex(8)}"
+    name = f".proctor-tmp-{os.urandom(8).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
     fd = os.open(name, flags, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
     try:
