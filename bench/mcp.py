@@ -9,21 +9,31 @@ and written, audit lines appended):
 - stdio: median and p95 round trip of one ``tools/call`` through ``proctor mcp`` (a real
   subprocess, the official SDK client), over ``--calls`` sequential calls; beside it, in the
   same run, the same method through ``Session.run`` in-process (no MCP: the peer that shows
-  what MCP adds) and a bare ``tools/list`` round trip (protocol cost alone);
+  what MCP adds) and a bare ``tools/list`` round trip (protocol cost alone). The peer runs
+  exactly what a served call runs: the same reference (the package folder and method), in a
+  session made as the server makes its sessions (managed: ``effects: ask``; sandbox
+  required), so the difference is MCP's alone;
 - http: calls per second with ``--clients`` concurrent SDK clients, each on its own session,
   against ``proctor mcp --transport http`` on a free loopback port.
 
 Each measurement runs in a fresh temporary workspace and home.
 
+Beside the medians, the CPU time per call (user and system, every thread): of the client and
+the server together for stdio (the server's read from ``/proc`` over all the timed calls), of
+the run for in-process. On a shared machine it is the figure to compare: wall time then also
+counts the waits for a CPU, and a round trip has four wake-ups where a run in-process has none.
+
 On a loaded machine the stdio and in-process medians, taken one after the other, drift apart
-with the load. ``--interleave`` takes them in turns instead (one ``tools/call``, then one
-in-process run, ``--calls`` times), so both see the same load; ``--baseline SRC`` adds, in the
-same turns, a second server running another checkout's ``src`` (the code before a change).
+with the load. ``--interleave`` takes them in turns instead (one ``tools/call`` and one
+in-process run, ``--calls`` times; which goes first alternates, so neither always runs in the
+other's wake), so both see the same load; ``--baseline SRC`` adds, in the same turns, a second
+server running another checkout's ``src`` (the code before a change).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -32,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +64,73 @@ def _workspace(tmp: Path) -> tuple[Path, dict[str, str]]:
     return root, env
 
 
+def _peer(root: Path, env: dict[str, str]) -> tuple[Any, str]:
+    """The in-process peer: a session made as ``proctor mcp`` makes its pool's, and the
+    reference a served ``hello-world__greet`` runs (the package folder and method)."""
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    session = Session(Workspace(root), environ=env, sandbox_default="required", managed=True)
+    return session, f"{root / 'skills' / 'hello-world'}#greet"
+
+
+@dataclass
+class Side:
+    """One side's samples: wall time per call, and its CPU seconds over all the calls."""
+
+    wall: list[float] = field(default_factory=list)
+    client_cpu: float = 0.0
+    server_cpu: float = 0.0
+    server_pid: int | None = None
+
+    def cpu(self) -> str:
+        calls = max(len(self.wall), 1)
+        total = (self.client_cpu + self.server_cpu) / calls * 1e3
+        if self.server_pid is None:
+            return f"{total:6.2f} ms"
+        client, server = self.client_cpu / calls * 1e3, self.server_cpu / calls * 1e3
+        return f"{total:6.2f} ms (client {client:.2f}, server {server:.2f})"
+
+    def cpu_total(self) -> float:
+        return self.client_cpu + self.server_cpu
+
+
+def _server_pid(root: Path) -> int | None:
+    """The ``proctor mcp`` child serving ``root`` (read from ``/proc``), or ``None``."""
+    want = os.path.realpath(root)
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == os.getpid() and os.readlink(f"/proc/{entry}/cwd") == want:
+                return int(entry)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def _cpu_of(pid: int | None) -> float:
+    """CPU seconds (user and system, every thread, ended ones too) of ``pid`` so far."""
+    if pid is None:
+        return math.nan
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _ratio(samples: list[float], peer: list[float]) -> float:
+    return statistics.median(samples) / statistics.median(peer)
+
+
 def _stats(samples: list[float]) -> str:
     ordered = sorted(samples)
     p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
     return f"median {statistics.median(ordered) * 1e3:7.2f} ms   p95 {p95 * 1e3:7.2f} ms"
 
 
-async def _stdio(root: Path, env: dict[str, str], calls: int) -> tuple[list[float], list[float]]:
+async def _stdio(root: Path, env: dict[str, str], calls: int) -> tuple[Side, list[float]]:
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(
@@ -75,28 +146,27 @@ async def _stdio(root: Path, env: dict[str, str], calls: int) -> tuple[list[floa
             start = time.perf_counter()
             await client.list_tools()
             lists.append(time.perf_counter() - start)
-        rounds = []
+        rounds = Side(server_pid=_server_pid(root))
+        served = _cpu_of(rounds.server_pid)
         for n in range(calls):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             result = await client.call_tool("hello-world__greet", {"message": f"m{n}"})
-            rounds.append(time.perf_counter() - start)
+            rounds.wall.append(time.perf_counter() - start)
+            rounds.client_cpu += time.process_time() - cpu
             assert result.structured_content["outcome"] == "completed"
+        rounds.server_cpu = _cpu_of(rounds.server_pid) - served
     return rounds, lists
 
 
-async def _interleaved(
-    tmp: Path, calls: int, baseline: Path | None
-) -> tuple[list[float], list[float], list[float]]:
-    """Samples taken in turns: a call to this checkout's server and one to the baseline's (when
-    given; the two swap places every turn), then one in-process run."""
+async def _interleaved(tmp: Path, calls: int, baseline: Path | None) -> list[Side]:
+    """Samples taken in turns: a call to this checkout's server, one to the baseline's (when
+    given) and one in-process run, each in every place of the turn in its turn."""
     from contextlib import AsyncExitStack
 
     from mcp import Client, StdioServerParameters
-    from proctor.runtime.boundary.workspace import Workspace
-    from proctor.runtime.engine.session import Session
 
     async with AsyncExitStack() as stack:
-        clients = []
+        clients, sides = [], []
         for label, src in (("this", REPO / "src"), ("baseline", baseline)):
             if src is None:
                 continue
@@ -112,42 +182,46 @@ async def _interleaved(
             await client.list_tools()  # as a client that validates results knows the schema
             await client.call_tool("hello-world__greet", {"message": "warm up"})
             clients.append(client)
+            sides.append(Side(server_pid=_server_pid(root)))
         root, env = _workspace(tmp / "in-process")
         os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
-        session = Session(Workspace(root), environ=env)
+        session, ref = _peer(root, env)
         stack.callback(session.close)
-        session.run("hello-world", inputs={"message": "warm up"}, cwd=root)
-        samples: list[list[float]] = [[] for _ in range(len(clients) + 1)]
+        session.run(ref, inputs={"message": "warm up"}, cwd=root)
+        sides.append(Side())
+        turn: list[Any] = [*clients, session]
+        served = [_cpu_of(side.server_pid) for side in sides]
         for n in range(calls):
-            turn = list(zip(clients, samples, strict=False))
-            if n % 2:  # neither server always goes first after the in-process run
-                turn.reverse()
-            for client, into in turn:
-                start = time.perf_counter()
-                result = await client.call_tool("hello-world__greet", {"message": f"m{n}"})
-                into.append(time.perf_counter() - start)
-                assert result.structured_content["outcome"] == "completed"
-            start = time.perf_counter()
-            envelope = session.run("hello-world", inputs={"message": f"m{n}"}, cwd=root)
-            samples[-1].append(time.perf_counter() - start)
-            assert envelope.outcome == "completed"
-    if baseline is None:
-        return samples[0], [], samples[1]
-    return samples[0], samples[1], samples[2]
+            # each side takes every place in the turn in its turn: none always runs first, or
+            # always in the wake of the same other side
+            at = n % len(turn)
+            for peer in turn[at:] + turn[:at]:
+                into = sides[turn.index(peer)]
+                start, cpu = time.perf_counter(), time.process_time()
+                if peer is session:
+                    envelope = session.run(ref, inputs={"message": f"m{n}"}, cwd=root)
+                    assert envelope.outcome == "completed"
+                else:
+                    result = await peer.call_tool("hello-world__greet", {"message": f"m{n}"})
+                    assert result.structured_content["outcome"] == "completed"
+                into.wall.append(time.perf_counter() - start)
+                into.client_cpu += time.process_time() - cpu
+        for side, before in zip(sides, served, strict=True):
+            if side.server_pid is not None:
+                side.server_cpu = _cpu_of(side.server_pid) - before
+    return sides
 
 
-def _in_process(root: Path, env: dict[str, str], calls: int) -> list[float]:
-    from proctor.runtime.boundary.workspace import Workspace
-    from proctor.runtime.engine.session import Session
-
-    session = Session(Workspace(root), environ=env)
+def _in_process(root: Path, env: dict[str, str], calls: int) -> Side:
+    session, ref = _peer(root, env)
     try:
-        session.run("hello-world", inputs={"message": "warm up"}, cwd=root)
-        samples = []
+        session.run(ref, inputs={"message": "warm up"}, cwd=root)
+        samples = Side()
         for n in range(calls):
-            start = time.perf_counter()
-            envelope = session.run("hello-world", inputs={"message": f"m{n}"}, cwd=root)
-            samples.append(time.perf_counter() - start)
+            start, cpu = time.perf_counter(), time.process_time()
+            envelope = session.run(ref, inputs={"message": f"m{n}"}, cwd=root)
+            samples.wall.append(time.perf_counter() - start)
+            samples.client_cpu += time.process_time() - cpu
             assert envelope.outcome == "completed"
     finally:
         session.close()
@@ -207,18 +281,28 @@ def main() -> None:
 
     if options.interleave:
         with tempfile.TemporaryDirectory() as tmp:
-            rounds, base, direct = anyio.run(
-                _interleaved, Path(tmp), options.calls, options.baseline
-            )
-        print(f"interleaved, {len(rounds)} turns, load average {os.getloadavg()[0]:.2f}:")
-        print(f"stdio tools/call hello-world#greet, this checkout: {_stats(rounds)}")
+            sides = anyio.run(_interleaved, Path(tmp), options.calls, options.baseline)
+        rounds, direct = sides[0], sides[-1]
+        base = sides[1] if len(sides) == 3 else None
+        print(f"interleaved, {len(rounds.wall)} turns, load average {os.getloadavg()[0]:.2f}:")
+        print(f"stdio tools/call hello-world#greet, this checkout: {_stats(rounds.wall)}")
         if base:
-            print(f"stdio tools/call hello-world#greet, baseline:      {_stats(base)}")
-        print(f"in-process Session.run, no MCP:                   {_stats(direct)}")
+            print(f"stdio tools/call hello-world#greet, baseline:      {_stats(base.wall)}")
+        print(f"in-process Session.run, no MCP:                   {_stats(direct.wall)}")
         line = "MCP stdio round trip / in-process run (medians): "
-        line += f"{statistics.median(rounds) / statistics.median(direct):.2f}x this checkout"
+        line += f"{_ratio(rounds.wall, direct.wall):.2f}x this checkout"
         if base:
-            line += f", {statistics.median(base) / statistics.median(direct):.2f}x baseline"
+            line += f", {_ratio(base.wall, direct.wall):.2f}x baseline"
+        print(line)
+        print(f"CPU per call, stdio this checkout: {rounds.cpu()}")
+        if base:
+            print(f"CPU per call, stdio baseline:      {base.cpu()}")
+        print(f"CPU per call, in-process:          {direct.cpu()}")
+        line = (
+            f"CPU stdio / in-process: {rounds.cpu_total() / direct.cpu_total():.2f}x this checkout"
+        )
+        if base:
+            line += f", {base.cpu_total() / direct.cpu_total():.2f}x baseline"
         print(line)
         return
 
@@ -229,11 +313,16 @@ def main() -> None:
         root, env = _workspace(Path(tmp))
         os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
         direct = _in_process(root, env, min(options.calls, 300))
-    print(f"stdio tools/call hello-world#greet ({len(rounds)} calls): {_stats(rounds)}")
-    print(f"in-process Session.run, no MCP ({len(direct)} runs):    {_stats(direct)}")
+    print(f"stdio tools/call hello-world#greet ({len(rounds.wall)} calls): {_stats(rounds.wall)}")
+    print(f"in-process Session.run, no MCP ({len(direct.wall)} runs):    {_stats(direct.wall)}")
     print(f"stdio tools/list ({len(lists)} calls):                   {_stats(lists)}")
-    ratio = statistics.median(rounds) / statistics.median(direct)
-    print(f"MCP stdio round trip / in-process run (medians): {ratio:.2f}x")
+    print(
+        f"MCP stdio round trip / in-process run (medians): {_ratio(rounds.wall, direct.wall):.2f}x"
+    )
+    print(
+        f"CPU per call: stdio {rounds.cpu()}, in-process {direct.cpu()}:"
+        f" {rounds.cpu_total() / len(rounds.wall) / (direct.cpu_total() / len(direct.wall)):.2f}x"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         root, env = _workspace(Path(tmp))

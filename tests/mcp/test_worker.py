@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -107,3 +108,45 @@ def test_an_error_in_the_worker_reaches_the_caller(server: ProctorServer) -> Non
 
     with pytest.raises(LookupError, match="nothing here"):
         anyio.run(go)
+
+
+def test_a_worker_is_back_in_its_pool_before_the_loop_wakes(server: ProctorServer) -> None:
+    """The worker schedules the wake-up and returns: it never waits for the loop (which may be
+    busy answering other requests) to run it."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1)
+    submitted: list[Future[None]] = []
+    real_submit = pool.submit
+
+    def submit(fn: Any, *args: Any) -> Future[None]:
+        future = real_submit(fn, *args)
+        submitted.append(future)
+        return future
+
+    pool.submit = submit  # type: ignore[method-assign]
+    server._executor = pool
+
+    started, go_on = threading.Event(), threading.Event()
+
+    def fn(stop: threading.Event) -> str:
+        started.set()
+        go_on.wait(10)
+        return "done"
+
+    async def go() -> str:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                results: list[str] = []
+
+                async def call() -> None:
+                    results.append(await server.run_in_worker(fn))
+
+                group.start_soon(call)
+                await anyio.to_thread.run_sync(started.wait)
+                go_on.set()
+                # The loop is blocked from here: the worker must finish all the same.
+                submitted[0].result(timeout=5)
+            return results[0]
+
+    assert anyio.run(go) == "done"

@@ -249,7 +249,17 @@ class Record(metaclass=_RecordType):
         return type(self)(**{**self.__getstate__(), **update})
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def _dump(value: Any, exclude_none: bool) -> Any:
+    kind = type(value)
+    if kind in _LEAVES:  # most values: a dump is a walk of plain JSON
+        return value
+    if kind is dict:
+        return {key: _dump(item, exclude_none) for key, item in value.items()}
+    if kind is list:
+        return [_dump(item, exclude_none) for item in value]
     if isinstance(value, Record):
         return value.model_dump(exclude_none=exclude_none)
     if isinstance(value, list | tuple):

@@ -51,6 +51,10 @@ def open_server(
 ) -> ProctorServer:
     """Load what the server offers and build it (nothing is served yet).
 
+    ``environ`` is what the sessions read (default: a copy of ``os.environ`` taken now: a
+    served call reads the settings the server started with, from a plain mapping rather than
+    one that encodes and decodes on each of a run's reads).
+
     Raises:
         UsageError: neither skills nor ``--run``, or both; a reference that names no package
             or method; a tool name collision.
@@ -60,7 +64,7 @@ def open_server(
     """
     import os
 
-    env: Mapping[str, str] = os.environ if environ is None else environ
+    env: Mapping[str, str] = dict(os.environ) if environ is None else environ
     if run_id is not None and refs:
         raise UsageError(
             "serve either skills or one run (--run), not both", code="mcp_scope_ambiguous"

@@ -18,6 +18,7 @@ on SIGTERM and the handler waits for it to stop before the cancellation complete
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +30,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -43,6 +45,7 @@ from proctor.mcp.shared import (
     compact_nullables,
     error_result,
     run_content,
+    tool_result,
 )
 
 if TYPE_CHECKING:
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from proctor.mcp.turns import TurnTools
     from proctor.runtime.engine.session import Session
 
-__all__ = ["ProctorServer"]
+__all__ = ["ProctorServer", "tracing_configured"]
 
 T = TypeVar("T")
 _WORKERS = 32
@@ -81,6 +84,31 @@ def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
     if not isinstance(info, Mapping):
         return None
     return {k: str(info[k])[:200] for k in ("name", "version") if k in info}
+
+
+def _waker(done: anyio.Event) -> Callable[[], None]:
+    """What a worker thread calls to set ``done`` in the current event loop: on asyncio it
+    schedules ``done.set`` and returns at once (the loop outlives every call it awaits);
+    elsewhere it waits for the loop to run it (``anyio.from_thread.run_sync``)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another backend (trio)
+        token = anyio.lowlevel.current_token()
+        return lambda: anyio.from_thread.run_sync(done.set, token=token)
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(done.set)
+
+    return wake
+
+
+def tracing_configured() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (the API's global is set), so the
+    SDK's spans would be recorded somewhere."""
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def _progress(ctx: ServerRequestContext[Any, Any]) -> Callable[[int], Awaitable[None]]:
@@ -165,8 +193,16 @@ class ProctorServer:
             version=__version__,
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
+        # Registered as a plain handler, so a call may answer with the result's wire form (the
+        # SDK validates that against the protocol's schema as it would a model's dump).
+        server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
+        if not tracing_configured():
+            # The SDK's span per message does nothing without a tracer provider, at a cost on
+            # every request; with one installed before the server is built, it stays.
+            server.middleware[:] = [
+                m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)
+            ]
         server.middleware.append(self._audit_middleware)
         # input_required state names a run and a request: sealed and verified by the SDK
         server.middleware.append(
@@ -241,7 +277,14 @@ class ProctorServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """Answer one ``tools/call``: a run's envelope as the wire form of a ``CallToolResult``
+        (:func:`proctor.mcp.shared.tool_result`), or a model the SDK dumps.
+
+        Refused with a tool error: arguments nested too deep (``too_deep``), a tool whose
+        credentials are missing (``needs_credential``), a run that refuses before it opens
+        (its code). Refused with ``INVALID_PARAMS``: a tool this server does not serve.
+        """
         arguments = dict(params.arguments or {})
         try:
             # The transports refuse deeper frames (proctor.mcp.frames); this holds the bound
@@ -272,11 +315,7 @@ class ProctorServer:
                 )
             except ProctorError as exc:
                 return error_result(exc)
-            return types.CallToolResult(
-                content=run_content(resumed),
-                structured_content=resumed,
-                is_error=resumed.get("outcome") in ("failed", "blocked", "killed"),
-            )
+            return tool_result(resumed)
         doc = await self.run_in_worker(
             lambda stop: self._run(tool, arguments, stop), report=_progress(ctx)
         )
@@ -285,17 +324,12 @@ class ProctorServer:
         if doc.get("status") == "needs_approval":
             relayed = await self.approvals.relay(ctx, doc, self, _client_info(ctx))
             if isinstance(relayed, types.InputRequiredResult):
-                return relayed  # type: ignore[return-value]  # the SDK's dual result
+                return relayed
             doc = relayed
         run_id = doc.get("run_id")
         if isinstance(run_id, str) and doc.get("status") != "sealed":
             self.config.runs[run_id] = None
-        failed = doc.get("outcome") in ("failed", "blocked", "killed")
-        return types.CallToolResult(
-            content=run_content(doc),
-            structured_content=doc,
-            is_error=failed,
-        )
+        return tool_result(doc)
 
     def _run(
         self, tool: SkillTool, arguments: dict[str, Any], stop: threading.Event
@@ -357,11 +391,14 @@ class ProctorServer:
 
         ``fn`` always runs once submitted (a cancellation that comes first finds ``stop``
         set), and the awaiting task is woken by the worker itself: a call costs one hop
-        there and one back, and no task of its own (this is on every ``tools/call``).
+        there and one back, and no task of its own (this is on every ``tools/call``). On
+        asyncio the worker only schedules the wake-up and goes back to its pool, rather than
+        blocking until the loop has run it (it would then need waking again, and the GIL, while
+        the loop answers the call).
         """
         stop = threading.Event()
         done = anyio.Event()
-        token = anyio.lowlevel.current_token()
+        wake = _waker(done)
         outcome: list[tuple[bool, Any]] = []
 
         def work() -> None:
@@ -370,8 +407,7 @@ class ProctorServer:
             except BaseException as exc:  # handed to the awaiting task below
                 outcome.append((False, exc))
             finally:
-                # the awaiting task waits for this (shielded when cancelled): the loop is there
-                anyio.from_thread.run_sync(done.set, token=token)
+                wake()  # the awaiting task waits for this (shielded when cancelled)
 
         self._workers().submit(contextvars.copy_context().run, work)
         try:

@@ -8,7 +8,6 @@ dispatches to them, so the server imports the turn tools and never the other way
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ import mcp_types as types
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
+from proctor.receipts.jsontext import reusable_encoder
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
@@ -34,9 +34,16 @@ __all__ = [
     "run_content",
     "summarize",
     "token_id",
+    "tool_result",
 ]
 
 T = TypeVar("T")
+
+FAILED_OUTCOMES = frozenset({"failed", "blocked", "killed"})
+"""The outcomes a tool result marks ``isError``."""
+
+# json.dumps(value, ensure_ascii=False, sort_keys=True), from one C encoder built once
+_sorted_text = reusable_encoder(sort_keys=True, separators=(", ", ": "))
 
 
 def token_id(key: str) -> str:
@@ -181,7 +188,7 @@ def summarize(doc: Mapping[str, Any]) -> str:
     if refusal:
         text += f" Refused [{refusal.get('code')}]: {refusal.get('message')}"
     elif doc.get("result") is not None:
-        result = json.dumps(doc["result"], ensure_ascii=False, sort_keys=True)
+        result = _sorted_text(doc["result"])
         text += " Result: " + (result if len(result) <= 2_000 else result[:2_000] + "…")
     return text
 
@@ -190,10 +197,25 @@ def run_content(doc: Mapping[str, Any]) -> list[types.ContentBlock]:
     """The text parts of a result carrying a ``proctor.run.v1`` envelope: the human summary,
     then the whole envelope as JSON (the same document as the structured content, so the same
     bounds hold), for clients that hand a model only the text."""
-    return [
-        types.TextContent(text=summarize(doc)),
-        types.TextContent(text=json.dumps(doc, ensure_ascii=False, sort_keys=True)),
-    ]
+    return [types.TextContent(text=text) for text in _texts(doc)]
+
+
+def _texts(doc: Mapping[str, Any]) -> tuple[str, str]:
+    return summarize(doc), _sorted_text(doc)
+
+
+def tool_result(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The wire form of a ``tools/call`` result carrying the envelope ``doc``: exactly what the
+    SDK dumps from ``CallToolResult(content=run_content(doc), structured_content=doc,
+    is_error=...)``, built without the model (the SDK checks the wire form against the
+    protocol's schema either way). ``isError`` marks a failed, blocked or killed run."""
+    summary, whole = _texts(doc)
+    return {
+        "content": [{"type": "text", "text": summary}, {"type": "text", "text": whole}],
+        "structuredContent": doc,
+        "isError": doc.get("outcome") in FAILED_OUTCOMES,
+        "resultType": "complete",
+    }
 
 
 def error_result(exc: ProctorError) -> types.CallToolResult:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["compact_encoder"]
+__all__ = ["compact_encoder", "reusable_encoder"]
 
 
 def compact_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
@@ -22,13 +22,20 @@ def compact_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
     no reference cycle (every value that is JSON) the text is the same as ``json.dumps``
     gives; a cycle raises ``RecursionError`` instead of ``ValueError``.
     """
+    return reusable_encoder(sort_keys=sort_keys, separators=(",", ":"))
+
+
+def reusable_encoder(*, sort_keys: bool, separators: tuple[str, str]) -> Callable[[Any], str]:
+    """:func:`compact_encoder` with other separators: ``separators=(", ", ": ")`` gives the text
+    of ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` with its default spacing."""
+    item, key = separators
     encoder = json.JSONEncoder(
-        ensure_ascii=False, check_circular=False, sort_keys=sort_keys, separators=(",", ":")
+        ensure_ascii=False, check_circular=False, sort_keys=sort_keys, separators=separators
     )
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # an interpreter without the C accelerator
         return encoder.encode
-    scan = make(None, encoder.default, json.encoder.encode_basestring, None, ":", ",",
+    scan = make(None, encoder.default, json.encoder.encode_basestring, None, key, item,
                 sort_keys, False, True)  # fmt: skip
 
     def encode(value: Any) -> str:
