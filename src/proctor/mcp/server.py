@@ -30,7 +30,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -104,11 +103,23 @@ def _waker(done: anyio.Event) -> Callable[[], None]:
 
 def tracing_configured() -> bool:
     """Whether an OpenTelemetry tracer provider is installed (the API's global is set), so the
-    SDK's spans would be recorded somewhere."""
-    from opentelemetry import trace
-
+    SDK's spans would be recorded somewhere; True when that cannot be told (the spans stay)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return True
     provider = trace.get_tracer_provider()
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+def _span_middleware() -> type | None:
+    """The SDK's span middleware class, or None where this SDK has none by that name (a private
+    module of the SDK: another version keeps its middleware, spans and all)."""
+    try:
+        from mcp.server._otel import OpenTelemetryMiddleware
+    except ImportError:
+        return None
+    return OpenTelemetryMiddleware
 
 
 def _progress(ctx: ServerRequestContext[Any, Any]) -> Callable[[int], Awaitable[None]]:
@@ -197,11 +208,12 @@ class ProctorServer:
         # Registered as a plain handler, so a call may answer with the result's wire form (the
         # SDK validates that against the protocol's schema as it would a model's dump).
         server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
-        if not tracing_configured():
+        span_middleware = _span_middleware()
+        if span_middleware is not None and not tracing_configured():
             # The SDK's span per message does nothing without a tracer provider, at a cost on
             # every request; with one installed before the server is built, it stays.
             server.middleware[:] = [
-                m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)
+                m for m in server.middleware if not isinstance(m, span_middleware)
             ]
         server.middleware.append(self._audit_middleware)
         # input_required state names a run and a request: sealed and verified by the SDK
