@@ -1,9 +1,11 @@
 """The ``proctor`` command: a click group whose sub-commands load lazily.
 
 Each command group lives in its own module and is imported only when it is invoked, so
-``proctor --help`` stays instant; a plain ``proctor run`` command line is read without click at
-all (:mod:`proctor.cli.running`). The CLI catches :class:`proctor.errors.ProctorError` alone,
-prints it (sanitized) and exits with its code; anything else is a bug and shows a traceback.
+``proctor --help`` stays instant; a plain ``proctor run``, ``resume`` or ``verify`` command line
+is read without click at all (:mod:`proctor.cli.running`, :mod:`proctor.cli.resuming`,
+:mod:`proctor.cli.verifying`), and ended by Ctrl-C as click ends one (``Aborted.``, 130). The
+CLI catches :class:`proctor.errors.ProctorError` alone, prints it (sanitized) and exits with its
+code; anything else is a bug and shows a traceback.
 """
 
 from __future__ import annotations
@@ -35,11 +37,16 @@ def main(argv: list[str] | None = None) -> Any:
     plain = _plain_command(args)
     try:
         if plain is not None:
-            from proctor.cli.caches import use_home_caches
-
-            use_home_caches()
             command, params = plain
-            return command(**params)
+            if args[0] != "verify":  # verify reads no YAML
+                from proctor.cli.caches import use_home_caches
+
+                use_home_caches()
+            try:
+                return command(**params)
+            except (EOFError, KeyboardInterrupt):  # as click ends a command it runs
+                sys.stderr.write("\nAborted.\n")
+                sys.exit(130)
         return _click_main(argv, as_json)
     except ProctorError as exc:
         from proctor.cli.render import print_error
@@ -49,7 +56,7 @@ def main(argv: list[str] | None = None) -> Any:
 
 
 def _plain_command(args: list[str]) -> tuple[Callable[..., Any], dict[str, Any]] | None:
-    """A plain ``proctor run`` or ``proctor resume`` command line read without click (see
+    """A plain ``proctor run``, ``resume`` or ``verify`` command line read without click (see
     :mod:`proctor.cli.plain_argv`): the command and its parameters, else None."""
     if args and args[0] == "run":
         from proctor.cli.running import parse_run_argv, run_command
@@ -61,6 +68,11 @@ def _plain_command(args: list[str]) -> tuple[Callable[..., Any], dict[str, Any]]
 
         params = parse_resume_argv(args[1:])
         return None if params is None else (resume_command, params)
+    if args and args[0] == "verify":
+        from proctor.cli.verifying import parse_verify_argv, verify_command
+
+        params = parse_verify_argv(args[1:])
+        return None if params is None else (verify_command, params)
     return None
 
 
