@@ -144,3 +144,40 @@ def test_ctrl_c_ends_a_plain_command_as_click_ends_one(
         main(["verify", "sha256:" + "a" * 64, "--json"])
     assert info.value.code == 130
     assert capsys.readouterr().err == "\nAborted.\n"
+
+
+def test_a_verify_process_ends_once_its_output_is_out(tmp_path: Path) -> None:
+    """The console script's plain verify skips the interpreter's teardown (an atexit handler
+    does not run), its output and exit status whole; called with argv, main returns as ever."""
+    from proctor.receipts.signing import signer_from_seed
+
+    key = tmp_path / "key.pem"
+    key.write_text(signer_from_seed(b"\x0a" * 32).public_key.pem())
+    (tmp_path / "r").mkdir()
+    missing = "sha256:" + "b" * 64
+    args = ["verify", missing, "--json", "--key", str(key), "--receipts-dir", "r"]
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+        "from proctor.cli.main import main\n"
+        "if sys.argv[1] == 'own':\n"
+        "    sys.argv[1:] = sys.argv[2:]\n"
+        "    main()\n"
+        "try:\n"
+        "    main(sys.argv[2:])\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code, file=sys.stderr)\n"
+    )
+    env = {"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+
+    def cli(how: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", probe, how, *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        )  # fmt: skip
+
+    runs = {how: cli(how) for how in ("own", "given")}
+    own, given = runs["own"], runs["given"]
+    assert (own.returncode, own.stderr) == (1, "")
+    assert (given.returncode, given.stderr) == (0, "exit 1\nteardown\n")
+    assert own.stdout == given.stdout and '"reason": "not_found"' in own.stdout
