@@ -389,13 +389,8 @@ def _walk(
         rid, body_digest = ref
         parent = owners[-1]
         depth = len(stack) - 1
-        if (
-            rid in path
-            or rid in seen
-            or body_digest != rid
-            or depth > max_depth
-            or walk.count >= max_receipts
-        ):
+        # every receipt on the path has been seen: one look-up covers both on the way through
+        if rid in seen or body_digest != rid or depth > max_depth or walk.count >= max_receipts:
             if rid in path:
                 failure = "cycle"
             elif rid in seen:
@@ -429,7 +424,7 @@ def _walk(
         body_bytes, key_id, signature, children = parts
         if children:
             for child in children:
-                if child.receipt_id == rid or child.receipt_id in path:
+                if child[0] == rid or child[0] in path:  # its receipt_id
                     return _invalid(walk, root_id, "cycle", None, rid, parent)
         if DIGEST_PREFIX + sha256(body_bytes).hexdigest() != rid:
             return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)
