@@ -98,6 +98,8 @@ def test_an_unreadable_path_is_left_to_click(places: list[str]) -> None:
 
 
 def test_a_plain_verify_loads_neither_click_nor_the_pem_reader(tmp_path: Path) -> None:
+    """Nor the strict receipt parser (the recognizer takes proctor's receipts) nor the signing
+    key machinery (the key is named)."""
     from proctor.receipts.signing import signer_from_seed
 
     key = tmp_path / "key.pem"
@@ -110,7 +112,8 @@ def test_a_plain_verify_loads_neither_click_nor_the_pem_reader(tmp_path: Path) -
         "    main(sys.argv[1:])\n"
         "except SystemExit as exc:\n"
         "    heavy = [m for m in ('click', 'cryptography.hazmat.primitives.serialization',\n"
-        "             'proctor.parser.yaml_strict') if m in sys.modules]\n"
+        "             'proctor.parser.yaml_strict', 'proctor.receipts.model',\n"
+        "             'proctor.runtime.home.keys') if m in sys.modules]\n"
         "    print('exit', exc.code, heavy, file=sys.stderr)\n"
     )
     env = {"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import binascii
 import re
 
-from proctor.receipts.model import SEAL_REASONS, ChildRef
+from proctor.receipts.parts import SEAL_REASONS, ChildRef
 
 __all__ = ["Scanned", "scan_envelope"]
 
