@@ -184,3 +184,20 @@ def test_a_verify_process_ends_once_its_output_is_out(tmp_path: Path) -> None:
     assert (own.returncode, own.stderr) == (1, "")
     assert (given.returncode, given.stderr) == (0, "exit 1\nteardown\n")
     assert own.stdout == given.stdout and '"reason": "not_found"' in own.stdout
+
+
+def test_the_walk_loads_without_dataclasses() -> None:
+    """The modules a verification walks with load no dataclasses; the result's class does."""
+    probe = (
+        "import sys\n"
+        "import proctor.receipts.verify, proctor.runtime.records.receipts\n"
+        "import proctor.runtime.records.folder_reader, proctor.runtime.home.public_key_file\n"
+        "import proctor.runtime.records.signature_processes, proctor.cli.verifying\n"
+        "print('dataclasses' in sys.modules)\n"
+        "from proctor.receipts.verify import VerifyResult\n"
+        "print('dataclasses' in sys.modules, VerifyResult.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True", "VerifyResult"]

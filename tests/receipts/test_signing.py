@@ -186,3 +186,20 @@ def test_every_other_public_pem_goes_to_cryptographys_reader(
     for name, data in cases.items():
         assert _plain_spki_raw(data.strip()) is None or name == "a point that is no key", name
         assert _either(data) == _full_reader(data, monkeypatch), name
+
+
+def test_a_public_key_behaves_as_the_frozen_dataclass_it_was() -> None:
+    a = signer_from_seed(b"\x0b" * 32).public_key
+    b = PublicKey.from_raw(a.raw)
+    other = signer_from_seed(b"\x0c" * 32).public_key
+    assert a == b and a != other and a != a.raw and (a == object()) is False
+    assert repr(a) == f"PublicKey(raw={a.raw!r}, key_id={a.key_id!r}, _key={a._key!r})"
+    with pytest.raises(AttributeError, match="cannot assign to field 'raw'"):
+        a.raw = b"x" * 32  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="cannot delete field 'key_id'"):
+        del a.key_id  # type: ignore[misc]
+    with pytest.raises(TypeError):  # its cryptography key is unhashable, as it always was
+        hash(a)
+    match a:
+        case PublicKey(raw, key_id):
+            assert (raw, key_id) == (a.raw, a.key_id)

@@ -51,8 +51,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
@@ -60,6 +59,9 @@ from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.parts import ChildRef
 from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import PublicKey
+
+if TYPE_CHECKING:
+    from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
 
 __all__ = [
     "BATCH_BYTES",
@@ -77,10 +79,8 @@ __all__ = [
     "verify_tree",
 ]
 
-VERIFY_SCHEMA = "proctor.verify.v1"
 
 Loader = Callable[[str], "bytes | None"]
-Status = Literal["verified", "unverified", "invalid"]
 
 #: One signature to check: the trusted key, the signature, the signed (canonical body) bytes.
 SignatureCheck = tuple[PublicKey, bytes, bytes]
@@ -98,6 +98,17 @@ SUBMIT_SIZE = 64
 BATCH_BYTES = 4 << 20
 #: Batches a ``submit_batch`` walk has out at once before it waits for the oldest.
 MAX_IN_FLIGHT = 4
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`VerifyResult`, :data:`VERIFY_SCHEMA` and ``Status``, from :mod:`.verify_result`
+    on first use: the dataclass (with the dataclasses and inspect modules it loads) is needed
+    only once the walk is done, and is then loaded while the last signature batches are out."""
+    if name in ("VerifyResult", "VERIFY_SCHEMA", "Status"):
+        from proctor.receipts import verify_result
+
+        return getattr(verify_result, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def verify_serially(checks: Sequence[SignatureCheck]) -> int | None:
@@ -122,54 +133,6 @@ _MESSAGES = {
     "digest_mismatch": "has a body whose digest is not the id it is stored and committed under",
     "signature_invalid": "has a signature that does not verify against its key",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyResult:
-    """The outcome of verifying one receipt tree.
-
-    ``reason`` is ``ok`` when verified, else a stable code (see the module docstring);
-    ``failing_receipt_id`` names the first receipt that failed (or could not be checked) and
-    ``parent_id`` the receipt that committed it. Counts cover the receipts read so far.
-    """
-
-    status: Status
-    reason: str
-    message: str
-    receipt_id: str | None
-    failing_receipt_id: str | None = None
-    parent_id: str | None = None
-    receipts: int = 0
-    signed: int = 0
-    amortized: int = 0
-    unknown_key: int = 0
-    depth: int = 0
-    key_ids: tuple[str, ...] = field(default=())
-
-    @property
-    def ok(self) -> bool:
-        """True only when the status is ``verified``."""
-        return self.status == "verified"
-
-    def to_json(self) -> dict[str, Any]:
-        """The result as a ``proctor.verify.v1`` document."""
-        return {
-            "schema": VERIFY_SCHEMA,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-            "receipt_id": self.receipt_id,
-            "failing_receipt_id": self.failing_receipt_id,
-            "parent_id": self.parent_id,
-            "counts": {
-                "receipts": self.receipts,
-                "signed": self.signed,
-                "amortized": self.amortized,
-                "unknown_key": self.unknown_key,
-                "depth": self.depth,
-            },
-            "key_ids": list(self.key_ids),
-        }
 
 
 class _Walk:
@@ -342,8 +305,12 @@ def verify_tree(
         if failed is not None:
             return failed
         raise
-    # a queued signature check precedes (in walk order) whatever stopped the walk
-    failed = queue.finish(walk, root_id)
+    # a queued signature check precedes (in walk order) whatever stopped the walk; the result's
+    # class is loaded once the last batch is out, while the checkers are busy with it
+    failed = queue.flush(walk, root_id)
+    from proctor.receipts import verify_result  # noqa: F401
+
+    failed = failed or queue.finish(walk, root_id)
     if failed is not None:
         return failed
     if stopped is not None:
@@ -478,6 +445,8 @@ def _result(
     rid: str | None,
     parent: str | None,
 ) -> VerifyResult:
+    from proctor.receipts.verify_result import VerifyResult
+
     message = f"receipt {rid}: {detail}" if rid is not None and status != "verified" else detail
     return VerifyResult(
         status=status,
