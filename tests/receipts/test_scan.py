@@ -276,3 +276,20 @@ def test_named_breaks_are_never_accepted_fast(old: bytes, new: bytes) -> None:
     broken = data.replace(old, new, 1)
     assert scan_envelope(broken) is None or _strict(broken) is not None
     _agree(broken)
+
+
+def test_key_ids_of_many_signers_read_right_and_only_a_few_are_kept() -> None:
+    """Key ids are decoded once and kept for the next receipts, up to a bound: past it (a tree
+    of many signers) each is decoded afresh, and every receipt still names its own."""
+    import proctor.receipts.scan as scan
+    from proctor.receipts.signing import signer_from_seed
+
+    scan._KEY_TEXT.clear()
+    for i in range(scan._KEYS_KEPT + 6):
+        s = signer_from_seed(bytes([i]) * 32)
+        _, data = seal(body("step", s.key_id, audit_head=None), s)
+        for _ in range(2):
+            parts = _agree(data)
+            assert parts is not None and parts[1] == s.key_id
+    assert len(scan._KEY_TEXT) == scan._KEYS_KEPT
+    assert all(text.encode() == raw for raw, text in scan._KEY_TEXT.items())

@@ -127,3 +127,79 @@ def test_other_key_files_go_to_the_full_reader_and_are_refused_as_before() -> No
         with pytest.raises(ConfigError) as info:
             parse_private_key_pem(data)
         assert info.value.code == "signing_key_invalid", name
+
+
+def _full_reader(data: bytes, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """What parse_public_key gives with the plain PEM path switched off."""
+    import proctor.receipts.signing as signing
+
+    with monkeypatch.context() as patched:
+        patched.setattr(signing, "_plain_spki_raw", lambda text: None)
+        try:
+            return "key", parse_public_key(data).raw.hex()
+        except ConfigError as exc:
+            return exc.code, exc.message
+
+
+def _either(data: bytes) -> tuple[str, str]:
+    try:
+        return "key", parse_public_key(data).raw.hex()
+    except ConfigError as exc:
+        return exc.code, exc.message
+
+
+@pytest.mark.parametrize("seed", [b"\x00" * 32, b"\xff" * 32, bytes(range(32))])
+def test_the_public_pem_proctor_writes_is_read_without_cryptographys_reader(
+    seed: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proctor.receipts.signing import _plain_spki_raw
+
+    pub = signer_from_seed(seed).public_key
+    pem = pub.pem().encode()
+    assert _plain_spki_raw(pem.strip()) == pub.raw
+    assert _either(pem) == _full_reader(pem, monkeypatch) == ("key", pub.raw.hex())
+    assert parse_public_key(pem) == pub
+
+
+def test_every_other_public_pem_goes_to_cryptographys_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from proctor.receipts.signing import _plain_spki_raw
+
+    pem = signer_from_seed(b"\x07" * 32).public_key.pem().encode()
+    head, body, tail = pem.split(b"\n")[:3]
+    odd_bits = body[:-2] + bytes([body[-2] ^ 1]) + body[-1:]  # the unused low bits set
+    x25519 = bytes.fromhex("302a300506032b656e032100") + b"\x09" * 32
+    import base64
+
+    cases = {
+        "CRLF": pem.replace(b"\n", b"\r\n"),
+        "split body": b"\n".join([head, body[:30], body[30:], tail]) + b"\n",
+        "non-canonical base64": b"\n".join([head, odd_bits, tail]) + b"\n",
+        "X25519 key": b"\n".join([head, base64.b64encode(x25519), tail]) + b"\n",
+        "two blocks": pem + pem,
+        "cut short": b"\n".join([head, body[:-8] + b"====", tail]),
+        "a point that is no key": b"\n".join(
+            [head, base64.b64encode(x25519[:9] + b"\x70" + x25519[10:12] + b"\xff" * 32), tail]
+        ),
+    }
+    for name, data in cases.items():
+        assert _plain_spki_raw(data.strip()) is None or name == "a point that is no key", name
+        assert _either(data) == _full_reader(data, monkeypatch), name
+
+
+def test_a_public_key_behaves_as_the_frozen_dataclass_it_was() -> None:
+    a = signer_from_seed(b"\x0b" * 32).public_key
+    b = PublicKey.from_raw(a.raw)
+    other = signer_from_seed(b"\x0c" * 32).public_key
+    assert a == b and a != other and a != a.raw and (a == object()) is False
+    assert repr(a) == f"PublicKey(raw={a.raw!r}, key_id={a.key_id!r}, _key={a._key!r})"
+    with pytest.raises(AttributeError, match="cannot assign to field 'raw'"):
+        a.raw = b"x" * 32  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="cannot delete field 'key_id'"):
+        del a.key_id  # type: ignore[misc]
+    with pytest.raises(TypeError):  # its cryptography key is unhashable, as it always was
+        hash(a)
+    match a:
+        case PublicKey(raw, key_id):
+            assert (raw, key_id) == (a.raw, a.key_id)

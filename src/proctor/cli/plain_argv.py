@@ -1,16 +1,22 @@
 """Plain command lines read without click, for the commands whose start-up is measured
-(``proctor run``, ``proctor resume``).
+(``proctor run``, ``proctor resume``, ``proctor verify``).
 
 A command declares its options once as :data:`Option` rows; its click command is built from the
 same rows. :func:`read_plain` reads a command line with them the way click does, or returns
 ``None`` and leaves it to click: help, an option it does not know or a malformed one, a missing
 or an extra argument, ``--``, and the options the command leaves to click. Click then reads it,
 or refuses it, as it always has; property tests hold this reader to click's reading of every
-command line it accepts (``tests/cli/test_run_argv.py``).
+command line it accepts (``tests/cli/test_run_argv.py``, ``tests/cli/test_verify_argv.py``).
+
+A path option (kind ``file`` or ``folder``) is read as click's ``click.Path`` reads it (not
+required to exist; ``file``: not a folder, ``folder``: not a regular file; readable when it
+exists): a path click would refuse leaves the command line to click, which says why.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -18,7 +24,11 @@ __all__ = ["Option", "read_plain", "with_options"]
 
 Option = tuple[str, tuple[str, ...], str, "str | None", str]
 """``(parameter, flags, kind, metavar, help)``; ``kind`` is ``value`` (one string, the last one
-given), ``multiple`` (every one given, in order, as a tuple) or ``flag``."""
+given), ``multiple`` (every one given, in order, as a tuple), ``flag``, or ``file`` / ``folder``
+(a ``value`` that is a path, see the module docstring)."""
+
+_PATH_KINDS = {"file": stat.S_ISDIR, "folder": stat.S_ISREG}
+"""For each path kind, the kind of existing file ``click.Path`` refuses for it."""
 
 
 def read_plain(
@@ -81,6 +91,9 @@ def read_plain(
             params[name] = tuple(many.get(name, ()))
         else:
             params[name] = found.get(name)
+            refused = _PATH_KINDS.get(kind)
+            if refused is not None and name in found and not _path_taken(found[name], refused):
+                return None  # a path click.Path refuses: click says why
     for at, (name, default) in enumerate(arguments):
         if at < len(positional):
             params[name] = positional[at]
@@ -89,6 +102,16 @@ def read_plain(
         else:
             params[name] = default
     return params
+
+
+def _path_taken(path: str, refused: Callable[[int], bool]) -> bool:
+    """Whether ``click.Path`` (``exists=False``, ``readable=True``) takes ``path``: it takes a
+    path that does not exist, else one not of the ``refused`` kind that may be read."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return True
+    return not refused(mode) and os.access(path, os.R_OK)
 
 
 def with_options(options: Sequence[Option]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -101,6 +124,9 @@ def with_options(options: Sequence[Option]) -> Callable[[Callable[..., Any]], Ca
         for name, flags, kind, metavar, text in reversed(options):
             if kind == "flag":
                 fn = click.option(*flags, name, is_flag=True, help=text)(fn)
+            elif kind in _PATH_KINDS:
+                path = click.Path(dir_okay=kind != "file", file_okay=kind != "folder")
+                fn = click.option(*flags, name, type=path, metavar=metavar, help=text)(fn)
             else:
                 fn = click.option(
                     *flags, name, multiple=kind == "multiple", metavar=metavar, help=text

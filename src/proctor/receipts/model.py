@@ -59,6 +59,7 @@ from typing import Any, Literal, NamedTuple
 from proctor.contracts.values import dataclass
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical_text, is_digest
+from proctor.receipts.parts import SEAL_REASONS, ChildRef
 
 __all__ = [
     "ENFORCEMENTS",
@@ -83,22 +84,6 @@ Kind = Literal["run", "step", "call"]
 KINDS: tuple[str, ...] = ("run", "step", "call")
 
 OUTCOMES: tuple[str, ...] = ("completed", "failed", "blocked", "declined", "superseded", "killed")
-
-#: Why a receipt sealed as it did, when the outcome alone does not say. Closed vocabulary.
-SEAL_REASONS: dict[str, str] = {
-    "inputs_invalid": "the inputs failed the method's or the tool's schema",
-    "admission_refused": "admission refused: scope, schema, containment or the approval floor",
-    "policy_refused": "a policy rule with enforcement block refused",
-    "budget_exceeded": "a call, spend, concurrency or receipt budget would have been passed",
-    "credential_unavailable": "a required credential could not be resolved or delivered",
-    "tool_failed": "the tool ran and failed",
-    "timeout": "the work ran past its time limit",
-    "child_failed": "a step, call or child run below this one did not complete",
-    "approval_declined": "a person declined an approval this work waited on",
-    "host_closed": "the host closed the paused run (declined or superseded)",
-    "operator_killed": "an operator or the supervisor stopped the work",
-    "internal_error": "proctor itself failed; the run store holds the detail",
-}
 
 ENFORCEMENTS: tuple[str, ...] = ("warn", "block")
 
@@ -181,16 +166,6 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         """The verdict as its JSON object."""
         return {"rule_id": self.rule_id, "code": self.code, "enforcement": self.enforcement}
-
-
-class ChildRef(NamedTuple):
-    """A parent's commitment to one child: its id and its signed-body digest (equal values).
-
-    A named tuple: the verifier builds one per receipt in the tree, and tuples build fast.
-    """
-
-    receipt_id: str
-    body_digest: str
 
 
 class Envelope(NamedTuple):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import binascii
 import re
 
-from proctor.receipts.model import SEAL_REASONS, ChildRef
+from proctor.receipts.parts import SEAL_REASONS, ChildRef
 
 __all__ = ["Scanned", "scan_envelope"]
 
@@ -74,44 +74,26 @@ _PATTERN = (
 # over bytes: every byte the pattern admits is ASCII, so no decoding is needed first
 _ENVELOPE = re.compile(_PATTERN.encode("ascii"))
 _FULLMATCH = _ENVELOPE.fullmatch
-# where each capture sits in Match.groups(): one call takes them all, faster than by names
-(
-    _STARTED,
-    _ENDED,
-    _CHILDREN,
-    _CONTEXT,
-    _REUSED,
-    _SANDBOX,
-    _SPEND,
-    _CALL,
-    _STEP,
-    _KEY,
-    _SIG,
-    _CSIG,
-) = (
-    _ENVELOPE.groupindex[name] - 1
-    for name in (
-        "started",
-        "ended",
-        "children",
-        "context",
-        "reused",
-        "sandbox",
-        "spend",
-        "call",
-        "step",
-        "key",
-        "sig",
-        "csig",
-    )
-)
+# the captures in the order Match.groups() gives them: scan_envelope unpacks that tuple at once
+_GROUPS = (
+    "nohead", "nolast", "children", "context", "ended", "key", "call", "step", "completed",
+    "reused", "sandbox", "spend", "started", "csig", "sig",
+)  # fmt: skip
+if tuple(sorted(_ENVELOPE.groupindex, key=_ENVELOPE.groupindex.__getitem__)) != _GROUPS:
+    raise ImportError("scan_envelope's captures are out of step with its pattern")
 # each child commitment is {"body_digest":"<71>","receipt_id":"<71>"}, then a comma
 _CHILD_AT, _CHILD_RID, _CHILD_STRIDE = 16, 16 + 71 + 16, 177
 _BODY_AT = len('{"body":')
 # the envelope after its body: ,"key_id":"<71 characters>","signature": ... }LF
 _TAIL = len(',"key_id":"') + 71 + len('","signature":') + len("}\n")
 _UNSIGNED_TAIL = _TAIL + len("null")
+_SIGNED_TAIL = _TAIL + 2  # and the base64 text between its two quotes
 _a2b = binascii.a2b_base64
+_ref = tuple.__new__  # a ChildRef without a call into its Python-level __new__
+#: key ids as text by their bytes: a tree has one or a few signers, so each id is decoded once
+#: and every receipt then carries the same string (whose hash is computed once, not per look-up)
+_KEY_TEXT: dict[bytes, str] = {}
+_KEYS_KEPT = 64
 
 
 def scan_envelope(data: bytes) -> Scanned | None:
@@ -124,19 +106,20 @@ def scan_envelope(data: bytes) -> Scanned | None:
     m = _FULLMATCH(data)
     if m is None:
         return None
-    g = m.groups()
-    if g[_ENDED] < g[_STARTED]:
+    (_, _, children, context, ended, key, call, step, _, reused, sandbox, spend, started,
+     ctext64, text64) = m.groups()  # fmt: skip
+    if ended < started:
         return None
     # the rare fields: each belongs to one kind only
-    if g[_CONTEXT] or g[_REUSED] or g[_SANDBOX] or g[_SPEND]:
-        call, step = g[_CALL], g[_STEP]
-        if g[_CONTEXT] is not None and step is None:
+    if context or reused or sandbox or spend:
+        if context is not None and step is None:
             return None
-        if (g[_REUSED] is not None and (call or step)) or (g[_SANDBOX] is not None and not call):
+        if (reused is not None and (call or step)) or (sandbox is not None and not call):
             return None
-        if g[_SPEND] is not None and call is not None:
+        if spend is not None and call is not None:
             return None
-    text64 = g[_SIG] or g[_CSIG]
+    if text64 is None:
+        text64 = ctext64
     if text64 is None:
         sig = None
         tail = _UNSIGNED_TAIL
@@ -145,23 +128,32 @@ def scan_envelope(data: bytes) -> Scanned | None:
             sig = _a2b(text64, strict_mode=True)
         except binascii.Error:
             return None
-        tail = _TAIL + 2 + len(text64)
-    children = g[_CHILDREN]
+        tail = _SIGNED_TAIL + len(text64)
     if not children:
         refs: tuple[ChildRef, ...] = ()
     elif len(children) == _CHILD_STRIDE - 1:  # one child: most receipts of a deep tree
         text = children.decode("ascii")
-        refs = (ChildRef(text[_CHILD_RID : _CHILD_RID + 71], text[_CHILD_AT : _CHILD_AT + 71]),)
+        refs = (
+            _ref(ChildRef, (text[_CHILD_RID : _CHILD_RID + 71], text[_CHILD_AT : _CHILD_AT + 71])),
+        )
     else:
         text = children.decode("ascii")
         refs = tuple(
             [
-                ChildRef(
-                    text[i + _CHILD_RID : i + _CHILD_RID + 71],
-                    text[i + _CHILD_AT : i + _CHILD_AT + 71],
+                _ref(
+                    ChildRef,
+                    (
+                        text[i + _CHILD_RID : i + _CHILD_RID + 71],
+                        text[i + _CHILD_AT : i + _CHILD_AT + 71],
+                    ),
                 )
                 for i in range(0, len(text), _CHILD_STRIDE)
             ]
         )
+    key_id = _KEY_TEXT.get(key)
+    if key_id is None:
+        key_id = key.decode("ascii")
+        if len(_KEY_TEXT) < _KEYS_KEPT:
+            _KEY_TEXT[key] = key_id
     # the body ends where the envelope's ',"key_id":"' begins
-    return data[_BODY_AT : len(data) - tail], g[_KEY].decode("ascii"), sig, refs
+    return data[_BODY_AT : len(data) - tail], key_id, sig, refs

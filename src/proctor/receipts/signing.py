@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 
 from cryptography.exceptions import InvalidSignature
@@ -176,15 +177,46 @@ def _plain_pkcs8_seed(data: bytes) -> bytes | None:
     return der[len(_PKCS8_ED25519_HEAD) :]
 
 
+#: DER of RFC 8410's SubjectPublicKeyInfo for Ed25519 up to the 32 key bytes: SEQUENCE (42
+#: bytes) { SEQUENCE { OID 1.3.101.112 }, BIT STRING (33 bytes, no unused bits) }.
+_SPKI_ED25519_HEAD = bytes.fromhex("302a300506032b6570032100")
+_PEM_PUBLIC_BEGIN = b"-----BEGIN PUBLIC KEY-----"
+_PEM_PUBLIC_END = b"-----END PUBLIC KEY-----"
+
+
+def _plain_spki_raw(text: bytes) -> bytes | None:
+    """The 32 raw key bytes of a stripped PEM that is exactly what :meth:`PublicKey.pem` writes
+    (one line of base64 between the two markers), else None: anything else, however close, is
+    left to ``cryptography``'s PEM reader, whose serialization module costs more to import than
+    the rest of ``proctor verify``'s start-up but the interpreter."""
+    if not (text.startswith(_PEM_PUBLIC_BEGIN) and text.endswith(_PEM_PUBLIC_END)):
+        return None
+    body = text[len(_PEM_PUBLIC_BEGIN) : -len(_PEM_PUBLIC_END)]
+    try:
+        der = binascii.a2b_base64(body.strip(), strict_mode=True)
+    except binascii.Error:
+        return None
+    if len(der) != 44 or not der.startswith(_SPKI_ED25519_HEAD):
+        return None
+    if body != b"\n" + binascii.b2a_base64(der, newline=False) + b"\n":
+        return None  # not the one form the key is written in
+    return der[len(_SPKI_ED25519_HEAD) :]
+
+
 def parse_public_key(data: bytes) -> PublicKey:
     """A public key from any form proctor prints: PEM ``PUBLIC KEY``, the JSON document of
-    ``proctor key show --json`` (its ``public_key_hex``), or 64 hex digits.
+    ``proctor key show --json`` (its ``public_key_hex``), or 64 hex digits. The PEM form
+    :meth:`PublicKey.pem` writes is read here directly; any other goes to ``cryptography``.
 
     Raises:
         ConfigError: (code ``public_key_invalid``) none of those forms, or not Ed25519.
     """
     text = data.strip()
     if text.startswith(b"-----BEGIN"):
+        raw = _plain_spki_raw(text)
+        if raw is not None:
+            with contextlib.suppress(ConfigError):  # the full reader says why it is refused
+                return PublicKey.from_raw(raw)
         from cryptography.hazmat.primitives import serialization
 
         try:

@@ -51,15 +51,14 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal
 
-from proctor.contracts.values import dataclass, field
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
-from proctor.receipts.model import ChildRef, parse_envelope
+from proctor.receipts.parts import ChildRef
 from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import PublicKey
+from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
 
 __all__ = [
     "BATCH_BYTES",
@@ -77,10 +76,8 @@ __all__ = [
     "verify_tree",
 ]
 
-VERIFY_SCHEMA = "proctor.verify.v1"
 
 Loader = Callable[[str], "bytes | None"]
-Status = Literal["verified", "unverified", "invalid"]
 
 #: One signature to check: the trusted key, the signature, the signed (canonical body) bytes.
 SignatureCheck = tuple[PublicKey, bytes, bytes]
@@ -122,54 +119,6 @@ _MESSAGES = {
     "digest_mismatch": "has a body whose digest is not the id it is stored and committed under",
     "signature_invalid": "has a signature that does not verify against its key",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyResult:
-    """The outcome of verifying one receipt tree.
-
-    ``reason`` is ``ok`` when verified, else a stable code (see the module docstring);
-    ``failing_receipt_id`` names the first receipt that failed (or could not be checked) and
-    ``parent_id`` the receipt that committed it. Counts cover the receipts read so far.
-    """
-
-    status: Status
-    reason: str
-    message: str
-    receipt_id: str | None
-    failing_receipt_id: str | None = None
-    parent_id: str | None = None
-    receipts: int = 0
-    signed: int = 0
-    amortized: int = 0
-    unknown_key: int = 0
-    depth: int = 0
-    key_ids: tuple[str, ...] = field(default=())
-
-    @property
-    def ok(self) -> bool:
-        """True only when the status is ``verified``."""
-        return self.status == "verified"
-
-    def to_json(self) -> dict[str, Any]:
-        """The result as a ``proctor.verify.v1`` document."""
-        return {
-            "schema": VERIFY_SCHEMA,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-            "receipt_id": self.receipt_id,
-            "failing_receipt_id": self.failing_receipt_id,
-            "parent_id": self.parent_id,
-            "counts": {
-                "receipts": self.receipts,
-                "signed": self.signed,
-                "amortized": self.amortized,
-                "unknown_key": self.unknown_key,
-                "depth": self.depth,
-            },
-            "key_ids": list(self.key_ids),
-        }
 
 
 class _Walk:
@@ -318,6 +267,8 @@ def verify_tree(
     if root_id is None:
         if root_bytes is None:
             raise ValueError("verify_tree needs a root id or the root's bytes")
+        from proctor.receipts.model import parse_envelope
+
         try:
             env = parse_envelope(root_bytes)
         except ReceiptInvalid as exc:
@@ -341,7 +292,8 @@ def verify_tree(
             return failed
         raise
     # a queued signature check precedes (in walk order) whatever stopped the walk
-    failed = queue.finish(walk, root_id)
+    failed = queue.flush(walk, root_id)
+    failed = failed or queue.finish(walk, root_id)
     if failed is not None:
         return failed
     if stopped is not None:
@@ -389,13 +341,8 @@ def _walk(
         rid, body_digest = ref
         parent = owners[-1]
         depth = len(stack) - 1
-        if (
-            rid in path
-            or rid in seen
-            or body_digest != rid
-            or depth > max_depth
-            or walk.count >= max_receipts
-        ):
+        # every receipt on the path has been seen: one look-up covers both on the way through
+        if rid in seen or body_digest != rid or depth > max_depth or walk.count >= max_receipts:
             if rid in path:
                 failure = "cycle"
             elif rid in seen:
@@ -420,7 +367,9 @@ def _walk(
                 walk, root_id, "not_found" if depth == 0 else "child_missing", None, rid, parent
             )
         parts = scan(data)
-        if parts is None:
+        if parts is None:  # not the common shape: the strict parser accepts it or says why
+            from proctor.receipts.model import parse_envelope
+
             try:
                 env = parse_envelope(data)
             except ReceiptInvalid as exc:
@@ -429,7 +378,7 @@ def _walk(
         body_bytes, key_id, signature, children = parts
         if children:
             for child in children:
-                if child.receipt_id == rid or child.receipt_id in path:
+                if child[0] == rid or child[0] in path:  # its receipt_id
                     return _invalid(walk, root_id, "cycle", None, rid, parent)
         if DIGEST_PREFIX + sha256(body_bytes).hexdigest() != rid:
             return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)

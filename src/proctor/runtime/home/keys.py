@@ -30,8 +30,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
-from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem, parse_public_key
+from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem
 from proctor.runtime.home.files import home_dir, write_private
+from proctor.runtime.home.public_key_file import MAX_KEY_FILE as _MAX_KEY_FILE
+from proctor.runtime.home.public_key_file import load_public_key_file
 from proctor.runtime.testhooks import kill_point
 
 __all__ = [
@@ -50,7 +52,6 @@ __all__ = [
 
 KEY_FILE_NAME = "signing_key.pem"
 TRUSTED_KEYS_DIR = "trusted_keys"
-_MAX_KEY_FILE = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,23 +343,3 @@ def rotate_key(
         f"the signing key {shown} keeps changing while it is rotated; try again",
         code="signing_key_unreadable",
     )
-
-
-def load_public_key_file(path: Path) -> PublicKey:
-    """A public key from a file: PEM, the ``proctor key show --json`` document, or hex.
-
-    Raises:
-        ConfigError: (``public_key_invalid`` / ``public_key_unreadable``) unreadable or not an
-            Ed25519 public key in one of those forms.
-    """
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(_MAX_KEY_FILE + 1)
-    except OSError as exc:
-        raise ConfigError(
-            f"the public key file {path.name!r} could not be read: {exc.strerror}",
-            code="public_key_unreadable",
-        ) from exc
-    if len(data) > _MAX_KEY_FILE:
-        raise ConfigError("the public key file is too large", code="public_key_invalid")
-    return parse_public_key(data)

@@ -49,10 +49,13 @@ class FolderReader:
         match = _ID.match(receipt_id)
         if match is None:
             return None
-        name = f"{match.group(1)}.json"
+        name = match[1] + ".json"
         try:
             try:
-                fd = self._open(name, self._flags)
+                if self._dir is None:
+                    fd = os.open(self._prefix + name, self._flags)
+                else:
+                    fd = os.open(name, self._flags, dir_fd=self._dir)
             except PermissionError:
                 if not self._flags & self._NOATIME:
                     raise

@@ -520,10 +520,12 @@ def _trusted(
     environ: Mapping[str, str] | None = None,
 ) -> list[PublicKey]:
     from proctor.receipts.signing import PublicKey, parse_public_key
-    from proctor.runtime.home.keys import load_public_key_file, trusted_local_keys
+    from proctor.runtime.home.public_key_file import load_public_key_file
 
-    if public_key is None:
-        return trusted_local_keys(environ)  # the local key and the keys rotation kept trusted
+    if public_key is None:  # the local key and the keys rotation kept trusted
+        from proctor.runtime.home.keys import trusted_local_keys
+
+        return trusted_local_keys(environ)
     if isinstance(public_key, PublicKey):
         return [public_key]
     if isinstance(public_key, bytes):
@@ -587,14 +589,10 @@ def verify_receipt(
         folder = store.directory if store._check(create=False) else None
     from proctor.runtime.records.folder_reader import FolderReader
 
-    load = FolderReader(folder) if folder is not None else _nothing
+    load = FolderReader(folder) if folder is not None else lambda receipt_id: None
     try:
         with SignatureProcesses() as pool:
             return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
     finally:
         if isinstance(load, FolderReader):
             load.close()
-
-
-def _nothing(receipt_id: str) -> bytes | None:
-    return None

@@ -1,0 +1,37 @@
+"""Read a trusted public key from a file (``proctor verify --key``).
+
+Kept apart from :mod:`proctor.runtime.home.keys` (which re-exports it): verifying with a
+named key then loads not the signing-key machinery. A file larger than
+:data:`MAX_KEY_FILE` is refused unread past that size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from proctor.errors import ConfigError
+from proctor.receipts.signing import PublicKey, parse_public_key
+
+__all__ = ["MAX_KEY_FILE", "load_public_key_file"]
+
+MAX_KEY_FILE = 64 * 1024
+
+
+def load_public_key_file(path: Path) -> PublicKey:
+    """A public key from a file: PEM, the ``proctor key show --json`` document, or hex.
+
+    Raises:
+        ConfigError: (``public_key_invalid`` / ``public_key_unreadable``) unreadable or not an
+            Ed25519 public key in one of those forms.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_KEY_FILE + 1)
+    except OSError as exc:
+        raise ConfigError(
+            f"the public key file {path.name!r} could not be read: {exc.strerror}",
+            code="public_key_unreadable",
+        ) from exc
+    if len(data) > MAX_KEY_FILE:
+        raise ConfigError("the public key file is too large", code="public_key_invalid")
+    return parse_public_key(data)
