@@ -4,7 +4,6 @@ everything else goes to click; a plain run never imports click."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 
 from proctor.cli.run import run
 from proctor.cli.running import RUN_OPTIONS, parse_run_argv
+from tests.cli.probe import probe_cli
 
 _FLAGS = [flag for _name, flags, _kind, _m, _h in RUN_OPTIONS for flag in flags]
 _TOKENS = [
@@ -79,26 +79,14 @@ def test_a_plain_run_never_imports_click_and_a_refused_one_is_refused_by_click(
     tmp_path: Path,
 ) -> None:
     hello = Path(__file__).resolve().parents[2] / "examples" / "hello-world"
-    probe = (
-        "import sys\n"
-        "from proctor.cli.main import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as exc:\n"
-        "    print('exit', exc.code, 'click' in sys.modules, file=sys.stderr)\n"
-    )
-    env = {"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", probe, *args],
-            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
-        )  # fmt: skip
+        return probe_cli(tmp_path, ("click",), *args)
 
     done = cli("run", str(hello), "-i", "message=hi", "--json")
-    assert done.stderr.splitlines()[-1] == "exit 0 False", done.stderr
+    assert done.stderr.splitlines()[-1] == "exit 0 []", done.stderr
     refused = cli("run", str(hello), "--nope")
-    assert refused.stderr.splitlines()[-1] == "exit 2 True"
+    assert refused.stderr.splitlines()[-1] == "exit 2 ['click']"
     assert "No such option '--nope'" in refused.stderr
 
 

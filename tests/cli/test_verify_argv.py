@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from proctor.cli.verify import verify
 from proctor.cli.verifying import VERIFY_OPTIONS, parse_verify_argv
+from tests.cli.probe import probe_cli
 
 _FLAGS = [flag for _name, flags, _kind, _m, _h in VERIFY_OPTIONS for flag in flags]
 
@@ -105,24 +106,16 @@ def test_a_plain_verify_loads_neither_click_nor_the_pem_reader(tmp_path: Path) -
     key = tmp_path / "key.pem"
     key.write_text(signer_from_seed(b"\x09" * 32).public_key.pem())
     (tmp_path / "r").mkdir()
-    probe = (
-        "import sys\n"
-        "from proctor.cli.main import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as exc:\n"
-        "    heavy = [m for m in ('click', 'cryptography.hazmat.primitives.serialization',\n"
-        "             'proctor.parser.yaml_strict', 'proctor.receipts.model',\n"
-        "             'proctor.runtime.home.keys') if m in sys.modules]\n"
-        "    print('exit', exc.code, heavy, file=sys.stderr)\n"
+    heavy = (
+        "click",
+        "cryptography.hazmat.primitives.serialization",
+        "proctor.parser.yaml_strict",
+        "proctor.receipts.model",
+        "proctor.runtime.home.keys",
     )
-    env = {"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", probe, *args],
-            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
-        )  # fmt: skip
+        return probe_cli(tmp_path, heavy, *args)
 
     missing = "sha256:" + "a" * 64
     done = cli("verify", missing, "--json", "--key", str(key), "--receipts-dir", "r")
@@ -201,3 +194,26 @@ def test_the_walk_loads_without_dataclasses() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.split() == ["False", "False", "VerifyResult"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", "sha256:" + "a" * 64, "--key", "\x00", "--json"],
+        ["verify", "sha256:" + "a" * 64, "--receipts-dir", "r\x00", "--json"],
+        ["run", "examples/hello-world\x00", "--json"],
+        ["audit", "verify", "--json", "\x00"],
+    ],
+)
+def test_an_argument_with_a_nul_byte_is_a_usage_error(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # click.Path would stat it and raise ValueError; no command reads it.
+    from proctor.cli.main import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(args)
+    assert ended.value.code == 2
+    out, err = capsys.readouterr()
+    assert '"code": "argument_nul"' in out and "error[argument_nul]" in err
+    assert "Traceback" not in err

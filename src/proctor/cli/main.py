@@ -31,14 +31,18 @@ def main(argv: list[str] | None = None) -> Any:
     """Entry point of the console script; maps ProctorError to its exit code.
 
     An error is ``error[code]: message`` on stderr; under ``--json`` it is also a
-    ``proctor.error.v1`` object on stdout (code, message, exit code).
+    ``proctor.error.v1`` object on stdout (code, message, exit code). An argument holding a NUL
+    byte (which no process's command line can, but ``main(argv)`` can be given) is refused as a
+    usage error before any command reads it.
     """
-    from proctor.errors import ProctorError
+    from proctor.errors import ProctorError, UsageError
 
     as_json = _wants_json(argv)
     args = sys.argv[1:] if argv is None else list(argv)
-    plain = _plain_command(args)
     try:
+        if any("\0" in arg for arg in args):
+            raise UsageError("a command-line argument holds a NUL byte", code="argument_nul")
+        plain = _plain_command(args)
         if plain is not None:
             command, params = plain
             if args[0] != "verify":  # verify reads no YAML

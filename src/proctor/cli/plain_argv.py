@@ -106,9 +106,12 @@ def read_plain(
 
 def _path_taken(path: str, refused: Callable[[int], bool]) -> bool:
     """Whether ``click.Path`` (``exists=False``, ``readable=True``) takes ``path``: it takes a
-    path that does not exist, else one not of the ``refused`` kind that may be read."""
+    path that does not exist, else one not of the ``refused`` kind that may be read; a path
+    the system cannot name (a NUL byte) is left to click."""
     try:
         mode = os.stat(path).st_mode
+    except ValueError:
+        return False
     except OSError:
         return True
     return not refused(mode) and os.access(path, os.R_OK)
