@@ -418,7 +418,9 @@ class ReceiptStore:
         writers = min(_WRITERS, len(todo))
         size = -(-len(todo) // writers)
         shares = [todo[i : i + size] for i in range(0, len(todo), size)]
-        if not _pool and len(todo) <= _WRITERS:  # a CLI run's only seal: no pool to start
+        if not _pool and not _batches and len(todo) <= _WRITERS:
+            # the process's first small batch (a CLI run's only seal): no pool to start
+            _batches.append(True)
             return _in_threads(run, shares)
         return [result for share in _writer_pool().map(run, shares) for result in share]
 
@@ -449,6 +451,7 @@ _WRITERS = 16
 
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
+_batches: list[bool] = []  # holds one item once a batch ran on threads of its own
 
 
 def _in_threads(
