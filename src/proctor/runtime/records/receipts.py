@@ -418,8 +418,7 @@ class ReceiptStore:
         writers = min(_WRITERS, len(todo))
         size = -(-len(todo) // writers)
         shares = [todo[i : i + size] for i in range(0, len(todo), size)]
-        if not _pool and not _batches and len(todo) <= _WRITERS:
-            # the process's first small batch (a CLI run's only seal): no pool to start
+        if not _pool and not _batches and len(todo) <= _WRITERS:  # a CLI run's only seal
             _batches.append(True)
             return _in_threads(run, shares)
         return [result for share in _writer_pool().map(run, shares) for result in share]
