@@ -362,30 +362,26 @@ class _Cues:
         self.any_first = any_first
 
 
-_CUES: list[_Cues] = []
-
-
+@functools.cache
 def _cues() -> _Cues:
     """The cue scans, compiled once per process on first use: a process whose texts are all
     short plain words (``SAFE_FORM``) never compiles them."""
-    if not _CUES:
-        caseless = tuple(
+    caseless = tuple(
+        (
             (
-                (
-                    tuple(re.compile(word) for word in words),
-                    tuple(re.compile(word, re.IGNORECASE) for word in words),
-                ),
-                kinds,
-            )
-            for words, kinds in _CASELESS_WORDS
+                tuple(re.compile(word) for word in words),
+                tuple(re.compile(word, re.IGNORECASE) for word in words),
+            ),
+            kinds,
         )
-        # In a short text one search for any first character of a cue is cheaper than a
-        # memchr each.
-        any_first = re.compile(
-            "[" + "".join(sorted({re.escape(s.first) for s in _SHAPES if s.first})) + "]"
-        )
-        _CUES.append(_Cues(_cue_scans(False), _cue_scans(True), caseless, any_first))
-    return _CUES[0]
+        for words, kinds in _CASELESS_WORDS
+    )
+    # In a short text one search for any first character of a cue is cheaper than a
+    # memchr each.
+    any_first = re.compile(
+        "[" + "".join(sorted({re.escape(s.first) for s in _SHAPES if s.first})) + "]"
+    )
+    return _Cues(_cue_scans(False), _cue_scans(True), caseless, any_first)
 
 
 # --------------------------------------------------------------------------- text
@@ -416,7 +412,7 @@ _SHORT = 256
 def _shape_cues(text: str) -> set[int]:
     shapes: set[int] = set()
     backwards = ""
-    cues = _CUES[0] if _CUES else _cues()
+    cues = _cues()
     scanned = len(text) > _SHORT or cues.any_first.search(text) is not None
     for scans, back in ((cues.forward, False), (cues.backward, True)) if scanned else ():
         for first, scan, each in scans:

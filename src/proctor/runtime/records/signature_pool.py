@@ -20,6 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import Self
 
 from proctor.receipts.verify import SignatureCheck, verify_serially
 
@@ -39,7 +40,25 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class SignaturePool:
+class Closing:
+    """A checker used as a context manager: ``with`` ends in :meth:`close`."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SignaturePool(Closing):
     """A :data:`~proctor.receipts.verify.BatchVerifier` over ``workers`` threads plus the caller.
 
     Threads start on the first batch large enough to split and stop on :meth:`close` (use the
@@ -129,17 +148,6 @@ class SignaturePool:
         for thread in self._threads:
             thread.join()
         self._threads.clear()
-
-    def __enter__(self) -> SignaturePool:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class _Job:

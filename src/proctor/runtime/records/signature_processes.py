@@ -27,12 +27,11 @@ import struct
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify import SignatureCheck, verify_serially
-from proctor.runtime.records.signature_pool import SignaturePool, usable_cores
+from proctor.runtime.records.signature_pool import Closing, SignaturePool, usable_cores
 from proctor.runtime.records.signature_worker import serve
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ _CHECK = struct.Struct("<32sHI")
 _RESULT = struct.Struct("<i")
 
 
-class SignatureProcesses:
+class SignatureProcesses(Closing):
     """A :data:`~proctor.receipts.verify.BatchSubmitter` over helper processes plus the caller.
 
     ``workers`` helpers at most (default: one per usable core but the caller's), each started
@@ -129,17 +128,6 @@ class SignatureProcesses:
         self._helpers.clear()
         if self._threads is not None:
             self._threads.close()
-
-    def __enter__(self) -> SignatureProcesses:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _payload(checks: Sequence[SignatureCheck]) -> bytes | None:
