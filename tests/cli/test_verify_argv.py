@@ -143,8 +143,9 @@ def test_ctrl_c_ends_a_plain_command_as_click_ends_one(
 
 
 def test_a_verify_process_ends_once_its_output_is_out(tmp_path: Path) -> None:
-    """The console script's plain verify skips the interpreter's teardown (an atexit handler
-    does not run), its output and exit status whole; called with argv, main returns as ever."""
+    """The console script's plain verify skips the interpreter's teardown of its modules (an
+    object of ``__main__`` is never finalized) but not its atexit handlers, its output and exit
+    status whole; called with argv, main returns as ever."""
     from proctor.receipts.signing import signer_from_seed
 
     key = tmp_path / "key.pem"
@@ -154,7 +155,11 @@ def test_a_verify_process_ends_once_its_output_is_out(tmp_path: Path) -> None:
     args = ["verify", missing, "--json", "--key", str(key), "--receipts-dir", "r"]
     probe = (
         "import atexit, sys\n"
-        "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+        "atexit.register(lambda: print('atexit', file=sys.stderr))\n"
+        "class Kept:\n"
+        "    def __del__(self):\n"
+        "        sys.stderr.write('teardown\\n')\n"
+        "kept = Kept()\n"
         "from proctor.cli.main import main\n"
         "if sys.argv[1] == 'own':\n"
         "    sys.argv[1:] = sys.argv[2:]\n"
@@ -174,8 +179,8 @@ def test_a_verify_process_ends_once_its_output_is_out(tmp_path: Path) -> None:
 
     runs = {how: cli(how) for how in ("own", "given")}
     own, given = runs["own"], runs["given"]
-    assert (own.returncode, own.stderr) == (1, "")
-    assert (given.returncode, given.stderr) == (0, "exit 1\nteardown\n")
+    assert (own.returncode, own.stderr) == (1, "atexit\n")
+    assert (given.returncode, given.stderr) == (0, "exit 1\natexit\nteardown\n")
     assert own.stdout == given.stdout and '"reason": "not_found"' in own.stdout
 
 

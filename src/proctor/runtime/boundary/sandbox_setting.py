@@ -81,7 +81,20 @@ def sandbox_setting(
             )
         bwrap: str | None = named
     else:
-        import shutil
-
-        bwrap = shutil.which("bwrap", path=environ.get("PATH") or os.environ.get("PATH"))
+        bwrap = find_executable("bwrap", environ.get("PATH") or os.environ.get("PATH") or "")
     return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)
+
+
+def find_executable(name: str, search: str) -> str | None:
+    """The first ``folder/name`` along ``search`` (a ``PATH`` value) that is an executable
+    regular file, else ``None``: what :func:`shutil.which` answers for a bare name, without
+    importing shutil (and bz2 and lzma with it) on every run's start. An empty or relative
+    entry of ``search`` is skipped: a program proctor starts is never looked up in whatever
+    folder the process happens to be in."""
+    for folder in search.split(os.pathsep):
+        if not os.path.isabs(folder):
+            continue
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
