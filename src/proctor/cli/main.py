@@ -43,6 +43,13 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         if any("\0" in arg for arg in args):
             raise UsageError("a command-line argument holds a NUL byte", code="argument_nul")
+        if args in (["--help"], ["-h"]):
+            from proctor.cli.top_help import terminal_columns, top_help
+
+            text = top_help(terminal_columns())
+            if text is not None:
+                sys.stdout.write(text)
+                return 0
         plain = _plain_command(args)
         if plain is not None:
             command, params = plain
