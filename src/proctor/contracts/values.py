@@ -30,7 +30,7 @@ import builtins
 from _thread import get_ident
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform, overload
 
 __all__ = ["Field", "FrozenInstanceError", "asdict", "dataclass", "field", "fields", "replace"]
 
@@ -136,7 +136,7 @@ def is_value(value: Any) -> bool:
     return not isinstance(value, type) and hasattr(type(value), _FIELDS)
 
 
-def replace(value: T, /, **changes: Any) -> T:
+def _replace(value: T, /, **changes: Any) -> T:
     """A new value of the same class, with ``changes`` in place of those fields.
 
     Raises:
@@ -146,6 +146,14 @@ def replace(value: T, /, **changes: Any) -> T:
         if each.name not in changes:
             changes[each.name] = getattr(value, each.name)
     return type(value)(**changes)
+
+
+if TYPE_CHECKING:
+    # The type checker reads replace() as the standard one, whose changes it checks against
+    # the class's fields (names and types); at run time it is the function above.
+    from dataclasses import replace as replace
+else:
+    replace = _replace
 
 
 def asdict(value: Any) -> dict[str, Any]:
