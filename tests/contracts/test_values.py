@@ -91,6 +91,19 @@ def test_same_behaviour_as_the_standard_decorator(
     assert repr(ours(*positional)) == repr(theirs(*positional))
     assert copy.deepcopy(right) == right and copy.copy(right) == right
     assert ours.__match_args__ == theirs.__match_args__  # type: ignore[attr-defined]
+    # The standard module's own functions read our values as they read its dataclasses.
+    assert dataclasses.is_dataclass(right) and dataclasses.is_dataclass(ours)
+    assert dataclasses.asdict(right) == dataclasses.asdict(left)
+    assert dataclasses.astuple(right) == dataclasses.astuple(left)
+    mine, theirs_fields = dataclasses.fields(ours), dataclasses.fields(theirs)
+    assert [(f.name, f.type, f.init, f.repr, f.compare) for f in mine] == [
+        (f.name, f.type, f.init, f.repr, f.compare) for f in theirs_fields
+    ]
+    assert [f.default for f in mine] == [f.default for f in theirs_fields]
+    assert [f.default_factory for f in mine] == [f.default_factory for f in theirs_fields]
+    if spec:
+        standard = dataclasses.replace(right, **{spec[0][0]: "swapped"})
+        assert repr(standard) == repr(dataclasses.replace(left, **{spec[0][0]: "swapped"}))
 
 
 def _hash_or_error(value: Any) -> int | str:
@@ -163,6 +176,21 @@ def test_the_init_is_compiled_when_first_built_not_when_defined() -> None:
         Late(1, 2, 3)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Late(1, c=3)  # type: ignore[call-arg]
+
+
+def test_a_subclass_answers_the_standard_module_with_its_own_fields() -> None:
+    @dataclass(frozen=True)
+    class Base:
+        a: int
+
+    @dataclass(frozen=True)
+    class Child(Base):
+        b: str = "x"
+
+    assert [f.name for f in dataclasses.fields(Base)] == ["a"]  # the base is asked first
+    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b"]
+    assert dataclasses.asdict(Child(1)) == {"a": 1, "b": "x"}
+    assert not dataclasses.is_dataclass(object())
 
 
 def test_inheritance_keeps_field_order_and_the_frozen_rule() -> None:

@@ -15,7 +15,9 @@ what proctor does with them:
   (:class:`FrozenInstanceError`, an ``AttributeError``) and hashes by its compared fields; a class
   that is not frozen is unhashable, unless it defines ``__hash__`` itself;
 - a method the class body defines itself (``__init__``, ``__repr__``, ``__eq__``) is kept;
-- :func:`replace` and :func:`asdict` work as their namesakes do.
+- :func:`replace` and :func:`asdict` work as their namesakes do, and the standard module's own
+  ``fields``, ``asdict``, ``astuple``, ``replace`` and ``is_dataclass`` accept these values too
+  (their ``__dataclass_fields__`` is made the first time something reads it).
 
 Refused when the class is defined (``TypeError`` or ``ValueError``, as the standard decorator
 does): a field without a default after one with a default, a mutable default (a ``list``,
@@ -258,6 +260,7 @@ def _process(cls: type[T], frozen: bool, slots: bool) -> type[T]:
         cls = _with_slots(cls, ordered)
     _put(cls, _FIELDS, ordered)
     _put(cls, _PARAMS, frozen)
+    _put(cls, "__dataclass_fields__", _StandardFields())
     if "__match_args__" not in cls.__dict__:
         _put(cls, "__match_args__", tuple(f.name for f in ordered if f.init))
     _methods(cls, ordered, frozen, explicit_hash)
@@ -275,6 +278,38 @@ def _with_slots(cls: type[T], ordered: tuple[Field, ...]) -> type[T]:
     made: type[T] = maker(cls.__name__, cls.__bases__, body)
     made.__qualname__ = cls.__qualname__
     return made
+
+
+class _StandardFields:
+    """A value class's ``__dataclass_fields__``: the standard module's fields, made the first
+    time it is read (by ``dataclasses.fields``, ``asdict``, ``astuple``, ``replace`` or
+    ``is_dataclass``; the standard module is imported then, by whoever asks). Each value class
+    holds its own, so a subclass never answers with its base's fields."""
+
+    def __get__(self, value: Any, owner: type) -> dict[str, Any]:
+        import dataclasses
+
+        notes: dict[str, Any] = {}
+        for klass in reversed(owner.__mro__):
+            notes.update(klass.__dict__.get("__annotations__", {}))  # noqa: RUF063
+        made: dict[str, Any] = {}
+        make: Any = dataclasses.field
+        for each in owner.__dict__[_FIELDS]:
+            missing = dataclasses.MISSING
+            standard = make(
+                default=missing if each.default is MISSING else each.default,
+                default_factory=(
+                    missing if each.default_factory is MISSING else each.default_factory
+                ),
+                init=each.init,
+                repr=each.repr,
+                compare=each.compare,
+            )
+            standard.name, standard.type = each.name, notes.get(each.name, Any)
+            standard._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+            made[each.name] = standard
+        _put(owner, "__dataclass_fields__", made)
+        return made
 
 
 def _put(cls: type, name: str, value: Any) -> None:
