@@ -15,12 +15,17 @@ SKILL = Path(__file__).resolve().parents[2] / "examples" / "hello-world"
 # bytes still in its buffer. An object of __main__ shows whether modules were torn down.
 _PROBE = """
 import atexit, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 out = Path(sys.argv[1])
-def late():
+def late(name):
     time.sleep(0.3)
-    (out / "thread").write_text("joined")
-threading.Thread(target=late).start()
+    (out / name).write_text("joined")
+threading.Thread(target=late, args=("thread",)).start()
+idle = ThreadPoolExecutor(2)  # workers that wait for work: shutdown must stop them, not hang
+idle.submit(lambda: None).result()
+busy = ThreadPoolExecutor(1)
+busy.submit(late, "pool")
 atexit.register(lambda: (out / "atexit").write_text("ran"))
 pending = open(out / "buffered", "w")
 pending.write("kept")
@@ -51,6 +56,7 @@ def test_a_run_process_finishes_threads_atexit_and_files_then_skips_teardown(
     envelope = json.loads(done.stdout)
     assert envelope["outcome"] == "completed"
     assert (marks / "thread").read_text() == "joined"
+    assert (marks / "pool").read_text() == "joined"
     assert (marks / "atexit").read_text() == "ran"
     assert (marks / "buffered").read_text() == "kept"
     assert not (marks / "teardown").exists()  # the modules were not torn down
@@ -61,3 +67,15 @@ def test_a_run_process_finishes_threads_atexit_and_files_then_skips_teardown(
     )  # fmt: skip
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["status"] == "verified"
+
+
+def test_a_click_command_process_ends_the_same_way(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(marks), "--version"],
+        capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path,
+        env={"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.startswith("proctor, version ")) == (0, True)
+    assert sorted(p.name for p in marks.iterdir()) == ["atexit", "buffered", "pool", "thread"]

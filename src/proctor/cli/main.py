@@ -59,11 +59,13 @@ def main(argv: list[str] | None = None) -> Any:
                 use_home_caches()
             try:
                 if argv is None:
-                    _end_when_done(command, params)
+                    _end_when_done(lambda: command(**params))
                 return command(**params)
             except (EOFError, KeyboardInterrupt):  # as click ends a command it runs
                 sys.stderr.write("\nAborted.\n")
                 sys.exit(130)
+        if argv is None:
+            _end_when_done(lambda: _click_main(None, as_json))
         return _click_main(argv, as_json)
     except ProctorError as exc:
         from proctor.cli.render import print_error
@@ -72,10 +74,10 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
 
 
-def _end_when_done(command: Callable[..., Any], params: dict[str, Any]) -> NoReturn:
-    """Run a plain ``proctor run``, ``resume`` or ``verify`` of the process's own command
-    line, then end the process with its exit status without the interpreter's teardown of
-    every module it loaded (a tenth of a hello-world run's instructions).
+def _end_when_done(command: Callable[[], Any]) -> NoReturn:
+    """Run the command of the process's own command line, then end the process with its exit
+    status without the interpreter's teardown of every module it loaded (a sixth of a
+    hello-world run's CPU time).
 
     What teardown would still do is done first: every non-daemon thread is joined, the
     ``atexit`` handlers run, and every open file object is flushed, standard output and error
@@ -84,18 +86,20 @@ def _end_when_done(command: Callable[..., Any], params: dict[str, Any]) -> NoRet
     write). A :class:`~proctor.errors.ProctorError` leaves as from any command.
     """
     try:
-        command(**params)
-        code = 0
+        returned = command()
     except SystemExit as exc:
-        if exc.code is not None and not isinstance(exc.code, int):
-            raise
-        code = exc.code or 0
+        returned = exc.code
+    if returned is not None and not isinstance(returned, int):
+        sys.exit(returned)  # a message for the interpreter to print: its own way out
     _finish_like_teardown()
-    os._exit(code)
+    os._exit(returned or 0)
 
 
 def _finish_like_teardown() -> None:
-    """Join the non-daemon threads, run the ``atexit`` handlers, flush every open file."""
+    """What the interpreter's own shutdown does before it tears modules down, in its order:
+    the thread machinery's exit hooks (an executor stops its idle workers) and the join of every
+    non-daemon thread (``threading._shutdown``, which the interpreter itself calls), then the
+    ``atexit`` handlers; and every open file object flushed."""
     import atexit
     import gc
     import io
@@ -103,9 +107,7 @@ def _finish_like_teardown() -> None:
 
     threading = sys.modules.get("threading")
     if threading is not None:
-        for thread in threading.enumerate():
-            if thread is not threading.main_thread() and not thread.daemon:
-                thread.join()
+        threading._shutdown()
     atexit._run_exitfuncs()
     writers = {io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair, io.TextIOWrapper}
     every = gc.get_objects()
