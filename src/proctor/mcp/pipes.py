@@ -91,6 +91,8 @@ class LoopLines:
             except BlockingIOError:
                 await anyio.wait_readable(self._fd)
                 continue
+            except ConnectionResetError:  # a socket's peer went away: the input has ended
+                chunk = b""
             self._pending += self._decoder.decode(chunk, final=not chunk)
             self._eof = not chunk
 
