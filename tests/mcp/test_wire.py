@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-from typing import Any
 
 import anyio
 import pytest
@@ -34,10 +33,6 @@ def _server(ws: Ws) -> subprocess.Popen[str]:
         cwd=ws.root, env=ws.env, text=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-
-
-def _next(lines: _Lines) -> dict[str, Any]:
-    return json.loads(lines._queue.get(timeout=60))  # type: ignore[no-any-return]
 
 
 def _end(proc: subprocess.Popen[str]) -> str:
@@ -64,7 +59,7 @@ def test_malformed_lines_are_answered_audited_and_the_server_reads_on(ws: Ws) ->
             ("no_jsonrpc", '{"id": 3, "method": "ping"}'),
         ]:
             _send(proc, line)
-            answers[name] = _next(lines)
+            answers[name] = lines.next()
         _send(proc, "")  # a blank line is skipped, not answered
         _send(proc, PING)
         pong = lines.reply_to(20)
@@ -94,7 +89,7 @@ def test_an_oversized_line_is_refused_without_the_server_holding_it(ws: Ws) -> N
         assert "result" in lines.reply_to(1)
         big = '{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"x": "'
         _send(proc, big + "a" * MAX_LINE + '"}}')
-        refused = _next(lines)
+        refused = lines.next()
         _send(proc, PING)
         pong = lines.reply_to(20)
     finally:
@@ -115,7 +110,7 @@ def test_end_of_input_mid_line_answers_the_fragment_and_ends_cleanly(ws: Ws) -> 
         assert proc.stdin is not None
         proc.stdin.write('{"jsonrpc": "2.0", "id": 5, "method": "pi')
         proc.stdin.close()
-        fragment = _next(lines)
+        fragment = lines.next()
     finally:
         stderr = _end(proc)
     assert fragment["error"]["code"] == -32700
