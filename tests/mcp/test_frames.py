@@ -69,6 +69,10 @@ class _Lines:
         stdout = proc.stdout
         threading.Thread(target=lambda: [self._queue.put(x) for x in stdout], daemon=True).start()
 
+    def next(self) -> dict[str, Any]:
+        """The next message the server wrote."""
+        return json.loads(self._queue.get(timeout=60))  # type: ignore[no-any-return]
+
     def reply_to(self, request_id: int) -> dict[str, Any]:
         while True:
             message = json.loads(self._queue.get(timeout=60))

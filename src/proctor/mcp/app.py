@@ -173,16 +173,6 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
 
 
 async def _serve_stdio(proctor: ProctorServer) -> None:
-    from mcp.server.stdio import stdio_server
+    from proctor.mcp.wire import serve_stdio
 
-    from proctor.mcp.frames import StrictLines
-    from proctor.mcp.pipes import claim_stdio
-
-    server = proctor.build()
-    with claim_stdio() as ends:
-        # Every line is read strictly before the SDK parses it (see proctor.mcp.frames).
-        lines = StrictLines(ends.lines, proctor.audit)
-        transport = stdio_server(stdin=lines, stdout=ends.writer)  # type: ignore[arg-type]
-        async with transport as (read_stream, write_stream):
-            lines.answer_on(write_stream)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+    await serve_stdio(proctor.build(), proctor.audit)

@@ -5,37 +5,53 @@ tool handler only ever sees the decoded mapping, so a repeated key cannot be tol
 This module reads the raw frame with the strict JSON reader (:mod:`proctor.contracts.json_strict`)
 first, on both transports:
 
-- stdio: :class:`StrictLines` filters the lines of the claimed standard input
-  (:func:`proctor.mcp.pipes.claim_stdio`) before the SDK reads them; a refused line never
-  reaches the SDK, and its request is answered with a JSON-RPC error on the server's own write
-  stream (one writer: no torn frames);
+- stdio: :func:`read_line` reads each line of the claimed standard input for the transport
+  (:mod:`proctor.mcp.wire`); a refused line never reaches the SDK, and its request is
+  answered with a JSON-RPC error on the server's own write stream (one writer: no torn
+  frames). Text that is not a JSON-RPC message at all is answered there too (the SDK's own
+  stdio transport drops it unanswered);
 - streamable HTTP: :class:`StrictFrames`, an ASGI middleware behind the bearer check, answers a
   refused POST body with HTTP 400 and the same JSON-RPC error.
 
 Refused: ``duplicate_key`` (a key repeated in one object, at any depth) and ``too_deep``
 (nesting deeper than 64). The error carries ``data: {"code": ...}``; the request's ``id`` when it
-can be read, else ``null``. Each refusal is audited as ``mcp_frame_refused``. Text that is not
-JSON at all is left to the SDK, which answers it as the protocol says.
+can be read, else ``null``. Each refusal is audited as ``mcp_frame_refused``. Over HTTP, text
+that is not JSON at all is left to the SDK, which answers it as the protocol says.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import mcp_types as types
+from pydantic import ValidationError
 
 from proctor.contracts import json_strict
 from proctor.errors import ParseError
 
 if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["INVALID_REQUEST", "StrictFrames", "StrictLines", "frame_refusal"]
+__all__ = [
+    "INVALID_REQUEST",
+    "MAX_LINE",
+    "PARSE_ERROR",
+    "StrictFrames",
+    "answered",
+    "audit_refusal",
+    "frame_refusal",
+    "read_line",
+]
 
 INVALID_REQUEST = -32600
+PARSE_ERROR = -32700
+MAX_LINE = 16 * 1024 * 1024
+"""The longest stdio line read (characters): a longer one is refused, never held whole."""
 _ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?[0-9]{1,19})')
 _ID_SCAN = 64 * 1024  # where a top-level id of a frame too deep to parse is looked for
 _REFUSED_CODES = frozenset({"duplicate_key", "too_deep"})
@@ -97,7 +113,8 @@ def _top_level_id(text: str) -> str | int | None:
     return None
 
 
-def _audit_refusal(audit: Audit, error: dict[str, Any], transport: str) -> None:
+def audit_refusal(audit: Audit, error: dict[str, Any], transport: str) -> None:
+    """Write the ``mcp_frame_refused`` event of a refused frame."""
     audit(
         "mcp_frame_refused",
         code=error["error"]["data"]["code"],
@@ -109,44 +126,56 @@ def _audit_refusal(audit: Audit, error: dict[str, Any], transport: str) -> None:
 # -- stdio -----------------------------------------------------------------------------------
 
 
-class StrictLines:
-    """The lines of the stdio stream, less the frames the strict reader refuses.
+def read_line(line: str | None) -> SessionMessage | dict[str, Any] | None:
+    """One stdio line as the server reads it: the message, or the JSON-RPC error that answers
+    it (``None``: a blank line, skipped).
 
-    A refused request is answered on :attr:`answers` (the server's write stream, set once the
-    transport is open); the SDK never sees the frame.
+    ``None`` in place of the line is a line longer than :data:`MAX_LINE`, which was never held
+    whole (:class:`proctor.mcp.pipes.LoopLines`). The message is parsed exactly as the SDK's
+    stdio transport parses it, after the strict reader (see the module). What it refuses:
+
+    - ``frame_too_large``: a line longer than :data:`MAX_LINE` characters (``-32600``);
+    - ``duplicate_key``, ``too_deep``: as the strict reader refuses them (``-32600``);
+    - ``not_json``: text that is not JSON (``-32700``, Parse error);
+    - ``invalid_request``: JSON that is not a JSON-RPC message the protocol knows, such as an
+      array, a number or an object without ``"jsonrpc": "2.0"`` (``-32600``).
+
+    The error carries the request's ``id`` when it can be read, else ``null``.
     """
+    from mcp.shared.message import SessionMessage
 
-    def __init__(self, lines: AsyncIterable[str], audit: Audit) -> None:
-        self._file = lines
-        self._audit = audit
-        self._ready = anyio.Event()
-        self._answers: Any = None
+    if line is None or len(line) > MAX_LINE:
+        why = f"longer than {MAX_LINE} characters"
+        return _error(None, INVALID_REQUEST, why, "frame_too_large")
+    if line.isspace() or not line:
+        return None
+    refused = frame_refusal(line)
+    if refused is not None:
+        return refused
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors(include_url=False)):
+            return _error(None, PARSE_ERROR, "not JSON", "not_json", prefix="Parse error")
+        why = "not a JSON-RPC 2.0 message this server reads"
+        return _error(_request_id(line), INVALID_REQUEST, why, "invalid_request", "Invalid Request")
 
-    def answer_on(self, write_stream: Any) -> None:
-        """Where refusals are answered: the transport's write stream."""
-        self._answers = write_stream
-        self._ready.set()
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines()
+def _error(
+    request_id: str | int | None, code: int, why: str, name: str, prefix: str = ""
+) -> dict[str, Any]:
+    message = f"{prefix}: {why}" if prefix else f"proctor refuses this message: {why}"
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": message, "data": {"code": name}},
+    }
 
-    async def _lines(self) -> AsyncIterator[str]:
-        async for line in self._file:
-            error = frame_refusal(line)
-            if error is None:
-                yield line
-                continue
-            await anyio.to_thread.run_sync(_audit_refusal, self._audit, error, "stdio")
-            if error["id"] is not None:
-                await self._answer(error)
 
-    async def _answer(self, error: dict[str, Any]) -> None:
-        import mcp_types as types
-        from mcp.shared.message import SessionMessage
-
-        await self._ready.wait()
-        message = types.jsonrpc_message_adapter.validate_python(error, by_name=False)
-        await self._answers.send(SessionMessage(message))
+def answered(error: dict[str, Any]) -> bool:
+    """Whether a refused line gets its error on the wire: always, but for a frame the strict
+    reader refuses that carries no ``id`` (a notification, which is never answered)."""
+    return error["id"] is not None or error["error"]["data"]["code"] not in _REFUSED_CODES
 
 
 # -- streamable HTTP -------------------------------------------------------------------------
@@ -179,7 +208,7 @@ class StrictFrames:
             replayed: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
             await self.app(scope, _replay(replayed, receive), send)
             return
-        await anyio.to_thread.run_sync(_audit_refusal, self._audit, error, "http")
+        await anyio.to_thread.run_sync(audit_refusal, self._audit, error, "http")
         payload = json.dumps(error).encode()
         await send(
             {

@@ -6,15 +6,15 @@ machine each hop waits for a thread to be scheduled, and a call pays three of th
 one that drives its run. When the protocol streams are pipes or sockets, :func:`claim_stdio`
 serves them from the loop instead: the descriptors are made non-blocking and each read or write
 waits on the loop's readiness (``anyio.wait_readable`` / ``wait_writable``) only when it would
-block. What the SDK receives is the same: text lines decoded as UTF-8 with replacement and
-universal newlines (exactly ``TextIOWrapper``'s reading), and each message written whole, in
-order, by the transport's one writer task.
+block. The lines are those the SDK's wrapper reads: text decoded as UTF-8 with replacement
+and universal newlines (exactly ``TextIOWrapper``'s reading); the transport that serves them
+is :mod:`proctor.mcp.wire`.
 
 While serving, fd 0 reads the null device and fd 1 writes to stderr (the SDK's own claim does
 the same), so no handler or child process can read or write the protocol streams. Anything
 that is not a pipe or a socket (a terminal, a file), or an end that shares its file with
-stderr (making it non-blocking would make stderr so too), is served as before, through the
-SDK's threaded file wrapper.
+stderr (making it non-blocking would make stderr so too), is read or written as the SDK does
+it, through a worker thread (:class:`ThreadedWriter`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import io
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -32,7 +32,7 @@ import anyio
 
 from proctor.contracts.values import dataclass
 
-__all__ = ["LoopLines", "LoopWriter", "StdioEnds", "claim_stdio"]
+__all__ = ["LoopLines", "LoopWriter", "StdioEnds", "ThreadedWriter", "claim_stdio"]
 
 _CHUNK = 64 * 1024
 
@@ -43,35 +43,58 @@ class LoopLines:
     Decoding matches ``TextIOWrapper(stream, encoding="utf-8", errors="replace")`` iterated
     line by line: invalid bytes become U+FFFD, ``\\r\\n`` and a lone ``\\r`` end a line as
     ``\\n``, and a last line without a newline is yielded at end of file.
+
+    With ``max_line``, a line longer than that many characters is never held whole: ``None``
+    takes its place and the rest of it is skipped up to its newline.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, max_line: int | None = None) -> None:
         self._fd = fd
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines()
-
-    async def _lines(self) -> AsyncIterator[str]:
-        decoder = io.IncrementalNewlineDecoder(
+        self._max = max_line
+        self._decoder = io.IncrementalNewlineDecoder(
             codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True
         )
-        pending = ""
+        self._pending = ""
+        self._start = 0
+        self._skipping = False  # inside a line already refused as too long
+        self._eof = False
+
+    def __aiter__(self) -> LoopLines:
+        return self
+
+    async def __anext__(self) -> str | None:
         while True:
+            end = self._pending.find("\n", self._start)
+            if end != -1:
+                line = self._pending[self._start : end + 1]
+                self._start = end + 1
+                if self._skipping:
+                    self._skipping = False
+                    continue
+                if self._max is not None and len(line) > self._max:
+                    return None
+                return line
+            if self._start:
+                self._pending, self._start = self._pending[self._start :], 0
+            if self._max is not None and len(self._pending) > self._max:
+                refused, self._pending = not self._skipping, ""
+                self._skipping = True
+                if refused:
+                    return None
+            if self._eof:
+                line, self._pending = self._pending, ""
+                if line and not self._skipping:
+                    return line
+                raise StopAsyncIteration
             try:
                 chunk = os.read(self._fd, _CHUNK)
             except BlockingIOError:
                 await anyio.wait_readable(self._fd)
                 continue
-            pending += decoder.decode(chunk, final=not chunk)
-            start = 0
-            while (end := pending.find("\n", start)) != -1:
-                yield pending[start : end + 1]
-                start = end + 1
-            pending = pending[start:]
-            if not chunk:
-                if pending:
-                    yield pending
-                return
+            except ConnectionResetError:  # a socket's peer went away: the input has ended
+                chunk = b""
+            self._pending += self._decoder.decode(chunk, final=not chunk)
+            self._eof = not chunk
 
 
 class LoopWriter:
@@ -83,16 +106,17 @@ class LoopWriter:
     """
 
     def __init__(self, fd: int) -> None:
-        self._fd = fd
+        self.fd = fd
 
-    async def write(self, text: str) -> None:
-        """Write all of ``text``; wait on the loop whenever the pipe is full."""
-        data = memoryview(text.encode("utf-8"))
+    async def write(self, text: str | bytes) -> None:
+        """Write all of ``text`` (bytes as they are); wait on the loop whenever the pipe is
+        full."""
+        data = memoryview(text.encode("utf-8") if isinstance(text, str) else text)
         while data:
             try:
-                written = os.write(self._fd, data)
+                written = os.write(self.fd, data)
             except BlockingIOError:
-                await anyio.wait_writable(self._fd)
+                await anyio.wait_writable(self.fd)
                 continue
             data = data[written:]
 
@@ -100,18 +124,36 @@ class LoopWriter:
         """Nothing is buffered: every ``write`` has reached the descriptor when it returns."""
 
 
+class ThreadedWriter:
+    """Whole messages written through a worker thread (a terminal, a file): what the SDK's own
+    stdio transport does for every output."""
+
+    fd = None
+
+    def __init__(self, stream: Any) -> None:
+        self._file = anyio.wrap_file(io.TextIOWrapper(stream, encoding="utf-8"))
+
+    async def write(self, text: str | bytes) -> None:
+        """Write all of ``text`` and flush it."""
+        await self._file.write(text if isinstance(text, str) else text.decode("utf-8"))
+        await self._file.flush()
+
+    async def flush(self) -> None:
+        """Every ``write`` flushes."""
+
+
 @dataclass(frozen=True)
 class StdioEnds:
     """The protocol's ends while served.
 
     Attributes:
-        lines: the input's text lines (an async iterable of ``str``).
-        writer: the output end for the SDK's ``stdio_server(stdout=...)``, or ``None`` when the
-            SDK claims and writes stdout itself (not a pipe or socket).
+        lines: the input's text lines (an async iterable of ``str``, ``None`` in place of a
+            line longer than ``max_line``).
+        writer: the output end (``writer.fd`` is the descriptor when it is loop-served).
     """
 
     lines: Any
-    writer: LoopWriter | None
+    writer: LoopWriter | ThreadedWriter
 
 
 def _loop_served(fd: int) -> bool:
@@ -166,11 +208,11 @@ def _non_blocking(fd: int) -> Iterator[None]:
 
 
 @contextmanager
-def claim_stdio() -> Iterator[StdioEnds]:
+def claim_stdio(*, max_line: int | None = None) -> Iterator[StdioEnds]:
     """Claim the process's standard input and output for the protocol (see the module).
 
-    Falls back to ``sys.stdin.buffer`` read through the SDK's threaded wrapper, in place, when
-    fd 0 cannot be duplicated.
+    Falls back to ``sys.stdin.buffer`` and ``sys.stdout.buffer``, in place and through a
+    worker thread, when fd 0 or fd 1 cannot be duplicated.
     """
     with ExitStack() as stack:
         # non-blocking is a property of the open file: never set on one stderr shares
@@ -179,23 +221,28 @@ def claim_stdio() -> Iterator[StdioEnds]:
             null = os.open(os.devnull, os.O_RDONLY)
             stdin = stack.enter_context(_claimed(0, null, close=loop_in))
         except OSError:
-            yield StdioEnds(lines=_threaded_lines(sys.stdin.buffer), writer=None)
+            yield StdioEnds(
+                lines=_threaded_lines(sys.stdin.buffer), writer=ThreadedWriter(sys.stdout.buffer)
+            )
             return
         if loop_in:
             stack.enter_context(_non_blocking(stdin))
-            lines: Any = LoopLines(stdin)
+            lines: Any = LoopLines(stdin, max_line=max_line)
         else:
             # closefd=False: a worker thread may still block on it after serving ends
             lines = _threaded_lines(os.fdopen(stdin, "rb", closefd=False))
-        writer = None
-        if _loop_served(1) and not _same_file(1, 2):
-            try:
-                stdout = stack.enter_context(_claimed(1, os.dup(2)))
-            except OSError:
-                stdout = None
-            if stdout is not None:
-                stack.enter_context(_non_blocking(stdout))
-                writer = LoopWriter(stdout)
+        try:
+            stdout: int | None = stack.enter_context(_claimed(1, os.dup(2)))
+        except OSError:
+            stdout = None
+        writer: LoopWriter | ThreadedWriter
+        if stdout is None:
+            writer = ThreadedWriter(sys.stdout.buffer)
+        elif _loop_served(stdout) and not _same_file(stdout, 2):
+            stack.enter_context(_non_blocking(stdout))
+            writer = LoopWriter(stdout)
+        else:
+            writer = ThreadedWriter(os.fdopen(stdout, "wb", closefd=False))
         yield StdioEnds(lines=lines, writer=writer)
 
 
