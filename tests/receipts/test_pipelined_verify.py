@@ -4,6 +4,7 @@ reports, whichever of the two (a batch in flight, or the walk itself) finds a fa
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from proctor.errors import StoreError
 from proctor.receipts.verify import (
     MAX_IN_FLIGHT,
     Loader,
+    SignatureCheck,
     VerifyResult,
     verify_tree,
 )
@@ -186,3 +188,41 @@ def test_a_checking_error_is_raised_to_the_walk() -> None:
         assert waits[0]() is None
         with pytest.raises(TypeError):
             waits[1]()
+
+
+def _recording(folder: Path, root: str) -> tuple[VerifyResult, list[int]]:
+    """The pipelined walk, and the size of every batch it sent off."""
+    sent: list[int] = []
+    with SignaturePool(workers=1) as pool:
+
+        def submit(checks: Sequence[SignatureCheck]) -> Callable[[], int | None]:
+            sent.append(len(checks))
+            return pool.submit(checks)
+
+        result = verify_tree(
+            root, _load(folder), [signer().public_key], submit_batch=submit, batch_size=BATCH_SIZE
+        )
+    return result, sent
+
+
+def test_the_last_checks_are_checked_by_the_walk_itself(fan: tuple[Path, str, list[str]]) -> None:
+    # STEPS + 1 signed receipts (the run, then its steps): the last step is alone in the
+    # final, partial batch, which the walk checks itself rather than send off and wait idle
+    folder, root, steps = fan
+    result, sent = _recording(folder, root)
+    assert result.ok and sent == [BATCH_SIZE] * (STEPS // BATCH_SIZE)
+    _swap_signature(folder, steps[-1], steps[0])
+    result, sent = _recording(folder, root)
+    assert (result.reason, result.failing_receipt_id) == ("signature_invalid", steps[-1])
+    assert result.signed == STEPS and sent == [BATCH_SIZE] * (STEPS // BATCH_SIZE)
+    assert result == verify_tree(root, _load(folder), [signer().public_key])
+
+
+def test_a_bad_signature_out_beats_one_in_the_last_checks(
+    fan: tuple[Path, str, list[str]],
+) -> None:
+    folder, root, steps = fan
+    _swap_signature(folder, steps[-1], steps[0])
+    _swap_signature(folder, steps[-3], steps[0])  # in the last batch sent off
+    result = _alike(folder, root)
+    assert (result.reason, result.failing_receipt_id) == ("signature_invalid", steps[-3])

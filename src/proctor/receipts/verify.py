@@ -38,7 +38,9 @@ With ``submit_batch`` the batches are checked *while the walk goes on* (reading 
 the next receipts overlaps the signature checks): at most :data:`MAX_IN_FLIGHT` batches are
 out at once (the walk waits for the oldest beyond that, so memory stays bounded), a failing
 batch stops the walk as soon as the walk learns of it, and before any result is returned
-every batch still out is waited for, oldest first. Every queued check precedes in walk order
+every batch still out is waited for, oldest first. The checks still queued when the walk ends
+are not sent off: the walk checks them itself while the batches out finish (it has nothing
+else left to do). Every queued check precedes in walk order
 whatever the walk found after queueing it, so the first failure among the batches, else the
 walk's own, is still exactly the one the one-by-one walk names.
 
@@ -214,14 +216,23 @@ class _Checks:
         return None
 
     def finish(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
-        """Run what is queued and wait for every batch out, oldest first; the first failure."""
-        failed = self.flush(walk, root_id)
+        """The walk is over: check what is queued here, then wait for every batch out, oldest
+        first; the first failure in walk order.
+
+        The last checks are not sent off: the walk has nothing left to do, so it checks them
+        while the batches out finish elsewhere, rather than wait for them idle.
+        """
+        checks, marks = self.checks, self.marks
+        self.checks, self.marks, self.bytes = [], [], 0
+        last = self.run(checks) if checks else None
+        failed = None
         while self.out:
-            wait, marks = self.out.popleft()
+            wait, out = self.out.popleft()
             found = wait()
             if failed is None:
-                failed = self._failed(walk, root_id, found, marks)
-        return failed
+                failed = self._failed(walk, root_id, found, out)
+        # every batch out precedes the last checks in walk order
+        return failed or self._failed(walk, root_id, last, marks)
 
     @staticmethod
     def _failed(
@@ -292,8 +303,7 @@ def verify_tree(
             return failed
         raise
     # a queued signature check precedes (in walk order) whatever stopped the walk
-    failed = queue.flush(walk, root_id)
-    failed = failed or queue.finish(walk, root_id)
+    failed = queue.finish(walk, root_id)
     if failed is not None:
         return failed
     if stopped is not None:
