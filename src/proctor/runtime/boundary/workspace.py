@@ -59,12 +59,13 @@ from proctor.core.paths import (
     authority_reason,
     sensitive_reason,
 )
-from proctor.errors import ConfigError, RefusedCall, UsageError
+from proctor.errors import ConfigError, RefusedCall
 from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, openat2_available, walk
 from proctor.runtime.boundary.opened import HEAD_BYTES, check_content, judge_open
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
-from proctor.runtime.boundary.roots import ROOT_NAME, checked_root
+from proctor.runtime.boundary.roots import ROOT_NAME, checked_root, home_state_dir
+from proctor.runtime.boundary.roots import refuse_broad_root as refuse_broad_root
 from proctor.runtime.boundary.rules import Rules
 
 __all__ = [
@@ -86,38 +87,9 @@ MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_NAMED_MAX = 1024  # paths whose name verdicts a workspace keeps (emptied when full)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
-
-
-def _home_state_dir() -> Path | None:
-    named = os.environ.get("PROCTOR_HOME")
-    try:
-        home = Path(named) if named else Path.home() / ".proctor"
-        return home.resolve()
-    except (OSError, RuntimeError):
-        return None
-
-
-def refuse_broad_root(folder: Path) -> None:
-    """Refuse the user's home folder and ``/`` as a workspace, saying how to start one.
-
-    Raises:
-        UsageError: ``workspace_refused``.
-    """
-    try:
-        home = Path(os.path.realpath(Path.home()))
-    except (OSError, RuntimeError):
-        home = None
-    real = Path(os.path.realpath(folder))
-    if real == Path(real.anchor) or real == home:
-        what = "your home folder" if real == home else "the file system's root"
-        raise UsageError(
-            f"proctor does not use {what} as a workspace: a run there could reach every file"
-            " below it. Start a workspace in a project folder: mkdir my-project && cd"
-            " my-project && proctor init",
-            code="workspace_refused",
-        )
 
 
 class Workspace:
@@ -154,6 +126,8 @@ class Workspace:
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self.rules = Rules(real, extra_authority=extra_authority, environ=self._environ)
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
+        # path -> (the rules that judged it, its resolution): see _named_read
+        self._named: dict[str, tuple[Rules, Resolved]] = {}
 
     def _derived(
         self,
@@ -211,7 +185,7 @@ class Workspace:
                 ``/``: a run there would reach every file the user has.
         """
         begin = Path(os.path.realpath(start))
-        home_state = _home_state_dir()
+        home_state = home_state_dir()
         found = begin
         for folder in (begin, *begin.parents):
             state = folder / ".proctor"
@@ -330,6 +304,8 @@ class Workspace:
                 ``path_symlink_loop``, ``path_changed``, ``path_invalid``, ``sensitive_path``,
                 ``hard_link``, ``authority_file``, ``bad_config`` (see the module docstring).
         """
+        if access == "read" and (again := self._named_read(path)) is not None:
+            return again
         if not isinstance(path, str) or path == "":
             raise refusal("path_empty", "an empty path names no file", "")
         if "\x00" in path:
@@ -378,6 +354,10 @@ class Workspace:
                 resolved = self._judged(lexical, found, label, inner, path, absolute, access)
                 opened, seen = self._opened_and_checked(resolved)
                 if opened:
+                    if access == "read":
+                        if len(self._named) >= _NAMED_MAX:
+                            self._named.clear()
+                        self._named[path] = (self.rules, resolved)
                     return resolved, seen
         shown_asked = "<absolute path>" if absolute else path
         real = self._walk(start, inner, shown_asked)
@@ -386,6 +366,18 @@ class Workspace:
             raise self._outside(path, absolute)
         resolved = self._judged(real, found, label, inner, path, absolute, access)
         return resolved, self._check_file(resolved) if access in ("read", "write") else None
+
+    def _named_read(self, path: str) -> tuple[Resolved, bytes | None] | None:
+        """A read of a path the one-lookup route resolved before, or None. What is kept is a
+        verdict on the string alone (its form, its root, every name rule: for a read all pure
+        functions of the string and of :attr:`rules`); nothing on disk is. The no-symlink open
+        and the file's judging are done again here, so a folder on the way swapped for a
+        symlink (or a file for a link) fails the open and the path is resolved afresh."""
+        held = self._named.get(path) if type(path) is str else None
+        if held is None or held[0] is not self.rules or not openat2_available():
+            return None
+        opened, seen = self._opened_and_checked(held[1])
+        return (held[1], seen) if opened else None
 
     def _judged(
         self,
