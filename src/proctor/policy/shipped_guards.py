@@ -260,26 +260,27 @@ _PATH_KEYS = frozenset(
 )
 
 
-def _path_arguments(node: object, prefix: FieldPath) -> list[tuple[str, str]]:
-    """``(label, value)`` of every string under a path-named key, at any depth (keys sorted
-    at every level, depth first)."""
-    found: list[tuple[str, str]] = []
+def _path_arguments(node: object, prefix: FieldPath) -> list[tuple[FieldPath, str]]:
+    """``(field path, value)`` of every string under a path-named key, at any depth (keys
+    sorted at every level, depth first). A verdict renders the field path it names
+    (:func:`_label`); the common call names nothing sensitive and renders none."""
+    found: list[tuple[FieldPath, str]] = []
     _collect_paths(node, prefix, found)
     return found
 
 
-def _collect_paths(node: object, prefix: FieldPath, found: list[tuple[str, str]]) -> None:
+def _collect_paths(node: object, prefix: FieldPath, found: list[tuple[FieldPath, str]]) -> None:
     if isinstance(node, Mapping):
         for key in sorted(node, key=str):
             value = node[key]
             path = (*prefix, str(key))
             if str(key) in _PATH_KEYS:
                 if isinstance(value, str):
-                    found.append((_label(path), value))
+                    found.append((path, value))
                 elif isinstance(value, list | tuple):
                     for index, item in enumerate(value):
                         if isinstance(item, str):
-                            found.append((_label((*path, index)), item))
+                            found.append(((*path, index), item))
             if isinstance(value, Mapping | list | tuple):
                 _collect_paths(value, path, found)
     elif isinstance(node, list | tuple):
@@ -302,11 +303,12 @@ def check_sensitive_paths(ctx: GuardContext) -> GuardVerdict | None:
     Judges every path-named argument as sent (any depth, so a bundle's members count) and every
     workspace-relative path containment resolved, against ``proctor.core.paths``.
     """
-    candidates = _path_arguments(ctx.raw_args, ())
+    candidates: list[tuple[FieldPath | str, str]] = [*_path_arguments(ctx.raw_args, ())]
     candidates.extend(("resolved path", p) for p in ctx.workspace_relpaths)
-    for label, value in candidates:
+    for where, value in candidates:
         rule = _sensitive_rule(value)
         if rule is not None:
+            label = where if isinstance(where, str) else _label(where)
             return GuardVerdict(
                 allowed=False,
                 message=f"path argument '{label}' names a sensitive file (rule {rule})",

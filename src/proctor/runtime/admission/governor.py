@@ -71,6 +71,9 @@ if TYPE_CHECKING:
 # A result's canonical text at least this long is spliced into its stored row rather than
 # encoded again (below it, the splice costs more than the encoding it saves).
 _SHARED_TEXT_MIN = 512
+# At most this many bytes containment read are kept for one call's handler (a call naming
+# many files keeps the first ones).
+_SEEN_MAX = 1024 * 1024
 
 
 class _AlreadyDone(Exception):
@@ -171,7 +174,7 @@ class Governor:
             return self._refused(spec, outcome, unreadable)
         try:
             spec = operation_spec(spec, tool, self.directive_id)
-            args, resolved = self._admit(spec, tool, outcome)
+            args, resolved, seen = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)
         except _AlreadyDone as done:
@@ -191,11 +194,11 @@ class Governor:
                 call_id=outcome.call_id,
                 approved_by=outcome.approved_by,
             )
-        return self._execute(spec, tool, args, resolved, outcome)
+        return self._execute(spec, tool, args, resolved, seen, outcome)
 
     def _admit(
         self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
-    ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved]]:
+    ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved], dict[Resolved, bytes]]:
         # 1. scope
         if (unnamed := name_refusal(spec.tool)) is not None:
             raise unnamed
@@ -221,10 +224,17 @@ class Governor:
                 code="schema_invalid",
             )
         # 3. containment
-        # each path as containment resolved it, reused by the handler of this call
+        # each path as containment resolved it, reused by the handler of this call, with the
+        # bytes of each file it read whole (the handler's read of it, then, opens nothing)
         resolved: dict[tuple[str, str], Resolved] = {}
+        seen: dict[Resolved, bytes] = {}
+        kept = 0
         for path, access in tool.paths(args):
-            resolved[(path, access)] = self.workspace.resolve(path, access)
+            target, data = self.workspace.resolve_seen(path, access)
+            resolved[(path, access)] = target
+            if data is not None and access == "read" and kept + len(data) <= _SEEN_MAX:
+                seen[target] = data
+                kept += len(data)
         relpaths = [r.rel for r in resolved.values()]
         # 4. policy
         decision = self._policy(spec, tool, args, tuple(relpaths))
@@ -261,7 +271,7 @@ class Governor:
             )
         if self.receipt_budget is not None:
             self.receipt_budget.reserve(1)
-        return args, resolved
+        return args, resolved, seen
 
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
@@ -350,6 +360,7 @@ class Governor:
         tool: Tool,
         args: dict[str, Any],
         resolved: dict[tuple[str, str], Resolved],
+        seen: dict[Resolved, bytes],
         outcome: CallOutcome,
     ) -> CallOutcome:
         self.calls_made += 1
@@ -375,7 +386,7 @@ class Governor:
                               step_index=spec.step_index, tool=tool.name,
                               call_id=outcome.call_id)  # fmt: skip
         ctx = ToolContext(
-            workspace=admitted_workspace(self.workspace, resolved),
+            workspace=admitted_workspace(self.workspace, resolved, seen),
             store=self.store,
             run_id=self.run_id,
             call_id=outcome.call_id,

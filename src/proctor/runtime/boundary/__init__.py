@@ -1,7 +1,8 @@
 """The boundary between a run and its host: what a run's tools can reach, and what leaves.
 
 Owns: :mod:`.workspace` (the workspace and containment: the one way a tool turns a path into a
-file) with :mod:`.resolved` (what it yields and how it refuses), :mod:`.rules` (which files are
+file) with :mod:`.resolved` (what it yields and how it refuses), :mod:`.opened` (a file judged
+by what it is, and the bytes that judging read), :mod:`.rules` (which files are
 authority a run never writes and which are proctor's state it never touches) and :mod:`.fds`
 (descriptor-based resolution and opening: no symlink followed between the check and the use),
 :mod:`.roots` and :mod:`.reach` (the other folders a run may reach, recorded once),

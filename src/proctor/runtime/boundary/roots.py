@@ -2,7 +2,7 @@
 
 A root is a folder one of a run's inputs names (see :mod:`proctor.runtime.boundary.reach`); here
 is only what a root may be called and which folders may be one, so the workspace and reach both
-build on it.
+build on it; and which folders may not be a workspace (:func:`refuse_broad_root`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 from proctor.core.paths import sensitive_reason
-from proctor.errors import ConfigError
+from proctor.errors import ConfigError, UsageError
 
-__all__ = ["ROOT_NAME", "checked_root"]
+__all__ = ["ROOT_NAME", "checked_root", "home_state_dir", "refuse_broad_root"]
 
 ROOT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 """The names a root may take (an input's name): ``$NAME`` must read as one plain word."""
@@ -48,3 +48,34 @@ def checked_root(name: str, folder: str | Path) -> str:
             code="root_invalid",
         )
     return real
+
+
+def home_state_dir() -> Path | None:
+    """The real home state folder (``PROCTOR_HOME`` or ``~/.proctor``), or None."""
+    named = os.environ.get("PROCTOR_HOME")
+    try:
+        home = Path(named) if named else Path.home() / ".proctor"
+        return home.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def refuse_broad_root(folder: Path) -> None:
+    """Refuse the user's home folder and ``/`` as a workspace, saying how to start one.
+
+    Raises:
+        UsageError: ``workspace_refused``.
+    """
+    try:
+        home = Path(os.path.realpath(Path.home()))
+    except (OSError, RuntimeError):
+        home = None
+    real = Path(os.path.realpath(folder))
+    if real == Path(real.anchor) or real == home:
+        what = "your home folder" if real == home else "the file system's root"
+        raise UsageError(
+            f"proctor does not use {what} as a workspace: a run there could reach every file"
+            " below it. Start a workspace in a project folder: mkdir my-project && cd"
+            " my-project && proctor init",
+            code="workspace_refused",
+        )

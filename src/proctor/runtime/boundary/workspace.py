@@ -57,14 +57,15 @@ from proctor.core.paths import (
     AUTHORITY_RULES,
     SENSITIVE_RULES,
     authority_reason,
-    content_reason,
     sensitive_reason,
 )
-from proctor.errors import ConfigError, RefusedCall, UsageError
+from proctor.errors import ConfigError, RefusedCall
 from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, openat2_available, walk
+from proctor.runtime.boundary.opened import HEAD_BYTES, check_content, judge_open
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
-from proctor.runtime.boundary.roots import ROOT_NAME, checked_root
+from proctor.runtime.boundary.roots import ROOT_NAME, checked_root, home_state_dir
+from proctor.runtime.boundary.roots import refuse_broad_root as refuse_broad_root
 from proctor.runtime.boundary.rules import Rules
 
 __all__ = [
@@ -84,42 +85,11 @@ Access = Literal["read", "list", "write"]
 
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
-HEAD_BYTES = 64 * 1024
-"""How much of an existing file ``resolve`` reads to look for a private key block."""
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_NAMED_MAX = 1024  # paths whose name verdicts a workspace keeps (emptied when full)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
-
-
-def _home_state_dir() -> Path | None:
-    named = os.environ.get("PROCTOR_HOME")
-    try:
-        home = Path(named) if named else Path.home() / ".proctor"
-        return home.resolve()
-    except (OSError, RuntimeError):
-        return None
-
-
-def refuse_broad_root(folder: Path) -> None:
-    """Refuse the user's home folder and ``/`` as a workspace, saying how to start one.
-
-    Raises:
-        UsageError: ``workspace_refused``.
-    """
-    try:
-        home = Path(os.path.realpath(Path.home()))
-    except (OSError, RuntimeError):
-        home = None
-    real = Path(os.path.realpath(folder))
-    if real == Path(real.anchor) or real == home:
-        what = "your home folder" if real == home else "the file system's root"
-        raise UsageError(
-            f"proctor does not use {what} as a workspace: a run there could reach every file"
-            " below it. Start a workspace in a project folder: mkdir my-project && cd"
-            " my-project && proctor init",
-            code="workspace_refused",
-        )
 
 
 class Workspace:
@@ -156,6 +126,8 @@ class Workspace:
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self.rules = Rules(real, extra_authority=extra_authority, environ=self._environ)
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
+        # path -> (the rules that judged it, its resolution): see _named_read
+        self._named: dict[str, tuple[Rules, Resolved]] = {}
 
     def _derived(
         self,
@@ -213,7 +185,7 @@ class Workspace:
                 ``/``: a run there would reach every file the user has.
         """
         begin = Path(os.path.realpath(start))
-        home_state = _home_state_dir()
+        home_state = home_state_dir()
         found = begin
         for folder in (begin, *begin.parents):
             state = folder / ".proctor"
@@ -312,7 +284,14 @@ class Workspace:
     # -- resolution ---------------------------------------------------------------------------
 
     def resolve(self, path: str, access: Access) -> Resolved:
-        """Resolve ``path`` and check it may be touched with ``access``.
+        """Resolve ``path`` and check it may be touched with ``access``: see
+        :meth:`resolve_seen`, whose first item this is."""
+        return self.resolve_seen(path, access)[0]
+
+    def resolve_seen(self, path: str, access: Access) -> tuple[Resolved, bytes | None]:
+        """Resolve ``path`` and check it may be touched with ``access``; with it, the file's every
+        byte when the check read all of them (:func:`proctor.runtime.boundary.opened.judge_open`),
+        else ``None``.
 
         ``path`` is workspace-relative, ``$NAME/...`` in a root, or (only when the workspace has
         roots) absolute. ``read`` and ``write`` of an existing regular file also read its first
@@ -325,6 +304,8 @@ class Workspace:
                 ``path_symlink_loop``, ``path_changed``, ``path_invalid``, ``sensitive_path``,
                 ``hard_link``, ``authority_file``, ``bad_config`` (see the module docstring).
         """
+        if access == "read" and (again := self._named_read(path)) is not None:
+            return again
         if not isinstance(path, str) or path == "":
             raise refusal("path_empty", "an empty path names no file", "")
         if "\x00" in path:
@@ -371,17 +352,32 @@ class Workspace:
             found = self._containing(lexical)
             if found:
                 resolved = self._judged(lexical, found, label, inner, path, absolute, access)
-                if self._opened_and_checked(resolved):
-                    return resolved
+                opened, seen = self._opened_and_checked(resolved)
+                if opened:
+                    if access == "read":
+                        if len(self._named) >= _NAMED_MAX:
+                            self._named.clear()
+                        self._named[path] = (self.rules, resolved)
+                    return resolved, seen
         shown_asked = "<absolute path>" if absolute else path
         real = self._walk(start, inner, shown_asked)
         found = self._containing(real)
         if not found:
             raise self._outside(path, absolute)
         resolved = self._judged(real, found, label, inner, path, absolute, access)
-        if access in ("read", "write"):
-            self._check_file(resolved)
-        return resolved
+        return resolved, self._check_file(resolved) if access in ("read", "write") else None
+
+    def _named_read(self, path: str) -> tuple[Resolved, bytes | None] | None:
+        """A read of a path the one-lookup route resolved before, or None. What is kept is a
+        verdict on the string alone (its form, its root, every name rule: for a read all pure
+        functions of the string and of :attr:`rules`); nothing on disk is. The no-symlink open
+        and the file's judging are done again here, so a folder on the way swapped for a
+        symlink (or a file for a link) fails the open and the path is resolved afresh."""
+        held = self._named.get(path) if type(path) is str else None
+        if held is None or held[0] is not self.rules or not openat2_available():
+            return None
+        opened, seen = self._opened_and_checked(held[1])
+        return (held[1], seen) if opened else None
 
     def _judged(
         self,
@@ -533,19 +529,20 @@ class Workspace:
                     rule,
                 )
 
-    def _opened_and_checked(self, resolved: Resolved) -> bool:
+    def _opened_and_checked(self, resolved: Resolved) -> tuple[bool, bytes | None]:
         """Open ``resolved`` with no symlink allowed on the way and judge what it is (as
-        :meth:`_check_file`: ``RefusedCall`` ``hard_link``, ``sensitive_path``); False, having
-        judged nothing, when it cannot be opened so."""
+        :meth:`_check_file`); ``(False, None)``, having judged nothing, when it cannot be opened
+        so."""
         base, inner = resolved.where
         try:
             fd = open_below(base, inner, os.O_RDONLY | _NONBLOCK)
         except OSError:
-            return False
-        self._judge_open(resolved, fd)
-        return True
+            return False, None
+        return True, judge_open(resolved.rel, fd)
 
-    def _check_file(self, resolved: Resolved) -> None:
+    def _check_file(self, resolved: Resolved) -> bytes | None:
+        """:func:`proctor.runtime.boundary.opened.judge_open` of the file at ``resolved``
+        (``RefusedCall``: ``hard_link``, ``sensitive_path``, ``path_changed``)."""
         base, inner = resolved.where
         try:
             fd = open_below(base, inner, os.O_RDONLY | _NONBLOCK)
@@ -556,23 +553,8 @@ class Workspace:
                     f"'{_shown(resolved.rel)}' changed while it was being resolved",
                     resolved.rel,
                 ) from exc
-            return  # nothing there yet: the tool reports what it finds
-        self._judge_open(resolved, fd)
-
-    def _judge_open(self, resolved: Resolved, fd: int) -> None:
-        """A regular file opened at ``fd`` has one link and no private key in its head; the
-        descriptor is closed."""
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return
-            check_links(resolved.rel, info.st_nlink)
-            head = os.read(fd, HEAD_BYTES)
-        except OSError:
-            return
-        finally:
-            os.close(fd)
-        self.check_content(resolved.rel, head)
+            return None  # nothing there yet: the tool reports what it finds
+        return judge_open(resolved.rel, fd)
 
     def check_content(self, rel: str, data: bytes) -> None:
         """Refuse bytes (read from or about to be written to ``rel``) holding a private key.
@@ -580,15 +562,13 @@ class Workspace:
         Raises:
             RefusedCall: ``sensitive_path`` with rule ``private_key_content``.
         """
-        reason = content_reason(data)
-        if reason is not None:
-            raise refusal(
-                "sensitive_path",
-                f"'{_shown(rel)}' holds a private key block ({reason}); runs never read, list "
-                "or write it",
-                rel,
-                reason,
-            )
+        check_content(rel, data)
+
+    def take_seen(self, target: Resolved) -> bytes | None:
+        """The bytes containment read of ``target`` during the call under way, for its handler
+        to use once instead of reading the file again: none here (the view a handler gets,
+        :mod:`proctor.runtime.boundary.views`, holds them)."""
+        return None
 
     def relative(self, absolute: Path) -> str:
         """The workspace-relative POSIX form of a path known to be inside the root.

@@ -55,14 +55,17 @@ def dumps_member(value: Mapping[str, Any], key: str, member: str) -> str:
     """
     before = {k: v for k, v in value.items() if k < key}
     after = {k: v for k, v in value.items() if k > key}
-    return (
-        _DUMPS(before)[:-1]
-        + ("," if before else "")
-        + _DUMPS(key)
-        + ":"
-        + member
-        + ("," if after else "")
-        + _DUMPS(after)[1:]
+    # one join: a chain of + copies the long member into every partial string
+    return "".join(
+        (
+            _DUMPS(before)[:-1],
+            "," if before else "",
+            _DUMPS(key),
+            ":",
+            member,
+            "," if after else "",
+            _DUMPS(after)[1:],
+        )
     )
 
 

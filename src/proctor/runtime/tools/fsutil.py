@@ -255,13 +255,18 @@ def read_text_file(ws: Workspace, target: Resolved, max_bytes: int) -> tuple[str
 
     The whole file is hashed and scanned for a private key; ``content`` holds at most
     ``max_bytes`` and, when truncated, ends at the last newline inside the cap, so a secret is
-    either returned whole (for the scrubber to find) or not at all.
+    either returned whole (for the scrubber to find) or not at all. A file containment read
+    whole during this call (``ws.take_seen``) is not read again: those bytes came through the
+    same no-symlink open, after the same link and private-key checks.
 
     Raises:
         ToolFailed: ``not_found``, ``not_a_file``, ``binary_file`` (not UTF-8 text).
         RefusedCall: ``sensitive_path`` (a private key anywhere in the file), ``hard_link``,
             ``path_changed``, ``io_error``.
     """
+    seen = ws.take_seen(target)
+    if seen is not None:
+        return _text(target.rel, seen, len(seen), digest_of(seen), max_bytes)
     fd, info = _open_regular(target)
     hasher = hashlib.sha256()
     kept = bytearray()
@@ -279,18 +284,26 @@ def read_text_file(ws: Workspace, target: Resolved, max_bytes: int) -> tuple[str
         raise io_refusal(exc, target.rel) from exc
     finally:
         os.close(fd)
+    return _text(target.rel, bytes(kept), size, DIGEST_PREFIX + hasher.hexdigest(), max_bytes)
+
+
+def _text(
+    rel: str, kept: bytes, size: int, digest: str, max_bytes: int
+) -> tuple[str, str, int, bool]:
+    """:func:`read_text_file`'s result from the first ``max_bytes + 1`` (or more) bytes."""
     truncated = size > max_bytes
-    body = bytes(kept[:max_bytes])
+    body = kept
     if truncated:
+        body = kept[:max_bytes]
         cut = body.rfind(b"\n")
         body = body[: cut + 1] if cut >= 0 else b""
     if b"\x00" in body:
-        raise _binary(target.rel)
+        raise _binary(rel)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _binary(target.rel) from exc
-    return text, DIGEST_PREFIX + hasher.hexdigest(), size, truncated
+        raise _binary(rel) from exc
+    return text, digest, size, truncated
 
 
 def _binary(rel: str) -> ToolFailed:
