@@ -80,11 +80,12 @@ class _Lines:
                 return message  # type: ignore[no-any-return]
 
 
-def _stdio(ws: Ws) -> subprocess.Popen[str]:
+def _stdio(ws: Ws, stderr: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
+    """``proctor mcp hello-world`` over pipes (its stderr piped when asked, for a test to read)."""
     return subprocess.Popen(
         [sys.executable, "-m", "proctor", "mcp", "hello-world"],
         cwd=ws.root, env=ws.env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
     )  # fmt: skip
 
 

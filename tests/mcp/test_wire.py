@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 
 import anyio
@@ -20,7 +19,8 @@ from proctor.mcp.frames import MAX_LINE, read_line
 from proctor.mcp.pipes import LoopLines, LoopWriter
 from proctor.mcp.wire import StdioWriteStream
 from tests.mcp.conftest import Ws
-from tests.mcp.test_frames import INITIALIZE, _Lines, _send
+from tests.mcp.test_frames import INITIALIZE, _Lines, _send, _stdio
+from tests.mcp.test_pipes import _pipe
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -28,11 +28,21 @@ PING = {"jsonrpc": "2.0", "id": 20, "method": "ping"}
 
 
 def _server(ws: Ws) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "proctor", "mcp", "hello-world"],
-        cwd=ws.root, env=ws.env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    ws.add_example("hello-world")
+    return _stdio(ws, stderr=subprocess.PIPE)
+
+
+def _initialized(ws: Ws) -> tuple[subprocess.Popen[str], _Lines]:
+    """A server past its handshake, and the reader of its replies."""
+    proc = _server(ws)
+    try:
+        lines = _Lines(proc)
+        _send(proc, INITIALIZE)
+        assert "result" in lines.reply_to(1)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, lines
 
 
 def _end(proc: subprocess.Popen[str]) -> str:
@@ -44,12 +54,8 @@ def _end(proc: subprocess.Popen[str]) -> str:
 
 
 def test_malformed_lines_are_answered_audited_and_the_server_reads_on(ws: Ws) -> None:
-    ws.add_example("hello-world")
-    proc = _server(ws)
+    proc, lines = _initialized(ws)
     try:
-        lines = _Lines(proc)
-        _send(proc, INITIALIZE)
-        assert "result" in lines.reply_to(1)
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         answers = {}
         for name, line in [
@@ -81,12 +87,8 @@ def test_malformed_lines_are_answered_audited_and_the_server_reads_on(ws: Ws) ->
 
 
 def test_an_oversized_line_is_refused_without_the_server_holding_it(ws: Ws) -> None:
-    ws.add_example("hello-world")
-    proc = _server(ws)
+    proc, lines = _initialized(ws)
     try:
-        lines = _Lines(proc)
-        _send(proc, INITIALIZE)
-        assert "result" in lines.reply_to(1)
         big = '{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"x": "'
         _send(proc, big + "a" * MAX_LINE + '"}}')
         refused = lines.next()
@@ -101,12 +103,8 @@ def test_an_oversized_line_is_refused_without_the_server_holding_it(ws: Ws) -> N
 
 
 def test_end_of_input_mid_line_answers_the_fragment_and_ends_cleanly(ws: Ws) -> None:
-    ws.add_example("hello-world")
-    proc = _server(ws)
+    proc, lines = _initialized(ws)
     try:
-        lines = _Lines(proc)
-        _send(proc, INITIALIZE)
-        assert "result" in lines.reply_to(1)
         assert proc.stdin is not None
         proc.stdin.write('{"jsonrpc": "2.0", "id": 5, "method": "pi')
         proc.stdin.close()
@@ -118,16 +116,8 @@ def test_end_of_input_mid_line_answers_the_fragment_and_ends_cleanly(ws: Ws) -> 
 
 
 def test_end_of_input_before_any_message_ends_cleanly(ws: Ws) -> None:
-    ws.add_example("hello-world")
     proc = _server(ws)
     assert "Traceback" not in _end(proc)
-
-
-def _pipe() -> tuple[int, int]:
-    read_end, write_end = os.pipe()
-    os.set_blocking(read_end, False)
-    os.set_blocking(write_end, False)
-    return read_end, write_end
 
 
 def test_a_long_line_is_replaced_by_none_and_skipped_to_its_newline() -> None:
