@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
@@ -54,32 +55,42 @@ def test_lines_decode_as_text_io_wrapper_reads_them() -> None:
         os.close(read_end)
 
 
-def test_a_message_larger_than_the_pipe_is_written_whole_while_the_reader_drains() -> None:
+def drained(
+    write: Callable[[int], Awaitable[None]], *, start: threading.Event | None = None
+) -> bytes:
+    """What ``write(fd)`` wrote into a non-blocking pipe whose other end a thread reads (once
+    ``start`` is set, when one is given); both ends are closed afterwards."""
     read_end, write_end = _pipe()
-    message = "x" * (1 << 20) + "é\n"  # far past a pipe's 64 KiB
     received = bytearray()
 
     def drain() -> None:
         os.set_blocking(read_end, True)
+        if start is not None:
+            start.wait(30)
         while chunk := os.read(read_end, 1 << 16):
             received.extend(chunk)
 
     reader = threading.Thread(target=drain)
     reader.start()
+    try:
+        anyio.run(write, write_end)
+    finally:
+        os.close(write_end)
+        reader.join(timeout=30)
+        os.close(read_end)
+    return bytes(received)
 
-    async def go() -> None:
+
+def test_a_message_larger_than_the_pipe_is_written_whole_while_the_reader_drains() -> None:
+    message = "x" * (1 << 20) + "é\n"  # far past a pipe's 64 KiB
+
+    async def go(write_end: int) -> None:
         writer = LoopWriter(write_end)
         with anyio.fail_after(30):
             await writer.write(message)
             await writer.flush()
 
-    try:
-        anyio.run(go)
-    finally:
-        os.close(write_end)
-        reader.join(timeout=30)
-        os.close(read_end)
-    assert bytes(received) == message.encode("utf-8")
+    assert drained(go) == message.encode("utf-8")
 
 
 def test_text_that_is_not_utf8_is_refused_as_the_wrapper_refuses_it() -> None:

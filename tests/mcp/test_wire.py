@@ -20,7 +20,7 @@ from proctor.mcp.pipes import LoopLines, LoopWriter
 from proctor.mcp.wire import StdioWriteStream
 from tests.mcp.conftest import Ws
 from tests.mcp.test_frames import INITIALIZE, _Lines, _send, _stdio
-from tests.mcp.test_pipes import _pipe
+from tests.mcp.test_pipes import _pipe, drained
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -146,24 +146,13 @@ def test_read_line_parses_as_the_sdk_does_and_skips_blank_lines() -> None:
 def test_writes_the_pipe_cannot_take_at_once_are_finished_whole_and_in_order() -> None:
     import mcp_types as types
 
-    read_end, write_end = _pipe()
-    received = bytearray()
     started = threading.Event()
-
-    def drain() -> None:
-        os.set_blocking(read_end, True)
-        started.wait(30)
-        while chunk := os.read(read_end, 1 << 16):
-            received.extend(chunk)
 
     def note(n: int, text: str) -> SessionMessage:
         doc = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": n, "t": text}}
         return SessionMessage(types.jsonrpc_message_adapter.validate_python(doc))
 
-    reader = threading.Thread(target=drain)
-    reader.start()
-
-    async def go() -> None:
+    async def go(write_end: int) -> None:
         stream = StdioWriteStream(LoopWriter(write_end))
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
@@ -176,12 +165,7 @@ def test_writes_the_pipe_cannot_take_at_once_are_finished_whole_and_in_order() -
                     started.set()
                 await stream.aclose()
 
-    try:
-        anyio.run(go)
-    finally:
-        os.close(write_end)
-        reader.join(timeout=30)
-        os.close(read_end)
-    sent = [json.loads(line) for line in bytes(received).decode().splitlines()]
+    received = drained(go, start=started)  # the reader starts once both sends are under way
+    sent = [json.loads(line) for line in received.decode().splitlines()]
     assert [m["params"]["n"] for m in sent] == [1, 2]
     assert len(sent[0]["params"]["t"]) == 1 << 20

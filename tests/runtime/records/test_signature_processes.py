@@ -166,3 +166,15 @@ def test_a_large_batch_goes_out_in_parts_and_names_its_first_failure(bad: tuple[
         waits = [pool.submit(checks) for _ in range(3)]
         assert [wait() for wait in waits] == [verify_serially(checks)] * 3
         assert pool._helpers
+
+
+def test_a_checker_must_say_how_it_closes() -> None:
+    from proctor.runtime.records.signature_pool import Closing, SignaturePool
+
+    class NoClose(Closing):
+        pass
+
+    with pytest.raises(TypeError, match="close"):
+        NoClose()  # type: ignore[abstract]
+    with SignaturePool(workers=0) as pool:  # a real checker is a context manager
+        assert isinstance(pool, Closing)

@@ -15,6 +15,7 @@ in parallel. Two ways to hand work over:
 
 from __future__ import annotations
 
+import abc
 import os
 import threading
 from collections import deque
@@ -40,11 +41,13 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class Closing:
-    """A checker used as a context manager: ``with`` ends in :meth:`close`."""
+class Closing(abc.ABC):
+    """A checker used as a context manager: ``with`` ends in :meth:`close`, which each checker
+    defines (a class without it cannot be built)."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop the checker's threads or processes."""
 
     def __enter__(self) -> Self:
         return self
