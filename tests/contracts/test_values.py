@@ -58,6 +58,10 @@ def test_same_behaviour_as_the_standard_decorator(
     spec: list[tuple[str, str]], frozen: bool, slots: bool, data: st.DataObject
 ) -> None:
     theirs, ours = _both(frozen, slots, spec)
+    if data.draw(st.booleans(), label="compiled __init__"):
+        for _ in range(values.BUILDS_BEFORE_COMPILE + 1):
+            ours(*[0 for _, kind in spec if kind == "none"])
+        assert ours.__dict__["__init__"].__qualname__.endswith("Value.__init__")
     required = [name for name, kind in spec if kind == "none"]
     given_values = {name: data.draw(_LEAVES) for name in required}
     optional = [name for name, kind in spec if kind != "none"]
@@ -159,7 +163,7 @@ def test_compare_false_and_init_false_fields() -> None:
     assert Tagged.__match_args__ == ("key", "seen")  # type: ignore[attr-defined]
 
 
-def test_the_init_is_compiled_when_first_built_not_when_defined() -> None:
+def test_the_init_is_compiled_only_for_a_class_built_often() -> None:
     @dataclass(frozen=True, slots=True)
     class Late:
         a: int
@@ -168,14 +172,88 @@ def test_the_init_is_compiled_when_first_built_not_when_defined() -> None:
     stand_in = Late.__dict__["__init__"]
     assert stand_in.__qualname__.startswith("_lazy_init")
     assert Late(1).b == 2 and Late(b=5, a=1).b == 5
+    assert Late.__dict__["__init__"] is stand_in  # built by the stand-in, nothing compiled
+    for n in range(values.BUILDS_BEFORE_COMPILE):
+        assert Late(n).a == n
     assert Late.__dict__["__init__"] is not stand_in
     assert Late.__dict__["__init__"].__qualname__.endswith("Late.__init__")
-    with pytest.raises(TypeError):
-        Late()  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        Late(1, 2, 3)  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        Late(1, c=3)  # type: ignore[call-arg]
+    assert Late(7, 8) == Late(a=7, b=8)
+
+
+_MISCALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    ((), {}),
+    ((1, 2, 3), {}),
+    ((1,), {"c": 3}),
+    ((1,), {"a": 2}),
+    ((), {"b": 1}),
+    ((), {"__value_self__": 1, "a": 1}),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), _MISCALLS)
+def test_a_call_that_does_not_bind_raises_what_the_compiled_init_raises(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    def declare() -> Any:
+        @dataclass(frozen=True, slots=True)
+        class Late:
+            a: int
+            b: int = 2
+
+        return Late
+
+    fresh, warm = declare(), declare()
+    for _ in range(values.BUILDS_BEFORE_COMPILE + 1):
+        warm(1)
+    assert warm.__dict__["__init__"].__qualname__.endswith("Late.__init__")  # compiled
+    with pytest.raises(TypeError) as by_stand_in:
+        fresh(*args, **kwargs)
+    with pytest.raises(TypeError) as by_compiled:
+        warm(*args, **kwargs)
+    assert str(by_stand_in.value) == str(by_compiled.value)
+    # the miscall compiled the real __init__ at once; the class builds as before
+    assert fresh(1, b=3) == fresh(a=1, b=3) and fresh(1).b == 2
+
+
+def test_the_stand_in_sets_fields_in_order_calls_factories_and_post_init() -> None:
+    calls: list[str] = []
+
+    def factory(name: str) -> Any:
+        def make() -> list[str]:
+            calls.append(name)
+            return [name]
+
+        return make
+
+    def declare() -> Any:
+        @dataclass
+        class Ordered:
+            a: int
+            b: list[str] = field(default_factory=factory("b"))
+            c: list[str] = field(default_factory=factory("c"), init=False)
+            d: int = field(default=4, init=False)
+            e: list[str] = field(default_factory=factory("e"))
+
+            def __setattr__(self, name: str, value: Any) -> None:
+                calls.append(f"set {name}")
+                object.__setattr__(self, name, value)
+
+            def __post_init__(self) -> None:
+                calls.append("post")
+
+        return Ordered
+
+    made = []
+    for warm in (False, True):
+        cls = declare()
+        if warm:
+            for _ in range(values.BUILDS_BEFORE_COMPILE + 1):
+                cls(0)
+        calls.clear()
+        value = cls(1, e=["given"])
+        made.append((list(calls), (value.a, value.b, value.c, value.d, value.e)))
+    assert made[0] == made[1]
+    assert made[0][0] == ["set a", "b", "set b", "c", "set c", "set d", "set e", "post"]
 
 
 def test_a_subclass_answers_the_standard_module_with_its_own_fields() -> None:

@@ -323,7 +323,7 @@ def test_fast_path_forms_are_recognised_and_hold_no_assignment(form: str) -> Non
     assert san.SAFE_FORM.fullmatch(form), form
     # The only names before an operator in these forms are ``sha256`` or none at all
     # (``T``/``Z`` follow a digit, so no name can start there).
-    for match in san._assign_patterns()[0].finditer(form):
+    for match in san._assign_pattern().finditer(form):
         assert not is_secret_name(match.group("name")), form
     assert scrub_text(form) == form
 

@@ -209,15 +209,22 @@ _ASSIGN_TEXT = (
 # characters, and _ASSIGN refuses such a name anyway. The look-behind (in the reversed text:
 # the character after the operator) skips an operator that _ASSIGN cannot match there: ``==``,
 # ``::``, or one followed by nothing a value can start with (``def f():``, ``x[1:]``).
-_NAMES_BEFORE_TEXT = tuple(
-    op + rf"(?<![\n\r\f\v,;&)\]}}{op}]{op})[ \t]*+[\"']?+([\w.-]{{1,64}}+)" for op in "=:"
-)
+_NAMES_BEFORE_TEXT = {
+    op: op + rf"(?<![\n\r\f\v,;&)\]}}{op}]{op})[ \t]*+[\"']?+([\w.-]{{1,64}}+)" for op in "=:"
+}
 
 
 @functools.cache
-def _assign_patterns() -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
-    """_ASSIGN and the two _NAMES_BEFORE scans, compiled on the first text with an operator."""
-    return re.compile(_ASSIGN_TEXT), tuple(re.compile(text) for text in _NAMES_BEFORE_TEXT)
+def _assign_pattern() -> re.Pattern[str]:
+    """_ASSIGN, compiled on the first line that may assign a secret name (the costliest of
+    these to compile, and most texts with an operator name no secret)."""
+    return re.compile(_ASSIGN_TEXT)
+
+
+@functools.cache
+def _names_before(operator: str) -> re.Pattern[str]:
+    """The _NAMES_BEFORE scan of one operator, compiled on the first text holding it."""
+    return re.compile(_NAMES_BEFORE_TEXT[operator])
 
 
 _ALLOWLIST = "pragma: allowlist secret"
@@ -232,9 +239,9 @@ def _assignment_lines(text: str) -> list[int]:
     """Starts of the lines that may hold ``<secret name> <operator>`` (only these can change)."""
     backwards = text[::-1]
     names: set[str] = set()
-    for operator, scan in zip("=:", _assign_patterns()[1], strict=True):
+    for operator in "=:":
         if operator in text:
-            names.update(scan.findall(backwards))
+            names.update(_names_before(operator).findall(backwards))
     starts: list[int] = []
     for name in names:
         if _secret_reversed(name):
@@ -269,7 +276,7 @@ def _scrub_assignments(text: str, line_starts: list[int]) -> str:
     """Replace values of secret-named assignments on the given lines (no match spans lines)."""
     pieces: list[str] = []
     done = 0
-    assign = _assign_patterns()[0]
+    assign = _assign_pattern()
     for start in sorted(set(line_starts)):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
