@@ -12,7 +12,9 @@ and written, audit lines appended):
   what MCP adds) and a bare ``tools/list`` round trip (protocol cost alone). The peer runs
   exactly what a served call runs: the same reference (the package folder and method), in a
   session made as the server makes its sessions (managed: ``effects: ask``; sandbox
-  required), so the difference is MCP's alone;
+  required), so the difference is MCP's alone. The same calls from a bare client (JSON lines
+  over the server's pipes in a plain loop, no SDK) split that difference into the host's
+  client and the server with its transport;
 - http: calls per second with ``--clients`` concurrent SDK clients, each on its own session,
   against ``proctor mcp --transport http`` on a free loopback port.
 
@@ -33,6 +35,7 @@ server running another checkout's ``src`` (the code before a change).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -212,6 +215,54 @@ async def _interleaved(tmp: Path, calls: int, baseline: Path | None) -> list[Sid
     return sides
 
 
+def _bare(root: Path, env: dict[str, str], calls: int) -> Side:
+    """``tools/call`` round trips from a bare client: JSON lines written to and read from the
+    server's pipes in a plain loop, no SDK. Beside the SDK client's figure it splits what a
+    call costs over MCP into the host's client and the server with its transport."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proctor", "mcp", "hello-world"],
+        cwd=root,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        bufsize=0,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    send, lines = proc.stdin.write, proc.stdout
+
+    def ask(ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+        send(json.dumps(request).encode() + b"\n")
+        while True:
+            answer: dict[str, Any] = json.loads(lines.readline())
+            if answer.get("id") == ident:
+                return answer
+
+    try:
+        hello = {"name": "bench-bare", "version": "0"}
+        ask(
+            0,
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": hello},
+        )
+        send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        ask(1, "tools/call", {"name": "hello-world__greet", "arguments": {"message": "warm up"}})
+        samples = Side(server_pid=proc.pid)
+        served = _cpu_of(proc.pid)
+        for n in range(calls):
+            start, cpu = time.perf_counter(), time.process_time()
+            params = {"name": "hello-world__greet", "arguments": {"message": f"m{n}"}}
+            answer = ask(n + 2, "tools/call", params)
+            samples.wall.append(time.perf_counter() - start)
+            samples.client_cpu += time.process_time() - cpu
+            assert answer["result"]["structuredContent"]["outcome"] == "completed"
+        samples.server_cpu = _cpu_of(proc.pid) - served
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    return samples
+
+
 def _in_process(root: Path, env: dict[str, str], calls: int) -> Side:
     session, ref = _peer(root, env)
     try:
@@ -311,13 +362,21 @@ def main() -> None:
         rounds, lists = anyio.run(_stdio, root, env, options.calls)
     with tempfile.TemporaryDirectory() as tmp:
         root, env = _workspace(Path(tmp))
+        bare = _bare(root, env, options.calls)
+    with tempfile.TemporaryDirectory() as tmp:
+        root, env = _workspace(Path(tmp))
         os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
         direct = _in_process(root, env, min(options.calls, 300))
     print(f"stdio tools/call hello-world#greet ({len(rounds.wall)} calls): {_stats(rounds.wall)}")
     print(f"in-process Session.run, no MCP ({len(direct.wall)} runs):    {_stats(direct.wall)}")
+    print(f"stdio tools/call, bare client, no SDK:          {_stats(bare.wall)}")
     print(f"stdio tools/list ({len(lists)} calls):                   {_stats(lists)}")
     print(
         f"MCP stdio round trip / in-process run (medians): {_ratio(rounds.wall, direct.wall):.2f}x"
+    )
+    print(
+        "bare client round trip / in-process run (medians): "
+        f"{_ratio(bare.wall, direct.wall):.2f}x; CPU per call {bare.cpu()}"
     )
     print(
         f"CPU per call: stdio {rounds.cpu()}, in-process {direct.cpu()}:"
