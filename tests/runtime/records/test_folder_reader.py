@@ -65,3 +65,36 @@ def test_reading_a_receipt_leaves_its_access_time(tmp_path: Path) -> None:
     assert reader(RID) == b"{}\n"
     reader.close()
     assert path.stat().st_atime_ns == stat.st_mtime_ns - 10**12
+
+
+@pytest.mark.parametrize(
+    "receipt_id",
+    [
+        "../" + "ab" * 32,
+        "sha256:../" + "ab" * 31,
+        "sha256:" + "ab" * 31 + "/x",
+        "sha256:" + "ab" * 32 + "\n",
+        "sha256:" + "ab" * 32 + "\x00",
+        "sha256:" + "ab" * 31 + "a",
+        "sha256:" + "ab" * 32 + "a",
+        "sha256:" + "ab" * 31 + "aG",
+        "sha256:" + "ab" * 31 + "a\u0660",  # an Arabic-Indic digit: a digit, not hex
+        "SHA256:" + "ab" * 32,
+        "sha256:sha256:" + "ab" * 32,
+        " sha256:" + "ab" * 32,
+        "",
+    ],
+)
+def test_only_ids_that_are_sha256_and_64_lowercase_hex_are_read(
+    tmp_path: Path, receipt_id: str
+) -> None:
+    """The reader's boundary: a name it opens is exactly 64 lowercase hex digits and .json,
+    whatever the id held; anything else reads as absent, even where such a file exists."""
+    (tmp_path / f"{'ab' * 32}.json").write_bytes(b"{}\n")
+    (tmp_path / "x").write_bytes(b"{}\n")
+    reader = FolderReader(tmp_path)
+    try:
+        assert reader(receipt_id) is None
+        assert reader("sha256:" + "ab" * 32) == reader("ab" * 32) == b"{}\n"
+    finally:
+        reader.close()
