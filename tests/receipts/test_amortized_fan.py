@@ -13,7 +13,7 @@ import pytest
 
 from proctor.receipts.verify import VerifyResult, verify_tree
 from proctor.runtime.records.folder_reader import FolderReader
-from proctor.runtime.records.receipts import verify_receipt
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipts.helpers import body, signer, write_sealed
 
 CALLS = 90  # 182 signed receipts: several batches out to a helper, and a last partial one

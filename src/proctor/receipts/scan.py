@@ -93,9 +93,9 @@ _UNSIGNED_TAIL = _TAIL + len("null")
 _SIGNED_TAIL = _TAIL + 2  # and the base64 text between its two quotes
 _a2b = binascii.a2b_base64
 _HEX_DIGITS = b"0123456789abcdef"
-# a child commitment and its comma once every hex digit is deleted: its digests must vanish
-_CHILD_LEFT = b'{"body_digest":"sha256:","receipt_id":"sha256:"},'.translate(None, _HEX_DIGITS)
-_ONE_CHILD_LEFT = _CHILD_LEFT[:-1]
+# what remains of a child commitment and its comma once every hex digit is deleted (its
+# digests vanish, and the hex letters of its keys)
+_CHILD_LEFT = len(b'{"body_digest":"sha256:","receipt_id":"sha256:"},'.translate(None, _HEX_DIGITS))
 #: key ids as text by their bytes: a tree has one or a few signers, so each id is decoded once
 #: and every receipt then carries the same string (whose hash is computed once, not per look-up)
 _KEY_TEXT: dict[bytes, str] = {}
@@ -139,15 +139,16 @@ def scan_envelope(data: bytes) -> Scanned | None:
     if not children:
         refs: tuple[ChildPair, ...] = ()
     elif len(children) == _CHILD_STRIDE - 1:  # one child: most receipts of a deep tree
-        # the pattern took each digest as 64 bytes but a quote: deleting the hex digits must
-        # leave exactly the commitment's own text (any other byte would remain)
-        if children.translate(None, _HEX_DIGITS) != _ONE_CHILD_LEFT:
+        # the pattern took each digest as 64 bytes but a quote and fixed every other byte:
+        # deleting the hex digits must leave the commitment's own text only, so any byte of a
+        # digest that is not one remains and makes it longer
+        if len(children.translate(None, _HEX_DIGITS)) != _CHILD_LEFT - 1:
             return None
         text = children.decode("ascii")
         refs = ((text[_CHILD_RID : _CHILD_RID + 71], text[_CHILD_AT : _CHILD_AT + 71]),)
     else:
         count = (len(children) + 1) // _CHILD_STRIDE
-        if children.translate(None, _HEX_DIGITS) != (_CHILD_LEFT * count)[:-1]:
+        if len(children.translate(None, _HEX_DIGITS)) != _CHILD_LEFT * count - 1:
             return None
         text = children.decode("ascii")
         end = len(text)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from proctor.errors import StoreError
 
@@ -35,7 +34,7 @@ class FolderReader:
     _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     _NOATIME = getattr(os, "O_NOATIME", 0)
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         self._prefix = os.path.join(os.fspath(directory), "")
         self._flags = self._FLAGS | self._NOATIME
         self._dir: int | None = None
