@@ -98,3 +98,18 @@ def test_only_ids_that_are_sha256_and_64_lowercase_hex_are_read(
         assert reader("sha256:" + "ab" * 32) == reader("ab" * 32) == b"{}\n"
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("size", [(1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 16, (1 << 21) + 5])
+def test_files_around_and_past_one_read_read_whole(tmp_path: Path, size: int) -> None:
+    """A file of one read or more is read again whole from its start: nothing is lost or read
+    twice, whether it ends with a line feed or not."""
+    for end in (b"\n", b"x"):
+        data = (bytes(range(256)) * (size // 256 + 1))[: size - 1] + end
+        assert len(data) == size
+        (tmp_path / f"{'ab' * 32}.json").write_bytes(data)
+        reader = FolderReader(tmp_path)
+        try:
+            assert reader(RID) == data
+        finally:
+            reader.close()
