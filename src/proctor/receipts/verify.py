@@ -135,17 +135,6 @@ class _Walk:
         self.key_ids: dict[str, None] = {}
         self.unverified: tuple[str, str, str | None] | None = None
 
-    def snapshot(self) -> _Snap:
-        """The counts as they stand now, to report a queued check that fails later."""
-        return (
-            self.count,
-            self.signed,
-            self.amortized,
-            self.unknown,
-            self.depth,
-            len(self.key_ids),
-        )
-
     def at(self, snap: _Snap) -> _Walk:
         """A walk with the counts of ``snap`` (what stopping at that receipt would report)."""
         past = _Walk()
@@ -154,6 +143,8 @@ class _Walk:
         return past
 
 
+#: A walk's counts at one receipt, to report a queued check that fails later: count, signed,
+#: amortized, unknown, depth, and how many key ids it had seen (see _Walk.at).
 _Snap = tuple[int, int, int, int, int, int]
 _Mark = tuple[str, "str | None", _Snap]
 
@@ -174,8 +165,8 @@ class _Checks:
         self.out: deque[tuple[Callable[[], int | None], list[_Mark]]] = deque()
 
     def add(self, check: SignatureCheck, rid: str, parent: str | None, mark: _Snap) -> bool:
-        """Queue a check with the walk's counts at its receipt (``mark``: see
-        :meth:`_Walk.snapshot`); True when the queue is full and must run now."""
+        """Queue a check with the walk's counts at its receipt (``mark``, a :data:`_Snap`);
+        True when the queue is full and must run now."""
         checks = self.checks
         checks.append(check)
         self.marks.append((rid, parent, mark))
@@ -403,7 +394,7 @@ def _walk(
                 unknown += 1
                 walk.unverified = walk.unverified or ("unknown_key", rid, parent)
             else:
-                # its mark: the counts stopping at this receipt reports (as _Walk.snapshot)
+                # its mark (a _Snap): the counts stopping at this receipt reports
                 mark = (count, signed, amortized, unknown, deepest, len(key_ids))
                 signed += 1
                 if add((key, signature, body_bytes), rid, parent, mark):
