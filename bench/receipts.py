@@ -5,11 +5,12 @@ and p95:
 
 * receipts written per second through ``ReceiptWriter`` (canonical body, Ed25519 signature for
   steps, atomic write with fsync into a real store), and signed without the store;
-* wall time and peak RSS (``wait4`` high-water of the child process) of ``proctor verify`` on a
-  generated tree of 30,002 receipts, shaped as the bound's own reasoning: a run, its step,
-  10,000 skill calls, each committing a child run with one step. Steps and runs are signed
-  (20,002 signatures); calls are amortized. A second tree signs every receipt (30,002
-  signatures) as the worst case;
+* wall time and peak RSS (``wait4`` high-water of the child process) of ``proctor verify`` (run
+  as a user runs it: the console script beside this interpreter, else ``python -m proctor``;
+  the line before the figures says which) on a generated tree of 30,002 receipts, shaped as
+  the bound's own reasoning: a run, its step, 10,000 skill calls, each committing a child
+  run with one step. Steps and runs are signed (20,002 signatures); calls are amortized. A
+  second tree signs every receipt (30,002 signatures) as the worst case;
 * the raw Ed25519 verify rate of ``cryptography`` alone, the physical floor for the above: on
   one thread, and on one thread per usable core (``cryptography`` releases the GIL while it
   verifies). ``proctor verify`` checks signatures in batches in helper processes, one per
@@ -144,6 +145,15 @@ def _floor_once(signer: Signer, n: int, threads: int = 1) -> tuple[float, float]
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+def proctor_command() -> list[str]:
+    """How a user runs proctor: the console script installed beside this interpreter (the
+    venv's ``bin/proctor``), else ``python -m proctor`` (whose runpy start costs a few ms)."""
+    script = Path(sys.executable).with_name("proctor")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "proctor"]
+
+
 def verify_runs(
     folder: Path, root: Ref, key_file: Path, runs: int, signer: Signer, signatures: int
 ) -> None:
@@ -154,9 +164,7 @@ def verify_runs(
         start = time.perf_counter()
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "proctor",
+                *proctor_command(),
                 "verify",
                 root.receipt_id,
                 "--json",
@@ -223,6 +231,7 @@ def main() -> None:
     if not args.verify_only:
         print("writing receipts (2,000 per run; 300 with fsync):")
         writer_rates(signer, args.runs)
+    print(f"proctor verify runs as: {' '.join(Path(part).name for part in proctor_command())}")
     with tempfile.TemporaryDirectory() as tmp:
         key_file = Path(tmp) / "key.pem"
         key_file.write_text(signer.public_key.pem())

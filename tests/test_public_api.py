@@ -39,7 +39,7 @@ def test_exports_resolve_to_their_modules() -> None:
     from proctor.policy.evaluate import UNRESTRICTED
     from proctor.receipts.verify import VerifyResult
     from proctor.runtime.engine.session import Session
-    from proctor.runtime.records.receipts import verify_receipt
+    from proctor.runtime.records.verify_folder import verify_receipt
 
     assert proctor.verify_receipt is verify_receipt
     assert proctor.VerifyResult is VerifyResult

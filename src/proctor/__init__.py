@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.host import AgentDriver, RunInterrupted
     from proctor.runtime.engine.session import Session
-    from proctor.runtime.records.receipts import verify_receipt
+    from proctor.runtime.records.verify_folder import verify_receipt
 
 __all__ = [
     "UNRESTRICTED",
@@ -57,7 +57,7 @@ _EXPORTS: dict[str, str] = {
     "VerifyResult": "proctor.receipts.verify",
     "Workspace": "proctor.runtime.boundary.workspace",
     "parse_authority": "proctor.core.authority",
-    "verify_receipt": "proctor.runtime.records.receipts",
+    "verify_receipt": "proctor.runtime.records.verify_folder",
 }
 
 

@@ -100,7 +100,8 @@ def test_an_unreadable_path_is_left_to_click(places: list[str]) -> None:
 
 def test_a_plain_verify_loads_neither_click_nor_the_pem_reader(tmp_path: Path) -> None:
     """Nor the strict receipt parser (the recognizer takes proctor's receipts) nor the signing
-    key machinery (the key is named)."""
+    key machinery (the key is named), nor pathlib (with urllib.parse and ipaddress, a tenth of
+    verify's start) nor the receipt store's module (the folder is named)."""
     from proctor.receipts.signing import signer_from_seed
 
     key = tmp_path / "key.pem"
@@ -112,6 +113,10 @@ def test_a_plain_verify_loads_neither_click_nor_the_pem_reader(tmp_path: Path) -
         "proctor.parser.yaml_strict",
         "proctor.receipts.model",
         "proctor.runtime.home.keys",
+        "pathlib",
+        "urllib.parse",
+        "ipaddress",
+        "proctor.runtime.records.receipts",
     )
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -189,7 +194,7 @@ def test_the_walk_loads_without_dataclasses() -> None:
     dataclasses nor inspect (proctor's value classes are proctor.contracts.values)."""
     probe = (
         "import sys\n"
-        "import proctor.receipts.verify, proctor.runtime.records.receipts\n"
+        "import proctor.receipts.verify, proctor.runtime.records.verify_folder\n"
         "import proctor.runtime.records.folder_reader, proctor.runtime.home.public_key_file\n"
         "import proctor.runtime.records.signature_processes, proctor.cli.verifying\n"
         "from proctor.receipts.verify import VerifyResult\n"

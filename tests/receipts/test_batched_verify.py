@@ -17,8 +17,8 @@ from proctor.receipts.verify import (
     verify_serially,
     verify_tree,
 )
-from proctor.runtime.records.receipts import verify_receipt
 from proctor.runtime.records.signature_pool import SignaturePool
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipts.helpers import body, other_signer, signer, write_sealed
 
 STEPS = 600  # more than two batches of signed receipts

@@ -293,3 +293,50 @@ def test_key_ids_of_many_signers_read_right_and_only_a_few_are_kept() -> None:
             assert parts is not None and parts[1] == s.key_id
     assert len(scan._KEY_TEXT) == scan._KEYS_KEPT
     assert all(text.encode() == raw for raw, text in scan._KEY_TEXT.items())
+
+
+def _with_children(count: int) -> bytes:
+    s = signer()
+    return _sealed(body("step", s.key_id, [f"sha256:{i:064x}" for i in range(count)], **HEAD))
+
+
+HEAD: dict[str, Any] = {"audit_head": None}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 500])
+def test_child_commitments_are_recognized_at_any_count(count: int) -> None:
+    data = _with_children(count)
+    parts = _agree(data)
+    assert parts is not None and len(parts[3]) == count
+    assert parts[3][-1] == (f"sha256:{count - 1:064x}",) * 2
+
+
+# what the pattern takes in a child's digest (any byte but a quote) that is not lowercase hex
+NOT_HEX = [b"A", b"F", b"g", b"x", b" ", b"\x00", b"\x7f", b"\xff", b"\\", b"'", b",", b"}", b":"]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize("field", [b'"body_digest":"sha256:', b'"receipt_id":"sha256:'])
+@pytest.mark.parametrize("byte", NOT_HEX)
+def test_a_child_digest_byte_that_is_not_lowercase_hex_is_never_accepted_fast(
+    count: int, field: bytes, byte: bytes
+) -> None:
+    """The pattern takes a child's digests loosely and scan_envelope checks their hex after:
+    every other byte, at the first, a middle or the last place of either digest of any child,
+    is declined (and the strict parser refuses it)."""
+    data = _with_children(count)
+    starts = [i + len(field) for i in range(len(data)) if data.startswith(field, i)]
+    assert len(starts) == count
+    for start in (starts[0], starts[-1]):
+        for at in (start, start + 31, start + 63):
+            broken = data[:at] + byte + data[at + 1 :]
+            assert scan_envelope(broken) is None
+            assert _strict(broken) is None
+
+
+def test_a_child_digest_one_byte_short_or_long_is_never_accepted_fast() -> None:
+    data = _with_children(2)
+    at = data.index(b'"receipt_id":"sha256:') + len(b'"receipt_id":"sha256:')
+    for broken in (data[:at] + data[at + 1 :], data[:at] + b"0" + data[at:]):
+        assert scan_envelope(broken) is None
+        _agree(broken)

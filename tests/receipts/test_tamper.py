@@ -10,7 +10,8 @@ import pytest
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify import VerifyResult, verify_tree
 from proctor.receipts.writer import Ref
-from proctor.runtime.records.receipts import ReceiptStore, verify_receipt
+from proctor.runtime.records.receipts import ReceiptStore
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipts.helpers import (
     body,
     other_signer,

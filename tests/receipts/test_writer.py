@@ -12,7 +12,8 @@ from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.model import Subject, Verdict, encode_envelope, parse_envelope
 from proctor.receipts.writer import ReceiptWriter, Ref
-from proctor.runtime.records.receipts import ReceiptStore, verify_receipt
+from proctor.runtime.records.receipts import ReceiptStore
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipts.helpers import PKG, T0, body, fixed_clock, signer, small_tree
 
 

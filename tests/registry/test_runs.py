@@ -21,7 +21,8 @@ from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.session import Session
 from proctor.runtime.packages.manifest import sign_statement
 from proctor.runtime.packages.package import package_folder
-from proctor.runtime.records.receipts import ReceiptStore, verify_receipt
+from proctor.runtime.records.receipts import ReceiptStore
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.registry.conftest import Registry
 
 CHILD_MD = (

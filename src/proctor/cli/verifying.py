@@ -54,7 +54,7 @@ def verify_command(
     target: str, as_json: bool, key_path: str | None, receipts_dir: str | None
 ) -> None:
     """``proctor verify``: verify the tree, print the result, exit with its code."""
-    from proctor.runtime.records.receipts import verify_receipt
+    from proctor.runtime.records.verify_folder import verify_receipt
 
     result = verify_receipt(target, receipts_dir=receipts_dir, public_key=key_path)
     if as_json:

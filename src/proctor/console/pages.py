@@ -149,7 +149,8 @@ def _receipt_tree(session: Session, root_id: str | None) -> list[dict[str, Any]]
 
 
 def _verified(session: Session, receipt_id: str | None) -> dict[str, Any] | None:
-    from proctor.runtime.records.receipts import receipt_dir, verify_receipt
+    from proctor.runtime.records.receipts import receipt_dir
+    from proctor.runtime.records.verify_folder import verify_receipt
 
     if receipt_id is None:
         return None

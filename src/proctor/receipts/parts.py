@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["SEAL_REASONS", "ChildRef"]
+__all__ = ["SEAL_REASONS", "ChildPair", "ChildRef"]
 
 #: Why a receipt sealed as it did, when the outcome alone does not say. Closed vocabulary.
 SEAL_REASONS: dict[str, str] = {
@@ -38,3 +38,9 @@ class ChildRef(NamedTuple):
 
     receipt_id: str
     body_digest: str
+
+
+#: A child commitment as a plain pair ``(receipt_id, body_digest)``: what the verifier's walk
+#: reads. A :class:`ChildRef` is one; the fast recognizer builds plain tuples (faster to build,
+#: equal in value).
+ChildPair = tuple[str, str]

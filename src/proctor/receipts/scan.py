@@ -21,12 +21,12 @@ from __future__ import annotations
 import binascii
 import re
 
-from proctor.receipts.parts import SEAL_REASONS, ChildRef
+from proctor.receipts.parts import SEAL_REASONS, ChildPair
 
 __all__ = ["Scanned", "scan_envelope"]
 
 #: body bytes, key id, signature (None when amortized), child commitments
-Scanned = tuple[bytes, str, "bytes | None", tuple[ChildRef, ...]]
+Scanned = tuple[bytes, str, "bytes | None", tuple[ChildPair, ...]]
 
 _HEX = r"sha256:[0-9a-f]{64}"
 _D = rf'"{_HEX}"'
@@ -37,7 +37,10 @@ _S0 = r'"[\x20\x21\x23-\x5b\x5d-\x7f]*"'
 _T = r'"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z"'
 # at most 15 digits: below 2**53 - 1 without comparing (larger values go to the strict parser)
 _N = r"(?:0|[1-9][0-9]{0,14})"
-_CHILD = rf'\{{"body_digest":"{_HEX}","receipt_id":"{_HEX}"\}}'
+# A child commitment, its two digests taken as any 64 bytes but a quote: scan_envelope then
+# checks every one of them is lowercase hex at once (a 10,000-child step reads in a third of
+# the time the pattern's per-byte class check takes).
+_CHILD = r'\{"body_digest":"sha256:[^"]{64}","receipt_id":"sha256:[^"]{64}"\}'
 _VERDICT = rf'\{{"code":{_S0},"enforcement":"(?:warn|block)","rule_id":{_S0}\}}'
 _REASONS = "|".join(sorted(SEAL_REASONS))
 # The rules that relate fields are written into the pattern with conditionals, (?(name)a|b):
@@ -89,7 +92,10 @@ _TAIL = len(',"key_id":"') + 71 + len('","signature":') + len("}\n")
 _UNSIGNED_TAIL = _TAIL + len("null")
 _SIGNED_TAIL = _TAIL + 2  # and the base64 text between its two quotes
 _a2b = binascii.a2b_base64
-_ref = tuple.__new__  # a ChildRef without a call into its Python-level __new__
+_HEX_DIGITS = b"0123456789abcdef"
+# what remains of a child commitment and its comma once every hex digit is deleted (its
+# digests vanish, and the hex letters of its keys)
+_CHILD_LEFT = len(b'{"body_digest":"sha256:","receipt_id":"sha256:"},'.translate(None, _HEX_DIGITS))
 #: key ids as text by their bytes: a tree has one or a few signers, so each id is decoded once
 #: and every receipt then carries the same string (whose hash is computed once, not per look-up)
 _KEY_TEXT: dict[bytes, str] = {}
@@ -99,9 +105,10 @@ _KEYS_KEPT = 64
 def scan_envelope(data: bytes) -> Scanned | None:
     """The parts of a receipt file in proctor's common canonical shape, else ``None``.
 
-    Returns ``(body_bytes, key_id, signature, children)``, exactly what
-    :func:`~proctor.receipts.model.parse_envelope` returns for the same bytes. ``None`` refuses
-    nothing: it means "not recognized here, ask the strict parser".
+    Returns ``(body_bytes, key_id, signature, children)``, equal to what
+    :func:`~proctor.receipts.model.parse_envelope` returns for the same bytes (each child a
+    plain ``(receipt_id, body_digest)`` pair where the parser gives a ``ChildRef``). ``None``
+    refuses nothing: it means "not recognized here, ask the strict parser".
     """
     m = _FULLMATCH(data)
     if m is None:
@@ -130,25 +137,27 @@ def scan_envelope(data: bytes) -> Scanned | None:
             return None
         tail = _SIGNED_TAIL + len(text64)
     if not children:
-        refs: tuple[ChildRef, ...] = ()
+        refs: tuple[ChildPair, ...] = ()
     elif len(children) == _CHILD_STRIDE - 1:  # one child: most receipts of a deep tree
+        # the pattern took each digest as 64 bytes but a quote and fixed every other byte:
+        # deleting the hex digits must leave the commitment's own text only, so any byte of a
+        # digest that is not one remains and makes it longer
+        if len(children.translate(None, _HEX_DIGITS)) != _CHILD_LEFT - 1:
+            return None
         text = children.decode("ascii")
-        refs = (
-            _ref(ChildRef, (text[_CHILD_RID : _CHILD_RID + 71], text[_CHILD_AT : _CHILD_AT + 71])),
-        )
+        refs = ((text[_CHILD_RID : _CHILD_RID + 71], text[_CHILD_AT : _CHILD_AT + 71]),)
     else:
+        count = (len(children) + 1) // _CHILD_STRIDE
+        if len(children.translate(None, _HEX_DIGITS)) != _CHILD_LEFT * count - 1:
+            return None
         text = children.decode("ascii")
+        end = len(text)
         refs = tuple(
-            [
-                _ref(
-                    ChildRef,
-                    (
-                        text[i + _CHILD_RID : i + _CHILD_RID + 71],
-                        text[i + _CHILD_AT : i + _CHILD_AT + 71],
-                    ),
-                )
-                for i in range(0, len(text), _CHILD_STRIDE)
-            ]
+            zip(
+                [text[i : i + 71] for i in range(_CHILD_RID, end, _CHILD_STRIDE)],
+                [text[i : i + 71] for i in range(_CHILD_AT, end, _CHILD_STRIDE)],
+                strict=True,
+            )
         )
     key_id = _KEY_TEXT.get(key)
     if key_id is None:

@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
-from proctor.receipts.parts import ChildRef
+from proctor.receipts.parts import ChildPair
 from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
@@ -135,18 +135,7 @@ class _Walk:
         self.key_ids: dict[str, None] = {}
         self.unverified: tuple[str, str, str | None] | None = None
 
-    def snapshot(self) -> tuple[int, int, int, int, int, int]:
-        """The counts as they stand now, to report a queued check that fails later."""
-        return (
-            self.count,
-            self.signed,
-            self.amortized,
-            self.unknown,
-            self.depth,
-            len(self.key_ids),
-        )
-
-    def at(self, snap: tuple[int, int, int, int, int, int]) -> _Walk:
+    def at(self, snap: _Snap) -> _Walk:
         """A walk with the counts of ``snap`` (what stopping at that receipt would report)."""
         past = _Walk()
         past.count, past.signed, past.amortized, past.unknown, past.depth, keys = snap
@@ -154,7 +143,10 @@ class _Walk:
         return past
 
 
-_Mark = tuple[str, "str | None", tuple[int, int, int, int, int, int]]
+#: A walk's counts at one receipt, to report a queued check that fails later: count, signed,
+#: amortized, unknown, depth, and how many key ids it had seen (see _Walk.at).
+_Snap = tuple[int, int, int, int, int, int]
+_Mark = tuple[str, "str | None", _Snap]
 
 
 class _Checks:
@@ -172,25 +164,12 @@ class _Checks:
         # batches checking in the background, oldest first, each with its marks
         self.out: deque[tuple[Callable[[], int | None], list[_Mark]]] = deque()
 
-    def add(self, check: SignatureCheck, rid: str, parent: str | None, walk: _Walk) -> bool:
-        """Queue a check; True when the queue is full and must run now."""
+    def add(self, check: SignatureCheck, rid: str, parent: str | None, mark: _Snap) -> bool:
+        """Queue a check with the walk's counts at its receipt (``mark``, a :data:`_Snap`);
+        True when the queue is full and must run now."""
         checks = self.checks
         checks.append(check)
-        # walk.snapshot(), inline: this runs once per signed receipt
-        self.marks.append(
-            (
-                rid,
-                parent,
-                (
-                    walk.count,
-                    walk.signed,
-                    walk.amortized,
-                    walk.unknown,
-                    walk.depth,
-                    len(walk.key_ids),
-                ),
-            )
-        )
+        self.marks.append((rid, parent, mark))
         self.bytes += len(check[2])
         return len(checks) >= self.limit or self.bytes >= BATCH_BYTES
 
@@ -326,12 +305,14 @@ def _walk(
 ) -> VerifyResult | None:
     """Walk the tree depth-first; the first failure found by reading (None when none).
 
-    Signature checks go to ``queue``; the caller runs what is left in it.
+    Signature checks go to ``queue``; the caller runs what is left in it. The counts are kept
+    in locals while the walk runs (this loop runs once per receipt): each queued check takes
+    them as its mark, and they are written to ``walk`` when the walk ends.
     """
     seen: set[str] = set()
     path: set[str] = set()
     owners: list[str | None] = [None]
-    stack: list[Iterator[ChildRef]] = [iter((ChildRef(root_id, root_id),))]
+    stack: list[Iterator[ChildPair]] = [iter(((root_id, root_id),))]
     # bound once: the loop below runs once per receipt of the tree
     seen_add, scan, sha256, key_ids, add = (
         seen.add,
@@ -340,42 +321,45 @@ def _walk(
         walk.key_ids,
         queue.add,
     )
+    count = signed = amortized = unknown = deepest = 0
+    depth = 0  # of the receipts stack[-1] yields: len(stack) - 1
+    failure: tuple[str, str | None, str, str | None] | None = None  # reason, message, rid, parent
     while stack:
         ref = next(stack[-1], None)
         if ref is None:
             stack.pop()
+            depth -= 1
             owner = owners.pop()
             if owner is not None:
                 path.discard(owner)
             continue
         rid, body_digest = ref
         parent = owners[-1]
-        depth = len(stack) - 1
         # every receipt on the path has been seen: one look-up covers both on the way through
-        if rid in seen or body_digest != rid or depth > max_depth or walk.count >= max_receipts:
+        if rid in seen or body_digest != rid or depth > max_depth or count >= max_receipts:
             if rid in path:
-                failure = "cycle"
+                reason = "cycle"
             elif rid in seen:
-                failure = "committed_twice"
+                reason = "committed_twice"
             elif body_digest != rid:
-                failure = "commitment_mismatch"
+                reason = "commitment_mismatch"
             elif depth > max_depth:
-                failure = "too_deep"
+                reason = "too_deep"
             else:
-                failure = "too_many"
-            return _invalid(walk, root_id, failure, None, rid, parent)
-        walk.count += 1
-        if depth > walk.depth:
-            walk.depth = depth
+                reason = "too_many"
+            failure = (reason, None, rid, parent)
+            break
+        count += 1
+        if depth > deepest:
+            deepest = depth
         seen_add(rid)
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:
             data = load(rid)  # what it raises: see verify_tree
         if data is None:
-            return _invalid(
-                walk, root_id, "not_found" if depth == 0 else "child_missing", None, rid, parent
-            )
+            failure = ("not_found" if depth == 0 else "child_missing", None, rid, parent)
+            break
         parts = scan(data)
         if parts is None:  # not the common shape: the strict parser accepts it or says why
             from proctor.receipts.model import parse_envelope
@@ -383,38 +367,51 @@ def _walk(
             try:
                 env = parse_envelope(data)
             except ReceiptInvalid as exc:
-                return _invalid(walk, root_id, exc.code, exc.message, rid, parent)
+                failure = (exc.code, exc.message, rid, parent)
+                break
             parts = (env.body_bytes, env.key_id, env.signature, env.children)
         body_bytes, key_id, signature, children = parts
         if children:
-            for child in children:
-                if child[0] == rid or child[0] in path:  # its receipt_id
-                    return _invalid(walk, root_id, "cycle", None, rid, parent)
+            for child_id, _ in children:
+                if child_id == rid or child_id in path:
+                    failure = ("cycle", None, rid, parent)
+                    break
+            if failure is not None:
+                break
         if DIGEST_PREFIX + sha256(body_bytes).hexdigest() != rid:
-            return _invalid(walk, root_id, "digest_mismatch", None, rid, parent)
+            failure = ("digest_mismatch", None, rid, parent)
+            break
         if key_id not in key_ids:
             key_ids[key_id] = None
         if signature is None:
             if depth == 0:
                 walk.unverified = walk.unverified or ("unsigned", rid, parent)
             else:
-                walk.amortized += 1
+                amortized += 1
         else:
             key = trusted.get(key_id)
             if key is None:
-                walk.unknown += 1
+                unknown += 1
                 walk.unverified = walk.unverified or ("unknown_key", rid, parent)
             else:
-                if add((key, signature, body_bytes), rid, parent, walk):
+                # its mark (a _Snap): the counts stopping at this receipt reports
+                mark = (count, signed, amortized, unknown, deepest, len(key_ids))
+                signed += 1
+                if add((key, signature, body_bytes), rid, parent, mark):
                     failed = queue.flush(walk, root_id)
                     if failed is not None:
                         return failed
-                walk.signed += 1
         if children:
             stack.append(iter(children))
+            depth += 1
             owners.append(rid)
             path.add(rid)
-    return None
+    walk.count, walk.signed, walk.amortized, walk.unknown = count, signed, amortized, unknown
+    walk.depth = deepest
+    if failure is None:
+        return None
+    reason, message, rid, parent = failure
+    return _invalid(walk, root_id, reason, message, rid, parent)
 
 
 def _invalid(

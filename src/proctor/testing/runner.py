@@ -323,7 +323,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
 def _verify(root: Path, receipt_id: str | None) -> tuple[bool, str] | None:
     if receipt_id is None:
         return None
-    from proctor.runtime.records.receipts import verify_receipt
+    from proctor.runtime.records.verify_folder import verify_receipt
     from proctor.testing.keys import fixture_public_key
 
     result = verify_receipt(
@@ -349,7 +349,7 @@ def _seed_receipts(session: Any, case: Case, test: SkillTest) -> None:
         UsageError: ``test_receipt_invalid``: not a package-relative ``.json`` file, or it does
             not verify under the test key.
     """
-    from proctor.runtime.records.receipts import verify_receipt
+    from proctor.runtime.records.verify_folder import verify_receipt
     from proctor.testing.keys import fixture_public_key
 
     for rel in test.setup.receipts:

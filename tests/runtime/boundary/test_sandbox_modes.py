@@ -19,7 +19,7 @@ from proctor.receipts.signing import signer_from_seed
 from proctor.runtime.agents.sessions import AgentSession
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.session import Session
-from proctor.runtime.records.receipts import verify_receipt
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.runtime.boundary.sandbox_support import call_receipts, call_records, needs_bwrap
 from tests.runtime.driver_support import (
     _OPEN,

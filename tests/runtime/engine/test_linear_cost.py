@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.records.receipts import ReceiptStore, verify_receipt
+from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
+from proctor.runtime.records.verify_folder import verify_receipt
 from tests.runtime.driver_support import (
     authority,
     close_sessions,  # noqa: F401 - the autouse fixture

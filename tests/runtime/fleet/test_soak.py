@@ -57,7 +57,7 @@ def _answer(store: Any, run_id: str, lines: Path) -> dict[str, Any] | None:
 def test_workers_killed_at_random_lose_nothing_and_repeat_nothing(tmp_path: Path) -> None:
     from proctor.runtime.fleet.queue import WorkQueue
     from proctor.runtime.records.postgres import PostgresRunStore
-    from proctor.runtime.records.receipts import verify_receipt
+    from proctor.runtime.records.verify_folder import verify_receipt
 
     with fresh_schema() as url:
         root = tmp_path / "ws"

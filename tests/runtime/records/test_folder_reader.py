@@ -65,3 +65,51 @@ def test_reading_a_receipt_leaves_its_access_time(tmp_path: Path) -> None:
     assert reader(RID) == b"{}\n"
     reader.close()
     assert path.stat().st_atime_ns == stat.st_mtime_ns - 10**12
+
+
+@pytest.mark.parametrize(
+    "receipt_id",
+    [
+        "../" + "ab" * 32,
+        "sha256:../" + "ab" * 31,
+        "sha256:" + "ab" * 31 + "/x",
+        "sha256:" + "ab" * 32 + "\n",
+        "sha256:" + "ab" * 32 + "\x00",
+        "sha256:" + "ab" * 31 + "a",
+        "sha256:" + "ab" * 32 + "a",
+        "sha256:" + "ab" * 31 + "aG",
+        "sha256:" + "ab" * 31 + "a\u0660",  # an Arabic-Indic digit: a digit, not hex
+        "SHA256:" + "ab" * 32,
+        "sha256:sha256:" + "ab" * 32,
+        " sha256:" + "ab" * 32,
+        "",
+    ],
+)
+def test_only_ids_that_are_sha256_and_64_lowercase_hex_are_read(
+    tmp_path: Path, receipt_id: str
+) -> None:
+    """The reader's boundary: a name it opens is exactly 64 lowercase hex digits and .json,
+    whatever the id held; anything else reads as absent, even where such a file exists."""
+    (tmp_path / f"{'ab' * 32}.json").write_bytes(b"{}\n")
+    (tmp_path / "x").write_bytes(b"{}\n")
+    reader = FolderReader(tmp_path)
+    try:
+        assert reader(receipt_id) is None
+        assert reader("sha256:" + "ab" * 32) == reader("ab" * 32) == b"{}\n"
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("size", [(1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 16, (1 << 21) + 5])
+def test_files_around_and_past_one_read_read_whole(tmp_path: Path, size: int) -> None:
+    """A file of one read or more is read again whole from its start: nothing is lost or read
+    twice, whether it ends with a line feed or not."""
+    for end in (b"\n", b"x"):
+        data = (bytes(range(256)) * (size // 256 + 1))[: size - 1] + end
+        assert len(data) == size
+        (tmp_path / f"{'ab' * 32}.json").write_bytes(data)
+        reader = FolderReader(tmp_path)
+        try:
+            assert reader(RID) == data
+        finally:
+            reader.close()

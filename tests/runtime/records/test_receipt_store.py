@@ -13,8 +13,8 @@ from proctor.runtime.records.receipts import (
     ReceiptStore,
     default_receipt_dir,
     receipt_hex,
-    verify_receipt,
 )
+from proctor.runtime.records.verify_folder import verify_receipt
 
 RID = "sha256:" + "ab" * 32
 

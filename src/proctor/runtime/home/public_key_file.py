@@ -7,7 +7,7 @@ named key then loads not the signing-key machinery. A file larger than
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from proctor.errors import ConfigError
 from proctor.receipts.signing import PublicKey, parse_public_key
@@ -17,7 +17,7 @@ __all__ = ["MAX_KEY_FILE", "load_public_key_file"]
 MAX_KEY_FILE = 64 * 1024
 
 
-def load_public_key_file(path: Path) -> PublicKey:
+def load_public_key_file(path: str | os.PathLike[str]) -> PublicKey:
     """A public key from a file: PEM, the ``proctor key show --json`` document, or hex.
 
     Raises:
@@ -25,11 +25,13 @@ def load_public_key_file(path: Path) -> PublicKey:
             Ed25519 public key in one of those forms.
     """
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:  # open, not Path.open: verify loads no pathlib
             data = handle.read(MAX_KEY_FILE + 1)
     except OSError as exc:
+        from pathlib import PurePath
+
         raise ConfigError(
-            f"the public key file {path.name!r} could not be read: {exc.strerror}",
+            f"the public key file {PurePath(path).name!r} could not be read: {exc.strerror}",
             code="public_key_unreadable",
         ) from exc
     if len(data) > MAX_KEY_FILE:

@@ -7,10 +7,11 @@ index by step and per-run counters, :mod:`.store_file` how its file is built and
 pools, :mod:`.postgres_schema` its migrations), :mod:`.rows` (the row shapes both stores
 share), :mod:`.backend` (which of the two a workspace
 uses: ``PROCTOR_DATABASE_URL``),
-:mod:`.receipts` (the receipt store: one file per receipt, and tree verification against
-trusted keys), :mod:`.audit` (the hash-chained audit log) with :mod:`.chain` (its format,
-checked against anchors) and :mod:`.anchors` (where the anchors that receipts and the run store
-keep are found), :mod:`.signature_pool` (batched Ed25519 checks on every core's threads),
+:mod:`.receipts` (the receipt store: one file per receipt), :mod:`.verify_folder` (a
+receipt tree verified against trusted keys from a folder: ``verify_receipt``), :mod:`.audit`
+(the hash-chained audit log) with :mod:`.chain` (its format, checked against anchors) and
+:mod:`.anchors` (where the anchors that receipts and the run store keep are found),
+:mod:`.signature_pool` (batched Ed25519 checks on every core's threads),
 :mod:`.signature_processes` (the same in helper processes, :mod:`.signature_worker`, which
 ``proctor verify`` uses), :mod:`.folder_reader` (receipt files read fast for it), and
 :mod:`.artifacts` (the content-addressed artifact store under ``.proctor/artifacts/``).

@@ -48,9 +48,6 @@ from proctor.errors import ReceiptInvalid, StoreError, UsageError
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    from proctor.receipts.signing import PublicKey
-    from proctor.receipts.verify import VerifyResult
-
 __all__ = [
     "INDEX_NAME",
     "INDEX_SCHEMA",
@@ -58,7 +55,6 @@ __all__ = [
     "default_receipt_dir",
     "receipt_dir",
     "receipt_hex",
-    "verify_receipt",
 ]
 
 INDEX_NAME = "index.jsonl"
@@ -512,89 +508,3 @@ def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
             raise
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-# -- verification over a folder ----------------------------------------------------------------
-
-
-def _trusted(
-    public_key: PublicKey | bytes | str | os.PathLike[str] | None,
-    environ: Mapping[str, str] | None = None,
-) -> list[PublicKey]:
-    from proctor.receipts.signing import PublicKey, parse_public_key
-    from proctor.runtime.home.public_key_file import load_public_key_file
-
-    if public_key is None:  # the local key and the keys rotation kept trusted
-        from proctor.runtime.home.keys import trusted_local_keys
-
-        return trusted_local_keys(environ)
-    if isinstance(public_key, PublicKey):
-        return [public_key]
-    if isinstance(public_key, bytes):
-        return [parse_public_key(public_key)]
-    return [load_public_key_file(Path(public_key))]
-
-
-def verify_receipt(
-    target: str | os.PathLike[str],
-    *,
-    receipts_dir: str | os.PathLike[str] | None = None,
-    public_key: PublicKey | bytes | str | os.PathLike[str] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> VerifyResult:
-    """Verify a receipt and its whole tree; usable on any folder, without a workspace.
-
-    ``target`` is a receipt id (``sha256:<hex>`` or bare hex) or the path of a receipt file.
-    Children are read from ``receipts_dir`` when given (a plain folder of ``<hex>.json`` files,
-    e.g. an auditor's copy: no index needed), else from the target file's folder, else from
-    the workspace store (``PROCTOR_RECEIPT_DIR`` or ``.proctor/receipts``, which must be ours).
-    ``public_key`` is the trusted key: a :class:`~proctor.receipts.signing.PublicKey`, key
-    bytes (PEM, the ``proctor key show --json`` document, or hex), or a path to such a file;
-    by default the local signing key's public half, if one exists (none is created), and the
-    keys kept trusted in ``<home>/trusted_keys/`` (``proctor key rotate`` keeps the old key
-    there; ``environ`` says where the home is, default the process's). A receipt signed by
-    any other key is ``unverified``.
-
-    Returns a :class:`~proctor.receipts.verify.VerifyResult` (tampering is a result).
-
-    Raises:
-        UsageError: ``target`` is neither a receipt id nor a readable file.
-        ConfigError: the public key cannot be read.
-        ReceiptInvalid: (``receipt_store_foreign``) the workspace store is not ours.
-    """
-    from proctor.receipts.verify import verify_tree
-    from proctor.runtime.records.signature_processes import SignatureProcesses
-
-    keys = _trusted(public_key, environ)
-    text = os.fspath(target)
-    root_bytes: bytes | None = None
-    root_id: str | None = None
-    folder: Path | None = Path(receipts_dir) if receipts_dir is not None else None
-    if not isinstance(target, os.PathLike) and _ID.match(text.strip().lower()):
-        root_id = "sha256:" + receipt_hex(text)
-    else:
-        path = Path(text)
-        try:
-            root_bytes = path.read_bytes()
-        except OSError as exc:
-            raise UsageError(
-                f"{path.name!r} is neither a receipt id nor a readable receipt file",
-                code="receipt_target_invalid",
-            ) from exc
-        named = re.fullmatch(r"([0-9a-f]{64})\.json", path.name)
-        root_id = f"sha256:{named.group(1)}" if named else None
-        if folder is None:
-            folder = path.parent
-    if folder is None:
-        store = ReceiptStore(default_receipt_dir())
-        # refuses a store that is not ours before reading; a missing store holds nothing
-        folder = store.directory if store._check(create=False) else None
-    from proctor.runtime.records.folder_reader import FolderReader
-
-    load = FolderReader(folder) if folder is not None else lambda receipt_id: None
-    try:
-        with SignatureProcesses() as pool:
-            return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
-    finally:
-        if isinstance(load, FolderReader):
-            load.close()

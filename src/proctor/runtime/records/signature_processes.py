@@ -22,11 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import struct
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.receipts.signing import PublicKey
@@ -51,7 +49,7 @@ _MIN_SENT = 16
 _MIN_START = 48
 _PIPE_BYTES = 1 << 20
 
-_WORKER = Path(__file__).with_name("signature_worker.py")
+_WORKER = os.path.join(os.path.dirname(__file__), "signature_worker.py")
 _HEAD = struct.Struct("<II")
 _CHECK = struct.Struct("<32sHI")
 _RESULT = struct.Struct("<i")
@@ -218,7 +216,7 @@ class _Helper:
         import subprocess  # only here: a forked helper needs none of it
 
         proc = subprocess.Popen(
-            [sys.executable, "-I", os.fspath(_WORKER)],
+            [sys.executable, "-I", _WORKER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -320,6 +318,8 @@ class _Helper:
         """Close its input and wait for it to end; one still busy is killed first."""
         with contextlib.suppress(OSError):
             if self.ahead and not self.broken:
+                import signal  # only here: most helpers are idle when stopped
+
                 os.kill(self.pid, signal.SIGKILL)
         if self.proc is not None:
             self.proc.communicate()  # closes both pipes, reaps it
