@@ -26,10 +26,11 @@ the run for in-process. On a shared machine it is the figure to compare: wall ti
 counts the waits for a CPU, and a round trip has four wake-ups where a run in-process has none.
 
 On a loaded machine the stdio and in-process medians, taken one after the other, drift apart
-with the load. ``--interleave`` takes them in turns instead (one ``tools/call`` and one
-in-process run, ``--calls`` times; which goes first alternates, so neither always runs in the
-other's wake), so both see the same load; ``--baseline SRC`` adds, in the same turns, a second
-server running another checkout's ``src`` (the code before a change).
+with the load. ``--interleave`` takes them in turns instead (one ``tools/call`` from the SDK
+client, one from the bare client and one in-process run, ``--calls`` times; each takes every
+place in the turn in its turn, so none always runs in another's wake), so all see the same
+load; ``--baseline SRC`` adds, in the same turns, a second server running another checkout's
+``src`` (the code before a change).
 """
 
 from __future__ import annotations
@@ -186,6 +187,11 @@ async def _interleaved(tmp: Path, calls: int, baseline: Path | None) -> list[Sid
             await client.call_tool("hello-world__greet", {"message": "warm up"})
             clients.append(client)
             sides.append(Side(server_pid=_server_pid(root)))
+        root, env = _workspace(tmp / "bare")
+        bare = BareClient(root, env)
+        stack.callback(bare.close)
+        clients.append(bare)
+        sides.append(Side(server_pid=bare.proc.pid))
         root, env = _workspace(tmp / "in-process")
         os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
         session, ref = _peer(root, env)
@@ -204,6 +210,8 @@ async def _interleaved(tmp: Path, calls: int, baseline: Path | None) -> list[Sid
                 if peer is session:
                     envelope = session.run(ref, inputs={"message": f"m{n}"}, cwd=root)
                     assert envelope.outcome == "completed"
+                elif peer is bare:
+                    bare.call(f"m{n}")
                 else:
                     result = await peer.call_tool("hello-world__greet", {"message": f"m{n}"})
                     assert result.structured_content["outcome"] == "completed"
@@ -215,51 +223,68 @@ async def _interleaved(tmp: Path, calls: int, baseline: Path | None) -> list[Sid
     return sides
 
 
-def _bare(root: Path, env: dict[str, str], calls: int) -> Side:
-    """``tools/call`` round trips from a bare client: JSON lines written to and read from the
-    server's pipes in a plain loop, no SDK. Beside the SDK client's figure it splits what a
-    call costs over MCP into the host's client and the server with its transport."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "proctor", "mcp", "hello-world"],
-        cwd=root,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        bufsize=0,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    send, lines = proc.stdin.write, proc.stdout
+class BareClient:
+    """A bare MCP client: JSON lines written to and read from a ``proctor mcp`` child's pipes,
+    no SDK. Beside the SDK client's figure it splits what a call costs over MCP into the
+    host's client and the server with its transport."""
 
-    def ask(ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
-        send(json.dumps(request).encode() + b"\n")
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proctor", "mcp", "hello-world"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,  # buffered: a line takes a read or two, not one a byte
+        )
+        self.asked = 0
+        hello = {"name": "bench-bare", "version": "0"}
+        self.ask(
+            "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": hello}
+        )
+        self._send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.call("warm up")
+
+    def _send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request and its answer."""
+        assert self.proc.stdout is not None
+        self.asked += 1
+        request = {"jsonrpc": "2.0", "id": self.asked, "method": method, "params": params}
+        self._send(json.dumps(request).encode() + b"\n")
         while True:
-            answer: dict[str, Any] = json.loads(lines.readline())
-            if answer.get("id") == ident:
+            answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+            if answer.get("id") == self.asked:
                 return answer
 
+    def call(self, message: str) -> None:
+        """``tools/call`` of hello-world's greet; it must complete."""
+        params = {"name": "hello-world__greet", "arguments": {"message": message}}
+        answer = self.ask("tools/call", params)
+        assert answer["result"]["structuredContent"]["outcome"] == "completed"
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def _bare(root: Path, env: dict[str, str], calls: int) -> Side:
+    client = BareClient(root, env)
     try:
-        hello = {"name": "bench-bare", "version": "0"}
-        ask(
-            0,
-            "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": hello},
-        )
-        send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        ask(1, "tools/call", {"name": "hello-world__greet", "arguments": {"message": "warm up"}})
-        samples = Side(server_pid=proc.pid)
-        served = _cpu_of(proc.pid)
+        samples = Side(server_pid=client.proc.pid)
+        served = _cpu_of(client.proc.pid)
         for n in range(calls):
             start, cpu = time.perf_counter(), time.process_time()
-            params = {"name": "hello-world__greet", "arguments": {"message": f"m{n}"}}
-            answer = ask(n + 2, "tools/call", params)
+            client.call(f"m{n}")
             samples.wall.append(time.perf_counter() - start)
             samples.client_cpu += time.process_time() - cpu
-            assert answer["result"]["structuredContent"]["outcome"] == "completed"
-        samples.server_cpu = _cpu_of(proc.pid) - served
+        samples.server_cpu = _cpu_of(client.proc.pid) - served
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
+        client.close()
     return samples
 
 
@@ -333,13 +358,18 @@ def main() -> None:
     if options.interleave:
         with tempfile.TemporaryDirectory() as tmp:
             sides = anyio.run(_interleaved, Path(tmp), options.calls, options.baseline)
-        rounds, direct = sides[0], sides[-1]
-        base = sides[1] if len(sides) == 3 else None
+        rounds, bare, direct = sides[0], sides[-2], sides[-1]
+        base = sides[1] if len(sides) == 4 else None
         print(f"interleaved, {len(rounds.wall)} turns, load average {os.getloadavg()[0]:.2f}:")
         print(f"stdio tools/call hello-world#greet, this checkout: {_stats(rounds.wall)}")
         if base:
             print(f"stdio tools/call hello-world#greet, baseline:      {_stats(base.wall)}")
+        print(f"stdio tools/call hello-world#greet, bare client:  {_stats(bare.wall)}")
         print(f"in-process Session.run, no MCP:                   {_stats(direct.wall)}")
+        print(
+            "bare client round trip / in-process run (medians): "
+            f"{_ratio(bare.wall, direct.wall):.2f}x; CPU per call {bare.cpu()}"
+        )
         line = "MCP stdio round trip / in-process run (medians): "
         line += f"{_ratio(rounds.wall, direct.wall):.2f}x this checkout"
         if base:
