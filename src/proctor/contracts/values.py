@@ -401,9 +401,9 @@ def _slots_setstate(self: Any, state: list[Any]) -> None:
 
 
 #: How many values of a class its stand-in ``__init__`` builds itself before the compiled one
-#: takes its place. Compiling costs about 150 µs a class, some sixty builds by the stand-in; a
-#: ``proctor run`` builds most of its classes fewer than ten times, a served call a few over and
-#: over.
+#: takes its place. Compiling costs about 150 µs a class, some hundred builds by the stand-in
+#: (about 1.5 µs a build against 0.7 µs compiled); a ``proctor run`` builds most of its classes
+#: fewer than ten times, a served call a few over and over.
 BUILDS_BEFORE_COMPILE = 16
 _UNSET: Any = _Missing()
 
@@ -439,7 +439,7 @@ def _lazy_init(cls: type) -> Callable[..., None]:
 class _Plan:
     """How the stand-in ``__init__`` builds a value of one class (see :func:`_lazy_init`)."""
 
-    __slots__ = ("index", "params", "post_init", "required", "set", "steps")
+    __slots__ = ("index", "params", "post_init", "required", "setter", "steps")
 
     def __init__(self, cls: type) -> None:
         ordered: tuple[Field, ...] = cls.__dict__[_FIELDS]
@@ -458,7 +458,7 @@ class _Plan:
             for f in ordered
             if f.init or f.default is not MISSING or f.default_factory is not MISSING
         )
-        self.set: Callable[[Any, str, Any], None] = (
+        self.setter: Callable[[Any, str, Any], None] = (
             object.__setattr__ if cls.__dict__[_PARAMS] else setattr
         )
         self.post_init = hasattr(cls, "__post_init__")
@@ -479,7 +479,7 @@ class _Plan:
         for at in self.required:
             if bound[at] is _UNSET:
                 return False
-        put = self.set
+        put = self.setter
         for name, at, default, factory in self.steps:
             if at is None:
                 item = default if factory is MISSING else factory()

@@ -9,9 +9,10 @@ vocabulary of ``seal_reason``) live here so that :mod:`proctor.receipts.scan` an
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
-__all__ = ["SEAL_REASONS", "ChildPair", "ChildRef"]
+__all__ = ["RECEIPT_ID", "SEAL_REASONS", "ChildPair", "ChildRef"]
 
 #: Why a receipt sealed as it did, when the outcome alone does not say. Closed vocabulary.
 SEAL_REASONS: dict[str, str] = {
@@ -44,3 +45,7 @@ class ChildRef(NamedTuple):
 #: reads. A :class:`ChildRef` is one; the fast recognizer builds plain tuples (faster to build,
 #: equal in value).
 ChildPair = tuple[str, str]
+
+#: A receipt id as a caller may give it: ``sha256:<64 lowercase hex>`` or the bare hex (its one
+#: group). Nothing else names a receipt, nor a receipt file: the hex is the file's name.
+RECEIPT_ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")

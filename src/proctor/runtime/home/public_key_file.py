@@ -28,10 +28,9 @@ def load_public_key_file(path: str | os.PathLike[str]) -> PublicKey:
         with open(path, "rb") as handle:  # open, not Path.open: verify loads no pathlib
             data = handle.read(MAX_KEY_FILE + 1)
     except OSError as exc:
-        from pathlib import PurePath
-
+        name = os.path.basename(os.fspath(path))
         raise ConfigError(
-            f"the public key file {PurePath(path).name!r} could not be read: {exc.strerror}",
+            f"the public key file {name!r} could not be read: {exc.strerror}",
             code="public_key_unreadable",
         ) from exc
     if len(data) > MAX_KEY_FILE:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 
 from proctor.errors import StoreError
+from proctor.receipts.parts import RECEIPT_ID
 
 __all__ = ["FolderReader"]
 
-_ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 _READ = 1 << 16
 
 
@@ -45,7 +44,7 @@ class FolderReader:
                 self._dir = None
 
     def __call__(self, receipt_id: str) -> bytes | None:
-        match = _ID.match(receipt_id)
+        match = RECEIPT_ID.match(receipt_id)
         if match is None:
             return None
         name = match[1] + ".json"

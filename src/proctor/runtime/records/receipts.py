@@ -37,13 +37,13 @@ import errno
 import fcntl
 import json
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
+from proctor.receipts.parts import RECEIPT_ID
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +62,6 @@ KEYS_NAME = "keys.jsonl"
 INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
 _STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
-_ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 
 
 def receipt_hex(receipt_id: str) -> str:
@@ -71,7 +70,7 @@ def receipt_hex(receipt_id: str) -> str:
     Raises:
         UsageError: (code ``receipt_id_invalid``) not a receipt id.
     """
-    match = _ID.match(receipt_id.strip().lower())
+    match = RECEIPT_ID.match(receipt_id.strip().lower())
     if match is None:
         raise UsageError(
             "a receipt id is sha256: followed by 64 hex digits", code="receipt_id_invalid"

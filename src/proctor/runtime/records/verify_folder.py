@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from proctor.errors import UsageError
+from proctor.receipts.parts import RECEIPT_ID
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from proctor.receipts.verify import VerifyResult
 
 __all__ = ["verify_receipt"]
-
-# a receipt id as :func:`proctor.runtime.records.receipts.receipt_hex` reads one
-_ID = re.compile(r"\A(?:sha256:)?([0-9a-f]{64})\Z")
 
 
 def _trusted(
@@ -83,7 +81,7 @@ def verify_receipt(
     root_bytes: bytes | None = None
     root_id: str | None = None
     folder: str | Path | None = os.fspath(receipts_dir) if receipts_dir is not None else None
-    match = None if isinstance(target, os.PathLike) else _ID.match(text.strip().lower())
+    match = None if isinstance(target, os.PathLike) else RECEIPT_ID.match(text.strip().lower())
     if match is not None:
         root_id = "sha256:" + match.group(1)
     else:
