@@ -136,6 +136,46 @@ def test_a_write_ahead_log_without_its_store_is_refused(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+_HELD: list[sqlite3.Connection] = []
+
+
+class _Racing(type(Path())):  # type: ignore[misc]
+    """A path whose write-ahead log, when looked at, is made at that moment together with its
+    store: another opener linking its new store and writing its first log right then."""
+
+    def exists(self, *, follow_symlinks: bool = True) -> bool:
+        if self.name.endswith("-wal") and not self.exists_plain():
+            store = self.with_name(self.name.removesuffix("-wal"))
+            SQLiteRunStore(Path(store)).close()  # a whole store, linked into place
+            conn = sqlite3.connect(store)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            conn.execute("CREATE TABLE other_opener (x)")  # its first write: the log grows
+            _HELD.append(conn)  # held open, so closing does not fold the log away
+        return self.exists_plain()
+
+    def exists_plain(self) -> bool:
+        return os.path.exists(self)
+
+
+def test_a_store_another_opener_links_meanwhile_is_not_taken_for_a_left_log(
+    tmp_path: Path,
+) -> None:
+    """The write-ahead log is looked at before the store: a store linked (and its log written)
+    between the two looks is another opener's, not a log left without its store."""
+    path = _Racing(tmp_path / "runs.sqlite")
+    from proctor.runtime.records import store_file
+    from proctor.runtime.records.sqlite_schema import build_schema
+
+    wal = path.with_name("runs.sqlite-wal")
+    try:
+        assert not store_file.create_whole(path, "runs.sqlite", build_schema)
+        assert wal.exists_plain() and wal.stat().st_size > 0 and path.exists_plain()
+    finally:
+        while _HELD:
+            _HELD.pop().close()
+
+
 def _open_at_once(path: Path, openers: int) -> list[BaseException]:
     start = threading.Barrier(openers)
     errors: list[BaseException] = []

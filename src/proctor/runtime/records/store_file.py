@@ -97,10 +97,13 @@ def create_whole(path: Path, shown: str, build: Callable[[sqlite3.Connection], N
         OSError, sqlite3.Error: the folder refused the new file.
     """
     _sweep(path)
+    # The log is looked at before the store: another opener may link its new store and write
+    # its first log in between, and a log seen first, with no store after it, is left over.
+    wal = path.with_name(path.name + "-wal")
+    wal_left = wal.exists() and wal.stat().st_size > 0
     if os.path.lexists(path):
         return False
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
+    if wal_left:
         raise damaged(shown, f"the store file is gone but its write-ahead log {wal.name} is left")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.new")
     try:
