@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -41,16 +40,18 @@ def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> No
     import sys
 
     from proctor.cli.render import dump_json
+    from proctor.contracts import json_strict
+    from proctor.errors import ParseError
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.home.presets import save_preset
 
     try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-        doc = json.loads(text)
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        doc = json_strict.loads(data, source="the authority document")
     except OSError as exc:
-        raise UsageError(f"cannot read {Path(file).name}", code="authority_invalid") from exc
-    except ValueError as exc:
-        raise UsageError("the authority document is not JSON", code="authority_invalid") from exc
+        raise UsageError(f"cannot read {file!r}", code="authority_invalid") from exc
+    except ParseError as exc:
+        raise UsageError(exc.message, code="authority_invalid") from None
     roots = [Workspace(Path(w)).root for w in workspaces] or [Workspace.discover(Path.cwd()).root]
     saved = save_preset(name, doc, roots)
     if as_json:

@@ -37,6 +37,22 @@ def exit_code_of(doc: dict[str, Any]) -> int:
     return EXIT_CODES.get(str(doc.get("outcome")), 1)
 
 
+def read_authority_json(text: str) -> Any:
+    """``--run-authority JSON`` read by the strict boundary reader (a repeated key or nesting
+    past 64 levels is refused, never half-read or a crash of the parser).
+
+    Raises:
+        UsageError: ``authority_invalid`` naming why the text is not one strict JSON value.
+    """
+    from proctor.contracts import json_strict
+    from proctor.errors import ParseError
+
+    try:
+        return json_strict.loads(text, source="--run-authority")
+    except ParseError as exc:
+        raise UsageError(exc.message, code="authority_invalid") from None
+
+
 def host_authority(run_authority: str | None, preset: str | None, *, managed: bool = False) -> Any:
     """The authority a host states with ``--run-authority JSON`` or ``--authority NAME``;
     ``None`` when it states none (the session's default applies). Under ``managed`` (a model
@@ -50,11 +66,9 @@ def host_authority(run_authority: str | None, preset: str | None, *, managed: bo
     if run_authority is not None:
         from proctor.core.authority import default_authority, parse_authority
 
-        try:
-            doc = json.loads(run_authority)
-        except ValueError as exc:
-            raise UsageError("--run-authority is not JSON", code="authority_invalid") from exc
-        return parse_authority(doc, base=default_authority(managed=managed))
+        return parse_authority(
+            read_authority_json(run_authority), base=default_authority(managed=managed)
+        )
     if preset is not None:
         from proctor.runtime.boundary.workspace import Workspace
         from proctor.runtime.home.presets import preset_authority

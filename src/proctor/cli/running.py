@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.cli.driving import drive_and_print, host_authority
+from proctor.cli.driving import drive_and_print, host_authority, read_authority_json
 from proctor.cli.plain_argv import Option, read_plain
 from proctor.errors import UsageError
 
@@ -159,8 +159,6 @@ def _submit(
         UsageError: with ``--authority`` or ``--drive`` (a worker has neither the preset's
             home nor the model), or without ``PROCTOR_DATABASE_URL``.
     """
-    import json
-
     from proctor.cli.worker import submit_start
 
     if preset is not None or drive:
@@ -171,7 +169,7 @@ def _submit(
     body = {
         "inputs": inputs,
         "cli_inputs": list(pairs),
-        "authority": None if run_authority is None else json.loads(run_authority),
+        "authority": None if run_authority is None else read_authority_json(run_authority),
         "profile": profile,
     }
     try:

@@ -148,7 +148,7 @@ def _summary(report: dict[str, Any]) -> None:
     metavar="NAME=VALUE",
     help="An input, typed by the method's schema (repeatable).",
 )
-@click.option("--inputs", "inputs_file", type=click.File("r"), help="Inputs as one JSON object.")
+@click.option("--inputs", "inputs_file", type=click.File("rb"), help="Inputs as one JSON object.")
 @click.option(
     "--out",
     "out",
@@ -168,19 +168,13 @@ def record(ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, out: Path) -
       proctor test record examples/hello-world#greet -i message=hi \\
         --out examples/hello-world/tests/hi.yaml
     """
-    import json
-
-    from proctor.errors import UsageError
-    from proctor.parser.inputs import check_cli_pairs
+    from proctor.parser.inputs import MAX_INPUTS_BYTES, check_cli_pairs, parse_inputs_document
     from proctor.testing.record import record_test
 
     check_cli_pairs(cli_inputs, with_document=inputs_file is not None)
     inputs = None
     if inputs_file is not None:
-        try:
-            inputs = json.loads(inputs_file.read())
-        except ValueError as exc:
-            raise UsageError("--inputs is not JSON", code="inputs_invalid") from exc
+        inputs = parse_inputs_document(inputs_file.read(MAX_INPUTS_BYTES + 1), source="--inputs")
     written = record_test(ref, inputs=inputs, cli_inputs=list(cli_inputs), out=out, cwd=Path.cwd())
     click.echo(f"wrote {written.path} ({written.summary})")
     click.echo(f"replay it: proctor test {written.path}")

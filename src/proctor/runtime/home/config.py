@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.contracts.values import dataclass
-from proctor.errors import ConfigError, ProctorError
+from proctor.errors import ConfigError, ParseError, ProctorError
 
 if TYPE_CHECKING:
     from proctor.core.spend import Price
@@ -204,13 +204,16 @@ def _typed(key: str, value: str) -> Any:
             )
         return number
     if key == "cost":
+        from proctor.contracts import json_strict
+
         try:
-            document = json.loads(value)
-        except json.JSONDecodeError as exc:
+            document = json_strict.loads(value, source="agent.cost")
+        except ParseError as exc:
             raise ConfigError(
-                'agent.cost is JSON: {"usd_micro": N, "per": "call"} or a list of such',
+                'agent.cost is JSON: {"usd_micro": N, "per": "call"} or a list of such'
+                f" ({exc.message})",
                 code="cost_invalid",
-            ) from exc
+            ) from None
         return [p.to_json() for p in _prices(document)]
     if key == "max_tokens":
         if not value.isdigit() or not 1 <= int(value) <= 1_000_000:
