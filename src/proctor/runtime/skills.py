@@ -62,19 +62,31 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
     if "/" not in path_part and os.sep not in path_part:
         candidates.append(workspace_root / "skills" / path_part)
     for candidate in candidates:
-        if candidate.exists():
+        try:
+            exists = candidate.exists()
+        except OSError as exc:  # a name too long for the file system, say: nothing is there
+            raise UsageError(
+                f"no skill package at {_shown(path_part)} ({exc.strerror})",
+                code="skill_not_found",
+            ) from None
+        if exists:
             folder = Path(package_dir_for(str(candidate), is_dir=candidate.is_dir()))
             real = Path(os.path.realpath(folder))
             try:
                 label = real.relative_to(workspace_root).as_posix() or "."
             except ValueError:
-                label = real.name
+                label = real.name or real.as_posix()
             return real, label, method
     raise UsageError(
         f"no skill package at {path_part!r} (looked in the current folder and the workspace's"
         " skills/)",
         code="skill_not_found",
     )
+
+
+def _shown(path_part: str) -> str:
+    """A reference's path as an error message shows it: quoted, and cut past 200 characters."""
+    return repr(path_part) if len(path_part) <= 200 else repr(path_part[:200]) + "..."
 
 
 def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
@@ -84,7 +96,7 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
 
     Raises:
         UsageError: ``package_too_large`` past 2,000 files or 64 MiB; ``not_a_package`` when
-            SKILL.md is not UTF-8.
+            SKILL.md is not UTF-8; ``package_unreadable`` naming a file that cannot be read.
     """
     files: dict[str, str] = {}
     digests: dict[str, str] = {}
@@ -96,7 +108,12 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
             if full.is_symlink() or not full.is_file():
                 continue
             rel = full.relative_to(folder).as_posix()
-            data = full.read_bytes()
+            try:
+                data = full.read_bytes()
+            except OSError as exc:
+                raise UsageError(
+                    f"{label}/{rel} could not be read: {exc.strerror}", code="package_unreadable"
+                ) from None
             total += len(data)
             if len(digests) >= _MAX_FILES or total > _MAX_BYTES:
                 raise UsageError(
