@@ -18,13 +18,33 @@ import threading
 
 from proctor.errors import RefusedCall
 
-__all__ = ["MAX_TREE_DEPTH", "MAX_TREE_RECEIPTS", "RUN_RECEIPTS", "ReceiptBudget"]
+__all__ = [
+    "MAX_CHILD_DEPTH",
+    "MAX_TREE_DEPTH",
+    "MAX_TREE_RECEIPTS",
+    "RUN_RECEIPTS",
+    "ReceiptBudget",
+    "child_depth_limit",
+]
 
 MAX_TREE_RECEIPTS = 30_002
 MAX_TREE_DEPTH = 64
 RUN_RECEIPTS = 2
 """What a run reserves as it starts: its run receipt, and one for the step a refusal (of this
 budget or another) settles it with, so the refusal's own receipt never passes the limit."""
+
+MAX_CHILD_DEPTH = 20
+"""The deepest a child run may start below its root, whatever the authority states (its
+``max_child_depth`` can only lower it). A child ``d`` levels down puts its calls' receipts up to
+``3d + 2`` levels below the root's (a turn's call, the child run, its step, its call at each
+level), so 20 keeps every tree within :data:`MAX_TREE_DEPTH`; it also bounds a skill that calls
+itself, which nothing else stops before the driver runs out of stack."""
+
+
+def child_depth_limit(stated: int | None) -> int:
+    """The child depth a run may reach: the authority's ``max_child_depth`` (``stated``) held to
+    :data:`MAX_CHILD_DEPTH`."""
+    return MAX_CHILD_DEPTH if stated is None else min(stated, MAX_CHILD_DEPTH)
 
 
 class ReceiptBudget:

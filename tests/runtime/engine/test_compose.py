@@ -273,6 +273,27 @@ def test_max_child_depth_refuses_a_grandchild(tmp_path: Path) -> None:
     assert deeper.outcome == "completed", deeper.refusal
 
 
+def test_a_skill_that_calls_itself_is_stopped_at_the_depth_ceiling_and_every_run_seals(
+    tmp_path: Path,
+) -> None:
+    from proctor.core.budget import MAX_CHILD_DEPTH
+
+    # No authority states max_child_depth: only proctor's own ceiling stops the recursion,
+    # which used to run the driver out of stack and leave every run it had started running.
+    root = make_workspace(tmp_path)
+    make_skill(root, "again", NEST.format(child=".", inputs="{}"))
+    s = session(root)
+    env = s.run(str(root / "skills" / "again"))
+    assert env.status == "sealed" and env.outcome == "blocked"
+    assert env.refusal is not None and env.refusal.code == "child_depth_exceeded"
+    assert f"at most {MAX_CHILD_DEPTH} levels below the root" in env.refusal.message
+    runs = s.store.list_runs(limit=100)
+    assert len(runs) == MAX_CHILD_DEPTH + 1
+    assert all(run.status == "sealed" and run.outcome == "blocked" for run in runs)
+    result = _verify(root, env.receipt_id)
+    assert result.status == "verified" and result.depth == 2 * MAX_CHILD_DEPTH + 1
+
+
 def test_a_bad_host_ceiling_is_refused_at_start(tmp_path: Path) -> None:
     from proctor.errors import ConfigError
 

@@ -9,8 +9,9 @@ What runs at once is the least of the step's ``concurrency``, the authority's
 ``max_concurrency`` and the host's ceiling (``PROCTOR_MAX_CONCURRENCY``, default 16). Children
 run in threads; a child holding one of those slots runs its own fan-outs one at a time, so
 nesting never multiplies the width. Refused before any child starts: more children than
-``max_fanout`` (``fanout_exceeded``), deeper than ``max_child_depth``
-(``child_depth_exceeded``), a ``for_each`` that is not a list (``for_each_not_list``).
+``max_fanout`` (``fanout_exceeded``), deeper than ``max_child_depth`` or, whatever the
+authority says, :data:`~proctor.core.budget.MAX_CHILD_DEPTH` (``child_depth_exceeded``), a
+``for_each`` that is not a list (``for_each_not_list``).
 
 A child that pauses surfaces its requests at the root, each at ``<step>/<n>#<child address>``
 (``draft/0#post``); the answer a resume records there is handed to the child, by the child's
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.envelope import Refusal
 from proctor.contracts.skill import SkillStep
 from proctor.contracts.values import dataclass, field, replace
+from proctor.core.budget import MAX_CHILD_DEPTH, child_depth_limit
 from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
 from proctor.runtime.engine.host import (
@@ -44,7 +46,15 @@ if TYPE_CHECKING:
     from proctor.contracts.envelope import RunEnvelope
     from proctor.runtime.records.runs import RequestRecord
 
-__all__ = ["GAUGE", "FanOutGauge", "child_run_id", "skill_step", "surface", "width"]
+__all__ = [
+    "GAUGE",
+    "FanOutGauge",
+    "child_run_id",
+    "depth_allowance",
+    "skill_step",
+    "surface",
+    "width",
+]
 
 
 @dataclass
@@ -173,13 +183,12 @@ def skill_step(
             f" at most {authority.max_fanout} (max_fanout); no child was started",
         )
     depth = run.depth + 1
-    if authority.max_child_depth is not None and depth > authority.max_child_depth:
+    if depth > child_depth_limit(authority.max_child_depth):
         return _blocked(
             step,
             "child_depth_exceeded",
-            f"step '{step.id}' would start a child run {depth} level(s) below the root; this"
-            f" run's authority allows {authority.max_child_depth} (max_child_depth); no child"
-            " was started",
+            f"step '{step.id}' would start a child run {depth} level(s) below the root;"
+            f" {depth_allowance(authority.max_child_depth)}; no child was started",
         )
     blocked = _receipts_refused(run, step, len(each))
     if blocked is not None:
@@ -221,6 +230,16 @@ def skill_step(
         done.child_runs = _committed(run, calls)
         return done
     return _settle(run, step, calls, envelopes)
+
+
+def depth_allowance(stated: int | None) -> str:
+    """What holds a run's children to their depth, as a refusal says it."""
+    if stated is not None and stated <= MAX_CHILD_DEPTH:
+        return f"this run's authority allows {stated} (max_child_depth)"
+    return (
+        f"proctor starts children at most {MAX_CHILD_DEPTH} levels below the root (a skill"
+        " that calls itself, or a deeper receipt tree than a verifier accepts)"
+    )
 
 
 def _receipts_refused(run: StepRunner, step: SkillStep, count: int) -> StepDone | None:

@@ -25,9 +25,10 @@ from typing import Any
 
 from proctor.contracts.skill import AgentStep
 from proctor.contracts.values import replace
+from proctor.core.budget import child_depth_limit
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.admission.governor import CallOutcome
-from proctor.runtime.engine.compose import child_run_id, surface
+from proctor.runtime.engine.compose import child_run_id, depth_allowance, surface
 from proctor.runtime.engine.host import ChildCall, StepRunner
 from proctor.runtime.records.runs import RequestRecord
 from proctor.runtime.tools.base import Tool, ToolContext
@@ -174,11 +175,11 @@ def _described(run: StepRunner, refs: list[str]) -> dict[str, tuple[str, str, di
 def _handler(run: StepRunner, ref: str) -> Any:
     def call_skill(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         depth = run.depth + 1
-        limit = run.authority.max_child_depth
-        if limit is not None and depth > limit:
+        stated = run.authority.max_child_depth
+        if depth > child_depth_limit(stated):
             raise RefusedCall(
-                f"this call would start a child run {depth} level(s) below the root; the run's"
-                f" authority allows {limit} (max_child_depth)",
+                f"this call would start a child run {depth} level(s) below the root;"
+                f" {depth_allowance(stated)}",
                 code="child_depth_exceeded",
             )
         recorded = run.record.data.get("authority") or {}
