@@ -42,11 +42,12 @@ def resume_command(run_id: str, source: str, as_json: bool, submit: bool = False
     try:
         if source == "-":
             data = sys.stdin.buffer.read(DOCUMENT_CAP + 1)
-        else:
-            data = Path(source).read_bytes()[: DOCUMENT_CAP + 1]
+        else:  # never more than the cap: FILE may be a pipe or a device that never ends
+            with open(source, "rb") as handle:
+                data = handle.read(DOCUMENT_CAP + 1)
     except OSError as exc:
         raise UsageError(
-            f"cannot read {Path(source).name}: {exc.strerror}", code="resume_unreadable"
+            f"cannot read {source!r}: {exc.strerror}", code="resume_unreadable"
         ) from exc
     if len(data) > DOCUMENT_CAP:
         raise UsageError("the resume document is over 64 MiB", code="resume_too_large")

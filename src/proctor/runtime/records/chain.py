@@ -9,10 +9,12 @@ chain commits every line before it); :func:`verify_chain` checks both. The write
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -88,10 +90,13 @@ def read_log(path: Path) -> bytes:
     """The log's bytes, read under a shared lock so no append or repair is half seen.
 
     Raises:
-        OSError: the file cannot be read (``FileNotFoundError`` when it does not exist).
+        OSError: the file cannot be read (``FileNotFoundError`` when it does not exist), or
+            is not a regular file.
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a device or a pipe may never end
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         fcntl.flock(fd, fcntl.LOCK_SH)
         parts = []
         while chunk := os.read(fd, _BLOCK):
