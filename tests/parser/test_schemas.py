@@ -174,3 +174,62 @@ def test_a_schema_that_reaches_outside_itself_is_refused_and_nothing_is_fetched(
         compile_schema({"definitions": {"x": {"type": "string"}}, "$ref": "#/definitions/x"})("ok")
         == "ok"
     )  # a reference inside the schema still resolves
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"$ref": "#"}, ""),
+        (
+            {"definitions": {"a": {"$ref": "#/definitions/a"}}, "$ref": "#/definitions/a"},
+            "definitions.a",
+        ),
+        (
+            {
+                "definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"allOf": [{"$ref": "#"}]}},
+                "$ref": "#/definitions/a",
+            },
+            "definitions.b.allOf.0",
+        ),
+        ({"anyOf": [{"type": "string"}, {"$ref": "#"}]}, "anyOf.1"),
+        ({"properties": {"x": {"not": {"$ref": "#/properties/x"}}}}, "properties.x.not"),
+        ({"dependencies": {"a": {"if": {"$ref": "#"}}}}, "dependencies.a.if"),
+    ],
+)
+def test_a_reference_loop_on_the_same_value_is_refused_where_it_is_declared(
+    schema: dict[str, object], where: str
+) -> None:
+    # Each of these compiled, and the validator then recursed until Python's stack ran out
+    # on the first value it checked (a RecursionError in the middle of a run).
+    with pytest.raises(ParseError) as refused:
+        compile_schema(schema)
+    assert refused.value.code == "schema_invalid"
+    assert "leads back to itself" in refused.value.message
+    assert refused.value.details["path"] == where
+
+
+def test_a_loop_on_the_same_value_in_run_yaml_is_refused_before_any_run() -> None:
+    inputs = "      definitions: {a: {$ref: '#/definitions/a'}}\n      $ref: '#/definitions/a'"
+    with pytest.raises(ParseError) as refused:
+        parse_run_yaml(_profile(inputs), "skills/s/run.yaml")
+    assert refused.value.code == "schema_invalid"
+    assert "methods.main.inputs is not a valid JSON Schema" in refused.value.message
+
+
+def test_a_reference_that_descends_into_the_value_still_recurses() -> None:
+    tree = {
+        "definitions": {
+            "node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/definitions/node"}}},
+                "additionalProperties": {"$ref": "#"},
+            }
+        },
+        "$ref": "#/definitions/node",
+    }
+    value: dict[str, object] = {"kids": []}
+    for _ in range(30):
+        value = {"kids": [value], "other": {"kids": []}}
+    assert compile_schema(tree)(value) == value
+    chained = {"properties": {"next": {"$ref": "#"}}, "allOf": [{"type": "object"}]}
+    assert compile_schema(chained)({"next": {"next": {}}}) == {"next": {"next": {}}}

@@ -18,6 +18,9 @@ fastjsonschema is another version than the one that generated it.
 
 A schema is data from a package, so it may not reach outside itself: a ``$ref`` must point
 inside the schema (``#...``) and ``$id`` (which moves where references resolve) is refused.
+Nor may a ``$ref`` lead back to a schema that validates the same value (``{$ref: '#'}``, or a
+loop through ``allOf``, ``anyOf``, ``not`` and the like) without first descending into a
+property or an item: the validator generated from it would call itself without end.
 fastjsonschema would otherwise fetch any other reference, over the network or from a file,
 while the package is being read.
 """
@@ -194,6 +197,111 @@ def _reaches_outside(
     return None
 
 
+# Keywords whose subschemas apply to the same value as the schema holding them (the rest
+# descend into a property or an item first, so a reference loop through them always ends).
+_SAME_VALUE_LISTS = ("allOf", "anyOf", "oneOf")
+_SAME_VALUE_ONE = ("not", "if", "then", "else")
+
+
+def _pointer(schema: Any, ref: str) -> tuple[str | int, ...] | None:
+    """The path a local ``$ref`` (``#``, ``#/a/b``) names inside ``schema``, else ``None``."""
+    from urllib.parse import unquote
+
+    if not ref.startswith("#"):
+        return None
+    fragment = unquote(ref[1:])
+    if fragment == "":
+        return ()
+    if not fragment.startswith("/"):
+        return None
+    path: list[str | int] = []
+    node = schema
+    for raw in fragment[1:].split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            path.append(int(part))
+            node = node[int(part)]
+        else:
+            return None
+    return tuple(path)
+
+
+def _at(schema: Any, path: tuple[str | int, ...]) -> Any:
+    node = schema
+    for part in path:
+        node = node[part]
+    return node
+
+
+def _same_value(schema: Any, path: tuple[str | int, ...]) -> list[tuple[str | int, ...]]:
+    """The subschemas that validate the same value as the one at ``path`` (its ``$ref``
+    target, its ``allOf``/``anyOf``/``oneOf`` entries, ``not``/``if``/``then``/``else`` and
+    ``dependencies`` given as schemas)."""
+    node = _at(schema, path)
+    if not isinstance(node, dict):
+        return []
+    out: list[tuple[str | int, ...]] = []
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        target = _pointer(schema, ref)
+        if target is not None:
+            out.append(target)
+    for key in _SAME_VALUE_LISTS:
+        if isinstance(node.get(key), list):
+            out.extend((*path, key, index) for index in range(len(node[key])))
+    out.extend((*path, key) for key in _SAME_VALUE_ONE if key in node)
+    dependencies = node.get("dependencies")
+    if isinstance(dependencies, dict):
+        out.extend(
+            (*path, "dependencies", name)
+            for name, value in dependencies.items()
+            if isinstance(value, dict)
+        )
+    return out
+
+
+def _reference_loop(schema: Any) -> tuple[str | int, ...] | None:
+    """Where a ``$ref`` leads back to a schema applied to the same value without descending
+    into it (``{$ref: '#'}``, or through ``allOf`` and the like): the generated validator
+    would call itself until Python's stack runs out. Found without recursion."""
+    state: dict[tuple[str | int, ...], int] = {}  # 1 on the current path, 2 finished
+    for start in [(), *_all_paths(schema)]:
+        if start in state:
+            continue
+        stack = [(start, iter(_same_value(schema, start)))]
+        state[start] = 1
+        while stack:
+            path, successors = stack[-1]
+            following = next(successors, None)
+            if following is None:
+                state[path] = 2
+                stack.pop()
+            elif state.get(following) == 1:
+                return path
+            elif following not in state:
+                state[following] = 1
+                stack.append((following, iter(_same_value(schema, following))))
+    return None
+
+
+def _all_paths(schema: Any) -> list[tuple[str | int, ...]]:
+    """Every path of a mapping inside ``schema`` (the depth is bounded by then)."""
+    out: list[tuple[str | int, ...]] = []
+    pending: list[tuple[tuple[str | int, ...], Any]] = [((), schema)]
+    while pending:
+        path, node = pending.pop()
+        if isinstance(node, dict):
+            if path:
+                out.append(path)
+            pending.extend(((*path, key), value) for key, value in node.items())
+        elif isinstance(node, list):
+            pending.extend(((*path, index), value) for index, value in enumerate(node))
+    return out
+
+
 def _refuse_remote(uri: str) -> Any:
     raise ValueError("a schema's references resolve inside it; nothing is fetched")
 
@@ -226,6 +334,10 @@ def _problem(schema: Any) -> tuple[tuple[tuple[str | int, ...], str] | None, str
     key = _key(schema)  # the depth is bounded now, so the recursive dumps cannot overflow
     if _cached(key) is not None:
         return None, key  # it passed this check when it was compiled
+    loop = _reference_loop(schema)
+    if loop is not None:
+        rule = "leads back to itself without descending into the value: validating never ends"
+        return (loop, rule), key
     try:
         _meta_validator()(schema)
     except fastjsonschema.JsonSchemaValueException as exc:
