@@ -103,6 +103,18 @@ def test_a_setup_secret_never_appears_in_the_report_or_junit(tmp_path: Path) -> 
         assert SECRET.encode() not in data
 
 
+def test_a_junit_file_that_cannot_be_written_is_refused_after_the_report(tmp_path: Path) -> None:
+    root = workspace(tmp_path / "ws")
+    package(root, "echoer", ECHO, {"a-pass": PASSING})
+    done = _proctor(root, "skills/echoer", "--json", "--junit", "no-such-folder/out.xml")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and "error[junit_unwritable]" in done.stderr
+    assert "no-such-folder/out.xml" in done.stderr
+    report, end = json.JSONDecoder().raw_decode(done.stdout)
+    assert report["summary"]["passed"] == 1  # the report was still printed, then the error
+    assert json.loads(done.stdout[end:])["code"] == "junit_unwritable"
+
+
 def test_help_names_the_usage(tmp_path: Path) -> None:
     shown = _proctor(tmp_path, "--help")
     assert shown.returncode == 0

@@ -69,14 +69,21 @@ def run_tests(
     cases = collect(path, keyword)
     results = run_cases(cases, keep=keep) if as_json else _run_with_progress(cases, keep)
     report = build_report(results)
-    if junit is not None:
-        junit.write_bytes(junit_xml(report))
     if as_json:
         from proctor.cli.render import dump_json
 
         dump_json(report)
     else:
         _summary(report)
+    if junit is not None:  # after the report, so a path that cannot be written loses nothing
+        try:
+            junit.write_bytes(junit_xml(report))
+        except OSError as exc:
+            from proctor.errors import UsageError
+
+            raise UsageError(
+                f"--junit: cannot write {str(junit)!r}: {exc.strerror}", code="junit_unwritable"
+            ) from None
     if report["summary"]["passed"] != report["summary"]["total"]:
         sys.exit(EXIT_TESTS_FAILED)
 
