@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""What checking the run store costs: opening it the first time in a process runs
-``PRAGMA quick_check`` (a scan of the whole file), later opens in that process do not.
+"""What checking the run store costs a command. ``PRAGMA quick_check`` scans the whole file;
+it runs on a process's first open unless the file is still as the mark of its last passing
+check (or proctor's own last checkpoint after one) records it (``store_file``).
 
 For stores of several sizes (runs with one started event and ~2 KiB of recorded data each,
-about what a short run leaves), it prints:
+about what a short run leaves), it prints, timed inside a fresh subprocess of the
+virtualenv's Python (``SQLiteRunStore(path)``):
 
-  first open   a fresh subprocess of the virtualenv's Python opening the store once
-               (``SQLiteRunStore(path)``, quick_check included), timed inside that process
-  again        a second open of the same file in that process (no quick_check): the peer
-  check        ``PRAGMA quick_check`` alone on a raw connection (what the first open adds)
+  marked       the first open of a store proctor closed last: what a command pays
+  changed      the first open after something else wrote the file (its mark removed, as a
+               foreign write leaves it unmatched): the scan runs
+  again        a second open of the same file in that process: the peer
+  check        ``PRAGMA quick_check`` alone on a raw connection
 
 Median and p95 over ``--repeat`` subprocesses, in milliseconds, and the file size.
 
@@ -35,9 +38,9 @@ t0 = time.perf_counter_ns(); first = SQLiteRunStore(path); t1 = time.perf_counte
 again = SQLiteRunStore(path); t2 = time.perf_counter_ns()
 conn = sqlite3.connect(path); t3 = time.perf_counter_ns()
 conn.execute("PRAGMA quick_check").fetchall(); t4 = time.perf_counter_ns()
-for c in (first, again):
-    c.close()
 conn.close()
+for c in (again, first):
+    c.close()
 print(json.dumps({"first": t1 - t0, "again": t2 - t1, "check": t4 - t3}))
 """
 
@@ -76,21 +79,28 @@ def main() -> None:
         for runs in (int(n) for n in args.runs.split(",")):
             path = Path(tmp) / f"runs-{runs}.sqlite"
             build(path, runs)
-            samples: dict[str, list[int]] = {"first": [], "again": [], "check": []}
-            for _ in range(args.repeat):
+            mark = path.with_name(path.name + "-checked")
+            samples: dict[str, list[int]] = {"marked": [], "changed": [], "again": [], "check": []}
+            for n in range(2 * args.repeat):
+                changed = n % 2 == 1  # taking turns, so both see the same load
+                if changed:
+                    mark.unlink(missing_ok=True)
                 out = subprocess.run(
                     [sys.executable, "-c", CHILD, str(path)],
                     env=env, capture_output=True, text=True, check=True,
                 )  # fmt: skip
-                for key, value in json.loads(out.stdout).items():
-                    samples[key].append(value)
+                got = json.loads(out.stdout)
+                samples["changed" if changed else "marked"].append(got["first"])
+                samples["again"].append(got["again"])
+                samples["check"].append(got["check"])
             size = path.stat().st_size / 2**20
             row = {key: stats(values) for key, values in samples.items()}
             print(
-                f"{runs:>7} runs ({size:6.1f} MiB): first open {row['first']['median_ms']} ms"
-                f" (p95 {row['first']['p95_ms']}), again {row['again']['median_ms']} ms"
-                f" (p95 {row['again']['p95_ms']}), quick_check alone"
-                f" {row['check']['median_ms']} ms (p95 {row['check']['p95_ms']})"
+                f"{runs:>7} runs ({size:6.1f} MiB): "
+                + ", ".join(
+                    f"{key} {row[key]['median_ms']} ms (p95 {row[key]['p95_ms']})"
+                    for key in ("marked", "changed", "again", "check")
+                )
             )
 
 

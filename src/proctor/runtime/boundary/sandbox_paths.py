@@ -52,7 +52,7 @@ __all__ = ["Sweep", "host_hidden", "run_sandbox"]
 _SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 _SSH_HOST_KEYS = "/etc/ssh"
 _GIT_HOST_CODE = (".git/config", ".git/hooks")
-_DB_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+_DB_SIDE_FILES = ("", "-wal", "-shm", "-journal", "-checked")
 
 
 def _real(path: str | Path) -> Path | None:

@@ -581,8 +581,13 @@ class SQLiteRunStore:
         return None if row is None else dict(json.loads(row[0]))
 
     def close(self) -> None:
+        """Commit what waits, then close (marking the file its checkpoint leaves, when the
+        store was as its last check's mark records: see ``store_file``)."""
         with self._lock:
             try:
                 self.flush()
             finally:
-                self._conn.close()
+                if str(self.path) == ":memory:":
+                    self._conn.close()
+                else:
+                    store_file.close_marked(self._conn, self.path)

@@ -5,10 +5,25 @@ into place, so a store file that exists is always a whole store: proctor never i
 file it did not just build, and a zero-length file is damage, not a fresh store. (The
 temporary file of a builder killed midway is removed by the next open.) An existing file is
 refused ``store_corrupt`` when it is empty, not a regular file, unreadable, not an SQLite
-database, or fails ``PRAGMA quick_check``; the check runs on the first open of each store file
-(by device and inode) in a process, so it costs one scan per command, not one per open. The
-scan reads the whole file: about 30 ms for a 40 MiB store and 0.3 s for 200 MiB with the file
-in the page cache (``bench/store_open.py``).
+database, or fails ``PRAGMA quick_check``.
+
+The check reads the whole file (about 25 ms for a 40 MiB store, 120 ms for 200 MiB, with the
+file in the page cache: ``bench/store_open.py``), so it is not paid on every command. After
+a check passes, a mark beside the store (``runs.sqlite-checked``) records the file as the
+check saw it: device, inode, size, and the modification and change times the kernel keeps,
+which no write to the file leaves as they were. An opener whose file still matches the mark
+skips the scan; any other change (a byte written by another program, a restore, a copy over
+it) fails the match and the file is checked again. proctor's own changes to the file are
+checkpoints of its write-ahead log, which the last connection to close makes: a closing
+process that finds the file as the mark left it closes, and marks the file its checkpoint
+left. A process that stops without closing, or a checkpoint made while the store stays open,
+leaves the mark behind and the next opener checks. A mark older than a day is checked again
+whatever it matches, for damage no write makes (a failing disk). Within one process the
+check runs once per store file (by device and inode).
+
+What a mark cannot see: a change that lands in the instant between a closing process's look
+at the file and its checkpoint, and, on kernels older than Linux 6.13 that keep coarse change
+times, a same-size write within one clock tick (a few milliseconds) of a mark.
 
 Messages name the store as the caller shows it (relative to the workspace), never by its
 absolute path.
@@ -17,10 +32,12 @@ absolute path.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -28,7 +45,10 @@ from proctor.errors import StoreError
 from proctor.runtime.testhooks import kill_point
 
 __all__ = [
+    "MARK_SUFFIX",
+    "RECHECK_AFTER_S",
     "check_once",
+    "close_marked",
     "create_whole",
     "damaged",
     "private_folders",
@@ -125,10 +145,16 @@ def create_whole(path: Path, shown: str, build: Callable[[sqlite3.Connection], N
         kill_point("store.created")
         with _CHECKED_LOCK:
             _CHECKED.add((info.st_dev, info.st_ino))
-        return True
     finally:
         for name in (tmp.name, tmp.name + "-wal", tmp.name + "-shm"):
             tmp.with_name(name).unlink(missing_ok=True)
+    # Built whole just now, so as good as checked; marked only once the temporary name is gone
+    # (dropping that link changes the file's change time).
+    with contextlib.suppress(OSError):
+        built = os.stat(path)
+        if (built.st_dev, built.st_ino) == (info.st_dev, info.st_ino):
+            _write_mark(path, _identity(built), time.time())
+    return True
 
 
 def _sweep(path: Path) -> None:
@@ -190,7 +216,9 @@ def refuse_damaged(path: Path, shown: str) -> None:
 
 
 def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
-    """``PRAGMA quick_check`` of an open store, the first time this process opens its file.
+    """``PRAGMA quick_check`` of an open store, the first time this process opens its file,
+    unless the file is still as the mark of its last passing check (or of proctor's own last
+    checkpoint after one) records it, and that check is less than a day old.
 
     Raises:
         StoreError: ``store_corrupt`` naming the first problems quick_check found.
@@ -201,12 +229,103 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
     with _CHECKED_LOCK:
         if key in _CHECKED:
             return
+    seen = _identity(info)
+    mark = _read_mark(path)
+    now = time.time()
+    if mark is not None and mark[0] == seen and 0 <= now - mark[1] < RECHECK_AFTER_S:
+        with _CHECKED_LOCK:
+            _CHECKED.add(key)
+        return
     rows = conn.execute("PRAGMA quick_check").fetchall()
     problems = [str(row[0]) for row in rows if str(row[0]) != "ok"]
     if problems:
         raise damaged(shown, f"PRAGMA quick_check found damage ({'; '.join(problems[:3])})")
     with _CHECKED_LOCK:
         _CHECKED.add(key)
+    with contextlib.suppress(OSError):
+        if _identity(os.stat(path)) == seen:  # not checkpointed by another opener meanwhile
+            _write_mark(path, seen, now)
+
+
+MARK_SUFFIX = "-checked"
+"""The mark of a store's last passing check sits beside it under its name and this suffix
+(hidden from runs and refused to them like the store's other companions)."""
+
+RECHECK_AFTER_S = 24 * 3600
+"""How long a mark spares the check: damage that no write makes (a failing disk) leaves the
+file's times as they were, so a mark older than this is checked again whatever it matches."""
+
+_MARK_MAX = 4096
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _mark_path(path: Path) -> Path:
+    return path.with_name(path.name + MARK_SUFFIX)
+
+
+def _read_mark(path: Path) -> tuple[tuple[int, ...], float] | None:
+    """The file identity and check time a mark records; ``None`` for no mark, or one that is
+    unreadable, too large or not of the expected shape (the store is then checked)."""
+    try:
+        with open(_mark_path(path), "rb") as handle:
+            data = handle.read(_MARK_MAX + 1)
+        doc = json.loads(data) if len(data) <= _MARK_MAX else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    file, checked = doc.get("file"), doc.get("checked_at")
+    if not isinstance(file, list) or len(file) != 5 or not all(type(n) is int for n in file):
+        return None
+    if type(checked) is not int and type(checked) is not float:
+        return None
+    return tuple(file), float(checked)
+
+
+def _write_mark(path: Path, seen: tuple[int, ...], checked_at: float) -> None:
+    """Record ``seen`` as checked at ``checked_at``, whole or not at all (a temporary file
+    renamed over the mark). Not synced: a mark lost to a crash costs one check, no more.
+
+    Raises:
+        OSError: the folder refused the file (callers go on without a mark).
+    """
+    mark = _mark_path(path)
+    tmp = mark.with_name(f".{mark.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    body = json.dumps({"file": list(seen), "checked_at": checked_at}).encode()
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        os.replace(tmp, mark)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def close_marked(conn: sqlite3.Connection, path: Path) -> None:
+    """Close ``conn``; when the store file was as its mark records just before, mark the file
+    as the close left it (the last connection to close checkpoints the write-ahead log into
+    it, proctor's own writes only). A file the mark does not match keeps its mark, and its
+    next opener checks it.
+    """
+    try:
+        before = _identity(os.stat(path))
+    except OSError:
+        conn.close()
+        return
+    mark = _read_mark(path)
+    conn.close()
+    if mark is None or mark[0] != before:
+        return
+    with contextlib.suppress(OSError):
+        after = _identity(os.stat(path))
+        if after != before:
+            _write_mark(path, after, mark[1])
 
 
 def run_store_path(state_dir: Path, environ: Mapping[str, str]) -> Path:

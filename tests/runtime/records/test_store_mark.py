@@ -1,0 +1,207 @@
+"""The run store's check is paid once per change, not once per command.
+
+A passing ``PRAGMA quick_check`` leaves a mark beside the store recording the file as it was;
+the next process whose file still matches skips the scan, and anything that wrote the file
+since (another program, a checkpoint proctor did not mark) sends it through the check again.
+Each case opens the store in a fresh interpreter, as a command does, and reports whether
+quick_check ran there, read from SQLite's own statement trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from proctor.errors import StoreError
+from proctor.runtime.records import store_file
+from proctor.runtime.records.runs import RunRecord
+from proctor.runtime.records.sqlite import SQLiteRunStore
+
+CHILD = """
+import json, os, sqlite3, sys
+from pathlib import Path
+seen = []
+connect = sqlite3.connect
+def traced(*args, **kwargs):
+    conn = connect(*args, **kwargs)
+    conn.set_trace_callback(seen.append)
+    return conn
+sqlite3.connect = traced
+from proctor.errors import StoreError
+from proctor.runtime.records.runs import RunRecord
+from proctor.runtime.records.sqlite import SQLiteRunStore
+try:
+    store = SQLiteRunStore(Path(sys.argv[1]), shown="runs.sqlite")
+except StoreError as exc:
+    print(json.dumps({"refused": exc.code}))
+    raise SystemExit(0)
+checked = any("quick_check" in q for q in seen)
+how = sys.argv[2] if len(sys.argv) > 2 else "close"
+if how != "close":
+    store.create_run(RunRecord(run_id="r-" + os.urandom(4).hex(), skill="s", method="m"))
+if how == "checkpoint-and-leave":  # a checkpoint made while the store stays open
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+if how == "close" or how == "write-and-close":
+    store.close()
+print(json.dumps({"checked": checked}))
+sys.stdout.flush()
+os._exit(0)  # no close unless asked: as a process killed or ended without one
+"""
+
+
+def _open_in_child(path: Path, how: str = "close") -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), how],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def _store(path: Path, runs: int = 200) -> None:
+    store = SQLiteRunStore(path)
+    for n in range(runs):
+        store.create_run(
+            RunRecord(run_id=f"run-{n:04d}", skill="s", method="m", data={"pad": "x" * 300})
+        )
+    store.close()
+
+
+def _mark(path: Path) -> Path:
+    return path.with_name(path.name + store_file.MARK_SUFFIX)
+
+
+def test_a_store_proctor_closed_is_not_scanned_by_the_next_command(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    assert _mark(path).exists()
+    assert _open_in_child(path) == {"checked": False}
+    assert _open_in_child(path, "write-and-close") == {"checked": False}
+    assert _open_in_child(path) == {"checked": False}
+
+
+def test_a_write_by_another_program_sends_the_store_through_the_check(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    with open(path, "r+b") as handle:  # the same byte written back: only the times change
+        handle.seek(100)
+        byte = handle.read(1)
+        handle.seek(100)
+        handle.write(byte)
+    assert _open_in_child(path) == {"checked": True}
+    assert _open_in_child(path) == {"checked": False}  # that check passed and marked the file
+
+
+def test_damage_written_after_a_mark_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page : 2 * page] = random.Random(3).randbytes(page)  # page 2: a b-tree page
+    with open(path, "r+b") as handle:  # in place: same inode, same size
+        handle.seek(page)
+        handle.write(data[page : 2 * page])
+    assert _open_in_child(path) == {"refused": "store_corrupt"}
+    assert path.read_bytes() == bytes(data)
+    assert _open_in_child(path) == {"refused": "store_corrupt"}  # the mark never blessed it
+
+
+def test_a_checkpoint_made_while_the_store_stays_open_is_checked_next_time(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    assert _open_in_child(path, "checkpoint-and-leave") == {"checked": False}
+    assert _open_in_child(path) == {"checked": True}
+    assert _open_in_child(path) == {"checked": False}
+
+
+def test_a_process_that_leaves_without_closing_changes_nothing_the_mark_covers(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    assert _open_in_child(path, "write-and-leave") == {"checked": False}  # its write: the log
+    assert _open_in_child(path) == {"checked": False}
+    store = SQLiteRunStore(path)
+    assert len(store.list_runs(limit=500)) == 201  # the left log was replayed
+    store.close()
+
+
+def test_a_mark_older_than_a_day_is_checked_again(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    doc = json.loads(_mark(path).read_text())
+    doc["checked_at"] = time.time() - store_file.RECHECK_AFTER_S - 60
+    _mark(path).write_text(json.dumps(doc))
+    assert _open_in_child(path) == {"checked": True}
+    assert _open_in_child(path) == {"checked": False}
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        b"",
+        b"{",
+        b"[]",
+        b'{"file": [1, 2], "checked_at": 1}',
+        b'{"file": [1, 2, 3, 4, "5"], "checked_at": 1}',
+        b'{"file": [1, 2, 3, 4, 5], "checked_at": "now"}',
+        b"\xff\xfe",
+        b" " * 5000,
+    ],
+    ids=["empty", "torn", "list", "short", "text", "when", "bytes", "large"],
+)
+def test_a_mark_that_is_not_one_means_a_check(tmp_path: Path, mark: bytes) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    _mark(path).write_bytes(mark)
+    assert _open_in_child(path) == {"checked": True}
+    assert _open_in_child(path) == {"checked": False}
+
+
+def test_a_mark_of_another_file_is_not_taken_for_this_one(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    mark = _mark(path).read_bytes()
+    other = tmp_path / "copy.sqlite"
+    other.write_bytes(path.read_bytes())
+    os.replace(other, path)  # a copy put over it: another inode, whatever its content
+    _mark(path).write_bytes(mark)
+    assert _open_in_child(path) == {"checked": True}
+
+
+def test_a_folder_that_refuses_the_mark_still_opens_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    _mark(path).unlink()
+    _mark(path).mkdir()  # the mark's name is taken: nothing can be written there
+    assert _open_in_child(path) == {"checked": True}
+    assert _open_in_child(path) == {"checked": True}
+    assert _mark(path).is_dir()
+
+
+def test_the_in_process_open_after_damage_is_still_refused(tmp_path: Path) -> None:
+    """A store damaged while no one holds it is refused by a new opener even though the file
+    it replaced carried a mark (the damage here is a new file: another inode)."""
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[20:40] = b"\xff" * 20
+    damaged = tmp_path / "new.sqlite"
+    damaged.write_bytes(bytes(data))
+    os.replace(damaged, path)
+    with pytest.raises(StoreError) as info:
+        SQLiteRunStore(path)
+    assert info.value.code == "store_corrupt"
