@@ -83,3 +83,54 @@ def test_directives_and_no_skills_pass_and_an_empty_workspace_says_where_it_look
     skills = _checks(empty)["parse/skills"]
     assert skills["passed"] is False
     assert "looked for a SKILL.md" in skills["detail"] and "proctor init" in skills["detail"]
+
+
+def _store_with_runs(root: Path) -> Path:
+    from proctor.runtime.records.runs import RunRecord
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+
+    path = root / ".proctor" / "runs.sqlite"
+    store = SQLiteRunStore(path)
+    for n in range(300):
+        store.create_run(RunRecord(run_id=f"r{n}", skill="s", method="m", data={"p": "x" * 300}))
+    store.close()
+    return path
+
+
+def test_the_run_store_is_scanned_whole_even_where_a_command_would_skip_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import sqlite3
+
+    root = tmp_path / "ws"
+    (root / "skills").mkdir(parents=True)
+    assert _checks(root)["records/run_store"]["passed"]  # no store yet: none is made
+    assert not (root / ".proctor" / "runs.sqlite").exists()
+    _store_with_runs(root)
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    check = _checks(root)["records/run_store"]
+    assert check["passed"] and "passed PRAGMA quick_check" in check["detail"], check
+    assert ".proctor/runs.sqlite" in check["detail"] and str(root) not in check["detail"]
+    assert any("quick_check" in s for s in statements)  # the mark matched: scanned anyway
+
+
+def test_a_damaged_run_store_fails_the_check_and_is_left_as_it_is(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "skills").mkdir(parents=True)
+    path = _store_with_runs(root)
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page : 2 * page] = bytes(range(256)) * (page // 256)  # page 2: a b-tree page
+    path.write_bytes(bytes(data))
+    check = _checks(root)["records/run_store"]
+    assert not check["passed"]
+    assert [f["code"] for f in check["findings"]] == ["store_corrupt"]
+    assert path.read_bytes() == bytes(data)

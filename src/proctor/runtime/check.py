@@ -9,7 +9,9 @@ Three phases, each a list of checks with what they covered:
   one enforceable rule;
 - ``tools``: every tool has a JSON Schema that compiles;
 - ``records``: the audit log's hash chain holds, and so does every anchor the run receipts
-  and the run store committed (``proctor audit verify``).
+  and the run store committed (``proctor audit verify``); the SQLite run store passes
+  ``PRAGMA quick_check`` (a scan of the whole file, made here even where a command would
+  skip it because the file is as its last check left it).
 
 A check that examined nothing fails instead of passing (no skill found, no policy loaded, no
 tool registered), saying where it looked; a workspace with directives of its own and no skill
@@ -262,7 +264,8 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         )
     )
     session.close()
-    return [parse, policy, tools, Phase("records", [_audit_check(workspace, environ)])]
+    records = [_audit_check(workspace, environ), _store_check(workspace, environ)]
+    return [parse, policy, tools, Phase("records", records)]
 
 
 def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[str, Any]]]:
@@ -342,6 +345,24 @@ def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
     ]
     return Check("audit_log", False, f"the audit log is broken at line {report.first_bad_line}",
                  findings)  # fmt: skip
+
+
+def _store_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
+    """The SQLite run store scanned whole (a PostgreSQL store is its server's to check)."""
+    from proctor.runtime.records.store_file import check_now, run_store_path
+
+    if environ.get("PROCTOR_DATABASE_URL"):
+        return Check("run_store", True, "the run store is on PostgreSQL: its server checks it")
+    named = environ.get("PROCTOR_DATABASE_PATH")
+    path = run_store_path(workspace.state_dir, environ)
+    shown = "$PROCTOR_DATABASE_PATH" if named else workspace.relative_lexical(path)
+    try:
+        found = check_now(path, shown)
+    except ProctorError as exc:
+        return Check("run_store", False, exc.message, [{"code": exc.code, "message": exc.message}])
+    if not found:
+        return Check("run_store", True, f"no run store yet at {shown}: no run has been recorded")
+    return Check("run_store", True, f"{shown} passed PRAGMA quick_check")
 
 
 def report(phases: list[Phase]) -> dict[str, Any]:

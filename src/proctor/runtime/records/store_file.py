@@ -47,6 +47,7 @@ from proctor.runtime.testhooks import kill_point
 __all__ = [
     "MARK_SUFFIX",
     "RECHECK_AFTER_S",
+    "check_now",
     "check_once",
     "close_marked",
     "create_whole",
@@ -245,6 +246,48 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
     with contextlib.suppress(OSError):
         if _identity(os.stat(path)) == seen:  # not checkpointed by another opener meanwhile
             _write_mark(path, seen, now)
+
+
+def check_now(path: Path, shown: str) -> bool:
+    """``PRAGMA quick_check`` of the store at ``path`` whatever its mark says (``proctor
+    check``), marking the file on a pass; False when there is no store there yet (none is
+    made). Nothing is written to the store.
+
+    Raises:
+        StoreError: ``store_corrupt`` as an opener refuses it (see :func:`refuse_damaged`), or
+            naming the first problems quick_check found.
+    """
+    if not os.path.lexists(path):
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise damaged(
+                shown, f"the store file is gone but its write-ahead log {wal.name} is left"
+            )
+        return False
+    refuse_damaged(path, shown)
+    try:
+        from urllib.parse import quote
+
+        # mode=rw: a store removed meanwhile is an error here, never a new empty file
+        uri = f"file:{quote(os.fspath(path))}?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise translate(exc, shown) from exc
+    try:
+        seen = _identity(os.stat(path))
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate(exc, shown) from exc
+    problems = [str(row[0]) for row in rows if str(row[0]) != "ok"]
+    if problems:
+        conn.close()
+        raise damaged(shown, f"PRAGMA quick_check found damage ({'; '.join(problems[:3])})")
+    with contextlib.suppress(OSError):
+        if _identity(os.stat(path)) == seen:
+            _write_mark(path, seen, time.time())
+    close_marked(conn, path)
+    return True
 
 
 MARK_SUFFIX = "-checked"
