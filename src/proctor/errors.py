@@ -17,9 +17,11 @@ __all__ = [
     "ConfigError",
     "CredentialError",
     "EgressRefused",
+    "Message",
     "ParseError",
     "PolicyLoadError",
     "ProctorError",
+    "Quoted",
     "ReceiptInvalid",
     "RefusedCall",
     "ResumeRefused",
@@ -29,12 +31,59 @@ __all__ = [
 ]
 
 
+Span = tuple[int, int]
+
+
+class Quoted(str):
+    """A part of a :class:`Message` that is data it quotes (a file name, a field's path, a
+    value someone gave) rather than proctor's own words."""
+
+    __slots__ = ()
+
+
+class Message:
+    """A message told apart into proctor's own words and the data it quotes.
+
+    ``Message(Quoted(path), ": ", "Input should be a valid dictionary")``: every part that is
+    not :class:`Quoted` is proctor's own text, a constant of its code. The sanitizer replaces
+    a secret-named assignment's value only where that value is quoted data, so that
+    ``credentials: Input should be…`` is shown whole while ``api_key: 'hunter2'`` quoted from
+    a document is still withheld; credential shapes and delivered secrets are replaced
+    wherever they are (:func:`proctor.runtime.boundary.sanitize.scrub_text`).
+    """
+
+    __slots__ = ("own", "text")
+
+    def __init__(self, *parts: str | Message) -> None:
+        own: list[Span] = []
+        pieces: list[str] = []
+        at = 0
+        for part in parts:
+            if isinstance(part, Message):  # a message inside another keeps its own words
+                own += [(at + start, at + end) for start, end in part.own]
+                piece = part.text
+            else:
+                piece = part
+                if piece and not isinstance(piece, Quoted):
+                    own.append((at, at + len(piece)))
+            pieces.append(piece)
+            at += len(piece)
+        self.text: str = "".join(pieces)
+        self.own: tuple[Span, ...] = tuple(own)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class ProctorError(Exception):
     """Base of every deliberate proctor error.
 
     Attributes:
         code: stable snake_case identifier of what went wrong.
         message: a sentence a person can act on; never contains a secret or a host path.
+        own: the spans of ``message`` that are proctor's own words (given as a
+            :class:`Message`); empty when the message was a plain string, which the sanitizer
+            then treats as data throughout.
         details: JSON-serialisable structured detail (may be empty).
         exit_code: the CLI exit status this error maps to.
     """
@@ -43,10 +92,16 @@ class ProctorError(Exception):
     exit_code: int = 1
 
     def __init__(
-        self, message: str, *, code: str | None = None, details: dict[str, Any] | None = None
+        self,
+        message: str | Message,
+        *,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        text = str(message)
+        super().__init__(text)
+        self.message = text
+        self.own: tuple[Span, ...] = message.own if isinstance(message, Message) else ()
         if code is not None:
             self.code = code
         self.details: dict[str, Any] = dict(details or {})
@@ -87,7 +142,7 @@ class ParseError(ProctorError):
 
     def __init__(
         self,
-        message: str,
+        message: str | Message,
         *,
         file: str | None = None,
         line: int | None = None,
@@ -98,14 +153,15 @@ class ParseError(ProctorError):
         self.file = file
         self.line = line
         self.column = column
-        where = ""
+        # The file is data; its position and the separator are proctor's words.
+        parts: list[str | Message] = []
         if file is not None:
-            where = file
+            position = ""
             if line is not None:
-                where += f":{line}"
+                position += f":{line}"
                 if column is not None:
-                    where += f":{column}"
-            where += ": "
+                    position += f":{column}"
+            parts += [Quoted(file), position + ": "]
         extra = dict(details or {})
         if file is not None:
             extra.setdefault("file", file)
@@ -113,7 +169,8 @@ class ParseError(ProctorError):
             extra.setdefault("line", line)
         if column is not None:
             extra.setdefault("column", column)
-        super().__init__(where + message, code=code, details=extra)
+        parts.append(message if isinstance(message, Message) else Quoted(message))
+        super().__init__(Message(*parts), code=code, details=extra)
 
 
 class PolicyLoadError(ProctorError):

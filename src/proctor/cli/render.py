@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from proctor.errors import ProctorError
@@ -25,20 +26,30 @@ def print_error(exc: ProctorError, *, as_json: bool = False) -> None:
     from proctor.runtime.boundary.sanitize import scrub_text
 
     if as_json:
-        print_json_error(exc.code, exc.message, exc.exit_code, exc.to_dict().get("details"))
-    sys.stderr.write(f"error[{exc.code}]: {scrub_text(exc.message)}\n")
+        print_json_error(
+            exc.code, exc.message, exc.exit_code, exc.to_dict().get("details"), own=exc.own
+        )
+    sys.stderr.write(f"error[{exc.code}]: {scrub_text(exc.message, own=exc.own)}\n")
     sys.stderr.flush()
 
 
-def print_json_error(code: str, message: str, exit_code: int, details: Any = None) -> None:
-    """Print a ``proctor.error.v1`` object on stdout, its message and details scrubbed."""
+def print_json_error(
+    code: str,
+    message: str,
+    exit_code: int,
+    details: Any = None,
+    *,
+    own: Sequence[tuple[int, int]] = (),
+) -> None:
+    """Print a ``proctor.error.v1`` object on stdout, its message and details scrubbed (``own``:
+    the spans of the message that are proctor's own words, see :class:`proctor.errors.Message`)."""
     from proctor.contracts.cli_json import ERROR_SCHEMA
     from proctor.runtime.boundary.sanitize import scrub_text
 
     doc: dict[str, Any] = {
         "schema": ERROR_SCHEMA,
         "code": code,
-        "message": scrub_text(message),
+        "message": scrub_text(message, own=own),
         "exit_code": exit_code,
     }
     if details:

@@ -223,7 +223,9 @@ def error_result(exc: ProctorError) -> types.CallToolResult:
     from proctor.runtime.boundary.sanitize import scrub_text
 
     return types.CallToolResult(
-        content=[types.TextContent(text=f"error[{exc.code}]: {scrub_text(exc.message)}")],
+        content=[
+            types.TextContent(text=f"error[{exc.code}]: {scrub_text(exc.message, own=exc.own)}")
+        ],
         is_error=True,
     )
 

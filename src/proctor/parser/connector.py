@@ -18,7 +18,7 @@ from proctor.contracts.connector import Connector, Operation
 from proctor.contracts.strict import StrictError
 from proctor.errors import ParseError, ProctorError
 from proctor.parser.refs import collect_refs
-from proctor.parser.skill import _at, _check_schema, format_path
+from proctor.parser.skill import _at, _check_schema, format_path, invalid_at
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
 __all__ = ["connector_origin", "parse_connector"]
@@ -205,4 +205,4 @@ def _translate(exc: StrictError, source: str, positions: Positions) -> ParseErro
         return _at(source, positions, path, f"unknown field {where}", "connector_unknown_field")
     if exc.kind == "missing":
         return _at(source, positions, path, f"missing field {where}", "connector_missing_field")
-    return _at(source, positions, path, f"{where}: {exc.message}", "connector_invalid")
+    return _at(source, positions, path, invalid_at(where, exc), "connector_invalid")

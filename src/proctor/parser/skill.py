@@ -16,7 +16,7 @@ from typing import Any
 from proctor._version import __version__
 from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
 from proctor.contracts.strict import StrictError
-from proctor.errors import ParseError, ProctorError, UsageError
+from proctor.errors import Message, ParseError, ProctorError, Quoted, UsageError
 from proctor.parser.refs import Ref, collect_refs, parse_ref_string
 from proctor.parser.schemas import compile_schema, schema_problem
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
@@ -184,7 +184,9 @@ def format_path(path: Path) -> str:
     return out or "(top level)"
 
 
-def _at(source: str, positions: Positions, path: Path, message: str, code: str) -> ParseError:
+def _at(
+    source: str, positions: Positions, path: Path, message: str | Message, code: str
+) -> ParseError:
     line, column = _position(positions, path)
     return ParseError(
         message,
@@ -226,7 +228,14 @@ def _translate(exc: StrictError, source: str, positions: Positions) -> ParseErro
         return _at(source, positions, path, f"unknown field {where}", "run_yaml_unknown_field")
     if exc.kind == "missing":
         return _at(source, positions, path, f"missing field {where}", "run_yaml_missing_field")
-    return _at(source, positions, path, f"{where}: {exc.message}", "run_yaml_invalid")
+    return _at(source, positions, path, invalid_at(where, exc), "run_yaml_invalid")
+
+
+def invalid_at(where: str, exc: StrictError) -> Message:
+    """``<path>: <what is wrong>``: the path is the document's (quoted), the rest proctor's own
+    words (a StrictError never holds the value), so a path ending in a secret-named field
+    (``credentials``) is not read as the assignment of a secret."""
+    return Message(Quoted(where), ": ", exc.message)
 
 
 def _check_profile(

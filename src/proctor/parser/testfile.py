@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from proctor.contracts.testfile import SkillTest
-from proctor.errors import ParseError
+from proctor.errors import Message, ParseError, Quoted
 from proctor.parser.skill import format_path
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
@@ -48,6 +48,9 @@ def parse_test_file(text: str, source: str) -> SkillTest:
         raise _translate(exc, data, source, positions) from None
 
 
+_MAY_QUOTE = frozenset({"value_error", "assertion_error"})
+
+
 def _translate(
     exc: ValidationError, data: dict[str, Any], source: str, positions: Positions
 ) -> ParseError:
@@ -61,13 +64,17 @@ def _translate(
     ]
     _, _, _, path, kind, msg = min(ranked)
     where = format_path(path)
+    message: str | Message
     if kind == "extra_forbidden":
         message, code = f"unknown field {where}", "test_unknown_field"
     elif kind == "missing":
         message, code = f"missing field {where}", "test_missing_field"
     else:
         detail = msg.removeprefix("Value error, ")
-        message, code = f"{where}: {detail}", "test_invalid"
+        # pydantic's own messages never hold the value (include_input=False); our
+        # validators' may quote one (a turn's address), so theirs stay data.
+        said = Quoted(detail) if kind in _MAY_QUOTE else detail
+        message, code = Message(Quoted(where), ": ", said), "test_invalid"
     line, column = _position(positions, path)
     return ParseError(
         message, file=source, line=line, column=column, code=code, details={"path": where}

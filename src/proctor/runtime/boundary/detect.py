@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from proctor.contracts import values as dataclasses
@@ -260,20 +261,23 @@ def _line_of(text: str, pos: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-def _assignment_repl(m: re.Match[str]) -> str:
+def _assignment_repl(m: re.Match[str], own: bytearray | None = None, at: int = 0) -> str:
     if not is_secret_name(m.group("name")):
         return m.group(0)
     group = "qv" if m.group("qv") is not None else "v"
     value = m.group(group)
     if "[REDACTED:" in value or _ALLOWLIST in _line_of(m.string, m.start()):
         return m.group(0)
+    if own is not None and all(own[at + m.start(group) : at + m.end(group)]):
+        return m.group(0)  # the "value" is proctor's own words (see detect)
     start, end = m.start(group) - m.start(), m.end(group) - m.start()
     whole = m.group(0)
     return whole[:start] + marker("secret_field") + whole[end:]
 
 
-def _scrub_assignments(text: str, line_starts: list[int]) -> str:
-    """Replace values of secret-named assignments on the given lines (no match spans lines)."""
+def _scrub_assignments(text: str, line_starts: list[int], own: bytearray | None = None) -> str:
+    """Replace values of secret-named assignments on the given lines (no match spans lines),
+    except a value wholly inside ``own`` (one flag per character of ``text``)."""
     pieces: list[str] = []
     done = 0
     assign = _assign_pattern()
@@ -281,7 +285,11 @@ def _scrub_assignments(text: str, line_starts: list[int]) -> str:
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         pieces.append(text[done:start])
-        pieces.append(assign.sub(_assignment_repl, text[start:end]))
+        if own is None:
+            pieces.append(assign.sub(_assignment_repl, text[start:end]))
+        else:
+            repl = functools.partial(_assignment_repl, own=own, at=start)
+            pieces.append(assign.sub(repl, text[start:end]))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)
@@ -443,15 +451,48 @@ def _shape_cues(text: str) -> set[int]:
     return shapes
 
 
-def detect(text: str) -> str:
-    """``text`` with credential shapes, then secret-named assignments, replaced by markers."""
+def detect(text: str, own: Sequence[tuple[int, int]] = ()) -> str:
+    """``text`` with credential shapes, then secret-named assignments, replaced by markers.
+
+    ``own``: spans of ``text`` that are proctor's own words, not data (a
+    :class:`proctor.errors.Message`'s): a secret-named assignment whose value lies wholly
+    inside them is kept, so ``credentials: Input should be a valid dictionary`` stays whole.
+    Shapes are replaced wherever they are, and a value that reaches into data is replaced.
+    """
     if len(text) <= SAFE_FORM_MAX and SAFE_FORM.fullmatch(text) is not None:
         return text
+    mask: bytearray | None = None
+    if own:
+        mask = bytearray(len(text))
+        for start, end in own:
+            start, end = max(start, 0), min(end, len(text))
+            if start < end:
+                mask[start:end] = b"\x01" * (end - start)
     shapes = _shape_cues(text)
     for index in sorted(shapes):
-        text = _SHAPES[index].pattern.sub(_REPLACERS[index], text)
+        if mask is None:
+            text = _SHAPES[index].pattern.sub(_REPLACERS[index], text)
+        else:
+            text, mask = _sub_masked(_SHAPES[index].pattern, _REPLACERS[index], text, mask)
     if "=" in text or ":" in text:
         lines = _assignment_lines(text)
         if lines:
-            text = _scrub_assignments(text, lines)
+            text = _scrub_assignments(text, lines, mask)
     return text
+
+
+def _sub_masked(
+    pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str, mask: bytearray
+) -> tuple[str, bytearray]:
+    """``pattern.sub(repl, text)`` and ``mask`` carried along: a replaced stretch is data."""
+    pieces: list[str] = []
+    flags = bytearray()
+    done = 0
+    for m in pattern.finditer(text):
+        new = repl(m)
+        pieces += [text[done : m.start()], new]
+        flags += mask[done : m.start()] + bytearray(len(new))
+        done = m.end()
+    pieces.append(text[done:])
+    flags += mask[done:]
+    return "".join(pieces), flags

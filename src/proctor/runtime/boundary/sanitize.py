@@ -42,7 +42,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
@@ -218,15 +218,24 @@ def _replace(text: str, found: list[tuple[int, int]]) -> str:
 # --------------------------------------------------------------------------- text
 
 
-def scrub_text(text: str, taint: TaintSet | None = None) -> str:
+def scrub_text(
+    text: str, taint: TaintSet | None = None, *, own: Sequence[tuple[int, int]] = ()
+) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``, the rest kept as it is.
 
     Applies the taint set (if given), then credential shapes, then secret-named assignments.
+    ``own`` are the spans of ``text`` that are proctor's own words (an error's
+    :attr:`proctor.errors.ProctorError.own`): a secret-named assignment whose value lies wholly
+    in them is not a secret and is kept (``credentials: Input should be a valid dictionary``);
+    a value in the data the message quotes is replaced as always. When a tainted value is
+    found the spans no longer fit the text, and the whole of it is treated as data.
     Never raises on any ``str``.
     """
     if taint:
-        text = taint.scrub(text)
-    return detect(text)
+        scrubbed = taint.scrub(text)
+        if scrubbed != text:
+            text, own = scrubbed, ()
+    return detect(text, own)
 
 
 # --------------------------------------------------------------------------- values

@@ -1,0 +1,59 @@
+"""The CLI's refusals read as written: proctor's own words in a parse error are not taken for a
+secret (``credentials: Input should be a valid dictionary``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from proctor.cli.main import main
+
+BAD_CREDENTIALS = """\
+minimum_proctor: 0.1.0
+credentials: [1]
+methods:
+  m:
+    steps:
+      - id: a
+        tool: echo
+        inputs: {text: hi}
+"""
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "ws"
+    (root / ".proctor").mkdir(parents=True)
+    bad = root / "skills" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "SKILL.md").write_text("---\nname: bad\ndescription: Bad.\n---\n", encoding="utf-8")
+    (bad / "run.yaml").write_text(BAD_CREDENTIALS, encoding="utf-8")
+    for key in list(os.environ):
+        if key.startswith("PROCTOR_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PROCTOR_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(root)
+    return root
+
+
+def _proctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_parse_error_under_credentials_is_shown_whole(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = "skills/bad/run.yaml:2:1: credentials: Input should be a valid dictionary"
+    code, _out, err = _proctor(capsys, "run", "skills/bad")
+    assert code == 2 and err == f"error[run_yaml_invalid]: {said}\n"
+    code, out, _err = _proctor(capsys, "run", "skills/bad", "--json")
+    assert code == 2 and json.loads(out)["message"] == said
