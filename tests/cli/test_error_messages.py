@@ -1,5 +1,6 @@
 """The CLI's refusals read as written: proctor's own words in a parse error are not taken for a
-secret (``credentials: Input should be a valid dictionary``)."""
+secret (``credentials: Input should be a valid dictionary``), and a file named on the command
+line is named as it was typed (``.`` is not an empty name, ``/dev/zero`` not ``zero``)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,37 @@ def test_a_parse_error_under_credentials_is_shown_whole(
     assert code == 2 and err == f"error[run_yaml_invalid]: {said}\n"
     code, out, _err = _proctor(capsys, "run", "skills/bad", "--json")
     assert code == 2 and json.loads(out)["message"] == said
+
+
+def test_inputs_files_are_named_as_given(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _proctor(capsys, "run", "skills/bad", "--inputs", ".")
+    assert code == 2 and "--inputs: cannot read '.': Is a directory" in err
+    if os.path.exists("/dev/zero"):
+        code, _out, err = _proctor(capsys, "run", "skills/bad", "--inputs", "/dev/zero")
+        assert code == 2 and "error[inputs_too_large]: /dev/zero: inputs document is" in err
+
+
+def test_audit_paths_are_named_as_given(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _proctor(capsys, "audit", "verify", ".")
+    assert code == 2 and "error[audit_unreadable]: cannot read '.'" in err
+    code, _out, err = _proctor(capsys, "audit", "tail", ".")
+    assert code == 2 and "no audit log at '.'" in err
+
+
+def test_directive_files_are_named_as_given(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _proctor(capsys, "directives", "validate", "missing/review.md")
+    assert code == 2
+    assert err == (
+        "error[directive_unreadable]: cannot read 'missing/review.md': No such file or directory\n"
+    )
+    (ws / "directives").mkdir()
+    (ws / "directives" / "review.md").write_text("no frontmatter\n", encoding="utf-8")
+    code, _out, err = _proctor(capsys, "directives", "validate", "directives/review.md")
+    assert code == 2 and err.startswith("error[directive_frontmatter]: directives/review.md: ")
+
+
+def test_init_names_its_folder_as_given(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (ws / "plain").write_text("a file\n", encoding="utf-8")
+    code, _out, err = _proctor(capsys, "init", "plain/sub")
+    assert code == 2
+    assert "error[init_failed]: cannot create the workspace in 'plain/sub': Not a directory" in err

@@ -23,6 +23,12 @@ def _log_path(path: str | None) -> Path:
     return audit_path(Workspace.discover(Path.cwd()).root, os.environ)
 
 
+def _shown(path: str | None, log: Path) -> str:
+    """The log as a message names it: PATH as given (its last part alone is empty for '.'),
+    the workspace's own log by its file name."""
+    return path if path is not None else log.name
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -76,10 +82,10 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
             check = check_log(log, anchors, notes)
     except OSError as exc:
         raise UsageError(
-            f"cannot read {log.name!r}: {exc.strerror or exc}", code="audit_unreadable"
+            f"cannot read {_shown(path, log)!r}: {exc.strerror or exc}", code="audit_unreadable"
         ) from exc
     if not check.exists and check.report.anchors == 0:
-        raise UsageError(f"no audit log at {log.name!r}", code="audit_log_missing")
+        raise UsageError(f"no audit log at {_shown(path, log)!r}", code="audit_log_missing")
     report = check.report
     if as_json:
         dump_json({"schema": VERIFY_SCHEMA, **check.to_dict()})
@@ -113,7 +119,7 @@ def tail(path: str | None, count: int, as_json: bool) -> None:
 
     log = _log_path(path)
     if not log.is_file():
-        raise UsageError(f"no audit log at {log.name!r}")
+        raise UsageError(f"no audit log at {_shown(path, log)!r}")
     records = []
     for line in log.read_bytes().splitlines()[-count:] if count > 0 else []:
         try:

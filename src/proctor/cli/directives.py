@@ -80,14 +80,10 @@ def validate(path: Path) -> None:
     Example:
       proctor directives validate directives/review.md
     """
-    from proctor.parser.directive import parse_directive
-    from proctor.runtime.directives import allowance_for
+    from proctor.runtime.directives import read_directive
     from proctor.runtime.tools.registry import native_tools
 
-    directive = parse_directive(
-        path.read_text(encoding="utf-8"), file_stem=path.stem, source=path.name
-    )
-    allowance_for(directive, set(native_tools()))
+    directive = read_directive(path, tools=set(native_tools()))
     click.echo(f"{directive.id}: valid ({directive.category}; tools: {', '.join(directive.tools)})")
 
 

@@ -86,9 +86,10 @@ def init(folder: Path | None, as_json: bool) -> None:
     from proctor.runtime.records.store_file import private_folders
 
     root = (folder or Path.cwd()).absolute()
+    given = str(folder) if folder is not None else "."  # errors name FOLDER as it was typed
     refuse_broad_root(root)
     if root.exists() and not root.is_dir():
-        raise UsageError(f"{root.name!r} is not a folder", code="init_not_a_folder")
+        raise UsageError(f"{given!r} is not a folder", code="init_not_a_folder")
     created: list[str] = []
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,7 @@ def init(folder: Path | None, as_json: bool) -> None:
             created.append(rel)
     except OSError as exc:
         raise UsageError(
-            f"cannot create the workspace in {root.name!r}: {exc.strerror or exc}",
+            f"cannot create the workspace in {given!r}: {exc.strerror or exc}",
             code="init_failed",
         ) from exc
     shown = os.path.relpath(root) if folder is not None else "."

@@ -84,10 +84,11 @@ def read_inputs_document(source: str) -> dict[str, Any]:
             with open(source, "rb") as handle:
                 data = handle.read(INPUTS_CAP + 1)
     except OSError as exc:
+        # named as given: a name alone would be empty for '.' and misleading for /dev/zero
         raise UsageError(
-            f"--inputs: cannot read {Path(source).name}: {exc.strerror}", code="inputs_unreadable"
+            f"--inputs: cannot read {source!r}: {exc.strerror}", code="inputs_unreadable"
         ) from exc
-    return parse_inputs_document(data, source="--inputs" if source == "-" else Path(source).name)
+    return parse_inputs_document(data, source="--inputs" if source == "-" else source)
 
 
 def run_command(

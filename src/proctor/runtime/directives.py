@@ -48,6 +48,7 @@ __all__ = [
     "confined_run",
     "load_directives",
     "package_for",
+    "read_directive",
     "render_catalogue",
 ]
 
@@ -133,8 +134,27 @@ def _shipped_folder() -> Any:
     return files("proctor").joinpath("resources", "directives")
 
 
+def read_directive(path: Path, *, tools: Collection[str] | None = None) -> Directive:
+    """Read and check one directive file named on a command line, named in errors as given.
+
+    Raises:
+        UsageError: ``directive_unreadable`` when the file cannot be opened or read (missing, a
+            folder, no permission); ParseError: ``directive_too_large`` (over 256 KiB, read no
+            further), or the file is not a directive (see
+            :func:`proctor.parser.directive.parse_directive`).
+    """
+    label = str(path)
+    try:
+        return _read(path, label, path.stem, tools)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read {label!r}: {exc.strerror or exc}", code="directive_unreadable"
+        ) from exc
+
+
 def _read(path: Any, label: str, stem: str, tools: Collection[str] | None) -> Directive:
-    data = path.read_bytes()
+    with path.open("rb") as handle:  # never more than the cap: the file may be a device
+        data = handle.read(_MAX_BYTES + 1)
     if len(data) > _MAX_BYTES:
         raise ParseError(
             "directive file is larger than 256 KiB", file=label, code="directive_too_large"
