@@ -1,6 +1,7 @@
 """The CLI's refusals read as written: proctor's own words in a parse error are not taken for a
-secret (``credentials: Input should be a valid dictionary``), and a file named on the command
-line is named as it was typed (``.`` is not an empty name, ``/dev/zero`` not ``zero``)."""
+secret (``credentials: Input should be a valid dictionary``), a file named on the command line is
+named as it was typed (``.`` is not an empty name, ``/dev/zero`` not ``zero``), and ``audit
+tail`` reads a tampered log without a traceback."""
 
 from __future__ import annotations
 
@@ -73,6 +74,29 @@ def test_audit_paths_are_named_as_given(ws: Path, capsys: pytest.CaptureFixture[
     assert code == 2 and "error[audit_unreadable]: cannot read '.'" in err
     code, _out, err = _proctor(capsys, "audit", "tail", ".")
     assert code == 2 and "no audit log at '.'" in err
+
+
+def test_audit_tail_reads_a_tampered_log(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = ws / "tampered.jsonl"
+    good = {"event": "run_started", "run_id": "r1", "sequence": 1, "timestamp": "t"}
+    log.write_text(
+        "[" * 100_000 + "\n" + "5\n" + '{"a": 1, "a": 2}\n' + json.dumps(good) + "\n",
+        encoding="utf-8",
+    )
+    code, out, err = _proctor(capsys, "audit", "tail", str(log), "--json")
+    assert code == 0 and "Traceback" not in err
+    assert json.loads(out)["records"] == [{"event": "<unreadable line>"}] * 3 + [good]
+    code, out, _err = _proctor(capsys, "audit", "tail", str(log))
+    assert code == 0 and out.count("<unreadable line>") == 3 and "run_started" in out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux /proc")
+def test_audit_tail_names_a_log_it_cannot_read(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # /proc/self/mem is a regular file whose first page is never mapped: reading it fails.
+    code, _out, err = _proctor(capsys, "audit", "tail", "/proc/self/mem")
+    assert code == 2 and "error[audit_unreadable]: cannot read '/proc/self/mem'" in err
 
 
 def test_directive_files_are_named_as_given(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import click
 
-from proctor.errors import UsageError
+from proctor.errors import ParseError, UsageError
 
 VERIFY_SCHEMA = "proctor.audit_verify.v1"
 
@@ -116,16 +115,26 @@ def tail(path: str | None, count: int, as_json: bool) -> None:
       proctor audit tail -n 5 --json
     """
     from proctor.cli.render import dump_json
+    from proctor.contracts import json_strict
 
     log = _log_path(path)
     if not log.is_file():
         raise UsageError(f"no audit log at {_shown(path, log)!r}")
+    try:
+        lines = log.read_bytes().splitlines()[-count:] if count > 0 else []
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read {_shown(path, log)!r}: {exc.strerror or exc}", code="audit_unreadable"
+        ) from exc
     records = []
-    for line in log.read_bytes().splitlines()[-count:] if count > 0 else []:
+    for line in lines:
+        # a tampered log may hold anything: the strict reader refuses nesting past its depth
+        # (json.loads would recurse until the stack ran out), and a line must be an object
         try:
-            records.append(json.loads(line))
-        except ValueError:
-            records.append({"event": "<unreadable line>"})
+            record = json_strict.loads(line, source="audit line")
+        except ParseError:
+            record = None
+        records.append(record if isinstance(record, dict) else {"event": "<unreadable line>"})
     if as_json:
         dump_json({"records": records}, schema="proctor.audit_tail.v1")
         return
