@@ -1,9 +1,12 @@
 """Locating and reading a skill package refuses what the file system refuses with a code
-(a name too long to look up, a file that cannot be read), never an ``OSError`` traceback."""
+(a name too long to look up, a file that cannot be read), never an ``OSError`` traceback, and
+a package past its 64 MiB cap is refused without reading past the cap."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,3 +35,52 @@ def test_a_package_file_that_cannot_be_read_is_named() -> None:
         read_package(Path("/proc/self"), "self")
     assert info.value.code == "package_unreadable"
     assert info.value.message.startswith("self/") and "could not be read" in info.value.message
+
+
+def _package(root: Path) -> Path:
+    root.mkdir()
+    (root / "SKILL.md").write_text("---\nname: big\ndescription: Big.\n---\n", encoding="utf-8")
+    return root
+
+
+def _sparse(path: Path, size: int) -> None:
+    with open(path, "wb") as handle:
+        handle.truncate(size)  # holes: no disk used, reads as zeros
+
+
+_CAPPED_READ = (
+    "import resource, sys\n"
+    "from pathlib import Path\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    "from proctor.errors import UsageError\n"
+    "from proctor.runtime.skills import read_package\n"
+    "try:\n"
+    "    read_package(Path(sys.argv[1]), 'big')\n"
+    "except UsageError as exc:\n"
+    "    print(exc.code)\n"
+)
+
+
+def test_a_file_past_the_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # Read whole, an 8 GiB file cannot even be allocated in an address space of 1 GiB.
+    package = _package(tmp_path / "big")
+    _sparse(package / "blob.bin", 8 << 30)
+    done = subprocess.run(
+        [sys.executable, "-c", _CAPPED_READ, str(package)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.strip() == "package_too_large"
+
+
+def test_the_cap_counts_every_file_and_admits_exactly_64_mib(tmp_path: Path) -> None:
+    package = _package(tmp_path / "big")
+    skill_md = (package / "SKILL.md").stat().st_size
+    _sparse(package / "a.bin", 40 << 20)
+    _sparse(package / "b.bin", (64 << 20) - (40 << 20) - skill_md)
+    files, _digest = read_package(package, "big")
+    assert set(files) == {"SKILL.md", "a.bin", "b.bin"}
+    _sparse(package / "c.bin", 1)
+    with pytest.raises(UsageError) as info:
+        read_package(package, "big")
+    assert info.value.code == "package_too_large"

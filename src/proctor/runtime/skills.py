@@ -95,8 +95,10 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
     of its bytes.
 
     Raises:
-        UsageError: ``package_too_large`` past 2,000 files or 64 MiB; ``not_a_package`` when
-            SKILL.md is not UTF-8; ``package_unreadable`` naming a file that cannot be read.
+        UsageError: ``package_too_large`` past 2,000 files or 64 MiB (a file whose size takes
+            the package past the cap is refused unread, and none is read past it);
+            ``not_a_package`` when SKILL.md is not UTF-8; ``package_unreadable`` naming a file
+            that cannot be read.
     """
     files: dict[str, str] = {}
     digests: dict[str, str] = {}
@@ -108,18 +110,23 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
             if full.is_symlink() or not full.is_file():
                 continue
             rel = full.relative_to(folder).as_posix()
+            if len(digests) >= _MAX_FILES:
+                raise _too_large(label)
+            left = _MAX_BYTES - total
             try:
-                data = full.read_bytes()
+                with open(full, "rb") as handle:
+                    # refused before it is read when its size says so, and never read past
+                    # the cap (a size can grow while it is read)
+                    if os.fstat(handle.fileno()).st_size > left:
+                        raise _too_large(label)
+                    data = handle.read(left + 1)
             except OSError as exc:
                 raise UsageError(
                     f"{label}/{rel} could not be read: {exc.strerror}", code="package_unreadable"
                 ) from None
             total += len(data)
-            if len(digests) >= _MAX_FILES or total > _MAX_BYTES:
-                raise UsageError(
-                    f"skill package {label} is too large (over {_MAX_FILES} files or 64 MiB)",
-                    code="package_too_large",
-                )
+            if total > _MAX_BYTES:
+                raise _too_large(label)
             digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
             if rel in _PARSED:
                 try:
@@ -131,6 +138,13 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
             else:
                 files[rel] = ""
     return files, digest(digests)
+
+
+def _too_large(label: str) -> UsageError:
+    return UsageError(
+        f"skill package {label} is too large (over {_MAX_FILES} files or 64 MiB)",
+        code="package_too_large",
+    )
 
 
 class _PackageCache:
