@@ -41,13 +41,20 @@ _MAX_SAFE = 2**63
 
 class StrictError(ValueError):
     """A value that does not fit its record: ``loc`` (where), ``kind`` (``missing``,
-    ``extra_forbidden``, ``type``, ``value``, ``choice``) and a message without the value."""
+    ``extra_forbidden``, ``type``, ``value``, ``choice``) and a message without the value.
 
-    def __init__(self, loc: Loc, kind: str, message: str) -> None:
+    ``from_validator`` is true when the message is a record's own check's (``_check``,
+    ``_check_data``) rather than this module's fixed wording: such a message is shown as data
+    the error quotes, so a check that ever names a value still has it withheld when the
+    value looks secret.
+    """
+
+    def __init__(self, loc: Loc, kind: str, message: str, *, from_validator: bool = False) -> None:
         super().__init__(message)
         self.loc = loc
         self.kind = kind
         self.message = message
+        self.from_validator = from_validator
 
 
 class Rule:
@@ -175,7 +182,7 @@ class Record(metaclass=_RecordType):
         except ValueError as exc:
             if isinstance(exc, StrictError):
                 raise
-            raise StrictError((), "value", str(exc)) from None
+            raise StrictError((), "value", str(exc), from_validator=True) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if type(self)._record_frozen:
@@ -295,7 +302,7 @@ class _Fields:
         try:
             self.cls._check_data(data)
         except ValueError as exc:
-            raise StrictError(loc, "value", str(exc)) from None
+            raise StrictError(loc, "value", str(exc), from_validator=True) from None
         values: dict[str, Any] = {}
         for spec in self.specs:
             if spec.key in data:
@@ -311,7 +318,9 @@ class _Fields:
         try:
             return self.cls(**values)
         except StrictError as exc:
-            raise StrictError((*loc, *exc.loc), exc.kind, exc.message) from None
+            raise StrictError(
+                (*loc, *exc.loc), exc.kind, exc.message, from_validator=exc.from_validator
+            ) from None
 
 
 def _fields(cls: type[Record]) -> _Fields:

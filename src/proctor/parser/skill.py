@@ -233,9 +233,11 @@ def _translate(exc: StrictError, source: str, positions: Positions) -> ParseErro
 
 def invalid_at(where: str, exc: StrictError) -> Message:
     """``<path>: <what is wrong>``: the path is the document's (quoted), the rest proctor's own
-    words (a StrictError never holds the value), so a path ending in a secret-named field
-    (``credentials``) is not read as the assignment of a secret."""
-    return Message(Quoted(where), ": ", exc.message)
+    words when the strict checker wrote them (they never hold the value), so a path ending in
+    a secret-named field (``credentials``) is not read as the assignment of a secret. A
+    record's own check's message stays quoted data (it could name a value)."""
+    said = Quoted(exc.message) if exc.from_validator else exc.message
+    return Message(Quoted(where), ": ", said)
 
 
 def _check_profile(

@@ -93,3 +93,17 @@ def test_test_file_error_under_a_secret_named_field_is_shown_whole() -> None:
     assert caught.value.code == "test_invalid"
     assert "REDACTED" not in _shown(caught.value), _shown(caught.value)
     assert _shown(caught.value).startswith("tests/secrets.yaml:3:")
+
+
+def test_a_records_own_check_that_names_a_value_keeps_it_withheld() -> None:
+    from proctor.contracts.strict import StrictError
+    from proctor.parser.skill import invalid_at
+
+    # The strict checker's fixed wording is proctor's; a record's _check message is data, so
+    # a check that ever quoted a value under a secret name would still have it withheld.
+    checked = StrictError(("steps", 0), "value", "token: hunter2hunter2", from_validator=True)
+    said = invalid_at("methods.main.steps[0]", checked)
+    assert "hunter2" not in scrub_text(said.text, own=said.own)
+    fixed = StrictError(("credentials",), "type", "Input should be a valid dictionary")
+    said = invalid_at("credentials", fixed)
+    assert scrub_text(said.text, own=said.own) == "credentials: Input should be a valid dictionary"
