@@ -5,6 +5,7 @@ was recorded."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -251,3 +252,65 @@ def test_fuzz_any_decide_form_is_refused_cleanly_or_decides(console: Console) ->
                 assert console.state_bytes() == before
 
         post()
+
+
+@pytest.mark.parametrize("after", ["abc", "²", "٣", "-1", "99999999999999999999", "9" * 5000])
+def test_a_history_cursor_that_is_not_a_stored_cursor_is_refused(
+    console: Console, after: str
+) -> None:
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        out = client.get("/runs", params={"after": after})
+        assert out.status_code == 400 and "cursor_invalid" in out.text
+        assert "Traceback" not in out.text
+        assert client.get("/runs", params={"after": "5"}).status_code == 200
+
+
+def test_a_form_over_the_limit_is_refused_before_it_is_read(console: Console) -> None:
+    def endless() -> Iterator[bytes]:
+        yield b"csrf=x&token="
+        for _ in range(64):
+            yield b"x" * 65536
+
+    with _client(console) as client:
+        before = console.state_bytes()
+        for body in (endless(), b"token=" + b"x" * 70000):
+            out = client.post(
+                "/login",
+                content=body,
+                headers={"content-type": "application/x-www-form-urlencoded"},
+            )
+            assert out.status_code == 413 and "form_too_large" in out.text
+        assert console.state_bytes() == before
+        assert client.get("/login").status_code == 200
+
+
+def test_a_form_that_is_not_one_urlencoded_utf8_value_per_field_is_refused(
+    console: Console,
+) -> None:
+    run = console.paused()
+    digest = run["requests"][0]["request_digest"]
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        csrf = _csrf(client)
+        fields = f"csrf={csrf}&address=put&request_digest={digest}"
+        urlencoded = {"content-type": "application/x-www-form-urlencoded"}
+        before = console.state_bytes()
+        for body, headers in (
+            # which of two decisions counts would be a guess: the last one used to win
+            (f"{fields}&decision=decline&decision=approve", urlencoded),
+            (f"{fields}&decision=approve&reason=%ff%fe", urlencoded),
+            (f"{fields}&decision=approve&reason=\xff".encode("latin-1"), urlencoded),
+            (f"{fields}&decision=approve", {"content-type": "application/json"}),
+            (f"{fields}&decision=approve", {"content-type": "multipart/form-data; boundary=z"}),
+        ):
+            out = client.post(f"/runs/{run['run_id']}/decide", content=body, headers=headers)
+            assert out.status_code == 400 and "form_invalid" in out.text, body
+            assert "Traceback" not in out.text
+        assert console.state_bytes() == before
+        approved = client.post(
+            f"/runs/{run['run_id']}/decide",
+            content=f"{fields}&decision=approve",
+            headers=urlencoded,
+        )
+        assert approved.status_code == 303

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -36,13 +36,15 @@ from proctor.console import pages
 from proctor.console.sessions import SessionBook, SignedIn
 from proctor.console.users import UserBook
 from proctor.contracts.values import dataclass, field
-from proctor.errors import ProctorError
+from proctor.errors import ProctorError, UsageError
 
 __all__ = ["ConsoleConfig", "build_app"]
 
 SESSION_COOKIE = "proctor_session"
 LOGIN_COOKIE = "proctor_login_csrf"
 FORM_MAX = 64 * 1024
+FORM_TYPE = "application/x-www-form-urlencoded"
+CURSOR_MAX = 2**63 - 1
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self';"
@@ -53,6 +55,7 @@ HEADERS = {
 }
 STATUS = {
     "csrf_invalid": 403,
+    "form_too_large": 413,
     "digest_mismatch": 409,
     "already_answered": 409,
     "run_sealed": 409,
@@ -143,11 +146,21 @@ def build_app(config: ConsoleConfig) -> Starlette:
         return await run_in_threadpool(job)
 
     async def form_of(request: Request) -> dict[str, str]:
-        body = await request.body()
-        if len(body) > FORM_MAX:
-            return {}
-        form = await request.form()
-        return {k: v for k, v in form.items() if isinstance(v, str)}
+        """The POSTed form, read at most :data:`FORM_MAX` bytes into memory.
+
+        Raises:
+            UsageError: ``form_too_large`` (over :data:`FORM_MAX` bytes, declared or sent);
+                ``form_invalid`` (see :func:`_parse_form`).
+        """
+        declared = request.headers.get("content-length") or ""
+        if declared.isascii() and declared.isdigit() and int(declared) > FORM_MAX:
+            raise _too_large()
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > FORM_MAX:
+                raise _too_large()
+        return _parse_form(bytes(body), request.headers.get("content-type") or "")
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -164,7 +177,10 @@ def build_app(config: ConsoleConfig) -> Starlette:
     async def login(request: Request) -> Response:
         import hmac
 
-        form = await form_of(request)
+        try:
+            form = await form_of(request)
+        except ProctorError as exc:
+            return refused(None, exc.code, exc.message)
         cookie = request.cookies.get(LOGIN_COOKIE) or ""
         given = form.get("csrf") or ""
         if not cookie or not hmac.compare_digest(cookie.encode(), given.encode()):
@@ -207,8 +223,7 @@ def build_app(config: ConsoleConfig) -> Starlette:
         return render("pending.html", person=person, **context)
 
     async def runs(request: Request, person: SignedIn) -> Response:
-        after = request.query_params.get("after")
-        cursor = int(after) if after and after.isdigit() else None
+        cursor = _cursor(request.query_params.get("after"))
         filters = dict(request.query_params)
         context = await read(lambda s: pages.runs_page(s, filters, after=cursor))
         return render("runs.html", person=person, **context)
@@ -271,6 +286,60 @@ def build_app(config: ConsoleConfig) -> Starlette:
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=config.allowed_hosts)]
     return Starlette(routes=routes, middleware=middleware)
+
+
+def _too_large() -> UsageError:
+    return UsageError(
+        f"a form is at most {FORM_MAX} bytes; nothing was recorded", code="form_too_large"
+    )
+
+
+def _parse_form(body: bytes, content_type: str) -> dict[str, str]:
+    """A form body as fields: URL-encoded UTF-8 (what the console's forms send), each field
+    once; an empty body is an empty form.
+
+    Raises:
+        UsageError: ``form_invalid`` (another content type, bytes or escapes that are not
+            UTF-8, or a field given twice: which of two values counts would be a guess).
+    """
+    if not body:
+        return {}
+    if content_type.partition(";")[0].strip().lower() != FORM_TYPE:
+        raise UsageError(
+            f"a form is posted as {FORM_TYPE}; nothing was recorded", code="form_invalid"
+        )
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(
+            "the form is not URL-encoded UTF-8; nothing was recorded", code="form_invalid"
+        ) from exc
+    form: dict[str, str] = {}
+    for key, value in pairs:
+        if key in form:
+            raise UsageError(
+                f"the form gives the field {key!r} twice; nothing was recorded",
+                code="form_invalid",
+            )
+        form[key] = value
+    return form
+
+
+def _cursor(after: str | None) -> int | None:
+    """The history page's ``after`` cursor: absent, or a whole number of at most 63 bits.
+
+    Raises:
+        UsageError: ``cursor_invalid`` (anything else, such as ``abc``, ``²`` or a number too
+            large for the run store).
+    """
+    if not after:
+        return None
+    if not (after.isascii() and after.isdigit()) or len(after) > 19 or int(after) > CURSOR_MAX:
+        raise UsageError(
+            f"after is a cursor from the history page (a whole number up to {CURSOR_MAX})",
+            code="cursor_invalid",
+        )
+    return int(after)
 
 
 def _answers(form: Mapping[str, str]) -> dict[str, dict[str, str]]:
