@@ -314,3 +314,22 @@ def test_a_form_that_is_not_one_urlencoded_utf8_value_per_field_is_refused(
             headers=urlencoded,
         )
         assert approved.status_code == 303
+
+
+def test_a_decline_that_another_driver_beat_audits_no_author(console: Console) -> None:
+    run = console.question()
+    session = console.session()
+    try:
+        assert session.store.acquire_lease(run["run_id"], "another-driver", 600) is None
+    finally:
+        session.close()
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        before = console.state_bytes()
+        out = client.post(
+            f"/runs/{run['run_id']}/decide",
+            data={"csrf": _csrf(client), "address": "colour", "decision": "decline",
+                  "request_digest": run["requests"][0]["request_digest"]},
+        )  # fmt: skip
+        assert out.status_code == 409 and "run_busy" in out.text
+        assert console.state_bytes() == before

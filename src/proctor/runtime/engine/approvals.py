@@ -249,6 +249,50 @@ def shown_request(session: Session, run_id: str, address: str | None = None) -> 
     )
 
 
+def _decline_questions(
+    session: Session, run_id: str, address: str, request_digest: str, decided_by: str
+) -> RunEnvelope:
+    """Close the run ``declined`` on a person's word, auditing who closed it first.
+
+    The run's lease is held from the check to the close, so a decline that another decision
+    beat (a second click, another person, a worker driving the run) is refused before anything
+    is audited, and the log never names an author of a close that did not happen.
+
+    Raises:
+        ResumeRefused: ``run_busy``, ``run_sealed``, ``already_answered``, ``digest_mismatch``;
+            and every refusal of :meth:`Session.resume`.
+    """
+    from proctor.runtime.engine.start import check_parts
+
+    session._acquire(run_id)
+    try:
+        shown = shown_request(session, run_id, address)
+        if shown.run_status == "sealed":
+            raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
+        if shown.state == "used":
+            raise ResumeRefused(f"{address!r} was already answered", code="already_answered")
+        if request_digest != shown.request_digest:
+            raise ResumeRefused(
+                f"{address!r}: the digest is not this request's; nothing was recorded",
+                code="digest_mismatch",
+            )
+        check_parts(session)
+        # who closes it is audited first: the close seals the run and its receipt commits
+        # the audit log's head, so the author is inside what the receipt covers
+        session.audit.emit(
+            "close_decided",
+            run_id=run_id,
+            step_index=None,
+            address=address,
+            outcome="declined",
+            request_digest=request_digest,
+            decided_by=decided_by,
+        )
+        return session.resume(run_id, {"close": {"outcome": "declined"}})
+    finally:
+        session._release(run_id)
+
+
 def _entry(shown: Shown, approve: bool, reason: str | None, answers: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"request_digest": shown.request_digest}
     if shown.kind == "approval":
@@ -300,20 +344,7 @@ def decide(
             code="digest_mismatch",
         )
     if shown.kind == "question" and not approve:
-        if shown.state == "used":
-            raise ResumeRefused(f"{address!r} was already answered", code="already_answered")
-        # who closes it is audited first: the close seals the run and its receipt commits
-        # the audit log's head, so the author is inside what the receipt covers
-        session.audit.emit(
-            "close_decided",
-            run_id=run_id,
-            step_index=None,
-            address=address,
-            outcome="declined",
-            request_digest=request_digest,
-            decided_by=decided_by,
-        )
-        return session.resume(run_id, {"close": {"outcome": "declined"}})
+        return _decline_questions(session, run_id, address, request_digest, decided_by)
     if shown.kind == "question" and answers is None:
         raise ResumeRefused(f"{address!r}: questions need answers", code="answer_invalid")
     doc = {
