@@ -154,3 +154,44 @@ def test_http_refuses_a_repeated_key_with_400_and_no_run(ws: Ws, http_server: An
     codes = [e["code"] for e in ws.audit() if e["event"] == "mcp_frame_refused"]
     assert codes == ["duplicate_key", "too_deep"]
     _no_run_for(ws, "acted on")
+
+
+def test_http_refuses_a_body_over_the_limit_without_holding_it() -> None:
+    import anyio
+
+    from proctor.mcp.frames import MAX_BODY, StrictFrames
+
+    chunk = b"x" * (1024 * 1024)
+    chunks = MAX_BODY // len(chunk) + 60  # far past the limit if read whole
+    audited: list[dict[str, Any]] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the MCP app saw a body over the limit")
+
+    middleware = StrictFrames(inner, lambda event, **fields: audited.append(fields))
+
+    async def post(headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, Any], int]:
+        pulled = 0
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal pulled
+            pulled += 1
+            return {"type": "http.request", "body": chunk, "more_body": pulled < chunks}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+        with anyio.fail_after(30):
+            await middleware(scope, receive, send)
+        return sent[0]["status"], json.loads(sent[1]["body"]), pulled
+
+    streamed = anyio.run(post, [])
+    declared = anyio.run(post, [(b"content-length", str(chunks * len(chunk)).encode())])
+    for status, error, _ in (streamed, declared):
+        assert status == 413
+        assert error["id"] is None and error["error"]["data"] == {"code": "frame_too_large"}
+    assert streamed[2] == MAX_BODY // len(chunk) + 1  # it stopped at the first byte too many
+    assert declared[2] == 0  # a declared length over the limit is refused unread
+    assert [e["code"] for e in audited] == ["frame_too_large", "frame_too_large"]

@@ -11,7 +11,9 @@ first, on both transports:
   frames). Text that is not a JSON-RPC message at all is answered there too (the SDK's own
   stdio transport drops it unanswered);
 - streamable HTTP: :class:`StrictFrames`, an ASGI middleware behind the bearer check, answers a
-  refused POST body with HTTP 400 and the same JSON-RPC error.
+  refused POST body with HTTP 400 and the same JSON-RPC error, and a body longer than
+  :data:`MAX_BODY` with HTTP 413 (``frame_too_large``) as soon as it is longer, never holding
+  more of it.
 
 Refused: ``duplicate_key`` (a key repeated in one object, at any depth) and ``too_deep``
 (nesting deeper than 64). The error carries ``data: {"code": ...}``; the request's ``id`` when it
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INVALID_REQUEST",
+    "MAX_BODY",
     "MAX_LINE",
     "PARSE_ERROR",
     "StrictFrames",
@@ -52,6 +55,8 @@ INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
 MAX_LINE = 16 * 1024 * 1024
 """The longest stdio line read (characters): a longer one is refused, never held whole."""
+MAX_BODY = 4 * 1024 * 1024
+"""The longest HTTP POST body read (bytes); the SDK's transport is given the same limit."""
 _ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?[0-9]{1,19})')
 _ID_SCAN = 64 * 1024  # where a top-level id of a frame too deep to parse is looked for
 _REFUSED_CODES = frozenset({"duplicate_key", "too_deep"})
@@ -183,44 +188,71 @@ def answered(error: dict[str, Any]) -> bool:
 
 class StrictFrames:
     """ASGI middleware: a POST body the strict reader refuses gets HTTP 400 and never reaches
-    the MCP app; any other request passes with its body as it came."""
+    the MCP app; any other request passes with its body as it came.
 
-    def __init__(self, app: ASGIApp, audit: Audit) -> None:
+    A body longer than ``max_body`` bytes (declared in ``Content-Length`` or sent) gets HTTP
+    413 with the JSON-RPC error ``frame_too_large`` (``-32600``, id ``null``) as soon as it is
+    known to be longer: it is never held whole nor parsed.
+    """
+
+    def __init__(self, app: ASGIApp, audit: Audit, max_body: int = MAX_BODY) -> None:
         self.app = app
         self._audit = audit
+        self._max = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
+        too_large = _error(
+            None, INVALID_REQUEST, f"a body longer than {self._max} bytes", "frame_too_large"
+        )
+        declared, body, more = _declared_length(scope), bytearray(), True
+        while more and declared <= self._max and len(body) <= self._max:
             message = await receive()
             if message["type"] != "http.request":  # the client went away
                 await self.app(scope, _replay([message], receive), send)
                 return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        error = frame_refusal(body)
+            body += message.get("body", b"")
+            more = bool(message.get("more_body", False))
+        if declared > self._max or len(body) > self._max:
+            await anyio.to_thread.run_sync(audit_refusal, self._audit, too_large, "http")
+            await _answer(send, 413, too_large)
+            return
+        error = frame_refusal(bytes(body))
         if error is None:
-            replayed: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+            replayed: list[Message] = [
+                {"type": "http.request", "body": bytes(body), "more_body": False}
+            ]
             await self.app(scope, _replay(replayed, receive), send)
             return
         await anyio.to_thread.run_sync(audit_refusal, self._audit, error, "http")
-        payload = json.dumps(error).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 400,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await _answer(send, 400, error)
+
+
+def _declared_length(scope: Scope) -> int:
+    """The body length a request declares (``Content-Length``), or 0 (none, or not a number:
+    the server that read the request refuses that itself); a number of more than 18 digits
+    counts as too long without being converted."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length" and value.isdigit():
+            return int(value) if len(value) <= 18 else 10**18
+    return 0
+
+
+async def _answer(send: Send, status: int, error: dict[str, Any]) -> None:
+    payload = json.dumps(error).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
 
 
 def _replay(first: list[Message], receive: Receive) -> Receive:

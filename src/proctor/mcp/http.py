@@ -295,10 +295,14 @@ def build_app(proctor: ProctorServer, settings: HttpSettings) -> BearerAuth:
         allowed_hosts=list(settings.allowed_hosts),
         allowed_origins=list(settings.allowed_origins),
     )
+    from proctor.mcp.frames import MAX_BODY, StrictFrames
+
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, transport_security=security, host=settings.host
+        streamable_http_path=MCP_PATH,
+        transport_security=security,
+        host=settings.host,
+        max_request_body_size=MAX_BODY,
     )
-    from proctor.mcp.frames import StrictFrames
 
     # Behind the bearer check: an unauthenticated body is never read.
     return BearerAuth(StrictFrames(app, proctor.audit), settings, proctor)
