@@ -195,3 +195,41 @@ def test_http_refuses_a_body_over_the_limit_without_holding_it() -> None:
     assert streamed[2] == MAX_BODY // len(chunk) + 1  # it stopped at the first byte too many
     assert declared[2] == 0  # a declared length over the limit is refused unread
     assert [e["code"] for e in audited] == ["frame_too_large", "frame_too_large"]
+
+
+def test_http_answers_a_request_whose_id_is_not_a_string_or_an_integer() -> None:
+    import anyio
+
+    from proctor.mcp.frames import StrictFrames
+
+    audited: list[dict[str, Any]] = []
+    reached: list[bytes] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        reached.append((await receive())["body"])
+
+    middleware = StrictFrames(inner, lambda event, **fields: audited.append(fields))
+
+    async def post(body: bytes) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+        with anyio.fail_after(30):
+            await middleware(scope, receive, send)
+        return sent
+
+    for request_id in ("null", "true", "1.5", "[7]"):
+        sent = anyio.run(
+            post, b'{"jsonrpc": "2.0", "id": %b, "method": "ping"}' % request_id.encode()
+        )
+        assert sent[0]["status"] == 400
+        assert json.loads(sent[1]["body"])["error"]["data"] == {"code": "invalid_request"}
+    good = b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}'
+    assert anyio.run(post, good) == [] and reached == [good]
+    assert [e["code"] for e in audited] == ["invalid_request"] * 4

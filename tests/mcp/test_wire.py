@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp.shared.message import SessionMessage
 
-from proctor.mcp.frames import MAX_LINE, read_line
+from proctor.mcp.frames import MAX_LINE, answered, read_line
 from proctor.mcp.pipes import LoopLines, LoopWriter
 from proctor.mcp.wire import StdioWriteStream
 from tests.mcp.conftest import Ws
@@ -141,6 +141,18 @@ def test_read_line_parses_as_the_sdk_does_and_skips_blank_lines() -> None:
     assert message.message.model_dump(by_alias=True, exclude_unset=True)["method"] == "ping"
     assert read_line("\n") is None
     assert read_line(None) == read_line("x" * (MAX_LINE + 1))
+
+
+@pytest.mark.parametrize("request_id", ["null", "true", "1.5", "1.0", "[1]", '{"a": 1}'])
+def test_a_request_whose_id_is_not_a_string_or_an_integer_is_answered(request_id: str) -> None:
+    # the SDK reads it as a notification, which nobody answers: the client would wait for ever
+    line = '{"jsonrpc": "2.0", "id": ' + request_id + ', "method": "tools/call", "params": {}}\n'
+    refused = read_line(line)
+    assert isinstance(refused, dict) and answered(refused)
+    assert refused["id"] is None and refused["error"]["code"] == -32600
+    assert refused["error"]["data"] == {"code": "invalid_request"}
+    assert isinstance(read_line('{"jsonrpc": "2.0", "method": "ping"}\n'), SessionMessage)
+    assert isinstance(read_line('{"jsonrpc": "2.0", "id": -7, "method": "ping"}\n'), SessionMessage)
 
 
 def test_writes_the_pipe_cannot_take_at_once_are_finished_whole_and_in_order() -> None:

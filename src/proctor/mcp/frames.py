@@ -48,6 +48,7 @@ __all__ = [
     "answered",
     "audit_refusal",
     "frame_refusal",
+    "id_refusal",
     "read_line",
 ]
 
@@ -84,6 +85,27 @@ def frame_refusal(raw: bytes | str) -> dict[str, Any] | None:
             },
         }
     return None
+
+
+def id_refusal(raw: bytes | str) -> dict[str, Any] | None:
+    """The JSON-RPC error (``-32600``, ``invalid_request``, id ``null``) answering a request
+    whose ``id`` is not a string or an integer (``null``, a boolean, a fraction, an array, an
+    object), or ``None``.
+
+    The SDK reads such a frame as a notification, which is never answered: the client would
+    wait for ever on a request that was dropped without a word.
+    """
+    try:
+        doc = json.loads(raw)
+    # RecursionError: far too deep for the parser; the strict reader refuses such a frame
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or "method" not in doc or "id" not in doc:
+        return None
+    if _usable_id(doc["id"]) is not None:
+        return None
+    why = "the id of a request is a string or an integer"
+    return _error(None, INVALID_REQUEST, why, "invalid_request", "Invalid Request")
 
 
 def _request_id(raw: bytes | str) -> str | int | None:
@@ -143,7 +165,8 @@ def read_line(line: str | None) -> SessionMessage | dict[str, Any] | None:
     - ``duplicate_key``, ``too_deep``: as the strict reader refuses them (``-32600``);
     - ``not_json``: text that is not JSON (``-32700``, Parse error);
     - ``invalid_request``: JSON that is not a JSON-RPC message the protocol knows, such as an
-      array, a number or an object without ``"jsonrpc": "2.0"`` (``-32600``).
+      array, a number, an object without ``"jsonrpc": "2.0"``, or a request whose ``id`` is
+      not a string or an integer (:func:`id_refusal`) (``-32600``).
 
     The error carries the request's ``id`` when it can be read, else ``null``.
     """
@@ -154,7 +177,7 @@ def read_line(line: str | None) -> SessionMessage | dict[str, Any] | None:
         return _error(None, INVALID_REQUEST, why, "frame_too_large")
     if line.isspace() or not line:
         return None
-    refused = frame_refusal(line)
+    refused = frame_refusal(line) or id_refusal(line)
     if refused is not None:
         return refused
     try:
@@ -187,8 +210,9 @@ def answered(error: dict[str, Any]) -> bool:
 
 
 class StrictFrames:
-    """ASGI middleware: a POST body the strict reader refuses gets HTTP 400 and never reaches
-    the MCP app; any other request passes with its body as it came.
+    """ASGI middleware: a POST body the strict reader refuses, or a request whose ``id`` is
+    not a string or an integer (:func:`id_refusal`), gets HTTP 400 and never reaches the MCP
+    app; any other request passes with its body as it came.
 
     A body longer than ``max_body`` bytes (declared in ``Content-Length`` or sent) gets HTTP
     413 with the JSON-RPC error ``frame_too_large`` (``-32600``, id ``null``) as soon as it is
@@ -219,7 +243,7 @@ class StrictFrames:
             await anyio.to_thread.run_sync(audit_refusal, self._audit, too_large, "http")
             await _answer(send, 413, too_large)
             return
-        error = frame_refusal(bytes(body))
+        error = frame_refusal(bytes(body)) or id_refusal(bytes(body))
         if error is None:
             replayed: list[Message] = [
                 {"type": "http.request", "body": bytes(body), "more_body": False}
