@@ -116,3 +116,23 @@ def test_init_names_its_folder_as_given(ws: Path, capsys: pytest.CaptureFixture[
     code, _out, err = _proctor(capsys, "init", "plain/sub")
     assert code == 2
     assert "error[init_failed]: cannot create the workspace in 'plain/sub': Not a directory" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["history", "--after", "9" * 25],
+        ["history", "--after", "-1"],
+        ["registry", "serve", "--dir", ".", "--port", "99999"],
+    ],
+    ids=["cursor-past-63-bits", "cursor-negative", "port-past-65535"],
+)
+def test_numbers_out_of_range_are_refused_as_usage(
+    ws: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # A cursor past what the run store holds crashed history with an OverflowError traceback.
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "Traceback" not in err
+    assert "is not in the range" in err

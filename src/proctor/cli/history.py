@@ -46,7 +46,7 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
 @click.option(
     "--after",
     "after",
-    type=int,
+    type=click.IntRange(0, 2**63 - 1),
     default=None,
     metavar="CURSOR",
     help="List only runs older than this cursor (from a previous page's next_cursor).",

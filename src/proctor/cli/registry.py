@@ -59,7 +59,13 @@ def registry() -> None:
 @registry.command("serve")
 @_DIR
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8470, show_default=True, type=int, help="Port to listen on.")
+@click.option(
+    "--port",
+    default=8470,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on.",
+)
 def serve(folder: Path, host: str, port: int) -> None:
     """Serve the registry in --dir over HTTP (SQLite index, or PostgreSQL with
     PROCTOR_DATABASE_URL; content-addressed files).
