@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proctor.cli.main import cli
 from proctor.runtime.records.audit import AuditLog
@@ -80,3 +82,59 @@ def test_default_path_from_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyP
     doc = json.loads(result.output)
     assert doc["schema"] == "proctor.audit_tail.v1"
     assert [r["n"] for r in doc["records"]] == [3, 4]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    ended=st.booleans(),
+    count=st.integers(0, 40),
+    block=st.integers(1, 16),
+)
+def test_tail_reads_the_last_lines_backwards_exactly_as_the_whole_file_would_give(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    ended: bool,
+    count: int,
+    block: int,
+) -> None:
+    from proctor.cli import audit as audit_cli
+
+    path = tmp_path_factory.mktemp("tail") / "audit.jsonl"
+    data = b"\n".join(lines) + (b"\n" if ended and lines else b"")
+    path.write_bytes(data)
+    whole = data.splitlines()[-count:] if count > 0 else []
+    saved = audit_cli._BLOCK
+    audit_cli._BLOCK = block  # small blocks: every line end lands on a block's edge somewhere
+    try:
+        assert audit_cli._last_lines(path, count) == whole
+    finally:
+        audit_cli._BLOCK = saved
+
+
+def test_tail_of_a_long_log_reads_only_its_end(tmp_path: Path) -> None:
+    """A log of 4 GiB (sparse: a long history before the last lines) tailed by a process
+    capped at 1 GiB of memory: reading the whole file would end it with a MemoryError."""
+    import subprocess
+    import sys
+
+    path = _log(tmp_path, count=3)
+    body = path.read_bytes()
+    with path.open("r+b") as handle:
+        handle.truncate(0)
+        handle.seek(4 * 2**30)
+        handle.write(b"\n" + body)
+    capped = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from proctor.cli.main import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", capped, "audit", "tail", str(path), "-n", "3", "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={"PROCTOR_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    records = json.loads(done.stdout)["records"]
+    assert [r["n"] for r in records] == [0, 1, 2]

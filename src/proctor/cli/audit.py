@@ -105,7 +105,10 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
 
 @audit.command()
 @click.argument("path", required=False)
-@click.option("-n", "count", default=10, show_default=True, help="How many lines.")
+@click.option(
+    "-n", "count", type=click.IntRange(0, 100_000), default=10, show_default=True,
+    help="How many lines.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON document.")
 def tail(path: str | None, count: int, as_json: bool) -> None:
     """Show the last N events of the audit log.
@@ -121,7 +124,7 @@ def tail(path: str | None, count: int, as_json: bool) -> None:
     if not log.is_file():
         raise UsageError(f"no audit log at {_shown(path, log)!r}")
     try:
-        lines = log.read_bytes().splitlines()[-count:] if count > 0 else []
+        lines = _last_lines(log, count)
     except OSError as exc:
         raise UsageError(
             f"cannot read {_shown(path, log)!r}: {exc.strerror or exc}", code="audit_unreadable"
@@ -143,3 +146,27 @@ def tail(path: str | None, count: int, as_json: bool) -> None:
             f"{record.get('timestamp', '?')}  {record.get('event', '?')}  "
             f"run={record.get('run_id')} seq={record.get('sequence')}"
         )
+
+
+_BLOCK = 64 * 1024
+
+
+def _last_lines(log: Path, count: int) -> list[bytes]:
+    """The last ``count`` lines of ``log``, read backwards from its end a block at a time:
+    a log of any length costs what its last lines are, never the whole file in memory.
+
+    Raises:
+        OSError: the log cannot be opened or read.
+    """
+    if count <= 0:
+        return []
+    with open(log, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        at, data = end, b""
+        # count + 1 line ends: the one closing the last line, and one before the first wanted
+        while at > 0 and data.count(b"\n") <= count:
+            step = min(_BLOCK, at)
+            at -= step
+            handle.seek(at)
+            data = handle.read(step) + data
+    return data.splitlines()[-count:] if at == 0 else data.splitlines()[1:][-count:]
