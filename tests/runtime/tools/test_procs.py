@@ -321,3 +321,90 @@ def test_the_log_is_bounded_and_says_what_it_dropped(ctx: ToolContext) -> None:
             break
         cursor = page["next_cursor"]
     assert text.endswith("9end")
+
+
+PLANT = """
+import json, os, sys
+home_file, key, ws = sys.argv[1:4]
+try:
+    got = open(home_file).read()
+except OSError:
+    got = "denied"
+for path in (key, os.path.join(ws, "policies", "p.yaml"), os.path.join(ws, "proctor.toml")):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("planted")
+with open(os.path.join(ws, "report.json"), "w") as f:
+    f.write(json.dumps({"home_file": got}))
+"""
+
+
+def test_a_process_sees_no_home_the_session_names_and_leaves_no_authority_file(
+    ws: Path,
+) -> None:
+    # the home and key are named only in the session's environment (the Python API), not in
+    # proctor's own: the process's sandbox must be built from the session's, and what it
+    # plants that a run may never write must be gone once it ends, as for a command
+    import itertools
+    import os
+    from datetime import UTC, datetime, timedelta
+
+    from proctor.receipts.signing import signer_from_seed
+    from proctor.runtime.engine.session import Session
+    from tests.runtime.driver_support import _OPEN
+
+    home = ws / "state" / "home"
+    home.mkdir(parents=True, mode=0o700)
+    (home / "config.json").write_text(json.dumps({"canary": CANARY}))
+    key = ws / "keys" / "signing.pem"
+    assert "PROCTOR_HOME" not in os.environ and "PROCTOR_SIGNING_KEY" not in os.environ
+    (ws / "tools" / "plant.py").write_text(PLANT)
+    argv = ["tools/plant.py", str(home / "config.json"), str(key), str(ws)]
+    make_skill(
+        ws,
+        "plant",
+        f"""minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: serve
+        tool: process.start
+        inputs: {json.dumps({"command": PY, "args": argv})}
+""",
+    )
+    ticks = itertools.count()
+    start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    s = Session(
+        Workspace(ws),
+        environ={
+            "PROCTOR_HOME": str(home),
+            "PROCTOR_SIGNING_KEY": str(key),
+            "PROCTOR_SANDBOX": "required",
+        },
+        clock=lambda: start + timedelta(milliseconds=next(ticks)),
+        signer=signer_from_seed(bytes(range(32))),
+    )
+    _OPEN.append(s)
+    env = s.run("plant", cwd=ws)
+    assert env.outcome == "completed", env.refusal
+    assert env.result["sandbox"] == "bubblewrap"
+    processes = ws / ".proctor" / "processes"
+    _wait(lambda: not list_processes(processes)[0]["running"])
+    (info,) = list_processes(processes)
+    assert info["exit_code"] == 0
+    assert json.loads((ws / "report.json").read_text()) == {"home_file": "denied"}
+    assert sorted(info["removed"]) == ["policies", "proctor.toml", "signing.pem"]
+    assert not key.exists()
+    assert not (ws / "policies").exists() and not (ws / "proctor.toml").exists()
+    out = call_ctx_read(ws, info["process_id"], env.run_id or "")
+    assert out["removed"] == info["removed"]
+    assert CANARY not in json.dumps(env.to_json()) + json.dumps(out)
+
+
+def call_ctx_read(ws: Path, process_id: str, run_id: str) -> dict[str, Any]:
+    store = SQLiteRunStore(ws / ".proctor" / "runs.sqlite")
+    try:
+        ctx = ToolContext(workspace=Workspace(ws), store=store, run_id=run_id, call_id="c-r")
+        return call(ctx, "process.read", {"process_id": process_id})
+    finally:
+        store.close()

@@ -37,7 +37,7 @@ import stat
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
 from proctor.core.paths import authority_reason, sensitive_reason
@@ -139,6 +139,24 @@ class Sweep:
     state_shut: frozenset[Path] = frozenset()
     """Roots whose ``.proctor/`` was hidden whole: what appears in there was made by proctor
     itself, never by the process, and stays."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The sweep as JSON, for a supervisor that runs it once a long-lived process ends
+        (``process.start``): it is kept where the process cannot reach (``.proctor/``)."""
+        return {
+            "before": {str(root): sorted(names) for root, names in self.before.items()},
+            "absent": [str(p) for p in self.absent],
+            "state_shut": sorted(str(p) for p in self.state_shut),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Sweep:
+        """Read back :meth:`to_json`."""
+        return cls(
+            before={Path(r): frozenset(n) for r, n in dict(doc.get("before", {})).items()},
+            absent=tuple(Path(p) for p in doc.get("absent", [])),
+            state_shut=frozenset(Path(p) for p in doc.get("state_shut", [])),
+        )
 
     def run(self) -> list[str]:
         """Remove what appeared; return the names removed (root-relative, ``$``-free)."""

@@ -65,6 +65,7 @@ __all__ = [
     "child_env",
     "process_context",
     "process_deliver",
+    "session_environ",
     "stop_running",
 ]
 
@@ -181,6 +182,17 @@ def child_env(proc: ProcessContext) -> dict[str, str]:
     return _child_env(proc)
 
 
+def session_environ(ctx: ToolContext) -> Mapping[str, str]:
+    """The session's environment of the call (the driver's ``os.environ`` when it gave none).
+
+    Every process tool builds its sandbox from this one: the proctor home, signing key, run
+    database, audit log and receipt folder a session names in its own environment (the Python
+    API's ``Session(environ=...)``) are hidden only if the spec is built from it.
+    """
+    environ = _process(ctx).environ
+    return os.environ if environ is None else environ
+
+
 def call_sandbox(ctx: ToolContext) -> SandboxUse:
     """The sandbox admission chose for the call (``required`` without admission).
 
@@ -216,7 +228,7 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         env=env,
         use=_sandbox(ctx),
         workspace=ctx.workspace,
-        environ=os.environ if proc_ctx.environ is None else proc_ctx.environ,
+        environ=session_environ(ctx),
         deadline=started + timeout,
     )
     assert running.proc.stdout is not None and running.proc.stderr is not None

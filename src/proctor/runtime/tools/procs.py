@@ -43,6 +43,7 @@ from proctor.runtime.tools.command import (
     call_sandbox,
     child_env,
     process_context,
+    session_environ,
 )
 from proctor.runtime.tools.fs import PATH_SCHEMA
 from proctor.runtime.tools.process import check_startable
@@ -88,10 +89,10 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     env, delivered = _env(ctx, dict(args.get("env", {})))
     check_startable(argv[0], cwd.abs, env)
     use = call_sandbox(ctx)
-    launch, launch_env = argv, env
+    launch, launch_env, sweep = argv, env, None
     if use.used == "bubblewrap" and use.bwrap is not None:
-        spec, _sweep = run_sandbox(
-            ctx.workspace, environ=os.environ, env=env, cwd=cwd.abs, network=use.network
+        spec, sweep = run_sandbox(
+            ctx.workspace, environ=session_environ(ctx), env=env, cwd=cwd.abs, network=use.network
         )
         launch, launch_env = bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env)
     process_id = "proc_" + secrets.token_hex(8)
@@ -110,6 +111,9 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "tty": args.get("tty"),
         "max_seconds": max_seconds,
         "sandbox": use.used,
+        # the supervisor removes, once the whole tree has ended, what the process created
+        # that a run may never write (kept here, in .proctor/, out of the process's reach)
+        "sweep": None if sweep is None else sweep.to_json(),
     }
     (folder / "spec.json").write_text(json.dumps(spec_doc, sort_keys=True))
     _spawn(folder, {"env": launch_env, "secrets": delivered})

@@ -124,6 +124,7 @@ def describe(folder: Path) -> dict[str, Any]:
         "stopped": state.get("stopped"),
         "started_at": state.get("started_at"),
         "ended_at": None if alive else state.get("ended_at"),
+        "removed": [] if alive else list(state.get("removed", [])),
     }
 
 
@@ -201,6 +202,7 @@ def read_output(folder: Path, *, after: int, max_bytes: int) -> dict[str, Any]:
         "dropped_bytes": dropped,
         "running": info["running"],
         "exit_code": info["exit_code"],
+        "removed": info["removed"],
     }
 
 

@@ -17,6 +17,10 @@ it starts quickly and loads nothing of the workspace. It:
 - reads ``control`` (a FIFO) for ``write`` (stdin or the terminal, applied once per call id),
   ``resize`` (the terminal's rows and cols) and ``stop`` (SIGTERM to the whole tree, then
   SIGKILL after a grace period), and stops the program at its ``max_seconds`` the same way;
+- once the whole tree has ended, removes what the program created that a run may never write
+  (a new ``proctor.toml``, ``policies/``, a planted signing key: the sandbox's sweep, which
+  :mod:`proctor.runtime.tools.procs` keeps in ``spec.json``), and names it in ``state.json``
+  (``removed``);
 - records how it ended in ``state.json`` and says on stdout, once, whether the program started.
 """
 
@@ -241,6 +245,21 @@ class Supervisor:
         return code
 
 
+def _sweep(doc: Any) -> list[str]:
+    """Run the sandbox's sweep (every process of the tree has ended: nothing races it).
+
+    Loaded only now, from the proctor this file belongs to, so the supervisor still starts on
+    the standard library alone."""
+    if not isinstance(doc, dict):
+        return []
+    package_root = str(Path(__file__).resolve().parents[3])
+    if package_root not in sys.path:
+        sys.path.append(package_root)
+    from proctor.runtime.boundary.sandbox_paths import Sweep
+
+    return Sweep.from_json(doc).run()
+
+
 def main(folder_text: str) -> int:
     """Supervise the program described in ``<folder>/spec.json``."""
     folder = Path(folder_text)
@@ -269,12 +288,14 @@ def main(folder_text: str) -> int:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     code = supervisor.run()
+    removed = _sweep(spec.get("sweep"))
     supervisor.state(
         state="exited",
         started_at=started,
         ended_at=time.time(),
         exit_code=code,
         stopped=supervisor.stop_reason,
+        removed=removed,
     )
     os.close(lock)
     return 0

@@ -54,7 +54,7 @@ from proctor.runtime.boundary.sandbox import bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
 from proctor.runtime.tools.artifacts import artifact_store
 from proctor.runtime.tools.base import Access, Tool, ToolContext
-from proctor.runtime.tools.command import call_sandbox
+from proctor.runtime.tools.command import call_sandbox, session_environ
 from proctor.runtime.tools.fs import PATH_SCHEMA
 from proctor.runtime.tools.fsutil import read_bytes
 
@@ -113,7 +113,11 @@ def _launch(
     use = call_sandbox(ctx)
     if use.used == "bubblewrap" and use.bwrap is not None:
         spec, sweep = run_sandbox(
-            ctx.workspace, environ=os.environ, env=env, cwd=ctx.workspace.root, network=False
+            ctx.workspace,
+            environ=session_environ(ctx),
+            env=env,
+            cwd=ctx.workspace.root,
+            network=False,
         )
         if not write:  # the reach roots are bound read-only instead of read-write
             spec = replace(spec, writable=(), read_only=(*spec.writable, *spec.read_only))
