@@ -261,6 +261,31 @@ def test_an_authority_file_the_command_creates_is_removed_and_fails_the_call(ws:
     assert not key.exists()
 
 
+def test_no_journal_or_receipt_store_is_planted_beside_the_state_the_session_names(
+    ws: Path,
+) -> None:
+    # the run database, its receipts and audit log kept in the workspace but outside .proctor/:
+    # a rollback journal planted beside the store would be rolled into it by its next opener,
+    # and a receipt folder not made yet would be taken over by what the command put there
+    (ws / "data").mkdir()
+    db, receipts = ws / "data" / "runs.db", ws / "receipts"
+    write_probe(ws)
+    targets = [Path(f"{db}-journal"), receipts / "index.jsonl", ws / "data" / "notes.txt"]
+    ops = [x for t in targets for x in ("write", str(t))]
+    _skill(ws, [PY, "tools/attack.py", *ops])
+    s = _session(ws, PROCTOR_DATABASE_PATH=str(db), PROCTOR_RECEIPT_DIR=str(receipts))
+    env = s.run("attack", cwd=ws)
+    assert env.refusal is not None and env.refusal.code == "authority_file_created"
+    assert "runs.db-journal" in env.refusal.message
+    (call,) = call_records(s, env.run_id)
+    assert call.result["sandbox"]["used"] == "bubblewrap"
+    assert (ws / "data" / "notes.txt").read_text() == "planted"  # the control: data/ is writable
+    assert not Path(f"{db}-journal").exists()
+    # the receipt folder is proctor's: the run sealed into it, and nothing planted is there
+    assert env.receipt_id is not None and s.receipts.get(env.receipt_id) is not None
+    assert "planted" not in (receipts / "index.jsonl").read_text()
+
+
 def test_a_reach_root_is_writable_and_its_authority_files_are_not(ws: Path, tmp_path: Path) -> None:
     root = tmp_path / "repo"
     (root / "policies").mkdir(parents=True)

@@ -53,6 +53,11 @@ _SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-
 _SSH_HOST_KEYS = "/etc/ssh"
 _GIT_HOST_CODE = (".git/config", ".git/hooks")
 _DB_SIDE_FILES = ("", "-wal", "-shm", "-journal", "-checked")
+# Companions of the run database a process must not plant while they are absent: a rollback
+# journal (the store keeps its log in -wal, so a -journal is never proctor's, and the next
+# opener would roll a planted one into the database) and the quick-check mark. Never -wal or
+# -shm: another proctor may make those meanwhile, and removing them would lose its writes.
+_DB_PLANTABLE = ("-journal", "-checked")
 
 
 def _real(path: str | Path) -> Path | None:
@@ -251,9 +256,11 @@ def run_sandbox(
 ) -> tuple[SandboxSpec, Sweep]:
     """The spec of one process call in ``workspace`` (its roots included), and its sweep.
 
-    A proctor home that lies inside a writable root and does not exist yet is created (0700,
-    as proctor creates it), so it can be hidden: a process must not plant a signing key where
-    proctor would load one.
+    A proctor home or receipt folder that lies inside a writable root and does not exist yet is
+    created (0700, as proctor creates it), so it can be hidden: a process must not plant a
+    signing key where proctor would load one, nor a receipt store. A signing key, a rollback
+    journal or quick-check mark of the run database that is absent is swept if the process
+    creates it.
     """
     hidden, homes, proctor_homes = host_hidden(environ)
     writable = [
@@ -287,10 +294,18 @@ def run_sandbox(
         read_only += [root / rel for rel in _GIT_HOST_CODE]
     read_only += [workspace.root / rel for rel in sorted(workspace.authority_files)]
     keys = _unique(_settings(environ, "PROCTOR_SIGNING_KEY"))
-    for path in [*proctor_homes, *keys]:
+    keys += _unique(
+        db + suffix
+        for db in _settings(environ, "PROCTOR_DATABASE_PATH")
+        for suffix in _DB_PLANTABLE
+    )
+    folders = [*proctor_homes, *_unique(_settings(environ, "PROCTOR_RECEIPT_DIR"))]
+    for path in [*folders, *keys]:
         if not any(_inside(path, r) for r in writable) or os.path.lexists(path):
             continue
-        if path in proctor_homes:
+        if path in folders:
+            # created (as proctor creates them) so they can be hidden: a process must not
+            # plant a home with a key of its choosing, nor a receipt store
             with contextlib.suppress(OSError):
                 os.makedirs(path, mode=0o700, exist_ok=True)
         else:
