@@ -303,6 +303,34 @@ def test_a_reach_root_is_writable_and_its_authority_files_are_not(ws: Path, tmp_
     assert (root / "policies" / "p.yaml").read_text() == "rules: []\n"
 
 
+def test_the_packages_and_tool_config_deep_in_a_reach_root_are_not_written(
+    ws: Path, tmp_path: Path
+) -> None:
+    # another project the run reaches: its skill packages and a tool's code-running config
+    # below the top level grant authority there as in the workspace (fs.write refuses them)
+    root = tmp_path / "repo"
+    package = root / "skills" / "deploy"
+    package.mkdir(parents=True)
+    (package / "SKILL.md").write_text("---\nname: deploy\ndescription: d\n---\n")
+    (package / "run.yaml").write_text("minimum_proctor: 0.1.0\n")
+    (root / "app" / ".vscode").mkdir(parents=True)
+    (root / "app" / ".vscode" / "tasks.json").write_text("{}\n")
+    guarded = [package / "SKILL.md", package / "run.yaml", root / "app" / ".vscode" / "tasks.json"]
+    before = {p: _digest(p) for p in guarded}
+    write_probe(ws)
+    ops = [x for t in [*guarded, package / "notes.txt"] for x in ("write", str(t))]
+    inputs = "    inputs: {type: object, properties: {repo: {type: string, format: path}}}\n"
+    _skill(ws, [PY, "tools/attack.py", *ops], method=inputs)
+    s = _session(ws)
+    env = s.run("attack", inputs={"repo": str(root)}, authority=authority(reach="inputs"), cwd=ws)
+    assert env.outcome == "completed", env.refusal
+    report = result_json(env, ops)
+    assert report[str(package / "notes.txt")] == "done"  # the control: the package folder is
+    assert (package / "notes.txt").read_text() == "planted"  # writable, its definition is not
+    assert [report[str(p)] for p in guarded] == ["denied"] * 3
+    assert {p: _digest(p) for p in guarded} == before
+
+
 @pytest.fixture
 def listener() -> Iterator[socket.socket]:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

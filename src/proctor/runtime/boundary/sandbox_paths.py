@@ -8,7 +8,9 @@ process call from the run's workspace and the session's environment:
 - **read-only inside the writable roots**: every top-level entry a run may never write
   (:func:`proctor.core.paths.authority_reason`: ``policies/``, ``directives/``,
   ``proctor.toml`` ...), the same inside the top-level dot-folders (``.github/workflows`` and
-  the like), the skill packages' ``SKILL.md`` and ``run.yaml`` (``Workspace.authority_files``),
+  the like), the skill packages' ``SKILL.md`` and ``run.yaml`` (``Workspace.authority_files``;
+  in every other root, its packages and tool-config paths at any depth,
+  :func:`proctor.runtime.boundary.rules.discovered`),
   and the git settings that run programs on the host (``.git/config``, ``.git/hooks``);
 - **pinned**: every folder between a writable root and a path covered inside it is bound onto
   itself (still writable), so it cannot be renamed: moving a hidden home or a package's folder
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
 from proctor.core.paths import authority_reason, sensitive_reason
-from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP
+from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP, discovered
 from proctor.runtime.boundary.sandbox import SandboxSpec
 
 if TYPE_CHECKING:
@@ -292,6 +294,10 @@ def run_sandbox(
         # below the top level: hidden unless a read-only or hidden folder covers it already
         hidden += [root / rel for rel in _deep_sensitive(root) if rel.split("/")[0] not in covered]
         read_only += [root / rel for rel in _GIT_HOST_CODE]
+        if root != workspace.root:
+            # another project the run reaches: its packages and tools' code-running config
+            # at any depth, found as the workspace's own are (those come with its settings)
+            read_only += [root / rel for rel in sorted(discovered(root))]
     read_only += [workspace.root / rel for rel in sorted(workspace.authority_files)]
     keys = _unique(_settings(environ, "PROCTOR_SIGNING_KEY"))
     keys += _unique(
