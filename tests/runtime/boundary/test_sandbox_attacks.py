@@ -248,6 +248,39 @@ def test_nothing_outside_reach_nor_any_authority_file_is_written(ws: Path, tmp_p
             escape.unlink()
 
 
+def test_a_second_name_of_a_policy_or_a_key_gives_no_way_in(
+    ws: Path, tmp_path: Path, canary: str
+) -> None:
+    # hard links made before the run: a policy's other name in the workspace, and a key of a
+    # home outside it (hidden there) with another name inside, under node_modules for good
+    # measure (the sensitive-file walk skips it)
+    policy = ws / "policies" / "rules.yaml"
+    policy.parent.mkdir()
+    policy.write_text("rules: []\n")
+    (ws / "notes").mkdir()
+    os.link(policy, ws / "notes" / "rules.txt")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.json").write_text(json.dumps({"canary": canary}))
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    os.link(home / "config.json", ws / "node_modules" / "pkg" / "index.json")
+    (ws / "notes" / "plain.txt").write_text("fine")
+    ops = [
+        "write", str(ws / "notes" / "rules.txt"),
+        "read", str(ws / "node_modules" / "pkg" / "index.json"),
+        "write", str(ws / "notes" / "plain.txt"),
+    ]  # fmt: skip
+    _s, env, report = _probe_run(ws, *ops, PROCTOR_HOME=str(home))
+    assert report[str(ws / "notes" / "plain.txt")] == "done"  # the control
+    assert report[str(ws / "notes" / "rules.txt")] == "denied"
+    assert policy.read_text() == "rules: []\n"
+    assert report[str(ws / "node_modules" / "pkg" / "index.json")] in (
+        "denied",
+        hashlib.sha256(b"").hexdigest(),
+    )
+    assert canary not in json.dumps(env.to_json())
+
+
 def test_an_authority_file_the_command_creates_is_removed_and_fails_the_call(ws: Path) -> None:
     write_probe(ws)
     key = ws / "keys" / "signing_key.pem"  # named by PROCTOR_SIGNING_KEY, not there yet

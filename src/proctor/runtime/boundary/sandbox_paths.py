@@ -222,6 +222,66 @@ def _deep_sensitive(root: Path) -> list[str]:
     return found
 
 
+def _linked_files(covered: Iterable[Path]) -> set[tuple[int, int]]:
+    """The (device, inode) of every regular file with more than one name among ``covered``
+    and in the folders it holds (a folder's own files and one level below: policies, a home,
+    ``.proctor``; the artifact store's depths are not searched)."""
+    found: set[tuple[int, int]] = set()
+
+    def note(info: os.stat_result) -> None:
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            found.add((info.st_dev, info.st_ino))
+
+    for path in covered:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            note(info)
+            continue
+        for folder in [path, *_subfolders(path)]:
+            with contextlib.suppress(OSError), os.scandir(folder) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        note(entry.stat(follow_symlinks=False))
+    return found
+
+
+def _subfolders(path: Path) -> list[Path]:
+    try:
+        with os.scandir(path) as entries:
+            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _second_names(root: Path, linked: set[tuple[int, int]]) -> list[tuple[Path, tuple[int, int]]]:
+    """Every other name in ``root`` of a file in ``linked`` (a hard link made before the run
+    would otherwise let a process write a policy or read a key through it), by a walk bounded
+    like the others that skips nothing but symlinks."""
+    out: list[tuple[Path, tuple[int, int]]] = []
+    pending, visited = [root], 0
+    while pending and visited < WALK_MAX_DIRS:
+        folder = pending.pop()
+        visited += 1
+        depth = len(folder.relative_to(root).parts)
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth + 1 < WALK_MAX_DEPTH:
+                            pending.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        info = entry.stat(follow_symlinks=False)
+                        key = (info.st_dev, info.st_ino)
+                        if key in linked:
+                            out.append((Path(entry.path), key))
+        except OSError:
+            continue
+    return out
+
+
 def _remove(path: Path) -> None:
     with contextlib.suppress(OSError):
         if stat.S_ISDIR(os.lstat(path).st_mode):
@@ -321,6 +381,13 @@ def run_sandbox(
     spec_env = dict(env)
     if "TMPDIR" in spec_env:
         spec_env["TMPDIR"] = "/tmp"  # the host's may be read-only or hidden in here
+    # a file covered here that has another name in a writable root is covered there too
+    hidden_links = _linked_files(hidden)
+    ro_links = _linked_files(read_only) - hidden_links
+    if hidden_links or ro_links:
+        for root in writable:
+            for path, key in _second_names(root, hidden_links | ro_links):
+                (hidden if key in hidden_links else read_only).append(path)
     shown = [p for p in _unique(read_only) if not any(_inside(p, h) for h in hidden)]
     pins = _pins([*hidden, *shown, *sweep.absent], writable, [*hidden, *shown])
     spec = SandboxSpec(
