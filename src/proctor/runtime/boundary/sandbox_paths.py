@@ -222,10 +222,12 @@ def _deep_sensitive(root: Path) -> list[str]:
     return found
 
 
-def _linked_files(covered: Iterable[Path]) -> set[tuple[int, int]]:
+def _linked_files(covered: Iterable[Path], devices: set[int]) -> set[tuple[int, int]]:
     """The (device, inode) of every regular file with more than one name among ``covered``
     and in the folders it holds (a folder's own files and one level below: policies, a home,
-    ``.proctor``; the artifact store's depths are not searched)."""
+    ``.proctor``; the artifact store's depths are not searched). Only what lies on one of
+    ``devices`` (the writable roots' file systems) is looked at: a hard link never crosses
+    from one file system to another, so nothing elsewhere can have a name a process writes."""
     found: set[tuple[int, int]] = set()
 
     def note(info: os.stat_result) -> None:
@@ -236,6 +238,8 @@ def _linked_files(covered: Iterable[Path]) -> set[tuple[int, int]]:
         try:
             info = os.lstat(path)
         except OSError:
+            continue
+        if info.st_dev not in devices:
             continue
         if not stat.S_ISDIR(info.st_mode):
             note(info)
@@ -382,8 +386,12 @@ def run_sandbox(
     if "TMPDIR" in spec_env:
         spec_env["TMPDIR"] = "/tmp"  # the host's may be read-only or hidden in here
     # a file covered here that has another name in a writable root is covered there too
-    hidden_links = _linked_files(hidden)
-    ro_links = _linked_files(read_only) - hidden_links
+    devices = set()
+    for root in writable:
+        with contextlib.suppress(OSError):
+            devices.add(os.stat(root).st_dev)
+    hidden_links = _linked_files(hidden, devices)
+    ro_links = _linked_files(read_only, devices) - hidden_links
     if hidden_links or ro_links:
         for root in writable:
             for path, key in _second_names(root, hidden_links | ro_links):
