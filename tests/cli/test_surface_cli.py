@@ -91,6 +91,10 @@ JSON_COMMANDS = [
     ("history", "--json"),
     ("key", "show", "--json"),
     ("skill", "list", "--json"),
+    ("pending", "--json"),
+    ("process", "list", "--json"),
+    ("connector", "list", "--json"),
+    ("package", "skills/hello-world", "--json"),
 ]
 
 
