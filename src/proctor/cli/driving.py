@@ -26,7 +26,8 @@ EXIT_CODES = {
 EXIT_HELP = (
     "Exit codes: 0 completed; 1 failed, blocked, declined or superseded; 2 usage, parse or"
     " resume-document error; 3 configuration error; 10 paused (needs_approval or"
-    " needs_agent: answer with proctor resume); 130 stopped by SIGINT; 143 stopped by SIGTERM."
+    " needs_agent: answer with proctor resume; needs_credential: set the credential up and"
+    " run again); 130 stopped by SIGINT; 143 stopped by SIGTERM."
 )
 
 
