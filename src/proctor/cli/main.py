@@ -34,8 +34,20 @@ def main(argv: list[str] | None = None) -> Any:
     An error is ``error[code]: message`` on stderr; under ``--json`` it is also a
     ``proctor.error.v1`` object on stdout (code, message, exit code). An argument holding a NUL
     byte (which no process's command line can, but ``main(argv)`` can be given) is refused as a
-    usage error before any command reads it.
+    usage error before any command reads it. When the reader of standard output goes away
+    (``proctor history | head``) the command ends quietly with exit 1, as click ends one; what
+    it recorded before stays recorded.
     """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        if not _output_gone():
+            raise  # a pipe of proctor's own broke: a bug, shown as one
+        _quiet_output()
+        sys.exit(1)
+
+
+def _main(argv: list[str] | None) -> Any:
     from proctor.errors import ProctorError, UsageError
 
     as_json = _wants_json(argv)
@@ -72,6 +84,32 @@ def main(argv: list[str] | None = None) -> Any:
 
         print_error(exc, as_json=as_json)
         sys.exit(exc.exit_code)
+
+
+def _output_gone() -> bool:
+    """Whether standard output (or error) is a pipe whose reader has gone (``proctor run |
+    head``): its write end then polls with an error."""
+    import select
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poller = select.poll()
+            poller.register(stream.fileno(), select.POLLOUT)
+            if any(events & select.POLLERR for _fd, events in poller.poll(0)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _quiet_output() -> None:
+    """Point standard output and error at the null device, so the writes still buffered
+    there end without a second error when the process ends."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(null, stream.fileno())
+    os.close(null)
 
 
 def _end_when_done(command: Callable[[], Any]) -> NoReturn:
