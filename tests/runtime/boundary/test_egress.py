@@ -107,6 +107,8 @@ def test_literal_forms_are_refused_by_address(url: str, address: str) -> None:
             client.get(canonical_url(url))
         assert caught.value.details["kind"] == "address"
         assert caught.value.details["address"] == address
+        said = caught.value.message  # the address is not named twice in a row
+        assert f"{address} {address}" not in said and f"{address}] {address}" not in said, said
         assert server.connections == 0
 
 

@@ -115,9 +115,15 @@ class EgressTransport(httpx.BaseTransport):
         denial = check_address(address)
         if denial is None:
             return
-        via = "" if not isinstance(host, HostName) else f" resolves to {format_address(address)},"
+        literal = format_address(address)
+        if isinstance(host, HostName):
+            said = f"{shown} resolves to {literal}, and {denial.reason}"
+        elif shown.removeprefix("[").removesuffix("]") != literal:  # another spelling of it
+            said = f"{shown} is {literal}, and {denial.reason}"
+        else:
+            said = denial.reason  # it names the address itself
         raise _refuse(
-            f"egress refused: {shown}{via} {denial.reason}",
+            f"egress refused: {said}",
             host=shown,
             kind="address",
             **denial.to_dict(),
