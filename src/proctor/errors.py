@@ -26,6 +26,7 @@ __all__ = [
     "RefusedCall",
     "ResumeRefused",
     "StoreError",
+    "SubmissionRefused",
     "ToolFailed",
     "UsageError",
 ]
@@ -217,6 +218,13 @@ class ResumeRefused(ProctorError):
     """A resume document was refused as a whole; nothing was changed."""
 
     code = "resume_refused"
+    exit_code = 2
+
+
+class SubmissionRefused(ProctorError):
+    """A submission read from the shared work queue does not fit its contract; nothing ran."""
+
+    code = "submission_invalid"
     exit_code = 2
 
 

@@ -6,7 +6,6 @@ need ``PROCTOR_DATABASE_URL`` (the queue lives in that database) and print what 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -39,12 +38,24 @@ def _queue(session: Any) -> Any:
 
 
 def submit_start(session: Any, ref: str, body: dict[str, Any], as_json: bool) -> None:
-    """Queue a start of ``ref`` under a new run id, and print it."""
+    """Queue a start of ``ref`` under a new run id, and print it.
+
+    Raises:
+        SubmissionRefused: the body does not fit the contract a worker reads it by
+            (:mod:`proctor.contracts.submission`), or names a folder outside the workspace
+            (``submission_outside_workspace``); nothing is queued.
+    """
+    from proctor.contracts.submission import make_body
+    from proctor.runtime.fleet.daemon import confined_cwd
+
     run_id = uuid.uuid4().hex
     cwd = os.path.relpath(Path.cwd(), session.workspace.root)
     if cwd.startswith(".."):
         cwd = "."
-    sid = _queue(session).submit("start", run_id, {"ref": ref, "cwd": cwd, **body})
+    start = {"ref": ref, "cwd": cwd, **body}
+    make_body("start", start)  # the shape first: a path check of a malformed ref is moot
+    confined_cwd(session.workspace.root, cwd, ref)
+    sid = _queue(session).submit("start", run_id, start)
     _print_submitted(run_id, sid, as_json)
 
 
@@ -55,7 +66,10 @@ def submit_resume(session: Any, run_id: str, data: bytes, as_json: bool) -> None
     parse_resume_document(data)  # a document that cannot parse is refused here, not queued
     if session.store.get_run(run_id) is None:
         raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
-    document = json.loads(data)
+    from proctor.contracts import json_strict
+
+    # read as it parsed (a byte-order mark allowed), to be queued as one object
+    document = json_strict.loads(data, source="the resume document")
     sid = _queue(session).submit("resume", run_id, {"document": document})
     _print_submitted(run_id, sid, as_json)
 

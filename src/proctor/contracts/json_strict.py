@@ -89,15 +89,15 @@ def _brackets(text: str) -> str:
     return _STRINGS.sub("", text)
 
 
-def _too_deep_text(text: str) -> bool:
-    """Whether ``text``, read as JSON from its start, nests deeper than :data:`MAX_DEPTH`.
+def _too_deep_text(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``text``, read as JSON from its start, nests deeper than ``limit``.
 
     Brackets inside strings do not count. For text that is not JSON the answer covers what a
     JSON parser would descend before it fails.
     """
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
+    if text.count("[") + text.count("{") <= limit:
         return False
-    return max(accumulate(map(_STEP.__getitem__, _brackets(text))), default=0) > MAX_DEPTH
+    return max(accumulate(map(_STEP.__getitem__, _brackets(text))), default=0) > limit
 
 
 def open_depth(text: str) -> int:
@@ -115,9 +115,9 @@ def _text(data: bytes | str, source: str) -> str:
         raise ParseError(f"not UTF-8 (byte {exc.start})", file=source, code="not_utf8") from None
 
 
-def _too_deep(source: str) -> ParseError:
+def _too_deep(source: str, limit: int = MAX_DEPTH) -> ParseError:
     return ParseError(
-        f"nests arrays and objects deeper than {MAX_DEPTH} levels",
+        f"nests arrays and objects deeper than {limit} levels",
         file=source,
         code="too_deep",
     )
@@ -149,21 +149,24 @@ def _decode(text: str, source: str, start: int | None) -> tuple[Any, int]:
         ) from None
 
 
-def loads(data: bytes | str, *, source: str = "document") -> Any:
+def loads(data: bytes | str, *, source: str = "document", limit: int = MAX_DEPTH) -> Any:
     """Read exactly one strict JSON value from ``data`` (bytes are UTF-8, a BOM allowed).
+
+    ``limit`` is the deepest nesting accepted; an envelope around boundary documents (a queued
+    submission holding an ``--inputs`` document) takes one level more than its contents.
 
     Raises:
         ParseError: ``not_utf8``, ``not_json`` (with line and column when known),
             ``duplicate_key`` or ``too_deep``; the message never repeats the content.
     """
     text = _text(data, source)
-    if _too_deep_text(text):
-        raise _too_deep(source)
+    if _too_deep_text(text, limit):
+        raise _too_deep(source, limit)
     value, _ = _decode(text, source, None)
     # Only an escape can make an unpaired surrogate; most documents hold none, so the walk is
     # skipped unless the text has one that could be.
     if "\\" in text and _SURROGATE_ESCAPE.search(text):  # one character: a memchr
-        check_value(value, source=source)
+        check_value(value, source=source, limit=limit)
     return value
 
 
@@ -225,7 +228,7 @@ def check_value(value: Any, *, source: str = "document", limit: int = MAX_DEPTH)
             continue
         depth += 1
         if depth > limit:
-            raise _too_deep(source)
+            raise _too_deep(source, limit)
         stack.extend(
             (child, depth) for child in children if isinstance(child, str | dict | list | tuple)
         )

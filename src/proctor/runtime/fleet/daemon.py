@@ -12,18 +12,28 @@ is (a bad document, a missing skill, a sealed run) it is ``failed`` with the ref
 submission's takes stay under :data:`.queue.MAX_ATTEMPTS` plus :data:`.queue.MAX_DEATHS`. A
 stop (SIGTERM) lets each slot finish its current call; the run then waits, and goes back to the
 queue as ``resume {}`` for any worker to continue.
+
+A row that does not fit the submission contract (anyone with access to the database can write
+one) is ``failed`` with the refusal's code (``submission_invalid``, ``submission_too_large``,
+``too_deep``, ``duplicate_key``) before anything runs; so is a ``start`` whose ``cwd`` or local
+skill folder is outside the workspace this worker serves (``submission_outside_workspace``).
+An unexpected error while driving one submission (a bug) fails that submission as
+``worker_error``, naming the error's type and where it was raised, and the slot goes on.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import threading
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor.errors import ProctorError
+from proctor.contracts.submission import ResumeBody
+from proctor.errors import ProctorError, SubmissionRefused
 from proctor.runtime.engine.host import RunInterrupted
 from proctor.runtime.engine.lease import lease_ttl
 from proctor.runtime.engine.session import Session
@@ -31,11 +41,12 @@ from proctor.runtime.fleet.queue import (
     HEARTBEAT_SECONDS,
     MAX_ATTEMPTS,
     MAX_DEATHS,
+    Refused,
     Submission,
     WorkQueue,
 )
 
-__all__ = ["Worker", "worker_id"]
+__all__ = ["Worker", "confined_cwd", "worker_id"]
 
 _RETRIED = {"run_busy", "store_unreachable", "store_error"}
 """Refusals that say "not now" rather than "never": the submission is retried later."""
@@ -43,8 +54,6 @@ _RETRIED = {"run_busy", "store_unreachable", "store_error"}
 
 def worker_id() -> str:
     """This worker's identity: ``host|pid-like nonce``."""
-    import os
-
     return f"{socket.gethostname()}|{os.getpid()}|{secrets.token_hex(4)}"
 
 
@@ -128,15 +137,52 @@ class Worker:
 
     def _slot(self, n: int) -> None:
         while not self.stop.is_set():
+            work: Submission | Refused | None = None
             try:
                 work = self.queue.take(self.id)
-            except ProctorError as exc:
-                self.log(f"cannot take work: {exc.message}")
-                work = None
+                if isinstance(work, Refused):
+                    self._settle(work.id, "failed", work.error)
+                elif work is not None:
+                    self._drive(n, work)
+            except Exception as exc:  # one submission's bug never ends the slot
+                self._unexpected(work, exc)
             if work is None:
                 self.stop.wait(self.poll_seconds)
-                continue
-            self._drive(n, work)
+
+    def _settle(self, submission_id: int, state: str, error: ProctorError) -> None:
+        """Record a submission's end with the error's code; logged by submission id only
+        (a refused row's kind and run id are whatever its writer put there)."""
+        self.queue.finish(submission_id, state, f"{error.code}: {error.message}")
+        self.log(f"submission {submission_id}: {state} ({error.code})")
+
+    def _unexpected(self, work: Submission | Refused | None, exc: Exception) -> None:
+        """A bug met while taking or driving ``work``: record it as that submission's failure
+        (its type and where it was raised, never its message: it may quote a value) and go on.
+        A submission that cannot be recorded stays taken and goes back to the queue when this
+        worker leaves."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        what = f"unexpected {type(exc).__name__}{where} (a bug in proctor)"
+        if isinstance(exc, ProctorError):
+            what = f"{exc.code}: {exc.message}"
+        if work is None:
+            self.log(f"cannot take work: {what}")
+            return
+        try:
+            if isinstance(exc, ProctorError) and exc.code in _RETRIED:
+                # the store failed while settling the work: drive it again later (a start of
+                # a run that exists resumes it), as any "not now" is
+                self.queue.retry_later(work.id, 1.0, exc.code)
+                self.log(f"submission {work.id}: {exc.code}, retried later")
+                return
+            self.queue.finish(work.id, "failed", f"worker_error: {what}")
+        except Exception as again:  # the store is down too: say so and go on
+            self.log(
+                f"submission {work.id}: {what}; could not be recorded"
+                f" ({type(again).__name__}), it stays taken until this worker leaves"
+            )
+            return
+        self.log(f"submission {work.id}: failed (worker_error: {what})")
 
     def _drive(self, n: int, work: Submission) -> None:
         session = Session(
@@ -168,25 +214,55 @@ class Worker:
 
     def _start_or_resume(self, session: Session, work: Submission) -> Any:
         body = work.body
-        if work.kind == "start":
-            if session.store.get_run(work.run_id) is not None:  # started before a crash
-                return session.resume(work.run_id, {}, stop=self.stop)
-            from proctor.core.authority import default_authority, parse_authority
+        if isinstance(body, ResumeBody):
+            return session.resume(work.run_id, body.document, stop=self.stop)
+        if session.store.get_run(work.run_id) is not None:  # started before a crash
+            return session.resume(work.run_id, {}, stop=self.stop)
+        from proctor.core.authority import default_authority, parse_authority
+        from proctor.parser.inputs import check_cli_pairs
 
-            stated = body.get("authority")
-            authority = (
-                None
-                if stated is None
-                else parse_authority(stated, base=default_authority(managed=False))
+        check_cli_pairs(body.cli_inputs, with_document=body.inputs is not None)
+        authority = (
+            None
+            if body.authority is None
+            else parse_authority(body.authority, base=default_authority(managed=False))
+        )
+        return session.run(
+            body.ref,
+            inputs=body.inputs,
+            cli_inputs=list(body.cli_inputs),
+            authority=authority,
+            cwd=confined_cwd(self.workspace.root, body.cwd, body.ref),
+            stop=self.stop,
+            profile=body.profile,
+        )
+
+
+def confined_cwd(root: Path, cwd_given: str, ref: str) -> Path:
+    """The folder ``ref`` starts from (``cwd_given``, relative to the workspace at ``root``),
+    once both it and the local skill folder ``ref`` names are inside that workspace (symbolic
+    links followed).
+
+    Core skills and installed packages are found by name, not from the folder.
+
+    Raises:
+        SubmissionRefused: ``submission_outside_workspace``.
+    """
+    from proctor.runtime.packages.resolve import is_named_ref
+
+    base = Path(os.path.realpath(root))
+    cwd = Path(os.path.realpath(base / cwd_given))
+    if not cwd.is_relative_to(base):
+        raise SubmissionRefused(
+            "the submission's cwd is outside the workspace this worker serves",
+            code="submission_outside_workspace",
+        )
+    if not is_named_ref(ref):
+        folder = Path(os.path.realpath(cwd / ref.partition("#")[0]))
+        if not folder.is_relative_to(base):
+            raise SubmissionRefused(
+                "the submission's skill reference names a folder outside the workspace this"
+                " worker serves",
+                code="submission_outside_workspace",
             )
-            root = self.workspace.root
-            return session.run(
-                str(body["ref"]),
-                inputs=body.get("inputs"),
-                cli_inputs=list(body.get("cli_inputs") or []),
-                authority=authority,
-                cwd=Path(root, str(body.get("cwd") or ".")),
-                stop=self.stop,
-                profile=body.get("profile"),
-            )
-        return session.resume(work.run_id, body.get("document") or {}, stop=self.stop)
+    return cwd

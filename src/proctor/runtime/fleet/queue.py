@@ -13,14 +13,29 @@ A worker writes a heartbeat every :data:`HEARTBEAT_SECONDS`; one silent for
 held by the dead worker, is taken over then. A worker's death is not the work's failure, so
 only :data:`MAX_DEATHS` deaths (a run that kills every worker that drives it) fail it;
 :data:`MAX_ATTEMPTS` bounds the retries of work that was refused "not now".
+
+Anyone who can write to the database can write a row, so a taken row is read by the strict
+contract of :mod:`proctor.contracts.submission` (a body over its cap is not even fetched): one
+that does not fit comes back as :class:`Refused`, for the worker to settle ``failed`` with the
+refusal's code, never driven and never retried.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from proctor.contracts.submission import (
+    MAX_BODY_BYTES,
+    ResumeBody,
+    StartBody,
+    dump_body,
+    make_body,
+    read_body,
+)
 from proctor.contracts.values import dataclass
+from proctor.errors import SubmissionRefused
 from proctor.runtime.records.postgres import PostgresRunStore
 
 __all__ = [
@@ -28,6 +43,7 @@ __all__ = [
     "HEARTBEAT_SECONDS",
     "MAX_ATTEMPTS",
     "MAX_DEATHS",
+    "Refused",
     "Submission",
     "WorkQueue",
 ]
@@ -42,13 +58,23 @@ _CONTINUE = json.dumps({"document": {}})
 
 @dataclass(frozen=True)
 class Submission:
-    """One queued piece of work."""
+    """One queued piece of work, its body read by its contract."""
 
     id: int
     kind: str
     run_id: str
-    body: dict[str, Any]
+    body: StartBody | ResumeBody
     attempts: int
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A taken row whose kind, run id or body does not fit the contract: ``error`` says why."""
+
+    id: int
+    kind: str
+    run_id: str
+    error: SubmissionRefused
 
 
 class WorkQueue:
@@ -62,17 +88,26 @@ class WorkQueue:
 
     # -- submissions ------------------------------------------------------------------------
 
-    def submit(self, kind: str, run_id: str, body: dict[str, Any], *, delay: float = 0) -> int:
-        """Queue work (due after ``delay`` seconds); returns its id."""
+    def submit(self, kind: str, run_id: str, body: Mapping[str, Any], *, delay: float = 0) -> int:
+        """Queue work (due after ``delay`` seconds); returns its id. The body is held to the
+        contract a worker reads it by, so what a worker would refuse is never queued.
+
+        Raises:
+            SubmissionRefused: as :func:`proctor.contracts.submission.make_body` and
+                :func:`~proctor.contracts.submission.dump_body` (nothing is queued).
+        """
+        text = dump_body(make_body(kind, body))
         rows = self._rows(
             "INSERT INTO submissions (kind, run_id, body, due_at)"
             f" VALUES (%s, %s, %s, {_NOW} + %s) RETURNING id",
-            (kind, run_id, json.dumps(body, sort_keys=True), delay),
+            (kind, run_id, text, delay),
         )
         return int(rows[0][0])
 
-    def take(self, worker_id: str) -> Submission | None:
-        """The oldest due submission, now taken by ``worker_id``; ``None`` when none is due.
+    def take(self, worker_id: str) -> Submission | Refused | None:
+        """The oldest due submission, now taken by ``worker_id``; ``None`` when none is due;
+        :class:`Refused` when the row does not fit the contract (still taken: the caller
+        settles it).
 
         Work on a run another submission of the same run holds is left for later, so one run
         is never driven by two workers at once from the queue.
@@ -83,13 +118,18 @@ class WorkQueue:
             f" AND s.due_at <= {_NOW} AND NOT EXISTS (SELECT 1 FROM submissions t"
             " WHERE t.run_id = s.run_id AND t.state = 'taken')"
             " ORDER BY s.due_at, s.id FOR UPDATE SKIP LOCKED LIMIT 1)"
-            " RETURNING id, kind, run_id, body, attempts",
-            (worker_id,),
+            " RETURNING id, kind, run_id,"
+            " CASE WHEN octet_length(body) <= %s THEN body END, octet_length(body), attempts",
+            (worker_id, MAX_BODY_BYTES),
         )
         if not rows:
             return None
-        row = rows[0]
-        return Submission(int(row[0]), str(row[1]), str(row[2]), json.loads(row[3]), int(row[4]))
+        sid, kind, run_id, text, size, attempts = rows[0]
+        try:
+            body = read_body(kind, run_id, text, int(size))
+        except SubmissionRefused as exc:
+            return Refused(int(sid), str(kind), str(run_id), exc)
+        return Submission(int(sid), str(kind), str(run_id), body, int(attempts))
 
     def finish(self, submission_id: int, state: str, note: str = "") -> None:
         """Mark a taken submission ``done`` or ``failed`` (with a note naming why)."""
