@@ -134,3 +134,18 @@ def test_a_damaged_run_store_fails_the_check_and_is_left_as_it_is(tmp_path: Path
     assert not check["passed"]
     assert [f["code"] for f in check["findings"]] == ["store_corrupt"]
     assert path.read_bytes() == bytes(data)
+
+
+def test_a_skill_that_does_not_parse_is_reported_once_not_again_as_a_connector_problem(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    package = root / "skills" / "broken"
+    package.mkdir(parents=True)
+    (package / "SKILL.md").write_text("---\nname: broken\ndescription: B.\n---\n", "utf-8")
+    (package / "run.yaml").write_text("minimum_proctor: 0.1.0\nmethods: [1]\n", "utf-8")
+    checks = _checks(root)
+    assert checks["parse/skills"]["passed"] is False
+    assert len(checks["parse/skills"]["findings"]) == 1
+    # no connector is declared: no connectors check, and never the skill's error again there
+    assert "parse/connectors" not in checks, checks.get("parse/connectors")

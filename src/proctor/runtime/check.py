@@ -286,10 +286,13 @@ def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[
         try:
             found = find_connectors(root, folder, label)
             names.update(f"{n}:{c.source}" for n, c in found.items())
-            package = build_package(label, read_package(folder, label)[0])
         except ProctorError as exc:
             findings.append({"code": exc.code, "message": exc.message, "path": label})
             continue
+        try:
+            package = build_package(label, read_package(folder, label)[0])
+        except ProctorError:
+            continue  # the package's own problem: the skills check reports it, once
         ops = {f"{n}/{op}" for n, c in found.items() for op in c.connector.operations}
         methods = package.profile.methods if package.profile is not None else {}
         for mname, method in methods.items():
