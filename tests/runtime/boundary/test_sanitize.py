@@ -444,3 +444,28 @@ def test_scrub_value_keys_cycles_and_plain_fast_path() -> None:
     assert token not in json.dumps(safe) and safe["[REDACTED:github_token]"] == 1
     assert safe["nested"][0] == value["nested"][0] and safe["nested"][1] == ["x", "[CYCLE]"]
     assert paths == ["$.<key>", "$.pwd"]
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("PWD=/work/ws", True),  # what env prints inside a sandboxed command
+        ("OLDPWD=/tmp", True),
+        ("HOME=/root\nPWD=/srv/app\n", True),
+        ("PWD=hunter2hunter2", False),  # not a path: a password
+        ("pwd=/etc/x", False),  # only the shell's own spelling
+        ("DB_PWD=/etc/x", False),
+        ("OLDPWD='hunter2'", False),
+    ],
+)
+def test_the_shells_working_directory_is_not_taken_for_a_password(text: str, kept: bool) -> None:
+    assert (scrub_text(text) == text) is kept, scrub_text(text)
+
+
+def test_the_shells_working_directory_as_a_key_keeps_a_path_only() -> None:
+    safe = scrub_value({"PWD": "/w", "OLDPWD": "hunter2", "pwd": "/w"})[0]
+    assert safe == {
+        "PWD": "/w",
+        "OLDPWD": "[REDACTED:secret_field]",
+        "pwd": "[REDACTED:secret_field]",
+    }

@@ -21,7 +21,15 @@ from typing import Any, TypeAlias
 
 from proctor.contracts import values as dataclasses
 
-__all__ = ["KINDS", "SAFE_FORM", "SAFE_FORM_MAX", "detect", "is_secret_name", "marker"]
+__all__ = [
+    "KINDS",
+    "SAFE_FORM",
+    "SAFE_FORM_MAX",
+    "detect",
+    "is_secret_name",
+    "is_shell_directory",
+    "marker",
+]
 
 
 def marker(kind: str) -> str:
@@ -83,6 +91,21 @@ def is_secret_name(name: str) -> bool:
     if joined in _STRONG:
         return True
     return last in ("key", "keys") and len(parts) > 1 and parts[-2] in _KEY_PREFIXES
+
+
+_SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
+_PLAIN_PATH = re.compile(r"/[^\s'\"]*")
+
+
+def is_shell_directory(name: str, value: object) -> bool:
+    """Whether ``name = value`` is the shell's working-directory variable (``PWD`` or
+    ``OLDPWD``, spelled so) holding an absolute path, as ``env`` prints it: ``pwd`` names a
+    password in every other case (``pwd``, ``db_pwd``, ``PWD=hunter2``)."""
+    return (
+        name in _SHELL_DIRECTORIES
+        and isinstance(value, str)
+        and _PLAIN_PATH.fullmatch(value) is not None
+    )
 
 
 # --------------------------------------------------------------------------- shapes
@@ -267,6 +290,8 @@ def _assignment_repl(m: re.Match[str], own: bytearray | None = None, at: int = 0
     group = "qv" if m.group("qv") is not None else "v"
     value = m.group(group)
     if "[REDACTED:" in value or _ALLOWLIST in _line_of(m.string, m.start()):
+        return m.group(0)
+    if is_shell_directory(m.group("name"), value):
         return m.group(0)
     if own is not None and all(own[at + m.start(group) : at + m.end(group)]):
         return m.group(0)  # the "value" is proctor's own words (see detect)

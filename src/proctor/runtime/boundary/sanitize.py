@@ -53,6 +53,7 @@ from proctor.runtime.boundary.detect import (
     SAFE_FORM_MAX,
     detect,
     is_secret_name,
+    is_shell_directory,
     marker,
 )
 from proctor.runtime.boundary.echoes import (
@@ -426,7 +427,7 @@ class _Walker:
             safe_key = scrub_text(key, taint)
             if safe_key != key:
                 self.redacted.append((path, "", _KEY_ITSELF))
-            if is_secret_name(key) and not _empty(item):
+            if is_secret_name(key) and not _empty(item) and not is_shell_directory(key, item):
                 out[safe_key] = marker("secret_field")
                 self.redacted.append((path, safe_key, _KEY))
             elif item is None or type(item) is int or type(item) is bool:
