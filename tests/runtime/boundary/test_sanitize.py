@@ -455,7 +455,7 @@ def test_scrub_value_keys_cycles_and_plain_fast_path() -> None:
         ("PWD=hunter2hunter2", False),  # not a path: a password
         ("pwd=/etc/x", False),  # only the shell's own spelling
         ("DB_PWD=/etc/x", False),
-        ("OLDPWD='hunter2'", False),
+        ("PWD='hunter2'", False),
     ],
 )
 def test_the_shells_working_directory_is_not_taken_for_a_password(text: str, kept: bool) -> None:
@@ -463,9 +463,9 @@ def test_the_shells_working_directory_is_not_taken_for_a_password(text: str, kep
 
 
 def test_the_shells_working_directory_as_a_key_keeps_a_path_only() -> None:
-    safe = scrub_value({"PWD": "/w", "OLDPWD": "hunter2", "pwd": "/w"})[0]
+    safe = scrub_value({"PWD": "/w", "PWD_": "hunter2", "pwd": "/w"})[0]
     assert safe == {
         "PWD": "/w",
-        "OLDPWD": "[REDACTED:secret_field]",
+        "PWD_": "[REDACTED:secret_field]",
         "pwd": "[REDACTED:secret_field]",
     }
