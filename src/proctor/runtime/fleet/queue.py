@@ -216,7 +216,9 @@ class WorkQueue:
         the same ``start`` otherwise; ``failed`` after :data:`MAX_DEATHS`); forget the dead
         workers; queue ``resume {}`` for stranded runs (``running``, no live lease, no work
         queued or taken: a driver died with no submission left to give back, a person's
-        ``proctor run`` killed included). Returns how many went back."""
+        ``proctor run`` killed included), unless :data:`MAX_ATTEMPTS` of its submissions
+        have failed already (a run a bug strands every time it is driven is left for a person
+        to resume, not queued again every heartbeat). Returns how many went back."""
         with self.store.transaction():
             dead = [
                 str(r[0])
@@ -252,7 +254,9 @@ class WorkQueue:
                 " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
                 f" AND l.expires_at > {_NOW}) AND NOT EXISTS (SELECT 1 FROM submissions s"
                 " WHERE s.run_id = r.run_id AND s.state IN ('queued', 'taken'))"
+                " AND (SELECT count(*) FROM submissions f WHERE f.run_id = r.run_id"
+                " AND f.state = 'failed') < %s"
                 " LIMIT 100 RETURNING id",
-                (_CONTINUE,),
+                (_CONTINUE, MAX_ATTEMPTS),
             )
         return len(taken) + len(stranded)
