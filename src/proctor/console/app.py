@@ -2,7 +2,8 @@
 
 Rules every route keeps:
 
-- a GET never changes anything (it reads the run store and renders);
+- a GET never changes anything (it reads the run store and renders); a HEAD is answered as
+  its GET, without the body, and a route that changes state refuses it (405);
 - every POST carries the CSRF token of the signed-in session (sign-in: of the sign-in form's
   cookie), compared in constant time; a POST without it is refused ``csrf_invalid`` with
   nothing recorded;
@@ -45,6 +46,7 @@ LOGIN_COOKIE = "proctor_login_csrf"
 FORM_MAX = 64 * 1024
 FORM_TYPE = "application/x-www-form-urlencoded"
 CURSOR_MAX = 2**63 - 1
+_READS = ("GET", "HEAD")  # starlette routes a GET page's HEAD to it; neither changes anything
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self';"
@@ -124,7 +126,9 @@ def build_app(config: ConsoleConfig) -> Starlette:
         async def handler(request: Request) -> Response:
             person = signed_in(request)
             if person is None:
-                if request.method != "GET":
+                # a page (GET, and HEAD: the same answer without its body) sends the person
+                # to sign in; a POST is refused, nothing recorded
+                if request.method not in _READS:
                     return refused(None, "signed_out", "sign in first; nothing was recorded")
                 target = quote(request.url.path, safe="/")
                 return RedirectResponse(f"/login?next={target}", 303, headers=HEADERS)
