@@ -171,6 +171,33 @@ def test_decline_with_digest_seals_declined_and_leaves_the_file(ws: Ws) -> None:
     assert ws.proctor("pending", "--json").json()["requests"] == []
 
 
+def test_a_decline_after_the_page_changed_seals_declined_and_names_who(ws: Ws) -> None:
+    env = _paused(ws)
+    (ws.root / "page.txt").write_text("changed by someone\n")  # the write is stale now
+    digest = env["requests"][0]["request_digest"]
+    out = ws.proctor("decline", env["run_id"], "--yes", "--digest", digest, "--json")
+    assert out.code == 1, out.stderr
+    doc = out.json()
+    assert doc["outcome"] == "declined" and doc["refusal"]["code"] == "approval_declined"
+    assert f"os:{_user()}" in doc["refusal"]["message"]
+    assert (ws.root / "page.txt").read_text() == "changed by someone\n"
+    [refused] = [e for e in _audit(ws) if e["event"] == "call_refused"]
+    assert refused["code"] == "approval_declined" and refused["decided_by"] == f"os:{_user()}"
+    codes = {v["code"] for v in _receipt_verdicts(ws) if v["rule_id"] == "decision:put"}
+    assert codes == {f"decided_by:os:{_user()}"}
+
+
+def test_an_approval_after_the_page_changed_is_refused_and_writes_nothing(ws: Ws) -> None:
+    env = _paused(ws)
+    (ws.root / "page.txt").write_text("changed by someone\n")
+    digest = env["requests"][0]["request_digest"]
+    out = ws.proctor("approve", env["run_id"], "--yes", "--digest", digest, "--json")
+    assert out.code == 1, out.stderr
+    assert out.json()["outcome"] == "blocked"
+    assert out.json()["refusal"]["code"] == "stale_digest"
+    assert (ws.root / "page.txt").read_text() == "changed by someone\n"
+
+
 def test_a_question_shows_its_prompt_and_choices_and_takes_an_answer(ws: Ws) -> None:
     out = ws.proctor("run", "pages#pick", "--json")
     assert out.code == 10, out.stderr

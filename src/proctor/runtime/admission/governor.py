@@ -223,6 +223,10 @@ class Governor:
                 f"arguments of '{tool.name}' do not fit its schema: {problem}",
                 code="schema_invalid",
             )
+        # A person's decline is applied before anything reads the world (containment,
+        # policy, the idempotency record, the floor's preview): a call that went stale while
+        # the run waited is still the call the person declined, and is never re-checked or sent.
+        self._declined(spec, tool, outcome)
         # 3. containment
         # each path as containment resolved it, reused by the handler of this call, with the
         # bytes of each file it read whole (the handler's read of it, then, opens nothing)
@@ -273,14 +277,52 @@ class Governor:
             self.receipt_budget.reserve(1)
         return args, resolved, seen
 
+    def _asks(self, tool: Tool) -> bool:
+        """Whether the floor may ask a person about a call of ``tool`` in this run."""
+        if approval_required(tool):
+            return True
+        return tool.effect in CHANGING_EFFECTS and self.authority.effects != "allow"
+
+    def _declined(self, spec: CallSpec, tool: Tool, outcome: CallOutcome) -> None:
+        """Refuse the call when a person declined it: the approval request at its address,
+        asked for this tool with these exact arguments, carries a decline.
+
+        Raises:
+            RefusedCall: ``approval_declined``, naming who declined (``details.decided_by``,
+                ``None`` for a document piped to resume) and the address.
+        """
+        if not self._asks(tool):
+            return
+        address = spec.address or spec.step_id or outcome.call_id
+        for request in self.store.requests(self.run_id):
+            body = request.body
+            if (
+                request.address != address
+                or request.kind != "approval"
+                or body.get("tool") != tool.name
+                or body.get("args_digest") != outcome.args_digest
+                or request.decision is None
+                or request.decision.get("approved") is not False
+            ):
+                continue
+            who = request.decision.get("decided_by")
+            by = f"a person ({who})" if isinstance(who, str) else "a person"
+            raise RefusedCall(
+                f"{by} declined '{tool.name}' at {address}; nothing was sent",
+                code="approval_declined",
+                details={
+                    "address": address,
+                    "request_digest": request.request_digest,
+                    "decided_by": who if isinstance(who, str) else None,
+                },
+            )
+
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
     ) -> None:
-        required = approval_required(tool)
-        if not required and (
-            tool.effect not in CHANGING_EFFECTS or self.authority.effects == "allow"
-        ):
+        if not self._asks(tool):
             return
+        required = approval_required(tool)
         if self.authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
             verdict = decide(self.authority, _bare_change(tool))
             raise RefusedCall(verdict.reason, code="effects_none")
@@ -289,11 +331,18 @@ class Governor:
         change, payload = preview(self.workspace, tool, args)
         address = spec.address or spec.step_id or outcome.call_id
         body = approval_request_body(
-            self.workspace, address=address, tool=tool.name, reason=spec.reason, payload=payload
+            self.workspace,
+            address=address,
+            tool=tool.name,
+            reason=spec.reason,
+            payload=payload,
+            args_digest=outcome.args_digest,
         )
         request_digest = digest(body)
         decision = self._decision(address, request_digest)
         if decision is not None and decision.get("approved") is False:
+            # _declined applies every decline bound to this call before containment; a
+            # decision is never taken for an approval it is not
             raise RefusedCall(
                 f"a person declined '{tool.name}' at {address}", code="approval_declined"
             )
@@ -469,6 +518,11 @@ class Governor:
         if self._refusal_receipt():
             self._record_refusal(spec, outcome, error)
         self.history.append({"tool": spec.tool, "args": dict(spec.args), "outcome": "refused"})
+        details = error.get("details") or {}
+        # a decline names who declined (null for a document piped to resume)
+        decider: dict[str, Any] = {}
+        if "decided_by" in details:
+            decider["decided_by"] = details["decided_by"]
         self.audit.emit(
             "call_refused",
             run_id=self.run_id,
@@ -479,8 +533,9 @@ class Governor:
             step=spec.step_id,
             code=error.get("code"),
             message=error.get("message"),
-            rule_id=(error.get("details") or {}).get("rule_id"),
+            rule_id=details.get("rule_id"),
             args_digest=outcome.args_digest,
+            **decider,
         )
         return outcome
 

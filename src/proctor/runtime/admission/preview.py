@@ -129,9 +129,20 @@ def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, di
 
 
 def approval_request_body(
-    ws: Workspace, *, address: str, tool: str, reason: str, payload: dict[str, Any]
+    ws: Workspace,
+    *,
+    address: str,
+    tool: str,
+    reason: str,
+    payload: dict[str, Any],
+    args_digest: str,
 ) -> dict[str, Any]:
-    """The approval request's body; a payload over 64 KiB goes to an artifact by digest."""
+    """The approval request's body; a payload over 64 KiB goes to an artifact by digest.
+
+    ``args_digest`` (the call's arguments, as its record names them) binds a decision to the
+    exact call it was asked for: a decline is applied to that call alone, whatever became of
+    the files it would change.
+    """
     payload_digest = digest(payload)
     body: dict[str, Any] = {
         "kind": "approval",
@@ -139,6 +150,7 @@ def approval_request_body(
         "address": address,
         "tool": tool,
         "reason": reason,
+        "args_digest": args_digest,
         "payload_digest": payload_digest,
     }
     data = canonical(payload)

@@ -170,6 +170,10 @@ def _settled(step: ToolStep, call: CallOutcome, used: list[str]) -> StepDone:
         rule_id=(error.get("details") or {}).get("rule_id"),
     )
     if code == "approval_declined":
+        # the decline is what the step settled on: used, as an approval it executed on is
+        declined_at = (error.get("details") or {}).get("address")
+        if isinstance(declined_at, str) and declined_at not in used:
+            used = [*used, declined_at]
         return StepDone(
             "declined",
             refusal=refusal,
@@ -504,7 +508,8 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
 
 
 def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
-    """The approvals the turn's calls executed on: used once the step settles."""
+    """The approvals the turn's calls executed on, and the declines they were refused on:
+    used once the step settles."""
     used = [  # the root's copies of its skill calls' children's requests, answered
         r.address
         for r in run.s.store.requests(run.run_id)
@@ -515,6 +520,11 @@ def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
         approved = body.get("approved_by")
         if isinstance(approved, str) and approved.startswith("person:"):
             used.append(approved.removeprefix("person:"))
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("code") == "approval_declined":
+            declined_at = (error.get("details") or {}).get("address")
+            if isinstance(declined_at, str):
+                used.append(declined_at)
     return used
 
 

@@ -232,6 +232,9 @@ def _seal(
                 verdicts.append(Verdict(approved_by, "approved_by_standing", "warn"))
             elif isinstance(approved_by, str) and approved_by.startswith("person:"):
                 verdicts += deciders.get(approved_by.removeprefix("person:"), [])
+            elif c_outcome == "declined":  # who declined it, at the address it was asked
+                declined_at = ((settled.get("error") or {}).get("details") or {}).get("address")
+                verdicts += deciders.get(str(declined_at or step_id), [])
             sandbox = _sandbox_use(settled.get("sandbox"))
             if sandbox is not None and sandbox.trust is not None:
                 verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
