@@ -84,3 +84,22 @@ def test_head_on_a_route_that_changes_state_is_not_allowed(console: Console) -> 
                 assert "HEAD" not in refused.headers.get("allow", "")
         assert console.state_bytes() == before
         assert client.get("/pending").status_code == 200  # still signed in: no sign-out ran
+
+
+def test_every_response_carries_the_security_headers(console: Console) -> None:
+    # Starlette's own answers (a 405 of a POST-only route, a 404 of an unknown path) are not
+    # built by the console's pages, and went out without them.
+    run = console.paused()
+    with _client(console) as client:
+        answers = [
+            client.get(f"/runs/{run['run_id']}/decide"),  # 405
+            client.get("/logout"),  # 405
+            client.get("/no/such/page"),  # 404
+            client.get("/pending"),  # 303 to the sign-in page
+        ]
+        assert [a.status_code for a in answers] == [405, 405, 404, 303]
+        for answer in answers:
+            assert answer.headers["cache-control"] == "no-store", answer.status_code
+            assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+            assert answer.headers["x-frame-options"] == "DENY"
+            assert answer.headers["x-content-type-options"] == "nosniff"

@@ -288,8 +288,38 @@ def build_app(config: ConsoleConfig) -> Starlette:
         Route("/runs/{run_id}/requests/{address:path}", guarded(request_view), methods=["GET"]),
         Mount("/static", StaticFiles(packages=[("proctor.console", "static")]), name="static"),
     ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=config.allowed_hosts)]
+    middleware = [
+        Middleware(_EveryResponseHeaders),  # outermost: the host check's refusals too
+        Middleware(TrustedHostMiddleware, allowed_hosts=config.allowed_hosts),
+    ]
     return Starlette(routes=routes, middleware=middleware)
+
+
+class _EveryResponseHeaders:
+    """ASGI middleware: every response carries :data:`HEADERS` (no caching, the
+    Content-Security-Policy, no framing), also those the console's pages do not build (a 405
+    of a route that takes only POST, a 404 of an unknown path, a refused Host); a header a
+    response sets itself is kept."""
+
+    _ADDED = tuple((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in HEADERS.items())
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _value in headers}
+                headers += [(k, v) for k, v in self._ADDED if k not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def _too_large() -> UsageError:
