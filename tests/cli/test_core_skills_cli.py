@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from proctor.cli.main import main
+from tests.cli.inprocess import enter_workspace, run_main
 
 REFUSER = """minimum_proctor: 0.1.0
 methods:
@@ -37,21 +36,12 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (skill / "SKILL.md").write_text("---\nname: refuser\ndescription: Peeks outside.\n---\nx\n")
     (skill / "run.yaml").write_text(REFUSER)
     (tmp_path / "outside.txt").write_text("secret\n")
-    for key in list(os.environ):
-        if key.startswith("PROCTOR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("PROCTOR_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(root)
+    enter_workspace(monkeypatch, root, tmp_path / "home")
     return root
 
 
 def _proctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, _ = capsys.readouterr()
+    code, out, _err = run_main(capsys, *argv)
     return code, out
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from proctor.cli.main import main
+from tests.cli.inprocess import enter_workspace, run_main
 
 BAD_CREDENTIALS = """\
 minimum_proctor: 0.1.0
@@ -33,22 +34,11 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bad.mkdir(parents=True)
     (bad / "SKILL.md").write_text("---\nname: bad\ndescription: Bad.\n---\n", encoding="utf-8")
     (bad / "run.yaml").write_text(BAD_CREDENTIALS, encoding="utf-8")
-    for key in list(os.environ):
-        if key.startswith("PROCTOR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("PROCTOR_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(root)
+    enter_workspace(monkeypatch, root, tmp_path / "home")
     return root
 
 
-def _proctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+_proctor = run_main
 
 
 def test_a_parse_error_under_credentials_is_shown_whole(

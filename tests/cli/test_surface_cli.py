@@ -18,8 +18,9 @@ from typing import Any
 import click
 import pytest
 
-from proctor.cli.main import cli, main
+from proctor.cli.main import cli
 from proctor.contracts.cli_json import CLI_SCHEMAS, ERROR_SCHEMA
+from tests.cli.inprocess import enter_workspace, run_main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,22 +53,11 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "---\nname: optional\ndescription: Optional inputs.\n---\n# optional\n", encoding="utf-8"
     )
     (optional / "run.yaml").write_text(OPTIONAL, encoding="utf-8")
-    for key in list(os.environ):
-        if key.startswith("PROCTOR_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("PROCTOR_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(root)
+    enter_workspace(monkeypatch, root, tmp_path / "home")
     return root
 
 
-def _proctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+_proctor = run_main
 
 
 def _runs(root: Path) -> int:
