@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -197,3 +199,93 @@ def test_fuzzed_revisions_are_names_or_refused(text: str) -> None:
         return
     assert got == text and not text.startswith("-")
     assert ":" not in text and not any(c.isspace() for c in text)
+
+
+def test_a_filter_driver_whose_name_holds_an_equals_sign_is_not_run(
+    repo: Env, tmp_path: Path
+) -> None:
+    """A ``-c name=value`` is split at its first ``=``: a driver named ``a=b`` would escape an
+    override passed that way and git would run its clean filter on the working tree."""
+    marker = tmp_path / "marker"
+    evil = f"sh -c 'echo ran >> {marker}'"
+    with (repo.root / ".git" / "config").open("a") as config:
+        config.write(f'[filter "a=b"]\n\tclean = {evil}\n\tsmudge = {evil}\n')
+        config.write(f'[diff "c=d"]\n\ttextconv = {evil}\n\tcommand = {evil}\n')
+    (repo.root / ".gitattributes").write_text("*.md filter=a=b diff=c=d\n")
+    repo.write("README.md", "changed again\n")
+    repo.call("git.status", {})
+    repo.call("git.diff", {})
+    repo.call("git.show", {"rev": "HEAD"})
+    repo.call("git.diff", {"rev_a": "HEAD~1", "rev_b": "HEAD"})
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("target", [".env", ".proctor/runs.sqlite", "outside"])
+def test_a_tracked_file_replaced_by_a_hard_link_never_shows_its_target(
+    repo: Env, tmp_path: Path, target: str
+) -> None:
+    """Git reads the working tree by name: ``README.md`` made a second name of ``.env`` (or of
+    the run store, or of a file outside) before the run is a modified file to git. Its part of
+    the patch is left out; the target's bytes never appear."""
+    if target == "outside":
+        source = tmp_path / "outside.txt"
+        source.write_text(f"OUTSIDE={SECRET}\n")
+    elif target == ".proctor/runs.sqlite":
+        source = repo.root / ".proctor" / "notes"
+        source.write_text(f"STATE={SECRET}\n")
+    else:
+        source = repo.root / target
+    repo.write("other.txt", "plain\n")
+    git(repo.root, "add", "other.txt")
+    git(repo.root, "commit", "-q", "-m", "third")
+    readme = repo.root / "README.md"
+    readme.unlink()
+    os.link(source, readme)
+    repo.write("other.txt", "plain\nplainer\n")  # a modified file beside it is still shown
+    out = repo.call("git.diff", {})
+    _no_secret(out)
+    assert "README.md" not in out["patch"] and "+plainer" in out["patch"]
+    assert out["hidden_files"] >= 1
+
+
+def test_a_symlinked_and_an_ordinary_change_are_still_shown(repo: Env) -> None:
+    (repo.root / "README.md").unlink()
+    (repo.root / "README.md").symlink_to("new.txt")
+    out = repo.call("git.diff", {})
+    assert "+new.txt" in out["patch"] and "-hello" in out["patch"]
+
+
+@pytest.mark.parametrize("layout", ["alternates", "http-alternates", "commondir", "objects"])
+def test_a_repository_reading_another_ones_history_is_refused(
+    repo: Env, tmp_path: Path, layout: str
+) -> None:
+    """A command the run starts may write ``.git`` (all but its config and hooks): pointing the
+    object store or the common folder at a repository outside must not let the git tools read
+    that repository's history."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    (other / "private.txt").write_text(f"OTHER={SECRET}\n")
+    git(other, "add", "private.txt")
+    git(other, "commit", "-q", "-m", "private history")
+    commit = git(other, "rev-parse", "HEAD")
+    dot_git = repo.root / ".git"
+    if layout == "commondir":
+        (dot_git / "commondir").write_text(f"{other / '.git'}\n")
+    elif layout == "objects":
+        shutil.copytree(dot_git / "objects", other / ".git" / "objects", dirs_exist_ok=True)
+        shutil.rmtree(dot_git / "objects")
+        (dot_git / "objects").symlink_to(other / ".git" / "objects")
+    else:
+        (dot_git / "objects" / "info" / layout).write_text(f"{other / '.git' / 'objects'}\n")
+    for tool, args in [
+        ("git.show", {"rev": commit}),
+        ("git.show", {"rev": commit, "path": "private.txt"}),
+        ("git.log", {"rev": commit}),
+        ("git.log", {}),
+        ("git.diff", {"rev_a": commit}),
+    ]:
+        with pytest.raises(ToolFailed) as caught:
+            repo.call(tool, args)
+        assert caught.value.code == "not_a_repository", (tool, caught.value.code)
+        _no_secret(caught.value.to_dict())

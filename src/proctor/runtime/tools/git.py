@@ -26,6 +26,7 @@ from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
 from proctor.runtime.tools.fsutil import os_errors_refused
 from proctor.runtime.tools.git_run import chunks_without_keys, hidden, run_git
+from proctor.runtime.tools.git_worktree import WORKTREE_FLAGS, worktree_parts
 
 __all__ = ["git_tools"]
 
@@ -192,14 +193,27 @@ def _changed(
 
 
 def _patch(
-    ctx: ToolContext, base: list[str], revs: list[str], rel: str | None, limit: int
+    ctx: ToolContext,
+    base: list[str],
+    revs: list[str],
+    rel: str | None,
+    limit: int,
+    *,
+    worktree: bool = False,
 ) -> dict[str, Any]:
+    """The patch of the files a run may see; ``worktree``: its new side is the working tree,
+    shown only where git read what containment lets a run read
+    (:func:`proctor.runtime.tools.git_worktree.worktree_parts`)."""
     kept, hid, cut = _changed(ctx, base, revs, rel)
     if not kept:
         return {"files": [], "patch": "", "hidden_files": hid, "truncated": cut}
     spec = ["--", *(f":(literal){n}" for n in kept)] if hid or cut else _pathspec(rel)
-    out = run_git(ctx.workspace, _argv(base, ["--patch"], revs, spec), max_bytes=limit)
+    extra = ["--patch", *(WORKTREE_FLAGS if worktree else [])]
+    out = run_git(ctx.workspace, _argv(base, extra, revs, spec), max_bytes=limit)
     patch, dropped = chunks_without_keys(_text(out.data))
+    if worktree:
+        patch, unread = worktree_parts(ctx.workspace, patch, kept)
+        dropped += unread
     return {
         "files": [{"status": "changed", "path": n} for n in kept],
         "patch": patch,
@@ -208,7 +222,7 @@ def _patch(
     }
 
 
-_DIFF_FLAGS = ["--no-ext-diff", "--no-textconv", "--no-renames", "--no-color"]
+_DIFF_FLAGS = ["--no-ext-diff", "--no-textconv", "--no-renames", "--no-color", "--submodule=short"]
 
 
 def _diff(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +230,7 @@ def _diff(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     rev_b = _rev(args, "rev_b")
     rel = _path(ctx, args, "list")
     revs = [rev_a, *([rev_b] if rev_b else [])]
-    return _patch(ctx, ["diff", *_DIFF_FLAGS], revs, rel, _limit(args))
+    return _patch(ctx, ["diff", *_DIFF_FLAGS], revs, rel, _limit(args), worktree=rev_b is None)
 
 
 def _show(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:

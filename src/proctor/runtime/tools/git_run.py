@@ -8,24 +8,32 @@ git call here:
 - runs ``git`` with an exact argv (no shell) and an environment of its own: ``PATH`` and a fixed
   locale only, ``HOME`` and ``XDG_CONFIG_HOME`` an empty temporary folder, no system or global
   config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``), no prompts, no optional
-  locks (so a read never writes the index), ``GIT_DIR`` and ``GIT_WORK_TREE`` the workspace's
-  own (a ``core.worktree`` in the config cannot point elsewhere), no parent repository;
-- passes ``-c`` overrides, which win over every config file: hooks at ``/dev/null``, no pager,
-  no fsmonitor, no external diff, no colour, no signature checks, and, for every filter, diff
+  locks (so a read never writes the index), ``GIT_DIR``, ``GIT_COMMON_DIR`` and
+  ``GIT_WORK_TREE`` the workspace's own (a ``core.worktree`` in the config cannot point
+  elsewhere, nor a ``commondir`` file in ``.git`` at another repository), no parent repository;
+- refuses a repository whose history is not all its own (a ``.git/commondir`` file,
+  ``.git/objects`` not a real folder, an ``objects/info/alternates`` or ``http-alternates``
+  file): git would read the refs or objects of whatever repository those name, outside the
+  workspace (a command the run starts may write them: only ``.git/config`` and
+  ``.git/hooks`` are read-only in the sandbox);
+- passes config overrides as ``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_KEY_<n>`` /
+  ``GIT_CONFIG_VALUE_<n>`` pairs, which win over every config file and keep a name and its
+  value apart (a ``-c name=value`` is split at its first ``=``, so a driver named ``a=b``
+  would escape its override): hooks at ``/dev/null``, no pager, no fsmonitor, no external diff,
+  no colour, no signature checks, submodules shown by commit only, and, for every filter, diff
   and merge driver the repository's config names, an empty command (git then runs none);
 - passes ``--no-ext-diff --no-textconv`` where git would diff;
 - keeps at most ``max_bytes`` of output and kills git past that or past its timeout.
 
-Refusals: ``not_a_repository`` (the workspace root has no ``.git`` folder of its own),
-``git_failed`` (git exited non-zero; its first line of complaint, host paths removed),
-``git_timeout``.
+Refusals: ``not_a_repository`` (the workspace root has no ``.git`` folder of its own, or one
+whose history lives elsewhere), ``git_failed`` (git exited non-zero; its first line of
+complaint, host paths removed), ``git_timeout``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import stat
 import subprocess
 import tempfile
 import threading
@@ -36,6 +44,7 @@ from typing import IO
 from proctor.contracts.values import dataclass
 from proctor.core.paths import content_reason, sensitive_reason
 from proctor.errors import ToolFailed
+from proctor.runtime.boundary.fds import DIR_FLAGS, open_below
 from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["GitOutput", "chunks_without_keys", "hidden", "run_git"]
@@ -63,7 +72,11 @@ _FIXED = (
     "status.showUntrackedFiles=all",
     "submodule.recurse=false",
     "protocol.allow=never",
+    "diff.submodule=short",
+    "status.submoduleSummary=false",
 )
+_ALTERNATES = ("alternates", "http-alternates")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True)
@@ -75,18 +88,64 @@ class GitOutput:
 
 
 def _git_dir(ws: Workspace) -> Path:
-    git_dir = ws.root / ".git"
+    """``root/.git``, a real folder whose history is all its own.
+
+    Examined through descriptors with no-follow (``.git`` and ``.git/objects`` must be real
+    folders, not links), so the answer is about these folders and not about where a link leads.
+
+    Raises:
+        ToolFailed: ``not_a_repository``: no ``.git`` folder, or one that borrows another
+            repository's objects or refs (``commondir``, ``objects/info/alternates``).
+    """
     try:
-        info = os.lstat(git_dir)
-    except OSError:
-        info = None
-    if info is None or not stat.S_ISDIR(info.st_mode):
+        fd = open_below(str(ws.root), ".git", DIR_FLAGS)
+    except OSError as exc:
         raise ToolFailed(
             "the workspace is not the top of a git repository (it has no .git folder of its "
             "own; linked worktrees and submodules are not read)",
             code="not_a_repository",
+        ) from exc
+    try:
+        foreign = _foreign(fd)
+    finally:
+        os.close(fd)
+    if foreign:
+        raise ToolFailed(
+            f"the repository reads history from another one (.git/{foreign}); git tools read "
+            "only the workspace's own repository",
+            code="not_a_repository",
         )
-    return git_dir
+    return ws.root / ".git"
+
+
+def _foreign(git_fd: int) -> str | None:
+    """The first entry of the ``.git`` folder open at ``git_fd`` that makes git read another
+    repository, or None."""
+    if _exists_in(git_fd, "commondir"):
+        return "commondir"
+    try:
+        objects = os.open("objects", DIR_FLAGS | _NOFOLLOW, dir_fd=git_fd)
+    except FileNotFoundError:
+        return None  # git itself refuses a repository without objects
+    except OSError:
+        return "objects"  # a link (ELOOP / ENOTDIR) or unreadable
+    try:
+        for name in _ALTERNATES:
+            if _exists_in(objects, f"info/{name}"):
+                return f"objects/info/{name}"
+    finally:
+        os.close(objects)
+    return None
+
+
+def _exists_in(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True  # cannot be examined: treated as there
+    return True
 
 
 def _env(home: str, root: Path) -> dict[str, str]:
@@ -105,13 +164,15 @@ def _env(home: str, root: Path) -> dict[str, str]:
         "GIT_ATTR_NOSYSTEM": "1",
         "GIT_NO_REPLACE_OBJECTS": "1",
         "GIT_DIR": str(root / ".git"),
+        "GIT_COMMON_DIR": str(root / ".git"),
         "GIT_WORK_TREE": str(root),
         "GIT_CEILING_DIRECTORIES": str(root.parent),
     }
 
 
-def _overrides(env: dict[str, str], root: Path) -> list[str]:
-    """``-c`` pairs: the fixed ones, and an empty command for every driver the config names."""
+def _overrides(env: dict[str, str], root: Path) -> dict[str, str]:
+    """``GIT_CONFIG_*`` pairs: the fixed ones, and an empty command for every driver the
+    config names (each name kept whole, whatever characters its driver's name holds)."""
     listing = subprocess.run(
         ["git", "config", "--includes", "--list", "--name-only", "-z"],
         cwd=root,
@@ -121,18 +182,20 @@ def _overrides(env: dict[str, str], root: Path) -> list[str]:
         timeout=_TIMEOUT,
         check=False,
     )
-    pairs = list(_FIXED)
-    for name in listing.stdout.decode("utf-8", "replace").split("\0"):
-        if _DRIVER_KEYS.match(name.strip()):
-            pairs.append(f"{name.strip()}=")
-        if name.lower().startswith("filter.") and name.lower().endswith(".required"):
-            pairs.append(f"{name}=false")
-        if name.lower().startswith("pager."):
-            pairs.append(f"{name}=false")
-    args: list[str] = []
-    for pair in pairs:
-        args += ["-c", pair]
-    return args
+    pairs = [tuple(pair.split("=", 1)) for pair in _FIXED]
+    for name in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        lower = name.lower()
+        if _DRIVER_KEYS.match(name):
+            pairs.append((name, ""))
+        if lower.startswith("filter.") and lower.endswith(".required"):
+            pairs.append((name, "false"))
+        if lower.startswith("pager."):
+            pairs.append((name, "false"))
+    out = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for index, (key, value) in enumerate(pairs):
+        out[f"GIT_CONFIG_KEY_{index}"] = key
+        out[f"GIT_CONFIG_VALUE_{index}"] = value
+    return out
 
 
 def _read_bounded(pipe: IO[bytes], keep: int, out: bytearray, over: threading.Event | None) -> None:
@@ -158,7 +221,8 @@ def run_git(ws: Workspace, args: Sequence[str], *, max_bytes: int) -> GitOutput:
     root = ws.root
     with tempfile.TemporaryDirectory(prefix="proctor-git-") as home:
         env = _env(home, root)
-        argv = ["git", "--no-pager", *_overrides(env, root), *args]
+        env.update(_overrides(env, root))
+        argv = ["git", "--no-pager", *args]
         proc = subprocess.Popen(
             argv,
             cwd=root,
