@@ -289,3 +289,38 @@ def test_a_repository_reading_another_ones_history_is_refused(
             repo.call(tool, args)
         assert caught.value.code == "not_a_repository", (tool, caught.value.code)
         _no_secret(caught.value.to_dict())
+
+
+def test_a_nested_repositorys_filter_never_runs_and_its_commit_is_still_shown(
+    repo: Env, tmp_path: Path
+) -> None:
+    """A nested repository registered as a submodule (a command the run starts can make one:
+    its own ``.git/config`` and a gitlink in the index) has config the workspace's overrides do
+    not cover. git.diff compares it by commit only and never runs git inside it."""
+    marker = tmp_path / "marker"
+    sub = repo.root / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "a.md").write_text("a\n")
+    git(sub, "add", "a.md")
+    git(sub, "commit", "-q", "-m", "inner")
+    (sub / ".gitattributes").write_text("*.md filter=f\n")
+    git(
+        repo.root,
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        f"160000,{git(sub, 'rev-parse', 'HEAD')},sub",
+    )
+    git(repo.root, "commit", "-q", "-m", "with a submodule")
+    git(sub, "commit", "-q", "--allow-empty", "-m", "moved")
+    with (sub / ".git" / "config").open("a") as config:
+        config.write(f"[filter \"f\"]\n\tclean = sh -c 'echo ran >> {marker}'\n")
+        config.write(f"[core]\n\tfsmonitor = sh -c 'echo ran >> {marker}'\n")
+    (sub / "a.md").write_text("b\n")  # same size, old time: only a content check sees it
+    os.utime(sub / "a.md", (1, 1))
+    out = repo.call("git.diff", {})
+    repo.call("git.diff", {"path": "sub"})
+    repo.call("git.status", {})
+    assert not marker.exists()
+    assert "Subproject commit " + git(sub, "rev-parse", "HEAD") in out["patch"]

@@ -222,7 +222,16 @@ def _patch(
     }
 
 
-_DIFF_FLAGS = ["--no-ext-diff", "--no-textconv", "--no-renames", "--no-color", "--submodule=short"]
+# --ignore-submodules=dirty: a submodule is compared by its commit only; git would otherwise
+# run `git status` inside it, under that repository's own config (its filter drivers)
+_DIFF_FLAGS = [
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-color",
+    "--submodule=short",
+    "--ignore-submodules=dirty",
+]
 
 
 def _diff(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:

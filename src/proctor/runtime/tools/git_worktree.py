@@ -9,7 +9,8 @@ open (:func:`proctor.runtime.boundary.fds.open_below`: no symlink on the way, a 
 with one link, no private key block) or, for a symlink, of its text. A part git read from any
 other file, or that changed meanwhile, does not match and is left out (counted as hidden), as is
 one whose working-tree bytes git converted (end-of-line attributes): the check is on content,
-so a file swapped between the check and git's read is never shown either.
+so a file swapped between the check and git's read is never shown either. A submodule's part
+(mode ``160000``) names commits only and is kept.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ WORKTREE_FLAGS = ["--full-index"]
 _MAX_FILE = 64 * 1024 * 1024  # larger working-tree files are not read: their part is left out
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_INDEX = re.compile(r"(?m)^index ([0-9a-f]{40}|[0-9a-f]{64})\.\.([0-9a-f]{40}|[0-9a-f]{64})\b")
+_INDEX = re.compile(
+    r"(?m)^index ([0-9a-f]{40}|[0-9a-f]{64})\.\.([0-9a-f]{40}|[0-9a-f]{64})(?: ([0-7]{6}))?$"
+)
+_GITLINK = re.compile(r"(?m)^(?:new file mode|new mode) 160000$")
 _CONTENT = re.compile(r"(?m)^(@@|Binary files |GIT binary patch)")
 _SPLIT = re.compile(r"(?m)^(?=diff --git |diff --cc |diff --combined )")
 
@@ -93,7 +97,9 @@ def worktree_parts(ws: Workspace, patch: str, kept: list[str]) -> tuple[str, int
             keep = _CONTENT.search(part) is None  # a mode change, or a part cut short
         else:
             after = found.group(2)
-            keep = set(after) == {"0"} or after in allowed[len(after)]
+            # a submodule's part names commits only ("Subproject commit ..."): no file's bytes
+            gitlink = found.group(3) == "160000" or _GITLINK.search(part) is not None
+            keep = gitlink or set(after) == {"0"} or after in allowed[len(after)]
         if keep:
             out.append(part)
         else:
