@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from proctor.errors import ProctorError
+from proctor.receipts.canonical import digest_bytes
 from proctor.runtime.boundary import fds
 from tests.runtime.tools.test_fs_support import Env
 from tests.runtime.tools.test_fs_support import env as env  # fixture re-export
@@ -197,3 +198,101 @@ def test_writes_never_reach_outside_while_a_folder_is_swapped(
     assert totals["ok"] > 0 and sum(totals.values()) - totals["ok"] > 0, seen
     assert env.store.journal_pending() == []
     assert (env.root / "dir" / "f.txt").read_text() == "same\n"
+
+
+def _file_state(path: Path) -> tuple[bytes, int, int]:
+    info = path.stat()
+    return path.read_bytes(), info.st_ino, info.st_mtime_ns
+
+
+class NameSwapper(Swapper):
+    """Swaps two names in one folder (``RENAME_EXCHANGE``) until stopped: a file and a second
+    name of a secret made before the run (a hard link, or a symlink into ``.proctor``)."""
+
+    def __init__(self, folder: Path, one: str, other: str) -> None:
+        if _RENAMEAT2 is None:
+            pytest.skip("libc has no renameat2")
+        self.names = (os.fsencode(folder / one), os.fsencode(folder / other))
+        self.stop = threading.Event()
+        self.swaps = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _exchange(self) -> None:
+        if _RENAMEAT2(-100, self.names[0], -100, self.names[1], _RENAME_EXCHANGE) != 0:
+            import ctypes
+
+            raise OSError(ctypes.get_errno(), "renameat2")
+        self.swaps += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+        sys.setswitchinterval(self.interval)
+        assert not self.thread.is_alive()
+
+
+@pytest.mark.parametrize("tool", ["fs.read", "fs.search", "artifact.admit"])
+def test_a_folder_swapped_for_a_link_into_proctor_state_is_never_read(
+    env: Env, mode: str, tool: str
+) -> None:
+    """As above, with the link leading into the workspace's own ``.proctor/`` (and the
+    artifact store's snapshot, which keeps what it reads): the state's canary never appears."""
+    (env.root / "dir").mkdir()
+    env.write("dir/f.txt", "inside\n")
+    state = env.root / ".proctor" / "f.txt"
+    state.write_text(f"{CANARY}\n")
+    before = _file_state(state)
+    args = {"path": "dir/f.txt"} if tool != "fs.search" else {"pattern": "i", "path": "dir"}
+    seen: Counter[str] = Counter()
+    with Swapper(env.root, env.root / ".proctor") as swapper:
+        for _ in range(ROUNDS):
+            got = attempt(env, tool, args, seen)
+            if got and tool == "artifact.admit":
+                assert got["size"] == len("inside\n") and got["source"] == "dir/f.txt"
+    assert _file_state(state) == before
+    assert swapper.swaps > 0 and sum(seen.values()) == ROUNDS, seen
+
+
+@pytest.mark.parametrize("second", ["hard link to .env", "symlink into .proctor"])
+def test_a_file_swapped_with_a_second_name_of_a_secret_is_never_read_or_changed(
+    env: Env, mode: str, second: str
+) -> None:
+    """``dir/f.txt`` and ``dir/h.txt`` trade names as fast as they can while every fs tool
+    and artifact.admit use ``dir/f.txt``; ``h.txt`` is another name of a secret made before
+    the run. The secret never appears in a result and keeps its bytes, inode and mtime: no
+    tool read it or wrote through it. (Its second name may be renamed over or moved to the
+    trash when the swap lands between a tool's check and its rename: the name, never the
+    content; a trash entry whose bytes are not the digest it was checked with is never
+    restored.)"""
+    (env.root / "dir").mkdir()
+    env.write("dir/f.txt", "inside\n")
+    if second.startswith("hard"):
+        secret = env.write(".env", f"TOKEN={CANARY}\n")
+        os.link(secret, env.root / "dir" / "h.txt")
+    else:
+        secret = env.root / ".proctor" / "f.txt"
+        secret.write_text(f"TOKEN={CANARY}\n")
+        (env.root / "dir" / "h.txt").symlink_to("../.proctor/f.txt")
+    before = _file_state(secret)
+    inside = env.digest("dir/f.txt")
+    theirs = digest_bytes(secret.read_bytes())
+    seen: dict[str, Counter[str]] = {}
+
+    def run(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        return attempt(env, tool, args, seen.setdefault(tool, Counter()))
+
+    with NameSwapper(env.root / "dir", "f.txt", "h.txt") as swapper:
+        for _ in range(ROUNDS // 2):
+            run("fs.read", {"path": "dir/f.txt"})
+            run("fs.search", {"pattern": "T", "path": "dir"})
+            run("fs.search", {"pattern": "T", "path": "dir/f.txt"})
+            run("artifact.admit", {"path": "dir/f.txt"})
+            for digest in (inside, theirs):
+                run("fs.write", {"path": "dir/f.txt", "content": "o\n", "expected_digest": digest})
+            run("fs.edit", {"path": "dir/f.txt", "edits": [{"old": "TOKEN", "new": "OWNED"}]})
+            replace = {"op": "replace", "path": "dir/f.txt", "content": "o\n"}
+            run("fs.apply_bundle", {"changes": [{**replace, "expected_digest": theirs}]})
+            run("fs.delete", {"path": "dir/f.txt", "expected_digest": theirs})
+    assert _file_state(secret) == before
+    assert swapper.swaps > 0
+    assert env.store.journal_pending() == []
