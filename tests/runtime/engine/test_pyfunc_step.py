@@ -16,6 +16,7 @@ import pytest
 from proctor.runtime.engine.session import Session
 from tests.runtime.boundary.sandbox_support import needs_bwrap
 from tests.runtime.driver_support import (
+    authority,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
@@ -71,6 +72,16 @@ def calls(inputs, ctx):
         out["read"] = "allowed"
     except ctx.CallFailed as exc:
         out["read"] = exc.code
+    return out
+
+def reach(inputs, ctx):
+    out = {}
+    for i, (tool, args) in enumerate(inputs["tries"]):
+        try:
+            ctx.call(tool, args)
+            out[str(i)] = "allowed"
+        except ctx.CallFailed as exc:
+            out[str(i)] = exc.code
     return out
 
 def pages(inputs, ctx):
@@ -355,3 +366,55 @@ def test_under_ask_the_worker_waits_for_approval_and_nothing_runs_before(ws: Pat
     done = s.resume(env.run_id or "", approve(env))
     assert done.outcome == "completed", done.refusal
     assert (ws / "made.txt").exists()
+
+
+def test_ctx_call_never_writes_authority_nor_reads_state_or_a_second_name(ws: Path) -> None:
+    """Attack through ``ctx.call`` with the tools allowed and effects allow: the worker's calls
+    go through the same containment as any other call. Policies, the package's own files,
+    ``proctor.toml`` and ``.proctor/`` are never written; ``.proctor/``, ``.env`` and a hard
+    link to it are never read, listed or admitted as an artifact."""
+    canary = "ctx-call-canary-0b7e"
+    (ws / ".env").write_text(f"TOKEN={canary}\n")
+    (ws / "policies").mkdir()
+    (ws / "policies" / "p.yaml").write_text("rules: []\n")
+    (ws / "policies-link").symlink_to("policies")
+    os.link(ws / ".env", ws / "notes.txt")
+    (ws / ".proctor" / "note.txt").write_text(f"{canary}\n")
+    create = {"content": "owned\n", "create": True}
+    zero = "sha256:" + "0" * 64
+    tries = [
+        ["fs.write", {"path": "policies/x.yaml", **create}],
+        ["fs.write", {"path": "policies-link/y.yaml", **create}],
+        ["fs.write", {"path": "Policies/../policies/z.yaml", **create}],
+        ["fs.write", {"path": "skills/wk/run.yaml", "content": "x", "expected_digest": zero}],
+        ["fs.write", {"path": "skills/evil/SKILL.md", **create}],
+        ["fs.write", {"path": "proctor.toml", **create}],
+        ["fs.write", {"path": ".proctor/config", **create}],
+        ["fs.read", {"path": ".proctor/note.txt"}],
+        ["fs.read", {"path": ".proctor/runs.sqlite"}],
+        ["fs.list", {"path": ".proctor"}],
+        ["fs.read", {"path": ".env"}],
+        ["fs.read", {"path": "notes.txt"}],
+        ["artifact.admit", {"path": "notes.txt"}],
+        ["artifact.admit", {"path": ".proctor/note.txt"}],
+    ]
+    tools = "[fs.write, fs.read, fs.list, artifact.admit]"
+    _skill(ws, "reach", extra=f", calls: {{tools: {tools}}}", inputs="{tries: $input.tries}")
+    skill = ws / "skills" / "wk" / "run.yaml"
+    skill.write_text(
+        skill.read_text().replace("  main:\n", "  main:\n    inputs: {type: object}\n")
+    )
+    before = {p: p.read_bytes() for p in (skill, ws / "policies" / "p.yaml", ws / ".env")}
+    env = session(ws).run(
+        "wk", cwd=ws, inputs={"tries": tries}, authority=authority(effects="allow")
+    )
+    assert env.outcome == "completed", env.refusal
+    assert env.result is not None
+    got = [env.result[str(i)] for i in range(len(tries))]
+    assert "allowed" not in got, list(zip([t[1]["path"] for t in tries], got, strict=True))
+    assert set(got) <= {"authority_file", "sensitive_path", "hard_link"}, got
+    assert sorted(p.name for p in (ws / "policies").iterdir()) == ["p.yaml"]
+    assert not (ws / "skills" / "evil").exists() and not (ws / "proctor.toml").exists()
+    assert not (ws / ".proctor" / "config").exists()
+    assert {p: p.read_bytes() for p in before} == before
+    assert canary not in json.dumps(env.model_dump(mode="json"))
