@@ -80,12 +80,13 @@ def worktree_parts(ws: Workspace, patch: str, kept: list[str]) -> tuple[str, int
     """``patch`` (a ``--full-index`` diff against the working tree of the files ``kept``) with
     every file's part left out whose working-tree side is not bytes proctor read of one of
     those files; and how many parts were left out."""
-    allowed: dict[int, set[str]] = {40: set(), 64: set()}
-    for rel in kept:
+    first = _INDEX.search(patch)
+    width = len(first.group(2)) if first is not None else 0  # one repository, one hash
+    allowed: set[str] = set()
+    for rel in kept if width else ():
         data = _readable(ws, rel)
         if data is not None:
-            for width, ids in allowed.items():
-                ids.add(_blob_id(data, width))
+            allowed.add(_blob_id(data, width))
     parts = _SPLIT.split(patch)
     out, dropped = [], 0
     for part in parts:
@@ -99,7 +100,7 @@ def worktree_parts(ws: Workspace, patch: str, kept: list[str]) -> tuple[str, int
             after = found.group(2)
             # a submodule's part names commits only ("Subproject commit ..."): no file's bytes
             gitlink = found.group(3) == "160000" or _GITLINK.search(part) is not None
-            keep = gitlink or set(after) == {"0"} or after in allowed[len(after)]
+            keep = gitlink or set(after) == {"0"} or after in allowed
         if keep:
             out.append(part)
         else:
