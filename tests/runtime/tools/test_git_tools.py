@@ -324,3 +324,32 @@ def test_a_nested_repositorys_filter_never_runs_and_its_commit_is_still_shown(
     repo.call("git.status", {})
     assert not marker.exists()
     assert "Subproject commit " + git(sub, "rev-parse", "HEAD") in out["patch"]
+
+
+@pytest.mark.parametrize("kind", ["gitdir file", "symlink"])
+def test_a_dot_git_leading_outside_the_workspace_is_refused(
+    env: Env, tmp_path: Path, kind: str
+) -> None:
+    """``.git`` as a ``gitdir:`` pointer or a symlink to a repository outside: the git tools
+    read only a real ``.git`` folder of the workspace's own, never the one it leads to."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    (other / "private.txt").write_text(f"OTHER={SECRET}\n")
+    git(other, "add", "private.txt")
+    git(other, "commit", "-q", "-m", "private history")
+    if kind == "symlink":
+        (env.root / ".git").symlink_to(other / ".git")
+    else:
+        (env.root / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    env.write("private.txt", "here\n")
+    for tool, args in [
+        ("git.log", {}),
+        ("git.show", {"rev": "main", "path": "private.txt"}),
+        ("git.diff", {}),
+        ("git.status", {}),
+    ]:
+        with pytest.raises(ToolFailed) as caught:
+            env.call(tool, args)
+        assert caught.value.code == "not_a_repository", tool
+        _no_secret(caught.value.to_dict())
