@@ -45,6 +45,7 @@ from proctor.runtime.admission.calls import CallStatus as CallStatus
 from proctor.runtime.admission.calls import Clock as Clock
 from proctor.runtime.admission.calls import Deliver as Deliver
 from proctor.runtime.admission.calls import utc_now as _utc_now
+from proctor.runtime.admission.decisions import cannot_wait, decision_for, declined, may_ask
 from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
@@ -277,50 +278,28 @@ class Governor:
             self.receipt_budget.reserve(1)
         return args, resolved, seen
 
-    def _asks(self, tool: Tool) -> bool:
-        """Whether the floor may ask a person about a call of ``tool`` in this run."""
-        if approval_required(tool):
-            return True
-        return tool.effect in CHANGING_EFFECTS and self.authority.effects != "allow"
-
     def _declined(self, spec: CallSpec, tool: Tool, outcome: CallOutcome) -> None:
-        """Refuse the call when a person declined it: the approval request at its address,
-        asked for this tool with these exact arguments, carries a decline.
+        """Refuse the call when a person declined it (see :mod:`.decisions`).
 
         Raises:
-            RefusedCall: ``approval_declined``, naming who declined (``details.decided_by``,
-                ``None`` for a document piped to resume) and the address.
+            RefusedCall: ``approval_declined``, naming who declined.
         """
-        if not self._asks(tool):
+        if not may_ask(tool, self.authority):
             return
         address = spec.address or spec.step_id or outcome.call_id
-        for request in self.store.requests(self.run_id):
-            body = request.body
-            if (
-                request.address != address
-                or request.kind != "approval"
-                or body.get("tool") != tool.name
-                or body.get("args_digest") != outcome.args_digest
-                or request.decision is None
-                or request.decision.get("approved") is not False
-            ):
-                continue
-            who = request.decision.get("decided_by")
-            by = f"a person ({who})" if isinstance(who, str) else "a person"
-            raise RefusedCall(
-                f"{by} declined '{tool.name}' at {address}; nothing was sent",
-                code="approval_declined",
-                details={
-                    "address": address,
-                    "request_digest": request.request_digest,
-                    "decided_by": who if isinstance(who, str) else None,
-                },
-            )
+        refusal = declined(
+            self.store.requests(self.run_id),
+            address=address,
+            tool=tool.name,
+            args_digest=outcome.args_digest,
+        )
+        if refusal is not None:
+            raise refusal
 
     def _floor(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
     ) -> None:
-        if not self._asks(tool):
+        if not may_ask(tool, self.authority):
             return
         required = approval_required(tool)
         if self.authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
@@ -339,7 +318,7 @@ class Governor:
             args_digest=outcome.args_digest,
         )
         request_digest = digest(body)
-        decision = self._decision(address, request_digest)
+        decision = decision_for(self.store.requests(self.run_id), address, request_digest)
         if decision is not None and decision.get("approved") is False:
             # _declined applies every decline bound to this call before containment; a
             # decision is never taken for an approval it is not
@@ -351,15 +330,7 @@ class Governor:
         )
         if verdict.verdict == "pause":
             if not spec.can_wait:
-                message = (
-                    f"'{tool.name}' is declared approval: required and a managed agent turn"
-                    " does not wait on a person; let a host work the turn"
-                    if required
-                    else f"'{tool.name}' changes something and this run's authority is effects:"
-                    " ask; a managed agent turn does not wait on a person. Grant it a standing"
-                    " approval (edits, commands or operations) or let a host work the turn"
-                )
-                raise RefusedCall(message, code="approval_required")
+                raise cannot_wait(tool.name, required=required)
             raise AwaitApproval(address, body, request_digest)
         if verdict.standing_index is not None:
             outcome.approved_by = f"standing_approvals[{verdict.standing_index}]"
@@ -380,12 +351,6 @@ class Governor:
         return [
             {k: f.get(k) for k in ("path", "op", "before_digest", "after_digest")} for f in files
         ]
-
-    def _decision(self, address: str, request_digest: str) -> dict[str, Any] | None:
-        for request in self.store.requests(self.run_id):
-            if request.address == address and request.request_digest == request_digest:
-                return request.decision
-        return None
 
     def _policy(
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], relpaths: tuple[str, ...]
