@@ -11,7 +11,8 @@ process call from the run's workspace and the session's environment:
   the like), the skill packages' ``SKILL.md`` and ``run.yaml`` (``Workspace.authority_files``;
   in every other root, its packages and tool-config paths at any depth,
   :func:`proctor.runtime.boundary.rules.discovered`),
-  and the git settings that run programs on the host (``.git/config``, ``.git/hooks``);
+  and the git settings that make the host's git run programs (``.git/config``, ``hooks``,
+  ``commondir`` ... of every repository at any depth, :mod:`.sandbox_git`);
 - **pinned**: every folder between a writable root and a path covered inside it is bound onto
   itself (still writable), so it cannot be renamed: moving a hidden home or a package's folder
   aside and planting another in its place would otherwise leave proctor loading the plant;
@@ -27,7 +28,9 @@ process call from the run's workspace and the session's environment:
 An entry a run may never write that does not exist when the process starts cannot be covered
 without creating it on the host, so :class:`Sweep` records each writable root's top-level
 names before the process and removes, once every process of the sandbox is gone, any such
-entry the process created (the call then fails).
+entry the process created (the call then fails); it does the same with the git host code the
+process created anywhere in them (a new ``.git/commondir``, a nested repository's config that
+names a program, a ``.git`` file).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import os
 import shutil
 import stat
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +49,7 @@ from proctor.contracts.values import dataclass, field
 from proctor.core.paths import authority_reason, sensitive_reason
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP, discovered
 from proctor.runtime.boundary.sandbox import SandboxSpec
+from proctor.runtime.boundary.sandbox_git import fresh, git_entries, host_code, removable
 
 if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
@@ -53,7 +58,7 @@ __all__ = ["Sweep", "host_hidden", "run_sandbox"]
 
 _SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 _SSH_HOST_KEYS = "/etc/ssh"
-_GIT_HOST_CODE = (".git/config", ".git/hooks")
+_CLOCK_LAG_NS = 100_000_000
 _DB_SIDE_FILES = ("", "-wal", "-shm", "-journal", "-checked")
 # Companions of the run database a process must not plant while they are absent: a rollback
 # journal (the store keeps its log in -wal, so a -journal is never proctor's, and the next
@@ -146,6 +151,14 @@ class Sweep:
     state_shut: frozenset[Path] = frozenset()
     """Roots whose ``.proctor/`` was hidden whole: what appears in there was made by proctor
     itself, never by the process, and stays."""
+    git: dict[Path, frozenset[str]] = field(default_factory=dict)
+    """The git host code of each root before the process (bound read-only meanwhile): any
+    other that appears was made by the process (:mod:`.sandbox_git`)."""
+    git_partial: frozenset[Path] = frozenset()
+    """Roots whose walk for ``.git`` stopped at its bound: there, new host code counts as made
+    by the process only if it changed since :attr:`git_since_ns`, since a walk after the
+    process may reach a repository the one before did not."""
+    git_since_ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The sweep as JSON, for a supervisor that runs it once a long-lived process ends
@@ -154,6 +167,9 @@ class Sweep:
             "before": {str(root): sorted(names) for root, names in self.before.items()},
             "absent": [str(p) for p in self.absent],
             "state_shut": sorted(str(p) for p in self.state_shut),
+            "git": {str(root): sorted(names) for root, names in self.git.items()},
+            "git_partial": sorted(str(p) for p in self.git_partial),
+            "git_since_ns": self.git_since_ns,
         }
 
     @classmethod
@@ -163,6 +179,9 @@ class Sweep:
             before={Path(r): frozenset(n) for r, n in dict(doc.get("before", {})).items()},
             absent=tuple(Path(p) for p in doc.get("absent", [])),
             state_shut=frozenset(Path(p) for p in doc.get("state_shut", [])),
+            git={Path(r): frozenset(n) for r, n in dict(doc.get("git", {})).items()},
+            git_partial=frozenset(Path(p) for p in doc.get("git_partial", [])),
+            git_since_ns=int(doc.get("git_since_ns", 0)),
         )
 
     def run(self) -> list[str]:
@@ -179,6 +198,15 @@ class Sweep:
             if os.path.lexists(path):
                 _remove(path)
                 removed.append(path.name)
+        for root, before in self.git.items():
+            found, partial = git_entries(root)
+            made = {rel for dot_git in found for rel in host_code(root, dot_git)} - before
+            if partial or root in self.git_partial:
+                made = {rel for rel in made if fresh(root, rel, self.git_since_ns)}
+            for rel in sorted(made):
+                for gone in removable(root, rel):
+                    _remove(root / gone)
+                    removed.append(gone)
         return removed
 
 
@@ -335,7 +363,8 @@ def run_sandbox(
         if not any(_inside(r, h) for h in hidden)
     ]
     read_only: list[Path] = []
-    sweep = Sweep()
+    # a file's times come from the kernel's coarse clock, which may lag this one by a tick
+    sweep = Sweep(git_since_ns=time.time_ns() - _CLOCK_LAG_NS)
     for root in writable:
         names = _top_names(root)
         sweep.before[root] = names
@@ -357,7 +386,14 @@ def run_sandbox(
             sweep.state_shut |= {root}
         # below the top level: hidden unless a read-only or hidden folder covers it already
         hidden += [root / rel for rel in _deep_sensitive(root) if rel.split("/")[0] not in covered]
-        read_only += [root / rel for rel in _GIT_HOST_CODE]
+        # git host code (.git/config, hooks, commondir ... at any depth): read-only while it
+        # exists, removed afterwards when the process made it
+        found, partial = git_entries(root)
+        git_code = frozenset(rel for d in found for rel in host_code(root, d))
+        sweep.git[root] = git_code
+        if partial:
+            sweep.git_partial |= {root}
+        read_only += [root / rel for rel in sorted(git_code)]
         if root != workspace.root:
             # another project the run reaches: its packages and tools' code-running config
             # at any depth, found as the workspace's own are (those come with its settings)
