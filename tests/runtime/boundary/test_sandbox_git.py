@@ -223,6 +223,29 @@ def test_a_nested_repository_registered_as_a_submodule_loses_its_planted_config(
     repo.status_runs_nothing(where)
 
 
+def test_a_submodule_whose_config_git_cannot_read_still_has_its_gitlinks_checked(
+    repo: Repo,
+) -> None:
+    # sub's config makes git refuse the repository, so listing sub's index fails; once that
+    # config is removed the host's git reads the index and visits the gitlink it names, in a
+    # folder the walk skips
+    inner = "sub/node_modules/x"
+    env = repo.run(
+        "git init -q sub\n"
+        f"git init -q {inner} && git -C {inner} commit -q --allow-empty -m x\n"
+        f"printf '{repo.plant()}' >> {inner}/.git/config\n"
+        "git -C sub update-index --add --cacheinfo"
+        f" 160000,$(git -C {inner} rev-parse HEAD),node_modules/x\n"
+        "git -C sub commit -q -m with-x\n"
+        "printf '[core]\\n\\trepositoryformatversion = 1\\n[extensions]\\n\\tnosuch = 1\\n'"
+        " >> sub/.git/config\n"
+        "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub\n"
+    )
+    _refused(env, "sub/.git/config", f"{inner}/.git/config")
+    assert not (repo.root / inner / ".git" / "config").exists()
+    repo.status_runs_nothing("sub", inner)
+
+
 def test_a_git_file_pointing_a_submodule_at_a_planted_folder_is_removed(repo: Repo) -> None:
     env = repo.run(
         "git init -q --bare stash/evil.git\n"
@@ -258,13 +281,19 @@ def test_an_existing_nested_repository_and_submodule_stay_read_only(
     repo.git("commit", "-q", "-m", "with lib")
     assert (repo.root / "mod" / ".git").is_file()
     script = _EXISTING_ATTACKS[attack].format(plant=repo.plant(), canary=repo.canary)
-    env = repo.run(f"{script} && exit 1 || true\necho change > mod/file.txt\n")
+    env = repo.run(
+        f"{script} && exit 1 || true\n"
+        "echo change > mod/file.txt\n"
+        "git -C lib commit -q --allow-empty -m 'in the sandbox'\n"
+        "git status --short > status.txt\n"
+    )
     assert env.outcome == "completed", env.refusal  # the write was refused, nothing removed
     assert "fsmonitor" not in (repo.root / "lib" / ".git" / "config").read_text()
     assert "fsmonitor" not in (repo.root / ".git" / "modules" / "mod" / "config").read_text()
     assert "modules/mod" in (repo.root / "mod" / ".git").read_text()
     assert not (repo.root / "lib" / ".git" / "hooks" / "post-checkout").exists()
-    assert (repo.root / "mod" / "file.txt").read_text() == "change\n"  # the control
+    assert (repo.root / "mod" / "file.txt").read_text() == "change\n"  # the controls
+    assert repo.git("log", "-1", "--format=%s", cwd=repo.root / "lib") == "in the sandbox"
     repo.status_runs_nothing("lib", "mod")
     repo.git("checkout", "-q", "-b", "other", cwd=repo.root / "lib")  # runs post-checkout
     assert not repo.canary.exists()
@@ -291,6 +320,7 @@ def test_ordinary_git_work_in_the_sandbox_still_works(repo: Repo) -> None:
         "git init -q fresh && echo d > fresh/d.txt\n"
         "git -C fresh add d.txt && git -C fresh commit -q -m inner\n"
         "git -C fresh remote add origin https://example.org/fresh.git\n"
+        "git clone -q . cloned\n"
         "git status --short > status.txt\n"
     )
     assert env.outcome == "completed", env.refusal
@@ -298,4 +328,6 @@ def test_ordinary_git_work_in_the_sandbox_still_works(repo: Repo) -> None:
     assert repo.git("log", "--format=%s", "main") == "second\nfirst"
     assert repo.git("log", "--format=%s", cwd=repo.root / "fresh") == "inner"
     assert "example.org" in (repo.root / "fresh" / ".git" / "config").read_text()
-    repo.status_runs_nothing("fresh")
+    assert repo.git("log", "-1", "--format=%s", cwd=repo.root / "cloned") == "third"
+    assert "[remote" in (repo.root / "cloned" / ".git" / "config").read_text()
+    repo.status_runs_nothing("fresh", "cloned")

@@ -150,7 +150,10 @@ def git_entries(root: Path) -> tuple[list[str], bool]:
     seen = set(found)
     for dot_git in found:  # grows as nested repositories' own gitlinks are found
         top = dot_git[: -len(".git")]
-        for link in sorted(gitlinks(root / dot_git, root / top if top else root)):
+        git_dir = root / dot_git
+        if not git_dir.is_dir() or git_dir.is_symlink():
+            git_dir = _pointed(git_dir) or git_dir
+        for link in sorted(gitlinks(git_dir, root / top if top else root)):
             nested = f"{top}{link}/.git"
             if nested not in seen and os.path.lexists(root / nested):
                 seen.add(nested)
@@ -175,7 +178,8 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
     """The paths of the gitlinks (submodules) in the index of ``git_dir``, as the host's
     ``git ls-files`` lists them with nothing of the repository's run; none when there is no
     index, no git, or git cannot read it. Kept while the index is unchanged, so a call pays for
-    a listing only after git wrote the index."""
+    a listing only after git wrote the index; never a listing git failed to make (a config git
+    cannot read may be removed meanwhile, and the host's git then reads the index)."""
     index = git_dir / "index"
     try:
         info = os.lstat(index)
@@ -208,7 +212,8 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
         for line in done.stdout.decode("utf-8", "surrogateescape").split("\0")
         if line.startswith(_GITLINK + " ") and "\t" in line
     )
-    _LISTED[str(index)] = (mark, links)
+    if done.returncode == 0:
+        _LISTED[str(index)] = (mark, links)
     return links
 
 

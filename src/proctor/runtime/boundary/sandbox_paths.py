@@ -199,15 +199,27 @@ class Sweep:
                 _remove(path)
                 removed.append(path.name)
         for root, before in self.git.items():
+            removed += self._git_made(root, before)
+        return removed
+
+    def _git_made(self, root: Path, before: frozenset[str]) -> list[str]:
+        """Remove the git host code the process made in ``root``; again until nothing new is
+        found, since a config removed may let git list an index it could not read before (and
+        find the nested repositories its gitlinks name)."""
+        removed: list[str] = []
+        judged = set(before)
+        while True:
             found, partial = git_entries(root)
-            made = {rel for dot_git in found for rel in host_code(root, dot_git)} - before
+            made = {rel for dot_git in found for rel in host_code(root, dot_git)} - judged
             if partial or root in self.git_partial:
                 made = {rel for rel in made if fresh(root, rel, self.git_since_ns)}
+            if not made:
+                return removed
+            judged |= made
             for rel in sorted(made):
                 for gone in removable(root, rel):
                     _remove(root / gone)
                     removed.append(gone)
-        return removed
 
 
 def _top_names(root: Path) -> frozenset[str]:
