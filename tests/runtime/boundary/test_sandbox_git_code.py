@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH
 from proctor.runtime.boundary.sandbox_git import (
+    fresh,
     git_entries,
     gitlinks,
     host_code,
@@ -224,3 +225,15 @@ def test_where_the_walk_stopped_at_its_bound_only_what_changed_meanwhile_is_remo
     assert (tmp_path / "old" / ".git" / "hooks" / "pre-commit").exists()
     sweep = Sweep(git={tmp_path: frozenset()}, git_partial=frozenset({tmp_path}), git_since_ns=0)
     assert sorted(sweep.run()) == ["old/.git/config", "old/.git/hooks/pre-commit"]
+
+
+def test_a_git_folder_named_otherwise_is_judged_by_its_own_change_time(tmp_path: Path) -> None:
+    # the host code of the git folder a .git file names holds no ".git" in its path
+    (tmp_path / ".repo" / "hooks").mkdir(parents=True)
+    (tmp_path / ".repo" / "config").write_text("[core]\n\thooksPath = x\n")
+    (tmp_path / ".git").write_text("gitdir: .repo\n")
+    assert host_code(tmp_path, ".git") == [".git", ".repo/config", ".repo/hooks"]
+    assert fresh(tmp_path, ".repo/config", 0)
+    assert not fresh(tmp_path, ".repo/config", time.time_ns() + 60_000_000_000)
+    (tmp_path / "a.github").mkdir()
+    assert not fresh(tmp_path, "a.github/.git", 0)  # not there

@@ -162,10 +162,10 @@ def git_entries(root: Path) -> tuple[list[str], bool]:
 
 
 def fresh(root: Path, rel: str, since_ns: int) -> bool:
-    """Whether host code ``rel``, or the ``.git`` that holds it, was created, renamed or
+    """Whether host code ``rel``, or the git folder that holds it, was created, renamed or
     changed at or after ``since_ns`` (its change time, which no process can set back)."""
-    dot_git = rel[: rel.index(".git") + len(".git")]
-    for path in {rel, dot_git}:
+    paths = [rel] if rel.rsplit("/", 1)[-1] == ".git" else [rel, rel.rsplit("/", 1)[0]]
+    for path in paths:
         try:
             if os.lstat(root / path).st_ctime_ns >= since_ns:
                 return True
@@ -245,9 +245,11 @@ def _pointed(dot_git: Path) -> Path | None:
                 head = handle.read(4096).decode("utf-8", "replace")
             if not head.startswith("gitdir: "):
                 return None
-            named = head[len("gitdir: ") :].splitlines()[0] if head.strip() else ""
+            named = head[len("gitdir: ") :].split("\n", 1)[0].rstrip("\r")
+            if not named:
+                return None
             target = Path(os.path.realpath(dot_git.parent / named))
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError):
         return None
     return target if target.is_dir() else None
 
