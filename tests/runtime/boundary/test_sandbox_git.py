@@ -312,6 +312,41 @@ def test_a_git_folder_a_git_file_points_to_in_the_workspace_stays_read_only(
     repo.status_runs_nothing()
 
 
+@pytest.mark.parametrize("exists", [True, False], ids=["there", "not yet"])
+def test_a_hooks_folder_the_config_names_in_the_worktree_is_out_of_reach(
+    repo: Repo, exists: bool
+) -> None:
+    # the person's own config keeps hooks in the worktree (.husky/ is a tool's config, covered
+    # as such: a folder of no known tool is the case here)
+    repo.git("config", "core.hooksPath", "scripts/hooks")
+    hook = repo.root / "scripts" / "hooks" / "pre-commit"
+    if exists:
+        hook.parent.mkdir(parents=True)
+        hook.write_text("#!/bin/sh\nexit 0\n")
+        hook.chmod(0o755)
+    env = repo.run(
+        "mkdir -p scripts/hooks || true\n"
+        f"printf '#!/bin/sh\\ntouch {repo.canary}\\n' > scripts/hooks/pre-commit || true\n"
+        "chmod +x scripts/hooks/pre-commit || true\n"
+    )
+    if exists:
+        assert env.outcome == "completed", env.refusal
+        assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+    else:
+        _refused(env, "hooks")
+        assert not hook.parent.exists()
+    repo.git("commit", "-q", "--allow-empty", "-m", "by the person")  # runs pre-commit
+    assert not repo.canary.exists()
+
+
+def test_a_config_file_the_config_includes_is_out_of_reach(repo: Repo) -> None:
+    repo.git("config", "include.path", "config.local")  # in .git, not there yet
+    env = repo.run(f"printf '{repo.plant()}' > .git/config.local\n")
+    _refused(env, "config.local")
+    assert not (repo.root / ".git" / "config.local").exists()
+    repo.status_runs_nothing()
+
+
 def test_ordinary_git_work_in_the_sandbox_still_works(repo: Repo) -> None:
     env = repo.run(
         "echo b > b.txt && git add b.txt && git commit -q -m second\n"

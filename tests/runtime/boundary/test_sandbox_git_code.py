@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH
 from proctor.runtime.boundary.sandbox_git import (
+    config_refs,
     fresh,
     git_entries,
     gitlinks,
@@ -237,3 +238,23 @@ def test_a_git_folder_named_otherwise_is_judged_by_its_own_change_time(tmp_path:
     assert not fresh(tmp_path, ".repo/config", time.time_ns() + 60_000_000_000)
     (tmp_path / "a.github").mkdir()
     assert not fresh(tmp_path, "a.github/.git", 0)  # not there
+
+
+@needs_git
+def test_what_a_config_names_is_found_through_includes(tmp_path: Path) -> None:
+    git, tree = tmp_path / "ws" / ".git", tmp_path / "ws"
+    git.mkdir(parents=True)
+    (git / "config").write_text(
+        "[core]\n\thooksPath = scripts/hooks\n[include]\n\tpath = config.local\n"
+        '[includeIf "gitdir:/"]\n\tpath = ../shared.gitconfig\n'
+    )
+    (tree / "shared.gitconfig").write_text("[include]\n\tpath = deeper.gitconfig\n")
+    found = config_refs(git / "config", tree)
+    assert sorted(found) == sorted(
+        [
+            tree / "scripts/hooks",
+            git / "config.local",
+            git / "../shared.gitconfig",
+            git / "../deeper.gitconfig",
+        ]
+    )

@@ -20,6 +20,10 @@ bound read-only, and the host code it creates is removed afterwards (:func:`remo
 the config ``git init`` writes (:func:`inert_config`): a command may make a new repository, not
 put a program in one.
 
+A repository's own config may also name a file or folder in the worktree: ``core.hooksPath``
+(husky's ``.husky/_``), an ``include.path``. What those name (:func:`config_refs`) is host code
+as well: read-only when it exists, removed if the process creates it.
+
 Not host code: ``info/attributes`` (and ``.gitattributes``) only choose drivers the config
 defines, and the built-in attributes run nothing.
 """
@@ -37,6 +41,7 @@ from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_S
 
 __all__ = [
     "HOST_CODE",
+    "config_refs",
     "fresh",
     "git_entries",
     "gitlinks",
@@ -93,6 +98,9 @@ _LIST_ENV = {
 }
 _LISTED: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {}
 """The gitlinks of each index seen, by its path, kept while the index is unchanged."""
+_NAMED: dict[str, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {}
+"""The paths each config seen names (``core.hookspath``, includes), kept while it is unchanged."""
+_MAX_INCLUDES = 10
 
 
 def inert_config(text: str) -> bool:
@@ -191,21 +199,9 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
     known = _LISTED.get(str(index))
     if known is not None and known[0] == mark:
         return known[1]
-    git = shutil.which("git")
-    if git is None:
-        return frozenset()
-    env = {**_LIST_ENV, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree)}
-    try:
-        done = subprocess.run(
-            [git, "ls-files", "--stage", "-z"],
-            cwd=work_tree,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+    env = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree)}
+    done = _git(["ls-files", "--stage", "-z"], env, work_tree)
+    if done is None:
         return frozenset()
     links = frozenset(
         line.split("\t", 1)[1]
@@ -215,6 +211,75 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
     if done.returncode == 0:
         _LISTED[str(index)] = (mark, links)
     return links
+
+
+def config_refs(config: Path, work_tree: Path) -> list[Path]:
+    """What a repository's config names that git runs or reads as config: the
+    ``core.hooksPath`` folder (a relative one from ``work_tree``) and every ``include.path``
+    and ``includeIf.<condition>.path`` file (a relative one from the including file's folder),
+    through includes of includes (at most 10 files), as the host's ``git config`` reads each."""
+    out: list[Path] = []
+    pending, seen = [config], {config}
+    while pending and len(seen) <= _MAX_INCLUDES:
+        current = pending.pop()
+        for key, value in _named(current):
+            path = Path(os.path.expanduser(value))
+            if key == "core.hookspath":
+                out.append(work_tree / path)
+                continue
+            included = current.parent / path
+            out.append(included)
+            if included not in seen:
+                seen.add(included)
+                pending.append(included)
+    return out
+
+
+def _named(config: Path) -> tuple[tuple[str, str], ...]:
+    try:
+        info = os.stat(config)
+    except OSError:
+        return ()
+    if not stat.S_ISREG(info.st_mode):
+        return ()
+    mark = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    known = _NAMED.get(str(config))
+    if known is not None and known[0] == mark:
+        return known[1]
+    done = _git(["config", "--file", str(config), "--list", "-z"], {}, config.parent)
+    if done is None:
+        return ()
+    named: list[tuple[str, str]] = []
+    for item in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        key, _, value = item.partition("\n")
+        key = key.lower()
+        wanted = key in ("core.hookspath", "include.path")
+        if (wanted or (key.startswith("includeif.") and key.endswith(".path"))) and value:
+            named.append((key, value))
+    if done.returncode == 0:
+        _NAMED[str(config)] = (mark, tuple(named))
+    return tuple(named)
+
+
+def _git(
+    argv: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[bytes] | None:
+    """Run the host's git with nothing of a repository's run (see ``_LIST_ENV``)."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        return subprocess.run(
+            [git, *argv],
+            cwd=cwd,
+            env={**_LIST_ENV, **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def host_code(root: Path, dot_git: str) -> list[str]:

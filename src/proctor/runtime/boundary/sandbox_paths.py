@@ -49,7 +49,13 @@ from proctor.contracts.values import dataclass, field
 from proctor.core.paths import authority_reason, sensitive_reason
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP, discovered
 from proctor.runtime.boundary.sandbox import SandboxSpec
-from proctor.runtime.boundary.sandbox_git import fresh, git_entries, host_code, removable
+from proctor.runtime.boundary.sandbox_git import (
+    config_refs,
+    fresh,
+    git_entries,
+    host_code,
+    removable,
+)
 
 if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
@@ -352,6 +358,17 @@ def _pins(covered: list[Path], writable: list[Path], shut: list[Path]) -> list[P
     return pins
 
 
+def _config_named(root: Path, found: list[str]) -> list[Path]:
+    """What the config of each repository in ``found`` names (:func:`config_refs`)."""
+    out: list[Path] = []
+    for dot_git in found:
+        top = root / dot_git[: -len(".git")] if dot_git != ".git" else root
+        for rel in host_code(root, dot_git):
+            if rel.rsplit("/", 1)[-1] in ("config", "config.worktree"):
+                out += config_refs(root / rel, top)
+    return out
+
+
 def run_sandbox(
     workspace: Workspace,
     *,
@@ -375,6 +392,7 @@ def run_sandbox(
         if not any(_inside(r, h) for h in hidden)
     ]
     read_only: list[Path] = []
+    named: list[Path] = []  # what the repositories' configs name: hooks folders, includes
     # a file's times come from the kernel's coarse clock, which may lag this one by a tick
     sweep = Sweep(git_since_ns=time.time_ns() - _CLOCK_LAG_NS)
     for root in writable:
@@ -406,6 +424,7 @@ def run_sandbox(
         if partial:
             sweep.git_partial |= {root}
         read_only += [root / rel for rel in sorted(git_code)]
+        named += _config_named(root, found)
         if root != workspace.root:
             # another project the run reaches: its packages and tools' code-running config
             # at any depth, found as the workspace's own are (those come with its settings)
@@ -418,6 +437,12 @@ def run_sandbox(
         for suffix in _DB_PLANTABLE
     )
     folders = [*proctor_homes, *_unique(_settings(environ, "PROCTOR_RECEIPT_DIR"))]
+    for path in _unique(named):
+        if any(_inside(path, r) for r in writable):
+            if os.path.lexists(path):
+                read_only.append(path)
+            else:
+                sweep.absent += (path,)  # a hooks folder or include the process must not make
     for path in [*folders, *keys]:
         if not any(_inside(path, r) for r in writable) or os.path.lexists(path):
             continue
