@@ -353,3 +353,17 @@ def test_a_dot_git_leading_outside_the_workspace_is_refused(
             env.call(tool, args)
         assert caught.value.code == "not_a_repository", tool
         _no_secret(caught.value.to_dict())
+
+
+def test_a_host_without_git_is_refused_with_a_code(
+    repo: Env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The git tools start the PATH's git: with none there, the tool is refused by name rather
+    # than failing with an OSError from deep inside the call.
+    empty = tmp_path / "no-git-here"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    for tool in ("git.status", "git.log", "git.diff"):
+        with pytest.raises(ToolFailed) as caught:
+            repo.call(tool, {})
+        assert caught.value.code == "git_unavailable", tool

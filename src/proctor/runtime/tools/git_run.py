@@ -27,7 +27,7 @@ git call here:
 
 Refusals: ``not_a_repository`` (the workspace root has no ``.git`` folder of its own, or one
 whose history lives elsewhere), ``git_failed`` (git exited non-zero; its first line of
-complaint, host paths removed), ``git_timeout``.
+complaint, host paths removed), ``git_timeout``, ``git_unavailable`` (no ``git`` on the PATH).
 """
 
 from __future__ import annotations
@@ -170,18 +170,35 @@ def _env(home: str, root: Path) -> dict[str, str]:
     }
 
 
+def _unavailable(exc: OSError) -> ToolFailed:
+    """``git_unavailable``: no ``git`` on the PATH, or one that cannot be started."""
+    return ToolFailed(
+        f"git cannot be started ({exc.strerror or type(exc).__name__}); install git, or leave"
+        " the git tools out of this run",
+        code="git_unavailable",
+    )
+
+
 def _overrides(env: dict[str, str], root: Path) -> dict[str, str]:
     """``GIT_CONFIG_*`` pairs: the fixed ones, and an empty command for every driver the
     config names (each name kept whole, whatever characters its driver's name holds)."""
-    listing = subprocess.run(
-        ["git", "config", "--includes", "--list", "--name-only", "-z"],
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=_TIMEOUT,
-        check=False,
-    )
+    try:
+        listing = subprocess.run(
+            ["git", "config", "--includes", "--list", "--name-only", "-z"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolFailed(
+            f"git ran past {_TIMEOUT:g} s listing the repository's config and was stopped",
+            code="git_timeout",
+        ) from None
+    except OSError as exc:
+        raise _unavailable(exc) from None
     pairs = [tuple(pair.split("=", 1)) for pair in _FIXED]
     for name in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
         lower = name.lower()
@@ -215,7 +232,8 @@ def run_git(ws: Workspace, args: Sequence[str], *, max_bytes: int) -> GitOutput:
     """Run ``git <args>`` read-only in the workspace's repository, keeping ``max_bytes``.
 
     Raises:
-        ToolFailed: ``not_a_repository``, ``git_failed``, ``git_timeout``.
+        ToolFailed: ``not_a_repository``, ``git_failed``, ``git_timeout``,
+            ``git_unavailable`` (no git to start).
     """
     _git_dir(ws)
     root = ws.root
@@ -223,15 +241,18 @@ def run_git(ws: Workspace, args: Sequence[str], *, max_bytes: int) -> GitOutput:
         env = _env(home, root)
         env.update(_overrides(env, root))
         argv = ["git", "--no-pager", *args]
-        proc = subprocess.Popen(
-            argv,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise _unavailable(exc) from None
         out, err, over = bytearray(), bytearray(), threading.Event()
         assert proc.stdout is not None and proc.stderr is not None
         readers = [
