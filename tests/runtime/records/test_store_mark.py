@@ -157,8 +157,9 @@ def test_a_mark_older_than_a_day_is_checked_again(tmp_path: Path) -> None:
         b'{"file": [1, 2, 3, 4, 5], "checked_at": "now"}',
         b"\xff\xfe",
         b" " * 5000,
+        b"[" * 4000,
     ],
-    ids=["empty", "torn", "list", "short", "text", "when", "bytes", "large"],
+    ids=["empty", "torn", "list", "short", "text", "when", "bytes", "large", "deep"],
 )
 def test_a_mark_that_is_not_one_means_a_check(tmp_path: Path, mark: bytes) -> None:
     path = tmp_path / "runs.sqlite"

@@ -120,12 +120,11 @@ def create_whole(path: Path, shown: str, build: Callable[[sqlite3.Connection], N
     _sweep(path)
     # The log is looked at before the store: another opener may link its new store and write
     # its first log in between, and a log seen first, with no store after it, is left over.
-    wal = path.with_name(path.name + "-wal")
-    wal_left = wal.exists() and wal.stat().st_size > 0
+    wal_left = _log_left(path)
     if os.path.lexists(path):
         return False
     if wal_left:
-        raise damaged(shown, f"the store file is gone but its write-ahead log {wal.name} is left")
+        raise _left_log_refusal(path, shown)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.new")
     try:
         conn = sqlite3.connect(str(tmp), isolation_level=None)
@@ -237,15 +236,10 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
         with _CHECKED_LOCK:
             _CHECKED.add(key)
         return
-    rows = conn.execute("PRAGMA quick_check").fetchall()
-    problems = [str(row[0]) for row in rows if str(row[0]) != "ok"]
-    if problems:
-        raise damaged(shown, f"PRAGMA quick_check found damage ({'; '.join(problems[:3])})")
+    _quick_check(conn, shown)
     with _CHECKED_LOCK:
         _CHECKED.add(key)
-    with contextlib.suppress(OSError):
-        if _identity(os.stat(path)) == seen:  # not checkpointed by another opener meanwhile
-            _write_mark(path, seen, now)
+    _mark_unchanged(path, seen, now)
 
 
 def check_now(path: Path, shown: str) -> bool:
@@ -258,11 +252,8 @@ def check_now(path: Path, shown: str) -> bool:
             naming the first problems quick_check found.
     """
     if not os.path.lexists(path):
-        wal = path.with_name(path.name + "-wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            raise damaged(
-                shown, f"the store file is gone but its write-ahead log {wal.name} is left"
-            )
+        if _log_left(path):
+            raise _left_log_refusal(path, shown)
         return False
     refuse_damaged(path, shown)
     try:
@@ -275,19 +266,44 @@ def check_now(path: Path, shown: str) -> bool:
         raise translate(exc, shown) from exc
     try:
         seen = _identity(os.stat(path))
-        rows = conn.execute("PRAGMA quick_check").fetchall()
+        _quick_check(conn, shown)
     except sqlite3.Error as exc:
         conn.close()
         raise translate(exc, shown) from exc
-    problems = [str(row[0]) for row in rows if str(row[0]) != "ok"]
-    if problems:
+    except BaseException:
         conn.close()
-        raise damaged(shown, f"PRAGMA quick_check found damage ({'; '.join(problems[:3])})")
-    with contextlib.suppress(OSError):
-        if _identity(os.stat(path)) == seen:
-            _write_mark(path, seen, time.time())
+        raise
+    _mark_unchanged(path, seen, time.time())
     close_marked(conn, path)
     return True
+
+
+def _quick_check(conn: sqlite3.Connection, shown: str) -> None:
+    """Raises StoreError ``store_corrupt`` naming the first problems ``PRAGMA quick_check``
+    finds (sqlite3.Error when SQLite refuses to read the file at all)."""
+    rows = conn.execute("PRAGMA quick_check").fetchall()
+    problems = [str(row[0]) for row in rows if str(row[0]) != "ok"]
+    if problems:
+        raise damaged(shown, f"PRAGMA quick_check found damage ({'; '.join(problems[:3])})")
+
+
+def _log_left(path: Path) -> bool:
+    """Whether the store's write-ahead log holds anything (SQLite would replay it into a new
+    file of the store's name)."""
+    wal = path.with_name(path.name + "-wal")
+    return wal.exists() and wal.stat().st_size > 0
+
+
+def _left_log_refusal(path: Path, shown: str) -> StoreError:
+    return damaged(shown, f"the store file is gone but its write-ahead log {path.name}-wal is left")
+
+
+def _mark_unchanged(path: Path, seen: tuple[int, ...], checked_at: float) -> None:
+    """Mark the file as checked when it is still ``seen`` (another opener may have
+    checkpointed it while the check ran: then it is left for the next opener to check)."""
+    with contextlib.suppress(OSError):
+        if _identity(os.stat(path)) == seen:
+            _write_mark(path, seen, checked_at)
 
 
 MARK_SUFFIX = "-checked"
@@ -316,7 +332,7 @@ def _read_mark(path: Path) -> tuple[tuple[int, ...], float] | None:
         with open(_mark_path(path), "rb") as handle:
             data = handle.read(_MARK_MAX + 1)
         doc = json.loads(data) if len(data) <= _MARK_MAX else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a mark nested past the parser's depth
         return None
     if not isinstance(doc, dict):
         return None
