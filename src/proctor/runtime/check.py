@@ -23,11 +23,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
 from proctor.runtime.boundary.workspace import Workspace
+
+if TYPE_CHECKING:
+    from proctor.runtime.engine.session import Session
 
 _SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "__pycache__", ".peers"})
 
@@ -264,7 +267,7 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         )
     )
     session.close()
-    records = [_audit_check(workspace, environ), _store_check(workspace, environ)]
+    records = [_audit_check(workspace, environ), _store_check(session, environ)]
     return [parse, policy, tools, Phase("records", records)]
 
 
@@ -350,15 +353,13 @@ def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
                  findings)  # fmt: skip
 
 
-def _store_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
+def _store_check(session: Session, environ: Mapping[str, str]) -> Check:
     """The SQLite run store scanned whole (a PostgreSQL store is its server's to check)."""
-    from proctor.runtime.records.store_file import check_now, run_store_path
+    from proctor.runtime.records.store_file import check_now
 
     if environ.get("PROCTOR_DATABASE_URL"):
         return Check("run_store", True, "the run store is on PostgreSQL: its server checks it")
-    named = environ.get("PROCTOR_DATABASE_PATH")
-    path = run_store_path(workspace.state_dir, environ)
-    shown = "$PROCTOR_DATABASE_PATH" if named else workspace.relative_lexical(path)
+    path, shown = session.store_file()
     try:
         found = check_now(path, shown)
     except ProctorError as exc:

@@ -144,13 +144,19 @@ class Session:
         ``.proctor/runs.sqlite``)."""
         if self._store is None:
             from proctor.runtime.records.backend import open_run_store
-            from proctor.runtime.records.store_file import run_store_path
 
-            named = self.environ.get("PROCTOR_DATABASE_PATH")
-            path = run_store_path(self.workspace.state_dir, self.environ)
-            shown = "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
+            _path, shown = self.store_file()
             self._store = open_run_store(self.workspace.state_dir, self.environ, shown)
         return self._store
+
+    def store_file(self) -> tuple[Path, str]:
+        """Where the SQLite run store is (``PROCTOR_DATABASE_PATH`` or ``.proctor/runs.sqlite``)
+        and how messages name it (relative to the workspace, never a host path). Opens nothing."""
+        from proctor.runtime.records.store_file import run_store_path
+
+        path = run_store_path(self.workspace.state_dir, self.environ)
+        named = self.environ.get("PROCTOR_DATABASE_PATH")
+        return path, "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
 
     @property
     def audit(self) -> AuditLog:
