@@ -94,7 +94,6 @@ def is_secret_name(name: str) -> bool:
 
 
 _SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
-_PLAIN_PATH = re.compile(r"/[^\s'\"]*")
 
 
 def is_shell_directory(name: str, value: object) -> bool:
@@ -104,7 +103,8 @@ def is_shell_directory(name: str, value: object) -> bool:
     return (
         name in _SHELL_DIRECTORIES
         and isinstance(value, str)
-        and _PLAIN_PATH.fullmatch(value) is not None
+        and value.startswith("/")
+        and not any(c.isspace() or c in "'\"" for c in value)  # one plain path, as env prints it
     )
 
 
