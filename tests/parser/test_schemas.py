@@ -233,3 +233,21 @@ def test_a_reference_that_descends_into_the_value_still_recurses() -> None:
     assert compile_schema(tree)(value) == value
     chained = {"properties": {"next": {"$ref": "#"}}, "allOf": [{"type": "object"}]}
     assert compile_schema(chained)({"next": {"next": {}}}) == {"next": {"next": {}}}
+
+
+def test_run_yaml_checks_each_new_schema_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The checks (the loop walk and the meta-schema) ran twice per new schema: once to say
+    # where a problem is, again inside the compile that followed.
+    from proctor.parser import schemas
+
+    walked: list[object] = []
+    real = schemas._reference_loop
+
+    def counted(schema: object) -> tuple[str | int, ...] | None:
+        walked.append(schema)
+        return real(schema)
+
+    monkeypatch.setattr(schemas, "_reference_loop", counted)
+    fresh = "      type: object\n      properties: {once_only_marker: {type: string}}"
+    parse_run_yaml(_profile(fresh), "skills/s/run.yaml")
+    assert sum("once_only_marker" in json.dumps(s) for s in walked) == 1

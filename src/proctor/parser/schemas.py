@@ -311,12 +311,23 @@ def _refuse_remote(uri: str) -> Any:
 _NO_FETCH = {scheme: _refuse_remote for scheme in ("http", "https", "file", "ftp", "data")}
 
 
-def schema_problem(schema: Any) -> tuple[tuple[str | int, ...], str] | None:
+def schema_problem(
+    schema: Any, *, compile: bool = False
+) -> tuple[tuple[str | int, ...], str] | None:
     """Why ``schema`` is not a usable draft-07 JSON Schema, as ``(where, rule)``; else ``None``.
 
-    ``where`` is the path of keys and indexes inside the schema, empty at its top.
+    ``where`` is the path of keys and indexes inside the schema, empty at its top. With
+    ``compile``, a schema without a problem is also compiled and kept, as
+    :func:`compile_schema` does, without checking it a second time.
+
+    Raises:
+        ParseError: (only with ``compile``) as :func:`compile_schema`, when the schema passes
+            the checks but cannot be compiled.
     """
-    return _problem(schema)[0]
+    problem, key = _problem(schema)
+    if compile and problem is None:
+        _compile(schema, key, "the schema")
+    return problem
 
 
 def _problem(schema: Any) -> tuple[tuple[tuple[str | int, ...], str] | None, str]:
@@ -355,8 +366,6 @@ def compile_schema(schema: Any, *, what: str = "the schema") -> Callable[[Any], 
     Raises:
         ParseError: ``schema_invalid`` naming where in the schema the rule broke.
     """
-    import fastjsonschema
-
     problem, key = _problem(schema)
     if problem is not None:
         path, rule = problem
@@ -366,6 +375,14 @@ def compile_schema(schema: Any, *, what: str = "the schema") -> Callable[[Any], 
             code="schema_invalid",
             details={"path": where},
         )
+    return _compile(schema, key, what)
+
+
+def _compile(schema: Any, key: str, what: str) -> Callable[[Any], Any]:
+    """The validator of ``schema``, which :func:`_problem` passed (``key`` is its cache key):
+    the one held, else compiled and kept."""
+    import fastjsonschema
+
     held = _cached(key)
     if held is not None:
         return held

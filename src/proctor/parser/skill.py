@@ -18,7 +18,7 @@ from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
 from proctor.contracts.strict import StrictError
 from proctor.errors import Message, ParseError, ProctorError, Quoted, UsageError
 from proctor.parser.refs import Ref, collect_refs, parse_ref_string
-from proctor.parser.schemas import compile_schema, schema_problem
+from proctor.parser.schemas import schema_problem
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
 PRICED_TOOLS = ("http.request",)
@@ -269,7 +269,10 @@ def _check_profile(
 
 def _check_schema(schema: Any, at: Path, source: str, positions: Positions) -> None:
     """Refuse a declared schema here, where it is written, not when a run first validates."""
-    problem = schema_problem(schema)
+    try:  # checked once, and compiled when it passes (a run then finds it compiled)
+        problem = schema_problem(schema, compile=True)
+    except ParseError as exc:
+        raise _at(source, positions, at, exc.message, "schema_invalid") from None
     if problem is not None:
         inside, rule = problem
         where = format_path(inside) if inside else "it"
@@ -280,10 +283,6 @@ def _check_schema(schema: Any, at: Path, source: str, positions: Positions) -> N
             f"{format_path(at)} is not a valid JSON Schema: {where} {rule}",
             "schema_invalid",
         )
-    try:
-        compile_schema(schema)
-    except ParseError as exc:
-        raise _at(source, positions, at, exc.message, "schema_invalid") from None
 
 
 def _check_method(
