@@ -39,19 +39,16 @@ def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> No
     """
     import sys
 
+    from proctor.cli.driving import read_authority_json
     from proctor.cli.render import dump_json
-    from proctor.contracts import json_strict
-    from proctor.errors import ParseError
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.home.presets import save_preset
 
     try:
         data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
-        doc = json_strict.loads(data, source="the authority document")
     except OSError as exc:
         raise UsageError(f"cannot read {file!r}", code="authority_invalid") from exc
-    except ParseError as exc:
-        raise UsageError(exc.message, code="authority_invalid") from None
+    doc = read_authority_json(data, source="the authority document")
     roots = [Workspace(Path(w)).root for w in workspaces] or [Workspace.discover(Path.cwd()).root]
     saved = save_preset(name, doc, roots)
     if as_json:

@@ -38,9 +38,10 @@ def exit_code_of(doc: dict[str, Any]) -> int:
     return EXIT_CODES.get(str(doc.get("outcome")), 1)
 
 
-def read_authority_json(text: str) -> Any:
-    """``--run-authority JSON`` read by the strict boundary reader (a repeated key or nesting
-    past 64 levels is refused, never half-read or a crash of the parser).
+def read_authority_json(data: bytes | str, *, source: str = "--run-authority") -> Any:
+    """An authority document (``--run-authority JSON``, or ``source`` naming another) read by
+    the strict boundary reader (a repeated key or nesting past 64 levels is refused, never
+    half-read or a crash of the parser).
 
     Raises:
         UsageError: ``authority_invalid`` naming why the text is not one strict JSON value.
@@ -49,7 +50,7 @@ def read_authority_json(text: str) -> Any:
     from proctor.errors import ParseError
 
     try:
-        return json_strict.loads(text, source="--run-authority")
+        return json_strict.loads(data, source=source)
     except ParseError as exc:
         raise UsageError(exc.message, code="authority_invalid") from None
 
