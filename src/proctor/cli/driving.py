@@ -38,6 +38,20 @@ def exit_code_of(doc: dict[str, Any]) -> int:
     return EXIT_CODES.get(str(doc.get("outcome")), 1)
 
 
+def read_capped(source: str, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of FILE, or of stdin for ``-``: a byte past ``cap`` tells the
+    caller the document is too large, and a pipe or a device that never ends is read no
+    further.
+
+    Raises:
+        OSError: the file cannot be opened or read (the caller names it).
+    """
+    if source == "-":
+        return sys.stdin.buffer.read(cap + 1)
+    with open(source, "rb") as handle:
+        return handle.read(cap + 1)
+
+
 def read_authority_json(data: bytes | str, *, source: str = "--run-authority") -> Any:
     """An authority document (``--run-authority JSON``, or ``source`` naming another) read by
     the strict boundary reader (a repeated key or nesting past 64 levels is refused, never

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.cli.driving import drive_and_print
+from proctor.cli.driving import drive_and_print, read_capped
 from proctor.cli.plain_argv import Option, read_plain
 from proctor.errors import UsageError
 
@@ -40,11 +39,7 @@ def resume_command(run_id: str, source: str, as_json: bool, submit: bool = False
     from proctor.runtime.engine.session import Session
 
     try:
-        if source == "-":
-            data = sys.stdin.buffer.read(DOCUMENT_CAP + 1)
-        else:  # never more than the cap: FILE may be a pipe or a device that never ends
-            with open(source, "rb") as handle:
-                data = handle.read(DOCUMENT_CAP + 1)
+        data = read_capped(source, DOCUMENT_CAP)
     except OSError as exc:
         raise UsageError(
             f"cannot read {source!r}: {exc.strerror}", code="resume_unreadable"

@@ -10,12 +10,16 @@ key; ``--directive`` and ``--submit`` are always left to click.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.cli.driving import drive_and_print, host_authority, read_authority_json
+from proctor.cli.driving import (
+    drive_and_print,
+    host_authority,
+    read_authority_json,
+    read_capped,
+)
 from proctor.cli.plain_argv import Option, read_plain
 from proctor.errors import UsageError
 
@@ -78,11 +82,7 @@ def read_inputs_document(source: str) -> dict[str, Any]:
     from proctor.parser.inputs import parse_inputs_document
 
     try:
-        if source == "-":
-            data = sys.stdin.buffer.read(INPUTS_CAP + 1)
-        else:
-            with open(source, "rb") as handle:
-                data = handle.read(INPUTS_CAP + 1)
+        data = read_capped(source, INPUTS_CAP)
     except OSError as exc:
         # named as given: a name alone would be empty for '.' and misleading for /dev/zero
         raise UsageError(
