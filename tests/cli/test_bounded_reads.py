@@ -70,3 +70,11 @@ def test_audit_verify_refuses_a_file_that_is_not_regular(workspace: Path) -> Non
 def test_resume_names_a_folder_it_cannot_read_by_the_path_given(workspace: Path) -> None:
     done = _proctor(workspace, "resume", "0" * 32, ".")
     assert done.returncode == 2 and "error[resume_unreadable]: cannot read '.'" in done.stderr
+
+
+def test_authority_save_reads_a_never_ending_file_only_to_its_cap(workspace: Path) -> None:
+    done = _proctor(workspace, "authority", "save", "p", "/dev/zero", "--workspace", ".")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and "error[authority_invalid]" in done.stderr
+    assert "over 1024 KiB; nothing was saved" in done.stderr
+    assert not list((workspace / "home").rglob("*.json"))

@@ -19,6 +19,10 @@ def authority() -> None:
     """
 
 
+AUTHORITY_CAP = 1 << 20
+"""The largest authority document ``authority save`` reads (bytes): one is a few hundred."""
+
+
 @authority.command("save")
 @click.argument("name")
 @click.argument("file", metavar="FILE|-")
@@ -37,17 +41,20 @@ def save(name: str, file: str, workspaces: tuple[str, ...], as_json: bool) -> No
     Example:
       echo '{"effects": "ask"}' | proctor authority save notes -
     """
-    import sys
-
-    from proctor.cli.driving import read_authority_json
+    from proctor.cli.driving import read_authority_json, read_capped
     from proctor.cli.render import dump_json
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.home.presets import save_preset
 
     try:
-        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        data = read_capped(file, AUTHORITY_CAP)  # a pipe or a device that never ends: a cap
     except OSError as exc:
         raise UsageError(f"cannot read {file!r}", code="authority_invalid") from exc
+    if len(data) > AUTHORITY_CAP:
+        raise UsageError(
+            f"the authority document is over {AUTHORITY_CAP >> 10} KiB; nothing was saved",
+            code="authority_invalid",
+        )
     doc = read_authority_json(data, source="the authority document")
     roots = [Workspace(Path(w)).root for w in workspaces] or [Workspace.discover(Path.cwd()).root]
     saved = save_preset(name, doc, roots)
