@@ -51,7 +51,7 @@ from proctor.runtime.admission.operations import approval_required, operation_sp
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.rows import dumps_member
-from proctor.runtime.records.runs import CallRecord
+from proctor.runtime.records.runs import CallRecord, RequestRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
     CHANGING_EFFECTS,
@@ -227,7 +227,7 @@ class Governor:
         # A person's decline is applied before anything reads the world (containment,
         # policy, the idempotency record, the floor's preview): a call that went stale while
         # the run waited is still the call the person declined, and is never re-checked or sent.
-        self._declined(spec, tool, outcome)
+        requests = self._declined(spec, tool, outcome)
         # 3. containment
         # each path as containment resolved it, reused by the handler of this call, with the
         # bytes of each file it read whole (the handler's read of it, then, opens nothing)
@@ -267,7 +267,7 @@ class Governor:
                 raise _AlreadyDone(done)
         outcome.sandbox = choose_sandbox(self.sandbox, self.authority, tool)  # before the floor
         # 5. floor
-        self._floor(spec, tool, args, outcome)
+        self._floor(spec, tool, args, outcome, requests)
         # 6. budget
         if self.authority.max_calls is not None and self.calls_made >= self.authority.max_calls:
             raise RefusedCall(
@@ -278,26 +278,35 @@ class Governor:
             self.receipt_budget.reserve(1)
         return args, resolved, seen
 
-    def _declined(self, spec: CallSpec, tool: Tool, outcome: CallOutcome) -> None:
-        """Refuse the call when a person declined it (see :mod:`.decisions`).
+    def _declined(self, spec: CallSpec, tool: Tool, outcome: CallOutcome) -> list[RequestRecord]:
+        """Refuse the call when a person declined it (see :mod:`.decisions`); otherwise the
+        run's requests as read for it (none when the floor would not ask), for :meth:`_floor`
+        to find the decision in without reading them again (nothing in between writes one).
 
         Raises:
             RefusedCall: ``approval_declined``, naming who declined.
         """
         if not may_ask(tool, self.authority):
-            return
+            return []
         address = spec.address or spec.step_id or outcome.call_id
+        requests = self.store.requests(self.run_id)
         refusal = declined(
-            self.store.requests(self.run_id),
+            requests,
             address=address,
             tool=tool.name,
             args_digest=outcome.args_digest,
         )
         if refusal is not None:
             raise refusal
+        return requests
 
     def _floor(
-        self, spec: CallSpec, tool: Tool, args: dict[str, Any], outcome: CallOutcome
+        self,
+        spec: CallSpec,
+        tool: Tool,
+        args: dict[str, Any],
+        outcome: CallOutcome,
+        requests: list[RequestRecord],
     ) -> None:
         if not may_ask(tool, self.authority):
             return
@@ -318,7 +327,7 @@ class Governor:
             args_digest=outcome.args_digest,
         )
         request_digest = digest(body)
-        decision = decision_for(self.store.requests(self.run_id), address, request_digest)
+        decision = decision_for(requests, address, request_digest)
         if decision is not None and decision.get("approved") is False:
             # _declined applies every decline bound to this call before containment; a
             # decision is never taken for an approval it is not
