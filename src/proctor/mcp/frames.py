@@ -50,6 +50,7 @@ __all__ = [
     "frame_refusal",
     "id_refusal",
     "read_line",
+    "refusal",
 ]
 
 INVALID_REQUEST = -32600
@@ -73,17 +74,7 @@ def frame_refusal(raw: bytes | str) -> dict[str, Any] | None:
     try:
         json_strict.loads(raw, source="the message")
     except ParseError as exc:
-        if exc.code not in _REFUSED_CODES:
-            return None
-        return {
-            "jsonrpc": "2.0",
-            "id": _request_id(raw),
-            "error": {
-                "code": INVALID_REQUEST,
-                "message": f"proctor refuses this message: {exc.message.partition(': ')[2]}",
-                "data": {"code": exc.code},
-            },
-        }
+        return _strict_refusal(raw, exc)
     return None
 
 
@@ -100,6 +91,27 @@ def id_refusal(raw: bytes | str) -> dict[str, Any] | None:
     # RecursionError: far too deep for the parser; the strict reader refuses such a frame
     except (ValueError, RecursionError):
         return None
+    return _id_refusal_of(doc)
+
+
+def refusal(raw: bytes | str) -> dict[str, Any] | None:
+    """:func:`frame_refusal`, else :func:`id_refusal`: the answer to a frame refused before
+    the SDK reads it, or ``None``. A frame the strict reader takes is parsed once."""
+    try:
+        doc = json_strict.loads(raw, source="the message")
+    except ParseError as exc:
+        # not strict JSON (NaN, an unpaired surrogate...): its id is read as id_refusal reads it
+        return _strict_refusal(raw, exc) or id_refusal(raw)
+    return _id_refusal_of(doc)
+
+
+def _strict_refusal(raw: bytes | str, exc: ParseError) -> dict[str, Any] | None:
+    if exc.code not in _REFUSED_CODES:
+        return None
+    return _error(_request_id(raw), INVALID_REQUEST, exc.message.partition(": ")[2], exc.code)
+
+
+def _id_refusal_of(doc: Any) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or "method" not in doc or "id" not in doc:
         return None
     if _usable_id(doc["id"]) is not None:
@@ -177,7 +189,7 @@ def read_line(line: str | None) -> SessionMessage | dict[str, Any] | None:
         return _error(None, INVALID_REQUEST, why, "frame_too_large")
     if line.isspace() or not line:
         return None
-    refused = frame_refusal(line) or id_refusal(line)
+    refused = refusal(line)
     if refused is not None:
         return refused
     try:
@@ -243,7 +255,7 @@ class StrictFrames:
             await anyio.to_thread.run_sync(audit_refusal, self._audit, too_large, "http")
             await _answer(send, 413, too_large)
             return
-        error = frame_refusal(bytes(body)) or id_refusal(bytes(body))
+        error = refusal(bytes(body))
         if error is None:
             replayed: list[Message] = [
                 {"type": "http.request", "body": bytes(body), "more_body": False}
