@@ -13,9 +13,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.pg import fresh_schema
 
 SKILL_MD = """---
 name: appender
@@ -84,6 +87,22 @@ def make_workspace(root: Path) -> None:
     slow.mkdir(parents=True)
     (slow / "SKILL.md").write_text(SKILL_MD.replace("appender", "slow"))
     (slow / "run.yaml").write_text(SLOW_YAML.replace("PYTHON", json.dumps(sys.executable)))
+
+
+@contextmanager
+def shared_workspace(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
+    """A fresh schema and the workspace at ``tmp_path/ws`` on it: ``(root, environ, url)``."""
+    with fresh_schema() as url:
+        root = tmp_path / "ws"
+        root.mkdir()
+        make_workspace(root)
+        yield root, environ(root, url), url
+
+
+def run_status(store: Any, run_id: str) -> str | None:
+    """The status of ``run_id`` (``None`` while it has not started)."""
+    run = store.get_run(run_id)
+    return None if run is None else str(run.status)
 
 
 def environ(root: Path, url: str) -> dict[str, str]:

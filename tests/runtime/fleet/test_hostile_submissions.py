@@ -22,8 +22,13 @@ from typing import Any
 
 import pytest
 
-from tests.pg import fresh_schema
-from tests.runtime.fleet.support import environ, make_workspace, proctor, start_worker, wait_for
+from tests.runtime.fleet.support import (
+    proctor,
+    run_status,
+    shared_workspace,
+    start_worker,
+    wait_for,
+)
 
 OUTSIDE_YAML = """minimum_proctor: 0.1.0
 methods:
@@ -74,10 +79,7 @@ HOSTILE: list[tuple[str, str, str, str]] = [
 
 @pytest.fixture
 def shared(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
-    with fresh_schema() as url:
-        root = tmp_path / "ws"
-        root.mkdir()
-        make_workspace(root)
+    with shared_workspace(tmp_path) as (root, env, url):
         outside = tmp_path / "outside"
         outside.mkdir()
         (outside / "SKILL.md").write_text(
@@ -86,7 +88,7 @@ def shared(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
         (outside / "run.yaml").write_text(OUTSIDE_YAML)
         (root / "out").symlink_to(tmp_path, target_is_directory=True)
         (root / "skills" / "escape").symlink_to(outside, target_is_directory=True)
-        yield root, environ(root, url), url
+        yield root, env, url
 
 
 def _insert(store: Any, kind: str, run_id: str, body: str) -> int:
@@ -116,12 +118,11 @@ def test_hostile_rows_are_failed_with_a_code_and_the_worker_drives_the_next(
     log = tmp_path / "worker.log"
     worker = start_worker(root, env, concurrency=1, log=log)  # one slot takes every row
     try:
-
-        def good_paused() -> bool:
-            run = store.get_run(good)
-            return run is not None and run.status == "needs_approval"
-
-        wait_for(good_paused, 90, "the good submission after the hostile ones")
+        wait_for(
+            lambda: run_status(store, good) == "needs_approval",
+            90,
+            "the good submission after the hostile ones",
+        )
     finally:
         worker.send_signal(signal.SIGTERM)
         code = worker.wait(30)
@@ -188,12 +189,11 @@ def test_an_unexpected_error_fails_its_submission_and_the_slot_goes_on(
     serving = threading.Thread(target=worker.serve)
     serving.start()
     try:
-
-        def good_paused() -> bool:
-            run = store.get_run(good)
-            return run is not None and run.status == "needs_approval"
-
-        wait_for(good_paused, 90, "the next submission after the bug")
+        wait_for(
+            lambda: run_status(store, good) == "needs_approval",
+            90,
+            "the next submission after the bug",
+        )
     finally:
         worker.stop.set()
         serving.join(60)

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg import fresh_schema
 from tests.runtime.fleet.support import (
     approval_document,
-    environ,
-    make_workspace,
     proctor,
+    run_status,
+    shared_workspace,
     start_worker,
     wait_for,
 )
@@ -32,16 +31,8 @@ from tests.runtime.fleet.support import (
 
 @pytest.fixture
 def shared(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
-    with fresh_schema() as url:
-        root = tmp_path / "ws"
-        root.mkdir()
-        make_workspace(root)
-        yield root, environ(root, url), url
-
-
-def _status(store: object, run_id: str) -> str | None:
-    run = store.get_run(run_id)  # type: ignore[attr-defined]
-    return None if run is None else str(run.status)
+    with shared_workspace(tmp_path) as shared:
+        yield shared
 
 
 def test_submitted_work_is_driven_by_a_worker_and_sigterm_stops_it_cleanly(
@@ -57,13 +48,13 @@ def test_submitted_work_is_driven_by_a_worker_and_sigterm_stops_it_cleanly(
     assert store.get_run(run_id) is None  # queued, not driven here
     worker = start_worker(root, env, log=tmp_path / "worker.log")
     try:
-        wait_for(lambda: _status(store, run_id) == "needs_approval", 60, "the pause")
+        wait_for(lambda: run_status(store, run_id) == "needs_approval", 60, "the pause")
         listed = json.loads(proctor(root, env, ["worker", "list", "--json"]).stdout)
         assert len(listed["workers"]) == 1
         doc = approval_document(store, run_id)
         out = proctor(root, env, ["resume", run_id, "-", "--submit"], json.dumps(doc))
         assert out.returncode == 0 and "submitted" in out.stdout, out.stderr
-        wait_for(lambda: _status(store, run_id) == "sealed", 60, "the seal")
+        wait_for(lambda: run_status(store, run_id) == "sealed", 60, "the seal")
     finally:
         worker.send_signal(signal.SIGTERM)
         code = worker.wait(30)
@@ -93,7 +84,7 @@ def test_a_killed_workers_run_is_continued_by_another_without_losing_its_decisio
     doomed_env = env | {"PROCTOR_TEST_HOOKS": "1", "PROCTOR_TEST_KILL_AT": "resume.recorded:1"}
     doomed = start_worker(root, doomed_env, log=tmp_path / "doomed.log")
     try:
-        wait_for(lambda: _status(store, run_id) == "needs_approval", 60, "the pause")
+        wait_for(lambda: run_status(store, run_id) == "needs_approval", 60, "the pause")
         doc = approval_document(store, run_id)
         proctor(root, env, ["resume", run_id, "-", "--submit"], json.dumps(doc))
         assert doomed.wait(60) == -signal.SIGKILL
@@ -105,7 +96,7 @@ def test_a_killed_workers_run_is_continued_by_another_without_losing_its_decisio
     assert request.state == "decided"  # recorded before the kill
     survivor = start_worker(root, env, log=tmp_path / "survivor.log")
     try:
-        wait_for(lambda: _status(store, run_id) == "sealed", 60, "the seal by the survivor")
+        wait_for(lambda: run_status(store, run_id) == "sealed", 60, "the seal by the survivor")
     finally:
         survivor.send_signal(signal.SIGTERM)
         survivor.wait(30)
@@ -159,13 +150,13 @@ def test_sigterm_finishes_the_current_call_and_another_worker_continues(
             first.kill()
             first.wait()
     assert (root / "lines.txt").read_text() == "slow\n"  # the call finished
-    assert _status(store, run_id) != "sealed"
+    assert run_status(store, run_id) != "sealed"
     assert store._rows("SELECT * FROM leases") == []  # released
     queued = store._rows("SELECT kind, state FROM submissions WHERE run_id = %s", (run_id,))
     assert queued == [("resume", "queued")]
     second = start_worker(root, env, log=tmp_path / "second.log")
     try:
-        wait_for(lambda: _status(store, run_id) == "sealed", 60, "the seal by another worker")
+        wait_for(lambda: run_status(store, run_id) == "sealed", 60, "the seal by another worker")
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(30)
