@@ -88,3 +88,13 @@ def test_a_string_that_is_not_text_is_never_queued() -> None:
     with pytest.raises(SubmissionRefused) as caught:
         dump_body(StartBody(ref="x", inputs={"a": "\ud800"}))
     assert caught.value.code == "submission_invalid"
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, 100_000])
+def test_a_body_a_worker_would_refuse_as_too_deep_is_never_queued(depth: int) -> None:
+    ok = StartBody(ref="x", inputs={"v": _nested(MAX_DEPTH - 1)})
+    text = dump_body(ok)
+    assert read_body("start", RUN, text, len(text.encode())) == ok
+    with pytest.raises(SubmissionRefused) as caught:
+        dump_body(StartBody(ref="x", inputs={"v": _nested(depth)}))
+    assert caught.value.code == "too_deep"

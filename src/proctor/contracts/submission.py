@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
@@ -101,18 +101,14 @@ def dump_body(body: StartBody | ResumeBody) -> str:
     character would take up to six bytes of the cap).
 
     Raises:
-        SubmissionRefused: ``submission_too_large`` over :data:`MAX_BODY_BYTES`;
-            ``submission_invalid`` for a string with an unpaired surrogate (not text).
+        SubmissionRefused: ``submission_too_large`` over :data:`MAX_BODY_BYTES`; ``too_deep``
+            nested deeper than :func:`read_body` reads; ``submission_invalid`` for a string
+            with an unpaired surrogate (not text).
     """
+    # what read_body would refuse is refused here, before a recursive dump of the value
+    _strict(json_strict.check_value, body.__getstate__())
     text = json.dumps(body.model_dump(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise SubmissionRefused(
-            "the submission holds a string that is not text (an unpaired surrogate)",
-            code="submission_invalid",
-        ) from None
-    if size > MAX_BODY_BYTES:
+    if len(text.encode("utf-8")) > MAX_BODY_BYTES:
         raise _too_large()
     return text
 
@@ -137,16 +133,22 @@ def read_body(kind: str, run_id: str, text: str | None, size: int) -> StartBody 
         )
     if text is None or size > MAX_BODY_BYTES:
         raise _too_large()
-    try:
-        data = json_strict.loads(text, source="the submission", limit=json_strict.MAX_DEPTH + 1)
-    except ParseError as exc:
-        code = exc.code if exc.code in ("duplicate_key", "too_deep") else "submission_invalid"
-        raise SubmissionRefused(exc.message, code=code) from None
+    data = _strict(json_strict.loads, text)
     if not isinstance(data, dict):
         raise SubmissionRefused(
             f"the {kind} submission's body is not one JSON object", code="submission_invalid"
         )
     return make_body(kind, data)
+
+
+def _strict(read: Callable[..., Any], value: Any) -> Any:
+    """``read`` (a :mod:`.json_strict` reader) of ``value`` as a body, one level deeper than
+    the documents it carries; its refusal as the submission's."""
+    try:
+        return read(value, source="the submission", limit=json_strict.MAX_DEPTH + 1)
+    except ParseError as exc:
+        code = exc.code if exc.code in ("duplicate_key", "too_deep") else "submission_invalid"
+        raise SubmissionRefused(exc.message, code=code) from None
 
 
 def _too_large() -> SubmissionRefused:
