@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -59,13 +59,14 @@ def close_sessions() -> Iterator[None]:
         _OPEN.pop().close()
 
 
-def session(root: Path, **kwargs: Any) -> Session:
-    """A session with a fixed key and a ticking clock, closed after the test."""
+def session(root: Path, *, environ: Mapping[str, str] | None = None, **kwargs: Any) -> Session:
+    """A session with a fixed key and a ticking clock, closed after the test; its environment
+    ``environ``, or a proctor home of its own (``root/.home``) when none is given."""
     ticks = itertools.count()
     start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     opened = Session(
         Workspace(root),
-        environ={"PROCTOR_HOME": str(root / ".home")},
+        environ={"PROCTOR_HOME": str(root / ".home")} if environ is None else dict(environ),
         clock=lambda: start + timedelta(milliseconds=next(ticks)),
         signer=signer_from_seed(bytes(range(32))),
         **kwargs,

@@ -10,7 +10,6 @@ received, no process left after the timeout.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import secrets
@@ -19,14 +18,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.session import Session
 from tests.runtime.boundary.sandbox_support import (
     alive,
@@ -37,11 +33,11 @@ from tests.runtime.boundary.sandbox_support import (
     write_probe,
 )
 from tests.runtime.driver_support import (
-    _OPEN,
     authority,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
+    session,
 )
 
 pytestmark = needs_bwrap
@@ -66,16 +62,10 @@ methods:
 
 
 def _session(root: Path, **environ: str) -> Session:
-    ticks = itertools.count()
-    start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    opened = Session(
-        Workspace(root),
+    return session(
+        root,
         environ={"PROCTOR_HOME": str(root / ".home"), "PROCTOR_SANDBOX": "required", **environ},
-        clock=lambda: start + timedelta(milliseconds=next(ticks)),
-        signer=signer_from_seed(bytes(range(32))),
     )
-    _OPEN.append(opened)
-    return opened
 
 
 def _probe_run(root: Path, *ops: str, **environ: str) -> tuple[Session, Any, dict[str, Any]]:

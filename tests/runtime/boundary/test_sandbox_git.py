@@ -10,26 +10,21 @@ canary file never appears. The controls prove ordinary git work inside the sandb
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
 import subprocess
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.boundary.workspace import Workspace
-from proctor.runtime.engine.session import Session
 from tests.runtime.boundary.sandbox_support import call_records, needs_bwrap
 from tests.runtime.driver_support import (
-    _OPEN,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
+    session,
 )
 
 pytestmark = [
@@ -97,15 +92,10 @@ class Repo:
             "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n      - id: run\n"
             f"        tool: command.execute\n        inputs: {json.dumps(inputs)}\n",
         )
-        ticks = itertools.count()
-        start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-        s = Session(
-            Workspace(self.root),
+        s = session(
+            self.root,
             environ={"PROCTOR_HOME": str(self.root / ".home"), "PROCTOR_SANDBOX": "required"},
-            clock=lambda: start + timedelta(milliseconds=next(ticks)),
-            signer=signer_from_seed(bytes(range(32))),
         )
-        _OPEN.append(s)
         env = s.run("gitwork", cwd=self.root)
         (call,) = call_records(s, env.run_id)
         assert call.result["sandbox"]["used"] == "bubblewrap"

@@ -312,13 +312,6 @@ def test_write_true_lets_it_write_the_workspace_but_never_authority_files(ws: Pa
 def test_the_home_and_key_the_session_names_are_hidden_from_the_worker(ws: Path) -> None:
     # named only in the session's environment (the Python API), not in proctor's own: the
     # worker's sandbox must be built from the session's, as a command's is
-    import itertools
-    from datetime import UTC, datetime, timedelta
-
-    from proctor.receipts.signing import signer_from_seed
-    from proctor.runtime.boundary.workspace import Workspace
-    from tests.runtime.driver_support import _OPEN
-
     home = ws / "state" / "home"
     home.mkdir(parents=True, mode=0o700)
     (home / "config.json").write_text(json.dumps({"canary": CANARY}))
@@ -327,19 +320,14 @@ def test_the_home_and_key_the_session_names_are_hidden_from_the_worker(ws: Path)
 
     def run(inputs: dict[str, str], extra: str) -> tuple[Session, Any]:
         _skill(ws, "steal", extra=extra, inputs=json.dumps(inputs))
-        ticks = itertools.count()
-        start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-        s = Session(
-            Workspace(ws),
+        s = session(
+            ws,
             environ={
                 "PROCTOR_HOME": str(home),
                 "PROCTOR_SIGNING_KEY": str(key),
                 "PROCTOR_SANDBOX": "required",
             },
-            clock=lambda: start + timedelta(milliseconds=next(ticks)),
-            signer=signer_from_seed(bytes(range(32))),
         )
-        _OPEN.append(s)
         return s, s.run("wk", cwd=ws)
 
     s, env = run({"home_file": str(home / "config.json")}, "")

@@ -345,13 +345,7 @@ def test_a_process_sees_no_home_the_session_names_and_leaves_no_authority_file(
     # the home and key are named only in the session's environment (the Python API), not in
     # proctor's own: the process's sandbox must be built from the session's, and what it
     # plants that a run may never write must be gone once it ends, as for a command
-    import itertools
     import os
-    from datetime import UTC, datetime, timedelta
-
-    from proctor.receipts.signing import signer_from_seed
-    from proctor.runtime.engine.session import Session
-    from tests.runtime.driver_support import _OPEN
 
     home = ws / "state" / "home"
     home.mkdir(parents=True, mode=0o700)
@@ -372,19 +366,14 @@ methods:
         inputs: {json.dumps({"command": PY, "args": argv})}
 """,
     )
-    ticks = itertools.count()
-    start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    s = Session(
-        Workspace(ws),
+    s = session(
+        ws,
         environ={
             "PROCTOR_HOME": str(home),
             "PROCTOR_SIGNING_KEY": str(key),
             "PROCTOR_SANDBOX": "required",
         },
-        clock=lambda: start + timedelta(milliseconds=next(ticks)),
-        signer=signer_from_seed(bytes(range(32))),
     )
-    _OPEN.append(s)
     env = s.run("plant", cwd=ws)
     assert env.outcome == "completed", env.refusal
     assert env.result["sandbox"] == "bubblewrap"
