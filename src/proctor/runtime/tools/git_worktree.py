@@ -31,7 +31,6 @@ WORKTREE_FLAGS = ["--full-index"]
 
 _MAX_FILE = 64 * 1024 * 1024  # larger working-tree files are not read: their part is left out
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _INDEX = re.compile(
     r"(?m)^index ([0-9a-f]{40}|[0-9a-f]{64})\.\.([0-9a-f]{40}|[0-9a-f]{64})(?: ([0-7]{6}))?$"
 )
