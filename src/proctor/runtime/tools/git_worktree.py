@@ -62,10 +62,11 @@ def _readable(ws: Workspace, rel: str) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > _MAX_FILE:
             return None
-        chunks = []
+        chunks, size = [], 0
         while chunk := os.read(fd, 1024 * 1024):
             chunks.append(chunk)
-            if sum(map(len, chunks)) > _MAX_FILE:
+            size += len(chunk)
+            if size > _MAX_FILE:
                 return None
         data = b"".join(chunks)
     except OSError:
