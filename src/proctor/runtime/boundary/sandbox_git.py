@@ -40,6 +40,7 @@ from pathlib import Path
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP
 
 __all__ = [
+    "GIT_ISOLATED_ENV",
     "HOST_CODE",
     "config_refs",
     "fresh",
@@ -79,17 +80,23 @@ _SECTION = re.compile(r'\[([A-Za-z]+)(?: "([A-Za-z0-9._/-]+)")?\]')
 _ENTRY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)[ \t]*=[ \t]*([^\"\\;#\x00-\x1f\x7f]*)")
 _MAX_CONFIG = 64 * 1024
 _GITLINK = "160000"
-# git run on the host only to list an index: no config of the user's, nothing the
-# repository's config names (fsmonitor, hooks) run
-_LIST_ENV = {
+GIT_ISOLATED_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
-    "HOME": "/nonexistent",
-    "XDG_CONFIG_HOME": "/nonexistent",
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": "/dev/null",
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_OPTIONAL_LOCKS": "0",
+}
+"""What every git proctor runs on the host starts from: a fixed locale, no system or global
+config, no prompt, no optional lock (a read never writes the index). The caller adds a
+``HOME`` and ``XDG_CONFIG_HOME`` of its own (:mod:`proctor.runtime.tools.git_run` too)."""
+# git run on the host only to list an index: no config of the user's, nothing the
+# repository's config names (fsmonitor, hooks) run
+_LIST_ENV = {
+    **GIT_ISOLATED_ENV,
+    "HOME": "/nonexistent",
+    "XDG_CONFIG_HOME": "/nonexistent",
     "GIT_CONFIG_COUNT": "2",
     "GIT_CONFIG_KEY_0": "core.fsmonitor",
     "GIT_CONFIG_VALUE_0": "false",

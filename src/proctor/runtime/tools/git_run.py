@@ -45,6 +45,7 @@ from proctor.contracts.values import dataclass
 from proctor.core.paths import content_reason, sensitive_reason
 from proctor.errors import ToolFailed
 from proctor.runtime.boundary.fds import DIR_FLAGS, open_below
+from proctor.runtime.boundary.sandbox_git import GIT_ISOLATED_ENV
 from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["GitOutput", "chunks_without_keys", "hidden", "run_git"]
@@ -151,14 +152,9 @@ def _exists_in(dir_fd: int, name: str) -> bool:
 def _env(home: str, root: Path) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", os.defpath),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
+        **GIT_ISOLATED_ENV,
         "HOME": home,
         "XDG_CONFIG_HOME": home,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_OPTIONAL_LOCKS": "0",
         "GIT_PAGER": "cat",
         "PAGER": "cat",
         "GIT_ATTR_NOSYSTEM": "1",
