@@ -358,12 +358,13 @@ def _pins(covered: list[Path], writable: list[Path], shut: list[Path]) -> list[P
     return pins
 
 
-def _config_named(root: Path, found: list[str]) -> list[Path]:
-    """What the config of each repository in ``found`` names (:func:`config_refs`)."""
+def _config_named(root: Path, code: Mapping[str, list[str]]) -> list[Path]:
+    """What the config of each repository names (:func:`config_refs`), given the host code of
+    each ``.git`` (:func:`host_code`)."""
     out: list[Path] = []
-    for dot_git in found:
+    for dot_git, rels in code.items():
         top = root / dot_git[: -len(".git")] if dot_git != ".git" else root
-        for rel in host_code(root, dot_git):
+        for rel in rels:
             if rel.rsplit("/", 1)[-1] in ("config", "config.worktree"):
                 out += config_refs(root / rel, top)
     return out
@@ -419,12 +420,13 @@ def run_sandbox(
         # git host code (.git/config, hooks, commondir ... at any depth): read-only while it
         # exists, removed afterwards when the process made it
         found, partial = git_entries(root)
-        git_code = frozenset(rel for d in found for rel in host_code(root, d))
+        code = {dot_git: host_code(root, dot_git) for dot_git in found}
+        git_code = frozenset(rel for rels in code.values() for rel in rels)
         sweep.git[root] = git_code
         if partial:
             sweep.git_partial |= {root}
         read_only += [root / rel for rel in sorted(git_code)]
-        named += _config_named(root, found)
+        named += _config_named(root, code)
         if root != workspace.root:
             # another project the run reaches: its packages and tools' code-running config
             # at any depth, found as the workspace's own are (those come with its settings)
