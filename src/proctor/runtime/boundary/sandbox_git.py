@@ -202,7 +202,7 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
         return frozenset()
     if not stat.S_ISREG(info.st_mode):
         return frozenset()
-    mark = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    mark = _mark(info)
     known = _LISTED.get(str(index))
     if known is not None and known[0] == mark:
         return known[1]
@@ -218,6 +218,12 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
     if done.returncode == 0:
         _LISTED[str(index)] = (mark, links)
     return links
+
+
+def _mark(info: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is written or replaced: a cached reading of it is kept while
+    this is the same."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def config_refs(config: Path, work_tree: Path) -> list[Path]:
@@ -249,7 +255,7 @@ def _named(config: Path) -> tuple[tuple[str, str], ...]:
         return ()
     if not stat.S_ISREG(info.st_mode):
         return ()
-    mark = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    mark = _mark(info)
     known = _NAMED.get(str(config))
     if known is not None and known[0] == mark:
         return known[1]
