@@ -14,8 +14,8 @@ git call here:
 - refuses a repository whose history is not all its own (a ``.git/commondir`` file,
   ``.git/objects`` not a real folder, an ``objects/info/alternates`` or ``http-alternates``
   file): git would read the refs or objects of whatever repository those name, outside the
-  workspace (a command the run starts may write them: only ``.git/config`` and
-  ``.git/hooks`` are read-only in the sandbox);
+  workspace (a command the run starts may write them: the sandbox keeps only git's host code,
+  ``config``, ``hooks``, ``commondir`` ..., read-only, never ``objects``);
 - passes config overrides as ``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_KEY_<n>`` /
   ``GIT_CONFIG_VALUE_<n>`` pairs, which win over every config file and keep a name and its
   value apart (a ``-c name=value`` is split at its first ``=``, so a driver named ``a=b``
