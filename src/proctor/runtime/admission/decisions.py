@@ -14,11 +14,12 @@ from typing import Any
 
 from proctor.core.authority import Authority
 from proctor.errors import RefusedCall
+from proctor.runtime.admission.calls import CallOutcome
 from proctor.runtime.admission.operations import approval_required
-from proctor.runtime.records.runs import RequestRecord
+from proctor.runtime.records.runs import RequestRecord, RunStore
 from proctor.runtime.tools.base import CHANGING_EFFECTS, Tool
 
-__all__ = ["cannot_wait", "decision_for", "declined", "may_ask"]
+__all__ = ["cannot_wait", "decision_for", "declined", "may_ask", "unless_declined"]
 
 
 def may_ask(tool: Tool, authority: Authority) -> bool:
@@ -84,3 +85,21 @@ def declined(
             },
         )
     return None
+
+
+def unless_declined(
+    store: RunStore, run_id: str, authority: Authority, tool: Tool, address: str, call: CallOutcome
+) -> list[RequestRecord]:
+    """The run's requests, read once for a call of ``tool`` at ``address`` (none when the floor
+    would not ask), for the floor to find its decision in (nothing before it writes one).
+
+    Raises:
+        RefusedCall: ``approval_declined`` when a person declined this very call (:func:`declined`).
+    """
+    if not may_ask(tool, authority):
+        return []
+    requests = store.requests(run_id)
+    refusal = declined(requests, address=address, tool=tool.name, args_digest=call.args_digest)
+    if refusal is not None:
+        raise refusal
+    return requests

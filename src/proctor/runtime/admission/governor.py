@@ -45,7 +45,7 @@ from proctor.runtime.admission.calls import CallStatus as CallStatus
 from proctor.runtime.admission.calls import Clock as Clock
 from proctor.runtime.admission.calls import Deliver as Deliver
 from proctor.runtime.admission.calls import utc_now as _utc_now
-from proctor.runtime.admission.decisions import cannot_wait, decision_for, declined, may_ask
+from proctor.runtime.admission.decisions import cannot_wait, decision_for, may_ask, unless_declined
 from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
@@ -227,7 +227,8 @@ class Governor:
         # A person's decline is applied before anything reads the world (containment,
         # policy, the idempotency record, the floor's preview): a call that went stale while
         # the run waited is still the call the person declined, and is never re-checked or sent.
-        requests = self._declined(spec, tool, outcome)
+        address = spec.address or spec.step_id or outcome.call_id
+        requests = unless_declined(self.store, self.run_id, self.authority, tool, address, outcome)
         # 3. containment
         # each path as containment resolved it, reused by the handler of this call, with the
         # bytes of each file it read whole (the handler's read of it, then, opens nothing)
@@ -278,28 +279,6 @@ class Governor:
             self.receipt_budget.reserve(1)
         return args, resolved, seen
 
-    def _declined(self, spec: CallSpec, tool: Tool, outcome: CallOutcome) -> list[RequestRecord]:
-        """Refuse the call when a person declined it (see :mod:`.decisions`); otherwise the
-        run's requests as read for it (none when the floor would not ask), for :meth:`_floor`
-        to find the decision in without reading them again (nothing in between writes one).
-
-        Raises:
-            RefusedCall: ``approval_declined``, naming who declined.
-        """
-        if not may_ask(tool, self.authority):
-            return []
-        address = spec.address or spec.step_id or outcome.call_id
-        requests = self.store.requests(self.run_id)
-        refusal = declined(
-            requests,
-            address=address,
-            tool=tool.name,
-            args_digest=outcome.args_digest,
-        )
-        if refusal is not None:
-            raise refusal
-        return requests
-
     def _floor(
         self,
         spec: CallSpec,
@@ -329,7 +308,7 @@ class Governor:
         request_digest = digest(body)
         decision = decision_for(requests, address, request_digest)
         if decision is not None and decision.get("approved") is False:
-            # _declined applies every decline bound to this call before containment; a
+            # unless_declined applies every decline bound to this call before containment; a
             # decision is never taken for an approval it is not
             raise RefusedCall(
                 f"a person declined '{tool.name}' at {address}", code="approval_declined"
