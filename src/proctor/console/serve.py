@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from proctor.contracts.values import dataclass
 from proctor.errors import UsageError
+from proctor.runtime.listen import listen_tcp
 
 __all__ = ["Binding", "bind_socket", "check_binding", "is_loopback"]
 
@@ -89,17 +90,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     Raises:
         UsageError: ``console_bind_failed`` (the address is taken or not this machine's).
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host.strip("[]"), port))
+        sock = listen_tcp(host, port)
     except OSError as exc:
-        sock.close()
         raise UsageError(
             f"cannot listen on {host}:{port}: {exc.strerror}", code="console_bind_failed"
         ) from exc
-    sock.listen(128)
     sock.set_inheritable(True)
     return sock
 

@@ -30,6 +30,7 @@ import anyio
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ConfigError, UsageError
 from proctor.mcp.shared import token_id
+from proctor.runtime.listen import listen_tcp
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -317,16 +318,13 @@ async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
     import uvicorn
 
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((settings.host.strip("[]"), settings.port))
+        # connections queue from now on, before uvicorn starts accepting
+        sock = listen_tcp(settings.host, settings.port)
     except OSError as exc:
-        sock.close()
         raise ConfigError(
             f"cannot bind {settings.host}:{settings.port}: {exc.strerror}", code="mcp_bind_failed"
         ) from exc
-    sock.listen(128)  # connections queue from now on, before uvicorn starts accepting
     port = sock.getsockname()[1]
     app = build_app(proctor, settings)
     config = uvicorn.Config(

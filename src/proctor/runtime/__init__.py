@@ -22,6 +22,7 @@ parts may use (its surface) and which parts it may import; import-linter enforce
 - ``home``: ``PROCTOR_HOME``: the signing key, ``config.json``, presets, credentials;
 - ``boundary``: where a run meets the host: workspace containment and reach, the egress guard
   and transport, the sanitizer;
-- ``skills``, ``limits``, ``testhooks``: reading skill packages, limits from the environment,
-  crash-test hooks; used by every part above.
+- ``skills``, ``limits``, ``testhooks``, ``listen``: reading skill packages, limits from the
+  environment, crash-test hooks, the listening sockets of proctor's servers; used by every part
+  above.
 """
