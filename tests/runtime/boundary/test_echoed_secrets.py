@@ -42,8 +42,17 @@ def echoes(secret: str) -> dict[str, str]:
     """Every changed form of ``secret`` a careless or hostile tool might print."""
     raw = secret.encode()
     b32 = base64.b32encode(raw).decode()
+    rot13 = str.maketrans(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+        "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+    )
     return {
         "reversed": secret[::-1],
+        "rot13": secret.translate(rot13),
+        "rot47": "".join(
+            chr(33 + (ord(c) - 33 + 47) % 94) if "!" <= c <= "~" else c for c in secret
+        ),
+        "rot13_spaced": " ".join(secret.translate(rot13)),
         "base32": b32,
         "base32_lower": b32.lower().rstrip("="),
         "base32_offset": base64.b32encode(b"xyz" + raw).decode()[5:],

@@ -1,9 +1,14 @@
 """The forms a delivered secret can be echoed back in, and the view of a text they are found in.
 
 A tool handed a secret can hand it back changed. :func:`encodings` lists the literal forms of a
-value of 8 characters or more: the value and its reverse; base64 and base64url, and base32
-(upper and lower case), each at every byte alignment (only the characters that do not depend
-on neighbouring bytes); hex (both cases); URL encoding; JSON string escaping.
+value of 8 characters or more: the value and its reverse; its ROT13 and ROT47 (the letter and
+printable-ASCII rotations a program reaches for to slip a value past a filter); base64 and
+base64url, and base32 (upper and lower case), each at every byte alignment (only the characters
+that do not depend on neighbouring bytes); hex (both cases); URL encoding; JSON string escaping.
+
+No list is complete: a program given a secret can always encode it some other way (XOR with a
+key, a cipher, one character per request). These forms catch the careless and the usual; the
+boundary that holds is that a secret is delivered only where a run's authority sends it.
 
 Two more changes are undone instead of listed, because they combine without bound: HTML/XML
 character references (``&#104;``, ``&#x68;``, ``&amp;``: any mix, any case, leading zeros) and
@@ -56,11 +61,19 @@ def _cores(raw: bytes, encode: Callable[[bytes], bytes], group: int, bits: int) 
     return cores
 
 
+_ROT13 = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+_ROT47 = str.maketrans({chr(c): chr(33 + (c - 33 + 47) % 94) for c in range(33, 127)})
+
+
 def encodings(value: str) -> set[str]:
     """The case-sensitive literal forms of ``value`` the taint set matches: the value, its
-    reverse, URL encodings, JSON escapings, base64 and base64url cores."""
+    reverse, its ROT13 and ROT47, URL encodings, JSON escapings, base64 and base64url cores."""
     raw = value.encode("utf-8")
     forms = {value, value[::-1], quote(value, safe=""), quote(value), quote_plus(value)}
+    forms |= {value.translate(_ROT13), value.translate(_ROT47)}
     forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
     forms |= _cores(raw, base64.b64encode, 3, 6)
     forms |= _cores(raw, base64.urlsafe_b64encode, 3, 6)
