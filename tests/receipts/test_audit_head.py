@@ -12,6 +12,7 @@ from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.model import Subject, encode_envelope, parse_envelope
 from proctor.receipts.writer import ReceiptWriter, seal
 from proctor.runtime.records.receipts import ReceiptStore
+from tests.receipt_files import stored
 from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipts.helpers import PKG, T0, body, fixed_clock, signer
 
@@ -28,7 +29,7 @@ def test_a_run_receipt_commits_the_head_and_verifies(tmp_path: Path) -> None:
         children=[step],
         audit_head=HEAD,
     )
-    files = {p.stem: json.loads(p.read_bytes()) for p in tmp_path.glob("*.json")}
+    files = {rid[7:]: json.loads(data) for rid, data in stored(tmp_path).items()}
     assert files[root.receipt_id[7:]]["body"]["audit_head"] == HEAD
     assert files[step.receipt_id[7:]]["body"]["audit_head"] is None
     result = verify_receipt(root.receipt_id, receipts_dir=tmp_path, public_key=signer().public_key)
@@ -42,7 +43,7 @@ def test_only_a_run_receipt_carries_a_head(tmp_path: Path) -> None:
             Subject("hello", PKG, "main", "a"), outcome="completed", started_at=T0, audit_head=HEAD
         )
     assert refused.value.code == "receipt_field_invalid"
-    assert not tmp_path.exists() or not list(tmp_path.glob("*.json"))
+    assert not stored(tmp_path)
 
 
 @pytest.mark.parametrize(

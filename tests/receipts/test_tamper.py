@@ -12,6 +12,7 @@ from proctor.receipts.verify import VerifyResult, verify_tree
 from proctor.receipts.writer import Ref
 from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.records.verify_folder import verify_receipt
+from tests.receipt_files import rewrite, stored, unpack
 from tests.receipts.helpers import (
     body,
     other_signer,
@@ -26,10 +27,18 @@ def _file(folder: Path, rid: str) -> Path:
     return folder / f"{rid.removeprefix('sha256:')}.json"
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> tuple[Path, dict[str, Ref]]:
+def _get(folder: Path, rid: str) -> bytes:
+    return stored(folder)[rid]
+
+
+@pytest.fixture(params=["packed", "loose"])
+def tree(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, dict[str, Ref]]:
+    """The small tree as this version stores it (packs), and as earlier versions did (one file
+    per receipt): every tamper below must be caught in both."""
     folder = tmp_path / "receipts"
     refs = small_tree(ReceiptStore(folder))
+    if request.param == "loose":
+        unpack(folder)
     return folder, refs
 
 
@@ -49,9 +58,8 @@ def test_intact_tree_verifies(tree: tuple[Path, dict[str, Ref]]) -> None:
 
 def test_one_byte_flipped_in_a_signed_body(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    path = _file(folder, refs["b"].receipt_id)
-    data = path.read_bytes()
-    path.write_bytes(data.replace(b'"skill":"hello"', b'"skill":"hellp"', 1))
+    data = _get(folder, refs["b"].receipt_id)
+    rewrite(folder, refs["b"].receipt_id, data.replace(b'"skill":"hello"', b'"skill":"hellp"', 1))
     result = _verify(folder, refs["root"].receipt_id)
     assert (result.status, result.reason) == ("invalid", "digest_mismatch")
     assert result.failing_receipt_id == refs["b"].receipt_id
@@ -60,11 +68,10 @@ def test_one_byte_flipped_in_a_signed_body(tree: tuple[Path, dict[str, Ref]]) ->
 
 def test_one_byte_flipped_in_an_amortized_call(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    path = _file(folder, refs["b1"].receipt_id)
-    data = bytearray(path.read_bytes())
+    data = bytearray(_get(folder, refs["b1"].receipt_id))
     at = data.index(b'"outcome":"failed"') + len(b'"outcome":"f')
     data[at] ^= 0x01  # 'a' -> '`': still JSON, the outcome changed
-    path.write_bytes(bytes(data))
+    rewrite(folder, refs["b1"].receipt_id, bytes(data))
     result = _verify(folder, refs["root"].receipt_id)
     assert result.status == "invalid"
     assert result.reason in {"malformed", "digest_mismatch"}
@@ -74,10 +81,9 @@ def test_one_byte_flipped_in_an_amortized_call(tree: tuple[Path, dict[str, Ref]]
 @pytest.mark.parametrize("offset", [3, 40, 200, -10, -2])
 def test_any_flipped_byte_fails(tree: tuple[Path, dict[str, Ref]], offset: int) -> None:
     folder, refs = tree
-    path = _file(folder, refs["a"].receipt_id)
-    data = bytearray(path.read_bytes())
+    data = bytearray(_get(folder, refs["a"].receipt_id))
     data[offset] ^= 0x04
-    path.write_bytes(bytes(data))
+    rewrite(folder, refs["a"].receipt_id, bytes(data))
     result = _verify(folder, refs["root"].receipt_id)
     assert result.status == "invalid"
     assert result.failing_receipt_id == refs["a"].receipt_id
@@ -85,10 +91,10 @@ def test_any_flipped_byte_fails(tree: tuple[Path, dict[str, Ref]], offset: int) 
 
 def test_signature_swapped(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    a, b = _file(folder, refs["a"].receipt_id), _file(folder, refs["b"].receipt_id)
-    sig_b = b.read_bytes().rsplit(b'"signature":', 1)[1]
-    head_a = a.read_bytes().rsplit(b'"signature":', 1)[0]
-    a.write_bytes(head_a + b'"signature":' + sig_b)
+    a, b = _get(folder, refs["a"].receipt_id), _get(folder, refs["b"].receipt_id)
+    sig_b = b.rsplit(b'"signature":', 1)[1]
+    head_a = a.rsplit(b'"signature":', 1)[0]
+    rewrite(folder, refs["a"].receipt_id, head_a + b'"signature":' + sig_b)
     result = _verify(folder, refs["root"].receipt_id)
     assert (result.status, result.reason) == ("invalid", "signature_invalid")
     assert result.failing_receipt_id == refs["a"].receipt_id
@@ -96,16 +102,15 @@ def test_signature_swapped(tree: tuple[Path, dict[str, Ref]]) -> None:
 
 def test_signature_removed_from_a_step(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    path = _file(folder, refs["a"].receipt_id)
-    head = path.read_bytes().rsplit(b'"signature":', 1)[0]
-    path.write_bytes(head + b'"signature":null}\n')
+    head = _get(folder, refs["a"].receipt_id).rsplit(b'"signature":', 1)[0]
+    rewrite(folder, refs["a"].receipt_id, head + b'"signature":null}\n')
     result = _verify(folder, refs["root"].receipt_id)
     assert (result.status, result.reason) == ("invalid", "signature_missing")
 
 
 def test_child_removed(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    _file(folder, refs["c"].receipt_id).unlink()
+    rewrite(folder, refs["c"].receipt_id, None)
     result = _verify(folder, refs["root"].receipt_id)
     assert (result.status, result.reason) == ("invalid", "child_missing")
     assert result.failing_receipt_id == refs["c"].receipt_id
@@ -114,7 +119,7 @@ def test_child_removed(tree: tuple[Path, dict[str, Ref]]) -> None:
 
 def test_child_replaced_by_another_valid_receipt(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    shutil.copyfile(_file(folder, refs["b1"].receipt_id), _file(folder, refs["a1"].receipt_id))
+    rewrite(folder, refs["a1"].receipt_id, _get(folder, refs["b1"].receipt_id))
     result = _verify(folder, refs["root"].receipt_id)
     assert (result.status, result.reason) == ("invalid", "digest_mismatch")
     assert result.failing_receipt_id == refs["a1"].receipt_id
@@ -184,7 +189,7 @@ def test_unknown_key_is_unverified_not_verified(tree: tuple[Path, dict[str, Ref]
 
 def test_unknown_key_does_not_hide_tampering(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
-    _file(folder, refs["b1"].receipt_id).unlink()
+    rewrite(folder, refs["b1"].receipt_id, None)
     result = _verify(folder, refs["root"].receipt_id, key=other_signer().public_key)
     assert (result.status, result.reason) == ("invalid", "child_missing")
 
@@ -211,9 +216,9 @@ def test_unsigned_call_as_root_is_unverified(tree: tuple[Path, dict[str, Ref]]) 
 def test_missing_root_and_file_target(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
     assert _verify(folder, "sha256:" + "0" * 64).reason == "not_found"
-    by_file = verify_receipt(
-        _file(folder, refs["a"].receipt_id), public_key=signer().public_key.pem().encode()
-    )
+    target = _file(folder, refs["a"].receipt_id)
+    target.write_bytes(_get(folder, refs["a"].receipt_id))  # a packed one: exported to a file
+    by_file = verify_receipt(target, public_key=signer().public_key.pem().encode())
     assert by_file.status == "verified" and by_file.receipts == 5
     renamed = folder / "copy.json"
     shutil.copyfile(_file(folder, refs["a"].receipt_id), renamed)
@@ -280,8 +285,7 @@ def test_pure_walk_reads_lazily_and_only_once(tree: tuple[Path, dict[str, Ref]])
 
     def load(rid: str) -> bytes | None:
         reads.append(rid)
-        path = _file(folder, rid)
-        return path.read_bytes() if path.exists() else None
+        return stored(folder).get(rid)
 
     result = verify_tree(refs["root"].receipt_id, load, [signer().public_key])
     assert result.ok

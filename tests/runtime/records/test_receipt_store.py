@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -14,7 +15,12 @@ from proctor.runtime.records.receipts import (
     default_receipt_dir,
     receipt_hex,
 )
+from proctor.receipts.writer import seal
+from proctor.runtime.records.folder_reader import FolderReader
+from proctor.runtime.records.receipt_packs import PACK_HEADER, PACKS_DIR
 from proctor.runtime.records.verify_folder import verify_receipt
+from tests.receipt_files import unpack
+from tests.receipts.helpers import body, signer
 
 RID = "sha256:" + "ab" * 32
 
@@ -25,11 +31,20 @@ def test_put_creates_store_with_index(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()  # a read never creates the store
     store.put(RID, b"one\n", kind="call", outcome="completed")
     assert store.get(RID) == b"one\n"
+    assert ReceiptStore(tmp_path / "r").get(RID) == b"one\n"  # found by another reader too
     lines = (tmp_path / "r" / INDEX_NAME).read_text().splitlines()
     assert json.loads(lines[0]) == {"schema": "proctor.receipt_index.v1"}
-    assert json.loads(lines[1]) == {"receipt_id": RID, "kind": "call", "outcome": "completed"}
-    assert list(store.index()) == [json.loads(lines[1])]
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["ab" * 32 + ".json", INDEX_NAME]
+    entry = json.loads(lines[1])
+    pack = entry["pack"]
+    assert entry == {
+        "receipt_id": RID, "kind": "call", "outcome": "completed",
+        "pack": pack, "at": len(PACK_HEADER), "size": 4,
+    }  # fmt: skip
+    assert list(store.index()) == [entry]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [INDEX_NAME, PACKS_DIR]
+    data = (tmp_path / "r" / PACKS_DIR / f"{pack}.pack").read_bytes()
+    assert data == PACK_HEADER + b"one\n"
+    assert pack == hashlib.sha256(data).hexdigest()[:32]  # a pack is named by its bytes
 
 
 def test_same_bytes_are_a_no_op_and_different_bytes_are_refused(tmp_path: Path) -> None:
@@ -37,11 +52,38 @@ def test_same_bytes_are_a_no_op_and_different_bytes_are_refused(tmp_path: Path) 
     store.put(RID, b"one\n", kind="call", outcome="completed")
     store.put(RID, b"one\n", kind="call", outcome="completed")
     with pytest.raises(ReceiptInvalid) as info:
-        ReceiptStore(tmp_path).put(RID, b"two\n", kind="call", outcome="completed")
+        store.put(RID, b"two\n", kind="call", outcome="completed")
     assert info.value.code == "receipt_conflict"
     assert store.get(RID) == b"one\n"
     assert len((tmp_path / INDEX_NAME).read_text().splitlines()) == 2
-    assert not list(tmp_path.glob(".tmp-*"))
+    assert len(list((tmp_path / PACKS_DIR).iterdir())) == 1
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_a_store_that_read_a_receipt_refuses_different_bytes_for_it(tmp_path: Path) -> None:
+    ReceiptStore(tmp_path).put(RID, b"one\n", kind="call", outcome="completed")
+    other = ReceiptStore(tmp_path)
+    assert other.get(RID) == b"one\n"
+    with pytest.raises(ReceiptInvalid) as info:
+        other.put(RID, b"two\n", kind="call", outcome="completed")
+    assert info.value.code == "receipt_conflict"
+
+
+def test_a_second_copy_from_another_writer_never_replaces_the_first(tmp_path: Path) -> None:
+    # A writer that has not read the id does not search every pack for it (a search of the
+    # whole index per batch); whatever it adds, every reader keeps getting the first copy.
+    ReceiptStore(tmp_path).put(RID, b"one\n", kind="call", outcome="completed")
+    ReceiptStore(tmp_path).put(RID, b"two\n", kind="call", outcome="completed")
+    assert ReceiptStore(tmp_path).get(RID) == b"one\n"
+    assert FolderReader(tmp_path)(RID) == b"one\n"
+
+
+def test_a_receipt_must_be_one_line(tmp_path: Path) -> None:
+    for bad in (b"no line feed", b"two\nlines\n"):
+        with pytest.raises(ReceiptInvalid) as info:
+            ReceiptStore(tmp_path).put(RID, bad, kind="call", outcome="completed")
+        assert info.value.code == "malformed"
+    assert ReceiptStore(tmp_path).get(RID) is None
 
 
 def test_a_batch_stops_at_a_conflict_keeping_what_came_before(tmp_path: Path) -> None:
@@ -61,7 +103,56 @@ def test_a_batch_stops_at_a_conflict_keeping_what_came_before(tmp_path: Path) ->
     assert store.get(clash) == b"stored\n"
     assert store.get(after) is None
     assert [entry["receipt_id"] for entry in store.index()] == [clash, first]
-    assert not list(tmp_path.glob(".tmp-*"))
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_a_pack_whose_index_lines_were_lost_is_still_read_by_digest(tmp_path: Path) -> None:
+    # a crash after the pack got its name and before its index lines: the receipts are there,
+    # and a reader without the index finds each by the digest of its body
+    s = signer()
+    rid, data = seal(body("step", s.key_id), s)
+    store = ReceiptStore(tmp_path)
+    store.put(rid, data, kind="step", outcome="completed")
+    header = (tmp_path / INDEX_NAME).read_bytes().splitlines(keepends=True)[0]
+    (tmp_path / INDEX_NAME).write_bytes(header)
+    assert FolderReader(tmp_path)(rid) == data
+    assert ReceiptStore(tmp_path).get(rid) == data
+
+
+@pytest.mark.parametrize(
+    "pack", ["../../elsewhere/" + "a" * 16, "A" * 32, "a" * 31, "a" * 33, 7, None]
+)
+def test_an_index_line_naming_another_place_is_never_followed(
+    tmp_path: Path, pack: object
+) -> None:
+    store_dir = tmp_path / "r"
+    ReceiptStore(store_dir).put(RID, b"one\n", kind="call", outcome="completed")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / ("a" * 16 + ".pack")).write_bytes(PACK_HEADER + b"planted\n")
+    other = "sha256:" + "cd" * 32
+    line = {"receipt_id": other, "kind": "run", "outcome": "completed",
+            "pack": pack, "at": len(PACK_HEADER), "size": 8}  # fmt: skip
+    with (store_dir / INDEX_NAME).open("a") as handle:
+        handle.write(json.dumps(line) + "\n")
+    assert ReceiptStore(store_dir).get(other) is None
+    assert FolderReader(store_dir)(other) is None
+    assert ReceiptStore(store_dir).get(RID) == b"one\n"
+
+
+def test_a_store_of_loose_files_from_an_earlier_version_reads_and_grows(tmp_path: Path) -> None:
+    store = ReceiptStore(tmp_path)
+    store.put(RID, b"one\n", kind="call", outcome="completed")
+    unpack(tmp_path)
+    assert (tmp_path / f"{'ab' * 32}.json").read_bytes() == b"one\n"
+    later = "sha256:" + "cd" * 32
+    again = ReceiptStore(tmp_path)
+    assert again.get(RID) == b"one\n"
+    with pytest.raises(ReceiptInvalid):  # a loose file is stored: different bytes refused
+        again.put(RID, b"two\n", kind="call", outcome="completed")
+    again.put(later, b"two\n", kind="call", outcome="completed")
+    assert ReceiptStore(tmp_path).get(later) == b"two\n"
+    assert [e["receipt_id"] for e in ReceiptStore(tmp_path).index()] == [RID, later]
 
 
 def test_foreign_folder_is_refused_by_reads_and_writes(tmp_path: Path) -> None:
@@ -88,7 +179,7 @@ def test_foreign_index_is_refused(tmp_path: Path) -> None:
 
 
 def test_empty_existing_folder_becomes_a_store(tmp_path: Path) -> None:
-    ReceiptStore(tmp_path).put(RID, b"x", kind="run", outcome="failed")
+    ReceiptStore(tmp_path).put(RID, b"x\n", kind="run", outcome="failed")
     assert (tmp_path / INDEX_NAME).is_file()
 
 

@@ -111,26 +111,39 @@ def receipt_anchors(directory: Path) -> tuple[list[Anchor], list[str]]:
 
 
 def folder_anchors(folder: Path) -> tuple[list[Anchor], list[str]]:
-    """The anchors of the run receipts in a plain folder of ``<hex>.json`` files (an auditor's
-    copy: no index needed).
+    """The anchors of the run receipts in a plain folder of receipts (an auditor's copy: no
+    index needed): its ``<hex>.json`` files and the receipts of its ``packs``.
 
     Raises:
-        OSError: the folder cannot be listed.
+        OSError: the folder cannot be listed. StoreError: a pack cannot be read.
     """
+    from proctor.runtime.records.receipt_packs import PACKS_DIR, pack_names, records_of
+
     anchors: list[Anchor] = []
     notes: list[str] = []
+
+    def take(name: str, receipt_id: str, data: bytes) -> None:
+        try:
+            anchor = _anchor_of(receipt_id, data)
+        except ProctorError as exc:
+            notes.append(f"{name} is unreadable ({exc.code})")
+            return
+        if anchor is not None:
+            anchors.append(anchor)
+
     for path in sorted(folder.iterdir()):
         if not _FILE.match(path.name):
             continue
-        receipt_id = "sha256:" + path.name[:64]
         try:
-            anchor = _anchor_of(receipt_id, path.read_bytes())
-        except (OSError, ProctorError) as exc:
-            code = getattr(exc, "code", None) or type(exc).__name__
-            notes.append(f"{path.name} is unreadable ({code})")
+            data = path.read_bytes()
+        except OSError as exc:
+            notes.append(f"{path.name} is unreadable ({type(exc).__name__})")
             continue
-        if anchor is not None:
-            anchors.append(anchor)
+        take(path.name, "sha256:" + path.name[:64], data)
+    for pack in pack_names(folder):
+        data = (folder / PACKS_DIR / f"{pack}.pack").read_bytes()
+        for hex_id, at, size in records_of(data):
+            take(f"{pack}.pack at {at}", "sha256:" + hex_id, data[at : at + size])
     return anchors, notes
 
 

@@ -1,4 +1,5 @@
-"""Read the receipt files of one folder, fast, for `proctor verify` (see FolderReader)."""
+"""Read the receipts of one folder, fast, for `proctor verify` (see FolderReader): loose
+``<hex>.json`` files, and receipt packs (:mod:`.receipt_packs`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 
 from proctor.errors import StoreError
 from proctor.receipts.parts import RECEIPT_ID
+from proctor.runtime.records.receipt_packs import PackShelf
 
 __all__ = ["FolderReader"]
 
@@ -13,7 +15,9 @@ _READ = 1 << 16
 
 
 class FolderReader:
-    """Reads ``<hex>.json`` files of one folder for the verifier (a loader callable).
+    """Reads the receipts of one folder for the verifier (a loader callable): the file
+    ``<hex>.json`` where there is one (an earlier version's store, or an auditor's folder of
+    files), else the receipt from the folder's packs (:class:`~.receipt_packs.PackShelf`).
 
     os.open/os.read rather than Path.read_bytes: a tree is up to 30,002 small files, and the
     plain calls take less than half the time per file. Names are opened relative to a
@@ -28,7 +32,7 @@ class FolderReader:
     ends with its one line feed); any other file is read on to its end.
     """
 
-    __slots__ = ("_dir", "_flags", "_prefix")
+    __slots__ = ("_dir", "_flags", "_prefix", "_shelf")
 
     _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -37,6 +41,7 @@ class FolderReader:
         self._prefix = os.path.join(os.fspath(directory), "")
         self._flags = self._FLAGS | self._NOATIME
         self._dir: int | None = None
+        self._shelf = PackShelf(directory)
         if os.open in os.supports_dir_fd:
             try:
                 self._dir = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -60,7 +65,7 @@ class FolderReader:
                 fd = self._open(name, self._FLAGS)  # not the owner: O_NOATIME is refused
                 self._flags = self._FLAGS
         except FileNotFoundError:
-            return None
+            return self._shelf.get(match[1])
         except OSError as exc:
             raise StoreError(
                 f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
@@ -95,7 +100,8 @@ class FolderReader:
         return os.open(name, flags, dir_fd=self._dir)
 
     def close(self) -> None:
-        """Close the folder's descriptor (reads after it go by full paths)."""
+        """Close the folder's descriptor (reads after it go by full paths) and unmap packs."""
+        self._shelf.close()
         if self._dir is not None:
             os.close(self._dir)
             self._dir = None

@@ -1,29 +1,32 @@
-"""The receipt store: one file per receipt, written once, in a folder proctor marks as its own.
+"""The receipt store: receipts written once, in packs, in a folder proctor marks as its own.
 
 Layout (``PROCTOR_RECEIPT_DIR``, else ``<workspace>/.proctor/receipts``)::
 
     index.jsonl          first line {"schema": "proctor.receipt_index.v1"}; then one line per
-                         receipt written: {"receipt_id", "kind", "outcome"}
-    <64 hex>.json        the receipt envelope (see proctor.receipts.model)
+                         receipt written: {"receipt_id", "kind", "outcome", "pack", "at",
+                         "size"} (lines of earlier versions have no pack: a loose file holds it)
+    packs/<32 hex>.pack  a batch of receipts (see :mod:`.receipt_packs`, docs/receipts.md)
+    <64 hex>.json        a receipt written by an earlier version: one file per receipt, still
+                         read, never written now
 
 Rules:
 
-* a receipt is written atomically (a temporary file in the folder, fsync, then a hard link
-  to its final name, which fails if the name exists, then an fsync of the folder), so a
-  reader never sees half a receipt and two writers can never replace each other's file;
-* durability, exactly: when ``put``/``put_many`` returns, every receipt of the batch, its
-  name in the folder and its index line are on disk. Each new file is fsynced before it
-  gets its name; then the folder is fsynced once for the batch, then the index lines are
-  appended and the index fsynced once. A batch's files are written from a few threads at
-  once, so a journalling file system commits them in a handful of transactions rather than
-  one per file (a whole run's receipts are one batch, see ``ReceiptWriter(batch=...)``);
-* a receipt is never rewritten: the same bytes under an existing id are a no-op, different
-  bytes are refused (``receipt_conflict``);
+* a batch (``put_many``: a step's receipts, or a whole run's when it seals at once) is one pack:
+  written to a temporary file, synced, given its name by a hard link (which never replaces a
+  file), the ``packs`` folder synced; then its index lines are appended and the index synced.
+  So, exactly: when ``put``/``put_many`` returns, every receipt of the batch and its index line
+  are on disk, at the cost of three syncs a batch whatever its size (one file per receipt cost
+  a sync per receipt);
+* a reader never sees half a receipt: a pack has its name only once it is whole, and an index
+  line only once its pack has its name. A crash between the two leaves a pack the index does not
+  list (a reader without the index still finds its receipts by digest), never an index line
+  without its receipt;
+* a receipt is never rewritten: the same bytes under an id this store holds are a no-op,
+  different bytes are refused (``receipt_conflict``; see :meth:`ReceiptStore._plan` for what
+  "holds" covers);
 * ``index.jsonl`` marks the folder as ours. A folder that exists, is not empty and has no
   index is refused by every read and write (``receipt_store_foreign``); nothing in it is read.
   An empty folder (e.g. a fresh ``mktemp -d``) becomes a store on the first write.
-* the receipt file is written before its index line; a crash between the two leaves a
-  receipt the index does not list, never an index line without its receipt.
 * ``keys.jsonl`` lists the keys that signed receipts here, one ``{"key_id", "source"}`` per
   line (``source``: ``home``, ``named`` by ``PROCTOR_SIGNING_KEY``, or ``given`` through the
   Python API), written and synced before a key's first receipt: a missing home key where
@@ -38,15 +41,12 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
 from proctor.receipts.parts import RECEIPT_ID
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+from proctor.runtime.records.receipt_packs import PACKS_DIR, PackShelf, pack_bytes
 
 __all__ = [
     "INDEX_NAME",
@@ -106,6 +106,8 @@ class ReceiptStore:
         self._checked = False
         self._noted: set[str] = set()
         self._threads = threading.RLock()
+        self._shelf = PackShelf(self.directory)
+        self._packs_made = False
 
     # -- the mark ----------------------------------------------------------------------------
 
@@ -150,11 +152,12 @@ class ReceiptStore:
         self._link_whole(index, _HEADER, "index")
         self._fsync_dir()
 
-    def _link_whole(self, path: Path, data: bytes, tag: str) -> bool:
-        """Write ``data`` to a fresh temporary file (synced when durable), then give it the
-        name ``path`` by a hard link, which never replaces a file. False when ``path`` already
-        existed (its bytes are the caller's to judge)."""
-        tmp = self.directory / f"{_STAGING}{tag}-{os.getpid()}-{os.urandom(4).hex()}"
+    def _link_whole(self, path: Path, data: bytes, tag: str, *, folder: Path | None = None) -> bool:
+        """Write ``data`` to a fresh temporary file in ``folder`` (default the store's; synced
+        when durable), then give it the name ``path`` by a hard link, which never replaces a
+        file. False when ``path`` already existed (its bytes are the caller's to judge)."""
+        where = self.directory if folder is None else folder
+        tmp = where / f"{_STAGING}{tag}-{os.getpid()}-{os.urandom(4).hex()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
@@ -179,10 +182,10 @@ class ReceiptStore:
             code="receipt_store_foreign",
         )
 
-    def _fsync_dir(self) -> None:
+    def _fsync_dir(self, folder: Path | None = None) -> None:
         if not self._durable or os.name != "posix":
             return
-        fd = os.open(self.directory, os.O_RDONLY)
+        fd = os.open(self.directory if folder is None else folder, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -190,29 +193,27 @@ class ReceiptStore:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def path_of(self, receipt_id: str) -> Path:
-        """Where the receipt ``receipt_id`` lives (whether or not it exists)."""
-        return self.directory / f"{receipt_hex(receipt_id)}.json"
-
     def get(self, receipt_id: str) -> bytes | None:
-        """The file bytes of a receipt, or ``None`` when the store does not hold it.
+        """The bytes of a receipt, or ``None`` when the store does not hold it.
 
         Raises:
             ReceiptInvalid: the folder is not ours. UsageError: not a receipt id.
+            StoreError: the disk refused a read.
         """
-        path = self.path_of(receipt_id)
+        hex_id = receipt_hex(receipt_id)
         if not self._check(create=False):
             return None
         try:
-            return path.read_bytes()
+            return (self.directory / f"{hex_id}.json").read_bytes()
         except FileNotFoundError:
-            return None
+            pass
         except OSError as exc:
             raise StoreError(
                 f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
             ) from exc
+        return self._shelf.get(hex_id)
 
-    def index(self) -> Iterator[dict[str, str]]:
+    def index(self) -> Iterator[dict[str, object]]:
         """The index lines after the header, oldest first (nothing when there is no store).
 
         A line that does not parse (the tail of an append a full disk cut short) is skipped:
@@ -228,6 +229,7 @@ class ReceiptStore:
                 except ValueError:
                     continue
                 if isinstance(entry, dict):
+                    self._shelf.learn_entry(entry)  # a get of it after needs no search
                     yield entry
 
     # -- the keys that signed here ---------------------------------------------------------
@@ -270,7 +272,7 @@ class ReceiptStore:
         if source not in (None, "home"):
             return frozenset()
         for entry in self.index():
-            data = self.get(entry["receipt_id"]) if entry.get("kind") == "run" else None
+            data = self.get(str(entry["receipt_id"])) if entry.get("kind") == "run" else None
             key_id = json.loads(data).get("key_id") if data else None
             if isinstance(key_id, str):
                 found.add(key_id)
@@ -318,172 +320,109 @@ class ReceiptStore:
 
         Raises:
             ReceiptInvalid: (code ``receipt_conflict``) different bytes already stored under
-                this id; the stored file is left untouched. Or the folder is not ours.
+                this id; the stored receipt is left untouched. Or the folder is not ours, or
+                ``data`` is not one line ending in a line feed (``malformed``).
             StoreError: the disk refused the write.
         """
         self.put_many([(receipt_id, data, kind, outcome)])
 
     def put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         """Write several receipts ``(receipt_id, data, kind, outcome)`` as :meth:`put` does,
-        in one batch: every new file written, fsynced and named (many at once), then one
-        folder fsync, then one index append and fsync.
+        in one batch: one pack holding every new receipt, written aside, synced and linked
+        into ``packs/`` (the folder synced), then one index append and sync.
 
         Raises:
-            ReceiptInvalid, StoreError: as :meth:`put`; receipts before the failing one stay,
-                and none after a conflict already on disk is written.
+            ReceiptInvalid, StoreError: as :meth:`put`; receipts before a conflict are written,
+                none from the conflict on.
         """
         if not items:
             return
         with self._threads:  # child runs seal in threads of one process
-            self._put_many(items)
+            try:
+                self._put_many(items)
+            except OSError as exc:
+                raise StoreError(
+                    f"receipts could not be written: {exc.strerror}", code="receipt_store_io"
+                ) from exc
 
     def _put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
-        try:
-            self._check(create=True)
-            todo, conflict = self._plan(items)
-            results: list[bool | Exception] = []
+        self._check(create=True)
+        todo, conflict = self._plan(items)
+        if todo:
+            name, data, offsets = pack_bytes([item[1] for item in todo])
+            self._write_pack(name, data)
+            lines = []
+            for (receipt_id, record, kind, outcome), at in zip(todo, offsets, strict=True):
+                entry: dict[str, object] = {"receipt_id": receipt_id, "kind": kind}
+                entry.update(outcome=outcome, pack=name, at=at, size=len(record))
+                lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+                self._shelf.learn(receipt_id[7:], name, at, len(record))
+            fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
             try:
-                results = self._write_all(todo)
+                _append_whole(fd, b"".join(lines), durable=self._durable)
             finally:
-                lines = [
-                    json.dumps(
-                        {"receipt_id": item[0], "kind": item[2], "outcome": item[3]},
-                        separators=(",", ":"),
-                    ).encode()
-                    + b"\n"
-                    for item, named in zip(todo, results, strict=False)
-                    if named is True
-                ]
-                if lines:
-                    self._fsync_dir()
-                    fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
-                    try:
-                        _append_whole(fd, b"".join(lines), durable=self._durable)
-                    finally:
-                        os.close(fd)
-            failed = next((r for r in results if isinstance(r, Exception)), conflict)
-            if failed is not None:
-                raise failed
-        except OSError as exc:
-            raise StoreError(
-                f"receipts could not be written: {exc.strerror}", code="receipt_store_io"
-            ) from exc
+                os.close(fd)
+        if conflict is not None:
+            raise conflict
+
+    def _write_pack(self, name: str, data: bytes) -> None:
+        """Give ``data`` the name ``packs/<name>.pack``, synced with its folder entry; a pack
+        of that name already there holds the same bytes (its name is their digest)."""
+        packs = self.directory / PACKS_DIR
+        if not self._packs_made:
+            try:
+                packs.mkdir(mode=0o755)
+                self._fsync_dir()
+            except FileExistsError:
+                if not packs.is_dir() or packs.is_symlink():
+                    raise self._foreign(f"its {PACKS_DIR} is not a folder") from None
+            self._packs_made = True
+        self._link_whole(packs / f"{name}.pack", data, name[:16], folder=packs)
+        self._fsync_dir(packs)
 
     def _plan(
         self, items: Sequence[tuple[str, bytes, str, str]]
     ) -> tuple[list[tuple[str, bytes, str, str]], ReceiptInvalid | None]:
         """The receipts of the batch to write, in order, up to the first conflict with one
         already stored (or earlier in the batch); a receipt stored with the same bytes is
-        skipped."""
+        skipped.
+
+        "Stored" means: a loose file of an earlier version, a receipt this store object wrote
+        or read, or one earlier in the batch. A receipt id is the digest of its body, so two
+        copies of one id differ at most in their signature; a pack written by another process
+        is not searched here (that would cost a search of the whole index per batch), and a
+        reader returns the first copy the index lists.
+        """
         todo: list[tuple[str, bytes, str, str]] = []
         seen: dict[str, bytes] = {}
         for item in items:
             receipt_id, data = item[0], item[1]
-            path = self.path_of(receipt_id)
+            if not data.endswith(b"\n") or b"\n" in data[:-1]:
+                return todo, ReceiptInvalid(
+                    f"receipt {receipt_id} is not one line ending in a line feed",
+                    code="malformed",
+                )
             known = seen.get(receipt_id)
-            if known is None and path.exists():
-                known = path.read_bytes()
+            if known is None:
+                hex_id = receipt_hex(receipt_id)
+                if self._shelf.located(hex_id) is not None:
+                    known = self._shelf.get(hex_id)
+                else:
+                    path = self.directory / f"{hex_id}.json"
+                    known = path.read_bytes() if path.exists() else None
             if known is not None:
                 if known != data:
-                    return todo, self._conflict(path)
+                    return todo, self._conflict(receipt_id)
                 continue
             seen[receipt_id] = data
             todo.append(item)
         return todo, None
 
-    def _write_all(self, todo: list[tuple[str, bytes, str, str]]) -> list[bool | Exception]:
-        """:meth:`_write_one` for each receipt, several at once: their file creations and
-        fsyncs then share the file system's journal commits, so a batch of thousands costs a
-        handful of commits, not one per file. Each result is whether the receipt was named,
-        or what its write raised."""
-
-        def attempt(item: tuple[str, bytes, str, str]) -> bool | Exception:
-            try:
-                return self._write_one(item[0], item[1])
-            except (OSError, ReceiptInvalid) as exc:
-                return exc
-
-        def run(chunk: list[tuple[str, bytes, str, str]]) -> list[bool | Exception]:
-            return [attempt(item) for item in chunk]
-
-        if len(todo) <= 2:
-            return run(todo)
-        # one contiguous share per thread: a task per file would cost more in handing it
-        # over than in writing it
-        writers = min(_WRITERS, len(todo))
-        size = -(-len(todo) // writers)
-        shares = [todo[i : i + size] for i in range(0, len(todo), size)]
-        if not _pool and not _batches and len(todo) <= _WRITERS:  # a CLI run's only seal
-            _batches.append(True)
-            return _in_threads(run, shares)
-        return [result for share in _writer_pool().map(run, shares) for result in share]
-
-    def _write_one(self, receipt_id: str, data: bytes) -> bool:
-        """Store one receipt whole under its name; False when another writer stored the same
-        bytes there first.
-
-        Raises:
-            ReceiptInvalid: ``receipt_conflict``: different bytes already hold that name.
-        """
-        path = self.path_of(receipt_id)
-        if self._link_whole(path, data, path.stem[:16]):
-            return True
-        if path.read_bytes() != data:
-            raise self._conflict(path)
-        return False
-
-    def _conflict(self, path: Path) -> ReceiptInvalid:
+    def _conflict(self, receipt_id: str) -> ReceiptInvalid:
         return ReceiptInvalid(
-            f"a different receipt is already stored as {path.name}; receipts are never rewritten",
+            f"a different receipt is already stored as {receipt_id}; receipts are never rewritten",
             code="receipt_conflict",
         )
-
-
-_Item = tuple[str, bytes, str, str]
-_WRITERS = 16
-"""Receipt files a batch writes at once (each thread holds one file open at a time)."""
-
-_pool: list[ThreadPoolExecutor] = []
-_pool_lock = threading.Lock()
-_batches: list[bool] = []  # holds one item once a batch ran on threads of its own
-
-
-def _in_threads(
-    run: Callable[[list[_Item]], list[bool | Exception]], shares: list[list[_Item]]
-) -> list[bool | Exception]:
-    """``run`` of each share on a thread of its own, in order; raises what a thread raised."""
-    results: list[list[bool | Exception]] = [[] for _ in shares]
-    raised: list[BaseException] = []
-
-    def work(index: int) -> None:
-        try:
-            results[index] = run(shares[index])
-        except BaseException as exc:
-            raised.append(exc)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(1, len(shares))]
-    for thread in threads:
-        thread.start()
-    work(0)
-    for thread in threads:
-        thread.join()
-    if raised:
-        raise raised[0]
-    return [result for share in results for result in share]
-
-
-def _writer_pool() -> ThreadPoolExecutor:
-    """The process's receipt writers, started once: a run's seal used to start (and join) a
-    thread per receipt file, which cost more than writing the files. Concurrent seals share
-    it; a batch never waits on work of its own, so sharing cannot deadlock."""
-    with _pool_lock:
-        if not _pool:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _pool.append(
-                ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="proctor-receipts")
-            )
-        return _pool[0]
 
 
 def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:

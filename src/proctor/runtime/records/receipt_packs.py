@@ -1,0 +1,289 @@
+"""Receipt packs: the file format a receipt store writes a batch of receipts into, and reading
+receipts back out of packs by id (``docs/receipts.md`` is the public description).
+
+Kept apart from :mod:`.receipts` (the store: marking, batching, the index, keys) because the
+format is read without the store too: ``proctor verify`` of any folder (:class:`PackShelf`
+behind :class:`~.folder_reader.FolderReader`) and a third party's verifier.
+
+A pack is ``packs/<32 hex>.pack`` in the receipt folder::
+
+    {"schema":"proctor.receipt_pack.v1"}\\n      the header line
+    <receipt envelope>\\n                        one line per receipt, each byte for byte the
+    <receipt envelope>\\n                        file ``<hex>.json`` earlier versions wrote
+    ...
+
+A receipt envelope is canonical JSON, which holds no raw line feed, so the pack is JSON Lines.
+The pack's name is the first 32 hex digits of the SHA-256 of its bytes: a pack is written once,
+whole, and never appended to; two writers of the same batch make the same file. The receipt
+store's ``index.jsonl`` says where each receipt lies (``pack``, byte offset ``at``, ``size``);
+without the index a receipt is found by its id, the SHA-256 of its ``body`` bytes, which is how
+a reader with nothing but the packs finds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import re
+from collections.abc import Iterator, Mapping
+
+from proctor.errors import StoreError
+
+__all__ = [
+    "PACKS_DIR",
+    "PACK_HEADER",
+    "PACK_SCHEMA",
+    "PackShelf",
+    "body_of",
+    "pack_bytes",
+    "pack_names",
+    "records_of",
+]
+
+PACKS_DIR = "packs"
+PACK_SCHEMA = "proctor.receipt_pack.v1"
+PACK_HEADER = (json.dumps({"schema": PACK_SCHEMA}, separators=(",", ":")) + "\n").encode()
+PACK_NAME = re.compile(r"[0-9a-f]{32}")
+RECEIPT_HEX = re.compile(r"[0-9a-f]{64}")
+_BODY_START = b'{"body":'
+_BODY_END = b',"key_id":"'
+
+
+def pack_bytes(records: list[bytes]) -> tuple[str, bytes, list[int]]:
+    """The name, bytes and record offsets of a pack holding ``records`` (each one line)."""
+    data = PACK_HEADER + b"".join(records)
+    offsets = []
+    at = len(PACK_HEADER)
+    for record in records:
+        offsets.append(at)
+        at += len(record)
+    return hashlib.sha256(data).hexdigest()[:32], data, offsets
+
+
+def body_of(raw: bytes) -> bytes | None:
+    """The ``body`` bytes of one envelope line (what its receipt id is the digest of), or
+    ``None`` for a line that is not shaped as an envelope."""
+    if not raw.startswith(_BODY_START):
+        return None
+    end = raw.rfind(_BODY_END)
+    return raw[len(_BODY_START) : end] if end > len(_BODY_START) else None
+
+
+class PackShelf:
+    """Finds receipts by id in the packs of one receipt folder (a loader for the verifier).
+
+    A lookup goes to the index first (``index.jsonl``: one search of its bytes for the id, then
+    the lines of the same pack around it, which a batch appends together) and maps that pack
+    once; every receipt of the pack is then found without another search. An id the index does
+    not name (a folder copied without its index, or a pack whose index lines a crash cut off) is
+    looked for by reading every pack not yet read, once, and taking each line's id from its
+    body. Reads are of whole mapped files; the first copy of an id found is the one returned.
+
+    Raises (from :meth:`get`):
+        StoreError: ``receipt_store_io``: a pack or the index exists and cannot be read.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self._folder = os.fspath(folder)
+        self._packs = os.path.join(self._folder, PACKS_DIR)
+        self._known: dict[str, tuple[str, int, int]] = {}
+        self._maps: dict[str, mmap.mmap | bytes] = {}
+        self._scanned: set[str] = set()
+        self._all_scanned = False
+        self._index: mmap.mmap | bytes | None = None
+
+    def get(self, hex_id: str) -> bytes | None:
+        """The bytes of receipt ``hex_id`` (64 lowercase hex digits) held in a pack, or None."""
+        hit = self._known.get(hex_id)
+        if hit is None:
+            pack = self._from_index(hex_id)
+            if pack is not None and pack not in self._maps:
+                self._map(pack)
+            hit = self._known.get(hex_id)
+        if hit is None and not self._all_scanned:
+            self._scan_all()
+            hit = self._known.get(hex_id)
+        if hit is None:
+            return None
+        pack, at, size = hit
+        return bytes(self._map(pack)[at : at + size])
+
+    def located(self, hex_id: str) -> tuple[str, int, int] | None:
+        """Where ``hex_id`` lies (``pack``, ``at``, ``size``) if it was already found."""
+        return self._known.get(hex_id)
+
+    def learn(self, hex_id: str, pack: str, at: int, size: int) -> None:
+        """Note where a receipt written by this process lies (no lookup needed later)."""
+        self._known.setdefault(hex_id, (pack, at, size))
+
+    def learn_entry(self, entry: Mapping[str, object]) -> None:
+        """Note where an index entry (a parsed ``index.jsonl`` line) says its receipt lies."""
+        found = _checked(entry)
+        if found is not None:
+            self._known.setdefault(found[0], found[1:])
+
+    def close(self) -> None:
+        """Unmap every file this shelf mapped."""
+        for data in [*self._maps.values(), self._index]:
+            if isinstance(data, mmap.mmap):
+                data.close()
+        self._maps.clear()
+        self._index = None
+
+    # -- the index -----------------------------------------------------------------------
+
+    def _index_bytes(self) -> mmap.mmap | bytes:
+        if self._index is None:
+            self._index = _mapped(os.path.join(self._folder, "index.jsonl")) or b""
+        return self._index
+
+    def _from_index(self, hex_id: str) -> str | None:
+        """The pack the index names for ``hex_id`` (its batch's lines learnt on the way)."""
+        index = self._index_bytes()
+        hit = index.find(b'"receipt_id":"sha256:' + hex_id.encode("ascii") + b'"')
+        if hit < 0:
+            self._index = None  # read again next time: another writer may have appended
+            return None
+        start = index.rfind(b"\n", 0, hit) + 1
+        line = _line_at(index, start)
+        entry = _entry(line)
+        if entry is None:
+            return None
+        pack = entry[1]
+        # the batch's other lines: before and after this one, while they name the same pack
+        at = start
+        while at > 0:
+            before = index.rfind(b"\n", 0, at - 1) + 1
+            found = _entry(_line_at(index, before))
+            if found is None or found[1] != pack:
+                break
+            self._known.setdefault(found[0], found[1:])
+            at = before
+        at = start
+        while True:
+            line = _line_at(index, at)
+            if not line:
+                break
+            found = _entry(line)
+            if found is None or found[1] != pack:
+                break
+            self._known.setdefault(found[0], found[1:])
+            at += len(line) + 1
+        return pack
+
+    # -- the packs -----------------------------------------------------------------------
+
+    def _map(self, pack: str) -> mmap.mmap | bytes:
+        data = self._maps.get(pack)
+        if data is None:
+            data = _mapped(os.path.join(self._packs, f"{pack}.pack")) or b""
+            self._maps[pack] = data
+        return data
+
+    def _scan_all(self) -> None:
+        self._all_scanned = True
+        for name in pack_names(self._folder):
+            if name not in self._scanned:
+                self._scan(name)
+
+    def _scan(self, pack: str) -> None:
+        """Learn every receipt of ``pack`` by the digest of its body."""
+        self._scanned.add(pack)
+        for hex_id, at, size in records_of(self._map(pack)):
+            self._known.setdefault(hex_id, (pack, at, size))
+
+
+def records_of(data: mmap.mmap | bytes) -> Iterator[tuple[str, int, int]]:
+    """``(hex id, at, size)`` of each receipt line of a pack's bytes, the id being the digest
+    of its body; nothing for bytes that do not start with the pack header, nor for a line
+    that is not an envelope or a last line without its line feed."""
+    if data[: len(PACK_HEADER)] != PACK_HEADER:
+        return
+    at = len(PACK_HEADER)
+    while at < len(data):
+        end = data.find(b"\n", at)
+        if end < 0:
+            return
+        body = body_of(data[at:end])
+        if body is not None:
+            yield hashlib.sha256(body).hexdigest(), at, end + 1 - at
+        at = end + 1
+
+
+def pack_names(folder: str | os.PathLike[str]) -> list[str]:
+    """The names (32 hex) of the packs in a receipt folder's ``packs``, sorted; none when it
+    has no such folder.
+
+    Raises:
+        StoreError: ``receipt_store_io``: the folder exists and cannot be listed.
+    """
+    try:
+        names = os.listdir(os.path.join(os.fspath(folder), PACKS_DIR))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise _unreadable(PACKS_DIR, exc) from exc
+    stems = (n[:-5] for n in names if n.endswith(".pack"))
+    return sorted(stem for stem in stems if PACK_NAME.fullmatch(stem))
+
+
+def _line_at(data: mmap.mmap | bytes, start: int) -> bytes:
+    end = data.find(b"\n", start)
+    return bytes(data[start:end]) if end >= 0 else b""
+
+
+def _entry(line: bytes) -> tuple[str, str, int, int] | None:
+    """``(hex id, pack, at, size)`` of an index line naming a pack; None for any other line."""
+    if b'"pack"' not in line:
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return _checked(doc) if isinstance(doc, dict) else None
+
+
+def _checked(doc: Mapping[str, object]) -> tuple[str, str, int, int] | None:
+    rid, pack, at, size = (doc.get(k) for k in ("receipt_id", "pack", "at", "size"))
+    if not (
+        isinstance(rid, str)
+        and rid.startswith("sha256:")
+        and isinstance(pack, str)
+        and PACK_NAME.fullmatch(pack)  # a name from the index never leaves the packs folder
+        and isinstance(at, int)
+        and isinstance(size, int)
+        and type(at) is type(size) is int
+        and at >= 0
+        and size > 0
+        and RECEIPT_HEX.fullmatch(rid[7:])
+    ):
+        return None
+    return rid[7:], pack, at, size
+
+
+def _mapped(path: str) -> mmap.mmap | bytes | None:
+    """The bytes of ``path``, mapped (an empty file is ``b""``); None when it does not exist.
+
+    Raises:
+        StoreError: ``receipt_store_io``: it exists and cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unreadable(os.path.basename(path), exc) from exc
+    try:
+        size = os.fstat(fd).st_size
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
+    except (OSError, ValueError) as exc:
+        raise _unreadable(os.path.basename(path), exc) from exc
+    finally:
+        os.close(fd)
+
+
+def _unreadable(name: str, exc: Exception) -> StoreError:
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return StoreError(f"{name} could not be read: {why}", code="receipt_store_io")
