@@ -13,6 +13,7 @@ import pytest
 from proctor.receipts.signing import parse_private_key_pem
 from proctor.receipts.writer import Ref
 from proctor.runtime.records.receipts import ReceiptStore
+from tests.receipt_files import rewrite, stored
 from tests.receipts.helpers import other_signer, small_tree
 
 
@@ -62,7 +63,7 @@ def test_invalid_exit_1_names_the_receipt(
     setup: tuple[dict[str, str], Path, dict[str, Ref]],
 ) -> None:
     env, tmp, refs = setup
-    (tmp / "ws" / "receipts" / f"{refs['b1'].receipt_id[7:]}.json").unlink()
+    rewrite(tmp / "ws" / "receipts", refs["b1"].receipt_id, None)
     done = _run(["verify", refs["root"].receipt_id, "--json"], env, tmp / "ws")
     assert done.returncode == 1
     doc = json.loads(done.stdout)
@@ -93,6 +94,7 @@ def test_file_target_with_exported_key_and_no_workspace(
     bare = {k: v for k, v in env.items() if not k.startswith("PROCTOR_")}
     bare["PROCTOR_HOME"] = str(tmp / "empty-home")
     target = tmp / "ws" / "receipts" / f"{refs['root'].receipt_id[7:]}.json"
+    target.write_bytes(stored(tmp / "ws" / "receipts")[refs["root"].receipt_id])  # exported
     done = _run(["verify", str(target), "--key", str(pub)], bare, tmp / "auditor")
     assert done.returncode == 0, done.stdout + done.stderr
     without_key = _run(["verify", str(target), "--json"], bare, tmp / "auditor")

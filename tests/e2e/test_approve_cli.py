@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Ws
+from tests.receipt_files import stored
 
 SKILL = """---
 name: pages
@@ -77,8 +78,8 @@ def _audit(ws: Ws) -> list[dict[str, Any]]:
 
 def _receipt_verdicts(ws: Ws) -> list[dict[str, Any]]:
     out = []
-    for path in (ws.root / ".proctor" / "receipts").glob("*.json"):
-        body = json.loads(path.read_text()).get("body") or {}
+    for data in stored(ws.root / ".proctor" / "receipts").values():
+        body = json.loads(data).get("body") or {}
         out += body.get("verdicts") or []
     return out
 

@@ -24,6 +24,7 @@ import pytest
 
 from tests.e2e.canary_support import PATHS, arrange, leaks, store_profile
 from tests.e2e.conftest import Result, Ws
+from tests.receipt_files import stored
 
 SKILL_MD = """---
 name: canary
@@ -267,7 +268,7 @@ def test_missing_credential_needs_setup_and_sends_nothing(ws: Ws, echo: Echo) ->
         assert store.calls(envelope["run_id"]) == []
     finally:
         store.close()
-    assert not list((ws.root / ".proctor" / "receipts").rglob("*.json"))
+    assert not stored(ws.root / ".proctor" / "receipts")
     # setting it up as told makes the same command work
     secret = "canary-" + secrets.token_hex(16)
     setup = subprocess.run(

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from tests.mcp.conftest import Ws, stdio_params
+from tests.receipt_files import stored
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -98,8 +99,8 @@ def _pending(ws: Ws) -> list[dict[str, Any]]:
 
 def _verdicts(ws: Ws) -> list[dict[str, Any]]:
     out = []
-    for path in (ws.root / ".proctor" / "receipts").glob("*.json"):
-        out += (json.loads(path.read_text()).get("body") or {}).get("verdicts") or []
+    for data in stored(ws.root / ".proctor" / "receipts").values():
+        out += (json.loads(data).get("body") or {}).get("verdicts") or []
     return out
 
 
@@ -131,8 +132,7 @@ def test_with_the_opt_in_a_form_accept_runs_once_and_the_receipt_says_client_rel
     codes = {v["code"] for v in _verdicts(pages) if v["rule_id"] == "decision:put"}
     assert codes == {"decided_by:client-relayed:test-client"}
     calls = [
-        json.loads(p.read_text())["body"]
-        for p in (pages.root / ".proctor" / "receipts").glob("*.json")
+        json.loads(data)["body"] for data in stored(pages.root / ".proctor" / "receipts").values()
     ]
     assert [b["subject"].get("tool") for b in calls if b["kind"] == "call"].count("fs.write") == 1
     events = pages.audit()

@@ -12,8 +12,8 @@ from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.model import Subject, encode_envelope, parse_envelope
 from proctor.receipts.writer import ReceiptWriter, seal
 from proctor.runtime.records.receipts import ReceiptStore
-from tests.receipt_files import stored
 from proctor.runtime.records.verify_folder import verify_receipt
+from tests.receipt_files import stored
 from tests.receipts.helpers import PKG, T0, body, fixed_clock, signer
 
 HEAD = {"lines": 41, "last_digest": "sha256:" + "cd" * 32}

@@ -172,24 +172,3 @@ def test_a_resume_reuses_nothing_but_bytes_it_recorded(tmp_path: Path) -> None:
     with pytest.raises(ResumeRefused) as refused:
         s.resume(other.run_id or "", approve(other))
     assert refused.value.code == "package_changed"
-
-
-def test_the_receipt_writers_are_started_once_per_process(tmp_path: Path) -> None:
-    import threading
-
-    root = make_workspace(tmp_path)
-    make_skill(root, "say", SAY.format(word="hello"))
-    s = session(root)
-
-    def writers() -> set[int | None]:
-        return {t.ident for t in threading.enumerate() if t.name.startswith("proctor-receipts")}
-
-    # The process's first small seal writes on threads of its own (a CLI run has only that
-    # one); every later one on the pool, which stays for the next.
-    for _ in range(2):
-        assert s.run("say", cwd=root).outcome == "completed"  # run, step and call receipts
-    first = writers()
-    assert first  # still there after the seal: kept for the next one
-    for _ in range(3):
-        assert s.run("say", cwd=root).outcome == "completed"
-    assert first <= writers() and len(writers()) <= 16

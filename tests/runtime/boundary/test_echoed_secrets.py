@@ -28,6 +28,7 @@ from proctor.runtime.boundary.sanitize import TaintSet, marker
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.session import Session
 from tests.fuzzing import FUZZ
+from tests.receipt_files import all_bytes
 from tests.runtime.driver_support import (
     _OPEN,
     close_sessions,  # noqa: F401 - the autouse fixture
@@ -191,7 +192,7 @@ methods:
         assert f"== {name} ==" in out["stdout"]  # the text around each form is kept
     stored = b"".join(p.read_bytes() for p in sorted((root / ".proctor").rglob("*")) if p.is_file())
     audit = (root / ".proctor" / "audit.jsonl").read_text(encoding="utf-8")
-    receipts = b"".join(p.read_bytes() for p in (root / ".proctor" / "receipts").rglob("*.json"))
+    receipts = all_bytes(root / ".proctor" / "receipts")
     shown = json.dumps(env.to_json(), ensure_ascii=False)
     for name, echoed in [("raw", secret), *forms.items()]:
         for where, text in (("stdout", out["stdout"]), ("stderr", out["stderr"]), ("env", shown)):

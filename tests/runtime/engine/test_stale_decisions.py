@@ -14,6 +14,7 @@ import pytest
 
 from proctor.receipts.canonical import digest
 from proctor.runtime.tools.fsutil import digest_of
+from tests.receipt_files import stored
 from tests.runtime.driver_support import (
     approve,
     authority,
@@ -134,10 +135,7 @@ def _audit(root: Path) -> list[dict[str, Any]]:
 
 
 def _all_receipts(root: Path) -> list[dict[str, Any]]:
-    return [
-        json.loads(path.read_text())["body"]
-        for path in (root / ".proctor" / "receipts").glob("*.json")
-    ]
+    return [json.loads(data)["body"] for data in stored(root / ".proctor" / "receipts").values()]
 
 
 def _receipts(root: Path) -> dict[str, dict[str, Any]]:

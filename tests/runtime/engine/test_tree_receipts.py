@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.runtime.engine.compose import child_run_id
+from tests.receipt_files import stored
 from tests.runtime.driver_support import (
     authority,
     close_sessions,  # noqa: F401 - the autouse fixture
@@ -72,7 +73,7 @@ def _session(root: Path, limit: int) -> Any:
 
 
 def _written(root: Path) -> int:
-    return len(list((root / ".proctor" / "receipts").glob("*.json")))
+    return len(stored(root / ".proctor" / "receipts"))
 
 
 def test_a_fan_out_within_the_budget_writes_exactly_what_it_counts(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 from proctor.errors import ResumeRefused
 from proctor.receipts.canonical import digest
 from proctor.runtime.admission.governor import CallOutcome, CallSpec
+from tests.receipt_files import all_bytes, stored
 from tests.runtime.driver_support import (
     approve,
     authority,
@@ -223,8 +224,8 @@ def test_a_turn_answered_with_failure_fails_the_step_with_its_scrubbed_reason(ws
     assert "the note's folder is read-only" in done.refusal.message
     assert SECRET not in json.dumps(done.to_json())
     assert done.receipt_id is not None
-    receipts = list((ws / ".proctor" / "receipts").rglob("*.json"))
-    assert receipts and all(SECRET not in p.read_text() for p in receipts)
+    assert stored(ws / ".proctor" / "receipts")
+    assert SECRET.encode() not in all_bytes(ws / ".proctor" / "receipts")
     assert "say" not in s.store.step_records(run_id)  # no later step ran
 
 

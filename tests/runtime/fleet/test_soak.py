@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.pg import fresh_schema
+from tests.receipt_files import stored
 from tests.runtime.fleet.support import environ, make_workspace, proctor, start_worker, wait_for
 
 RUNS = int(os.environ.get("PROCTOR_SOAK_RUNS", "24"))
@@ -169,7 +170,7 @@ def test_workers_killed_at_random_lose_nothing_and_repeat_nothing(tmp_path: Path
                     run.outcome,
                     [e["kind"] for e in store.events(run_id)],
                     [(c.step_id, c.state, c.outcome) for c in store.calls(run_id)],
-                    sorted(p.name for p in (root / ".proctor" / "receipts").iterdir())[:3],
+                    sorted(stored(root / ".proctor" / "receipts"))[:3],
                 )
         audit = proctor(root, env, ["audit", "verify"])
         assert audit.returncode == 0, audit.stdout + audit.stderr

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.writer import seal
+from proctor.runtime.records.folder_reader import FolderReader
+from proctor.runtime.records.receipt_packs import PACK_HEADER, PACKS_DIR
 from proctor.runtime.records.receipts import (
     INDEX_NAME,
     ReceiptStore,
     default_receipt_dir,
     receipt_hex,
 )
-from proctor.receipts.writer import seal
-from proctor.runtime.records.folder_reader import FolderReader
-from proctor.runtime.records.receipt_packs import PACK_HEADER, PACKS_DIR
 from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipt_files import unpack
 from tests.receipts.helpers import body, signer
@@ -122,9 +122,7 @@ def test_a_pack_whose_index_lines_were_lost_is_still_read_by_digest(tmp_path: Pa
 @pytest.mark.parametrize(
     "pack", ["../../elsewhere/" + "a" * 16, "A" * 32, "a" * 31, "a" * 33, 7, None]
 )
-def test_an_index_line_naming_another_place_is_never_followed(
-    tmp_path: Path, pack: object
-) -> None:
+def test_an_index_line_naming_another_place_is_never_followed(tmp_path: Path, pack: object) -> None:
     store_dir = tmp_path / "r"
     ReceiptStore(store_dir).put(RID, b"one\n", kind="call", outcome="completed")
     outside = tmp_path / "elsewhere"
