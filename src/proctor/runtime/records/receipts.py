@@ -40,6 +40,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -61,6 +62,7 @@ INDEX_NAME = "index.jsonl"
 KEYS_NAME = "keys.jsonl"
 INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
+_LOOSE = re.compile(r"[0-9a-f]{64}\.json")
 _STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
 
 
@@ -108,6 +110,7 @@ class ReceiptStore:
         self._threads = threading.RLock()
         self._shelf = PackShelf(self.directory)
         self._packs_made = False
+        self._loose: bool | None = None
 
     # -- the mark ----------------------------------------------------------------------------
 
@@ -407,7 +410,7 @@ class ReceiptStore:
                 hex_id = receipt_hex(receipt_id)
                 if self._shelf.located(hex_id) is not None:
                     known = self._shelf.get(hex_id)
-                else:
+                elif self._has_loose():
                     path = self.directory / f"{hex_id}.json"
                     known = path.read_bytes() if path.exists() else None
             if known is not None:
@@ -417,6 +420,13 @@ class ReceiptStore:
             seen[receipt_id] = data
             todo.append(item)
         return todo, None
+
+    def _has_loose(self) -> bool:
+        """Whether the folder holds receipt files of an earlier version (looked at once: this
+        version never writes one), so that a store without any costs no look per receipt."""
+        if self._loose is None:
+            self._loose = any(_LOOSE.fullmatch(name) for name in os.listdir(self.directory))
+        return self._loose
 
     def _conflict(self, receipt_id: str) -> ReceiptInvalid:
         return ReceiptInvalid(
