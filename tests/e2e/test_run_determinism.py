@@ -15,6 +15,7 @@ from proctor.receipts.signing import signer_from_seed
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.session import Session
 from tests.e2e.conftest import REPO
+from tests.receipt_files import stored
 
 
 def replay(root: Path) -> tuple[str, dict[str, bytes]]:
@@ -41,8 +42,8 @@ def replay(root: Path) -> tuple[str, dict[str, bytes]]:
     assert env.outcome == "completed", env.refusal
     assert env.receipt_id is not None
     folder = root / ".proctor" / "receipts"
-    files = {p.name: p.read_bytes() for p in folder.glob("*.json")}
-    run = json.loads(files.pop(env.receipt_id.removeprefix("sha256:") + ".json"))
+    files = stored(folder)
+    run = json.loads(files.pop(env.receipt_id))
     return run, files
 
 

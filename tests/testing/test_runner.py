@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from proctor.errors import UsageError
 from proctor.testing.runner import collect, run_case
+from tests.receipt_files import stored
 from tests.testing.support import ECHO, FETCH, package, run_one, workspace
 
 PASS = "method: say\ninputs: {text: hi}\nexpect: {status: sealed, outcome: completed}\n"
@@ -107,17 +107,17 @@ def test_seeded_receipts_are_verified_under_the_test_key(tmp_path: Path) -> None
     made = run_one(source, "t", keep=True)
     assert made.workspace is not None and made.receipt_id is not None
     hex_id = made.receipt_id.removeprefix("sha256:")
-    receipt = made.workspace / ".proctor" / "receipts" / f"{hex_id}.json"
+    made_receipts = stored(made.workspace / ".proctor" / "receipts")
     seeded = PASS.replace("expect:", f"setup: {{receipts: [fixtures/seed/{hex_id}.json]}}\nexpect:")
     folder = package(root, "seeder", ECHO, {"t": seeded})
     (folder / "fixtures" / "seed").mkdir(parents=True)
-    for child in receipt.parent.glob("*.json"):
-        shutil.copy(child, folder / "fixtures" / "seed" / child.name)
+    for rid, data in made_receipts.items():  # exported as files, one per receipt
+        (folder / "fixtures" / "seed" / f"{rid[7:]}.json").write_bytes(data)
     result = run_one(folder, "t", keep=True)
     assert result.status == "passed", (result.error, result.failures)
     assert result.workspace is not None
     store = result.workspace / ".proctor" / "receipts"
-    assert (store / f"{hex_id}.json").read_bytes() == receipt.read_bytes()
+    assert stored(store)[made.receipt_id] == made_receipts[made.receipt_id]
     # a receipt whose bytes changed does not verify and is refused
     tampered = folder / "fixtures" / "seed" / f"{hex_id}.json"
     tampered.write_bytes(tampered.read_bytes().replace(b"completed", b"completed "))
