@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -113,3 +114,45 @@ def test_an_oversized_publish_is_refused_before_it_is_read(registry: Registry) -
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "body_too_large"
     assert registry.store.search("") == []
+
+
+def test_a_package_below_a_tier_raised_after_its_install_no_longer_runs(
+    registry: Registry,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from proctor.registry.install import install, trust_registry_key, trusted_registry_keys
+    from tests.registry.test_journey import _publish
+
+    _publish(registry, write_skill(tmp_path / "notes", name="notes"), namespace="hobby")
+    _publish(registry, write_skill(tmp_path / "summarise"), namespace="acme")
+    trust_registry_key(registry.store.signer.public_key, os.environ)
+    root = tmp_path / "ws"
+    (root / ".proctor").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    with registry.client() as client:  # installed while the workspace took any tier
+        for ref in ("hobby/notes", "acme/summarise"):
+            install(client, ref, workspace_root=root, trusted=trusted_registry_keys(os.environ))
+    code, out, _ = _run(["registry", "verify"], capsys)
+    assert code == 0 and out.splitlines() == [
+        "verified acme/summarise@1.0.0 [verified]",
+        "verified hobby/notes@1.0.0 [community]",
+    ]
+
+    assert _run(["registry", "require-tier", "verified"], capsys)[0] == 0
+    code, _, err = _run(["run", "hobby/notes@1.0.0", "--json"], capsys)
+    assert code != 0 and "tier_too_low" in err and "Traceback" not in err
+    assert not (root / ".proctor" / "runs.sqlite").exists()  # refused before any run began
+    code, out, _ = _run(["registry", "verify", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and doc["passed"] is False
+    assert {p["ref"]: p.get("code", p["status"]) for p in doc["packages"]} == {
+        "acme/summarise@1.0.0": "verified",
+        "hobby/notes@1.0.0": "tier_too_low",
+    }
+    code, out, _ = _run(["registry", "verify"], capsys)
+    assert code == 1 and "REFUSED  hobby/notes@1.0.0: [tier_too_low]" in out
+    code, _, err = _run(["registry", "verify", "hobby/notes"], capsys)
+    assert code != 0 and "error[tier_too_low]" in err

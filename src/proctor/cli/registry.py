@@ -13,6 +13,7 @@ what ``verify`` prints, status ``verified``) and
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -301,19 +302,54 @@ def install(ref: str, pinned: str | None, registry: str | None, as_json: bool) -
 
 
 @registry.command("verify")
-@click.argument("ref")
+@click.argument("ref", required=False)
 @_JSON
-def verify(ref: str, as_json: bool) -> None:
-    """Check an installed NAME[@VERSION] still matches its signature, byte for byte (offline).
+def verify(ref: str | None, as_json: bool) -> None:
+    """Check an installed NAME[@VERSION] still matches its signature, byte for byte, and the
+    workspace's required tier (offline); without NAME, every installed package, exiting 1 when
+    any no longer qualifies.
 
     Example: proctor registry verify acme/summarise@1.2.0
     """
     from proctor.cli.render import dump_json
+    from proctor.errors import ProctorError
     from proctor.registry.install import resolve_installed, trusted_registry_keys
+    from proctor.runtime.packages.installed import installed_refs
 
     root = _root()
-    found = resolve_installed(ref, workspace_root=root, trusted=trusted_registry_keys(os.environ))
+    trusted = trusted_registry_keys(os.environ)
+    if ref is not None:
+        found = resolve_installed(ref, workspace_root=root, trusted=trusted)
+        if as_json:
+            dump_json({"schema": "proctor.registry_install.v1", **found.to_dict(root)})
+        else:
+            click.echo(
+                f"verified {found.name}@{found.version} [{found.tier}] {found.content_digest}"
+            )
+        return
+    results: list[dict[str, object]] = []
+    for each in installed_refs(root):
+        try:
+            held = resolve_installed(each, workspace_root=root, trusted=trusted)
+        except ProctorError as exc:
+            results.append({"ref": each, "status": "refused", "code": exc.code,
+                            "message": exc.message})  # fmt: skip
+        else:
+            results.append({"ref": each, "status": "verified", "tier": held.tier,
+                            "content_digest": held.content_digest})  # fmt: skip
+    failed = [r for r in results if r["status"] != "verified"]
     if as_json:
-        dump_json({"schema": "proctor.registry_install.v1", **found.to_dict(root)})
+        dump_json({"schema": "proctor.registry_verify.v1", "packages": results,
+                   "passed": not failed})  # fmt: skip
     else:
-        click.echo(f"verified {found.name}@{found.version} [{found.tier}] {found.content_digest}")
+        from proctor.cli.paint import inert
+
+        for r in results:
+            if r["status"] == "verified":
+                click.echo(f"verified {r['ref']} [{r['tier']}]")
+            else:
+                click.echo(inert(f"REFUSED  {r['ref']}: [{r['code']}] {r['message']}"))
+        if not results:
+            click.echo("no package is installed in this workspace")
+    if failed:
+        sys.exit(1)

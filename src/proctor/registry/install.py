@@ -31,8 +31,11 @@ from proctor.registry.client import RegistryClient
 from proctor.runtime.home.files import write_private
 from proctor.runtime.packages.installed import (
     ADDED_SKILLS,
+    REGISTRY_SETTINGS,
     Installed,
+    check_tier,
     parse_ref,
+    required_tier,
     resolve_installed,
     trust_registry_key,
     trusted_registry_keys,
@@ -57,35 +60,6 @@ RESERVED_NAMESPACE = "proctor"
 """The core skills' namespace: never installed (``proctor/<name>`` always names a core skill)."""
 
 
-def _settings_path(workspace_root: Path) -> Path:
-    return workspace_root / ".proctor" / "registry.json"
-
-
-def required_tier(workspace_root: Path) -> str:
-    """The lowest tier this workspace installs (``community`` when none is set).
-
-    Raises:
-        UsageError: (code ``registry_settings_invalid``) ``.proctor/registry.json`` is not
-            ``{"required_tier": TIER}``.
-    """
-    path = _settings_path(workspace_root)
-    if not path.exists():
-        return "community"
-    try:
-        doc = json.loads(path.read_bytes())
-        tier = doc["required_tier"]
-        tier_rank(tier)
-        if set(doc) != {"required_tier"}:
-            raise ValueError("extra fields")
-    except (ValueError, KeyError, TypeError, RecursionError, UsageError) as exc:
-        raise UsageError(
-            '.proctor/registry.json must be {"required_tier": "community" | "verified" | '
-            '"first_party"}',
-            code="registry_settings_invalid",
-        ) from exc
-    return str(tier)
-
-
 def set_required_tier(workspace_root: Path, tier: str) -> None:
     """Require ``tier`` or above for installs into this workspace.
 
@@ -93,7 +67,7 @@ def set_required_tier(workspace_root: Path, tier: str) -> None:
         UsageError: (code ``tier_invalid``) not a tier.
     """
     tier_rank(tier)
-    path = _settings_path(workspace_root)
+    path = workspace_root / REGISTRY_SETTINGS
     path.parent.mkdir(parents=True, exist_ok=True)
     write_private(path, json.dumps({"required_tier": tier}).encode("utf-8") + b"\n")
 
@@ -134,7 +108,7 @@ def install(
             "no registry key is trusted here; add the registry's with `proctor registry trust`",
             code="registry_untrusted",
         )
-    needed = required_tier(workspace_root)
+    required_tier(workspace_root)  # a malformed setting is refused before anything is fetched
     answer = client.version(name, version)
     manifest = verify_manifest(answer.get("manifest") or {}, trusted)
     if manifest.name != name or (version is not None and manifest.version != version):
@@ -149,12 +123,7 @@ def install(
             "pinned one",
             code="digest_mismatch",
         )
-    if tier_rank(manifest.tier) < tier_rank(needed):
-        raise RegistryRefused(
-            f"{name}@{manifest.version} is tier {manifest.tier}; this workspace requires "
-            f"{needed} or above",
-            code="tier_too_low",
-        )
+    check_tier(name, manifest.version, manifest.tier, workspace_root, at="install")
     package = parse_files(client.archive(name, manifest.version), label=name)
     if (package.content_digest, package.version, package.name) != (
         manifest.content_digest,

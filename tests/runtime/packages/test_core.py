@@ -14,6 +14,7 @@ from proctor.errors import ProctorError
 from proctor.receipts.model import parse_envelope
 from proctor.runtime.packages.core import core_skill, core_skill_names
 from proctor.runtime.records.receipts import ReceiptStore
+from tests.receipt_files import rewrite, stored
 from tests.runtime.driver_support import (
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
@@ -112,10 +113,11 @@ def test_a_tampered_receipt_tree_is_reported_invalid_and_not_explained(tmp_path:
     done = s.run(str(root / "skills" / "plain"))
     store = ReceiptStore(root / ".proctor" / "receipts")
     step_id = str(parse_envelope(store.get(done.receipt_id or "") or b"").children[0].receipt_id)
-    path = store.path_of(step_id)
-    data = path.read_bytes()
-    os.chmod(path, 0o600)
-    path.write_bytes(data.replace(b'"completed"', b'"completef"', 1))
+    folder = root / ".proctor" / "receipts"
+    for pack in (folder / "packs").iterdir():
+        os.chmod(pack, 0o600)
+    data = stored(folder)[step_id]
+    rewrite(folder, step_id, data.replace(b'"completed"', b'"completef"', 1))
     env = s.run("proctor/receipt-audit", inputs={"receipt": done.receipt_id})
     out = env.result or {}
     assert out["verification"]["status"] == "invalid" and out["steps"] == []

@@ -5,18 +5,24 @@ A package installed from a registry lives in
 ``signature.json``. :func:`verify_folder` re-reads every byte of such a folder and refuses it
 unless the manifest verifies under a registry key the user trusts and the files are exactly
 the ones it signed; :func:`resolve_installed` maps ``<publisher>/<name>[@version]`` to such a
-folder, never touching the network. The registry client (``proctor.registry.install``) writes
-these folders; the run engine reads them through :mod:`.resolve`.
+folder, never touching the network, and refuses it when its tier is below the workspace's
+required tier (:func:`required_tier`, ``.proctor/registry.json``), checked at every load and
+not only at install: a package installed before the requirement was raised, or committed into
+``.proctor/added-skills`` by anyone, does not run under it. The registry client
+(``proctor.registry.install``) writes these folders; the run engine reads them through
+:mod:`.resolve`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts.values import dataclass
+from proctor.errors import UsageError
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.signing import PublicKey
 from proctor.runtime.home.files import home_dir, write_private
@@ -24,6 +30,7 @@ from proctor.runtime.packages.manifest import (
     Manifest,
     RegistryRefused,
     check_name,
+    tier_rank,
     verify_manifest,
 )
 from proctor.runtime.packages.package import (
@@ -38,8 +45,12 @@ from proctor.runtime.packages.package import (
 
 __all__ = [
     "ADDED_SKILLS",
+    "REGISTRY_SETTINGS",
     "Installed",
+    "check_tier",
+    "installed_refs",
     "parse_ref",
+    "required_tier",
     "resolve_installed",
     "trust_registry_key",
     "trusted_registry_keys",
@@ -47,6 +58,73 @@ __all__ = [
 ]
 
 ADDED_SKILLS = Path(".proctor") / "added-skills"
+REGISTRY_SETTINGS = Path(".proctor") / "registry.json"
+
+
+def required_tier(workspace_root: Path) -> str:
+    """The lowest tier this workspace installs and runs (``community`` when none is set).
+
+    Raises:
+        UsageError: (code ``registry_settings_invalid``) ``.proctor/registry.json`` is not
+            ``{"required_tier": TIER}``.
+    """
+    path = workspace_root / REGISTRY_SETTINGS
+    if not path.exists():
+        return "community"
+    try:
+        doc = json.loads(path.read_bytes())
+        tier = doc["required_tier"]
+        tier_rank(tier)
+        if set(doc) != {"required_tier"}:
+            raise ValueError("extra fields")
+    except (ValueError, KeyError, TypeError, RecursionError, UsageError, OSError) as exc:
+        raise UsageError(
+            '.proctor/registry.json must be {"required_tier": "community" | "verified" | '
+            '"first_party"}',
+            code="registry_settings_invalid",
+        ) from exc
+    return str(tier)
+
+
+def check_tier(name: str, version: str, tier: str, workspace_root: Path, *, at: str) -> None:
+    """Refuse a package whose ``tier`` is below the workspace's required tier; ``at`` says
+    what was being done (``install`` or ``load``), so the message says how to go on.
+
+    Raises:
+        RegistryRefused: ``tier_too_low``.
+        UsageError: ``registry_settings_invalid`` (see :func:`required_tier`).
+    """
+    needed = required_tier(workspace_root)
+    if tier_rank(tier) >= tier_rank(needed):
+        return
+    message = f"{name}@{version} is tier {tier}; this workspace requires {needed} or above"
+    if at == "load":
+        message += (
+            f" (it was installed before, or put in {ADDED_SKILLS.as_posix()} by hand): remove "
+            f"{(ADDED_SKILLS / name / version).as_posix()} or lower the requirement with "
+            "`proctor registry require-tier`"
+        )
+    raise RegistryRefused(message, code="tier_too_low")
+
+
+def installed_refs(workspace_root: Path) -> list[str]:
+    """Every ``<publisher>/<name>@<version>`` folder under ``.proctor/added-skills``, sorted
+    (what is there, verified or not; links are not followed)."""
+    base = workspace_root / ADDED_SKILLS
+    refs: list[str] = []
+    for publisher in _folders(base):
+        for name in _folders(base / publisher):
+            refs += [f"{publisher}/{name}@{v}" for v in _folders(base / publisher / name)]
+    return refs
+
+
+def _folders(path: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in path.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+
+
 _KEYS_DIR = "registry_keys"
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
@@ -156,7 +234,8 @@ def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey
         RegistryRefused: ``package_not_installed``, ``package_unsigned``,
             ``registry_untrusted``, ``signature_invalid``, ``manifest_mismatch`` (the
             signature names another package or version than its folder), ``package_modified``
-            (the files differ from what was signed: an edited copy is not that package).
+            (the files differ from what was signed: an edited copy is not that package),
+            ``tier_too_low`` (below the workspace's required tier, see :func:`check_tier`).
     """
     name, version = parse_ref(ref)
     folder = workspace_root / ADDED_SKILLS / name
@@ -180,6 +259,7 @@ def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey
             f"the signature in {name}/{version} is for {manifest.name}@{manifest.version}",
             code="manifest_mismatch",
         )
+    check_tier(name, version, manifest.tier, workspace_root, at="load")
     return Installed(
         name,
         version,
