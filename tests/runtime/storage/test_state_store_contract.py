@@ -72,6 +72,39 @@ def test_a_write_under_a_used_key_changes_nothing(store: StateStore) -> None:
     assert store.applied("pkg", "p1") is not None and store.applied("pkg", "nope") is None
 
 
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (("put", "k"), ("append", "log")),
+        (("append", "log"), ("put", "k")),
+        (("append", "log"), ("append", "other")),
+        (("put", "k"), ("put", "j")),
+    ],
+)
+def test_a_key_used_by_another_write_is_refused_and_writes_nothing(
+    store: StateStore, first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    def write(kind: str, target: str, value: str) -> dict[str, Any]:
+        if kind == "put":
+            return store.put("pkg", target, value, "shared")
+        return store.append("pkg", target, value, "shared")
+
+    def state() -> object:
+        return (
+            [store.read("pkg", s, 0, 10)["events"] for s in ("log", "other")],
+            [store.get("pkg", k) for k in ("k", "j")],
+        )
+
+    write(*first, "one")
+    before = state()
+    with pytest.raises(RefusedCall) as refused:
+        write(*second, "two")
+    assert refused.value.code == "idempotency_key_reused"
+    assert state() == before
+    again = write(*first, "one")  # the write that owns the key is still answered as done
+    assert again["already_done"] is True
+
+
 def test_keys_have_versions_and_list_in_pages(store: StateStore) -> None:
     assert store.get("pkg", "a") == {"found": False, "value": None, "version": None}
     assert store.put("pkg", "a", {"x": 1}, "1")["version"] == 1

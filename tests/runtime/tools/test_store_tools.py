@@ -99,6 +99,23 @@ def test_a_package_reads_its_own_state(ws: Path) -> None:
     assert len(again.result["events"]) == 1
 
 
+def test_a_repeat_answered_by_the_run_store_says_it_was_already_done(ws: Path) -> None:
+    # the backend lost its data (a Redis restart, another PROCTOR_STORE_URL): the run store
+    # still holds the keyed write, so it is not sent again, and the answer says so
+    make_skill(
+        ws, "putter", WRITER.replace("    result_from: [read]", "    result_from: [put, log]")
+    )
+    first = session(ws).run("putter", cwd=ws)
+    assert first.outcome == "completed", first.refusal
+    assert first.result["put"]["already_done"] is False
+    assert first.result["log"]["already_done"] is False
+    (ws / ".proctor" / "store.sqlite").unlink()
+    again = session(ws).run("putter", cwd=ws)
+    assert again.outcome == "completed", again.refusal
+    assert again.result["put"] == {**first.result["put"], "already_done": True}
+    assert again.result["log"] == {**first.result["log"], "already_done": True}
+
+
 def test_one_package_cannot_read_anothers_namespace(ws: Path) -> None:
     assert session(ws).run("alpha", cwd=ws).outcome == "completed"
     for key in ("token", "../alpha/token", "alpha/token", "alpha:token"):

@@ -527,12 +527,15 @@ class Governor:
         self, spec: CallSpec, record: CallRecord, started: datetime, *, already_done: bool = False
     ) -> CallOutcome:
         settled = record.result if isinstance(record.result, dict) else {}
+        result = settled.get("result")
+        if already_done and isinstance(result, dict) and "already_done" in result:
+            result = {**result, "already_done": True}  # answered from the run store: say so
         outcome = CallOutcome(
             call_id=spec.call_id or record.call_id,
             tool=record.tool,
             step_id=spec.step_id,
             status=settled.get("status", record.outcome or "completed"),
-            result=settled.get("result"),
+            result=result,
             error=settled.get("error"),
             args_digest=record.args_digest,
             started_at=started,

@@ -10,7 +10,10 @@ one package never reads or writes another's. In a namespace:
 
 Every write carries an idempotency key: a second write under the same key (in the same
 namespace) changes nothing and returns what the first returned, so a write a crashed driver
-may or may not have made is safely made again. Values are JSON, at most 64 KiB canonical.
+may or may not have made is safely made again. The key names one write: a write of another
+kind (an append where a put used the key) or to another stream or key is refused
+``idempotency_key_reused`` and changes nothing (:func:`same_write`), never answered with the
+other write's result. Values are JSON, at most 64 KiB canonical.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "check_stream",
     "encode_value",
     "namespace_token",
+    "same_write",
 ]
 
 MAX_VALUE_BYTES = 64 * 1024
@@ -108,3 +112,33 @@ def check_key(key: str) -> None:
 def namespace_token(ns: str) -> str:
     """A fixed-shape token for a namespace (safe in table rows and Redis key names)."""
     return hashlib.sha256(ns.encode("utf-8")).hexdigest()[:32]
+
+
+def same_write(
+    done: dict[str, Any], *, stream: str | None = None, key: str | None = None
+) -> dict[str, Any]:
+    """``done`` (what a write already made under this idempotency key returned) when it was
+    the same write: an append to ``stream``, or a put of ``key``.
+
+    Raises:
+        RefusedCall: ``idempotency_key_reused``: the key was used by another kind of write or
+            for another stream or key; nothing is written.
+    """
+    if stream is not None:
+        same = "seq" in done and done.get("stream") == stream
+        asked = f"an append to stream {stream!r}"
+    else:
+        same = "version" in done and done.get("key") == key
+        asked = f"a put of key {key!r}"
+    if not same:
+        earlier = (
+            f"an append to stream {done.get('stream')!r}"
+            if "seq" in done
+            else f"a put of key {done.get('key')!r}"
+        )
+        raise RefusedCall(
+            f"this idempotency_key was used by {earlier}, not {asked}; a key names one write."
+            " Nothing was written: use a key of its own for this write",
+            code="idempotency_key_reused",
+        )
+    return done

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from proctor.errors import ConfigError, StoreError
-from proctor.runtime.storage.base import encode_value
+from proctor.runtime.storage.base import encode_value, same_write
 
 __all__ = ["PostgresStateStore"]
 
@@ -82,7 +82,7 @@ class PostgresStateStore:
                 self._lock(conn, ns, "w:" + idem)
                 done = self._done(conn, ns, idem)
                 if done is not None:
-                    return done
+                    return same_write(done, stream=stream)
                 self._lock(conn, ns, "s:" + stream)
                 row: Any = conn.execute(
                     f"SELECT COALESCE(MAX(seq), 0) FROM {self.schema}.events"
@@ -125,7 +125,7 @@ class PostgresStateStore:
                 self._lock(conn, ns, "w:" + idem)
                 done = self._done(conn, ns, idem)
                 if done is not None:
-                    return done
+                    return same_write(done, key=key)
                 self._lock(conn, ns, "k:" + key)
                 row = conn.execute(
                     f"SELECT version FROM {self.schema}.keyvals WHERE ns = %s AND key = %s",

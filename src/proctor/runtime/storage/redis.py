@@ -14,7 +14,7 @@ from itertools import takewhile
 from typing import Any
 
 from proctor.errors import ConfigError, StoreError
-from proctor.runtime.storage.base import encode_value, namespace_token
+from proctor.runtime.storage.base import encode_value, namespace_token, same_write
 
 __all__ = ["RedisStateStore"]
 
@@ -84,7 +84,9 @@ class RedisStateStore:
         body = encode_value(event)
         keys = [self._key(ns, "writes"), self._key(ns, "seq", stream), self._key(ns, "ev", stream)]
         try:
-            return self._result(self._append(keys=keys, args=[idem, body, stream]))
+            answer = self._result(self._append(keys=keys, args=[idem, body, stream]))
+            # the script wrote nothing when the key was used: refuse if by another write
+            return same_write(answer, stream=stream) if answer["already_done"] else answer
         except self._errors as exc:
             self._raise(exc)
         raise AssertionError("unreachable")
@@ -108,7 +110,8 @@ class RedisStateStore:
         body = encode_value(value)
         keys = [self._key(ns, "writes"), self._key(ns, "keys"), self._key(ns, "keyset")]
         try:
-            return self._result(self._put(keys=keys, args=[idem, key, body]))
+            answer = self._result(self._put(keys=keys, args=[idem, key, body]))
+            return same_write(answer, key=key) if answer["already_done"] else answer
         except self._errors as exc:
             self._raise(exc)
         raise AssertionError("unreachable")

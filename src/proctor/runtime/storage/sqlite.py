@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
-from proctor.runtime.storage.base import encode_value
+from proctor.runtime.storage.base import encode_value, same_write
 
 __all__ = ["SqliteStateStore"]
 
@@ -91,7 +91,7 @@ class SqliteStateStore:
         with self._write() as conn:
             done = self._done(conn, ns, idem)
             if done is not None:
-                return done
+                return same_write(done, stream=stream)
             (last,) = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM events WHERE ns = ? AND stream = ?",
                 (ns, stream),
@@ -118,7 +118,7 @@ class SqliteStateStore:
         with self._write() as conn:
             done = self._done(conn, ns, idem)
             if done is not None:
-                return done
+                return same_write(done, key=key)
             row = conn.execute(
                 "SELECT version FROM keyvals WHERE ns = ? AND key = ?", (ns, key)
             ).fetchone()
