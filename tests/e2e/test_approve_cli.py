@@ -103,7 +103,7 @@ def test_pending_lists_the_request_with_its_schema_and_summary(ws: Ws) -> None:
 
 def test_approve_shows_the_diff_and_records_who_decided(ws: Ws) -> None:
     env = _paused(ws)
-    out = ws.proctor("approve", env["run_id"], stdin="y\n")
+    out = _typed(ws, "approve", env["run_id"], keys="y\n")
     assert out.code == 0, out.stderr
     assert "-old line" in out.stdout and "+new line" in out.stdout
     assert "\x1b[" not in out.stdout  # not a terminal: no colour codes
@@ -118,6 +118,41 @@ def test_approve_shows_the_diff_and_records_who_decided(ws: Ws) -> None:
     assert history["requests"][0]["decided_by"] == f"os:{_user()}"
 
 
+def _typed(ws: Ws, *args: str, keys: str) -> Any:
+    """``proctor ARGS`` with a terminal (a pseudo-terminal) on standard input, ``keys`` typed
+    ahead on it; standard output and error are pipes, as a person's would be when redirected."""
+    import pty
+
+    from tests.e2e.conftest import Result
+
+    main, person = pty.openpty()
+    try:
+        os.write(main, keys.encode())
+        proc = subprocess.run(
+            [sys.executable, "-m", "proctor", *args],
+            cwd=ws.root, env=ws.env, stdin=person, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(person)
+        os.close(main)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("command", ["approve", "decline"])
+def test_without_a_terminal_nothing_is_asked_and_the_fix_is_named(ws: Ws, command: str) -> None:
+    env = _paused(ws)
+    before = ws.state_bytes()
+    for stdin in (None, "y\n"):  # nothing to read, or an answer piped in: neither is a person
+        out = ws.proctor(command, env["run_id"], stdin=stdin)
+        assert out.code == 2, out.stderr
+        assert "Aborted" not in out.stderr and "Traceback" not in out.stderr
+        digest = ws.proctor("pending", "--json").json()["requests"][0]["request_digest"]
+        assert f"proctor {command} {env['run_id']} put --yes --digest {digest}" in out.stderr
+        assert "terminal_required" in out.stderr
+    assert ws.state_bytes() == before
+    assert (ws.root / "page.txt").read_text() == "old line\n"
+
+
 def _user() -> str:
     import getpass
 
@@ -127,7 +162,7 @@ def _user() -> str:
 def test_answering_no_records_nothing(ws: Ws) -> None:
     env = _paused(ws)
     before = ws.state_bytes()
-    out = ws.proctor("approve", env["run_id"], "put", stdin="n\n")
+    out = _typed(ws, "approve", env["run_id"], "put", keys="n\n")
     assert out.code == 1
     assert "nothing was recorded" in out.stderr
     assert ws.state_bytes() == before
@@ -203,7 +238,7 @@ def test_a_question_shows_its_prompt_and_choices_and_takes_an_answer(ws: Ws) -> 
     out = ws.proctor("run", "pages#pick", "--json")
     assert out.code == 10, out.stderr
     run_id = out.json()["run_id"]
-    shown = ws.proctor("approve", run_id, stdin="2\ny\n")
+    shown = _typed(ws, "approve", run_id, keys="2\ny\n")
     assert shown.code == 0, shown.stderr
     assert "Which colour?" in shown.stdout and "1. red" in shown.stdout
     assert "2. blue" in shown.stdout

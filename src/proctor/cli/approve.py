@@ -132,6 +132,28 @@ def _ask_answers(shown: Any) -> dict[str, Any]:
     return out
 
 
+def _need_terminal(shown: Any, approve: bool) -> None:
+    """Refuse to ask y/N where no one can answer (no terminal on standard input): the prompt
+    would end as if Ctrl-C were pressed.
+
+    Raises:
+        UsageError: ``terminal_required``, naming the ``--yes --digest`` command that decides
+            this exact request without asking.
+    """
+    if sys.stdin.isatty():
+        return
+    verb = "approve" if approve else "decline"
+    answer = ""
+    if shown.kind == "question" and approve:
+        answer = "".join(f" --answer {q.get('id')}=VALUE" for q in shown.view.get("questions") or [])
+    raise UsageError(
+        f"no terminal to ask y/N on; to {verb} exactly the request shown above without asking:"
+        f" proctor {verb} {shown.run_id} {shlex.quote(shown.address)} --yes"
+        f" --digest {shown.request_digest}{answer}",
+        code="terminal_required",
+    )
+
+
 def _decide(
     run_id: str,
     address: str | None,
@@ -167,6 +189,8 @@ def _decide(
             )
         out = Console(highlight=False, soft_wrap=True, file=sys.stderr if as_json else None)
         render_request(out, shown)
+        if not yes:
+            _need_terminal(shown, approve)
         filled: dict[str, Any] | None = None
         if shown.kind == "question" and approve:
             filled = _parse_answers(answers, shown) if answers else None

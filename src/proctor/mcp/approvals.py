@@ -135,7 +135,8 @@ class ApprovalRelay:
         self, ctx: ServerRequestContext[Any, Any], run_id: str, request: Mapping[str, Any]
     ) -> types.ElicitRequestParams | None:
         """What to ask the client, by the modes it declared: URL mode when a console is
-        configured, else form mode; ``None`` when it declared neither."""
+        configured, else form mode (``elicitation: {}`` declares form mode); ``None`` when it
+        declared no elicitation, or only URL mode on a server without a console."""
         caps = ctx.session.client_capabilities
         elicit = caps.elicitation if caps is not None else None
         address = str(request.get("address"))
@@ -149,7 +150,9 @@ class ApprovalRelay:
                 url=console_page(self.console_url, run_id, address),
                 elicitation_id=f"{run_id}:{address}",
             )
-        if elicit.form is None:
+        # an empty declaration (``elicitation: {}``) is form mode, as the specification says
+        # for clients written before the modes were named (and the TypeScript SDK reads it)
+        if elicit.form is None and elicit.url is not None:
             return None
         text = _payload_text(request)
         if not self.trust_client_approvals:
