@@ -109,7 +109,7 @@ def test_tools_annotations_arguments_results_and_output_retries(ws: Ws) -> None:
     assert "completed" in summary
     paused = replies["paused"]["result"]
     assert json.loads(paused["content"][1]["text"])["requests"][0]["request_digest"]
-    assert "proctor resume" in paused["content"][0]["text"]
+    assert "turn_status" in paused["content"][0]["text"]  # an agent turn: the turn tools
 
     for key in [*MALFORMED, "negative offset"]:
         result = replies[key].get("result")

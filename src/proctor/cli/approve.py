@@ -145,7 +145,9 @@ def _need_terminal(shown: Any, approve: bool) -> None:
     verb = "approve" if approve else "decline"
     answer = ""
     if shown.kind == "question" and approve:
-        answer = "".join(f" --answer {q.get('id')}=VALUE" for q in shown.view.get("questions") or [])
+        answer = "".join(
+            f" --answer {q.get('id')}=VALUE" for q in shown.view.get("questions") or []
+        )
     raise UsageError(
         f"no terminal to ask y/N on; to {verb} exactly the request shown above without asking:"
         f" proctor {verb} {shown.run_id} {shlex.quote(shown.address)} --yes"

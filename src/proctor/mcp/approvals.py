@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import anyio
 import mcp_types as types
@@ -32,6 +31,7 @@ from mcp.shared.message import ServerMessageMetadata
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ProctorError, UsageError
+from proctor.mcp.next_steps import console_page, where_decided
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
@@ -56,11 +56,6 @@ APPROVE_SCHEMA: dict[str, Any] = {
     },
     "required": ["approve"],
 }
-
-
-def console_page(console_url: str, run_id: str, address: str) -> str:
-    """The console page of one request: ``<console>/runs/RUN_ID/requests/ADDRESS``."""
-    return f"{console_url.rstrip('/')}/runs/{quote(run_id, safe='')}/requests/{quote(address)}"
 
 
 async def with_progress(
@@ -127,9 +122,7 @@ class ApprovalRelay:
     wait_seconds: float = 900.0
 
     def _where(self, run_id: str, address: str) -> str:
-        if self.console_url:
-            return console_page(self.console_url, run_id, address)
-        return f"proctor approve {run_id} {address}"
+        return where_decided(self.console_url, run_id, address)
 
     def _elicitation(
         self, ctx: ServerRequestContext[Any, Any], run_id: str, request: Mapping[str, Any]

@@ -327,7 +327,7 @@ class ProctorServer:
                 )
             except ProctorError as exc:
                 return error_result(exc)
-            return tool_result(resumed)
+            return tool_result(resumed, self.config.console_url)
         doc = await self.run_in_worker(
             lambda stop: self._run(tool, arguments, stop), report=_progress(ctx)
         )
@@ -341,7 +341,7 @@ class ProctorServer:
         run_id = doc.get("run_id")
         if isinstance(run_id, str) and doc.get("status") != "sealed":
             self.config.runs[run_id] = None
-        return tool_result(doc)
+        return tool_result(doc, self.config.console_url)
 
     def _run(
         self, tool: SkillTool, arguments: dict[str, Any], stop: threading.Event

@@ -17,6 +17,7 @@ import mcp_types as types
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError
+from proctor.mcp.next_steps import next_steps
 from proctor.receipts.jsontext import reusable_encoder
 
 if TYPE_CHECKING:
@@ -165,8 +166,10 @@ def compact_nullables(schema: Any) -> Any:
     return out
 
 
-def summarize(doc: Mapping[str, Any]) -> str:
-    """A one-paragraph text summary of a ``proctor.run.v1`` envelope for a model to read."""
+def summarize(doc: Mapping[str, Any], console_url: str | None = None) -> str:
+    """A one-paragraph text summary of a ``proctor.run.v1`` envelope for a model to read; a
+    paused run's names the next step of each request (:func:`proctor.mcp.next_steps.next_steps`,
+    with the console's pages when ``console_url`` is given)."""
     where = f"{doc.get('skill')}#{doc.get('method')}"
     status = doc.get("status")
     if status == "needs_credential":
@@ -176,11 +179,9 @@ def summarize(doc: Mapping[str, Any]) -> str:
     if status != "sealed":
         requests = doc.get("requests") or []
         lines = [f"{where} paused ({status}), {run}, waiting on {len(requests)} request(s):"]
-        for request in requests:
-            lines.append(f"- {request.get('address', request.get('step'))}: {request.get('kind')}")
+        lines += next_steps(doc, console_url)
         lines.append(
-            f"A person decides with `proctor resume {doc.get('run_id')}`; the run's whole"
-            " envelope (requests, digests, diffs) is the JSON part of this result."
+            "The run's whole envelope (requests, digests, diffs) is the JSON part of this result."
         )
         return "\n".join(lines)
     text = f"{where} {doc.get('outcome')}, {run}, receipt {doc.get('receipt_id')}."
@@ -193,23 +194,23 @@ def summarize(doc: Mapping[str, Any]) -> str:
     return text
 
 
-def run_content(doc: Mapping[str, Any]) -> list[types.ContentBlock]:
+def run_content(doc: Mapping[str, Any], console_url: str | None = None) -> list[types.ContentBlock]:
     """The text parts of a result carrying a ``proctor.run.v1`` envelope: the human summary,
     then the whole envelope as JSON (the same document as the structured content, so the same
     bounds hold), for clients that hand a model only the text."""
-    return [types.TextContent(text=text) for text in _texts(doc)]
+    return [types.TextContent(text=text) for text in _texts(doc, console_url)]
 
 
-def _texts(doc: Mapping[str, Any]) -> tuple[str, str]:
-    return summarize(doc), _sorted_text(doc)
+def _texts(doc: Mapping[str, Any], console_url: str | None) -> tuple[str, str]:
+    return summarize(doc, console_url), _sorted_text(doc)
 
 
-def tool_result(doc: Mapping[str, Any]) -> dict[str, Any]:
+def tool_result(doc: Mapping[str, Any], console_url: str | None = None) -> dict[str, Any]:
     """The wire form of a ``tools/call`` result carrying the envelope ``doc``: exactly what the
     SDK dumps from ``CallToolResult(content=run_content(doc), structured_content=doc,
     is_error=...)``, built without the model (the SDK checks the wire form against the
     protocol's schema either way). ``isError`` marks a failed, blocked or killed run."""
-    summary, whole = _texts(doc)
+    summary, whole = _texts(doc, console_url)
     return {
         "content": [{"type": "text", "text": summary}, {"type": "text", "text": whole}],
         "structuredContent": doc,

@@ -29,103 +29,18 @@ import mcp_types as types
 
 from proctor.errors import ProctorError, UsageError
 from proctor.mcp.annotations import TURN_ANNOTATIONS
+from proctor.mcp.next_steps import held_call
 from proctor.mcp.shared import ServerConfig, TurnHost, error_result, run_content
+from proctor.mcp.turn_declarations import PAGE_LIMIT, TOOLS, check_arguments
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
 
 __all__ = ["OUTPUT_RETRIES", "PAGE_LIMIT", "TurnTools", "check_arguments", "turn_tools"]
 
-PAGE_LIMIT = 32_000
 OUTPUT_RETRIES = 2
 """How often ``turn_complete`` refuses an output failing the schema before the step fails."""
 Args = dict[str, Any]
-
-_RUN = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 200,
-    "description": "The run id (needed when the server holds several).",
-}
-_TURN = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 200,
-    "description": "The turn's address: the id of the step that asks it.",
-}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-_TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "turn_list": (
-        "List the runs this server works and every request each waits on, one line each.",
-        _schema({}, []),
-    ),
-    "turn_status": (
-        "Read an agent turn: instructions and inputs whole, the calls it may make with their"
-        " input schemas, its output schema, and an index of what turn_read can read.",
-        _schema({"run": _RUN, "turn": _TURN}, ["turn"]),
-    ),
-    "turn_read": (
-        "Read what a locator of a turn names (instructions, input:<name>, call:<call_id>),"
-        " a page of at most 32,000 characters from offset, with next_offset when more is left.",
-        _schema(
-            {
-                "run": _RUN,
-                "turn": _TURN,
-                "locator": {"type": "string", "minLength": 1, "maxLength": 1000},
-                "offset": {"type": "integer", "minimum": 0},
-                "limit": {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT},
-            },
-            ["turn", "locator"],
-        ),
-    ),
-    "turn_call": (
-        "Make one call from the turn's allowance, admitted and recorded like any other call."
-        " call_id is yours and unique in the turn: calling again with it returns the recorded"
-        " call instead of running it twice. Under effects: ask a change answers needs_approval"
-        " and waits on a person; once approved, call again with the same call_id.",
-        _schema(
-            {
-                "run": _RUN,
-                "turn": _TURN,
-                "tool": {"type": "string", "minLength": 1, "maxLength": 200},
-                "args": {"type": "object"},
-                "call_id": {"type": "string", "minLength": 1, "maxLength": 128},
-                "reason": {"type": "string", "maxLength": 2000},
-            },
-            ["turn", "tool", "args", "call_id"],
-        ),
-    ),
-    "turn_complete": (
-        "End the turn with its output (checked against the turn's output schema), or with"
-        " failure: {reason} when the act cannot be done; the run then moves on.",
-        _schema(
-            {
-                "run": _RUN,
-                "turn": _TURN,
-                "output": {},
-                "failure": _schema({"reason": {"type": "string", "minLength": 1}}, ["reason"]),
-            },
-            ["turn"],
-        ),
-    ),
-    "call_cancel": (
-        "Cancel a turn call while it executes, by its address <turn>/<call_id>. It answers at"
-        " once with how the call settles.",
-        _schema(
-            {"run": _RUN, "call": {"type": "string", "minLength": 1, "maxLength": 400}}, ["call"]
-        ),
-    ),
-}
 
 
 def _text(value: Any) -> str:
@@ -167,12 +82,12 @@ class TurnTools:
                 input_schema=schema,
                 annotations=types.ToolAnnotations.model_validate(TURN_ANNOTATIONS[name]),
             )
-            for name, (desc, schema) in _TOOLS.items()
+            for name, (desc, schema) in TOOLS.items()
         ]
 
     def serves(self, name: str) -> bool:
         """Whether ``name`` is a turn tool."""
-        return name in _TOOLS
+        return name in TOOLS
 
     def check_run(self, run_id: str, proctor: TurnHost) -> None:
         """Refuse a ``--run`` naming a run this workspace does not hold.
@@ -201,18 +116,30 @@ class TurnTools:
             return str(named)
         if len(runs) == 1:
             return runs[0]
-        waiting = [
-            r
-            for r in runs
-            if turn is None
-            or any(q.get("address") == turn for q in session.envelope(r).requests or [])
-        ]
+        if not runs:
+            raise UsageError("name the run: this server works no run yet", code="run_not_served")
+        # only runs that wait are candidates; among them, those waiting at the turn (or on a
+        # call of it, ``turn/...``) first: a finished run never makes the choice ambiguous
+        open_at = {r: [q.get("address") for q in session.envelope(r).requests or []] for r in runs}
+        waiting = [r for r in runs if open_at[r]]
+        if turn is not None:
+            at = [
+                r
+                for r in waiting
+                if any(a == turn or str(a).startswith(f"{turn}/") for a in open_at[r])
+            ]
+            waiting = at or waiting
         if len(waiting) == 1:
             return waiting[0]
+        if not waiting:
+            raise UsageError(
+                f"none of the {len(runs)} runs this server works waits on anything; name one"
+                " with run (turn_list shows them)",
+                code="run_not_waiting",
+            )
         raise UsageError(
-            "name the run: this server works "
-            + ("no run yet" if not runs else f"{len(runs)} runs ({', '.join(runs)})"),
-            code="run_ambiguous" if runs else "run_not_served",
+            f"name the run: {len(waiting)} runs this server works wait ({', '.join(waiting)})",
+            code="run_ambiguous",
         )
 
     @staticmethod
@@ -450,7 +377,10 @@ class TurnTools:
             "cancel_requested": cancelled,
         }
         summary = f"{outcome.tool} {outcome.status}"
-        if outcome.error:
+        if pending:
+            where = str((outcome.error or {}).get("details", {}).get("address") or address)
+            summary = held_call(outcome.tool, run_id, where, self.config.console_url)
+        elif outcome.error:
             summary += f" [{outcome.error.get('code')}]: {outcome.error.get('message')}"
         else:
             summary += ": " + _text(outcome.result)[:2_000]
@@ -481,7 +411,7 @@ class TurnTools:
         return {
             **doc,
             "_error": doc.get("outcome") in ("failed", "blocked"),
-            "_content": run_content(doc),
+            "_content": run_content(doc, self.config.console_url),
         }
 
     def _check_output(self, run_id: str, address: str, turn: Args, output: Any) -> None:
@@ -545,36 +475,6 @@ class TurnTools:
             "state": "settled",
             "settles": f"already settled: {recorded['outcome']}",
         }
-
-
-_validators: dict[str, Any] = {}
-
-
-def check_arguments(name: str, arguments: Any) -> None:
-    """Refuse arguments that do not fit turn tool ``name``'s input schema.
-
-    Raises:
-        UsageError: ``arguments_invalid`` naming the argument and the rule, never a value.
-    """
-    import fastjsonschema
-
-    validate = _validators.get(name)
-    if validate is None:
-        validate = _validators[name] = fastjsonschema.compile(_TOOLS[name][1])
-    try:
-        validate(arguments)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        where = ".".join(str(p) for p in exc.path[1:])
-        if exc.rule == "required" and isinstance(arguments, dict):
-            missing = [k for k in exc.rule_definition or [] if k not in arguments]
-            problem = "needs " + ", ".join(missing)
-        elif exc.rule == "additionalProperties":
-            problem = "takes no other arguments (see its input schema)"
-        else:
-            problem = f"fails the input schema's rule {exc.rule or 'schema'!r}"
-        raise UsageError(
-            f"{name}: {where + ' ' if where else ''}{problem}", code="arguments_invalid"
-        ) from None
 
 
 def turn_tools(config: ServerConfig) -> TurnTools | None:

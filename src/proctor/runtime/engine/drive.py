@@ -586,9 +586,9 @@ class RunDriver(DriverParts):
                 error={
                     "code": "approval_pending",
                     "message": f"'{tool}' changes something and this run's authority is"
-                    f" effects: ask: the run waits on a person's approval at {waiting.address};"
-                    " once it is approved (proctor resume), make this call again with the same"
-                    " call_id",
+                    f" effects: ask: the run waits on a person's approval at {waiting.address}"
+                    f" (proctor approve {self.run_id} {waiting.address}, or the console); once"
+                    " it is approved, make this call again with the same call_id",
                     "details": {
                         "address": waiting.address,
                         "request_digest": request.request_digest,
