@@ -120,6 +120,7 @@ def test_run_ambiguous_only_when_two_runs_wait(ws: Ws) -> None:
     )
     first, second, two, finished, *after = out["results"]
     assert two["isError"] is True and "run_ambiguous" in _text(two)
+    assert first["structuredContent"]["run_id"] in _text(two)
     assert finished["structuredContent"]["outcome"] == "completed"
     for result in after:
         assert "run_ambiguous" not in _text(result), _text(result)
