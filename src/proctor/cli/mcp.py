@@ -16,16 +16,9 @@ def require_sdk() -> None:
     Raises:
         ConfigError: ``mcp_sdk_missing`` (exit 3) when the ``mcp`` package cannot be imported.
     """
-    import importlib.util
+    from proctor.cli.extras import require_extra
 
-    from proctor.errors import ConfigError
-
-    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("mcp_types") is None:
-        raise ConfigError(
-            "proctor mcp needs the MCP SDK, which this install lacks: install the extra with"
-            " pip install 'proctor[mcp]' (from a clone: pip install -e '.[mcp]')",
-            code="mcp_sdk_missing",
-        )
+    require_extra("mcp", "proctor mcp", code="mcp_sdk_missing")
 
 
 @click.command("mcp")

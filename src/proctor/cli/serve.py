@@ -34,6 +34,9 @@ def serve(
 
     Example: proctor serve --port 8765
     """
+    from proctor.cli.extras import require_extra
+
+    require_extra("console", "proctor serve")
     from proctor.console.app import ConsoleConfig, build_app
     from proctor.console.serve import bind_socket, check_binding, run_server
     from proctor.console.sessions import SessionBook
