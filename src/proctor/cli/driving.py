@@ -6,6 +6,7 @@ directive runs).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,13 @@ def drive_with_signals(session: Any, work: Any) -> Any:
     return result
 
 
-def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
+def drive_and_print(session: Any, work: Any, as_json: bool, *, verbose: bool = False) -> None:
     """Drive ``work`` under signal handling (with live progress on a terminal, see
     :mod:`proctor.cli.progress`), close the session, print the envelope (JSON or a summary)
-    and exit with its code. Shared by ``run``, ``resume`` and directive runs."""
+    and exit with its code. Shared by ``run``, ``resume`` and directive runs.
+
+    The summary shows the note that no host set an authority once per workspace (remembered
+    in ``.proctor/notes/``), or every time with ``verbose``; JSON always carries it."""
     from proctor.cli.progress import progress
     from proctor.cli.render import dump_json
 
@@ -149,12 +153,39 @@ def drive_and_print(session: Any, work: Any, as_json: bool) -> None:
     if as_json:
         dump_json(doc)
     else:
-        render_envelope(doc)
+        render_envelope(doc, hidden=_notes_shown_before(session, doc, verbose))
     sys.exit(exit_code_of(doc))
 
 
-def render_envelope(doc: dict[str, Any]) -> None:
-    """A readable summary of a ``proctor.run.v1`` envelope, refusals explained."""
+def _notes_shown_before(session: Any, doc: dict[str, Any], verbose: bool) -> frozenset[str]:
+    """The notes of ``doc`` a person in this workspace has seen (the authority note, after its
+    first showing), marking the note seen; none with ``verbose``, or when the mark cannot be
+    kept (the note is then shown again rather than lost)."""
+    from proctor.runtime.engine.sealing import DEFAULT_AUTHORITY_NOTE
+
+    notes = [n for n in doc.get("notes") or [] if n.startswith(DEFAULT_AUTHORITY_NOTE)]
+    if verbose or not notes:
+        return frozenset()
+    from proctor.errors import ProctorError
+
+    try:
+        mark = session.workspace.private_dir("notes") / "default-authority"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        os.close(os.open(mark, flags, 0o600))
+    except FileExistsError:
+        return frozenset(notes)
+    except (OSError, ProctorError):
+        return frozenset()
+    doc["notes"] = [
+        f"{n} (shown once in this workspace; --verbose shows it every time)" if n in notes else n
+        for n in doc["notes"]
+    ]
+    return frozenset()
+
+
+def render_envelope(doc: dict[str, Any], *, hidden: frozenset[str] = frozenset()) -> None:
+    """A readable summary of a ``proctor.run.v1`` envelope, refusals explained; the notes in
+    ``hidden`` are left out."""
     from proctor.cli.paint import Out
     from proctor.cli.paint import inert as t
 
@@ -181,7 +212,8 @@ def render_envelope(doc: dict[str, Any]) -> None:
     if doc.get("result") is not None:
         out.print("result: " + t(json.dumps(doc["result"], ensure_ascii=False)))
     for note in doc.get("notes") or []:
-        out.print(out.style(f"note: {note}", "dim"))
+        if note not in hidden:
+            out.print(out.style(f"note: {note}", "dim"))
     for request in doc.get("requests") or []:
         if request.get("kind") == "credential":
             continue  # needs_credential: its setup commands are in the notes above
@@ -207,6 +239,7 @@ def render_envelope(doc: dict[str, Any]) -> None:
                 out.print(f"      - {t(str(option))}")
     if doc.get("status") == "needs_approval":
         out.print(f"decide in this terminal: proctor approve {t(str(doc.get('run_id')))}")
+    _agent_turn_hint(out, doc)
     if doc.get("answers_template"):
         out.print("answers template (fill it in, then pipe it to the command below):")
         out.print(t(json.dumps(doc["answers_template"], indent=2)))
@@ -214,6 +247,37 @@ def render_envelope(doc: dict[str, Any]) -> None:
         out.print(f"resume: {t(str(doc['resume_command']))}")
     if doc.get("receipt_id"):
         out.print(f"receipt: {t(str(doc['receipt_id']))}")
+
+
+def _agent_turn_hint(out: Any, doc: dict[str, Any]) -> None:
+    """How to go on from agent turns no model worked: each turn's output schema, then the three
+    ways on (a model with ``--drive``, an MCP client with ``proctor mcp --run``, or the output
+    by hand with ``proctor resume RUN_ID FILE|-``)."""
+    from proctor.cli.paint import inert as t
+
+    turns = [r for r in doc.get("requests") or [] if r.get("kind") == "agent_turn"]
+    if not turns:
+        return
+    run_id = t(str(doc.get("run_id")))
+    for turn in turns:
+        schema = json.dumps(turn.get("output_schema") or {}, ensure_ascii=False)
+        out.print(f"agent turn {t(str(turn.get('address')))} outputs: {t(schema)}")
+    ref = t(f"{doc.get('skill')}#{doc.get('method')}")
+    first = t(str(turns[0].get("address")))
+    out.print("no model worked this agent turn; go on in one of three ways:")
+    out.print(
+        f"  a model: proctor run {ref} --drive with the same inputs (set one first:"
+        " proctor config set agent.provider ..., agent.model ...; see proctor config show)"
+    )
+    out.print(
+        f"  an MCP client (an agent host): proctor mcp --run {run_id}; it works the turn with"
+        " turn_status, turn_call and turn_complete"
+    )
+    out.print(
+        f"  by hand: put an output that fits the schema above in answers.{first}.value of"
+        f" the template below, save it as answers.json, then: proctor resume {run_id}"
+        " answers.json"
+    )
 
 
 def _print_question(out: Any, question: Any) -> None:

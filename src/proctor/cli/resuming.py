@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ RESUME_OPTIONS: tuple[Option, ...] = (
     ("submit", ("--submit",), "flag", None,
      "Queue the document for a proctor worker (needs PROCTOR_DATABASE_URL)."),
     ("as_json", ("--json",), "flag", None, "Print the proctor.run.v1 envelope."),
+    ("verbose", ("-v", "--verbose"), "flag", None,
+     "Show every note, also those already shown once in this workspace."),
 )  # fmt: skip
 
 
@@ -29,7 +32,9 @@ def parse_resume_argv(args: Sequence[str]) -> dict[str, Any] | None:
     )
 
 
-def resume_command(run_id: str, source: str, as_json: bool, submit: bool = False) -> None:
+def resume_command(
+    run_id: str, source: str, as_json: bool, submit: bool = False, verbose: bool = False
+) -> None:
     """``proctor resume``: admit the document, drive the run on, print it, exit with its code.
 
     Raises:
@@ -38,6 +43,12 @@ def resume_command(run_id: str, source: str, as_json: bool, submit: bool = False
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
 
+    if source == "-" and sys.stdin.isatty():  # say what is awaited rather than wait in silence
+        print(
+            "proctor resume: reading a proctor.resume.v1 document from this terminal (end it"
+            f" with Ctrl-D), or give a file: proctor resume {run_id} FILE",
+            file=sys.stderr,
+        )
     try:
         data = read_capped(source, DOCUMENT_CAP)
     except OSError as exc:
@@ -54,4 +65,4 @@ def resume_command(run_id: str, source: str, as_json: bool, submit: bool = False
             return submit_resume(session, run_id, data, as_json)
         finally:
             session.close()
-    drive_and_print(session, lambda: session.resume(run_id, data), as_json)
+    drive_and_print(session, lambda: session.resume(run_id, data), as_json, verbose=verbose)

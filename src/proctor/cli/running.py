@@ -43,6 +43,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ("submit", ("--submit",), "flag", None,
      "Queue the run for a proctor worker (needs PROCTOR_DATABASE_URL); print its id."),
     ("as_json", ("--json",), "flag", None, "Print the proctor.run.v1 envelope."),
+    ("verbose", ("-v", "--verbose"), "flag", None,
+     "Show every note, also those already shown once in this workspace."),
 )  # fmt: skip
 
 
@@ -103,6 +105,7 @@ def run_command(
     drive: bool,
     as_json: bool,
     submit: bool = False,
+    verbose: bool = False,
 ) -> None:
     """``proctor run``: run ``ref`` under governance, print its envelope, exit with its code."""
     from proctor.runtime.boundary.workspace import Workspace
@@ -140,6 +143,7 @@ def run_command(
             ref, inputs=inputs, cli_inputs=list(pairs), authority=authority, profile=profile
         ),
         as_json,
+        verbose=verbose,
     )
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from proctor.runtime.engine.host import RunHost
 
 __all__ = [
+    "DEFAULT_AUTHORITY_NOTE",
     "SEAL_BATCH",
     "audit_lost_note",
     "authority_notes",
@@ -114,6 +115,11 @@ def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
     return [] if warning is None else [warning]
 
 
+DEFAULT_AUTHORITY_NOTE = "no host set an authority"
+"""How the note of a run whose authority no host set begins (a terminal shows it once per
+workspace: :mod:`proctor.cli.driving`)."""
+
+
 def authority_notes(authority: dict[str, Any]) -> list[str]:
     """Notes the envelope carries about who set the authority."""
     if authority.get("set_by") != "default":
@@ -125,7 +131,7 @@ def authority_notes(authority: dict[str, Any]) -> list[str]:
         else ""
     )
     return [
-        f"no host set an authority: effects {effects}, reach {reach}{why}; a path input reaches"
+        f"{DEFAULT_AUTHORITY_NOTE}: effects {effects}, reach {reach}{why}; a path input reaches"
         " another folder only when a host grants reach: inputs (--run-authority JSON or"
         " --authority NAME)"
     ]
