@@ -113,9 +113,10 @@ def test_resume_reads_its_two_arguments_and_leaves_submit_to_click() -> None:
         "source": "-",
         "submit": False,
         "as_json": False,
+        "verbose": False,
     }
-    assert parse_resume_argv(["--json", "r1", "a.json"]) == {
-        "run_id": "r1", "source": "a.json", "submit": False, "as_json": True,
+    assert parse_resume_argv(["--json", "r1", "a.json", "-v"]) == {
+        "run_id": "r1", "source": "a.json", "submit": False, "as_json": True, "verbose": True,
     }  # fmt: skip
     for args in ([], ["r1", "a", "b"], ["r1", "--submit"], ["r1", "--help"]):
         assert parse_resume_argv(args) is None
