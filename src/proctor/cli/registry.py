@@ -76,26 +76,21 @@ def serve(folder: Path, host: str, port: int) -> None:
     from proctor.cli.extras import require_extra
 
     require_extra("registry", "proctor registry serve")
-    import socket
-
     import uvicorn
 
     from proctor.errors import UsageError
     from proctor.registry.server import create_app
     from proctor.registry.store import RegistryStore
+    from proctor.runtime.listen import listen_tcp
 
     store = RegistryStore(folder, os.environ.get("PROCTOR_DATABASE_URL"))
     click.echo(f"registry key {store.signer.public_key.raw.hex()}", err=True)
     # bound here, so the address printed is the one served (--port 0: a free port)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host.strip("[]"), port))
+        sock = listen_tcp(host, port)
     except OSError as exc:
-        sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}",
                          code="registry_bind_failed") from exc  # fmt: skip
-    sock.listen(128)
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     click.echo(f"registry: http://{shown}:{sock.getsockname()[1]}  (Ctrl-C stops)", err=True)
     server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
