@@ -27,10 +27,7 @@ LOOPBACK_TEST = """
 method: fetch
 inputs: {{url: "http://127.0.0.1:{port}/data?x=1"}}
 setup:
-  files:
-    proctor.toml: |
-      [egress]
-      allow = ["127.0.0.1"]
+  egress: ["127.0.0.1"]
 {providers}
 expect:
   status: sealed
@@ -40,7 +37,7 @@ expect:
 def _loopback(tmp_path: Path, port: int, providers: str, allow: bool = True) -> Path:
     text = LOOPBACK_TEST.format(port=port, providers=providers)
     if not allow:
-        text = text.replace('allow = ["127.0.0.1"]', "allow = []")
+        text = text.replace('egress: ["127.0.0.1"]', "egress: []")
     return package(workspace(tmp_path / "ws"), "fetcher", PLAIN_FETCH, {"t": text})
 
 

@@ -104,7 +104,8 @@ def test_a_recorded_run_replays_green(tmp_path: Path, server: int) -> None:
     test = parse_test_file(text, "recorded.yaml")
     assert test.host.approvals == {"confirm": True}
     assert [e.request.method for e in test.providers.http] == ["GET", "POST"]
-    assert test.setup.files == {"proctor.toml": '[egress]\nallow = ["127.0.0.1/32"]\n'}
+    assert "proctor.toml" not in test.setup.files
+    assert test.setup.egress == ["127.0.0.1/32"]  # the run's allow-list, checked in the replay
     assert test.expect.status == "sealed" and test.expect.receipt == "verified"
     (case,) = collect(out)
     result = run_case(case)

@@ -202,12 +202,16 @@ class Setup(_Model):
     ``files`` maps a workspace path to its text; ``credentials`` maps a provider to a fixture
     value (or ``{mode: value}`` for a credential with several auth modes); ``authority`` is the
     host's authority document (``proctor run --run-authority``); ``receipts`` names
-    package-relative receipt files (``fixtures/...json``) seeded into the test's store."""
+    package-relative receipt files (``fixtures/...json``) seeded into the test's store;
+    ``egress`` is the workspace's egress allow-list the run is checked against (what
+    ``proctor.toml [egress] allow`` holds live): it widens the HTTP tools' check, whose requests
+    the test answers in process, and never gives a process network."""
 
     files: dict[RelPath, str] = {}
     credentials: dict[NonEmpty, str | dict[NonEmpty, str]] = {}
     authority: dict[str, Any] | None = None
     receipts: list[RelPath] = []
+    egress: list[NonEmpty] = []
 
 
 class StepExpect(_Model):

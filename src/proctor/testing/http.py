@@ -29,7 +29,7 @@ from typing import Any
 from proctor.contracts.testfile import HttpExchange, JsonBody, TextBody
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError, RefusedCall, UsageError
-from proctor.runtime.boundary.egress import EgressRoute, canonical_url
+from proctor.runtime.boundary.egress import EgressAllow, EgressRoute, canonical_url
 
 __all__ = ["FIXTURE_ADDRESS", "HttpFixtures", "same_json"]
 
@@ -82,9 +82,12 @@ class HttpFixtures:
         counts: how many requests each exchange answered, in declaration order.
         unmatched: the requests no exchange matched (method, URL, body kind), in order.
         authorizations: the ``Authorization`` header of each answered request (or ``None``).
+        allow: the test's ``setup.egress``: destinations the guard accepts on this route as a
+            workspace's allow-list would live (the route dials nothing).
     """
 
     declared: list[_Declared]
+    allow: EgressAllow | None = None
     counts: list[int] = field(default_factory=list)
     unmatched: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str | None] = field(default_factory=list, repr=False)
@@ -129,7 +132,7 @@ class HttpFixtures:
 
             return FixtureTransport(self.answer)
 
-        return EgressRoute(resolver=_resolve, pool_factory=pool)
+        return EgressRoute(resolver=_resolve, pool_factory=pool, allow=self.allow)
 
     def answer(
         self, method: str, url: str, content: bytes, authorization: str | None = None

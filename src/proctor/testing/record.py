@@ -10,12 +10,12 @@ home's key and credentials). Two things are added:
   (yes/no), questions, and agent turns (their output typed as JSON). Each answer is kept
   under ``host``.
 
-The workspace's egress allow-list (``proctor.toml``), which the run recorded in its
-authority, is staged as ``setup.files``. The test file then gets the run's end as its
-``expect`` (status, outcome, the exact output, ``receipt: verified``). Every credential value
-delivered during the run (each ``Authorization`` header the pool saw) is replaced by a
-fixture placeholder wherever it appears, and ``setup.credentials`` gives the placeholder to
-the provider. The file is read
+The workspace's egress allow-list, which the run recorded in its authority, becomes
+``setup.egress`` (a test never stages a ``proctor.toml``). The test file then gets the run's
+end as its ``expect`` (status, outcome, the exact output, ``receipt: verified``). Every
+credential value delivered during the run (each ``Authorization`` header the pool saw) is
+replaced by a fixture placeholder wherever it appears, and ``setup.credentials`` gives the
+placeholder to the provider. The file is read
 back with the strict loader before it is written, so what is written replays.
 
 Files the run read whole from the workspace before changing them are staged as
@@ -181,6 +181,7 @@ def record_test(
     from proctor.parser.inputs import coerce_cli_inputs
     from proctor.parser.skill import select_method
     from proctor.runtime.boundary.egress import EgressRoute, SystemResolver
+    from proctor.runtime.boundary.egress_allow import load_egress_allow
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
     from proctor.runtime.packages.resolve import resolve_skill
@@ -217,10 +218,10 @@ def record_test(
     doc = _test_document(method_name, typed, skill, method, env.to_json(), pool, host)
     if read:
         doc.setdefault("setup", {})["files"] = read
-    allowed = _egress_file(workspace.root)
-    if allowed is not None:
-        # the run's egress allow-list is part of what it did: the replay needs the same one
-        doc.setdefault("setup", {}).setdefault("files", {})["proctor.toml"] = allowed
+    allow = load_egress_allow(workspace.root).to_authority()
+    if allow["hosts"] or allow["networks"]:
+        # the run's allow-list is part of what it did: the replay is checked against the same
+        doc.setdefault("setup", {})["egress"] = [*allow["hosts"], *allow["networks"]]
     doc = {k: doc[k] for k in ("description", "method", "inputs", "setup") if k in doc} | doc
     text = _dump(doc)
     from proctor.parser.testfile import parse_test_file
@@ -366,16 +367,6 @@ def _files_read(calls: list[Any]) -> dict[str, str]:
             staged[path] = content
         touched.add(path)
     return staged
-
-
-def _egress_file(root: Path) -> str | None:
-    from proctor.runtime.boundary.egress import load_egress_allow
-
-    allow = load_egress_allow(root).to_authority()
-    entries = [*allow["hosts"], *allow["networks"]]
-    if not entries:
-        return None
-    return "[egress]\nallow = [" + ", ".join(json.dumps(e) for e in entries) + "]\n"
 
 
 class _Dumper(yaml.SafeDumper):

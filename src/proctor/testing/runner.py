@@ -272,6 +272,10 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
     from proctor.testing.keys import fixed_clock, fixture_signer, run_ids_for
 
     fixtures = HttpFixtures.from_exchanges(test.providers.http, case.label)
+    if test.setup.egress:
+        from proctor.runtime.boundary.egress_allow import EgressAllow
+
+        fixtures.allow = EgressAllow.parse(test.setup.egress)
     agent = script = None
     if test.providers.model is not None:
         from proctor.testing.model import scripted_agent

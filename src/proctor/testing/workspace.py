@@ -6,7 +6,14 @@ Each test gets a folder of its own under the package's workspace, holding:
   run never reads its own expectations; the receipts' package digest covers this copy);
 - the package's ``fixtures/``, staged whole at the workspace's root (``fixtures/notes/a.md``
   is ``notes/a.md`` to the run; ``fixtures/policies/`` becomes the test's ``policies/``), then
-  ``setup.files``;
+  ``setup.files``. The package under test is treated as hostile: a fixture that is a link, a
+  device or a pipe is refused, not followed (a link staged at the root would make
+  ``setup.files`` write wherever it points); files are written with ``O_NOFOLLOW`` into folders
+  this module made; and a ``proctor.toml`` from the fixtures or ``setup.files`` is refused
+  (``test_config_refused``): it would name guard modules that proctor imports as Python in its
+  own process, and grant the package's commands network. So a test runs with no configuration
+  of the package's: the shipped policies, the fixtures' ``policies/`` rules, and what the test
+  file declares (``setup.authority``, ``providers``);
 - ``.proctor/``: its own receipts, audit log, and home (``.proctor/home``: no key, no
   credential profile, no ``config.json``), which no tool can read. Its own run store too:
   in memory (SQLite ``:memory:``), or ``.proctor/runs.sqlite`` when the workspace is kept
@@ -20,8 +27,10 @@ the user's environment, home, ``.env``, policies or credentials reaches the run.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
@@ -86,7 +95,9 @@ def build_workspace(
 
     Raises:
         UsageError: ``test_fixture_refused`` (a fixture or ``setup.files`` path outside the
-            workspace, into ``.proctor/`` or over the package copy), ``test_credential_unknown``
+            workspace, into ``.proctor/`` or over the package copy; a fixture that is a link
+            or a special file), ``test_config_refused`` (a ``proctor.toml`` among them),
+            ``test_credential_unknown``
             (``setup.credentials`` names a provider, or a mode, the package does not declare),
             ``test_credential_ambiguous`` (a plain value for a credential with several modes),
             ``test_credential_too_short`` (a value under 8 characters: it could not be scrubbed
@@ -108,19 +119,17 @@ def build_workspace(
 
         shutil.copytree(package_folder, root / package_rel, ignore=ignore, symlinks=True)
         fixtures = package_folder / "fixtures"
-        if fixtures.is_dir():
+        if fixtures.is_dir() and not fixtures.is_symlink():
             for entry in sorted(fixtures.iterdir()):
                 _check_target(entry.name, package_rel, "fixtures/" + entry.name)
-                target = root / entry.name
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
-                else:
-                    shutil.copy2(entry, target, follow_symlinks=False)
+                _stage(entry, root / entry.name, "fixtures/" + entry.name)
+        elif fixtures.is_symlink():
+            raise _not_regular("fixtures")
         for rel, text in sorted(test.setup.files.items()):
             _check_target(rel, package_rel, f"setup.files {rel!r}")
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            _write_new(target, text.encode("utf-8"), f"setup.files {rel!r}")
         environ = {
             "PROCTOR_HOME": str(home),
             "PATH": _PATH,
@@ -140,9 +149,67 @@ def build_workspace(
         raise
 
 
+def _not_regular(what: str) -> UsageError:
+    return UsageError(
+        f"{what} is a link or a special file; a test stages regular files and folders only "
+        "(a link could make set-up write outside the test's workspace)",
+        code="test_fixture_refused",
+    )
+
+
+def _stage(source: Path, target: Path, what: str) -> None:
+    """Copy ``source`` (a regular file, or a folder of them) to ``target``, refusing any link
+    or special file met on the way; nothing is followed."""
+    info = source.lstat()
+    if stat.S_ISDIR(info.st_mode):
+        target.mkdir(mode=0o755, exist_ok=True)
+        if target.is_symlink() or not target.is_dir():
+            raise _not_regular(what)
+        for entry in sorted(source.iterdir()):
+            _stage(entry, target / entry.name, f"{what}/{entry.name}")
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_regular(what)
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _not_regular(what)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    finally:
+        os.close(fd)
+    _write_new(target, data, what)
+    os.chmod(target, stat.S_IMODE(info.st_mode) & 0o755)
+
+
+def _write_new(target: Path, data: bytes, what: str) -> None:
+    """Write ``data`` to ``target`` without following a link there (an existing regular file,
+    an earlier fixture, is replaced)."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644)  # fmt: skip
+    except OSError as exc:
+        raise UsageError(
+            f"{what} cannot be staged ({exc.strerror})", code="test_fixture_refused"
+        ) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _not_regular(what)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def _check_target(rel: str, package_rel: str, what: str) -> None:
     path = PurePosixPath(rel)
     parts = path.parts
+    if parts and parts[0] == "proctor.toml":
+        raise UsageError(
+            f"{what}: a test never stages a proctor.toml (it could name guard modules proctor "
+            "would import, or grant the package's commands network); a test's authority comes "
+            "from its test file (setup.authority, providers)",
+            code="test_config_refused",
+        )
     refused = (
         path.is_absolute()
         or "\\" in rel

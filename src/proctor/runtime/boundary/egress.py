@@ -108,6 +108,11 @@ class EgressRoute:
 
     resolver: Resolver
     pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport]
+    allow: EgressAllow | None = None
+    """Destinations this route answers although the guard would refuse their addresses
+    (``proctor test``'s declared exchanges: an address such as ``127.0.0.1`` that a recorded
+    run reached). They widen the HTTP tools' check on this route only: it dials nothing, and a
+    process never gets network from them."""
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,11 @@ class EgressAllow:
         """Whether the address falls in an allowed network."""
         return any(address.version == n.version and address in n for n in self.networks)
 
+    def merged(self, other: EgressAllow) -> EgressAllow:
+        """The destinations of both lists."""
+        networks = sorted(set(self.networks) | set(other.networks), key=_network_key)
+        return EgressAllow(self.hosts | other.hosts, tuple(networks))
+
     def to_authority(self) -> dict[str, list[str]]:
         """The allow-list as the run's authority records it: sorted ``hosts`` and ``networks``."""
         return {"hosts": sorted(self.hosts), "networks": [str(n) for n in self.networks]}

@@ -210,11 +210,13 @@ def _lazy_seams(
             return built
         resolver = route.resolver if route else None
         pool_factory = route.pool_factory if route else None
+        # a route's own destinations (proctor test's exchanges) widen its HTTP checks only
+        http_allow = allow.merged(route.allow) if route and route.allow else allow
         if kind == "network":
             from proctor.runtime.tools.http import network_deliver
 
             built = network_deliver(
-                resolved, by_step, allow=allow, taint=taint,
+                resolved, by_step, allow=http_allow, taint=taint,
                 resolver=resolver, pool_factory=pool_factory,
             )  # fmt: skip
         elif kind == "process":
@@ -225,7 +227,7 @@ def _lazy_seams(
             from proctor.runtime.connectors.operations import operation_deliver
 
             built = operation_deliver(
-                resolved, allow=allow, taint=taint,
+                resolved, allow=http_allow, taint=taint,
                 resolver=resolver, pool_factory=pool_factory,
             )  # fmt: skip
         parts[kind] = built
