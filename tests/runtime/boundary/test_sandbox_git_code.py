@@ -24,7 +24,7 @@ from proctor.runtime.boundary.sandbox_git import (
     inert_config,
     removable,
 )
-from proctor.runtime.boundary.sandbox_paths import Sweep
+from proctor.runtime.boundary.sandbox_sweep import Sweep
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -9,8 +9,9 @@ authority a run never writes and which are proctor's state it never touches) and
 :mod:`.views` (the admitted view a handler gets), :mod:`.egress` (the allow-list and the
 address checks) with :mod:`.transport` (the httpx transport that dials only checked
 addresses), :mod:`.sandbox` with :mod:`.sandbox_paths` (the bubblewrap sandbox every process a
-run starts runs in: modes, the probe, what it hides and what is writable) and
-:mod:`.sandbox_git` (the git settings a process must not leave for the host's git), and
+run starts runs in: modes, the probe, what it hides and what is writable),
+:mod:`.sandbox_sweep` (the host-side clean-up after a command) and :mod:`.sandbox_git` (the
+git settings a process must not leave for the host's git), and
 :mod:`.sanitize` with its detectors in :mod:`.detect` (secrets removed from results, refusals,
 audit lines and output).
 

@@ -11,7 +11,7 @@ whatever is left and waits until it is gone:
   ``setsid`` and double forks included, and a pidfd says when they are all gone;
 - without a sandbox (``auto`` on a host without bubblewrap, or ``off``) psutil walks the
   leader's descendants and the process group is killed, which a double fork escapes;
-- afterwards the sandbox's :class:`~proctor.runtime.boundary.sandbox_paths.Sweep` removes any
+- afterwards the sandbox's :class:`~proctor.runtime.boundary.sandbox_sweep.Sweep` removes any
   entry a run may never write that the program created.
 
 :func:`stop_running` kills every program running now (the driver is stopping); :func:`finish`
@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING
 from proctor.contracts.values import dataclass
 from proctor.errors import ToolFailed
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
-from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
+from proctor.runtime.boundary.sandbox_paths import run_sandbox
+from proctor.runtime.boundary.sandbox_sweep import Sweep
 
 if TYPE_CHECKING:
     import psutil

@@ -255,7 +255,7 @@ def _sweep(doc: Any) -> list[str]:
     package_root = str(Path(__file__).resolve().parents[3])
     if package_root not in sys.path:
         sys.path.append(package_root)
-    from proctor.runtime.boundary.sandbox_paths import Sweep
+    from proctor.runtime.boundary.sandbox_sweep import Sweep
 
     return Sweep.from_json(doc).run()
 

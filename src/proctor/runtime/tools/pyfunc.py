@@ -51,7 +51,8 @@ from typing import IO, Any
 from proctor.contracts.values import dataclass, replace
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
-from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
+from proctor.runtime.boundary.sandbox_paths import run_sandbox
+from proctor.runtime.boundary.sandbox_sweep import Sweep
 from proctor.runtime.tools.artifacts import artifact_store
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.command import call_sandbox, session_environ
