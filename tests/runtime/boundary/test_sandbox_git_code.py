@@ -3,9 +3,11 @@ removed of what it made, where the nested repositories are found, and the sweep'
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proctor.runtime.boundary.fds import DIR_FLAGS, open_below
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH
 from proctor.runtime.boundary.sandbox_git import (
     config_refs,
@@ -194,7 +197,7 @@ def test_a_gitlink_is_found_in_a_dependency_folder_and_beyond_the_walks_depth(
     found, partial = git_entries(root)
     assert not partial
     assert set(found) == {".git", "plain/repo/.git", *(f"{rel}/.git" for rel in hidden_from_walk)}
-    assert gitlinks(root / ".git", root) == frozenset(hidden_from_walk)
+    assert gitlinks(root, ".git") == frozenset(hidden_from_walk)
 
 
 def test_the_sweep_keeps_the_git_host_code_it_started_with(tmp_path: Path) -> None:
@@ -249,7 +252,7 @@ def test_what_a_config_names_is_found_through_includes(tmp_path: Path) -> None:
         '[includeIf "gitdir:/"]\n\tpath = ../shared.gitconfig\n'
     )
     (tree / "shared.gitconfig").write_text("[include]\n\tpath = deeper.gitconfig\n")
-    found = config_refs(git / "config", tree)
+    found = config_refs(tree, ".git/config", tree)
     assert sorted(found) == sorted(
         [
             tree / "scripts/hooks",
@@ -258,3 +261,98 @@ def test_what_a_config_names_is_found_through_includes(tmp_path: Path) -> None:
             git / "../deeper.gitconfig",
         ]
     )
+
+
+# Swaps ``d`` in the folder it runs in for a link to argv[2] and back, over and over, until
+# ``stop`` appears there: a folder replaced by a link between a look and a removal.
+_SWAPPER = """
+import os, sys
+os.chdir(sys.argv[1])
+print("ready", flush=True)
+
+def hold():  # each state lasts a while, so a look and a use can fall in different ones
+    for _ in range(3000):
+        os.stat(".")
+
+while not os.path.exists("stop"):
+    try:
+        os.rename("d", "d.real")
+        os.symlink(sys.argv[2], "d.tmp")
+        os.rename("d.tmp", "d")
+        hold()
+        os.rename("d", "d.tmp")
+        os.unlink("d.tmp")
+        os.rename("d.real", "d")
+        hold()
+    except OSError:
+        pass
+"""
+
+
+_NOT_INERT = _INIT + "[alias]\n\tx = status\n"
+# an index git cannot read: the sweep still asks git to list it, which takes a while
+_PLANTED = (("hooks/post-checkout", "#!/bin/sh\n"), ("config", _NOT_INERT), ("index", "x"))
+
+
+def _tree(top: Path) -> dict[str, tuple[int, bytes]]:
+    out: dict[str, tuple[int, bytes]] = {}
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+            out[path.relative_to(top).as_posix()] = (path.lstat().st_mode, data)
+    return out
+
+
+def _plant_below(root: Path, top: str) -> None:
+    """New host code in ``root/top/sub/.git``, reached with no link on the way (the test's
+    own writes must not land outside either)."""
+    try:
+        fd = open_below(str(root), top, DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        for folder in ("sub", "sub/.git", "sub/.git/hooks"):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, dir_fd=fd)
+        for name, text in _PLANTED:
+            out = os.open(f"sub/.git/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd=fd)
+            os.write(out, text.encode())
+            os.close(out)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@needs_git
+def test_a_folder_swapped_for_a_link_during_the_sweep_leads_nowhere_outside(
+    tmp_path: Path,
+) -> None:
+    # new host code in d/sub/.git while another process of the workspace keeps swapping d for
+    # a link to an outside folder laid out the same: the sweep removes the workspace's and
+    # never the outside one's, however the swaps fall
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    for top in (root / "d", outside):
+        (top / "sub" / ".git" / "hooks").mkdir(parents=True)
+        for name, text in _PLANTED:
+            (top / "sub" / ".git" / name).write_text(text)
+    before = _tree(outside)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(root), str(outside)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == b"ready\n"
+        removed = 0
+        for _ in range(100):
+            for top in ("d", "d.real"):
+                _plant_below(root, top)
+            removed += len(Sweep(git={root: frozenset()}).run())
+    finally:
+        (root / "stop").write_text("")
+        swapper.wait(timeout=60)
+        if swapper.stdout is not None:
+            swapper.stdout.close()
+    assert removed > 0  # the control: the workspace's own host code was found and removed
+    assert _tree(outside) == before

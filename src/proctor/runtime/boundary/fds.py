@@ -16,6 +16,13 @@ changes meanwhile:
 - :func:`parent_of` and :func:`make_parents` give the descriptor of the folder a name lives in,
   so the caller's ``os.open(..., dir_fd=)``, ``os.replace(..., src_dir_fd=, dst_dir_fd=)``,
   ``os.link``, ``os.rename`` and ``os.unlink(..., dir_fd=)`` act in that folder and no other.
+- :func:`lstat_below`, :func:`kinds_below`, :func:`stats_below`, :func:`read_below` and
+  :func:`remove_below` are the host-side path work on a tree a sandboxed process may have
+  changed (the sweep after a command, the git host-code look, the sandbox view's walks): each
+  reaches ``base/inner`` through :func:`parent_of` or :func:`open_below`, so a link planted
+  anywhere on the way (or swapped in meanwhile) fails it with ``ELOOP`` and nothing outside
+  ``base`` is read or removed; an ``inner`` with a ``..`` or a leading ``/`` is refused
+  (``EXDEV``) before anything is opened.
 - :func:`walk` is how containment decides the canonical path: it follows the path component by
   component through directory descriptors (``fstatat``/``readlinkat`` with no-follow), reading
   a symlink's text itself and going on from there, as the kernel would. A path with no symlink
@@ -31,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import struct
 import sys
@@ -42,11 +50,16 @@ __all__ = [
     "MAX_SYMLINK_HOPS",
     "SymlinkLoop",
     "changed",
+    "kinds_below",
+    "lstat_below",
     "make_parents",
     "open_below",
     "openat2_available",
     "parent_of",
+    "read_below",
+    "remove_below",
     "set_openat2",
+    "stats_below",
     "walk",
 ]
 
@@ -56,6 +69,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _PATH = getattr(os, "O_PATH", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _CLOEXEC
 """Flags of a folder descriptor that can be read (listed) and fsynced."""
 _WALK_FLAGS = (_PATH or os.O_RDONLY) | _DIRECTORY | _CLOEXEC
@@ -396,3 +410,120 @@ def walk(start: str, parts: list[str]) -> str:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _beneath(inner: str) -> str:
+    """``inner`` when it can only name something below its base (no ``..``, not absolute)."""
+    if inner.startswith("/") or ".." in inner.split("/"):
+        raise OSError(errno.EXDEV, "a path leaving its root is not followed")
+    return inner
+
+
+def lstat_below(base: str, inner: str) -> os.stat_result:
+    """What ``base/inner`` is, not following it if it is a link, nor any link on the way.
+
+    Raises:
+        OSError: ``ELOOP`` a link on the way, ``EXDEV`` an ``inner`` leaving ``base``,
+            ``ENOENT`` ...
+    """
+    if _beneath(inner) in ("", "."):
+        fd = open_below(base, ".", _WALK_FLAGS)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+    with parent_of(base, inner) as (fd, name):
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+
+
+def kinds_below(base: str, inner: str) -> dict[str, int]:
+    """The names in the folder ``base/inner`` with the file type of each, as
+    :func:`stat.S_IFMT` gives it (``S_IFLNK`` for a link, never what it points to; ``0`` when
+    the type cannot be told).
+
+    Raises:
+        OSError: as :func:`lstat_below`; ``ENOTDIR`` when it is not a folder.
+    """
+    fd = open_below(base, _beneath(inner) or ".", DIR_FLAGS)
+    out: dict[str, int] = {}
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                kind = 0
+                with contextlib.suppress(OSError):
+                    if entry.is_symlink():
+                        kind = stat.S_IFLNK
+                    elif entry.is_dir(follow_symlinks=False):
+                        kind = stat.S_IFDIR
+                    elif entry.is_file(follow_symlinks=False):
+                        kind = stat.S_IFREG
+                    else:
+                        kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+                out[entry.name] = kind
+    finally:
+        os.close(fd)
+    return out
+
+
+def stats_below(base: str, inner: str) -> dict[str, os.stat_result]:
+    """The names in the folder ``base/inner`` with what each is (``lstat``: a link is a link).
+
+    Raises:
+        OSError: as :func:`kinds_below`.
+    """
+    fd = open_below(base, _beneath(inner) or ".", DIR_FLAGS)
+    out: dict[str, os.stat_result] = {}
+    try:
+        for name in os.listdir(fd):
+            with contextlib.suppress(OSError):
+                out[name] = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+    return out
+
+
+def read_below(base: str, inner: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file ``base/inner`` (one more than allowed
+    tells the caller it is larger), opened with no link followed and without blocking on a
+    FIFO.
+
+    Raises:
+        OSError: as :func:`lstat_below`; ``EINVAL`` when it is not a regular file.
+    """
+    fd = open_below(base, _beneath(inner), os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def remove_below(base: str, inner: str) -> None:
+    """Remove ``base/inner``: a folder with everything in it, anything else (a link too) by
+    its name alone. The folder holding it is reached with no link on the way, and a folder is
+    emptied through descriptors (:func:`shutil.rmtree` with ``dir_fd``, which refuses a folder
+    swapped for a link meanwhile), so nothing outside ``base`` is removed.
+
+    Raises:
+        OSError: as :func:`parent_of` (``ELOOP`` a link on the way); what is already gone is
+            no error.
+    """
+    with parent_of(base, _beneath(inner)) as (fd, name):
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(name, ignore_errors=True, dir_fd=fd)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)

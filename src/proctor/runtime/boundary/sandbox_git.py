@@ -37,6 +37,15 @@ import stat
 import subprocess
 from pathlib import Path
 
+from proctor.runtime.boundary.fds import (
+    DIR_FLAGS,
+    kinds_below,
+    lstat_below,
+    open_below,
+    parent_of,
+    read_below,
+    walk,
+)
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP
 
 __all__ = [
@@ -108,6 +117,10 @@ _LISTED: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {}
 _NAMED: dict[str, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {}
 """The paths each config seen names (``core.hookspath``, includes), kept while it is unchanged."""
 _MAX_INCLUDES = 10
+_MAX_NAMED_CONFIG = 1024 * 1024  # a config larger than this is not read for what it names
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def inert_config(text: str) -> bool:
@@ -140,7 +153,11 @@ def git_entries(root: Path) -> tuple[list[str], bool]:
     no link, skipping ``.git``, ``.proctor`` and dependency folders), and, at any depth, that of
     every gitlink in the index of a repository found so (the nested repositories the host's git
     visits), each existing now; and whether the walk stopped at its bound of folders (then what
-    it finds depends on what else the folders hold)."""
+    it finds depends on what else the folders hold).
+
+    Every folder is listed through descriptors (:func:`~.fds.kinds_below`): a folder swapped
+    for a link meanwhile is not entered, and nothing outside ``root`` is listed."""
+    base = str(root)
     found: list[str] = []
     pending: list[tuple[str, int]] = [("", 0)]
     visited = 0
@@ -148,32 +165,46 @@ def git_entries(root: Path) -> tuple[list[str], bool]:
         rel, depth = pending.pop()
         visited += 1
         try:
-            with os.scandir(root / rel if rel else root) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if name == ".git":
-                        found.append(f"{rel}/.git" if rel else ".git")
-                    elif (
-                        depth + 1 < WALK_MAX_DEPTH
-                        and name not in WALK_SKIP
-                        and entry.is_dir(follow_symlinks=False)
-                    ):
-                        pending.append((f"{rel}/{name}" if rel else name, depth + 1))
+            kinds = kinds_below(base, rel or ".")
         except OSError:
             continue
+        for name, kind in kinds.items():
+            if name == ".git":
+                found.append(f"{rel}/.git" if rel else ".git")
+            elif depth + 1 < WALK_MAX_DEPTH and name not in WALK_SKIP and kind == stat.S_IFDIR:
+                pending.append((f"{rel}/{name}" if rel else name, depth + 1))
     partial = bool(pending)
     seen = set(found)
     for dot_git in found:  # grows as nested repositories' own gitlinks are found
         top = dot_git[: -len(".git")]
-        git_dir = root / dot_git
-        if not git_dir.is_dir() or git_dir.is_symlink():
-            git_dir = _pointed(git_dir) or git_dir
-        for link in sorted(gitlinks(git_dir, root / top if top else root)):
+        git_dir = _git_folder(root, dot_git)
+        if git_dir is None:
+            continue
+        for link in sorted(gitlinks(root, git_dir)):
             nested = f"{top}{link}/.git"
-            if nested not in seen and os.path.lexists(root / nested):
+            if nested not in seen and _lexists(root, nested):
                 seen.add(nested)
                 found.append(nested)
     return found, partial
+
+
+def _lexists(root: Path, rel: str) -> bool:
+    """Whether ``root/rel`` exists, reached with no link on the way (itself may be one)."""
+    try:
+        lstat_below(str(root), rel)
+    except OSError:
+        return False
+    return True
+
+
+def _git_folder(root: Path, dot_git: str) -> str | None:
+    """The root-relative git folder of a ``.git``: itself when it is a folder, else the one it
+    points to when that lies in ``root`` (:func:`_pointed`)."""
+    try:
+        info = lstat_below(str(root), dot_git)
+    except OSError:
+        return None
+    return dot_git if stat.S_ISDIR(info.st_mode) else _pointed(root, dot_git)
 
 
 def fresh(root: Path, rel: str, since_ns: int) -> bool:
@@ -182,32 +213,48 @@ def fresh(root: Path, rel: str, since_ns: int) -> bool:
     paths = [rel] if rel.rsplit("/", 1)[-1] == ".git" else [rel, rel.rsplit("/", 1)[0]]
     for path in paths:
         try:
-            if os.lstat(root / path).st_ctime_ns >= since_ns:
+            if lstat_below(str(root), path).st_ctime_ns >= since_ns:
                 return True
         except OSError:
             continue
     return False
 
 
-def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
-    """The paths of the gitlinks (submodules) in the index of ``git_dir``, as the host's
-    ``git ls-files`` lists them with nothing of the repository's run; none when there is no
-    index, no git, or git cannot read it. Kept while the index is unchanged, so a call pays for
-    a listing only after git wrote the index; never a listing git failed to make (a config git
-    cannot read may be removed meanwhile, and the host's git then reads the index)."""
-    index = git_dir / "index"
+def gitlinks(root: Path, git_dir: str) -> frozenset[str]:
+    """The paths of the gitlinks (submodules) in the index of the git folder ``git_dir``
+    (root-relative), as the host's ``git ls-files`` lists them with nothing of the repository's
+    run; none when there is no index, no git, or git cannot read it. Kept while the index is
+    unchanged, so a call pays for a listing only after git wrote the index; never a listing git
+    failed to make (a config git cannot read may be removed meanwhile, and the host's git then
+    reads the index).
+
+    git is given the folder and the index as descriptors opened with no link on the way (its
+    working folder ``/proc/self/fd/<n>``, ``GIT_INDEX_FILE`` another): a folder swapped for a
+    link meanwhile sends it nowhere else."""
     try:
-        info = os.lstat(index)
+        folder = open_below(str(root), git_dir, DIR_FLAGS)
     except OSError:
         return frozenset()
-    if not stat.S_ISREG(info.st_mode):
-        return frozenset()
-    mark = _mark(info)
-    known = _LISTED.get(str(index))
-    if known is not None and known[0] == mark:
-        return known[1]
-    env = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree)}
-    done = _git(["ls-files", "--stage", "-z"], env, work_tree)
+    try:
+        try:
+            index = os.open("index", os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=folder)
+        except OSError:
+            return frozenset()
+        try:
+            info = os.fstat(index)
+            if not stat.S_ISREG(info.st_mode):
+                return frozenset()
+            mark = _mark(info)
+            key = f"{root}/{git_dir}/index"
+            known = _LISTED.get(key)
+            if known is not None and known[0] == mark:
+                return known[1]
+            env = {"GIT_DIR": ".", "GIT_INDEX_FILE": f"/proc/self/fd/{index}"}
+            done = _git(["ls-files", "--stage", "-z"], env, f"/proc/self/fd/{folder}", (index,))
+        finally:
+            os.close(index)
+    finally:
+        os.close(folder)
     if done is None:
         return frozenset()
     links = frozenset(
@@ -216,7 +263,7 @@ def gitlinks(git_dir: Path, work_tree: Path) -> frozenset[str]:
         if line.startswith(_GITLINK + " ") and "\t" in line
     )
     if done.returncode == 0:
-        _LISTED[str(index)] = (mark, links)
+        _LISTED[key] = (mark, links)
     return links
 
 
@@ -226,16 +273,20 @@ def _mark(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def config_refs(config: Path, work_tree: Path) -> list[Path]:
-    """What a repository's config names that git runs or reads as config: the
-    ``core.hooksPath`` folder (a relative one from ``work_tree``) and every ``include.path``
+def config_refs(root: Path, config: str, work_tree: Path) -> list[Path]:
+    """What the config ``root/config`` of a repository names that git runs or reads as config:
+    the ``core.hooksPath`` folder (a relative one from ``work_tree``) and every ``include.path``
     and ``includeIf.<condition>.path`` file (a relative one from the including file's folder),
-    through includes of includes (at most 10 files), as the host's ``git config`` reads each."""
+    through includes of includes (at most 10 files), as the host's ``git config`` reads each.
+
+    Only a file inside ``root`` is read (through descriptors, :func:`~.fds.read_below`): an
+    include that leads out of it (``..``, an absolute path, a link) is named but not opened."""
     out: list[Path] = []
-    pending, seen = [config], {config}
+    first = root / config
+    pending, seen = [first], {first}
     while pending and len(seen) <= _MAX_INCLUDES:
         current = pending.pop()
-        for key, value in _named(current):
+        for key, value in _named(root, current):
             path = Path(os.path.expanduser(value))
             if key == "core.hookspath":
                 out.append(work_tree / path)
@@ -248,36 +299,63 @@ def config_refs(config: Path, work_tree: Path) -> list[Path]:
     return out
 
 
-def _named(config: Path) -> tuple[tuple[str, str], ...]:
+def _inside_rel(root: Path, path: Path) -> str | None:
+    """``path`` relative to ``root`` as the kernel would resolve it (every link's text read
+    through descriptors, :func:`~.fds.walk`), or None when it leads out of ``root``."""
+    base = str(root)
     try:
-        info = os.stat(config)
+        real = walk("/", [p for p in str(path).split("/") if p])
+    except OSError:
+        return None
+    if real == base:
+        return "."
+    if not real.startswith(base.rstrip("/") + "/"):
+        return None
+    return real[len(base.rstrip("/")) + 1 :]
+
+
+def _named(root: Path, config: Path) -> tuple[tuple[str, str], ...]:
+    rel = _inside_rel(root, config)
+    if rel is None or rel == ".":
+        return ()
+    try:
+        info = lstat_below(str(root), rel)
+        if not stat.S_ISREG(info.st_mode):
+            return ()
+        mark = _mark(info)
+        key = f"{root}/{rel}"
+        known = _NAMED.get(key)
+        if known is not None and known[0] == mark:
+            return known[1]
+        data = read_below(str(root), rel, _MAX_NAMED_CONFIG)
     except OSError:
         return ()
-    if not stat.S_ISREG(info.st_mode):
+    if len(data) > _MAX_NAMED_CONFIG:
         return ()
-    mark = _mark(info)
-    known = _NAMED.get(str(config))
-    if known is not None and known[0] == mark:
-        return known[1]
-    done = _git(["config", "--file", str(config), "--list", "-z"], {}, config.parent)
+    done = _git(["config", "--no-includes", "--file", "-", "--list", "-z"], {}, "/", (), data)
     if done is None:
         return ()
     named: list[tuple[str, str]] = []
     for item in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        key, _, value = item.partition("\n")
-        key = key.lower()
-        wanted = key in ("core.hookspath", "include.path")
-        if (wanted or (key.startswith("includeif.") and key.endswith(".path"))) and value:
-            named.append((key, value))
+        key_, _, value = item.partition("\n")
+        key_ = key_.lower()
+        wanted = key_ in ("core.hookspath", "include.path")
+        if (wanted or (key_.startswith("includeif.") and key_.endswith(".path"))) and value:
+            named.append((key_, value))
     if done.returncode == 0:
-        _NAMED[str(config)] = (mark, tuple(named))
+        _NAMED[key] = (mark, tuple(named))
     return tuple(named)
 
 
 def _git(
-    argv: list[str], env: dict[str, str], cwd: Path
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str,
+    fds: tuple[int, ...] = (),
+    stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes] | None:
-    """Run the host's git with nothing of a repository's run (see ``_LIST_ENV``)."""
+    """Run the host's git with nothing of a repository's run (see ``_LIST_ENV``), in ``cwd``
+    (a ``/proc/self/fd/<n>`` there is entered before git starts), ``fds`` kept open for it."""
     git = shutil.which("git")
     if git is None:
         return None
@@ -286,10 +364,11 @@ def _git(
             [git, *argv],
             cwd=cwd,
             env={**_LIST_ENV, **env},
-            stdin=subprocess.DEVNULL,
+            input=stdin if stdin is not None else b"",
             capture_output=True,
             timeout=60,
             check=False,
+            pass_fds=fds,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -298,64 +377,84 @@ def _git(
 def host_code(root: Path, dot_git: str) -> list[str]:
     """The host code (root-relative) of one ``.git`` that exists now: each :data:`HOST_CODE`
     entry in it; or, when it is a file or a link, the ``.git`` itself and the host code of the
-    git folder it points to when that lies in the root too (``git init --separate-git-dir``)."""
-    path = root / dot_git
+    git folder it points to when that lies in the root too (``git init --separate-git-dir``).
+    Looked at through descriptors: a link on the way is not followed (nothing is found)."""
+    base = str(root)
     try:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            return [f"{dot_git}/{name}" for name in HOST_CODE if os.path.lexists(path / name)]
+        if stat.S_ISDIR(lstat_below(base, dot_git).st_mode):
+            names = kinds_below(base, dot_git)
+            return [f"{dot_git}/{name}" for name in HOST_CODE if name in names]
     except OSError:
         return []
     out = [dot_git]
-    target = _pointed(path)
-    if target is not None and target != root and target.is_relative_to(root):
-        rel = target.relative_to(root).as_posix()
-        out += [f"{rel}/{name}" for name in HOST_CODE if os.path.lexists(target / name)]
+    target = _pointed(root, dot_git)
+    if target is not None and target != ".":
+        try:
+            names = kinds_below(base, target)
+        except OSError:
+            return out
+        out += [f"{target}/{name}" for name in HOST_CODE if name in names]
     return out
 
 
-def _pointed(dot_git: Path) -> Path | None:
-    """The real path of the git folder a ``.git`` file (``gitdir: ...``) or link names."""
+def _pointed(root: Path, dot_git: str) -> str | None:
+    """The root-relative git folder a ``.git`` file (``gitdir: ...``) or link names, when it is
+    a folder inside ``root``: the pointer is read through descriptors and followed as the
+    kernel would (:func:`~.fds.walk`, which reads each link's text and opens none), so a
+    pointer out of ``root`` is never looked into."""
+    base = str(root)
     try:
-        if dot_git.is_symlink():
-            target = Path(os.path.realpath(dot_git))
+        info = lstat_below(base, dot_git)
+        if stat.S_ISLNK(info.st_mode):
+            with parent_of(base, dot_git) as (fd, name):
+                named = os.readlink(name, dir_fd=fd)
         else:
-            with open(dot_git, "rb") as handle:
-                head = handle.read(4096).decode("utf-8", "replace")
+            head = read_below(base, dot_git, 4096)[:4096].decode("utf-8", "replace")
             if not head.startswith("gitdir: "):
                 return None
             named = head[len("gitdir: ") :].split("\n", 1)[0].rstrip("\r")
-            if not named:
-                return None
-            target = Path(os.path.realpath(dot_git.parent / named))
     except (OSError, ValueError):
         return None
-    return target if target.is_dir() else None
+    if not named:
+        return None
+    parent = dot_git.rsplit("/", 1)[0] if "/" in dot_git else ""
+    start = named if named.startswith("/") else f"{base}/{parent}/{named}"
+    rel = _inside_rel(root, Path(start))
+    if rel is None:
+        return None
+    try:
+        if rel != "." and not stat.S_ISDIR(lstat_below(base, rel).st_mode):
+            return None
+    except OSError:
+        return None
+    return rel
 
 
 def removable(root: Path, rel: str) -> list[str]:
     """What to remove of host code ``rel`` that a process created: all of it, except a config
     :func:`inert_config` accepts (a regular file) and, in a new ``hooks`` folder, the
-    ``*.sample`` files git never runs."""
-    path = root / rel
+    ``*.sample`` files git never runs. Read through descriptors: a link on the way to ``rel``
+    makes it nothing to remove here (nothing outside the root is looked at)."""
+    base = str(root)
     try:
-        info = os.lstat(path)
+        info = lstat_below(base, rel)
     except OSError:
         return []
     name = rel.rsplit("/", 1)[-1]
     if name == "config" and stat.S_ISREG(info.st_mode) and info.st_size <= _MAX_CONFIG:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_below(base, rel, _MAX_CONFIG).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             return [rel]
-        return [] if inert_config(text) else [rel]
+        return [] if len(text) <= _MAX_CONFIG and inert_config(text) else [rel]
     if name == "hooks" and stat.S_ISDIR(info.st_mode):
         try:
-            with os.scandir(path) as entries:
-                return [
-                    f"{rel}/{e.name}"
-                    for e in entries
-                    if not (e.name.endswith(".sample") and e.is_file(follow_symlinks=False))
-                ]
+            kinds = kinds_below(base, rel)
         except OSError:
             return [rel]
+        return [
+            f"{rel}/{n}"
+            for n, kind in kinds.items()
+            if not (n.endswith(".sample") and kind == stat.S_IFREG)
+        ]
     return [rel]

@@ -254,7 +254,7 @@ def _config_named(root: Path, code: Mapping[str, list[str]]) -> list[Path]:
         top = root / dot_git[: -len(".git")] if dot_git != ".git" else root
         for rel in rels:
             if rel.rsplit("/", 1)[-1] in ("config", "config.worktree"):
-                out += config_refs(root / rel, top)
+                out += config_refs(root, rel, top)
     return out
 
 

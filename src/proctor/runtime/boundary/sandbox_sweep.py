@@ -15,8 +15,6 @@ the same sweep from its JSON form (:meth:`Sweep.to_json`) once its tree has ende
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 
 from proctor.contracts.values import dataclass, field
 from proctor.core.paths import authority_reason
+from proctor.runtime.boundary.fds import changed, kinds_below, lstat_below, remove_below
 from proctor.runtime.boundary.sandbox_git import fresh, git_entries, host_code, removable
 
 __all__ = ["Sweep", "top_names"]
@@ -73,19 +72,28 @@ class Sweep:
         )
 
     def run(self) -> list[str]:
-        """Remove what appeared; return the names removed (root-relative, ``$``-free)."""
+        """Remove what appeared; return the names removed (root-relative, ``$``-free).
+
+        Everything is reached from each root through descriptors (:mod:`.fds`): no link is
+        followed, so a link or a ``.git`` pointer the process planted, or a folder swapped for
+        a link meanwhile, never makes this read or remove anything outside the roots. A link
+        found on the way to what is to be removed was made by the process (the path was
+        decided link-free), and is itself what is removed; a path in no root is left alone."""
         removed: list[str] = []
         for root, names in self.before.items():
             for rel in sorted(top_names(root) - names):
                 if root in self.state_shut and rel.startswith(".proctor/"):
                     continue
                 if authority_reason(rel) is not None:
-                    _remove(root / rel)
-                    removed.append(rel)
+                    removed += _remove(root, rel)
         for path in self.absent:
-            if os.path.lexists(path):
-                _remove(path)
-                removed.append(path.name)
+            where = _root_of(path, list(self.before))
+            if where is None:
+                continue
+            root, rel = where
+            if _lexists(root, rel) or _link_on_way(root, rel) is not None:
+                gone = _remove(root, rel)
+                removed += [path.name] if gone == [rel] else gone
         for root, before in self.git.items():
             removed += self._git_made(root, before)
         return removed
@@ -106,28 +114,71 @@ class Sweep:
             judged |= made
             for rel in sorted(made):
                 for gone in removable(root, rel):
-                    _remove(root / gone)
-                    removed.append(gone)
+                    removed += _remove(root, gone)
 
 
 def top_names(root: Path) -> frozenset[str]:
-    """The root's entries and, inside its top-level dot-folders, theirs (``.github/x``)."""
-    names: set[str] = set()
+    """The root's entries and, inside its top-level dot-folders, theirs (``.github/x``), listed
+    through descriptors (a dot-folder that is a link is not looked into)."""
+    base = str(root)
     try:
-        entries = list(os.scandir(root))
+        kinds = kinds_below(base, ".")
     except OSError:
         return frozenset()
-    for entry in entries:
-        names.add(entry.name)
-        if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+    names = set(kinds)
+    for name, kind in kinds.items():
+        if name.startswith(".") and kind == stat.S_IFDIR:
             with contextlib.suppress(OSError):
-                names.update(f"{entry.name}/{child}" for child in os.listdir(entry.path))
+                names.update(f"{name}/{child}" for child in kinds_below(base, name))
     return frozenset(names)
 
 
-def _remove(path: Path) -> None:
+def _root_of(path: Path, roots: list[Path]) -> tuple[Path, str] | None:
+    """The root ``path`` lies in (the innermost) and its relative path there."""
+    for root in sorted(roots, key=lambda r: len(r.parts), reverse=True):
+        if path != root and path.is_relative_to(root):
+            return root, path.relative_to(root).as_posix()
+    return None
+
+
+def _lexists(root: Path, rel: str) -> bool:
+    try:
+        lstat_below(str(root), rel)
+    except OSError:
+        return False
+    return True
+
+
+def _link_on_way(root: Path, rel: str) -> str | None:
+    """The first folder on the way to ``root/rel`` that is a link (root-relative), if any."""
+    parts = rel.split("/")
+    for end in range(1, len(parts)):
+        prefix = "/".join(parts[:end])
+        try:
+            info = lstat_below(str(root), prefix)
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            return prefix
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+    return None
+
+
+def _remove(root: Path, rel: str) -> list[str]:
+    """Remove ``root/rel`` through descriptors and return what was removed: ``rel``, or, when
+    a link now stands on the way to it, that link (made by the process: it would lead the
+    host's tools elsewhere), never what it points to."""
+    try:
+        remove_below(str(root), rel)
+        return [rel]
+    except OSError as exc:
+        if not changed(exc):
+            return []
+    link = _link_on_way(root, rel)
+    if link is None:
+        return []
     with contextlib.suppress(OSError):
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
+        remove_below(str(root), link)
+        return [link]
+    return []
