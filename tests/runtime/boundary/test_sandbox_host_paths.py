@@ -12,14 +12,21 @@ repository's hooks and config among them) and nothing of it was removed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from proctor.runtime.tools.procs_log import list_processes
+from tests.runtime.boundary.sandbox_support import wait_until
 from tests.runtime.boundary.test_sandbox_git import Repo, pytestmark  # noqa: F401 - the marks
-from tests.runtime.driver_support import close_sessions  # noqa: F401 - the autouse fixture
+from tests.runtime.driver_support import (
+    close_sessions,  # noqa: F401 - the autouse fixture
+    make_skill,
+    session,
+)
 
 _ALIAS = "[alias]\n\tst = status\n"  # a config git init never writes: not inert, so removable
 
@@ -176,4 +183,30 @@ def test_the_control_the_commands_own_new_host_code_is_still_removed(
     )
     _removed(env, "sub/.git/hooks/post-checkout", "sub/.git/config")
     assert not (repo.root / "sub" / ".git" / "config").exists()
+    outside.unchanged()
+
+
+def test_a_long_lived_process_s_supervisor_sweeps_through_descriptors_too(
+    repo: Repo, outside: Outside
+) -> None:
+    # process.start: the supervisor runs the sweep once the process's tree has ended
+    repo.git("config", "core.hooksPath", "scripts/hooks")
+    inputs = {"command": "/bin/sh", "args": ["-c", f"ln -s {outside.files} scripts"]}
+    make_skill(
+        repo.root,
+        "plant",
+        "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n      - id: serve\n"
+        f"        tool: process.start\n        inputs: {json.dumps(inputs)}\n",
+    )
+    s = session(
+        repo.root,
+        environ={"PROCTOR_HOME": str(repo.root / ".home"), "PROCTOR_SANDBOX": "required"},
+    )
+    env = s.run("plant", cwd=repo.root)
+    assert env.outcome == "completed", env.refusal
+    processes = repo.root / ".proctor" / "processes"
+    wait_until(lambda: not list_processes(processes)[0]["running"], "the process ended")
+    (info,) = list_processes(processes)
+    assert info["removed"] == ["scripts"]
+    assert not os.path.lexists(repo.root / "scripts")
     outside.unchanged()

@@ -449,16 +449,17 @@ def kinds_below(base: str, inner: str) -> dict[str, int]:
     try:
         with os.scandir(fd) as entries:
             for entry in entries:
-                kind = 0
-                with contextlib.suppress(OSError):
-                    if entry.is_symlink():
-                        kind = stat.S_IFLNK
-                    elif entry.is_dir(follow_symlinks=False):
+                try:
+                    if entry.is_dir(follow_symlinks=False):
                         kind = stat.S_IFDIR
                     elif entry.is_file(follow_symlinks=False):
                         kind = stat.S_IFREG
+                    elif entry.is_symlink():
+                        kind = stat.S_IFLNK
                     else:
                         kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+                except OSError:
+                    kind = 0
                 out[entry.name] = kind
     finally:
         os.close(fd)

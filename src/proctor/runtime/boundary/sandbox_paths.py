@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.core.paths import authority_reason, sensitive_reason
+from proctor.runtime.boundary.fds import kinds_below, lstat_below, stats_below
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP, discovered
 from proctor.runtime.boundary.sandbox import SandboxSpec
 from proctor.runtime.boundary.sandbox_git import config_refs, git_entries, host_code
@@ -143,24 +144,31 @@ def _deep_sensitive(root: Path) -> list[str]:
     """The sensitive entries below the root's top level (``app/.env``, ``deploy/id_rsa``,
     ``svc/.aws``), by a walk bounded like the authority walk (20,000 folders, 12 levels, no
     symlink followed, ``.git``/``.proctor``/dependency folders skipped); a sensitive folder is
-    listed whole and not walked into."""
+    listed whole and not walked into. Every folder is listed through descriptors
+    (:func:`~.fds.kinds_below`): one swapped for a link meanwhile is not listed."""
+    base = str(root)
     found: list[str] = []
-    for visited, (folder, dirs, files) in enumerate(os.walk(root, followlinks=False), start=1):
-        rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
-        if rel_dir == ".":
-            dirs[:] = [d for d in dirs if d not in WALK_SKIP]
-            continue  # the top level is judged by the caller
-        depth = rel_dir.count("/") + 1
-        kept = []
-        for name in dirs:
-            if name in WALK_SKIP:
+    pending: list[tuple[str, int]] = [("", 0)]
+    visited = 0
+    while pending and visited < WALK_MAX_DIRS:
+        rel, depth = pending.pop()
+        visited += 1
+        try:
+            kinds = kinds_below(base, rel or ".")
+        except OSError:
+            continue
+        for name, kind in sorted(kinds.items()):
+            if kind == stat.S_IFDIR and name in WALK_SKIP:
                 continue
-            if sensitive_reason(f"{rel_dir}/{name}") is not None:
-                found.append(f"{rel_dir}/{name}")
-            else:
-                kept.append(name)
-        dirs[:] = [] if depth >= WALK_MAX_DEPTH or visited >= WALK_MAX_DIRS else kept
-        found += [f"{rel_dir}/{n}" for n in files if sensitive_reason(f"{rel_dir}/{n}")]
+            if not rel:  # the top level is judged by the caller
+                if kind == stat.S_IFDIR:
+                    pending.append((name, 1))
+                continue
+            path = f"{rel}/{name}"
+            if sensitive_reason(path) is not None:
+                found.append(path)  # a folder is hidden whole, not walked into
+            elif kind == stat.S_IFDIR and depth < WALK_MAX_DEPTH:
+                pending.append((path, depth + 1))
     return found
 
 
@@ -169,7 +177,9 @@ def _linked_files(covered: Iterable[Path], devices: set[int]) -> set[tuple[int, 
     and in the folders it holds (a folder's own files and one level below: policies, a home,
     ``.proctor``; the artifact store's depths are not searched). Only what lies on one of
     ``devices`` (the writable roots' file systems) is looked at: a hard link never crosses
-    from one file system to another, so nothing elsewhere can have a name a process writes."""
+    from one file system to another, so nothing elsewhere can have a name a process writes.
+    Each covered path (a real path) is reached through descriptors from ``/`` with no link on
+    the way, so one swapped for a link meanwhile is not looked into."""
     found: set[tuple[int, int]] = set()
 
     def note(info: os.stat_result) -> None:
@@ -177,8 +187,9 @@ def _linked_files(covered: Iterable[Path], devices: set[int]) -> set[tuple[int, 
             found.add((info.st_dev, info.st_ino))
 
     for path in covered:
+        inner = str(path).lstrip("/")
         try:
-            info = os.lstat(path)
+            info = lstat_below("/", inner)
         except OSError:
             continue
         if info.st_dev not in devices:
@@ -186,45 +197,42 @@ def _linked_files(covered: Iterable[Path], devices: set[int]) -> set[tuple[int, 
         if not stat.S_ISDIR(info.st_mode):
             note(info)
             continue
-        for folder in [path, *_subfolders(path)]:
-            with contextlib.suppress(OSError), os.scandir(folder) as entries:
-                for entry in entries:
-                    with contextlib.suppress(OSError):
-                        note(entry.stat(follow_symlinks=False))
+        try:
+            level = stats_below("/", inner)
+        except OSError:
+            continue
+        for name, entry in level.items():
+            note(entry)
+            if stat.S_ISDIR(entry.st_mode):
+                with contextlib.suppress(OSError):
+                    for below in stats_below("/", f"{inner}/{name}").values():
+                        note(below)
     return found
-
-
-def _subfolders(path: Path) -> list[Path]:
-    try:
-        with os.scandir(path) as entries:
-            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
 
 
 def _second_names(root: Path, linked: set[tuple[int, int]]) -> list[tuple[Path, tuple[int, int]]]:
     """Every other name in ``root`` of a file in ``linked`` (a hard link made before the run
     would otherwise let a process write a policy or read a key through it), by a walk bounded
-    like the others that skips nothing but symlinks."""
+    like the others that skips nothing but symlinks, through descriptors."""
+    base = str(root)
     out: list[tuple[Path, tuple[int, int]]] = []
-    pending, visited = [root], 0
+    pending, visited = [("", 0)], 0
     while pending and visited < WALK_MAX_DIRS:
-        folder = pending.pop()
+        rel, depth = pending.pop()
         visited += 1
-        depth = len(folder.relative_to(root).parts)
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        if depth + 1 < WALK_MAX_DEPTH:
-                            pending.append(Path(entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        info = entry.stat(follow_symlinks=False)
-                        key = (info.st_dev, info.st_ino)
-                        if key in linked:
-                            out.append((Path(entry.path), key))
+            entries = stats_below(base, rel or ".")
         except OSError:
             continue
+        for name, info in entries.items():
+            path = f"{rel}/{name}" if rel else name
+            if stat.S_ISDIR(info.st_mode):
+                if depth + 1 < WALK_MAX_DEPTH:
+                    pending.append((path, depth + 1))
+            elif stat.S_ISREG(info.st_mode):
+                key = (info.st_dev, info.st_ino)
+                if key in linked:
+                    out.append((root / path, key))
     return out
 
 
