@@ -113,3 +113,63 @@ def test_parents_are_made_in_their_folders(tree: Path, mode: str) -> None:
         pass
     assert info.value.errno == errno.ELOOP
     assert sorted(p.name for p in (tree.parent / "outside").iterdir()) == ["a.txt"]
+
+
+def _outside_state(tree: Path) -> dict[str, bytes]:
+    outside = tree.parent / "outside"
+    return {p.name: p.read_bytes() for p in outside.iterdir() if p.is_file()}
+
+
+def test_host_side_helpers_see_what_is_below_and_never_through_a_link(
+    tree: Path, mode: str
+) -> None:
+    outside = tree.parent / "outside"
+    (tree / "link").symlink_to(outside)
+    base = str(tree)
+    assert fds.kinds_below(base, "src") == {"deep": 0o040000, "a.txt": 0o100000}
+    assert fds.kinds_below(base, ".")["link"] == 0o120000  # the link, not its folder
+    assert set(fds.stats_below(base, "src")) == {"deep", "a.txt"}
+    assert fds.read_below(base, "src/a.txt", 100) == b"inside\n"
+    assert fds.read_below(base, "src/a.txt", 3) == b"insi"  # one more than asked: larger
+    assert fds.lstat_below(base, "link").st_mode & 0o170000 == 0o120000
+    for helper in (fds.kinds_below, fds.stats_below, fds.lstat_below):
+        with pytest.raises(OSError) as caught:
+            helper(base, "link/a.txt" if helper is fds.lstat_below else "link")
+        assert caught.value.errno in (errno.ELOOP, errno.ENOTDIR)
+    with pytest.raises(OSError) as caught:
+        fds.read_below(base, "link/a.txt", 100)
+    assert caught.value.errno == errno.ELOOP
+    for escaping in ("../outside", "src/../../outside", "/etc"):
+        with pytest.raises(OSError) as caught:
+            fds.kinds_below(base, escaping)
+        assert caught.value.errno == errno.EXDEV
+    os.mkfifo(tree / "fifo")
+    with pytest.raises(OSError) as caught:
+        fds.read_below(base, "fifo", 100)  # not a regular file, and the open never blocks
+    assert caught.value.errno == errno.EINVAL
+
+
+def test_remove_below_removes_a_link_by_its_name_and_never_what_it_leads_to(
+    tree: Path, mode: str
+) -> None:
+    outside = tree.parent / "outside"
+    before = _outside_state(tree)
+    base = str(tree)
+    (tree / "src" / "deep" / "out").symlink_to(outside)
+    (tree / "src" / "deep" / "f").write_text("x")
+    os.link(outside / "a.txt", tree / "src" / "hard")
+    fds.remove_below(base, "src/hard")  # a second name: only the name goes
+    assert (outside / "a.txt").stat().st_nlink == 1
+    (tree / "dir-link").symlink_to(outside)
+    fds.remove_below(base, "dir-link")
+    assert not os.path.lexists(tree / "dir-link")
+    with pytest.raises(FileNotFoundError):
+        fds.remove_below(base, "dir-link/a.txt")  # gone: its parent cannot be reached
+    (tree / "dir-link").symlink_to(outside)
+    with pytest.raises(OSError) as caught:
+        fds.remove_below(base, "dir-link/a.txt")  # a link on the way
+    assert caught.value.errno == errno.ELOOP
+    fds.remove_below(base, "src")  # a folder holding a link: the link goes, not its target
+    assert not (tree / "src").exists()
+    fds.remove_below(base, "src")  # already gone: no error
+    assert _outside_state(tree) == before and (outside / "a.txt").exists()

@@ -356,3 +356,43 @@ def test_a_folder_swapped_for_a_link_during_the_sweep_leads_nowhere_outside(
             swapper.stdout.close()
     assert removed > 0  # the control: the workspace's own host code was found and removed
     assert _tree(outside) == before
+
+
+def test_a_git_pointer_is_followed_only_to_a_git_folder_inside_the_root(tmp_path: Path) -> None:
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    (outside / ".git" / "hooks").mkdir(parents=True)
+    (outside / ".git" / "config").write_text(_NOT_INERT)
+    (root / "sub").mkdir(parents=True)
+    (root / "in" / "hooks").mkdir(parents=True)
+    # through a link inside the root that leads out, by gitdir text and by a .git link
+    (root / "away").symlink_to(outside)
+    for pointer in ("gitdir: ../away/.git\n", f"gitdir: {outside}/.git\n"):
+        (root / "sub" / ".git").write_text(pointer)
+        assert host_code(root, "sub/.git") == ["sub/.git"]
+        assert removable(root, "sub/.git") == ["sub/.git"]
+    (root / "sub" / ".git").unlink()
+    (root / "sub" / ".git").symlink_to(root / "away" / ".git")
+    assert host_code(root, "sub/.git") == ["sub/.git"]
+    # nothing below a link is host code of the root, however it is named
+    assert host_code(root, "away/.git") == []
+    assert removable(root, "away/.git/config") == []
+    assert not fresh(root, "away/.git/config", 0)
+    # a pointer to a folder inside, even through a link inside, is followed
+    (root / "inner").symlink_to(root / "in")
+    (root / "sub" / ".git").unlink()
+    (root / "sub" / ".git").write_text("gitdir: ../inner\n")
+    assert host_code(root, "sub/.git") == ["sub/.git", "in/hooks"]
+
+
+@needs_git
+def test_a_config_outside_the_root_is_named_but_never_read(tmp_path: Path) -> None:
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    (root / ".git").mkdir(parents=True)
+    outside.mkdir()
+    (root / ".git" / "config").write_text(
+        "[include]\n\tpath = ../../outside/shared\n[include]\n\tpath = ../link/shared\n"
+    )
+    (root / "link").symlink_to(outside)
+    (outside / "shared").write_text("[include]\n\tpath = deeper\n")
+    found = config_refs(root, ".git/config", root)
+    assert found == [root / ".git/../../outside/shared", root / ".git/../link/shared"]

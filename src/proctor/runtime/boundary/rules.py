@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from proctor.core.paths import (
     tool_config_entry,
 )
 from proctor.errors import ConfigError
+from proctor.runtime.boundary.fds import kinds_below
 
 __all__ = [
     "STATE_VARIABLES",
@@ -90,22 +92,40 @@ def _maybe_tool_config(name: str) -> bool:
 def discovered(root: Path) -> frozenset[str]:
     """The authority paths that exist in the workspace (see the module docstring), by a walk
     bounded to 20,000 folders and 12 levels that skips ``.git``, ``.proctor``,
-    ``node_modules``, virtualenvs and ``__pycache__`` and never follows a symlink."""
-    found: set[str] = {name for name in _ROOT_NAMES if os.path.lexists(root / name)}
-    git = root / ".git"
-    if git.is_dir() and not git.is_symlink():
-        found.update(f".git/{n}" for n in _GIT_CODE if os.path.lexists(git / n))
-    for visited, (folder, dirs, files) in enumerate(os.walk(root, followlinks=False), start=1):
-        rel_dir = os.path.relpath(folder, root).replace(os.sep, "/")
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        depth = 0 if rel_dir == "." else rel_dir.count("/") + 1
-        kept = []
-        for name in dirs:
-            if _maybe_tool_config(name) and tool_config_entry(prefix + name) is not None:
+    ``node_modules``, virtualenvs and ``__pycache__`` and never follows a symlink: every folder
+    is listed through descriptors (:func:`~.fds.kinds_below`), so one swapped for a link
+    meanwhile is not listed and nothing outside ``root`` is."""
+    base = str(root)
+    try:
+        top = kinds_below(base, ".")
+    except OSError:
+        return frozenset()
+    found: set[str] = {name for name in _ROOT_NAMES if name in top}
+    if top.get(".git") == stat.S_IFDIR:
+        with contextlib.suppress(OSError):
+            git = kinds_below(base, ".git")
+            found.update(f".git/{n}" for n in _GIT_CODE if n in git)
+    pending: list[tuple[str, int]] = [("", 0)]
+    visited = 0
+    while pending and visited < WALK_MAX_DIRS:
+        rel, depth = pending.pop()
+        visited += 1
+        if rel:
+            try:
+                kinds = kinds_below(base, rel)
+            except OSError:
+                continue
+        else:
+            kinds = top
+        prefix = rel + "/" if rel else ""
+        files = []
+        for name, kind in kinds.items():
+            if kind != stat.S_IFDIR:
+                files.append(name)
+            elif _maybe_tool_config(name) and tool_config_entry(prefix + name) is not None:
                 found.add(prefix + name)  # the whole folder; nothing below it to add
-            elif name not in WALK_SKIP:
-                kept.append(name)
-        dirs[:] = [] if depth >= WALK_MAX_DEPTH or visited >= WALK_MAX_DIRS else kept
+            elif name not in WALK_SKIP and depth < WALK_MAX_DEPTH:
+                pending.append((prefix + name, depth + 1))
         for name in files:
             if _maybe_tool_config(name) and tool_config_entry(prefix + name) is not None:
                 found.add(prefix + name)
@@ -120,19 +140,19 @@ def discovered(root: Path) -> frozenset[str]:
 def lift(root: Path, found: frozenset[str], allowed: frozenset[str]) -> frozenset[str]:
     """``found`` without the paths ``allowed`` lifts: an allowed path is dropped, and a found
     folder holding one is replaced by what is in it (down to the allowed path), so the rest of
-    the folder stays listed."""
+    the folder stays listed. Folders are listed through descriptors (no link followed)."""
     out: set[str] = set()
     for entry in found:
         if path_under(entry, allowed):
             continue
         holds = [a for a in allowed if path_under(a, frozenset({entry}))]
-        if not holds or not (root / entry).is_dir() or (root / entry).is_symlink():
+        if not holds:
             out.add(entry)
             continue
         try:
-            names = sorted(os.listdir(root / entry))
+            names = sorted(kinds_below(str(root), entry))
         except OSError:
-            out.add(entry)
+            out.add(entry)  # not a folder, a link, or gone
             continue
         out |= lift(root, frozenset(f"{entry}/{n}" for n in names), allowed)
     return frozenset(out)
