@@ -24,6 +24,14 @@ A repository's own config may also name a file or folder in the worktree: ``core
 (husky's ``.husky/_``), an ``include.path``. What those name (:func:`config_refs`) is host code
 as well: read-only when it exists, removed if the process creates it.
 
+Every look here is host-side path work on a tree a process may have changed, so it goes
+through directory descriptors from the root (:mod:`.fds`): no link is followed on the way, a
+``.git`` file or link is followed (its text read, links on the way resolved by reading them,
+never by opening through them) only to a git folder inside the root, a config outside the root
+is named but never read, and git lists an index from a descriptor of its folder. A pointer or
+link a process plants toward a repository elsewhere therefore never makes proctor look into
+it, nor remove its hooks or config.
+
 Not host code: ``info/attributes`` (and ``.gitattributes``) only choose drivers the config
 defines, and the built-in attributes run nothing.
 """

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.core.paths import authority_reason, sensitive_reason
-from proctor.runtime.boundary.fds import kinds_below, lstat_below, stats_below
+from proctor.runtime.boundary.fds import kinds_below, lstat_below, stats_below, walk
 from proctor.runtime.boundary.rules import WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_SKIP, discovered
 from proctor.runtime.boundary.sandbox import SandboxSpec
 from proctor.runtime.boundary.sandbox_git import config_refs, git_entries, host_code
@@ -178,8 +178,9 @@ def _linked_files(covered: Iterable[Path], devices: set[int]) -> set[tuple[int, 
     ``.proctor``; the artifact store's depths are not searched). Only what lies on one of
     ``devices`` (the writable roots' file systems) is looked at: a hard link never crosses
     from one file system to another, so nothing elsewhere can have a name a process writes.
-    Each covered path (a real path) is reached through descriptors from ``/`` with no link on
-    the way, so one swapped for a link meanwhile is not looked into."""
+    Each covered path is resolved as the kernel would (:func:`~.fds.walk`) and then reached
+    through descriptors from ``/`` with no link on the way, so a folder swapped for a link
+    meanwhile is not looked into."""
     found: set[tuple[int, int]] = set()
 
     def note(info: os.stat_result) -> None:
@@ -187,10 +188,14 @@ def _linked_files(covered: Iterable[Path], devices: set[int]) -> set[tuple[int, 
             found.add((info.st_dev, info.st_ino))
 
     for path in covered:
-        inner = str(path).lstrip("/")
         try:
+            # a covered path in a linked folder (a package, say) is looked at where the link
+            # leads, each link's text read and none opened through; the path itself is not
+            # followed
+            *folders, name = [p for p in str(path).split("/") if p]
+            inner = f"{walk('/', folders).strip('/')}/{name}".lstrip("/")
             info = lstat_below("/", inner)
-        except OSError:
+        except (OSError, ValueError):
             continue
         if info.st_dev not in devices:
             continue
