@@ -5,18 +5,18 @@ Each process has a folder (named by its ``process_id``) that its supervisor
 run; no secret), ``state.json`` (how it runs or ended), ``lock`` (held while the supervisor
 lives), ``control`` (a FIFO of commands) and the log segments. This module reads them for the
 ``process.*`` tools and for ``proctor process``: :func:`list_processes`, :func:`read_output`,
-:func:`send` and :func:`stop`.
+:func:`send` and :func:`stop`; and counts a run tree's live processes for the quota
+(:func:`live_in_tree`, under :func:`quota_lock`).
+
+A process whose supervisor died without recording how it ended (SIGKILL, the machine's OOM
+killer) is reconciled the next time anything reads it: what is left of its program is killed
+and it is recorded ``lost``, never left ``running``.
 
 Refusals: ``process_unknown`` (no such process, or one another run started),
 ``process_id_invalid``, ``process_not_running`` (a write or resize to a process that ended).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 import base64
 import contextlib
@@ -28,6 +28,7 @@ import select
 import signal
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ __all__ = [
     "describe",
     "folder_of",
     "list_processes",
+    "live_in_tree",
+    "quota_lock",
     "read_output",
     "running",
     "send",
@@ -105,10 +108,61 @@ def _json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def _kill_session(leader: object, started: object) -> None:
+    """Kill every process of the session ``leader`` began (the supervisor started the program
+    in a session of its own), once ``leader`` is still the process recorded: its start time
+    (``/proc`` ticks) must match, so a reused pid is never signalled."""
+    if not isinstance(leader, int) or leader <= 1 or not isinstance(started, int):
+        return
+    fields = _stat_fields(leader)
+    if fields is None or len(fields) < 20 or int(fields[19]) != started:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(leader, signal.SIGKILL)
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        member = _stat_fields(int(name))
+        if member is not None and member[3] == str(leader):  # its session id
+            with contextlib.suppress(OSError):
+                os.kill(int(name), signal.SIGKILL)
+
+
+def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """The supervisor died while its state said ``running``: end what is left of the program
+    and record the process ``lost``."""
+    _kill_session(state.get("child_pid"), state.get("child_start"))
+    lost = {
+        **state,
+        "state": "lost",
+        "ended_at": time.time(),
+        "exit_code": None,
+        "lost": "its supervisor was killed before it recorded how the process ended",
+    }
+    temp = folder / f".state.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        temp.write_text(json.dumps(lost, sort_keys=True))
+        os.replace(temp, folder / "state.json")
+    return lost
+
+
 def describe(folder: Path) -> dict[str, Any]:
-    """A process as ``process.list`` and ``proctor process list`` show it."""
+    """A process as ``process.list`` and ``proctor process list`` show it (a process whose
+    supervisor died unrecorded is reconciled to ``lost`` first)."""
     spec, state = _json(folder / "spec.json"), _json(folder / "state.json")
     alive = running(folder)
+    if not alive and state.get("state") == "running":
+        state = _reconcile_lost(folder, state)
     return {
         "process_id": folder.name,
         "run_id": spec.get("run_id"),
@@ -140,6 +194,32 @@ def list_processes(processes: Path, *, run_id: str | None = None) -> list[dict[s
         if run_id is None or info["run_id"] == run_id:
             found.append(info)
     found.sort(key=lambda item: item.get("started_at") or 0)
+    return found
+
+
+@contextlib.contextmanager
+def quota_lock(processes: Path) -> Iterator[None]:
+    """Hold the workspace's process quota lock (``processes/.quota``, flock) while inside."""
+    fd = os.open(processes / ".quota", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def live_in_tree(processes: Path, tree: str) -> list[str]:
+    """The ids of the running processes of the run tree whose root is ``tree`` (a process
+    started before trees were recorded counts by its own run)."""
+    found = []
+    if not processes.is_dir():
+        return found
+    for folder in sorted(processes.iterdir()):
+        if not _ID.match(folder.name) or not running(folder):
+            continue
+        spec = _json(folder / "spec.json")
+        if (spec.get("tree") or spec.get("run_id")) == tree:
+            found.append(folder.name)
     return found
 
 

@@ -2,12 +2,16 @@
 
 Run as ``python -I procs_supervisor.py <folder>`` by :mod:`proctor.runtime.tools.procs`, with
 the program's environment and the secret values delivered to it as one JSON document on stdin
-(never on disk, never on a command line). It imports only the standard library and psutil, so
-it starts quickly and loads nothing of the workspace. It:
+(never on disk, never on a command line). It imports only the standard library (no psutil: the
+tree is read from ``/proc``), so it starts quickly, costs little memory per process and loads
+nothing of the workspace. It:
 
 - forks once and lets its first process exit, so the tool that spawned it can reap it: the
   supervisor then belongs to no run's driver and outlives the run's pause or end;
 - holds ``lock`` (flock) for its whole life: the process is running exactly while it is held;
+- once the program has started, caps its own address space (``RLIMIT_AS``,
+  :data:`SUPERVISOR_MEMORY`; the program is not bound by it), so a run tree's supervisors cost
+  at most its process quota times that;
 - marks itself a child subreaper, so a program that double-forks is still its descendant and
   is killed with the tree (under bubblewrap the sandbox's PID namespace does that too, and
   ``--die-with-parent`` ends the sandbox if the supervisor itself is killed);
@@ -32,6 +36,7 @@ import ctypes
 import fcntl
 import json
 import os
+import resource
 import select
 import signal
 import struct
@@ -42,10 +47,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 SEGMENT_BYTES = 4 * 1024 * 1024
 """A log segment's size; two are kept, so a process's log holds at most 8 MiB."""
+SUPERVISOR_MEMORY = 128 * 1024 * 1024
+"""The address space a supervisor may use once its program runs (about 20 MiB are mapped)."""
 _GRACE_SECONDS = 3.0
 _REDACTED = b"[REDACTED]"
 _PR_SET_CHILD_SUBREAPER = 36
@@ -106,16 +111,50 @@ class _Scrubber:
         return out
 
 
-def _tree(root: psutil.Process) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        return [root, *root.children(recursive=True)]
-    return []
+def _stat(pid: str) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` state, ``[1]`` ppid,
+    ``[19]`` start time); empty once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rpartition(b")")[2].split()
+    except OSError:
+        return []
 
 
-def _signal_tree(me: psutil.Process, sig: int) -> None:
-    for member in reversed(_tree(me)[1:]):
-        with contextlib.suppress(psutil.Error):
-            member.send_signal(sig)
+def _descendants(*, living: bool = False) -> list[int]:
+    """Every process below this one, parents before their children (with ``living``, zombies
+    left out). A child subreaper's orphans stay below it, so this is the program's whole tree."""
+    below: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat(name)
+            if fields and not (living and fields[0] == b"Z"):
+                below.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in below.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_tree(sig: int) -> None:
+    for pid in reversed(_descendants()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def _reap_tree(seconds: float) -> None:
+    """Reap what the kill left until nothing lives below this process, for ``seconds`` at most
+    (orphans of the program are re-parented here, and waited for like children)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        if not _descendants(living=True):
+            return
+        time.sleep(0.005)
 
 
 class Supervisor:
@@ -158,9 +197,17 @@ class Supervisor:
 
     def state(self, **extra: Any) -> None:
         assert self.proc is not None
+        # the program's start time lets a reader that finds this supervisor dead tell the
+        # program (its session) from a process that reused its pid
+        started = _stat(str(self.proc.pid))
         _write_json(
             self.folder / "state.json",
-            {"supervisor_pid": os.getpid(), "child_pid": self.proc.pid, **extra},
+            {
+                "supervisor_pid": os.getpid(),
+                "child_pid": self.proc.pid,
+                "child_start": int(started[19]) if len(started) > 19 else None,
+                **extra,
+            },
         )
 
     def _control(self, line: bytes) -> None:
@@ -190,7 +237,7 @@ class Supervisor:
         if self.stop_reason is None:
             self.stop_reason = reason
             self.stop_at = time.monotonic() + _GRACE_SECONDS
-            _signal_tree(psutil.Process(), signal.SIGTERM)
+            _signal_tree(signal.SIGTERM)
 
     def run(self) -> int:
         assert self.proc is not None
@@ -210,7 +257,7 @@ class Supervisor:
             if self.stop_reason is None and now >= self.deadline:
                 self._begin_stop("max_seconds")
             if self.stop_at is not None and now >= self.stop_at:
-                _signal_tree(psutil.Process(), signal.SIGKILL)
+                _signal_tree(signal.SIGKILL)
                 self.stop_at = now + _GRACE_SECONDS
             wake = min(t for t in (self.deadline, self.stop_at or self.deadline) if t)
             ready, _, _ = select.select([*streams, control], [], [], max(0.0, wake - now) + 0.01)
@@ -236,10 +283,8 @@ class Supervisor:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=max(0.01, min(1.0, wake - time.monotonic())))
         code = self.proc.wait()
-        _signal_tree(psutil.Process(), signal.SIGKILL)  # whatever outlived the program
-        for member in _tree(psutil.Process())[1:]:
-            with contextlib.suppress(psutil.Error):
-                member.wait(timeout=_GRACE_SECONDS)
+        _signal_tree(signal.SIGKILL)  # whatever outlived the program
+        _reap_tree(_GRACE_SECONDS)
         os.close(control)
         os.close(keep_open)
         return code
@@ -280,6 +325,8 @@ def main(folder_text: str) -> int:
         _write_json(folder / "state.json", {"state": "failed", "error": exc.strerror or "error"})
         sys.stdout.write(json.dumps({"started": False, "error": exc.strerror or "error"}) + "\n")
         return 1
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_AS, (SUPERVISOR_MEMORY, SUPERVISOR_MEMORY))
     started = time.time()
     supervisor.state(state="running", started_at=started)
     sys.stdout.write(json.dumps({"started": True}) + "\n")
