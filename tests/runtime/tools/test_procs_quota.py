@@ -1,0 +1,225 @@
+"""process.start quotas: a run tree's live processes are bounded, a dead supervisor is
+reconciled to ``lost``, and nothing of a sandbox outlives the supervisor that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.errors import ConfigError, ProctorError, RefusedCall
+from proctor.runtime.boundary.sandbox import SANDBOX_EXTRA, SandboxUse
+from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.records.sqlite import SQLiteRunStore
+from proctor.runtime.tools.base import ToolContext
+from proctor.runtime.tools.procs import DEFAULT_MAX_RUNNING
+from proctor.runtime.tools.procs_log import describe, list_processes, stop
+from tests.runtime.boundary.sandbox_support import alive, needs_bwrap, wait_until
+from tests.runtime.driver_support import (
+    close_sessions,  # noqa: F401 - the autouse fixture
+    make_skill,
+    make_workspace,
+    session,
+)
+from tests.runtime.tools.test_fs_support import call
+
+pytestmark = needs_bwrap
+PY = sys.executable
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Path]:
+    root = make_workspace(tmp_path / "ws")
+    yield root
+    processes = root / ".proctor" / "processes"
+    for info in list_processes(processes):
+        if info["running"]:
+            stop(processes / info["process_id"])
+
+
+def _ctx(ws: Path, store: SQLiteRunStore, run_id: str, **extras: Any) -> ToolContext:
+    return ToolContext(
+        workspace=Workspace(ws), store=store, run_id=run_id, call_id=f"{run_id}/c", extras=extras
+    )
+
+
+@pytest.fixture
+def store(ws: Path) -> Iterator[SQLiteRunStore]:
+    opened = SQLiteRunStore(ws / ".proctor" / "runs.sqlite")
+    yield opened
+    opened.close()
+
+
+def _marker() -> str:
+    # sleep's argument: a number no other process on the machine carries in its argv
+    return f"900.{secrets.randbelow(10**9):09d}"
+
+
+def _sleep(ctx: ToolContext, marker: str) -> dict[str, Any]:
+    return call(ctx, "process.start", {"command": "sleep", "args": [marker]})
+
+
+def test_a_process_bomb_past_the_quota_is_refused_and_starts_nothing(
+    ws: Path, store: SQLiteRunStore
+) -> None:
+    ctx = _ctx(ws, store, "run-bomb")
+    processes = ws / ".proctor" / "processes"
+    markers = [_marker() for _ in range(3 * DEFAULT_MAX_RUNNING)]
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def start(marker: str) -> None:
+        try:
+            _sleep(ctx, marker)
+            got = "started"
+        except ProctorError as exc:
+            got = exc.code
+        with lock:
+            outcomes.append(got)
+
+    # the bomb: three times the quota of starts at once, from threads racing one another
+    threads = [threading.Thread(target=start, args=(m,)) for m in markers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(set(outcomes)) == ["process_quota", "started"]
+    assert outcomes.count("started") == DEFAULT_MAX_RUNNING
+    # the refused starts left nothing: no folder, no process of theirs
+    assert len(list_processes(processes)) == DEFAULT_MAX_RUNNING
+    running = [m for m in markers if alive(m)]
+    assert len(running) == DEFAULT_MAX_RUNNING
+    # a refusal says why and what to do, and names the processes that hold the places
+    with pytest.raises(RefusedCall) as refused:
+        _sleep(ctx, _marker())
+    assert refused.value.code == "process_quota"
+    assert "stop one" in refused.value.message
+    assert len(refused.value.details["running"]) == DEFAULT_MAX_RUNNING
+    # another run (another tree) has places of its own
+    other = _sleep(_ctx(ws, store, "run-other"), _marker())
+    assert other["running"]
+    # a stopped process frees its place
+    first = list_processes(processes, run_id="run-bomb")[0]
+    stop(processes / first["process_id"])
+    again = _marker()
+    assert _sleep(ctx, again)["running"] and alive(again)
+
+
+def test_the_workspace_narrows_the_quota_and_may_not_widen_it(
+    ws: Path, store: SQLiteRunStore
+) -> None:
+    ctx = _ctx(ws, store, "run-narrow")
+    (ws / "proctor.toml").write_text("[processes]\nmax_running = 1\n")
+    first = _marker()
+    _sleep(ctx, first)
+    second = _marker()
+    with pytest.raises(RefusedCall) as refused:
+        _sleep(ctx, second)
+    assert refused.value.code == "process_quota" and not alive(second)
+    (ws / "proctor.toml").write_text(f"[processes]\nmax_running = {DEFAULT_MAX_RUNNING + 1}\n")
+    with pytest.raises(ConfigError) as wider:
+        _sleep(ctx, second)
+    assert wider.value.code == "bad_config" and not alive(second)
+    assert len(list_processes(ws / ".proctor" / "processes")) == 1
+
+
+KID = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: first
+        tool: process.start
+        inputs: {{command: sleep, args: ["{one}"]}}
+      - id: second
+        tool: process.start
+        inputs: {{command: sleep, args: ["{two}"]}}
+"""
+
+TOP = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: own
+        tool: process.start
+        inputs: {{command: sleep, args: ["{own}"]}}
+      - id: down
+        skill: ../kid
+        inputs: {{}}
+"""
+
+
+def test_the_quota_counts_across_a_parent_run_and_its_child_runs(ws: Path) -> None:
+    (ws / "proctor.toml").write_text("[processes]\nmax_running = 2\n")
+    own, one, two = _marker(), _marker(), _marker()
+    make_skill(ws, "kid", KID.format(one=one, two=two))
+    make_skill(ws, "top", TOP.format(own=own))
+    env = session(ws, environ={**os.environ, "PROCTOR_HOME": str(ws / ".home")}).run(
+        "top", cwd=ws
+    )
+    # the child's second start is the tree's third process: refused, and the failure is the
+    # child step's, so the root ends failed
+    assert env.outcome != "completed"
+    listed = list_processes(ws / ".proctor" / "processes")
+    assert len(listed) == 2 and all(p["running"] for p in listed)
+    runs = {p["run_id"] for p in listed}
+    assert env.run_id in runs and len(runs) == 2  # one of the root's, one of its child's
+    assert alive(own) and alive(one) and not alive(two)
+    audit = (ws / ".proctor" / "audit.jsonl").read_text()
+    assert '"process_quota"' in audit
+    # a second root run is a tree of its own: it is not held to the first tree's count
+    make_skill(ws, "alone", KID.format(one=_marker(), two=_marker()))
+    alone = session(ws, environ={**os.environ, "PROCTOR_HOME": str(ws / ".home")}).run(
+        "alone", cwd=ws
+    )
+    assert alone.outcome == "completed", alone.refusal
+
+
+def _supervisor(ws: Path, process_id: str) -> int:
+    state = json.loads((ws / ".proctor" / "processes" / process_id / "state.json").read_text())
+    return int(state["supervisor_pid"])
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_a_killed_supervisor_is_reconciled_lost_and_leaves_no_process(
+    ws: Path, store: SQLiteRunStore, sandboxed: bool
+) -> None:
+    extras: dict[str, Any] = {}
+    if not sandboxed:  # the program then has no PID namespace: the reconciling kills it
+        extras[SANDBOX_EXTRA] = SandboxUse("none", "off", network=True)
+    ctx = _ctx(ws, store, "run-lost", **extras)
+    marker = _marker()
+    started = _sleep(ctx, marker)
+    wait_until(lambda: bool(alive(marker)), "the program started")
+    os.kill(_supervisor(ws, started["process_id"]), signal.SIGKILL)
+    folder = ws / ".proctor" / "processes" / started["process_id"]
+    wait_until(lambda: not describe(folder)["running"], "the supervisor's lock was freed")
+    (listed,) = call(ctx, "process.list", {})["processes"]
+    assert listed["state"] == "lost" and listed["running"] is False
+    assert json.loads((folder / "state.json").read_text())["state"] == "lost"
+    wait_until(lambda: not alive(marker), "a process outlived its killed supervisor", 10)
+    # a lost process holds no place of the quota
+    (ws / "proctor.toml").write_text("[processes]\nmax_running = 1\n")
+    assert _sleep(ctx, _marker())["running"]
+
+
+def test_a_program_killed_under_its_supervisor_is_recorded_ended(
+    ws: Path, store: SQLiteRunStore
+) -> None:
+    ctx = _ctx(ws, store, "run-ended")
+    marker = _marker()
+    started = _sleep(ctx, marker)
+    wait_until(lambda: bool(alive(marker)), "the program started")
+    for process in alive(marker):
+        process.kill()
+    folder = ws / ".proctor" / "processes" / started["process_id"]
+    wait_until(lambda: not describe(folder)["running"], "the supervisor recorded the end")
+    ended = describe(folder)
+    assert ended["state"] == "exited" and ended["exit_code"] is not None
