@@ -223,3 +223,31 @@ def test_a_program_killed_under_its_supervisor_is_recorded_ended(
     wait_until(lambda: not describe(folder)["running"], "the supervisor recorded the end")
     ended = describe(folder)
     assert ended["state"] == "exited" and ended["exit_code"] is not None
+
+
+NOTHING = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: look
+        tool: data.digest
+        inputs: {value: 1}
+"""
+
+
+def test_the_next_run_open_reconciles_a_killed_supervisor(
+    ws: Path, store: SQLiteRunStore
+) -> None:
+    ctx = _ctx(ws, store, "run-before")
+    marker = _marker()
+    started = _sleep(ctx, marker)
+    os.kill(_supervisor(ws, started["process_id"]), signal.SIGKILL)
+    state = ws / ".proctor" / "processes" / started["process_id"] / "state.json"
+    wait_until(lambda: not alive(marker), "the sandbox ended with its supervisor", 10)
+    assert json.loads(state.read_text())["state"] == "running"  # nothing has read it yet
+    make_skill(ws, "nothing", NOTHING)
+    env = session(ws, environ={**os.environ, "PROCTOR_HOME": str(ws / ".home")}).run(
+        "nothing", cwd=ws
+    )
+    assert env.outcome == "completed", env.refusal
+    assert json.loads(state.read_text())["state"] == "lost"

@@ -42,6 +42,7 @@ __all__ = [
     "list_processes",
     "live_in_tree",
     "quota_lock",
+    "reconcile_lost",
     "read_output",
     "running",
     "send",
@@ -118,15 +119,18 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text.rpartition(")")[2].split()
 
 
-def _kill_session(leader: object, started: object) -> None:
+def _same(pid: object, started: object) -> bool:
+    """Whether ``pid`` is still the process recorded: its start time (``/proc`` ticks) must
+    match, so a reused pid is never signalled."""
+    if not isinstance(pid, int) or pid <= 1 or not isinstance(started, int):
+        return False
+    fields = _stat_fields(pid)
+    return fields is not None and len(fields) > 19 and int(fields[19]) == started
+
+
+def _kill_session(leader: int) -> None:
     """Kill every process of the session ``leader`` began (the supervisor started the program
-    in a session of its own), once ``leader`` is still the process recorded: its start time
-    (``/proc`` ticks) must match, so a reused pid is never signalled."""
-    if not isinstance(leader, int) or leader <= 1 or not isinstance(started, int):
-        return
-    fields = _stat_fields(leader)
-    if fields is None or len(fields) < 20 or int(fields[19]) != started:
-        return
+    in a session of its own)."""
     with contextlib.suppress(OSError):
         os.killpg(leader, signal.SIGKILL)
     for name in os.listdir("/proc"):
@@ -141,7 +145,12 @@ def _kill_session(leader: object, started: object) -> None:
 def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
     """The supervisor died while its state said ``running``: end what is left of the program
     and record the process ``lost``."""
-    _kill_session(state.get("child_pid"), state.get("child_start"))
+    if _same(state.get("sandbox_pid"), state.get("sandbox_start")):
+        # bubblewrap's namespace init: its end ends every process of the sandbox
+        with contextlib.suppress(OSError):
+            os.kill(state["sandbox_pid"], signal.SIGKILL)
+    if _same(state.get("child_pid"), state.get("child_start")):
+        _kill_session(state["child_pid"])
     lost = {
         **state,
         "state": "lost",
@@ -195,6 +204,22 @@ def list_processes(processes: Path, *, run_id: str | None = None) -> list[dict[s
             found.append(info)
     found.sort(key=lambda item: item.get("started_at") or 0)
     return found
+
+
+def reconcile_lost(processes: Path) -> list[str]:
+    """Reconcile every process of the workspace whose supervisor died unrecorded (as reading
+    it would); return their ids. Reads only each folder's ``state.json`` and lock."""
+    lost = []
+    if not processes.is_dir():
+        return lost
+    for folder in sorted(processes.iterdir()):
+        if not _ID.match(folder.name):
+            continue
+        state = _json(folder / "state.json")
+        if state.get("state") == "running" and not running(folder):
+            _reconcile_lost(folder, state)
+            lost.append(folder.name)
+    return lost
 
 
 @contextlib.contextmanager

@@ -52,6 +52,7 @@ SEGMENT_BYTES = 4 * 1024 * 1024
 SUPERVISOR_MEMORY = 128 * 1024 * 1024
 """The address space a supervisor may use once its program runs (about 20 MiB are mapped)."""
 _GRACE_SECONDS = 3.0
+_SETUP_SECONDS = 10.0
 _REDACTED = b"[REDACTED]"
 _PR_SET_CHILD_SUBREAPER = 36
 _HEADER = struct.Struct(">cI")
@@ -144,6 +145,34 @@ def _signal_tree(sig: int) -> None:
             os.kill(pid, sig)
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
+            return [int(part) for part in handle.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _sandbox_up(outer: int, seconds: float) -> int | None:
+    """Wait until bubblewrap's namespace init (``outer``'s child) has started the program;
+    return its pid (``None`` once ``outer`` ended, or after ``seconds``).
+
+    Until then the init has not bound its life to bubblewrap's (``--die-with-parent`` takes
+    hold in it only after the sandbox is set up): a supervisor killed earlier would leave it
+    running, so the supervisor says it started only after this, and records the init's pid
+    for whoever finds the supervisor dead (:mod:`proctor.runtime.tools.procs_log`)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for inner in _children(outer):
+            if _children(inner):
+                return inner
+        state = _stat(str(outer))
+        if not state or state[0] == b"Z":
+            return None
+        time.sleep(0.001)
+    return None
+
+
 def _reap_tree(seconds: float) -> None:
     """Reap what the kill left until nothing lives below this process, for ``seconds`` at most
     (orphans of the program are re-parented here, and waited for like children)."""
@@ -172,6 +201,7 @@ class Supervisor:
         self.deadline = time.monotonic() + float(spec["max_seconds"])
         self.master: int | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.sandbox: list[int | None] = [None, None]  # the namespace init: pid, start time
 
     def start(self) -> None:
         tty = self.spec.get("tty")
@@ -190,6 +220,11 @@ class Supervisor:
                 argv, cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
             )  # fmt: skip
+        if self.spec.get("sandbox") == "bubblewrap":
+            inner = _sandbox_up(self.proc.pid, _SETUP_SECONDS)
+            fields = _stat(str(inner)) if inner is not None else []
+            if len(fields) > 19:
+                self.sandbox = [inner, int(fields[19])]
 
     @staticmethod
     def _winsize(fd: int, rows: int, cols: int) -> None:
@@ -206,6 +241,8 @@ class Supervisor:
                 "supervisor_pid": os.getpid(),
                 "child_pid": self.proc.pid,
                 "child_start": int(started[19]) if len(started) > 19 else None,
+                "sandbox_pid": self.sandbox[0],
+                "sandbox_start": self.sandbox[1],
                 **extra,
             },
         )
