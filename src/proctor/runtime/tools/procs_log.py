@@ -209,7 +209,7 @@ def list_processes(processes: Path, *, run_id: str | None = None) -> list[dict[s
 def reconcile_lost(processes: Path) -> list[str]:
     """Reconcile every process of the workspace whose supervisor died unrecorded (as reading
     it would); return their ids. Reads only each folder's ``state.json`` and lock."""
-    lost = []
+    lost: list[str] = []
     if not processes.is_dir():
         return lost
     for folder in sorted(processes.iterdir()):
@@ -236,7 +236,7 @@ def quota_lock(processes: Path) -> Iterator[None]:
 def live_in_tree(processes: Path, tree: str) -> list[str]:
     """The ids of the running processes of the run tree whose root is ``tree`` (a process
     started before trees were recorded counts by its own run)."""
-    found = []
+    found: list[str] = []
     if not processes.is_dir():
         return found
     for folder in sorted(processes.iterdir()):

@@ -3,8 +3,8 @@
 Run as ``python -I procs_supervisor.py <folder>`` by :mod:`proctor.runtime.tools.procs`, with
 the program's environment and the secret values delivered to it as one JSON document on stdin
 (never on disk, never on a command line). It imports only the standard library (no psutil: the
-tree is read from ``/proc``), so it starts quickly, costs little memory per process and loads
-nothing of the workspace. It:
+tree is read from ``/proc``; no subprocess: the program is started with ``posix_spawn``), so
+it starts quickly, costs little memory per process and loads nothing of the workspace. It:
 
 - forks once and lets its first process exit, so the tool that spawned it can reap it: the
   supervisor then belongs to no run's driver and outlives the run's pause or end;
@@ -40,7 +40,6 @@ import resource
 import select
 import signal
 import struct
-import subprocess
 import sys
 import termios
 import time
@@ -186,6 +185,51 @@ def _reap_tree(seconds: float) -> None:
         time.sleep(0.005)
 
 
+class _Child:
+    """The supervised program, started with ``posix_spawn`` in a session of its own, its
+    standard descriptors ``fds`` (importing subprocess would cost each supervisor 1 MiB)."""
+
+    def __init__(self, argv: list[str], *, cwd: str, env: dict[str, str], fds: list[int]) -> None:
+        path = argv[0]
+        if "/" not in path:  # looked up on the program's PATH, as subprocess does
+            found = (os.path.join(d, path) for d in os.get_exec_path(env))
+            path = next((f for f in found if os.path.isfile(f) and os.access(f, os.X_OK)), "")
+            if not path:
+                raise FileNotFoundError(2, "No such file or directory")
+        here = os.getcwd()
+        os.chdir(cwd)  # posix_spawn has no working-directory action before Python 3.13
+        try:
+            self.pid = os.posix_spawn(
+                path, argv, env,
+                file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)],
+                setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )  # fmt: skip
+        finally:
+            os.chdir(here)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code (``-signal`` when killed) once the program ended, else ``None``."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the end, ``timeout`` seconds at most (``None`` if it runs on)."""
+        if timeout is not None and self.returncode is None:
+            fd = os.pidfd_open(self.pid)
+            try:
+                select.select([fd], [], [], timeout)
+            finally:
+                os.close(fd)
+            return self.poll()
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
 class Supervisor:
     """One supervised program, from start to its recorded end."""
 
@@ -200,7 +244,9 @@ class Supervisor:
         self.stop_at: float | None = None
         self.deadline = time.monotonic() + float(spec["max_seconds"])
         self.master: int | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: _Child | None = None
+        self.stdin: int | None = None
+        self.outputs: list[int] = []  # stdout, stderr (a terminal's master otherwise)
         self.sandbox: list[int | None] = [None, None]  # the namespace init: pid, start time
 
     def start(self) -> None:
@@ -210,16 +256,23 @@ class Supervisor:
             master, slave = os.openpty()
             self._winsize(master, int(tty["rows"]), int(tty["cols"]))
             self.master = master
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=self.env, stdin=slave, stdout=slave, stderr=slave,
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
-            os.close(slave)
+            try:
+                self.proc = _Child(argv, cwd=cwd, env=self.env, fds=[slave, slave, slave])
+            finally:
+                os.close(slave)
         else:
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-            )  # fmt: skip
+            pipes = [os.pipe() for _ in range(3)]
+            try:
+                ends = [pipes[0][0], pipes[1][1], pipes[2][1]]
+                self.proc = _Child(argv, cwd=cwd, env=self.env, fds=ends)
+            except OSError:
+                for pair in pipes:
+                    os.close(pair[0])
+                    os.close(pair[1])
+                raise
+            for fd in ends:
+                os.close(fd)
+            self.stdin, self.outputs = pipes[0][1], [pipes[1][0], pipes[2][0]]
         if self.spec.get("sandbox") == "bubblewrap":
             inner = _sandbox_up(self.proc.pid, _SETUP_SECONDS)
             fields = _stat(str(inner)) if inner is not None else []
@@ -264,8 +317,8 @@ class Supervisor:
             self.applied.add(call)
             data = base64.b64decode(str(message.get("data", "")))
             target = self.master
-            if target is None and self.proc is not None and self.proc.stdin is not None:
-                target = self.proc.stdin.fileno()
+            if target is None:
+                target = self.stdin
             if target is not None:
                 with contextlib.suppress(OSError):
                     os.write(target, data)
@@ -282,9 +335,8 @@ class Supervisor:
         if self.master is not None:
             streams[self.master] = (b"t", _Scrubber(self.secrets))
         else:
-            assert self.proc.stdout is not None and self.proc.stderr is not None
-            streams[self.proc.stdout.fileno()] = (b"o", _Scrubber(self.secrets))
-            streams[self.proc.stderr.fileno()] = (b"e", _Scrubber(self.secrets))
+            streams[self.outputs[0]] = (b"o", _Scrubber(self.secrets))
+            streams[self.outputs[1]] = (b"e", _Scrubber(self.secrets))
         control_path = self.folder / "control"
         control = os.open(control_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         keep_open = os.open(control_path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -317,9 +369,9 @@ class Supervisor:
                     del streams[fd]
             if not streams and self.proc.poll() is None:
                 # the streams closed but the program runs on: wait for it (or its stop)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=max(0.01, min(1.0, wake - time.monotonic())))
+                self.proc.wait(timeout=max(0.01, min(1.0, wake - time.monotonic())))
         code = self.proc.wait()
+        assert code is not None
         _signal_tree(signal.SIGKILL)  # whatever outlived the program
         _reap_tree(_GRACE_SECONDS)
         os.close(control)
