@@ -176,4 +176,3 @@ def test_no_keystroke_reaches_the_drivers_terminal_and_no_host_process_is_seen(
             driver.stdout.close()
         os.close(master)
         os.close(slave)
-
