@@ -247,3 +247,23 @@ def test_the_next_run_open_reconciles_a_killed_supervisor(ws: Path, store: SQLit
     )
     assert env.outcome == "completed", env.refusal
     assert json.loads(state.read_text())["state"] == "lost"
+
+
+def _address_space(pid: int) -> str:
+    limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+    (line,) = [entry for entry in limits if entry.startswith("Max address space")]
+    return line.split()[3]  # the soft limit: a number of bytes, or "unlimited"
+
+
+def test_a_supervisor_caps_its_own_memory_and_not_its_programs(
+    ws: Path, store: SQLiteRunStore
+) -> None:
+    from proctor.runtime.tools.procs_supervisor import SUPERVISOR_MEMORY
+
+    ctx = _ctx(ws, store, "run-memory")
+    marker = _marker()
+    started = _sleep(ctx, marker)
+    wait_until(lambda: bool(alive(marker)), "the program started")
+    assert _address_space(_supervisor(ws, started["process_id"])) == str(SUPERVISOR_MEMORY)
+    (program,) = [p for p in alive(marker) if p.cmdline()[:1] == ["sleep"]]
+    assert _address_space(program.pid) == _address_space(os.getpid())  # inherited, not capped
