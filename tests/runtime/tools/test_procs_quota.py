@@ -3,12 +3,14 @@ reconciled to ``lost``, and nothing of a sandbox outlives the supervisor that st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,3 +269,53 @@ def test_a_supervisor_caps_its_own_memory_and_not_its_programs(
     assert _address_space(_supervisor(ws, started["process_id"])) == str(SUPERVISOR_MEMORY)
     (program,) = [p for p in alive(marker) if p.cmdline()[:1] == ["sleep"]]
     assert _address_space(program.pid) == _address_space(os.getpid())  # inherited, not capped
+
+
+def _kill_supervisor_at_bwrap(marker: str, seen: set[str]) -> None:
+    """Kill the supervisor the moment a bubblewrap of ``marker`` exists (its parent), reading
+    ``/proc`` in a tight loop: a poll with pauses would come after the sandbox is set up."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or name in seen:
+                continue
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+                parent = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()[1]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and cmdline[0].endswith(b"bwrap"):
+                with contextlib.suppress(OSError):
+                    os.kill(int(parent), signal.SIGKILL)
+                return
+            if b"procs_supervisor.py" not in b" ".join(cmdline):
+                seen.add(name)
+    raise AssertionError("no bubblewrap started")
+
+
+def test_a_supervisor_killed_while_it_starts_its_sandbox_leaves_no_process(
+    ws: Path, store: SQLiteRunStore
+) -> None:
+    # bubblewrap binds the sandbox's life to the supervisor's only part-way through its
+    # set-up; a supervisor killed before then must still leave nothing behind
+    ctx = _ctx(ws, store, "run-early")
+    for _ in range(4):
+        marker = _marker()
+        outcome: list[str] = []
+
+        def start(marker: str = marker, outcome: list[str] = outcome) -> None:
+            try:
+                _sleep(ctx, marker)
+                outcome.append("started")
+            except ProctorError as exc:
+                outcome.append(exc.code)
+
+        seen = set(os.listdir("/proc"))
+        starter = threading.Thread(target=start)
+        starter.start()
+        _kill_supervisor_at_bwrap(marker, seen)
+        starter.join(timeout=60)
+        assert outcome in (["started"], ["command_not_started"])
+        wait_until(lambda marker=marker: not alive(marker), "a process outlived its supervisor")
+    listed = list_processes(ws / ".proctor" / "processes")
+    assert listed and not [p for p in listed if p["running"] or p["state"] == "running"]

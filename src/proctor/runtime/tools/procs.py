@@ -175,6 +175,11 @@ def _start_counted(
         )
         launch, launch_env = bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env)
     process_id = "proc_" + secrets.token_hex(8)
+    # bubblewrap (and an unsandboxed program) carry the process id in their environment, so
+    # a reader that finds the supervisor dead finds them even if it died before recording them
+    launch_env = {**launch_env, procs_log.PROCESS_ENV: process_id}
+    if launch is not argv:
+        launch = [launch[0], "--unsetenv", procs_log.PROCESS_ENV, *launch[1:]]
     folder = processes / process_id
     folder.mkdir(mode=0o700)
     os.mkfifo(folder / "control", 0o600)
@@ -245,6 +250,7 @@ def _spawn(folder: Path, secret: dict[str, Any]) -> None:
     except ValueError:
         word = {}
     if not word.get("started"):
+        procs_log.abandon(folder)
         why = word.get("error", "no word from its supervisor")
         raise ToolFailed(
             f"the process could not be started ({why})",

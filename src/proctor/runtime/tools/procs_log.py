@@ -36,7 +36,9 @@ from proctor.errors import RefusedCall, ToolFailed
 
 __all__ = [
     "OUTPUT_SCHEMA",
+    "PROCESS_ENV",
     "PROCESS_ID_PATTERN",
+    "abandon",
     "describe",
     "folder_of",
     "list_processes",
@@ -50,11 +52,16 @@ __all__ = [
 ]
 
 OUTPUT_SCHEMA = "proctor.process.output.v1"
+PROCESS_ENV = "PROCTOR_PROCESS_ID"
+"""Set to the process id in the environment the supervisor starts bubblewrap (or, unsandboxed,
+the program) with; bubblewrap unsets it for the program."""
 PROCESS_ID_PATTERN = r"^proc_[0-9a-f]{16}$"
 _ID = re.compile(PROCESS_ID_PATTERN)
 _HEADER = struct.Struct(">cI")
 _STREAMS = {b"o": "stdout", b"e": "stderr", b"t": "terminal"}
 _STOP_SECONDS = 15.0
+# states a supervisor records before its end: found with the supervisor dead, they are lost
+_UNENDED = ("starting", "running")
 
 
 def folder_of(processes: Path, process_id: str, *, run_id: str | None) -> Path:
@@ -142,15 +149,39 @@ def _kill_session(leader: int) -> None:
                 os.kill(int(name), signal.SIGKILL)
 
 
+def _kill_marked(process_id: str) -> None:
+    """Kill every process started with ``PROCESS_ENV=process_id`` in its environment: a
+    supervisor killed before it recorded the program leaves them unnamed (bubblewrap binds its
+    life to the supervisor's only part-way through its set-up)."""
+    mark = f"\0{PROCESS_ENV}={process_id}\0".encode()
+    for _ in range(50):  # again until a pass finds none: one killed mid-fork has a new child
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    environ = b"\0" + handle.read()  # a zombie's reads empty
+            except OSError:
+                continue
+            if mark in environ:
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(name), signal.SIGKILL)
+        if not found:
+            return
+
+
 def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """The supervisor died while its state said ``running``: end what is left of the program
-    and record the process ``lost``."""
+    """The supervisor died while its state said ``starting`` or ``running``: end what is left
+    of the program and record the process ``lost``."""
     if _same(state.get("sandbox_pid"), state.get("sandbox_start")):
         # bubblewrap's namespace init: its end ends every process of the sandbox
         with contextlib.suppress(OSError):
             os.kill(state["sandbox_pid"], signal.SIGKILL)
     if _same(state.get("child_pid"), state.get("child_start")):
         _kill_session(state["child_pid"])
+    _kill_marked(folder.name)
     lost = {
         **state,
         "state": "lost",
@@ -165,12 +196,20 @@ def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
     return lost
 
 
+def abandon(folder: Path) -> None:
+    """A start whose supervisor gave no word: once the supervisor is dead, kill what it
+    started (named or not) and record the process ``lost``."""
+    state = _json(folder / "state.json")
+    if state.get("state") in (None, *_UNENDED) and not running(folder):
+        _reconcile_lost(folder, state)
+
+
 def describe(folder: Path) -> dict[str, Any]:
     """A process as ``process.list`` and ``proctor process list`` show it (a process whose
     supervisor died unrecorded is reconciled to ``lost`` first)."""
     spec, state = _json(folder / "spec.json"), _json(folder / "state.json")
     alive = running(folder)
-    if not alive and state.get("state") == "running":
+    if not alive and state.get("state") in _UNENDED:
         state = _reconcile_lost(folder, state)
     return {
         "process_id": folder.name,
@@ -216,7 +255,7 @@ def reconcile_lost(processes: Path) -> list[str]:
         if not _ID.match(folder.name):
             continue
         state = _json(folder / "state.json")
-        if state.get("state") == "running" and not running(folder):
+        if state.get("state") in _UNENDED and not running(folder):
             _reconcile_lost(folder, state)
             lost.append(folder.name)
     return lost

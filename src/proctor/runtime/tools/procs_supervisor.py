@@ -152,26 +152,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _sandbox_up(outer: int, seconds: float) -> int | None:
-    """Wait until bubblewrap's namespace init (``outer``'s child) has started the program;
-    return its pid (``None`` once ``outer`` ended, or after ``seconds``).
-
-    Until then the init has not bound its life to bubblewrap's (``--die-with-parent`` takes
-    hold in it only after the sandbox is set up): a supervisor killed earlier would leave it
-    running, so the supervisor says it started only after this, and records the init's pid
-    for whoever finds the supervisor dead (:mod:`proctor.runtime.tools.procs_log`)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        for inner in _children(outer):
-            if _children(inner):
-                return inner
-        state = _stat(str(outer))
-        if not state or state[0] == b"Z":
-            return None
-        time.sleep(0.001)
-    return None
-
-
 def _reap_tree(seconds: float) -> None:
     """Reap what the kill left until nothing lives below this process, for ``seconds`` at most
     (orphans of the program are re-parented here, and waited for like children)."""
@@ -273,11 +253,36 @@ class Supervisor:
             for fd in ends:
                 os.close(fd)
             self.stdin, self.outputs = pipes[0][1], [pipes[1][0], pipes[2][0]]
+        # recorded at once: a reader that finds this supervisor dead kills the program's session
+        self.state(state="starting")
         if self.spec.get("sandbox") == "bubblewrap":
-            inner = _sandbox_up(self.proc.pid, _SETUP_SECONDS)
-            fields = _stat(str(inner)) if inner is not None else []
-            if len(fields) > 19:
-                self.sandbox = [inner, int(fields[19])]
+            self._await_sandbox()
+
+    def _await_sandbox(self) -> None:
+        """Record bubblewrap's namespace init (its child) as soon as it exists, then wait
+        until it has started the program (at most :data:`_SETUP_SECONDS`).
+
+        Until then the init has not bound its life to bubblewrap's (``--die-with-parent`` takes
+        hold in it only once the sandbox is set up): a supervisor killed earlier would leave it
+        running. So the start is reported only after this, and the init is recorded
+        (``starting``) for whoever finds this supervisor dead
+        (:mod:`proctor.runtime.tools.procs_log` kills it)."""
+        assert self.proc is not None
+        outer = self.proc.pid
+        deadline = time.monotonic() + _SETUP_SECONDS
+        while time.monotonic() < deadline:
+            inner = _children(outer)[:1]
+            if inner and self.sandbox[0] != inner[0]:
+                fields = _stat(str(inner[0]))
+                if len(fields) > 19:
+                    self.sandbox = [inner[0], int(fields[19])]
+                    self.state(state="starting")
+            if inner and _children(inner[0]):
+                return
+            fields = _stat(str(outer))
+            if not fields or fields[0] == b"Z":
+                return
+            time.sleep(0.001)
 
     @staticmethod
     def _winsize(fd: int, rows: int, cols: int) -> None:
