@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.runtime.boundary.sandbox_support import BWRAP, alive, needs_bwrap, wait_until
@@ -123,6 +124,45 @@ def test_killing_the_driver_mid_command_leaves_no_process_of_the_sandbox(tmp_pat
             driver.wait()
         assert driver.stdout is not None
         driver.stdout.close()
+
+
+def _kill_at_bwrap(driver: subprocess.Popen[str], marker: str, seen: set[str]) -> None:
+    """SIGKILL ``driver`` the moment a bubblewrap of ``marker`` exists, reading ``/proc`` in a
+    tight loop (a poll with pauses would come after the sandbox is set up)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or name in seen:
+                continue
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in cmdline and cmdline[0].endswith(b"bwrap"):
+                driver.kill()
+                return
+            if cmdline != [b""]:  # not yet exec'd: look again
+                seen.add(name)
+    raise AssertionError("no bubblewrap started")
+
+
+def test_killing_the_driver_while_bubblewrap_sets_up_leaves_nothing(tmp_path: Path) -> None:
+    # --die-with-parent takes hold in the sandbox's first process only once it is set up
+    root = make_workspace(tmp_path / "ws")
+    for _ in range(4):
+        marker = f"701.{secrets.randbelow(10**9):09d}"
+        seen = set(os.listdir("/proc"))
+        driver = _driver(root, [["sandbox", ["sleep", marker]]], terminal=None)
+        try:
+            _kill_at_bwrap(driver, marker, seen)
+            driver.wait(timeout=30)
+            wait_until(lambda m=marker: not alive(m), "a sandbox outlived its killed driver", 10)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+            assert driver.stdout is not None
+            driver.stdout.close()
 
 
 def _pending_input(fd: int) -> bytes:
