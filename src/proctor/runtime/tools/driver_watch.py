@@ -73,12 +73,23 @@ def mark() -> str | None:
             os.close(inherited)
         entry = f"{MARK_ENV}={secrets.token_hex(16)}"
         read, write = os.pipe()  # both close on exec: no program started later holds them
+        # the watch holds nothing else of the driver's: a caller reading the driver's output
+        # to its end must not wait for the watch
+        actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
+            (os.POSIX_SPAWN_DUP2, read, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd > 2 and fd != read and _inheritable(fd):
+                actions.append((os.POSIX_SPAWN_CLOSE, fd))
         try:
             os.posix_spawn(
                 sys.executable,
                 [sys.executable, "-I", "-S", "-c", _WATCH, entry],
                 {},
-                file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)],
+                file_actions=actions,
                 setsid=True,
             )
         except OSError:
@@ -90,6 +101,13 @@ def mark() -> str | None:
         # the write end stays open for the life of this process: its end is the watch's word
         _STATE.update(pid=os.getpid(), entry=entry, fd=write)
         return entry
+
+
+def _inheritable(fd: int) -> bool:
+    try:
+        return os.get_inheritable(fd)
+    except OSError:  # the descriptor listing /proc/self/fd, closed since
+        return False
 
 
 def marked(launch: list[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
