@@ -1,4 +1,6 @@
-"""Bundles a crashed driver left half-applied, rolled back before a run starts or resumes."""
+"""What a crash left behind, recovered before a run starts or resumes: bundles a crashed driver
+left half-applied are rolled back, and processes whose supervisor was killed are recorded
+``lost`` (never left ``running``)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ __all__ = ["recover_open_bundles"]
 def recover_open_bundles(host: RunHost) -> list[str]:
     """Roll back what crashed drivers left half-applied (see
     :func:`proctor.runtime.tools.fs_bundle.recover_bundles`); the bundle tool loads only when
-    the store holds an open journal."""
+    the store holds an open journal. Processes whose supervisor died are reconciled first
+    (:func:`proctor.runtime.tools.procs_log.reconcile_lost`; loaded only when the workspace
+    has a processes folder)."""
+    processes = host.workspace.state_dir / "processes"
+    if processes.is_dir():
+        from proctor.runtime.tools.procs_log import reconcile_lost
+
+        reconcile_lost(processes)
     if not host.store.journal_pending():
         return []
     from proctor.runtime.tools.fs_bundle import recover_bundles

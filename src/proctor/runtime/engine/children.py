@@ -117,6 +117,15 @@ def _count_sealed(session: ChildHost, call: ChildCall, envelope: RunEnvelope) ->
         store.update_run(call.parent_run_id, data={"child_receipts": before + size})
 
 
+def _tree_of(session: ChildHost, call: ChildCall) -> str:
+    """The root run of the tree ``call`` belongs to (its parent's root, or the parent)."""
+    if call.parent_run_id is None:
+        return call.run_id
+    parent = session.store.get_run(call.parent_run_id)
+    tree = (parent.data if parent else {}).get("tree")
+    return tree if isinstance(tree, str) else call.parent_run_id
+
+
 def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
     from proctor.parser.skill import select_method
 
@@ -154,6 +163,8 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
             "started_at": session.clock().isoformat(),
             "depth": call.depth,
             "reuse_key": key,
+            # the tree's root: limits the whole tree shares (live processes) count by it
+            "tree": _tree_of(session, call),
         },
     )
     if skill.origin is not None:

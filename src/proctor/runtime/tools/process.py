@@ -12,7 +12,10 @@ whatever is left and waits until it is gone:
 - without a sandbox (``auto`` on a host without bubblewrap, or ``off``) psutil walks the
   leader's descendants and the process group is killed, which a double fork escapes;
 - afterwards the sandbox's :class:`~proctor.runtime.boundary.sandbox_sweep.Sweep` removes any
-  entry a run may never write that the program created.
+  entry a run may never write that the program created;
+- if the driver itself dies, bubblewrap's ``--die-with-parent`` ends the sandbox, and the
+  driver's watch (:mod:`proctor.runtime.tools.driver_watch`) ends one whose set-up the death
+  interrupted.
 
 :func:`stop_running` kills every program running now (the driver is stopping); :func:`finish`
 then says it was stopped.
@@ -38,6 +41,7 @@ from proctor.errors import ToolFailed
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.sandbox_sweep import Sweep
+from proctor.runtime.tools import driver_watch
 
 if TYPE_CHECKING:
     import psutil
@@ -142,7 +146,7 @@ def start(
         spec, sweep = run_sandbox(workspace, environ=environ, env=env, cwd=cwd, network=use.network)
         info = os.pipe()
         launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1])
-        launch_env = dict(spec.env)
+        launch, launch_env = driver_watch.marked(launch, dict(spec.env))
     try:
         proc = subprocess.Popen(
             launch,

@@ -11,7 +11,10 @@ them (a dev server, a watcher, an interactive program).
   its output in a bounded log under ``.proctor/processes/`` and stops it at ``max_seconds``
   (3600 by default, at most 86400). It returns a ``proctor.process.v1`` with the
   ``process_id``. The process belongs to the run that started it and keeps running while the
-  run pauses or after it ends; only that run's calls (and a person, ``proctor process``) reach it;
+  run pauses or after it ends; only that run's calls (and a person, ``proctor process``) reach it.
+  A run's tree (the root run and its child runs) has at most :data:`DEFAULT_MAX_RUNNING` live
+  processes, or fewer as ``proctor.toml [processes] max_running`` says; a start past that is
+  refused ``process_quota`` before anything starts;
 - ``process.read {process_id, after?, max_bytes?}`` returns the output after a cursor, each part
   tagged ``stdout``, ``stderr`` or ``terminal``, the next cursor, the bytes the log dropped and
   whether it still runs. A secret delivered to the process is replaced in the log before it is
@@ -33,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proctor.errors import RefusedCall, ToolFailed
+from proctor.errors import ConfigError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.tools import procs_log
@@ -48,10 +51,12 @@ from proctor.runtime.tools.command import (
 from proctor.runtime.tools.fs import PATH_SCHEMA
 from proctor.runtime.tools.process import check_startable
 
-__all__ = ["process_tools", "processes_dir"]
+__all__ = ["DEFAULT_MAX_RUNNING", "process_tools", "processes_dir"]
 
 PROCESS_SCHEMA = "proctor.process.v1"
 DEFAULT_MAX_SECONDS = 3600
+DEFAULT_MAX_RUNNING = 8
+"""Live processes one run tree may have at once; a workspace may only lower it."""
 _START_SECONDS = 15.0
 _SUPERVISOR = Path(__file__).with_name("procs_supervisor.py")
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -83,7 +88,81 @@ def _env(ctx: ToolContext, declared: dict[str, str]) -> tuple[dict[str, str], li
     return env, delivered
 
 
+def max_running(workspace_root: Path) -> int:
+    """``[processes] max_running`` of ``<root>/proctor.toml`` (:data:`DEFAULT_MAX_RUNNING` when
+    either is absent).
+
+    Raises:
+        ConfigError: ``bad_config``: not valid TOML, an unknown key, or a value that is not a
+            whole number from 1 to :data:`DEFAULT_MAX_RUNNING` (a workspace only narrows it).
+    """
+    path = workspace_root / "proctor.toml"
+    if not path.is_file():
+        return DEFAULT_MAX_RUNNING
+    import tomllib  # read only when the workspace has a proctor.toml
+
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"proctor.toml cannot be read: {exc}", code="bad_config") from exc
+    table = doc.get("processes", {})
+    if not isinstance(table, dict) or set(table) - {"max_running"}:
+        raise ConfigError(
+            "proctor.toml: [processes] must be a table whose only key is max_running",
+            code="bad_config",
+        )
+    value = table.get("max_running", DEFAULT_MAX_RUNNING)
+    if isinstance(value, bool) or not isinstance(value, int):
+        value = 0
+    if not 1 <= value <= DEFAULT_MAX_RUNNING:
+        raise ConfigError(
+            f"proctor.toml: [processes] max_running must be a whole number from 1 to "
+            f"{DEFAULT_MAX_RUNNING} (a workspace can lower proctor's limit, not raise it)",
+            code="bad_config",
+        )
+    return value
+
+
+def _tree_of(ctx: ToolContext) -> str:
+    """The root run of the call's run tree (a child run's record names it as ``tree``)."""
+    record = ctx.store.get_run(ctx.run_id)
+    tree = (record.data if record is not None else {}).get("tree")
+    return tree if isinstance(tree, str) else ctx.run_id
+
+
+def _check_quota(ctx: ToolContext, processes: Path, tree: str) -> None:
+    """Refuse a start past the tree's limit of live processes (held under the quota lock,
+    so two starts cannot both take the last place).
+
+    Raises:
+        RefusedCall: ``process_quota``.
+        ConfigError: ``bad_config`` (``[processes]`` of ``proctor.toml``).
+    """
+    limit = max_running(ctx.workspace.root)
+    live = procs_log.live_in_tree(processes, tree)
+    if len(live) >= limit:
+        raise RefusedCall(
+            f"this run's tree already has {len(live)} running process(es), its limit is "
+            f"{limit}: stop one (process.stop, or `proctor process stop ID`) before starting "
+            "another",
+            code="process_quota",
+            details={"running": live, "limit": limit},
+        )
+
+
 def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    processes = processes_dir(ctx)
+    tree = _tree_of(ctx)
+    # the quota lock is held from the count until the supervisor holds its own lock (or
+    # failed): a process is counted live from then on
+    with procs_log.quota_lock(processes):
+        _check_quota(ctx, processes, tree)
+        return _start_counted(ctx, args, processes, tree)
+
+
+def _start_counted(
+    ctx: ToolContext, args: dict[str, Any], processes: Path, tree: str
+) -> dict[str, Any]:
     argv = [str(args["command"]), *(str(a) for a in args.get("args", []))]
     cwd = ctx.workspace.resolve(args.get("cwd", "."), "list")
     env, delivered = _env(ctx, dict(args.get("env", {})))
@@ -96,12 +175,18 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         )
         launch, launch_env = bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env)
     process_id = "proc_" + secrets.token_hex(8)
-    folder = processes_dir(ctx) / process_id
+    # bubblewrap (and an unsandboxed program) carry the process id in their environment, so
+    # a reader that finds the supervisor dead finds them even if it died before recording them
+    launch_env = {**launch_env, procs_log.PROCESS_ENV: process_id}
+    if launch is not argv:
+        launch = [launch[0], "--unsetenv", procs_log.PROCESS_ENV, *launch[1:]]
+    folder = processes / process_id
     folder.mkdir(mode=0o700)
     os.mkfifo(folder / "control", 0o600)
     max_seconds = int(args.get("max_seconds", DEFAULT_MAX_SECONDS))
     spec_doc = {
         "run_id": ctx.run_id,
+        "tree": tree,
         "step_id": ctx.step_id,
         "call_id": ctx.call_id,
         "argv": argv,
@@ -165,6 +250,7 @@ def _spawn(folder: Path, secret: dict[str, Any]) -> None:
     except ValueError:
         word = {}
     if not word.get("started"):
+        procs_log.abandon(folder)
         why = word.get("error", "no word from its supervisor")
         raise ToolFailed(
             f"the process could not be started ({why})",

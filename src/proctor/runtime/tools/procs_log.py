@@ -5,18 +5,18 @@ Each process has a folder (named by its ``process_id``) that its supervisor
 run; no secret), ``state.json`` (how it runs or ended), ``lock`` (held while the supervisor
 lives), ``control`` (a FIFO of commands) and the log segments. This module reads them for the
 ``process.*`` tools and for ``proctor process``: :func:`list_processes`, :func:`read_output`,
-:func:`send` and :func:`stop`.
+:func:`send` and :func:`stop`; and counts a run tree's live processes for the quota
+(:func:`live_in_tree`, under :func:`quota_lock`).
+
+A process whose supervisor died without recording how it ended (SIGKILL, the machine's OOM
+killer) is reconciled the next time anything reads it: what is left of its program is killed
+and it is recorded ``lost``, never left ``running``.
 
 Refusals: ``process_unknown`` (no such process, or one another run started),
 ``process_id_invalid``, ``process_not_running`` (a write or resize to a process that ended).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 import base64
 import contextlib
@@ -28,6 +28,7 @@ import select
 import signal
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,22 +36,32 @@ from proctor.errors import RefusedCall, ToolFailed
 
 __all__ = [
     "OUTPUT_SCHEMA",
+    "PROCESS_ENV",
     "PROCESS_ID_PATTERN",
+    "abandon",
     "describe",
     "folder_of",
     "list_processes",
+    "live_in_tree",
+    "quota_lock",
     "read_output",
+    "reconcile_lost",
     "running",
     "send",
     "stop",
 ]
 
 OUTPUT_SCHEMA = "proctor.process.output.v1"
+PROCESS_ENV = "PROCTOR_PROCESS_ID"
+"""Set to the process id in the environment the supervisor starts bubblewrap (or, unsandboxed,
+the program) with; bubblewrap unsets it for the program."""
 PROCESS_ID_PATTERN = r"^proc_[0-9a-f]{16}$"
 _ID = re.compile(PROCESS_ID_PATTERN)
 _HEADER = struct.Struct(">cI")
 _STREAMS = {b"o": "stdout", b"e": "stderr", b"t": "terminal"}
 _STOP_SECONDS = 15.0
+# states a supervisor records before its end: found with the supervisor dead, they are lost
+_UNENDED = ("starting", "running")
 
 
 def folder_of(processes: Path, process_id: str, *, run_id: str | None) -> Path:
@@ -105,10 +116,101 @@ def _json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def _same(pid: object, started: object) -> bool:
+    """Whether ``pid`` is still the process recorded: its start time (``/proc`` ticks) must
+    match, so a reused pid is never signalled."""
+    if not isinstance(pid, int) or pid <= 1 or not isinstance(started, int):
+        return False
+    fields = _stat_fields(pid)
+    return fields is not None and len(fields) > 19 and int(fields[19]) == started
+
+
+def _kill_session(leader: int) -> None:
+    """Kill every process of the session ``leader`` began (the supervisor started the program
+    in a session of its own)."""
+    with contextlib.suppress(OSError):
+        os.killpg(leader, signal.SIGKILL)
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        member = _stat_fields(int(name))
+        if member is not None and member[3] == str(leader):  # its session id
+            with contextlib.suppress(OSError):
+                os.kill(int(name), signal.SIGKILL)
+
+
+def _kill_marked(process_id: str) -> None:
+    """Kill every process started with ``PROCESS_ENV=process_id`` in its environment: a
+    supervisor killed before it recorded the program leaves them unnamed (bubblewrap binds its
+    life to the supervisor's only part-way through its set-up)."""
+    mark = f"\0{PROCESS_ENV}={process_id}\0".encode()
+    for _ in range(50):  # again until a pass finds none: one killed mid-fork has a new child
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    environ = b"\0" + handle.read()  # a zombie's reads empty
+            except OSError:
+                continue
+            if mark in environ:
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(name), signal.SIGKILL)
+        if not found:
+            return
+
+
+def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """The supervisor died while its state said ``starting`` or ``running``: end what is left
+    of the program and record the process ``lost``."""
+    if _same(state.get("sandbox_pid"), state.get("sandbox_start")):
+        # bubblewrap's namespace init: its end ends every process of the sandbox
+        with contextlib.suppress(OSError):
+            os.kill(state["sandbox_pid"], signal.SIGKILL)
+    if _same(state.get("child_pid"), state.get("child_start")):
+        _kill_session(state["child_pid"])
+    _kill_marked(folder.name)
+    lost = {
+        **state,
+        "state": "lost",
+        "ended_at": time.time(),
+        "exit_code": None,
+        "lost": "its supervisor was killed before it recorded how the process ended",
+    }
+    temp = folder / f".state.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        temp.write_text(json.dumps(lost, sort_keys=True))
+        os.replace(temp, folder / "state.json")
+    return lost
+
+
+def abandon(folder: Path) -> None:
+    """A start whose supervisor gave no word: once the supervisor is dead, kill what it
+    started (named or not) and record the process ``lost``."""
+    state = _json(folder / "state.json")
+    if state.get("state") in (None, *_UNENDED) and not running(folder):
+        _reconcile_lost(folder, state)
+
+
 def describe(folder: Path) -> dict[str, Any]:
-    """A process as ``process.list`` and ``proctor process list`` show it."""
+    """A process as ``process.list`` and ``proctor process list`` show it (a process whose
+    supervisor died unrecorded is reconciled to ``lost`` first)."""
     spec, state = _json(folder / "spec.json"), _json(folder / "state.json")
     alive = running(folder)
+    if not alive and state.get("state") in _UNENDED:
+        state = _reconcile_lost(folder, state)
     return {
         "process_id": folder.name,
         "run_id": spec.get("run_id"),
@@ -140,6 +242,48 @@ def list_processes(processes: Path, *, run_id: str | None = None) -> list[dict[s
         if run_id is None or info["run_id"] == run_id:
             found.append(info)
     found.sort(key=lambda item: item.get("started_at") or 0)
+    return found
+
+
+def reconcile_lost(processes: Path) -> list[str]:
+    """Reconcile every process of the workspace whose supervisor died unrecorded (as reading
+    it would); return their ids. Reads only each folder's ``state.json`` and lock."""
+    lost: list[str] = []
+    if not processes.is_dir():
+        return lost
+    for folder in sorted(processes.iterdir()):
+        if not _ID.match(folder.name):
+            continue
+        state = _json(folder / "state.json")
+        if state.get("state") in _UNENDED and not running(folder):
+            _reconcile_lost(folder, state)
+            lost.append(folder.name)
+    return lost
+
+
+@contextlib.contextmanager
+def quota_lock(processes: Path) -> Iterator[None]:
+    """Hold the workspace's process quota lock (``processes/.quota``, flock) while inside."""
+    fd = os.open(processes / ".quota", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def live_in_tree(processes: Path, tree: str) -> list[str]:
+    """The ids of the running processes of the run tree whose root is ``tree`` (a process
+    started before trees were recorded counts by its own run)."""
+    found: list[str] = []
+    if not processes.is_dir():
+        return found
+    for folder in sorted(processes.iterdir()):
+        if not _ID.match(folder.name) or not running(folder):
+            continue
+        spec = _json(folder / "spec.json")
+        if (spec.get("tree") or spec.get("run_id")) == tree:
+            found.append(folder.name)
     return found
 
 

@@ -2,12 +2,16 @@
 
 Run as ``python -I procs_supervisor.py <folder>`` by :mod:`proctor.runtime.tools.procs`, with
 the program's environment and the secret values delivered to it as one JSON document on stdin
-(never on disk, never on a command line). It imports only the standard library and psutil, so
-it starts quickly and loads nothing of the workspace. It:
+(never on disk, never on a command line). It imports only the standard library (no psutil: the
+tree is read from ``/proc``; no subprocess: the program is started with ``posix_spawn``), so
+it starts quickly, costs little memory per process and loads nothing of the workspace. It:
 
 - forks once and lets its first process exit, so the tool that spawned it can reap it: the
   supervisor then belongs to no run's driver and outlives the run's pause or end;
 - holds ``lock`` (flock) for its whole life: the process is running exactly while it is held;
+- once the program has started, caps its own address space (``RLIMIT_AS``,
+  :data:`SUPERVISOR_MEMORY`; the program is not bound by it), so a run tree's supervisors cost
+  at most its process quota times that;
 - marks itself a child subreaper, so a program that double-forks is still its descendant and
   is killed with the tree (under bubblewrap the sandbox's PID namespace does that too, and
   ``--die-with-parent`` ends the sandbox if the supervisor itself is killed);
@@ -32,21 +36,22 @@ import ctypes
 import fcntl
 import json
 import os
+import resource
 import select
 import signal
 import struct
-import subprocess
 import sys
 import termios
 import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 SEGMENT_BYTES = 4 * 1024 * 1024
 """A log segment's size; two are kept, so a process's log holds at most 8 MiB."""
+SUPERVISOR_MEMORY = 128 * 1024 * 1024
+"""The address space a supervisor may use once its program runs (about 20 MiB are mapped)."""
 _GRACE_SECONDS = 3.0
+_SETUP_SECONDS = 10.0
 _REDACTED = b"[REDACTED]"
 _PR_SET_CHILD_SUBREAPER = 36
 _HEADER = struct.Struct(">cI")
@@ -106,16 +111,103 @@ class _Scrubber:
         return out
 
 
-def _tree(root: psutil.Process) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        return [root, *root.children(recursive=True)]
-    return []
+def _stat(pid: str) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` state, ``[1]`` ppid,
+    ``[19]`` start time); empty once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rpartition(b")")[2].split()
+    except OSError:
+        return []
 
 
-def _signal_tree(me: psutil.Process, sig: int) -> None:
-    for member in reversed(_tree(me)[1:]):
-        with contextlib.suppress(psutil.Error):
-            member.send_signal(sig)
+def _descendants(*, living: bool = False) -> list[int]:
+    """Every process below this one, parents before their children (with ``living``, zombies
+    left out). A child subreaper's orphans stay below it, so this is the program's whole tree."""
+    below: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat(name)
+            if fields and not (living and fields[0] == b"Z"):
+                below.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in below.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_tree(sig: int) -> None:
+    for pid in reversed(_descendants()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
+            return [int(part) for part in handle.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _reap_tree(seconds: float) -> None:
+    """Reap what the kill left until nothing lives below this process, for ``seconds`` at most
+    (orphans of the program are re-parented here, and waited for like children)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        if not _descendants(living=True):
+            return
+        time.sleep(0.005)
+
+
+class _Child:
+    """The supervised program, started with ``posix_spawn`` in a session of its own, its
+    standard descriptors ``fds`` (importing subprocess would cost each supervisor 1 MiB)."""
+
+    def __init__(self, argv: list[str], *, cwd: str, env: dict[str, str], fds: list[int]) -> None:
+        path = argv[0]
+        if "/" not in path:  # looked up on the program's PATH, as subprocess does
+            found = (os.path.join(d, path) for d in os.get_exec_path(env))
+            path = next((f for f in found if os.path.isfile(f) and os.access(f, os.X_OK)), "")
+            if not path:
+                raise FileNotFoundError(2, "No such file or directory")
+        here = os.getcwd()
+        os.chdir(cwd)  # posix_spawn has no working-directory action before Python 3.13
+        try:
+            self.pid = os.posix_spawn(
+                path, argv, env,
+                file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)],
+                setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )  # fmt: skip
+        finally:
+            os.chdir(here)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code (``-signal`` when killed) once the program ended, else ``None``."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the end, ``timeout`` seconds at most (``None`` if it runs on)."""
+        if timeout is not None and self.returncode is None:
+            fd = os.pidfd_open(self.pid)
+            try:
+                select.select([fd], [], [], timeout)
+            finally:
+                os.close(fd)
+            return self.poll()
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
 
 
 class Supervisor:
@@ -132,7 +224,10 @@ class Supervisor:
         self.stop_at: float | None = None
         self.deadline = time.monotonic() + float(spec["max_seconds"])
         self.master: int | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: _Child | None = None
+        self.stdin: int | None = None
+        self.outputs: list[int] = []  # stdout, stderr (a terminal's master otherwise)
+        self.sandbox: list[int | None] = [None, None]  # the namespace init: pid, start time
 
     def start(self) -> None:
         tty = self.spec.get("tty")
@@ -141,16 +236,53 @@ class Supervisor:
             master, slave = os.openpty()
             self._winsize(master, int(tty["rows"]), int(tty["cols"]))
             self.master = master
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=self.env, stdin=slave, stdout=slave, stderr=slave,
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
-            os.close(slave)
+            try:
+                self.proc = _Child(argv, cwd=cwd, env=self.env, fds=[slave, slave, slave])
+            finally:
+                os.close(slave)
         else:
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-            )  # fmt: skip
+            pipes = [os.pipe() for _ in range(3)]
+            try:
+                ends = [pipes[0][0], pipes[1][1], pipes[2][1]]
+                self.proc = _Child(argv, cwd=cwd, env=self.env, fds=ends)
+            except OSError:
+                for pair in pipes:
+                    os.close(pair[0])
+                    os.close(pair[1])
+                raise
+            for fd in ends:
+                os.close(fd)
+            self.stdin, self.outputs = pipes[0][1], [pipes[1][0], pipes[2][0]]
+        # recorded at once: a reader that finds this supervisor dead kills the program's session
+        self.state(state="starting")
+        if self.spec.get("sandbox") == "bubblewrap":
+            self._await_sandbox()
+
+    def _await_sandbox(self) -> None:
+        """Record bubblewrap's namespace init (its child) as soon as it exists, then wait
+        until it has started the program (at most :data:`_SETUP_SECONDS`).
+
+        Until then the init has not bound its life to bubblewrap's (``--die-with-parent`` takes
+        hold in it only once the sandbox is set up): a supervisor killed earlier would leave it
+        running. So the start is reported only after this, and the init is recorded
+        (``starting``) for whoever finds this supervisor dead
+        (:mod:`proctor.runtime.tools.procs_log` kills it)."""
+        assert self.proc is not None
+        outer = self.proc.pid
+        deadline = time.monotonic() + _SETUP_SECONDS
+        while time.monotonic() < deadline:
+            inner = _children(outer)[:1]
+            if inner and self.sandbox[0] != inner[0]:
+                fields = _stat(str(inner[0]))
+                if len(fields) > 19:
+                    self.sandbox = [inner[0], int(fields[19])]
+                    self.state(state="starting")
+            if inner and _children(inner[0]):
+                return
+            fields = _stat(str(outer))
+            if not fields or fields[0] == b"Z":
+                return
+            time.sleep(0.001)
 
     @staticmethod
     def _winsize(fd: int, rows: int, cols: int) -> None:
@@ -158,9 +290,19 @@ class Supervisor:
 
     def state(self, **extra: Any) -> None:
         assert self.proc is not None
+        # the program's start time lets a reader that finds this supervisor dead tell the
+        # program (its session) from a process that reused its pid
+        started = _stat(str(self.proc.pid))
         _write_json(
             self.folder / "state.json",
-            {"supervisor_pid": os.getpid(), "child_pid": self.proc.pid, **extra},
+            {
+                "supervisor_pid": os.getpid(),
+                "child_pid": self.proc.pid,
+                "child_start": int(started[19]) if len(started) > 19 else None,
+                "sandbox_pid": self.sandbox[0],
+                "sandbox_start": self.sandbox[1],
+                **extra,
+            },
         )
 
     def _control(self, line: bytes) -> None:
@@ -180,8 +322,8 @@ class Supervisor:
             self.applied.add(call)
             data = base64.b64decode(str(message.get("data", "")))
             target = self.master
-            if target is None and self.proc is not None and self.proc.stdin is not None:
-                target = self.proc.stdin.fileno()
+            if target is None:
+                target = self.stdin
             if target is not None:
                 with contextlib.suppress(OSError):
                     os.write(target, data)
@@ -190,7 +332,7 @@ class Supervisor:
         if self.stop_reason is None:
             self.stop_reason = reason
             self.stop_at = time.monotonic() + _GRACE_SECONDS
-            _signal_tree(psutil.Process(), signal.SIGTERM)
+            _signal_tree(signal.SIGTERM)
 
     def run(self) -> int:
         assert self.proc is not None
@@ -198,9 +340,8 @@ class Supervisor:
         if self.master is not None:
             streams[self.master] = (b"t", _Scrubber(self.secrets))
         else:
-            assert self.proc.stdout is not None and self.proc.stderr is not None
-            streams[self.proc.stdout.fileno()] = (b"o", _Scrubber(self.secrets))
-            streams[self.proc.stderr.fileno()] = (b"e", _Scrubber(self.secrets))
+            streams[self.outputs[0]] = (b"o", _Scrubber(self.secrets))
+            streams[self.outputs[1]] = (b"e", _Scrubber(self.secrets))
         control_path = self.folder / "control"
         control = os.open(control_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         keep_open = os.open(control_path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -210,7 +351,7 @@ class Supervisor:
             if self.stop_reason is None and now >= self.deadline:
                 self._begin_stop("max_seconds")
             if self.stop_at is not None and now >= self.stop_at:
-                _signal_tree(psutil.Process(), signal.SIGKILL)
+                _signal_tree(signal.SIGKILL)
                 self.stop_at = now + _GRACE_SECONDS
             wake = min(t for t in (self.deadline, self.stop_at or self.deadline) if t)
             ready, _, _ = select.select([*streams, control], [], [], max(0.0, wake - now) + 0.01)
@@ -233,13 +374,11 @@ class Supervisor:
                     del streams[fd]
             if not streams and self.proc.poll() is None:
                 # the streams closed but the program runs on: wait for it (or its stop)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=max(0.01, min(1.0, wake - time.monotonic())))
+                self.proc.wait(timeout=max(0.01, min(1.0, wake - time.monotonic())))
         code = self.proc.wait()
-        _signal_tree(psutil.Process(), signal.SIGKILL)  # whatever outlived the program
-        for member in _tree(psutil.Process())[1:]:
-            with contextlib.suppress(psutil.Error):
-                member.wait(timeout=_GRACE_SECONDS)
+        assert code is not None
+        _signal_tree(signal.SIGKILL)  # whatever outlived the program
+        _reap_tree(_GRACE_SECONDS)
         os.close(control)
         os.close(keep_open)
         return code
@@ -280,6 +419,8 @@ def main(folder_text: str) -> int:
         _write_json(folder / "state.json", {"state": "failed", "error": exc.strerror or "error"})
         sys.stdout.write(json.dumps({"started": False, "error": exc.strerror or "error"}) + "\n")
         return 1
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_AS, (SUPERVISOR_MEMORY, SUPERVISOR_MEMORY))
     started = time.time()
     supervisor.state(state="running", started_at=started)
     sys.stdout.write(json.dumps({"started": True}) + "\n")

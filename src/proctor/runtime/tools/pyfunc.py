@@ -53,6 +53,7 @@ from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.sandbox_sweep import Sweep
+from proctor.runtime.tools import driver_watch
 from proctor.runtime.tools.artifacts import artifact_store
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.command import call_sandbox, session_environ
@@ -122,7 +123,9 @@ def _launch(
         )
         if not write:  # the reach roots are bound read-only instead of read-write
             spec = replace(spec, writable=(), read_only=(*spec.writable, *spec.read_only))
-        return bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env), use.used, sweep
+        # the driver's watch ends the sandbox if the driver dies while bubblewrap sets it up
+        launch, launch_env = driver_watch.marked(bwrap_argv(spec, argv, bwrap=use.bwrap), spec.env)
+        return launch, launch_env, use.used, sweep
     return argv, env, use.used, None
 
 
