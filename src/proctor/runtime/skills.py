@@ -49,6 +49,24 @@ class LoadedSkill:
     origin: dict[str, Any] | None = None
     """Where a core skill or an installed package came from (``None``: a local folder); see
     :mod:`proctor.runtime.packages.resolve`."""
+    identity: str = ""
+    """The package's identity, decided by where it came from and never by its own text:
+    ``core:<name>``, ``registry:<publisher>/<name>`` or ``local:<workspace-relative path>``
+    (``local:outside/<digest>`` for a folder outside the workspace). Every per-package namespace
+    (state, connector and store idempotency keys, reuse) is keyed by it, never by the name in
+    SKILL.md, which any package may choose."""
+
+
+def local_identity(folder: Path, workspace_root: Path) -> str:
+    """The identity of a package read from ``folder``: its path in the workspace; a folder
+    outside the workspace is named by a digest of its absolute path (no host path is
+    recorded). Moving the folder makes it another package."""
+    real = folder.resolve()
+    try:
+        rel = real.relative_to(workspace_root.resolve())
+    except ValueError:
+        return "local:outside/" + hashlib.sha256(str(real).encode()).hexdigest()[:16]
+    return "local:" + (rel.as_posix() if rel.parts else ".")
 
 
 def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str | None]:
@@ -209,7 +227,8 @@ def load_skill(
             package = package.model_copy(update={"profile": profile})
         skill = LoadedSkill(package, folder, label, package_digest, None, mapping)
         _PACKAGES.put(key, skill, checked=check)
-    return skill if method is None else replace(skill, method=method)
+    identity = local_identity(folder, workspace_root)
+    return replace(skill, method=method or skill.method, identity=identity)
 
 
 def package_authority_files(skill: LoadedSkill, workspace_root: Path) -> frozenset[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from proctor.contracts.values import replace
 from proctor.parser.connector import connector_origin, parse_connector
 from proctor.runtime.connectors.catalog import LoadedConnector
 from proctor.runtime.connectors.operations import (
@@ -37,8 +38,13 @@ def test_a_write_requires_its_key_and_its_provider_key_is_scoped() -> None:
     label = tools["operation:tracker/issue.label"]
     assert "idempotency_key" in label.schema["required"]
     other = _tools()["operation:tracker/issue.label"]
-    assert provider_key(label, "k") == provider_key(other, "k")
-    assert provider_key(label, "k") != provider_key(label, "k2")
+    pkg = "local:skills/triage"
+    assert provider_key(label, "k", pkg) == provider_key(other, "k", pkg)
+    assert provider_key(label, "k", pkg) != provider_key(label, "k2", pkg)
+    # another package, or the same connector name at another origin, is another act
+    assert provider_key(label, "k", pkg) != provider_key(label, "k", "registry:evil/triage")
+    moved = replace(label, origin="https://elsewhere.example.com:443")
+    assert provider_key(label, "k", pkg) != provider_key(moved, "k", pkg)
     assert quote_micro_usd(label) == 100
     assert quote_micro_usd(tools["operation:tracker/issue.read"]) is None
 

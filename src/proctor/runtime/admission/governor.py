@@ -100,6 +100,7 @@ class Governor:
         authority: Authority | None = None,
         receipt_budget: ReceiptBudget | None = None,
         directive_id: str | None = None,
+        package_identity: str | None = None,
         write_budget: int | None = None,
         deliver: Deliver | None = None,
         clock: Clock = _utc_now,
@@ -122,6 +123,9 @@ class Governor:
         self.authority = authority or Authority()
         self.receipt_budget = receipt_budget
         self.directive_id = directive_id
+        # per-package keys (store and connector writes) are scoped by where the package came
+        # from; the name (directive_id) is what guards see
+        self.package_identity = package_identity or directive_id
         self.write_budget = write_budget
         self.deliver = deliver
         self.clock = clock
@@ -174,7 +178,7 @@ class Governor:
             )
             return self._refused(spec, outcome, unreadable)
         try:
-            spec = operation_spec(spec, tool, self.directive_id)
+            spec = operation_spec(spec, tool, self.package_identity)
             args, resolved, seen = self._admit(spec, tool, outcome)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)

@@ -3,9 +3,10 @@
 - :func:`operation_spec`: a connector write, or a ``store.*`` write, needs an
   ``idempotency_key`` (the step's, or the call's argument); without one it is refused
   ``idempotency_key_required`` before anything is sent. The key the call is claimed and found
-  by is scoped: a connector write's provider key is a digest of connector, operation and key
-  (:func:`proctor.runtime.connectors.operations.provider_key`); a store write's, of the run's
-  package, the tool and the key.
+  by is scoped by the run's package identity (never the name a package chose): a connector
+  write's provider key is a digest of the identity, the connector and its origin, the
+  operation and the key (:func:`proctor.runtime.connectors.operations.provider_key`); a store
+  write's, of the identity, the tool and the key.
 - :func:`approval_required`: an operation declared ``approval: required`` waits on a person's
   decision bound to exactly what it sends, even under ``effects: allow``.
 """
@@ -39,7 +40,8 @@ def _operation(tool: Tool | None) -> OperationTool | None:
 def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None) -> CallSpec:
     """``spec`` with a keyed write's key in its arguments and its scoped key as the
     idempotency key: a connector write's provider key, or for a ``store.*`` write a digest of
-    the run's package, the tool and the key (so two packages' keys never meet).
+    the run's package identity (``package``), the tool and the key (so two packages' keys
+    never meet).
 
     Raises:
         RefusedCall: ``idempotency_key_required`` for such a write with no key.
@@ -64,7 +66,7 @@ def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None
         )
     args[IDEMPOTENCY_ARG] = key
     if operation is not None:
-        scoped = provider_key(operation, key)
+        scoped = provider_key(operation, key, package)
     else:
         scoped = "store:" + digest({"package": package, "tool": tool.name, "key": key})
     return replace(spec, args=args, idempotency_key=scoped)

@@ -33,7 +33,7 @@ from proctor.parser.connector import connector_origin
 from proctor.parser.refs import Ref, parse_ref_string, resolve
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.egress import EgressAllow, EgressLimits, Resolver, SystemResolver
-from proctor.runtime.tools.base import OPERATION_PREFIX, Tool, ToolContext
+from proctor.runtime.tools.base import OPERATION_PREFIX, PACKAGE_EXTRA, Tool, ToolContext
 from proctor.runtime.tools.http import NETWORK_EXTRA, NetworkContext, send
 
 if TYPE_CHECKING:
@@ -174,10 +174,20 @@ def expand_operations(patterns: list[str], tools: Mapping[str, Tool]) -> list[st
     return out
 
 
-def provider_key(tool: OperationTool, key: str) -> str:
-    """The key a write is claimed and found by: a digest of connector, operation and key, so
-    one key used with two operations (or two connectors) names two acts."""
-    return "op:" + digest({"connector": tool.connector, "operation": tool.operation, "key": key})
+def provider_key(tool: OperationTool, key: str, package: str | None) -> str:
+    """The key a write is claimed and found by, and sends as ``Idempotency-Key``: a digest of
+    the run's package identity, the connector (its name and origin), the operation and the key,
+    so one key used by two packages, two connectors of one name at two origins, or two
+    operations names two acts."""
+    return "op:" + digest(
+        {
+            "package": package,
+            "connector": tool.connector,
+            "origin": tool.origin,
+            "operation": tool.operation,
+            "key": key,
+        }
+    )
 
 
 def cost_quote(tool: Tool) -> dict[str, Any] | None:
@@ -341,7 +351,10 @@ def _call(tool: OperationTool, ctx: ToolContext, args: dict[str, Any]) -> dict[s
     url, query, body = _parts(tool, args)
     headers = {"Accept": "application/json"}
     if tool.is_write:
-        headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]))
+        package = ctx.extras.get(PACKAGE_EXTRA)
+        headers["Idempotency-Key"] = provider_key(
+            tool, str(args[IDEMPOTENCY_ARG]), package if isinstance(package, str) else None
+        )
     credential = _credential(tool, net)
     if credential is not None:
         if net.taint is not None:

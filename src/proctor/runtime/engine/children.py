@@ -145,8 +145,8 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
         from proctor.core.budget import RUN_RECEIPTS
 
         call.receipts.reserve(RUN_RECEIPTS)  # refused: the child never exists
-    key = digest({"package_digest": skill.package_digest, "method": method_name,
-                  "inputs": call.inputs})  # fmt: skip
+    key = digest({"package": skill.identity, "package_digest": skill.package_digest,
+                  "method": method_name, "inputs": call.inputs})  # fmt: skip
     source = None
     if call.reuse_max_age is not None:
         since = datetime.now(UTC) - timedelta(seconds=call.reuse_max_age)

@@ -184,6 +184,7 @@ class RunDriver(DriverParts):
             authority=self.authority,
             receipt_budget=budget,
             directive_id=self.skill.package.name,
+            package_identity=self.skill.identity or None,
             write_budget=wb,
             deliver=deliver,
             clock=s.clock,

@@ -90,15 +90,20 @@ class DriverParts:
 
     def _with_state(self, deliver: Deliver) -> Deliver:
         """``deliver`` plus the ``store.*`` tools' seam: the state store (opened on first use)
-        under the namespace of the run's package, which no call names."""
+        under the namespace of the run's package identity (never a name the package chose),
+        which no call names; and the identity itself, which connector writes are keyed by."""
         from proctor.runtime.storage.select import open_state_store
+        from proctor.runtime.tools.base import PACKAGE_EXTRA
         from proctor.runtime.tools.store import store_deliver
 
         s = self.s
-        state = store_deliver(
-            self.skill.package.name, lambda: open_state_store(s.environ, s.workspace.state_dir)
-        )
-        return lambda spec, tool: {**deliver(spec, tool), **state(spec, tool)}
+        identity = self.skill.identity or self.skill.package.name
+        state = store_deliver(identity, lambda: open_state_store(s.environ, s.workspace.state_dir))
+        return lambda spec, tool: {
+            **deliver(spec, tool),
+            **state(spec, tool),
+            PACKAGE_EXTRA: identity,
+        }
 
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver

@@ -105,12 +105,20 @@ def resolve_skill(
             "tier": installed.tier,
         }
     loaded = load_skill(str(folder), cwd=folder, workspace_root=workspace_root)
+    name = str(origin["name"])
+    identity = (
+        f"core:{name.removeprefix(CORE_NAMESPACE + '/')}"
+        if kind == "core"
+        else (f"registry:{name}")
+    )
     if kind == "core" and loaded.package_digest != origin["content_digest"]:
         # the same digest over the same folder: a copy changed between its check and its read
         from proctor.runtime.packages.manifest import RegistryRefused
 
         raise RegistryRefused(f"{origin['ref']} changed while it was read", code="package_modified")
-    return replace(loaded, label=str(origin["ref"]), method=method, origin=origin)
+    return replace(
+        loaded, label=str(origin["ref"]), method=method, origin=origin, identity=identity
+    )
 
 
 def _trusted(environ: Mapping[str, str] | None) -> list[Any]:

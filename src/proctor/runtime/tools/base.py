@@ -39,6 +39,11 @@ class CommandStopped(Exception):
     driver asks a person whether to run it again (a retry request)."""
 
 
+PACKAGE_EXTRA = "package_identity"
+"""The ``ToolContext.extras`` key holding the run's package identity
+(:attr:`proctor.runtime.skills.LoadedSkill.identity`): what a tool scopes per-package keys by."""
+
+
 @dataclass
 class ToolContext:
     """What a handler may use: the workspace, the run store and the identity of the call.
