@@ -31,8 +31,9 @@ def choose_sandbox(
     """What a call of ``tool`` runs under (``None`` for a tool that starts no process).
 
     ``setting`` is the run's (``None``: ``PROCTOR_SANDBOX`` of this process, else
-    ``required``). The process shares the host's network only when the run's authority holds
-    an egress grant.
+    ``required``). A sandboxed process never shares the host's network; when the run's
+    authority holds an egress grant it reaches the network through the egress proxy, which
+    checks each destination against the grant.
 
     Raises:
         RefusedCall: ``sandbox_unavailable`` (required, and bubblewrap does not work here);
@@ -48,8 +49,8 @@ def choose_sandbox(
     from proctor.runtime.boundary.sandbox import sandbox_for_call
 
     grant = authority.egress
-    network = grant is not None and bool(grant.hosts or grant.networks)
-    return sandbox_for_call(setting, network=network)
+    entries = () if grant is None else (*grant.hosts, *grant.networks)
+    return sandbox_for_call(setting, network=bool(entries), egress=entries)
 
 
 def hand_over(
@@ -63,10 +64,20 @@ def hand_over(
     call_id: str,
 ) -> dict[str, Any]:
     """Put the choice in the tool's extras; audit an ``off``; return what the call's settled
-    record adds (``{"sandbox": ...}``, or nothing for a tool that starts no process)."""
+    record adds (``{"sandbox": ...}``, or nothing for a tool that starts no process).
+
+    Every connection the process asks the egress proxy for is audited as an
+    ``egress_connection`` event (allowed or refused, with the address dialled)."""
     if use is None:
         return {}
     extras[SANDBOX_EXTRA] = use
+    if use.log is not None:
+
+        def sink(connection: dict[str, Any]) -> None:
+            audit.emit("egress_connection", run_id=run_id, step_index=step_index, tool=tool,
+                       call_id=call_id, **connection)  # fmt: skip
+
+        use.log.sink = sink
     if use.mode == "off":
         audit.emit(
             "sandbox_disabled",
