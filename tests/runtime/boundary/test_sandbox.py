@@ -100,8 +100,15 @@ def test_the_command_line_orders_mounts_and_isolates(tmp_path: Path) -> None:
     assert bind < text.index(f"--ro-bind /dev/null {ws}/.env")
     assert (ws / ".home").is_dir()  # created so it can be hidden
     assert argv[-2:] == ["--", "true"]
-    shared = bwrap_argv(SandboxSpec(cwd=ws, network=True), ["true"], bwrap="bwrap")
-    assert "--unshare-net" not in shared
+    # an egress grant never shares the host's network: the proxy's folder is bound in and
+    # the program runs under the relay that reaches it
+    proxied = bwrap_argv(
+        SandboxSpec(cwd=ws, network=True), ["true"], bwrap="bwrap", proxy=ws / "px"
+    )
+    assert "--unshare-net" in proxied
+    assert " ".join(proxied).index(f"--bind {ws}/px /tmp/.proctor-egress") > 0
+    assert proxied[-3:] == ["/tmp/.proctor-egress/proxy.sock", "--", "true"]
+    assert proxied[proxied.index("--chdir") + 6].endswith("egress_forwarder.py")
 
 
 @needs_bwrap

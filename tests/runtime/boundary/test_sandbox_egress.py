@@ -10,6 +10,7 @@ listener, the refusal is audited) and lets one inside it through (recorded in th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -116,7 +117,7 @@ class Listener:
             except OSError:
                 return
             self.count += 1
-            with conn:
+            with conn, contextlib.suppress(OSError):  # a client may hang up first
                 data = conn.recv(4096)
                 self.requests.append(data)
                 if data.startswith(b"GET "):

@@ -40,7 +40,7 @@ from proctor.runtime.boundary.egress import (
     check_destination,
 )
 
-__all__ = ["SANDBOX_FOLDER", "SOCKET_NAME", "Connection", "EgressProxy"]
+__all__ = ["SANDBOX_FOLDER", "SOCKET_NAME", "Connection", "EgressProxy", "make_folder"]
 
 SANDBOX_FOLDER = "/tmp/.proctor-egress"
 """Where the proxy's folder appears inside the sandbox (on its fresh, private ``/tmp``)."""
@@ -103,6 +103,9 @@ class EgressProxy:
         allow: the run's egress allow-list (its authority's grant).
         resolver: how names become addresses (default: the system resolver).
         on_connection: called once per connection asked for, from the proxy's threads.
+        folder: an empty private folder to listen in, made by the caller (the command line
+            of a process started elsewhere names it before the proxy starts); by default
+            :meth:`start` makes one. Removed by :meth:`stop` either way.
     """
 
     def __init__(
@@ -111,11 +114,12 @@ class EgressProxy:
         *,
         resolver: Resolver | None = None,
         on_connection: Callable[[Connection], None] | None = None,
+        folder: Path | None = None,
     ) -> None:
         self.allow = allow
         self.resolver = resolver or SystemResolver()
         self.on_connection = on_connection
-        self.folder: Path | None = None
+        self.folder: Path | None = folder
         self._listener: socket.socket | None = None
         self._wake = os.pipe()
         self._lock = threading.Lock()
@@ -132,7 +136,8 @@ class EgressProxy:
 
     def start(self) -> EgressProxy:
         """Create the private folder and the socket, and start accepting."""
-        self.folder = Path(tempfile.mkdtemp(prefix="proctor-egress-"))  # 0700
+        if self.folder is None:
+            self.folder = make_folder()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(self.socket_path))
         listener.listen(64)
@@ -175,7 +180,7 @@ class EgressProxy:
     def _accept(self) -> None:
         assert self._listener is not None
         while True:
-            ready, _, _ = select.select([self._listener, self._wake[0]], [], [])
+            ready, _, _ = select.select([self._listener.fileno(), self._wake[0]], [], [])
             if self._wake[0] in ready:
                 return
             try:
@@ -332,6 +337,12 @@ class EgressProxy:
             return None
         client.sendall(b"\x05\x00\x00\x01" + bytes(6))
         return upstream
+
+
+def make_folder() -> Path:
+    """A new private (0700) folder for a proxy's socket, in the host's temporary folder (a
+    unix socket's path is short; a workspace's may not be)."""
+    return Path(tempfile.mkdtemp(prefix="proctor-egress-"))
 
 
 def _exact(sock: socket.socket, size: int) -> bytes:

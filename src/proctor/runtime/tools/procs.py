@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import RefusedCall, ToolFailed
-from proctor.runtime.boundary.sandbox import bwrap_argv
+from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.tools import procs_log
 from proctor.runtime.tools.base import Access, Tool, ToolContext
@@ -89,12 +89,15 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     env, delivered = _env(ctx, dict(args.get("env", {})))
     check_startable(argv[0], cwd.abs, env)
     use = call_sandbox(ctx)
-    launch, launch_env, sweep = argv, env, None
+    launch, launch_env, sweep, egress = argv, env, None, None
     if use.used == "bubblewrap" and use.bwrap is not None:
         spec, sweep = run_sandbox(
             ctx.workspace, environ=session_environ(ctx), env=env, cwd=cwd.abs, network=use.network
         )
-        launch, launch_env = bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env)
+        egress = _supervised_egress(ctx, use)
+        proxy = None if egress is None else Path(egress["folder"])
+        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, proxy=proxy)
+        launch_env = dict(spec.env)
     process_id = "proc_" + secrets.token_hex(8)
     folder = processes_dir(ctx) / process_id
     folder.mkdir(mode=0o700)
@@ -114,6 +117,8 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         # the supervisor removes, once the whole tree has ended, what the process created
         # that a run may never write (kept here, in .proctor/, out of the process's reach)
         "sweep": None if sweep is None else sweep.to_json(),
+        # the supervisor runs the egress proxy for as long as the process lives
+        "egress": egress,
     }
     (folder / "spec.json").write_text(json.dumps(spec_doc, sort_keys=True))
     _spawn(folder, {"env": launch_env, "secrets": delivered})
@@ -126,6 +131,24 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "max_seconds": max_seconds,
         "sandbox": use.used,
         "running": procs_log.running(folder),
+    }
+
+
+def _supervised_egress(ctx: ToolContext, use: SandboxUse) -> dict[str, Any] | None:
+    """What the supervisor needs to run the process's egress proxy (``None`` without a
+    grant): the allow entries, the private folder its socket goes in (named now, since the
+    sandbox's command line binds it), and where and for what call it audits."""
+    if not use.proxied:
+        return None
+    from proctor.runtime.boundary.egress_proxy import make_folder
+    from proctor.runtime.records.audit import audit_path
+
+    return {
+        "allow": list(use.egress),
+        "folder": str(make_folder()),
+        "audit": str(audit_path(ctx.workspace.root, session_environ(ctx))),
+        "run_id": ctx.run_id,
+        "call_id": ctx.call_id,
     }
 
 

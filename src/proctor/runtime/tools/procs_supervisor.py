@@ -245,6 +245,39 @@ class Supervisor:
         return code
 
 
+def _proxy(doc: Any, folder: Path) -> Any:
+    """Start the egress proxy of a process whose run grants egress (``None`` for any other).
+
+    Loaded only then, from the proctor this file belongs to. Every connection is audited in
+    the run's audit log; each destination reached is added to ``egress.jsonl`` once, which
+    ``process.list`` / ``read`` / ``stop`` report."""
+    if not isinstance(doc, dict):
+        return None
+    package_root = str(Path(__file__).resolve().parents[3])
+    if package_root not in sys.path:
+        sys.path.append(package_root)
+    from proctor.runtime.boundary.egress_allow import EgressAllow
+    from proctor.runtime.boundary.egress_proxy import Connection, EgressProxy
+    from proctor.runtime.records.audit import AuditLog
+
+    audit = AuditLog(Path(doc["audit"]))
+    reached: set[tuple[str, int, str]] = set()
+
+    def note(connection: Connection) -> None:
+        audit.emit("egress_connection", run_id=doc["run_id"], step_index=None,
+                   tool="process.start", call_id=doc["call_id"], process_id=folder.name,
+                   **connection.to_json())  # fmt: skip
+        key = (connection.host, connection.port, connection.address or "")
+        if connection.address is not None and key not in reached:
+            reached.add(key)
+            line = {"host": key[0], "port": key[1], "address": key[2]}
+            with (folder / "egress.jsonl").open("a") as out:
+                out.write(json.dumps(line, sort_keys=True) + "\n")
+
+    allow = EgressAllow.parse(doc["allow"])
+    return EgressProxy(allow, on_connection=note, folder=Path(doc["folder"])).start()
+
+
 def _sweep(doc: Any) -> list[str]:
     """Run the sandbox's sweep (every process of the tree has ended: nothing races it).
 
@@ -274,9 +307,13 @@ def main(folder_text: str) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = Supervisor(folder, spec, secret)
+    proxy = None
     try:
+        proxy = _proxy(spec.get("egress"), folder)
         supervisor.start()
     except OSError as exc:
+        if proxy is not None:
+            proxy.stop()
         _write_json(folder / "state.json", {"state": "failed", "error": exc.strerror or "error"})
         sys.stdout.write(json.dumps({"started": False, "error": exc.strerror or "error"}) + "\n")
         return 1
@@ -288,6 +325,8 @@ def main(folder_text: str) -> int:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     code = supervisor.run()
+    if proxy is not None:  # the whole tree has ended: nothing can use it any more
+        proxy.stop()
     removed = _sweep(spec.get("sweep"))
     supervisor.state(
         state="exited",
