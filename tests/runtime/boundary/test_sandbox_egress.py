@@ -170,9 +170,7 @@ methods:
         inputs: {json.dumps({"argv": [PY, "tools/net.py", *ops]})}
 """,
     )
-    s = session(
-        root, environ={"PROCTOR_HOME": str(root / ".home"), "PROCTOR_SANDBOX": "required"}
-    )
+    s = session(root, environ={"PROCTOR_HOME": str(root / ".home"), "PROCTOR_SANDBOX": "required"})
     env = s.run("net", cwd=root)
     assert env.outcome == "completed", env.refusal
     (call,) = call_records(s, env.run_id)

@@ -1,23 +1,31 @@
-"""The relay inside a sandbox with egress (started by :func:`proctor.runtime.boundary.sandbox.bwrap_argv`).
+"""The relay inside a sandbox (started by :func:`proctor.runtime.boundary.sandbox.bwrap_argv`).
 
-Standard library only, run as ``python -I -S egress_forwarder.py <socket> -- <argv...>`` as the
-sandbox's program. The sandbox has a network namespace of its own, with nothing but its own
-loopback; the one way out is the egress proxy's unix socket, bound into the sandbox. This
-program listens on ``127.0.0.1`` (a port the kernel picks), points ``HTTP_PROXY``,
-``HTTPS_PROXY`` and ``ALL_PROXY`` (and their lower-case spellings) at it, leaves a detached
-relay behind that hands every connection to the proxy's socket unchanged, and becomes the
-command (``exec``), so the command's pid, exit status and signals are its own. The relay holds
-no open descriptor of the command's and dies with the sandbox's PID namespace when the
-command ends.
+Standard library only, run as the sandbox's program:
+``python -I -S egress_forwarder.py <folder> [--egress] [--publish PORT]... -- <argv...>``.
+The sandbox has a network namespace of its own, with nothing but its own loopback; the folder
+(bound from the host) holds the only ways across:
+
+- ``--egress``: the egress proxy listens on ``<folder>/proxy.sock``. This program listens on
+  ``127.0.0.1`` (a port the kernel picks), points ``HTTP_PROXY``, ``HTTPS_PROXY`` and
+  ``ALL_PROXY`` (and their lower-case spellings) at it, and hands every connection to the
+  proxy's socket unchanged;
+- ``--publish PORT``: it listens on ``<folder>/in-PORT.sock`` and hands every connection
+  (from the host's side of a published port) to ``127.0.0.1:PORT`` inside the sandbox.
+
+It leaves the relay behind, detached, and becomes the command (``exec``), so the command's
+pid, exit status and signals are its own. The relay holds no open descriptor of the command's
+and dies with the sandbox's PID namespace when the command ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import socket
 import sys
 import threading
+from typing import Any
 
 _CHUNK = 64 * 1024
 _PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
@@ -39,10 +47,8 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
                     other.sendall(data)
                     continue
                 del open_ends[sock]
-                try:
+                with contextlib.suppress(OSError):
                     other.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
     except OSError:
         pass
     finally:
@@ -50,36 +56,59 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
         b.close()
 
 
-def _one(client: socket.socket, path: str) -> None:
-    proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _one(client: socket.socket, family: int, address: Any) -> None:
+    other = socket.socket(family, socket.SOCK_STREAM)
     try:
-        proxy.connect(path)
+        other.connect(address)
     except OSError:
-        proxy.close()
+        other.close()
         client.close()
         return
-    _pipe(client, proxy)
+    _pipe(client, other)
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def _serve(listener: socket.socket, family: int, address: Any) -> None:
     while True:
         client, _ = listener.accept()
-        threading.Thread(target=_one, args=(client, path), daemon=True).start()
+        threading.Thread(target=_one, args=(client, family, address), daemon=True).start()
+
+
+def _listeners(
+    folder: str, egress: bool, publish: list[int]
+) -> list[tuple[socket.socket, int, Any]]:
+    found: list[tuple[socket.socket, int, Any]] = []
+    if egress:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        port = listener.getsockname()[1]
+        for name in _PROXY_NAMES:
+            os.environ[name] = f"http://127.0.0.1:{port}"
+        for name in _SOCKS_NAMES:
+            os.environ[name] = f"socks5h://127.0.0.1:{port}"
+        found.append((listener, socket.AF_UNIX, os.path.join(folder, "proxy.sock")))
+    for port in publish:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(os.path.join(folder, f"in-{port}.sock"))
+        listener.listen(128)
+        found.append((listener, socket.AF_INET, ("127.0.0.1", port)))
+    return found
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: egress_forwarder.py SOCKET -- ARGV...\n")
+    try:
+        end = argv.index("--")
+    except ValueError:
+        end = -1
+    options, command = argv[1:end], argv[end + 1 :]
+    if end < 1 or not command:
+        sys.stderr.write(
+            "usage: egress_forwarder.py FOLDER [--egress] [--publish PORT]... -- ARGV\n"
+        )
         return 2
-    path, command = argv[0], argv[2:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    port = listener.getsockname()[1]
-    for name in _PROXY_NAMES:
-        os.environ[name] = f"http://127.0.0.1:{port}"
-    for name in _SOCKS_NAMES:
-        os.environ[name] = f"socks5h://127.0.0.1:{port}"
+    egress = "--egress" in options
+    publish = [int(options[i + 1]) for i, o in enumerate(options) if o == "--publish"]
+    listeners = _listeners(argv[0], egress, publish)
     # a double fork: the relay is the child of the sandbox's init, never of the command, so a
     # command that waits for all its children never waits for it
     middle = os.fork()
@@ -89,12 +118,18 @@ def main(argv: list[str]) -> int:
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             try:
-                _serve(listener, path)
+                for listener, family, address in listeners[1:]:
+                    threading.Thread(
+                        target=_serve, args=(listener, family, address), daemon=True
+                    ).start()
+                if listeners:
+                    _serve(*listeners[0])
             finally:
                 os._exit(0)
         os._exit(0)
     os.waitpid(middle, 0)
-    listener.close()
+    for listener, _family, _address in listeners:
+        listener.close()
     try:
         os.execvp(command[0], command)
     except OSError as exc:

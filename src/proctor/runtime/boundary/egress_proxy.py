@@ -3,7 +3,7 @@
 A sandboxed process never shares the host's network namespace (``docs/sandbox.md``). When the
 run's authority grants egress, proctor runs an :class:`EgressProxy` on the host for as long as
 the process lives: it listens on a unix socket in a private folder that bubblewrap binds into
-the sandbox at :data:`SANDBOX_FOLDER`, and a small relay inside the sandbox
+the sandbox (:mod:`proctor.runtime.boundary.netrelay`), and a small relay inside the sandbox
 (:mod:`proctor.runtime.boundary.egress_forwarder`) accepts on ``127.0.0.1`` there and hands
 each connection to it. ``HTTP_PROXY``, ``HTTPS_PROXY`` and ``ALL_PROXY`` point at the relay.
 
@@ -25,7 +25,6 @@ import os
 import select
 import shutil
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -39,18 +38,17 @@ from proctor.runtime.boundary.egress import (
     SystemResolver,
     check_destination,
 )
+from proctor.runtime.boundary.netrelay import SOCKET_NAME, make_folder, pipe_both
 
-__all__ = ["SANDBOX_FOLDER", "SOCKET_NAME", "Connection", "EgressProxy", "make_folder"]
-
-SANDBOX_FOLDER = "/tmp/.proctor-egress"
-"""Where the proxy's folder appears inside the sandbox (on its fresh, private ``/tmp``)."""
-SOCKET_NAME = "proxy.sock"
+__all__ = ["Connection", "EgressProxy"]
 
 _HEAD_BYTES = 64 * 1024
 _HEAD_SECONDS = 30.0
 _DIAL_SECONDS = 10.0
 _CHUNK = 64 * 1024
-_HOP_HEADERS = frozenset({b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive"})
+_HOP_HEADERS = frozenset(
+    {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive"}
+)
 
 
 @dataclass(frozen=True)
@@ -210,14 +208,11 @@ class EgressProxy:
             first = client.recv(1)
             if not first:
                 return
-            if first == b"\x05":
-                upstream = self._socks(client)
-            else:
-                upstream = self._http(client, first)
+            upstream = self._socks(client) if first == b"\x05" else self._http(client, first)
             if upstream is not None:
                 client.settimeout(None)
                 upstream.settimeout(None)
-                _relay(client, upstream)
+                pipe_both(client, upstream)
         except OSError:
             pass
         finally:
@@ -242,7 +237,9 @@ class EgressProxy:
             try:
                 addresses, _name = check_destination(host, port, self.allow, self.resolver)
             except EgressRefused as exc:
-                raise _Refused(str((exc.details or {}).get("kind") or "refused"), exc.message) from exc
+                raise _Refused(
+                    str((exc.details or {}).get("kind") or "refused"), exc.message
+                ) from exc
         except _Refused as refused:
             self._report(Connection(host, port, protocol, None, False, refused.kind))
             raise
@@ -339,12 +336,6 @@ class EgressProxy:
         return upstream
 
 
-def make_folder() -> Path:
-    """A new private (0700) folder for a proxy's socket, in the host's temporary folder (a
-    unix socket's path is short; a workspace's may not be)."""
-    return Path(tempfile.mkdtemp(prefix="proctor-egress-"))
-
-
 def _exact(sock: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
@@ -399,27 +390,6 @@ def _answer(sock: socket.socket, status: int, message: str) -> None:
     with contextlib.suppress(OSError):
         sock.sendall(
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("ascii") + body
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("ascii")
+            + body
         )
-
-
-def _relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways until both sides have closed (a half-close is passed on)."""
-    open_ends = {a: b, b: a}
-    while open_ends:
-        ready, _, _ = select.select(list(open_ends), [], [])
-        for sock in ready:
-            try:
-                data = sock.recv(_CHUNK)
-            except OSError:
-                data = b""
-            other = open_ends[sock]
-            if data:
-                try:
-                    other.sendall(data)
-                except OSError:
-                    return
-                continue
-            del open_ends[sock]
-            with contextlib.suppress(OSError):
-                other.shutdown(socket.SHUT_WR)

@@ -29,11 +29,10 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import RefusedCall
@@ -48,12 +47,15 @@ from proctor.runtime.boundary.sandbox_setting import (
     stricter,
 )
 
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.netrelay import Relay
+
 __all__ = [
     "BWRAP_ENV",
-    "EgressLog",
     "MODES",
     "SANDBOX_ENV",
     "SANDBOX_EXTRA",
+    "EgressLog",
     "Probe",
     "SandboxMode",
     "SandboxSetting",
@@ -85,7 +87,6 @@ _ISOLATION = (
     "--cap-drop",
     "ALL",
 )
-_FORWARDER = Path(__file__).with_name("egress_forwarder.py")
 _BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
 
@@ -347,15 +348,15 @@ def bwrap_argv(
     *,
     bwrap: str,
     info_fd: int | None = None,
-    proxy: Path | None = None,
+    relay: Relay | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` confined by ``spec``.
 
     ``info_fd``: a file descriptor bubblewrap writes ``{"child-pid": N}`` to once the sandbox
     is set up (N is the host pid of the sandbox's first process, whose end ends them all).
-    ``proxy``: the folder of a running :class:`~proctor.runtime.boundary.egress_proxy.EgressProxy`;
-    it is bound into the sandbox and ``argv`` runs under the relay that reaches it (the
-    sandbox's network namespace is its own either way).
+    ``relay``: the sandbox's crossings (the egress proxy, published ports): their folder is
+    bound into the sandbox and ``argv`` runs under the relay that serves them. The sandbox's
+    network namespace is its own either way.
 
     Paths that do not exist are left out (nothing is created on the host). Mounts are ordered
     by depth so an inner one always lands on top of the one that contains it; hidden folders
@@ -399,11 +400,10 @@ def bwrap_argv(
             out += ["--ro-bind", "/dev/null", text]
     for text in reversed(remount):
         out += ["--remount-ro", text]
-    if proxy is not None:
-        from proctor.runtime.boundary.egress_proxy import SANDBOX_FOLDER, SOCKET_NAME
+    if relay is not None:
+        from proctor.runtime.boundary.netrelay import SANDBOX_FOLDER
 
-        out += ["--bind", str(proxy), SANDBOX_FOLDER]
-        argv = [sys.executable, "-I", "-S", str(_FORWARDER), f"{SANDBOX_FOLDER}/{SOCKET_NAME}",
-                "--", *argv]  # fmt: skip
+        out += ["--bind", str(relay.folder), SANDBOX_FOLDER]
+        argv = relay.wrap(argv)
     out += ["--chdir", str(spec.cwd), "--", *argv]
     return out

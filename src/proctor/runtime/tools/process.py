@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ToolFailed
+from proctor.runtime.boundary.netrelay import Relay
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import Sweep, run_sandbox
 
@@ -145,8 +146,8 @@ def start(
         spec, sweep = run_sandbox(workspace, environ=environ, env=env, cwd=cwd, network=use.network)
         proxy = start_proxy(use)
         info = os.pipe()
-        folder = None if proxy is None else proxy.folder
-        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1], proxy=folder)
+        relay = None if proxy is None or proxy.folder is None else Relay(proxy.folder, egress=True)
+        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1], relay=relay)
         launch_env = dict(spec.env)
     try:
         proc = subprocess.Popen(

@@ -245,17 +245,44 @@ class Supervisor:
         return code
 
 
-def _proxy(doc: Any, folder: Path) -> Any:
-    """Start the egress proxy of a process whose run grants egress (``None`` for any other).
+class _Crossings:
+    """The sandbox's crossings (``spec["relay"]``): the published ports and the egress proxy,
+    served for the process's whole life, then closed and their folder removed.
 
-    Loaded only then, from the proctor this file belongs to. Every connection is audited in
-    the run's audit log; each destination reached is added to ``egress.jsonl`` once, which
+    Loaded only when there are any, from the proctor this file belongs to."""
+
+    def __init__(self, doc: Any, folder: Path) -> None:
+        self.parts: list[Any] = []
+        self.doc = doc if isinstance(doc, dict) else None
+        self.folder = folder
+
+    def start(self) -> None:
+        if self.doc is None:
+            return
+        package_root = str(Path(__file__).resolve().parents[3])
+        if package_root not in sys.path:
+            sys.path.append(package_root)
+        from proctor.runtime.boundary.netrelay import PublishedPorts
+
+        where = Path(self.doc["folder"])
+        if self.doc.get("egress") is not None:
+            self.parts.append(_proxy(self.doc["egress"], where, self.folder))
+        if self.doc.get("ports"):
+            self.parts.append(PublishedPorts(where, self.doc["ports"]).start())
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.stop()
+        if self.doc is not None:
+            import shutil
+
+            shutil.rmtree(self.doc["folder"], ignore_errors=True)
+
+
+def _proxy(doc: dict[str, Any], where: Path, folder: Path) -> Any:
+    """Start the egress proxy (in ``where``). Every connection is audited in the run's audit
+    log; each destination reached is added to ``egress.jsonl`` once, which
     ``process.list`` / ``read`` / ``stop`` report."""
-    if not isinstance(doc, dict):
-        return None
-    package_root = str(Path(__file__).resolve().parents[3])
-    if package_root not in sys.path:
-        sys.path.append(package_root)
     from proctor.runtime.boundary.egress_allow import EgressAllow
     from proctor.runtime.boundary.egress_proxy import Connection, EgressProxy
     from proctor.runtime.records.audit import AuditLog
@@ -275,7 +302,7 @@ def _proxy(doc: Any, folder: Path) -> Any:
                 out.write(json.dumps(line, sort_keys=True) + "\n")
 
     allow = EgressAllow.parse(doc["allow"])
-    return EgressProxy(allow, on_connection=note, folder=Path(doc["folder"])).start()
+    return EgressProxy(allow, on_connection=note, folder=where).start()
 
 
 def _sweep(doc: Any) -> list[str]:
@@ -307,15 +334,15 @@ def main(folder_text: str) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = Supervisor(folder, spec, secret)
-    proxy = None
+    crossings = _Crossings(spec.get("relay"), folder)
     try:
-        proxy = _proxy(spec.get("egress"), folder)
+        crossings.start()
         supervisor.start()
-    except OSError as exc:
-        if proxy is not None:
-            proxy.stop()
-        _write_json(folder / "state.json", {"state": "failed", "error": exc.strerror or "error"})
-        sys.stdout.write(json.dumps({"started": False, "error": exc.strerror or "error"}) + "\n")
+    except Exception as exc:  # any failure to start is the tool's "not started", never lost
+        crossings.stop()
+        said = getattr(exc, "message", None) or getattr(exc, "strerror", None) or "error"
+        _write_json(folder / "state.json", {"state": "failed", "error": said})
+        sys.stdout.write(json.dumps({"started": False, "error": said}) + "\n")
         return 1
     started = time.time()
     supervisor.state(state="running", started_at=started)
@@ -325,8 +352,7 @@ def main(folder_text: str) -> int:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     code = supervisor.run()
-    if proxy is not None:  # the whole tree has ended: nothing can use it any more
-        proxy.stop()
+    crossings.stop()  # the whole tree has ended: nothing can use them any more
     removed = _sweep(spec.get("sweep"))
     supervisor.state(
         state="exited",
