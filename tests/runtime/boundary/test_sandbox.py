@@ -12,6 +12,7 @@ from proctor.errors import ConfigError, ReceiptInvalid, RefusedCall
 from proctor.receipts.model import Subject, parse_envelope
 from proctor.receipts.signing import signer_from_seed
 from proctor.receipts.writer import ReceiptWriter
+from proctor.runtime.boundary.netrelay import Relay
 from proctor.runtime.boundary.sandbox import (
     SandboxSetting,
     SandboxSpec,
@@ -102,13 +103,13 @@ def test_the_command_line_orders_mounts_and_isolates(tmp_path: Path) -> None:
     assert argv[-2:] == ["--", "true"]
     # an egress grant never shares the host's network: the proxy's folder is bound in and
     # the program runs under the relay that reaches it
-    proxied = bwrap_argv(
-        SandboxSpec(cwd=ws, network=True), ["true"], bwrap="bwrap", proxy=ws / "px"
-    )
+    relay = Relay(ws / "px", egress=True, publish=(8080,))
+    proxied = bwrap_argv(SandboxSpec(cwd=ws, network=True), ["true"], bwrap="bwrap", relay=relay)
     assert "--unshare-net" in proxied
     assert " ".join(proxied).index(f"--bind {ws}/px /tmp/.proctor-egress") > 0
-    assert proxied[-3:] == ["/tmp/.proctor-egress/proxy.sock", "--", "true"]
-    assert proxied[proxied.index("--chdir") + 6].endswith("egress_forwarder.py")
+    wrapped = proxied[proxied.index("--chdir") + 3 :]
+    assert wrapped[3].endswith("egress_forwarder.py")
+    assert wrapped[4:] == ["/tmp/.proctor-egress", "--egress", "--publish", "8080", "--", "true"]
 
 
 @needs_bwrap

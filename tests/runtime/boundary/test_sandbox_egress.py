@@ -259,3 +259,118 @@ def test_a_destination_inside_the_grant_is_reached_and_in_the_receipt(
     assert body["sandbox"]["destinations"] == [
         {"host": "127.0.0.1", "port": port, "address": "127.0.0.1"}
     ]
+
+
+def test_a_started_process_reaches_only_the_grant_through_its_supervisors_proxy(
+    ws: Path, tcp: Listener
+) -> None:
+    from proctor.runtime.tools.procs_log import list_processes
+
+    _grant(ws, "127.0.0.1")
+    port = tcp.sock.getsockname()[1]
+    where = f"127.0.0.1:{port}"
+    before = _proxy_folders()
+    ops = ["connect", where, "connect", "[::1]:9", "tcp", where]
+    make_skill(
+        ws,
+        "bg",
+        f"""minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: serve
+        tool: process.start
+        inputs: {json.dumps({"command": PY, "args": ["tools/net.py", *ops]})}
+""",
+    )
+    s = session(ws, environ={"PROCTOR_HOME": str(ws / ".home"), "PROCTOR_SANDBOX": "required"})
+    env = s.run("bg", cwd=ws)
+    assert env.outcome == "completed", env.refusal
+    folder = ws / ".proctor" / "processes"
+    wait_until(lambda: not list_processes(folder)[0]["running"], "the process ended")
+    (proc,) = list_processes(folder)
+    assert proc["destinations"] == [{"address": "127.0.0.1", "host": "127.0.0.1", "port": port}]
+    assert tcp.count == 1  # the allowed CONNECT; the direct dial never arrived
+    events = _audit(ws)
+    assert [(e["tool"], e["allowed"], e["address"]) for e in events] == [
+        ("process.start", True, "127.0.0.1"),
+        ("process.start", False, None),
+    ]
+    # the supervisor stopped its proxy and removed its folder once the process ended
+    wait_until(lambda: _proxy_folders() == before, "the proxy's folder is removed")
+
+
+def test_a_published_port_taken_on_the_host_refuses_the_start(ws: Path, tcp: Listener) -> None:
+    port = tcp.sock.getsockname()[1]
+    make_skill(
+        ws,
+        "bg",
+        f"""minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: serve
+        tool: process.start
+        inputs: {json.dumps({"command": PY, "args": ["-c", "pass"], "ports": [port]})}
+""",
+    )
+    s = session(ws, environ={"PROCTOR_HOME": str(ws / ".home"), "PROCTOR_SANDBOX": "required"})
+    env = s.run("bg", cwd=ws)
+    assert env.outcome == "failed"
+    assert env.refusal is not None and "in use" in env.refusal.message
+
+
+PLANT = r"""
+import os, socket, sys
+port, target = int(sys.argv[1]), sys.argv[2]
+name = f"/tmp/.proctor-egress/in-{port}.sock"
+os.unlink(name)
+os.symlink(target, name)  # for the host's side of the published port to follow
+host, proxy_port = os.environ["HTTP_PROXY"].removeprefix("http://").rsplit(":", 1)
+s = socket.create_connection((host, int(proxy_port)), timeout=10)
+s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+s.sendall(b"ping\n")
+print("answer:", s.recv(100), flush=True)
+"""
+
+
+def test_a_link_planted_for_a_published_port_is_never_followed_by_the_host(
+    ws: Path, tmp_path: Path
+) -> None:
+    from proctor.runtime.tools.procs_log import list_processes
+
+    host_socket = tmp_path / "host.sock"  # a host socket (D-Bus, an agent) the sandbox can't see
+    target = Listener(socket.AF_UNIX, str(host_socket))
+    try:
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        _grant(ws, "127.0.0.1")
+        (ws / "tools" / "plant.py").write_text(PLANT)
+        start = {"command": PY, "args": ["tools/plant.py", str(port), str(host_socket)],
+                 "ports": [port]}  # fmt: skip
+        make_skill(
+            ws,
+            "bg",
+            f"""minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: serve
+        tool: process.start
+        inputs: {json.dumps(start)}
+""",
+        )
+        s = session(ws, environ={"PROCTOR_HOME": str(ws / ".home"), "PROCTOR_SANDBOX": "required"})
+        env = s.run("bg", cwd=ws)
+        assert env.outcome == "completed", env.refusal
+        folder = ws / ".proctor" / "processes"
+        wait_until(lambda: not list_processes(folder)[0]["running"], "the process ended")
+        (proc,) = list_processes(folder)
+        assert proc["exit_code"] == 0
+        assert proc["destinations"] == [{"address": "127.0.0.1", "host": "127.0.0.1", "port": port}]
+        assert target.count == 0  # the host's side refused the link: nothing reached the socket
+    finally:
+        target.close()

@@ -43,6 +43,9 @@ from proctor.runtime.boundary.netrelay import SOCKET_NAME, make_folder, pipe_bot
 __all__ = ["Connection", "EgressProxy"]
 
 _HEAD_BYTES = 64 * 1024
+# connections open at once; past it a new one is closed at once (a process cannot make proctor
+# start threads without bound)
+_MAX_OPEN = 256
 _HEAD_SECONDS = 30.0
 _DIAL_SECONDS = 10.0
 _CHUNK = 64 * 1024
@@ -189,6 +192,9 @@ class EgressProxy:
                 if self._stopped:
                     client.close()
                     return
+                if len(self._threads) >= _MAX_OPEN:
+                    client.close()
+                    continue
                 self._open.add(client)
                 thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
                 self._threads.add(thread)

@@ -14,6 +14,12 @@ relay program (:mod:`proctor.runtime.boundary.egress_forwarder`):
   side, :class:`PublishedPorts`, listens on the host's ``127.0.0.1:PORT`` and hands each
   connection to the relay, which connects to ``127.0.0.1:PORT`` inside the sandbox.
   Refused: a port outside 1024-65535, or one already in use on the host.
+
+The folder is writable from inside (the relay makes its sockets there), so the host never
+follows a name in it: a program could put a link there pointing at a host socket (a D-Bus or
+agent socket) for the host's side to connect to. The host's side opens the socket's name
+without following links (``O_PATH | O_NOFOLLOW``), checks that it is a socket, and connects
+through that descriptor.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import contextlib
 import os
 import select
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -107,6 +114,7 @@ class PublishedPorts:
         self._open: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()
         self._stopped = False
+        self._folder_fd = -1
 
     def start(self) -> PublishedPorts:
         """Listen on each port of the host's loopback.
@@ -114,6 +122,8 @@ class PublishedPorts:
         Raises:
             RefusedCall: ``port_in_use`` (nothing is left listening).
         """
+        flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._folder_fd = os.open(self.folder, flags)
         for port in self.ports:
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
@@ -151,6 +161,8 @@ class PublishedPorts:
             listener.close()
         for fd in self._wake:
             os.close(fd)
+        if self._folder_fd >= 0:
+            os.close(self._folder_fd)
 
     def _accept(self) -> None:
         by_fd = {listener.fileno(): (listener, port) for listener, port in self._listeners}
@@ -180,7 +192,7 @@ class PublishedPorts:
                 if self._stopped:
                     return
                 self._open.add(inside)
-            inside.connect(str(self.folder / f"in-{port}.sock"))
+            connect_no_follow(inside, self._folder_fd, f"in-{port}.sock")
             pipe_both(client, inside)
         except OSError:
             pass
@@ -191,6 +203,23 @@ class PublishedPorts:
                 self._threads.discard(threading.current_thread())
             client.close()
             inside.close()
+
+
+def connect_no_follow(sock: socket.socket, folder_fd: int, name: str) -> None:
+    """Connect ``sock`` to the unix socket ``name`` in the folder ``folder_fd`` (a descriptor
+    of it), never through a link.
+
+    Raises:
+        OSError: the name is missing, a link, or not a socket (``ELOOP``, ``ENOTSOCK``).
+    """
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise OSError(88, "not a socket")  # ENOTSOCK
+        # the descriptor names the very inode checked: no name is looked up again
+        sock.connect(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
 
 
 def pipe_both(a: socket.socket, b: socket.socket) -> None:
