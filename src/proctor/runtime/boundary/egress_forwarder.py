@@ -19,20 +19,22 @@ and dies with the sandbox's PID namespace when the command ends.
 
 from __future__ import annotations
 
-import contextlib
+# Only built-in modules: this program starts before every sandboxed command with a grant, and
+# ``socket``, ``threading`` and ``typing`` would triple its start-up (their imports, not
+# Python's own start, are most of it).
+import _socket
+import _thread
 import os
 import select
-import socket
 import sys
-import threading
-from typing import Any
 
 _CHUNK = 64 * 1024
 _PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 _SOCKS_NAMES = ("ALL_PROXY", "all_proxy")
+_Address = tuple[str, int] | str
 
 
-def _pipe(a: socket.socket, b: socket.socket) -> None:
+def _pipe(a: _socket.socket, b: _socket.socket) -> None:
     open_ends = {a: b, b: a}
     try:
         while open_ends:
@@ -47,8 +49,10 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
                     other.sendall(data)
                     continue
                 del open_ends[sock]
-                with contextlib.suppress(OSError):
-                    other.shutdown(socket.SHUT_WR)
+                try:  # noqa: SIM105 - contextlib would be one more import to start
+                    other.shutdown(_socket.SHUT_WR)
+                except OSError:
+                    pass
     except OSError:
         pass
     finally:
@@ -56,8 +60,8 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
         b.close()
 
 
-def _one(client: socket.socket, family: int, address: Any) -> None:
-    other = socket.socket(family, socket.SOCK_STREAM)
+def _one(client: _socket.socket, family: int, address: _Address) -> None:
+    other = _socket.socket(family, _socket.SOCK_STREAM)
     try:
         other.connect(address)
     except OSError:
@@ -67,18 +71,20 @@ def _one(client: socket.socket, family: int, address: Any) -> None:
     _pipe(client, other)
 
 
-def _serve(listener: socket.socket, family: int, address: Any) -> None:
+def _serve(listener: _socket.socket, family: int, address: _Address) -> None:
     while True:
-        client, _ = listener.accept()
-        threading.Thread(target=_one, args=(client, family, address), daemon=True).start()
+        # the built-in socket's accept (``socket.socket.accept`` wraps it)
+        fd, _ = listener._accept()  # type: ignore[attr-defined]
+        client = _socket.socket(fileno=fd)
+        _thread.start_new_thread(_one, (client, family, address))
 
 
 def _listeners(
     folder: str, egress: bool, publish: list[int]
-) -> list[tuple[socket.socket, int, Any]]:
-    found: list[tuple[socket.socket, int, Any]] = []
+) -> list[tuple[_socket.socket, int, _Address]]:
+    found: list[tuple[_socket.socket, int, _Address]] = []
     if egress:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))
         listener.listen(128)
         port = listener.getsockname()[1]
@@ -86,12 +92,12 @@ def _listeners(
             os.environ[name] = f"http://127.0.0.1:{port}"
         for name in _SOCKS_NAMES:
             os.environ[name] = f"socks5h://127.0.0.1:{port}"
-        found.append((listener, socket.AF_UNIX, os.path.join(folder, "proxy.sock")))
+        found.append((listener, _socket.AF_UNIX, os.path.join(folder, "proxy.sock")))
     for port in publish:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         listener.bind(os.path.join(folder, f"in-{port}.sock"))
         listener.listen(128)
-        found.append((listener, socket.AF_INET, ("127.0.0.1", port)))
+        found.append((listener, _socket.AF_INET, ("127.0.0.1", port)))
     return found
 
 
@@ -119,9 +125,7 @@ def main(argv: list[str]) -> int:
                 os.dup2(null, fd)
             try:
                 for listener, family, address in listeners[1:]:
-                    threading.Thread(
-                        target=_serve, args=(listener, family, address), daemon=True
-                    ).start()
+                    _thread.start_new_thread(_serve, (listener, family, address))
                 if listeners:
                     _serve(*listeners[0])
             finally:
