@@ -65,7 +65,8 @@ class Connection:
         address: the checked address dialled (``None`` when refused or nothing answered).
         allowed: the guard allowed it.
         refusal: why it was refused (the guard's ``kind``: ``address``, ``unresolved`` ...,
-            or ``bad_request``); ``None`` when allowed.
+            or ``bad_request``); ``unreachable`` when allowed but no checked address
+            answered; otherwise ``None``.
     """
 
     host: str
