@@ -187,3 +187,28 @@ def test_stop_ends_open_tunnels_and_leaves_nothing(server: Server) -> None:
     sock.close()
     assert not folder.exists()
     assert not [t for t in threading.enumerate() if t.name == "egress-proxy"]
+
+
+def test_a_secret_in_a_host_name_is_scrubbed_from_the_record_and_the_audit(
+    tmp_path: Path,
+) -> None:
+    from proctor.runtime.admission.sandboxing import hand_over
+    from proctor.runtime.boundary.sandbox import EgressLog, SandboxUse
+    from proctor.runtime.boundary.sanitize import TaintSet
+    from proctor.runtime.records.audit import AuditLog
+
+    secret = "s3cr3t-" + "x" * 24
+    taint = TaintSet()
+    taint.add(secret)
+    use = SandboxUse("bubblewrap", "required", network=True, egress=("127.0.0.1",),
+                     log=EgressLog())  # fmt: skip
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    record = hand_over(use, {}, audit, run_id="r", step_index=0, tool="command.execute",
+                       call_id="c", taint=taint)  # fmt: skip
+    assert use.log is not None
+    asked = Connection(f"{secret}.example", 443, "connect", "127.0.0.1", True)
+    use.log.note(asked.to_json())
+    text = (tmp_path / "audit.jsonl").read_text()
+    assert secret not in text and '"egress_connection"' in text
+    assert secret not in str(record) and secret not in str(use.receipt_json())
+    assert record["sandbox"]["destinations"][0]["port"] == 443

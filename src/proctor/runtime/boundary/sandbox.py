@@ -148,16 +148,22 @@ class EgressLog:
     ``reached`` lists each destination reached (``{"host", "port", "address"}``, once each, in
     the order first reached); the call's record holds this very list, so what the proxy adds
     while the call runs is in the record written when it ends, and so in its receipt. ``sink``
-    (set by admission) audits every decision, refused ones included.
+    (set by admission) audits every decision, refused ones included; ``scrub`` (set by
+    admission) cleans the host a program asked for before it is kept (a name can carry a
+    secret the program was given).
     """
 
     def __init__(self, reached: list[dict[str, Any]] | None = None) -> None:
         self.reached: list[dict[str, Any]] = [] if reached is None else reached
         self.sink: Callable[[dict[str, Any]], None] | None = None
+        self.scrub: Callable[[str], str] | None = None
         self._lock = threading.Lock()
 
     def note(self, connection: Mapping[str, Any]) -> None:
         """Record one decision of the proxy (``Connection.to_json()``)."""
+        connection = dict(connection)
+        if self.scrub is not None:
+            connection["host"] = self.scrub(str(connection.get("host", "")))
         with self._lock:
             if connection.get("address") is not None:
                 entry = {k: connection[k] for k in ("host", "port", "address")}
