@@ -251,7 +251,8 @@ class _Crossings:
 
     Loaded only when there are any, from the proctor this file belongs to."""
 
-    def __init__(self, doc: Any, folder: Path) -> None:
+    def __init__(self, doc: Any, folder: Path, secrets: list[str]) -> None:
+        self.secrets = secrets
         self.parts: list[Any] = []
         self.doc = doc if isinstance(doc, dict) else None
         self.folder = folder
@@ -266,7 +267,7 @@ class _Crossings:
 
         where = Path(self.doc["folder"])
         if self.doc.get("egress") is not None:
-            self.parts.append(_proxy(self.doc["egress"], where, self.folder))
+            self.parts.append(_proxy(self.doc["egress"], where, self.folder, self.secrets))
         if self.doc.get("ports"):
             self.parts.append(PublishedPorts(where, self.doc["ports"]).start())
 
@@ -279,19 +280,24 @@ class _Crossings:
             shutil.rmtree(self.doc["folder"], ignore_errors=True)
 
 
-def _proxy(doc: dict[str, Any], where: Path, folder: Path) -> Any:
+def _proxy(doc: dict[str, Any], where: Path, folder: Path, secrets: list[str]) -> Any:
     """Start the egress proxy (in ``where``). Every connection is audited in the run's audit
     log; each destination reached is added to ``egress.jsonl`` once, which
-    ``process.list`` / ``read`` / ``stop`` report."""
+    ``process.list`` / ``read`` / ``stop`` report. The host asked for is scrubbed of the
+    secrets delivered to the process first."""
+    from proctor.contracts.values import replace
     from proctor.runtime.boundary.egress_allow import EgressAllow
     from proctor.runtime.boundary.egress_proxy import Connection, EgressProxy
+    from proctor.runtime.boundary.sanitize import TaintSet, scrub_text
     from proctor.runtime.records.audit import AuditLog
 
+    taint = TaintSet(secrets)
     audit = AuditLog(Path(doc["audit"]))
     reached: set[tuple[str, int, str]] = set()
 
-    def note(connection: Connection) -> None:
-        audit.emit("egress_connection", run_id=doc["run_id"], step_index=None,
+    def note(asked: Connection) -> None:
+        connection = replace(asked, host=scrub_text(asked.host, taint))
+        audit.emit("egress_connection", run_id=doc["run_id"], step_index=None, taint=taint,
                    tool="process.start", call_id=doc["call_id"], process_id=folder.name,
                    **connection.to_json())  # fmt: skip
         key = (connection.host, connection.port, connection.address or "")
@@ -334,7 +340,7 @@ def main(folder_text: str) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = Supervisor(folder, spec, secret)
-    crossings = _Crossings(spec.get("relay"), folder)
+    crossings = _Crossings(spec.get("relay"), folder, list(secret.get("secrets", [])))
     try:
         crossings.start()
         supervisor.start()
