@@ -142,6 +142,21 @@ def test_a_call_receipt_records_its_sandbox_and_parses_strictly() -> None:
     assert hashlib.sha256(bad).digest() != hashlib.sha256(data).digest()
 
 
+def test_a_call_receipt_names_the_destinations_its_process_reached() -> None:
+    reached = [{"host": "pypi.example", "port": 443, "address": "192.0.2.7"}]
+    data = _call_receipt(
+        {"used": "bubblewrap", "mode": "required", "network": True, "destinations": reached}
+    )
+    assert parse_envelope(data).body["sandbox"]["destinations"] == reached
+    for bad in (
+        data.replace(b'"network":true', b'"network":false'),  # no grant, nothing reached
+        data.replace(b'"port":443', b'"port":"443"'),
+        data.replace(b'"address":"192.0.2.7"', b'"ip":"192.0.2.7"'),
+    ):
+        with pytest.raises(ReceiptInvalid):
+            parse_envelope(bad)
+
+
 def test_only_call_receipts_carry_a_sandbox() -> None:
     from proctor.errors import UsageError
 
