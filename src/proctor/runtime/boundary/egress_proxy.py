@@ -26,6 +26,7 @@ import select
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -164,8 +165,11 @@ class EgressProxy:
                 sock.shutdown(socket.SHUT_RDWR)
         with self._lock:
             threads = list(self._threads)
+        # a thread still resolving a name or dialling cannot be interrupted; it holds no socket
+        # the sandbox can reach and ends within its timeout, so the wait for it is bounded
+        deadline = time.monotonic() + _DIAL_SECONDS
         for thread in threads:
-            thread.join()
+            thread.join(max(0.0, deadline - time.monotonic()))
         if self._listener is not None:
             self._listener.close()
         for fd in self._wake:
