@@ -115,6 +115,7 @@ _HEAD_KEYS = frozenset({"lines", "last_digest"})
 _MAX_LINES = 2**53 - 1  # an integer canonical JSON writes exactly as the C encoder does
 _CALL_KEYS = _BODY_KEYS | {"sandbox"}
 _SANDBOX_KEYS = frozenset({"used", "mode", "network"})
+_DESTINATION_KEYS = frozenset({"host", "port", "address"})
 _SUBJECT_KEYS = frozenset({"skill", "package_digest", "method", "step_id", "tool"})
 _ENVELOPE_KEYS = frozenset({"body", "key_id", "signature"})
 _CHILD_KEYS = frozenset({"receipt_id", "body_digest"})
@@ -216,7 +217,7 @@ def _opt_digest(value: object, name: str) -> None:
 
 
 def _check_sandbox(value: object) -> None:
-    if type(value) is not dict or value.keys() != _SANDBOX_KEYS:
+    if type(value) is not dict or value.keys() - {"destinations"} != _SANDBOX_KEYS:
         raise _bad(f"sandbox must have exactly the keys {sorted(_SANDBOX_KEYS)}")
     if value["used"] not in SANDBOX_USED or value["mode"] not in SANDBOX_MODES:
         raise _bad(
@@ -224,6 +225,23 @@ def _check_sandbox(value: object) -> None:
         )
     if type(value["network"]) is not bool:
         raise _bad("sandbox.network is a boolean")
+    if "destinations" in value:  # what a process reached through the egress proxy
+        _check_destinations(value["destinations"], value["network"])
+
+
+def _check_destinations(value: object, network: object) -> None:
+    if network is not True or type(value) is not list:
+        raise _bad("sandbox.destinations is a list, stated only with network true")
+    for item in value:
+        if (
+            type(item) is not dict
+            or item.keys() != _DESTINATION_KEYS
+            or type(item["host"]) is not str
+            or type(item["address"]) is not str
+            or type(item["port"]) is not int
+            or not 0 < item["port"] < 65536
+        ):
+            raise _bad("each of sandbox.destinations is {host, port, address}")
 
 
 def _check_spend(value: object, kind: object) -> None:

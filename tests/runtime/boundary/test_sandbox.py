@@ -12,6 +12,7 @@ from proctor.errors import ConfigError, ReceiptInvalid, RefusedCall
 from proctor.receipts.model import Subject, parse_envelope
 from proctor.receipts.signing import signer_from_seed
 from proctor.receipts.writer import ReceiptWriter
+from proctor.runtime.boundary.netrelay import Relay
 from proctor.runtime.boundary.sandbox import (
     SandboxSetting,
     SandboxSpec,
@@ -100,8 +101,15 @@ def test_the_command_line_orders_mounts_and_isolates(tmp_path: Path) -> None:
     assert bind < text.index(f"--ro-bind /dev/null {ws}/.env")
     assert (ws / ".home").is_dir()  # created so it can be hidden
     assert argv[-2:] == ["--", "true"]
-    shared = bwrap_argv(SandboxSpec(cwd=ws, network=True), ["true"], bwrap="bwrap")
-    assert "--unshare-net" not in shared
+    # an egress grant never shares the host's network: the proxy's folder is bound in and
+    # the program runs under the relay that reaches it
+    relay = Relay(ws / "px", egress=True, publish=(8080,))
+    proxied = bwrap_argv(SandboxSpec(cwd=ws, network=True), ["true"], bwrap="bwrap", relay=relay)
+    assert "--unshare-net" in proxied
+    assert " ".join(proxied).index(f"--bind {ws}/px /tmp/.proctor-egress") > 0
+    wrapped = proxied[proxied.index("--chdir") + 3 :]
+    assert wrapped[3].endswith("egress_forwarder.py")
+    assert wrapped[4:] == ["/tmp/.proctor-egress", "--egress", "--publish", "8080", "--", "true"]
 
 
 @needs_bwrap
@@ -132,6 +140,21 @@ def test_a_call_receipt_records_its_sandbox_and_parses_strictly() -> None:
     with pytest.raises(ReceiptInvalid):
         parse_envelope(bad)
     assert hashlib.sha256(bad).digest() != hashlib.sha256(data).digest()
+
+
+def test_a_call_receipt_names_the_destinations_its_process_reached() -> None:
+    reached = [{"host": "pypi.example", "port": 443, "address": "192.0.2.7"}]
+    data = _call_receipt(
+        {"used": "bubblewrap", "mode": "required", "network": True, "destinations": reached}
+    )
+    assert parse_envelope(data).body["sandbox"]["destinations"] == reached
+    for bad in (
+        data.replace(b'"network":true', b'"network":false'),  # no grant, nothing reached
+        data.replace(b'"port":443', b'"port":"443"'),
+        data.replace(b'"address":"192.0.2.7"', b'"ip":"192.0.2.7"'),
+    ):
+        with pytest.raises(ReceiptInvalid):
+            parse_envelope(bad)
 
 
 def test_only_call_receipts_carry_a_sandbox() -> None:

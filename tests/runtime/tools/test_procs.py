@@ -209,11 +209,13 @@ class H(http.server.BaseHTTPRequestHandler):
 print("listening", flush=True)
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
-WAIT = """import socket, sys, time
+# in a sandbox of its own, the way to the dev server is the egress proxy (HTTP_PROXY), which
+# dials the host's loopback, where the server's port is published
+WAIT = """import sys, time, urllib.request
 deadline = time.monotonic() + 20
 while True:
     try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/ready", timeout=2).close()
         break
     except OSError:
         if time.monotonic() > deadline:
@@ -247,7 +249,7 @@ methods:
     steps:
       - id: serve
         tool: process.start
-        inputs: {{command: "{PY}", args: [tools/server.py, "{port}"]}}
+        inputs: {{command: "{PY}", args: [tools/server.py, "{port}"], ports: [{port}]}}
       - id: ready
         tool: command.execute
         inputs: {{argv: ["{PY}", tools/wait_port.py, "{port}"]}}

@@ -390,7 +390,7 @@ class Governor:
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
         sandboxed = hand_over(outcome.sandbox, extras, self.audit, run_id=self.run_id,
                               step_index=spec.step_index, tool=tool.name,
-                              call_id=outcome.call_id)  # fmt: skip
+                              call_id=outcome.call_id, taint=self.sanitizer.taint)  # fmt: skip
         ctx = ToolContext(
             workspace=admitted_workspace(self.workspace, resolved, seen),
             store=self.store,

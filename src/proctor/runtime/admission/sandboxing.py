@@ -19,6 +19,7 @@ from proctor.runtime.boundary.sandbox_setting import SANDBOX_EXTRA, SandboxSetti
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.runtime.boundary.sandbox import SandboxUse
+    from proctor.runtime.boundary.sanitize import TaintSet
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.tools.base import Tool
 
@@ -31,8 +32,9 @@ def choose_sandbox(
     """What a call of ``tool`` runs under (``None`` for a tool that starts no process).
 
     ``setting`` is the run's (``None``: ``PROCTOR_SANDBOX`` of this process, else
-    ``required``). The process shares the host's network only when the run's authority holds
-    an egress grant.
+    ``required``). A sandboxed process never shares the host's network; when the run's
+    authority holds an egress grant it reaches the network through the egress proxy, which
+    checks each destination against the grant.
 
     Raises:
         RefusedCall: ``sandbox_unavailable`` (required, and bubblewrap does not work here);
@@ -48,8 +50,8 @@ def choose_sandbox(
     from proctor.runtime.boundary.sandbox import sandbox_for_call
 
     grant = authority.egress
-    network = grant is not None and bool(grant.hosts or grant.networks)
-    return sandbox_for_call(setting, network=network)
+    entries = () if grant is None else (*grant.hosts, *grant.networks)
+    return sandbox_for_call(setting, network=bool(entries), egress=entries)
 
 
 def hand_over(
@@ -61,12 +63,30 @@ def hand_over(
     step_index: int | None,
     tool: str,
     call_id: str,
+    taint: TaintSet | None = None,
 ) -> dict[str, Any]:
     """Put the choice in the tool's extras; audit an ``off``; return what the call's settled
-    record adds (``{"sandbox": ...}``, or nothing for a tool that starts no process)."""
+    record adds (``{"sandbox": ...}``, or nothing for a tool that starts no process).
+
+    Every connection the process asks the egress proxy for is audited as an
+    ``egress_connection`` event (allowed or refused, with the address dialled); the host it
+    asked for is scrubbed with the run's ``taint`` before the record or the audit log keeps it."""
     if use is None:
         return {}
     extras[SANDBOX_EXTRA] = use
+    if use.log is not None:
+
+        def sink(connection: dict[str, Any]) -> None:
+            audit.emit("egress_connection", run_id=run_id, step_index=step_index, tool=tool,
+                       call_id=call_id, taint=taint, **connection)  # fmt: skip
+
+        def scrub(host: str) -> str:
+            from proctor.runtime.boundary.sanitize import scrub_text
+
+            return scrub_text(host, taint)
+
+        use.log.sink = sink
+        use.log.scrub = scrub
     if use.mode == "off":
         audit.emit(
             "sandbox_disabled",

@@ -10,12 +10,16 @@ authority a run never writes and which are proctor's state it never touches) and
 address checks) with :mod:`.transport` (the httpx transport that dials only checked
 addresses), :mod:`.sandbox` with :mod:`.sandbox_paths` (the bubblewrap sandbox every process a
 run starts runs in: modes, the probe, what it hides and what is writable),
-:mod:`.sandbox_sweep` (the host-side clean-up after a command) and :mod:`.sandbox_git` (the
-git settings a process must not leave for the host's git), and
+:mod:`.sandbox_sweep` (the host-side clean-up after a command), :mod:`.sandbox_git` (the git
+settings a process must not leave for the host's git), :mod:`.egress_proxy` (a sandboxed
+process's only way out: every connection through the egress checks) with :mod:`.netrelay` (the
+sandbox's network crossings: their folder, the relay's command line, published ports) and the
+relay program :mod:`.egress_forwarder`, and
 :mod:`.sanitize` with its detectors in :mod:`.detect` (secrets removed from results, refusals,
 audit lines and output).
 
-Surface: every module but ``detect``. May import only ``proctor.core``, ``proctor.errors``,
+Surface: every module but ``detect`` and ``egress_forwarder`` (a program run inside the
+sandbox, never imported). May import only ``proctor.core``, ``proctor.errors``,
 ``proctor.policy.user_guards`` (which guard modules a config names) and the shared runtime
 modules: never records, home, tools, admission or the engine, so everything
 above can rely on it.

@@ -27,7 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from proctor.contracts.values import dataclass
 from proctor.core.netaddr import (
+    HostName,
     InvalidHost,
+    IPAddress,
+    check_address,
+    format_address,
     format_host,
     parse_host,
 )
@@ -47,6 +51,7 @@ __all__ = [
     "StaticResolver",
     "SystemResolver",
     "canonical_url",
+    "check_destination",
     "load_egress_allow",
 ]
 
@@ -200,3 +205,67 @@ def canonical_url(url: str) -> httpx.URL:
         raise _refuse(
             "egress refused: the URL is not valid", host=format_host(host), kind="invalid_url"
         ) from exc
+
+
+def check_destination(
+    shown: str, port: int, allow: EgressAllow, resolver: Resolver
+) -> tuple[list[IPAddress], str]:
+    """The checked addresses a connection to ``shown`` (a host as a URL spells it: a name, an
+    IPv4 address, or an IPv6 address in brackets) may dial, and the host's canonical spelling.
+
+    The one check every outbound connection of a run passes, whether an ``http.request`` sends
+    it or a sandboxed process asks the egress proxy for it: a name is resolved once, and the
+    connection is refused when any of its addresses is refused (an allowed name accepts all of
+    them); an address is refused unless public or in an allowed network. The caller dials one
+    of the returned addresses, never the name.
+
+    Raises:
+        EgressRefused: the host is invalid, does not resolve, or an address is refused.
+    """
+    import ipaddress
+
+    try:
+        host = parse_host(shown)
+    except InvalidHost as exc:
+        raise _refuse(f"egress refused: {exc}", host=shown, kind="invalid_host") from exc
+    if not isinstance(host, HostName):
+        _check_one(allow, host, shown, host)
+        return [host], format_host(host)
+    name = host.canonical
+    try:
+        answers = list(resolver(name, port))
+    except OSError as exc:
+        raise _refuse(f"egress refused: {name} does not resolve", host=name,
+                      kind="unresolved") from exc  # fmt: skip
+    if not answers:
+        raise _refuse(f"egress refused: {name} resolved to no address", host=name,
+                      kind="unresolved")  # fmt: skip
+    addresses: list[IPAddress] = []
+    for answer in answers:
+        try:
+            address = ipaddress.ip_address(answer)
+        except ValueError as exc:
+            raise _refuse(f"egress refused: {name} resolved to something not an address",
+                          host=name, kind="unresolved") from exc  # fmt: skip
+        if not allow.allows_host(host):
+            _check_one(allow, address, name, host)
+        addresses.append(address)
+    return addresses, host.name
+
+
+def _check_one(
+    allow: EgressAllow, address: IPAddress, shown: str, host: IPAddress | HostName
+) -> None:
+    if allow.allows_address(address):
+        return
+    denial = check_address(address)
+    if denial is None:
+        return
+    literal = format_address(address)
+    if isinstance(host, HostName):
+        said = f"{shown} resolves to {literal}, and {denial.reason}"
+    elif shown.removeprefix("[").removesuffix("]") != literal:  # another spelling of it
+        said = f"{shown} is {literal}, and {denial.reason}"
+    else:
+        said = denial.reason  # it names the address itself
+    raise _refuse(f"egress refused: {said}", host=shown, kind="address", **denial.to_dict())

@@ -30,9 +30,9 @@ import os
 import stat
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import RefusedCall
@@ -47,11 +47,15 @@ from proctor.runtime.boundary.sandbox_setting import (
     stricter,
 )
 
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.netrelay import Relay
+
 __all__ = [
     "BWRAP_ENV",
     "MODES",
     "SANDBOX_ENV",
     "SANDBOX_EXTRA",
+    "EgressLog",
     "Probe",
     "SandboxMode",
     "SandboxSetting",
@@ -66,14 +70,17 @@ __all__ = [
 
 _PROBE_TIMEOUT = 20.0
 _REASON_CHARS = 200
-# Namespaces and privileges every sandboxed process loses; the network namespace is added
-# unless the run's authority grants egress. ``--cap-drop ALL`` matters when proctor runs as
-# root: bubblewrap keeps a privileged caller's capabilities otherwise, and CAP_SYS_ADMIN would
-# let the program remount / read-write or unmount what hides the home.
+# Namespaces and privileges every sandboxed process loses. The network namespace is never
+# shared, egress grant or not: the host's loopback services and abstract unix sockets (X11,
+# D-Bus, agents) live in the host's namespace, and a grant reaches the network only through
+# the egress proxy (:mod:`proctor.runtime.boundary.egress_proxy`). ``--cap-drop ALL`` matters
+# when proctor runs as root: bubblewrap keeps a privileged caller's capabilities otherwise,
+# and CAP_SYS_ADMIN would let the program remount / read-write or unmount what hides the home.
 _ISOLATION = (
     "--die-with-parent",
     "--new-session",
     "--unshare-pid",
+    "--unshare-net",
     "--unshare-ipc",
     "--unshare-uts",
     "--unshare-cgroup-try",
@@ -115,7 +122,7 @@ def _probe(bwrap: str | None) -> Probe:
     if not stat.S_ISREG(info.st_mode) or not os.access(bwrap, os.X_OK):
         return Probe(False, "the bubblewrap named is not an executable file")
     target = next((p for p in ("/bin/true", "/usr/bin/true") if os.path.exists(p)), None)
-    argv = [*_ISOLATION, "--unshare-net", *_BASE_MOUNTS]
+    argv = [*_ISOLATION, *_BASE_MOUNTS]
     command = [target] if target is not None else ["/bin/sh", "-c", ":"]
     try:
         done = subprocess.run(
@@ -135,6 +142,38 @@ def _probe(bwrap: str | None) -> Probe:
     return Probe(True)
 
 
+class EgressLog:
+    """What a process asked the egress proxy for during one call.
+
+    ``reached`` lists each destination reached (``{"host", "port", "address"}``, once each, in
+    the order first reached); the call's record holds this very list, so what the proxy adds
+    while the call runs is in the record written when it ends, and so in its receipt. ``sink``
+    (set by admission) audits every decision, refused ones included; ``scrub`` (set by
+    admission) cleans the host a program asked for before it is kept (a name can carry a
+    secret the program was given).
+    """
+
+    def __init__(self, reached: list[dict[str, Any]] | None = None) -> None:
+        self.reached: list[dict[str, Any]] = [] if reached is None else reached
+        self.sink: Callable[[dict[str, Any]], None] | None = None
+        self.scrub: Callable[[str], str] | None = None
+        self._lock = threading.Lock()
+
+    def note(self, connection: Mapping[str, Any]) -> None:
+        """Record one decision of the proxy (``Connection.to_json()``)."""
+        connection = dict(connection)
+        if self.scrub is not None:
+            connection["host"] = self.scrub(str(connection.get("host", "")))
+        with self._lock:
+            if connection.get("address") is not None:
+                entry = {k: connection[k] for k in ("host", "port", "address")}
+                if entry not in self.reached:
+                    self.reached.append(entry)
+            sink = self.sink
+        if sink is not None:
+            sink(dict(connection))
+
+
 @dataclass(frozen=True)
 class SandboxUse:
     """What one process call runs under, decided at admission and recorded with the call.
@@ -142,9 +181,12 @@ class SandboxUse:
     Attributes:
         used: ``bubblewrap`` or ``none``.
         mode: the mode in force when it was decided.
-        network: the process shares the host's network (the run's authority grants egress).
+        network: the process may reach the network: under bubblewrap only through the egress
+            proxy, which checks each destination against ``egress``; unsandboxed, directly.
         bwrap: the executable (``used == "bubblewrap"`` only; never recorded).
         reason: why ``none``: the probe's answer under ``auto``, the setting under ``off``.
+        egress: the run's egress allow entries (hosts and networks of its authority's grant).
+        log: the destinations reached (bubblewrap with ``network`` only).
     """
 
     used: Literal["bubblewrap", "none"]
@@ -152,6 +194,13 @@ class SandboxUse:
     network: bool = False
     bwrap: str | None = field(default=None, compare=False)
     reason: str | None = None
+    egress: tuple[str, ...] = ()
+    log: EgressLog | None = field(default=None, compare=False)
+
+    @property
+    def proxied(self) -> bool:
+        """Whether the process's network goes through the egress proxy."""
+        return self.used == "bubblewrap" and self.network
 
     @property
     def trust(self) -> str | None:
@@ -161,17 +210,25 @@ class SandboxUse:
         return "sandbox_disabled" if self.mode == "off" else "trusted_host_process"
 
     def to_record(self) -> dict[str, Any]:
-        """The form a call's record in the run store keeps."""
-        return {
+        """The form a call's record in the run store keeps (with the log's live list of
+        destinations, see :class:`EgressLog`)."""
+        record: dict[str, Any] = {
             "used": self.used,
             "mode": self.mode,
             "network": self.network,
             "reason": self.reason,
         }
+        if self.log is not None:
+            record["destinations"] = self.log.reached
+        return record
 
     def receipt_json(self) -> dict[str, Any]:
-        """The ``sandbox`` object of the call's receipt (no reason text, no path)."""
-        return {"used": self.used, "mode": self.mode, "network": self.network}
+        """The ``sandbox`` object of the call's receipt (no reason text, no path); a proxied
+        call's names the destinations its process reached."""
+        out: dict[str, Any] = {"used": self.used, "mode": self.mode, "network": self.network}
+        if self.log is not None:
+            out["destinations"] = [dict(d) for d in self.log.reached]
+        return out
 
     def warning(self) -> str | None:
         """The envelope's warning about a call that ran unsandboxed."""
@@ -194,16 +251,33 @@ class SandboxUse:
         if used not in ("bubblewrap", "none") or mode not in MODES:
             return None
         reason = record.get("reason")
+        reached = record.get("destinations")
         return cls(
             used=used,
             mode=mode,
             network=record.get("network") is True,
             reason=reason if isinstance(reason, str) else None,
+            log=EgressLog(_destinations(reached)) if isinstance(reached, list) else None,
         )
 
 
-def sandbox_for_call(setting: SandboxSetting, *, network: bool) -> SandboxUse:
+def _destinations(items: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for item in items:
+        if isinstance(item, Mapping):
+            host, port, address = item.get("host"), item.get("port"), item.get("address")
+            if isinstance(host, str) and type(port) is int and isinstance(address, str):
+                out.append({"host": host, "port": port, "address": address})
+    return out
+
+
+def sandbox_for_call(
+    setting: SandboxSetting, *, network: bool, egress: Sequence[str] = ()
+) -> SandboxUse:
     """What a process call runs under (admission calls this before anything starts).
+
+    ``egress``: the run's allow entries; under bubblewrap with ``network`` the process reaches
+    the network only through the egress proxy, which applies them.
 
     Raises:
         RefusedCall: ``sandbox_unavailable`` under ``required`` when bubblewrap does not work
@@ -213,7 +287,14 @@ def sandbox_for_call(setting: SandboxSetting, *, network: bool) -> SandboxUse:
         return SandboxUse("none", "off", network=True, reason=f"{SANDBOX_ENV}=off")
     found = probe(setting.bwrap)
     if found.available:
-        return SandboxUse("bubblewrap", setting.mode, network=network, bwrap=setting.bwrap)
+        return SandboxUse(
+            "bubblewrap",
+            setting.mode,
+            network=network,
+            bwrap=setting.bwrap,
+            egress=tuple(egress),
+            log=EgressLog() if network else None,
+        )
     if setting.mode == "required":
         raise RefusedCall(
             f"this run needs a sandbox for processes and {found.reason}; install bubblewrap "
@@ -238,7 +319,8 @@ class SandboxSpec:
             file is covered with ``/dev/null``.
         scratch: folders replaced by an empty writable tmpfs (the home, so programs that
             write caches there still work; nothing reaches the host).
-        network: share the host's network; without it the process has only its own loopback.
+        network: the run grants egress; the process still has only its own loopback, and
+            reaches the network through the egress proxy when :func:`bwrap_argv` is given one.
         env: the whole environment of the process (passed to bubblewrap's process, which
             hands it on unchanged; never on a command line, where others could read it).
         cwd: the folder the program starts in.
@@ -267,12 +349,20 @@ def _kind_of(path: Path) -> str | None:
 
 
 def bwrap_argv(
-    spec: SandboxSpec, argv: Sequence[str], *, bwrap: str, info_fd: int | None = None
+    spec: SandboxSpec,
+    argv: Sequence[str],
+    *,
+    bwrap: str,
+    info_fd: int | None = None,
+    relay: Relay | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` confined by ``spec``.
 
     ``info_fd``: a file descriptor bubblewrap writes ``{"child-pid": N}`` to once the sandbox
     is set up (N is the host pid of the sandbox's first process, whose end ends them all).
+    ``relay``: the sandbox's crossings (the egress proxy, published ports): their folder is
+    bound into the sandbox and ``argv`` runs under the relay that serves them. The sandbox's
+    network namespace is its own either way.
 
     Paths that do not exist are left out (nothing is created on the host). Mounts are ordered
     by depth so an inner one always lands on top of the one that contains it; hidden folders
@@ -300,8 +390,6 @@ def bwrap_argv(
     out = [bwrap, *_ISOLATION]
     if info_fd is not None:
         out += ["--info-fd", str(info_fd)]
-    if not spec.network:
-        out.append("--unshare-net")
     out.extend(_BASE_MOUNTS)
     remount: list[str] = []
     for _depth, _order, kind, text in sorted(set(ops)):
@@ -318,5 +406,10 @@ def bwrap_argv(
             out += ["--ro-bind", "/dev/null", text]
     for text in reversed(remount):
         out += ["--remount-ro", text]
+    if relay is not None:
+        from proctor.runtime.boundary.netrelay import SANDBOX_FOLDER
+
+        out += ["--bind", str(relay.folder), SANDBOX_FOLDER]
+        argv = relay.wrap(argv)
     out += ["--chdir", str(spec.cwd), "--", *argv]
     return out

@@ -7,7 +7,6 @@ The checks themselves (schemes, hosts, the allow-list, resolution) are described
 
 from __future__ import annotations
 
-import ipaddress
 import ssl
 import threading
 from collections import OrderedDict
@@ -16,15 +15,7 @@ from collections.abc import Callable
 import httpx
 
 from proctor.contracts.values import dataclass, field
-from proctor.core.netaddr import (
-    HostName,
-    InvalidHost,
-    IPAddress,
-    check_address,
-    format_address,
-    format_host,
-    parse_host,
-)
+from proctor.core.netaddr import IPAddress, format_address
 from proctor.runtime.boundary.egress import (
     _DEFAULT_PORTS,
     _SCHEMES,
@@ -33,6 +24,7 @@ from proctor.runtime.boundary.egress import (
     Resolver,
     SystemResolver,
     _refuse,
+    check_destination,
 )
 
 __all__ = ["EgressTransport", "egress_client"]
@@ -80,54 +72,8 @@ class EgressTransport(httpx.BaseTransport):
                           kind="scheme")  # fmt: skip
         if url.userinfo:
             raise _refuse("egress refused: the URL carries userinfo", host=shown, kind="userinfo")
-        try:
-            host = parse_host(shown)
-        except InvalidHost as exc:
-            raise _refuse(f"egress refused: {exc}", host=shown, kind="invalid_host") from exc
-        port = url.port or _DEFAULT_PORTS[scheme]
-        if not isinstance(host, HostName):
-            self._check_one(host, shown, host)
-            return [host], format_host(host)
-        name = host.canonical
-        try:
-            answers = list(self.resolver(name, port))
-        except OSError as exc:
-            raise _refuse(f"egress refused: {name} does not resolve", host=name,
-                          kind="unresolved") from exc  # fmt: skip
-        if not answers:
-            raise _refuse(f"egress refused: {name} resolved to no address", host=name,
-                          kind="unresolved")  # fmt: skip
-        addresses: list[IPAddress] = []
-        for answer in answers:
-            try:
-                address = ipaddress.ip_address(answer)
-            except ValueError as exc:
-                raise _refuse(f"egress refused: {name} resolved to something not an address",
-                              host=name, kind="unresolved") from exc  # fmt: skip
-            if not self.allow.allows_host(host):
-                self._check_one(address, name, host)
-            addresses.append(address)
-        return addresses, host.name
-
-    def _check_one(self, address: IPAddress, shown: str, host: IPAddress | HostName) -> None:
-        if self.allow.allows_address(address):
-            return
-        denial = check_address(address)
-        if denial is None:
-            return
-        literal = format_address(address)
-        if isinstance(host, HostName):
-            said = f"{shown} resolves to {literal}, and {denial.reason}"
-        elif shown.removeprefix("[").removesuffix("]") != literal:  # another spelling of it
-            said = f"{shown} is {literal}, and {denial.reason}"
-        else:
-            said = denial.reason  # it names the address itself
-        raise _refuse(
-            f"egress refused: {said}",
-            host=shown,
-            kind="address",
-            **denial.to_dict(),
-        )
+        return check_destination(shown, url.port or _DEFAULT_PORTS[scheme], self.allow,
+                                 self.resolver)  # fmt: skip
 
     def _pool(self, scheme: str, name: str) -> httpx.BaseTransport:
         key = (scheme, name)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ToolFailed
+from proctor.runtime.boundary.netrelay import Relay
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.sandbox_sweep import Sweep
@@ -46,6 +47,7 @@ from proctor.runtime.tools import driver_watch
 if TYPE_CHECKING:
     import psutil
 
+    from proctor.runtime.boundary.egress_proxy import EgressProxy
     from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "check_startable",
     "finish",
     "start",
+    "start_proxy",
     "stop_running",
     "wait_for",
 ]
@@ -70,7 +73,8 @@ _STOPPED: set[int] = set()
 class Running:
     """A started program: the process proctor started (bubblewrap, or the program itself);
     under bubblewrap, the sandbox's first process and a pidfd of it (readable once it ended);
-    and the sweep to run once everything has ended."""
+    and the sweep to run once everything has ended; the egress proxy it reaches the network
+    through (stopped once it has ended)."""
 
     proc: subprocess.Popen[bytes]
     name: str
@@ -78,6 +82,7 @@ class Running:
     sweep: Sweep | None = None
     inner: psutil.Process | None = None
     inner_fd: int | None = None
+    proxy: EgressProxy | None = None
 
 
 @dataclass(frozen=True)
@@ -141,11 +146,13 @@ def start(
         ToolFailed: ``command_not_started``: the program cannot be found (nothing started).
     """
     check_startable(argv[0], cwd, env)
-    launch, launch_env, sweep, info = argv, env, None, None
+    launch, launch_env, sweep, info, proxy = argv, env, None, None, None
     if use.used == "bubblewrap" and use.bwrap is not None:
         spec, sweep = run_sandbox(workspace, environ=environ, env=env, cwd=cwd, network=use.network)
+        proxy = start_proxy(use)
         info = os.pipe()
-        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1])
+        relay = None if proxy is None or proxy.folder is None else Relay(proxy.folder, egress=True)
+        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1], relay=relay)
         launch, launch_env = driver_watch.marked(launch, dict(spec.env))
     try:
         proc = subprocess.Popen(
@@ -162,6 +169,8 @@ def start(
     except OSError as exc:
         if info is not None:
             os.close(info[0])
+        if proxy is not None:
+            proxy.stop()
         raise ToolFailed(
             f"cannot start '{os.path.basename(argv[0])}': {exc.strerror}",
             code="command_not_started",
@@ -169,12 +178,27 @@ def start(
     finally:
         if info is not None:
             os.close(info[1])
-    running = Running(proc, os.path.basename(argv[0]), use, sweep)
+    running = Running(proc, os.path.basename(argv[0]), use, sweep, proxy=proxy)
     with _LOCK:
         _RUNNING[proc.pid] = running
     if info is not None:
         _capture_sandbox(running, info[0], deadline)
     return running
+
+
+def start_proxy(use: SandboxUse) -> EgressProxy | None:
+    """The egress proxy of a sandboxed process whose run grants egress, started (``None``
+    for any other: its sandbox has no way out at all). Its decisions go to ``use.log``."""
+    if not use.proxied:
+        return None
+    from proctor.runtime.boundary.egress_allow import EgressAllow
+    from proctor.runtime.boundary.egress_proxy import EgressProxy
+
+    log = use.log
+    return EgressProxy(
+        EgressAllow.parse(use.egress),
+        on_connection=None if log is None else (lambda c: log.note(c.to_json())),
+    ).start()
 
 
 def _capture_sandbox(running: Running, fd: int, deadline: float) -> None:
@@ -293,6 +317,8 @@ def finish(running: Running) -> Ended:
             _RUNNING.pop(proc.pid, None)
             stopped = proc.pid in _STOPPED
             _STOPPED.discard(proc.pid)
+        if running.proxy is not None:  # nothing inside can use it any more
+            running.proxy.stop()
     # every process of the sandbox has ended: nothing can race the sweep
     removed = tuple(running.sweep.run()) if running.sweep is not None else ()
     sandboxed = running.use.used == "bubblewrap"

@@ -1,12 +1,15 @@
 """``process.start/read/write/resize/stop/list``: programs that outlive the call that started
 them (a dev server, a watcher, an interactive program).
 
-- ``process.start {command, args?, cwd?, env?, tty?: {rows, cols}, max_seconds?}`` is a process
-  tool like ``command.execute``: under the floor, its argv exact (no shell), its environment the
-  inherited names, the step's delivered credential and the declared non-secret ``env`` only
-  (``PROCTOR_*`` and the inherited names may not be set), and the same sandbox admission chose
-  (bubblewrap: no home, no keys, only the reach writable, no network without egress, a PID
-  namespace of its own). It starts a supervisor of its own
+- ``process.start {command, args?, cwd?, env?, tty?: {rows, cols}, max_seconds?, ports?}`` is
+  a process tool like ``command.execute``: under the floor, its argv exact (no shell), its
+  environment the inherited names, the step's delivered credential and the declared non-secret
+  ``env`` only (``PROCTOR_*`` and the inherited names may not be set), and the same sandbox
+  admission chose (bubblewrap: no home, no keys, only the reach writable, a network namespace
+  of its own whose only way out is the egress proxy when the run grants egress, a PID
+  namespace of its own). ``ports`` (a dev server's) are published on the host's ``127.0.0.1``
+  at the same numbers for the process's life (``port_in_use`` when one is taken there). It
+  starts a supervisor of its own
   (:mod:`proctor.runtime.tools.procs_supervisor`), which owns the program for its life, keeps
   its output in a bounded log under ``.proctor/processes/`` and stops it at ``max_seconds``
   (3600 by default, at most 86400). It returns a ``proctor.process.v1`` with the
@@ -37,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import ConfigError, RefusedCall, ToolFailed
-from proctor.runtime.boundary.sandbox import bwrap_argv
+from proctor.runtime.boundary.netrelay import Relay, check_ports, make_folder
+from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.tools import procs_log
 from proctor.runtime.tools.base import Access, Tool, ToolContext
@@ -168,12 +172,18 @@ def _start_counted(
     env, delivered = _env(ctx, dict(args.get("env", {})))
     check_startable(argv[0], cwd.abs, env)
     use = call_sandbox(ctx)
-    launch, launch_env, sweep = argv, env, None
+    ports = check_ports(args.get("ports", []))
+    launch, launch_env, sweep, relay = argv, env, None, None
     if use.used == "bubblewrap" and use.bwrap is not None:
         spec, sweep = run_sandbox(
             ctx.workspace, environ=session_environ(ctx), env=env, cwd=cwd.abs, network=use.network
         )
-        launch, launch_env = bwrap_argv(spec, argv, bwrap=use.bwrap), dict(spec.env)
+        relay = _supervised_relay(ctx, use, ports)
+        crossings = None
+        if relay is not None:
+            crossings = Relay(Path(relay["folder"]), relay["egress"] is not None, ports)
+        launch = bwrap_argv(spec, argv, bwrap=use.bwrap, relay=crossings)
+        launch_env = dict(spec.env)
     process_id = "proc_" + secrets.token_hex(8)
     # bubblewrap (and an unsandboxed program) carry the process id in their environment, so
     # a reader that finds the supervisor dead finds them even if it died before recording them
@@ -199,6 +209,8 @@ def _start_counted(
         # the supervisor removes, once the whole tree has ended, what the process created
         # that a run may never write (kept here, in .proctor/, out of the process's reach)
         "sweep": None if sweep is None else sweep.to_json(),
+        # the supervisor runs the egress proxy and the published ports as long as it lives
+        "relay": relay,
     }
     (folder / "spec.json").write_text(json.dumps(spec_doc, sort_keys=True))
     _spawn(folder, {"env": launch_env, "secrets": delivered})
@@ -210,8 +222,31 @@ def _start_counted(
         "tty": args.get("tty") is not None,
         "max_seconds": max_seconds,
         "sandbox": use.used,
+        "ports": list(ports) if use.used == "bubblewrap" else [],
         "running": procs_log.running(folder),
     }
+
+
+def _supervised_relay(
+    ctx: ToolContext, use: SandboxUse, ports: tuple[int, ...]
+) -> dict[str, Any] | None:
+    """What the supervisor needs to serve the sandbox's crossings (``None`` with neither an
+    egress grant nor a published port): the private folder of their sockets (named now: the
+    sandbox's command line binds it), the ports, and for the egress proxy the allow entries
+    and where and for what call it audits."""
+    if not use.proxied and not ports:
+        return None
+    from proctor.runtime.records.audit import audit_path
+
+    egress = None
+    if use.proxied:
+        egress = {
+            "allow": list(use.egress),
+            "audit": str(audit_path(ctx.workspace.root, session_environ(ctx))),
+            "run_id": ctx.run_id,
+            "call_id": ctx.call_id,
+        }
+    return {"folder": str(make_folder()), "ports": list(ports), "egress": egress}
 
 
 def _spawn(folder: Path, secret: dict[str, Any]) -> None:
@@ -331,6 +366,12 @@ def process_tools() -> tuple[Tool, ...]:
                 ["rows", "cols"],
             ),
             "max_seconds": {"type": "integer", "minimum": 1, "maximum": 86400},
+            # ports the program listens on inside its sandbox, published on the host's loopback
+            "ports": {
+                "type": "array",
+                "maxItems": 16,
+                "items": {"type": "integer", "minimum": 1024, "maximum": 65535},
+            },
         },
         ["command"],
     )

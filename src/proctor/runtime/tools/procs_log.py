@@ -227,7 +227,23 @@ def describe(folder: Path) -> dict[str, Any]:
         "started_at": state.get("started_at"),
         "ended_at": None if alive else state.get("ended_at"),
         "removed": [] if alive else list(state.get("removed", [])),
+        "destinations": _destinations(folder / "egress.jsonl"),
     }
+
+
+def _destinations(path: Path) -> list[dict[str, Any]]:
+    """What the process reached through the egress proxy, once each, in order."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                found.append(entry)
+    return found
 
 
 def list_processes(processes: Path, *, run_id: str | None = None) -> list[dict[str, Any]]:

@@ -384,6 +384,72 @@ class Supervisor:
         return code
 
 
+class _Crossings:
+    """The sandbox's crossings (``spec["relay"]``): the published ports and the egress proxy,
+    served for the process's whole life, then closed and their folder removed.
+
+    Loaded only when there are any, from the proctor this file belongs to."""
+
+    def __init__(self, doc: Any, folder: Path, secrets: list[str]) -> None:
+        self.secrets = secrets
+        self.parts: list[Any] = []
+        self.doc = doc if isinstance(doc, dict) else None
+        self.folder = folder
+
+    def start(self) -> None:
+        if self.doc is None:
+            return
+        package_root = str(Path(__file__).resolve().parents[3])
+        if package_root not in sys.path:
+            sys.path.append(package_root)
+        from proctor.runtime.boundary.netrelay import PublishedPorts
+
+        where = Path(self.doc["folder"])
+        if self.doc.get("egress") is not None:
+            self.parts.append(_proxy(self.doc["egress"], where, self.folder, self.secrets))
+        if self.doc.get("ports"):
+            self.parts.append(PublishedPorts(where, self.doc["ports"]).start())
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.stop()
+        if self.doc is not None:
+            import shutil
+
+            shutil.rmtree(self.doc["folder"], ignore_errors=True)
+
+
+def _proxy(doc: dict[str, Any], where: Path, folder: Path, secrets: list[str]) -> Any:
+    """Start the egress proxy (in ``where``). Every connection is audited in the run's audit
+    log; each destination reached is added to ``egress.jsonl`` once, which
+    ``process.list`` / ``read`` / ``stop`` report. The host asked for is scrubbed of the
+    secrets delivered to the process first."""
+    from proctor.contracts.values import replace
+    from proctor.runtime.boundary.egress_allow import EgressAllow
+    from proctor.runtime.boundary.egress_proxy import Connection, EgressProxy
+    from proctor.runtime.boundary.sanitize import TaintSet, scrub_text
+    from proctor.runtime.records.audit import AuditLog
+
+    taint = TaintSet(secrets)
+    audit = AuditLog(Path(doc["audit"]))
+    reached: set[tuple[str, int, str]] = set()
+
+    def note(asked: Connection) -> None:
+        connection = replace(asked, host=scrub_text(asked.host, taint))
+        audit.emit("egress_connection", run_id=doc["run_id"], step_index=None, taint=taint,
+                   tool="process.start", call_id=doc["call_id"], process_id=folder.name,
+                   **connection.to_json())  # fmt: skip
+        key = (connection.host, connection.port, connection.address or "")
+        if connection.address is not None and key not in reached:
+            reached.add(key)
+            line = {"host": key[0], "port": key[1], "address": key[2]}
+            with (folder / "egress.jsonl").open("a") as out:
+                out.write(json.dumps(line, sort_keys=True) + "\n")
+
+    allow = EgressAllow.parse(doc["allow"])
+    return EgressProxy(allow, on_connection=note, folder=where).start()
+
+
 def _sweep(doc: Any) -> list[str]:
     """Run the sandbox's sweep (every process of the tree has ended: nothing races it).
 
@@ -413,11 +479,15 @@ def main(folder_text: str) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = Supervisor(folder, spec, secret)
+    crossings = _Crossings(spec.get("relay"), folder, list(secret.get("secrets", [])))
     try:
+        crossings.start()
         supervisor.start()
-    except OSError as exc:
-        _write_json(folder / "state.json", {"state": "failed", "error": exc.strerror or "error"})
-        sys.stdout.write(json.dumps({"started": False, "error": exc.strerror or "error"}) + "\n")
+    except Exception as exc:  # any failure to start is the tool's "not started", never lost
+        crossings.stop()
+        said = getattr(exc, "message", None) or getattr(exc, "strerror", None) or "error"
+        _write_json(folder / "state.json", {"state": "failed", "error": said})
+        sys.stdout.write(json.dumps({"started": False, "error": said}) + "\n")
         return 1
     with contextlib.suppress(OSError, ValueError):
         resource.setrlimit(resource.RLIMIT_AS, (SUPERVISOR_MEMORY, SUPERVISOR_MEMORY))
@@ -429,6 +499,7 @@ def main(folder_text: str) -> int:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     code = supervisor.run()
+    crossings.stop()  # the whole tree has ended: nothing can use them any more
     removed = _sweep(spec.get("sweep"))
     supervisor.state(
         state="exited",
