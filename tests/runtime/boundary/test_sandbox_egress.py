@@ -135,6 +135,18 @@ class Listener:
         self._thread.join(5)
 
 
+@pytest.fixture(autouse=True)
+def own_temporary_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This test's proxies make their folders in a temporary folder of its own (short, for the
+    unix socket's path), so counting them never sees another test's running beside it."""
+    import shutil
+
+    private = tempfile.mkdtemp(prefix="pe")
+    monkeypatch.setattr(tempfile, "tempdir", private)
+    yield
+    shutil.rmtree(private, ignore_errors=True)
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     root = make_workspace(tmp_path / "ws")

@@ -489,8 +489,11 @@ def main(folder_text: str) -> int:
         _write_json(folder / "state.json", {"state": "failed", "error": said})
         sys.stdout.write(json.dumps({"started": False, "error": said}) + "\n")
         return 1
-    with contextlib.suppress(OSError, ValueError):
-        resource.setrlimit(resource.RLIMIT_AS, (SUPERVISOR_MEMORY, SUPERVISOR_MEMORY))
+    if not crossings.parts:
+        # a supervisor serving the sandbox's crossings runs proctor's proxy and relay threads,
+        # each reserving a stack of address space: the cap is for the plain supervisor only
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_AS, (SUPERVISOR_MEMORY, SUPERVISOR_MEMORY))
     started = time.time()
     supervisor.state(state="running", started_at=started)
     sys.stdout.write(json.dumps({"started": True}) + "\n")
