@@ -1,15 +1,16 @@
 """``proctor approve`` and ``proctor decline``: a person's decision in the terminal.
 
-Both show exactly what the request carries (a unified diff for file changes, coloured only on
-a terminal; argv and cwd for a command; method, URL and body for HTTP; the prompt and choices
-of a question), ask, write the ``proctor.resume.v1`` document bound to the request digest, and
+Both show every field the request digest covers (a unified diff for file changes, coloured
+only on a terminal; argv and cwd for a command; method, URL, headers and body for HTTP; the
+connector, origin, method, URL, headers, body, idempotency key and readback of a connector
+operation; the prompt and choices of a question), through the terminal's rendering boundary
+(:mod:`proctor.cli.paint`: control characters and escape sequences shown as escapes), ask, write the ``proctor.resume.v1`` document bound to the request digest, and
 drive the run on. ``--yes`` (for scripts) is accepted only with ``--digest``: a script must
 name the exact request it decides.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -30,69 +31,29 @@ def _digest_option(value: str | None) -> str | None:
     return value
 
 
-def render_request(out: Any, shown: Any) -> None:
-    """Print everything a person needs to decide ``shown`` (an approvals ``Shown``) on the
-    rich console ``out``; every value is escaped, so nothing in it is read as markup."""
-    from rich.markup import escape
+_RICH = {"head": "bold", "file": "bold", "add": "green", "del": "red", "hunk": "cyan",
+         "warn": "yellow"}  # fmt: skip
 
-    view = shown.view
+
+def render_request(out: Any, shown: Any) -> None:
+    """Print everything a person needs to decide ``shown`` (an approvals ``Shown``: every
+    field its digest covers) on the rich console ``out``; every value goes through the
+    terminal's rendering boundary (:func:`proctor.cli.paint.markup`), so no escape sequence,
+    bidirectional override or markup in it acts on the terminal."""
+    from proctor.cli.paint import markup as m
+    from proctor.core.resume import decision_words
+
     out.print(
-        f"[bold]{escape(shown.kind)}[/] at [bold]{escape(shown.address)}[/] of run"
-        f" {shown.run_id} ({escape(shown.skill)}#{escape(shown.method)})"
+        f"[bold]{m(shown.kind)}[/] at [bold]{m(shown.address)}[/] of run"
+        f" {m(shown.run_id)} ({m(shown.skill)}#{m(shown.method)})"
     )
-    out.print(f"request digest: {shown.request_digest}")
-    if view.get("tool"):
-        out.print(f"tool: {escape(str(view['tool']))}")
-    if view.get("reason"):
-        out.print(f"reason: {escape(str(view['reason']))}")
-    if view.get("redacted"):
-        out.print(f"[yellow]hidden secrets at[/] {escape(', '.join(view['redacted']))}")
-    payload = view.get("payload") or {}
-    for change in payload.get("files") or []:
-        out.print(f"[bold]{escape(str(change.get('op')))} {escape(str(change.get('path')))}[/]")
-        for line in str(change.get("diff") or "").splitlines():
-            style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
-            if line.startswith(("+++", "---")):
-                style = "bold"
-            out.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
-    command = payload.get("command")
-    if isinstance(command, dict):
-        out.print("argv: " + escape(json.dumps(command.get("argv"), ensure_ascii=False)))
-        out.print("  $ " + escape(shlex.join(str(a) for a in command.get("argv") or [])))
-        out.print(f"cwd: {escape(str(command.get('cwd') or '.'))}")
-        if command.get("timeout_seconds") is not None:
-            out.print(f"timeout: {command['timeout_seconds']} s")
-    call = payload.get("call")
-    if isinstance(call, dict):
-        raw_args = call.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        if call.get("tool") == "http.request":
-            out.print(f"{escape(str(args.get('method', 'GET')))} {escape(str(args.get('url')))}")
-            for name, value in sorted((args.get("headers") or {}).items()):
-                out.print(f"  {escape(str(name))}: {escape(str(value))}")
-            for key in ("json", "body", "data"):
-                if key in args:
-                    out.print(f"{key}:")
-                    text = (
-                        args[key]
-                        if isinstance(args[key], str)
-                        else json.dumps(args[key], indent=2, ensure_ascii=False)
-                    )
-                    out.print(escape(text))
-        else:
-            out.print("args: " + escape(json.dumps(args, indent=2, ensure_ascii=False)))
-    if "payload" not in view and view.get("payload_artifact"):
-        out.print("[red]the payload is in an artifact that no longer matches its digest[/]")
-    for q in view.get("questions") or []:
-        out.print(f"[bold]? {escape(str(q.get('prompt')))}[/]  (id {escape(str(q.get('id')))})")
-        for n, option in enumerate(q.get("options") or [], start=1):
-            out.print(f"   {n}. {escape(str(option))}")
-        if q.get("free_text"):
-            out.print("   (free text allowed)")
-    if shown.kind == "retry" and view.get("question"):
-        out.print(escape(str(view["question"])))
-    if shown.decision is not None:
-        out.print(f"[yellow]decided by {escape(str(shown.decision.get('decided_by') or '?'))}[/]")
+    out.print(f"request digest: {m(shown.request_digest)}")
+    for style, line in shown.lines():
+        rich = _RICH.get(style)
+        out.print(f"[{rich}]{m(line)}[/]" if rich else m(line))
+    words = decision_words(shown.decision)
+    if words is not None:
+        out.print(f"[yellow]{m(words)}[/]")
 
 
 def _parse_answers(raw: tuple[str, ...], shown: Any) -> dict[str, Any]:
@@ -189,8 +150,11 @@ def _decide(
                 " recorded",
                 code="digest_mismatch",
             )
-        out = Console(highlight=False, soft_wrap=True, file=sys.stderr if as_json else None)
+        out = Console(highlight=False, emoji=False, soft_wrap=True, file=sys.stderr if as_json else None)
         render_request(out, shown)
+        from proctor.cli.paint import note
+
+        note()  # before the question: the person knows what they read was escaped
         if not yes:
             _need_terminal(shown, approve)
         filled: dict[str, Any] | None = None

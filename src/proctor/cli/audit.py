@@ -94,9 +94,13 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
                 f"audit log ok: {report.lines} lines, chain intact, {report.anchors} anchors hold"
             )
         else:
-            click.echo(f"audit log broken at line {report.first_bad_line}: {report.reason}")
+            from proctor.cli.paint import inert
+
+            click.echo(
+                inert(f"audit log broken at line {report.first_bad_line}: {report.reason}")
+            )
             for broken in report.broken_anchors[1:6]:
-                click.echo(f"  also: {broken['message']}")
+                click.echo(inert(f"  also: {broken['message']}"))
         for note in check.notes[:5]:
             click.echo(f"  note: {note}")
     if not report.ok:
@@ -141,10 +145,14 @@ def tail(path: str | None, count: int, as_json: bool) -> None:
     if as_json:
         dump_json({"records": records}, schema="proctor.audit_tail.v1")
         return
+    from proctor.cli.paint import inert
+
     for record in records:
         click.echo(
-            f"{record.get('timestamp', '?')}  {record.get('event', '?')}  "
-            f"run={record.get('run_id')} seq={record.get('sequence')}"
+            inert(
+                f"{record.get('timestamp', '?')}  {record.get('event', '?')}  "
+                f"run={record.get('run_id')} seq={record.get('sequence')}"
+            )
         )
 
 

@@ -222,21 +222,17 @@ def render_envelope(doc: dict[str, Any], *, hidden: frozenset[str] = frozenset()
             t(f" {request.get('kind')} at {request.get('address')}"),
             f"  {t(str(request.get('request_digest')))}",
         )
-        for key in ("reason", "tool", "question"):
-            if request.get(key):
-                out.print(f"    {key}: {t(str(request[key]))}")
-        for question in request.get("questions") or []:
-            _print_question(out, question)
-        payload = request.get("payload") or {}
-        for change in payload.get("files") or []:
-            out.print(f"    {t(str(change.get('op')))} {t(str(change.get('path')))}")
-            out.print(t(str(change.get("diff") or "")), end="")
-        if payload.get("command"):
-            out.print("    argv: " + t(json.dumps(payload["command"]["argv"])))
-        for q in request.get("questions") or []:
-            out.print(f"    ? {t(str(q.get('prompt')))} (id {t(str(q.get('id')))})")
-            for option in q.get("options") or []:
-                out.print(f"      - {t(str(option))}")
+        if request.get("kind") not in ("approval", "retry"):
+            for key in ("reason", "tool", "question"):
+                if request.get(key):
+                    out.print(f"    {key}: {t(str(request[key]))}")
+            for question in request.get("questions") or []:
+                _print_question(out, question)
+            continue
+        from proctor.runtime.engine.request_lines import request_lines
+
+        for _style, line in request_lines(str(request.get("kind")), request):
+            out.print("    " + t(line))
     if doc.get("status") == "needs_approval":
         out.print(f"decide in this terminal: proctor approve {t(str(doc.get('run_id')))}")
     _agent_turn_hint(out, doc)
@@ -247,6 +243,9 @@ def render_envelope(doc: dict[str, Any], *, hidden: frozenset[str] = frozenset()
         out.print(f"resume: {t(str(doc['resume_command']))}")
     if doc.get("receipt_id"):
         out.print(f"receipt: {t(str(doc['receipt_id']))}")
+    from proctor.cli.paint import note
+
+    note()
 
 
 def _agent_turn_hint(out: Any, doc: dict[str, Any]) -> None:

@@ -28,6 +28,18 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the command, then say once if any run data it printed was shown as escapes
+        (:func:`proctor.cli.paint.note`)."""
+        try:
+            return super().invoke(ctx)
+        finally:
+            import sys
+
+            paint = sys.modules.get("proctor.cli.paint")
+            if paint is not None:
+                paint.note()
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         if rows:

@@ -133,35 +133,45 @@ def _requests(session: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 def _print_runs(rows: list[dict[str, Any]], next_cursor: int | None) -> None:
+    from proctor.cli.paint import inert as t
+
     if not rows:
         click.echo("no runs yet in this workspace")
         return
     for r in rows:
         click.echo(
-            f"{r['created_at'][:19]}  {r['run_id']}  {r['skill']}#{r['method']}  "
-            f"{r['outcome'] or r['status']}  {r['receipt_id'] or '-'}"
+            t(
+                f"{r['created_at'][:19]}  {r['run_id']}  {r['skill']}#{r['method']}  "
+                f"{r['outcome'] or r['status']}  {r['receipt_id'] or '-'}"
+            )
         )
     if next_cursor is not None:
         click.echo(f"more: proctor history --after {next_cursor}")
 
 
 def _print_run(doc: dict[str, Any]) -> None:
+    """One run's record, every text from the run through the terminal's boundary; each
+    decided request says who decided, approved or declined, the answers and the reason."""
+    from proctor.cli.paint import inert as t
+
     click.echo(
-        f"run {doc['run_id']}  {doc['skill']}#{doc['method']}  {doc['outcome'] or doc['status']}"
+        t(f"run {doc['run_id']}  {doc['skill']}#{doc['method']}  {doc['outcome'] or doc['status']}")
     )
-    click.echo(f"receipt: {doc['receipt_id'] or '-'}")
+    click.echo(t(f"receipt: {doc['receipt_id'] or '-'}"))
     for call in doc["calls"]:
-        click.echo(f"  {call['call_id']}  {call['tool']}  {call['outcome'] or call['state']}")
+        click.echo(t(f"  {call['call_id']}  {call['tool']}  {call['outcome'] or call['state']}"))
     for req in doc["requests"]:
         if req["state"] == "open" and doc["status"] != "sealed":
             click.echo(
-                f"  waiting {req['kind']} at {req['address']}: {req['summary']}"
-                f"  ({req['request_digest']})"
+                t(f"  waiting {req['kind']} at {req['address']}: {req['summary']}")
+                + f"  ({t(req['request_digest'])})"
             )
-        elif req.get("decided_by"):
-            click.echo(f"  decided {req['kind']} at {req['address']} by {req['decided_by']}")
+        elif req.get("decision"):
+            words = req["decision"].get("words")
+            click.echo(t(f"  {req['kind']} at {req['address']}: {words}"))
     if any(r["state"] == "open" for r in doc["requests"]) and doc["status"] != "sealed":
-        click.echo(f"  decide: proctor approve {doc['run_id']}  |  proctor decline {doc['run_id']}")
+        run = t(doc["run_id"])
+        click.echo(f"  decide: proctor approve {run}  |  proctor decline {run}")
     for rec in doc["receipts"]:
-        click.echo(f"  receipt {rec['kind']}: {rec['receipt_id']} ({rec['outcome']})")
+        click.echo(t(f"  receipt {rec['kind']}: {rec['receipt_id']} ({rec['outcome']})"))
     sys.stdout.flush()

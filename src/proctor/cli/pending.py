@@ -51,9 +51,12 @@ def pending(as_json: bool, limit: int) -> None:
     if not waiting:
         click.echo("nothing is waiting in this workspace")
         return
+    from proctor.cli.paint import inert
+
     for shown in waiting:
         click.echo(
-            f"{shown.run_id}  {shown.address}  {shown.kind}  {age_of(shown.waiting_since)}"
-            f"  {shown.summary}"
+            inert(f"{shown.run_id}  {shown.address}  {shown.kind}  {age_of(shown.waiting_since)}")
+            + "  "
+            + inert(shown.summary)
         )
     click.echo("decide: proctor approve RUN_ID [ADDRESS]  |  proctor decline RUN_ID [ADDRESS]")

@@ -48,10 +48,12 @@ def list_processes(run_id: str | None, as_json: bool) -> None:
         return
     if not rows:
         click.echo("no processes")
+    from proctor.cli.paint import inert
+
     for row in rows:
         state = "running" if row["running"] else f"{row['state']} ({row['exit_code']})"
-        argv = " ".join(str(a) for a in row["argv"])[:80]
-        click.echo(f"{row['process_id']}  {state:<14}  run {row['run_id']}  {argv}")
+        argv = inert(" ".join(str(a) for a in row["argv"]))[:80]
+        click.echo(inert(f"{row['process_id']}  {state:<14}  run {row['run_id']}  ") + argv)
 
 
 @process.command("read")
@@ -62,11 +64,20 @@ def list_processes(run_id: str | None, as_json: bool) -> None:
     help="Read at most this many bytes.",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document for programs.")
-def read_process(process_id: str, after: int, max_bytes: int, as_json: bool) -> None:
+@click.option(
+    "--raw", is_flag=True,
+    help="Print the output as the process wrote it: control and escape sequences reach"
+    " the terminal (says so on stderr).",
+)  # fmt: skip
+def read_process(process_id: str, after: int, max_bytes: int, as_json: bool, raw: bool) -> None:
     """Print a process's output after a cursor (secrets scrubbed).
+
+    Control characters and escape sequences are shown as escapes (\\x1b); --raw prints
+    them as they are.
 
     Example: proctor process read proc_0123456789abcdef --after 0
     """
+    from proctor.cli.paint import RAW_NOTE, inert
     from proctor.runtime.boundary.sanitize import scrub_text
     from proctor.runtime.tools.procs_log import read_output
 
@@ -76,10 +87,12 @@ def read_process(process_id: str, after: int, max_bytes: int, as_json: bool) -> 
     if as_json:
         dump_json(out)
         return
+    if raw:
+        click.echo(RAW_NOTE, err=True)
     for entry in out["entries"]:
         prefix = "" if entry["stream"] != "stderr" else "[stderr] "
-        for line in entry["text"].splitlines():
-            click.echo(prefix + line)
+        for line in entry["text"].split("\n"):
+            click.echo(prefix + (line if raw else inert(line)))
     state = "running" if out["running"] else f"ended ({out['exit_code']})"
     click.echo(f"-- next cursor {out['next_cursor']}, {state}", err=True)
 

@@ -92,9 +92,9 @@ def inspect(ref: str, profile: str | None, as_json: bool) -> None:
 
 def _render(doc: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.markup import escape
+    from proctor.cli.paint import markup as escape
 
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, emoji=False, soft_wrap=True)
     out.print(f"[bold]{escape(doc['name'])}[/]  {escape(doc['package'])}")
     out.print(escape(doc["description"]))
     for name, method in doc["methods"].items():
@@ -191,11 +191,11 @@ def list_skills(as_json: bool) -> None:
         dump_json(doc, schema="proctor.skill_list.v1")
         return
     from rich.console import Console
-    from rich.markup import escape
+    from proctor.cli.paint import markup as escape
 
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, emoji=False, soft_wrap=True)
     for entry in doc["skills"]:
         out.print(
-            f"[bold]{escape(entry['ref'])}[/]  [dim]{entry['source']}[/]  "
+            f"[bold]{escape(entry['ref'])}[/]  [dim]{escape(entry['source'])}[/]  "
             f"{escape(entry['description'])}"
         )

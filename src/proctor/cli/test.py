@@ -90,12 +90,12 @@ def run_tests(
 
 def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
     from rich.console import Console
-    from rich.markup import escape
+    from proctor.cli.paint import markup as escape
 
     from proctor.testing.report import build_report, render_failure
     from proctor.testing.runner import run_cases
 
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, emoji=False, soft_wrap=True)
     status = out.status("")
     marks = {"passed": "[green]PASS [/]", "failed": "[red]FAIL [/]", "error": "[red]ERROR[/]"}
 
@@ -122,7 +122,7 @@ def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
 
 def _summary(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.markup import escape
+    from proctor.cli.paint import markup as escape
     from rich.table import Table
 
     table = Table(title=None, show_edge=False, pad_edge=False)
@@ -136,7 +136,7 @@ def _summary(report: dict[str, Any]) -> None:
             f"[{colour[entry['status']]}]{entry['status']}[/]",
             f"{entry['duration_s']:.2f}s",
         )
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, emoji=False, soft_wrap=True)
     out.print(table)
     s = report["summary"]
     out.print(

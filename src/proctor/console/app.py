@@ -33,7 +33,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from proctor.console import pages
+from proctor.console import inert, pages
 from proctor.console.sessions import SessionBook, SignedIn
 from proctor.console.users import UserBook
 from proctor.contracts.values import dataclass, field
@@ -96,8 +96,10 @@ def build_app(config: ConsoleConfig) -> Starlette:
     templates = Environment(
         loader=PackageLoader("proctor.console", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=inert.finalize,  # the rendering boundary: every {{ }} of every page
     )
     templates.filters["q"] = lambda text: quote(str(text), safe="/")
+    templates.filters.update(inert.FILTERS)
     users = UserBook(config.home)
     book = config.sessions
 

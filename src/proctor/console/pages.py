@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from proctor.core.resume import decision_words
 from proctor.errors import UsageError
 from proctor.runtime.engine.approvals import Shown, pending, run_requests
 
@@ -59,6 +60,8 @@ def _shown(shown: Shown) -> dict[str, Any]:
         "questions": view.get("questions") or [],
         "for_people": shown.for_people,
         "decision": shown.decision,
+        "decision_words": decision_words(shown.decision),
+        "lines": shown.lines(),
         "open": shown.state == "open" and shown.run_status != "sealed",
         "path": f"/runs/{shown.run_id}/requests/{shown.address}",
     }

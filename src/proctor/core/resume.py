@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,14 @@ from proctor.contracts.values import dataclass, field
 from proctor.core.authority import StandingApproval, parse_standing
 from proctor.errors import ResumeRefused, UsageError
 
-__all__ = ["PERSON_KINDS", "RequestView", "ResumePlan", "admit_resume", "normalize_decision"]
+__all__ = [
+    "PERSON_KINDS",
+    "RequestView",
+    "ResumePlan",
+    "admit_resume",
+    "decision_words",
+    "normalize_decision",
+]
 
 PERSON_KINDS = frozenset({"approval", "question", "retry"})
 """Request kinds only a person's lane (``approvals``) decides."""
@@ -200,3 +208,34 @@ def admit_resume(
         except UsageError as exc:
             raise _refuse(exc.message, "resume_invalid") from exc
     return plan
+
+
+def decision_words(decision: Mapping[str, Any] | None) -> str | None:
+    """A recorded decision in words: who decided, approved or declined (or the answers, the
+    retry), and the reason; ``None`` when there is none."""
+    if not decision:
+        return None
+    who = decision.get("decided_by") or "a resume document"
+    parts = [f"decided by {who}"]
+    if decision.get("approved") is True:
+        parts.append("approved")
+    elif decision.get("approved") is False:
+        parts.append("declined")
+    value = decision.get("value")
+    if isinstance(value, Mapping) and "retry" in value:
+        parts.append("sent again" if value["retry"] else "not sent again")
+    elif isinstance(value, Mapping) and value:
+        chosen = []
+        for qid, answer in sorted(value.items()):
+            if isinstance(answer, Mapping) and "option" in answer:
+                chosen.append(f"{qid}={answer['option']}")
+            elif isinstance(answer, Mapping) and "text" in answer:
+                chosen.append(f"{qid}={json.dumps(answer['text'], ensure_ascii=False)}")
+            else:
+                chosen.append(f"{qid}={json.dumps(answer, ensure_ascii=False)}")
+        parts.append("answered " + ", ".join(chosen))
+    if decision.get("outcome"):
+        parts.append(str(decision["outcome"]))
+    if decision.get("reason"):
+        parts.append(f"reason: {decision['reason']}")
+    return "; ".join(parts)

@@ -316,23 +316,41 @@ def _parts(tool: OperationTool, args: Mapping[str, Any]) -> tuple[str, dict[str,
 
 
 def operation_payload(tool: OperationTool, args: Mapping[str, Any]) -> dict[str, Any]:
-    """What a person approving the call sees: exactly the request it sends (no credential).
+    """What a person approving the call sees: exactly the request it sends, the credential
+    named and never shown: the connector and its origin, method, URL, query, headers, JSON
+    body, and for a write its idempotency key and the readback it is checked with.
 
     Raises:
         ToolFailed: ``operation_input_invalid`` when a path input cannot be sent.
     """
     assert tool.spec is not None
     url, query, body = _parts(tool, args)
+    headers = {"Accept": "application/json"}
+    if tool.is_write and isinstance(args.get(IDEMPOTENCY_ARG), str):
+        headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]))
+    if tool.credential is not None:
+        headers["Authorization"] = f"(credential {tool.credential}, added when sent; not shown)"
     shown: dict[str, Any] = {
         "name": f"{tool.connector}/{tool.operation}",
+        "connector": tool.connector,
+        "operation": tool.operation,
+        "origin": tool.origin,
         "verb": tool.spec.verb,
         "method": tool.spec.request.method,
         "url": url,
         "query": query,
+        "headers": headers,
         "json": body,
     }
     if tool.is_write:
         shown["idempotency_key"] = args.get(IDEMPOTENCY_ARG)
+        readback = readback_of(tool, args)
+        if readback is not None and tool.spec.readback is not None:
+            shown["readback"] = {
+                "tool": readback[0],
+                "args": readback[1],
+                "match": resolve(dict(tool.spec.readback.match), _inputs(args), {}),
+            }
     return {"operation": shown}
 
 

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
-from proctor.core.resume import PERSON_KINDS
+from proctor.core.resume import PERSON_KINDS, decision_words
 from proctor.errors import ResumeRefused, UsageError
 from proctor.receipts.canonical import digest as digest_of
 from proctor.runtime.boundary.sanitize import scrub_value
+from proctor.runtime.engine.request_lines import request_lines
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "PENDING_SCHEMA",
     "Shown",
     "decide",
+    "decision_json",
     "os_author",
     "pending",
     "run_requests",
@@ -97,7 +99,29 @@ class Shown:
             "summary": self.summary,
             "waiting_since": self.waiting_since,
             "decided_by": (self.decision or {}).get("decided_by"),
+            "decision": decision_json(self.decision),
+            "payload": self.view.get("payload"),
         }
+
+    def lines(self) -> list[tuple[str, str]]:
+        """Every field of the request, as styled lines (see :func:`request_lines`)."""
+        return request_lines(self.kind, self.view)
+
+
+def decision_json(decision: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A recorded decision as JSON output lists it: who, ``approved`` (true, false, or null
+    for answers and retries), the reason, the answers or the retry choice, and in words."""
+    if not decision:
+        return None
+    value = decision.get("value")
+    return {
+        "decided_by": decision.get("decided_by"),
+        "approved": decision.get("approved"),
+        "reason": decision.get("reason"),
+        "answers": value if isinstance(value, dict) and "retry" not in value else None,
+        "retry": value.get("retry") if isinstance(value, dict) and "retry" in value else None,
+        "words": decision_words(decision),
+    }
 
 
 def os_author() -> str:
@@ -129,6 +153,9 @@ def summary_of(kind: str, view: Mapping[str, Any]) -> str:
         if isinstance(command, dict):
             argv = [str(a) for a in command.get("argv") or []]
             return _one_line(f"$ {shlex.join(argv)}  (in {command.get('cwd') or '.'})")
+        op = payload.get("operation")
+        if isinstance(op, dict):
+            return _one_line(f"{tool} {op.get('method')} {op.get('url')}")
         call = payload.get("call")
         if isinstance(call, dict):
             args = call.get("args") or {}
