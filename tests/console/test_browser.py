@@ -143,7 +143,7 @@ def test_a_request_decided_in_the_terminal_shows_as_decided(console: Console, pa
     finally:
         session.close()
     _sign_in(page, console, f"/runs/{run['run_id']}/requests/put")
-    assert "decided by os:bob: approved" in page.inner_text("#state")
+    assert "decided by os:bob; approved" in page.inner_text("#state")
     assert page.locator("form.decide").count() == 0
     page.goto(console.url + "/pending")
     assert page.locator(f"section[data-run='{run['run_id']}']").count() == 0

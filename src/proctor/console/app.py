@@ -39,7 +39,7 @@ from proctor.console.users import UserBook
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ProctorError, UsageError
 
-__all__ = ["ConsoleConfig", "build_app"]
+__all__ = ["ConsoleConfig", "build_app", "page_templates"]
 
 SESSION_COOKIE = "proctor_session"
 LOGIN_COOKIE = "proctor_login_csrf"
@@ -91,15 +91,22 @@ class ConsoleConfig:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def build_app(config: ConsoleConfig) -> Starlette:
-    """The console application for ``config``'s workspace."""
+def page_templates() -> Environment:
+    """The console's templates: autoescaped, every ``{{ }}`` through the rendering boundary
+    (:func:`proctor.console.inert.finalize`)."""
     templates = Environment(
         loader=PackageLoader("proctor.console", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
-        finalize=inert.finalize,  # the rendering boundary: every {{ }} of every page
+        finalize=inert.finalize,
     )
     templates.filters["q"] = lambda text: quote(str(text), safe="/")
     templates.filters.update(inert.FILTERS)
+    return templates
+
+
+def build_app(config: ConsoleConfig) -> Starlette:
+    """The console application for ``config``'s workspace."""
+    templates = page_templates()
     users = UserBook(config.home)
     book = config.sessions
 

@@ -328,8 +328,6 @@ def operation_payload(tool: OperationTool, args: Mapping[str, Any]) -> dict[str,
     headers = {"Accept": "application/json"}
     if tool.is_write and isinstance(args.get(IDEMPOTENCY_ARG), str):
         headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]))
-    if tool.credential is not None:
-        headers["Authorization"] = f"(credential {tool.credential}, added when sent; not shown)"
     shown: dict[str, Any] = {
         "name": f"{tool.connector}/{tool.operation}",
         "connector": tool.connector,
@@ -342,6 +340,9 @@ def operation_payload(tool: OperationTool, args: Mapping[str, Any]) -> dict[str,
         "headers": headers,
         "json": body,
     }
+    if tool.credential is not None:
+        # named, never shown: the adapter adds it as Authorization when the call is sent
+        shown["credential"] = tool.credential
     if tool.is_write:
         shown["idempotency_key"] = args.get(IDEMPOTENCY_ARG)
         readback = readback_of(tool, args)

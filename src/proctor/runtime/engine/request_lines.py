@@ -121,13 +121,17 @@ def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
     if isinstance(headers, Mapping):
         lines.append(("key", "headers:"))
         lines.extend(("body", f"  {k}: {v}") for k, v in sorted(headers.items()))
+    if op.get("credential"):
+        lines.append(
+            ("body", f"  Authorization: (credential {op['credential']}, added when sent; not shown)")
+        )
     _block(lines, "body", op.get("json"))
     if "idempotency_key" in op:
         lines.append(("key", f"idempotency key: {op.get('idempotency_key')}"))
     if op.get("readback") is not None:
         _block(lines, "readback (how the write is checked)", op["readback"])
     known = {"name", "connector", "operation", "verb", "origin", "method", "url", "query"}
-    known |= {"headers", "json", "idempotency_key", "readback"}
+    known |= {"headers", "json", "idempotency_key", "readback", "credential"}
     if op.get("name") and op.get("name") != f"{op.get('connector')}/{op.get('operation')}":
         lines.append(("key", f"name: {op.get('name')}"))
     for key, value in sorted((k, v) for k, v in op.items() if k not in known):
