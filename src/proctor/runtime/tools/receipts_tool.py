@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from proctor.core.resume import decision_words
 from proctor.errors import ToolFailed
 from proctor.runtime.tools.base import Tool, ToolContext
 
@@ -109,13 +110,10 @@ def _authority(ctx: ToolContext, root: dict[str, Any], body: dict[str, Any]) -> 
             codes.setdefault(f"{call.step_id}/{call.tool}", []).append(str(error["code"]))
     decisions = []
     for request in ctx.store.requests(record.run_id):
-        decision = request.decision or {}
-        if request.kind == "approval" and "approved" in decision:
-            who = decision.get("decided_by")
-            verb = "approved" if decision["approved"] else "declined"
-            decisions.append(
-                f"{request.address} {verb}" + (f" by {who}" if who else " by the host")
-            )
+        # who decided, approved or declined (or the answers), and the reason: in words
+        words = decision_words(request.decision)
+        if words is not None and request.kind in ("approval", "question", "retry"):
+            decisions.append(f"{request.address} {words}")
     return {
         "known": True,
         "decisions": decisions,
@@ -195,10 +193,11 @@ def _words(nodes: list[dict[str, Any]], authority: dict[str, Any]) -> dict[str, 
                 f"  Child run {node['skill']}#{node['method']} (in step {step}): "
                 f"{node['outcome']}" + _reason(node) + "."
             )
-    approvals += [
-        d
-        for d in authority["decisions"]
-        if d.split(" ")[0] not in {a.split(" ")[0] for a in approvals}
+    # the run store's decisions say approved or declined and why; a verdict of the receipt
+    # names who decided an address the store no longer holds
+    decided = {d.split(" ")[0] for d in authority["decisions"]}
+    approvals = list(authority["decisions"]) + [
+        a for a in approvals if a.split(" ")[0] not in decided
     ]
     if approvals:
         lines.append("Approvals: " + "; ".join(approvals) + ".")
