@@ -147,3 +147,73 @@ def test_a_request_decided_in_the_terminal_shows_as_decided(console: Console, pa
     assert page.locator("form.decide").count() == 0
     page.goto(console.url + "/pending")
     assert page.locator(f"section[data-run='{run['run_id']}']").count() == 0
+
+
+def test_the_request_page_shows_the_real_command_with_every_escape_marked(
+    console: Console, page: Any
+) -> None:
+    from proctor.core.inert_text import is_hostile
+    from tests.console.test_hostile_pages import ALL, REAL, hostile_run
+
+    run = hostile_run(console)
+    _sign_in(page, console, f"/runs/{run['run_id']}/requests/run")
+    shown = page.inner_text("pre.payload")
+    # what the browser renders: the real command, each hostile character as its escape
+    assert REAL in shown and "\\x1b]52;c;" in shown and "\\u202e" in shown
+    assert not [c for c in page.inner_text("main") if is_hostile(c)]
+    marks = page.locator("pre.payload .inert")
+    assert marks.count() > 20 and marks.first.is_visible()
+    mark = marks.first.evaluate("e => getComputedStyle(e).backgroundColor")
+    plain = page.locator("pre.payload .key").first.evaluate(
+        "e => getComputedStyle(e).backgroundColor"
+    )
+    assert mark != plain  # the mark is visible as a mark, not only as text
+    _shot(page, "console-hostile.png")
+
+
+def test_a_connector_write_shows_method_url_body_and_key(
+    console: Console, page: Any, tmp_path: Path
+) -> None:
+    from proctor.core.authority import parse_authority
+    from tests.runtime.connectors.support import CONNECTOR, LABEL, RUN_YAML
+    from tests.runtime.connectors.tracker import TrackerServer
+
+    server = TrackerServer()
+    try:
+        (console.root / "proctor.toml").write_text('[egress]\nallow = ["127.0.0.1"]\n')
+        pkg = console.root / "skills" / "triage"
+        (pkg / "connectors" / "tracker").mkdir(parents=True)
+        (pkg / "SKILL.md").write_text("---\nname: triage\ndescription: Label issues.\n---\n")
+        (pkg / "run.yaml").write_text(RUN_YAML.format(steps=LABEL))
+        (pkg / "connectors" / "tracker" / "connector.yaml").write_text(
+            CONNECTOR.format(url=server.tracker.url)
+        )
+        session = console.session()
+        try:
+            env = session.run(
+                str(pkg), inputs={"issue": "7", "label": "bug"},
+                authority=parse_authority({"effects": "ask"}),
+                request_secrets={"tracker": "canary-console-op"},
+            )  # fmt: skip
+        finally:
+            session.close()
+        assert env.status == "needs_approval", env.refusal
+        _sign_in(page, console, f"/runs/{env.run_id}/requests/label")
+        shown = page.inner_text("pre.payload")
+        url = server.tracker.url.rstrip("/") + "/api/issues/7/labels"
+        for expected in (
+            "connector: tracker",
+            f"origin: {server.tracker.url.rstrip('/')}",
+            f"POST {url}",
+            '"label": "bug"',
+            "idempotency key: 7",
+            "Idempotency-Key: op:sha256:",
+            "credential tracker, added when sent; not shown",
+            "operation:tracker/issue.read",
+        ):
+            assert expected in shown, (expected, shown)
+        assert "canary-console-op" not in page.content()
+        _shot(page, "console-operation.png")
+        assert server.tracker.hits == {}  # shown, not sent
+    finally:
+        server.stop()

@@ -168,7 +168,7 @@ def test_a_connector_operation_shows_its_whole_request(
     assert op["connector"] == "tracker" and op["origin"] == tracker.tracker.url.rstrip("/")
     assert op["method"] == "POST" and op["url"].startswith(tracker.tracker.url.rstrip("/"))
     assert op["idempotency_key"] == "7" and op["headers"]["Idempotency-Key"].startswith("op:")
-    assert op["credential"] == "tracker" and "Authorization" not in op["headers"]
+    assert op["credential_name"] == "tracker" and "Authorization" not in op["headers"]
     assert "canary-op-secret" not in json.dumps(body)
     if step == LABEL:
         assert op["readback"] == {

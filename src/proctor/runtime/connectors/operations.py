@@ -342,7 +342,7 @@ def operation_payload(tool: OperationTool, args: Mapping[str, Any]) -> dict[str,
     }
     if tool.credential is not None:
         # named, never shown: the adapter adds it as Authorization when the call is sent
-        shown["credential"] = tool.credential
+        shown["credential_name"] = tool.credential
     if tool.is_write:
         shown["idempotency_key"] = args.get(IDEMPOTENCY_ARG)
         readback = readback_of(tool, args)

@@ -121,9 +121,10 @@ def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
     if isinstance(headers, Mapping):
         lines.append(("key", "headers:"))
         lines.extend(("body", f"  {k}: {v}") for k, v in sorted(headers.items()))
-    if op.get("credential"):
+    if op.get("credential_name"):
         lines.append(
-            ("body", f"  Authorization: (credential {op['credential']}, added when sent; not shown)")
+            ("body", f"  Authorization: (credential {op['credential_name']}, added when sent;"
+                     " not shown)")  # fmt: skip
         )
     _block(lines, "body", op.get("json"))
     if "idempotency_key" in op:
@@ -131,7 +132,7 @@ def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
     if op.get("readback") is not None:
         _block(lines, "readback (how the write is checked)", op["readback"])
     known = {"name", "connector", "operation", "verb", "origin", "method", "url", "query"}
-    known |= {"headers", "json", "idempotency_key", "readback", "credential"}
+    known |= {"headers", "json", "idempotency_key", "readback", "credential_name"}
     if op.get("name") and op.get("name") != f"{op.get('connector')}/{op.get('operation')}":
         lines.append(("key", f"name: {op.get('name')}"))
     for key, value in sorted((k, v) for k, v in op.items() if k not in known):
