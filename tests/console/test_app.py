@@ -75,7 +75,9 @@ def test_commands_and_http_requests_show_exactly_what_executes(console: Console)
     with _client(console) as client:
         assert _sign_in(client, console.token).status_code == 303
         page = client.get(f"/runs/{command['run_id']}/requests/run").text
-        assert "argv: [&#34;ls&#34;, &#34;-la&#34;, &#34;&lt;b&gt;not markup&lt;/b&gt;&#34;]" in page
+        assert (
+            "argv: [&#34;ls&#34;, &#34;-la&#34;, &#34;&lt;b&gt;not markup&lt;/b&gt;&#34;]" in page
+        )
         assert "&lt;b&gt;not markup&lt;/b&gt;" in page and "<b>not markup</b>" not in page
         assert '<span class="key">cwd: .</span>' in page
         sent = client.get(f"/runs/{post['run_id']}/requests/send").text

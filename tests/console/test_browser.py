@@ -153,7 +153,7 @@ def test_the_request_page_shows_the_real_command_with_every_escape_marked(
     console: Console, page: Any
 ) -> None:
     from proctor.core.inert_text import is_hostile
-    from tests.console.test_hostile_pages import ALL, REAL, hostile_run
+    from tests.console.test_hostile_pages import REAL, hostile_run
 
     run = hostile_run(console)
     _sign_in(page, console, f"/runs/{run['run_id']}/requests/run")

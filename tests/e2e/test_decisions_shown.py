@@ -10,7 +10,7 @@ from html import unescape
 
 from tests.e2e.conftest import Ws
 from tests.e2e.test_approve_cli import _paused, _user
-from tests.e2e.test_approve_cli import ws as ws  # noqa: F401 - the pages skill fixture
+from tests.e2e.test_approve_cli import ws as ws  # the pages skill fixture
 
 REASON = "wrong file: the page is frozen until Friday"
 
@@ -73,9 +73,7 @@ def test_an_approval_and_a_chosen_option_are_shown_with_who_chose(ws: Ws) -> Non
     asked = ws.proctor("run", "pages#pick", "--json")
     question = json.loads(asked.stdout)
     qid, qdigest = question["run_id"], question["requests"][0]["request_digest"]
-    answered = ws.proctor(
-        "approve", qid, "--yes", "--digest", qdigest, "--answer", "colour=blue"
-    )
+    answered = ws.proctor("approve", qid, "--yes", "--digest", qdigest, "--answer", "colour=blue")
     assert answered.code == 0, answered.stderr
     shown = ws.proctor("history", qid).stdout
     assert f"question at colour: decided by {who}; answered colour=blue" in shown

@@ -126,9 +126,7 @@ def test_every_command_that_shows_run_data_shows_it_inert(hostile: Ws) -> None:
 
     listed = ws.proctor("pending")
     outputs["pending"] = listed.stdout + listed.stderr
-    decline = ws.proctor(
-        "decline", run_id, "--yes", "--digest", digest, "--reason", "no: " + ALL
-    )
+    decline = ws.proctor("decline", run_id, "--yes", "--digest", digest, "--reason", "no: " + ALL)
     assert decline.code == 1, decline.stderr
     outputs["decline"] = decline.stdout + decline.stderr
     assert REAL in decline.stdout and NOTE in decline.stderr

@@ -4,9 +4,10 @@ Both show every field the request digest covers (a unified diff for file changes
 only on a terminal; argv and cwd for a command; method, URL, headers and body for HTTP; the
 connector, origin, method, URL, headers, body, idempotency key and readback of a connector
 operation; the prompt and choices of a question), through the terminal's rendering boundary
-(:mod:`proctor.cli.paint`: control characters and escape sequences shown as escapes), ask, write the ``proctor.resume.v1`` document bound to the request digest, and
-drive the run on. ``--yes`` (for scripts) is accepted only with ``--digest``: a script must
-name the exact request it decides.
+(:mod:`proctor.cli.paint`: control characters and escape sequences shown as escapes), ask,
+write the ``proctor.resume.v1`` document bound to the request digest, and drive the run on.
+``--yes`` (for scripts) is accepted only with ``--digest``: a script must name the exact request
+it decides.
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ def _decide(
                 " recorded",
                 code="digest_mismatch",
             )
-        out = Console(highlight=False, emoji=False, soft_wrap=True, file=sys.stderr if as_json else None)
+        out = Console(
+            highlight=False, emoji=False, soft_wrap=True, file=sys.stderr if as_json else None
+        )
         render_request(out, shown)
         from proctor.cli.paint import note
 

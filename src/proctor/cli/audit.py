@@ -96,9 +96,7 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
         else:
             from proctor.cli.paint import inert
 
-            click.echo(
-                inert(f"audit log broken at line {report.first_bad_line}: {report.reason}")
-            )
+            click.echo(inert(f"audit log broken at line {report.first_bad_line}: {report.reason}"))
             for broken in report.broken_anchors[1:6]:
                 click.echo(inert(f"  also: {broken['message']}"))
         for note in check.notes[:5]:

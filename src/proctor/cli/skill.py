@@ -92,6 +92,7 @@ def inspect(ref: str, profile: str | None, as_json: bool) -> None:
 
 def _render(doc: dict[str, Any]) -> None:
     from rich.console import Console
+
     from proctor.cli.paint import markup as escape
 
     out = Console(highlight=False, emoji=False, soft_wrap=True)
@@ -191,6 +192,7 @@ def list_skills(as_json: bool) -> None:
         dump_json(doc, schema="proctor.skill_list.v1")
         return
     from rich.console import Console
+
     from proctor.cli.paint import markup as escape
 
     out = Console(highlight=False, emoji=False, soft_wrap=True)

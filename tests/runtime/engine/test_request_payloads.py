@@ -122,7 +122,9 @@ def _check(ws: Path, run_id: str) -> dict[str, Any]:
     terminal = _terminal(shown)
     console = _page(s, run_id, request.address)
     missing = {
-        medium: [p for p, leaf in _leaves(request.body) if leaf is not None and not _shows(text, leaf)]
+        medium: [
+            p for p, leaf in _leaves(request.body) if leaf is not None and not _shows(text, leaf)
+        ]
         for medium, text in (("terminal", terminal), ("console", console))
     }
     assert missing == {"terminal": [], "console": []}, terminal
@@ -181,9 +183,7 @@ def test_a_connector_operation_shows_its_whole_request(
 
 def test_a_childs_request_shows_every_field_at_the_root(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path / "ws")
-    make_skill(
-        ws, "leaf", "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n" + STEPS["fs"]
-    )
+    make_skill(ws, "leaf", "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n" + STEPS["fs"])
     make_skill(
         ws,
         "parent",

@@ -67,7 +67,10 @@ def _files(lines: list[Line], files: list[Any]) -> None:
             continue
         lines.append(("file", f"{change.get('op')} {change.get('path')}"))
         lines.append(
-            ("key", f"  digest before {change.get('before_digest')} after {change.get('after_digest')}")
+            (
+                "key",
+                f"  digest before {change.get('before_digest')} after {change.get('after_digest')}",
+            )
         )
         for line in str(change.get("diff") or "").splitlines():
             if line.startswith(("+++", "---")):
@@ -92,7 +95,9 @@ def _command(lines: list[Line], command: Mapping[str, Any]) -> None:
     lines.append(("key", f"timeout: {json.dumps(command.get('timeout_seconds'))} s"))
     if command.get("digest"):
         lines.append(("key", f"command digest: {command['digest']}"))
-    rest = {k: v for k, v in command.items() if k not in {"argv", "cwd", "timeout_seconds", "digest"}}
+    rest = {
+        k: v for k, v in command.items() if k not in {"argv", "cwd", "timeout_seconds", "digest"}
+    }
     for key, value in sorted(rest.items()):
         _block(lines, key, value)
 
@@ -109,10 +114,8 @@ def _http(lines: list[Line], args: Mapping[str, Any]) -> None:
 
 
 def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
-    lines.append(
-        ("key", f"connector: {op.get('connector')}  operation: {op.get('operation')}"
-                f"  ({op.get('verb')})")  # fmt: skip
-    )
+    what = f"connector: {op.get('connector')}  operation: {op.get('operation')}"
+    lines.append(("key", f"{what}  ({op.get('verb')})"))
     lines.append(("key", f"origin: {op.get('origin')}"))
     lines.append(("head", f"{op.get('method')} {op.get('url')}"))
     if op.get("query"):
@@ -122,10 +125,8 @@ def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
         lines.append(("key", "headers:"))
         lines.extend(("body", f"  {k}: {v}") for k, v in sorted(headers.items()))
     if op.get("credential_name"):
-        lines.append(
-            ("body", f"  Authorization: (credential {op['credential_name']}, added when sent;"
-                     " not shown)")  # fmt: skip
-        )
+        name = op["credential_name"]
+        lines.append(("body", f"  Authorization: (credential {name}, added when sent; not shown)"))
     _block(lines, "body", op.get("json"))
     if "idempotency_key" in op:
         lines.append(("key", f"idempotency key: {op.get('idempotency_key')}"))
