@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from proctor.cli.paint import inert
 from proctor.cli.render import dump_json
 
 
@@ -62,12 +63,14 @@ def ask(
         dump_json({"route": route.to_dict(), "run": doc}, schema="proctor.ask.v1")
     else:
         if route.decision == "single":
-            click.echo(f"routed to {route.directive_id}: {route.reason}")
+            click.echo(inert(f"routed to {route.directive_id}: {route.reason}"))
         elif route.decision == "multiple":
-            click.echo(f"several directives fit: {', '.join(route.candidates)} ({route.reason})")
+            click.echo(
+                inert(f"several directives fit: {', '.join(route.candidates)} ({route.reason})")
+            )
             click.echo('run one with: proctor run --directive ID "request"')
         else:
-            click.echo(f"no directive fits: {route.reason}")
+            click.echo(inert(f"no directive fits: {route.reason}"))
         if doc is not None:
             render_envelope(doc)
     if doc is not None:

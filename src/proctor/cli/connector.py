@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from proctor.cli.paint import inert
 from proctor.cli.render import dump_json
 
 LIST_SCHEMA = "proctor.connector.list.v1"
@@ -73,9 +74,9 @@ def list_connectors(skill: str | None, as_json: bool) -> None:
         click.echo("no connectors found (connectors/<name>/connector.yaml)")
         return
     for row in rows:
-        click.echo(f"{row['name']}  {row['origin']}  ({row['source']})")
+        click.echo(inert(f"{row['name']}  {row['origin']}  ({row['source']})"))
         for op in row["operations"]:
-            click.echo(f"  {op}")
+            click.echo(inert(f"  {op}"))
 
 
 @connector.command("inspect")
@@ -111,7 +112,7 @@ def inspect_connector(name: str, skill: str | None, as_json: bool) -> None:
     if as_json:
         dump_json(doc)
         return
-    click.echo(f"{name}  {loaded.origin}  credential: {loaded.connector.credential or '-'}")
+    click.echo(inert(f"{name}  {loaded.origin}  credential: {loaded.connector.credential or '-'}"))
     for op in doc["operations"]:
         flags = [op["verb"]]
         if op["approval"]:
@@ -120,5 +121,5 @@ def inspect_connector(name: str, skill: str | None, as_json: bool) -> None:
             flags.append(f"readback: {op['readback']}")
         if op["cost"]:
             flags.append(f"cost: {op['cost']['usd_micro']} usd_micro/call")
-        click.echo(f"\n{op['operation']}  ({', '.join(flags)})")
+        click.echo(inert(f"\n{op['operation']}  ({', '.join(flags)})"))
         click.echo(json.dumps(op["input_schema"], indent=2, sort_keys=True))

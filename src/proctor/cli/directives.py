@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from proctor.cli.paint import inert
 from proctor.cli.render import dump_json
 
 
@@ -63,10 +64,10 @@ def list_directives(as_json: bool) -> None:
         )
         return
     for d in found.listed():
-        click.echo(f"{d.id}  [{d.category}]  tools: {', '.join(d.tools) or '-'}")
-        click.echo(f"    {d.description}")
+        click.echo(inert(f"{d.id}  [{d.category}]  tools: {', '.join(d.tools) or '-'}"))
+        click.echo(inert(f"    {d.description}"))
     for _label, error in sorted(found.refused.items()):
-        click.echo(f"refused: {error.message} [{error.code}]", err=True)
+        click.echo(inert(f"refused: {error.message} [{error.code}]"), err=True)
 
 
 @directives.command("validate")
@@ -131,7 +132,7 @@ def catalogue(check: bool, output: Path | None) -> None:
     target.write_text(text, encoding="utf-8")
     click.echo(f"wrote {target.name}: {len(found.directives)} directives")
     for _label, error in sorted(found.refused.items()):
-        click.echo(f"refused: {error.message} [{error.code}]", err=True)
+        click.echo(inert(f"refused: {error.message} [{error.code}]"), err=True)
 
 
 def run_directive_command(

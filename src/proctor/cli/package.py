@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from proctor.cli.paint import inert
+
 
 @click.command("package")
 @click.argument("skill_dir", type=click.Path(file_okay=False, path_type=Path))
@@ -43,4 +45,4 @@ def package(skill_dir: Path, as_json: bool) -> None:
     click.echo(f"{built.name} {built.version}")
     click.echo(f"content digest {built.content_digest}")
     for rel, file_digest in built.digests.items():
-        click.echo(f"  {rel}  {file_digest[:19]}…  {len(built.files[rel])} bytes")
+        click.echo(inert(f"  {rel}  {file_digest[:19]}…  {len(built.files[rel])} bytes"))

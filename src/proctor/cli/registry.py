@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from proctor.cli.paint import inert
+
 if TYPE_CHECKING:
     from proctor.registry.client import RegistryClient
 
@@ -247,7 +249,9 @@ def search(term: str, registry: str | None, as_json: bool) -> None:
         dump_json({"schema": "proctor.registry_search.v1", "results": results})
         return
     for row in results:
-        click.echo(f"{row['name']}@{row['latest_version']}  [{row['tier']}]  {row['description']}")
+        click.echo(
+            inert(f"{row['name']}@{row['latest_version']}  [{row['tier']}]  {row['description']}")
+        )
     if not results:
         click.echo("no packages match")
 
@@ -278,9 +282,9 @@ def info(ref: str, registry: str | None, as_json: bool) -> None:
             }
         )
         return
-    click.echo(f"{name}  [{manifest.get('tier')}]")
+    click.echo(inert(f"{name}  [{manifest.get('tier')}]"))
     for row in versions:
-        click.echo(f"  {row['version']}  {row['content_digest']}")
+        click.echo(inert(f"  {row['version']}  {row['content_digest']}"))
 
 
 @registry.command("install")

@@ -1,22 +1,51 @@
-"""Shared rendering helpers for the CLI: JSON output and error printing."""
+"""Shared rendering helpers for the CLI: JSON output and error printing.
+
+JSON output is for programs, yet it often reaches a terminal: every control, escape,
+bidirectional or invisible character in it (which can only sit inside a JSON string) is written
+as its ``\\uXXXX`` escape, which a JSON reader turns back into exactly the same text. An
+error's message goes through the terminal's boundary (:func:`proctor.cli.paint.inert`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from proctor.errors import ProctorError
 
+_MAYBE_HOSTILE = re.compile("[\x7f-\U0010ffff]")  # json.dumps escapes every C0 itself
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    from proctor.core.inert_text import is_hostile
+
+    char = match[0]
+    if not is_hostile(char):
+        return char
+    point = ord(char)
+    if point < 0x10000:
+        return f"\\u{point:04x}"
+    point -= 0x10000  # a surrogate pair, as JSON writes a character past the BMP
+    return f"\\u{0xD800 + (point >> 10):04x}\\u{0xDC00 + (point & 0x3FF):04x}"
+
+
+def inert_json(document: Any) -> str:
+    """``document`` as JSON text (sorted keys, UTF-8, indented) in which no character can act
+    on a terminal: the hostile ones are ``\\uXXXX`` escapes, the same text to a reader."""
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    return text if text.isascii() and "\x7f" not in text else _MAYBE_HOSTILE.sub(_json_escape, text)
+
 
 def dump_json(document: Any, *, schema: str | None = None) -> None:
-    """Print one JSON document on stdout (sorted keys, UTF-8, one trailing newline); with
+    """Print one JSON document on stdout (:func:`inert_json`, one trailing newline); with
     ``schema``, that id goes in its ``schema`` key (see :mod:`proctor.contracts.cli_json`)."""
     if schema is not None:
         document = {**document, "schema": schema}
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    sys.stdout.write(inert_json(document) + "\n")
     sys.stdout.flush()
 
 
@@ -29,7 +58,9 @@ def print_error(exc: ProctorError, *, as_json: bool = False) -> None:
         print_json_error(
             exc.code, exc.message, exc.exit_code, exc.to_dict().get("details"), own=exc.own
         )
-    sys.stderr.write(f"error[{exc.code}]: {scrub_text(exc.message, own=exc.own)}\n")
+    from proctor.cli.paint import inert
+
+    sys.stderr.write(f"error[{exc.code}]: {inert(scrub_text(exc.message, own=exc.own))}\n")
     sys.stderr.flush()
 
 

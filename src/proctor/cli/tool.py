@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from proctor.cli.paint import inert
 from proctor.cli.render import dump_json
 
 
@@ -42,7 +43,7 @@ def list_tools(as_json: bool) -> None:
         return
     width = max(len(t.name) for t in tools)
     for t in tools:
-        click.echo(f"{t.name.ljust(width)}  {t.effect.ljust(5)}  {t.description}")
+        click.echo(inert(f"{t.name.ljust(width)}  {t.effect.ljust(5)}  {t.description}"))
 
 
 @tool.command("inspect")
@@ -73,8 +74,8 @@ def inspect_tool(name: str, as_json: bool) -> None:
     if as_json:
         dump_json(description, schema="proctor.tool.v1")
         return
-    click.echo(f"{found.name}  (effect: {found.effect})")
-    click.echo(found.description)
+    click.echo(inert(f"{found.name}  (effect: {found.effect})"))
+    click.echo(inert(found.description))
     click.echo("\ninput schema:")
     click.echo(json.dumps(found.schema, indent=2, sort_keys=True))
     if found.output_schema is not None:
