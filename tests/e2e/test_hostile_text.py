@@ -126,6 +126,11 @@ def test_every_command_that_shows_run_data_shows_it_inert(hostile: Ws) -> None:
 
     listed = ws.proctor("pending")
     outputs["pending"] = listed.stdout + listed.stderr
+    # JSON for programs carries the exact text, every hostile character as a \u escape
+    as_json = ws.proctor("pending", "--json")
+    _assert_inert(as_json.stdout, "pending --json")
+    for request in as_json.json()["requests"]:
+        assert request["payload"]["command"]["argv"] == ["echo", ALL]
     decline = ws.proctor("decline", run_id, "--yes", "--digest", digest, "--reason", "no: " + ALL)
     assert decline.code == 1, decline.stderr
     outputs["decline"] = decline.stdout + decline.stderr
