@@ -4,7 +4,6 @@ and readback, the credential only by name; nothing reaches the provider before t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
