@@ -80,3 +80,15 @@ def test_an_approval_and_a_chosen_option_are_shown_with_who_chose(ws: Ws) -> Non
     doc = json.loads(ws.proctor("history", qid, "--json").stdout)
     assert doc["requests"][0]["decision"]["answers"] == {"colour": {"option": "blue"}}
     assert "answered colour=blue" in _page(ws, qid, "colour")
+
+
+def test_declined_questions_say_who_declined_and_why(ws: Ws) -> None:
+    asked = ws.proctor("run", "pages#pick", "--json")
+    question = json.loads(asked.stdout)
+    run_id, digest = question["run_id"], question["requests"][0]["request_digest"]
+    out = ws.proctor("decline", run_id, "--yes", "--digest", digest, "--reason", "not today")
+    assert out.code == 1, out.stderr
+    assert json.loads(ws.proctor("history", run_id, "--json").stdout)["outcome"] == "declined"
+    text = ws.proctor("history", run_id).stdout
+    assert f"question at colour: decided by os:{_user()}; declined; reason: not today" in text
+    assert "declined; reason: not today" in _page(ws, run_id, "colour")

@@ -277,9 +277,15 @@ def shown_request(session: Session, run_id: str, address: str | None = None) -> 
 
 
 def _decline_questions(
-    session: Session, run_id: str, address: str, request_digest: str, decided_by: str
+    session: Session,
+    run_id: str,
+    address: str,
+    request_digest: str,
+    decided_by: str,
+    reason: str | None,
 ) -> RunEnvelope:
-    """Close the run ``declined`` on a person's word, auditing who closed it first.
+    """Close the run ``declined`` on a person's word, auditing who closed it first and keeping
+    the decline (who, and the reason) on the request, where history and the console show it.
 
     The run's lease is held from the check to the close, so a decline that another decision
     beat (a second click, another person, a worker driving the run) is refused before anything
@@ -315,6 +321,8 @@ def _decline_questions(
             request_digest=request_digest,
             decided_by=decided_by,
         )
+        declined = {"request_digest": request_digest, "approved": False, "reason": reason}
+        session.store.record_decisions(run_id, {address: {**declined, "decided_by": decided_by}})
         return session.resume(run_id, {"close": {"outcome": "declined"}})
     finally:
         session._release(run_id)
@@ -371,7 +379,7 @@ def decide(
             code="digest_mismatch",
         )
     if shown.kind == "question" and not approve:
-        return _decline_questions(session, run_id, address, request_digest, decided_by)
+        return _decline_questions(session, run_id, address, request_digest, decided_by, reason)
     if shown.kind == "question" and answers is None:
         raise ResumeRefused(f"{address!r}: questions need answers", code="answer_invalid")
     doc = {
