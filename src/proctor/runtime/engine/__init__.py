@@ -14,13 +14,15 @@ metered on the tree's spend ledger), :mod:`.sealing` (the receipt tree from the 
 :mod:`.lease` (one driver per run), :mod:`.delivery` (a run's credentials and egress, resolved
 once), :mod:`.confinement` (directive runs' write folders), :mod:`.decisions` (an admitted resume
 document's decisions, recorded before the run moves on) and :mod:`.approvals` (what people decide:
-the waiting requests shown safely, one decision bound to its digest and recorded with its author).
+the waiting requests shown safely, one decision bound to its digest and recorded with its author;
+:mod:`.request_lines` what a person is shown of each kind of request, every field its digest
+covers, as the lines the terminal and the console both paint).
 :mod:`.host` holds what these share (the ``RunHost`` and ``StepRunner`` protocols, step outcomes,
 ``RunInterrupted``), so the modules here import downwards only.
 
 Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``,
 ``metering.ModelMeter`` (what a managed agent meters its model requests on), ``approvals``
-(for the CLI, the console and the MCP server). May import admission, connectors, tools,
+and ``request_lines`` (for the CLI, the console and the MCP server). May import admission, connectors, tools,
 directives, storage, records, home, boundary and the shared runtime modules; never agents,
 check, mcp or cli.
 """
