@@ -64,7 +64,10 @@ def verify_command(
     else:
         import click  # its echo (ANSI stripped where stdout is no terminal), as before
 
-        click.echo(f"{result.status}: {result.message}")
+        from proctor.cli.paint import inert
+
+        # the message may quote a tampered receipt: shown through the terminal's boundary
+        click.echo(inert(f"{result.status}: {result.message}"))
         click.echo(
             f"receipts: {result.receipts} (signed and checked {result.signed}, "
             f"amortized calls {result.amortized}, unknown key {result.unknown_key}); "
