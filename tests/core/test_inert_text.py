@@ -56,3 +56,23 @@ def test_the_console_hook_marks_each_escape_and_leaves_form_values_alone() -> No
     )
     assert str(plain("a\x1bb")) == "a\\x1bb"
     assert str(finalize(form_value('a\u202e"b'))) == "a\u202e&#34;b"
+
+
+def test_every_hostile_code_point_of_this_unicode_is_found() -> None:
+    from proctor.core.inert_text import _CANDIDATE
+
+    missed = [
+        f"U+{point:04X}"
+        for point in range(0x110000)
+        if is_hostile(chr(point)) and not _CANDIDATE.match(chr(point))
+    ]
+    assert not missed, f"add these to _CANDIDATE in proctor.core.inert_text: {missed}"
+
+
+def test_json_output_escapes_hostile_characters_and_reads_back_the_same() -> None:
+    from proctor.cli.render import inert_json
+
+    doc = {"a": "x\x1b]52;\x07\u202e\x9b\x7f\U000e0041 café 日本"}
+    text = inert_json(doc)
+    assert json.loads(text) == doc and not any(is_hostile(c) for c in text)
+    assert "café 日本" in text

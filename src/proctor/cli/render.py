@@ -10,22 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from proctor.errors import ProctorError
 
-_MAYBE_HOSTILE = re.compile("[\x7f-\U0010ffff]")  # json.dumps escapes every C0 itself
 
-
-def _json_escape(match: re.Match[str]) -> str:
-    from proctor.core.inert_text import is_hostile
-
-    char = match[0]
-    if not is_hostile(char):
-        return char
+def _json_escape(char: str) -> str:
     point = ord(char)
     if point < 0x10000:
         return f"\\u{point:04x}"
@@ -36,8 +28,10 @@ def _json_escape(match: re.Match[str]) -> str:
 def inert_json(document: Any) -> str:
     """``document`` as JSON text (sorted keys, UTF-8, indented) in which no character can act
     on a terminal: the hostile ones are ``\\uXXXX`` escapes, the same text to a reader."""
+    from proctor.core.inert_text import replace_hostile
+
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
-    return text if text.isascii() and "\x7f" not in text else _MAYBE_HOSTILE.sub(_json_escape, text)
+    return replace_hostile(text, _json_escape)[0]
 
 
 def dump_json(document: Any, *, schema: str | None = None) -> None:

@@ -20,11 +20,12 @@ Pure: no I/O; each medium (``proctor.cli.paint``, the console's jinja hook) pain
 
 from __future__ import annotations
 
+import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 
-__all__ = ["NOTE", "escape_of", "is_hostile", "pieces", "visible"]
+__all__ = ["NOTE", "escape_of", "is_hostile", "pieces", "replace_hostile", "visible"]
 
 NOTE = (
     "control, escape, bidirectional or invisible characters in this output are shown as"
@@ -55,30 +56,50 @@ def escape_of(char: str) -> str:
     return f"\\U{point:08x}"
 
 
+# Every hostile character of the Unicode version Python ships lies in these ranges (control
+# characters, the format characters' blocks, separators, surrogates, tags): the scan runs in the
+# regex engine and only a character in them is looked at. tests/core/test_inert_text.py checks
+# every code point, so a Unicode update that adds a format character elsewhere fails loudly.
+_CANDIDATE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    "\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff"
+    "\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001345f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
 def pieces(text: str) -> Iterator[tuple[str, bool]]:
     """``text`` as runs of ``(piece, hostile)``: printable text as it is (``False``), and each
     hostile character alone (``True``), in order."""
     start = 0
-    for index, char in enumerate(text):
-        if is_hostile(char):
-            if start < index:
-                yield text[start:index], False
-            yield char, True
-            start = index + 1
+    for match in _CANDIDATE.finditer(text):
+        char = match[0]
+        if not is_hostile(char):
+            continue
+        index = match.start()
+        if start < index:
+            yield text[start:index], False
+        yield char, True
+        start = index + 1
     if start < len(text):
         yield text[start:], False
 
 
+def replace_hostile(text: str, how: Callable[[str], str]) -> tuple[str, int]:
+    """``text`` with every hostile character replaced by ``how(char)``, and how many were."""
+    count = 0
+
+    def swap(match: re.Match[str]) -> str:
+        nonlocal count
+        char = match[0]
+        if not is_hostile(char):
+            return char
+        count += 1
+        return how(char)
+
+    return _CANDIDATE.sub(swap, text), count
+
+
 def visible(text: str) -> tuple[str, int]:
     """``text`` with every hostile character replaced by its escape, and how many were."""
-    if text.isprintable():  # the common case: nothing to do (newline and tab are not printable)
-        return text, 0
-    out: list[str] = []
-    count = 0
-    for piece, hostile in pieces(text):
-        if hostile:
-            count += 1
-            out.append(escape_of(piece))
-        else:
-            out.append(piece)
-    return "".join(out), count
+    return replace_hostile(text, escape_of)

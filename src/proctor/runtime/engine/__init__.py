@@ -22,7 +22,7 @@ covers, as the lines the terminal and the console both paint).
 
 Surface: ``session.Session``, ``host.RunInterrupted``, ``host.AgentDriver``,
 ``metering.ModelMeter`` (what a managed agent meters its model requests on), ``approvals``
-and ``request_lines`` (for the CLI, the console and the MCP server). May import admission, connectors, tools,
-directives, storage, records, home, boundary and the shared runtime modules; never agents,
-check, mcp or cli.
+and ``request_lines`` (for the CLI, the console and the MCP server). May import admission,
+connectors, tools, directives, storage, records, home, boundary and the shared runtime modules;
+never agents, check, mcp or cli.
 """
