@@ -66,6 +66,7 @@ def test_every_page_that_shows_run_data_shows_it_inert_and_marked(console: Conso
             "request": client.get(f"/runs/{run_id}/requests/run").text,
             "run": client.get(f"/runs/{run_id}").text,
         }
+        _assert_inert(client.get("/runs").text, "runs")  # ids, names, outcomes: nothing to mark
         for where, page in pages.items():
             _assert_inert(page, where)
             assert '<span class="inert"' in page, where
