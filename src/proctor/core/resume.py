@@ -234,8 +234,6 @@ def decision_words(decision: Mapping[str, Any] | None) -> str | None:
             else:
                 chosen.append(f"{qid}={json.dumps(answer, ensure_ascii=False)}")
         parts.append("answered " + ", ".join(chosen))
-    if decision.get("outcome"):
-        parts.append(str(decision["outcome"]))
     if decision.get("reason"):
         parts.append(f"reason: {decision['reason']}")
     return "; ".join(parts)

@@ -198,3 +198,20 @@ def test_a_childs_request_shows_every_field_at_the_root(tmp_path: Path) -> None:
     assert [r["address"] for r in env.requests or []] == ["child/0#put"]
     body = _check(ws, env.run_id or "")
     assert body["payload"]["files"][0]["path"] == "page.txt"
+
+
+def test_a_payload_kept_as_an_artifact_is_shown_whole_with_its_artifact(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    make_skill(
+        ws,
+        "big",
+        "minimum_proctor: 0.1.0\nmethods:\n  main:\n"
+        "    inputs: {type: object, properties: {text: {type: string}}, required: [text]}\n"
+        "    steps:\n      - id: put\n        tool: fs.write\n"
+        "        inputs: {path: big.txt, content: $input.text, create: true}\n",
+    )
+    text = "".join(f"line {n:04d} " + "x" * 90 + "\n" for n in range(700))  # over 64 KiB
+    env = session(ws).run("big", inputs={"text": text}, cwd=ws, authority=authority(effects="ask"))
+    assert env.status == "needs_approval", env.refusal
+    body = _check(ws, env.run_id or "")
+    assert "payload" not in body and body["payload_artifact"]["path"].startswith(".proctor/")

@@ -178,9 +178,14 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
     if view.get("redacted"):
         lines.append(("warn", "hidden secrets at " + ", ".join(map(str, view["redacted"]))))
     payload = view.get("payload")
+    artifact = view.get("payload_artifact")
+    if isinstance(artifact, Mapping):
+        lines.append(
+            ("key", f"payload artifact: {artifact.get('path')} ({artifact.get('digest')})")
+        )
     if isinstance(payload, Mapping):
         _payload(lines, payload)
-    elif view.get("payload_artifact"):
+    elif artifact:
         lines.append(("warn", "the payload is in an artifact that no longer matches its digest"))
     for q in view.get("questions") or []:
         if not isinstance(q, Mapping):
