@@ -299,7 +299,7 @@ class Governor:
             raise RefusedCall(verdict.reason, code="effects_none")
         from proctor.runtime.admission.preview import approval_request_body, preview
 
-        change, payload = preview(self.workspace, tool, args)
+        change, payload = preview(self.workspace, tool, args, self.package_identity)
         address = spec.address or spec.step_id or outcome.call_id
         body = approval_request_body(
             self.workspace,
@@ -334,7 +334,7 @@ class Governor:
         from proctor.runtime.admission.preview import preview
 
         try:
-            _, payload = preview(self.workspace, tool, args)
+            _, payload = preview(self.workspace, tool, args, self.package_identity)
         except ProctorError:
             return None
         files = payload.get("files")

@@ -73,7 +73,9 @@ def _edit_after(ws: Workspace, args: dict[str, Any]) -> bytes:
     return encode_text(ws, target.rel, apply_edits(target.rel, text, args["edits"]))
 
 
-def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, dict[str, Any]]:
+def preview(
+    ws: Workspace, tool: Tool, args: dict[str, Any], package: str | None = None
+) -> tuple[Change, dict[str, Any]]:
     """The floor's view of a changing call and the payload a person approves.
 
     Raises:
@@ -87,7 +89,7 @@ def preview(ws: Workspace, tool: Tool, args: dict[str, Any]) -> tuple[Change, di
         if isinstance(tool, OperationTool):
             name = f"{tool.connector}/{tool.operation}"
             change = Change(tool.name, tool.effect, operation=name)
-            return change, operation_payload(tool, args)
+            return change, operation_payload(tool, args, package)
         if tool.name == "fs.write":
             from proctor.runtime.tools.fs import check_write
             from proctor.runtime.tools.fsutil import current_state

@@ -315,10 +315,13 @@ def _parts(tool: OperationTool, args: Mapping[str, Any]) -> tuple[str, dict[str,
     return _url(tool, inputs), query, body
 
 
-def operation_payload(tool: OperationTool, args: Mapping[str, Any]) -> dict[str, Any]:
+def operation_payload(
+    tool: OperationTool, args: Mapping[str, Any], package: str | None = None
+) -> dict[str, Any]:
     """What a person approving the call sees: exactly the request it sends, the credential
     named and never shown: the connector and its origin, method, URL, query, headers, JSON
     body, and for a write its idempotency key and the readback it is checked with.
+    ``package`` is the run's package identity, which the sent ``Idempotency-Key`` is scoped by.
 
     Raises:
         ToolFailed: ``operation_input_invalid`` when a path input cannot be sent.
@@ -327,7 +330,7 @@ def operation_payload(tool: OperationTool, args: Mapping[str, Any]) -> dict[str,
     url, query, body = _parts(tool, args)
     headers = {"Accept": "application/json"}
     if tool.is_write and isinstance(args.get(IDEMPOTENCY_ARG), str):
-        headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]))
+        headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]), package)
     shown: dict[str, Any] = {
         "name": f"{tool.connector}/{tool.operation}",
         "connector": tool.connector,
