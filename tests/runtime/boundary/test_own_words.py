@@ -6,7 +6,7 @@ shapes and delivered secrets are replaced wherever they are."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from proctor.errors import Message, ParseError, Quoted
@@ -53,6 +53,9 @@ def test_shapes_and_tainted_values_are_replaced_in_own_words_too() -> None:
 def test_a_value_in_quoted_data_is_withheld_whatever_words_surround_it(
     name: str, value: str, quote: str
 ) -> None:
+    # a value that is part of the surrounding words (``credential`` in ``credentials``) shows
+    # in them whatever happens to the value itself
+    assume(value not in f"field {name}:  refused")
     said = Message("field ", Quoted(name), ": ", Quoted(f"{quote}{value}{quote}"), " refused")
     assert value not in scrub_text(said.text, own=said.own)
 
