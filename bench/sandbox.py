@@ -2,12 +2,17 @@
 
 Prints median and p95 in milliseconds for ``/bin/true``:
   raw          subprocess.run, no sandbox;
-  raw+bwrap    subprocess.run of the bubblewrap command line a run's sandbox builds;
+  bare         subprocess.run of a bare bubblewrap of the same program (``/`` bound read-only,
+               the same namespaces and dropped privileges, a fresh /tmp, nothing else): the
+               peer the allowlist is compared with;
+  raw+bwrap    subprocess.run of the bubblewrap command line a run's sandbox builds (the
+               allowlist view: system folders, toolchains, /etc's secrets hidden ...);
   tool         command.execute's handler, unsandboxed (PROCTOR_SANDBOX=off);
   tool+bwrap   command.execute's handler under bubblewrap (what a run pays per command:
                building the spec from the workspace, bubblewrap, the PID namespace teardown);
   spec         building the sandbox's spec alone (part of tool+bwrap);
-and the deltas (sandboxed minus unsandboxed, medians). Admission and the run store are the same
+the deltas (sandboxed minus unsandboxed, medians), and the ratios of the allowlist sandbox to
+the bare bubblewrap (median and p95; target <= 1.5x). Admission and the run store are the same
 either way and left out. The target is under 20 ms per command.
 
 Run: .venv/bin/python bench/sandbox.py [iterations]
@@ -26,7 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from proctor.runtime.boundary.sandbox import SANDBOX_EXTRA, SandboxUse, bwrap_argv, probe
+from proctor.runtime.boundary.sandbox import (
+    _BASE_MOUNTS,
+    _ISOLATION,
+    SANDBOX_EXTRA,
+    SandboxUse,
+    bwrap_argv,
+    probe,
+)
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.tools.base import ToolContext
@@ -85,6 +97,12 @@ def main() -> None:
         def raw() -> None:
             subprocess.run([TRUE], env=env, check=True)
 
+        # the same namespaces and privileges, the host's / bound whole: what the view adds
+        bare = [bwrap, *_ISOLATION, "--unshare-net", *_BASE_MOUNTS, "--", TRUE]
+
+        def bare_bwrap() -> None:
+            subprocess.run(bare, env=env, check=True)
+
         def raw_bwrap() -> None:
             subprocess.run(sandboxed, env=env, check=True)
 
@@ -94,6 +112,7 @@ def main() -> None:
         got = _measure(
             {
                 "raw": raw,
+                "bare": bare_bwrap,
                 "raw+bwrap": raw_bwrap,
                 "tool": lambda: COMMAND_EXECUTE.handler(off, dict(args)),
                 "tool+bwrap": lambda: COMMAND_EXECUTE.handler(on, dict(args)),
@@ -106,6 +125,10 @@ def main() -> None:
         print(f"  {name:11s} median {median:7.2f}  p95 {p95:7.2f}")
     print(f"  delta raw   median {got['raw+bwrap'][0] - got['raw'][0]:7.2f}")
     print(f"  delta tool  median {got['tool+bwrap'][0] - got['tool'][0]:7.2f}  (target < 20)")
+    for name in ("raw+bwrap", "tool+bwrap"):
+        median = got[name][0] / got["bare"][0]
+        p95 = got[name][1] / got["bare"][1]
+        print(f"  {name} / bare  median {median:5.2f}x  p95 {p95:5.2f}x  (target <= 1.5x)")
 
 
 if __name__ == "__main__":

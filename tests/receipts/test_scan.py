@@ -71,6 +71,19 @@ def test_the_common_shapes_are_recognized() -> None:
             verdicts=[{"rule_id": "r", "code": "", "enforcement": "block"}],
         ),
         body("call", s.key_id, **head, sandbox={"used": "none", "mode": "auto", "network": False}),
+        body(
+            "call",
+            s.key_id,
+            **head,
+            sandbox={
+                "used": "bubblewrap",
+                "mode": "required",
+                "network": False,
+                "verified": True,
+                "checks": [{"check": "home_hidden", "held": True}],
+                "toolchains": ["/opt/py", "/usr/x"],
+            },
+        ),
     ]
     for b in shapes:
         assert _agree(_sealed(b)) is not None, b
@@ -140,6 +153,20 @@ def coherent(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
             "mode": draw(st.sampled_from(["required", "auto", "off"])),
             "network": draw(st.booleans()),
         }
+        if draw(st.booleans()):
+            out["sandbox"]["verified"] = draw(st.booleans())
+            out["sandbox"]["checks"] = draw(
+                st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "check": st.sampled_from(["home_hidden", "proc_isolated"]),
+                            "held": st.booleans(),
+                        }
+                    ),
+                    max_size=2,
+                )
+            )
+            out["sandbox"]["toolchains"] = draw(st.lists(TEXT, max_size=2))
     return out, kind != "call" or draw(st.booleans())
 
 
@@ -161,12 +188,29 @@ BREAKS: dict[str, st.SearchStrategy[Any]] = {
     "spend_micro_usd": NUMBER,
     "context_digests": st.lists(st.sampled_from(DIGESTS), max_size=2),
     "reused_from": MAYBE_DIGEST,
-    "sandbox": st.fixed_dictionaries(
-        {
-            "used": st.sampled_from(["none", "bubblewrap", "docker"]),
-            "mode": st.sampled_from(["required", "auto", "off"]),
-            "network": st.sampled_from([True, False, 0]),
-        }
+    "sandbox": st.one_of(
+        st.fixed_dictionaries(
+            {
+                "used": st.sampled_from(["none", "bubblewrap", "docker"]),
+                "mode": st.sampled_from(["required", "auto", "off"]),
+                "network": st.sampled_from([True, False, 0]),
+            }
+        ),
+        st.fixed_dictionaries(
+            {
+                "used": st.sampled_from(["none", "bubblewrap"]),
+                "mode": st.sampled_from(["required", "auto"]),
+                "network": st.booleans(),
+                "verified": st.sampled_from([True, False, 1, None]),
+                "checks": st.lists(
+                    st.fixed_dictionaries(
+                        {"check": st.sampled_from(["proc_isolated", "", 3]), "held": st.booleans()}
+                    ),
+                    max_size=2,
+                ),
+                "toolchains": st.lists(st.one_of(TEXT, st.just(""), st.just(7)), max_size=2),
+            }
+        ),
     ),
     "verdicts": st.lists(
         st.fixed_dictionaries(

@@ -21,9 +21,12 @@ these keys (every key always present, ``null`` where it does not apply)::
                     null on step and call receipts. Receipts written before it existed lack
                     the key; they parse and verify, and anchor nothing.
 
-A ``call`` receipt of a process tool also has ``sandbox``: ``{used, mode, network}`` (``used``
-one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network`` a boolean): what the process
-ran under. No other receipt has that key.
+A ``call`` receipt of a process tool also has ``sandbox``: ``{used, mode, network, verified,
+checks, toolchains}`` (``used`` one of SANDBOX_USED, ``mode`` one of SANDBOX_MODES, ``network``
+and ``verified`` booleans, ``checks`` a list of ``{check, held}``, ``toolchains`` a list of the
+host folders bound as toolchains): what the process ran under and whether the sandbox self-test
+held (receipts written before the self-test lack the last three). No other receipt has that
+key.
 
 A ``step`` or ``run`` receipt may have ``spend_micro_usd``: what a priced step's call actually
 cost, or what a run's tree spent in all (micro-dollars; see ``proctor.core.spend``). A ``step``
@@ -116,6 +119,8 @@ _MAX_LINES = 2**53 - 1  # an integer canonical JSON writes exactly as the C enco
 _CALL_KEYS = _BODY_KEYS | {"sandbox"}
 _SANDBOX_KEYS = frozenset({"used", "mode", "network"})
 _DESTINATION_KEYS = frozenset({"host", "port", "address"})
+# the self-test's answer and the toolchains bound; receipts written before them lack all three
+_SANDBOX_VERIFIED_KEYS = _SANDBOX_KEYS | {"verified", "checks", "toolchains"}
 _SUBJECT_KEYS = frozenset({"skill", "package_digest", "method", "step_id", "tool"})
 _ENVELOPE_KEYS = frozenset({"body", "key_id", "signature"})
 _CHILD_KEYS = frozenset({"receipt_id", "body_digest"})
@@ -217,8 +222,26 @@ def _opt_digest(value: object, name: str) -> None:
 
 
 def _check_sandbox(value: object) -> None:
-    if type(value) is not dict or value.keys() - {"destinations"} != _SANDBOX_KEYS:
-        raise _bad(f"sandbox must have exactly the keys {sorted(_SANDBOX_KEYS)}")
+    if type(value) is not dict or value.keys() - {"destinations"} not in (
+        _SANDBOX_KEYS,
+        _SANDBOX_VERIFIED_KEYS,
+    ):
+        raise _bad(f"sandbox must have exactly the keys {sorted(_SANDBOX_VERIFIED_KEYS)}")
+    if "verified" in value:
+        checks = value["checks"]
+        if type(value["verified"]) is not bool or type(checks) is not list:
+            raise _bad("sandbox.verified is a boolean and sandbox.checks a list")
+        for check in checks:
+            if (
+                type(check) is not dict
+                or check.keys() != {"check", "held"}
+                or type(check["check"]) is not str
+                or type(check["held"]) is not bool
+            ):
+                raise _bad("each of sandbox.checks is {check: name, held: boolean}")
+        tools = value["toolchains"]
+        if type(tools) is not list or any(type(t) is not str or not t for t in tools):
+            raise _bad("sandbox.toolchains is a list of paths")
     if value["used"] not in SANDBOX_USED or value["mode"] not in SANDBOX_MODES:
         raise _bad(
             f"sandbox.used is one of {list(SANDBOX_USED)} and mode one of {list(SANDBOX_MODES)}"

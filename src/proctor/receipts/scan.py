@@ -43,6 +43,16 @@ _N = r"(?:0|[1-9][0-9]{0,14})"
 _CHILD = r'\{"body_digest":"sha256:[^"]{64}","receipt_id":"sha256:[^"]{64}"\}'
 _VERDICT = rf'\{{"code":{_S0},"enforcement":"(?:warn|block)","rule_id":{_S0}\}}'
 _REASONS = "|".join(sorted(SEAL_REASONS))
+# A call's sandbox: as written before the self-test ({mode, network, used}), or with its answer
+# and the toolchains bound (all three keys, or none of them)
+_CHECK = r'\{"check":"[a-z_]{1,64}","held":(?:true|false)\}'
+_SANDBOX = (
+    r'"sandbox":\{(?:"mode":"(?:required|auto|off)","network":(?:true|false),'
+    r'"used":"(?:bubblewrap|none)"'
+    rf'|"checks":\[(?:{_CHECK}(?:,{_CHECK})*)?\],"mode":"(?:required|auto|off)",'
+    rf'"network":(?:true|false),"toolchains":\[(?:{_S}(?:,{_S})*)?\],'
+    r'"used":"(?:bubblewrap|none)","verified":(?:true|false))\},'
+)
 # The rules that relate fields are written into the pattern with conditionals, (?(name)a|b):
 # an audit head is a run's; a step names its step_id, a run and a step their method, a call
 # its tool; only a call may be unsigned; a completed receipt has no seal_reason; the
@@ -62,8 +72,7 @@ _PATTERN = (
     rf'"outputs_digest":{_ND},'
     rf'"policy_digest":{_ND},'
     rf'(?P<reused>"reused_from":{_D},)?'
-    r'(?P<sandbox>"sandbox":\{"mode":"(?:required|auto|off)","network":(?:true|false),'
-    r'"used":"(?:bubblewrap|none)"\},)?'
+    rf"(?P<sandbox>{_SANDBOX})?"
     r'"schema":"proctor\.receipt\.v1",'
     rf'"seal_reason":(?(completed)null|(?:null|"(?:{_REASONS})")),'
     rf'(?P<spend>"spend_micro_usd":{_N},)?'

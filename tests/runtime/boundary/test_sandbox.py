@@ -19,10 +19,10 @@ from proctor.runtime.boundary.sandbox import (
     SandboxUse,
     bwrap_argv,
     probe,
-    sandbox_for_call,
     sandbox_setting,
     stricter,
 )
+from proctor.runtime.boundary.sandbox_check import sandbox_for_call
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.workspace import Workspace
 from tests.runtime.boundary.sandbox_support import BWRAP, needs_bwrap
@@ -94,7 +94,11 @@ def test_the_command_line_orders_mounts_and_isolates(tmp_path: Path) -> None:
     text = " ".join(argv)
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"):
         assert flag in argv
-    assert "--cap-drop ALL" in text and "--ro-bind / /" in text and "--proc /proc" in text
+    assert "--cap-drop ALL" in text and "--proc /proc" in text
+    # an allowlist: the host's / is never bound, the system folders are, read-only, and the
+    # sandbox's own root is made read-only last
+    assert "--ro-bind / /" not in text and "--ro-bind /usr /usr" in text
+    assert argv[argv.index("--chdir") - 2 : argv.index("--chdir")] == ["--remount-ro", "/"]
     bind = text.index(f"--bind {ws} {ws}")
     assert bind < text.index(f"--ro-bind {ws}/policies {ws}/policies")
     assert bind < text.index(f"--tmpfs {ws}/.proctor") < text.index(f"--remount-ro {ws}/.proctor")

@@ -117,7 +117,14 @@ def test_auto_without_bubblewrap_runs_as_a_trusted_host_process(ws: Path, missin
     (entry,) = env.trace
     assert any(w.startswith("trusted_host_process") for w in entry.warnings), entry.warnings
     (body,) = call_receipts(s, env.receipt_id)
-    assert body["sandbox"] == {"used": "none", "mode": "auto", "network": True}
+    assert body["sandbox"] == {
+        "used": "none",
+        "mode": "auto",
+        "network": True,
+        "verified": False,
+        "checks": [],
+        "toolchains": [],
+    }
     assert {"rule_id": "sandbox", "code": "trusted_host_process", "enforcement": "warn"} in (
         body["verdicts"]
     )

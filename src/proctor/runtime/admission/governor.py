@@ -270,7 +270,7 @@ class Governor:
             done = self.store.find_idempotent(spec.idempotency_key)
             if done is not None:
                 raise _AlreadyDone(done)
-        outcome.sandbox = choose_sandbox(self.sandbox, self.authority, tool)  # before the floor
+        outcome.sandbox = choose_sandbox(self.sandbox, self.authority, tool, self.workspace.root)
         # 5. floor
         self._floor(spec, tool, args, outcome, requests)
         # 6. budget

@@ -1,11 +1,12 @@
 """The sandbox a process call runs in, chosen at admission (``docs/sandbox.md``).
 
 :func:`choose_sandbox` runs before the approval floor, so a call that cannot run under
-``PROCTOR_SANDBOX=required`` is refused ``sandbox_unavailable`` before a person is asked to
-approve it, and nothing starts. :func:`hand_over` gives the choice to the tool (through
-``ToolContext.extras``) and writes the ``sandbox_disabled`` audit event of a call under
-``off``; the choice is recorded with the call (``sandbox`` in its settled record), which is
-what its receipt and the envelope's warning are built from.
+``PROCTOR_SANDBOX=required`` is refused (``sandbox_unavailable``, ``sandbox_unverified``,
+``sandbox_read_invalid``) before a person is asked to approve it, and nothing starts.
+:func:`hand_over` gives the choice to the tool (through ``ToolContext.extras``) and writes the
+``sandbox_disabled`` audit event of a call under ``off`` and the ``sandbox_read_declared`` event
+of a call given ``[sandbox] read`` folders; the choice is recorded with the call (``sandbox`` in
+its settled record), which is what its receipt and the envelope's warning are built from.
 """
 
 from __future__ import annotations
@@ -13,10 +14,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.values import replace
 from proctor.errors import ProctorError, RefusedCall
-from proctor.runtime.boundary.sandbox_setting import SANDBOX_EXTRA, SandboxSetting, sandbox_setting
+from proctor.runtime.boundary.sandbox_setting import (
+    SANDBOX_EXTRA,
+    SANDBOX_RECORD_EXTRA,
+    SandboxSetting,
+    sandbox_setting,
+)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from proctor.core.authority import Authority
     from proctor.runtime.boundary.sandbox import SandboxUse
     from proctor.runtime.boundary.sanitize import TaintSet
@@ -27,18 +36,21 @@ __all__ = ["choose_sandbox", "hand_over"]
 
 
 def choose_sandbox(
-    setting: SandboxSetting | None, authority: Authority, tool: Tool
+    setting: SandboxSetting | None, authority: Authority, tool: Tool, root: Path | None = None
 ) -> SandboxUse | None:
     """What a call of ``tool`` runs under (``None`` for a tool that starts no process).
 
     ``setting`` is the run's (``None``: ``PROCTOR_SANDBOX`` of this process, else
     ``required``). A sandboxed process never shares the host's network; when the run's
     authority holds an egress grant it reaches the network through the egress proxy, which
-    checks each destination against the grant.
+    checks each destination against the grant. ``root``: the workspace, whose
+    ``[sandbox] read`` folders a sandboxed call is given (each audited by :func:`hand_over`).
 
     Raises:
         RefusedCall: ``sandbox_unavailable`` (required, and bubblewrap does not work here);
-            ``sandbox_setting_invalid`` (no setting given and the environment's is invalid).
+            ``sandbox_unverified`` (required, and the sandbox self-test failed);
+            ``sandbox_setting_invalid`` (no setting given and the environment's is invalid);
+            ``sandbox_read_invalid`` (``[sandbox] read`` is malformed or names a home).
     """
     if tool.effect != "process":
         return None
@@ -47,11 +59,19 @@ def choose_sandbox(
             setting = sandbox_setting(os.environ, default="required")
         except ProctorError as exc:
             raise RefusedCall(exc.message, code=exc.code) from exc
-    from proctor.runtime.boundary.sandbox import sandbox_for_call
+    from proctor.runtime.boundary.sandbox_check import sandbox_for_call
+    from proctor.runtime.boundary.sandbox_view import declared_reads
 
     grant = authority.egress
     entries = () if grant is None else (*grant.hosts, *grant.networks)
-    return sandbox_for_call(setting, network=bool(entries), egress=entries)
+    use = sandbox_for_call(setting, network=bool(entries), egress=entries)
+    if use.used != "bubblewrap" or root is None:
+        return use
+    try:
+        declared = declared_reads(root)
+    except ProctorError as exc:
+        raise RefusedCall(exc.message, code=exc.code) from exc
+    return replace(use, declared=tuple(str(p) for p in declared)) if declared else use
 
 
 def hand_over(
@@ -87,6 +107,16 @@ def hand_over(
 
         use.log.sink = sink
         use.log.scrub = scrub
+    if use.declared:
+        # a folder of the host beyond the allowlist, shown because the workspace asks for it
+        audit.emit(
+            "sandbox_read_declared",
+            run_id=run_id,
+            step_index=step_index,
+            tool=tool,
+            call_id=call_id,
+            folders=list(use.declared),
+        )
     if use.mode == "off":
         audit.emit(
             "sandbox_disabled",
@@ -96,4 +126,6 @@ def hand_over(
             call_id=call_id,
             reason=use.reason,
         )
-    return {"sandbox": use.to_record()}
+    record = use.to_record()
+    extras[SANDBOX_RECORD_EXTRA] = record  # the tool adds the toolchains it bound
+    return {"sandbox": record}

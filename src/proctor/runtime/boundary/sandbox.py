@@ -2,7 +2,8 @@
 
 A process tool (``command.execute``, ``worker.run``, ``process.start``) never
 starts its program directly. Admission decides, once per call, what it runs under
-(:func:`sandbox_for_call`, from the run's :class:`SandboxSetting`); the tool turns a
+(:func:`proctor.runtime.boundary.sandbox_check.sandbox_for_call`, from the run's
+:class:`SandboxSetting`, after the sandbox self-test); the tool turns a
 :class:`SandboxSpec` and its argv into a bubblewrap command line (:func:`bwrap_argv`) and starts
 that instead. What the spec hides, binds and re-binds read-only for a run is built by
 :mod:`proctor.runtime.boundary.sandbox_paths`.
@@ -35,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.contracts.values import dataclass, field
-from proctor.errors import RefusedCall
 from proctor.runtime.boundary.sandbox_setting import (
     BWRAP_ENV,
     MODES,
@@ -63,7 +63,6 @@ __all__ = [
     "SandboxUse",
     "bwrap_argv",
     "probe",
-    "sandbox_for_call",
     "sandbox_setting",
     "stricter",
 ]
@@ -88,6 +87,9 @@ _ISOLATION = (
     "ALL",
 )
 _BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+# A call's sandbox starts from bubblewrap's empty root instead: only what its spec names is bound
+# into it (the allowlist, :mod:`.sandbox_view`).
+_VIEW_MOUNTS = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,14 @@ class SandboxUse:
         reason: why ``none``: the probe's answer under ``auto``, the setting under ``off``.
         egress: the run's egress allow entries (hosts and networks of its authority's grant).
         log: the destinations reached (bubblewrap with ``network`` only).
+        verified: the sandbox self-test passed here
+            (:func:`proctor.runtime.boundary.sandbox_check.self_test`).
+        checks: each of the self-test's checks and whether it held (empty when it did not
+            run: under ``off``, or without bubblewrap).
+        toolchains: the toolchain folders the call's sandbox bound (known once the tool built
+            its sandbox; read back from the record).
+        declared: the folders the workspace declares in ``[sandbox] read`` (audited when the
+            call is handed over; never recorded here).
     """
 
     used: Literal["bubblewrap", "none"]
@@ -196,6 +206,10 @@ class SandboxUse:
     reason: str | None = None
     egress: tuple[str, ...] = ()
     log: EgressLog | None = field(default=None, compare=False)
+    verified: bool = False
+    checks: tuple[tuple[str, bool], ...] = ()
+    toolchains: tuple[str, ...] = ()
+    declared: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def proxied(self) -> bool:
@@ -217,15 +231,25 @@ class SandboxUse:
             "mode": self.mode,
             "network": self.network,
             "reason": self.reason,
+            "verified": self.verified,
+            "checks": [[name, held] for name, held in self.checks],
+            "toolchains": list(self.toolchains),
         }
         if self.log is not None:
             record["destinations"] = self.log.reached
         return record
 
     def receipt_json(self) -> dict[str, Any]:
-        """The ``sandbox`` object of the call's receipt (no reason text, no path); a proxied
-        call's names the destinations its process reached."""
-        out: dict[str, Any] = {"used": self.used, "mode": self.mode, "network": self.network}
+        """The ``sandbox`` object of the call's receipt (no reason text, no path but the
+        toolchains bound); a proxied call's names the destinations its process reached."""
+        out: dict[str, Any] = {
+            "used": self.used,
+            "mode": self.mode,
+            "network": self.network,
+            "verified": self.verified,
+            "checks": [{"check": name, "held": held} for name, held in self.checks],
+            "toolchains": list(self.toolchains),
+        }
         if self.log is not None:
             out["destinations"] = [dict(d) for d in self.log.reached]
         return out
@@ -252,12 +276,21 @@ class SandboxUse:
             return None
         reason = record.get("reason")
         reached = record.get("destinations")
+        checks = record.get("checks")
+        tools = record.get("toolchains")
         return cls(
             used=used,
             mode=mode,
             network=record.get("network") is True,
             reason=reason if isinstance(reason, str) else None,
             log=EgressLog(_destinations(reached)) if isinstance(reached, list) else None,
+            verified=record.get("verified") is True,
+            checks=tuple(
+                (str(c[0]), c[1] is True)
+                for c in (checks if isinstance(checks, list) else [])
+                if isinstance(c, list) and len(c) == 2
+            ),
+            toolchains=tuple(str(t) for t in (tools if isinstance(tools, list) else [])),
         )
 
 
@@ -271,54 +304,24 @@ def _destinations(items: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def sandbox_for_call(
-    setting: SandboxSetting, *, network: bool, egress: Sequence[str] = ()
-) -> SandboxUse:
-    """What a process call runs under (admission calls this before anything starts).
-
-    ``egress``: the run's allow entries; under bubblewrap with ``network`` the process reaches
-    the network only through the egress proxy, which applies them.
-
-    Raises:
-        RefusedCall: ``sandbox_unavailable`` under ``required`` when bubblewrap does not work
-            here (the message says why and how to fix it).
-    """
-    if setting.mode == "off":
-        return SandboxUse("none", "off", network=True, reason=f"{SANDBOX_ENV}=off")
-    found = probe(setting.bwrap)
-    if found.available:
-        return SandboxUse(
-            "bubblewrap",
-            setting.mode,
-            network=network,
-            bwrap=setting.bwrap,
-            egress=tuple(egress),
-            log=EgressLog() if network else None,
-        )
-    if setting.mode == "required":
-        raise RefusedCall(
-            f"this run needs a sandbox for processes and {found.reason}; install bubblewrap "
-            f"(Debian: apt-get install bubblewrap) and allow user namespaces, or, on a host you "
-            f"trust, set {SANDBOX_ENV}=auto",
-            code="sandbox_unavailable",
-            details={"mode": setting.mode},
-        )
-    return SandboxUse("none", setting.mode, network=True, reason=found.reason)
-
-
 @dataclass(frozen=True)
 class SandboxSpec:
     """What a sandboxed process sees. Every path is a real (symlink-free) absolute path.
 
     Attributes:
-        writable: folders bound read-write (the run's reach roots); the rest of the file
-            system is read-only.
+        writable: folders bound read-write (the run's reach roots).
         read_only: paths re-bound read-only on top (authority files inside a writable root,
             the Python installation inside a hidden home).
         hidden: paths made empty and unreadable: a folder becomes an empty read-only tmpfs, a
             file is covered with ``/dev/null``.
         scratch: folders replaced by an empty writable tmpfs (the home, so programs that
             write caches there still work; nothing reaches the host).
+        system: the system folders bound read-only (``/usr``, ``/etc`` ...:
+            :mod:`.sandbox_view`); nothing else of the host is there unless named above or in
+            ``toolchains``.
+        links: ``(link, target)`` links made in the sandbox's root (``/bin -> usr/bin``).
+        toolchains: the interpreter, virtualenv, ``PATH`` and declared folders bound
+            read-only (recorded with the call).
         network: the run grants egress; the process still has only its own loopback, and
             reaches the network through the egress proxy when :func:`bwrap_argv` is given one.
         env: the whole environment of the process (passed to bubblewrap's process, which
@@ -331,6 +334,9 @@ class SandboxSpec:
     read_only: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     scratch: tuple[Path, ...] = ()
+    system: tuple[Path, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+    toolchains: tuple[Path, ...] = ()
     network: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -364,7 +370,9 @@ def bwrap_argv(
     bound into the sandbox and ``argv`` runs under the relay that serves them. The sandbox's
     network namespace is its own either way.
 
-    Paths that do not exist are left out (nothing is created on the host). Mounts are ordered
+    The sandbox's root is an empty tmpfs, read-only once every mount is in place; only the
+    spec's folders are bound into it. Paths that do not exist are left out (nothing is created
+    on the host). Mounts are ordered
     by depth so an inner one always lands on top of the one that contains it; hidden folders
     are made read-only last, after everything inside them is in place.
     """
@@ -380,7 +388,7 @@ def bwrap_argv(
     for path in spec.writable:
         if os.path.isdir(path):
             add("bind", path)
-    for path in spec.read_only:
+    for path in (*spec.system, *spec.toolchains, *spec.read_only):
         if os.path.exists(path):
             add("ro_bind", path)
     for path in spec.hidden:
@@ -390,7 +398,9 @@ def bwrap_argv(
     out = [bwrap, *_ISOLATION]
     if info_fd is not None:
         out += ["--info-fd", str(info_fd)]
-    out.extend(_BASE_MOUNTS)
+    out.extend(_VIEW_MOUNTS)
+    for link, target in spec.links:
+        out += ["--symlink", target, link]
     remount: list[str] = []
     for _depth, _order, kind, text in sorted(set(ops)):
         if kind == "scratch":
@@ -411,5 +421,6 @@ def bwrap_argv(
 
         out += ["--bind", str(relay.folder), SANDBOX_FOLDER]
         argv = relay.wrap(argv)
+    out += ["--remount-ro", "/"]  # the sandbox's own root, where mount points were made
     out += ["--chdir", str(spec.cwd), "--", *argv]
     return out

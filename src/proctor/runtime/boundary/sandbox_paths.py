@@ -3,8 +3,10 @@
 :func:`run_sandbox` builds the :class:`~proctor.runtime.boundary.sandbox.SandboxSpec` of one
 process call from the run's workspace and the session's environment:
 
-- **writable**: the workspace root and every root the run reaches (``reach: inputs``); the
-  rest of the file system is read-only, and ``/tmp`` is a fresh empty tmpfs;
+- **visible**: only what :mod:`.sandbox_view` allows (the system folders, the toolchains, the
+  declared folders) and the roots below; the rest of the host is absent;
+- **writable**: the workspace root and every root the run reaches (``reach: inputs``); ``/tmp``
+  is a fresh empty tmpfs;
 - **read-only inside the writable roots**: every top-level entry a run may never write
   (:func:`proctor.core.paths.authority_reason`: ``policies/``, ``directives/``,
   ``proctor.toml`` ...), the same inside the top-level dot-folders (``.github/workflows`` and
@@ -19,11 +21,10 @@ process call from the run's workspace and the session's environment:
 - **hidden**: proctor's home (``PROCTOR_HOME`` or ``~/.proctor``), the signing key
   (``PROCTOR_SIGNING_KEY``), the configured run database, audit log and receipt folder, every
   root's ``.proctor/`` state folder, the sensitive files of every root at any depth (``.env``,
-  ``.npmrc``, key files ...), ``/run`` (the D-Bus, container-engine and agent sockets live
-  there), the SSH agent socket, and the host's shadow passwords and SSH host keys;
+  ``.npmrc``, key files ...), ``/etc``'s secrets and a toolchain's top-level sensitive files:
+  each only where it lies inside something shown;
 - **scratch**: the home folder (``HOME`` and the user's home) becomes an empty writable tmpfs;
-  the Python installation proctor runs on is re-bound read-only inside it when it lives there,
-  so ``python`` still works.
+  toolchains that live there are bound back read-only inside it.
 
 An entry a run may never write that does not exist when the process starts cannot be covered
 without creating it on the host, so the call's :class:`~.sandbox_sweep.Sweep` (the host-side
@@ -36,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -49,14 +49,20 @@ from proctor.runtime.boundary.sandbox import SandboxSpec
 from proctor.runtime.boundary.sandbox_git import config_refs, git_entries, host_code
 from proctor.runtime.boundary.sandbox_sweep import Sweep
 from proctor.runtime.boundary.sandbox_sweep import top_names as _top_names
+from proctor.runtime.boundary.sandbox_view import (
+    account_homes,
+    declared_reads,
+    etc_secrets,
+    system_view,
+    toolchain_secrets,
+    toolchains,
+)
 
 if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["Sweep", "host_hidden", "run_sandbox"]
 
-_SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
-_SSH_HOST_KEYS = "/etc/ssh"
 _CLOCK_LAG_NS = 100_000_000
 _DB_SIDE_FILES = ("", "-wal", "-shm", "-journal", "-checked")
 # Companions of the run database a process must not plant while they are absent: a rollback
@@ -100,13 +106,6 @@ def host_hidden(environ: Mapping[str, str]) -> tuple[list[Path], list[Path], lis
     for db in _settings(environ, "PROCTOR_DATABASE_PATH"):
         hidden += [db + suffix for suffix in _DB_SIDE_FILES]
     hidden += _settings(environ, "SSH_AUTH_SOCK")
-    hidden += ["/run", "/var/run", *_SYSTEM_SECRETS]
-    with contextlib.suppress(OSError):
-        hidden += [
-            os.path.join(_SSH_HOST_KEYS, n)
-            for n in os.listdir(_SSH_HOST_KEYS)
-            if n.startswith("ssh_host_") and not n.endswith(".pub")
-        ]
     return _unique(hidden), _unique(homes), _unique(proctor_homes)
 
 
@@ -116,27 +115,6 @@ def _unique(paths: Iterable[str | Path]) -> list[Path]:
         real = _real(raw)
         if real is not None and real != Path("/") and real not in out:
             out.append(real)
-    return out
-
-
-def _exposed(hidden: list[Path], network: bool) -> list[Path]:
-    """What is re-bound read-only inside a hidden folder: the interpreter proctor runs on, the
-    resolver configuration ``/etc/resolv.conf`` points to (with network), and NixOS's system
-    profile. Never a folder that holds a hidden path itself."""
-    wanted: list[str | Path] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
-    wanted.append("/run/current-system")
-    if network:
-        resolver = _real("/etc/resolv.conf")
-        if resolver is not None:
-            wanted.append(resolver.parent)
-    out: list[Path] = []
-    for path in sorted(_unique(wanted), key=lambda p: len(p.parts)):
-        if not any(_inside(path, h) for h in hidden) or path in hidden:
-            continue
-        if any(_inside(h, path) for h in hidden) or any(_inside(path, o) for o in out):
-            continue
-        out.append(path)
     return out
 
 
@@ -278,6 +256,7 @@ def run_sandbox(
     env: Mapping[str, str],
     cwd: Path,
     network: bool,
+    argv0: str | None = None,
 ) -> tuple[SandboxSpec, Sweep]:
     """The spec of one process call in ``workspace`` (its roots included), and its sweep.
 
@@ -374,12 +353,33 @@ def run_sandbox(
                 (hidden if key in hidden_links else read_only).append(path)
     shown = [p for p in _unique(read_only) if not any(_inside(p, h) for h in hidden)]
     pins = _pins([*hidden, *shown, *sweep.absent], writable, [*hidden, *shown])
+    system, links = system_view()
+    tools = toolchains(
+        env=env,
+        argv0=argv0,
+        cwd=cwd,
+        workspace_root=workspace.root,
+        declared=declared_reads(workspace.root),
+        shown=[*system, *writable],
+        homes=account_homes(environ),
+        hidden=hidden,
+    )
+    if network:
+        resolver = _real("/etc/resolv.conf")  # a link into /run on systemd-resolved hosts
+        if resolver is not None and not any(_inside(resolver, f) for f in [*system, *tools]):
+            tools.append(resolver.parent)
+    hidden += etc_secrets() + toolchain_secrets(tools)
+    # only what lies in a folder the sandbox shows needs hiding: the rest is absent already
+    mounted = [*system, *tools, *writable, *shown]
     spec = SandboxSpec(
         cwd=cwd,
         writable=tuple(writable) + tuple(pins),
-        read_only=tuple(shown) + tuple(_exposed([*hidden, *homes], network)),
-        hidden=tuple(hidden),
+        read_only=tuple(shown),
+        hidden=tuple(h for h in dict.fromkeys(hidden) if any(_inside(h, m) for m in mounted)),
         scratch=tuple(h for h in homes if h not in hidden),
+        system=tuple(system),
+        links=tuple(links),
+        toolchains=tuple(tools),
         network=network,
         env=spec_env,
     )

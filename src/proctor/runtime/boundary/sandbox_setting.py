@@ -7,7 +7,7 @@ so that a run records its setting without importing what only a process call nee
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from proctor.contracts.values import dataclass
@@ -18,8 +18,10 @@ __all__ = [
     "MODES",
     "SANDBOX_ENV",
     "SANDBOX_EXTRA",
+    "SANDBOX_RECORD_EXTRA",
     "SandboxMode",
     "SandboxSetting",
+    "note_toolchains",
     "sandbox_setting",
     "stricter",
 ]
@@ -33,6 +35,19 @@ BWRAP_ENV = "PROCTOR_BWRAP"
 SANDBOX_EXTRA = "sandbox"
 """The ``ToolContext.extras`` key under which admission hands a process tool its
 :class:`SandboxUse`."""
+SANDBOX_RECORD_EXTRA = "sandbox_record"
+"""The ``ToolContext.extras`` key of the call's ``sandbox`` record (a dict the call's settled
+record takes once the tool returns): a process tool adds the toolchains its sandbox bound
+(:func:`note_toolchains`)."""
+
+
+def note_toolchains(extras: Mapping[str, object], toolchains: Iterable[object]) -> None:
+    """Record the toolchain folders a call's sandbox bound, in the call's ``sandbox`` record
+    (and so in its receipt). Without admission's record (a handler called directly) nothing
+    is recorded."""
+    record = extras.get(SANDBOX_RECORD_EXTRA)
+    if isinstance(record, dict):
+        record["toolchains"] = sorted({str(t) for t in toolchains})
 
 
 def stricter(a: SandboxMode, b: object) -> SandboxMode:

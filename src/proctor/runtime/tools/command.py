@@ -41,9 +41,10 @@ from proctor.errors import CredentialError, ToolFailed
 from proctor.runtime.boundary.sandbox import (
     SANDBOX_EXTRA,
     SandboxUse,
-    sandbox_for_call,
     sandbox_setting,
 )
+from proctor.runtime.boundary.sandbox_check import sandbox_for_call
+from proctor.runtime.boundary.sandbox_setting import note_toolchains
 from proctor.runtime.tools import process
 from proctor.runtime.tools.base import Access, CommandStopped, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
@@ -231,6 +232,7 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         environ=session_environ(ctx),
         deadline=started + timeout,
     )
+    note_toolchains(ctx.extras, running.toolchains)
     assert running.proc.stdout is not None and running.proc.stderr is not None
     out, err = _Sink(running.proc.stdout, keep), _Sink(running.proc.stderr, keep)
     try:

@@ -80,6 +80,7 @@ class Running:
     name: str
     use: SandboxUse
     sweep: Sweep | None = None
+    toolchains: tuple[Path, ...] = ()
     inner: psutil.Process | None = None
     inner_fd: int | None = None
     proxy: EgressProxy | None = None
@@ -147,13 +148,17 @@ def start(
     """
     check_startable(argv[0], cwd, env)
     launch, launch_env, sweep, info, proxy = argv, env, None, None, None
+    tools: tuple[Path, ...] = ()
     if use.used == "bubblewrap" and use.bwrap is not None:
-        spec, sweep = run_sandbox(workspace, environ=environ, env=env, cwd=cwd, network=use.network)
+        spec, sweep = run_sandbox(
+            workspace, environ=environ, env=env, cwd=cwd, network=use.network, argv0=argv[0]
+        )
         proxy = start_proxy(use)
         info = os.pipe()
         relay = None if proxy is None or proxy.folder is None else Relay(proxy.folder, egress=True)
         launch = bwrap_argv(spec, argv, bwrap=use.bwrap, info_fd=info[1], relay=relay)
         launch, launch_env = driver_watch.marked(launch, dict(spec.env))
+        tools = spec.toolchains
     try:
         proc = subprocess.Popen(
             launch,
@@ -178,7 +183,7 @@ def start(
     finally:
         if info is not None:
             os.close(info[1])
-    running = Running(proc, os.path.basename(argv[0]), use, sweep, proxy=proxy)
+    running = Running(proc, os.path.basename(argv[0]), use, sweep, tools, proxy=proxy)
     with _LOCK:
         _RUNNING[proc.pid] = running
     if info is not None:

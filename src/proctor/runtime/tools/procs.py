@@ -43,6 +43,7 @@ from proctor.errors import ConfigError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.netrelay import Relay, check_ports, make_folder
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
+from proctor.runtime.boundary.sandbox_setting import note_toolchains
 from proctor.runtime.tools import procs_log
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.command import (
@@ -176,7 +177,12 @@ def _start_counted(
     launch, launch_env, sweep, relay = argv, env, None, None
     if use.used == "bubblewrap" and use.bwrap is not None:
         spec, sweep = run_sandbox(
-            ctx.workspace, environ=session_environ(ctx), env=env, cwd=cwd.abs, network=use.network
+            ctx.workspace,
+            environ=session_environ(ctx),
+            env=env,
+            cwd=cwd.abs,
+            network=use.network,
+            argv0=argv[0],
         )
         relay = _supervised_relay(ctx, use, ports)
         crossings = None
@@ -184,6 +190,7 @@ def _start_counted(
             crossings = Relay(Path(relay["folder"]), relay["egress"] is not None, ports)
         launch = bwrap_argv(spec, argv, bwrap=use.bwrap, relay=crossings)
         launch_env = dict(spec.env)
+        note_toolchains(ctx.extras, spec.toolchains)
     process_id = "proc_" + secrets.token_hex(8)
     # bubblewrap (and an unsandboxed program) carry the process id in their environment, so
     # a reader that finds the supervisor dead finds them even if it died before recording them

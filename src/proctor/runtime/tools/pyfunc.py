@@ -52,6 +52,7 @@ from proctor.contracts.values import dataclass, replace
 from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.runtime.boundary.sandbox import bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
+from proctor.runtime.boundary.sandbox_setting import note_toolchains
 from proctor.runtime.boundary.sandbox_sweep import Sweep
 from proctor.runtime.tools import driver_watch
 from proctor.runtime.tools.artifacts import artifact_store
@@ -121,6 +122,7 @@ def _launch(
             cwd=ctx.workspace.root,
             network=False,
         )
+        note_toolchains(ctx.extras, spec.toolchains)
         if not write:  # the reach roots are bound read-only instead of read-write
             spec = replace(spec, writable=(), read_only=(*spec.writable, *spec.read_only))
         # the driver's watch ends the sandbox if the driver dies while bubblewrap sets it up
