@@ -99,11 +99,13 @@ def test_runtime_is_a_few_parts_with_few_loose_modules() -> None:
 
 
 def test_modules_stay_small() -> None:
+    """No module past 800 lines, and nine in ten at most 450: a module is split along a seam
+    its docstring names, never to meet the number (STYLE.md, habit 4)."""
     sizes = {str(p.relative_to(SRC)): _lines(p) for p in SRC.rglob("*.py")}
-    too_big = {name: n for name, n in sizes.items() if n > 600}
+    too_big = {name: n for name, n in sizes.items() if n > 800}
     assert not too_big, too_big
     p90 = statistics.quantiles(sorted(sizes.values()), n=10)[-1]
-    assert p90 <= 500, p90
+    assert p90 <= 450, p90
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 
 Owns: :mod:`.session` (``Session``: run, resume, turn calls, envelopes), :mod:`.start` (a run's
 start: the checks before it, then one transaction that creates it whole), :mod:`.drive` (the driver
-of one run: preparation, the step loop, pauses; :mod:`.driver_parts` what it resolves once: spend
-ledger, operations, state store, sandbox, delivery), :mod:`.kinds` (tool, ask and agent steps, with
+of one run: its state, what it resolves once, the step loop), :mod:`.pausing` (how the loop
+stopped: requests, the paused envelope, the seal), :mod:`.turn_calls` (the calls an agent turn
+makes, admitted and priced), :mod:`.kinds` (tool, ask and agent steps, with
 the reconciliation of a crashed driver's claims), :mod:`.pyfunc_step` (worker steps: one governed
 ``worker.run`` call whose function calls back through admission), :mod:`.operations` (operation
 steps, a crashed write confirmed by its readback or a store write by its key), :mod:`.compose`

@@ -1,7 +1,14 @@
-"""Drive one run's steps: tool, ask and agent steps; pauses; reconciling a crashed driver's claims.
+"""Drive one run's steps: the driver's state, what it resolves once, and the step loop.
 
 :class:`RunDriver` is built from the run's record in the store (any process can build it) and
 is used by :class:`proctor.runtime.engine.session.Session` while it holds the run's lease.
+
+The driver is split where its responsibilities part, not by size: this module holds the run's
+state, the resources a driver resolves once (governor, spend ledger, connector operations, state
+store seam, sandbox setting, credential delivery; one it cannot build seals the run blocked as
+:class:`Blocked`) and the step loop; :mod:`.pausing` writes how the loop stopped (requests, the
+paused envelope, the seal); :mod:`.turn_calls` makes the calls an agent turn asks for; the step
+kinds themselves are :mod:`.kinds` and its siblings.
 
 Each step either settles (its record goes to the store, once, durably, with the decisions it
 used) or pauses the run on requests. A settled step is never executed again. A call a crashed
@@ -22,33 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep, WorkerStep
-from proctor.contracts.values import replace
 from proctor.core.authority import narrow, parse_authority
-from proctor.core.resume import PERSON_KINDS
-from proctor.errors import (
-    ConfigError,
-    PolicyLoadError,
-    ProctorError,
-    ResumeRefused,
-)
-from proctor.receipts.canonical import digest
-from proctor.runtime.admission.governor import (
-    AwaitApproval,
-    CallOutcome,
-    CallSpec,
-    Governor,
-)
+from proctor.errors import ConfigError, CredentialError, PolicyLoadError, ProctorError
+from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
 from proctor.runtime.boundary.reach import run_workspace
 from proctor.runtime.engine import kinds as run_kinds
-from proctor.runtime.engine.driver_parts import Blocked as _Blocked
-from proctor.runtime.engine.driver_parts import DriverParts
-from proctor.runtime.engine.host import (
-    RunHost,
-    RunInterrupted,
-    StepDone,
-    StepPause,
-    narrow_outputs,
-)
+from proctor.runtime.engine import pausing, turn_calls
+from proctor.runtime.engine.host import RunHost, RunInterrupted, StepDone, StepPause, narrow_outputs
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import CommandStopped
@@ -56,14 +43,24 @@ from proctor.runtime.tools.base import CommandStopped
 if TYPE_CHECKING:
     from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
+    from proctor.runtime.admission.governor import Deliver
+    from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.connectors.operations import OperationTool
     from proctor.runtime.skills import LoadedSkill
     from proctor.runtime.tools.base import Tool
 
-__all__ = ["RunDriver"]
+__all__ = ["Blocked", "RunDriver", "with_receipts_seam"]
 
 
-class RunDriver(DriverParts):
+class Blocked(Exception):
+    """The run cannot go on as prepared: it seals blocked with ``code`` and ``seal_reason``."""
+
+    def __init__(self, code: str, message: str, seal_reason: str) -> None:
+        super().__init__(message)
+        self.code, self.message, self.seal_reason = code, message, seal_reason
+
+
+class RunDriver:
     """One run, rebuilt from its record, driven while its session holds the lease."""
 
     def __init__(
@@ -98,7 +95,101 @@ class RunDriver(DriverParts):
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
 
-    # -- drive ---------------------------------------------------------------------------
+    # -- what a driver resolves once -----------------------------------------------------
+
+    def spend_ledger(self) -> SpendLedger:
+        """The ledger the run's tree spends from: the root's, rebuilt from its record (what a
+        killed driver held counts as spent)."""
+        if self.ledger is None:
+            from proctor.core.spend import SpendLedger
+
+            state = self.record.data.get("spend") or {}
+            spent = int(state.get("spent") or 0) + int(state.get("held") or 0)
+            store, run_id = self.s.store, self.run_id
+            self.ledger = SpendLedger(
+                self.authority.max_spend_micro_usd,
+                spent=spent,
+                persist=lambda now: store.update_run(run_id, data={"spend": now}),
+            )
+        return self.ledger
+
+    def operation_tools(self) -> dict[str, OperationTool]:
+        """The run's connector operations as tools (read once per driver).
+
+        Raises:
+            ParseError: a connector manifest is refused.
+        """
+        if self._operations is None:
+            from proctor.runtime.engine.operations import run_operation_tools
+
+            self._operations = run_operation_tools(self.skill, self.s.workspace.root)
+        return self._operations
+
+    def _operations_or_blocked(self) -> dict[str, OperationTool]:
+        try:
+            return self.operation_tools()
+        except ProctorError as exc:
+            raise Blocked(exc.code, exc.message, "admission_refused") from exc
+
+    def _with_state(self, deliver: Deliver) -> Deliver:
+        """``deliver`` plus the ``store.*`` tools' seam: the state store (opened on first use)
+        under the namespace of the run's package identity (never a name the package chose),
+        which no call names; and the identity itself, which connector writes are keyed by."""
+        from proctor.runtime.storage.select import open_state_store
+        from proctor.runtime.tools.base import PACKAGE_EXTRA
+        from proctor.runtime.tools.store import store_deliver
+
+        s = self.s
+        identity = self.skill.identity or self.skill.package.name
+        state = store_deliver(identity, lambda: open_state_store(s.environ, s.workspace.state_dir))
+        return lambda spec, tool: {
+            **deliver(spec, tool),
+            **state(spec, tool),
+            PACKAGE_EXTRA: identity,
+        }
+
+    def _sandbox(self) -> SandboxSetting:
+        """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
+        of the run had (recorded, so a looser session resuming it keeps it)."""
+        from proctor.runtime.boundary.sandbox_setting import sandbox_setting, stricter
+
+        recorded = self.record.data.get("sandbox_default")
+        default = stricter(self.s.sandbox_default, recorded)
+        if default == "required" and recorded != default:  # auto, the loosest, needs no record
+            self.s.store.update_run(self.run_id, data={"sandbox_default": default})
+            self.record.data["sandbox_default"] = default
+        try:
+            return sandbox_setting(self.s.environ, default=default)
+        except ConfigError as exc:
+            raise Blocked(exc.code, exc.message, "admission_refused") from exc
+
+    def _deliver(self) -> Deliver:
+        """Resolve the run's credentials once (see :mod:`proctor.runtime.engine.delivery`).
+
+        Raises:
+            NeedsCredential: a credential is missing (the caller parks the run).
+        """
+        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
+        from proctor.runtime.engine.operations import operation_credentials
+
+        extra = operation_credentials(self.method, self._operations_or_blocked())
+        profile = self.record.data.get("credential_profile")
+        try:
+            inner = prepare_delivery(
+                self.skill, self.method, run_id=self.run_id, store=self.s.store,
+                workspace_root=self.s.workspace.root, environ=self.s.environ,
+                authority=self.record.data.get("authority") or {},
+                taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
+                request_secrets=self.request_secrets, route=self.s.egress_route,
+                extra_credentials=extra,
+            )  # fmt: skip
+        except NeedsCredential:
+            raise
+        except (CredentialError, ConfigError) as exc:
+            raise Blocked(exc.code, exc.message, "credential_unavailable") from exc
+        return with_receipts_seam(inner, self.s)
+
+    # -- the step loop------------------------------------------------------------------------
 
     def governor(self) -> Governor:
         """The run's governor, counting on from the calls already recorded."""
@@ -114,7 +205,7 @@ class RunDriver(DriverParts):
             limit = max_receipts_from_env(s.environ)
             wb = write_budget(s.environ)
         except (PolicyLoadError, ConfigError) as exc:
-            raise _Blocked(exc.code, exc.message, "policy_refused") from exc
+            raise Blocked(exc.code, exc.message, "policy_refused") from exc
         deliver = self._with_state(self._deliver())
         sandbox = self._sandbox()
         policy_digest = None if unguarded else getattr(policies, "digest", None)
@@ -148,7 +239,7 @@ class RunDriver(DriverParts):
         try:
             lifted = workspace.allow_write
         except ConfigError as exc:
-            raise _Blocked(exc.code, exc.message, "policy_refused") from exc
+            raise Blocked(exc.code, exc.message, "policy_refused") from exc
         if lifted:
             s.audit.emit(
                 "containment_narrowed",
@@ -167,7 +258,7 @@ class RunDriver(DriverParts):
             tools: MutableMapping[str, Tool] = s.tools.copy()
             tools.update(skill_tools(self, list(self.method.steps)))
         except ProctorError as exc:
-            raise _Blocked(exc.code, exc.message, "admission_refused") from exc
+            raise Blocked(exc.code, exc.message, "admission_refused") from exc
         tools.update(self._operations_or_blocked())
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
@@ -233,12 +324,12 @@ class RunDriver(DriverParts):
             recover_open_bundles(s)
         refused = self._start_refusal()
         if refused is not None:
-            return self._seal("blocked", refused[0], None, refused[1])
+            return self.seal("blocked", refused[0], None, refused[1])
         try:
             governor = self.governor()
-        except _Blocked as blocked:
+        except Blocked as blocked:
             refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
-            return self._seal("blocked", blocked.seal_reason, None, refusal)
+            return self.seal("blocked", blocked.seal_reason, None, refusal)
         inputs = dict(self.record.data.get("inputs") or {})
         settled = s.store.step_records(self.run_id)
         outputs: dict[str, Any] = {}
@@ -247,7 +338,7 @@ class RunDriver(DriverParts):
             if done is not None:
                 if done.get("outcome") != "completed":
                     recorded = done.get("refusal")
-                    return self._seal(
+                    return self.seal(
                         done.get("run_outcome", "failed"),
                         done.get("run_seal_reason", "child_failed"),
                         None,
@@ -265,7 +356,7 @@ class RunDriver(DriverParts):
             except (CommandStopped, RunInterrupted) as exc:
                 raise self._interrupt() from exc
             if isinstance(got, StepPause):
-                return self._pause(got.requests)
+                return self.pause(got.requests)
             body = {
                 "outcome": got.outcome,
                 "seal_reason": got.seal_reason,
@@ -283,15 +374,15 @@ class RunDriver(DriverParts):
             s.store.settle_step(self.run_id, step.id, body, used=got.used)
             kill_point("step.settled")
             if got.outcome != "completed":
-                return self._seal(got.run_outcome, got.run_seal_reason, None, got.refusal)
+                return self.seal(got.run_outcome, got.run_seal_reason, None, got.refusal)
             outputs[step.id] = got.output
         try:
             value = self._result(outputs)
         except ProctorError as exc:
-            return self._seal(
+            return self.seal(
                 "failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message)
             )
-        return self._seal("completed", None, value, None)
+        return self.seal("completed", None, value, None)
 
     def _start_refusal(self) -> tuple[str, Refusal] | None:
         """The refusal a run's start recorded (see :mod:`.start`), or ``start_incomplete`` for
@@ -358,172 +449,29 @@ class RunDriver(DriverParts):
             return store_step(self, governor, index, step, inputs, outputs)
         return run_kinds.tool_step(self, governor, index, step, inputs, outputs)
 
-    # -- requests and pauses ---------------------------------------------------------------
+    # -- pausing and sealing (.pausing), turn calls (.turn_calls) ---------------------------
 
     def open_request(self, address: str, body: dict[str, Any]) -> RequestRecord:
-        """Record a request (its digest over exactly ``body``); a recorded decision for the
-        same digest is kept."""
-        record = RequestRecord(
-            run_id=self.run_id,
-            address=address,
-            kind=str(body["kind"]),
-            request_digest=digest(body),
-            body=body,
-        )
-        return self.s.store.put_request(record)
+        """Record a request (see :func:`.pausing.open_request`)."""
+        return pausing.open_request(self, address, body)
 
-    def _pause(self, requests: list[RequestRecord]) -> RunEnvelope:
-        from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, trace_of
+    def pause(self, requests: list[RequestRecord]) -> RunEnvelope:
+        """Pause the run on ``requests`` (see :func:`.pausing.pause`)."""
+        return pausing.pause(self, requests)
 
-        s = self.s
-        person_only = all(r.kind in PERSON_KINDS for r in requests)
-        status = "needs_approval" if person_only else "needs_agent"
-        shown = []
-        template: dict[str, Any] = {"schema": "proctor.resume.v1"}
-        for r in requests:
-            view, redacted = self.sanitizer.value(
-                {
-                    "address": r.address,
-                    "kind": r.kind,
-                    "request_digest": r.request_digest,
-                    **{k: v for k, v in r.body.items() if k not in ("address", "kind")},
-                }
-            )
-            if redacted:
-                # The digest binds the exact act, secret included; the view never shows the
-                # secret, so it names what it hid (a host cannot recompute this digest).
-                view["redacted"] = redacted
-            shown.append(view)
-            lane = "approvals" if r.kind in PERSON_KINDS else "answers"
-            entry: dict[str, Any] = {"request_digest": r.request_digest}
-            if r.kind == "approval":
-                entry.update({"approved": None, "reason": None})
-            elif r.kind == "retry":
-                entry["value"] = {"retry": None}
-            elif r.kind == "question":
-                entry["value"] = {q["id"]: {} for q in r.body.get("questions", [])}
-            else:
-                entry["value"] = None
-            template.setdefault(lane, {})[r.address] = entry
-        lost = int(self.record.data.get("audit_lost") or 0) + s.audit.lost(self.run_id)
-        envelope = RunEnvelope(
-            status=status,  # type: ignore[arg-type]
-            run_id=self.run_id,
-            skill=self.record.skill,
-            method=self.record.method,
-            trace=trace_of(s.store.calls(self.run_id)),
-            requests=shown,
-            answers_template=template,
-            resume_command=f"proctor resume {self.run_id} -",
-            audit_lost=lost,
-            notes=authority_notes(self.authority.to_json()) + audit_lost_note(lost),
-        )
-        doc, _ = self.sanitizer.value(envelope.to_json())
-        s.store.update_run(self.run_id, status=status, data={"envelope": doc, "audit_lost": lost})
-        self.record.data["audit_lost"] = lost
-        s.audit.take_lost(self.run_id)
-        s.store.append_event(
-            self.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
-        )
-        s.audit.emit(
-            "run_paused",
-            run_id=self.run_id,
-            step_index=None,
-            status=status,
-            requests=[
-                {"address": r.address, "kind": r.kind, "request_digest": r.request_digest}
-                for r in requests
-            ],
-        )
-        kill_point("run.paused")
-        return RunEnvelope.model_validate(doc)
-
-    def seal_reused(self, result: Any) -> RunEnvelope:
-        """Seal the run ``completed`` with a reused run's ``result``, no step run (``reuse``)."""
-        self.s.store.append_event(self.run_id, "reused", dict(self.record.data["reused_from"]))
-        return self._seal("completed", None, result, None)
-
-    def _seal(
+    def seal(
         self, outcome: str, seal_reason: str | None, result: Any, refusal: Refusal | None
     ) -> RunEnvelope:
-        from proctor.runtime.engine.sealing import seal_run
+        """Seal the run (see :func:`.pausing.seal`)."""
+        return pausing.seal(self, outcome, seal_reason, result, refusal)
 
-        kill_point("run.before_seal")
-        record = self.s.store.get_run(self.run_id)
-        assert record is not None
-        return seal_run(
-            self.s, record, outcome=outcome, seal_reason=seal_reason, result=result, refusal=refusal
-        )
-
-    # -- turn calls ------------------------------------------------------------------------
-
-    def turn_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallSpec:
-        """A managed or host-side turn call, held to the turn's allowance and step."""
-        allowance = frozenset(turn.get("allowance", {}).get("tools", []))
-        step_id = str(turn["step"])
-        call_id = None if spec.call_id is None else f"{step_id}/turn/{spec.call_id}"
-        return CallSpec(
-            tool=spec.tool,
-            args=spec.args,
-            allowance=allowance,
-            step_id=step_id,
-            step_index=turn.get("step_index"),
-            reason=spec.reason,
-            call_id=call_id,
-            # a host-pinned call is approved at its own address: <step>/turn/<call_id>
-            address=call_id or f"{step_id}/call",
-            cancel=spec.cancel,
-        )
+    def seal_reused(self, result: Any) -> RunEnvelope:
+        """Seal the run with a reused run's result (see :func:`.pausing.seal_reused`)."""
+        return pausing.seal_reused(self, result)
 
     def turn_call_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallOutcome:
-        """Admit one call of a managed turn; a change the floor holds is refused
-        ``approval_required``.
-
-        A managed turn's conversation lives in this process only; pausing it would mean either
-        storing the model's transcript (untrusted text) to continue it later, or working the
-        turn again, when the model may not make the approved call at all. So it does not wait:
-        the model reads the refusal, and a person grants what a managed turn may change ahead
-        of time (standing approvals) or lets a host work the turn.
-        """
-        admitted = replace(self.turn_spec(turn, spec), can_wait=False)
-        unpriced = self._unpriced(admitted)
-        if unpriced is not None:
-            return unpriced
-        # refused and recorded like any refusal
-        return self.spend_call(admitted, lambda: self.governor().call(admitted))
-
-    def _call_id_reused(self, spec: CallSpec, outcome: CallOutcome) -> CallOutcome:
-        """``outcome``, unless it is the recorded call a host's ``call_id`` already names and
-        its arguments differ from these: then ``call_id_reused`` (a repeat answers the
-        recorded call only when it is the same call). Nothing ran: the governor answered
-        from the record, which keeps the first call; the refusal is audited."""
-        try:
-            proposed = digest(dict(spec.args))
-        except ProctorError:
-            return outcome
-        if spec.call_id is None or not outcome.args_digest or outcome.args_digest == proposed:
-            return outcome
-        message = (
-            f"call_id {spec.call_id.rpartition('/turn/')[2][:80]!r} already names a"
-            f" {outcome.tool} call with other arguments: pick a new call_id for a new call"
-        )
-        self.s.audit.emit(
-            "call_refused",
-            run_id=self.run_id,
-            step_index=spec.step_index,
-            tool=spec.tool,
-            call_id=spec.call_id,
-            step=spec.step_id,
-            code="call_id_reused",
-            message=message,
-        )
-        return CallOutcome(
-            call_id=spec.call_id,
-            tool=spec.tool,
-            step_id=spec.step_id,
-            status="refused",
-            error={"code": "call_id_reused", "message": message},
-        )
+        """One call of a managed turn (see :func:`.turn_calls.turn_call_spec`)."""
+        return turn_calls.turn_call_spec(self, turn, spec)
 
     def turn_call(
         self,
@@ -534,66 +482,22 @@ class RunDriver(DriverParts):
         reason: str,
         cancel: threading.Event | None = None,
     ) -> CallOutcome:
-        """One host-side call of a paused turn (see :meth:`Session.turn_call`).
+        """One host-side call of a paused turn (see :func:`.turn_calls.turn_call`)."""
+        return turn_calls.turn_call(self, turn, tool, args, call_id, reason, cancel)
 
-        A change the floor holds under ``effects: ask`` pauses the run ``needs_approval`` on
-        a request at the call's address (``<step>/turn/<call_id>``) carrying exactly what
-        executes; the outcome is ``refused`` with code ``approval_pending`` (nothing was sent
-        or recorded under ``call_id``). Once a person approves it, the same call (same
-        ``call_id``) executes, once.
-        """
-        if "child_run" in turn:  # a child run's turn, shown at the root: answered, not called
-            raise ResumeRefused("this turn belongs to a child run: answer it with its value"
-                                " (proctor resume); its calls cannot be made from the root",
-                                code="child_turn_call")  # fmt: skip
-        if tool == "ask_human":  # a person answers; the run waits (see .turn_ask)
-            from proctor.runtime.engine.turn_ask import ask_human
 
-            outcome, waiting_on = ask_human(self, turn, args, call_id)
-            if waiting_on is not None:
-                self._pause([waiting_on])
-            return outcome
-        spec = CallSpec(
-            tool=tool,
-            args=args,
-            allowance=frozenset(),
-            reason=reason,
-            call_id=call_id,
-            cancel=cancel,
-        )
-        from proctor.runtime.engine.skill_calls import ChildPending
+def with_receipts_seam(inner: Deliver, session: Any) -> Deliver:
+    """``inner``, plus the run's own receipt store and trusted keys for ``receipts.*`` tools
+    (and nothing for any other tool)."""
 
-        governor = self.governor()
-        admitted = self.turn_spec(turn, spec)
-        unpriced = self._unpriced(admitted)
-        if unpriced is not None:
-            return unpriced
-        self.host_turn = True
-        try:
-            return self._call_id_reused(
-                admitted, self.spend_call(admitted, lambda: governor.call(admitted))
-            )
-        except ChildPending as pending:  # the call's child waits on a person (.skill_calls)
-            self._pause(pending.requests)
-            return pending.outcome(admitted.call_id or call_id, tool, admitted.step_id)
-        except AwaitApproval as waiting:
-            request = self.open_request(waiting.address, waiting.body)
-            self._pause([request])
-            return CallOutcome(
-                call_id=admitted.call_id or waiting.address,
-                tool=tool,
-                step_id=admitted.step_id,
-                status="refused",
-                error={
-                    "code": "approval_pending",
-                    "message": f"'{tool}' changes something and this run's authority is"
-                    f" effects: ask: the run waits on a person's approval at {waiting.address}"
-                    f" (proctor approve {self.run_id} {waiting.address}, or the console); once"
-                    " it is approved, make this call again with the same call_id",
-                    "details": {
-                        "address": waiting.address,
-                        "request_digest": request.request_digest,
-                        "run_status": "needs_approval",
-                    },
-                },
-            )
+    def deliver(spec: Any, tool: Any) -> dict[str, Any]:
+        out = inner(spec, tool)
+        if tool.name.startswith("receipts."):
+            from proctor.runtime.home.keys import trusted_local_keys
+            from proctor.runtime.tools.receipts_tool import RECEIPTS_EXTRA
+
+            keys = [session.signer.public_key, *trusted_local_keys(session.environ)]
+            out[RECEIPTS_EXTRA] = {"load": session.receipts.get, "keys": keys}
+        return out
+
+    return deliver

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from proctor.core.spend import SpendLedger
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
-    from proctor.runtime.admission.governor import CallOutcome, CallSpec
+    from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
     from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.sanitize import Sanitizer
@@ -216,6 +216,10 @@ class StepRunner(Protocol):
     host_turn: bool
     """A host works the turn whose call runs now: a call may wait on a person (it answers
     pending and the run pauses); in a managed turn it cannot."""
+
+    def governor(self) -> Governor:
+        """The run's governor (built once per driver)."""
+        ...
 
     def spend_ledger(self) -> SpendLedger:
         """The ledger this run's tree spends from (the root's)."""

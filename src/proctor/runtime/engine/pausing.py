@@ -1,0 +1,116 @@
+"""Pausing and sealing: where a run's driver stops stepping, and what it leaves behind.
+
+The seam: the step loop (:mod:`.drive`) and the turn calls (:mod:`.turn_calls`) decide *that*
+the run stops; this module writes *how* it stopped. A pause records the open requests (each
+bound to the digest of exactly what it asks) and the envelope a person or host answers; a seal
+hands the run to :mod:`.sealing`, which builds its receipts from the store alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proctor.contracts.envelope import Refusal, RunEnvelope
+from proctor.core.resume import PERSON_KINDS
+from proctor.receipts.canonical import digest
+from proctor.runtime.engine.host import StepRunner as Run
+from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run, trace_of
+from proctor.runtime.records.runs import RequestRecord
+from proctor.runtime.testhooks import kill_point
+
+__all__ = ["open_request", "pause", "seal", "seal_reused"]
+
+
+def open_request(run: Run, address: str, body: dict[str, Any]) -> RequestRecord:
+    """Record a request (its digest over exactly ``body``); a recorded decision for the
+    same digest is kept."""
+    record = RequestRecord(
+        run_id=run.run_id,
+        address=address,
+        kind=str(body["kind"]),
+        request_digest=digest(body),
+        body=body,
+    )
+    return run.s.store.put_request(record)
+
+
+def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
+    s = run.s
+    person_only = all(r.kind in PERSON_KINDS for r in requests)
+    status = "needs_approval" if person_only else "needs_agent"
+    shown = []
+    template: dict[str, Any] = {"schema": "proctor.resume.v1"}
+    for r in requests:
+        view, redacted = run.sanitizer.value(
+            {
+                "address": r.address,
+                "kind": r.kind,
+                "request_digest": r.request_digest,
+                **{k: v for k, v in r.body.items() if k not in ("address", "kind")},
+            }
+        )
+        if redacted:
+            # The digest binds the exact act, secret included; the view never shows the
+            # secret, so it names what it hid (a host cannot recompute this digest).
+            view["redacted"] = redacted
+        shown.append(view)
+        lane = "approvals" if r.kind in PERSON_KINDS else "answers"
+        entry: dict[str, Any] = {"request_digest": r.request_digest}
+        if r.kind == "approval":
+            entry.update({"approved": None, "reason": None})
+        elif r.kind == "retry":
+            entry["value"] = {"retry": None}
+        elif r.kind == "question":
+            entry["value"] = {q["id"]: {} for q in r.body.get("questions", [])}
+        else:
+            entry["value"] = None
+        template.setdefault(lane, {})[r.address] = entry
+    lost = int(run.record.data.get("audit_lost") or 0) + s.audit.lost(run.run_id)
+    envelope = RunEnvelope(
+        status=status,  # type: ignore[arg-type]
+        run_id=run.run_id,
+        skill=run.record.skill,
+        method=run.record.method,
+        trace=trace_of(s.store.calls(run.run_id)),
+        requests=shown,
+        answers_template=template,
+        resume_command=f"proctor resume {run.run_id} -",
+        audit_lost=lost,
+        notes=authority_notes(run.authority.to_json()) + audit_lost_note(lost),
+    )
+    doc, _ = run.sanitizer.value(envelope.to_json())
+    s.store.update_run(run.run_id, status=status, data={"envelope": doc, "audit_lost": lost})
+    run.record.data["audit_lost"] = lost
+    s.audit.take_lost(run.run_id)
+    s.store.append_event(
+        run.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
+    )
+    s.audit.emit(
+        "run_paused",
+        run_id=run.run_id,
+        step_index=None,
+        status=status,
+        requests=[
+            {"address": r.address, "kind": r.kind, "request_digest": r.request_digest}
+            for r in requests
+        ],
+    )
+    kill_point("run.paused")
+    return RunEnvelope.model_validate(doc)
+
+
+def seal_reused(run: Run, result: Any) -> RunEnvelope:
+    """Seal the run ``completed`` with a reused run's ``result``, no step run (``reuse``)."""
+    run.s.store.append_event(run.run_id, "reused", dict(run.record.data["reused_from"]))
+    return seal(run, "completed", None, result, None)
+
+
+def seal(
+    run: Run, outcome: str, seal_reason: str | None, result: Any, refusal: Refusal | None
+) -> RunEnvelope:
+    kill_point("run.before_seal")
+    record = run.s.store.get_run(run.run_id)
+    assert record is not None
+    return seal_run(
+        run.s, record, outcome=outcome, seal_reason=seal_reason, result=result, refusal=refusal
+    )
