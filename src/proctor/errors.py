@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "CredentialError",
     "EgressRefused",
+    "LeaseLost",
     "Message",
     "ParseError",
     "PolicyLoadError",
@@ -232,6 +233,15 @@ class StoreError(ProctorError):
     """The run store failed or holds something inconsistent."""
 
     code = "store_error"
+
+
+class LeaseLost(ProctorError):
+    """This driver no longer holds the run's lease: another driver took the run over (its lease
+    epoch is newer), so the write was refused and nothing of it was recorded. The driver stops
+    at once: it starts no new effect and ends the command it has in flight."""
+
+    code = "lease_lost"
+    exit_code = 75
 
 
 class AgentError(ProctorError):

@@ -217,11 +217,43 @@ def _digest_now(run: StepRunner, rel: str) -> str | None:
 
 def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
     run.s.store.settle_call(
-        run.run_id, claim.call_id, "unknown", {"status": "unknown", "result": None, "note": note}
+        run.run_id,
+        claim.call_id,
+        "unknown",
+        {"status": "unknown", "result": None, "note": note},
+        reconciled=True,
     )
     run.s.store.append_event(
         run.run_id, "claim_reconciled", {"call_id": claim.call_id, "note": note}
     )
+
+
+def retry_question(run: StepRunner, claim: CallRecord) -> dict[str, Any]:
+    """The retry question for ``claim``, asked only once nothing of it can still change: what
+    the claiming driver left running on this host is ended first (and waited for); the
+    question says whether its lease lapsed or it stopped, and that an effect in flight on
+    another host cannot be recalled."""
+    from proctor.runtime.engine.lease import end_lapsed_effect
+
+    ended = end_lapsed_effect(claim.site)
+    lapsed = run.record.data.get("lapsed_holder")
+    body: dict[str, Any] = {}
+    if isinstance(lapsed, dict) and lapsed.get("lapsed"):
+        body["lapsed_holder"] = lapsed.get("holder")
+        what = "the lease of the driver that sent this call lapsed before its outcome was recorded"
+    else:
+        what = "a driver stopped after this call was sent and before its outcome was recorded"
+    if ended == "other_host":
+        where = (
+            "; it ran on another host, where an effect still in flight cannot be recalled from"
+            " here, so it may yet take effect"
+        )
+    elif ended == "ended":
+        where = "; what it left running on this host was ended before this question"
+    else:
+        where = ""
+    body["question"] = f"{what}{where}; it may have taken effect. Send it again?"
+    return body
 
 
 def _reconcile(
@@ -256,7 +288,9 @@ def _reconcile(
                 "effect": "write",
                 "confirmed_by_digests": True,
             }
-            run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled)
+            run.s.store.settle_call(
+            run.run_id, claim.call_id, "completed", settled, reconciled=True
+        )
             run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
             return StepDone("completed", output=result)
         if all(n == f.get("before_digest") for n, f in zip(now, pending, strict=True)):
@@ -275,7 +309,9 @@ def _reconcile(
             "effect": "network",
             "confirmed_by_readback": True,
         }
-        run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled)
+        run.s.store.settle_call(
+            run.run_id, claim.call_id, "completed", settled, reconciled=True
+        )
         run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
         return StepDone("completed", output=confirmed)
     address = f"{step.id}/retry"
@@ -286,8 +322,7 @@ def _reconcile(
         "tool": claim.tool,
         "call_id": claim.call_id,
         "args_digest": claim.args_digest,
-        "question": "a driver stopped after this call was sent and before its outcome was"
-        " recorded; it may have taken effect. Send it again?",
+        **retry_question(run, claim),
     }
     request = run.open_request(address, body)
     if request.decision is None:

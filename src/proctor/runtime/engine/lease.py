@@ -1,16 +1,31 @@
-"""One driver at a time per run: a lease row in the run store, with expiry.
+"""One driver at a time per run: a lease row in the run store, with expiry and a fencing epoch.
 
 A holder is ``host|pid|process start time|nonce``. A lease expires after
 :data:`LEASE_TTL_SECONDS` (or ``PROCTOR_LEASE_TTL`` seconds, which ``proctor worker`` sets short
-and renews from its heartbeat) unless renewed (the driver renews it before each step); a lease
-whose holder ran on this host and whose process is gone (a crashed driver) is taken over at
-once. A holder on another machine is known dead only by its lease running out.
+and renews from its heartbeat) unless renewed (the driver renews it before each step and before
+its seal); a lease whose holder ran on this host and whose process is gone (a crashed driver) is
+taken over at once. A holder on another machine is known dead only by its lease running out.
+
+Each lease carries an epoch the store keeps (:mod:`proctor.runtime.records.fencing`): every
+write of a driver is refused ``lease_lost`` once another holder took the run, and a renewal
+that finds the lease gone stops the driver before its next claim or seal.
+
+A taker that finds a call claimed under a lapsed lease first ends what that call may still be
+running (:func:`end_lapsed_effect`): on this host, the process tree the claim recorded (every
+descendant of the lapsed driver: its command's sandbox included), waiting until it is gone.
+An effect in flight on another host cannot be recalled from here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from proctor.errors import LeaseLost
+from proctor.runtime.records.fencing import host_name, started_at
 
 if TYPE_CHECKING:
     from proctor.runtime.records.runs import RunStore
@@ -18,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEASE_TTL_SECONDS",
     "acquire_lease",
+    "end_lapsed_effect",
     "holder_dead",
     "holder_id",
     "lease_ttl",
@@ -25,6 +41,7 @@ __all__ = [
 ]
 
 LEASE_TTL_SECONDS = 600.0
+_GONE_SECONDS = 10.0
 
 
 def lease_ttl() -> float:
@@ -37,56 +54,26 @@ def lease_ttl() -> float:
     return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS
 
 
-def _host() -> str:
-    """This host's name, as ``gethostname(2)`` gives it (the kernel's node name); read without
-    importing :mod:`socket`."""
-    return os.uname().nodename
-
-
 def holder_id() -> str:
     """This process's identity as a lease holder."""
     try:
-        started = _started(os.getpid())
+        started = started_at(os.getpid())
     except Exception:  # no /proc and no psutil: the lease then only expires
         started = 0.0
-    return f"{_host()}|{os.getpid()}|{started:.2f}|{os.urandom(4).hex()}"
+    return f"{host_name()}|{os.getpid()}|{started:.2f}|{os.urandom(4).hex()}"
 
 
 def holder_dead(holder: str) -> bool:
     """True when the holder ran on this host and its process is gone (a crashed driver)."""
     parts = holder.split("|")
-    if len(parts) != 4 or parts[0] != _host():
+    if len(parts) != 4 or parts[0] != host_name():
         return False
     try:
-        return abs(_started(int(parts[1])) - float(parts[2])) >= 0.5
+        return abs(started_at(int(parts[1])) - float(parts[2])) >= 0.5
     except (ValueError, ImportError):
         return False
     except Exception:  # no such process (FileNotFoundError, psutil.NoSuchProcess): gone
         return True
-
-
-def _started(pid: int) -> float:
-    """When ``pid`` started, in seconds since the epoch, as psutil's ``create_time`` reckons it:
-    read from ``/proc`` on Linux (psutil costs ~15 ms to import at every run's start), from
-    psutil elsewhere."""
-    if not os.path.isdir("/proc/self"):
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        data = stat.read()
-    # The fields after the command name (which may hold spaces and parentheses): the 22nd
-    # field of the line, the start time in clock ticks since boot, is the 20th of these.
-    ticks = int(data[data.rindex(b")") + 2 :].split()[19])
-    return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _boot_time() -> float:
-    with open("/proc/stat", "rb") as stat:
-        for line in stat:
-            if line.startswith(b"btime "):
-                return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")
 
 
 def acquire_lease(store: RunStore, run_id: str, holder: str) -> bool:
@@ -98,5 +85,71 @@ def acquire_lease(store: RunStore, run_id: str, holder: str) -> bool:
 
 
 def renew_lease(store: RunStore, run_id: str, holder: str) -> None:
-    """Extend ``holder``'s lease by another TTL."""
-    store.acquire_lease(run_id, holder, lease_ttl())
+    """Extend ``holder``'s lease by another TTL.
+
+    Raises:
+        LeaseLost: the lease is no longer ``holder``'s (another driver took the run over, or
+            it was released): the driver must stop before its next claim or seal.
+        StoreError: the store could not be reached (the driver stops likewise).
+    """
+    if store.renew_lease(run_id, holder, lease_ttl()):
+        return
+    lease = store.lease(run_id)
+    now = "it was released" if lease is None or not lease.holder else "another driver holds it"
+    raise LeaseLost(
+        f"this driver could not renew run {run_id}'s lease ({now}), so it stopped before its"
+        " next step; the run goes on under the driver that holds it",
+        details={"run_id": run_id, "epoch": None if lease is None else lease.epoch},
+    )
+
+
+def end_lapsed_effect(site: Mapping[str, Any] | None) -> str:
+    """End what a call claimed under a lapsed lease may still be running, as far as this host
+    can: ``"ended"`` (the claiming driver's process tree on this host, every descendant of it,
+    was killed and is gone), ``"gone"`` (nothing of it runs here any more), ``"self"`` (this
+    process claimed it) or ``"other_host"`` (it ran elsewhere: it cannot be recalled).
+
+    The claiming driver itself is not killed: frozen past its lease, it wakes to find every
+    write refused ``lease_lost`` and stops by itself.
+    """
+    if not site or site.get("host") != host_name():
+        return "other_host"
+    try:
+        pid, started = int(site["pid"]), float(site["started"])
+    except (KeyError, TypeError, ValueError):
+        return "other_host"
+    if pid == os.getpid():
+        return "self"
+    try:
+        if abs(started_at(pid) - started) >= 0.5:
+            return "gone"  # the pid is another process's now
+    except Exception:
+        return "gone"
+    import psutil
+
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return "gone"
+    if not family:
+        return "gone"
+    for member in family:
+        with contextlib.suppress(psutil.Error):
+            member.kill()
+    alive = list(family)
+    deadline = time.monotonic() + _GONE_SECONDS
+    # a stopped parent cannot reap its children: a zombie is gone as far as effects go
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        if alive:
+            time.sleep(0.01)
+    return "ended"
+
+
+def _running(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

@@ -35,6 +35,8 @@ def open_request(run: Run, address: str, body: dict[str, Any]) -> RequestRecord:
 
 
 def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
+    """Pause the run on ``requests``: record its paused envelope (status ``needs_approval``
+    when only a person can answer, else ``needs_agent``) and audit it."""
     s = run.s
     person_only = all(r.kind in PERSON_KINDS for r in requests)
     status = "needs_approval" if person_only else "needs_agent"
@@ -108,7 +110,15 @@ def seal_reused(run: Run, result: Any) -> RunEnvelope:
 def seal(
     run: Run, outcome: str, seal_reason: str | None, result: Any, refusal: Refusal | None
 ) -> RunEnvelope:
+    """Seal the run from its record (see :func:`.sealing.seal_run`), once its lease is renewed:
+    a driver that lost it writes no receipt.
+
+    Raises:
+        LeaseLost: the lease is another driver's now (nothing of the seal was written).
+        StoreError: ``seal_failed`` (see :func:`.sealing.seal_run`).
+    """
     kill_point("run.before_seal")
+    run.s._renew(run.run_id)
     record = run.s.store.get_run(run.run_id)
     assert record is not None
     return seal_run(

@@ -42,7 +42,7 @@ from proctor.errors import ProctorError, ResumeRefused, UsageError
 from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
-from proctor.runtime.engine.lease import acquire_lease, holder_id, renew_lease
+from proctor.runtime.engine.lease import acquire_lease, holder_dead, holder_id, renew_lease
 from proctor.runtime.packages.resolve import reload_skill, resolve_skill, verify_named_refs
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.testhooks import kill_point
@@ -248,6 +248,18 @@ class Session:
                 f"run {run_id} is being driven by another process; try again when it stops",
                 code="run_busy",
             )
+        lease = self.store.lease(run_id)
+        if lease is not None and lease.taken_from:
+            # the run record names the holder whose lease lapsed (or who died) and the epoch
+            # that took over from it; the retry question of its claims says which it was
+            lapsed: dict[str, Any] = {
+                "holder": lease.taken_from,
+                "epoch": lease.epoch,
+                "lapsed": not holder_dead(lease.taken_from),
+            }
+            self.store.update_run(run_id, data={"lapsed_holder": lapsed})
+            self.store.append_event(run_id, "lease_taken_over", lapsed)
+            self.audit.emit("lease_taken_over", run_id=run_id, step_index=None, **lapsed)
 
     def _release(self, run_id: str) -> None:
         self.store.release_lease(run_id, self._holder)

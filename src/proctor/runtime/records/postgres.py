@@ -7,6 +7,10 @@ once PostgreSQL has made it durable, so a claim, a settlement or a decision is o
 the effect or the next step, as on SQLite. Lease expiry is measured on the database's clock, so
 machines whose clocks disagree still agree on when a lease ran out.
 
+Every write for a run whose lease this store's process took is fenced (:mod:`.fencing`): in
+the same transaction, the lease row is read ``FOR SHARE`` (a takeover's update of it waits until
+the write commits) and a stale epoch is refused ``lease_lost`` before anything is written.
+
 Refused: a URL psycopg cannot parse, a server that cannot be reached or refuses the login
 (``store_unreachable``), a schema newer than this proctor's (``store_schema_newer``). Messages
 name the store as ``$PROCTOR_DATABASE_URL``, never by the URL (it may carry a password).
@@ -21,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from proctor.errors import StoreError
+from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.postgres_pool import (
     close_pools,
     driver_message,
@@ -41,6 +46,7 @@ from proctor.runtime.records.rows import (
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
+    LeaseRecord,
     PendingRequest,
     RequestRecord,
     RunCounts,
@@ -69,6 +75,9 @@ class PostgresRunStore:
         self.shown = shown
         self._pool = pool_for(url, shown)
         self._local = threading.local()
+        # the lease epoch this process took, by run (see .fencing); kept after a loss, so
+        # every later write for the run is refused too
+        self._fences: dict[str, int] = {}
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -114,6 +123,32 @@ class PostgresRunStore:
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         rows = self._rows(sql, params)
         return rows[0] if rows else None
+
+    def _fence(self, run_id: str) -> int | None:
+        """Inside a transaction: the epoch this process writes ``run_id`` under (``None``: it
+        holds no lease of the run, the write is not a driver's). The lease row is locked
+        ``FOR SHARE`` until the transaction ends, so no takeover commits between the check and
+        the write.
+
+        Raises:
+            LeaseLost: the lease row carries another epoch now (nothing is written).
+        """
+        epoch = self._fences.get(run_id)
+        if epoch is None:
+            return None
+        row = self._one("SELECT epoch FROM leases WHERE run_id = %s FOR SHARE", (run_id,))
+        current = None if row is None else int(row[0])
+        if current != epoch:
+            raise lease_lost(run_id, epoch, current)
+        return epoch
+
+    def _fenced_rows(self, run_id: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """``sql`` for ``run_id``, fenced in one transaction when this process holds its lease."""
+        if run_id not in self._fences:
+            return self._rows(sql, params)
+        with self.transaction():
+            self._fence(run_id)
+            return self._rows(sql, params)
 
     def _error(self, exc: Exception) -> StoreError:
         import psycopg
@@ -193,6 +228,7 @@ class PostgresRunStore:
             )
             if row is None:
                 raise StoreError(f"no run with id {run_id}")
+            self._fence(run_id)
             current = self._run(row)
             merged = dict(current.data)
             if data:
@@ -226,12 +262,13 @@ class PostgresRunStore:
     # -- events -----------------------------------------------------------------------------
 
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
-        row = self._one(
+        rows = self._fenced_rows(
+            run_id,
             "INSERT INTO events (run_id, seq, at, kind, body) SELECT %s,"
             " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s RETURNING seq",
             (run_id, now(), kind, dumps(body), run_id),
         )
-        return int(row[0]) if row else 0
+        return int(rows[0][0]) if rows else 0
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._rows(
@@ -251,20 +288,43 @@ class PostgresRunStore:
 
     _call = staticmethod(call_from_row)
 
+    _CLAIM_INSERT = (
+        "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
+        " idempotency_key, epoch, site) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+    )
+
     def claim_call(self, call: CallRecord) -> None:
         call.state = "claimed"
-        self._rows(self._CALL_INSERT, self._call_params(call))
+        if call.site is None:
+            call.site = process_site()
+        with self.transaction():
+            epoch = self._fence(call.run_id)
+            self._rows(self._CLAIM_INSERT, (*self._call_params(call), epoch, dumps(call.site)))
 
-    def settle_call(self, run_id: str, call_id: str, outcome: str, result: Any) -> None:
-        self._rows(
-            "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
-            " WHERE run_id = %s AND call_id = %s",
-            (outcome, dumps(result), run_id, call_id),
-        )
+    def settle_call(
+        self, run_id: str, call_id: str, outcome: str, result: Any, *, reconciled: bool = False
+    ) -> None:
+        with self.transaction():
+            epoch = self._fence(run_id)
+            # a claim moves to settled once, by the epoch that claimed it (or, reconciled, by
+            # the lease's current holder deciding what an earlier holder's claim means)
+            mine = "" if reconciled else " AND epoch IS NOT DISTINCT FROM %s"
+            params = (outcome, dumps(result), run_id, call_id) + (() if reconciled else (epoch,))
+            done = self._rows(
+                "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
+                f" WHERE run_id = %s AND call_id = %s AND state = 'claimed'{mine} RETURNING 1",
+                params,
+            )
+            if len(done) != 1:
+                raise StoreError(
+                    f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
+                    " not settled",
+                    code="call_not_claimed",
+                )
 
     def record_call(self, call: CallRecord) -> None:
         call.state = "settled"
-        self._rows(self._CALL_INSERT, self._call_params(call))
+        self._fenced_rows(call.run_id, self._CALL_INSERT, self._call_params(call))
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         row = self._one(
@@ -322,6 +382,7 @@ class PostgresRunStore:
 
         try:
             with self.transaction(), self.connection() as conn:
+                self._fence(run_id)
                 conn.execute(
                     "INSERT INTO steps (run_id, step_id, body) VALUES (%s,%s,%s)",
                     (run_id, step_id, dumps(body)),
@@ -349,6 +410,7 @@ class PostgresRunStore:
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
         with self.transaction():
+            self._fence(request.run_id)
             row = self._one(
                 f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s"
                 " FOR UPDATE",
@@ -407,6 +469,7 @@ class PostgresRunStore:
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         with self.transaction():
+            self._fence(run_id)
             for address, decision in decisions.items():
                 self._rows(
                     "UPDATE requests SET state = 'decided', decision = %s"
@@ -420,44 +483,90 @@ class PostgresRunStore:
         self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
     ) -> str | None:
         """Take the lease row (``FOR UPDATE SKIP LOCKED``: a row another driver is taking at
-        this moment counts as held); expiry is on the database's clock."""
+        this moment, or writing under its fence, counts as held); expiry is on the database's
+        clock. Taking it from another holder, or after a release, moves its epoch on by one."""
         with self.transaction():
             made = self._one(
-                f"INSERT INTO leases (run_id, holder, expires_at) VALUES (%s, %s, {_NOW} + %s)"
-                " ON CONFLICT (run_id) DO NOTHING RETURNING holder",
+                "INSERT INTO leases (run_id, holder, expires_at, epoch)"
+                f" VALUES (%s, %s, {_NOW} + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
                 (run_id, holder, ttl_seconds),
             )
             if made is not None:
+                self._fences[run_id] = 1
                 return None
             row = self._one(
-                f"SELECT holder, expires_at < {_NOW} FROM leases WHERE run_id = %s"
+                f"SELECT holder, expires_at < {_NOW}, epoch FROM leases WHERE run_id = %s"
                 " FOR UPDATE SKIP LOCKED",
                 (run_id,),
             )
             if row is None:
                 return "(another driver, taking it now)"
-            current, expired = str(row[0]), bool(row[1])
-            if current != holder and not expired and current != steal_from:
+            current, expired, epoch = str(row[0]), bool(row[1]), int(row[2])
+            if current == holder and self._fences.get(run_id) == epoch:
+                self._rows(
+                    f"UPDATE leases SET expires_at = {_NOW} + %s WHERE run_id = %s",
+                    (ttl_seconds, run_id),
+                )
+                return None
+            if current not in ("", holder) and not expired and current != steal_from:
                 return current
+            taken_from = None if current in ("", holder) else current
             self._rows(
-                f"UPDATE leases SET holder = %s, expires_at = {_NOW} + %s WHERE run_id = %s",
-                (holder, ttl_seconds, run_id),
+                f"UPDATE leases SET holder = %s, expires_at = {_NOW} + %s, epoch = %s,"
+                " taken_from = %s WHERE run_id = %s",
+                (holder, ttl_seconds, epoch + 1, taken_from, run_id),
             )
+            self._fences[run_id] = epoch + 1
         return None
 
+    def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
+        epoch = self._fences.get(run_id)
+        if epoch is None:
+            return False
+        done = self._rows(
+            f"UPDATE leases SET expires_at = {_NOW} + %s WHERE run_id = %s AND holder = %s"
+            " AND epoch = %s RETURNING 1",
+            (ttl_seconds, run_id, holder, epoch),
+        )
+        return len(done) == 1
+
+    def lease(self, run_id: str) -> LeaseRecord | None:
+        row = self._one(
+            f"SELECT holder, epoch, expires_at <= {_NOW}, taken_from FROM leases"
+            " WHERE run_id = %s",
+            (run_id,),
+        )
+        if row is None:
+            return None
+        return LeaseRecord(str(row[0]), int(row[1]), bool(row[2]), row[3])
+
     def release_lease(self, run_id: str, holder: str) -> None:
-        self._rows("DELETE FROM leases WHERE run_id = %s AND holder = %s", (run_id, holder))
+        epoch = self._fences.get(run_id)
+        # the row stays: its epoch must only grow
+        done = self._rows(
+            "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
+            " WHERE run_id = %s AND holder = %s AND epoch IS NOT DISTINCT FROM %s RETURNING 1",
+            (run_id, holder, epoch),
+        )
+        if done:
+            self._fences.pop(run_id, None)
 
     # -- journal ----------------------------------------------------------------------------
 
     def journal_open(self, record: JournalRecord) -> None:
-        self._rows(
+        self._fenced_rows(
+            record.run_id,
             "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (%s,%s,%s,%s)",
             (record.bundle_id, record.run_id, "open", dumps(record.entries)),
         )
 
     def journal_close(self, bundle_id: str, state: str) -> None:
-        self._rows("UPDATE journal SET state = %s WHERE bundle_id = %s", (state, bundle_id))
+        owner = self._one("SELECT run_id FROM journal WHERE bundle_id = %s", (bundle_id,))
+        self._fenced_rows(
+            "" if owner is None else str(owner[0]),
+            "UPDATE journal SET state = %s WHERE bundle_id = %s",
+            (state, bundle_id),
+        )
 
     def journal_pending(self) -> list[JournalRecord]:
         """Open bundles, except those of a run whose live lease is held on another machine:

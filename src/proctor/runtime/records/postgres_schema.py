@@ -153,7 +153,16 @@ CREATE TABLE workers (
 );
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+_V2 = """
+ALTER TABLE leases ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE leases ADD COLUMN taken_from TEXT;
+ALTER TABLE calls ADD COLUMN epoch BIGINT;
+ALTER TABLE calls ADD COLUMN site TEXT;
+"""
+"""Version 2: the lease's fencing epoch, the holder it was taken from, and each claim's epoch
+and site (see :mod:`.fencing`)."""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
 """Every schema version in order; a new one is appended, never edited once released."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

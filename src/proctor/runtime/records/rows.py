@@ -30,7 +30,9 @@ __all__ = [
 RUN_COLS = (
     "cursor, run_id, skill, method, status, outcome, receipt_id, created_at, updated_at, data"
 )
-CALL_COLS = "run_id, call_id, step_id, tool, state, args_digest, outcome, result, idempotency_key"
+CALL_COLS = (
+    "run_id, call_id, step_id, tool, state, args_digest, outcome, result, idempotency_key, site"
+)
 REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
 
 
@@ -114,6 +116,7 @@ def call_from_row(row: tuple[Any, ...]) -> CallRecord:
         outcome=row[6],
         result=None if row[7] is None else json.loads(row[7]),
         idempotency_key=row[8],
+        site=None if row[9] is None else json.loads(row[9]),
     )
 
 

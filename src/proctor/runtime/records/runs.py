@@ -6,7 +6,9 @@ settled, and the journal of file bundles. Rules every implementation keeps:
 - events are append-only; nothing updates or deletes one;
 - a claim (``claim_call``, ``journal_open``) is durable before the method returns, so an effect
   sent after it can always be reconciled;
-- JSON bodies are stored as text and given back as parsed values.
+- JSON bodies are stored as text and given back as parsed values;
+- every write for a run whose lease this process holds is fenced by the lease's epoch in the
+  same transaction (:mod:`.fencing`): a stale one is refused ``lease_lost``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class CallRecord:
     result_json: str | None = field(default=None, repr=False, compare=False)
     """The JSON text a store keeps for ``result`` (``rows.dumps`` of it), when the caller has
     it already; the store then writes it as it is instead of encoding ``result`` again."""
+    site: dict[str, Any] | None = None
+    """Where a claimed call's effect runs (``host``, ``pid``, ``started``: the claiming
+    driver's process, the root of the tree its command runs in); the store records it with
+    the claim (:func:`proctor.runtime.records.fencing.process_site`)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,18 @@ class RunCounts:
     calls: int = 0
     admitted: int = 0
     steps: int = 0
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A run's lease row: its ``holder`` (empty once released), its ``epoch`` (grows by one
+    each time another holder takes it), whether it ran out (``lapsed``), and ``taken_from``:
+    the holder whose live-but-lapsed (or dead) lease the current holder took over, if any."""
+
+    holder: str
+    epoch: int
+    lapsed: bool
+    taken_from: str | None = None
 
 
 @dataclass
@@ -157,8 +175,17 @@ class RunStore(Protocol):
         """Record that a call is about to be sent (durable before returning)."""
         ...
 
-    def settle_call(self, run_id: str, call_id: str, outcome: str, result: Any) -> None:
-        """Record how a claimed call ended."""
+    def settle_call(
+        self, run_id: str, call_id: str, outcome: str, result: Any, *, reconciled: bool = False
+    ) -> None:
+        """Record how a claimed call ended: only a call still ``claimed``, and only under the
+        epoch that claimed it; ``reconciled`` settles a claim an earlier holder of the lease
+        left (the current holder deciding what it means).
+
+        Raises:
+            LeaseLost: this process no longer holds the run's lease (nothing written).
+            StoreError: ``call_not_claimed``: the call is not claimed under this epoch.
+        """
         ...
 
     def record_call(self, call: CallRecord) -> None:
@@ -230,8 +257,18 @@ class RunStore(Protocol):
         lease, or one held by ``steal_from`` (a holder known to be dead), is taken over."""
         ...
 
+    def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Extend ``holder``'s lease by ``ttl_seconds`` from now, only while it holds the lease
+        under the epoch it took; False when it does not (another holder took it, or it was
+        released), and nothing is changed then."""
+        ...
+
+    def lease(self, run_id: str) -> LeaseRecord | None:
+        """The run's lease row, or ``None`` when no driver ever held it."""
+        ...
+
     def release_lease(self, run_id: str, holder: str) -> None:
-        """Give the lease back if ``holder`` holds it."""
+        """Give the lease back if ``holder`` holds it (the row and its epoch stay)."""
         ...
 
     def journal_open(self, record: JournalRecord) -> None:

@@ -1,5 +1,9 @@
 """The SQLite run store (WAL mode) at ``.proctor/runs.sqlite``, checked when opened (see
-:mod:`.store_file`: built whole when missing, a damaged file refused ``store_corrupt``)."""
+:mod:`.store_file`: built whole when missing, a damaged file refused ``store_corrupt``).
+
+Every write for a run whose lease this store's process took checks the lease's epoch first,
+inside the same ``BEGIN IMMEDIATE`` transaction (SQLite's one writer at a time makes the check
+and the write one act): a stale epoch is refused ``lease_lost`` (:mod:`.fencing`)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Any
 
 from proctor.errors import StoreError
 from proctor.runtime.records import store_file
+from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
@@ -28,6 +33,7 @@ from proctor.runtime.records.rows import (
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
+    LeaseRecord,
     PendingRequest,
     RequestRecord,
     RunCounts,
@@ -77,6 +83,9 @@ class SQLiteRunStore:
         # Calls that changed nothing, waiting to join the next commit (see record_call).
         self._pending: list[tuple[Any, ...]] = []
         self._joined: list[tuple[Any, ...]] = []
+        # the lease epoch this process took, by run (see .fencing); kept after a loss, so
+        # every later write for the run is refused too
+        self._fences: dict[str, int] = {}
 
     def _open(self) -> None:
         """Switch to WAL and create the schema, safely beside other processes opening it.
@@ -194,6 +203,9 @@ class SQLiteRunStore:
         # put back: it would fail every later statement. Its calls changed nothing.
         if self._pending:
             pending, self._pending = self._pending, []
+            for run_id in {p[0] for p in pending if p[0] in self._fences}:
+                if self._stale(run_id) is not None:  # a lost lease's records are not written
+                    pending = [p for p in pending if p[0] != run_id]
             self._conn.executemany(self._CALL_INSERT, pending)
             self._joined.extend(pending)
 
@@ -204,18 +216,51 @@ class SQLiteRunStore:
                 self._exec("BEGIN IMMEDIATE")  # writes the waiting records inside it
                 self._exec("COMMIT")
 
-    def _durable(self, sql: str, params: tuple[Any, ...]) -> None:
-        """One write that must survive a crash before the caller goes on."""
+    def _durable(self, sql: str, params: tuple[Any, ...], run_id: str | None = None) -> None:
+        """One write that must survive a crash before the caller goes on (fenced for
+        ``run_id``)."""
         with self._lock:
             if self._depth:
+                self._fence(run_id)
                 self._exec(sql, params)
                 return
             self._exec("PRAGMA synchronous=FULL")
             try:
                 with self.transaction():
+                    self._fence(run_id)
                     self._exec(sql, params)
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
+
+    # -- fencing (see .fencing) ----------------------------------------------------------------
+
+    def _stale(self, run_id: str) -> int | None:
+        """Inside a write transaction: ``None`` when this process holds ``run_id``'s lease
+        under the epoch it took (or holds no fence for it), else the row's epoch (-1: none)."""
+        epoch = self._fences.get(run_id)
+        if epoch is None:
+            return None
+        row = self._conn.execute("SELECT epoch FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+        current = -1 if row is None else int(row[0])
+        return None if current == epoch else current
+
+    def _fence(self, run_id: str | None) -> int | None:
+        """Inside a write transaction: the epoch this process writes ``run_id`` under (``None``:
+        it holds no lease of the run, the write is not a driver's).
+
+        Raises:
+            LeaseLost: the lease row carries another epoch now (the write must not happen).
+        """
+        if run_id is None:
+            return None
+        current = self._stale(run_id)
+        epoch = self._fences.get(run_id)
+        if current is not None and epoch is not None:
+            # what this driver left waiting for a commit is not written either
+            self._pending = [p for p in self._pending if p[0] != run_id]
+            self._joined = [p for p in self._joined if p[0] != run_id]
+            raise lease_lost(run_id, epoch, None if current < 0 else current)
+        return epoch
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -277,6 +322,7 @@ class SQLiteRunStore:
         data: dict[str, Any] | None = None,
     ) -> None:
         with self.transaction():
+            self._fence(run_id)
             current = self.get_run(run_id)
             if current is None:
                 raise StoreError(f"no run with id {run_id}")
@@ -314,6 +360,7 @@ class SQLiteRunStore:
 
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
         with self.transaction():
+            self._fence(run_id)
             row = self._exec(
                 "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -338,19 +385,47 @@ class SQLiteRunStore:
         " idempotency_key) VALUES (?,?,?,?,?,?,?,?,?)"
     )
 
+    _CLAIM_INSERT = (
+        "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
+        " idempotency_key, epoch, site) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    )
+
     _call_params = staticmethod(call_params)
 
     def claim_call(self, call: CallRecord) -> None:
         call.state = "claimed"
-        self._durable(self._CALL_INSERT, self._call_params(call))
+        if call.site is None:
+            call.site = process_site()
+        with self._lock:
+            self._exec("PRAGMA synchronous=FULL")
+            try:
+                with self.transaction():
+                    epoch = self._fence(call.run_id)
+                    params = (*self._call_params(call), epoch, dumps(call.site))
+                    self._exec(self._CLAIM_INSERT, params)
+            finally:
+                self._exec("PRAGMA synchronous=NORMAL")
 
-    def settle_call(self, run_id: str, call_id: str, outcome: str, result: Any) -> None:
+    def settle_call(
+        self, run_id: str, call_id: str, outcome: str, result: Any, *, reconciled: bool = False
+    ) -> None:
         with self.transaction():
-            self._exec(
+            epoch = self._fence(run_id)
+            # a claim moves to settled once, by the epoch that claimed it (or, reconciled, by
+            # the lease's current holder deciding what an earlier holder's claim means)
+            mine = "" if reconciled else " AND epoch IS ?"
+            params = (outcome, dumps(result), run_id, call_id) + (() if reconciled else (epoch,))
+            done = self._exec(
                 "UPDATE calls SET state = 'settled', outcome = ?, result = ?"
-                " WHERE run_id = ? AND call_id = ?",
-                (outcome, dumps(result), run_id, call_id),
+                f" WHERE run_id = ? AND call_id = ? AND state = 'claimed'{mine}",
+                params,
             )
+            if done.rowcount != 1:
+                raise StoreError(
+                    f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
+                    " not settled",
+                    code="call_not_claimed",
+                )
 
     def record_call(self, call: CallRecord) -> None:
         """Record a call that changed nothing. It joins the next commit (its step's, or the
@@ -420,6 +495,7 @@ class SQLiteRunStore:
             self._exec("PRAGMA synchronous=FULL")
             try:
                 with self.transaction():
+                    self._fence(run_id)
                     try:
                         self._conn.execute(
                             "INSERT INTO steps (run_id, step_id, body) VALUES (?,?,?)",
@@ -449,6 +525,7 @@ class SQLiteRunStore:
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
         with self.transaction():
+            self._fence(request.run_id)
             row = self._exec(
                 f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? AND address = ?",
                 (request.run_id, request.address),
@@ -513,6 +590,7 @@ class SQLiteRunStore:
             self._exec("PRAGMA synchronous=FULL")
             try:
                 with self.transaction():
+                    self._fence(run_id)
                     for address, decision in decisions.items():
                         self._exec(
                             "UPDATE requests SET state = 'decided', decision = ?"
@@ -530,21 +608,64 @@ class SQLiteRunStore:
         now = time.time()
         with self.transaction():
             row = self._exec(
-                "SELECT holder, expires_at FROM leases WHERE run_id = ?", (run_id,)
+                "SELECT holder, expires_at, epoch FROM leases WHERE run_id = ?", (run_id,)
             ).fetchone()
-            if row is not None and row[0] != holder and row[1] > now and row[0] != steal_from:
-                return str(row[0])
+            if row is None:
+                self._exec(
+                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES (?,?,?,1)",
+                    (run_id, holder, now + ttl_seconds),
+                )
+                self._fences[run_id] = 1
+                return None
+            current, expires, epoch = str(row[0]), float(row[1]), int(row[2])
+            if current == holder and self._fences.get(run_id) == epoch:
+                self._exec(
+                    "UPDATE leases SET expires_at = ? WHERE run_id = ?", (now + ttl_seconds, run_id)
+                )
+                return None
+            if current not in ("", holder) and expires > now and current != steal_from:
+                return current
+            taken_from = None if current in ("", holder) else current
             self._exec(
-                "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?)"
-                " ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder,"
-                " expires_at = excluded.expires_at",
-                (run_id, holder, now + ttl_seconds),
+                "UPDATE leases SET holder = ?, expires_at = ?, epoch = ?, taken_from = ?"
+                " WHERE run_id = ?",
+                (holder, now + ttl_seconds, epoch + 1, taken_from, run_id),
             )
+            self._fences[run_id] = epoch + 1
         return None
+
+    def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
+        epoch = self._fences.get(run_id)
+        if epoch is None:
+            return False
+        with self.transaction():
+            done = self._exec(
+                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND holder = ? AND epoch = ?",
+                (time.time() + ttl_seconds, run_id, holder, epoch),
+            )
+            return done.rowcount == 1
+
+    def lease(self, run_id: str) -> LeaseRecord | None:
+        with self._lock:
+            row = self._exec(
+                "SELECT holder, epoch, expires_at, taken_from FROM leases WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return LeaseRecord(str(row[0]), int(row[1]), float(row[2]) <= time.time(), row[3])
 
     def release_lease(self, run_id: str, holder: str) -> None:
         with self.transaction():
-            self._exec("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
+            # the row stays: its epoch must only grow
+            epoch = self._fences.get(run_id)
+            done = self._exec(
+                "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
+                " WHERE run_id = ? AND holder = ? AND epoch IS ?",
+                (run_id, holder, epoch),
+            )
+            if done.rowcount == 1:
+                self._fences.pop(run_id, None)
 
     # -- journal ----------------------------------------------------------------------------
 
@@ -552,10 +673,18 @@ class SQLiteRunStore:
         self._durable(
             "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (?,?,?,?)",
             (record.bundle_id, record.run_id, "open", dumps(record.entries)),
+            record.run_id,
         )
 
     def journal_close(self, bundle_id: str, state: str) -> None:
-        self._durable("UPDATE journal SET state = ? WHERE bundle_id = ?", (state, bundle_id))
+        with self._lock:
+            row = self._exec("SELECT run_id FROM journal WHERE bundle_id = ?", (bundle_id,))
+            owner = row.fetchone()
+            self._durable(
+                "UPDATE journal SET state = ? WHERE bundle_id = ?",
+                (state, bundle_id),
+                None if owner is None else str(owner[0]),
+            )
 
     def journal_pending(self) -> list[JournalRecord]:
         with self._lock:

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS calls (
     outcome TEXT,
     result TEXT,
     idempotency_key TEXT,
+    epoch INTEGER,
+    site TEXT,
     UNIQUE (run_id, call_id)
 );
 CREATE INDEX IF NOT EXISTS calls_idem ON calls (idempotency_key)
@@ -74,7 +76,9 @@ CREATE INDEX IF NOT EXISTS runs_reuse ON runs (json_extract(data, '$.reuse_key')
 CREATE TABLE IF NOT EXISTS leases (
     run_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
-    expires_at REAL NOT NULL
+    expires_at REAL NOT NULL,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    taken_from TEXT
 );
 CREATE TABLE IF NOT EXISTS audit_anchor (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -90,7 +94,7 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 
 SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
@@ -108,8 +112,21 @@ def _statements(script: str) -> list[str]:
     return out
 
 
+_ADDED_COLUMNS = (
+    ("leases", "epoch", "INTEGER NOT NULL DEFAULT 0"),  # version 5: the lease's fencing epoch
+    ("leases", "taken_from", "TEXT"),
+    ("calls", "epoch", "INTEGER"),  # the epoch that claimed the call
+    ("calls", "site", "TEXT"),  # where the claimed effect runs
+)
+
+
 def build_schema(conn: sqlite3.Connection) -> None:
-    """Create the schema (inside the caller's transaction) and stamp its version."""
+    """Create the schema (inside the caller's transaction), add the columns an older store
+    lacks, and stamp its version."""
     for statement in _statements(SCHEMA):
         conn.execute(statement)
+    for table, column, declared in _ADDED_COLUMNS:
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
