@@ -4,7 +4,13 @@ Each slot takes the oldest due submission (:meth:`.queue.WorkQueue.take`) and dr
 fresh :class:`proctor.runtime.engine.session.Session` of the workspace: a ``start`` runs the
 submitted reference under the run id chosen at submission, a ``resume`` admits its document.
 The heartbeat thread notes the worker alive, renews the leases its slots hold (so a driver in a
-long call keeps its run) and gives dead workers' submissions back to the queue.
+long call keeps its run) and gives dead workers' submissions back to the queue. It survives any
+error: a beat that fails (the database unreachable, a connection the server closed) is tried
+again with backoff on a new connection; when no beat has succeeded for half the lease's time,
+the worker stops taking work and stops its drivers (each before its next step, and the command
+each has in flight ended), so none of them writes past a lease it could no longer renew; it
+takes work again once a beat succeeds. A driver that finds its run taken over anyway (every
+write refused ``lease_lost``) leaves its submission to the worker that holds the run now.
 
 What becomes of a submission: driven to a seal or a pause, it is ``done``; refused for what it
 is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code;
@@ -27,13 +33,14 @@ import os
 import secrets
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts.submission import ResumeBody
-from proctor.errors import ProctorError, SubmissionRefused
+from proctor.errors import LeaseLost, ProctorError, SubmissionRefused
 from proctor.runtime.engine.host import RunInterrupted
 from proctor.runtime.engine.lease import lease_ttl
 from proctor.runtime.engine.session import Session
@@ -50,6 +57,12 @@ __all__ = ["Worker", "confined_cwd", "worker_id"]
 
 _RETRIED = {"run_busy", "store_unreachable", "store_error"}
 """Refusals that say "not now" rather than "never": the submission is retried later."""
+
+_BACKOFF_FIRST = 0.05
+"""The first wait before a failed heartbeat is tried again (doubling up to a beat's period)."""
+
+_CUT_OFF = 0.5
+"""The share of the lease's time without a successful beat after which drivers are stopped."""
 
 
 def worker_id() -> str:
@@ -85,7 +98,10 @@ class Worker:
         self.id = worker_id()
         self.stop = threading.Event()
         self._holders: dict[int, str] = {}
+        self._sessions: dict[int, Session] = {}
         self._lock = threading.Lock()
+        self.cut_off = threading.Event()
+        """Set while the heartbeat cannot reach the database: no slot takes work."""
         probe = Session(workspace, environ=environ)
         from proctor.runtime.records.postgres import PostgresRunStore
 
@@ -121,6 +137,8 @@ class Worker:
         self.queue.leave(self.id)
 
     def _heartbeat(self) -> None:
+        backoff = _BACKOFF_FIRST
+        last_beat = time.monotonic()
         while True:
             with self._lock:
                 holders = list(self._holders.values())
@@ -128,15 +146,47 @@ class Worker:
                 state = "stopping" if self.stop.is_set() else "running"
                 self.queue.heartbeat(self.id, holders, lease_ttl(), state)
                 self.queue.reclaim_orphans()
-            except ProctorError as exc:
-                self.log(f"heartbeat failed: {exc.message}")
-            if self.stop.wait(HEARTBEAT_SECONDS) and not any(
+            except Exception as exc:  # the heartbeat outlives every error, a bug's included
+                what = exc.message if isinstance(exc, ProctorError) else type(exc).__name__
+                self.log(f"heartbeat failed: {what}; trying again in {backoff:.2f} s")
+                if time.monotonic() - last_beat >= lease_ttl() * _CUT_OFF:
+                    self._cut_off()
+                wait, backoff = backoff, min(backoff * 2, HEARTBEAT_SECONDS)
+            else:
+                last_beat, backoff, wait = time.monotonic(), _BACKOFF_FIRST, HEARTBEAT_SECONDS
+                if self.cut_off.is_set():
+                    self.cut_off.clear()
+                    self.log("heartbeat: the run store answers again; taking work")
+            if self.stop.wait(wait) and not any(
                 t.name.startswith("proctor-slot-") for t in threading.enumerate()
             ):
                 return
 
+    def _cut_off(self) -> None:
+        """Stop taking work and stop every driver of this worker before its lease lapses: each
+        stops before its next step, and the commands in flight are ended (their claims stay
+        unsettled, so the run's next driver asks whether to send them again)."""
+        if self.cut_off.is_set():
+            return
+        self.cut_off.set()
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            session.request_stop()
+        from proctor.runtime.tools.process import stop_running
+
+        ended = stop_running()
+        self.log(
+            "heartbeat: the run store cannot be reached; stopped taking work and stopped"
+            f" {len(sessions)} driver(s) ({ended} command(s) in flight ended) before their"
+            " leases lapse"
+        )
+
     def _slot(self, n: int) -> None:
         while not self.stop.is_set():
+            if self.cut_off.is_set():  # the heartbeat cannot renew a lease: take nothing
+                self.stop.wait(self.poll_seconds)
+                continue
             work: Submission | Refused | None = None
             try:
                 work = self.queue.take(self.id)
@@ -190,8 +240,16 @@ class Worker:
         )
         with self._lock:
             self._holders[n] = session.holder
+            self._sessions[n] = session
+        if self.cut_off.is_set():
+            session.request_stop()
         try:
             envelope = self._start_or_resume(session, work)
+        except LeaseLost as lost:
+            # another driver holds the run now (and its submission, if the queue gave it back)
+            self.queue.finish(work.id, "failed", f"{lost.code}: {lost.message}", by=self.id)
+            self.log(f"{work.kind} {work.run_id}: lease lost, left to the driver holding it")
+            return
         except RunInterrupted:
             self.queue.requeue_as_resume(work.id, "stopped by its worker; any worker continues")
             self.log(f"{work.kind} {work.run_id}: stopped, queued to continue")
@@ -208,6 +266,7 @@ class Worker:
         finally:
             with self._lock:
                 self._holders.pop(n, None)
+                self._sessions.pop(n, None)
             session.close()
         self.queue.finish(work.id, "done", envelope.status)
         self.log(f"{work.kind} {work.run_id}: {envelope.status}")

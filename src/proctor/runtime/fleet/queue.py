@@ -131,11 +131,21 @@ class WorkQueue:
             return Refused(int(sid), str(kind), str(run_id), exc)
         return Submission(int(sid), str(kind), str(run_id), body, int(attempts))
 
-    def finish(self, submission_id: int, state: str, note: str = "") -> None:
-        """Mark a taken submission ``done`` or ``failed`` (with a note naming why)."""
+    def finish(
+        self, submission_id: int, state: str, note: str = "", *, by: str | None = None
+    ) -> None:
+        """Mark a taken submission ``done`` or ``failed`` (with a note naming why); with
+        ``by``, only while that worker still holds it taken."""
+        if by is None:
+            self._rows(
+                "UPDATE submissions SET state = %s, note = %s WHERE id = %s",
+                (state, note[:500], submission_id),
+            )
+            return
         self._rows(
-            "UPDATE submissions SET state = %s, note = %s WHERE id = %s",
-            (state, note[:500], submission_id),
+            "UPDATE submissions SET state = %s, note = %s WHERE id = %s AND state = 'taken'"
+            " AND taken_by = %s",
+            (state, note[:500], submission_id, by),
         )
 
     def retry_later(self, submission_id: int, delay: float, note: str) -> None:

@@ -18,6 +18,7 @@ name the store as ``$PROCTOR_DATABASE_URL``, never by the URL (it may carry a pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -57,6 +58,14 @@ __all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
 _NOW = "extract(epoch from clock_timestamp())"
 
+_ENDED = frozenset({"57P01", "57P02", "57P03"})
+"""SQLSTATEs of a backend the server ended (admin shutdown, crash shutdown, cannot connect
+now): the statement that meets one on an idle connection never ran."""
+
+
+def _ended_by_server(exc: BaseException | None) -> bool:
+    return getattr(exc, "sqlstate", None) in _ENDED
+
 
 class PostgresRunStore:
     """A :class:`proctor.runtime.records.runs.RunStore` in a PostgreSQL database."""
@@ -83,7 +92,13 @@ class PostgresRunStore:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One commit for every write inside; nested uses (same thread) join the outer one."""
+        """One commit for every write inside; nested uses (same thread) join the outer one.
+
+        A pooled connection the server ended while it sat idle fails at ``BEGIN``, before
+        anything was sent: the transaction begins again once on a new connection. A failure
+        at ``COMMIT`` is the store's error (``store_unreachable``), never retried: the commit
+        may have happened.
+        """
         local = self._local
         if getattr(local, "conn", None) is not None:
             local.depth += 1
@@ -92,33 +107,86 @@ class PostgresRunStore:
             finally:
                 local.depth -= 1
             return
-        with self._pool.connection() as conn, conn.transaction():
-            local.conn, local.depth = conn, 1
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        stack = self._begin()
+        try:
+            with stack:
+                local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
+                try:
+                    yield
+                finally:
+                    local.conn, local.depth = None, 0
+        except (psycopg.Error, PoolTimeout) as exc:
+            # BEGIN and COMMIT run here, outside any statement: a connection the server
+            # closed fails them, and the caller sees the store's error, never the driver's
+            raise self._error(exc) from exc
+
+    def _begin(self) -> contextlib.ExitStack:
+        """A pooled connection inside ``BEGIN`` (held by the returned stack, as ``.conn``).
+
+        Raises:
+            StoreError: ``store_unreachable`` (no connection, or one failed twice).
+        """
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        for attempt in (0, 1):
+            stack = contextlib.ExitStack()
             try:
-                yield
-            finally:
-                local.conn, local.depth = None, 0
+                conn = stack.enter_context(self._pool.connection())
+                stack.enter_context(conn.transaction())
+            except (psycopg.Error, PoolTimeout) as exc:
+                stack.close()  # the pool drops a broken connection as it comes back
+                if attempt == 0 and _ended_by_server(exc):
+                    continue
+                raise self._error(exc) from exc
+            stack.conn = conn  # type: ignore[attr-defined]
+            return stack
+        raise AssertionError("unreachable")
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
-        """The thread's transaction connection, or one from the pool (for :mod:`fleet`)."""
+        """The thread's transaction connection, or one from the pool (for :mod:`fleet`).
+
+        Raises:
+            StoreError: ``store_unreachable`` when no connection can be had (the pool's
+                wait ran out, or a connection the server closed failed on its way back).
+        """
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             yield conn
             return
-        with self._pool.connection() as pooled:
-            yield pooled
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection() as pooled:
+                yield pooled
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(exc) from exc
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        try:
-            with self.connection() as conn:
-                cur = conn.execute(sql, params)
-                return list(cur.fetchall()) if cur.description is not None else []
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise self._error(exc) from exc
+        alone = getattr(self._local, "conn", None) is None
+        for attempt in (0, 1):
+            try:
+                with self.connection() as conn:
+                    cur = conn.execute(sql, params)
+                    return list(cur.fetchall()) if cur.description is not None else []
+            except (psycopg.Error, PoolTimeout, StoreError) as exc:
+                cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+                # the server ended the pooled connection before this statement reached it
+                # (it had sat idle): nothing ran, so it runs once more on a new connection
+                if alone and attempt == 0 and _ended_by_server(cause):
+                    continue
+                if isinstance(exc, StoreError):
+                    raise
+                raise self._error(exc) from exc
+        raise AssertionError("unreachable")
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         rows = self._rows(sql, params)
@@ -153,7 +221,8 @@ class PostgresRunStore:
     def _error(self, exc: Exception) -> StoreError:
         import psycopg
 
-        if isinstance(exc, psycopg.OperationalError):
+        # a connection the server closed surfaces as either, depending on when it is noticed
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
             return StoreError(
                 f"the run store {self.shown} failed: {driver_message(exc, self.url)}",
                 code="store_unreachable",
