@@ -25,14 +25,14 @@ it never raises and never ends the process. The call's types (:class:`CallSpec`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import replace
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
-from proctor.errors import ProctorError, RefusedCall
+from proctor.errors import LeaseLost, ProctorError, RefusedCall
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
 from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
@@ -329,6 +329,10 @@ class Governor:
         elif decision is not None:
             outcome.approved_by = f"person:{address}"
 
+    def _site_noter(self, call_id: str) -> Callable[[dict[str, float]], None]:
+        store, run_id = self.store, self.run_id
+        return lambda tree: store.note_call_site(run_id, call_id, tree)
+
     def _expectation(self, tool: Tool, args: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Each file's before and after digest, so a crashed write is confirmed or redone."""
         from proctor.runtime.admission.preview import preview
@@ -401,14 +405,26 @@ class Governor:
             # a read stops on a cancel; an effect in flight runs to its end
             cancel=None if changes else spec.cancel,
         )
+        # a program the call starts records where it runs in the claim (fenced: a driver
+        # that lost the lease ends it at once; see tools.process.STARTED)
+        noted = None
+        if changes:
+            from proctor.runtime.tools.process import STARTED
+
+            noted = STARTED.set(self._site_noter(outcome.call_id))
         try:
             raw_result: Any = tool.handler(ctx, args)
             status: CallStatus = "completed"
             error = None
+        except LeaseLost:
+            raise  # this driver stops: nothing more of it is recorded
         except ProctorError as exc:
             raw_result = None
             status = "refused" if isinstance(exc, RefusedCall) else "failed"
             error = exc.to_dict()
+        finally:
+            if noted is not None:
+                STARTED.reset(noted)
         # 9. sanitize
         result, redacted = self.sanitizer.value(raw_result)
         if error is not None:

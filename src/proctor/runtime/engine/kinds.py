@@ -243,15 +243,15 @@ def retry_question(run: StepRunner, claim: CallRecord) -> dict[str, Any]:
         what = "the lease of the driver that sent this call lapsed before its outcome was recorded"
     else:
         what = "a driver stopped after this call was sent and before its outcome was recorded"
+    # the same words each time it is asked (its digest binds them): where the call ran, not
+    # what this asking found of it
     if ended == "other_host":
         where = (
             "; it ran on another host, where an effect still in flight cannot be recalled from"
             " here, so it may yet take effect"
         )
-    elif ended == "ended":
-        where = "; what it left running on this host was ended before this question"
     else:
-        where = ""
+        where = "; whatever it left running on this host was ended before this question"
     body["question"] = f"{what}{where}; it may have taken effect. Send it again?"
     return body
 
@@ -289,8 +289,8 @@ def _reconcile(
                 "confirmed_by_digests": True,
             }
             run.s.store.settle_call(
-            run.run_id, claim.call_id, "completed", settled, reconciled=True
-        )
+                run.run_id, claim.call_id, "completed", settled, reconciled=True
+            )
             run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
             return StepDone("completed", output=result)
         if all(n == f.get("before_digest") for n, f in zip(now, pending, strict=True)):
@@ -309,9 +309,7 @@ def _reconcile(
             "effect": "network",
             "confirmed_by_readback": True,
         }
-        run.s.store.settle_call(
-            run.run_id, claim.call_id, "completed", settled, reconciled=True
-        )
+        run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled, reconciled=True)
         run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
         return StepDone("completed", output=confirmed)
     address = f"{step.id}/retry"

@@ -105,12 +105,15 @@ def renew_lease(store: RunStore, run_id: str, holder: str) -> None:
 
 def end_lapsed_effect(site: Mapping[str, Any] | None) -> str:
     """End what a call claimed under a lapsed lease may still be running, as far as this host
-    can: ``"ended"`` (the claiming driver's process tree on this host, every descendant of it,
-    was killed and is gone), ``"gone"`` (nothing of it runs here any more), ``"self"`` (this
-    process claimed it) or ``"other_host"`` (it ran elsewhere: it cannot be recalled).
+    can: ``"ended"`` (its process tree on this host was killed and is gone), ``"gone"``
+    (nothing of it runs here any more), ``"self"`` (this process claimed it) or
+    ``"other_host"`` (it ran elsewhere: it cannot be recalled).
 
-    The claiming driver itself is not killed: frozen past its lease, it wakes to find every
-    write refused ``lease_lost`` and stops by itself.
+    The tree is the one the claim recorded when its program started (its sandbox's first
+    process and its process group); a claim whose program had not recorded it yet ends every
+    descendant of the claiming driver (a driver's programs all are). The claiming driver itself
+    is not killed: frozen past its lease, it wakes to find every write refused ``lease_lost``
+    and stops by itself.
     """
     if not site or site.get("host") != host_name():
         return "other_host"
@@ -120,17 +123,25 @@ def end_lapsed_effect(site: Mapping[str, Any] | None) -> str:
         return "other_host"
     if pid == os.getpid():
         return "self"
-    try:
-        if abs(started_at(pid) - started) >= 0.5:
-            return "gone"  # the pid is another process's now
-    except Exception:
-        return "gone"
     import psutil
 
-    try:
-        family = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return "gone"
+    family: list[Any] = []
+    tree = site.get("tree")
+    if isinstance(tree, Mapping):
+        for key in ("inner", "pid"):
+            member = _same(psutil, tree.get(key), tree.get(f"{key}_started"))
+            if member is not None:
+                family.append(member)
+                with contextlib.suppress(psutil.Error):
+                    family += member.children(recursive=True)
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            if family:
+                os.killpg(int(tree["pid"]), 9)  # its process group (setsid'd escapees aside)
+    else:
+        driver = _same(psutil, pid, started)
+        if driver is not None:
+            with contextlib.suppress(psutil.Error):
+                family = driver.children(recursive=True)
     if not family:
         return "gone"
     for member in family:
@@ -144,6 +155,17 @@ def end_lapsed_effect(site: Mapping[str, Any] | None) -> str:
         if alive:
             time.sleep(0.01)
     return "ended"
+
+
+def _same(psutil: Any, pid: Any, started: Any) -> Any:
+    """The process ``pid`` while it is the one that started at ``started``, else ``None``."""
+    try:
+        process = psutil.Process(int(pid))
+        if started is not None and abs(process.create_time() - float(started)) >= 0.5:
+            return None
+        return process
+    except (psutil.Error, TypeError, ValueError):
+        return None
 
 
 def _running(process: Any) -> bool:

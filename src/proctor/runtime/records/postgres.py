@@ -391,6 +391,13 @@ class PostgresRunStore:
                     code="call_not_claimed",
                 )
 
+    def note_call_site(self, run_id: str, call_id: str, tree: dict[str, float]) -> None:
+        self._fenced_rows(
+            run_id,
+            "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'",
+            (dumps({**process_site(), "tree": tree}), run_id, call_id),
+        )
+
     def record_call(self, call: CallRecord) -> None:
         call.state = "settled"
         self._fenced_rows(call.run_id, self._CALL_INSERT, self._call_params(call))
@@ -601,8 +608,7 @@ class PostgresRunStore:
 
     def lease(self, run_id: str) -> LeaseRecord | None:
         row = self._one(
-            f"SELECT holder, epoch, expires_at <= {_NOW}, taken_from FROM leases"
-            " WHERE run_id = %s",
+            f"SELECT holder, epoch, expires_at <= {_NOW}, taken_from FROM leases WHERE run_id = %s",
             (run_id,),
         )
         if row is None:

@@ -192,6 +192,15 @@ class RunStore(Protocol):
         """Claim and settle in one write (for calls with no effect)."""
         ...
 
+    def note_call_site(self, run_id: str, call_id: str, tree: dict[str, float]) -> None:
+        """Add to a claimed call's site the process tree its effect runs in (``tree``: the
+        started program's root pids and start times), so that a taker can end it.
+
+        Raises:
+            LeaseLost: this process no longer holds the run's lease (nothing written).
+        """
+        ...
+
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         """A call by id, or ``None``."""
         ...

@@ -427,6 +427,14 @@ class SQLiteRunStore:
                     code="call_not_claimed",
                 )
 
+    def note_call_site(self, run_id: str, call_id: str, tree: dict[str, float]) -> None:
+        with self.transaction():
+            self._fence(run_id)
+            self._exec(
+                "UPDATE calls SET site = ? WHERE run_id = ? AND call_id = ? AND state = 'claimed'",
+                (dumps({**process_site(), "tree": tree}), run_id, call_id),
+            )
+
     def record_call(self, call: CallRecord) -> None:
         """Record a call that changed nothing. It joins the next commit (its step's, or the
         next effect's claim) rather than costing one of its own: any statement this store runs

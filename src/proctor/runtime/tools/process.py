@@ -19,11 +19,16 @@ whatever is left and waits until it is gone:
 
 :func:`stop_running` kills every program running now (the driver is stopping); :func:`finish`
 then says it was stopped.
+
+:data:`STARTED` is how the call's claim learns where its effect runs: the driver sets it to a
+function that records the program's process tree root (fenced by the run's lease); when that
+record is refused (the driver lost its lease), the program just started is ended at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import select
@@ -32,7 +37,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = [
+    "STARTED",
     "Ended",
     "Running",
     "check_startable",
@@ -67,6 +73,13 @@ _REAP_SECONDS = 10.0
 _LOCK = threading.Lock()
 _RUNNING: dict[int, Running] = {}
 _STOPPED: set[int] = set()
+
+STARTED: contextvars.ContextVar[Callable[[dict[str, float]], None] | None] = contextvars.ContextVar(
+    "proctor_process_started", default=None
+)
+"""Called with the started program's tree root (``pid``: the process proctor started, its
+process group; ``inner``: the sandbox's first process, when there is one; each with its start
+time) before :func:`start` returns; an error it raises ends the program and is raised."""
 
 
 @dataclass
@@ -188,6 +201,13 @@ def start(
         _RUNNING[proc.pid] = running
     if info is not None:
         _capture_sandbox(running, info[0], deadline)
+    note = STARTED.get()
+    if note is not None:
+        try:
+            note(_root(running))
+        except BaseException:
+            finish(running)  # its claim cannot say where it runs: it does not run on
+            raise
     return running
 
 
@@ -204,6 +224,20 @@ def start_proxy(use: SandboxUse) -> EgressProxy | None:
         EgressAllow.parse(use.egress),
         on_connection=None if log is None else (lambda c: log.note(c.to_json())),
     ).start()
+
+
+def _root(running: Running) -> dict[str, float]:
+    """The program's process tree root: pids and start times (psutil's reckoning)."""
+    import psutil
+
+    root: dict[str, float] = {"pid": running.proc.pid}
+    with contextlib.suppress(psutil.Error):
+        root["pid_started"] = round(psutil.Process(running.proc.pid).create_time(), 2)
+    if running.inner is not None:
+        root["inner"] = running.inner.pid
+        with contextlib.suppress(psutil.Error):
+            root["inner_started"] = round(running.inner.create_time(), 2)
+    return root
 
 
 def _capture_sandbox(running: Running, fd: int, deadline: float) -> None:
