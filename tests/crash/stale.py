@@ -140,6 +140,13 @@ def stale_driver(root: Path, backend: str = "sqlite") -> Outcome:
     try:
         started = root / "counter.txt.started"
         wait_for(started.exists, 60, "A's command to start")
+        wait_for(
+            lambda: any(
+                "tree" in json.loads(s[0] or "{}") for s in query(root, "SELECT site FROM calls")
+            ),
+            30,
+            "A's claim to record where its command runs",
+        )
         import psutil
 
         a.send_signal(signal.SIGSTOP)

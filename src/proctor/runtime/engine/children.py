@@ -174,7 +174,10 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
     driver = RunDriver(session, record, skill, method, call.stop)
     driver.serial, driver.ledger = call.serial, call.ledger
     driver.receipts, driver.receipts_counted = call.receipts, call.receipts is not None
-    start_run(session, driver, call.inputs, None, session._acquire, recover=False)
+    start_run(
+        session, driver, call.inputs, None, session._acquire, recover=False,
+        parent=call.parent_run_id,
+    )  # fmt: skip
     try:
         if source is not None and "start_blocked" not in record.data:
             envelope = source.data.get("envelope") or {}

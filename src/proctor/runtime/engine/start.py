@@ -82,8 +82,13 @@ def start_run(
     acquire: Callable[[str], None],
     *,
     recover: bool = True,
+    parent: str | None = None,
 ) -> None:
     """Prepare ``driver``'s run and create it in one transaction, holding its lease.
+
+    A child run (``parent``: the run that starts it) is created in the same transaction as its
+    parent's ``child_started`` event, so the parent's lease epoch fences the child's start: a
+    parent driver that lost its lease starts no child (``lease_lost``).
 
     Call :func:`check_parts` first. On return the run exists with its inputs (or its recorded
     refusal) and ``acquire`` took its lease; on any raise, nothing of the run exists.
@@ -91,6 +96,7 @@ def start_run(
     Raises:
         StoreError: the run store refused the transaction (nothing is recorded).
         ResumeRefused: ``run_busy`` from ``acquire`` (nothing is recorded).
+        LeaseLost: the parent's driver lost its lease (nothing is recorded).
     """
     record = driver.record
     record.data.update(prepare_start(driver, inputs, cli_inputs))
@@ -101,6 +107,8 @@ def start_run(
     kill_point("start.recovered")
     store = host.store
     with store.transaction():
+        if parent is not None:
+            store.append_event(parent, "child_started", {"run_id": record.run_id})
         store.create_run(record)
         kill_point("start.created")
         acquire(record.run_id)

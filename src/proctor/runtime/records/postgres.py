@@ -111,16 +111,22 @@ class PostgresRunStore:
         from psycopg_pool import PoolTimeout
 
         stack = self._begin()
+        raised: BaseException | None = None
         try:
             with stack:
                 local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
                 try:
                     yield
+                except BaseException as exc:
+                    raised = exc  # the body's own error reaches its caller as it is
+                    raise
                 finally:
                     local.conn, local.depth = None, 0
         except (psycopg.Error, PoolTimeout) as exc:
-            # BEGIN and COMMIT run here, outside any statement: a connection the server
-            # closed fails them, and the caller sees the store's error, never the driver's
+            if exc is raised:
+                raise
+            # COMMIT (or ROLLBACK) runs here, outside any statement: a connection the server
+            # closed fails it, and the caller sees the store's error, never the driver's
             raise self._error(exc) from exc
 
     def _begin(self) -> contextlib.ExitStack:
