@@ -1,0 +1,130 @@
+"""Fencing, on both run stores: once another holder took a run's lease, every write of the
+driver that held it before is refused ``lease_lost`` and leaves nothing behind.
+
+Two store objects on one database are two drivers' views of it (each store remembers the epoch
+its own process took): ``a`` takes the lease for a moment (it lapses at once), ``b`` takes it
+over, and then each write ``a`` could make is tried and checked against what the store holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.errors import LeaseLost, StoreError
+from proctor.runtime.records.runs import (
+    CallRecord,
+    JournalRecord,
+    RequestRecord,
+    RunRecord,
+    RunStore,
+)
+from tests.pg import fresh_schema
+
+RUN = "r" * 32
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
+    if request.param == "sqlite":
+        from proctor.runtime.records.sqlite import SQLiteRunStore
+
+        a, b = SQLiteRunStore(tmp_path / "runs.sqlite"), SQLiteRunStore(tmp_path / "runs.sqlite")
+        yield a, b
+        a.close()
+        b.close()
+        return
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    with fresh_schema() as url:
+        yield PostgresRunStore(url), PostgresRunStore(url)
+
+
+def _claim(call_id: str) -> CallRecord:
+    return CallRecord(
+        run_id=RUN,
+        call_id=call_id,
+        step_id="s",
+        tool="command.execute",
+        state="claimed",
+        args_digest="sha256:" + "0" * 64,
+    )
+
+
+def _held_then_taken(a: RunStore, b: RunStore) -> None:
+    a.create_run(RunRecord(run_id=RUN, skill="k", method="main"))
+    assert a.acquire_lease(RUN, "A", -1) is None  # held, and lapsed at once
+    a.claim_call(_claim("c1"))
+    assert b.acquire_lease(RUN, "B", 60) is None  # the lapsed lease is taken over
+    lease = b.lease(RUN)
+    assert lease is not None and lease.holder == "B" and lease.epoch == 2
+    assert lease.taken_from == "A"
+
+
+def test_every_write_of_a_driver_that_lost_its_lease_is_refused(
+    pair: tuple[RunStore, RunStore],
+) -> None:
+    a, b = pair
+    _held_then_taken(a, b)
+    request = RequestRecord(RUN, "s/retry", "retry", "sha256:" + "1" * 64, {"kind": "retry"})
+    writes: list[Callable[[], Any]] = [
+        lambda: a.claim_call(_claim("c2")),
+        lambda: a.settle_call(RUN, "c1", "completed", {"status": "completed"}),
+        lambda: a.settle_step(RUN, "s", {"outcome": "completed"}),
+        lambda: a.update_run(RUN, status="sealed", outcome="completed", receipt_id="x"),
+        lambda: a.append_event(RUN, "sealed", {}),
+        lambda: a.put_request(request),
+        lambda: a.record_decisions(RUN, {"s/retry": {"retry": True}}),
+        lambda: a.journal_open(JournalRecord("bundle", RUN, "open", [])),
+        lambda: a.note_call_site(RUN, "c1", {"pid": 1}),
+    ]
+    for write in writes:
+        with pytest.raises(LeaseLost) as refused:
+            write()
+        assert refused.value.code == "lease_lost"
+        assert "another driver took the run over" in refused.value.message
+    assert not a.renew_lease(RUN, "A", 60)
+    # a call that changed nothing, recorded by the stale driver, never reaches the store
+    read = CallRecord(RUN, "c3", "s", "echo", "settled", "sha256:" + "2" * 64, outcome="completed")
+    try:
+        a.record_call(read)  # SQLite keeps it for the next commit; PostgreSQL writes it now
+        getattr(a, "flush", lambda: None)()
+    except LeaseLost:
+        pass
+    run = b.get_run(RUN)
+    assert run is not None and run.status == "running" and run.receipt_id is None
+    assert [c.call_id for c in b.calls(RUN)] == ["c1"]
+    claim = b.get_call(RUN, "c1")
+    assert claim is not None and claim.state == "claimed" and claim.site is not None
+    assert b.step_records(RUN) == {} and b.requests(RUN) == [] and b.events(RUN) == []
+    assert b.journal_pending() == []
+    # the lease's holder writes on, and settles the earlier holder's claim only as reconciled
+    with pytest.raises(StoreError) as mine:
+        b.settle_call(RUN, "c1", "completed", {"status": "completed"})
+    assert mine.value.code == "call_not_claimed"
+    b.settle_call(RUN, "c1", "unknown", {"status": "unknown"}, reconciled=True)
+    with pytest.raises(StoreError):  # settled once: never again
+        b.settle_call(RUN, "c1", "completed", {"status": "completed"}, reconciled=True)
+    b.append_event(RUN, "goes_on", {})
+    assert b.renew_lease(RUN, "B", 60)
+
+
+def test_the_epoch_only_grows_and_a_renewal_keeps_it(pair: tuple[RunStore, RunStore]) -> None:
+    a, b = pair
+    a.create_run(RunRecord(run_id=RUN, skill="k", method="main"))
+    assert a.acquire_lease(RUN, "A", 60) is None
+    assert a.renew_lease(RUN, "A", 60) and a.acquire_lease(RUN, "A", 60) is None
+    assert (lease := a.lease(RUN)) is not None and lease.epoch == 1
+    a.release_lease(RUN, "A")
+    assert (lease := a.lease(RUN)) is not None and lease.holder == "" and lease.epoch == 1
+    assert b.acquire_lease(RUN, "B", 60) is None  # after a release: the next epoch
+    assert (lease := b.lease(RUN)) is not None and lease.epoch == 2 and lease.taken_from is None
+    # a holder that was taken over stays fenced off, and the lease moves on from its epoch
+    assert b.acquire_lease(RUN, "B", -1) is None  # renewed, lapsing at once
+    assert a.acquire_lease(RUN, "A", 60) is None
+    assert (lease := a.lease(RUN)) is not None and lease.epoch == 3 and lease.taken_from == "B"
+    with pytest.raises(LeaseLost):
+        b.append_event(RUN, "stale", {})
