@@ -150,7 +150,9 @@ def stale_driver(root: Path, backend: str = "sqlite") -> Outcome:
         import psutil
 
         a.send_signal(signal.SIGSTOP)
-        tree = psutil.Process(a.pid).children(recursive=True)  # bubblewrap and the command
+        # the command's tree: bubblewrap and what runs in it (not the driver's own helpers)
+        sandboxes = [p for p in psutil.Process(a.pid).children() if p.name() == "bwrap"]
+        tree = [m for p in sandboxes for m in [p, *p.children(recursive=True)]]
         run_id = str(query(root, "SELECT run_id FROM runs")[0][0])
         wait_for(lambda: _lease_lapsed(root, run_id), 30, "A's lease to lapse")
         first = proctor(root, ["resume", run_id, "-", "--json"], stdin="{}", env=short)
