@@ -361,6 +361,7 @@ def _store_check(session: Session, environ: Mapping[str, str]) -> Check:
         return Check("run_store", True, "the run store is on PostgreSQL: its server checks it")
     path, shown = session.store_file()
     try:
+        session.refuse_forgotten_store(path, shown)
         found = check_now(path, shown)
     except ProctorError as exc:
         return Check("run_store", False, exc.message, [{"code": exc.code, "message": exc.message}])

@@ -145,7 +145,9 @@ class Session:
         if self._store is None:
             from proctor.runtime.records.backend import open_run_store
 
-            _path, shown = self.store_file()
+            path, shown = self.store_file()
+            if not self.environ.get("PROCTOR_DATABASE_URL"):
+                self.refuse_forgotten_store(path, shown)
             self._store = open_run_store(self.workspace.state_dir, self.environ, shown)
         return self._store
 
@@ -157,6 +159,24 @@ class Session:
         path = run_store_path(self.workspace.state_dir, self.environ)
         named = self.environ.get("PROCTOR_DATABASE_PATH")
         return path, "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
+
+    def refuse_forgotten_store(self, path: Path, shown: str) -> None:
+        """Refuse a missing SQLite store that the audit log, the receipts or its check mark
+        show existed (:mod:`proctor.runtime.records.store_evidence`).
+
+        Raises:
+            StoreError: ``store_missing``.
+        """
+        from proctor.runtime.records.audit import audit_path
+        from proctor.runtime.records.receipts import receipt_dir
+        from proctor.runtime.records.store_evidence import refuse_forgotten_store
+
+        refuse_forgotten_store(
+            path,
+            shown,
+            audit_log=audit_path(self.workspace.root, self.environ),
+            receipts_dir=receipt_dir(self.workspace.state_dir, self.environ),
+        )
 
     @property
     def audit(self) -> AuditLog:

@@ -225,7 +225,8 @@ def workspace_log_check(
 
     Raises:
         OSError: the log or ``receipts_dir`` cannot be read.
-        ReceiptInvalid, StoreError: the receipt store or the run store cannot be read.
+        ReceiptInvalid, StoreError: the receipt store or the run store cannot be read;
+            ``store_missing`` when the run store is gone but records show it existed.
     """
     from proctor.runtime.records.receipts import receipt_dir
 
@@ -237,7 +238,16 @@ def workspace_log_check(
     if environ.get("PROCTOR_DATABASE_URL"):
         kept = database_anchor(environ)
     else:
-        kept = store_anchor(store_file.run_store_path(state_dir, environ))
+        from proctor.runtime.records.store_evidence import refuse_forgotten_store
+
+        path = store_file.run_store_path(state_dir, environ)
+        named = environ.get("PROCTOR_DATABASE_PATH")
+        shown = "$PROCTOR_DATABASE_PATH" if named else f"{state_dir.name}/{path.name}"
+        # a store the records show existed is missing: its anchor is gone with it
+        refuse_forgotten_store(
+            path, shown, audit_log=log, receipts_dir=receipt_dir(state_dir, environ)
+        )
+        kept = store_anchor(path)
     if kept is not None:
         anchors.append(kept)
     return check_log(log, anchors, notes)

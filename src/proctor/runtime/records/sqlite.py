@@ -48,7 +48,8 @@ class SQLiteRunStore:
         """Open the store at ``path``; ``shown`` names it in messages (default: file name).
 
         Raises:
-            StoreError: ``store_corrupt`` (nothing is written), ``store_error``.
+            StoreError: ``store_corrupt`` (nothing is written), ``store_unreadable`` (this
+                process may not read or write it or its folder), ``store_error``.
         """
         self.path = path
         self.shown = shown = shown or path.name
@@ -58,11 +59,12 @@ class SQLiteRunStore:
                 store_file.private_folders(path.parent)
                 store_file.create_whole(path, shown, build_schema)
                 store_file.refuse_damaged(path, shown)
+                store_file.refuse_unwritable(path, shown)
             self._conn = sqlite3.connect(
                 str(path), isolation_level=None, check_same_thread=False, timeout=10.0
             )
         except OSError as exc:
-            raise StoreError(f"cannot open the run store {shown}: {exc.strerror}") from exc
+            raise store_file.translate_os(exc, shown) from exc
         except sqlite3.Error as exc:
             raise store_file.translate(exc, shown) from exc
         try:

@@ -1,0 +1,247 @@
+"""Faults in the run store refuse, never forget (issue 31, item 4).
+
+Each case damages a real workspace after a real run, proves the refusal (its code, no step ran,
+nothing re-created), then takes the person's recovery step and proves nothing was lost: the run
+store still lists the first run, ``proctor audit verify`` passes and the first run's receipt
+verifies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+RUN_YAML = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: write
+        tool: fs.write
+        inputs: {path: touched.txt, content: "ran\\n", create: true}
+"""
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A workspace with one skill, in a folder any user may enter (for the cases that drop
+    root's file capabilities)."""
+    folder = Path(tempfile.mkdtemp(prefix="proctor-faults-"))
+    folder.chmod(0o777)
+    ws = folder / "ws"
+    skill = ws / "skills" / "toucher"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: toucher\ndescription: Touch a file.\n---\nNo.\n")
+    (skill / "run.yaml").write_text(RUN_YAML)
+    (ws / ".proctor").mkdir()
+    for level in (ws, ws / ".proctor", ws / "skills", skill):
+        level.chmod(0o777)
+    (folder / "home").mkdir(mode=0o777)
+    yield ws
+    for level in folder.rglob("*"):
+        if level.is_dir() and not level.is_symlink():
+            level.chmod(0o777)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _without_file_override() -> None:
+    """In the child, before exec: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the
+    bounding set, so a root process obeys file modes like any user (prctl PR_CAPBSET_DROP)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def proctor(
+    ws: Path, *args: str, obey_modes: bool = False, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PROCTOR_HOME"] = str(ws.parent / "home")
+    preexec = _without_file_override if obey_modes and os.geteuid() == 0 else None
+    return subprocess.run(
+        [sys.executable, "-m", "proctor", *args],
+        cwd=cwd or ws, env=env, capture_output=True, text=True, timeout=120,
+        preexec_fn=preexec,
+    )  # fmt: skip
+
+
+def run_ok(ws: Path) -> dict[str, object]:
+    (ws / "touched.txt").unlink(missing_ok=True)
+    out = proctor(ws, "run", "toucher", "--json")
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    doc: dict[str, object] = json.loads(out.stdout)
+    assert doc["outcome"] == "completed"
+    return doc
+
+
+def nothing_lost(ws: Path, receipt_id: object, runs_at_least: int) -> None:
+    """The store lists the runs, the audit log verifies, the receipt verifies."""
+    out = proctor(ws, "history", "--json")
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["runs"]) >= runs_at_least
+    out = proctor(ws, "audit", "verify")
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    out = proctor(ws, "verify", str(receipt_id))
+    assert out.returncode == 0, (out.stdout, out.stderr)
+
+
+def _store_files(ws: Path) -> list[Path]:
+    return sorted(ws.joinpath(".proctor").glob("runs.sqlite*"))
+
+
+# -- a missing store --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_mark", [True, False])
+def test_a_deleted_store_is_refused_store_missing_and_restored_from_backup(
+    root: Path, keep_mark: bool
+) -> None:
+    first = run_ok(root)
+    backup = root.parent / "backup"
+    backup.mkdir()
+    for file in _store_files(root):
+        if file.name != "runs.sqlite-checked":
+            shutil.copy2(file, backup / file.name)
+        if file.name != "runs.sqlite-checked" or not keep_mark:
+            file.unlink()
+    (root / "touched.txt").unlink()
+
+    out = proctor(root, "run", "toucher", "--json")
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "error[store_missing]" in out.stderr and "Traceback" not in out.stderr
+    assert "proctor store init --new" in out.stderr and str(root) not in out.stderr
+    assert not (root / "touched.txt").exists()  # no step ran
+    assert not (root / ".proctor" / "runs.sqlite").exists()  # nothing was re-created
+    for command in (("audit", "verify"), ("history",), ("check", "--json")):
+        out = proctor(root, *command)
+        assert out.returncode != 0, (command, out.stdout, out.stderr)
+        assert "store_missing" in out.stdout + out.stderr, command
+    assert not (root / ".proctor" / "runs.sqlite").exists()
+
+    for file in backup.iterdir():  # the person's recovery: the backup put back
+        shutil.copy2(file, root / ".proctor" / file.name)
+    second = run_ok(root)
+    nothing_lost(root, first["receipt_id"], runs_at_least=2)
+    nothing_lost(root, second["receipt_id"], runs_at_least=2)
+
+
+def test_store_init_new_starts_over_on_purpose_and_is_audited(root: Path) -> None:
+    first = run_ok(root)
+    for file in _store_files(root):
+        file.unlink()
+    assert proctor(root, "run", "toucher").returncode == 1
+    out = proctor(root, "store", "init")
+    assert out.returncode == 2 and "store_init_unconfirmed" in out.stderr
+
+    out = proctor(root, "store", "init", "--new", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "proctor.store_init.v1" and doc["evidence"]
+    lines = (root / ".proctor" / "audit.jsonl").read_text().splitlines()
+    started_over = [json.loads(x) for x in lines if '"store_started_over"' in x]
+    assert len(started_over) == 1 and started_over[0]["evidence"] == doc["evidence"]
+
+    out = proctor(root, "store", "init", "--new")  # never over a store that is there
+    assert out.returncode == 1 and "store_exists" in out.stderr
+    run_ok(root)
+    nothing_lost(root, first["receipt_id"], runs_at_least=1)
+
+
+def test_a_fresh_workspace_still_starts_its_store(root: Path) -> None:
+    run_ok(root)
+    assert (root / ".proctor" / "runs.sqlite").is_file()
+
+
+# -- a store that cannot be read or written -----------------------------------------------------
+
+
+def _obeys_modes(path: Path) -> bool:
+    if os.geteuid() != 0:
+        return True
+    probe = subprocess.run(
+        [sys.executable, "-c", f"open({str(path)!r}, 'rb')"],
+        preexec_fn=_without_file_override, capture_output=True,
+    )  # fmt: skip
+    return probe.returncode != 0
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_read_only_store_is_store_unreadable_never_store_corrupt(root: Path, what: str) -> None:
+    first = run_ok(root)
+    store = root / ".proctor" / "runs.sqlite"
+    before = store.read_bytes()
+    target = store if what == "file" else store.parent
+    mode = target.stat().st_mode & 0o777
+    target.chmod(0o444 if what == "file" else 0o555)
+    (root / "touched.txt").unlink()
+    out = proctor(root, "run", "toucher", "--json", obey_modes=True)
+    target.chmod(mode)
+    if out.returncode == 0 and os.geteuid() == 0:
+        pytest.skip("running as root with capabilities this process cannot drop")
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "error[store_unreadable]" in out.stderr, out.stderr
+    assert "store_corrupt" not in out.stderr and "move it aside" not in out.stderr
+    assert "Permission denied" in out.stderr or "read-only" in out.stderr
+    assert str(root) not in out.stderr and "Traceback" not in out.stderr
+    assert not (root / "touched.txt").exists()
+    assert store.read_bytes() == before
+    run_ok(root)  # the person's recovery: the mode put back
+    nothing_lost(root, first["receipt_id"], runs_at_least=2)
+
+
+def test_an_unreadable_store_is_store_unreadable(root: Path) -> None:
+    first = run_ok(root)
+    store = root / ".proctor" / "runs.sqlite"
+    store.chmod(0o000)
+    if not _obeys_modes(store):
+        store.chmod(0o600)
+        pytest.skip("running as root with capabilities this process cannot drop")
+    out = proctor(root, "run", "toucher", "--json", obey_modes=True)
+    store.chmod(0o600)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "error[store_unreadable]" in out.stderr and "Permission denied" in out.stderr
+    assert "move it aside" not in out.stderr
+    run_ok(root)
+    nothing_lost(root, first["receipt_id"], runs_at_least=2)
+
+
+def test_a_workspace_under_an_unsearchable_folder_gives_no_traceback(root: Path) -> None:
+    """The workspace sits below a folder with mode 000; a process inside it that obeys file
+    modes (root enters first, then the child drops root's file capabilities before it runs
+    proctor) gets a refusal naming the cause, not a traceback."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to enter the folder before dropping its file capabilities")
+    deep = root.parent / "deep"
+    ws = deep / "ws"
+    shutil.copytree(root, ws)
+    for level in (ws, *ws.rglob("*")):
+        if level.is_dir():
+            level.chmod(0o777)
+    deep.chmod(0o000)
+    if not _obeys_modes(ws / "skills"):
+        deep.chmod(0o755)
+        pytest.skip("running as root with capabilities this process cannot drop")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PROCTOR_HOME"] = str(root.parent / "home")
+    try:
+        for command in (("run", "toucher"), ("history",), ("audit", "verify"), ("check",)):
+            out = subprocess.run(
+                [sys.executable, "-m", "proctor", *command], cwd=ws, env=env,
+                capture_output=True, text=True, timeout=120,
+                preexec_fn=_without_file_override,
+            )  # fmt: skip
+            assert "Traceback" not in out.stderr, (command, out.stderr)
+            assert out.returncode == 2, (command, out.stderr)
+            assert "error[workspace_unreachable]" in out.stderr and str(deep) not in out.stderr
+    finally:
+        deep.chmod(0o755)
+    assert not (ws / "touched.txt").exists()
