@@ -245,3 +245,87 @@ def test_a_workspace_under_an_unsearchable_folder_gives_no_traceback(root: Path)
     finally:
         deep.chmod(0o755)
     assert not (ws / "touched.txt").exists()
+
+
+# -- a broken audit log -------------------------------------------------------------------------
+
+
+def _log(ws: Path) -> Path:
+    return ws / ".proctor" / "audit.jsonl"
+
+
+def _refused_audit_broken(ws: Path) -> None:
+    (ws / "touched.txt").unlink(missing_ok=True)
+    size = _log(ws).stat().st_size
+    out = proctor(ws, "run", "toucher", "--json")
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "error[audit_broken]" in out.stderr and "proctor audit accept-break" in out.stderr
+    assert "Traceback" not in out.stderr and str(ws) not in out.stderr
+    assert not (ws / "touched.txt").exists()  # no step ran
+    assert _log(ws).stat().st_size == size  # and nothing was appended to the broken log
+
+
+def _accept(ws: Path) -> dict[str, object]:
+    out = proctor(ws, "audit", "accept-break", "--note", "seen by a person", "--json")
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    record: dict[str, object] = json.loads(out.stdout)["recorded"]
+    assert record["event"] == "audit_break_accepted" and record["note"] == "seen by a person"
+    return record
+
+
+def test_an_altered_line_stops_runs_until_the_break_is_recorded(root: Path) -> None:
+    first = run_ok(root)
+    second = run_ok(root)
+    lines = _log(root).read_bytes().split(b"\n")
+    lines[5] = lines[5].replace(b'"run_id":"', b'"run_id":"x', 1)  # the second run's line
+    _log(root).write_bytes(b"\n".join(lines))
+    _refused_audit_broken(root)
+    assert proctor(root, "audit", "verify").returncode == 1
+
+    record = _accept(root)
+    # the last line an intact anchor (the first run's receipt) still vouches for
+    assert 0 < record["last_good_line"] < 6  # type: ignore[operator]
+    out = proctor(root, "audit", "verify")
+    assert out.returncode == 0, out.stdout
+    assert "recorded break at line" in out.stdout
+    third = run_ok(root)
+    for receipt in (first, second, third):
+        nothing_lost(root, receipt["receipt_id"], runs_at_least=3)
+    assert proctor(root, "audit", "accept-break").stdout.startswith("the audit log verifies")
+
+    # any other damage is still caught: in the set-aside lines, and after the break
+    data = _log(root).read_bytes()
+    lines = data.split(b"\n")
+    altered = list(lines)
+    altered[5] = altered[5].replace(b'"event":"', b'"event":"z', 1)
+    _log(root).write_bytes(b"\n".join(altered))
+    out = proctor(root, "audit", "verify")
+    assert out.returncode == 1 and "audit log broken at line" in out.stdout, out.stdout
+    _refused_audit_broken(root)
+    altered = list(lines)
+    altered[-2] = altered[-2].replace(b'"event":"', b'"event":"z', 1)
+    _log(root).write_bytes(b"\n".join(altered))
+    assert proctor(root, "audit", "verify").returncode == 1
+    _log(root).write_bytes(data)
+    run_ok(root)
+
+
+def test_a_cut_log_stops_runs_until_the_break_is_recorded(root: Path) -> None:
+    first = run_ok(root)
+    run_ok(root)
+    lines = _log(root).read_bytes().split(b"\n")
+    _log(root).write_bytes(b"\n".join(lines[:4]) + b"\n")  # the tail cut off
+    _refused_audit_broken(root)
+    record = _accept(root)
+    assert record["set_aside_lines"] == 0 and record["excused_anchors"]
+    third = run_ok(root)
+    nothing_lost(root, first["receipt_id"], runs_at_least=3)
+    nothing_lost(root, third["receipt_id"], runs_at_least=3)
+
+
+def test_a_torn_last_line_is_not_a_break(root: Path) -> None:
+    run_ok(root)
+    with _log(root).open("ab") as handle:
+        handle.write(b'{"schema_version":"1","event_id":"half')
+    run_ok(root)
+    assert proctor(root, "audit", "verify").returncode == 0

@@ -68,9 +68,7 @@ def evidence_of_store(path: Path, *, audit_log: Path, receipts_dir: Path) -> Sto
     return StoreEvidence(found)
 
 
-def refuse_forgotten_store(
-    path: Path, shown: str, *, audit_log: Path, receipts_dir: Path
-) -> None:
+def refuse_forgotten_store(path: Path, shown: str, *, audit_log: Path, receipts_dir: Path) -> None:
     """Refuse to open (and so create) the store at ``path`` when it is missing but evidence
     shows it existed; do nothing when it is there or nothing shows it ever was.
 
