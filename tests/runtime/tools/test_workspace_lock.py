@@ -7,6 +7,7 @@ Real ``proctor run`` processes started together; each command writes its own sta
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
