@@ -115,7 +115,7 @@ def _together(root: Path, *skills: str, extra: tuple[str, ...] = ()) -> list[dic
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for skill in skills
     ]
     docs = []
@@ -132,7 +132,8 @@ def _spans(root: Path) -> list[tuple[int, int, str]]:
 
 
 def _overlaps(spans: list[tuple[int, int, str]]) -> list[tuple[str, str]]:
-    return [(a[2], b[2]) for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1]]
+    """Every pair of spans (sorted by start) where one starts before another has ended."""
+    return [(a[2], b[2]) for a, b in itertools.combinations(spans, 2) if b[0] < a[1]]
 
 
 def test_two_runs_commands_never_overlap_when_the_workspace_asks(tmp_path: Path) -> None:
