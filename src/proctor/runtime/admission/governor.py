@@ -45,6 +45,7 @@ from proctor.runtime.admission.calls import CallStatus as CallStatus
 from proctor.runtime.admission.calls import Clock as Clock
 from proctor.runtime.admission.calls import Deliver as Deliver
 from proctor.runtime.admission.calls import utc_now as _utc_now
+from proctor.runtime.admission.cancelled import settle_cancelled
 from proctor.runtime.admission.decisions import cannot_wait, decision_for, may_ask, unless_declined
 from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
@@ -55,6 +56,7 @@ from proctor.runtime.records.runs import CallRecord, RequestRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
     CHANGING_EFFECTS,
+    CommandStopped,
     Tool,
     ToolContext,
     validate_args,
@@ -405,6 +407,12 @@ class Governor:
             raw_result: Any = tool.handler(ctx, args)
             status: CallStatus = "completed"
             error = None
+        except CommandStopped as stopped:  # its tree was killed: settled, never left in doubt
+            settle_cancelled(self.store, self.audit, run_id=self.run_id, call_id=outcome.call_id,
+                             tool=tool.name, effect=tool.effect, step_index=spec.step_index,
+                             started=outcome.started_at, ended=self.clock(), stopped=stopped,
+                             extra=sandboxed)  # fmt: skip
+            raise
         except ProctorError as exc:
             raw_result = None
             status = "refused" if isinstance(exc, RefusedCall) else "failed"

@@ -249,7 +249,11 @@ def _execute_held(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     for sink in (out, err):
         sink.thread.join(timeout=5)
     if ended.stopped:
-        raise CommandStopped(f"the command {os.path.basename(argv[0])!r} was stopped")
+        ran = time.monotonic() - started
+        raise CommandStopped(
+            f"the command {os.path.basename(argv[0])!r} was stopped {ran:.1f} s after it"
+            " started: its whole process tree was killed"
+        )
     ended.check_started(bytes(err.kept[:64]))
     stdout, stdout_digest, stdout_cut = out.result(proc_ctx.taint)
     stderr, stderr_digest, stderr_cut = err.result(proc_ctx.taint)

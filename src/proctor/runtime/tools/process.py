@@ -17,13 +17,15 @@ whatever is left and waits until it is gone:
   driver's watch (:mod:`proctor.runtime.tools.driver_watch`) ends one whose set-up the death
   interrupted.
 
-:func:`stop_running` kills every program running now (the driver is stopping); :func:`finish`
+:func:`stop_running` kills every program running now (the driver is stopping), and
+:func:`stop_scoped` those one cancelled call started (:func:`enter_stop_scope`); :func:`finish`
 then says it was stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import select
@@ -54,10 +56,12 @@ __all__ = [
     "Ended",
     "Running",
     "check_startable",
+    "enter_stop_scope",
     "finish",
     "start",
     "start_proxy",
     "stop_running",
+    "stop_scoped",
     "wait_for",
 ]
 
@@ -84,6 +88,7 @@ class Running:
     inner: psutil.Process | None = None
     inner_fd: int | None = None
     proxy: EgressProxy | None = None
+    scope: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -183,11 +188,15 @@ def start(
     finally:
         if info is not None:
             os.close(info[1])
-    running = Running(proc, os.path.basename(argv[0]), use, sweep, tools, proxy=proxy)
+    running = Running(
+        proc, os.path.basename(argv[0]), use, sweep, tools, proxy=proxy, scope=_SCOPE.get()
+    )
     with _LOCK:
         _RUNNING[proc.pid] = running
     if info is not None:
         _capture_sandbox(running, info[0], deadline)
+    if running.scope is not None and running.scope.is_set():
+        stop_scoped(running.scope)  # the stop came while it was starting
     return running
 
 
@@ -328,6 +337,32 @@ def finish(running: Running) -> Ended:
     removed = tuple(running.sweep.run()) if running.sweep is not None else ()
     sandboxed = running.use.used == "bubblewrap"
     return Ended(proc.returncode, running.name, sandboxed, removed, stopped)
+
+
+_SCOPE: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "proctor_stop_scope", default=None
+)
+
+
+def enter_stop_scope(stop: threading.Event) -> None:
+    """Tie the programs this context starts from now on to ``stop`` (an MCP call's worker sets
+    its call's event), so :func:`stop_scoped` ends exactly them."""
+    _SCOPE.set(stop)
+
+
+def stop_scoped(stop: threading.Event) -> int:
+    """Kill the process tree of every program running now that was started under ``stop``
+    (:func:`enter_stop_scope`): one cancelled call's, not the rest of the server's. Each then
+    ends as stopped (:attr:`Ended.stopped`).
+
+    Returns how many were stopped.
+    """
+    with _LOCK:
+        running = [item for item in _RUNNING.values() if item.scope is stop]
+        _STOPPED.update(item.proc.pid for item in running)
+    for item in running:
+        _kill_tree(item)
+    return len(running)
 
 
 def stop_running() -> int:
