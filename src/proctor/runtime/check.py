@@ -355,13 +355,15 @@ def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
 
 def _store_check(session: Session, environ: Mapping[str, str]) -> Check:
     """The SQLite run store scanned whole (a PostgreSQL store is its server's to check)."""
+    from proctor.runtime.records.store_evidence import refuse_forgotten_in
     from proctor.runtime.records.store_file import check_now
 
     if environ.get("PROCTOR_DATABASE_URL"):
         return Check("run_store", True, "the run store is on PostgreSQL: its server checks it")
     path, shown = session.store_file()
     try:
-        session.refuse_forgotten_store(path, shown)
+        refuse_forgotten_in(session.workspace.root, session.workspace.state_dir, environ,
+                            path, shown)  # fmt: skip
         found = check_now(path, shown)
     except ProctorError as exc:
         return Check("run_store", False, exc.message, [{"code": exc.code, "message": exc.message}])

@@ -11,11 +11,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def _without_file_override() -> None:
 
 
 def proctor(
-    ws: Path, *args: str, obey_modes: bool = False, cwd: Path | None = None
+    ws: Path, *args: str, obey_modes: bool = False, cwd: Path | None = None, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env["PROCTOR_HOME"] = str(ws.parent / "home")
@@ -70,7 +71,7 @@ def proctor(
     return subprocess.run(
         [sys.executable, "-m", "proctor", *args],
         cwd=cwd or ws, env=env, capture_output=True, text=True, timeout=120,
-        preexec_fn=preexec,
+        preexec_fn=preexec, input=stdin,
     )  # fmt: skip
 
 
@@ -329,3 +330,68 @@ def test_a_torn_last_line_is_not_a_break(root: Path) -> None:
         handle.write(b'{"schema_version":"1","event_id":"half')
     run_ok(root)
     assert proctor(root, "audit", "verify").returncode == 0
+
+
+# -- a full disk --------------------------------------------------------------------------------
+
+BIG_YAML = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: first
+        tool: echo
+        inputs: {text: one}
+      - id: big
+        tool: command.execute
+        inputs:
+          argv: [PY, -c, "print('x' * 3000000)"]
+          max_output_bytes: 4000000
+      - id: last
+        tool: echo
+        inputs: {text: three}
+"""
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    def limited() -> None:
+        # the run's files may not grow past ``limit`` bytes: writes past it fail (EFBIG) as
+        # on a full disk (Python ignores SIGXFSZ, so the write fails rather than the process)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limited
+
+
+def test_a_full_disk_names_the_run_and_how_to_resume_it(root: Path) -> None:
+    first = run_ok(root)
+    skill = root / "skills" / "big"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: big\ndescription: Big output.\n---\nNo.\n")
+    (skill / "run.yaml").write_text(BIG_YAML.replace("PY", json.dumps(sys.executable)))
+    largest = max(p.stat().st_size for p in (root / ".proctor").rglob("*") if p.is_file())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PROCTOR_HOME"] = str(root.parent / "home")
+    out = subprocess.run(
+        [sys.executable, "-m", "proctor", "run", "big", "--json"], cwd=root, env=env,
+        capture_output=True, text=True, timeout=120,
+        preexec_fn=_file_size_limit(largest + 1_000_000),
+    )  # fmt: skip
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    assert "error[store_full]" in out.stderr or "error[store_unwritable]" in out.stderr
+    error = json.loads(out.stdout)
+    run_id = error["details"]["run_id"]
+    assert f"proctor resume {run_id} -" in out.stderr
+
+    # the person's recovery: room again, and the resume the message named
+    resumed = proctor(root, "resume", run_id, "-", "--json", stdin="{}")
+    doc = json.loads(resumed.stdout)
+    if resumed.returncode == 10:  # the command's claim is in doubt: a person says resend
+        template = doc["answers_template"]
+        for address in template["approvals"]:
+            template["approvals"][address]["value"] = {"retry": True}
+        resumed = proctor(root, "resume", run_id, "-", "--json", stdin=json.dumps(template))
+        doc = json.loads(resumed.stdout)
+    assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+    assert (doc["status"], doc["outcome"]) == ("sealed", "completed")
+    nothing_lost(root, first["receipt_id"], runs_at_least=2)
+    nothing_lost(root, doc["receipt_id"], runs_at_least=2)

@@ -38,7 +38,7 @@ from proctor.contracts.values import replace
 from proctor.core.authority import Authority, default_authority
 from proctor.core.ids import uuid4_hex
 from proctor.core.resume import RequestView, admit_resume
-from proctor.errors import ProctorError, ResumeRefused, UsageError
+from proctor.errors import ProctorError, ResumeRefused, StoreError, UsageError
 from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
@@ -63,6 +63,12 @@ __all__ = ["AgentDriver", "RunInterrupted", "Session"]
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _named(exc: StoreError, run_id: str) -> StoreError:
+    from proctor.runtime.records.store_file import run_stopped_by
+
+    return run_stopped_by(exc, run_id)
 
 
 class Session:
@@ -145,9 +151,7 @@ class Session:
         if self._store is None:
             from proctor.runtime.records.backend import open_run_store
 
-            path, shown = self.store_file()
-            if not self.environ.get("PROCTOR_DATABASE_URL"):
-                self.refuse_forgotten_store(path, shown)
+            _path, shown = self.store_file()
             self._store = open_run_store(self.workspace.state_dir, self.environ, shown)
         return self._store
 
@@ -159,24 +163,6 @@ class Session:
         path = run_store_path(self.workspace.state_dir, self.environ)
         named = self.environ.get("PROCTOR_DATABASE_PATH")
         return path, "$PROCTOR_DATABASE_PATH" if named else self.workspace.relative_lexical(path)
-
-    def refuse_forgotten_store(self, path: Path, shown: str) -> None:
-        """Refuse a missing SQLite store that the audit log, the receipts or its check mark
-        show existed (:mod:`proctor.runtime.records.store_evidence`).
-
-        Raises:
-            StoreError: ``store_missing``.
-        """
-        from proctor.runtime.records.audit import audit_path
-        from proctor.runtime.records.receipts import receipt_dir
-        from proctor.runtime.records.store_evidence import refuse_forgotten_store
-
-        refuse_forgotten_store(
-            path,
-            shown,
-            audit_log=audit_path(self.workspace.root, self.environ),
-            receipts_dir=receipt_dir(self.workspace.state_dir, self.environ),
-        )
 
     @property
     def audit(self) -> AuditLog:
@@ -270,7 +256,11 @@ class Session:
             )
 
     def _release(self, run_id: str) -> None:
-        self.store.release_lease(run_id, self._holder)
+        try:
+            self.store.release_lease(run_id, self._holder)
+        except StoreError as exc:  # a full disk refuses it too: a gone holder's lease is
+            if exc.code != "store_full":  # taken over at once by a driver on this host
+                raise
 
     def _renew(self, run_id: str) -> None:
         renew_lease(self.store, run_id, self._holder)
@@ -382,6 +372,8 @@ class Session:
                     needed, run_id=record.run_id, skill=record.skill, method=record.method,
                     store=self.store, audit=self.audit, sanitizer=driver.sanitizer,
                 )  # fmt: skip
+        except StoreError as exc:  # a full disk: the run is named, with the way on
+            raise _named(exc, record.run_id) from exc
         finally:
             self._release(record.run_id)
 
@@ -456,6 +448,8 @@ class Session:
                 raise ResumeRefused(
                     needed.message, code="needs_credential", details=needed.details
                 ) from needed
+        except StoreError as exc:  # a full disk: the run is named, with the way on
+            raise _named(exc, run_id) from exc
         finally:
             self._release(run_id)
 

@@ -143,8 +143,10 @@ class SQLiteRunStore:
                 yield
             except BaseException:
                 self._depth -= 1
-                if outer:
+                if outer and self._conn.in_transaction:  # SQLite rolls back a full disk's
                     self._exec("ROLLBACK")
+                elif outer:
+                    self._pending[:0], self._joined = self._joined, []
                 raise
             self._depth -= 1
             if outer:
@@ -156,7 +158,7 @@ class SQLiteRunStore:
                 return self._with_pending(sql, params)
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
-            raise StoreError(f"run store error: {exc}") from exc
+            raise store_file.translate_write(exc) from exc
 
     def _with_pending(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         """Run ``sql`` with the waiting call records written first, in the same transaction
@@ -173,7 +175,8 @@ class SQLiteRunStore:
             try:
                 self._join_pending()
             except BaseException:
-                self._conn.execute("ROLLBACK")  # the transaction the caller asked for never began
+                if self._conn.in_transaction:  # the transaction the caller asked for never began
+                    self._conn.execute("ROLLBACK")
                 self._joined = []
                 raise
             return cursor
@@ -185,7 +188,8 @@ class SQLiteRunStore:
             self._join_pending()
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
         finally:
             self._joined = []

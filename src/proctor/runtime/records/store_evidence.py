@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,13 @@ from proctor.runtime.records.store_file import MARK_SUFFIX
 if TYPE_CHECKING:
     from proctor.runtime.records.audit import AuditLog
 
-__all__ = ["StoreEvidence", "evidence_of_store", "refuse_forgotten_store", "start_over"]
+__all__ = [
+    "StoreEvidence",
+    "evidence_of_store",
+    "refuse_forgotten_in",
+    "refuse_forgotten_store",
+    "start_over",
+]
 
 _STARTED = b'"event":"run_started"'
 
@@ -88,6 +95,26 @@ def refuse_forgotten_store(path: Path, shown: str, *, audit_log: Path, receipts_
         " (it is audited)",
         code="store_missing",
         details={"evidence": list(evidence.found)},
+    )
+
+
+def refuse_forgotten_in(
+    root: Path, state_dir: Path, environ: Mapping[str, str], path: Path, shown: str
+) -> None:
+    """:func:`refuse_forgotten_store` with the workspace's own audit log and receipt store
+    (``PROCTOR_AUDIT_LOG``, ``PROCTOR_RECEIPT_DIR`` when set).
+
+    Raises:
+        StoreError: ``store_missing``.
+    """
+    from proctor.runtime.records.audit import audit_path
+    from proctor.runtime.records.receipts import receipt_dir
+
+    refuse_forgotten_store(
+        path,
+        shown,
+        audit_log=audit_path(root, environ),
+        receipts_dir=receipt_dir(state_dir, environ),
     )
 
 

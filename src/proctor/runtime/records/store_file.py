@@ -49,6 +49,7 @@ from proctor.runtime.testhooks import kill_point
 __all__ = [
     "MARK_SUFFIX",
     "RECHECK_AFTER_S",
+    "WRITE_FAULTS",
     "check_now",
     "check_once",
     "close_marked",
@@ -57,9 +58,11 @@ __all__ = [
     "private_folders",
     "refuse_damaged",
     "refuse_unwritable",
+    "run_stopped_by",
     "run_store_path",
     "translate",
     "translate_os",
+    "translate_write",
     "unusable",
 ]
 
@@ -129,6 +132,37 @@ def translate(exc: sqlite3.Error, shown: str) -> StoreError:
     if name in _UNUSABLE:
         return unusable(shown, f"{_UNUSABLE[name]} ({exc})")
     return StoreError(f"cannot open the run store {shown}: {exc}")
+
+
+def translate_write(exc: sqlite3.Error) -> StoreError:
+    """An SQLite error met while a run is recorded: ``store_full`` for a full disk (or a file
+    size limit), ``store_error`` otherwise. The run's driver names the run and how to go on
+    (``proctor resume RUN_ID -``) when it meets either."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
+        return StoreError(
+            f"the run store cannot be written ({exc}): its disk is full or failing",
+            code="store_full" if name == "SQLITE_FULL" else "store_unwritable",
+        )
+    return StoreError(f"run store error: {exc}")
+
+
+WRITE_FAULTS = frozenset({"store_full", "store_unwritable", "receipt_store_io"})
+"""The codes of a store that stopped taking writes mid-run: the run is named with the way on."""
+
+
+def run_stopped_by(exc: StoreError, run_id: str) -> StoreError:
+    """``exc`` (one of :data:`WRITE_FAULTS`) as the refusal that names the run it stopped and
+    how to continue it once the disk has room; any other error unchanged."""
+    if exc.code not in WRITE_FAULTS:
+        return exc
+    return StoreError(
+        f"run {run_id} stopped: {exc.message}. Nothing recorded so far is lost; free space"
+        f" (or fix the disk), then continue it with `proctor resume {run_id} -` and the"
+        " document {}",
+        code=exc.code,
+        details={**exc.details, "run_id": run_id},
+    )
 
 
 def translate_os(exc: OSError, shown: str) -> StoreError:
