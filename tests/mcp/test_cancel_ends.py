@@ -69,8 +69,9 @@ def _proctor(ws: Ws, *args: str, stdin: str = "") -> subprocess.CompletedProcess
 def test_a_cancelled_command_call_is_killed_settled_and_resumable_without_a_question(
     ws: Ws,
 ) -> None:
-    from mcp import Client
     from mcp.client.stdio import stdio_client
+
+    from mcp import Client
 
     marker = f"proctor-cancel-{uuid.uuid4().hex}"
     (ws.root / "tools").mkdir()
