@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.values import replace
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
-from proctor.errors import ProctorError, RefusedCall
+from proctor.errors import ProctorError, RefusedCall, ToolFailed
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
 from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
@@ -57,6 +57,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
     CHANGING_EFFECTS,
     CommandStopped,
+    OutcomeUnknown,
     Tool,
     ToolContext,
     validate_args,
@@ -413,6 +414,11 @@ class Governor:
                              started=outcome.started_at, ended=self.clock(), stopped=stopped,
                              extra=sandboxed)  # fmt: skip
             raise
+        except OutcomeUnknown as unknown:
+            if spec.reconciles:
+                raise  # the step reconciles the claim at once: its readback, or a person
+            raw_result, status = None, "failed"
+            error = ToolFailed(str(unknown), code="operation_outcome_unknown").to_dict()
         except ProctorError as exc:
             raw_result = None
             status = "refused" if isinstance(exc, RefusedCall) else "failed"

@@ -18,7 +18,7 @@ from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallS
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
-from proctor.runtime.tools.base import OPERATION_PREFIX
+from proctor.runtime.tools.base import OPERATION_PREFIX, OutcomeUnknown
 
 __all__ = ["Confirm", "agent_step", "ask_step", "priced", "tool_step"]
 
@@ -82,6 +82,7 @@ def tool_step(
         reason=step.reason or "",
         idempotency_key=key,
         address=step.id,
+        reconciles=True,
     )
     try:
         call = governor.call(spec)
@@ -89,6 +90,10 @@ def tool_step(
         if held is not None:
             run.spend_ledger().release(held)
         return StepPause([run.open_request(waiting.address, waiting.body)])
+    except OutcomeUnknown as unknown:  # sent, no answer: its readback decides, or a person
+        if held is not None:
+            run.spend_ledger().settle(held, held.quote)
+        return _unknown_outcome(run, step, confirm, unknown)
     done = _settled(step, call, used)
     if held is not None:
         if call.status == "refused" or call.already_done is not None:
@@ -215,6 +220,21 @@ def _digest_now(run: StepRunner, rel: str) -> str | None:
         return None
 
 
+def _unknown_outcome(
+    run: StepRunner, step: ToolStep, confirm: Confirm | None, unknown: OutcomeUnknown
+) -> StepDone | StepPause:
+    """Reconcile the claim a write left unsettled when its answer never came, before the
+    step settles: confirmed by readback, or a retry question for a person."""
+    claims = [c for c in run.s.store.step_calls(run.run_id, step.id) if c.state == "claimed"]
+    run.s.audit.emit("call_outcome_unknown", run_id=run.run_id, step_index=None,
+                     step=step.id, tool=step.tool, reason=str(unknown))  # fmt: skip
+    why = "this call was sent and its answer never came (its readback could not confirm it)"
+    got = _reconcile(run, step, claims[-1], confirm, why) if claims else None
+    if isinstance(got, StepDone | StepPause):
+        return got
+    return step_failed(step.id, ProctorError(str(unknown), code="operation_outcome_unknown"))
+
+
 def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
     run.s.store.settle_call(
         run.run_id, claim.call_id, "unknown", {"status": "unknown", "result": None, "note": note}
@@ -225,7 +245,11 @@ def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
 
 
 def _reconcile(
-    run: StepRunner, step: ToolStep, claim: CallRecord, confirm: Confirm | None = None
+    run: StepRunner,
+    step: ToolStep,
+    claim: CallRecord,
+    confirm: Confirm | None = None,
+    why: str = "a driver stopped after this call was sent and before its outcome was recorded",
 ) -> StepDone | StepPause | str | None:
     """Decide what a claim with no settlement means.
 
@@ -286,8 +310,7 @@ def _reconcile(
         "tool": claim.tool,
         "call_id": claim.call_id,
         "args_digest": claim.args_digest,
-        "question": "a driver stopped after this call was sent and before its outcome was"
-        " recorded; it may have taken effect. Send it again?",
+        "question": f"{why}; it may have taken effect. Send it again?",
     }
     request = run.open_request(address, body)
     if request.decision is None:

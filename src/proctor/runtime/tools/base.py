@@ -34,6 +34,12 @@ OPERATION_PREFIX = "operation:"
 """The name prefix of a connector operation's tool (``operation:<connector>/<operation>``)."""
 
 
+class OutcomeUnknown(Exception):
+    """A write was sent and its answer never came (it timed out after the request left): its
+    claim stays unsettled on purpose, so the step reconciles it at once, by the write's
+    declared readback when it has one, or by a person's answer, never by a guess."""
+
+
 class CommandStopped(Exception):
     """The driver stopped a running command: its claim stays unsettled on purpose, so the next
     driver asks a person whether to run it again (a retry request)."""
