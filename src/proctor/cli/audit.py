@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -234,7 +235,7 @@ def accept_break(note: str | None, as_json: bool) -> None:
     )
 
 
-def _store_anchor(state_dir: Path) -> dict[str, object] | None:
+def _store_anchor(state_dir: Path) -> dict[str, Any] | None:
     """The run store's newest anchor (``None`` when there is no store: none is made)."""
     if os.environ.get("PROCTOR_DATABASE_URL"):
         from proctor.runtime.records.postgres import PostgresRunStore
