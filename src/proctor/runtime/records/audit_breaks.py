@@ -26,7 +26,6 @@ import contextlib
 import fcntl
 import json
 import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -273,16 +272,15 @@ def _read_mark(path: Path) -> dict[str, Any] | None:
 
 
 def _write_mark(path: Path, doc: dict[str, Any]) -> None:
-    """Whole or not at all (a temporary file renamed over it); not synced: a lost mark costs
-    one whole check. A folder that refuses it costs the same, every time."""
-    mark = path.with_name(path.name + MARK_SUFFIX)
-    tmp = mark.with_name(f".{mark.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    """Rewritten in place, not synced: a mark torn by a crash or read mid-write does not parse
+    and costs one whole check, no more (a rename per run start costs more than the check it
+    saves on some file systems). A folder that refuses it costs the same, every time."""
+    body = json.dumps(doc).encode()
     with contextlib.suppress(OSError):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path.with_name(path.name + MARK_SUFFIX), flags, 0o600)
         try:
-            os.write(fd, json.dumps(doc).encode())
+            os.pwrite(fd, body, 0)
+            os.ftruncate(fd, len(body))
         finally:
             os.close(fd)
-        os.replace(tmp, mark)
-    with contextlib.suppress(OSError):
-        os.unlink(tmp)
