@@ -103,7 +103,8 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
         else:
             from proctor.cli.paint import inert
 
-            click.echo(inert(f"audit log broken at line {report.first_bad_line}: {report.reason}"))
+            at = "" if report.first_bad_line is None else f" at line {report.first_bad_line}"
+            click.echo(inert(f"audit log broken{at}: {report.reason}"))
             for broken in report.broken_anchors[1:6]:
                 click.echo(inert(f"  also: {broken['message']}"))
         for note in check.notes[:5]:

@@ -341,15 +341,15 @@ def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
             True,
             f"{report.lines} lines chained, {report.anchors} anchors hold",
         )
-    findings = [
-        {"code": "audit_chain_broken", "message": report.reason, "line": report.first_bad_line}
-    ]
+    code = "store_missing" if report.first_bad_line is None else "audit_chain_broken"
+    findings = [{"code": code, "message": report.reason, "line": report.first_bad_line}]
     findings += [
         {"code": f"audit_anchor_{b['problem']}", "message": b["message"], "line": b["line"]}
         for b in report.broken_anchors
         if b["message"] != report.reason
     ]
-    return Check("audit_log", False, f"the audit log is broken at line {report.first_bad_line}",
+    at = "" if report.first_bad_line is None else f" at line {report.first_bad_line}"
+    return Check("audit_log", False, f"the audit log is broken{at}",
                  findings)  # fmt: skip
 
 
