@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.values import replace
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
-from proctor.errors import ProctorError, RefusedCall, ToolFailed
+from proctor.errors import ProctorError, RefusedCall
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
 from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
@@ -45,7 +45,7 @@ from proctor.runtime.admission.calls import CallStatus as CallStatus
 from proctor.runtime.admission.calls import Clock as Clock
 from proctor.runtime.admission.calls import Deliver as Deliver
 from proctor.runtime.admission.calls import utc_now as _utc_now
-from proctor.runtime.admission.cancelled import settle_cancelled
+from proctor.runtime.admission.cancelled import settle_cancelled, unanswered
 from proctor.runtime.admission.decisions import cannot_wait, decision_for, may_ask, unless_declined
 from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
@@ -409,16 +409,11 @@ class Governor:
             status: CallStatus = "completed"
             error = None
         except CommandStopped as stopped:  # its tree was killed: settled, never left in doubt
-            settle_cancelled(self.store, self.audit, run_id=self.run_id, call_id=outcome.call_id,
-                             tool=tool.name, effect=tool.effect, step_index=spec.step_index,
-                             started=outcome.started_at, ended=self.clock(), stopped=stopped,
-                             extra=sandboxed)  # fmt: skip
+            settle_cancelled(self.store, self.audit, self.run_id, spec, tool, outcome,
+                             stopped, sandboxed, ended=self.clock())  # fmt: skip
             raise
-        except OutcomeUnknown as unknown:
-            if spec.reconciles:
-                raise  # the step reconciles the claim at once: its readback, or a person
-            raw_result, status = None, "failed"
-            error = ToolFailed(str(unknown), code="operation_outcome_unknown").to_dict()
+        except OutcomeUnknown as unknown:  # sent, unanswered: a fixed step reconciles it
+            raw_result, status, error = None, "failed", unanswered(unknown, spec.reconciles)
         except ProctorError as exc:
             raw_result = None
             status = "refused" if isinstance(exc, RefusedCall) else "failed"

@@ -41,8 +41,9 @@ class OutcomeUnknown(Exception):
 
 
 class CommandStopped(Exception):
-    """The driver stopped a running command: its claim stays unsettled on purpose, so the next
-    driver asks a person whether to run it again (a retry request)."""
+    """A running command was stopped from outside (a cancelled call, Ctrl-C, a worker's
+    SIGTERM) and its whole process tree killed and waited for: admission settles its call
+    ``cancelled`` (:mod:`proctor.runtime.admission.cancelled`) and the driver stops the run."""
 
 
 PACKAGE_EXTRA = "package_identity"
