@@ -2,8 +2,8 @@
 
 Owns: :mod:`.runs` (the run store interface: runs, events, requests, calls, the journal) with
 :mod:`.sqlite` (the SQLite store; :mod:`.sqlite_schema` its schema, :mod:`.sqlite_counts` its
-index by step and per-run counters, :mod:`.store_file` how its file is built and checked, :mod:`.store_evidence` a missing one
-that records show existed refused rather than re-created),
+index by step and per-run counters, :mod:`.store_file` how its file is built and checked,
+:mod:`.store_evidence` a missing one that records show existed refused, never re-created),
 :mod:`.postgres` (the PostgreSQL store many workers share; :mod:`.postgres_pool` its connection
 pools, :mod:`.postgres_schema` its migrations), :mod:`.rows` (the row shapes both stores
 share), :mod:`.backend` (which of the two a workspace

@@ -7,8 +7,8 @@ supervisor program :mod:`.procs_supervisor`; ``worker.run``, a worker step's fun
 :mod:`.pyfunc` with the program it runs in, :mod:`.pyfunc_runner`), :mod:`.registry`, which builds
 them once, :mod:`.process`, how a process tool runs its program (in the sandbox admission
 chose; ended whole), and :mod:`.workspace_lock`, the command lock a workspace may ask for
-(``[workspace] exclusive_commands``). A handler never checks its own authority: admission has run scope, schema,
-containment and policy before it is called.
+(``[workspace] exclusive_commands``). A handler never checks its own authority: admission has
+run scope, schema, containment and policy before it is called.
 
 Surface: ``base`` (``Tool``, ``ToolContext``, ``Effect``, ``Access``), ``registry.native_tools``,
 the few helpers admission's preview reads (``fs``, ``fsutil``, ``command``), ``store`` (its
