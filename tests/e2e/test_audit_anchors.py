@@ -157,8 +157,9 @@ def test_an_auditors_copy_of_the_receipts_names_a_cut_the_workspace_hid(
     shutil.rmtree(ws.root / ".proctor" / "receipts")
     for name in ("runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm"):
         (ws.root / ".proctor" / name).unlink(missing_ok=True)
-    r, _ = _verify(ws)
-    assert r.code == 0  # nothing local is left to say otherwise
+    r, report = _verify(ws)
+    # the log's own run_started lines still say a run store existed (store_missing)
+    assert r.code == 1 and report["reason"].startswith("store_missing:")
     r, report = _verify(ws, "--receipts-dir", str(copy))
     assert r.code == 1 and "but the log has 4" in report["reason"]
     # the same check works on a copy of the log outside any workspace

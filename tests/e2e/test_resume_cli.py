@@ -160,7 +160,9 @@ def test_sigterm_finishes_the_effect_records_it_and_exits_143(ws: Path) -> None:
     assert (ws / "counter.txt").read_text() == "1"  # not run again
 
 
-def test_sigint_stops_the_command_within_2s_and_asks_before_running_it_again(ws: Path) -> None:
+def test_sigint_kills_the_command_within_2s_and_settles_it_cancelled(ws: Path) -> None:
+    """Ctrl-C ends the call rather than leaving it in doubt: the command's tree is killed,
+    its call settled ``cancelled``, the run ``stopped``, and nothing waits on a person."""
     proc = _start(ws, 60)
     _wait_for(ws / "started")
     sent = time.monotonic()
@@ -170,14 +172,13 @@ def test_sigint_stops_the_command_within_2s_and_asks_before_running_it_again(ws:
     assert time.monotonic() - sent < 5  # 2 s of cleanup at most, plus process start-up
     assert not (ws / "counter.txt").exists()
     run_id = _run_id(ws)
-    paused = _proctor(ws, "resume", run_id, "-", "--json", stdin="{}")
-    assert paused.returncode == 10
-    env = json.loads(paused.stdout)
-    assert env["requests"][0]["address"] == "work/retry"
-    doc = env["answers_template"]
-    doc["approvals"]["work/retry"]["value"] = {"retry": False}
-    done = _proctor(ws, "resume", run_id, "-", "--json", stdin=json.dumps(doc))
-    assert json.loads(done.stdout)["refusal"]["code"] == "retry_declined"
+    hist = json.loads(_proctor(ws, "history", run_id, "--json").stdout)
+    assert hist["status"] == "stopped"
+    work = [c for c in hist["calls"] if c["step"] == "work"]
+    assert [(c["state"], c["outcome"]) for c in work] == [("settled", "cancelled")]
+    assert [r for r in hist["requests"] if r["state"] == "open"] == []
+    pending = json.loads(_proctor(ws, "pending", "--json").stdout)
+    assert pending.get("requests", []) == []
 
 
 def test_a_second_signal_exits_at_once(ws: Path) -> None:

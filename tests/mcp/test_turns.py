@@ -260,8 +260,8 @@ def test_a_cancelled_call_stops_its_run_gracefully(ws: Ws) -> None:
     events = ws.audit()
     (started,) = [e for e in events if e["event"] == "run_started"]
     run_events = [e for e in events if e.get("run_id") == started["run_id"]]
-    tools = [e["tool"] for e in run_events if e["event"] == "tool_call"]
-    # The command in flight ran to its end and was recorded; no later step started.
-    assert tools == ["command.execute"]
+    tools = [(e["tool"], e["outcome"]) for e in run_events if e["event"] == "tool_call"]
+    # The command in flight was killed and its call settled cancelled; no later step started.
+    assert tools == [("command.execute", "cancelled")]
     assert any(e["event"] == "run_stopped" for e in run_events)
     assert not any(e["event"] == "run_sealed" for e in run_events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -93,10 +94,17 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
             click.echo(
                 f"audit log ok: {report.lines} lines, chain intact, {report.anchors} anchors hold"
             )
+            for kept in report.recorded_breaks:
+                click.echo(
+                    f"  recorded break at line {kept['line']}: lines"
+                    f" {kept['last_good_line'] + 1} to {kept['line'] - 1} set aside,"
+                    f" {kept['excused_anchors']} anchors excused"
+                )
         else:
             from proctor.cli.paint import inert
 
-            click.echo(inert(f"audit log broken at line {report.first_bad_line}: {report.reason}"))
+            at = "" if report.first_bad_line is None else f" at line {report.first_bad_line}"
+            click.echo(inert(f"audit log broken{at}: {report.reason}"))
             for broken in report.broken_anchors[1:6]:
                 click.echo(inert(f"  also: {broken['message']}"))
         for note in check.notes[:5]:
@@ -176,3 +184,77 @@ def _last_lines(log: Path, count: int) -> list[bytes]:
             handle.seek(at)
             data = handle.read(step) + data
     return data.splitlines()[-count:] if at == 0 else data.splitlines()[1:][-count:]
+
+
+@audit.command("accept-break")
+@click.option("--note", default=None, help="Why the break is accepted (kept in the record).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record written as JSON.")
+def accept_break(note: str | None, as_json: bool) -> None:
+    """Record the audit log's break so runs may start again (audited).
+
+    Runs refuse to start on a broken log (audit_broken). Restore the log from a backup if you
+    can; otherwise this writes one audit_break_accepted line that starts a new chain segment
+    from the last good line, freezes the lines it sets aside, and excuses the anchors broken
+    now. `proctor audit verify` then passes across it, names it, and still catches any other
+    damage.
+
+    Example: proctor audit accept-break --note "disk restored from a snapshot"
+    """
+    from proctor.cli.render import dump_json
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.anchors import receipt_anchors
+    from proctor.runtime.records.audit import AuditLog, audit_path
+    from proctor.runtime.records.audit_breaks import accept_break as record_break
+    from proctor.runtime.records.audit_breaks import refuse_broken_log
+    from proctor.runtime.records.receipts import receipt_dir
+
+    workspace = Workspace.discover(Path.cwd())
+    log = AuditLog(audit_path(workspace.root, os.environ))
+    anchors, _notes = receipt_anchors(receipt_dir(workspace.state_dir, os.environ))
+    newest = _store_anchor(workspace.state_dir)
+    if newest is not None:
+        from proctor.runtime.records.chain import Anchor
+
+        anchors.append(
+            Anchor(int(newest["lines"]), newest.get("last_digest"), "the run store's newest anchor")
+        )
+    try:
+        record = record_break(log, anchors, note=note)
+        refuse_broken_log(log.path, newest, log.path.name)  # and mark the log verified
+    finally:
+        log.close()
+    if as_json:
+        dump_json({"recorded": record}, schema="proctor.audit_break.v1")
+        return
+    if record is None:
+        click.echo("the audit log verifies: there is no break to record")
+        return
+    click.echo(
+        f"recorded the break: lines after {record['last_good_line']} are set aside"
+        f" ({record['set_aside_lines']} lines), {len(record['excused_anchors'])} broken"
+        " anchors excused; runs may start again"
+    )
+
+
+def _store_anchor(state_dir: Path) -> dict[str, Any] | None:
+    """The run store's newest anchor (``None`` when there is no store: none is made)."""
+    if os.environ.get("PROCTOR_DATABASE_URL"):
+        from proctor.runtime.records.postgres import PostgresRunStore
+
+        pg = PostgresRunStore(os.environ["PROCTOR_DATABASE_URL"])
+        try:
+            return pg.audit_anchor()
+        finally:
+            pg.close()
+    from proctor.runtime.records.store_file import run_store_path
+
+    path = run_store_path(state_dir, os.environ)
+    if not path.is_file():
+        return None
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+
+    store = SQLiteRunStore(path)
+    try:
+        return store.audit_anchor()
+    finally:
+        store.close()

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "connector": ("proctor.cli.connector", "connector", "List and inspect connectors."),
     "check": ("proctor.cli.check", "check", "Self-verify this workspace and the install."),
     "audit": ("proctor.cli.audit", "audit", "Inspect and verify the audit log."),
+    "store": ("proctor.cli.store", "store", "Start the run store over, on purpose."),
     "key": ("proctor.cli.key", "key", "Show, export or rotate the local signing key."),
     "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
     "config": ("proctor.cli.config", "config", "Show and change the home's settings."),

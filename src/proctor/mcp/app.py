@@ -161,6 +161,7 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
     )
     try:
         if http is None:
+            _end_calls_on_signals(proctor)
             anyio.run(_serve_stdio, proctor)
         else:
             from proctor.mcp.http import serve_http
@@ -170,6 +171,28 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
         pass
     finally:
         proctor.close()
+
+
+def _end_calls_on_signals(proctor: ProctorServer) -> None:
+    """SIGTERM (a client's transport sends it when the server outlives its closed input) and
+    SIGINT end the calls in flight rather than the process mid-step: every command a call is
+    running has its process tree killed (its call then settles ``cancelled`` and its run is
+    recorded ``stopped``), and the server stops serving; :func:`serve` then waits for the
+    calls' workers to record that before it exits. A second signal exits at once."""
+    import os
+    import signal
+
+    got: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if got:
+            os._exit(128 + signum)
+        got.append(signum)
+        proctor.stop_all()
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 async def _serve_stdio(proctor: ProctorServer) -> None:

@@ -12,8 +12,10 @@ the built tool list is kept until then. A call runs the package as its files are
 A call runs in a worker thread with a :class:`proctor.runtime.engine.session.Session` of its own
 from a
 small pool (the audit log's lock is per open file, so two threads never share one). When the
-client cancels the call (``notifications/cancelled``), the run is asked to stop as it would be
-on SIGTERM and the handler waits for it to stop before the cancellation completes.
+client cancels the call (``notifications/cancelled``) or goes away (end of input, then
+SIGTERM), the run is asked to stop, the process tree of a command it is running is killed and
+the call settled ``cancelled``, and the handler waits for the run to be recorded ``stopped``
+before the cancellation completes (:mod:`proctor.runtime.admission.cancelled`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from proctor.mcp.shared import (
     run_content,
     tool_result,
 )
+from proctor.runtime.tools.process import enter_stop_scope, stop_scoped
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
@@ -150,7 +153,8 @@ class ProctorServer:
         # starts without --authority takes the managed default (effects: ask).
         signer = self._audit_session.signer
         self._catalog_lock = threading.Lock()
-        self._workers_lock = threading.Lock()
+        self._workers_lock = threading.RLock()  # a signal handler may take it (stop_all)
+        self._stops: set[threading.Event] = set()  # of the calls in flight
         self._executor: ThreadPoolExecutor | None = None
         self._catalog_failed: tuple[str, ...] | None = None
         self._listed: tuple[Catalog, list[types.Tool]] | None = None
@@ -396,8 +400,9 @@ class ProctorServer:
     ) -> T:
         """Run ``fn(stop)`` in a worker thread; on cancellation set ``stop``, wait, re-raise.
 
-        The wait is what makes a cancelled call stop like SIGTERM: no new step starts, an
-        effect in flight finishes and is recorded, and only then is the request released.
+        The wait is what makes a cancelled call end, not hang in doubt: no new step starts,
+        a command in flight has its whole process tree killed and its call settled
+        ``cancelled``, the run is recorded ``stopped``, and only then is the request released.
         With ``report``, ``report(n)`` is awaited every ``every`` seconds while ``fn`` works
         (progress notifications); one that raises is not called again.
 
@@ -413,12 +418,19 @@ class ProctorServer:
         wake = _waker(done)
         outcome: list[tuple[bool, Any]] = []
 
+        with self._workers_lock:
+            self._stops.add(stop)
+
         def work() -> None:
+            # the programs this call starts are its own: a cancel kills them, no other call's
+            enter_stop_scope(stop)
             try:
                 outcome.append((True, fn(stop)))
             except BaseException as exc:  # handed to the awaiting task below
                 outcome.append((False, exc))
             finally:
+                with self._workers_lock:
+                    self._stops.discard(stop)
                 wake()  # the awaiting task waits for this (shielded when cancelled)
 
         self._workers().submit(contextvars.copy_context().run, work)
@@ -437,6 +449,7 @@ class ProctorServer:
                         report = None
         except anyio.get_cancelled_exc_class():
             stop.set()
+            stop_scoped(stop)  # a command in flight is killed, and its call settled cancelled
             with anyio.CancelScope(shield=True):
                 await done.wait()
             raise
@@ -444,6 +457,15 @@ class ProctorServer:
         if not ok:
             raise value
         return value  # type: ignore[no-any-return]
+
+    def stop_all(self) -> None:
+        """End every call in flight (the server is terminating): each run stops before its
+        next step, and each command a call is running has its process tree killed."""
+        with self._workers_lock:
+            stops = list(self._stops)
+        for stop in stops:
+            stop.set()
+            stop_scoped(stop)
 
     def _workers(self) -> ThreadPoolExecutor:
         """The threads calls run on, started on first use (at most :data:`_WORKERS`; every

@@ -341,26 +341,29 @@ def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
             True,
             f"{report.lines} lines chained, {report.anchors} anchors hold",
         )
-    findings = [
-        {"code": "audit_chain_broken", "message": report.reason, "line": report.first_bad_line}
-    ]
+    code = "store_missing" if report.first_bad_line is None else "audit_chain_broken"
+    findings = [{"code": code, "message": report.reason, "line": report.first_bad_line}]
     findings += [
         {"code": f"audit_anchor_{b['problem']}", "message": b["message"], "line": b["line"]}
         for b in report.broken_anchors
         if b["message"] != report.reason
     ]
-    return Check("audit_log", False, f"the audit log is broken at line {report.first_bad_line}",
+    at = "" if report.first_bad_line is None else f" at line {report.first_bad_line}"
+    return Check("audit_log", False, f"the audit log is broken{at}",
                  findings)  # fmt: skip
 
 
 def _store_check(session: Session, environ: Mapping[str, str]) -> Check:
     """The SQLite run store scanned whole (a PostgreSQL store is its server's to check)."""
+    from proctor.runtime.records.store_evidence import refuse_forgotten_in
     from proctor.runtime.records.store_file import check_now
 
     if environ.get("PROCTOR_DATABASE_URL"):
         return Check("run_store", True, "the run store is on PostgreSQL: its server checks it")
     path, shown = session.store_file()
     try:
+        refuse_forgotten_in(session.workspace.root, session.workspace.state_dir, environ,
+                            path, shown)  # fmt: skip
         found = check_now(path, shown)
     except ProctorError as exc:
         return Check("run_store", False, exc.message, [{"code": exc.code, "message": exc.message}])

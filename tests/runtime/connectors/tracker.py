@@ -24,6 +24,11 @@ class Tracker:
     authorizations: list[str] = field(default_factory=list)
     idempotency_keys: list[str] = field(default_factory=list)
     redirect_to: str | None = None
+    # how a write is answered: "yes"; "drop" (applied, then the connection is closed with no
+    # answer); "lose" (closed with no answer, not applied); "hold" (applied, the answer
+    # waits for ``release``)
+    answer_writes: str = "yes"
+    release: threading.Event = field(default_factory=threading.Event)
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -72,6 +77,9 @@ def _handler(tracker: Tracker) -> type[BaseHTTPRequestHandler]:
             parts = self._note()
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
+            if tracker.answer_writes == "lose":
+                self.close_connection = True
+                return
             if len(parts) == 4 and parts[:2] == ["api", "issues"]:
                 with tracker.lock:
                     issue = tracker.issues.setdefault(
@@ -82,6 +90,11 @@ def _handler(tracker: Tracker) -> type[BaseHTTPRequestHandler]:
                         issue["label"] = body.get("label")
                     elif parts[3] == "comments":
                         issue["comments"].append(body.get("body"))
+                if tracker.answer_writes == "drop":
+                    self.close_connection = True
+                    return
+                if tracker.answer_writes == "hold":
+                    tracker.release.wait(30)
                 self._send(201, issue)
                 return
             self._send(404, {"error": "no route"})

@@ -252,9 +252,11 @@ def _run(root: Path, *, obey_modes: bool = False) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
-def _assert_refused_before_any_step(root: Path, out: subprocess.CompletedProcess[str]) -> None:
+def _assert_refused_before_any_step(
+    root: Path, out: subprocess.CompletedProcess[str], code: str = "store_corrupt"
+) -> None:
     assert out.returncode == 1, (out.stdout, out.stderr)
-    assert "error[store_corrupt]" in out.stderr
+    assert f"error[{code}]" in out.stderr
     assert SHOWN in out.stderr
     assert str(root) not in out.stderr and "Traceback" not in out.stderr
     assert not (root / "touched.txt").exists()
@@ -301,8 +303,9 @@ def test_cli_refuses_an_unreadable_store_before_any_step(open_dir: Path) -> None
         if probe.returncode == 0:
             pytest.skip("running as root with capabilities this process cannot drop")
     out = _run(root, obey_modes=True)
-    _assert_refused_before_any_step(root, out)
-    assert "cannot be read" in out.stderr or "cannot be opened" in out.stderr
+    # the store may be whole: never store_corrupt, whose advice is to move it aside
+    _assert_refused_before_any_step(root, out, "store_unreadable")
+    assert "cannot be read" in out.stderr and "Permission denied" in out.stderr
     store.chmod(0o600)
     conn = sqlite3.connect(store)
     assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 3

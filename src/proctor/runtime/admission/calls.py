@@ -52,6 +52,9 @@ class CallSpec:
         problem: why the caller could not read the call's arguments (a model's arguments
             that are not a JSON object: ``arguments_unparsable``, ``duplicate_key``,
             ``too_deep``); the call is refused with that code and recorded, ``args`` empty.
+        reconciles: the caller (a fixed step) reconciles a write whose answer never came:
+            :class:`~proctor.runtime.tools.base.OutcomeUnknown` reaches it with the claim
+            unsettled. Otherwise such a call settles ``failed`` (``operation_outcome_unknown``).
     """
 
     tool: str
@@ -66,6 +69,7 @@ class CallSpec:
     cancel: threading.Event | None = field(default=None, compare=False)
     can_wait: bool = True
     problem: str | None = None
+    reconciles: bool = False
 
 
 class AwaitApproval(Exception):

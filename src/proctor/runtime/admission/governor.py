@@ -45,6 +45,7 @@ from proctor.runtime.admission.calls import CallStatus as CallStatus
 from proctor.runtime.admission.calls import Clock as Clock
 from proctor.runtime.admission.calls import Deliver as Deliver
 from proctor.runtime.admission.calls import utc_now as _utc_now
+from proctor.runtime.admission.cancelled import settle_cancelled, unanswered
 from proctor.runtime.admission.decisions import cannot_wait, decision_for, may_ask, unless_declined
 from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
@@ -55,6 +56,8 @@ from proctor.runtime.records.runs import CallRecord, RequestRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
     CHANGING_EFFECTS,
+    CommandStopped,
+    OutcomeUnknown,
     Tool,
     ToolContext,
     validate_args,
@@ -418,6 +421,12 @@ class Governor:
             error = None
         except LeaseLost:
             raise  # this driver stops: nothing more of it is recorded
+        except CommandStopped as stopped:  # its tree was killed: settled, never left in doubt
+            settle_cancelled(self.store, self.audit, self.run_id, spec, tool, outcome,
+                             stopped, sandboxed, ended=self.clock())  # fmt: skip
+            raise
+        except OutcomeUnknown as unknown:  # sent, unanswered: a fixed step reconciles it
+            raw_result, status, error = None, "failed", unanswered(unknown, spec.reconciles)
         except ProctorError as exc:
             raw_result = None
             status = "refused" if isinstance(exc, RefusedCall) else "failed"

@@ -71,6 +71,7 @@ nested sensitive files) and the folders both skip."""
 _ROOT_NAMES = ("policies", "directives", "proctor.toml", ".proctor")
 _GIT_CODE = ("config", "hooks")  # what git runs: hooks, and the commands its config names
 _DB_COMPANIONS = ("", "-wal", "-shm", "-journal", "-checked")
+_LOG_COMPANIONS = ("", ".torn", "-verified")  # the log, its torn lines, its verified mark
 # the last name of every TOOL_CONFIG entry, to skip the full match for most names on the walk
 _TOOL_LAST = frozenset(e.rstrip("/").rsplit("/", 1)[-1] for e in TOOL_CONFIG)
 _CONTAINMENT_KEYS = frozenset({"authority", "allow_write"})
@@ -301,10 +302,13 @@ def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None)
             for suffix in suffixes:
                 found.add(_real(base.with_name(base.name + suffix)))
 
-    for var in ("PROCTOR_RECEIPT_DIR", "PROCTOR_AUDIT_LOG", "PROCTOR_SIGNING_KEY"):
+    for var in ("PROCTOR_RECEIPT_DIR", "PROCTOR_SIGNING_KEY"):
         value = environ.get(var)
         if value:
             add(value)
+    log = environ.get("PROCTOR_AUDIT_LOG")
+    if log:
+        add(log, _LOG_COMPANIONS)
     database = environ.get("PROCTOR_DATABASE_PATH")
     if database:
         add(database, _DB_COMPANIONS)

@@ -59,7 +59,7 @@ from proctor.core.paths import (
     authority_reason,
     sensitive_reason,
 )
-from proctor.errors import ConfigError, RefusedCall
+from proctor.errors import ConfigError, RefusedCall, UsageError
 from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, openat2_available, walk
 from proctor.runtime.boundary.opened import HEAD_BYTES, check_content, judge_open
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
@@ -182,18 +182,29 @@ class Workspace:
 
         Raises:
             UsageError: ``workspace_refused`` when that folder is the user's home folder or
-                ``/``: a run there would reach every file the user has.
+                ``/``: a run there would reach every file the user has;
+                ``workspace_unreachable`` when a folder on the way cannot be searched.
         """
         begin = Path(os.path.realpath(start))
         home_state = home_state_dir()
         found = begin
-        for folder in (begin, *begin.parents):
-            state = folder / ".proctor"
-            if (state.is_dir() and Path(os.path.realpath(state)) != home_state) or (
-                (folder / "skills").is_dir() or (folder / ".git").exists()
-            ):
-                found = folder
-                break
+        try:
+            for folder in (begin, *begin.parents):
+                state = folder / ".proctor"
+                if (state.is_dir() and Path(os.path.realpath(state)) != home_state) or (
+                    (folder / "skills").is_dir() or (folder / ".git").exists()
+                ):
+                    found = folder
+                    break
+        except PermissionError as exc:
+            # a folder at or above ``start`` lacks search (x) permission for this user
+            raise UsageError(
+                f"cannot look for the workspace from the folder {begin.name!r}: a folder at"
+                f" or above it cannot be searched by this user ({exc.strerror}). Run proctor"
+                " from a folder you can reach, or give search (x) permission on every folder"
+                " above it",
+                code="workspace_unreachable",
+            ) from exc
         refuse_broad_root(found)
         return cls(found)
 

@@ -33,7 +33,13 @@ from proctor.parser.connector import connector_origin
 from proctor.parser.refs import Ref, parse_ref_string, resolve
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.egress import EgressAllow, EgressLimits, Resolver, SystemResolver
-from proctor.runtime.tools.base import OPERATION_PREFIX, PACKAGE_EXTRA, Tool, ToolContext
+from proctor.runtime.tools.base import (
+    OPERATION_PREFIX,
+    PACKAGE_EXTRA,
+    OutcomeUnknown,
+    Tool,
+    ToolContext,
+)
 from proctor.runtime.tools.http import NETWORK_EXTRA, NetworkContext, send
 
 if TYPE_CHECKING:
@@ -395,7 +401,15 @@ def _call(tool: OperationTool, ctx: ToolContext, args: dict[str, Any]) -> dict[s
         built = client.build_request(
             request.method, url, params=query or None, headers=headers, json=body
         )
-        response, data, truncated, _ = send(client, built, limits=limits, deadline=deadline)
+        try:
+            response, data, truncated, _ = send(client, built, limits=limits, deadline=deadline)
+        except ToolFailed as exc:
+            if tool.is_write and _maybe_sent(exc):
+                raise OutcomeUnknown(
+                    f"{tool.connector}/{tool.operation} was sent and its answer never came"
+                    f" ({exc.message}): the provider may have applied it"
+                ) from exc
+            raise
     text = data.decode("utf-8", errors="replace")
     if net.taint is not None:
         text = net.taint.scrub(text)
@@ -410,6 +424,17 @@ def _call(tool: OperationTool, ctx: ToolContext, args: dict[str, Any]) -> dict[s
     except ValueError:
         parsed = {"text": text}
     return {"status": response.status_code, "result": _mapped(tool.spec, parsed)}
+
+
+def _maybe_sent(exc: ToolFailed) -> bool:
+    """Whether a failed send may have reached the provider: a timeout or a broken connection
+    after the connection was made (a connect that failed sent nothing)."""
+    import httpx
+
+    if exc.code not in ("http_timeout", "http_transport_error"):
+        return False
+    unsent = (httpx.ConnectTimeout, httpx.ConnectError, httpx.PoolTimeout)
+    return not isinstance(exc.__cause__, unsent)
 
 
 def _mapped(op: Operation, parsed: Any) -> Any:

@@ -295,10 +295,15 @@ def _drive_all(run: StepRunner, calls: list[ChildCall], lanes: int) -> list[RunE
     """Every child driven, ``lanes`` at a time; the first error (a stop) raised after all end."""
     if lanes <= 1 or len(calls) <= 1:
         return [_drive_one(run, call) for call in calls]
+    import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="proctor-child") as pool:
-        futures = [pool.submit(_drive_one, run, call) for call in calls]
+        # each child in a copy of the root's context: a cancelled MCP call's stop scope
+        # (tools.process) reaches the commands its children start
+        futures = [
+            pool.submit(contextvars.copy_context().run, _drive_one, run, call) for call in calls
+        ]
         results: list[RunEnvelope] = []
         error: BaseException | None = None
         for future in futures:

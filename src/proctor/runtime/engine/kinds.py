@@ -18,7 +18,7 @@ from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallS
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
-from proctor.runtime.tools.base import OPERATION_PREFIX
+from proctor.runtime.tools.base import OPERATION_PREFIX, OutcomeUnknown
 
 __all__ = ["Confirm", "agent_step", "ask_step", "priced", "tool_step"]
 
@@ -82,6 +82,7 @@ def tool_step(
         reason=step.reason or "",
         idempotency_key=key,
         address=step.id,
+        reconciles=True,
     )
     try:
         call = governor.call(spec)
@@ -89,6 +90,10 @@ def tool_step(
         if held is not None:
             run.spend_ledger().release(held)
         return StepPause([run.open_request(waiting.address, waiting.body)])
+    except OutcomeUnknown as unknown:  # sent, no answer: its readback decides, or a person
+        if held is not None:
+            run.spend_ledger().settle(held, held.quote)
+        return _unknown_outcome(run, step, confirm, unknown)
     done = _settled(step, call, used)
     if held is not None:
         if call.status == "refused" or call.already_done is not None:
@@ -215,6 +220,24 @@ def _digest_now(run: StepRunner, rel: str) -> str | None:
         return None
 
 
+def _unknown_outcome(
+    run: StepRunner, step: ToolStep, confirm: Confirm | None, unknown: OutcomeUnknown
+) -> StepDone | StepPause:
+    """Reconcile the claim a write left unsettled when its answer never came, before the
+    step settles: confirmed by readback, or a retry question for a person."""
+    claims = [c for c in run.s.store.step_calls(run.run_id, step.id) if c.state == "claimed"]
+    run.s.audit.emit("call_outcome_unknown", run_id=run.run_id, step_index=None,
+                     step=step.id, tool=step.tool, reason=str(unknown))  # fmt: skip
+    why = "this call was sent and its answer never came (its readback could not confirm it)"
+    got = _reconcile(run, step, claims[-1], confirm, why) if claims else None
+    if isinstance(got, StepDone | StepPause):
+        return got
+    return step_failed(step.id, ProctorError(str(unknown), code="operation_outcome_unknown"))
+
+
+_STOPPED = "a driver stopped after this call was sent and before its outcome was recorded"
+
+
 def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
     run.s.store.settle_call(
         run.run_id,
@@ -228,7 +251,7 @@ def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
     )
 
 
-def retry_question(run: StepRunner, claim: CallRecord) -> dict[str, Any]:
+def retry_question(run: StepRunner, claim: CallRecord, why: str | None = None) -> dict[str, Any]:
     """The retry question for ``claim``, asked only once nothing of it can still change: what
     the claiming driver left running on this host is ended first (and waited for); the
     question says whether its lease lapsed or it stopped, and that an effect in flight on
@@ -243,6 +266,8 @@ def retry_question(run: StepRunner, claim: CallRecord) -> dict[str, Any]:
         what = "the lease of the driver that sent this call lapsed before its outcome was recorded"
     else:
         what = "a driver stopped after this call was sent and before its outcome was recorded"
+    if why is not None and why != _STOPPED:
+        what = why  # the call's own story (its answer never came) says more than a stop
     # the same words each time it is asked (its digest binds them): where the call ran, not
     # what this asking found of it
     if ended == "other_host":
@@ -257,7 +282,11 @@ def retry_question(run: StepRunner, claim: CallRecord) -> dict[str, Any]:
 
 
 def _reconcile(
-    run: StepRunner, step: ToolStep, claim: CallRecord, confirm: Confirm | None = None
+    run: StepRunner,
+    step: ToolStep,
+    claim: CallRecord,
+    confirm: Confirm | None = None,
+    why: str = _STOPPED,
 ) -> StepDone | StepPause | str | None:
     """Decide what a claim with no settlement means.
 
@@ -320,7 +349,7 @@ def _reconcile(
         "tool": claim.tool,
         "call_id": claim.call_id,
         "args_digest": claim.args_digest,
-        **retry_question(run, claim),
+        **retry_question(run, claim, why),
     }
     request = run.open_request(address, body)
     if request.decision is None:

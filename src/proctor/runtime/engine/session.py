@@ -38,7 +38,7 @@ from proctor.contracts.values import replace
 from proctor.core.authority import Authority, default_authority
 from proctor.core.ids import uuid4_hex
 from proctor.core.resume import RequestView, admit_resume
-from proctor.errors import ProctorError, ResumeRefused, UsageError
+from proctor.errors import ProctorError, ResumeRefused, StoreError, UsageError
 from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
@@ -63,6 +63,12 @@ __all__ = ["AgentDriver", "RunInterrupted", "Session"]
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _named(exc: StoreError, run_id: str) -> StoreError:
+    from proctor.runtime.records.store_file import run_stopped_by
+
+    return run_stopped_by(exc, run_id)
 
 
 class Session:
@@ -262,7 +268,11 @@ class Session:
             self.audit.emit("lease_taken_over", run_id=run_id, step_index=None, **lapsed)
 
     def _release(self, run_id: str) -> None:
-        self.store.release_lease(run_id, self._holder)
+        try:
+            self.store.release_lease(run_id, self._holder)
+        except StoreError as exc:  # a full disk refuses it too: a gone holder's lease is
+            if exc.code != "store_full":  # taken over at once by a driver on this host
+                raise
 
     def _renew(self, run_id: str) -> None:
         renew_lease(self.store, run_id, self._holder)
@@ -374,6 +384,8 @@ class Session:
                     needed, run_id=record.run_id, skill=record.skill, method=record.method,
                     store=self.store, audit=self.audit, sanitizer=driver.sanitizer,
                 )  # fmt: skip
+        except StoreError as exc:  # a full disk: the run is named, with the way on
+            raise _named(exc, record.run_id) from exc
         finally:
             self._release(record.run_id)
 
@@ -448,6 +460,8 @@ class Session:
                 raise ResumeRefused(
                     needed.message, code="needs_credential", details=needed.details
                 ) from needed
+        except StoreError as exc:  # a full disk: the run is named, with the way on
+            raise _named(exc, run_id) from exc
         finally:
             self._release(run_id)
 

@@ -7,7 +7,10 @@
   refused, and so is a missing one where the receipt store holds receipts signed by a key not
   kept trusted (``signing_key_missing``: ``proctor key rotate`` makes a new key on purpose);
 - the receipt store: it must be ours (it records a key's id before the key signs there);
-- the run store: opened and checked (``store_corrupt``).
+- the run store: opened and checked (``store_corrupt``, ``store_unreadable``; a missing one
+  that records show existed, ``store_missing``);
+- the audit log: its chain and the run store's newest anchor checked from where the last check
+  stopped (``audit_broken`` until a person records the break: ``proctor audit accept-break``).
 
 Each refusal is a ``ProctorError`` with its code, raised before anything of the run exists.
 
@@ -44,6 +47,7 @@ from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import RunHost
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.limits import max_concurrency_from_env
+from proctor.runtime.records.audit_breaks import refuse_broken_log
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
@@ -65,13 +69,16 @@ def check_parts(host: RunHost) -> None:
             ``signing_key_invalid``, ``signing_key_unreadable``, ``signing_key_uncreatable``,
             ``signing_key_missing``.
         ReceiptInvalid: ``receipt_store_foreign``.
-        StoreError: ``store_corrupt``, ``store_error``, ``receipt_store_io``.
+        StoreError: ``store_corrupt``, ``store_unreadable``, ``store_missing``,
+            ``store_error``, ``receipt_store_io``, ``audit_broken``, ``audit_unreadable``.
     """
     home_dir(host.environ)
     max_concurrency_from_env(host.environ)
     host.receipts.check()
     host.load_key()
-    host.store  # noqa: B018 - opening it is the check (quick_check on a first open)
+    store = host.store  # opening it is the check (quick_check on a first open)
+    log = host.audit.path
+    refuse_broken_log(log, store.audit_anchor(), log.name)
 
 
 def start_run(

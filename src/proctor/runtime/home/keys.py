@@ -174,7 +174,16 @@ def load_signer(
                 code="signing_key_missing",
             ) from None
         if held_key_ids is not None:
-            _refuse_replacing(shown, held_key_ids(), environ)
+            try:
+                _refuse_replacing(shown, held_key_ids(), environ)
+            except ConfigError as refusal:
+                # another process's first use may have made the key (and signed with it)
+                # since the look above: read again before refusing
+                try:
+                    data = _read_key_file(path, shown)
+                except FileNotFoundError:
+                    raise refusal from None
+                return LocalKey(parse_private_key_pem(data), path, shown, False)
         try:
             created = _create_key(path)
         except OSError as exc:

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor.contracts.values import dataclass, field
-from proctor.errors import ProctorError
+from proctor.contracts.values import dataclass, field, replace
+from proctor.errors import ProctorError, StoreError
 from proctor.runtime.records import store_file
 from proctor.runtime.records.chain import Anchor, ChainReport, read_log, verify_bytes
 
@@ -225,7 +225,9 @@ def workspace_log_check(
 
     Raises:
         OSError: the log or ``receipts_dir`` cannot be read.
-        ReceiptInvalid, StoreError: the receipt store or the run store cannot be read.
+        ReceiptInvalid, StoreError: the receipt store or the run store cannot be read. A run
+            store that is gone although records show it existed (``store_missing``) fails
+            the check, named in its reason and notes.
     """
     from proctor.runtime.records.receipts import receipt_dir
 
@@ -234,10 +236,31 @@ def workspace_log_check(
         more, more_notes = folder_anchors(receipts_dir)
         anchors += more
         notes += more_notes
+    missing: StoreError | None = None
     if environ.get("PROCTOR_DATABASE_URL"):
         kept = database_anchor(environ)
     else:
-        kept = store_anchor(store_file.run_store_path(state_dir, environ))
+        from proctor.runtime.records.store_evidence import refuse_forgotten_store
+
+        path = store_file.run_store_path(state_dir, environ)
+        named = environ.get("PROCTOR_DATABASE_PATH")
+        shown = "$PROCTOR_DATABASE_PATH" if named else f"{state_dir.name}/{path.name}"
+        try:  # a store the records show existed is missing: its anchor is gone with it
+            refuse_forgotten_store(
+                path, shown, audit_log=log, receipts_dir=receipt_dir(state_dir, environ)
+            )
+            kept = store_anchor(path)
+        except StoreError as exc:
+            if exc.code != "store_missing":
+                raise
+            kept, missing = None, exc
     if kept is not None:
         anchors.append(kept)
-    return check_log(log, anchors, notes)
+    check = check_log(log, anchors, notes)
+    if missing is not None:  # the log is still checked against every other anchor
+        check.notes.append(f"{missing.code}: {missing.message}")
+        if check.report.ok:
+            check.report = replace(
+                check.report, ok=False, reason=f"{missing.code}: {missing.message}"
+            )
+    return check

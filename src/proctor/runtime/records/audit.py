@@ -47,6 +47,7 @@ from proctor.core.ids import uuid4_text
 from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_fields
 from proctor.runtime.records.chain import (
+    BREAK_EVENT,
     FIXED_FIELDS,
     GENESIS,
     Anchor,
@@ -416,6 +417,41 @@ class AuditLog:
             },
         )
         self._write(fd, record, encoded, fsync=True)
+
+    def append_break(
+        self,
+        make: Callable[[bytes], tuple[int, dict[str, Any]] | None],
+        confirm: Callable[[bytes], str | None],
+    ) -> dict[str, Any] | None:
+        """Record a break of the chain (:data:`.chain.BREAK_EVENT`), under the lock.
+
+        ``make(log)`` gets the log's bytes and returns the last good line and the record's
+        fields, or ``None`` when there is nothing to record; the record is chained to that
+        line (a new segment) and fsynced, but only when ``confirm(log + line)`` answers
+        ``None`` (the log with it verifies). Returns the record written, or ``None``.
+
+        Raises:
+            ValueError: ``confirm``'s answer: the record would not mend the log (nothing
+                is written).
+            OSError: the log cannot be read or written.
+        """
+        with self._locked() as fd:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size, 0) if size else b""
+            made = make(data)
+            if made is None:
+                return None
+            good, fields = made
+            lines = data.split(b"\n")
+            prev = GENESIS if good == 0 else line_digest(lines[good - 1])
+            record, encoded = self._record(BREAK_EVENT, None, None, None, fields)
+            line = (encoded + ',"prev":' + _text(prev) + "}").encode()
+            refused = confirm(data + line + b"\n")
+            if refused is not None:
+                raise ValueError(refused)
+            self._prev, self._known_size = prev, size  # _write chains to ``prev``
+            self._write(fd, record, encoded, fsync=True)
+            return record
 
     def close(self) -> None:
         """Close the descriptor (a later :meth:`emit` reopens it); nothing is buffered."""

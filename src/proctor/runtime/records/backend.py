@@ -17,7 +17,8 @@ def open_run_store(state_dir: Path, environ: Mapping[str, str], shown: str) -> R
 
     Raises:
         StoreError: ``store_unreachable`` for a URL that is not ``postgresql://`` or a server
-            that cannot be used; the SQLite store's refusals otherwise.
+            that cannot be used; ``store_missing`` (a missing SQLite store that the audit
+            log, the receipts or its check mark show existed); the SQLite store's refusals.
     """
     url = environ.get("PROCTOR_DATABASE_URL")
     if url:
@@ -25,5 +26,9 @@ def open_run_store(state_dir: Path, environ: Mapping[str, str], shown: str) -> R
 
         return PostgresRunStore(url)
     from proctor.runtime.records.sqlite import SQLiteRunStore
+    from proctor.runtime.records.store_evidence import refuse_forgotten_in
 
-    return SQLiteRunStore(run_store_path(state_dir, environ), shown=shown)
+    path = run_store_path(state_dir, environ)
+    # a store the workspace's records show existed is never re-created empty
+    refuse_forgotten_in(state_dir.parent, state_dir, environ, path, shown)
+    return SQLiteRunStore(path, shown=shown)

@@ -22,12 +22,16 @@ from typing import Any
 from proctor.contracts import values as dataclasses
 
 __all__ = [
+    "BREAK_EVENT",
     "FIXED_FIELDS",
     "GENESIS",
     "Anchor",
+    "Breaks",
     "ChainReport",
     "line_digest",
     "read_log",
+    "recorded_breaks",
+    "set_aside_digest",
     "verify_bytes",
     "verify_chain",
 ]
@@ -69,7 +73,8 @@ class ChainReport:
 
     ``anchors`` counts the anchors checked; ``broken_anchors`` lists those the log no longer
     matches, each ``{source, lines, problem, line, message}`` (``problem`` is ``cut`` or
-    ``rewritten``).
+    ``rewritten``). ``recorded_breaks`` lists the breaks a person recorded and the log still
+    matches, each ``{line, last_good_line, set_aside_lines, excused_anchors}``.
     """
 
     ok: bool
@@ -78,11 +83,13 @@ class ChainReport:
     reason: str | None = None
     anchors: int = 0
     broken_anchors: tuple[dict[str, Any], ...] = ()
+    recorded_breaks: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready mapping."""
         out = dataclasses.asdict(self)
         out["broken_anchors"] = list(self.broken_anchors)
+        out["recorded_breaks"] = list(self.recorded_breaks)
         return out
 
 
@@ -124,22 +131,50 @@ def verify_chain(path: Path, anchors: Iterable[Anchor] = ()) -> ChainReport:
     return verify_bytes(read_log(path), anchors)
 
 
-def verify_bytes(data: bytes, anchors: Iterable[Anchor] = ()) -> ChainReport:
-    """:func:`verify_chain` over a log's bytes (``b""`` for a missing or emptied log)."""
+def verify_bytes(
+    data: bytes,
+    anchors: Iterable[Anchor] = (),
+    *,
+    prev: str = GENESIS,
+    first_line: int = 1,
+) -> ChainReport:
+    """:func:`verify_chain` over a log's bytes (``b""`` for a missing or emptied log).
+
+    ``prev`` and ``first_line`` verify a tail of the log: ``data`` starts at line
+    ``first_line``, whose ``prev`` must be ``prev`` (line numbers in the report count from
+    it). Breaks a person recorded (:data:`BREAK_EVENT`) are honoured in a whole log only.
+    """
     anchors = tuple(anchors)
     lines = data.split(b"\n") if data else []
     truncated = bool(lines) and lines[-1] != b""
     if lines and not truncated:
         lines.pop()
+    breaks = recorded_breaks(data, lines) if first_line == 1 else None
+    if breaks is not None:
+        anchors = tuple(a for a in anchors if (a.lines, a.last_digest) not in breaks.excused)
     wanted = sorted({a.lines for a in anchors if a.lines > 0})
     at = {n: "" for n in wanted}
     bad_line: int | None = None
     reason: str | None = None
-    prev = GENESIS
-    for number, line in enumerate(lines, start=1):
+    kept: dict[int, str] = {0: GENESIS}
+    start = first_line - 1
+    for number, line in enumerate(lines, start=first_line):
+        if breaks is not None and bad_line is None:
+            if number in breaks.set_aside:  # a recorded break: frozen by its record's digest
+                prev = line_digest(line)
+                if number in breaks.keep:
+                    kept[number] = prev
+                if number in at:
+                    at[number] = prev
+                continue
+            segment = breaks.segments.get(number)
+            if segment is not None:  # a recorded break's line chains to the last good line
+                prev = kept[segment]
+            elif number in breaks.broken_records:
+                bad_line, reason = number, breaks.broken_records[number]
         if bad_line is None:
             bad = _check_line(line, prev)
-            if truncated and number == len(lines):
+            if truncated and number == start + len(lines):
                 bad = (
                     "the last line is incomplete (no newline): a write was cut short or the file"
                     " was truncated; the next proctor command that writes the log moves it aside"
@@ -149,19 +184,22 @@ def verify_bytes(data: bytes, anchors: Iterable[Anchor] = ()) -> ChainReport:
                 if not at:
                     break
         prev = line_digest(line)
+        if breaks is not None and number in breaks.keep:
+            kept[number] = prev
         if number in at:
             at[number] = prev
-    complete = len(lines) - (1 if truncated else 0)
+    complete = start + len(lines) - (1 if truncated else 0)
     checked, broken = _check_anchors(anchors, at, complete)
     if broken and (bad_line is None or broken[0]["line"] < bad_line):
         bad_line, reason = broken[0]["line"], broken[0]["message"]
     return ChainReport(
         ok=bad_line is None,
-        lines=len(lines),
+        lines=start + len(lines),
         first_bad_line=bad_line,
         reason=reason,
         anchors=checked,
         broken_anchors=tuple(broken),
+        recorded_breaks=() if breaks is None else tuple(breaks.shown),
     )
 
 
@@ -223,3 +261,84 @@ def _check_line(line: bytes, prev: str) -> str | None:
     if record["prev"] != prev:
         return "prev does not match the line before (a line was removed, changed or moved)"
     return None
+
+
+BREAK_EVENT = "audit_break_accepted"
+"""The event of a break a person recorded (``proctor audit accept-break``). Its line chains to
+the last good line (its ``prev`` is that line's digest, :data:`GENESIS` for none) instead of
+the line before it, so it starts a new segment of the chain; ``last_good_line`` names that
+line, ``set_aside_digest`` freezes the lines between it and the record (``sha256:`` of their
+bytes joined by newlines: any later change to them breaks the chain again), and
+``excused_anchors`` lists the anchors (``{lines, last_digest}``) that were broken when it was
+recorded. Every other anchor, and every other line, is checked as before."""
+
+_BREAK = b'"event":"' + BREAK_EVENT.encode() + b'"'
+
+
+@dataclasses.dataclass
+class Breaks:
+    """The recorded breaks of one log, by 1-based line number."""
+
+    set_aside: set[int] = dataclasses.field(default_factory=set)
+    segments: dict[int, int] = dataclasses.field(default_factory=dict)
+    keep: set[int] = dataclasses.field(default_factory=set)
+    excused: set[tuple[int, str | None]] = dataclasses.field(default_factory=set)
+    broken_records: dict[int, str] = dataclasses.field(default_factory=dict)
+    shown: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def set_aside_digest(lines: list[bytes]) -> str:
+    """The digest a recorded break keeps of the lines it sets aside."""
+    return "sha256:" + hashlib.sha256(b"\n".join(lines)).hexdigest()
+
+
+def recorded_breaks(data: bytes, lines: list[bytes]) -> Breaks | None:
+    """The breaks recorded in a whole log (``None`` when it has none: the usual case, found
+    with one search of the bytes). A record that no longer fits the log (its set-aside lines
+    changed, or it names a line it cannot) is listed in ``broken_records`` with the reason."""
+    if _BREAK not in data:
+        return None
+    out = Breaks()
+    floor = 0  # each break comes after the previous one's record
+    for index, line in enumerate(lines):
+        if _BREAK not in line:
+            continue
+        number = index + 1
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or record.get("event") != BREAK_EVENT:
+            continue
+        good, frozen = record.get("last_good_line"), record.get("set_aside_digest")
+        excused = record.get("excused_anchors")
+        if type(good) is not int or not floor <= good < number or not isinstance(excused, list):
+            out.broken_records[number] = (
+                f"the break recorded at line {number} does not fit the log (it names a line"
+                " before an earlier recorded break, or none)"
+            )
+            continue
+        if set_aside_digest(lines[good : number - 1]) != frozen:
+            out.broken_records[number] = (
+                f"lines {good + 1} to {number - 1}, which the break recorded at line"
+                f" {number} set aside, were changed after it was recorded"
+            )
+            continue
+        out.set_aside.update(range(good + 1, number))
+        out.segments[number] = good
+        out.keep.add(good)
+        floor = number
+        count = 0
+        for entry in excused:
+            if isinstance(entry, dict) and type(entry.get("lines")) is int:
+                out.excused.add((entry["lines"], entry.get("last_digest")))
+                count += 1
+        out.shown.append(
+            {
+                "line": number,
+                "last_good_line": good,
+                "set_aside_lines": number - 1 - good,
+                "excused_anchors": count,
+            }
+        )
+    return out

@@ -54,7 +54,8 @@ class SQLiteRunStore:
         """Open the store at ``path``; ``shown`` names it in messages (default: file name).
 
         Raises:
-            StoreError: ``store_corrupt`` (nothing is written), ``store_error``.
+            StoreError: ``store_corrupt`` (nothing is written), ``store_unreadable`` (this
+                process may not read or write it or its folder), ``store_error``.
         """
         self.path = path
         self.shown = shown = shown or path.name
@@ -64,11 +65,12 @@ class SQLiteRunStore:
                 store_file.private_folders(path.parent)
                 store_file.create_whole(path, shown, build_schema)
                 store_file.refuse_damaged(path, shown)
+                store_file.refuse_unwritable(path, shown)
             self._conn = sqlite3.connect(
                 str(path), isolation_level=None, check_same_thread=False, timeout=10.0
             )
         except OSError as exc:
-            raise StoreError(f"cannot open the run store {shown}: {exc.strerror}") from exc
+            raise store_file.translate_os(exc, shown) from exc
         except sqlite3.Error as exc:
             raise store_file.translate(exc, shown) from exc
         try:
@@ -150,8 +152,10 @@ class SQLiteRunStore:
                 yield
             except BaseException:
                 self._depth -= 1
-                if outer:
+                if outer and self._conn.in_transaction:  # SQLite rolls back a full disk's
                     self._exec("ROLLBACK")
+                elif outer:
+                    self._pending[:0], self._joined = self._joined, []
                 raise
             self._depth -= 1
             if outer:
@@ -163,7 +167,7 @@ class SQLiteRunStore:
                 return self._with_pending(sql, params)
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
-            raise StoreError(f"run store error: {exc}") from exc
+            raise store_file.translate_write(exc) from exc
 
     def _with_pending(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         """Run ``sql`` with the waiting call records written first, in the same transaction
@@ -180,7 +184,8 @@ class SQLiteRunStore:
             try:
                 self._join_pending()
             except BaseException:
-                self._conn.execute("ROLLBACK")  # the transaction the caller asked for never began
+                if self._conn.in_transaction:  # the transaction the caller asked for never began
+                    self._conn.execute("ROLLBACK")
                 self._joined = []
                 raise
             return cursor
@@ -192,7 +197,8 @@ class SQLiteRunStore:
             self._join_pending()
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
         finally:
             self._joined = []

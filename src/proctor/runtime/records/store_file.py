@@ -4,8 +4,9 @@ A new store is built under a temporary name (schema, WAL mode, ``user_version``)
 into place, so a store file that exists is always a whole store: proctor never initialises a
 file it did not just build, and a zero-length file is damage, not a fresh store. (The
 temporary file of a builder killed midway is removed by the next open.) An existing file is
-refused ``store_corrupt`` when it is empty, not a regular file, unreadable, not an SQLite
-database, or fails ``PRAGMA quick_check``.
+refused ``store_corrupt`` when it is empty, not a regular file, not an SQLite database, or
+fails ``PRAGMA quick_check``; a file (or folder) this process may not read or write is
+refused ``store_unreadable`` with the cause, since the store may be whole.
 
 The check reads the whole file (about 25 ms for a 40 MiB store, 120 ms for 200 MiB, with the
 file in the page cache: ``bench/store_open.py``), so it is not paid on every command. After
@@ -32,6 +33,7 @@ absolute path.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
@@ -47,6 +49,7 @@ from proctor.runtime.testhooks import kill_point
 __all__ = [
     "MARK_SUFFIX",
     "RECHECK_AFTER_S",
+    "WRITE_FAULTS",
     "check_now",
     "check_once",
     "close_marked",
@@ -54,8 +57,13 @@ __all__ = [
     "damaged",
     "private_folders",
     "refuse_damaged",
+    "refuse_unwritable",
+    "run_stopped_by",
     "run_store_path",
     "translate",
+    "translate_os",
+    "translate_write",
+    "unusable",
 ]
 
 
@@ -84,6 +92,10 @@ _CHECKED_LOCK = threading.Lock()
 _DAMAGED = {
     "SQLITE_CORRUPT": "it is damaged",
     "SQLITE_NOTADB": "it is not an SQLite database",
+}
+# What SQLite answers when the file may be whole but this process may not use it: never
+# advice to move a healthy store aside.
+_UNUSABLE = {
     "SQLITE_CANTOPEN": "it cannot be opened",
     "SQLITE_READONLY": "it cannot be written",
     "SQLITE_IOERR": "it cannot be read",
@@ -100,12 +112,92 @@ def damaged(shown: str, why: str) -> StoreError:
     )
 
 
+def unusable(shown: str, why: str) -> StoreError:
+    """The ``store_unreadable`` refusal: the store (or its folder) may be whole, but this
+    process may not read or write it; the cause is named, the store is left as it is."""
+    return StoreError(
+        f"the run store {shown} cannot be used: {why}. Nothing was written to it and it may"
+        " well be whole: give this user read and write access to it and to its folder (or"
+        " make the file system writable), then run again",
+        code="store_unreadable",
+    )
+
+
 def translate(exc: sqlite3.Error, shown: str) -> StoreError:
-    """An SQLite error met while opening: ``store_corrupt`` when the file is the problem."""
-    why = _DAMAGED.get(getattr(exc, "sqlite_errorname", "") or "")
-    if why is not None:
-        return damaged(shown, f"{why} ({exc})")
+    """An SQLite error met while opening: ``store_corrupt`` when the file is damaged,
+    ``store_unreadable`` when it cannot be read or written here."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name in _DAMAGED:
+        return damaged(shown, f"{_DAMAGED[name]} ({exc})")
+    if name in _UNUSABLE:
+        return unusable(shown, f"{_UNUSABLE[name]} ({exc})")
     return StoreError(f"cannot open the run store {shown}: {exc}")
+
+
+def translate_write(exc: sqlite3.Error) -> StoreError:
+    """An SQLite error met while a run is recorded: ``store_full`` for a full disk (or a file
+    size limit), ``store_error`` otherwise. The run's driver names the run and how to go on
+    (``proctor resume RUN_ID -``) when it meets either."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
+        return StoreError(
+            f"the run store cannot be written ({exc}): its disk is full or failing",
+            code="store_full" if name == "SQLITE_FULL" else "store_unwritable",
+        )
+    return StoreError(f"run store error: {exc}")
+
+
+WRITE_FAULTS = frozenset({"store_full", "store_unwritable", "receipt_store_io"})
+"""The codes of a store that stopped taking writes mid-run: the run is named with the way on."""
+
+
+def run_stopped_by(exc: StoreError, run_id: str) -> StoreError:
+    """``exc`` (one of :data:`WRITE_FAULTS`) as the refusal that names the run it stopped and
+    how to continue it once the disk has room; any other error unchanged."""
+    if exc.code not in WRITE_FAULTS:
+        return exc
+    return StoreError(
+        f"run {run_id} stopped: {exc.message}. Nothing recorded so far is lost; free space"
+        f" (or fix the disk), then continue it with `proctor resume {run_id} -` and the"
+        " document {}",
+        code=exc.code,
+        details={**exc.details, "run_id": run_id},
+    )
+
+
+def translate_os(exc: OSError, shown: str) -> StoreError:
+    """An ``OSError`` met while opening: ``store_unreadable`` for a refused access or a
+    read-only file system, ``store_full`` for a full disk, ``store_error`` otherwise."""
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return unusable(shown, f"it or its folder cannot be written ({exc.strerror})")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StoreError(
+            f"the run store {shown} cannot be opened: {exc.strerror}; free some space and"
+            " run again",
+            code="store_full",
+        )
+    return StoreError(f"cannot open the run store {shown}: {exc.strerror}")
+
+
+def refuse_unwritable(path: Path, shown: str) -> None:
+    """Refuse a store this process may read but not write, or whose folder it may not write
+    (SQLite's write-ahead log needs files beside the store), naming the real cause.
+
+    Raises:
+        StoreError: ``store_unreadable``.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise unusable(shown, f"it cannot be written ({exc.strerror})") from exc
+        return  # refuse_damaged and SQLite name anything else
+    os.close(fd)
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        cause = "Read-only file system" if read_only else "Permission denied"
+        raise unusable(shown, f"its folder cannot be written ({cause})")
 
 
 def create_whole(path: Path, shown: str, build: Callable[[sqlite3.Connection], None]) -> bool:
@@ -195,8 +287,8 @@ def refuse_damaged(path: Path, shown: str) -> None:
     """Refuse a store file SQLite would silently take as a new, empty database.
 
     Raises:
-        StoreError: ``store_corrupt``: gone, a folder, not a regular file, zero-length, or
-            unreadable.
+        StoreError: ``store_corrupt``: gone, a folder, not a regular file, zero-length;
+            ``store_unreadable``: this process may not read it.
     """
     try:
         info = os.stat(path)
@@ -212,7 +304,7 @@ def refuse_damaged(path: Path, shown: str) -> None:
         with open(path, "rb") as handle:
             handle.read(16)
     except OSError as exc:
-        raise damaged(shown, f"it cannot be read ({exc.strerror})") from exc
+        raise unusable(shown, f"it cannot be read ({exc.strerror})") from exc
 
 
 def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:

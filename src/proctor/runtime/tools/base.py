@@ -34,9 +34,16 @@ OPERATION_PREFIX = "operation:"
 """The name prefix of a connector operation's tool (``operation:<connector>/<operation>``)."""
 
 
+class OutcomeUnknown(Exception):
+    """A write was sent and its answer never came (it timed out after the request left): its
+    claim stays unsettled on purpose, so the step reconciles it at once, by the write's
+    declared readback when it has one, or by a person's answer, never by a guess."""
+
+
 class CommandStopped(Exception):
-    """The driver stopped a running command: its claim stays unsettled on purpose, so the next
-    driver asks a person whether to run it again (a retry request)."""
+    """A running command was stopped from outside (a cancelled call, Ctrl-C, a worker's
+    SIGTERM) and its whole process tree killed and waited for: admission settles its call
+    ``cancelled`` (:mod:`proctor.runtime.admission.cancelled`) and the driver stops the run."""
 
 
 PACKAGE_EXTRA = "package_identity"

@@ -45,7 +45,7 @@ from proctor.runtime.boundary.sandbox import (
 )
 from proctor.runtime.boundary.sandbox_check import sandbox_for_call
 from proctor.runtime.boundary.sandbox_setting import note_toolchains
-from proctor.runtime.tools import process
+from proctor.runtime.tools import process, workspace_lock
 from proctor.runtime.tools.base import Access, CommandStopped, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA
 
@@ -216,6 +216,12 @@ def _sandbox(ctx: ToolContext) -> SandboxUse:
 
 
 def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    # a workspace that asks for it runs one tree's process tools at a time
+    with workspace_lock.hold(ctx):
+        return _execute_held(ctx, args)
+
+
+def _execute_held(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in args["argv"]]
     cwd = ctx.workspace.resolve(args.get("cwd", "."), "list")
     timeout = float(args.get("timeout_seconds", 60))
@@ -243,7 +249,11 @@ def _execute(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     for sink in (out, err):
         sink.thread.join(timeout=5)
     if ended.stopped:
-        raise CommandStopped(f"the command {os.path.basename(argv[0])!r} was stopped")
+        ran = time.monotonic() - started
+        raise CommandStopped(
+            f"the command {os.path.basename(argv[0])!r} was stopped {ran:.1f} s after it"
+            " started: its whole process tree was killed"
+        )
     ended.check_started(bytes(err.kept[:64]))
     stdout, stdout_digest, stdout_cut = out.result(proc_ctx.taint)
     stderr, stderr_digest, stderr_cut = err.result(proc_ctx.taint)

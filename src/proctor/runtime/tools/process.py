@@ -17,7 +17,8 @@ whatever is left and waits until it is gone:
   driver's watch (:mod:`proctor.runtime.tools.driver_watch`) ends one whose set-up the death
   interrupted.
 
-:func:`stop_running` kills every program running now (the driver is stopping); :func:`finish`
+:func:`stop_running` kills every program running now (the driver is stopping), and
+:func:`stop_scoped` those one cancelled call started (:func:`enter_stop_scope`); :func:`finish`
 then says it was stopped.
 
 :data:`STARTED` is how the call's claim learns where its effect runs: the driver sets it to a
@@ -60,10 +61,12 @@ __all__ = [
     "Ended",
     "Running",
     "check_startable",
+    "enter_stop_scope",
     "finish",
     "start",
     "start_proxy",
     "stop_running",
+    "stop_scoped",
     "wait_for",
 ]
 
@@ -97,6 +100,7 @@ class Running:
     inner: psutil.Process | None = None
     inner_fd: int | None = None
     proxy: EgressProxy | None = None
+    scope: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,9 @@ def start(
     finally:
         if info is not None:
             os.close(info[1])
-    running = Running(proc, os.path.basename(argv[0]), use, sweep, tools, proxy=proxy)
+    running = Running(
+        proc, os.path.basename(argv[0]), use, sweep, tools, proxy=proxy, scope=_SCOPE.get()
+    )
     with _LOCK:
         _RUNNING[proc.pid] = running
     if info is not None:
@@ -208,6 +214,8 @@ def start(
         except BaseException:
             finish(running)  # its claim cannot say where it runs: it does not run on
             raise
+    if running.scope is not None and running.scope.is_set():
+        stop_scoped(running.scope)  # the stop came while it was starting
     return running
 
 
@@ -362,6 +370,32 @@ def finish(running: Running) -> Ended:
     removed = tuple(running.sweep.run()) if running.sweep is not None else ()
     sandboxed = running.use.used == "bubblewrap"
     return Ended(proc.returncode, running.name, sandboxed, removed, stopped)
+
+
+_SCOPE: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "proctor_stop_scope", default=None
+)
+
+
+def enter_stop_scope(stop: threading.Event) -> None:
+    """Tie the programs this context starts from now on to ``stop`` (an MCP call's worker sets
+    its call's event), so :func:`stop_scoped` ends exactly them."""
+    _SCOPE.set(stop)
+
+
+def stop_scoped(stop: threading.Event) -> int:
+    """Kill the process tree of every program running now that was started under ``stop``
+    (:func:`enter_stop_scope`): one cancelled call's, not the rest of the server's. Each then
+    ends as stopped (:attr:`Ended.stopped`).
+
+    Returns how many were stopped.
+    """
+    with _LOCK:
+        running = [item for item in _RUNNING.values() if item.scope is stop]
+        _STOPPED.update(item.proc.pid for item in running)
+    for item in running:
+        _kill_tree(item)
+    return len(running)
 
 
 def stop_running() -> int:

@@ -44,7 +44,7 @@ from proctor.runtime.boundary.netrelay import Relay, check_ports, make_folder
 from proctor.runtime.boundary.sandbox import SandboxUse, bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.sandbox_setting import note_toolchains
-from proctor.runtime.tools import procs_log
+from proctor.runtime.tools import procs_log, workspace_lock
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.command import (
     INHERITED_ENV,
@@ -128,13 +128,6 @@ def max_running(workspace_root: Path) -> int:
     return value
 
 
-def _tree_of(ctx: ToolContext) -> str:
-    """The root run of the call's run tree (a child run's record names it as ``tree``)."""
-    record = ctx.store.get_run(ctx.run_id)
-    tree = (record.data if record is not None else {}).get("tree")
-    return tree if isinstance(tree, str) else ctx.run_id
-
-
 def _check_quota(ctx: ToolContext, processes: Path, tree: str) -> None:
     """Refuse a start past the tree's limit of live processes (held under the quota lock,
     so two starts cannot both take the last place).
@@ -156,13 +149,15 @@ def _check_quota(ctx: ToolContext, processes: Path, tree: str) -> None:
 
 
 def _start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    processes = processes_dir(ctx)
-    tree = _tree_of(ctx)
-    # the quota lock is held from the count until the supervisor holds its own lock (or
-    # failed): a process is counted live from then on
-    with procs_log.quota_lock(processes):
-        _check_quota(ctx, processes, tree)
-        return _start_counted(ctx, args, processes, tree)
+    # a workspace that asks for it runs one tree's process tools at a time
+    with workspace_lock.hold(ctx):
+        processes = processes_dir(ctx)
+        tree = workspace_lock.tree_of(ctx)
+        # the quota lock is held from the count until the supervisor holds its own lock (or
+        # failed): a process is counted live from then on
+        with procs_log.quota_lock(processes):
+            _check_quota(ctx, processes, tree)
+            return _start_counted(ctx, args, processes, tree)
 
 
 def _start_counted(

@@ -54,7 +54,7 @@ from proctor.runtime.boundary.sandbox import bwrap_argv
 from proctor.runtime.boundary.sandbox_paths import run_sandbox
 from proctor.runtime.boundary.sandbox_setting import note_toolchains
 from proctor.runtime.boundary.sandbox_sweep import Sweep
-from proctor.runtime.tools import driver_watch
+from proctor.runtime.tools import driver_watch, workspace_lock
 from proctor.runtime.tools.artifacts import artifact_store
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.command import call_sandbox, session_environ
@@ -231,6 +231,12 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    # a workspace that asks for it runs one tree's process tools at a time
+    with workspace_lock.hold(ctx):
+        return _run_held(ctx, args)
+
+
+def _run_held(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     target = ctx.workspace.resolve(args["module"], "read")
     if not target.rel.endswith(".py"):
         raise RefusedCall(

@@ -1,0 +1,286 @@
+"""A broken audit log stops new runs until a person records the break; then its chain goes on.
+
+Seam: :mod:`.chain` defines the log's format and checks it, :mod:`.audit` appends to it; this
+module is what happens when the check fails, on both sides:
+
+- :func:`refuse_broken_log` runs before a run starts or resumes: a log whose chain, or whose
+  newest anchor in the run store, is broken is refused ``audit_broken`` (a run appending to
+  it would seal receipts committing a head nobody can verify). The check is incremental: a
+  mark beside the log (``audit.jsonl-verified``) records how far it verified (bytes, lines,
+  the last line's digest); the next check verifies the lines after it, after confirming the
+  line ending there still has that digest. The whole log is read again when the mark no longer
+  fits, when a recorded break follows it, or when an anchor falls inside it. What the mark
+  cannot see, ``proctor audit verify`` does: a line inside the verified part altered without
+  re-chaining the lines after it (a re-chained rewrite changes the marked digest).
+- :func:`accept_break` (``proctor audit accept-break``): writes one
+  :data:`~.chain.BREAK_EVENT` line chained to the last good line (a new segment), freezing the
+  lines it sets aside by their digest and excusing the anchors broken now. ``audit verify``
+  then passes across the break, names it, and still catches any other damage.
+
+A torn last line (a write cut short) is not a break: the next writer moves it aside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from proctor.errors import StoreError
+from proctor.runtime.records.chain import (
+    BREAK_EVENT,
+    GENESIS,
+    Anchor,
+    ChainReport,
+    line_digest,
+    set_aside_digest,
+    verify_bytes,
+)
+
+__all__ = ["MARK_SUFFIX", "accept_break", "last_good_line", "refuse_broken_log"]
+
+MARK_SUFFIX = "-verified"
+"""The mark of how far the log was verified sits beside it under its name and this suffix."""
+
+_MARK_MAX = 4096
+
+
+def refuse_broken_log(path: Path, newest: Mapping[str, Any] | None, shown: str) -> None:
+    """Refuse to start a run on the log at ``path`` when its chain or ``newest`` (the run
+    store's newest anchor, ``None`` for none) is broken; mark how far it verified.
+
+    Raises:
+        StoreError: ``audit_broken`` naming the first bad line and the ways out;
+            ``audit_unreadable`` when the log cannot be read.
+    """
+    anchor = None
+    if newest is not None and type(newest.get("lines")) is int and newest["lines"] > 0:
+        anchor = Anchor(
+            newest["lines"],
+            newest.get("last_digest"),
+            f"the run store's newest anchor (after run {newest.get('run_id')} sealed)",
+        )
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        if anchor is not None:
+            report = verify_bytes(b"", [anchor])
+            raise _broken(shown, report, missing=True) from None
+        return
+    except OSError as exc:
+        raise _unreadable(shown, exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        report, lines, last = _verify(fd, path, size, anchor)
+    except OSError as exc:
+        raise _unreadable(shown, exc) from exc
+    finally:
+        os.close(fd)
+    if not report.ok:
+        raise _broken(shown, report, missing=False)
+    ok_anchor = None if anchor is None else [anchor.lines, anchor.last_digest]
+    _write_mark(path, {"bytes": lines[0], "lines": lines[1], "last_digest": last,
+                       "anchor_ok": ok_anchor})  # fmt: skip
+
+
+def _verify(
+    fd: int, path: Path, size: int, anchor: Anchor | None
+) -> tuple[ChainReport, tuple[int, int], str]:
+    """Verify from the mark (or the start): the report, the verified (bytes, lines), and the
+    digest of the last verified line."""
+    end = _last_newline(fd, size)  # a torn last line is the next writer's to move aside
+    mark = _read_mark(path)
+    start, first, prev = 0, 1, GENESIS
+    if mark is not None and 0 < mark["bytes"] <= end:
+        line = _line_ending_at(fd, mark["bytes"])
+        if line is not None and line_digest(line) == mark["last_digest"]:
+            start, first, prev = mark["bytes"], mark["lines"] + 1, mark["last_digest"]
+    anchors = [] if anchor is None else [anchor]
+    if (
+        mark is not None
+        and anchor is not None
+        and mark.get("anchor_ok")
+        == [
+            anchor.lines,
+            anchor.last_digest,
+        ]
+    ):
+        anchors = []  # checked (or excused by a recorded break) when the mark was made
+    tail = os.pread(fd, end - start, start) if end > start else b""
+    if start and (b'"' + BREAK_EVENT.encode() + b'"' in tail or any(
+        a.lines < first for a in anchors
+    )):  # fmt: skip
+        start, first, prev = 0, 1, GENESIS
+        tail = os.pread(fd, end, 0) if end else b""
+    report = verify_bytes(tail, anchors, prev=prev, first_line=first)
+    last = prev
+    if tail:
+        cut = tail.rstrip(b"\n").rfind(b"\n")
+        last = line_digest(tail[cut + 1 :])
+    return report, (end, report.lines), last
+
+
+def _last_newline(fd: int, size: int) -> int:
+    end = size
+    while end > 0:
+        begin = max(0, end - 65536)
+        cut = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if cut >= 0:
+            return begin + cut + 1
+        end = begin
+    return 0
+
+
+def _line_ending_at(fd: int, at: int) -> bytes | None:
+    """The line whose newline is the byte before ``at`` (``None`` when that is no newline)."""
+    if os.pread(fd, 1, at - 1) != b"\n":
+        return None
+    begin = at - 1
+    while begin > 0:
+        low = max(0, begin - 4096)
+        cut = os.pread(fd, begin - low, low).rfind(b"\n")
+        if cut >= 0:
+            return os.pread(fd, begin - (low + cut + 1), low + cut + 1)
+        begin = low
+    return os.pread(fd, at - 1, 0)
+
+
+def _broken(shown: str, report: ChainReport, *, missing: bool) -> StoreError:
+    what = "is missing" if missing else f"is broken at line {report.first_bad_line}"
+    return StoreError(
+        f"the audit log {shown} {what}: {report.reason}. No run starts on a broken log (its"
+        " receipts would commit a history nobody can verify). See `proctor audit verify`;"
+        " restore the log from a backup if you have one, or record the break with `proctor"
+        " audit accept-break` (audited), which starts a new chain segment from the last good"
+        " line",
+        code="audit_broken",
+        details={"line": report.first_bad_line},
+    )
+
+
+def _unreadable(shown: str, exc: OSError) -> StoreError:
+    return StoreError(
+        f"the audit log {shown} cannot be read ({exc.strerror or exc}); give this user"
+        " read and write access to it, then run again",
+        code="audit_unreadable",
+    )
+
+
+def last_good_line(data: bytes, anchors: list[Anchor]) -> tuple[int, ChainReport]:
+    """The last line of ``data`` that the chain and every intact anchor vouch for, and the
+    report of the log as it is: the line before the chain's first bad line (two before, when
+    that line's ``prev`` does not match: either of them may be the changed one), never past
+    an anchor that no longer holds (the lines after the last intact anchor below it may be
+    rewritten). A log that verifies answers its line count."""
+    report = verify_bytes(data, anchors)
+    whole = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
+    lines = whole.split(b"\n")[:-1] if whole else []
+    good = len(lines) if report.first_bad_line is None else report.first_bad_line - 1
+    if report.first_bad_line is not None and str(report.reason).startswith("prev does not"):
+        good -= 1  # either line may be the changed one: the one before is not vouched for
+    good = max(good, 0)
+    digests = {n: line_digest(lines[n - 1]) for n in {a.lines for a in anchors} if
+               0 < n <= len(lines)}  # fmt: skip
+    for broken in report.broken_anchors:
+        if broken["problem"] == "cut":
+            good = min(good, len(lines))
+        else:
+            intact = [
+                a.lines
+                for a in anchors
+                if a.lines < broken["lines"] and digests.get(a.lines) == a.last_digest
+            ]
+            good = min(good, max(intact, default=0))
+    return good, report
+
+
+def accept_break(
+    log: Any, anchors: list[Anchor], *, note: str | None = None
+) -> dict[str, Any] | None:
+    """Record the break of ``log`` (an :class:`~.audit.AuditLog`) checked against
+    ``anchors``: one :data:`~.chain.BREAK_EVENT` line chained to the last good line. Returns
+    the record, or ``None`` when the log verifies (nothing to record).
+
+    Raises:
+        StoreError: ``audit_break_unmendable`` (the record would not make the log verify:
+            restore it from a backup instead); ``audit_unreadable``.
+    """
+
+    def make(data: bytes) -> tuple[int, dict[str, Any]] | None:
+        good, report = last_good_line(data, anchors)
+        if report.ok:
+            return None
+        whole = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
+        lines = whole.split(b"\n")[:-1] if whole else []
+        excused = [
+            {"lines": b["lines"], "last_digest": _anchor_digest(anchors, b)}
+            for b in report.broken_anchors
+        ]
+        return good, {
+            "last_good_line": good,
+            "set_aside_lines": len(lines) - good,
+            "set_aside_digest": set_aside_digest(lines[good:]),
+            "excused_anchors": excused,
+            "broken_at": report.first_bad_line,
+            "break_reason": report.reason,
+            "note": note,
+        }
+
+    def confirm(data: bytes) -> str | None:
+        mended = verify_bytes(data, anchors)
+        return None if mended.ok else str(mended.reason)
+
+    try:
+        record: dict[str, Any] | None = log.append_break(make, confirm)
+    except ValueError as exc:
+        raise StoreError(
+            f"recording the break would not mend the audit log ({exc}); restore the log from"
+            " a backup instead",
+            code="audit_break_unmendable",
+        ) from exc
+    except OSError as exc:
+        raise _unreadable(log.path.name, exc) from exc
+    return record
+
+
+def _anchor_digest(anchors: list[Anchor], broken: Mapping[str, Any]) -> str | None:
+    for anchor in anchors:
+        if anchor.lines == broken["lines"] and anchor.source == broken["source"]:
+            return anchor.last_digest
+    return None
+
+
+def _read_mark(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path.with_name(path.name + MARK_SUFFIX), "rb") as handle:
+            data = handle.read(_MARK_MAX + 1)
+        doc = json.loads(data) if len(data) <= _MARK_MAX else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    if type(doc.get("bytes")) is not int or type(doc.get("lines")) is not int:
+        return None
+    if not isinstance(doc.get("last_digest"), str):
+        return None
+    return doc
+
+
+def _write_mark(path: Path, doc: dict[str, Any]) -> None:
+    """Rewritten in place, not synced: a mark torn by a crash or read mid-write does not parse
+    and costs one whole check, no more (a rename per run start costs more than the check it
+    saves on some file systems). A folder that refuses it costs the same, every time."""
+    body = json.dumps(doc).encode()
+    with contextlib.suppress(OSError):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path.with_name(path.name + MARK_SUFFIX), flags, 0o600)
+        try:
+            os.pwrite(fd, body, 0)
+            os.ftruncate(fd, len(body))
+        finally:
+            os.close(fd)
