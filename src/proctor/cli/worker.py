@@ -116,11 +116,7 @@ def worker(ctx: click.Context, concurrency: int) -> None:
     )
 
     def stop(signum: int, frame: Any) -> None:
-        from proctor.runtime.tools.process import stop_running
-
         daemon.stop.set()
-        # a command in flight is ended, not left in doubt: its call settles cancelled
-        stop_running()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
