@@ -293,6 +293,9 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
     )
     host = HostStandIn(test.host)
     try:
+        # the run store first: seeded run receipts are the test's set-up, and a store opened
+        # after them would take them for the record of a store that went missing
+        session.store  # noqa: B018 - opening it is the point
         _seed_receipts(session, case, test)
         authority = None
         if test.setup.authority is not None:

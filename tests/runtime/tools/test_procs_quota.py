@@ -271,6 +271,13 @@ def test_a_supervisor_caps_its_own_memory_and_not_its_programs(
     assert _address_space(program.pid) == _address_space(os.getpid())  # inherited, not capped
 
 
+def _first_not_bwrap(pid: int) -> int:
+    """``pid`` or its nearest ancestor whose program is not bubblewrap."""
+    while Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"bwrap"):
+        pid = int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[1])
+    return pid
+
+
 def _kill_supervisor_at_bwrap(marker: str, seen: set[str]) -> None:
     """Kill the supervisor the moment a bubblewrap of ``marker`` exists (its parent), reading
     ``/proc`` in a tight loop: a poll with pauses would come after the sandbox is set up."""
@@ -285,8 +292,11 @@ def _kill_supervisor_at_bwrap(marker: str, seen: set[str]) -> None:
             except OSError:
                 continue
             if marker.encode() in cmdline and cmdline[0].endswith(b"bwrap"):
+                # the first bubblewrap seen may be the sandbox's init, a child of the outer one
+                # (a process still between fork and exec reads as neither): kill the first
+                # ancestor that is not bubblewrap, the supervisor
                 with contextlib.suppress(OSError):
-                    os.kill(int(parent), signal.SIGKILL)
+                    os.kill(_first_not_bwrap(int(parent)), signal.SIGKILL)
                 return
             if b"procs_supervisor.py" not in b" ".join(cmdline):
                 seen.add(name)
