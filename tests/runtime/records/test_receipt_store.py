@@ -204,3 +204,17 @@ def test_default_dir(tmp_path: Path) -> None:
         (tmp_path / "ws").resolve() / ".proctor" / "receipts"
     )
     assert default_receipt_dir({"PROCTOR_RECEIPT_DIR": "x"}, tmp_path) == Path("x")
+
+
+def test_a_long_lived_store_keeps_a_bounded_number_of_packs_mapped(tmp_path: Path) -> None:
+    from proctor.runtime.records import receipt_packs
+
+    ids = ["sha256:" + f"{n:064x}" for n in range(receipt_packs._MAPPED_PACKS + 10)]
+    writer = ReceiptStore(tmp_path)
+    for n, rid in enumerate(ids):  # one batch, so one pack, each
+        writer.put(rid, b"receipt %d\n" % n, kind="call", outcome="completed")
+    reader = ReceiptStore(tmp_path)
+    for _ in range(2):  # read all twice: evicted packs are mapped again
+        for n, rid in enumerate(ids):
+            assert reader.get(rid) == b"receipt %d\n" % n
+    assert len(reader._shelf._maps) == receipt_packs._MAPPED_PACKS

@@ -47,6 +47,8 @@ PACK_SCHEMA = "proctor.receipt_pack.v1"
 PACK_HEADER = (json.dumps({"schema": PACK_SCHEMA}, separators=(",", ":")) + "\n").encode()
 PACK_NAME = re.compile(r"[0-9a-f]{32}")
 RECEIPT_HEX = re.compile(r"[0-9a-f]{64}")
+_MAPPED_PACKS = 64
+"""Packs a shelf keeps mapped at once (their places stay known)."""
 _BODY_START = b'{"body":'
 _BODY_END = b',"key_id":"'
 
@@ -179,6 +181,11 @@ class PackShelf:
         data = self._maps.get(pack)
         if data is None:
             data = _mapped(os.path.join(self._packs, f"{pack}.pack")) or b""
+            if len(self._maps) >= _MAPPED_PACKS:
+                # a long-lived store (the console, an MCP server) reads many runs' packs: keep
+                # the newest mapped; an older one is unmapped once no reader holds it (never
+                # closed here, so a reader in another thread is never cut short)
+                del self._maps[next(iter(self._maps))]
             self._maps[pack] = data
         return data
 
