@@ -97,8 +97,17 @@ def _answer_until_sealed(store: Any, queue: Any, count: int, timeout: float) -> 
     raise SystemExit(f"not every run sealed within {timeout:.0f} s")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and its waited-for children, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(base: str, runs: int, workers: int) -> float:
-    """Runs per second, submission to seal, with ``workers`` worker processes."""
+    """Runs per second, submission to seal, with ``workers`` worker processes; also the share
+    of the machine's cores the workers kept busy (runs/s x worker CPU per run / cores: the
+    CPU ceiling's share; the database server's CPU is not counted)."""
     from proctor.runtime.fleet.queue import WorkQueue
     from proctor.runtime.records.postgres import PostgresRunStore
 
@@ -112,17 +121,25 @@ def throughput(base: str, runs: int, workers: int) -> float:
         procs = [start_worker(root, env) for _ in range(workers)]
         try:
             time.sleep(1.5)  # the workers' imports are not the runs' time
+            cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
             started = time.monotonic()
             _submit_runs(queue, runs)
             _answer_until_sealed(store, queue, runs, 600)
             elapsed = time.monotonic() - started
+            cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
         finally:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
     rate = runs / elapsed
+    cores = os.cpu_count() or 1
+    share = rate * (cpu / runs) / cores
     print(f"{f'throughput, {workers} worker(s), {runs} runs':<58} {rate:9.2f} runs/s")
+    print(
+        f"{f'  worker CPU per run, share of {cores} cores kept busy':<58}"
+        f" {cpu / runs * 1000:7.1f} ms {share:7.0%}"
+    )
     return rate
 
 
@@ -253,11 +270,17 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=100_000, help="runs in the listing store")
     parser.add_argument("--rounds", type=int, default=10, help="resumes timed per figure")
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="only the runs/s and CPU-share figures"
+    )
     args = parser.parse_args()
     if not args.url:
         raise SystemExit("set PROCTOR_TEST_DATABASE_URL (or --url) to a PostgreSQL database")
     counts = [int(n) for n in args.workers.split(",") if n]
     rates = {n: throughput(args.url, args.runs, n) for n in counts}
+    if args.throughput_only:
+        print(json.dumps({"runs_per_second": rates}))
+        return
     few = listing_and_resume(args.url, args.history, 100, args.rounds)
     many = listing_and_resume(args.url, args.history, 10_000, args.rounds)
     for label in few:

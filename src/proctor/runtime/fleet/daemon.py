@@ -1,4 +1,4 @@
-"""``proctor worker``'s loop: N driver slots taking submissions, and one heartbeat.
+"""``proctor worker``'s loop: N driver slots taking submissions, one heartbeat, one listener.
 
 Each slot takes the oldest due submission (:meth:`.queue.WorkQueue.take`) and drives it with a
 fresh :class:`proctor.runtime.engine.session.Session` of the workspace: a ``start`` runs the
@@ -44,6 +44,7 @@ from proctor.errors import LeaseLost, ProctorError, SubmissionRefused
 from proctor.runtime.engine.host import RunInterrupted
 from proctor.runtime.engine.lease import lease_ttl
 from proctor.runtime.engine.session import Session
+from proctor.runtime.fleet.doorbell import SAFETY_SECONDS, Doorbell, Listener
 from proctor.runtime.fleet.queue import (
     HEARTBEAT_SECONDS,
     MAX_ATTEMPTS,
@@ -78,7 +79,9 @@ class Worker:
         environ: the settings (``PROCTOR_DATABASE_URL`` must name the shared database).
         concurrency: how many runs this worker drives at once.
         log: where one line per finished submission goes.
-        poll_seconds: how long an idle slot waits before asking the queue again.
+        poll_seconds: how long an idle slot waits before asking the queue again while no
+            listening connection wakes it (:mod:`.doorbell`; with one, an idle slot waits for
+            a notice or the next due submission).
     """
 
     def __init__(
@@ -115,6 +118,8 @@ class Worker:
                 code="worker_needs_database",
             )
         self.queue = WorkQueue(store)
+        self.bell = Doorbell()
+        self.listener = Listener(store.url, self.queue.channel, self.bell, self.stop)
         probe.close()  # the store's pool outlives the session (see records.postgres)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -124,6 +129,8 @@ class Worker:
         self.queue.register(self.id, self.concurrency)
         beat = threading.Thread(target=self._heartbeat, name="proctor-heartbeat", daemon=True)
         beat.start()
+        self.listener.start()
+        threading.Thread(target=self._ring_on_stop, name="proctor-stop-bell", daemon=True).start()
         slots = [
             threading.Thread(target=self._slot, args=(n,), name=f"proctor-slot-{n}")
             for n in range(self.concurrency)
@@ -162,6 +169,23 @@ class Worker:
             ):
                 return
 
+    def _ring_on_stop(self) -> None:
+        self.stop.wait()
+        self.bell.ring()
+
+    def _idle(self, seen: int) -> None:
+        """Wait, after finding no work, until the bell rings (work arrived, or a stop), the next
+        submission is due, or the fallback interval passes."""
+        if not self.bell.live:
+            self.bell.wait(seen, self.poll_seconds)
+            return
+        try:
+            due = self.queue.next_due()
+        except Exception:  # the store is down: the heartbeat says so; look again soon
+            due = self.poll_seconds
+        timeout = SAFETY_SECONDS if due is None else min(SAFETY_SECONDS, due)
+        self.bell.wait(seen, timeout)
+
     def _cut_off(self) -> None:
         """Stop taking work and stop every driver of this worker before its lease lapses: each
         stops before its next step, and the commands in flight are ended (their claims stay
@@ -188,6 +212,7 @@ class Worker:
                 self.stop.wait(self.poll_seconds)
                 continue
             work: Submission | Refused | None = None
+            seen = self.bell.rung
             try:
                 work = self.queue.take(self.id)
                 if isinstance(work, Refused):
@@ -196,8 +221,8 @@ class Worker:
                     self._drive(n, work)
             except Exception as exc:  # one submission's bug never ends the slot
                 self._unexpected(work, exc)
-            if work is None:
-                self.stop.wait(self.poll_seconds)
+            if work is None and not self.stop.is_set():
+                self._idle(seen)
 
     def _settle(self, submission_id: int, state: str, error: ProctorError) -> None:
         """Record a submission's end with the error's code; logged by submission id only

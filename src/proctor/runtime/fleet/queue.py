@@ -7,6 +7,9 @@ run a dead worker held). Each has a ``due_at`` (a timed wait, or a retry's backo
 submission due later). A worker takes the oldest due one with ``FOR UPDATE SKIP LOCKED``, so
 two workers never take the same row and neither waits on the other.
 
+Every change that makes a submission takeable sends a notice on the queue's channel in the same
+transaction (:mod:`.doorbell`), so idle workers take it at once instead of at their next poll.
+
 A worker writes a heartbeat every :data:`HEARTBEAT_SECONDS`; one silent for
 :data:`DEAD_AFTER_SECONDS` is dead. Its taken submissions go back to the queue as a ``resume
 {}`` of their run (or as the same ``start`` when the run was never created); the run's lease,
@@ -82,6 +85,27 @@ class WorkQueue:
 
     def __init__(self, store: PostgresRunStore) -> None:
         self.store = store
+        self._channel: str | None = None
+
+    @property
+    def channel(self) -> str:
+        """The notification channel of this queue (:func:`.doorbell.channel_for` its schema)."""
+        if self._channel is None:
+            from proctor.runtime.fleet.doorbell import channel_for
+
+            self._channel = channel_for(str(self._rows("SELECT current_schema()")[0][0]))
+        return self._channel
+
+    def _notify(self) -> None:
+        """Tell idle workers to look at the queue (sent when the surrounding transaction
+        commits; inside no transaction, at once)."""
+        self._rows("SELECT pg_notify(%s, '')", (self.channel,))
+
+    def next_due(self) -> float | None:
+        """Seconds until the next queued submission is due (0 when one is due now), or
+        ``None`` when nothing is queued."""
+        rows = self._rows(f"SELECT MIN(due_at) - {_NOW} FROM submissions WHERE state = 'queued'")
+        return None if not rows or rows[0][0] is None else max(0.0, float(rows[0][0]))
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.store._rows(sql, params)
@@ -97,11 +121,13 @@ class WorkQueue:
                 :func:`~proctor.contracts.submission.dump_body` (nothing is queued).
         """
         text = dump_body(make_body(kind, body))
-        rows = self._rows(
-            "INSERT INTO submissions (kind, run_id, body, due_at)"
-            f" VALUES (%s, %s, %s, {_NOW} + %s) RETURNING id",
-            (kind, run_id, text, delay),
-        )
+        with self.store.transaction():
+            rows = self._rows(
+                "INSERT INTO submissions (kind, run_id, body, due_at)"
+                f" VALUES (%s, %s, %s, {_NOW} + %s) RETURNING id",
+                (kind, run_id, text, delay),
+            )
+            self._notify()
         return int(rows[0][0])
 
     def take(self, worker_id: str) -> Submission | Refused | None:
@@ -135,18 +161,21 @@ class WorkQueue:
         self, submission_id: int, state: str, note: str = "", *, by: str | None = None
     ) -> None:
         """Mark a taken submission ``done`` or ``failed`` (with a note naming why); with
-        ``by``, only while that worker still holds it taken."""
-        if by is None:
-            self._rows(
-                "UPDATE submissions SET state = %s, note = %s WHERE id = %s",
-                (state, note[:500], submission_id),
-            )
-            return
-        self._rows(
-            "UPDATE submissions SET state = %s, note = %s WHERE id = %s AND state = 'taken'"
-            " AND taken_by = %s",
-            (state, note[:500], submission_id, by),
-        )
+        ``by``, only while that worker still holds it taken. Work queued for the same run can
+        be taken now: idle workers are told."""
+        with self.store.transaction():
+            if by is None:
+                self._rows(
+                    "UPDATE submissions SET state = %s, note = %s WHERE id = %s",
+                    (state, note[:500], submission_id),
+                )
+            else:
+                self._rows(
+                    "UPDATE submissions SET state = %s, note = %s WHERE id = %s"
+                    " AND state = 'taken' AND taken_by = %s",
+                    (state, note[:500], submission_id, by),
+                )
+            self._notify()
 
     def retry_later(self, submission_id: int, delay: float, note: str) -> None:
         """Put a taken submission back, due after ``delay`` (a bounded retry)."""
@@ -158,11 +187,13 @@ class WorkQueue:
 
     def requeue_as_resume(self, submission_id: int, note: str) -> None:
         """Put a taken submission back as ``resume {}`` of its run (a stopped driver's run)."""
-        self._rows(
-            "UPDATE submissions SET state = 'queued', taken_by = NULL, kind = 'resume',"
-            f" body = %s, due_at = {_NOW}, note = %s WHERE id = %s",
-            (_CONTINUE, note[:500], submission_id),
-        )
+        with self.store.transaction():
+            self._rows(
+                "UPDATE submissions SET state = 'queued', taken_by = NULL, kind = 'resume',"
+                f" body = %s, due_at = {_NOW}, note = %s WHERE id = %s",
+                (_CONTINUE, note[:500], submission_id),
+            )
+            self._notify()
 
     def counts(self) -> dict[str, int]:
         """Submissions by state."""
@@ -269,4 +300,6 @@ class WorkQueue:
                 " LIMIT 100 RETURNING id",
                 (_CONTINUE, MAX_ATTEMPTS),
             )
+            if taken or stranded:
+                self._notify()
         return len(taken) + len(stranded)
