@@ -203,6 +203,7 @@ def test_decline_with_digest_seals_declined_and_leaves_the_file(ws: Ws) -> None:
     out = ws.proctor("decline", env["run_id"], "--yes", "--digest", digest, "--json")
     assert out.code == 1, out.stderr
     assert out.json()["outcome"] == "declined"
+    assert out.json()["seal_reason"] == "approval_declined"  # why, as the receipt says it
     assert (ws.root / "page.txt").read_text() == "old line\n"
     assert ws.proctor("pending", "--json").json()["requests"] == []
 

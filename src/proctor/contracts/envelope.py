@@ -48,7 +48,9 @@ class RunEnvelope(Record, frozen=False):
     events the audit log could not take (a full disk): the run store and receipts still hold
     everything, and a note says so. ``spend_micro_usd`` (a sealed run whose tree made priced
     calls, or ran under a spend limit) is what the whole tree spent, in micro-dollars; it is
-    left out otherwise.
+    left out otherwise. ``seal_reason`` (a sealed run whose outcome alone does not say why:
+    ``approval_declined``, ``budget_exceeded``, ``child_failed`` ...) is the receipt's own
+    ``seal_reason``; it is left out when there is none.
     """
 
     schema_: Annotated[Literal["proctor.run.v1"], Rule(alias="schema")] = RUN_SCHEMA
@@ -67,12 +69,14 @@ class RunEnvelope(Record, frozen=False):
     audit_lost: int = 0
     notes: list[str] = field(default_factory=list)
     spend_micro_usd: int | None = None
+    seal_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The envelope as a JSON-ready mapping, with ``schema`` as its first key."""
         doc = self.model_dump()
-        if doc.get("spend_micro_usd") is None:
-            doc.pop("spend_micro_usd", None)
+        for optional in ("spend_micro_usd", "seal_reason"):
+            if doc.get(optional) is None:
+                doc.pop(optional, None)
         return doc
 
 

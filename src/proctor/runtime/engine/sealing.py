@@ -327,6 +327,7 @@ def _seal(
     envelope = RunEnvelope(
         status="sealed",
         outcome=outcome,  # type: ignore[arg-type]
+        seal_reason=seal_reason,
         run_id=record.run_id,
         receipt_id=root.receipt_id,
         skill=record.skill,
