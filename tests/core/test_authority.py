@@ -13,6 +13,7 @@ from proctor.core.authority import (
     StandingApproval,
     default_authority,
     narrow,
+    package_covered,
     parse_authority,
 )
 from proctor.core.floor import Change, certain_changes, decide
@@ -156,3 +157,66 @@ def test_certain_changes_names_each_step() -> None:
         ("go", "command.execute", "process"),
     ]
     assert certain_changes(steps) == ["write (fs.write)", "go (command.execute)"]
+
+
+# -- packages ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("patterns", "identity", "covered"),
+    [
+        (["acme/*"], "registry:acme/summ", True),
+        (["acme/summ"], "registry:acme/summ", True),
+        (["registry:acme/*"], "registry:acme/summ", True),
+        (["acme/*"], "registry:evil/summ", False),
+        (["*/summ"], "registry:evil/summ", True),
+        (["acme/*"], "local:acme/summ", False),  # a folder named like a publisher is local
+        (["core:*"], "core:weather", True),
+        (["core:weather"], "core:weather", True),
+        (["core:*"], "local:skills/weather", False),  # a folder named like a core skill
+        (["local:*"], "local:skills/deep/pkg", True),  # a last * covers the rest
+        (["local:skills/*"], "local:skills/pkg", True),
+        (["local:skills/*"], "local:other/pkg", False),
+        (["local:skills/pkg"], "local:skills/pkg/sub", False),
+        (["local:*/pkg"], "local:skills/pkg", True),
+        (["local:*/pkg"], "local:a/b/pkg", False),  # an inner * is one segment
+        ([], "core:weather", False),
+        (["core:*"], "", False),
+        (["core:*"], "weather", False),
+    ],
+)
+def test_package_patterns_cover_by_identity(
+    patterns: list[str], identity: str, covered: bool
+) -> None:
+    assert package_covered(patterns, identity) is covered
+
+
+def test_packages_are_recorded_only_when_stated_and_kept_by_narrowing() -> None:
+    assert "packages" not in parse_authority({}).to_json()
+    stated = parse_authority({"packages": ["acme/*", "local:*"]})
+    assert stated.to_json()["packages"] == ["acme/*", "local:*"]
+    assert narrow(stated, effects="none").packages == ("acme/*", "local:*")
+    assert parse_authority(stated.to_json(), recorded=True) == stated
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["acme/*", None, [1], ["acme"], ["a/b/c"], ["local:../x"], ["core:"], ["ftp:x"], ["a//b"]],
+)
+def test_malformed_packages_are_refused(bad: object) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_authority({"packages": bad})
+    assert err.value.code == "authority_invalid"
+
+
+@given(st.lists(st.text(max_size=20), max_size=4), st.text(max_size=30))
+def test_package_patterns_never_raise_but_refuse_with_a_code(
+    patterns: list[str], identity: str
+) -> None:
+    try:
+        parsed = parse_authority({"packages": patterns})
+    except UsageError as exc:
+        assert exc.code == "authority_invalid"
+        return
+    assert parsed.packages is not None
+    package_covered(parsed.packages, identity)

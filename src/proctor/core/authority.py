@@ -18,6 +18,11 @@ an MCP client or a managed agent drives take ``effects: ask, reach: workspace`` 
 (:func:`default_authority`), and a host document they are given fills what it leaves unstated
 from that default.
 
+``packages`` (a list of patterns, absent for no limit) names the packages a run's tree may run:
+every run of the tree, the root and each child, must have a package identity one pattern covers
+(:func:`package_covered`), or it is refused before its first step; an empty list covers
+nothing.
+
 A run's recorded authority also carries ``egress``: the workspace's allow-list of destinations
 (``proctor.toml`` ``[egress] allow``), read once when the run is created so that the receipt's
 authority digest covers it. It belongs to the workspace, not the host: a host's document that
@@ -44,6 +49,7 @@ __all__ = [
     "StandingApproval",
     "default_authority",
     "narrow",
+    "package_covered",
     "parse_authority",
     "parse_standing",
 ]
@@ -55,6 +61,9 @@ REACH_ORDER: tuple[str, ...] = ("workspace", "inputs")
 LIMIT_NAMES: tuple[str, ...] = ("max_calls", "max_concurrency", "max_child_depth", "max_fanout")
 _LIMIT_CEILING = 1_000_000
 _OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}/(\*|[a-z][a-z0-9_.-]{0,255})$")
+_SEGMENT = re.compile(r"^(\*|[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,127})$")
+_ORIGINS = ("core", "registry", "local")
+MAX_PACKAGE_PATTERNS = 256
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,68 @@ def _under(path: str, root: str) -> bool:
     return parts[: len(prefix)] == prefix
 
 
+def _pattern_parts(pattern: str) -> tuple[str, list[str]] | None:
+    """``(origin, segments)`` of a package pattern, or ``None`` when it is malformed.
+
+    ``<publisher>/<name>`` (either may be ``*``) is a registry pattern; otherwise the pattern
+    names its origin: ``core:<name>``, ``registry:<publisher>/<name>``, ``local:<path>``.
+    """
+    origin, colon, rest = pattern.partition(":")
+    if not colon:
+        origin, rest = "registry", pattern
+        if rest.count("/") != 1:
+            return None
+    if origin not in _ORIGINS or not rest:
+        return None
+    segments = rest.split("/")
+    if not all(_SEGMENT.match(seg) and seg not in (".", "..") for seg in segments):
+        return None
+    return origin, segments
+
+
+def package_covered(patterns: Sequence[str], identity: str) -> bool:
+    """True when one of ``patterns`` covers the package ``identity``
+    (``core:NAME``, ``registry:PUBLISHER/NAME``, ``local:PATH``).
+
+    A ``*`` segment stands for exactly one segment, except as a pattern's last segment, where
+    it stands for one or more (so ``local:*`` covers every package of the workspace, and
+    ``local:skills/*`` every one under ``skills/``). Segments compare exactly.
+    """
+    origin, colon, rest = identity.partition(":")
+    if not colon or not rest:
+        return False
+    have = rest.split("/")
+    for pattern in patterns:
+        parts = _pattern_parts(pattern)
+        if parts is None or parts[0] != origin:
+            continue
+        want = parts[1]
+        if want[-1] == "*" and len(have) >= len(want):
+            fixed, tail_ok = want[:-1], True
+            compared = have[: len(fixed)]
+        else:
+            fixed, tail_ok = want, len(have) == len(want)
+            compared = have
+        if tail_ok and all(w in ("*", h) for w, h in zip(fixed, compared, strict=True)):
+            return True
+    return False
+
+
+def _parse_packages(value: Any) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_PACKAGE_PATTERNS
+        or not all(isinstance(p, str) and _pattern_parts(p) is not None for p in value)
+    ):
+        raise UsageError(
+            "packages is a list of package patterns: PUBLISHER/NAME, core:NAME,"
+            " registry:PUBLISHER/NAME or local:PATH, each segment a name or * (at most"
+            f" {MAX_PACKAGE_PATTERNS})",
+            code="authority_invalid",
+        )
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class EgressGrant:
     """The destinations a run may reach beyond the public internet, as the run recorded them.
@@ -147,6 +218,8 @@ class Authority:
         standing_approvals: entries that admit covered changes without pausing.
         set_by: ``host`` when a host stated it, ``default`` when none did.
         egress: the workspace's egress grant once the run recorded it; ``None`` before.
+        packages: the package patterns every run of the tree must be covered by
+            (:func:`package_covered`); ``None`` is no limit, ``()`` covers nothing.
     """
 
     effects: Effects = "allow"
@@ -159,6 +232,7 @@ class Authority:
     set_by: Literal["host", "default", "preset"] = "default"
     egress: EgressGrant | None = None
     max_spend_micro_usd: int | None = None
+    packages: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The authority as recorded in the run store and digested into receipts."""
@@ -176,6 +250,8 @@ class Authority:
             doc["egress"] = self.egress.to_json()
         if self.max_spend_micro_usd is not None:  # stated only when set (older digests hold)
             doc["max_spend_micro_usd"] = self.max_spend_micro_usd
+        if self.packages is not None:  # stated only when set (older digests hold)
+            doc["packages"] = list(self.packages)
         return doc
 
 
@@ -212,8 +288,8 @@ def narrow(
 ) -> Authority:
     """The narrowest of ``host`` and what a method or step states; never wider than ``host``.
 
-    Standing approvals and the egress grant are the host's run's (a package cannot grant
-    itself either).
+    Standing approvals, the egress grant and the package patterns are the host's run's (a
+    package cannot grant itself any of them).
     """
     values: dict[str, Any] = {
         "effects": _narrower(EFFECTS_ORDER, host.effects, effects),
@@ -290,7 +366,15 @@ def parse_standing(
 
 
 _KEYS = frozenset(
-    {"effects", "reach", "standing_approvals", "set_by", "max_spend_micro_usd", *LIMIT_NAMES}
+    {
+        "effects",
+        "reach",
+        "standing_approvals",
+        "set_by",
+        "max_spend_micro_usd",
+        "packages",
+        *LIMIT_NAMES,
+    }
 )
 
 
@@ -327,8 +411,8 @@ def parse_authority(
     Raises:
         UsageError: ``authority_invalid`` for an unknown key, an unknown effects or reach, a
             limit that is not a positive integer, a malformed standing approval, a malformed
-            recorded ``egress``, or ``egress`` in a host's document (it belongs to the
-            workspace's ``proctor.toml``).
+            recorded ``egress``, ``egress`` in a host's document (it belongs to the
+            workspace's ``proctor.toml``), or ``packages`` that is not a list of patterns.
     """
     if not isinstance(doc, dict):
         raise UsageError("an authority is one JSON object", code="authority_invalid")
@@ -375,5 +459,6 @@ def parse_authority(
         set_by=stated_by,
         egress=_parse_egress(doc["egress"]) if "egress" in doc else None,
         max_spend_micro_usd=spend,
+        packages=_parse_packages(doc["packages"]) if "packages" in doc else None,
         **limits,
     )

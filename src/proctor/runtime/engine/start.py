@@ -38,6 +38,7 @@ from proctor.contracts.skill import (
     ToolStep,
     WorkerStep,
 )
+from proctor.core.authority import package_covered
 from proctor.core.floor import certain_changes
 from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
@@ -144,6 +145,7 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
     """
     fields: dict[str, Any] = {}
     try:
+        _check_package(driver)
         _check_kinds(driver.method)
         _check_operations(driver)
         values = _inputs(driver.method, inputs, cli_inputs)
@@ -162,6 +164,24 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
             "seal_reason": refused.seal_reason,
         }
     return fields
+
+
+def _check_package(driver: RunDriver) -> None:
+    """Refuse a run whose package the authority's ``packages`` does not cover: the root of a
+    tree, or a child a skill step calls (its parent's step then fails, and nothing of the
+    child runs)."""
+    patterns = driver.authority.packages
+    if patterns is None:
+        return
+    identity = driver.skill.identity
+    if not identity or not package_covered(patterns, identity):
+        shown = identity or f"{driver.skill.package.name} (a package with no identity)"
+        raise _Refused(
+            "package_not_allowed",
+            f"the run's authority does not cover the package {shown}: its packages allow"
+            f" {', '.join(patterns) or 'none'}",
+            "admission_refused",
+        )
 
 
 def _check_kinds(method: Method) -> None:
