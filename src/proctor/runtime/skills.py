@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -57,6 +58,9 @@ class LoadedSkill:
     SKILL.md, which any package may choose."""
 
 
+_PUBLISHED_NAME = re.compile(r"[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9._-]*")
+
+
 def local_identity(folder: Path, workspace_root: Path) -> str:
     """The identity of a package read from ``folder``: its path in the workspace; a folder
     outside the workspace is named by a digest of its absolute path (no host path is
@@ -77,7 +81,8 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
     """
     path_part, method = parse_ref(ref)
     candidates = [cwd / path_part]
-    if "/" not in path_part and os.sep not in path_part:
+    if ("/" not in path_part and os.sep not in path_part) or _PUBLISHED_NAME.fullmatch(path_part):
+        # a name, or a publisher/name whose own copy the workspace keeps in skills/
         candidates.append(workspace_root / "skills" / path_part)
     for candidate in candidates:
         try:

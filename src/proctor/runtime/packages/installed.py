@@ -225,9 +225,33 @@ def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.+-]", version))
 
 
+def _newest_allowed(
+    name: str, folder: Path, workspace_root: Path, trusted: list[PublicKey]
+) -> Installed:
+    """The newest installed version of ``name`` that verifies and that the workspace's
+    required tier allows; when none does, the newest one's refusal."""
+    held = sorted(_folders(folder), key=_version_key, reverse=True)
+    if not held:
+        raise RegistryRefused(f"{name} is not installed here", code="package_not_installed")
+    first: RegistryRefused | None = None
+    for version in held:
+        try:
+            return resolve_installed(
+                f"{name}@{version}", workspace_root=workspace_root, trusted=trusted
+            )
+        except RegistryRefused as exc:
+            if exc.code != "tier_too_low":
+                raise  # an altered or unsigned copy is named, never passed over
+            first = first or exc
+    assert first is not None
+    raise first
+
+
 def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey]) -> Installed:
     """The installed folder ``<publisher>/<name>[@version]`` names, verified against its exact
-    bytes (newest installed version when none is named). Never uses the network.
+    bytes. Without a version, the newest installed version the workspace's required tier
+    allows (an older one that qualifies is taken over a newer one below the tier; a newer one
+    that fails verification is refused, not passed over). Never uses the network.
 
     Raises:
         UsageError: a malformed ref.
@@ -240,14 +264,7 @@ def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey
     name, version = parse_ref(ref)
     folder = workspace_root / ADDED_SKILLS / name
     if version is None:
-        held = (
-            sorted((p.name for p in folder.iterdir() if p.is_dir()), key=_version_key)
-            if folder.is_dir()
-            else []
-        )
-        if not held:
-            raise RegistryRefused(f"{name} is not installed here", code="package_not_installed")
-        version = held[-1]
+        return _newest_allowed(name, folder, workspace_root, trusted)
     target = folder / version
     if not target.is_dir():
         raise RegistryRefused(

@@ -5,9 +5,14 @@ A reference is ``WHAT[#METHOD]``, where ``WHAT`` is read in this order:
 - ``proctor/<name>``: a core skill (:mod:`.core`), always; a folder of that name in the
   workspace, in its ``skills/`` catalog or under ``.proctor/added-skills/proctor/`` is never
   what runs (write ``./proctor/<name>`` to mean a local folder);
-- ``<publisher>/<name>@<version>``: a package installed from a registry
-  (:mod:`.installed`), verified against its signature and its exact bytes on every load; an
-  edited copy is refused ``package_modified`` and nothing runs. Never the network;
+- ``<publisher>/<name>@<version>``, or ``registry:<publisher>/<name>[@<version>]``: a package
+  installed from a registry (:mod:`.installed`), verified against its signature and its exact
+  bytes on every load; an edited copy is refused ``package_modified`` and nothing runs. Without
+  a version, the newest installed version the workspace's required tier allows. Never the
+  network;
+- ``<publisher>/<name>`` without a version: the installed package, when no local folder of
+  that path answers it (``./<publisher>/<name>`` or ``skills/<publisher>/<name>``: the
+  workspace's own copy wins, as a folder the workspace holds is its own);
 - anything else: a local folder (:func:`proctor.runtime.skills.load_skill`): a path, or a
   name in ``skills/``. A local folder binds no registry name, even when it is an installed
   package's folder.
@@ -33,19 +38,35 @@ from proctor.runtime.skills import LoadedSkill, load_skill
 __all__ = ["is_named_ref", "reload_skill", "resolve_skill", "verify_named_refs", "verify_origin"]
 
 CORE_NAMESPACE = "proctor"
+REGISTRY_PREFIX = "registry:"
 _INSTALLED = re.compile(r"[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9._-]*@[^#/\s]+")
+_BARE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9._-]*")
 
 
 def _kind(what: str) -> str:
     if what.startswith(CORE_NAMESPACE + "/"):
         return "core"
-    if _INSTALLED.fullmatch(what):
+    if what.startswith(REGISTRY_PREFIX) or _INSTALLED.fullmatch(what):
         return "registry"
     return "path"
 
 
+def _installed_unless_local(what: str, cwd: Path, workspace_root: Path) -> bool:
+    """A bare ``<publisher>/<name>`` names the installed package when no local folder answers
+    it and the package is installed (otherwise it is a path, as before)."""
+    from proctor.runtime.packages.installed import ADDED_SKILLS
+
+    if not _BARE_NAME.fullmatch(what):
+        return False
+    local = (cwd / what, workspace_root / "skills" / what)
+    if any(os.path.lexists(folder) for folder in local):
+        return False
+    return (workspace_root / ADDED_SKILLS / what).is_dir()
+
+
 def is_named_ref(ref: str) -> bool:
-    """Whether ``ref`` names a core skill or an installed package (not a local folder)."""
+    """Whether ``ref`` names a core skill or an installed package by its name (not a local
+    folder; a bare ``<publisher>/<name>`` counts as a path here)."""
     return _kind(ref.partition("#")[0]) != "path"
 
 
@@ -70,6 +91,8 @@ def resolve_skill(
     """
     what, method = parse_ref(ref)
     kind = _kind(what)
+    if kind == "path" and _installed_unless_local(what, cwd, workspace_root):
+        kind = "registry"
     if kind == "path":
         return load_skill(ref, cwd=cwd, workspace_root=workspace_root)
     # the verifiers are imported here: loading a local folder never pays for them
@@ -92,7 +115,9 @@ def resolve_skill(
         from proctor.runtime.packages.installed import resolve_installed
 
         installed = resolve_installed(
-            what, workspace_root=workspace_root, trusted=_trusted(environ)
+            what.removeprefix(REGISTRY_PREFIX),
+            workspace_root=workspace_root,
+            trusted=_trusted(environ),
         )
         folder = installed.folder
         origin = {
