@@ -104,6 +104,12 @@ def _inspection() -> tuple[Tool, ...]:
     return (RECEIPTS_EXPLAIN, SKILLS_INSPECT, AUDIT_SUMMARY)
 
 
+def _runs() -> tuple[Tool, ...]:
+    from proctor.runtime.tools.run_tools import RUN_READ
+
+    return (RUN_READ,)
+
+
 def _agent() -> tuple[Tool, ...]:
     from proctor.runtime.tools.agent_tools import agent_tools
 
@@ -153,6 +159,7 @@ _PROVIDED: dict[str, Provider] = {
     "process.stop": _procs,
     "process.list": _procs,
     "worker.run": _worker,
+    "run.read": _runs,
     "receipts.explain": _inspection,
     "skills.inspect": _inspection,
     "audit.summary": _inspection,
