@@ -49,11 +49,15 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
     type=click.IntRange(0, 2**63 - 1),
     default=None,
     metavar="CURSOR",
-    help="List only runs older than this cursor (from a previous page's next_cursor).",
+    help="List only runs older than this cursor (from a previous page's next_cursor); with"
+    " RUN_ID, only that run's events after this one (its seq).",
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 def history(run_id: str | None, as_json: bool, after: int | None, limit: int) -> None:
     """Show recent runs with outcome and receipt id, or one RUN_ID's full record.
+
+    With RUN_ID, --after SEQ shows only the events that followed event SEQ (the record's
+    events_cursor is the value to pass next time).
 
     \b
     Example:
@@ -102,7 +106,11 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "created_at": record.created_at,
             "updated_at": record.updated_at,
             "envelope": record.data.get("envelope"),
-            "events": session.store.events(record.run_id),
+            "events": [
+                e
+                for e in session.store.events(record.run_id)
+                if after is None or int(e["seq"]) > after
+            ],
             "calls": [
                 {
                     "call_id": c.call_id,
@@ -117,6 +125,8 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "receipts": run_receipts(session, record.receipt_id),
             "requests": _requests(session, record.run_id),
         }
+        seqs = [int(e["seq"]) for e in doc["events"]]
+        doc["events_cursor"] = max(seqs) if seqs else after
         if as_json:
             dump_json(doc)
             return
