@@ -16,6 +16,7 @@ TOOLS = frozenset(
         "echo",
         "data.digest",
         "fs.read",
+        "fs.read_bundle",
         "fs.list",
         "fs.search",
         "fs.write",

@@ -95,6 +95,9 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
         record = session.store.get_run(run_id)
         if record is None:
             raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
+        events = [
+            e for e in session.store.events(record.run_id) if after is None or int(e["seq"]) > after
+        ]
         doc = {
             "schema": "proctor.history.run.v1",
             "run_id": record.run_id,
@@ -106,11 +109,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "created_at": record.created_at,
             "updated_at": record.updated_at,
             "envelope": record.data.get("envelope"),
-            "events": [
-                e
-                for e in session.store.events(record.run_id)
-                if after is None or int(e["seq"]) > after
-            ],
+            "events": events,
             "calls": [
                 {
                     "call_id": c.call_id,
@@ -125,7 +124,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "receipts": run_receipts(session, record.receipt_id),
             "requests": _requests(session, record.run_id),
         }
-        seqs = [int(e["seq"]) for e in doc["events"]]
+        seqs = [int(e["seq"]) for e in events]
         doc["events_cursor"] = max(seqs) if seqs else after
         if as_json:
             dump_json(doc)

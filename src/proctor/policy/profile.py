@@ -50,6 +50,7 @@ Profile = Literal["default", "custom"]
 
 _FILE_TOOLS = (
     "fs.read",
+    "fs.read_bundle",
     "fs.list",
     "fs.search",
     "fs.write",

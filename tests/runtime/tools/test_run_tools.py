@@ -144,3 +144,27 @@ def test_a_child_reads_its_own_run(ws: Path) -> None:
     assert env.outcome == "completed", env.refusal
     child = env.result
     assert child["schema"] == "proctor.run_read.v1" and child["run_id"] != env.run_id
+
+
+BUNDLE = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: read
+        tool: fs.read_bundle
+        inputs: {paths: [notes.md, .env]}
+    result_from: [read]
+"""
+
+
+def test_a_sensitive_file_in_a_bundle_refuses_the_whole_read(tmp_path: Path) -> None:
+    # fs.read_bundle is under the shipped sensitive-paths rule as fs.read is: one .env among
+    # the paths refuses the call, and nothing of either file comes back
+    root = make_workspace(tmp_path / "ws")
+    make_skill(root, "bundle", BUNDLE)
+    (root / "notes.md").write_text("public notes\n")
+    (root / ".env").write_text("API_TOKEN=very-secret-token-value\n")
+    env = session(root).run("bundle", cwd=root)
+    assert env.refusal is not None and env.refusal.code == "sensitive_path"
+    text = json.dumps(env.to_json())
+    assert "very-secret-token-value" not in text and "public notes" not in text

@@ -65,7 +65,7 @@ def test_every_tool_has_a_strict_bounded_schema(name: str) -> None:
     assert tool.schema["type"] == "object"
     assert bounded(tool.schema), name
     assert tool.effect in {"none", "read", "write", "network", "process"}
-    if name.startswith("fs.") and name not in {"fs.read", "fs.list", "fs.search"}:
+    if name.startswith("fs.") and name not in {"fs.read", "fs.read_bundle", "fs.list", "fs.search"}:
         assert tool.effect in CHANGING_EFFECTS
 
 

@@ -32,9 +32,9 @@ def _text() -> tuple[Tool, ...]:
 
 
 def _fs() -> tuple[Tool, ...]:
-    from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
+    from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_READ_BUNDLE, FS_WRITE
 
-    return (FS_READ, FS_WRITE, FS_EDIT)
+    return (FS_READ, FS_READ_BUNDLE, FS_WRITE, FS_EDIT)
 
 
 def _fs_walk() -> tuple[Tool, ...]:
@@ -131,6 +131,7 @@ _PROVIDED: dict[str, Provider] = {
     "data.digest": _basic,
     "text.format": _text,
     "fs.read": _fs,
+    "fs.read_bundle": _fs,
     "fs.list": _fs_walk,
     "fs.search": _fs_walk,
     "fs.write": _fs,
