@@ -253,6 +253,7 @@ def _check_profile(
             f"methods: {', '.join(sorted(methods))}",
             "default_method_unknown",
         )
+    _check_environment(profile, source, positions)
     for name, method in methods.items():
         base: Path = ("methods", name)
         if len(methods) > 1 and method.description is None:
@@ -265,6 +266,38 @@ def _check_profile(
                 "method_description_missing",
             )
         _check_method(method, base, profile, source, positions, check_schemas)
+
+
+def _check_environment(profile: RunProfile, source: str, positions: Positions) -> None:
+    """The declared ``environment`` names are non-secret settings a process is given: never a
+    proctor setting (``PROCTOR_*``: a database URL, a key path) and never a name a declared
+    credential is delivered under (a secret goes only through ``credentials``)."""
+    delivered = {
+        auth.delivery.env
+        for requirement in profile.credentials.values()
+        for auth in requirement.auth.values()
+    }
+    for part in ("required", "optional"):
+        for index, name in enumerate(getattr(profile.environment, part)):
+            at: Path = ("environment", part, index)
+            if name.upper().startswith("PROCTOR_"):
+                raise _at(
+                    source,
+                    positions,
+                    at,
+                    f"environment names {name}, a proctor setting; a package is never given"
+                    " proctor's own settings",
+                    "environment_reserved",
+                )
+            if name in delivered:
+                raise _at(
+                    source,
+                    positions,
+                    at,
+                    f"environment names {name}, which a credential is delivered under; a"
+                    " secret reaches a step only through its credential:",
+                    "environment_is_credential",
+                )
 
 
 def _check_schema(schema: Any, at: Path, source: str, positions: Positions) -> None:

@@ -180,7 +180,20 @@ def prepare_delivery(
             run_id,
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
-    return _lazy_seams(resolved, by_step, authority, taint, environ, route)
+    declared = declared_environment(skill, environ)
+    return _lazy_seams(resolved, by_step, authority, taint, environ, route, declared)
+
+
+def declared_environment(skill: LoadedSkill, environ: Mapping[str, str]) -> dict[str, str]:
+    """The values of the variables the package's ``environment`` declares (``required`` and
+    ``optional``), from the session's environment: what its process tools are given, beside
+    the fixed inherited names. Non-secret by declaration: a name a credential is delivered
+    under, or a ``PROCTOR_*`` setting, is refused when the package is parsed."""
+    profile = skill.package.profile
+    if profile is None:
+        return {}
+    names = [*profile.environment.required, *profile.environment.optional]
+    return {name: environ[name] for name in names if name in environ}
 
 
 def _lazy_seams(
@@ -190,6 +203,7 @@ def _lazy_seams(
     taint: TaintSet,
     environ: Mapping[str, str],
     route: EgressRoute | None,
+    declared: Mapping[str, str],
 ) -> Deliver:
     """The ``deliver`` seam: each effect class's part (network, process, connector operation)
     is built when a call of that class first asks, so a run that makes none imports none of
@@ -222,7 +236,9 @@ def _lazy_seams(
         elif kind == "process":
             from proctor.runtime.tools.command import process_deliver
 
-            built = process_deliver(resolved, by_step, taint=taint, environ=environ)
+            built = process_deliver(
+                resolved, by_step, taint=taint, environ=environ, declared=declared
+            )
         else:
             from proctor.runtime.connectors.operations import operation_deliver
 

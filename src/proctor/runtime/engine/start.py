@@ -146,6 +146,7 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
     fields: dict[str, Any] = {}
     try:
         _check_package(driver)
+        _check_environment(driver)
         _check_kinds(driver.method)
         _check_operations(driver)
         values = _inputs(driver.method, inputs, cli_inputs)
@@ -181,6 +182,22 @@ def _check_package(driver: RunDriver) -> None:
             f"the run's authority does not cover the package {shown}: its packages allow"
             f" {', '.join(patterns) or 'none'}",
             "admission_refused",
+        )
+
+
+def _check_environment(driver: RunDriver) -> None:
+    """Refuse a run whose package declares a required environment variable the session does
+    not set, before any step (the value is never shown, only the name)."""
+    profile = driver.skill.package.profile
+    if profile is None:
+        return
+    missing = [name for name in profile.environment.required if name not in driver.s.environ]
+    if missing:
+        raise _Refused(
+            "environment_missing",
+            f"the package requires the environment variable(s) {', '.join(missing)}, which"
+            " are not set",
+            "inputs_invalid",
         )
 
 

@@ -95,12 +95,15 @@ class ProcessContext:
         environ: the session's environment, the source of :data:`INHERITED_ENV` (the
             driver's ``os.environ`` when ``None``).
         undelivered: the step's ``credential:`` when it was not resolved (the call fails).
+        declared: the package's declared ``environment`` variables that are set, by name
+            (non-secret by declaration), given to the program beside the inherited names.
     """
 
     credentials: Mapping[str, ResolvedCredential] = field(default_factory=dict)
     taint: TaintSet | None = None
     environ: Mapping[str, str] | None = field(default=None, repr=False)
     undelivered: str | None = None
+    declared: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 class _Sink:
@@ -154,6 +157,11 @@ def _child_env(proc: ProcessContext) -> dict[str, str]:
         )
     base = os.environ if proc.environ is None else proc.environ
     env = {name: base[name] for name in INHERITED_ENV if name in base}
+    env.update(
+        (name, value)
+        for name, value in proc.declared.items()
+        if name not in INHERITED_ENV and not name.upper().startswith("PROCTOR_")
+    )
     for credential in proc.credentials.values():
         if credential.env in INHERITED_ENV or credential.env.upper().startswith("PROCTOR_"):
             raise CredentialError(
@@ -348,13 +356,15 @@ def process_deliver(
     *,
     taint: TaintSet | None,
     environ: Mapping[str, str] | None = None,
+    declared: Mapping[str, str] | None = None,
 ) -> Callable[[Any, Tool], dict[str, Any]]:
     """The admission ``deliver`` seam for process tools.
 
     ``credentials`` is what :func:`proctor.runtime.home.credentials.resolve_credentials` returned
     for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
     only its own step's credential, so a step that names none starts its process with none.
-    Every process call gets the run's taint set, so its output is scrubbed with it.
+    Every process call gets the run's taint set, so its output is scrubbed with it, and the
+    package's ``declared`` environment.
     """
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
@@ -365,7 +375,11 @@ def process_deliver(
         missing = name if name is not None and not own else None
         return {
             PROCESS_EXTRA: ProcessContext(
-                credentials=own, taint=taint, environ=environ, undelivered=missing
+                credentials=own,
+                taint=taint,
+                environ=environ,
+                undelivered=missing,
+                declared=dict(declared or {}),
             )
         }
 
