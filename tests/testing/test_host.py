@@ -122,6 +122,40 @@ expect: {status: sealed, outcome: completed}
     assert result.failures[1].actual == "refused"
 
 
+def test_the_runx_call_form_input_and_an_outcome_subset(tmp_path: Path) -> None:
+    # as the runx reference writes a worked turn's call: input, expect {subset: {outcome}}
+    passed = _run(tmp_path / "a", """
+method: draft
+host:
+  turns:
+    think:
+      calls:
+        - tool: echo
+          input: {text: first}
+          expect: {subset: {outcome: {status: completed, result: {text: first}}}}
+      output: {answer: done}
+  approvals: {confirm: true}
+expect: {status: sealed, outcome: completed}
+""")  # fmt: skip
+    assert passed.status == "passed", [f.to_json() for f in passed.failures]
+    failed = _run(tmp_path / "b", """
+method: draft
+host:
+  turns:
+    think:
+      calls:
+        - tool: fs.read
+          input: {path: x}
+          expect: {subset: {outcome: {status: completed}}}
+      output: {answer: done}
+  approvals: {confirm: true}
+expect: {status: sealed, outcome: completed}
+""")  # fmt: skip
+    assert checks(failed) == ["call"]
+    assert failed.failures[0].pointer == "/host/turns/think/calls/0/expect/outcome/status"
+    assert failed.failures[0].actual == "refused"
+
+
 def test_a_turn_failure_fails_its_step(tmp_path: Path) -> None:
     result = _run(tmp_path, """
 method: draft

@@ -131,6 +131,27 @@ CASES = [
         "audit",
     ),
     ("receipt", "echo", "  receipt: verified", None, None),
+    (
+        "step_outputs",
+        "echo",
+        "  step_outputs: {echo: {exact: {text: hi}}}",
+        "  step_outputs: {echo: {subset: {text: ho}}}",
+        "step_outputs",
+    ),
+    (
+        "step_outputs_not_run",
+        "agent_paused",
+        "  step_outputs: {think: {subset: {answer: yes}}}",
+        "  step_outputs: {confirm: {subset: {}}}",
+        "step_outputs",
+    ),
+    (
+        "receipt_fields",
+        "echo",
+        "  receipt: {schema: runx.receipt.v1, child_receipt_count: 2, outcome: completed}",
+        "  receipt: {schema: proctor.receipt.v1, child_receipt_count: 3}",
+        "receipt",
+    ),
     ("receipt_missing", "agent_paused", "", "  receipt: verified", "receipt"),
 ]
 

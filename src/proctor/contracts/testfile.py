@@ -34,6 +34,7 @@ __all__ = [
     "JsonBody",
     "ModelProvider",
     "Providers",
+    "ReceiptExpect",
     "Setup",
     "SkillTest",
     "StepExpect",
@@ -87,11 +88,14 @@ class ValueExpect(_Model):
 
 
 class CallExpect(_Model):
-    """What one call of a worked turn must return."""
+    """What one call of a worked turn must return: its ``status``, ``code`` and ``result``, or
+    (the runx reference's form) its whole ``outcome`` (``{status, result, error}``) compared
+    exact or as a subset."""
 
     status: Literal["completed", "failed", "refused"] | None = None
     code: NonEmpty | None = None
     result: ValueExpect | None = None
+    outcome: ValueExpect | None = None
 
 
 class TurnCall(_Model):
@@ -105,6 +109,23 @@ class TurnCall(_Model):
     reason: str = ""
     call_id: CallId | None = None
     expect: CallExpect | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runx_form(cls, data: Any) -> Any:
+        """The runx reference's call form: ``input`` for ``arguments``, and ``expect: {exact |
+        subset}`` comparing the call's whole outcome (``{status, result, error}``)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "input" in data:
+            if "arguments" in data:
+                raise ValueError("give arguments or input, not both")
+            data["arguments"] = data.pop("input")
+        want = data.get("expect")
+        if isinstance(want, dict) and set(want) & {"exact", "subset"}:
+            data["expect"] = {"outcome": want}
+        return data
 
 
 class Turn(_Model):
@@ -237,6 +258,19 @@ class FileExpect(_Model):
         return self
 
 
+class ReceiptExpect(_Model):
+    """What the run's sealed receipt must be: verified (always checked), of this ``schema``
+    (``proctor.receipt.v1``; the runx reference's ``runx.receipt.v1`` names the same thing, the
+    receipt of the runtime that ran the test), with ``child_receipt_count`` children of the
+    root (its steps)."""
+
+    schema_: Literal["proctor.receipt.v1", "runx.receipt.v1"] | None = Field(
+        default=None, alias="schema"
+    )
+    child_receipt_count: Annotated[int, Field(ge=0)] | None = None
+    outcome: RunOutcome | None = None
+
+
 class Expect(_Model):
     """The checks a test's run must pass. ``status`` is required: a test says how it ends."""
 
@@ -245,11 +279,12 @@ class Expect(_Model):
     output: ValueExpect | None = None
     absent: list[Pointer] = []
     steps: dict[NonEmpty, StepOutcome | StepExpect] = {}
+    step_outputs: dict[NonEmpty, ValueExpect] = {}
     requests: list[dict[str, Any]] | None = None
     http_request_counts: list[Annotated[int, Field(ge=0)]] | None = None
     files: dict[RelPath, FileExpect] = {}
     audit: list[NonEmpty | dict[str, Any]] = []
-    receipt: Literal["verified"] | None = None
+    receipt: Literal["verified"] | ReceiptExpect | None = None
 
     @field_validator("audit")
     @classmethod

@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from proctor.contracts.testfile import CallExpect, Expect, FileExpect, StepExpect
+from proctor.contracts.testfile import CallExpect, Expect, FileExpect, ReceiptExpect, StepExpect
 from proctor.contracts.values import dataclass, field
 
 __all__ = [
@@ -187,6 +187,7 @@ class Observed:
         audit: the audit log's lines, in order.
         root: the test's workspace root.
         receipt: ``(verified, reason)`` of the sealed receipt tree, ``None`` when none sealed.
+        receipt_body: the sealed root receipt's body, ``None`` when none sealed.
         http_counts: requests each declared exchange answered, in declaration order.
         http_declared: each exchange as ``METHOD URL``, in declaration order.
         unmatched: HTTP requests no exchange matched.
@@ -200,6 +201,7 @@ class Observed:
     audit: list[dict[str, Any]]
     root: Path
     receipt: tuple[bool, str] | None = None
+    receipt_body: dict[str, Any] | None = None
     http_counts: list[int] = field(default_factory=list)
     http_declared: list[str] = field(default_factory=list)
     unmatched: list[dict[str, Any]] = field(default_factory=list)
@@ -244,6 +246,19 @@ def check(expect: Expect, seen: Observed) -> list[Failure]:
             )
     for step_id, want in expect.steps.items():
         out.extend(_check_step(step_id, want, seen.steps.get(step_id)))
+    for step_id, want_output in expect.step_outputs.items():
+        record = seen.steps.get(step_id)
+        if record is None:
+            pointer = pointer_join("/step_outputs", step_id)
+            out.append(Failure("step_outputs", f"step {step_id} never ran", pointer))
+            continue
+        found = compare(
+            want_output.value,
+            record.get("output"),
+            subset=want_output.mode == "subset",
+            pointer=pointer_join("/step_outputs", step_id),
+        )
+        out.extend(_mismatches("step_outputs", f"step {step_id} output ", found))
     if expect.requests is not None:
         found = compare(expect.requests, env.get("requests") or [], subset=True)
         out.extend(_mismatches("requests", "requests ", found))
@@ -261,9 +276,49 @@ def check(expect: Expect, seen: Observed) -> list[Failure]:
         out.extend(_check_file(seen.root, rel, want_file))
     for entry in expect.audit:
         out.extend(_check_audit(entry, seen.audit))
-    if expect.receipt == "verified" and seen.receipt is None:
+    if expect.receipt is not None and seen.receipt is None:
         out.append(Failure("receipt", "the run sealed no receipt", None, "verified", None))
+    elif isinstance(expect.receipt, ReceiptExpect):
+        out.extend(_check_receipt(expect.receipt, seen.receipt_body or {}))
     out.extend(_always(seen))
+    return out
+
+
+def _check_receipt(want: ReceiptExpect, body: dict[str, Any]) -> list[Failure]:
+    """The root receipt against ``expect.receipt``'s fields (its verification is always
+    checked); ``runx.receipt.v1`` names this runtime's receipt, as the reference's tests do."""
+    out = []
+    if want.schema_ is not None and body.get("schema") != "proctor.receipt.v1":
+        out.append(
+            Failure(
+                "receipt",
+                f"the receipt's schema is {body.get('schema')}",
+                "/receipt/schema",
+                want.schema_,
+                body.get("schema"),
+            )
+        )
+    count = len(body.get("children") or [])
+    if want.child_receipt_count is not None and count != want.child_receipt_count:
+        out.append(
+            Failure(
+                "receipt",
+                f"the receipt commits {count} children",
+                "/receipt/child_receipt_count",
+                want.child_receipt_count,
+                count,
+            )
+        )
+    if want.outcome is not None and body.get("outcome") != want.outcome:
+        out.append(
+            Failure(
+                "receipt",
+                f"the receipt's outcome is {body.get('outcome')}",
+                "/receipt/outcome",
+                want.outcome,
+                body.get("outcome"),
+            )
+        )
     return out
 
 
@@ -381,6 +436,14 @@ def check_call(
             pointer=pointer + "/result",
         )
         out.extend(_mismatches("call", f"turn {address} call {index + 1} result ", found))
+    if want.outcome is not None:
+        found = compare(
+            want.outcome.value,
+            {"outcome": outcome},
+            subset=want.outcome.mode == "subset",
+            pointer=pointer + "/expect",
+        )
+        out.extend(_mismatches("call", f"turn {address} call {index + 1} ", found))
     return out
 
 

@@ -318,6 +318,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
         audit=_audit_lines(built.root),
         root=built.root,
         receipt=receipt,
+        receipt_body=_root_body(built.root, env.get("receipt_id")),
         http_counts=list(fixtures.counts),
         http_declared=[f"{d.method} {d.url}" for d in fixtures.declared],
         unmatched=list(fixtures.unmatched),
@@ -325,6 +326,24 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
         unused_model=(len(script.responses) - script.served) if script is not None else 0,
         call_failures=list(host.call_failures),
     )
+
+
+def _root_body(root: Path, receipt_id: str | None) -> dict[str, Any] | None:
+    """The sealed root receipt's body, for ``expect.receipt`` (``None`` when none sealed or it
+    cannot be read; the verification reports that)."""
+    if receipt_id is None:
+        return None
+    from proctor.receipts.model import parse_envelope
+    from proctor.runtime.records.folder_reader import FolderReader
+
+    data = FolderReader(root / ".proctor" / "receipts")(receipt_id)
+    if data is None:
+        return None
+    try:
+        body: dict[str, Any] = parse_envelope(data).body
+    except ProctorError:
+        return None
+    return body
 
 
 def _verify(root: Path, receipt_id: str | None) -> tuple[bool, str] | None:
