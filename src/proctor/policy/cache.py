@@ -5,8 +5,9 @@ reads every file the state is built from (the workspace's ``policies/*.yaml|*.ym
 guard config in ``proctor.toml`` / ``.proctor/config``, the guard modules they name, each read
 once: :mod:`proctor.policy.guard_files`) and keys the loaded state on their content digests,
 with the settings that change it (``PROCTOR_POLICY_PROFILE``, ``PROCTOR_ALLOW_NO_POLICIES``)
-and the known tool names. An edited, added or removed file is a new key, so it is loaded again on the next call: a long
-process (``proctor mcp``) enforces the files as they are now, never as they were at its start.
+and the known tool names. An edited, added or removed file is a new key, so it is loaded again
+on the next call: a long process (``proctor mcp``) enforces the files as they are now, never as
+they were at its start.
 A load that fails is never kept, so each call refuses again until the files are fixed.
 
 When the config names guard modules, the caller's trust is asked on every call, a cached state

@@ -206,9 +206,7 @@ def _read_module(root: Path, ref: str) -> GuardFile:
         except FileNotFoundError:
             continue
         except _Refused as exc:
-            raise ConfigError(
-                f"guard module '{ref}' {exc.why}", code="bad_guard_module"
-            ) from None
+            raise ConfigError(f"guard module '{ref}' {exc.why}", code="bad_guard_module") from None
         except OSError as exc:
             raise ConfigError(
                 f"guard module '{ref}' is not readable ({exc.strerror})", code="bad_guard_module"

@@ -85,7 +85,8 @@ def load_workspace_policies(
 
     Raises:
         ConfigError: ``guards_untrusted`` (nothing of the workspace's modules ran); a bad
-            ``PROCTOR_POLICY_PROFILE`` (``bad_policy_profile``) or ``PROCTOR_WRITE_BUDGET``; a bad guard config or module; zero enforceable rules
+            ``PROCTOR_POLICY_PROFILE`` (``bad_policy_profile``) or ``PROCTOR_WRITE_BUDGET``;
+            a bad guard config or module; zero enforceable rules
             without the opt-out (``no_enforceable_policies``); shipped rules missing or changed
             under ``default`` (``policy_drift``).
         PolicyLoadError: a policy file or rule is invalid, or a user guard takes a taken name.

@@ -114,8 +114,7 @@ def _load(path: Path) -> dict[str, Any]:
         return {"schema": _SCHEMA, "workspaces": {}}
     except OSError as exc:
         raise ConfigError(
-            f"the home's {_FILE} cannot be read ({exc.strerror}); nothing is trusted until it"
-            " can",
+            f"the home's {_FILE} cannot be read ({exc.strerror}); nothing is trusted until it can",
             code="trust_store_invalid",
         ) from None
     try:
