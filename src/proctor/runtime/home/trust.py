@@ -135,22 +135,35 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _record(workspace: str, entry: object) -> TrustRecord:
-    try:
-        assert isinstance(entry, dict)
-        files = tuple((str(p), str(d)) for p, d in entry["files"])
-        return TrustRecord(
-            workspace,
-            str(entry["digest"]),
-            files,
-            str(entry["trusted_at"]),
-            str(entry["trusted_by"]),
-            str(entry["how"]),
+    """One stored record, every field of the type this writes.
+
+    Raises:
+        ConfigError: ``trust_store_invalid``: anything else.
+    """
+    keys = ("digest", "trusted_at", "trusted_by", "how")
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if (
+        not isinstance(entry, dict)
+        or set(entry) != {*keys, "files"}
+        or not all(isinstance(entry[k], str) for k in keys)
+        or not isinstance(files, list)
+        or not all(
+            isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f)
+            for f in files
         )
-    except (AssertionError, KeyError, TypeError, ValueError):
+    ):
         raise ConfigError(
             f"the home's {_FILE} holds a damaged record; nothing is trusted until it is removed",
             code="trust_store_invalid",
-        ) from None
+        )
+    return TrustRecord(
+        workspace,
+        entry["digest"],
+        tuple((f[0], f[1]) for f in files),
+        entry["trusted_at"],
+        entry["trusted_by"],
+        entry["how"],
+    )
 
 
 def trust_record(root: Path, environ: Mapping[str, str]) -> TrustRecord | None:
