@@ -14,6 +14,7 @@ again. ``--json`` prints ``proctor.trust.v1``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import click
 from proctor.errors import ProctorError, UsageError
 
 SCHEMA = "proctor.trust.v1"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 _HELP = """Review the guard modules this workspace names and trust them to run.
 
@@ -62,6 +64,8 @@ def trust(show: bool, revoke: bool, yes: bool, digest: str | None, as_json: bool
             " --digest",
             code="trust_usage",
         )
+    if digest is not None and not _DIGEST.match(digest):
+        raise UsageError("--digest is sha256: and 64 lowercase hex digits", code="digest_invalid")
     root = Workspace.discover(Path.cwd()).root
     environ = os.environ
     if revoke:
