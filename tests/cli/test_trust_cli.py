@@ -172,3 +172,13 @@ def test_a_guard_that_is_a_link_to_outside_is_refused_even_after_trust(
     doc = _run(capsys)
     assert isinstance(doc["refusal"], dict) and doc["refusal"]["code"] == "bad_guard_module"
     assert not _marker(clone).exists()
+
+
+def test_a_trust_the_audit_log_cannot_keep_is_not_made(
+    clone: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (clone / "log-is-a-folder").mkdir()
+    monkeypatch.setenv("PROCTOR_AUDIT_LOG", "log-is-a-folder")
+    code, out, _ = run_main(capsys, "trust", "--yes", "--json")
+    assert code != 0 and json.loads(out)["code"] == "audit_unwritable"
+    assert not (clone.parent / "home" / "trusted-guards.json").exists()

@@ -130,3 +130,13 @@ def test_any_config_text_is_read_or_refused_with_a_code(
     ws = _workspace(tmp_path_factory.mktemp("fuzz"))
     (ws / "proctor.toml").write_text(text, encoding="utf-8", errors="surrogatepass")
     only_proctor_errors(lambda: read_guard_files(ws))
+
+
+def test_without_a_home_only_the_variable_trusts(tmp_path: Path) -> None:
+    files = read_guard_files(_workspace(tmp_path))
+    seen: list[GuardFiles] = []
+    HomeTrust({"HOME": "", "PROCTOR_TRUST_WORKSPACE": "1"}, on_environment=seen.append)(files)
+    assert seen == [files]
+    with pytest.raises(ConfigError) as info:
+        HomeTrust({"HOME": ""})(files)
+    assert info.value.code == "home_missing"

@@ -277,10 +277,16 @@ class HomeTrust:
         self.on_environment = on_environment
 
     def __call__(self, files: GuardFiles) -> None:
-        state = trust_state(files, self.environ)
+        env_trusts = trust_env_set(self.environ)
+        try:
+            state = trust_state(files, self.environ)
+        except ConfigError as exc:
+            if exc.code != "home_missing" or not env_trusts:
+                raise
+            state = "untrusted"  # no home to hold a trust: only the variable can give one
         if state in ("trusted", "none"):
             return
-        if trust_env_set(self.environ):
+        if env_trusts:
             if self.on_environment is not None:
                 self.on_environment(files)
             return
