@@ -226,6 +226,13 @@ class _Refused(Exception):
 _LINK = "is reached through a link; name the file itself, inside the workspace"
 
 
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _read_inside(root: Path, parts: tuple[str, ...]) -> bytes:
     """The bytes of ``root/parts...``, opened one component at a time with no link followed.
 
@@ -242,8 +249,10 @@ def _read_inside(root: Path, parts: tuple[str, ...]) -> bytes:
             try:
                 nxt = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(part, fd)):
                     raise _Refused(_LINK) from None
+                if exc.errno == errno.ENOTDIR:
+                    raise _Refused("has a file where its path needs a folder") from None
                 raise
             os.close(fd)
             fd = nxt
