@@ -126,3 +126,35 @@ def test_a_workspace_naming_no_module_asks_no_trust(tmp_path: Path) -> None:
     loaded = load_workspace_policies(ws, tools=TOOLS, environ={}, trust=never)
     assert loaded.user_guards == ()
     assert read_guard_files(ws).modules == ()
+
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "proctor"
+
+# Every place proctor's own process executes code it did not ship, and every way to reach the
+# guard loader: a new one must be added here on purpose, with the trust in its path.
+EXECUTES = {
+    ("exec", "policy/user_guards.py"),  # a workspace's guard modules, once trusted
+    ("exec", "contracts/values.py"),  # __init__ methods compiled from proctor's own text
+    ("exec", "runtime/tools/pyfunc_runner.py"),  # worker steps, in the sandboxed subprocess
+    ("load_user_guards", "policy/cache.py"),  # run_policies: asks its required trust first
+    ("load_user_guards", "policy/workspace.py"),  # the Python API: trusts nothing by default
+    ("run_policies", "runtime/engine/session.py"),  # Session.policy: the home's trust
+}
+FORBIDDEN = {"exec_module", "spec_from_file_location", "run_path", "run_module", "__import__"}
+
+
+def test_guard_modules_are_reached_only_through_the_trust() -> None:
+    import ast
+
+    found: set[tuple[str, str]] = set()
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            assert name not in FORBIDDEN, f"{rel} calls {name}: code from disk outside the trust"
+            if name in ("exec", "load_user_guards", "run_policies"):
+                found.add((name, rel))
+    assert found == EXECUTES
