@@ -85,6 +85,7 @@ JSON_COMMANDS = [
     ("process", "list", "--json"),
     ("connector", "list", "--json"),
     ("package", "skills/hello-world", "--json"),
+    ("trust", "--show", "--json"),
 ]
 
 

@@ -68,6 +68,9 @@ def test_exit_codes_and_the_report(tmp_path: Path) -> None:
         ("echoer/a-pass", "passed"),
         ("echoer/b-fail", "failed"),
     ]
+    ran = report["tests"][0]["authority"]  # what the test ran under, named in the report
+    assert ran["guard_modules"] == [] and ran["http"] == [] and ran["egress"] == []
+    assert ran["policies"] and all(p.startswith("proctor:") for p in ran["policies"])
     failure = report["tests"][1]["failures"][0]
     assert failure == {
         "check": "outcome",
@@ -80,6 +83,8 @@ def test_exit_codes_and_the_report(tmp_path: Path) -> None:
     assert suite.get("tests") == "2" and suite.get("failures") == "1"
     (case,) = [c for c in suite.iter("testcase") if c.find("failure") is not None]
     assert case.get("name") == "b-fail"
+    (prop,) = case.iter("property")
+    assert prop.get("name") == "authority" and "no package guard module" in str(prop.get("value"))
     nothing = _proctor(root, "skills/missing")
     assert nothing.returncode == 2
     assert "test_path_invalid" in nothing.stderr

@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import ConfigError, PolicyLoadError
-from proctor.policy import default_registry, evaluate, load_workspace_policies
-from proctor.policy.user_guards import guard_modules
+from proctor.policy import (
+    default_registry,
+    evaluate,
+    load_workspace_policies,
+    read_guard_files,
+    trusting,
+)
+from proctor.policy.user_guards import GuardTrust, guard_modules
 from tests.policy.conftest import TOOLS, ctx, write
 
 GUARD_MODULE = """
@@ -35,6 +41,11 @@ rules:
 """
 
 
+def _trusted(ws: Path) -> GuardTrust:
+    """A trust of the guard files as they are now: the test reviewed them."""
+    return trusting(read_guard_files(ws).digest)
+
+
 def _workspace(ws: Path, config_name: str = "proctor.toml", ref: str = "guards/team.py") -> None:
     (ws / "guards").mkdir(parents=True, exist_ok=True)
     (ws / "guards" / "team.py").write_text(textwrap.dedent(GUARD_MODULE), encoding="utf-8")
@@ -50,7 +61,7 @@ def _workspace(ws: Path, config_name: str = "proctor.toml", ref: str = "guards/t
 )
 def test_user_guard_loads_and_enforces(tmp_path: Path, config_name: str, ref: str) -> None:
     _workspace(tmp_path, config_name, ref)
-    loaded = load_workspace_policies(tmp_path, tools=TOOLS, environ={})
+    loaded = load_workspace_policies(tmp_path, tools=TOOLS, environ={}, trust=_trusted(tmp_path))
     assert loaded.user_guards == ("no_shouting",)
     refused = evaluate(loaded.enforced, ctx("echo", {"message": "HELLO"}), loaded.registry)
     assert refused.refusal is not None and refused.refusal.verdict.code == "shouting"
@@ -61,8 +72,8 @@ def test_user_guard_loads_and_enforces(tmp_path: Path, config_name: str, ref: st
 
 def test_two_loads_do_not_share_guards_through_module_caching(tmp_path: Path) -> None:
     _workspace(tmp_path)
-    first = load_workspace_policies(tmp_path, tools=TOOLS, environ={})
-    second = load_workspace_policies(tmp_path, tools=TOOLS, environ={})
+    first = load_workspace_policies(tmp_path, tools=TOOLS, environ={}, trust=_trusted(tmp_path))
+    second = load_workspace_policies(tmp_path, tools=TOOLS, environ={}, trust=_trusted(tmp_path))
     assert "no_shouting" in first.registry and "no_shouting" in second.registry
     assert first.registry is not second.registry
 
@@ -83,7 +94,7 @@ def test_user_module_may_not_replace_a_shipped_guard(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with pytest.raises(PolicyLoadError) as info:
-        load_workspace_policies(tmp_path, tools=TOOLS, environ={})
+        load_workspace_policies(tmp_path, tools=TOOLS, environ={}, trust=_trusted(tmp_path))
     assert info.value.code == "duplicate_guard"
 
 
@@ -111,7 +122,7 @@ def test_a_module_that_raises_is_a_config_error(tmp_path: Path) -> None:
     _workspace(tmp_path)
     (tmp_path / "guards" / "team.py").write_text("1 / 0\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
-        load_workspace_policies(tmp_path, tools=TOOLS, environ={})
+        load_workspace_policies(tmp_path, tools=TOOLS, environ={}, trust=_trusted(tmp_path))
     assert info.value.code == "guard_module_failed"
 
 

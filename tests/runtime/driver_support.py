@@ -59,14 +59,25 @@ def close_sessions() -> Iterator[None]:
         _OPEN.pop().close()
 
 
-def session(root: Path, *, environ: Mapping[str, str] | None = None, **kwargs: Any) -> Session:
+def session(
+    root: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    trust_guards: bool = False,
+    **kwargs: Any,
+) -> Session:
     """A session with a fixed key and a ticking clock, closed after the test; its environment
-    ``environ``, or a proctor home of its own (``root/.home``) when none is given."""
+    ``environ``, or a proctor home of its own (``root/.home``) when none is given.
+    ``trust_guards``: the workspace's guard modules are trusted (``PROCTOR_TRUST_WORKSPACE=1``,
+    as CI sets it): a test that writes guard modules says so."""
     ticks = itertools.count()
     start = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    env = {"PROCTOR_HOME": str(root / ".home")} if environ is None else dict(environ)
+    if trust_guards:
+        env["PROCTOR_TRUST_WORKSPACE"] = "1"
     opened = Session(
         Workspace(root),
-        environ={"PROCTOR_HOME": str(root / ".home")} if environ is None else dict(environ),
+        environ=env,
         clock=lambda: start + timedelta(milliseconds=next(ticks)),
         signer=signer_from_seed(bytes(range(32))),
         **kwargs,

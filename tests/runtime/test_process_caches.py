@@ -151,7 +151,7 @@ def test_an_edited_guard_module_is_run_again(tmp_path: Path) -> None:
     (root / "guards.py").write_text(GUARD.format(word="hello"))
     (root / "policies").mkdir()
     (root / "policies" / "team.yaml").write_text(GUARD_RULE)
-    s = session(root)
+    s = session(root, trust_guards=True)
     assert s.run("say", cwd=root).trace[0].code == "word_refused"
     (root / "guards.py").write_text(GUARD.format(word="other"))
     assert s.run("say", cwd=root).outcome == "completed"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing.support import ECHO, package, run_one, workspace
+from tests.testing.support import ECHO, FETCH, package, run_one, workspace
 
 PASS = "method: say\ninputs: {text: hi}\nexpect: {status: sealed}\n"
 
@@ -124,3 +124,75 @@ methods:
     assert accepted == []  # no socket reached the loopback listener
     assert result.status == "error"
     assert result.error is not None and result.error["code"] == "test_config_refused"
+
+
+TRUSTED_GUARD = """
+import pathlib
+pathlib.Path({marker!r}).write_text("imported")
+from proctor.policy import register_guard
+register_guard("workspace_guard")(lambda ctx: None)
+"""
+
+DECLARED = """
+method: fetch
+inputs: {url: "https://svc.example.com/me"}
+setup:
+  credentials: {svc: fixture-token-5d1e9a3c}
+  egress: [svc.example.com]
+  authority: {effects: allow, reach: workspace}
+providers:
+  http:
+    - request: {method: GET, url: "https://svc.example.com/me"}
+      response: {status: 200, body: "ok"}
+expect: {status: sealed, outcome: completed}
+"""
+
+
+def test_the_report_names_the_authority_the_test_ran_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the workspace the package sits in has guard modules, and they are trusted here; a test
+    # of the package still runs under nothing but the shipped policies and its test file
+    monkeypatch.setenv("PROCTOR_TRUST_WORKSPACE", "1")
+    marker = tmp_path / "workspace-guard-imported"
+    root = workspace(tmp_path / "ws")
+    (root / "proctor.toml").write_text('[policy]\nguards = "ws_guard.py"\n')
+    (root / "ws_guard.py").write_text(TRUSTED_GUARD.format(marker=str(marker)))
+    folder = package(
+        root,
+        "fetcher",
+        FETCH.format(audience="https://svc.example.com"),
+        {"t": DECLARED},
+        {"policies/own.yaml": OWN_RULE},
+    )
+    result = run_one(folder, "t")
+    assert result.status == "passed", (result.failures, result.error)
+    ran = result.authority
+    assert ran is not None
+    assert ran["guard_modules"] == []
+    assert not marker.exists()
+    assert [p for p in ran["policies"] if not p.startswith("proctor:")] == ["policies/own.yaml"]
+    assert ran["policy_digest"].startswith("sha256:")
+    assert ran["egress"] == ["svc.example.com"]
+    assert ran["http"] == ["GET https://svc.example.com/me"]
+    assert ran["credentials"] == ["svc"] and ran["model"] is False
+    assert ran["authority"]["effects"] == "allow" and ran["authority"]["set_by"] != "default"
+    from proctor.testing.report import build_report, render_authority
+
+    entry = build_report([result])["tests"][0]
+    assert entry["authority"] == ran
+    line = render_authority(entry["authority"])
+    assert "policies/own.yaml" in line and "no package guard module" in line
+    assert "fixture-token" not in json.dumps(entry)
+
+
+OWN_RULE = """
+id: own
+rules:
+  - id: own.paths
+    description: the test's own rule
+    guard: check_sensitive_paths
+    enforcement: block
+    on_error: fail_closed
+    tools: [http.request]
+"""

@@ -39,4 +39,5 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("proctor.cli.init", "init", "Start a workspace with a first skill and its test."),
     "package": ("proctor.cli.package", "package", "Show the exact package a publish would send."),
     "registry": ("proctor.cli.registry", "registry", "Publish, search, install signed packages."),
+    "trust": ("proctor.cli.trust", "trust", "Review and trust this workspace's guard modules."),
 }

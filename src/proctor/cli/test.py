@@ -92,7 +92,7 @@ def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
     from rich.console import Console
 
     from proctor.cli.paint import markup as escape
-    from proctor.testing.report import build_report, render_failure
+    from proctor.testing.report import build_report, render_authority, render_failure
     from proctor.testing.runner import run_cases
 
     out = Console(highlight=False, emoji=False, soft_wrap=True)
@@ -107,6 +107,8 @@ def _run_with_progress(cases: list[Any], keep: bool) -> list[Any]:
         out.print(
             f"{marks[entry['status']]} {escape(entry['id'])}  [dim]{entry['duration_s']:.2f}s[/]"
         )
+        if entry.get("authority"):
+            out.print(f"    [dim]{escape(render_authority(entry['authority']))}[/]")
         for failure in entry["failures"]:
             for line in render_failure(failure):
                 out.print("    " + escape(line))
@@ -143,6 +145,10 @@ def _summary(report: dict[str, Any]) -> None:
     out.print(
         f"{s['passed']} passed, {s['failed']} failed, {s['errors']} errors"
         f" in {s['duration_s']:.2f}s"
+    )
+    out.print(
+        "[dim]each test ran under proctor's shipped policies and what its test file declares;"
+        " no package's proctor.toml, guard module or .proctor/ was loaded[/]"
     )
 
 

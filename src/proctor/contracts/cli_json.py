@@ -50,6 +50,7 @@ CLI_SCHEMAS: dict[str, str] = {
     "skill list": "proctor.skill_list.v1",
     "test": "proctor.test.v1",
     "tool list": "proctor.tool_list.v1",
+    "trust": "proctor.trust.v1",
     "tool inspect": "proctor.tool.v1",
     "verify": "proctor.verify.v1",
     "worker list": "proctor.workers.v1",

@@ -5,6 +5,13 @@ One document per invocation: a ``summary`` and one entry per test, in the order 
 A test is ``passed``, ``failed`` (``failures`` says which checks, each with a JSON pointer and
 both sides where they apply) or ``error`` (the test could not run as written: ``error`` holds
 the code and message). No fixture credential value ever appears in it.
+
+Each test that ran names the authority it ran under (``authority``): the policy files (the
+shipped ones and the test's own ``fixtures/policies/``) with the digest the run enforced, the
+workspace guard modules loaded (none: a test never loads a package's ``proctor.toml``, guard
+module or ``.proctor/``), the host authority the run recorded, and where its egress and
+credentials came from (the test file's ``setup.egress``, ``providers.http`` and
+``setup.credentials``, by provider name only).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "TEST_REPORT_SCHEMA",
+    "CaseAuthority",
     "CaseError",
     "CaseFailure",
     "CaseReport",
@@ -48,6 +56,30 @@ class CaseError(_Model):
     message: str
 
 
+class CaseAuthority(_Model):
+    """What one test ran under: the shipped policies plus what its test file declares."""
+
+    policies: list[str] = Field(
+        description="policy files loaded: proctor's shipped ones, then the test's own policies/"
+    )
+    policy_digest: str | None = Field(
+        default=None, description="digest of the policy set the run enforced"
+    )
+    guard_modules: list[str] = Field(
+        description="workspace guard modules loaded (a test never loads the package's: empty)"
+    )
+    authority: dict[str, Any] | None = Field(
+        default=None,
+        description="the host authority the run recorded (setup.authority or the default)",
+    )
+    egress: list[str] = Field(
+        description="setup.egress: the allow-list HTTP tools were checked against"
+    )
+    http: list[str] = Field(description="providers.http: the only answers a request could get")
+    credentials: list[str] = Field(description="providers given a fixture credential (names only)")
+    model: bool = Field(description="a scripted model (providers.model) answered managed turns")
+
+
 class CaseReport(_Model):
     """One test's result."""
 
@@ -62,6 +94,9 @@ class CaseReport(_Model):
     failures: list[CaseFailure] = []
     error: CaseError | None = None
     workspace: str | None = Field(default=None, description="kept workspace (--keep)")
+    authority: CaseAuthority | None = Field(
+        default=None, description="what the test ran under (absent when it could not run)"
+    )
 
 
 class SuiteSummary(_Model):

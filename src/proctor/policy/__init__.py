@@ -12,6 +12,7 @@ from proctor.policy.evaluate import (
     evaluate,
     require_policies,
 )
+from proctor.policy.guard_files import GuardFiles, read_guard_files
 from proctor.policy.guards import DEFAULT_WRITE_BUDGET, GuardContext, GuardFn, GuardVerdict
 from proctor.policy.loader import (
     PolicySource,
@@ -31,6 +32,7 @@ from proctor.policy.profile import (
     write_budget,
 )
 from proctor.policy.registry import GuardRegistry, default_registry, register_guard
+from proctor.policy.user_guards import GuardTrust, trusting
 from proctor.policy.workspace import (
     LoadedPolicies,
     check_workspace_policies,
@@ -44,8 +46,10 @@ __all__ = [
     "Drift",
     "Finding",
     "GuardContext",
+    "GuardFiles",
     "GuardFn",
     "GuardRegistry",
+    "GuardTrust",
     "GuardVerdict",
     "LoadedPolicies",
     "PolicyDecision",
@@ -65,9 +69,11 @@ __all__ = [
     "load_policy_sources",
     "load_workspace_policies",
     "policy_profile",
+    "read_guard_files",
     "register_guard",
     "require_policies",
     "shipped_drift",
     "shipped_policy_sources",
+    "trusting",
     "write_budget",
 ]

@@ -2,12 +2,17 @@
 
 :func:`run_policies` is what a driver calls when a run starts, resumes or makes a turn call. It
 reads every file the state is built from (the workspace's ``policies/*.yaml|*.yml``, the
-guard config in ``proctor.toml`` / ``.proctor/config``, the guard modules they name) and
-keys the loaded state on their content digests, with the settings that change it
-(``PROCTOR_POLICY_PROFILE``, ``PROCTOR_ALLOW_NO_POLICIES``) and the known tool names. An
-edited, added or removed file is a new key, so it is loaded again on the next call: a long
-process (``proctor mcp``) enforces the files as they are now, never as they were at its start.
+guard config in ``proctor.toml`` / ``.proctor/config``, the guard modules they name, each read
+once: :mod:`proctor.policy.guard_files`) and keys the loaded state on their content digests,
+with the settings that change it (``PROCTOR_POLICY_PROFILE``, ``PROCTOR_ALLOW_NO_POLICIES``)
+and the known tool names. An edited, added or removed file is a new key, so it is loaded again
+on the next call: a long process (``proctor mcp``) enforces the files as they are now, never as
+they were at its start.
 A load that fails is never kept, so each call refuses again until the files are fixed.
+
+When the config names guard modules, the caller's trust is asked on every call, a cached state
+too, before anything is used (:func:`proctor.policy.user_guards.load_user_guards`): a trust
+withdrawn while a long process runs refuses its next run (``guards_untrusted``).
 
 proctor's shipped policy files are package data, read once per process.
 """
@@ -35,7 +40,7 @@ from proctor.policy.profile import (
     policy_profile,
 )
 from proctor.policy.registry import GuardRegistry
-from proctor.policy.user_guards import CONFIG_FILES, guard_module_paths, load_user_guards
+from proctor.policy.user_guards import GuardTrust, load_user_guards, read_guard_files
 
 __all__ = ["RunPolicies", "run_policies"]
 
@@ -61,50 +66,33 @@ def _shipped_sources() -> list[PolicySource]:
     return _shipped[0]
 
 
-def _guard_files(root: Path) -> tuple[tuple[str, str | None], ...]:
-    """The digests of the guard config files and of the modules they name (``None``: absent).
-
-    Raises:
-        ConfigError: as :func:`proctor.policy.user_guards.guard_module_paths`.
-    """
-    found: list[tuple[str, str | None]] = []
-    for name in CONFIG_FILES:
-        try:
-            found.append((name, _digest((root / name).read_bytes())))
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            found.append((name, None))
-        except OSError:
-            found.append((name, "unreadable"))  # guard_module_paths refuses it next
-    for path in guard_module_paths(root):
-        try:
-            found.append((str(path), _digest(path.read_bytes())))
-        except OSError:
-            found.append((str(path), "unreadable"))  # load_user_guards refuses it
-    return tuple(found)
-
-
 def run_policies(
-    workspace: Path, environ: Mapping[str, str], tools: Collection[str]
+    workspace: Path, environ: Mapping[str, str], tools: Collection[str], *, trust: GuardTrust
 ) -> RunPolicies:
     """The policy state a run in ``workspace`` enforces (shipped rules, the workspace's rules
     and guards), from the per-process cache when no file it is built from has changed.
 
+    ``trust`` is asked about the workspace's guard files whenever it names guard modules.
+
     Raises:
         PolicyLoadError: a policy file or rule is invalid, or a user guard takes a taken name.
-        ConfigError: a bad ``PROCTOR_POLICY_PROFILE``; a bad guard config or module; drift
+        ConfigError: ``guards_untrusted`` (from ``trust``); a bad ``PROCTOR_POLICY_PROFILE``;
+            a bad guard config or module; drift
             from the shipped rules under ``default`` (``policy_drift``); zero enforceable rules
             without the opt-out (``no_enforceable_policies``).
     """
     profile = policy_profile(environ)
     sources = workspace_policy_sources(workspace)
-    guard_files = _guard_files(workspace)
+    guard_files = read_guard_files(workspace)
+    if guard_files.modules:
+        trust(guard_files)  # on a cached state too: a withdrawn trust refuses the next run
     key = (
         str(workspace),
         profile,
         environ.get(ALLOW_NO_POLICIES_ENV),
         tuple(sorted(tools)),
         tuple((s.name, _digest(s.text.encode("utf-8"))) for s in sources),
-        guard_files,
+        guard_files.digest,
     )
     with _lock:
         held = _entries.get(key)
@@ -113,15 +101,14 @@ def run_policies(
             return held
     with _build_lock:
         registry = GuardRegistry.with_shipped()
-        load_user_guards(workspace, registry)
+        load_user_guards(guard_files, registry, trust=trust)
         policy_set = load_policy_sources([*_shipped_sources(), *sources], registry, tools)
         check_profile(policy_set, profile)
         unguarded = allow_unguarded(policy_set, environ)
         loaded: RunPolicies = (UNRESTRICTED if unguarded else policy_set, registry, unguarded)
-        # the guard modules were read again to run them: keep the state only if they held still
-        if _guard_files(workspace) == guard_files:
-            with _lock:
-                _entries[key] = loaded
-                while len(_entries) > _LIMIT:
-                    _entries.popitem(last=False)
+        # the bytes executed are the bytes keyed on (read once): the state is theirs
+        with _lock:
+            _entries[key] = loaded
+            while len(_entries) > _LIMIT:
+                _entries.popitem(last=False)
     return loaded

@@ -1,156 +1,118 @@
-"""User guards: a workspace names a Python module whose ``@register_guard`` functions become guards.
+"""User guards: a workspace's guard modules, executed only once a person trusted their bytes.
 
-The module is named in ``proctor.toml`` or ``.proctor/config`` (same TOML)::
+The modules are named in ``proctor.toml`` or ``.proctor/config`` and read once by
+:func:`proctor.policy.guard_files.read_guard_files`. :func:`load_user_guards` is the only
+place a guard module is executed, and it takes a :data:`GuardTrust` with no default: the trust
+is asked about the very :class:`~proctor.policy.guard_files.GuardFiles` whose bytes are then
+executed (never a file opened again by name), and it refuses with ``guards_untrusted`` unless a
+person trusted that digest. A repository someone cloned therefore runs no Python of its own in
+proctor's process until a person said so (``proctor trust``); the home's trust records and the
+audited ``PROCTOR_TRUST_WORKSPACE=1`` are :mod:`proctor.runtime.home.trust`.
 
-    [policy]
-    guards = "guards.py"          # a path in the workspace, or a dotted module name
-                                  # (a list of either is accepted too)
-
-A dotted name ``a.b`` is found as ``a/b.py`` or ``a/b/__init__.py`` in the workspace; nothing is
-imported from outside the workspace. The module is executed afresh on every load, with
-``register_guard`` pointed at the registry being filled, so two workspaces (or two tests) never
-share guards through ``sys.modules``. It is compiled from its source text each time, never
-from a ``__pycache__`` file: Python trusts a cached file whose source has the same size and
-modification second, so an edit within that second would otherwise run the old guard.
-A user guard can never take a shipped guard's name.
+Each module is executed afresh on every load, with ``register_guard`` pointed at the registry
+being filled, so two workspaces (or two tests) never share guards through ``sys.modules``. It
+is compiled from the bytes read, never from a ``__pycache__`` file, and executed as a lone
+module (not a package: a relative import would read a file nobody trusted). A user guard can
+never take a shipped guard's name.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from hashlib import sha256
-from pathlib import Path
 
 from proctor.errors import ConfigError, PolicyLoadError
+from proctor.policy.guard_files import CONFIG_FILES, GuardFiles, guard_modules, read_guard_files
 from proctor.policy.registry import GuardRegistry, registering_into
 
-__all__ = ["CONFIG_FILES", "guard_module_paths", "guard_modules", "load_user_guards"]
+__all__ = [
+    "CONFIG_FILES",
+    "GuardTrust",
+    "guard_modules",
+    "load_user_guards",
+    "read_guard_files",
+    "refuse_untrusted",
+    "trusting",
+]
 
-CONFIG_FILES: tuple[str, ...] = ("proctor.toml", ".proctor/config")
-"""Where a workspace may name its guard module, relative to the workspace."""
+GuardTrust = Callable[[GuardFiles], None]
+"""Asked before any guard module of a workspace runs, with exactly the files that would run:
+returns to admit them, raises :class:`~proctor.errors.ConfigError` (``guards_untrusted``) to
+refuse. Only asked when the config names at least one module."""
 
-_POLICY_KEYS = frozenset({"guards"})
 
-
-def guard_modules(workspace: Path) -> tuple[str, ...]:
-    """The guard module references the workspace's config names (empty when none).
+def refuse_untrusted(files: GuardFiles) -> None:
+    """The :data:`GuardTrust` that trusts nothing: a caller that did not say whom to trust.
 
     Raises:
-        ConfigError: a config file is not valid TOML, ``[policy]`` holds an unknown key or a
-            ``guards`` value that is not a string or list of strings, or the two config files
-            name different modules.
+        ConfigError: ``guards_untrusted``, always.
     """
-    found: dict[str, tuple[str, ...]] = {}
-    for name in CONFIG_FILES:
-        path = workspace / name
-        if not path.is_file():
-            continue
-        import tomllib  # read only when a workspace has a config file
+    raise ConfigError(
+        f"this workspace names guard modules ({_names(files)}) that no one trusted; review "
+        "them and run `proctor trust` in the workspace (or, from Python, pass trust=)",
+        code="guards_untrusted",
+        details={"digest": files.digest},
+    )
 
-        try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{name}: not readable as TOML ({exc})", code="bad_config") from None
-        section = doc.get("policy")
-        if section is None:
-            continue
-        if not isinstance(section, dict):
-            raise ConfigError(f"{name}: [policy] must be a table", code="bad_config")
-        unknown = sorted(set(section) - _POLICY_KEYS)
-        if unknown:
+
+def trusting(digest: str) -> GuardTrust:
+    """A :data:`GuardTrust` admitting exactly the guard files whose digest is ``digest``
+    (:attr:`GuardFiles.digest`): a caller that reviewed those bytes."""
+
+    def admit(files: GuardFiles) -> None:
+        if files.digest != digest:
             raise ConfigError(
-                f"{name}: [policy] has unknown key(s) {unknown}; it accepts only 'guards'",
-                code="bad_config",
+                f"the guard files ({_names(files)}) are not the ones trusted "
+                f"(digest {files.digest}, trusted {digest})",
+                code="guards_untrusted",
+                details={"digest": files.digest, "trusted": digest},
             )
-        value = section.get("guards")
-        if value is None:
-            continue
-        refs = (value,) if isinstance(value, str) else value
-        if not isinstance(refs, list | tuple) or not all(isinstance(r, str) and r for r in refs):
-            raise ConfigError(
-                f"{name}: [policy] guards must be a module path or a list of them",
-                code="bad_config",
-            )
-        found[name] = tuple(refs)
-    distinct = set(found.values())
-    if len(distinct) > 1:
-        raise ConfigError(
-            f"{' and '.join(found)} name different guard modules; name them in one place",
-            code="bad_config",
-        )
-    return next(iter(distinct), ())
+
+    return admit
 
 
-def guard_module_paths(workspace: Path) -> tuple[Path, ...]:
-    """The files of the guard modules the workspace's config names, in config order.
+def _names(files: GuardFiles) -> str:
+    return ", ".join(f.path for f in files.modules)
+
+
+def load_user_guards(
+    files: GuardFiles, registry: GuardRegistry, *, trust: GuardTrust
+) -> tuple[str, ...]:
+    """Execute the guard modules of ``files`` (their bytes as read), registering their guards
+    into ``registry``, once ``trust`` admitted exactly those files.
+
+    Returns the guard names the modules added (empty, and ``trust`` not asked, when the config
+    names no module).
 
     Raises:
-        ConfigError: as :func:`guard_modules`; a module outside the workspace or missing.
-    """
-    root = workspace.resolve()
-    return tuple(_module_path(root, ref) for ref in guard_modules(workspace))
-
-
-def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...]:
-    """Execute the workspace's guard modules, registering their guards into ``registry``.
-
-    Returns the guard names the modules added.
-
-    Raises:
-        ConfigError: the config is invalid (see :func:`guard_modules`), a module is outside the
-            workspace or missing, or importing it raised (code ``guard_module_failed``).
+        ConfigError: ``guards_untrusted`` (from ``trust``: nothing was executed), or a module
+            raised while it ran (``guard_module_failed``).
         PolicyLoadError: a module registered a name already taken (``duplicate_guard``).
     """
+    if not files.modules:
+        return ()
+    trust(files)
     before = set(registry.names())
-    root = workspace.resolve()
-    for ref in guard_modules(workspace):
-        path = _module_path(root, ref)
-        digest = sha256(str(path).encode()).hexdigest()[:16]
-        module_name = f"_proctor_user_guards_{digest}"
-        import importlib.util
+    for module_file in files.modules:
+        path = files.root / module_file.path
+        module_name = f"_proctor_user_guards_{sha256(str(path).encode()).hexdigest()[:16]}"
+        import types
 
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"guard module '{ref}' cannot be imported", code="bad_guard_module")
-        module = importlib.util.module_from_spec(spec)
+        module = types.ModuleType(module_name)
+        module.__file__ = str(path)
         sys.modules[module_name] = module
         try:
-            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+            code = compile(module_file.data, str(path), "exec", dont_inherit=True)
             with registering_into(registry):
                 exec(code, module.__dict__)
         except PolicyLoadError:
             raise
         except Exception as exc:
             raise ConfigError(
-                f"guard module '{ref}' failed to import: {type(exc).__name__}",
+                f"guard module '{module_file.ref}' failed to import: {type(exc).__name__}",
                 code="guard_module_failed",
             ) from exc
         finally:
             sys.modules.pop(module_name, None)
     return tuple(sorted(set(registry.names()) - before))
-
-
-def _module_path(root: Path, ref: str) -> Path:
-    if ref.endswith(".py") or "/" in ref or "\\" in ref:
-        candidates = [root / ref]
-    else:
-        parts = ref.split(".")
-        if not all(p.isidentifier() for p in parts):
-            raise ConfigError(
-                f"guard module '{ref}' is not a module name or a .py path", code="bad_guard_module"
-            )
-        candidates = [
-            root.joinpath(*parts).with_suffix(".py"),
-            root.joinpath(*parts, "__init__.py"),
-        ]
-    for candidate in candidates:
-        resolved = candidate.resolve()
-        if not resolved.is_relative_to(root):
-            raise ConfigError(
-                f"guard module '{ref}' lies outside the workspace", code="bad_guard_module"
-            )
-        if resolved.is_file():
-            return resolved
-    raise ConfigError(
-        f"guard module '{ref}' is not found in the workspace", code="bad_guard_module"
-    )

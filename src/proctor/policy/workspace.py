@@ -26,7 +26,12 @@ from proctor.policy.profile import (
     write_budget,
 )
 from proctor.policy.registry import GuardRegistry, default_registry
-from proctor.policy.user_guards import load_user_guards
+from proctor.policy.user_guards import (
+    GuardTrust,
+    load_user_guards,
+    read_guard_files,
+    refuse_untrusted,
+)
 
 __all__ = ["LoadedPolicies", "check_workspace_policies", "load_workspace_policies"]
 
@@ -66,6 +71,7 @@ def load_workspace_policies(
     tools: Collection[str],
     environ: Mapping[str, str],
     registry: GuardRegistry | None = None,
+    trust: GuardTrust = refuse_untrusted,
 ) -> LoadedPolicies:
     """Load and check the policy state for a run in ``workspace``.
 
@@ -74,10 +80,13 @@ def load_workspace_policies(
         tools: the registered proctor tool names (rules naming others fail to load).
         environ: the environment to read ``PROCTOR_*`` settings from.
         registry: the guards to start from (copied, never changed); default: the process's.
+        trust: asked about the workspace's guard modules before any runs (default: none is
+            trusted; :func:`proctor.policy.user_guards.trusting` admits one digest).
 
     Raises:
-        ConfigError: a bad ``PROCTOR_POLICY_PROFILE`` (``bad_policy_profile``) or
-            ``PROCTOR_WRITE_BUDGET``; a bad guard config or module; zero enforceable rules
+        ConfigError: ``guards_untrusted`` (nothing of the workspace's modules ran); a bad
+            ``PROCTOR_POLICY_PROFILE`` (``bad_policy_profile``) or ``PROCTOR_WRITE_BUDGET``;
+            a bad guard config or module; zero enforceable rules
             without the opt-out (``no_enforceable_policies``); shipped rules missing or changed
             under ``default`` (``policy_drift``).
         PolicyLoadError: a policy file or rule is invalid, or a user guard takes a taken name.
@@ -85,7 +94,7 @@ def load_workspace_policies(
     profile = policy_profile(environ)
     budget = write_budget(environ)
     guards = (registry or default_registry()).copy()
-    added = load_user_guards(workspace, guards)
+    added = load_user_guards(read_guard_files(workspace), guards, trust=trust)
     policy_set = load_policy_set(workspace, guards, tools)
     unguarded = allow_unguarded(policy_set, environ)
     drift = check_profile(policy_set, profile)
@@ -98,6 +107,7 @@ def check_workspace_policies(
     tools: Collection[str],
     environ: Mapping[str, str],
     registry: GuardRegistry | None = None,
+    trust: GuardTrust = refuse_untrusted,
 ) -> list[Finding]:
     """The policy phase of ``proctor check``: load everything, then check bindings both ways.
 
@@ -107,7 +117,9 @@ def check_workspace_policies(
     """
     findings: list[Finding] = []
     try:
-        loaded = load_workspace_policies(workspace, tools=tools, environ=environ, registry=registry)
+        loaded = load_workspace_policies(
+            workspace, tools=tools, environ=environ, registry=registry, trust=trust
+        )
     except PolicyLoadError as exc:
         problems = exc.details.get("problems") or [{"code": exc.code, "message": exc.message}]
         for p in problems:

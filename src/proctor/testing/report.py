@@ -16,7 +16,7 @@ from proctor.contracts.testreport import SuiteReport
 from proctor.runtime.boundary.sanitize import TaintSet
 from proctor.testing.runner import CaseResult
 
-__all__ = ["build_report", "junit_xml", "render_failure"]
+__all__ = ["build_report", "junit_xml", "render_authority", "render_failure"]
 
 
 def build_report(results: Sequence[CaseResult]) -> dict[str, Any]:
@@ -37,6 +37,8 @@ def build_report(results: Sequence[CaseResult]) -> dict[str, Any]:
             "error": r.error,
             "workspace": str(r.workspace) if r.workspace is not None else None,
         }
+        if r.authority is not None:
+            entry["authority"] = r.authority
         tests.append(entry)
     summary = {
         "total": len(results),
@@ -62,6 +64,30 @@ def _scrub(value: Any, taint: TaintSet) -> Any:
     if isinstance(value, list):
         return [_scrub(v, taint) for v in value]
     return value
+
+
+def render_authority(authority: dict[str, Any]) -> str:
+    """A test's ``authority`` in one line for people: policies, host authority, egress."""
+    from proctor.policy.loader import SHIPPED_PREFIX
+
+    shipped = sum(1 for p in authority["policies"] if p.startswith(SHIPPED_PREFIX))
+    own = [p for p in authority["policies"] if not p.startswith(SHIPPED_PREFIX)]
+    parts = [f"{shipped} shipped policy files" + (f" + {', '.join(own)}" if own else "")]
+    guards = authority["guard_modules"]
+    parts.append(f"guard modules: {', '.join(guards)}" if guards else "no package guard module")
+    held = authority.get("authority") or {}
+    if held:
+        parts.append(f"effects {held.get('effects', '?')}, reach {held.get('reach', '?')}")
+    egress = authority["egress"]
+    http = authority["http"]
+    parts.append(
+        "network: "
+        + (f"{len(http)} declared exchange(s)" if http else "none")
+        + (f", egress {', '.join(egress)}" if egress else "")
+    )
+    if authority["credentials"]:
+        parts.append(f"credentials: {', '.join(authority['credentials'])} (fixtures)")
+    return "ran under " + "; ".join(parts)
 
 
 def _show(value: Any) -> str:
@@ -112,6 +138,11 @@ def junit_xml(report: dict[str, Any]) -> bytes:
                 file=test["file"],
                 time=f"{test['duration_s']:.3f}",
             )
+            if test.get("authority"):
+                props = ET.SubElement(case, "properties")
+                ET.SubElement(
+                    props, "property", name="authority", value=render_authority(test["authority"])
+                )
             if test["status"] == "failed":
                 failures = test.get("failures") or []
                 node = ET.SubElement(

@@ -55,6 +55,7 @@ class CaseResult:
     Attributes:
         secrets: the case's fixture credential values; every report scrubs them.
         workspace: the case's workspace when it was kept (``--keep``).
+        authority: what the run ran under (``proctor.test.v1``'s ``authority``), once it ran.
     """
 
     case: Case
@@ -69,6 +70,7 @@ class CaseResult:
     outcome: str | None = None
     workspace: Path | None = None
     secrets: list[str] = field(default_factory=list)
+    authority: dict[str, Any] | None = None
 
 
 def collect(path: Path, keyword: str | None = None) -> list[Case]:
@@ -207,7 +209,7 @@ def run_case(
             keep=keep,
         )
         secrets = built.secrets
-        observed = _run(case, test, test_id, built)
+        observed, authority = _run(case, test, test_id, built)
         failures = check(test.expect, observed)
         env = observed.envelope
         return CaseResult(
@@ -222,6 +224,7 @@ def run_case(
             outcome=env.get("outcome"),
             workspace=built.root if keep else None,
             secrets=secrets,
+            authority=authority,
         )
     except ProctorError as exc:
         return CaseResult(
@@ -263,7 +266,7 @@ def _package(folder: Path, cache: dict[Path, Any] | None) -> Any:
     return skill
 
 
-def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
+def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observed, dict[str, Any]]:
     from proctor.core.authority import parse_authority
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
@@ -307,12 +310,14 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
         env = envelope.to_json()
         run_id = env.get("run_id")
         steps = session.store.step_records(run_id) if run_id else {}
+        record = session.store.get_run(run_id) if run_id else None
+        ran_under = _authority(test, built.root, fixtures, record.data if record else {})
     finally:
         session.close()
         if agent is not None:
             agent.close()
     receipt = _verify(built.root, env.get("receipt_id"))
-    return Observed(
+    observed = Observed(
         envelope=env,
         steps=steps,
         audit=_audit_lines(built.root),
@@ -326,6 +331,29 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> Observed:
         unused_model=(len(script.responses) - script.served) if script is not None else 0,
         call_failures=list(host.call_failures),
     )
+    return observed, ran_under
+
+
+def _authority(test: SkillTest, root: Path, fixtures: Any, run: dict[str, Any]) -> dict[str, Any]:
+    """What the run ran under, read from what was loaded and recorded, not from what the test
+    was meant to be: the policy files of its workspace, the guard modules that workspace
+    names (a test stages no config, so none), and the authority its run recorded."""
+    from proctor.policy import read_guard_files, shipped_policy_sources
+    from proctor.policy.loader import workspace_policy_sources
+
+    policies = [s.name for s in shipped_policy_sources()]
+    policies += [s.name for s in workspace_policy_sources(root)]
+    recorded = run.get("authority")
+    return {
+        "policies": policies,
+        "policy_digest": run.get("policy_digest"),
+        "guard_modules": [f.path for f in read_guard_files(root).modules],
+        "authority": recorded if isinstance(recorded, dict) else None,
+        "egress": list(test.setup.egress),
+        "http": [f"{d.method} {d.url}" for d in fixtures.declared],
+        "credentials": sorted(test.setup.credentials),
+        "model": test.providers.model is not None,
+    }
 
 
 def _root_body(root: Path, receipt_id: str | None) -> dict[str, Any] | None:

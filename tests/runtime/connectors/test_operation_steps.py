@@ -153,8 +153,10 @@ def test_a_policy_rule_can_name_an_operation(tmp_path: Path, server: TrackerServ
         "    on_error: fail_closed\n"
         "    tools: [operation:tracker/issue.label]\n"
     )
-    env = session(ws).run("triage", inputs=INPUTS, cwd=ws, request_secrets=SECRETS)
+    s = session(ws, trust_guards=True)
+    env = s.run("triage", inputs=INPUTS, cwd=ws, request_secrets=SECRETS)
     assert env.outcome == "blocked", env
+    assert env.refusal is not None and env.refusal.code == "labels_by_people"
     assert server.tracker.hits == {}
 
 

@@ -103,7 +103,9 @@ def test_a_run_never_rewrites_what_proctor_or_another_tool_executes(
     (ws / "proctor.toml").write_text('[policy]\nguards = ["guards.py", "guardpkg.checks"]\n')
     (ws / "guardpkg" / "checks.py").write_text("# more guards\n")
     before = (ws / file).read_bytes()
-    env = session(ws).run("rewrite", inputs={"file": file}, authority=authority(**GRANT), cwd=ws)
+    env = session(ws, trust_guards=True).run(
+        "rewrite", inputs={"file": file}, authority=authority(**GRANT), cwd=ws
+    )
     assert env.outcome == "blocked"
     assert env.refusal is not None and env.refusal.code == "authority_file"
     assert rule in env.refusal.message

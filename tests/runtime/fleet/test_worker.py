@@ -173,3 +173,29 @@ def test_the_lease_ttl_setting_is_bounded(monkeypatch: pytest.MonkeyPatch) -> No
         assert lease_ttl() == expected
     monkeypatch.setenv("PROCTOR_LEASE_TTL", "1e9")
     assert lease_ttl() == LEASE_TTL_SECONDS
+
+
+def test_a_worker_never_imports_a_guard_no_one_trusted(
+    shared: tuple[Path, dict[str, str], str], tmp_path: Path
+) -> None:
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    root, env, url = shared
+    marker = tmp_path / "guard-imported"
+    (root / "proctor.toml").write_text('[policy]\nguards = "guards.py"\n')
+    (root / "guards.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    store = PostgresRunStore(url)
+    out = proctor(root, env, ["run", "appender", "-i", "line=one", "--submit", "--json"])
+    assert out.returncode == 0, out.stderr
+    run_id = json.loads(out.stdout)["run_id"]
+    worker = start_worker(root, env, log=tmp_path / "worker.log")
+    try:
+        wait_for(lambda: run_status(store, run_id) == "sealed", 60, "the seal")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+    run = store.get_run(run_id)
+    assert run is not None and run.outcome == "blocked"
+    assert "guards_untrusted" in json.dumps(run.data)
+    assert not marker.exists()
+    assert not (root / "lines.txt").exists()

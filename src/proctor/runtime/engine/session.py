@@ -49,6 +49,7 @@ from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
+    from proctor.policy.guard_files import GuardFiles
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
@@ -136,6 +137,7 @@ class Session:
         self._tools: ToolTable | None = None
         self._holder = holder_id()
         self.stop_event = threading.Event()
+        self._trusted_by_env: set[str] = set()
 
     @property
     def holder(self) -> str:
@@ -227,13 +229,36 @@ class Session:
         registry, and whether the run goes unguarded, as the workspace's files are now
         (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`).
 
+        The workspace's guard modules run only when a person trusted their bytes (the home's
+        record, :mod:`proctor.runtime.home.trust`) or ``PROCTOR_TRUST_WORKSPACE=1`` says so
+        (audited, ``guards_trusted_by_environment``, once per session and digest).
+
         Raises:
             PolicyLoadError: a policy file or rule is invalid.
-            ConfigError: bad profile, drift from the shipped rules, or zero enforceable rules.
+            ConfigError: ``guards_untrusted`` (no guard module ran); bad profile, drift from
+                the shipped rules, or zero enforceable rules.
         """
         from proctor.policy.cache import run_policies
+        from proctor.runtime.home.trust import HomeTrust
 
-        return run_policies(self.workspace.root, self.environ, self.tools)
+        trust = HomeTrust(self.environ, on_environment=self._audit_env_trust)
+        return run_policies(self.workspace.root, self.environ, self.tools, trust=trust)
+
+    def _audit_env_trust(self, files: GuardFiles) -> None:
+        if files.digest in self._trusted_by_env:
+            return
+        from proctor.runtime.home.trust import TRUST_ENV
+
+        self.audit.emit(
+            "guards_trusted_by_environment",
+            run_id=None,
+            step_index=None,
+            fsync=True,
+            variable=TRUST_ENV,
+            digest=files.digest,
+            files=[[f.path, f.sha256] for f in files.files],
+        )
+        self._trusted_by_env.add(files.digest)
 
     def close(self) -> None:
         """Release the run store and the audit log."""
