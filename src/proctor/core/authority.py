@@ -20,7 +20,7 @@ from that default.
 
 ``packages`` (a list of patterns, absent for no limit) names the packages a run's tree may run:
 every run of the tree, the root and each child, must have a package identity one pattern covers
-(:func:`package_covered`), or it is refused before its first step; an empty list covers
+(:func:`proctor.core.packages.package_covered`), or it is refused before its first step; an empty list covers
 nothing.
 
 A run's recorded authority also carries ``egress``: the workspace's allow-list of destinations
@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass, field, replace
+from proctor.core.packages import package_covered, parse_packages
 from proctor.errors import UsageError
 
 __all__ = [
@@ -61,9 +62,6 @@ REACH_ORDER: tuple[str, ...] = ("workspace", "inputs")
 LIMIT_NAMES: tuple[str, ...] = ("max_calls", "max_concurrency", "max_child_depth", "max_fanout")
 _LIMIT_CEILING = 1_000_000
 _OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}/(\*|[a-z][a-z0-9_.-]{0,255})$")
-_SEGMENT = re.compile(r"^(\*|[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,127})$")
-_ORIGINS = ("core", "registry", "local")
-MAX_PACKAGE_PATTERNS = 256
 
 
 @dataclass(frozen=True)
@@ -123,68 +121,6 @@ def _under(path: str, root: str) -> bool:
         return not path.startswith("$")  # the whole workspace; another root is named as $NAME
     parts, prefix = path.strip("/").split("/"), root.split("/")
     return parts[: len(prefix)] == prefix
-
-
-def _pattern_parts(pattern: str) -> tuple[str, list[str]] | None:
-    """``(origin, segments)`` of a package pattern, or ``None`` when it is malformed.
-
-    ``<publisher>/<name>`` (either may be ``*``) is a registry pattern; otherwise the pattern
-    names its origin: ``core:<name>``, ``registry:<publisher>/<name>``, ``local:<path>``.
-    """
-    origin, colon, rest = pattern.partition(":")
-    if not colon:
-        origin, rest = "registry", pattern
-        if rest.count("/") != 1:
-            return None
-    if origin not in _ORIGINS or not rest:
-        return None
-    segments = rest.split("/")
-    if not all(_SEGMENT.match(seg) and seg not in (".", "..") for seg in segments):
-        return None
-    return origin, segments
-
-
-def package_covered(patterns: Sequence[str], identity: str) -> bool:
-    """True when one of ``patterns`` covers the package ``identity``
-    (``core:NAME``, ``registry:PUBLISHER/NAME``, ``local:PATH``).
-
-    A ``*`` segment stands for exactly one segment, except as a pattern's last segment, where
-    it stands for one or more (so ``local:*`` covers every package of the workspace, and
-    ``local:skills/*`` every one under ``skills/``). Segments compare exactly.
-    """
-    origin, colon, rest = identity.partition(":")
-    if not colon or not rest:
-        return False
-    have = rest.split("/")
-    for pattern in patterns:
-        parts = _pattern_parts(pattern)
-        if parts is None or parts[0] != origin:
-            continue
-        want = parts[1]
-        if want[-1] == "*" and len(have) >= len(want):
-            fixed, tail_ok = want[:-1], True
-            compared = have[: len(fixed)]
-        else:
-            fixed, tail_ok = want, len(have) == len(want)
-            compared = have
-        if tail_ok and all(w in ("*", h) for w, h in zip(fixed, compared, strict=True)):
-            return True
-    return False
-
-
-def _parse_packages(value: Any) -> tuple[str, ...]:
-    if (
-        not isinstance(value, list)
-        or len(value) > MAX_PACKAGE_PATTERNS
-        or not all(isinstance(p, str) and _pattern_parts(p) is not None for p in value)
-    ):
-        raise UsageError(
-            "packages is a list of package patterns: PUBLISHER/NAME, core:NAME,"
-            " registry:PUBLISHER/NAME or local:PATH, each segment a name or * (at most"
-            f" {MAX_PACKAGE_PATTERNS})",
-            code="authority_invalid",
-        )
-    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -459,6 +395,6 @@ def parse_authority(
         set_by=stated_by,
         egress=_parse_egress(doc["egress"]) if "egress" in doc else None,
         max_spend_micro_usd=spend,
-        packages=_parse_packages(doc["packages"]) if "packages" in doc else None,
+        packages=parse_packages(doc["packages"]) if "packages" in doc else None,
         **limits,
     )

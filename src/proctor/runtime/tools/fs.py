@@ -1,4 +1,4 @@
-"""``fs.read``, ``fs.read_bundle``, ``fs.write`` and ``fs.edit``: digest-bound text files.
+"""``fs.read``, ``fs.write`` and ``fs.edit``: one file at a time, digest-bound changes.
 
 Every change names what it replaces: ``expected_digest`` (the ``content_digest`` a read returned)
 or ``create: true`` for a file that must not exist yet. Writes are atomic (temp file in the same
@@ -9,8 +9,6 @@ of several proctor processes changing one version only one succeeds.
 ``fs.read`` returns UTF-8 text only and takes no offset or encoding argument: its result is
 scrubbed whole by admission, and an argument that re-encoded or sliced the content could carry a
 secret past the scrubber. A truncated read ends at a line boundary for the same reason.
-``fs.read_bundle`` reads up to 64 files in one call, each as ``fs.read`` does (every path through
-containment), under one byte budget shared by the bundle, with a digest over the whole bundle.
 """
 
 from __future__ import annotations
@@ -42,14 +40,13 @@ __all__ = [
     "DIGEST_SCHEMA",
     "FS_EDIT",
     "FS_READ",
-    "FS_READ_BUNDLE",
     "FS_WRITE",
     "PATH_SCHEMA",
     "check_write",
     "path_arg",
 ]
 
-READ_DEFAULT_BYTES = 1024 * 1024
+READ_DEFAULT_BYTES = 1024 * 1024  # also fs.read_bundle's default budget
 READ_MAX_BYTES = 16 * 1024 * 1024
 
 PATH_SCHEMA: dict[str, Any] = {
@@ -114,95 +111,6 @@ FS_READ = Tool(
             "content_digest": {"type": "string", "pattern": DIGEST_PATTERN},
             "size": {"type": "integer", "minimum": 0},
             "truncated": {"type": "boolean"},
-        },
-    },
-)
-
-# -- fs.read_bundle ------------------------------------------------------------------------------
-
-BUNDLE_MAX_FILES = 64
-
-
-def _bundle_paths(args: Mapping[str, Any]) -> list[tuple[str, Access]]:
-    paths = args.get("paths")
-    if not isinstance(paths, list) or not paths:
-        return [("", "read")]
-    return [(p if isinstance(p, str) else "", "read") for p in paths]
-
-
-def _read_bundle(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from proctor.receipts.canonical import digest as canonical_digest
-    from proctor.runtime.tools.base import check_cancel
-
-    left = int(args.get("max_bytes", READ_DEFAULT_BYTES))
-    files: list[dict[str, Any]] = []
-    for path in args["paths"]:
-        check_cancel(ctx)
-        target = ctx.workspace.resolve(path, "read")
-        if left <= 0:
-            # the budget is spent: the file is named, digested by fs.read later, not read now
-            files.append(
-                {
-                    "path": target.rel,
-                    "content": "",
-                    "content_digest": None,
-                    "size": None,
-                    "truncated": True,
-                }
-            )
-            continue
-        content, digest, size, truncated = read_text_file(ctx.workspace, target, left)
-        left -= len(content.encode("utf-8"))
-        files.append(
-            {
-                "path": target.rel,
-                "content": content,
-                "content_digest": digest,
-                "size": size,
-                "truncated": truncated,
-            }
-        )
-    bundle = [{"path": f["path"], "content_digest": f["content_digest"]} for f in files]
-    return {"files": files, "bundle_digest": canonical_digest(bundle)}
-
-
-FS_READ_BUNDLE = Tool(
-    name="fs.read_bundle",
-    description=(
-        "Read several UTF-8 text files of the workspace at once under one byte budget; returns"
-        " each file's content and content_digest, and a digest of the bundle."
-    ),
-    schema={
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["paths"],
-        "properties": {
-            "paths": {
-                "type": "array",
-                "items": PATH_SCHEMA,
-                "minItems": 1,
-                "maxItems": BUNDLE_MAX_FILES,
-                "uniqueItems": True,
-            },
-            "max_bytes": {"type": "integer", "minimum": 1, "maximum": READ_MAX_BYTES},
-        },
-    },
-    effect="read",
-    handler=os_errors_refused(_read_bundle),
-    paths=_bundle_paths,
-    output_schema={
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["files", "bundle_digest"],
-        "properties": {
-            "files": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["path", "content", "content_digest", "size", "truncated"],
-                },
-            },
-            "bundle_digest": {"type": "string", "pattern": DIGEST_PATTERN},
         },
     },
 )

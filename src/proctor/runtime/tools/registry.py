@@ -32,7 +32,8 @@ def _text() -> tuple[Tool, ...]:
 
 
 def _fs() -> tuple[Tool, ...]:
-    from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_READ_BUNDLE, FS_WRITE
+    from proctor.runtime.tools.fs import FS_EDIT, FS_READ, FS_WRITE
+    from proctor.runtime.tools.fs_read_bundle import FS_READ_BUNDLE
 
     return (FS_READ, FS_READ_BUNDLE, FS_WRITE, FS_EDIT)
 
