@@ -58,10 +58,12 @@ class Readback(Record):
 
 
 class OperationCost(Record):
-    """The quoted price of one call, in millionths of a US dollar."""
+    """The quoted price of one call, in millionths of a US dollar: ``per: call`` (or
+    ``request``) once the request may have left, ``per: success`` only when the provider
+    answered as the operation accepts."""
 
     usd_micro: Annotated[int, Rule(ge=0, le=10**12)]
-    per: Literal["call"]
+    per: Literal["call", "request", "success"]
 
 
 class Operation(Record):

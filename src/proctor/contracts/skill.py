@@ -93,10 +93,12 @@ class _StepBase(_Model):
 
 
 class Cost(_Model):
-    """The declared price of a priced act, in micro-dollars per ``per``."""
+    """The declared price of a priced act, in micro-dollars per ``per``: ``call`` (or
+    ``request``, the runx reference's name for it) is charged once the request may have left;
+    ``success`` only when the provider answered as the step accepts (a completed call)."""
 
     usd_micro: Annotated[int, Rule(ge=0, le=2**53 - 1)]
-    per: Literal["call", "1k_tokens_in", "1k_tokens_out"] = "call"
+    per: Literal["call", "request", "success", "1k_tokens_in", "1k_tokens_out"] = "call"
 
 
 class ToolStep(_StepBase):

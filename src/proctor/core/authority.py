@@ -20,7 +20,7 @@ from that default.
 
 ``packages`` (a list of patterns, absent for no limit) names the packages a run's tree may run:
 every run of the tree, the root and each child, must have a package identity one pattern covers
-(:func:`proctor.core.packages.package_covered`), or it is refused before its first step; an empty list covers
+(:mod:`proctor.core.packages`), or it is refused before its first step; an empty list covers
 nothing.
 
 A run's recorded authority also carries ``egress``: the workspace's allow-list of destinations

@@ -353,13 +353,16 @@ def _check_method(
                 _check_ref(ref, declared, seen, (*at, *field), source, positions, fan_out)
         cost = getattr(step, "cost", None)
         if cost is not None and (
-            getattr(step, "tool", None) not in PRICED_TOOLS or cost.per != "call"
+            getattr(step, "tool", None) not in PRICED_TOOLS
+            or cost.per not in ("call", "request", "success")
         ):
             raise _at(
                 source,
                 positions,
                 (*at, "cost"),
-                "cost prices a call of " + ", ".join(PRICED_TOOLS) + " (per: call)",
+                "cost prices a call of "
+                + ", ".join(PRICED_TOOLS)
+                + " (per: call, request or success)",
                 "cost_invalid",
             )
         for_each = getattr(step, "for_each", None)

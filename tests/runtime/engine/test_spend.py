@@ -273,3 +273,38 @@ def test_a_turns_skill_calls_spend_from_the_same_limit(
     done = s.resume(env.run_id or "", answer)
     assert done.outcome == "completed" and done.spend_micro_usd == 300
     assert _verify(ws, done.receipt_id).status == "verified"
+
+
+def test_per_success_is_charged_only_for_a_call_that_completed(
+    ws: Path, server: tuple[str, list[str]]
+) -> None:
+    import socket
+
+    make_skill(ws, "on_success", PRICED.replace("per: call", "per: success"))
+    url, _seen = server
+    done = session(ws).run(
+        "on_success",
+        inputs={"url": url + "/a"},
+        cwd=ws,
+        authority=authority(max_spend_micro_usd=1000),
+    )
+    assert done.outcome == "completed" and done.spend_micro_usd == 300
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: the request fails
+    failed = session(ws).run(
+        "on_success",
+        inputs={"url": f"http://127.0.0.1:{port}/b"},
+        cwd=ws,
+        authority=authority(max_spend_micro_usd=1000),
+    )
+    assert failed.outcome == "failed", failed
+    assert failed.spend_micro_usd == 0
+    per_call = session(ws).run(
+        "priced",
+        inputs={"url": f"http://127.0.0.1:{port}/c"},
+        cwd=ws,
+        authority=authority(max_spend_micro_usd=1000),
+    )
+    assert per_call.outcome == "failed" and per_call.spend_micro_usd == 300  # may have left

@@ -99,8 +99,11 @@ def tool_step(
         if call.status == "refused" or call.already_done is not None:
             run.spend_ledger().release(held)  # nothing was sent
         else:
-            run.spend_ledger().settle(held, held.quote)
-            done.spend_micro_usd = held.quote
+            # per: success is charged only when the provider answered as the step accepts
+            unpaid = step.cost is not None and step.cost.per == "success"
+            charge = 0 if unpaid and call.status != "completed" else held.quote
+            run.spend_ledger().settle(held, charge)
+            done.spend_micro_usd = charge
     if call.already_done is not None:
         # Nothing was sent: the act was done under this key; the record names its receipt.
         done.already_done = call.already_done

@@ -72,11 +72,13 @@ def operation_step(
     outputs: dict[str, Any],
 ) -> StepDone | StepPause:
     """Run the step's operation through admission; a crashed write is confirmed by readback."""
-    from proctor.runtime.connectors.operations import OperationTool, quote_micro_usd
+    from proctor.runtime.connectors.operations import OperationTool, cost_quote, quote_micro_usd
 
     name = OPERATION_PREFIX + step.operation
     tool = governor.tools.get(name)
     quote = None if tool is None else quote_micro_usd(tool)
+    declared = (cost_quote(tool) if tool is not None else None) or {}
+    per = str(declared.get("per") or "call")
     as_tool = ToolStep(
         id=step.id,
         tool=name,
@@ -84,7 +86,7 @@ def operation_step(
         idempotency_key=step.idempotency_key,
         reason=step.reason,
         # the connector's declared price, reserved against the tree's spend limit
-        cost=None if quote is None else Cost(usd_micro=quote, per="call"),
+        cost=None if quote is None else Cost(usd_micro=quote, per=per),  # type: ignore[arg-type]
     )
     if isinstance(tool, OperationTool) and step.credential not in (None, tool.credential):
         refused = CredentialError(
