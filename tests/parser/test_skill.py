@@ -287,3 +287,20 @@ def test_a_lone_markdown_file_is_not_a_package() -> None:
     assert ref.value.code == "not_a_package"
     assert package_dir_for("skills/x/SKILL.md", is_dir=False) == "skills/x"
     assert package_dir_for("skills/x", is_dir=True) == "skills/x"
+
+
+def test_a_package_written_for_runx_states_minimum_runx_instead() -> None:
+    runx = PROFILE.replace("minimum_proctor: 0.1.0", "minimum_runx: 0.12.0")
+    profile = parse_run_yaml(runx, SRC)
+    assert (profile.minimum_runx, profile.minimum_proctor) == ("0.12.0", None)
+    future = "minimum_runx: 0.13.0\nmethods: {x: {steps: [{id: a, teleport: yes}]}}\n"
+    with pytest.raises(ParseError) as newer:
+        parse_run_yaml(future, SRC)
+    assert newer.value.code == "runx_too_new"  # read before anything else, as runx does
+    both = PROFILE.replace("minimum_proctor: 0.1.0", "minimum_proctor: 0.1.0\nminimum_runx: 0.12.0")
+    with pytest.raises(ParseError) as twice:
+        parse_run_yaml(both, SRC)
+    assert twice.value.code == "minimum_proctor_invalid"
+    with pytest.raises(ParseError) as bad:
+        parse_run_yaml(PROFILE.replace("minimum_proctor: 0.1.0", "minimum_runx: twelve"), SRC)
+    assert bad.value.code == "minimum_proctor_invalid"

@@ -278,7 +278,8 @@ class Method(_Model):
 class RunProfile(_Model):
     """A validated ``run.yaml``."""
 
-    minimum_proctor: NonEmpty
+    minimum_proctor: NonEmpty | None = None
+    minimum_runx: NonEmpty | None = None
     default_method: NonEmpty | None = None
     methods: Annotated[dict[StepId, Method], Rule(min_length=1)]
     credentials: dict[str, CredentialRequirement] = field(default_factory=dict)

@@ -141,33 +141,62 @@ def parse_run_yaml(
     return profile
 
 
+RUNX_FORMAT = (0, 12)
+"""The runx reference's package format this proctor reads (``minimum_runx`` up to 0.12.x)."""
+
+
 def _check_minimum(
     data: dict[str, Any], source: str, positions: Positions, proctor_version: str
 ) -> None:
-    if "minimum_proctor" not in data:
+    """``minimum_proctor``, or (a package written for the runx reference) ``minimum_runx``:
+    exactly one, read before anything else, so a package needing a newer runtime is refused
+    by name."""
+    given = [key for key in ("minimum_proctor", "minimum_runx") if key in data]
+    if not given:
         raise _at(
             source,
             positions,
             (),
-            "run.yaml needs minimum_proctor (the oldest proctor version it runs on)",
+            "run.yaml needs minimum_proctor (the oldest proctor version it runs on), or"
+            " minimum_runx for a package written for runx",
             "minimum_proctor_missing",
         )
-    wanted = data["minimum_proctor"]
+    if len(given) > 1:
+        raise _at(
+            source,
+            positions,
+            ("minimum_runx",),
+            "give minimum_proctor or minimum_runx, not both",
+            "minimum_proctor_invalid",
+        )
+    key = given[0]
+    wanted = data[key]
     wanted_tuple = _version_tuple(wanted) if isinstance(wanted, str) else None
     if wanted_tuple is None:
         raise _at(
             source,
             positions,
-            ("minimum_proctor",),
-            "minimum_proctor must be a version like 0.1.0 (quote it if YAML reads a number)",
+            (key,),
+            f"{key} must be a version like 0.1.0 (quote it if YAML reads a number)",
             "minimum_proctor_invalid",
         )
+    if key == "minimum_runx":
+        if wanted_tuple[:2] > RUNX_FORMAT:
+            raise _at(
+                source,
+                positions,
+                (key,),
+                f"requires runx >= {wanted}; proctor reads packages written for runx up to"
+                f" {RUNX_FORMAT[0]}.{RUNX_FORMAT[1]}.x",
+                "runx_too_new",
+            )
+        return
     running = _version_tuple(proctor_version)
     if running is None or wanted_tuple > running:
         raise _at(
             source,
             positions,
-            ("minimum_proctor",),
+            (key,),
             f"requires proctor >= {wanted}; this is {proctor_version}",
             "proctor_too_old",
         )
