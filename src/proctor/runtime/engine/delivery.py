@@ -131,6 +131,7 @@ def prepare_delivery(
     request_secrets: Mapping[str, str] | None = None,
     route: EgressRoute | None = None,
     extra_credentials: Sequence[str] = (),
+    aliases: bool = False,
 ) -> Deliver:
     """Resolve the method's credentials once and return the admission ``deliver`` seam.
 
@@ -141,7 +142,9 @@ def prepare_delivery(
     ``credentials``; a resume resolves again from a new snapshot. The egress allow-list is
     the one recorded in the run's ``authority``, so what is enforced is what the receipt's
     authority digest covers. ``route`` (the session's) sends checked requests somewhere other
-    than the network, after the same guard.
+    than the network, after the same guard. ``aliases`` (a directive run): an
+    ``http.request`` may name a credential alias its package does not declare, resolved when
+    the call is made (:func:`proctor.runtime.home.credentials.aliases.resolve_alias`).
 
     Raises:
         NeedsCredential: a named requirement has no source (nothing was delivered).
@@ -180,7 +183,40 @@ def prepare_delivery(
             run_id,
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
-    return _lazy_seams(resolved, by_step, authority, taint, environ, route)
+    alias_resolver = None
+    if aliases:
+        alias_resolver = _alias_resolver(
+            skill.package.name, workspace_root, environ, request_secrets or {}, taint
+        )
+    return _lazy_seams(resolved, by_step, authority, taint, environ, route, alias_resolver)
+
+
+def _alias_resolver(
+    skill: str,
+    workspace_root: Path,
+    environ: Mapping[str, str],
+    host_secrets: Mapping[str, str],
+    taint: TaintSet,
+) -> Callable[[str], Any]:
+    """Resolve a credential alias when a call names it; every value found enters ``taint``
+    before it is returned (so it is scrubbed from every output before it is ever sent)."""
+
+    def resolve(alias: str) -> Any:
+        from proctor.runtime.home.credentials.aliases import resolve_alias
+
+        found = resolve_alias(
+            alias,
+            skill=skill,
+            workspace_root=workspace_root,
+            environ=environ,
+            store=_credential_store(environ),
+            host_secrets=host_secrets,
+        )
+        if found is not None:
+            taint.add(found.secret.reveal())
+        return found
+
+    return resolve
 
 
 def _lazy_seams(
@@ -190,6 +226,7 @@ def _lazy_seams(
     taint: TaintSet,
     environ: Mapping[str, str],
     route: EgressRoute | None,
+    aliases: Callable[[str], Any] | None = None,
 ) -> Deliver:
     """The ``deliver`` seam: each effect class's part (network, process, connector operation)
     is built when a call of that class first asks, so a run that makes none imports none of
@@ -217,7 +254,7 @@ def _lazy_seams(
 
             built = network_deliver(
                 resolved, by_step, allow=http_allow, taint=taint,
-                resolver=resolver, pool_factory=pool_factory,
+                resolver=resolver, pool_factory=pool_factory, aliases=aliases,
             )  # fmt: skip
         elif kind == "process":
             from proctor.runtime.tools.command import process_deliver

@@ -181,13 +181,19 @@ class RunDriver:
                 authority=self.record.data.get("authority") or {},
                 taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
                 request_secrets=self.request_secrets, route=self.s.egress_route,
-                extra_credentials=extra,
+                extra_credentials=extra, aliases=self._directive_run(),
             )  # fmt: skip
         except NeedsCredential:
             raise
         except (CredentialError, ConfigError) as exc:
             raise Blocked(exc.code, exc.message, "credential_unavailable") from exc
         return with_receipts_seam(inner, self.s)
+
+    def _directive_run(self) -> bool:
+        """Whether this is a directive's run (its ``http.request`` may name credential aliases)."""
+        from proctor.runtime.directives import is_directive_run
+
+        return is_directive_run(self.record.data, self.s.workspace.state_dir)
 
     # -- the step loop------------------------------------------------------------------------
 

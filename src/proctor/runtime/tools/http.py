@@ -79,6 +79,9 @@ class NetworkContext:
         verify: TLS verification (``True`` or a context with extra roots, for tests).
         limits: time, size and redirect bounds.
         pool_factory: see :class:`proctor.runtime.boundary.transport.EgressTransport` (tests only).
+        aliases: resolves a credential alias when the call is made (a directive run's
+            ``auth_alias``, :mod:`proctor.runtime.home.credentials.aliases`); ``None``: a call
+            may name only the step's declared credential.
     """
 
     allow: EgressAllow = field(default_factory=EgressAllow)
@@ -89,6 +92,7 @@ class NetworkContext:
     verify: ssl.SSLContext | bool = True
     limits: EgressLimits = field(default_factory=EgressLimits)
     pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport] | None = None
+    aliases: Callable[[str], ResolvedCredential | None] | None = None
 
 
 SCHEMA: dict[str, Any] = {
@@ -110,7 +114,11 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "required": ["credential"],
-            "properties": {"credential": {"type": "string", "minLength": 1, "maxLength": 128}},
+            "properties": {
+                "credential": {"type": "string", "minLength": 1, "maxLength": 128},
+                # the reference kernel's auth_scheme: the value follows the scheme as it is
+                "scheme": {"enum": ["Bearer", "Basic", "Token"]},
+            },
         },
     },
 }
@@ -135,6 +143,15 @@ def _credential(net: NetworkContext, args: Mapping[str, Any]) -> ResolvedCredent
     if name is None:
         return None
     credential = net.credentials.get(name)
+    if credential is None and net.aliases is not None and isinstance(auth, Mapping):
+        credential = net.aliases(name)
+        if credential is None:
+            raise CredentialError(
+                f"credential alias {name!r} is not configured: store a profile named {name!r}"
+                f" (proctor credential set), bind one to it, or set AURO_SECRET_{name.upper()}",
+                code="credential_not_delivered",
+                details={"credential": name},
+            )
     if credential is None:
         raise CredentialError(
             f"credential {name!r} was not resolved for this step; declare it in run.yaml and "
@@ -264,7 +281,10 @@ def _request(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             )
         if net.taint is not None:
             net.taint.add(credential.secret.reveal())
-        headers["Authorization"] = credential.authorization()
+        scheme = (args.get("auth") or {}).get("scheme")
+        headers["Authorization"] = (
+            f"{scheme} {credential.secret.reveal()}" if scheme else credential.authorization()
+        )
     limits = net.limits
     total = min(float(args.get("timeout_s", limits.total_s)), limits.total_s)
     deadline = time.monotonic() + total
@@ -329,6 +349,7 @@ def network_deliver(
     verify: ssl.SSLContext | bool = True,
     limits: EgressLimits | None = None,
     pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport] | None = None,
+    aliases: Callable[[str], ResolvedCredential | None] | None = None,
 ) -> Callable[[Any, Tool], dict[str, Any]]:
     """The admission ``deliver`` seam for network tools.
 
@@ -336,7 +357,8 @@ def network_deliver(
     for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
     only its own step's credential, so a step that declares none can deliver none.
     ``resolver`` and ``pool_factory`` route checked requests elsewhere (an
-    :class:`~proctor.runtime.boundary.egress.EgressRoute`: ``proctor test``).
+    :class:`~proctor.runtime.boundary.egress.EgressRoute`: ``proctor test``). ``aliases``
+    resolves a call's named credential alias at call time (directive runs only).
     """
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
@@ -354,6 +376,7 @@ def network_deliver(
                 verify=verify,
                 limits=limits or EgressLimits(),
                 pool_factory=pool_factory,
+                aliases=aliases,
             )
         }
 
