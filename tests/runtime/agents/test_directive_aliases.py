@@ -154,7 +154,7 @@ def test_the_alias_reaches_only_the_api_the_call_names(
 def test_an_unconfigured_alias_is_refused_and_nothing_is_sent(
     ws: Path, servers: tuple[Recorder, Recorder]
 ) -> None:
-    doc, results = _run(ws, servers, {})
+    _doc, results = _run(ws, servers, {})
     api, other = servers
     assert results[0]["status"] == "failed" or results[0]["status"] == "refused", results
     assert results[0]["error"]["code"] == "credential_not_delivered"
