@@ -207,16 +207,27 @@ class ManagedAgent:
             return None
         return key if isinstance(key, str) else key.reveal()
 
-    def complete(self, system: str, user: str) -> str:
+    def complete(
+        self, system: str, user: str, *, response_format: dict[str, Any] | None = None
+    ) -> str:
         """One model request offering no tools (the directive router); the model's text.
+
+        ``response_format`` (a JSON Schema) is sent as the dialect's structured-output field
+        where it has one (:func:`proctor.runtime.agents.wire.with_response_format`); the answer
+        is read the same way either way.
 
         Raises:
             AgentError: as :meth:`drive_turn` for provider failures.
         """
+        from proctor.runtime.agents.wire import with_response_format
+
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
         dialect.begin(system, user, [])
+        body = dialect.body()
+        if response_format is not None:
+            body = with_response_format(self.config.dialect, body, "route", response_format)
         document = self.client.post(
-            dialect.path, dialect.body(), dialect.headers(self._reveal()), dialect.error_message
+            dialect.path, body, dialect.headers(self._reveal()), dialect.error_message
         )
         return dialect.read(document).text
 
@@ -283,8 +294,14 @@ class ManagedAgent:
         bindings = bindings_for(allowance, tools, view=self.view, ask=ask)
         by_wire = {b.wire: b for b in bindings}
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
+        system = _system(str(turn.get("instructions") or ""), schema)
+        rules = turn.get("policy_rules")
+        if isinstance(rules, list) and rules:  # a directive turn: its policies, labelled
+            from proctor.runtime.agents.context import rules_text
+
+            system += "\n" + rules_text(r for r in rules if isinstance(r, Mapping))
         dialect.begin(
-            _system(str(turn.get("instructions") or ""), schema),
+            system,
             _user(turn.get("inputs"), turn.get("context")),
             [_with_reason(b.spec()) for b in bindings],
         )

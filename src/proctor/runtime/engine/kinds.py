@@ -530,6 +530,30 @@ def agent_step(
     return done
 
 
+def _with_policy_rules(run: StepRunner, turn: dict[str, Any]) -> dict[str, Any]:
+    """A directive turn as its model is shown it: with the run's policy rules (id, description,
+    whether proctor enforces it) as ``policy_rules``, as the reference kernel gives a
+    directive's model its policies; advisory rules exist only as this text. The turn itself
+    (its request and digest) is unchanged."""
+    from proctor.runtime.directives import is_directive_run
+
+    if not is_directive_run(run.record.data, run.s.workspace.state_dir):
+        return turn
+    rules = getattr(run.governor().policies, "rules", ())
+    if not rules:
+        return turn
+    shown = [
+        {
+            "policy": r.policy_id,
+            "id": r.id,
+            "description": r.description,
+            "enforced": r.enforceable,
+        }
+        for r in rules
+    ]
+    return {**turn, "policy_rules": shown}
+
+
 def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent: Any) -> StepDone:
     """The session's managed agent works the turn. Its model requests are priced acts proctor
     makes: with the provider's ``cost`` declared, each is metered on the tree's ledger
@@ -551,11 +575,12 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
         from proctor.runtime.engine.metering import ModelMeter
 
         meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
+    shown = _with_policy_rules(run, turn)
     try:
         if meter is None:
-            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
+            value = agent.drive_turn(shown, lambda spec: run.turn_call_spec(turn, spec))
         else:
-            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
+            value = agent.drive_turn(shown, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
     except SpendRefused as exc:
         done = budget_blocked(step.id, exc)
     except ProctorError as exc:
