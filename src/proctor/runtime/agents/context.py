@@ -19,6 +19,7 @@ the turn's statistics and the run's audit log by the caller.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -132,10 +133,8 @@ _MARK = "elided_by_context_budget"
 def summary(tool: str, text: str) -> str:
     """What replaces an older tool result: what it was, never its content."""
     status = "unknown"
-    try:
+    with contextlib.suppress(ValueError, AttributeError):
         status = str(json.loads(text).get("status") or "unknown")
-    except (ValueError, AttributeError):
-        pass
     digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
     return json.dumps(
         {

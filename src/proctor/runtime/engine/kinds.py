@@ -576,11 +576,15 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
 
         meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
     shown = _with_policy_rules(run, turn)
+
+    def call(spec: Any) -> Any:
+        return run.turn_call_spec(turn, spec)
+
     try:
         if meter is None:
-            value = agent.drive_turn(shown, lambda spec: run.turn_call_spec(turn, spec))
+            value = agent.drive_turn(shown, call)
         else:
-            value = agent.drive_turn(shown, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
+            value = agent.drive_turn(shown, call, meter=meter)
     except SpendRefused as exc:
         done = budget_blocked(step.id, exc)
     except ProctorError as exc:
