@@ -13,6 +13,11 @@ share guards through ``sys.modules``. It is compiled from its source text each t
 from a ``__pycache__`` file: Python trusts a cached file whose source has the same size and
 modification second, so an edit within that second would otherwise run the old guard.
 A user guard can never take a shipped guard's name.
+
+A module written for the reference kernel loads unchanged: ``from auro_runtime.guards import
+GuardContext, GuardVerdict, register_guard`` resolves, for that module alone, to proctor's names
+(:mod:`proctor.policy.auro_guards`, which also shows its guards calls under the reference's
+tool and argument names).
 """
 
 from __future__ import annotations
@@ -113,6 +118,7 @@ def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...
         if spec is None or spec.loader is None:
             raise ConfigError(f"guard module '{ref}' cannot be imported", code="bad_guard_module")
         module = importlib.util.module_from_spec(spec)
+        module.__dict__["__builtins__"] = _builtins_with_aliases()
         sys.modules[module_name] = module
         try:
             code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
@@ -128,6 +134,19 @@ def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...
         finally:
             sys.modules.pop(module_name, None)
     return tuple(sorted(set(registry.names()) - before))
+
+
+def _builtins_with_aliases() -> dict[str, object]:
+    """The builtins a guard module runs with: the interpreter's, with an ``__import__`` that
+    answers the reference kernel's guard module names (its functions keep these builtins, so
+    an import inside a guard resolves the same way)."""
+    import builtins
+
+    from proctor.policy.auro_guards import aliased_import
+
+    namespace = dict(vars(builtins))
+    namespace["__import__"] = aliased_import(builtins.__import__)
+    return namespace
 
 
 def _module_path(root: Path, ref: str) -> Path:
