@@ -81,12 +81,14 @@ class Elided:
     """One tool result replaced by its summary to keep the conversation under budget."""
 
     tool: str
+    status: str
     chars: int
     digest: str
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (audit log, turn statistics)."""
-        return {"tool": self.tool, "chars": self.chars, "digest": self.digest}
+        return {"tool": self.tool, "status": self.status, "chars": self.chars,
+                "digest": self.digest}  # fmt: skip
 
 
 @dataclass
@@ -101,52 +103,51 @@ class ContextBudget:
     max_chars: int = DEFAULT_CONTEXT_CHARS
     elided: list[Elided] = field(default_factory=list)
 
-    def fit(self, results: list[tuple[str, str]], size: int) -> list[int]:
-        """Which results to summarise so that ``size`` falls under the budget.
+    def fit(self, results: list[str], size: int) -> list[tuple[int, str]]:
+        """Which results to replace, and by what, so that ``size`` falls under the budget.
 
         Args:
-            results: ``(tool name, result text)`` of the conversation's tool results, oldest
-                first, as they stand (already summarised ones included).
+            results: the conversation's tool results as they stand, oldest first (already
+                summarised ones included).
             size: the conversation's size now, in characters.
 
         Returns:
-            The indexes to replace, oldest first; never the latest result. Each is recorded
-            in :attr:`elided`.
+            ``(index, summary)`` pairs, oldest first; never the latest result, which the
+            model has not read yet. Each is recorded in :attr:`elided`. The conversation may
+            still be over the budget when every older result is summarised already.
         """
-        chosen: list[int] = []
-        for index, (tool, text) in enumerate(results[:-1]):
+        chosen: list[tuple[int, str]] = []
+        for index, text in enumerate(results[:-1]):
             if size <= self.max_chars:
                 break
             if _is_summary(text):
                 continue
-            replacement = summary(tool, text)
+            item = _describe(text)
+            replacement = json.dumps(
+                {
+                    _MARK: True,
+                    **item.to_dict(),
+                    "note": "an older tool result, summarised to keep this conversation under"
+                    " its context budget; call the tool again if you need its content",
+                }
+            )
             size -= len(text) - len(replacement)
-            chosen.append(index)
-            digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-            self.elided.append(Elided(tool, len(text), digest))
+            chosen.append((index, replacement))
+            self.elided.append(item)
         return chosen
 
 
 _MARK = "elided_by_context_budget"
 
 
-def summary(tool: str, text: str) -> str:
-    """What replaces an older tool result: what it was, never its content."""
-    status = "unknown"
+def _describe(text: str) -> Elided:
+    tool = status = "unknown"
     with contextlib.suppress(ValueError, AttributeError):
-        status = str(json.loads(text).get("status") or "unknown")
+        document = json.loads(text)
+        tool = str(document.get("tool") or "unknown")[:200]
+        status = str(document.get("status") or "unknown")[:40]
     digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return json.dumps(
-        {
-            _MARK: True,
-            "tool": tool,
-            "status": status,
-            "chars": len(text),
-            "digest": digest,
-            "note": "an older tool result, summarised to keep this conversation under its"
-            " context budget; call the tool again if you need its content",
-        }
-    )
+    return Elided(tool, status, len(text), digest)
 
 
 def _is_summary(text: str) -> bool:

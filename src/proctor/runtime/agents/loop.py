@@ -91,6 +91,8 @@ class TurnStats:
     total_s: float = 0.0
     refused_calls: int = 0
     call_ids: list[str] = field(default_factory=list)
+    elided: list[dict[str, Any]] = field(default_factory=list)
+    """Older tool results summarised to keep the conversation under its context budget."""
 
 
 def make_dialect(dialect: str, model: str, *, max_tokens: int | None = None) -> Dialect:
@@ -131,6 +133,9 @@ class ManagedAgent:
         max_steps: the step cap of a turn that names none (model requests per turn).
         pool_factory: what the model client hands checked requests to (``proctor test``
             serves scripted responses; default: a connection pool).
+        context_chars: the context budget of a turn's conversation, in characters (default
+            ``agent.context_chars``, else :data:`~.context.DEFAULT_CONTEXT_CHARS`); older tool
+            results are summarised to stay under it (:class:`~.context.ContextBudget`).
 
     Raises:
         AgentError: (``provider_unreachable``) the endpoint's host does not resolve.
@@ -149,8 +154,14 @@ class ManagedAgent:
         max_tokens: int | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         pool_factory: Callable[[Any], Any] | None = None,
+        context_chars: int | None = None,
     ) -> None:
+        from proctor.runtime.agents.context import DEFAULT_CONTEXT_CHARS
+
         self.config = config
+        self.context_chars = (
+            context_chars or getattr(config, "context_chars", None) or DEFAULT_CONTEXT_CHARS
+        )
         self.max_steps = max_steps
         self._key = key
         self.view: View = view
@@ -307,9 +318,12 @@ class ManagedAgent:
         )
         validate = _validator(schema)
         reminders = 0
+        from proctor.runtime.agents.context import ContextBudget
+
+        budget = ContextBudget(int(turn.get("context_chars") or self.context_chars))
         for _ in range(max_steps):
             self.cancel.check()
-            body = dialect.body()
+            body = _within(dialect, budget, stats)
             held = None if meter is None else meter.before(body)  # refused: nothing is sent
             before = time.perf_counter()
             try:
@@ -419,6 +433,24 @@ class ManagedAgent:
             if wire_name(tool) == name:
                 return str(tool)
         return name
+
+
+def _within(dialect: Dialect, budget: Any, stats: TurnStats) -> dict[str, Any]:
+    """The next request's body, older tool results summarised when it is over the budget."""
+    body = dialect.body()
+    size = len(json.dumps(body, ensure_ascii=False, default=str))
+    if size <= budget.max_chars:
+        return body
+    slots = dialect.results()
+    texts = [h[k] if isinstance(h[k], str) else json.dumps(h[k], default=str) for h, k in slots]
+    chosen = budget.fit(texts, size)
+    if not chosen:
+        return body
+    for index, replacement in chosen:
+        holder, key = slots[index]
+        holder[key] = replacement
+    stats.elided = [e.to_dict() for e in budget.elided]
+    return dialect.body()
 
 
 def _skill_tools(turn: Mapping[str, Any]) -> dict[str, Any]:

@@ -109,6 +109,11 @@ class Dialect(Protocol):
         """Append a message from proctor (a format reminder)."""
         ...
 
+    def results(self) -> list[tuple[dict[str, Any], str]]:
+        """The tool results of the conversation, oldest first: each as the dict holding it and
+        the key its text is under (the context budget replaces older ones in place)."""
+        ...
+
     @staticmethod
     def error_message(document: Any) -> str | None:
         """The provider's own error message in an error body, if it has the documented shape."""

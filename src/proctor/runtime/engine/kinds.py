@@ -593,6 +593,16 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
         done = _check_output(step, value)
         done.used = []
         done.context_digests = [c["digest"] for c in turn.get("context") or []]
+    elided = getattr(getattr(agent, "last", None), "elided", None)
+    if elided:  # older tool results the model was shown only as summaries
+        run.s.audit.emit(
+            "agent_context_elided",
+            run_id=run.run_id,
+            step_index=turn.get("step_index"),
+            step=step.id,
+            budget_chars=getattr(agent, "context_chars", None),
+            results=list(elided),
+        )
     if meter is not None:
         done.spend_micro_usd = meter.spent
     return done
