@@ -18,7 +18,9 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
 
+from tests.fuzzing import FUZZ, VALUES
 from tests.mcp.conftest import Ws, recorder_for, stdio_params
 from tests.runtime.agent_stub import Reply, Seen, StubModel, answer, offered_tools
 
@@ -258,3 +260,18 @@ def test_the_thirteen_reference_directives_list_and_run_over_mcp(reference_works
 def _audit(root: Path) -> list[dict[str, Any]]:
     path = root / ".proctor" / "audit.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@FUZZ
+@given(value=VALUES)
+def test_directive_tool_arguments_are_refused_with_a_code(value: Any) -> None:
+    """Whatever a client sends, the check answers nothing but ``arguments_invalid``."""
+    from proctor.errors import UsageError
+    from proctor.mcp.directive_tools import TOOLS
+    from proctor.mcp.turn_declarations import check_arguments
+
+    for name in TOOLS:
+        try:
+            check_arguments(name, value, TOOLS)
+        except UsageError as exc:
+            assert exc.code == "arguments_invalid"

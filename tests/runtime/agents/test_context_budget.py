@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proctor.errors import ConfigError
 from proctor.runtime.agents import ManagedAgent
@@ -20,6 +22,7 @@ from proctor.runtime.agents.context import ContextBudget
 from proctor.runtime.agents.sessions import DirectiveSession
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.home.config import agent_config
+from tests.fuzzing import FUZZ
 from tests.runtime.agent_stub import DIALECTS, Seen, StubModel, answer, config, tool_results
 
 BUDGET = 30_000
@@ -88,3 +91,22 @@ def test_the_budget_is_configured_within_bounds(tmp_path: Path) -> None:
     for bad in (999, True, "50000", 10**9):
         with pytest.raises(ConfigError):
             agent_config(section={**section, "context_chars": bad})
+
+
+@FUZZ
+@given(
+    texts=st.lists(st.text(max_size=300), max_size=12),
+    size=st.integers(min_value=0, max_value=10_000),
+    limit=st.integers(min_value=0, max_value=5_000),
+)
+def test_fit_never_touches_the_latest_and_goes_oldest_first(
+    texts: list[str], size: int, limit: int
+) -> None:
+    budget = ContextBudget(max_chars=limit)
+    chosen = budget.fit(texts, size)
+    indexes = [index for index, _ in chosen]
+    assert indexes == sorted(set(indexes))
+    assert not texts or len(texts) - 1 not in indexes
+    assert len(budget.elided) == len(chosen)
+    if size <= limit:
+        assert chosen == []

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proctor.core.authority import parse_authority
 from proctor.runtime.agents import ManagedAgent
@@ -23,6 +25,7 @@ from proctor.runtime.agents.sessions import DirectiveSession
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.home.credentials import CredentialStore
 from proctor.runtime.home.credentials.aliases import resolve_alias
+from tests.fuzzing import FUZZ
 from tests.runtime.agent_stub import Seen, StubModel, answer, config, tool_results
 
 DIALECT = "chat_completions"
@@ -178,3 +181,25 @@ def test_alias_names_are_identifiers_and_the_environment_comes_first(tmp_path: P
     assert stored is not None and stored.source == "profile"
     assert stored.secret.reveal() == "from-profile"
     assert "from-profile" not in repr(stored)
+
+
+@pytest.fixture(scope="module")
+def empty_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("alias-fuzz")
+
+
+@FUZZ
+@given(alias=st.text(max_size=80))
+def test_any_alias_text_resolves_only_as_an_identifier(empty_home: Path, alias: str) -> None:
+    """Whatever the model names, nothing but an identifier is looked up, and nothing raises."""
+    from proctor.runtime.home.credentials.aliases import ALIAS
+
+    environ = {"AURO_SECRET_" + alias.upper(): "v"} if "\x00" not in alias else {}
+    store = CredentialStore(empty_home / "home")
+    found = resolve_alias(
+        alias, skill="directive-x", workspace_root=empty_home, environ=environ, store=store
+    )
+    if ALIAS.match(alias):
+        assert found is not None and found.source == "env"
+    else:
+        assert found is None
