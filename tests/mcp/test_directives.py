@@ -275,3 +275,87 @@ def test_directive_tool_arguments_are_refused_with_a_code(value: Any) -> None:
             check_arguments(name, value, TOOLS)
         except UsageError as exc:
             assert exc.code == "arguments_invalid"
+
+
+API_DIRECTIVE = """---
+id: api_call
+description: Call the team API and report what it says
+tools: [http_request]
+category: task
+---
+# API call
+
+Call the API with the alias `api_token`, then report.
+"""
+
+
+def test_a_host_worked_turn_delivers_an_alias_to_the_api_it_names(ws: Ws) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from mcp import Client
+
+    secret = "mcp-alias-material-83c1"
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            body = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/me"
+    (ws.root / "directives").mkdir()
+    (ws.root / "directives" / "api_call.md").write_text(API_DIRECTIVE, encoding="utf-8")
+    (ws.root / "proctor.toml").write_text('[egress]\nallow = ["127.0.0.1"]\n', encoding="utf-8")
+    results: dict[str, Any] = {}
+
+    async def go() -> None:
+        params = stdio_params(
+            ws, "--directives", *ws.allow(), env={"AURO_SECRET_API_TOKEN": secret}
+        )
+        async with Client(recorder_for(params)) as client:
+            with anyio.fail_after(90):
+                await client.call_tool(
+                    "run_directive", {"directive_id": "api_call", "request": "call it"}
+                )
+                results["status"] = (
+                    await client.call_tool("turn_status", {"turn": "work"})
+                ).structured_content
+                call = {"url": url, "auth_alias": "api_token", "auth_scheme": "token"}
+                results["call"] = await client.call_tool(
+                    "turn_call",
+                    {"turn": "work", "tool": "http_request", "args": call, "call_id": "c1"},
+                )
+                results["done"] = (
+                    await client.call_tool(
+                        "turn_complete",
+                        {"turn": "work", "output": {"done": True, "summary": "called"}},
+                    )
+                ).structured_content
+
+    try:
+        anyio.run(go)
+    finally:
+        server.shutdown()
+        server.server_close()
+    [entry] = results["status"]["calls"]
+    assert entry["tool"] == "http.request" and entry["reference_tool"] == "http_request"
+    assert "auth_alias" in entry["reference_input_schema"]["properties"]
+    call = results["call"].structured_content
+    assert call["status"] == "completed", call
+    assert seen == [f"Token {secret}"]
+    assert results["done"]["outcome"] == "completed"
+    written = "\n".join(
+        p.read_bytes().decode("utf-8", "replace") for p in ws.root.rglob("*") if p.is_file()
+    )
+    assert secret not in written + json.dumps(call) + json.dumps(results["done"])
