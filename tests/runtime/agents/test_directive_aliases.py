@@ -149,6 +149,14 @@ def test_the_alias_reaches_only_the_api_the_call_names(
     assert [r["status"] for r in results] == ["completed", "completed"], results
     assert api.seen == [f"Bearer {SECRET}"]
     assert other.seen == [None]  # the second server got nothing
+    # where it came from is recorded with the call, never the value
+    expected = {"profile": None, "env": None, "binding": "work"}.get(source)
+    shown = {"env": "env", "profile": "profile", "binding": "binding"}[source]
+    note = results[0]["result"]["auth_source"]
+    assert note["alias"] == "api_token" and note["source"] == shown
+    if source != "profile":
+        assert note["profile"] == expected
+    assert "auth_source" not in results[1]["result"]
     assert SECRET not in json.dumps(doc)
     assert SECRET not in json.dumps(results)
     assert SECRET not in _everything(ws)  # records, receipts, audit log, packages

@@ -133,6 +133,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "truncated": {"type": "boolean"},
         "body_digest": {"type": "string"},
         "redirects": {"type": "integer"},
+        "auth_source": {
+            "type": "object",
+            "description": "where a credential alias resolved (a directive run's auth_alias)",
+        },
     },
 }
 
@@ -318,7 +322,16 @@ def _request(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "truncated": truncated,
         "body_digest": "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "redirects": redirects,
+        **_alias_note(net, credential),
     }
+
+
+def _alias_note(net: NetworkContext, credential: ResolvedCredential | None) -> dict[str, Any]:
+    """Where a credential alias resolved (recorded with the call; never the value)."""
+    if credential is None or credential.name in net.credentials or net.aliases is None:
+        return {}
+    note = {"alias": credential.name, "source": credential.source, "profile": credential.profile}
+    return {"auth_source": note}
 
 
 HTTP_REQUEST = Tool(
