@@ -147,3 +147,43 @@ def test_a_run_is_refused_where_the_guard_refuses(tmp_path: Path) -> None:
         if p.is_file()
     )
     assert "launch-code-73519" not in written + json.dumps(refused)
+
+
+VARIANTS = """
+import auro_runtime.guards as g
+from auro_runtime import guards
+
+
+@g.register_guard("check_variant_one")
+def one(ctx):
+    return None if ctx.tool_name != "echo" else g.GuardVerdict(False, ctx.args["message"], "one")
+
+
+@guards.register_guard("check_variant_two")
+def two(ctx):
+    import auro_runtime.guards as late
+
+    return late.GuardVerdict(allowed=True, message="fine")
+"""
+
+
+def test_every_import_form_of_the_guard_module_resolves(tmp_path: Path) -> None:
+    (tmp_path / "variants.py").write_text(VARIANTS, encoding="utf-8")
+    (tmp_path / "proctor.toml").write_text('[policy]\nguards = "variants.py"\n', encoding="utf-8")
+    registry = GuardRegistry.with_shipped()
+    assert load_user_guards(tmp_path, registry) == ("check_variant_one", "check_variant_two")
+    one: Any = registry.get("check_variant_one")
+    verdict = one(GuardContext("echo", {"text": "hi"}, {"text": "hi"}, "", None, ()))
+    assert (verdict.allowed, verdict.message, verdict.code) == (False, "hi", "one")
+    two: Any = registry.get("check_variant_two")
+    assert two(GuardContext("fs.read", {}, {}, "", None, ())).allowed is True
+
+
+def test_other_reference_modules_are_not_provided(tmp_path: Path) -> None:
+    from proctor.errors import ConfigError
+
+    (tmp_path / "bad.py").write_text("from auro_runtime.executor import execute\n")
+    (tmp_path / "proctor.toml").write_text('[policy]\nguards = "bad.py"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_user_guards(tmp_path, GuardRegistry.with_shipped())
+    assert refused.value.code == "guard_module_failed"
