@@ -50,6 +50,7 @@ __all__ = [
     "record_authority",
     "recorded_egress",
     "step_credentials",
+    "with_aliases",
 ]
 
 
@@ -131,7 +132,6 @@ def prepare_delivery(
     request_secrets: Mapping[str, str] | None = None,
     route: EgressRoute | None = None,
     extra_credentials: Sequence[str] = (),
-    aliases: bool = False,
 ) -> Deliver:
     """Resolve the method's credentials once and return the admission ``deliver`` seam.
 
@@ -142,9 +142,7 @@ def prepare_delivery(
     ``credentials``; a resume resolves again from a new snapshot. The egress allow-list is
     the one recorded in the run's ``authority``, so what is enforced is what the receipt's
     authority digest covers. ``route`` (the session's) sends checked requests somewhere other
-    than the network, after the same guard. ``aliases`` (a directive run): an
-    ``http.request`` may name a credential alias its package does not declare, resolved when
-    the call is made (:func:`proctor.runtime.home.credentials.aliases.resolve_alias`).
+    than the network, after the same guard.
 
     Raises:
         NeedsCredential: a named requirement has no source (nothing was delivered).
@@ -183,40 +181,7 @@ def prepare_delivery(
             run_id,
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
-    alias_resolver = None
-    if aliases:
-        alias_resolver = _alias_resolver(
-            skill.package.name, workspace_root, environ, request_secrets or {}, taint
-        )
-    return _lazy_seams(resolved, by_step, authority, taint, environ, route, alias_resolver)
-
-
-def _alias_resolver(
-    skill: str,
-    workspace_root: Path,
-    environ: Mapping[str, str],
-    host_secrets: Mapping[str, str],
-    taint: TaintSet,
-) -> Callable[[str], Any]:
-    """Resolve a credential alias when a call names it; every value found enters ``taint``
-    before it is returned (so it is scrubbed from every output before it is ever sent)."""
-
-    def resolve(alias: str) -> Any:
-        from proctor.runtime.home.credentials.aliases import resolve_alias
-
-        found = resolve_alias(
-            alias,
-            skill=skill,
-            workspace_root=workspace_root,
-            environ=environ,
-            store=_credential_store(environ),
-            host_secrets=host_secrets,
-        )
-        if found is not None:
-            taint.add(found.secret.reveal())
-        return found
-
-    return resolve
+    return _lazy_seams(resolved, by_step, authority, taint, environ, route)
 
 
 def _lazy_seams(
@@ -226,7 +191,6 @@ def _lazy_seams(
     taint: TaintSet,
     environ: Mapping[str, str],
     route: EgressRoute | None,
-    aliases: Callable[[str], Any] | None = None,
 ) -> Deliver:
     """The ``deliver`` seam: each effect class's part (network, process, connector operation)
     is built when a call of that class first asks, so a run that makes none imports none of
@@ -254,7 +218,7 @@ def _lazy_seams(
 
             built = network_deliver(
                 resolved, by_step, allow=http_allow, taint=taint,
-                resolver=resolver, pool_factory=pool_factory, aliases=aliases,
+                resolver=resolver, pool_factory=pool_factory,
             )  # fmt: skip
         elif kind == "process":
             from proctor.runtime.tools.command import process_deliver
@@ -347,3 +311,47 @@ def _scrub_tainted(value: Any, taint: TaintSet) -> Any:
     if isinstance(value, list):
         return [_scrub_tainted(item, taint) for item in value]
     return value
+
+
+def with_aliases(
+    inner: Deliver,
+    *,
+    skill: str,
+    workspace_root: Path,
+    environ: Mapping[str, str],
+    host_secrets: Mapping[str, str] | None,
+    taint: TaintSet,
+) -> Deliver:
+    """``inner``, with credential aliases for a directive run: its ``http.request`` may name a
+    credential its package does not declare (the reference kernel's ``auth_alias``), resolved
+    when the call is made (:func:`proctor.runtime.home.credentials.aliases.resolve_alias`).
+    Every value found enters ``taint`` before it is handed on, so it is scrubbed from every
+    output before it is ever sent."""
+
+    def resolve(alias: str) -> Any:
+        from proctor.runtime.home.credentials.aliases import resolve_alias
+
+        found = resolve_alias(
+            alias,
+            skill=skill,
+            workspace_root=workspace_root,
+            environ=environ,
+            store=_credential_store(environ),
+            host_secrets=host_secrets,
+        )
+        if found is not None:
+            taint.add(found.secret.reveal())
+        return found
+
+    def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
+        out = inner(spec, tool)
+        if tool.effect == "network":
+            from proctor.contracts.values import replace
+            from proctor.runtime.tools.http import NETWORK_EXTRA
+
+            net = out.get(NETWORK_EXTRA)
+            if net is not None:
+                out = {**out, NETWORK_EXTRA: replace(net, aliases=resolve)}
+        return out
+
+    return deliver

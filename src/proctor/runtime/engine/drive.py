@@ -169,7 +169,7 @@ class RunDriver:
         Raises:
             NeedsCredential: a credential is missing (the caller parks the run).
         """
-        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
+        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery, with_aliases
         from proctor.runtime.engine.operations import operation_credentials
 
         extra = operation_credentials(self.method, self._operations_or_blocked())
@@ -181,8 +181,14 @@ class RunDriver:
                 authority=self.record.data.get("authority") or {},
                 taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
                 request_secrets=self.request_secrets, route=self.s.egress_route,
-                extra_credentials=extra, aliases=self._directive_run(),
+                extra_credentials=extra,
             )  # fmt: skip
+            if self._directive_run():  # a directive's http_request names aliases
+                inner = with_aliases(
+                    inner, skill=self.skill.package.name, workspace_root=self.s.workspace.root,
+                    environ=self.s.environ, host_secrets=self.request_secrets,
+                    taint=self.sanitizer.taint,
+                )  # fmt: skip
         except NeedsCredential:
             raise
         except (CredentialError, ConfigError) as exc:

@@ -362,7 +362,6 @@ def network_deliver(
     verify: ssl.SSLContext | bool = True,
     limits: EgressLimits | None = None,
     pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport] | None = None,
-    aliases: Callable[[str], ResolvedCredential | None] | None = None,
 ) -> Callable[[Any, Tool], dict[str, Any]]:
     """The admission ``deliver`` seam for network tools.
 
@@ -370,8 +369,7 @@ def network_deliver(
     for the command; ``step_credentials`` maps a step id to its ``credential:``. A call gets
     only its own step's credential, so a step that declares none can deliver none.
     ``resolver`` and ``pool_factory`` route checked requests elsewhere (an
-    :class:`~proctor.runtime.boundary.egress.EgressRoute`: ``proctor test``). ``aliases``
-    resolves a call's named credential alias at call time (directive runs only).
+    :class:`~proctor.runtime.boundary.egress.EgressRoute`: ``proctor test``).
     """
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
@@ -389,7 +387,6 @@ def network_deliver(
                 verify=verify,
                 limits=limits or EgressLimits(),
                 pool_factory=pool_factory,
-                aliases=aliases,
             )
         }
 
