@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from proctor.policy import GuardContext, GuardRegistry
-from proctor.policy.user_guards import load_user_guards
+from proctor.policy import GuardContext, GuardRegistry, user_guards
 from proctor.runtime.agents.views import REFERENCE_VIEW
 from tests.runtime.driver_support import (
     authority,
@@ -59,6 +58,18 @@ for tool, guard, args in json.loads(sys.stdin.read()):
     out.append(None if verdict is None else [verdict.allowed, verdict.code])
 print(json.dumps(out))
 """
+
+
+def load_user_guards(workspace: Path, registry: GuardRegistry) -> tuple[str, ...]:
+    """The workspace's guard modules loaded into ``registry``, trusted as a person would trust
+    them where guard modules need a person's trust (``proctor trust``) first."""
+    load: Any = user_guards.load_user_guards
+    read = getattr(user_guards, "read_guard_files", None)
+    if read is None:  # no trust step in this build
+        return tuple(load(workspace, registry))
+    files = read(workspace)
+    trusting: Any = getattr(user_guards, "trusting")  # noqa: B009 - absent where no trust step
+    return tuple(load(files, registry, trust=trusting(files.digest)))
 
 
 def _under_auro(tmp_path: Path) -> list[Any]:
@@ -134,7 +145,8 @@ def test_a_run_is_refused_where_the_guard_refuses(tmp_path: Path) -> None:
     (root / "private").mkdir()
     (root / "private" / "keys.txt").write_text("launch-code-73519\n", encoding="utf-8")
     (root / "notes.txt").write_text("hello\n", encoding="utf-8")
-    s = session(root)
+    # trusted as CI trusts a workspace's guard modules where they need a person's trust first
+    s = session(root, environ={"PROCTOR_HOME": str(root / ".home"), "PROCTOR_TRUST_WORKSPACE": "1"})
     grant = authority(effects="allow")
     refused = s.run("reader", inputs={"path": "private/keys.txt"}, authority=grant).to_json()
     assert refused["outcome"] != "completed"
