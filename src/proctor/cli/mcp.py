@@ -73,6 +73,26 @@ def require_sdk() -> None:
     help="Count a client's form-mode 'accept' as an approval (audited; receipts say"
     " client-relayed). Off: it is information only and the request stays pending.",
 )
+@click.option(
+    "--directives",
+    "serve_directives",
+    is_flag=True,
+    help="Also serve list_directives, run_directive and list_tools (the reference kernel's"
+    " directive tools).",
+)
+@click.option(
+    "--directive",
+    "directive_ids",
+    multiple=True,
+    metavar="ID",
+    help="With --directives: expose only this directive (repeatable; default: all).",
+)
+@click.option(
+    "--drive",
+    is_flag=True,
+    help="With --directives: the configured model works each directive's turn (otherwise the"
+    " client works it with the turn tools).",
+)
 def mcp(
     refs: tuple[str, ...],
     run_id: str | None,
@@ -84,6 +104,9 @@ def mcp(
     workspace_dir: Path | None,
     console_url: str | None,
     trust_client_approvals: bool,
+    serve_directives: bool,
+    directive_ids: tuple[str, ...],
+    drive: bool,
 ) -> None:
     """Serve SKILL_REF... (PATH[#METHOD] or a skills/ catalog name) as MCP tools.
 
@@ -95,8 +118,9 @@ def mcp(
     mcp extra not installed).
 
     \b
-    Example:
+    Examples:
       proctor mcp examples/hello-world
+      proctor mcp --directives --drive
     """
     import os
 
@@ -115,6 +139,13 @@ def mcp(
         os.environ.pop(API_KEY_ENV, None)
     if transport != "http" and public_url is not None:
         raise click.UsageError("--public-url applies to --transport http only")
+    if (directive_ids or drive) and not serve_directives:
+        raise click.UsageError("--directive and --drive apply with --directives only")
+    exposure = None
+    if serve_directives:
+        from proctor.mcp.directive_tools import DirectiveExposure
+
+        exposure = DirectiveExposure(allowed=directive_ids or None, drive=drive)
     start = workspace_dir.resolve() if workspace_dir is not None else Path.cwd()
     proctor = open_server(
         list(refs),
@@ -125,5 +156,6 @@ def mcp(
         transport=transport,
         console_url=console_url,
         trust_client_approvals=trust_client_approvals,
+        directives=exposure,
     )
     serve(proctor, http=settings)

@@ -20,6 +20,7 @@ from proctor.mcp.shared import ServerConfig
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
+    from proctor.mcp.directive_tools import DirectiveExposure
     from proctor.mcp.http import HttpSettings
     from proctor.runtime.boundary.workspace import Workspace
 
@@ -48,6 +49,7 @@ def open_server(
     cwd: Path | None = None,
     console_url: str | None = None,
     trust_client_approvals: bool = False,
+    directives: DirectiveExposure | None = None,
 ) -> ProctorServer:
     """Load what the server offers and build it (nothing is served yet).
 
@@ -55,9 +57,12 @@ def open_server(
     served call reads the settings the server started with, from a plain mapping rather than
     one that encodes and decodes on each of a run's reads).
 
+    ``directives`` serves the directive tools (``--directives``), alone or beside skills.
+
     Raises:
-        UsageError: neither skills nor ``--run``, or both; a reference that names no package
-            or method; a tool name collision.
+        UsageError: neither skills, directives nor ``--run``, or ``--run`` with either; a
+            reference that names no package or method; a tool name collision; an exposed
+            directive id that names no directive (``directive_not_found``).
         ParseError: a package file is invalid.
         ConfigError: a preset that does not resolve; ``--run`` naming a run this workspace
             does not hold.
@@ -65,16 +70,19 @@ def open_server(
     import os
 
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
-    if run_id is not None and refs:
+    if run_id is not None and (refs or directives is not None):
         raise UsageError(
-            "serve either skills or one run (--run), not both", code="mcp_scope_ambiguous"
+            "serve either skills (and directives) or one run (--run), not both",
+            code="mcp_scope_ambiguous",
         )
-    if run_id is None and not refs:
-        raise UsageError("name skills to serve, or --run RUN_ID", code="mcp_no_skills")
+    if run_id is None and not refs and directives is None:
+        raise UsageError(
+            "name skills to serve, --directives, or --run RUN_ID", code="mcp_no_skills"
+        )
     start = cwd or Path.cwd()
     catalog = (
         Catalog()
-        if run_id is not None
+        if run_id is not None or not refs
         else load_catalog(refs, cwd=start, workspace_root=workspace.root, environ=env)
     )
     authority = None if authority_name is None else _preset(authority_name, workspace, env)
@@ -99,7 +107,13 @@ def open_server(
             "--run needs the driver's turn API (pause and resume), which this build lacks",
             code="mcp_turns_unavailable",
         )
-    proctor = ProctorServer(config, turns=turns)
+    proctor = ProctorServer(config, turns=turns, directives=directives)
+    if proctor.directives is not None:
+        try:
+            proctor.directives.check_exposure()
+        except BaseException:
+            proctor.close()
+            raise
     if run_id is not None and turns is not None:
         turns.check_run(run_id, proctor)
     return proctor

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
 
     from proctor.mcp.catalog import Catalog, SkillTool
+    from proctor.mcp.directive_tools import DirectiveExposure, DirectiveTools
     from proctor.mcp.turns import TurnTools
     from proctor.runtime.engine.session import Session
 
@@ -125,6 +126,27 @@ def _span_middleware() -> type | None:
     return OpenTelemetryMiddleware
 
 
+def _directive_tools(
+    config: ServerConfig, exposure: DirectiveExposure, signer: Any
+) -> DirectiveTools:
+    """The directive tools, each call on a directive session of its own (writes confined to
+    ``output/`` and ``drafts/``; the sandbox required, as for every run a client proposes)."""
+    from proctor.mcp.directive_tools import DirectiveTools
+    from proctor.runtime.agents.sessions import DirectiveSession
+
+    def session(agent: Any) -> DirectiveSession:
+        return DirectiveSession(
+            config.workspace,
+            environ=config.environ,
+            signer=signer,
+            agent_driver=agent,
+            sandbox_default="required",
+            managed=True,
+        )
+
+    return DirectiveTools(config, exposure, session)
+
+
 def _progress(ctx: ServerRequestContext[Any, Any]) -> Callable[[int], Awaitable[None]]:
     """Progress notifications of a working call (a no-op for a client that sent no token)."""
 
@@ -140,7 +162,13 @@ class ProctorServer:
     Raises nothing at construction; :meth:`close` releases the sessions.
     """
 
-    def __init__(self, config: ServerConfig, *, turns: TurnTools | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        turns: TurnTools | None = None,
+        directives: DirectiveExposure | None = None,
+    ) -> None:
         from proctor.runtime.engine.session import Session
 
         self.config = config
@@ -170,6 +198,9 @@ class ProctorServer:
             ),
             config.pool_size,
         )
+        self.directives: DirectiveTools | None = None
+        if directives is not None:
+            self.directives = _directive_tools(config, directives, signer)
 
     # -- audit -----------------------------------------------------------------------------
 
@@ -280,6 +311,8 @@ class ProctorServer:
                 )
                 for t in catalog.tools.values()
             ]
+            if self.directives is not None:
+                tools.extend(self.directives.tool_list())
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
@@ -314,6 +347,8 @@ class ProctorServer:
             return error_result(refused)
         if self.turns is not None and self.turns.serves(params.name):
             return await self.turns.call(params.name, arguments, self)
+        if self.directives is not None and self.directives.serves(params.name):
+            return await self.directives.call(params.name, arguments, self, _progress(ctx))
         tool = self.config.catalog.get(params.name)
         if tool is None:  # perhaps a method added since the catalog was built
             tool = (await anyio.to_thread.run_sync(self.catalog)).get(params.name)

@@ -105,8 +105,11 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 _validators: dict[str, Any] = {}
 
 
-def check_arguments(name: str, arguments: Any) -> None:
-    """Refuse arguments that do not fit turn tool ``name``'s input schema.
+def check_arguments(
+    name: str, arguments: Any, tools: dict[str, tuple[str, dict[str, Any]]] | None = None
+) -> None:
+    """Refuse arguments that do not fit tool ``name``'s input schema (from ``tools``: default
+    the turn tools; the directive tools pass theirs).
 
     Raises:
         UsageError: ``arguments_invalid`` naming the argument and the rule, never a value.
@@ -115,7 +118,7 @@ def check_arguments(name: str, arguments: Any) -> None:
 
     validate = _validators.get(name)
     if validate is None:
-        validate = _validators[name] = fastjsonschema.compile(TOOLS[name][1])
+        validate = _validators[name] = fastjsonschema.compile((tools or TOOLS)[name][1])
     try:
         validate(arguments)
     except fastjsonschema.JsonSchemaValueException as exc:

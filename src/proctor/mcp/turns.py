@@ -13,7 +13,10 @@ when the server holds more than one.
 - ``turn_read``: what a locator names, a string as it is and anything else as JSON, in pages
   of at most 32,000 characters with ``next_offset``.
 - ``turn_call``: one call from the turn's allowance, admitted like any other; the host pins
-  ``call_id`` and a repeat returns the recorded call without running it again.
+  ``call_id`` and a repeat returns the recorded call without running it again. A directive
+  run's turn also takes the reference kernel's tool names (``read_file``, ``list_dir``,
+  ``write_file`` ...) with their arguments, mapped as a managed directive turn maps them
+  (:data:`proctor.runtime.agents.views.REFERENCE_VIEW`); ``turn_status`` lists both names.
 - ``turn_complete``: ends the turn with its output, or with ``failure: {reason}`` (the step
   fails with that reason), and drives the run to its next pause or seal.
 - ``call_cancel``: cancels a turn call this server is executing (see :meth:`TurnTools.cancel`).
@@ -153,6 +156,13 @@ class TurnTools:
         )
 
     @staticmethod
+    def _directive_run(session: Session, run_id: str) -> bool:
+        from proctor.runtime.directives import is_directive_run
+
+        record = session.store.get_run(run_id)
+        return record is not None and is_directive_run(record.data, session.workspace.state_dir)
+
+    @staticmethod
     def _calls(session: Session, run_id: str, address: str) -> dict[str, Any]:
         prefix = f"{address}/turn/"
         out: dict[str, Any] = {}
@@ -259,6 +269,15 @@ class TurnTools:
             }
             for name in allowance.get("tools") or []
         ]
+        if self._directive_run(session, run_id):
+            from proctor.runtime.agents.views import REFERENCE_VIEW
+
+            by_tool = {entry[0]: (ref, entry[2]) for ref, entry in REFERENCE_VIEW.items()}
+            for item in may_call:
+                if item["tool"] in by_tool:
+                    ref, schema = by_tool[item["tool"]]
+                    item["reference_tool"] = ref
+                    item["reference_input_schema"] = schema
         if turn.get("ask"):  # a person answers; the run waits (proctor.runtime.engine.turn_ask)
             may_call.append(
                 {
@@ -347,14 +366,22 @@ class TurnTools:
         run_id = self._run_for(session, arguments, address)
         call_id = str(arguments["call_id"])
         key = (run_id, f"{address}/{call_id}")
+        named = str(arguments["tool"])
+        tool, args = named, dict(arguments.get("args") or {})
+        if self._directive_run(session, run_id):
+            from proctor.runtime.agents.views import REFERENCE_VIEW
+
+            entry = REFERENCE_VIEW.get(named)
+            if entry is not None:  # mapped as a managed directive turn maps its model's calls
+                tool, args = entry[0], entry[3](args)
         with self._lock:
             self.in_flight[key] = stop
         try:
             outcome = session.turn_call(
                 run_id,
                 address,
-                str(arguments["tool"]),
-                dict(arguments.get("args") or {}),
+                tool,
+                args,
                 call_id,
                 reason=str(arguments.get("reason") or ""),
                 stop=stop,
@@ -370,6 +397,7 @@ class TurnTools:
             "turn": address,
             "call_id": call_id,
             "tool": outcome.tool,
+            **({"reference_tool": named} if named != tool else {}),
             "status": "needs_approval" if pending else outcome.status,
             "result": outcome.result,
             "error": outcome.error,

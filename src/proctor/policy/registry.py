@@ -129,7 +129,9 @@ def register_guard(name: str) -> Callable[[_F], _F]:
     """
 
     def decorator(fn: _F) -> _F:
-        target = _TARGET.get() or default_registry()
+        target = _TARGET.get()
+        if target is None:  # an empty registry being filled is falsy, and still the target
+            target = default_registry()
         target.register(name, fn)
         return fn
 

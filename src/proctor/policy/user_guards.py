@@ -14,6 +14,11 @@ being filled, so two workspaces (or two tests) never share guards through ``sys.
 is compiled from the bytes read, never from a ``__pycache__`` file, and executed as a lone
 module (not a package: a relative import would read a file nobody trusted). A user guard can
 never take a shipped guard's name.
+
+A module written for the reference kernel loads unchanged: ``from auro_runtime.guards import
+GuardContext, GuardVerdict, register_guard`` resolves, for that module alone, to proctor's names
+(:mod:`proctor.policy.auro_guards`, which also shows its guards calls under the reference's
+tool and argument names).
 """
 
 from __future__ import annotations
@@ -101,6 +106,7 @@ def load_user_guards(
 
         module = types.ModuleType(module_name)
         module.__file__ = str(path)
+        module.__dict__["__builtins__"] = _builtins_with_aliases()
         sys.modules[module_name] = module
         try:
             code = compile(module_file.data, str(path), "exec", dont_inherit=True)
@@ -116,3 +122,16 @@ def load_user_guards(
         finally:
             sys.modules.pop(module_name, None)
     return tuple(sorted(set(registry.names()) - before))
+
+
+def _builtins_with_aliases() -> dict[str, object]:
+    """The builtins a guard module runs with: the interpreter's, with an ``__import__`` that
+    answers the reference kernel's guard module names (its functions keep these builtins, so
+    an import inside a guard resolves the same way)."""
+    import builtins
+
+    from proctor.policy.auro_guards import aliased_import
+
+    namespace = dict(vars(builtins))
+    namespace["__import__"] = aliased_import(builtins.__import__)
+    return namespace

@@ -46,6 +46,7 @@ __all__ = [
     "DirectiveSet",
     "allowance_for",
     "confined_run",
+    "is_directive_run",
     "load_directives",
     "package_for",
     "read_directive",
@@ -259,6 +260,15 @@ def confined_run(data: Mapping[str, Any], state_dir: Path) -> bool:
     """
     if data.get("writable_dirs"):
         return True
+    return is_directive_run(data, state_dir)
+
+
+def is_directive_run(data: Mapping[str, Any], state_dir: Path) -> bool:
+    """Whether a run is a directive's: its package is one :func:`package_for` wrote.
+
+    A host working such a run's turn (MCP ``turn_call``) may name the reference kernel's tools
+    (``read_file`` ...), as the model of a managed directive turn does.
+    """
     folder = data.get("package_folder")
     if not isinstance(folder, str):
         return False

@@ -99,6 +99,15 @@ class AnthropicMessages:
     def add_user(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
 
+    def results(self) -> list[tuple[dict[str, Any], str]]:
+        return [
+            (block, "content")
+            for m in self.messages
+            if m.get("role") == "user" and isinstance(m.get("content"), list)
+            for block in m["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+
     @staticmethod
     def error_message(document: Any) -> str | None:
         if isinstance(document, dict):

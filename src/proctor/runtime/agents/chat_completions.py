@@ -102,6 +102,9 @@ class ChatCompletions:
     def add_user(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
 
+    def results(self) -> list[tuple[dict[str, Any], str]]:
+        return [(m, "content") for m in self.messages if m.get("role") == "tool"]
+
     @staticmethod
     def error_message(document: Any) -> str | None:
         return openai_error_message(document)

@@ -91,6 +91,8 @@ class TurnStats:
     total_s: float = 0.0
     refused_calls: int = 0
     call_ids: list[str] = field(default_factory=list)
+    elided: list[dict[str, Any]] = field(default_factory=list)
+    """Older tool results summarised to keep the conversation under its context budget."""
 
 
 def make_dialect(dialect: str, model: str, *, max_tokens: int | None = None) -> Dialect:
@@ -131,6 +133,9 @@ class ManagedAgent:
         max_steps: the step cap of a turn that names none (model requests per turn).
         pool_factory: what the model client hands checked requests to (``proctor test``
             serves scripted responses; default: a connection pool).
+        context_chars: the context budget of a turn's conversation, in characters (default
+            ``agent.context_chars``, else :data:`~.context.DEFAULT_CONTEXT_CHARS`); older tool
+            results are summarised to stay under it (:class:`~.context.ContextBudget`).
 
     Raises:
         AgentError: (``provider_unreachable``) the endpoint's host does not resolve.
@@ -149,8 +154,14 @@ class ManagedAgent:
         max_tokens: int | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         pool_factory: Callable[[Any], Any] | None = None,
+        context_chars: int | None = None,
     ) -> None:
+        from proctor.runtime.agents.context import DEFAULT_CONTEXT_CHARS
+
         self.config = config
+        self.context_chars = (
+            context_chars or getattr(config, "context_chars", None) or DEFAULT_CONTEXT_CHARS
+        )
         self.max_steps = max_steps
         self._key = key
         self.view: View = view
@@ -207,16 +218,27 @@ class ManagedAgent:
             return None
         return key if isinstance(key, str) else key.reveal()
 
-    def complete(self, system: str, user: str) -> str:
+    def complete(
+        self, system: str, user: str, *, response_format: dict[str, Any] | None = None
+    ) -> str:
         """One model request offering no tools (the directive router); the model's text.
+
+        ``response_format`` (a JSON Schema) is sent as the dialect's structured-output field
+        where it has one (:func:`proctor.runtime.agents.wire.with_response_format`); the answer
+        is read the same way either way.
 
         Raises:
             AgentError: as :meth:`drive_turn` for provider failures.
         """
+        from proctor.runtime.agents.wire import with_response_format
+
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
         dialect.begin(system, user, [])
+        body = dialect.body()
+        if response_format is not None:
+            body = with_response_format(self.config.dialect, body, "route", response_format)
         document = self.client.post(
-            dialect.path, dialect.body(), dialect.headers(self._reveal()), dialect.error_message
+            dialect.path, body, dialect.headers(self._reveal()), dialect.error_message
         )
         return dialect.read(document).text
 
@@ -283,16 +305,25 @@ class ManagedAgent:
         bindings = bindings_for(allowance, tools, view=self.view, ask=ask)
         by_wire = {b.wire: b for b in bindings}
         dialect = make_dialect(self.config.dialect, self.config.model, max_tokens=self.max_tokens)
+        system = _system(str(turn.get("instructions") or ""), schema)
+        rules = turn.get("policy_rules")
+        if isinstance(rules, list) and rules:  # a directive turn: its policies, labelled
+            from proctor.runtime.agents.context import rules_text
+
+            system += "\n" + rules_text(r for r in rules if isinstance(r, Mapping))
         dialect.begin(
-            _system(str(turn.get("instructions") or ""), schema),
+            system,
             _user(turn.get("inputs"), turn.get("context")),
             [_with_reason(b.spec()) for b in bindings],
         )
         validate = _validator(schema)
         reminders = 0
+        from proctor.runtime.agents.context import ContextBudget
+
+        budget = ContextBudget(int(turn.get("context_chars") or self.context_chars))
         for _ in range(max_steps):
             self.cancel.check()
-            body = dialect.body()
+            body = _within(dialect, budget, stats)
             held = None if meter is None else meter.before(body)  # refused: nothing is sent
             before = time.perf_counter()
             try:
@@ -402,6 +433,24 @@ class ManagedAgent:
             if wire_name(tool) == name:
                 return str(tool)
         return name
+
+
+def _within(dialect: Dialect, budget: Any, stats: TurnStats) -> dict[str, Any]:
+    """The next request's body, older tool results summarised when it is over the budget."""
+    body = dialect.body()
+    size = len(json.dumps(body, ensure_ascii=False, default=str))
+    if size <= budget.max_chars:
+        return body
+    slots = dialect.results()
+    texts = [h[k] if isinstance(h[k], str) else json.dumps(h[k], default=str) for h, k in slots]
+    chosen = budget.fit(texts, size)
+    if not chosen:
+        return body
+    for index, replacement in chosen:
+        holder, key = slots[index]
+        holder[key] = replacement
+    stats.elided = [e.to_dict() for e in budget.elided]
+    return dialect.body()
 
 
 def _skill_tools(turn: Mapping[str, Any]) -> dict[str, Any]:

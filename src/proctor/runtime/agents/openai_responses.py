@@ -111,6 +111,9 @@ class OpenAIResponses:
     def add_user(self, text: str) -> None:
         self.items.append({"role": "user", "content": text})
 
+    def results(self) -> list[tuple[dict[str, Any], str]]:
+        return [(i, "output") for i in self.items if i.get("type") == "function_call_output"]
+
     @staticmethod
     def error_message(document: Any) -> str | None:
         return openai_error_message(document)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.runtime.agents.loop import ManagedAgent
 
-__all__ = ["AgentSession", "DirectiveSession", "Route"]
+__all__ = ["ROUTE_FORMAT", "AgentSession", "DirectiveSession", "Route", "router_rules"]
 
 _ROUTER = """You route a person's request to one directive (a written procedure an agent follows).
 
@@ -166,8 +166,14 @@ class DirectiveSession(AgentSession):
         )
         user = f"REQUEST:\n{request}\n\nAVAILABLE DIRECTIVES:\n{listing}\n"
         ids = [d.id for d in pool]
+        system = _ROUTER
+        shown = router_rules(self)
+        if shown:
+            from proctor.runtime.agents.context import router_text
+
+            system += "\n" + router_text(shown)
         try:
-            text = agent.complete(_ROUTER, user)
+            text = agent.complete(system, user, response_format=ROUTE_FORMAT)
             route = _read_route(first_json_object(text), ids)
         except AgentError as exc:
             self.audit.emit(
@@ -191,6 +197,34 @@ class DirectiveSession(AgentSession):
             **route.to_dict(),
         )
         return route
+
+
+def router_rules(session: Session) -> list[dict[str, Any]]:
+    """The ``router`` policy's rules (the reference kernel's ``router.yaml``), as the router is
+    shown them: id and description. None when the workspace has no such policy.
+
+    Raises:
+        PolicyLoadError: the workspace's policies do not load (nothing is routed then either).
+    """
+    policies, _guards, _unguarded = session.policy()
+    return [
+        {"id": r.id, "description": r.description}
+        for r in getattr(policies, "rules", ())
+        if r.policy_id == "router"
+    ]
+
+
+ROUTE_FORMAT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "enum": ["single", "multiple", "none"]},
+        "directive_id": {"type": "string"},
+        "candidates": {"type": "array", "items": {"type": "string"}},
+        "reason": {"type": "string"},
+    },
+    "required": ["decision", "reason"],
+}
+"""The routing decision's JSON Schema, sent as ``response_format`` where the dialect has one."""
 
 
 def _read_route(value: dict[str, Any] | None, ids: list[str]) -> Route:

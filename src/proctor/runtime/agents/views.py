@@ -111,8 +111,15 @@ def _http_request(args: dict[str, Any]) -> dict[str, Any]:
     out = _renamed({"timeout": "timeout_s"})(args)
     out.setdefault("method", "GET")
     alias = out.pop("auth_alias", None)
+    scheme = out.pop("auth_scheme", None)
     if alias is not None:
         out["auth"] = {"credential": alias}
+        if scheme is not None:
+            # the reference reads the scheme case-blind; an unknown one stays and is refused
+            known = {"bearer": "Bearer", "basic": "Basic", "token": "Token"}
+            out["auth"]["scheme"] = known.get(str(scheme).strip().lower(), scheme)
+    elif scheme is not None:
+        out["auth_scheme"] = scheme  # without an alias: refused by the schema check
     return out
 
 
@@ -179,6 +186,7 @@ REFERENCE_VIEW: dict[str, tuple[str, str, dict[str, Any], Translate]] = {
                 "body": _STR,
                 "timeout": {"type": "number"},
                 "auth_alias": _STR,
+                "auth_scheme": {"type": "string", "enum": ["Bearer", "Basic", "Token"]},
             },
             ["url"],
         ),

@@ -21,6 +21,7 @@ __all__ = [
     "ToolSpec",
     "read_document",
     "tool_request",
+    "with_response_format",
 ]
 
 
@@ -108,6 +109,11 @@ class Dialect(Protocol):
         """Append a message from proctor (a format reminder)."""
         ...
 
+    def results(self) -> list[tuple[dict[str, Any], str]]:
+        """The tool results of the conversation, oldest first: each as the dict holding it and
+        the key its text is under (the context budget replaces older ones in place)."""
+        ...
+
     @staticmethod
     def error_message(document: Any) -> str | None:
         """The provider's own error message in an error body, if it has the documented shape."""
@@ -168,3 +174,25 @@ def openai_error_message(document: Any) -> str | None:
         if isinstance(error, str):
             return error
     return None
+
+
+def with_response_format(
+    dialect: str, body: dict[str, Any], name: str, schema: dict[str, Any]
+) -> dict[str, Any]:
+    """``body`` asking for an answer that fits ``schema``, where the dialect has a way to ask.
+
+    ``chat_completions`` sends ``response_format: {type: json_schema, json_schema: {name,
+    schema}}`` (honoured by OpenAI-compatible servers, llama.cpp's and vLLM's included, whose
+    grammar then constrains what a small model can write); ``openai_responses`` sends
+    ``text.format`` of type ``json_schema``. ``anthropic_messages`` has no such field: the body
+    is returned as it is and the prompt alone asks for JSON. Non-strict, so a server never
+    refuses the schema for an optional field.
+    """
+    if dialect == "chat_completions":
+        wanted = {"name": name, "schema": schema, "strict": False}
+        return {**body, "response_format": {"type": "json_schema", "json_schema": wanted}}
+    if dialect == "openai_responses":
+        text = dict(body.get("text") or {})
+        text["format"] = {"type": "json_schema", "name": name, "schema": schema, "strict": False}
+        return {**body, "text": text}
+    return body

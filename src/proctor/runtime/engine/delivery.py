@@ -50,6 +50,7 @@ __all__ = [
     "record_authority",
     "recorded_egress",
     "step_credentials",
+    "with_aliases",
 ]
 
 
@@ -326,3 +327,47 @@ def _scrub_tainted(value: Any, taint: TaintSet) -> Any:
     if isinstance(value, list):
         return [_scrub_tainted(item, taint) for item in value]
     return value
+
+
+def with_aliases(
+    inner: Deliver,
+    *,
+    skill: str,
+    workspace_root: Path,
+    environ: Mapping[str, str],
+    host_secrets: Mapping[str, str] | None,
+    taint: TaintSet,
+) -> Deliver:
+    """``inner``, with credential aliases for a directive run: its ``http.request`` may name a
+    credential its package does not declare (the reference kernel's ``auth_alias``), resolved
+    when the call is made (:func:`proctor.runtime.home.credentials.aliases.resolve_alias`).
+    Every value found enters ``taint`` before it is handed on, so it is scrubbed from every
+    output before it is ever sent."""
+
+    def resolve(alias: str) -> Any:
+        from proctor.runtime.home.credentials.aliases import resolve_alias
+
+        found = resolve_alias(
+            alias,
+            skill=skill,
+            workspace_root=workspace_root,
+            environ=environ,
+            store=_credential_store(environ),
+            host_secrets=host_secrets,
+        )
+        if found is not None:
+            taint.add(found.secret.reveal())
+        return found
+
+    def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
+        out = inner(spec, tool)
+        if tool.effect == "network":
+            from proctor.contracts.values import replace
+            from proctor.runtime.tools.http import NETWORK_EXTRA
+
+            net = out.get(NETWORK_EXTRA)
+            if net is not None:
+                out = {**out, NETWORK_EXTRA: replace(net, aliases=resolve)}
+        return out
+
+    return deliver

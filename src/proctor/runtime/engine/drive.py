@@ -169,7 +169,7 @@ class RunDriver:
         Raises:
             NeedsCredential: a credential is missing (the caller parks the run).
         """
-        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery
+        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery, with_aliases
         from proctor.runtime.engine.operations import operation_credentials
 
         extra = operation_credentials(self.method, self._operations_or_blocked())
@@ -183,11 +183,23 @@ class RunDriver:
                 request_secrets=self.request_secrets, route=self.s.egress_route,
                 extra_credentials=extra,
             )  # fmt: skip
+            if self._directive_run():  # a directive's http_request names aliases
+                inner = with_aliases(
+                    inner, skill=self.skill.package.name, workspace_root=self.s.workspace.root,
+                    environ=self.s.environ, host_secrets=self.request_secrets,
+                    taint=self.sanitizer.taint,
+                )  # fmt: skip
         except NeedsCredential:
             raise
         except (CredentialError, ConfigError) as exc:
             raise Blocked(exc.code, exc.message, "credential_unavailable") from exc
         return with_receipts_seam(inner, self.s)
+
+    def _directive_run(self) -> bool:
+        """Whether this is a directive's run (its ``http.request`` may name credential aliases)."""
+        from proctor.runtime.directives import is_directive_run
+
+        return is_directive_run(self.record.data, self.s.workspace.state_dir)
 
     # -- the step loop------------------------------------------------------------------------
 

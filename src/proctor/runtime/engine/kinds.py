@@ -533,6 +533,30 @@ def agent_step(
     return done
 
 
+def _with_policy_rules(run: StepRunner, turn: dict[str, Any]) -> dict[str, Any]:
+    """A directive turn as its model is shown it: with the run's policy rules (id, description,
+    whether proctor enforces it) as ``policy_rules``, as the reference kernel gives a
+    directive's model its policies; advisory rules exist only as this text. The turn itself
+    (its request and digest) is unchanged."""
+    from proctor.runtime.directives import is_directive_run
+
+    if not is_directive_run(run.record.data, run.s.workspace.state_dir):
+        return turn
+    rules = getattr(run.governor().policies, "rules", ())
+    if not rules:
+        return turn
+    shown = [
+        {
+            "policy": r.policy_id,
+            "id": r.id,
+            "description": r.description,
+            "enforced": r.enforceable,
+        }
+        for r in rules
+    ]
+    return {**turn, "policy_rules": shown}
+
+
 def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent: Any) -> StepDone:
     """The session's managed agent works the turn. Its model requests are priced acts proctor
     makes: with the provider's ``cost`` declared, each is metered on the tree's ledger
@@ -554,11 +578,16 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
         from proctor.runtime.engine.metering import ModelMeter
 
         meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
+    shown = _with_policy_rules(run, turn)
+
+    def call(spec: Any) -> Any:
+        return run.turn_call_spec(turn, spec)
+
     try:
         if meter is None:
-            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec))
+            value = agent.drive_turn(shown, call)
         else:
-            value = agent.drive_turn(turn, lambda spec: run.turn_call_spec(turn, spec), meter=meter)
+            value = agent.drive_turn(shown, call, meter=meter)
     except SpendRefused as exc:
         done = budget_blocked(step.id, exc)
     except ProctorError as exc:
@@ -567,6 +596,16 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
         done = _check_output(step, value)
         done.used = []
         done.context_digests = [c["digest"] for c in turn.get("context") or []]
+    elided = getattr(getattr(agent, "last", None), "elided", None)
+    if elided:  # older tool results the model was shown only as summaries
+        run.s.audit.emit(
+            "agent_context_elided",
+            run_id=run.run_id,
+            step_index=turn.get("step_index"),
+            step=step.id,
+            budget_chars=getattr(agent, "context_chars", None),
+            results=list(elided),
+        )
     if meter is not None:
         done.spend_micro_usd = meter.spent
     return done

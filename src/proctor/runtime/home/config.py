@@ -16,6 +16,8 @@ other key of the file (the credential profiles live in the same file) as it is. 
 | `agent.timeout_s`    | per-request timeout in seconds (default 60)                            |
 | `agent.max_retries`  | retries after a 429 or 5xx answer (default 2)                          |
 | `agent.max_tokens`   | the answer limit sent with each request (the provider's default else)  |
+| `agent.context_chars`| a managed turn's context budget in characters (default 400000, about   |
+|                      | 100k tokens): older tool results are summarised to stay under it       |
 | `agent.cost`         | the provider's price as JSON: `{"usd_micro": N, "per": "call"}`, or a  |
 |                      | list pricing `1k_tokens_in` and `1k_tokens_out`; a managed turn under  |
 |                      | a spend limit needs it                                                 |
@@ -60,6 +62,7 @@ AGENT_KEYS: tuple[str, ...] = (
     "max_retries",
     "max_tokens",
     "cost",
+    "context_chars",
 )
 # The two providers proctor knows by name: their dialect and public API base.
 _KNOWN: dict[str, tuple[Dialect, str]] = {
@@ -84,6 +87,8 @@ class AgentConfig:
         max_tokens: the answer limit sent with each request, or ``None`` (the provider's).
         prices: the provider's declared ``cost`` (empty: undeclared, so a managed turn under
             a spend limit is refused ``price_unknown``).
+        context_chars: a managed turn's context budget in characters, or ``None`` (the
+            default, :data:`proctor.runtime.agents.context.DEFAULT_CONTEXT_CHARS`).
     """
 
     provider: str
@@ -95,6 +100,7 @@ class AgentConfig:
     max_retries: int = 2
     max_tokens: int | None = None
     prices: tuple[Price, ...] = ()
+    context_chars: int | None = None
 
     def describe(self) -> dict[str, Any]:
         """The configuration as JSON (the secret's profile name only)."""
@@ -108,6 +114,7 @@ class AgentConfig:
             "max_retries": self.max_retries,
             "max_tokens": self.max_tokens,
             "cost": [p.to_json() for p in self.prices] or None,
+            "context_chars": self.context_chars,
         }
 
 
@@ -219,6 +226,13 @@ def _typed(key: str, value: str) -> Any:
         if not value.isdigit() or not 1 <= int(value) <= 1_000_000:
             raise ConfigError(
                 "agent.max_tokens must be an integer 1-1000000", code="config_value_invalid"
+            )
+        return int(value)
+    if key == "context_chars":
+        if not value.isdigit() or not 1_000 <= int(value) <= 100_000_000:
+            raise ConfigError(
+                "agent.context_chars must be an integer 1000-100000000",
+                code="config_value_invalid",
             )
         return int(value)
     if key == "max_retries":
@@ -378,6 +392,15 @@ def agent_config(home: Path | None = None, *, section: dict[str, Any] | None = N
     ):
         raise ConfigError("agent.max_tokens must be a positive integer", code="config_invalid")
     cost = raw.get("cost")
+    context_chars = raw.get("context_chars")
+    if context_chars is not None and (
+        not isinstance(context_chars, int)
+        or isinstance(context_chars, bool)
+        or not 1_000 <= context_chars <= 100_000_000
+    ):
+        raise ConfigError(
+            "agent.context_chars must be an integer 1000-100000000", code="config_invalid"
+        )
     return AgentConfig(
         provider=provider,
         model=model,
@@ -388,4 +411,5 @@ def agent_config(home: Path | None = None, *, section: dict[str, Any] | None = N
         max_retries=retries,
         max_tokens=max_tokens,
         prices=() if cost is None else _prices(cost),
+        context_chars=context_chars,
     )

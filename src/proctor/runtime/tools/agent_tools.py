@@ -17,7 +17,7 @@ from proctor.errors import ParseError, ToolFailed
 from proctor.runtime.tools.base import Access, Tool, ToolContext
 from proctor.runtime.tools.fsutil import read_bytes
 
-__all__ = ["CREDENTIAL_RESOLVE", "Catalogue", "agent_tools"]
+__all__ = ["CREDENTIAL_RESOLVE", "Catalogue", "agent_tools", "tool_catalogue"]
 
 Catalogue = Callable[[], Mapping[str, Tool]]
 """Every native tool by name, asked when a catalogue tool runs."""
@@ -41,9 +41,15 @@ def _args_summary(schema: Mapping[str, Any]) -> str:
 
 
 def _tool_list(catalogue: Catalogue, _ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    include = args.get("include_args", True)
-    tools = []
-    for name, tool in sorted(catalogue().items()):
+    return tool_catalogue(catalogue(), include_args=args.get("include_args", True))
+
+
+def tool_catalogue(tools: Mapping[str, Tool], *, include_args: bool = True) -> dict[str, Any]:
+    """``{"tools": [{name, effect, description, args_summary?}], "count"}``: what ``tool.list``
+    answers (and ``proctor mcp --directives`` serves as ``list_tools``)."""
+    include = include_args
+    tools_out = []
+    for name, tool in sorted(tools.items()):
         entry: dict[str, Any] = {
             "name": name,
             "effect": tool.effect,
@@ -51,8 +57,8 @@ def _tool_list(catalogue: Catalogue, _ctx: ToolContext, args: dict[str, Any]) ->
         }
         if include:
             entry["args_summary"] = _args_summary(tool.schema)
-        tools.append(entry)
-    return {"tools": tools, "count": len(tools)}
+        tools_out.append(entry)
+    return {"tools": tools_out, "count": len(tools_out)}
 
 
 _TOOL_LIST = Tool(

@@ -79,6 +79,9 @@ class NetworkContext:
         verify: TLS verification (``True`` or a context with extra roots, for tests).
         limits: time, size and redirect bounds.
         pool_factory: see :class:`proctor.runtime.boundary.transport.EgressTransport` (tests only).
+        aliases: resolves a credential alias when the call is made (a directive run's
+            ``auth_alias``, :mod:`proctor.runtime.home.credentials.aliases`); ``None``: a call
+            may name only the step's declared credential.
     """
 
     allow: EgressAllow = field(default_factory=EgressAllow)
@@ -89,6 +92,7 @@ class NetworkContext:
     verify: ssl.SSLContext | bool = True
     limits: EgressLimits = field(default_factory=EgressLimits)
     pool_factory: Callable[[ssl.SSLContext | bool], httpx.BaseTransport] | None = None
+    aliases: Callable[[str], ResolvedCredential | None] | None = None
 
 
 SCHEMA: dict[str, Any] = {
@@ -110,7 +114,11 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "required": ["credential"],
-            "properties": {"credential": {"type": "string", "minLength": 1, "maxLength": 128}},
+            "properties": {
+                "credential": {"type": "string", "minLength": 1, "maxLength": 128},
+                # the reference kernel's auth_scheme: the value follows the scheme as it is
+                "scheme": {"enum": ["Bearer", "Basic", "Token"]},
+            },
         },
     },
 }
@@ -125,6 +133,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "truncated": {"type": "boolean"},
         "body_digest": {"type": "string"},
         "redirects": {"type": "integer"},
+        "auth_source": {
+            "type": "object",
+            "description": "where a credential alias resolved (a directive run's auth_alias)",
+        },
     },
 }
 
@@ -135,6 +147,15 @@ def _credential(net: NetworkContext, args: Mapping[str, Any]) -> ResolvedCredent
     if name is None:
         return None
     credential = net.credentials.get(name)
+    if credential is None and net.aliases is not None and isinstance(auth, Mapping):
+        credential = net.aliases(name)
+        if credential is None:
+            raise CredentialError(
+                f"credential alias {name!r} is not configured: store a profile named {name!r}"
+                f" (proctor credential set), bind one to it, or set AURO_SECRET_{name.upper()}",
+                code="credential_not_delivered",
+                details={"credential": name},
+            )
     if credential is None:
         raise CredentialError(
             f"credential {name!r} was not resolved for this step; declare it in run.yaml and "
@@ -264,7 +285,10 @@ def _request(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             )
         if net.taint is not None:
             net.taint.add(credential.secret.reveal())
-        headers["Authorization"] = credential.authorization()
+        scheme = (args.get("auth") or {}).get("scheme")
+        headers["Authorization"] = (
+            f"{scheme} {credential.secret.reveal()}" if scheme else credential.authorization()
+        )
     limits = net.limits
     total = min(float(args.get("timeout_s", limits.total_s)), limits.total_s)
     deadline = time.monotonic() + total
@@ -298,7 +322,16 @@ def _request(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "truncated": truncated,
         "body_digest": "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "redirects": redirects,
+        **_alias_note(net, credential),
     }
+
+
+def _alias_note(net: NetworkContext, credential: ResolvedCredential | None) -> dict[str, Any]:
+    """Where a credential alias resolved (recorded with the call; never the value)."""
+    if credential is None or credential.name in net.credentials or net.aliases is None:
+        return {}
+    note = {"alias": credential.name, "source": credential.source, "profile": credential.profile}
+    return {"auth_source": note}
 
 
 HTTP_REQUEST = Tool(
