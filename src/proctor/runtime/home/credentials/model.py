@@ -6,13 +6,38 @@ import base64
 from typing import Literal
 
 from proctor.contracts.values import dataclass, field
+from proctor.errors import CredentialError
 
-__all__ = ["SOURCES", "ResolvedCredential", "Secret", "Source"]
+__all__ = ["SOURCES", "ResolvedCredential", "Secret", "Source", "check_identity"]
 
 Source = Literal["profile", "binding", "default", "host", "env", "dotenv"]
 """Where a credential was found, in resolution order."""
 
 SOURCES: tuple[Source, ...] = ("profile", "binding", "default", "host", "env", "dotenv")
+
+
+_IDENTITY_KINDS = ("core:", "registry:", "local:")
+
+
+def check_identity(identity: str) -> None:
+    """A package identity as :attr:`proctor.runtime.skills.LoadedSkill.identity` spells it.
+
+    Raises:
+        CredentialError: ``credential_identity_invalid``: not ``core:<name>``,
+            ``registry:<publisher>/<name>`` or ``local:<path>``, printable, 1,024 characters
+            at most.
+    """
+    if (
+        not identity.startswith(_IDENTITY_KINDS)
+        or identity in _IDENTITY_KINDS
+        or len(identity) > 1024
+        or not identity.isprintable()
+    ):
+        raise CredentialError(
+            "a package identity is core:<name>, registry:<publisher>/<name> or local:<path in"
+            " the workspace> (proctor history and a refusal name it)",
+            code="credential_identity_invalid",
+        )
 
 
 class Secret:
