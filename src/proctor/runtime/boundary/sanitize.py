@@ -6,7 +6,8 @@ Three detectors, applied in this order:
    the forms a tool could hand them back in (:mod:`proctor.runtime.boundary.echoes`: reversed;
    base64, base64url and base32 at every byte alignment; hex; URL encoding; JSON string
    escaping; HTML/XML character references, decimal, hex or named, in any mix; split by
-   whitespace or line breaks anywhere). A value shorter than :data:`MIN_TAINT_LENGTH` is too
+   whitespace or line breaks anywhere, or by line continuations: a backslash or a
+   quoted-printable ``=`` before a line break). A value shorter than :data:`MIN_TAINT_LENGTH` is too
    likely to occur by chance, so it is only replaced where it is an entire string.
 2. **Credential shapes**: provider tokens whose form identifies them (AWS key ids, GitHub and
    GitLab tokens, Slack tokens and webhooks, Discord, PEM and OpenSSH private-key blocks, JWTs,
@@ -57,8 +58,10 @@ from proctor.runtime.boundary.detect import (
     marker,
 )
 from proctor.runtime.boundary.echoes import (
+    JOIN_CUES,
     caseless_encodings,
     encodings,
+    joined,
     normal,
     normal_map,
     plain,
@@ -105,6 +108,7 @@ class TaintSet:
         self._normal: tuple[str, ...] = ()
         self._caseless: tuple[str, ...] = ()
         self._shortest = 0
+        self._longest = 0
         self._any: re.Pattern[str] | None = None
         self._any_lowered: re.Pattern[str] = re.compile("(?!)")
         for value in values:
@@ -126,7 +130,15 @@ class TaintSet:
         self._normal = tuple(sorted(norm, key=len, reverse=True))
         self._caseless = tuple(sorted(caseless, key=len, reverse=True))
         self._shortest = min(len(f) for f in (*self._raw, *self._normal, *self._caseless))
+        self._longest = max(len(f) for f in (*self._raw, *self._normal, *self._caseless))
         self._any = None
+
+    @property
+    def longest(self) -> int:
+        """The length (in characters) of the longest form searched, 0 when none is: a reader
+        that scans a window of a larger text needs this much beyond each edge to see a form
+        cut by it (more where whitespace or references spread it out)."""
+        return self._longest
 
     def __contains__(self, value: object) -> bool:
         return value in self._exact
@@ -156,12 +168,35 @@ class TaintSet:
                 self._any = _alternation(self._normal)
                 self._any_lowered = _alternation(self._caseless)
             if self._any.search(view) is None and self._any_lowered.search(lowered) is None:
-                return text
+                return self._scrub_joined(text) if any(c in text for c in JOIN_CUES) else text
+        hits = [form for form in self._normal if form in view]
+        caseless = [form for form in self._caseless if form in lowered]
+        if hits or caseless:
+            text = _cut(text, hits, caseless)
+        if any(cue in text for cue in JOIN_CUES):
+            return self._scrub_joined(text)
+        return text
+
+    def _scrub_joined(self, text: str) -> str:
+        """``text`` with every tainted form its joined lines read as (a value cut by a line
+        continuation, :func:`~proctor.runtime.boundary.echoes.joined`) replaced; when a form
+        still reads there after the cut, the whole text is replaced (fail closed)."""
+        view = normal(joined(text))
+        lowered = view.lower()
         hits = [form for form in self._normal if form in view]
         caseless = [form for form in self._caseless if form in lowered]
         if not hits and not caseless:
             return text
-        return _cut(text, hits, caseless)
+        references = "&" in text and ";" in text
+        found: list[tuple[int, int]] = []
+        for forms, folded in ((hits, False), (caseless, True)):
+            for form in forms:
+                pattern = spread(form, references=references, caseless=folded, joins=True)
+                found += [m.span() for m in pattern.finditer(text)]
+        out = _replace(text, found)
+        if _still_holds(joined(out), hits, caseless):
+            return marker("tainted")
+        return out
 
 
 def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
