@@ -64,6 +64,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from proctor.contracts.values import dataclass
+from proctor.core.package_identity import is_identity
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical_text, is_digest
 from proctor.receipts.parts import SEAL_REASONS, ChildRef
@@ -307,23 +308,13 @@ def _check_package(value: object, kind: object) -> None:
         raise _bad("package.manifest_digest is sha256:<hex> for a registry package, else null")
 
 
-_IDENTITY_KINDS = ("core:", "registry:", "local:")
-MAX_IDENTITY_CHARS = 1024
-
-
 def _check_identity(value: object, kind: object) -> None:
     if kind != "run":
         raise _bad("only run receipts state identity")
-    if (
-        type(value) is not str
-        or not value.startswith(_IDENTITY_KINDS)
-        or value in _IDENTITY_KINDS
-        or len(value) > MAX_IDENTITY_CHARS
-        or not value.isprintable()
-    ):
+    if type(value) is not str or not is_identity(value):
         raise _bad(
             "identity is core:<name>, registry:<publisher>/<name> or local:<path>, printable,"
-            f" at most {MAX_IDENTITY_CHARS} characters"
+            " at most 1024 characters"
         )
 
 

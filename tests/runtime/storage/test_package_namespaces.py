@@ -170,3 +170,42 @@ def test_four_packages_of_one_name_keep_their_own_state_and_writes(
         assert env.outcome == "completed", (ref, env.refusal)
     assert server.tracker.writes == len(packages)
     assert len(set(server.tracker.idempotency_keys)) == len(packages)
+
+
+def test_a_moved_folder_is_a_new_package_until_its_state_is_migrated(
+    backend: dict[str, str], tmp_path: Path
+) -> None:
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    ws = make_workspace(tmp_path / "ws")
+    _package(ws / "skills" / "summ", "summ", "http://127.0.0.1:9")
+    environ = {"PROCTOR_HOME": str(ws / ".home"), **backend}
+    first = session(ws, environ=environ).run("skills/summ#keep", inputs={"value": "kept"}, cwd=ws)
+    assert first.outcome == "completed", first.refusal
+    shutil.move(ws / "skills" / "summ", ws / "team-summ")
+    moved = session(ws, environ=environ).run("team-summ#keep", inputs={"value": "new"}, cwd=ws)
+    assert moved.result["before"]["found"] is False  # a new identity: none of the old state
+
+    def proctor(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "proctor", "store", "migrate", *args, "--json"],
+            cwd=ws, capture_output=True, text=True, env={**os.environ, **environ}, timeout=120,
+        )  # fmt: skip
+
+    refused = proctor("--from", "local:skills/summ", "--to", "local:team-summ")
+    assert refused.returncode != 0 and "store_target_not_empty" in refused.stderr
+    bad = proctor("--from", "summ", "--to", "local:x")
+    assert bad.returncode != 0 and "store_identity_invalid" in bad.stderr
+    done = proctor("--from", "local:skills/summ", "--to", "local:elsewhere")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "proctor.store_migrate.v1"
+    assert doc["moved"] == {"events": 0, "keys": 1, "writes": 1}
+    audit = (ws / ".proctor" / "audit.jsonl").read_text()
+    assert '"store_migrated"' in audit and "local:elsewhere" in audit
+    shutil.move(ws / "team-summ", ws / "elsewhere")
+    again = session(ws, environ=environ).run("elsewhere#keep", inputs={"value": "3rd"}, cwd=ws)
+    assert again.result["before"]["value"] == "kept"  # the state followed the migration

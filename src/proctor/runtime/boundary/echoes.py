@@ -204,9 +204,7 @@ def _gap(joins: bool = False) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def spread(
-    form: str, *, references: bool, caseless: bool, joins: bool = False
-) -> re.Pattern[str]:
+def spread(form: str, *, references: bool, caseless: bool, joins: bool = False) -> re.Pattern[str]:
     """A pattern finding, in a text, the stretches whose normal view reads ``form``:
     whitespace allowed between its characters and, with ``references``, each character also
     as a character reference and whitespace references in the gaps.

@@ -549,7 +549,10 @@ class PostgresRunStore:
             " AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
             (after or 0, limit),
         )
-        return [PendingRequest(self._run(row[:RUN_WIDTH]), self._request(row[RUN_WIDTH:])) for row in rows]
+        return [
+            PendingRequest(self._run(row[:RUN_WIDTH]), self._request(row[RUN_WIDTH:]))
+            for row in rows
+        ]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         with self.transaction():

@@ -599,7 +599,10 @@ class SQLiteRunStore:
                 " AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
                 (after or 0, limit),
             ).fetchall()
-        return [PendingRequest(self._run(row[:RUN_WIDTH]), self._request(row[RUN_WIDTH:])) for row in rows]
+        return [
+            PendingRequest(self._run(row[:RUN_WIDTH]), self._request(row[RUN_WIDTH:]))
+            for row in rows
+        ]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         with self._lock:

@@ -6,6 +6,7 @@ import base64
 from typing import Literal
 
 from proctor.contracts.values import dataclass, field
+from proctor.core.package_identity import is_identity
 from proctor.errors import CredentialError
 
 __all__ = ["SOURCES", "ResolvedCredential", "Secret", "Source", "check_identity"]
@@ -16,9 +17,6 @@ Source = Literal["profile", "binding", "default", "host", "env", "dotenv"]
 SOURCES: tuple[Source, ...] = ("profile", "binding", "default", "host", "env", "dotenv")
 
 
-_IDENTITY_KINDS = ("core:", "registry:", "local:")
-
-
 def check_identity(identity: str) -> None:
     """A package identity as :attr:`proctor.runtime.skills.LoadedSkill.identity` spells it.
 
@@ -27,12 +25,7 @@ def check_identity(identity: str) -> None:
             ``registry:<publisher>/<name>`` or ``local:<path>``, printable, 1,024 characters
             at most.
     """
-    if (
-        not identity.startswith(_IDENTITY_KINDS)
-        or identity in _IDENTITY_KINDS
-        or len(identity) > 1024
-        or not identity.isprintable()
-    ):
+    if not is_identity(identity):
         raise CredentialError(
             "a package identity is core:<name>, registry:<publisher>/<name> or local:<path in"
             " the workspace> (proctor history and a refusal name it)",
