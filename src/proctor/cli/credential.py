@@ -99,9 +99,8 @@ def list_(ctx: click.Context, as_json: bool) -> None:
       proctor credential list --json
     """
     _refuse_stray(ctx)
-    from proctor.runtime.home.credentials import CredentialStore
-
     from proctor.cli.paint import inert
+    from proctor.runtime.home.credentials import CredentialStore
 
     profiles = [p.to_dict() for p in CredentialStore().list()]
     if as_json:

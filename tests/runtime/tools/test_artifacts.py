@@ -248,7 +248,7 @@ methods:
         tool: command.execute
         credential: api
         inputs:
-          argv: [PY, "-c", "import os; open('dump.txt', 'w').write('x' * 3000 + os.environ['CANARY_TOKEN'] + 'y' * 3000)"]
+          argv: [PY, "-c", "import os; open('dump.txt', 'w').write(WRITE)"]
       - id: admit
         tool: artifact.admit
         inputs: {path: dump.txt}
@@ -267,7 +267,8 @@ def test_a_delivered_credential_read_back_in_two_halves_is_refused_in_both(
     import sys
 
     ws = make_workspace(tmp_path / "ws")
-    make_skill(ws, "halves", HALVES.replace("PY", sys.executable))
+    write = "'x' * 3000 + os.environ['CANARY_TOKEN'] + 'y' * 3000"
+    make_skill(ws, "halves", HALVES.replace("PY", sys.executable).replace("WRITE", write))
     secret = "canary-" + os.urandom(12).hex()
     cut = 3000 + len(secret) // 2
     pages = {"first": (2000, cut - 2000), "second": (cut, 2000)}

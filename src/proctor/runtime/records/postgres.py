@@ -250,8 +250,8 @@ class PostgresRunStore:
             with self.transaction(), self.connection() as conn:
                 row = conn.execute(
                     "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
-                    " created_at, updated_at, data, identity) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                    " RETURNING cursor",
+                    " created_at, updated_at, data, identity)"
+                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor",
                     (
                         record.run_id,
                         record.skill,

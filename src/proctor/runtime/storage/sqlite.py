@@ -37,6 +37,11 @@ CREATE TABLE IF NOT EXISTS writes (
 _TABLES = (("events", "events"), ("keys", "keyvals"), ("writes", "writes"))
 
 
+def _count(conn: sqlite3.Connection, table: str, ns: str) -> int:
+    (count,) = conn.execute(f"SELECT COUNT(*) FROM {table} WHERE ns = ?", (ns,)).fetchone()
+    return int(count)
+
+
 class SqliteStateStore:
     """The default backend (see :mod:`proctor.runtime.storage.base` for the contract)."""
 
@@ -163,14 +168,7 @@ class SqliteStateStore:
         """See :class:`~proctor.runtime.storage.base.StateStore`: one transaction."""
         with self._write() as conn:
             counts = [
-                {
-                    name: int(
-                        conn.execute(
-                            f"SELECT COUNT(*) FROM {table} WHERE ns = ?", (ns,)
-                        ).fetchone()[0]
-                    )  # fmt: skip
-                    for name, table in _TABLES
-                }
+                {name: _count(conn, table, ns) for name, table in _TABLES}
                 for ns in (source, target)
             ]
             moved = check_migration(source, target, counts[0], counts[1])
