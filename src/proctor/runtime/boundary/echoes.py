@@ -42,8 +42,10 @@ from urllib.parse import quote, quote_plus
 __all__ = [
     "JOIN_CUES",
     "caseless_encodings",
+    "cut",
     "encodings",
     "joined",
+    "joined_spans",
     "normal",
     "normal_map",
     "plain",
@@ -219,3 +221,43 @@ def spread(form: str, *, references: bool, caseless: bool, joins: bool = False) 
         return re.compile(gap.join(re.escape(c) for c in form), flags)
     parts = [f"(?:{_reference_alternatives(c)})" for c in form]
     return re.compile(_gap(joins).join(parts), flags)
+
+
+def joined_spans(
+    text: str, forms: tuple[str, ...], caseless: tuple[str, ...]
+) -> tuple[list[tuple[int, int]], list[str], list[str]]:
+    """Where ``text``'s joined lines (:func:`joined`, then :func:`normal`) read as one of
+    ``forms`` (or of ``caseless``, in any letter case): the stretches of ``text`` that spell
+    them, continuations and whitespace between their characters, and the forms found (none
+    when ``text`` holds no continuation: its joined view is its normal view)."""
+    if not any(cue in text for cue in JOIN_CUES):
+        return [], [], []
+    view = normal(joined(text))
+    lowered = view.lower()
+    hits = [form for form in forms if form in view]
+    folded = [form for form in caseless if form in lowered]
+    references = "&" in text and ";" in text
+    found: list[tuple[int, int]] = []
+    for group, fold in ((hits, False), (folded, True)):
+        for form in group:
+            pattern = spread(form, references=references, caseless=fold, joins=True)
+            found += [m.span() for m in pattern.finditer(text)]
+    return found, hits, folded
+
+
+def cut(text: str, found: list[tuple[int, int]], mark: str) -> str:
+    """``text`` with each of the ``found`` stretches (overlapping ones merged) replaced by
+    ``mark``: where a form was found, in whichever view, cut out of the text itself."""
+    spans: list[list[int]] = []
+    for start, end in sorted(found):
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    out: list[str] = []
+    done = 0
+    for start, end in spans:
+        out += [text[done:start], mark]
+        done = end
+    out.append(text[done:])
+    return "".join(out)

@@ -58,10 +58,11 @@ from proctor.runtime.boundary.detect import (
     marker,
 )
 from proctor.runtime.boundary.echoes import (
-    JOIN_CUES,
     caseless_encodings,
+    cut,
     encodings,
     joined,
+    joined_spans,
     normal,
     normal_map,
     plain,
@@ -108,7 +109,7 @@ class TaintSet:
         self._normal: tuple[str, ...] = ()
         self._caseless: tuple[str, ...] = ()
         self._shortest = 0
-        self._longest = 0
+        self.longest = 0  # the longest form searched: the margin a windowed reader needs
         self._any: re.Pattern[str] | None = None
         self._any_lowered: re.Pattern[str] = re.compile("(?!)")
         for value in values:
@@ -130,15 +131,8 @@ class TaintSet:
         self._normal = tuple(sorted(norm, key=len, reverse=True))
         self._caseless = tuple(sorted(caseless, key=len, reverse=True))
         self._shortest = min(len(f) for f in (*self._raw, *self._normal, *self._caseless))
-        self._longest = max(len(f) for f in (*self._raw, *self._normal, *self._caseless))
+        self.longest = max(len(f) for f in (*self._raw, *self._normal, *self._caseless))
         self._any = None
-
-    @property
-    def longest(self) -> int:
-        """The length (in characters) of the longest form searched, 0 when none is: a reader
-        that scans a window of a larger text needs this much beyond each edge to see a form
-        cut by it (more where whitespace or references spread it out)."""
-        return self._longest
 
     def __contains__(self, value: object) -> bool:
         return value in self._exact
@@ -168,35 +162,19 @@ class TaintSet:
                 self._any = _alternation(self._normal)
                 self._any_lowered = _alternation(self._caseless)
             if self._any.search(view) is None and self._any_lowered.search(lowered) is None:
-                return self._scrub_joined(text) if any(c in text for c in JOIN_CUES) else text
+                return self._scrub_joined(text)
         hits = [form for form in self._normal if form in view]
         caseless = [form for form in self._caseless if form in lowered]
-        if hits or caseless:
-            text = _cut(text, hits, caseless)
-        if any(cue in text for cue in JOIN_CUES):
-            return self._scrub_joined(text)
-        return text
+        return self._scrub_joined(_cut(text, hits, caseless) if hits or caseless else text)
 
     def _scrub_joined(self, text: str) -> str:
-        """``text`` with every tainted form its joined lines read as (a value cut by a line
-        continuation, :func:`~proctor.runtime.boundary.echoes.joined`) replaced; when a form
-        still reads there after the cut, the whole text is replaced (fail closed)."""
-        view = normal(joined(text))
-        lowered = view.lower()
-        hits = [form for form in self._normal if form in view]
-        caseless = [form for form in self._caseless if form in lowered]
+        """``text`` with each form its joined lines read as replaced (a value cut by a line
+        continuation); the whole text when one still reads there after the cut (fail closed)."""
+        found, hits, caseless = joined_spans(text, self._normal, self._caseless)
         if not hits and not caseless:
             return text
-        references = "&" in text and ";" in text
-        found: list[tuple[int, int]] = []
-        for forms, folded in ((hits, False), (caseless, True)):
-            for form in forms:
-                pattern = spread(form, references=references, caseless=folded, joins=True)
-                found += [m.span() for m in pattern.finditer(text)]
-        out = _replace(text, found)
-        if _still_holds(joined(out), hits, caseless):
-            return marker("tainted")
-        return out
+        out = cut(text, found, marker("tainted"))
+        return marker("tainted") if _still_holds(joined(out), hits, caseless) else out
 
 
 def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
@@ -214,7 +192,7 @@ def _cut(text: str, hits: list[str], caseless: list[str]) -> str:
         for form in forms:
             pattern = spread(form, references=references, caseless=folded)
             found += [m.span() for m in pattern.finditer(text)]
-    out = _replace(text, found)
+    out = cut(text, found, marker("tainted"))
     if references and _still_holds(out, hits, caseless):
         # a reference the patterns do not list: walk the normal view with its positions
         view, starts, ends = normal_map(text)
@@ -225,7 +203,7 @@ def _cut(text: str, hits: list[str], caseless: list[str]) -> str:
             (starts[m.start()], ends[m.end() - 1])
             for m in re.finditer("|".join(alternatives), view)
         ]
-        out = _replace(text, found)
+        out = cut(text, found, marker("tainted"))
     return out
 
 
@@ -233,22 +211,6 @@ def _still_holds(text: str, hits: list[str], caseless: list[str]) -> bool:
     view = normal(text)
     lowered = view.lower()
     return any(h in view for h in hits) or any(h in lowered for h in caseless)
-
-
-def _replace(text: str, found: list[tuple[int, int]]) -> str:
-    spans: list[list[int]] = []
-    for start, end in sorted(found):
-        if spans and start <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], end)
-        else:
-            spans.append([start, end])
-    out: list[str] = []
-    done = 0
-    for start, end in spans:
-        out += [text[done:start], marker("tainted")]
-        done = end
-    out.append(text[done:])
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- text
