@@ -8,11 +8,16 @@ PATHS = ["profile", "binding", "default", "host", "env", "dotenv"]
 """Every source a run resolves a credential from (``host`` is the Python API's handles)."""
 
 
-def store_profile(ws: Ws, name: str, material: str) -> None:
-    """``proctor credential set canary --profile NAME --from-stdin`` with ``material``."""
+def store_profile(ws: Ws, name: str, material: str, skill: str | None = None) -> None:
+    """``proctor credential set canary --profile NAME --from-stdin`` with ``material``, bound
+    to the package ``skills/<skill>`` when one is named (a profile without an audience goes to
+    no other)."""
     stored = ws.proctor("credential", "set", "canary", "--profile", name, "--from-stdin",
                         stdin=material)  # fmt: skip
     assert stored.code == 0, stored.stderr
+    if skill is not None:
+        bound = ws.proctor("credential", "bind", name, f"local:skills/{skill}", "--yes")
+        assert bound.code == 0, bound.stderr
 
 
 def arrange(
@@ -22,16 +27,16 @@ def arrange(
     win); returns the extra ``proctor run`` arguments and fills ``env`` for the env path.
     ``host`` needs nothing here: the test hands the secret to the Python API itself."""
     if path == "profile":
-        store_profile(ws, "chosen", secret)
-        store_profile(ws, "other", decoy)  # now the provider's default
+        store_profile(ws, "chosen", secret, skill)
+        store_profile(ws, "other", decoy, skill)  # now the provider's default
         return ["--profile", "chosen"]
     if path == "binding":
-        store_profile(ws, "bound", secret)
-        store_profile(ws, "other", decoy)
+        store_profile(ws, "bound", secret, skill)
+        store_profile(ws, "other", decoy, skill)
         bound = ws.proctor("credential", "bind", "bound", "--skill", skill, "--credential", "api")
         assert bound.code == 0, bound.stderr
     elif path == "default":
-        store_profile(ws, "only", secret)
+        store_profile(ws, "only", secret, skill)
     elif path == "env":
         env["CANARY_TOKEN"] = secret
     elif path == "dotenv":

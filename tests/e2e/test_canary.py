@@ -280,6 +280,13 @@ def test_missing_credential_needs_setup_and_sends_nothing(ws: Ws, echo: Echo) ->
         timeout=120,
     )
     assert setup.returncode == 0, setup.stderr
+    # a profile stored without an audience is given to no package until a person binds it
+    unbound = _run(ws, echo).json()
+    assert unbound["refusal"]["code"] == "credential_unbound", unbound
+    assert "proctor credential bind api local:skills/canary" in unbound["refusal"]["message"]
+    assert echo.connections == []
+    bound = ws.proctor("credential", "bind", "api", "local:skills/canary", "--yes")
+    assert bound.code == 0, bound.stderr
     again = _run(ws, echo)
     assert again.json()["outcome"] == "completed", again.stdout
     assert echo.seen == [f"Bearer {secret}"]
@@ -351,7 +358,7 @@ def test_skill_inspect_reports_readiness_without_material(ws: Ws, echo: Echo) ->
     assert entry["modes"] == {"api_key": "CANARY_TOKEN"}
     assert entry["setup"]
     secret = "canary-" + secrets.token_hex(16)
-    store_profile(ws, "work", secret)
+    store_profile(ws, "work", secret, "canary")
     ready = ws.proctor("skill", "inspect", "canary", "--json")
     [entry] = ready.json()["credentials"]
     assert (entry["ready"], entry["source"], entry["profile"]) == (True, "default", "work")
@@ -366,8 +373,8 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     _workspace(ws)
     old = "canary-" + secrets.token_hex(16)
     new = "canary-" + secrets.token_hex(16)
-    store_profile(ws, "chosen", old)
-    store_profile(ws, "other", "decoy-" + secrets.token_hex(16))  # the provider default
+    store_profile(ws, "chosen", old, "canary")
+    store_profile(ws, "other", "decoy-" + secrets.token_hex(16), "canary")  # the default
     paused = ws.proctor(
         "run", "canary#paused", "-i", f"url={echo.url}", "--profile", "chosen", "--json"
     )
@@ -384,7 +391,7 @@ def test_a_pause_keeps_the_profile_name_and_resume_uses_the_rotated_material(
     finally:
         store.close()
     assert record is not None and record.data["credential_profile"] == "chosen"
-    store_profile(ws, "chosen", new)  # rotate while the run waits
+    store_profile(ws, "chosen", new, "canary")  # rotate while the run waits
     answers = envelope["answers_template"]
     for entry in answers["approvals"].values():
         entry["approved"] = True

@@ -61,6 +61,7 @@ def test_the_common_shapes_are_recognized() -> None:
         body("run", s.key_id, audit_head={"lines": 3, "last_digest": DIGESTS[0]}),
         body("run", s.key_id, audit_head={"lines": 0, "last_digest": None}, spend_micro_usd=5),
         body("run", s.key_id, **head, reused_from=DIGESTS[1]),
+        body("run", s.key_id, **head, identity="local:skills/summ"),
         body("step", s.key_id, **head, context_digests=DIGESTS[:2], spend_micro_usd=0),
         body(
             "step",
@@ -147,6 +148,8 @@ def coherent(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
         out["context_digests"] = draw(st.lists(st.sampled_from(DIGESTS), min_size=1, max_size=2))
     if kind == "run" and draw(st.booleans()):
         out["reused_from"] = DIGESTS[2]
+    if kind == "run" and draw(st.booleans()):
+        out["identity"] = draw(IDENTITY)
     if kind == "call" and draw(st.booleans()):
         out["sandbox"] = {
             "used": draw(st.sampled_from(["none", "bubblewrap"])),
@@ -170,6 +173,12 @@ def coherent(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
     return out, kind != "call" or draw(st.booleans())
 
 
+IDENTITY = st.one_of(
+    st.sampled_from(["core:weather", "registry:acme/summ", "local:.", "local:outside/0f"]),
+    st.builds(lambda k, t: k + t, st.sampled_from(["core:", "local:"]), SAFE_TEXT),
+)
+
+
 # one field replaced by a value from a wider range (often one some rule refuses)
 BREAKS: dict[str, st.SearchStrategy[Any]] = {
     "kind": st.sampled_from(["run", "step", "call", "other"]),
@@ -188,6 +197,11 @@ BREAKS: dict[str, st.SearchStrategy[Any]] = {
     "spend_micro_usd": NUMBER,
     "context_digests": st.lists(st.sampled_from(DIGESTS), max_size=2),
     "reused_from": MAYBE_DIGEST,
+    "identity": st.one_of(
+        IDENTITY,
+        st.sampled_from(["core:", "local:a\x7f", "other:x", "local:é", "local:" + "a" * 1025, 3]),
+        st.builds(lambda t: "local:" + t, TEXT),
+    ),
     "sandbox": st.one_of(
         st.fixed_dictionaries(
             {

@@ -200,3 +200,26 @@ def test_parser_refuses_non_canonical_files() -> None:
         with pytest.raises(ReceiptInvalid) as info:
             parse_envelope(variant)
         assert info.value.code in {"not_canonical", "malformed"}
+
+
+def test_a_run_receipt_states_its_package_identity_and_one_without_still_verifies() -> None:
+    from proctor.receipts.model import check_body
+
+    s = signer()
+    with_identity = body("run", s.key_id, audit_head=None, identity="local:skills/summ")
+    check_body(with_identity)
+    check_body(body("run", s.key_id, audit_head=None))  # written before identities
+    for kind, value in (
+        ("step", "local:skills/summ"),  # a run's alone
+        ("run", "summ"),  # a name the package chose is no identity
+        ("run", "core:"),
+        ("run", "local:a\u202eb"),
+        ("run", "local:" + "a" * 1025),
+        ("run", 7),
+    ):
+        with pytest.raises(ReceiptInvalid):
+            check_body(body(kind, s.key_id, audit_head=None, identity=value))
+    from proctor.receipts.writer import seal
+
+    data = seal(with_identity, s, signed=True)[1]
+    assert parse_envelope(data).body["identity"] == "local:skills/summ"

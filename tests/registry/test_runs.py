@@ -140,7 +140,10 @@ def test_a_parent_runs_an_installed_package_and_its_receipt_names_it(
         "content_digest": signature["content_digest"],
         "manifest_digest": digest(signature),
     }
-    assert "package" not in _body(root, env.receipt_id)  # the parent is a local folder
+    assert child["identity"] == "registry:acme/stamp"
+    parent = _body(root, env.receipt_id)
+    assert "package" not in parent  # the parent is a local folder
+    assert parent["identity"] == "local:skills/parent"
     assert verify_receipt(env.receipt_id or "", receipts_dir=root / ".proctor" / "receipts",
                           public_key=s.signer.public_key).ok  # fmt: skip
     # and run directly by name: the run's own receipt binds it

@@ -99,6 +99,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
       proctor credential list --json
     """
     _refuse_stray(ctx)
+    from proctor.cli.paint import inert
     from proctor.runtime.home.credentials import CredentialStore
 
     profiles = [p.to_dict() for p in CredentialStore().list()]
@@ -112,7 +113,9 @@ def list_(ctx: click.Context, as_json: bool) -> None:
     for row in profiles:
         marks = " (default)" if row["default"] else ""
         extra = "".join(f" {k}={row[k]}" for k in ("auth_mode", "audience") if row[k] is not None)
-        click.echo(f"{row['profile']}: {row['provider']}{marks}{extra} [{row['backend']}]")
+        if row["audience"] is None:
+            extra += " packages=" + (",".join(row["packages"]) or "(none: bind one)")
+        click.echo(inert(f"{row['profile']}: {row['provider']}{marks}{extra} [{row['backend']}]"))
 
 
 @credential.command("remove", context_settings=_LENIENT)
@@ -134,23 +137,33 @@ def remove(ctx: click.Context, profile: str) -> None:
 
 @credential.command("bind", context_settings=_LENIENT)
 @click.argument("profile")
+@click.argument("identity", required=False)
 @click.option("--provider", default=None, help="Bind for every requirement of this provider.")
 @click.option("--skill", default=None, help="Bind for one skill's requirement (with --credential).")
 @click.option("--credential", "credential_name", default=None, help="The requirement name.")
 @click.option("--workspace", default=None, help="Workspace folder (default: discovered).")
+@click.option("--yes", is_flag=True, help="Bind PROFILE to IDENTITY without asking (scripts).")
 @click.pass_context
 def bind(
     ctx: click.Context,
     profile: str,
+    identity: str | None,
     provider: str | None,
     skill: str | None,
     credential_name: str | None,
     workspace: str | None,
+    yes: bool,
 ) -> None:
-    """Bind PROFILE in this workspace, by provider or by skill requirement (names only).
+    """Bind PROFILE to a package IDENTITY, or in this workspace by provider or requirement.
+
+    A profile stored without --audience goes only to the package identities it is bound to
+    (core:NAME, registry:PUBLISHER/NAME, local:PATH; a refusal credential_unbound names the
+    identity). Binding one shows the profile and the identity and asks you to confirm; --yes
+    skips the question.
 
     \b
-    Example:
+    Examples:
+      proctor credential bind work local:skills/triage
       proctor credential bind work --provider github
     """
     _refuse_stray(ctx)
@@ -159,8 +172,18 @@ def bind(
 
     by_provider = provider is not None
     by_skill = skill is not None or credential_name is not None
+    if identity is not None:
+        if by_provider or by_skill:
+            raise UsageError(
+                "give IDENTITY, or --provider X, or --skill S with --credential C",
+                code="usage_error",
+            )
+        _bind_package(profile, identity, yes)
+        return
     if by_provider == by_skill or (by_skill and (skill is None or credential_name is None)):
-        raise UsageError("give --provider X, or --skill S with --credential C", code="usage_error")
+        raise UsageError(
+            "give IDENTITY, or --provider X, or --skill S with --credential C", code="usage_error"
+        )
     info = CredentialStore().get(profile)
     if info is None:
         raise CredentialError(f"no stored profile {profile!r}", code="credential_profile_unknown")
@@ -177,3 +200,43 @@ def bind(
     assert skill is not None and credential_name is not None
     bind_skill(root, profile, skill, credential_name)
     click.echo(f"bound {profile} for {skill} credential {credential_name} in this workspace")
+
+
+def _bind_package(profile: str, identity: str, yes: bool) -> None:
+    """Show what the binding gives (through the terminal's rendering boundary: an identity
+    is a path a package's author chose), ask, and bind.
+
+    Raises:
+        CredentialError: ``credential_profile_unknown``, ``credential_identity_invalid``.
+        UsageError: ``terminal_required`` without a terminal and without --yes.
+    """
+    from proctor.cli.paint import inert, note
+    from proctor.errors import CredentialError
+    from proctor.runtime.home.credentials import CredentialStore
+    from proctor.runtime.home.credentials.model import check_identity
+
+    check_identity(identity)
+    store = CredentialStore()
+    info = store.get(profile)
+    if info is None:
+        raise CredentialError(f"no stored profile {profile!r}", code="credential_profile_unknown")
+    err = sys.stderr
+    err.write(inert(f"profile {info.name} (provider {info.provider}) will be given to:\n"))
+    err.write(inert(f"  package {identity}\n"))
+    where = info.audience or "any host the package's connection is allowed to reach"
+    err.write(inert(f"  sent to: {where}\n"))
+    if info.packages:
+        err.write(inert(f"  already bound to: {', '.join(info.packages)}\n"))
+    note()
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                "no terminal to ask y/N on; to bind without asking: proctor credential bind"
+                f" {profile} {identity} --yes",
+                code="terminal_required",
+            )
+        if not click.confirm("Bind?", default=False, err=True):
+            click.echo("nothing was bound", err=True)
+            sys.exit(1)
+    bound = store.bind_package(profile, identity)
+    click.echo(inert(f"bound profile {bound.name} to {identity}"))

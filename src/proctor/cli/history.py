@@ -76,6 +76,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
                     "run_id": r.run_id,
                     "cursor": r.cursor,
                     "skill": r.skill,
+                    "identity": r.identity,
                     "method": r.method,
                     "status": r.status,
                     "outcome": r.outcome,
@@ -102,6 +103,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "schema": "proctor.history.run.v1",
             "run_id": record.run_id,
             "skill": record.skill,
+            "identity": record.identity,
             "method": record.method,
             "status": record.status,
             "outcome": record.outcome,
@@ -151,7 +153,7 @@ def _print_runs(rows: list[dict[str, Any]], next_cursor: int | None) -> None:
         click.echo(
             t(
                 f"{r['created_at'][:19]}  {r['run_id']}  {r['skill']}#{r['method']}  "
-                f"{r['outcome'] or r['status']}  {r['receipt_id'] or '-'}"
+                f"{r['identity'] or '-'}  {r['outcome'] or r['status']}  {r['receipt_id'] or '-'}"
             )
         )
     if next_cursor is not None:
@@ -166,6 +168,7 @@ def _print_run(doc: dict[str, Any]) -> None:
     click.echo(
         t(f"run {doc['run_id']}  {doc['skill']}#{doc['method']}  {doc['outcome'] or doc['status']}")
     )
+    click.echo(t(f"package: {doc['identity'] or '- (recorded before package identities)'}"))
     click.echo(t(f"receipt: {doc['receipt_id'] or '-'}"))
     for call in doc["calls"]:
         click.echo(t(f"  {call['call_id']}  {call['tool']}  {call['outcome'] or call['state']}"))

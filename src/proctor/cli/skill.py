@@ -56,6 +56,7 @@ def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict
             workspace_root=root,
             env=snapshot_environment(root),
             profile=profile,
+            identity=loaded.identity or None,
         )
         credentials = [entry.to_dict() for entry in ready]
     return {
@@ -63,6 +64,7 @@ def inspect_document(ref: str, *, cwd: Path, profile: str | None = None) -> dict
         "description": package.description,
         "package": loaded.label,
         "package_digest": loaded.package_digest,
+        "identity": loaded.identity or None,
         "default_method": None if package.profile is None else package.profile.default_method,
         "methods": methods,
         "credentials": credentials,

@@ -46,6 +46,7 @@ CLI_SCHEMAS: dict[str, str] = {
     "registry install / verify": "proctor.registry_install.v1",
     "registry publish": "proctor.registry_published.v1",
     "store init": "proctor.store_init.v1",
+    "store migrate": "proctor.store_migrate.v1",
     "skill inspect": "proctor.skill_inspect.v1",
     "skill list": "proctor.skill_list.v1",
     "test": "proctor.test.v1",

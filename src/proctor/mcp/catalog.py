@@ -204,6 +204,7 @@ def load_catalog(
                 skill=skill.package.name,
                 workspace_root=workspace_root,
                 env=snapshot,
+                identity=skill.identity or None,
             )
         }
         for method_name in names:

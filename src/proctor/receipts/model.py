@@ -35,7 +35,11 @@ A ``run`` receipt may have ``reused_from``: the receipt id of the run a reused c
 result from (``reuse:``). A ``run`` receipt may have ``package``: ``{source, name, version,
 content_digest, manifest_digest}``, the registry name (``source`` ``registry``) or core skill
 name (``source`` ``core``, ``manifest_digest`` null) its package verified as when the run
-sealed; a run of a local folder has none.
+sealed; a run of a local folder has none. A ``run`` receipt may have ``identity``: the run's
+package identity, decided by where the package came from (``core:<name>``,
+``registry:<publisher>/<name>``, ``local:<workspace path>`` or ``local:outside/<digest>``), the
+namespace its state and connector writes were kept under. Receipts written before it lack it;
+they parse and verify as before.
 
 The **receipt id** is ``sha256:`` + the hex SHA-256 of the RFC 8785 canonical bytes of the
 body. The **body digest** a parent commits is the same value: the digest of the canonical body,
@@ -60,6 +64,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from proctor.contracts.values import dataclass
+from proctor.core.package_identity import is_identity
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical_text, is_digest
 from proctor.receipts.parts import SEAL_REASONS, ChildRef
@@ -303,6 +308,16 @@ def _check_package(value: object, kind: object) -> None:
         raise _bad("package.manifest_digest is sha256:<hex> for a registry package, else null")
 
 
+def _check_identity(value: object, kind: object) -> None:
+    if kind != "run":
+        raise _bad("only run receipts state identity")
+    if type(value) is not str or not is_identity(value):
+        raise _bad(
+            "identity is core:<name>, registry:<publisher>/<name> or local:<path>, printable,"
+            " at most 1024 characters"
+        )
+
+
 def check_body(body: object) -> tuple[ChildRef, ...]:
     """Check a body against the ``proctor.receipt.v1`` rules; return its child commitments.
 
@@ -311,7 +326,11 @@ def check_body(body: object) -> tuple[ChildRef, ...]:
     """
     if type(body) is not dict:
         raise _bad("the receipt body is not an object")
-    keys = body.keys() - {"spend_micro_usd", "context_digests", "reused_from", "package"}
+    keys = body.keys() - {
+        "spend_micro_usd", "context_digests", "reused_from", "package", "identity"
+    }  # fmt: skip
+    if "identity" in body:
+        _check_identity(body["identity"], body.get("kind"))
     if "package" in body:
         _check_package(body["package"], body.get("kind"))
     if "reused_from" in body and (body.get("kind") != "run" or not is_digest(body["reused_from"])):

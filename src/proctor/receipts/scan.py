@@ -53,6 +53,10 @@ _SANDBOX = (
     rf'"network":(?:true|false),"toolchains":\[(?:{_S}(?:,{_S})*)?\],'
     r'"used":"(?:bubblewrap|none)","verified":(?:true|false))\},'
 )
+# A run's package identity: printable ASCII without an escape (its length is checked on the
+# capture; one with other characters goes to the strict parser)
+_IDENTITY = r'"identity":"(?:core|registry|local):[\x20\x21\x23-\x5b\x5d-\x7e]+"'
+_IDENTITY_MAX = len('"identity":"",') + 1024  # the capture holds its comma
 # The rules that relate fields are written into the pattern with conditionals, (?(name)a|b):
 # an audit head is a run's; a step names its step_id, a run and a step their method, a call
 # its tool; only a call may be unsigned; a completed receipt has no seal_reason; the
@@ -65,6 +69,7 @@ _PATTERN = (
     rf'"children":\[(?P<children>(?:{_CHILD}(?:,{_CHILD})*)?)\],'
     rf'(?P<context>"context_digests":\[{_D}(?:,{_D})*\],)?'
     rf'"ended_at":(?P<ended>{_T}),'
+    rf"(?P<identity>{_IDENTITY},)?"
     rf'"inputs_digest":{_ND},'
     rf'"key_id":"(?P<key>{_HEX})",'
     r'"kind":(?(nohead)"(?:(?P<call>call)|(?P<step>step)|run)"|"run"),'
@@ -88,7 +93,8 @@ _ENVELOPE = re.compile(_PATTERN.encode("ascii"))
 _FULLMATCH = _ENVELOPE.fullmatch
 # the captures in the order Match.groups() gives them: scan_envelope unpacks that tuple at once
 _GROUPS = (
-    "nohead", "nolast", "children", "context", "ended", "key", "call", "step", "completed",
+    "nohead", "nolast", "children", "context", "ended", "identity", "key", "call", "step",
+    "completed",
     "reused", "sandbox", "spend", "started", "csig", "sig",
 )  # fmt: skip
 if tuple(sorted(_ENVELOPE.groupindex, key=_ENVELOPE.groupindex.__getitem__)) != _GROUPS:
@@ -122,12 +128,14 @@ def scan_envelope(data: bytes) -> Scanned | None:
     m = _FULLMATCH(data)
     if m is None:
         return None
-    (_, _, children, context, ended, key, call, step, _, reused, sandbox, spend, started,
-     ctext64, text64) = m.groups()  # fmt: skip
+    (_, _, children, context, ended, identity, key, call, step, _, reused, sandbox, spend,
+     started, ctext64, text64) = m.groups()  # fmt: skip
     if ended < started:
         return None
     # the rare fields: each belongs to one kind only
-    if context or reused or sandbox or spend:
+    if context or reused or sandbox or spend or identity:
+        if identity is not None and (call or step or len(identity) > _IDENTITY_MAX):
+            return None
         if context is not None and step is None:
             return None
         if (reused is not None and (call or step)) or (sandbox is not None and not call):

@@ -174,6 +174,7 @@ class ReceiptWriter:
         context_digests: Sequence[str] | None = None,
         reused_from: str | None = None,
         package: Mapping[str, Any] | None = None,
+        identity: str | None = None,
     ) -> Ref:
         """Build, sign (unless an amortized call), store and return one receipt's ref.
 
@@ -183,7 +184,8 @@ class ReceiptWriter:
         step's call, or the run's tree, actually spent. ``context_digests`` (step receipts)
         are the SKILL.md digests an agent step was shown as context; ``reused_from`` (run
         receipts) the receipt of the run a reused child took its result from; ``package`` (run
-        receipts) the registry or core name its package verified as.
+        receipts) the registry or core name its package verified as; ``identity`` (run
+        receipts) the run's package identity (``core:``, ``registry:``, ``local:``).
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
@@ -234,6 +236,8 @@ class ReceiptWriter:
             body["reused_from"] = reused_from
         if package is not None:  # the registry or core name the run's package verified as
             body["package"] = dict(package)
+        if identity is not None:  # the package identity its namespaces were keyed by
+            body["identity"] = identity
         try:
             check_body(body)
         except ReceiptInvalid as exc:

@@ -1,5 +1,6 @@
 """A delivered secret handed back changed is still caught: reversed, base32, HTML/XML character
-references (decimal, hex, named, mixed), split by whitespace or line breaks, wrapped in chunks.
+references (decimal, hex, named, mixed), split by whitespace or line breaks, wrapped in chunks,
+cut by line continuations (a backslash or a quoted-printable "=" before a line break).
 
 The attack is a command given the credential that prints it back in every such form. Each form
 must be absent from the call's result, the run store, the audit log and the receipts; the text
@@ -71,6 +72,9 @@ def echoes(secret: str) -> dict[str, str]:
         "base64_wrapped": "\n".join(textwrap.wrap(base64.b64encode(raw).decode(), 8)),
         "reversed_spaced": " ".join(secret[::-1]),
         "entities_split": "\n".join(f"&#{ord(c)};" for c in secret),
+        # lines joined by a continuation mark: a shell's backslash, a quoted-printable "="
+        "backslash_joined": "\\\n".join(secret[i : i + 6] for i in range(0, len(secret), 6)),
+        "soft_breaks": "=\r\n".join(secret[i : i + 7] for i in range(0, len(secret), 7)),
     }
 
 

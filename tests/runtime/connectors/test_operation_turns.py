@@ -36,6 +36,7 @@ def server() -> Iterator[TrackerServer]:
 def _paused(tmp_path: Path, server: TrackerServer, offered: str) -> tuple[Path, str]:
     ws = tracker_workspace(tmp_path / "ws", server.tracker.url, TURN.format(offered=offered))
     CredentialStore(ws / ".home").set("tracker", "work", CANARY)
+    CredentialStore(ws / ".home").bind_package("work", "local:skills/triage")
     env = session(ws).run("triage", inputs={"issue": "7", "label": "bug"}, cwd=ws)
     assert env.status == "needs_agent", env.refusal
     return ws, env.run_id or ""

@@ -3,12 +3,17 @@ the same name never see each other's state nor suppress each other's writes."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from proctor.receipts.model import parse_envelope
+from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.skills import load_skill, local_identity
 from tests.runtime.connectors.support import CANARY, CONNECTOR, RUN_YAML
 from tests.runtime.connectors.tracker import TrackerServer
@@ -75,6 +80,30 @@ def test_two_packages_of_one_name_never_share_state(tmp_path: Path) -> None:
     assert second.result["before"]["found"] is False  # it never read the first one's value
     again = session(ws).run("skills/summ", inputs={"value": "alpha-2"}, cwd=ws)
     assert again.result["before"]["value"] == "alpha-private"  # nor overwrote it
+
+
+def test_the_identity_is_in_the_run_record_history_and_receipt(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    _package(ws / "team" / "summ", STATE)
+    s = session(ws)
+    env = s.run("team/summ", inputs={"value": "v"}, cwd=ws)
+    assert env.outcome == "completed", env.refusal
+    record = s.store.get_run(env.run_id)
+    assert record is not None and record.identity == "local:team/summ"
+    assert [r.identity for r in s.store.list_runs(limit=5)] == ["local:team/summ"]
+    data = ReceiptStore(ws / ".proctor" / "receipts").get(env.receipt_id or "")
+    body = parse_envelope(data or b"").body
+    assert body["identity"] == "local:team/summ" and "package" not in body
+    shown = subprocess.run(
+        [sys.executable, "-m", "proctor", "history", "--json"],
+        cwd=ws, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(shown.stdout)["runs"][0]["identity"] == "local:team/summ"
+    one = subprocess.run(
+        [sys.executable, "-m", "proctor", "history", env.run_id],
+        cwd=ws, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "package: local:team/summ" in one.stdout
 
 
 def test_a_folder_named_like_a_core_skill_shares_nothing_with_it(tmp_path: Path) -> None:

@@ -105,8 +105,50 @@ def test_host_handles_are_per_command_and_a_resume_needs_them_again(
 def test_profiles_come_from_the_sessions_home(ws: Path, echo: tuple[str, list[str]]) -> None:
     url, seen = echo
     CredentialStore(ws / ".home").set("canary", "work", "home-material")
+    CredentialStore(ws / ".home").bind_package("work", "local:skills/canary")
     s = session(ws)  # PROCTOR_HOME=ws/.home in the session's environment only
     env = s.run("canary", inputs={"url": url}, cwd=ws)
     done = s.resume(env.run_id or "", approve(env))
     assert done.outcome == "completed", done.refusal
     assert seen == ["Bearer home-material"]
+
+
+SEND_ONLY = RUN_YAML.replace(
+    """      - id: confirm
+        ask: {reason: Send it?}
+""",
+    "",
+)
+
+
+def test_an_unbound_profile_goes_to_no_package_and_a_bound_one_to_its_own(
+    ws: Path, echo: tuple[str, list[str]]
+) -> None:
+    """A profile stored without an audience: the first package is refused until a person binds
+    it; a second package with the same name and provider is refused and nothing reaches the
+    server carrying the material."""
+    url, seen = echo
+    make_skill(ws, "first", SEND_ONLY)
+    other = ws / "team" / "first"  # the same frontmatter name, another folder
+    other.mkdir(parents=True)
+    for name in ("SKILL.md", "run.yaml"):
+        (other / name).write_text((ws / "skills" / "first" / name).read_text())
+    home = CredentialStore(ws / ".home")
+    home.set("canary", "work", "unbound-material-7f3a")
+    refused = session(ws).run("first", inputs={"url": url}, cwd=ws)
+    assert refused.outcome != "completed"
+    assert refused.refusal is not None and refused.refusal.code == "credential_unbound"
+    assert "proctor credential bind work local:skills/first" in refused.refusal.message
+    assert seen == []
+    home.bind_package("work", "local:skills/first")
+    done = session(ws).run("first", inputs={"url": url}, cwd=ws)
+    assert done.outcome == "completed", done.refusal
+    assert seen == ["Bearer unbound-material-7f3a"]
+    stolen = session(ws).run(str(other), inputs={"url": url}, cwd=ws)
+    assert stolen.refusal is not None and stolen.refusal.code == "credential_unbound"
+    # a workspace binding naming the profile for the provider does not widen it either
+    (ws / ".proctor" / "credentials.json").write_text('{"providers": {"canary": "work"}}')
+    again = session(ws).run(str(other), inputs={"url": url}, cwd=ws)
+    assert again.refusal is not None and again.refusal.code == "credential_unbound"
+    assert seen == ["Bearer unbound-material-7f3a"]  # one request, from the bound package only
+    assert "unbound-material-7f3a" not in json.dumps(stolen.to_json())

@@ -110,6 +110,7 @@ def test_list_and_remove_never_show_material(home: Path) -> None:
             "audience": "https://tracker.example.com",
             "backend": "file",
             "default": True,
+            "packages": [],
         }
     ]
     store.remove("work")
@@ -127,6 +128,9 @@ def test_audience_must_be_an_https_origin(bad: str) -> None:
         normalize_audience(bad)
 
 
+TRIAGE = "local:skills/triage"
+
+
 def _resolve(
     ws: Path,
     home: Path,
@@ -136,8 +140,11 @@ def _resolve(
     **kw: object,
 ) -> dict[str, object]:
     env = snapshot_environment(ws, environ or {})
+    store = CredentialStore(home)
+    for stored in store.list():  # these tests are about order: every profile is bound to triage
+        store.bind_package(stored.name, TRIAGE)
     out = resolve_credentials(
-        reqs, skill="triage", workspace_root=ws, env=env, store=CredentialStore(home), **kw
+        reqs, skill="triage", workspace_root=ws, env=env, store=store, identity=TRIAGE, **kw
     )  # type: ignore[arg-type]
     return {k: (v.source, v.profile, v.secret.reveal()) for k, v in out.items()}
 
@@ -202,6 +209,7 @@ def test_two_declared_values_without_profile_is_ambiguous(ws: Path, home: Path) 
     assert caught.value.code == "credential_ambiguous"
     assert CANARY not in caught.value.message
     CredentialStore(home).set("twitter", "app", "bearer-value-1", auth_mode="bearer")
+    CredentialStore(home).bind_package("app", TRIAGE)
     out = resolve_credentials(
         reqs,
         skill="s",
@@ -209,6 +217,7 @@ def test_two_declared_values_without_profile_is_ambiguous(ws: Path, home: Path) 
         store=CredentialStore(home),
         env=snapshot_environment(ws, {"TW_USER": "u", "TW_BEARER": "b"}),
         profile="app",
+        identity=TRIAGE,
     )
     assert out["tw"].mode == "bearer" and out["tw"].env == "TW_BEARER"
 
@@ -313,3 +322,43 @@ def test_keyring_backend(home: Path) -> None:
 def test_unknown_backend_is_refused(home: Path) -> None:
     with pytest.raises(CredentialError):
         CredentialStore(home, backend="vault")
+
+
+def test_a_profile_without_an_audience_goes_only_to_the_packages_it_is_bound_to(
+    ws: Path, home: Path
+) -> None:
+    reqs = {"tracker": _req()}
+    store = CredentialStore(home)
+    store.set("tracker", "work", CANARY)
+
+    def resolve(identity: str | None) -> dict[str, object]:
+        out = resolve_credentials(
+            reqs, skill="triage", workspace_root=ws, env=snapshot_environment(ws, {}),
+            store=store, identity=identity,
+        )  # fmt: skip
+        return {k: v.secret.reveal() for k, v in out.items()}
+
+    for identity in (TRIAGE, "local:team/triage", None):
+        with pytest.raises(CredentialError) as caught:
+            resolve(identity)
+        assert caught.value.code == "credential_unbound"
+        assert CANARY not in caught.value.message
+    ready = readiness(reqs, skill="triage", workspace_root=ws, env=snapshot_environment(ws, {}),
+                      store=store, identity=TRIAGE)  # fmt: skip
+    assert [(r.ready, r.problem, r.setup) for r in ready] == [
+        (False, "credential_unbound", [f"proctor credential bind work {TRIAGE}"])
+    ]
+    store.bind_package("work", TRIAGE)
+    assert resolve(TRIAGE) == {"tracker": CANARY}
+    with pytest.raises(CredentialError) as caught:
+        resolve("registry:evil/triage")
+    assert caught.value.code == "credential_unbound" and TRIAGE in caught.value.message
+    store.set("tracker", "work", "rotated-value-123")  # new material keeps the binding
+    assert resolve(TRIAGE) == {"tracker": "rotated-value-123"}
+    # a profile bound to an audience goes to that host only, whichever package asks
+    store.set("tracker", "hosted", "hosted-value-123", audience="https://tracker.example.com")
+    assert resolve("local:team/triage") == {"tracker": "hosted-value-123"}
+    for bad in ("triage", "core:", "local:a\u202eb", "http:x"):
+        with pytest.raises(CredentialError) as caught:
+            store.bind_package("work", bad)
+        assert caught.value.code == "credential_identity_invalid"

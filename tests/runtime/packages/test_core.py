@@ -95,6 +95,7 @@ def test_receipt_audit_names_each_step_refusal_and_approval_of_a_real_run(
                    "code path_absolute", "decided by os:ada", "effects ask"):  # fmt: skip
         assert needle in text
     # the audit run itself is bound to the core skill in its receipt
+    assert _body(root, env.receipt_id)["identity"] == "core:receipt-audit"
     bound = _body(root, env.receipt_id)["package"]
     assert bound == {
         "source": "core",

@@ -123,3 +123,25 @@ def test_a_bundle_a_live_driver_on_another_machine_applies_is_not_pending(url: s
     assert store.acquire_lease("expired", "other-machine|2|0.00|cc", -1) is None
     pending = sorted(r.bundle_id for r in store.journal_pending())
     assert pending == ["b-expired", "b-here"]  # this machine's owners are checked by pid
+
+
+def test_a_database_migrated_before_package_identities_gains_the_column(url: str) -> None:
+    import psycopg
+
+    from proctor.runtime.records.postgres import PostgresRunStore, close_pools
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    store.create_run(RunRecord(run_id="old", skill="s", method="m"))
+    close_pools()
+    with psycopg.connect(url, autocommit=True) as conn:  # as migration 2 left it
+        conn.execute("ALTER TABLE runs DROP COLUMN identity")
+        conn.execute("DELETE FROM proctor_schema WHERE version = 3")
+    again = PostgresRunStore(url)
+    again.create_run(RunRecord(run_id="new", skill="s", method="m", identity="registry:acme/s"))
+    assert {r.run_id: r.identity for r in again.list_runs(limit=5)} == {
+        "old": None,
+        "new": "registry:acme/s",
+    }
+    assert again.get_run("new").identity == "registry:acme/s"  # type: ignore[union-attr]
+    close_pools()

@@ -107,3 +107,23 @@ def test_a_store_written_before_the_counters_is_counted_right(tmp_path: Path) ->
     assert again.run_counts("r") == _recount(again, "r") == RunCounts(3, 2, 1)
     assert [c.call_id for c in again.step_calls("r", "b")] == ["b/1", "b/2"]
     again.close()
+
+
+def test_a_store_written_before_package_identities_gains_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteRunStore(path)
+    store.create_run(RunRecord(run_id="old", skill="s", method="m"))
+    store.close()
+    # the runs table as version 5 left it: no identity column
+    conn = sqlite3.connect(str(path))
+    conn.execute("ALTER TABLE runs DROP COLUMN identity")
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    again = SQLiteRunStore(path)
+    again.create_run(RunRecord(run_id="new", skill="s", method="m", identity="local:skills/s"))
+    assert {r.run_id: r.identity for r in again.list_runs(limit=5)} == {
+        "old": None,
+        "new": "local:skills/s",
+    }
+    again.close()

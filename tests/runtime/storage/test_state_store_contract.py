@@ -160,3 +160,33 @@ def test_concurrent_appenders_never_share_a_sequence_number(store: StateStore) -
         t.join(timeout=60)
     seqs = [e["seq"] for e in store.read("pkg", "log", 0, 1000)["events"]]
     assert seqs == list(range(1, 41))
+
+
+def test_migrate_moves_a_namespace_whole_and_never_merges(store: StateStore) -> None:
+    from proctor.errors import UsageError
+
+    store.append("local:old", "log", {"n": 1}, "a1")
+    store.append("local:old", "log", {"n": 2}, "a2")
+    store.put("local:old", "k", "v", "p1")
+    store.put("local:other", "k", "theirs", "o1")
+    assert store.migrate("local:old", "local:new") == {"events": 2, "keys": 1, "writes": 3}
+    assert [e["event"] for e in store.read("local:new", "log", 0, 10)["events"]] == [
+        {"n": 1},
+        {"n": 2},
+    ]
+    assert store.get("local:new", "k")["value"] == "v"
+    # the idempotency records moved with it: a repeat changes nothing
+    assert store.put("local:new", "k", "v2", "p1")["already_done"] is True
+    assert store.append("local:new", "log", {"n": 3}, "a3")["seq"] == 3
+    assert store.get("local:old", "k")["found"] is False
+    assert store.read("local:old", "log", 0, 10)["events"] == []
+    for source, target, code in (
+        ("local:new", "local:other", "store_target_not_empty"),
+        ("local:old", "local:fresh", "store_source_empty"),
+        ("local:new", "local:new", "store_migrate_same"),
+    ):
+        with pytest.raises(UsageError) as caught:
+            store.migrate(source, target)
+        assert caught.value.code == code
+    assert store.get("local:other", "k")["value"] == "theirs"  # nothing merged or moved
+    assert store.get("local:new", "k")["value"] == "v"

@@ -229,3 +229,68 @@ def test_a_page_holding_a_credential_is_refused_even_cut_by_the_page_edge(env: E
         assert caught.value.code == "artifact_secret"
     clean = env.call("artifact.read", {"ref": desc["ref"], "length": 4000})
     assert base64.b64decode(clean["data"]) == b"a" * 4000
+
+
+HALVES = """minimum_proctor: 0.1.0
+credentials:
+  api:
+    provider: canary
+    auth:
+      api_key: {delivery: {env: CANARY_TOKEN}}
+methods:
+  main:
+    inputs:
+      type: object
+      properties: {offset: {type: integer}, length: {type: integer}}
+      required: [offset, length]
+    steps:
+      - id: write
+        tool: command.execute
+        credential: api
+        inputs:
+          argv: [PY, "-c", "import os; open('dump.txt', 'w').write(WRITE)"]
+      - id: admit
+        tool: artifact.admit
+        inputs: {path: dump.txt}
+      - id: page
+        tool: artifact.read
+        inputs: {ref: $steps.admit.ref, offset: $input.offset, length: $input.length}
+"""
+
+
+def test_a_delivered_credential_read_back_in_two_halves_is_refused_in_both(
+    tmp_path: Path,
+) -> None:
+    """A step writes the credential it was given to a file; each of two pages that hold one half
+    of it is refused artifact_secret (base64 would carry a half past the result's scrubbing, and
+    the two halves joined are the value). A page away from it still reads."""
+    import sys
+
+    ws = make_workspace(tmp_path / "ws")
+    write = "'x' * 3000 + os.environ['CANARY_TOKEN'] + 'y' * 3000"
+    make_skill(ws, "halves", HALVES.replace("PY", sys.executable).replace("WRITE", write))
+    secret = "canary-" + os.urandom(12).hex()
+    cut = 3000 + len(secret) // 2
+    pages = {"first": (2000, cut - 2000), "second": (cut, 2000)}
+    for name, (offset, length) in pages.items():
+        env = session(ws).run(
+            "halves", inputs={"offset": offset, "length": length}, cwd=ws,
+            request_secrets={"api": secret},
+        )  # fmt: skip
+        assert env.refusal is not None and env.refusal.code == "artifact_secret", (name, env)
+        shown = str(env.to_json())
+        for half in (secret[: len(secret) // 2], secret[len(secret) // 2 :]):
+            assert half not in shown
+            assert base64.b64encode(half.encode()).decode()[:8] not in shown
+    stored = b"".join(
+        p.read_bytes()
+        for p in (ws / ".proctor").rglob("*")
+        if p.is_file() and "blobs" not in p.parts  # the admitted snapshot itself holds it
+    )
+    assert secret[4:20].encode() not in stored  # no half in the run store, audit or receipts
+    far = session(ws).run(
+        "halves", inputs={"offset": 0, "length": 1000}, cwd=ws, request_secrets={"api": secret}
+    )
+    assert far.outcome == "completed", far.refusal
+    page = far.result.get("page", far.result)
+    assert base64.b64decode(page["data"]) == b"x" * 1000

@@ -56,6 +56,7 @@ from proctor.runtime.records.runs import CallRecord, RequestRecord
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import (
     CHANGING_EFFECTS,
+    TAINT_EXTRA,
     CommandStopped,
     OutcomeUnknown,
     Tool,
@@ -395,6 +396,7 @@ class Governor:
             self.store.claim_call(record)
             kill_point("call.claimed")
         extras = self.deliver(spec, tool) if self.deliver is not None else {}
+        extras[TAINT_EXTRA] = self.sanitizer.taint
         sandboxed = hand_over(outcome.sandbox, extras, self.audit, run_id=self.run_id,
                               step_index=spec.step_index, tool=tool.name,
                               call_id=outcome.call_id, taint=self.sanitizer.taint)  # fmt: skip

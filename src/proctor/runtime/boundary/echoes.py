@@ -21,6 +21,13 @@ characters came from, to cut a hit out of the original text.
 
 A reference must end in ``;`` to be decoded: decoding ``&#1234`` without one could eat the digits
 of a value that follows, and hide it.
+
+Lines joined by a continuation mark are one more form: a backslash at the end of a line (shell,
+C, Python, Makefiles) and an ``=`` at the end of a line (a quoted-printable soft break) join the
+line to the next, so a value cut there reads whole to the program that joins them.
+:func:`joined` is the text with those marks and their line breaks taken out; it is a view of its
+own, searched beside the normal view and never instead of it (a value that itself ends in ``=``
+before a line break must still be found as it is).
 """
 
 from __future__ import annotations
@@ -32,12 +39,28 @@ import re
 from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
-__all__ = ["caseless_encodings", "encodings", "normal", "normal_map", "plain", "spread"]
+__all__ = [
+    "JOIN_CUES",
+    "caseless_encodings",
+    "cut",
+    "encodings",
+    "joined",
+    "joined_spans",
+    "normal",
+    "normal_map",
+    "plain",
+    "spread",
+]
 
 _REFERENCE = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,7}|[A-Za-z][A-Za-z0-9]{1,31});")
 # A run of characters that are neither whitespace nor "&", a reference, or a lone "&": the
 # words normal_map walks (whitespace, which both views drop, is what lies between them).
 _PIECES = re.compile(r"[^\s&]+|" + _REFERENCE.pattern + "|&")
+# a line continuation: a backslash or a quoted-printable "=" right before a line break
+_JOIN = re.compile(r"[\\=]\r?\n")
+_JOIN_GAP = r"|[\\=]\r?\n"
+JOIN_CUES = ("\\\n", "\\\r\n", "=\n", "=\r\n")
+"""The continuation marks :func:`joined` takes out (a text holding none has no joined view)."""
 # str.isspace() on ASCII: what str.split() drops, so both views agree
 _ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
@@ -96,6 +119,12 @@ def _decoded(match: re.Match[str]) -> str:
     import html  # only text holding a character reference needs it
 
     return html.unescape(match.group(0))
+
+
+def joined(text: str) -> str:
+    """``text`` with every line continuation (a backslash or ``=`` right before a line break)
+    taken out with its line break: the lines a shell or a quoted-printable decoder joins."""
+    return _JOIN.sub("", text)
 
 
 def normal(text: str) -> str:
@@ -161,8 +190,9 @@ def _reference_alternatives(char: str) -> str:
 
 
 @functools.cache
-def _gap() -> str:
-    """What may stand between two characters of a form: whitespace, or a reference to it."""
+def _gap(joins: bool = False) -> str:
+    """What may stand between two characters of a form: whitespace, or a reference to it (and,
+    with ``joins``, a line continuation)."""
     import html.entities
 
     spaces = [code for code in range(0x3001) if html.unescape(f"&#{code};").isspace()]
@@ -172,21 +202,62 @@ def _gap() -> str:
         for name, value in html.entities.html5.items()
         if name.endswith(";") and value.isspace()
     ]
-    return r"(?:\s|" + "|".join(numeric + named) + ")*"
+    return r"(?:\s|" + "|".join(numeric + named) + (_JOIN_GAP if joins else "") + ")*"
 
 
 @functools.lru_cache(maxsize=256)
-def spread(form: str, *, references: bool, caseless: bool) -> re.Pattern[str]:
+def spread(form: str, *, references: bool, caseless: bool, joins: bool = False) -> re.Pattern[str]:
     """A pattern finding, in a text, the stretches whose normal view reads ``form``:
     whitespace allowed between its characters and, with ``references``, each character also
     as a character reference and whitespace references in the gaps.
 
     Without references it finds exactly what :func:`normal` would; with them it may miss a
     stretch that case folding or a rare reference reads differently, so a caller checks the
-    normal view afterwards.
+    normal view afterwards. With ``joins``, a line continuation may stand in a gap too.
     """
     flags = re.IGNORECASE if caseless else 0
     if not references:
-        return re.compile(r"\s*".join(re.escape(c) for c in form), flags)
+        gap = r"(?:\s" + _JOIN_GAP + ")*" if joins else r"\s*"
+        return re.compile(gap.join(re.escape(c) for c in form), flags)
     parts = [f"(?:{_reference_alternatives(c)})" for c in form]
-    return re.compile(_gap().join(parts), flags)
+    return re.compile(_gap(joins).join(parts), flags)
+
+
+def joined_spans(
+    text: str, forms: tuple[str, ...], caseless: tuple[str, ...]
+) -> tuple[list[tuple[int, int]], list[str], list[str]]:
+    """Where ``text``'s joined lines (:func:`joined`, then :func:`normal`) read as one of
+    ``forms`` (or of ``caseless``, in any letter case): the stretches of ``text`` that spell
+    them, continuations and whitespace between their characters, and the forms found (none
+    when ``text`` holds no continuation: its joined view is its normal view)."""
+    if not any(cue in text for cue in JOIN_CUES):
+        return [], [], []
+    view = normal(joined(text))
+    lowered = view.lower()
+    hits = [form for form in forms if form in view]
+    folded = [form for form in caseless if form in lowered]
+    references = "&" in text and ";" in text
+    found: list[tuple[int, int]] = []
+    for group, fold in ((hits, False), (folded, True)):
+        for form in group:
+            pattern = spread(form, references=references, caseless=fold, joins=True)
+            found += [m.span() for m in pattern.finditer(text)]
+    return found, hits, folded
+
+
+def cut(text: str, found: list[tuple[int, int]], mark: str) -> str:
+    """``text`` with each of the ``found`` stretches (overlapping ones merged) replaced by
+    ``mark``: where a form was found, in whichever view, cut out of the text itself."""
+    spans: list[list[int]] = []
+    for start, end in sorted(found):
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    out: list[str] = []
+    done = 0
+    for start, end in spans:
+        out += [text[done:start], mark]
+        done = end
+    out.append(text[done:])
+    return "".join(out)

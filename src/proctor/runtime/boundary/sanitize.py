@@ -6,7 +6,8 @@ Three detectors, applied in this order:
    the forms a tool could hand them back in (:mod:`proctor.runtime.boundary.echoes`: reversed;
    base64, base64url and base32 at every byte alignment; hex; URL encoding; JSON string
    escaping; HTML/XML character references, decimal, hex or named, in any mix; split by
-   whitespace or line breaks anywhere). A value shorter than :data:`MIN_TAINT_LENGTH` is too
+   whitespace or line breaks anywhere, or by line continuations: a backslash or a
+   quoted-printable ``=`` before a line break). A value shorter than :data:`MIN_TAINT_LENGTH` is too
    likely to occur by chance, so it is only replaced where it is an entire string.
 2. **Credential shapes**: provider tokens whose form identifies them (AWS key ids, GitHub and
    GitLab tokens, Slack tokens and webhooks, Discord, PEM and OpenSSH private-key blocks, JWTs,
@@ -58,7 +59,10 @@ from proctor.runtime.boundary.detect import (
 )
 from proctor.runtime.boundary.echoes import (
     caseless_encodings,
+    cut,
     encodings,
+    joined,
+    joined_spans,
     normal,
     normal_map,
     plain,
@@ -105,6 +109,7 @@ class TaintSet:
         self._normal: tuple[str, ...] = ()
         self._caseless: tuple[str, ...] = ()
         self._shortest = 0
+        self.longest = 0  # the longest form searched: the margin a windowed reader needs
         self._any: re.Pattern[str] | None = None
         self._any_lowered: re.Pattern[str] = re.compile("(?!)")
         for value in values:
@@ -126,6 +131,7 @@ class TaintSet:
         self._normal = tuple(sorted(norm, key=len, reverse=True))
         self._caseless = tuple(sorted(caseless, key=len, reverse=True))
         self._shortest = min(len(f) for f in (*self._raw, *self._normal, *self._caseless))
+        self.longest = max(len(f) for f in (*self._raw, *self._normal, *self._caseless))
         self._any = None
 
     def __contains__(self, value: object) -> bool:
@@ -156,12 +162,19 @@ class TaintSet:
                 self._any = _alternation(self._normal)
                 self._any_lowered = _alternation(self._caseless)
             if self._any.search(view) is None and self._any_lowered.search(lowered) is None:
-                return text
+                return self._scrub_joined(text)
         hits = [form for form in self._normal if form in view]
         caseless = [form for form in self._caseless if form in lowered]
+        return self._scrub_joined(_cut(text, hits, caseless) if hits or caseless else text)
+
+    def _scrub_joined(self, text: str) -> str:
+        """``text`` with each form its joined lines read as replaced (a value cut by a line
+        continuation); the whole text when one still reads there after the cut (fail closed)."""
+        found, hits, caseless = joined_spans(text, self._normal, self._caseless)
         if not hits and not caseless:
             return text
-        return _cut(text, hits, caseless)
+        out = cut(text, found, marker("tainted"))
+        return marker("tainted") if _still_holds(joined(out), hits, caseless) else out
 
 
 def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
@@ -179,7 +192,7 @@ def _cut(text: str, hits: list[str], caseless: list[str]) -> str:
         for form in forms:
             pattern = spread(form, references=references, caseless=folded)
             found += [m.span() for m in pattern.finditer(text)]
-    out = _replace(text, found)
+    out = cut(text, found, marker("tainted"))
     if references and _still_holds(out, hits, caseless):
         # a reference the patterns do not list: walk the normal view with its positions
         view, starts, ends = normal_map(text)
@@ -190,7 +203,7 @@ def _cut(text: str, hits: list[str], caseless: list[str]) -> str:
             (starts[m.start()], ends[m.end() - 1])
             for m in re.finditer("|".join(alternatives), view)
         ]
-        out = _replace(text, found)
+        out = cut(text, found, marker("tainted"))
     return out
 
 
@@ -198,22 +211,6 @@ def _still_holds(text: str, hits: list[str], caseless: list[str]) -> bool:
     view = normal(text)
     lowered = view.lower()
     return any(h in view for h in hits) or any(h in lowered for h in caseless)
-
-
-def _replace(text: str, found: list[tuple[int, int]]) -> str:
-    spans: list[list[int]] = []
-    for start, end in sorted(found):
-        if spans and start <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], end)
-        else:
-            spans.append([start, end])
-    out: list[str] = []
-    done = 0
-    for start, end in spans:
-        out += [text[done:start], marker("tainted")]
-        done = end
-    out.append(text[done:])
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- text

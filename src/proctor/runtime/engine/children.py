@@ -169,6 +169,8 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
     )
     if skill.origin is not None:
         record.data["origin"] = skill.origin
+    if skill.identity:  # the column history lists, and the data the receipt binds
+        record.identity = record.data["identity"] = skill.identity
     if source is not None:
         record.data["reused_from"] = {"run_id": source.run_id, "receipt_id": source.receipt_id}
     driver = RunDriver(session, record, skill, method, call.stop)

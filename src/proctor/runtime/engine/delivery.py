@@ -171,6 +171,7 @@ def prepare_delivery(
                 host_secrets=request_secrets,
                 taint=taint,
                 only=used,
+                identity=skill.identity or None,
             )
         except CredentialError as exc:
             if exc.code != "needs_credential":

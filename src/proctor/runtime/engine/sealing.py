@@ -322,6 +322,7 @@ def _seal(
         spend_micro_usd=spent,
         reused_from=(data.get("reused_from") or {}).get("receipt_id"),
         package=bound_package(s, record.run_id, data),
+        identity=data.get("identity") or None,
     )
     lost = int(data.get("audit_lost") or 0) + s.audit.lost(record.run_id)
     envelope = RunEnvelope(

@@ -394,6 +394,8 @@ class Session:
         )
         if skill.origin is not None:
             record.data["origin"] = skill.origin
+        if skill.identity:  # the column history lists, and the data the receipt binds
+            record.identity = record.data["identity"] = skill.identity
         from proctor.runtime.directives import WRITABLE_DIRS, confined_run
 
         if self.confine_writes or confined_run(record.data, self.workspace.state_dir):

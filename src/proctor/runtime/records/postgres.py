@@ -37,6 +37,7 @@ from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
     RUN_COLS,
+    RUN_WIDTH,
     call_from_row,
     call_params,
     dumps,
@@ -249,8 +250,8 @@ class PostgresRunStore:
             with self.transaction(), self.connection() as conn:
                 row = conn.execute(
                     "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
-                    " created_at, updated_at, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                    " RETURNING cursor",
+                    " created_at, updated_at, data, identity)"
+                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor",
                     (
                         record.run_id,
                         record.skill,
@@ -261,6 +262,7 @@ class PostgresRunStore:
                         at,
                         at,
                         dumps(record.data),
+                        record.identity,
                     ),
                 ).fetchone()
                 conn.execute(
@@ -547,7 +549,10 @@ class PostgresRunStore:
             " AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
             (after or 0, limit),
         )
-        return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]
+        return [
+            PendingRequest(self._run(row[:RUN_WIDTH]), self._request(row[RUN_WIDTH:]))
+            for row in rows
+        ]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         with self.transaction():

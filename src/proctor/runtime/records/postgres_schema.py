@@ -162,7 +162,13 @@ ALTER TABLE calls ADD COLUMN site TEXT;
 """Version 2: the lease's fencing epoch, the holder it was taken from, and each claim's epoch
 and site (see :mod:`.fencing`)."""
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+_V3 = """
+ALTER TABLE runs ADD COLUMN identity TEXT;
+"""
+"""Version 3: each run's package identity (``core:``, ``registry:``, ``local:``); runs recorded
+before it keep null."""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 """Every schema version in order; a new one is appended, never edited once released."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

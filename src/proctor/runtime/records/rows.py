@@ -18,6 +18,7 @@ __all__ = [
     "CALL_COLS",
     "REQ_COLS",
     "RUN_COLS",
+    "RUN_WIDTH",
     "call_from_row",
     "call_params",
     "dumps",
@@ -28,8 +29,11 @@ __all__ = [
 ]
 
 RUN_COLS = (
-    "cursor, run_id, skill, method, status, outcome, receipt_id, created_at, updated_at, data"
+    "cursor, run_id, skill, method, status, outcome, receipt_id, created_at, updated_at, data,"
+    " identity"
 )
+RUN_WIDTH = len(RUN_COLS.split(","))
+"""How many columns :data:`RUN_COLS` names (a joined row's run part is its first this many)."""
 CALL_COLS = (
     "run_id, call_id, step_id, tool, state, args_digest, outcome, result, idempotency_key, site"
 )
@@ -84,6 +88,7 @@ def run_from_row(row: tuple[Any, ...]) -> RunRecord:
         created_at=row[7],
         updated_at=row[8],
         data=json.loads(row[9]),
+        identity=row[10],
     )
 
 

@@ -34,6 +34,10 @@ class RunRecord:
     receipt_id: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     """Free-form JSON state of the run (inputs digest, authority, envelope once sealed, ...)."""
+    identity: str | None = None
+    """The run's package identity (``core:``, ``registry:``, ``local:``; see
+    :attr:`proctor.runtime.skills.LoadedSkill.identity`), kept in a column of its own; ``None``
+    for a run recorded before identities were."""
 
 
 @dataclass

@@ -23,6 +23,7 @@ from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
     RUN_COLS,
+    RUN_WIDTH,
     call_from_row,
     call_params,
     dumps,
@@ -276,7 +277,7 @@ class SQLiteRunStore:
             try:
                 cur = self._conn.execute(
                     "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
-                    " created_at, updated_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
+                    " created_at, updated_at, data, identity) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
                         record.run_id,
                         record.skill,
@@ -287,6 +288,7 @@ class SQLiteRunStore:
                         at,
                         at,
                         dumps(record.data),
+                        record.identity,
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -597,7 +599,10 @@ class SQLiteRunStore:
                 " AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
                 (after or 0, limit),
             ).fetchall()
-        return [PendingRequest(self._run(row[:10]), self._request(row[10:])) for row in rows]
+        return [
+            PendingRequest(self._run(row[:RUN_WIDTH]), self._request(row[RUN_WIDTH:]))
+            for row in rows
+        ]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
         with self._lock:

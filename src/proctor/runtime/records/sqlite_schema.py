@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS runs (
     receipt_id TEXT,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    identity TEXT
 );
 CREATE TABLE IF NOT EXISTS events (
     run_id TEXT NOT NULL,
@@ -94,7 +95,7 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 
 SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
@@ -117,6 +118,7 @@ _ADDED_COLUMNS = (
     ("leases", "taken_from", "TEXT"),
     ("calls", "epoch", "INTEGER"),  # the epoch that claimed the call
     ("calls", "site", "TEXT"),  # where the claimed effect runs
+    ("runs", "identity", "TEXT"),  # version 6: the run's package identity (null before it)
 )
 
 

@@ -14,6 +14,11 @@ may or may not have made is safely made again. The key names one write: a write 
 kind (an append where a put used the key) or to another stream or key is refused
 ``idempotency_key_reused`` and changes nothing (:func:`same_write`), never answered with the
 other write's result. Values are JSON, at most 64 KiB canonical.
+
+``migrate(source, target)`` moves a whole namespace (its events, keys and idempotency records)
+to another, in one step: a package whose identity changed (a local folder moved) keeps its
+state. It is refused (:func:`check_migration`) when the target already holds anything, so two
+packages' state is never merged, and when the source holds nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import json
 import re
 from typing import Any, Protocol
 
-from proctor.errors import RefusedCall
+from proctor.errors import RefusedCall, UsageError
 
 __all__ = [
     "MAX_KEY_CHARS",
@@ -32,6 +37,7 @@ __all__ = [
     "STREAM_PATTERN",
     "StateStore",
     "check_key",
+    "check_migration",
     "check_stream",
     "encode_value",
     "namespace_token",
@@ -70,6 +76,11 @@ class StateStore(Protocol):
 
     def applied(self, ns: str, idem: str) -> dict[str, Any] | None:
         """What the write made under ``idem`` returned, or ``None`` when none was made."""
+        ...
+
+    def migrate(self, source: str, target: str) -> dict[str, int]:
+        """Move namespace ``source`` whole to ``target``; ``{"events", "keys", "writes"}``
+        moved. Refused by :func:`check_migration` (nothing moved)."""
         ...
 
     def close(self) -> None:
@@ -142,3 +153,36 @@ def same_write(
             code="idempotency_key_reused",
         )
     return done
+
+
+def check_migration(
+    source: str, target: str, held: dict[str, int], taken: dict[str, int]
+) -> dict[str, int]:
+    """``held`` (what ``source`` holds) when it may move to ``target``, which holds ``taken``.
+
+    Raises:
+        UsageError: ``store_migrate_same`` (one namespace twice); ``store_target_not_empty``
+            (``target`` holds state: moving would merge two packages' state);
+            ``store_source_empty`` (``source`` holds nothing: a misspelt identity, say).
+            Nothing is moved.
+    """
+    if source == target:
+        raise UsageError("--from and --to name the same identity", code="store_migrate_same")
+    if any(taken.values()):
+        raise UsageError(
+            f"{target} already holds state ({_counted(taken)}); nothing was moved. A moved"
+            " package's state joins no other's: run the new package before it writes, or move"
+            " its state away first",
+            code="store_target_not_empty",
+        )
+    if not any(held.values()):
+        raise UsageError(
+            f"{source} holds no state in this store; nothing was moved (proctor history shows"
+            " each run's package identity)",
+            code="store_source_empty",
+        )
+    return held
+
+
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in counts.items())

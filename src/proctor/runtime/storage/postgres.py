@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from proctor.errors import ConfigError, StoreError
-from proctor.runtime.storage.base import encode_value, same_write
+from proctor.runtime.storage.base import check_migration, encode_value, same_write
 
 __all__ = ["PostgresStateStore"]
 
@@ -185,6 +185,33 @@ class PostgresStateStore:
         except self._errors as exc:
             self._raise(exc)
         return None
+
+    def _count(self, conn: Any, table: str, ns: str) -> int:
+        row: Any = conn.execute(
+            f"SELECT COUNT(*) FROM {self.schema}.{table} WHERE ns = %s", (ns,)
+        ).fetchone()
+        return int(row[0])
+
+    def migrate(self, source: str, target: str) -> dict[str, int]:
+        """See :class:`~proctor.runtime.storage.base.StateStore`: one transaction, under an
+        advisory lock on each namespace."""
+        tables = (("events", "events"), ("keys", "keyvals"), ("writes", "writes"))
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                for ns in sorted((source, target)):
+                    self._lock(conn, ns, "migrate")
+                counts = [
+                    {name: self._count(conn, table, ns) for name, table in tables}
+                    for ns in (source, target)
+                ]
+                moved = check_migration(source, target, counts[0], counts[1])
+                for _, table in tables:
+                    conn.execute(
+                        f"UPDATE {self.schema}.{table} SET ns = %s WHERE ns = %s", (target, source)
+                    )
+        except self._errors as exc:
+            self._raise(exc)
+        return moved
 
     def drop(self) -> None:
         """Drop the schema and everything in it (tests)."""

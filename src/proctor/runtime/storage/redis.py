@@ -14,7 +14,12 @@ from itertools import takewhile
 from typing import Any
 
 from proctor.errors import ConfigError, StoreError
-from proctor.runtime.storage.base import encode_value, namespace_token, same_write
+from proctor.runtime.storage.base import (
+    check_migration,
+    encode_value,
+    namespace_token,
+    same_write,
+)
 
 __all__ = ["RedisStateStore"]
 
@@ -151,6 +156,45 @@ class RedisStateStore:
         except self._errors as exc:
             self._raise(exc)
         return None if raw is None else self._result((1, raw))
+
+    def _names(self, ns: str) -> list[bytes]:
+        return list(self._client.scan_iter(match=self._key(ns, "*"), count=500))
+
+    def _counts(self, ns: str, names: list[bytes]) -> dict[str, int]:
+        client: Any = self._client
+        events = sum(int(client.xlen(n)) for n in names if b":ev:" in n)
+        return {
+            "events": events,
+            "keys": int(client.hlen(self._key(ns, "keys"))),
+            "writes": int(client.hlen(self._key(ns, "writes"))),
+        }
+
+    def migrate(self, source: str, target: str) -> dict[str, int]:
+        """See :class:`~proctor.runtime.storage.base.StateStore`: every key of ``source`` is
+        renamed to its name under ``target`` in one MULTI/EXEC, each with RENAMENX, watched so
+        a write to either namespace meanwhile fails the move (retry it)."""
+        old, new = self._key(source, "").encode(), self._key(target, "").encode()
+        try:
+            names = self._names(source)
+            taken = self._names(target)
+            moved = check_migration(
+                source, target, self._counts(source, names), self._counts(target, taken)
+            )
+            client: Any = self._client
+            with client.pipeline(transaction=True) as pipe:
+                pipe.watch(*names)
+                pipe.multi()
+                for name in names:
+                    pipe.renamenx(name, new + name[len(old) :])
+                done = pipe.execute()
+        except self._errors as exc:
+            self._raise(exc)
+        if not all(done):
+            raise StoreError(
+                "the Redis state store changed while its state moved; run the move again",
+                code="state_store_error",
+            )
+        return moved
 
     def drop(self) -> None:
         """Delete every key under this store's prefix (tests)."""

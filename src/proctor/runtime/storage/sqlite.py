@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
-from proctor.runtime.storage.base import encode_value, same_write
+from proctor.runtime.storage.base import check_migration, encode_value, same_write
 
 __all__ = ["SqliteStateStore"]
 
@@ -32,6 +32,14 @@ CREATE TABLE IF NOT EXISTS writes (
   ns TEXT NOT NULL, idem TEXT NOT NULL, result TEXT NOT NULL, PRIMARY KEY (ns, idem)
 );
 """
+
+
+_TABLES = (("events", "events"), ("keys", "keyvals"), ("writes", "writes"))
+
+
+def _count(conn: sqlite3.Connection, table: str, ns: str) -> int:
+    (count,) = conn.execute(f"SELECT COUNT(*) FROM {table} WHERE ns = ?", (ns,)).fetchone()
+    return int(count)
 
 
 class SqliteStateStore:
@@ -155,6 +163,18 @@ class SqliteStateStore:
         """See :class:`~proctor.runtime.storage.base.StateStore`."""
         rows = self._query("SELECT result FROM writes WHERE ns = ? AND idem = ?", (ns, idem))
         return None if not rows else {**json.loads(rows[0][0]), "already_done": True}
+
+    def migrate(self, source: str, target: str) -> dict[str, int]:
+        """See :class:`~proctor.runtime.storage.base.StateStore`: one transaction."""
+        with self._write() as conn:
+            counts = [
+                {name: _count(conn, table, ns) for name, table in _TABLES}
+                for ns in (source, target)
+            ]
+            moved = check_migration(source, target, counts[0], counts[1])
+            for _, table in _TABLES:
+                conn.execute(f"UPDATE {table} SET ns = ? WHERE ns = ?", (target, source))
+        return moved
 
     def close(self) -> None:
         """Close the connection."""

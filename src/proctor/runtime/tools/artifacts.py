@@ -10,8 +10,12 @@
   to a character boundary), the page's ``range_digest``, the artifact's ``digest``,
   ``next_offset`` and ``eof``. A page whose stored blocks changed since admission is refused
   (``artifact_tampered``); a reference another run admitted is unknown here; a page holding
-  what the sanitizer would remove (a credential's shape) is refused (``artifact_secret``), since
-  base64 would carry it past the result's scrubbing;
+  what the sanitizer would remove (a credential's shape, or a value delivered to this run in any
+  of its echo forms) is refused (``artifact_secret``), since base64 would carry it past the
+  result's scrubbing. The check reads a margin beyond both edges of the page, at least the
+  longest form the run's taint set searches (twice it, so a form spread by a separator between
+  every character is still whole), so a value that straddles the page's edge is seen from
+  either page and each half is refused;
 - ``artifact.store {value, media_type?}`` keeps a JSON value's canonical bytes the same way.
 
 The store lives in proctor's own state, which no tool path reaches, so admitting or storing
@@ -23,7 +27,7 @@ from __future__ import annotations
 import base64
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.errors import RefusedCall
 from proctor.runtime.records.artifacts import (
@@ -34,14 +38,18 @@ from proctor.runtime.records.artifacts import (
     ArtifactStore,
     Page,
 )
-from proctor.runtime.tools.base import Tool, ToolContext
+from proctor.runtime.tools.base import TAINT_EXTRA, Tool, ToolContext
 from proctor.runtime.tools.fs import PATH_SCHEMA, path_arg
 from proctor.runtime.tools.fsutil import DIGEST_PATTERN, digest_of, open_regular, os_errors_refused
+
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.sanitize import TaintSet
 
 __all__ = ["ARTIFACT_ADMIT", "ARTIFACT_READ", "ARTIFACT_STORE", "artifact_store"]
 
 DEFAULT_PAGE_BYTES = 1024 * 1024
 _MARGIN = 256
+_MAX_MARGIN = 1024 * 1024
 
 STORE_EXTRA = "artifacts"
 """The ``ToolContext.extras`` key of an :class:`ArtifactStore` (tests lower its ceiling)."""
@@ -146,15 +154,34 @@ def _printable() -> Any:
     return re2.compile(rb"[\t\n\r\x20-\x7e]{8,}")
 
 
-def _refuse_secrets(window: bytes, ref: str) -> None:
+def _margin(taint: TaintSet | None) -> int:
+    """How far beyond each edge of a page its check reads: enough for the longest form the
+    taint set searches to be whole in the window whichever page holds part of it (twice the
+    form: one separator between each of its characters), capped at 1 MiB."""
+    longest = taint.longest if taint is not None else 0
+    return min(max(_MARGIN, 2 * longest * 4 + 16), _MAX_MARGIN)  # up to 4 UTF-8 bytes a char
+
+
+def _refuse_secrets(window: bytes, ref: str, taint: TaintSet | None = None) -> None:
     """Refuse a page whose bytes (with a margin either side, so a value cut by the page's edge
-    is still whole) hold what the sanitizer removes: a base64 page would carry it past the
-    result's scrubbing, and a scrubbed text page would no longer match its digest.
+    is still whole) hold what the sanitizer removes, or a value delivered to this run in any
+    form its taint set knows: a base64 page would carry it past the result's scrubbing, and a
+    scrubbed text page would no longer match its digest.
 
     Raises:
         RefusedCall: ``artifact_secret``.
     """
     from proctor.runtime.boundary.sanitize import scrub_text
+
+    if taint:
+        text = window.translate(None, b"\x00").decode("utf-8", "replace")
+        if taint.scrub(text) != text:
+            raise RefusedCall(
+                "this part of the artifact (or the bytes just beyond its edges) holds a value"
+                " delivered to this run; proctor never returns it, whole or in pieces",
+                code="artifact_secret",
+                details={"ref": ref},
+            )
 
     # NUL bytes dropped first (no secret holds one, a sparse or UTF-16 file is mostly them, and
     # a UTF-16 encoded key is then seen too); then only the runs of printable ASCII are
@@ -176,15 +203,20 @@ def _read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     encoding = args.get("encoding", "base64")
     offset = int(args.get("offset", 0))
     length = int(args.get("length", DEFAULT_PAGE_BYTES))
-    start = max(0, offset - _MARGIN)
+    from proctor.runtime.boundary.sanitize import TaintSet
+
+    found = ctx.extras.get(TAINT_EXTRA)
+    taint = found if isinstance(found, TaintSet) else None
+    margin = _margin(taint)
+    start = max(0, offset - margin)
     window = artifact_store(ctx).read(
         ref,
         run_id=ctx.run_id,
         offset=start,
-        length=offset - start + length + _MARGIN,
-        ceiling=MAX_PAGE_BYTES + 2 * _MARGIN,
+        length=offset - start + length + margin,
+        ceiling=MAX_PAGE_BYTES + 2 * margin,
     )
-    _refuse_secrets(window.data, ref)
+    _refuse_secrets(window.data, ref, taint)
     cut = offset - start
     page = Page(window.data[cut : cut + length], offset, window.size, window.digest,
                 window.media_type)  # fmt: skip

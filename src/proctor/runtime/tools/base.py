@@ -46,6 +46,11 @@ class CommandStopped(Exception):
     ``cancelled`` (:mod:`proctor.runtime.admission.cancelled`) and the driver stops the run."""
 
 
+TAINT_EXTRA = "taint"
+"""The ``ToolContext.extras`` key holding the run's taint set (the values delivered to it,
+:class:`proctor.runtime.boundary.sanitize.TaintSet`): a read that returns bytes the result's
+scrubbing cannot see (``artifact.read``'s base64 pages) checks them against it."""
+
 PACKAGE_EXTRA = "package_identity"
 """The ``ToolContext.extras`` key holding the run's package identity
 (:attr:`proctor.runtime.skills.LoadedSkill.identity`): what a tool scopes per-package keys by."""

@@ -1,10 +1,18 @@
-"""Project bindings: which stored profile a workspace uses, by provider or by skill requirement.
+"""Bindings: which stored profile a workspace uses, and which packages a profile may reach.
 
-Kept in ``<workspace>/.proctor/credentials.json`` as names only::
+Project bindings are kept in ``<workspace>/.proctor/credentials.json`` as names only::
 
     {"providers": {"tracker": "work"}, "skills": {"triage": {"tracker": "work-triage"}}}
 
 The file holds no material and may be committed when the names are not sensitive.
+
+Package bindings are kept in the home, beside the profile (``packages``): a stored profile
+without an audience goes only to the package identities a person bound it to
+(:func:`check_package`), so a second package that names the same provider (or a workspace file
+that binds the profile to it) is refused ``credential_unbound``. The first package to ask for it
+is refused too, with the command that binds it (``proctor credential bind PROFILE IDENTITY``,
+which shows the profile and identity and asks the person to confirm). A profile with an
+audience goes only to that host, whichever package asks.
 """
 
 from __future__ import annotations
@@ -17,9 +25,9 @@ from typing import Any
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import CredentialError
-from proctor.runtime.home.credentials.store import validate_name
+from proctor.runtime.home.credentials.store import ProfileInfo, validate_name
 
-__all__ = ["Bindings", "bind_provider", "bind_skill", "load_bindings"]
+__all__ = ["Bindings", "bind_provider", "bind_skill", "check_package", "load_bindings"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +127,30 @@ def bind_skill(workspace_root: Path, profile: str, skill: str, credential: str) 
     updated = Bindings(current.providers, skills)
     _save(workspace_root, updated)
     return updated
+
+
+def check_package(profile: ProfileInfo, identity: str | None, credential: str) -> None:
+    """Let ``profile`` go to the package ``identity``: it names an audience (it goes to that
+    host only), or a person bound it to this identity.
+
+    Raises:
+        CredentialError: ``credential_unbound``: the profile has no audience and is not bound
+            to this package (bound to none yet, or to others); the message names the command
+            that binds it. Nothing was delivered.
+    """
+    if profile.audience is not None or (identity is not None and identity in profile.packages):
+        return
+    who = identity or "a package of unknown identity"
+    command = f"proctor credential bind {profile.name} {identity or 'IDENTITY'}"
+    if profile.packages:
+        held = ", ".join(profile.packages)
+        reason = f"it is bound to {held} only"
+    else:
+        reason = "it is bound to no package yet"
+    raise CredentialError(
+        f"profile {profile.name!r} (provider {profile.provider!r}) has no audience, and "
+        f"{reason}: credential {credential!r} of {who} was not given it. If this package may "
+        f"use it, run: {command}",
+        code="credential_unbound",
+        details={"profile": profile.name, "identity": identity, "bind": command},
+    )

@@ -6,13 +6,31 @@ import base64
 from typing import Literal
 
 from proctor.contracts.values import dataclass, field
+from proctor.core.package_identity import is_identity
+from proctor.errors import CredentialError
 
-__all__ = ["SOURCES", "ResolvedCredential", "Secret", "Source"]
+__all__ = ["SOURCES", "ResolvedCredential", "Secret", "Source", "check_identity"]
 
 Source = Literal["profile", "binding", "default", "host", "env", "dotenv"]
 """Where a credential was found, in resolution order."""
 
 SOURCES: tuple[Source, ...] = ("profile", "binding", "default", "host", "env", "dotenv")
+
+
+def check_identity(identity: str) -> None:
+    """A package identity as :attr:`proctor.runtime.skills.LoadedSkill.identity` spells it.
+
+    Raises:
+        CredentialError: ``credential_identity_invalid``: not ``core:<name>``,
+            ``registry:<publisher>/<name>`` or ``local:<path>``, printable, 1,024 characters
+            at most.
+    """
+    if not is_identity(identity):
+        raise CredentialError(
+            "a package identity is core:<name>, registry:<publisher>/<name> or local:<path in"
+            " the workspace> (proctor history and a refusal name it)",
+            code="credential_identity_invalid",
+        )
 
 
 class Secret:

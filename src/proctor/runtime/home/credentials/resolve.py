@@ -11,7 +11,9 @@ For each requirement, the first source that applies wins:
 
 A stored profile's ``auth_mode`` selects one declared delivery. Audience: when both the skill and
 the profile name one, their normalized hosts must match; a profile may narrow a requirement that
-names none; it can never replace the skill's own.
+names none; it can never replace the skill's own. A stored profile without an audience goes only
+to the package identities it is bound to (:func:`~.bindings.check_package`,
+``credential_unbound``).
 
 :func:`readiness` answers the same question without touching material (except to decrypt
 nothing at all): it names the source and profile that would be used, or the setup commands.
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.values import dataclass
 from proctor.errors import CredentialError
 from proctor.runtime.home.credentials.audience import audience_host, normalize_audience
-from proctor.runtime.home.credentials.bindings import Bindings, load_bindings
+from proctor.runtime.home.credentials.bindings import Bindings, check_package, load_bindings
 from proctor.runtime.home.credentials.environment import EnvSnapshot
 from proctor.runtime.home.credentials.model import ResolvedCredential, Secret, Source
 from proctor.runtime.home.credentials.store import CredentialStore, ProfileInfo
@@ -211,12 +213,13 @@ def readiness(
     store: CredentialStore | None = None,
     profile: str | None = None,
     host_secrets: Mapping[str, str] | None = None,
+    identity: str | None = None,
 ) -> list[Readiness]:
     """Each requirement's readiness and, when missing, the exact setup commands.
 
     Reads no material. A requirement whose configuration is wrong (an ambiguous environment,
-    a profile of the wrong provider, an audience mismatch) is reported not ready with that
-    problem's code rather than raised.
+    a profile of the wrong provider, an audience mismatch, a profile not bound to the package
+    ``identity``) is reported not ready with that problem's code rather than raised.
     """
     store = store or CredentialStore()
     bindings = load_bindings(workspace_root)
@@ -230,9 +233,14 @@ def readiness(
             )  # fmt: skip
             if choice is not None:
                 _effective_audience(name, requirement, choice.profile)
+                if choice.profile is not None:
+                    check_package(choice.profile, identity, name)
             problem = None if choice is not None else "credential_missing"
         except CredentialError as exc:
             choice, problem = None, exc.code
+            if exc.code == "credential_unbound":
+                out.append(_unbound(name, requirement, exc))
+                continue
         out.append(
             Readiness(
                 name=name,
@@ -250,6 +258,23 @@ def readiness(
     return out
 
 
+def _unbound(name: str, requirement: CredentialRequirement, exc: CredentialError) -> Readiness:
+    """Not ready because the profile is not bound to the package: the setup is the binding."""
+    details = exc.details or {}
+    return Readiness(
+        name=name,
+        provider=requirement.provider,
+        audience=requirement.audience,
+        modes=_modes(requirement),
+        ready=False,
+        source=None,
+        profile=details.get("profile"),
+        mode=None,
+        problem=exc.code,
+        setup=[str(details.get("bind"))],
+    )
+
+
 def resolve_credentials(
     requirements: Mapping[str, CredentialRequirement],
     *,
@@ -261,17 +286,22 @@ def resolve_credentials(
     host_secrets: Mapping[str, str] | None = None,
     taint: TaintSet | None = None,
     only: Iterable[str] | None = None,
+    identity: str | None = None,
 ) -> dict[str, ResolvedCredential]:
     """Resolve requirements (all, or ``only`` those named) to material, once per command.
 
-    Every resolved value is added to ``taint`` before this returns.
+    Every resolved value is added to ``taint`` before this returns. ``identity`` is the
+    package identity asking: a stored profile without an audience goes only to the identities
+    it is bound to (``None`` matches none).
 
     Raises:
         CredentialError: ``needs_credential`` (details ``readiness``: what is missing and the
             setup commands), ``credential_ambiguous``, ``credential_audience_mismatch``,
             ``credential_mode_unsupported``/``_ambiguous``, ``credential_profile_unknown``,
-            ``credential_provider_mismatch``, ``credential_decrypt_failed`` and the store's
-            other errors. Nothing is partially returned.
+            ``credential_provider_mismatch``, ``credential_unbound`` (a profile without an
+            audience not bound to ``identity``: its material is never read),
+            ``credential_decrypt_failed`` and the store's other errors. Nothing is partially
+            returned.
     """
     store = store or CredentialStore()
     bindings = load_bindings(workspace_root)
@@ -307,6 +337,7 @@ def resolve_credentials(
             continue
         audience = _effective_audience(name, requirement, choice.profile)
         if choice.profile is not None:
+            check_package(choice.profile, identity, name)
             secret = store.material(choice.profile.name)
         elif choice.host_value is not None:
             secret = Secret(choice.host_value)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from proctor.contracts.values import dataclass
 from proctor.errors import CredentialError
 from proctor.runtime.home.credentials.audience import normalize_audience
-from proctor.runtime.home.credentials.model import Secret
+from proctor.runtime.home.credentials.model import Secret, check_identity
 from proctor.runtime.home.files import home_dir as home_location
 from proctor.runtime.home.files import write_private
 
@@ -72,6 +72,9 @@ class ProfileInfo:
     audience: str | None
     backend: Backend
     default: bool
+    packages: tuple[str, ...] = ()
+    """The package identities a person bound this profile to (``proctor credential bind
+    PROFILE IDENTITY``); a profile without an audience goes to these and no other."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ``proctor credential list --json`` prints it."""
@@ -82,7 +85,16 @@ class ProfileInfo:
             "audience": self.audience,
             "backend": self.backend,
             "default": self.default,
+            "packages": list(self.packages),
         }
+
+
+def _packages(value: Any) -> tuple[str, ...]:
+    """A profile's bound package identities as ``config.json`` keeps them (anything else:
+    none, so a damaged list binds nothing)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return ()
+    return tuple(value)
 
 
 class CredentialStore:
@@ -273,6 +285,8 @@ class CredentialStore:
             "auth_mode": auth_mode,
             "audience": canonical,
             "backend": self.backend,
+            # new material under the same name keeps the packages a person bound it to
+            "packages": list(existing.get("packages") or []) if isinstance(existing, dict) else [],
         }
         section["defaults"][provider] = profile
         self._save_config(config)
@@ -295,9 +309,33 @@ class CredentialStore:
                     audience=meta.get("audience"),
                     backend="keyring" if meta.get("backend") == "keyring" else "file",
                     default=section["defaults"].get(meta.get("provider")) == name,
+                    packages=_packages(meta.get("packages")),
                 )
             )
         return sorted(out, key=lambda p: (p.provider, p.name))
+
+    def bind_package(self, profile: str, identity: str) -> ProfileInfo:
+        """Bind ``profile`` to one more package identity (see
+        :mod:`proctor.runtime.home.credentials.bindings`); binding it again changes nothing.
+
+        Raises:
+            CredentialError: ``credential_profile_unknown``; ``credential_identity_invalid``.
+        """
+        check_identity(identity)
+        config = self._config()
+        section = self._section(config)
+        meta = section["profiles"].get(profile)
+        if not isinstance(meta, dict):
+            raise CredentialError(
+                f"no stored profile {profile!r}", code="credential_profile_unknown"
+            )
+        bound = list(_packages(meta.get("packages")))
+        if identity not in bound:
+            meta["packages"] = [*bound, identity]
+            self._save_config(config)
+        info = self.get(profile)
+        assert info is not None
+        return info
 
     def get(self, profile: str) -> ProfileInfo | None:
         """One profile's metadata, or ``None``."""
