@@ -127,7 +127,9 @@ def test_a_symlinked_state_folder_is_never_written_through(tmp_path: Path) -> No
         ]:
             with pytest.raises(ProctorError) as info:
                 call(ctx, name, args)
-            assert info.value.code == "state_dir_unsafe"
+            # the linked .proctor is refused as the state folder, or first as the folder of a
+            # linked .proctor/config (guard files are read through no link): either way, nothing
+            assert info.value.code in ("state_dir_unsafe", "bad_config")
             assert (snapshot(root), sorted(outside.rglob("*"))) == before
     finally:
         store.close()
