@@ -53,9 +53,10 @@ def export(target: str, fmt: str, out: Path | None) -> None:
     receipts.check()
     signer = load_signer(create=False).signer
     store = None
-    if os.environ.get("PROCTOR_DATABASE_URL") or run_store_path(
-        workspace.state_dir, os.environ
-    ).exists():
+    if (
+        os.environ.get("PROCTOR_DATABASE_URL")
+        or run_store_path(workspace.state_dir, os.environ).exists()
+    ):
         store = open_run_store(workspace.state_dir, os.environ, "the run store")
     try:
         envelope = export_dsse(

@@ -357,6 +357,7 @@ def _seal(
         receipt_id=root.receipt_id,
         code=None if refusal is None else refusal.code,
         audit_head=head,
+        **({} if spent is None else {"spend_micro_usd": spent}),  # type: ignore[arg-type]
     )
     if sealed.get("audit_persisted") is False:
         raise StoreError(

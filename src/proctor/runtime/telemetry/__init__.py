@@ -1,0 +1,78 @@
+"""Telemetry: a run's governance events as OpenTelemetry spans and metrics, when asked for.
+
+Owns: :func:`enabled` (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+is set), :func:`trace_id_of` (a run's trace id, derived from its run id so every process that
+drives the run, a resume or a worker, adds to the same trace), :func:`open_observer` (the
+observer a session hangs on its audit log) and :mod:`.otel` (that observer, on the official
+OpenTelemetry SDK, exporting over OTLP HTTP/protobuf).
+
+The seam is the audit log: every governance event a run makes (start, each admitted or refused
+call, pauses, decisions, the seal) already passes through :meth:`AuditLog.emit
+<proctor.runtime.records.audit.AuditLog.emit>` once, in order, scrubbed of secrets; an observer
+sees each record after it is written. Nothing else in the engine calls telemetry. Without the
+endpoint variable no observer exists and no OpenTelemetry module is imported.
+
+Surface: :func:`enabled`, :func:`trace_id_of`, :func:`open_observer`, :class:`Observer`.
+Imports nothing of proctor's runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+__all__ = [
+    "ENDPOINT_VARS",
+    "SEMCONV_VERSION",
+    "Observer",
+    "enabled",
+    "open_observer",
+    "trace_id_of",
+]
+
+ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+SEMCONV_VERSION = "1.37.0"
+"""The OpenTelemetry semantic conventions (GenAI included) the spans follow."""
+
+
+class Observer(Protocol):
+    """Sees every audit record after it is written; never raises into the run."""
+
+    def __call__(self, record: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def enabled(environ: Mapping[str, str]) -> bool:
+    """True when an OTLP endpoint is configured (telemetry is off otherwise)."""
+    return any(environ.get(name) for name in ENDPOINT_VARS) and (
+        environ.get("OTEL_SDK_DISABLED", "").lower() != "true"
+    )
+
+
+def trace_id_of(run_id: str) -> str:
+    """A run's trace id: 32 hex digits, the first 16 bytes of SHA-256 of ``proctor-run:<id>``."""
+    return hashlib.sha256(f"proctor-run:{run_id}".encode()).hexdigest()[:32]
+
+
+def open_observer(environ: Mapping[str, str]) -> Observer | None:
+    """The OpenTelemetry observer when :func:`enabled`, else ``None`` (nothing imported).
+
+    Raises:
+        ConfigError: (``otel_unavailable``) an endpoint is set but the ``otel`` extra is not
+            installed (``pip install 'proctor[otel]'``).
+    """
+    if not enabled(environ):
+        return None
+    try:
+        from proctor.runtime.telemetry.otel import OtelObserver
+    except ImportError as exc:
+        from proctor.errors import ConfigError
+
+        raise ConfigError(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but OpenTelemetry is not installed; install"
+            " proctor[otel], or unset the variable",
+            code="otel_unavailable",
+        ) from exc
+    return OtelObserver(environ)
