@@ -1,8 +1,9 @@
 """Telemetry: a run's governance events as OpenTelemetry spans and metrics, when asked for.
 
 Owns: :func:`enabled` (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
-is set), :func:`trace_id_of` (a run's trace id, derived from its run id so every process that
-drives the run, a resume or a worker, adds to the same trace), :func:`open_observer` (the
+is set), :func:`trace_id_of` (in :mod:`.ids`: a run's trace id, derived from its run id so
+every process that drives the run, a resume or a worker, adds to the same trace),
+:func:`open_observer` (the
 observer a session hangs on its audit log) and :mod:`.otel` (that observer, on the official
 OpenTelemetry SDK, exporting over OTLP HTTP/protobuf).
 
@@ -18,9 +19,10 @@ Imports nothing of proctor's runtime.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Protocol
+
+from proctor.runtime.telemetry.ids import SEMCONV_VERSION, trace_id_of
 
 __all__ = [
     "ENDPOINT_VARS",
@@ -32,8 +34,6 @@ __all__ = [
 ]
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-SEMCONV_VERSION = "1.37.0"
-"""The OpenTelemetry semantic conventions (GenAI included) the spans follow."""
 
 
 class Observer(Protocol):
@@ -49,11 +49,6 @@ def enabled(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name) for name in ENDPOINT_VARS) and (
         environ.get("OTEL_SDK_DISABLED", "").lower() != "true"
     )
-
-
-def trace_id_of(run_id: str) -> str:
-    """A run's trace id: 32 hex digits, the first 16 bytes of SHA-256 of ``proctor-run:<id>``."""
-    return hashlib.sha256(f"proctor-run:{run_id}".encode()).hexdigest()[:32]
 
 
 def open_observer(environ: Mapping[str, str]) -> Observer | None:

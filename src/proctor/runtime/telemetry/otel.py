@@ -43,7 +43,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Span, Status, StatusCode
 
 from proctor._version import __version__
-from proctor.runtime.telemetry import SEMCONV_VERSION, trace_id_of
+from proctor.runtime.telemetry.ids import SEMCONV_VERSION, trace_id_of
 
 __all__ = ["OtelObserver"]
 
