@@ -258,3 +258,86 @@ def _store_anchor(state_dir: Path) -> dict[str, Any] | None:
         return store.audit_anchor()
     finally:
         store.close()
+
+
+@audit.command("forward")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="URL",
+    help="syslog+tcp://HOST:PORT (RFC 5424, octet counting) or http(s)://HOST/PATH (JSON Lines).",
+)
+@click.option("--once", is_flag=True, help="Ship every line not yet shipped, then exit.")
+@click.option(
+    "--batch-lines",
+    type=click.IntRange(1, 100_000),
+    default=500,
+    show_default=True,
+    help="At most this many lines a batch (the cursor moves once a batch is taken).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --once: print proctor.audit_forward.v1."
+)
+def forward(to: str, once: bool, batch_lines: int, as_json: bool) -> None:
+    """Ship every audit line, in order, at least once, to syslog or an HTTP endpoint.
+
+    A cursor in .proctor/forward/ records what was taken, so a restart goes on from there.
+    Without --once it keeps shipping new lines until stopped (Ctrl-C or SIGTERM).
+
+    \b
+    Example:
+      proctor audit forward --to syslog+tcp://127.0.0.1:6514 --once
+    """
+    import contextlib
+    import signal
+    import threading
+
+    from proctor.cli.render import dump_json
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.audit import audit_path
+    from proctor.runtime.records.forward import (
+        Forwarder,
+        HttpSender,
+        Sender,
+        SyslogSender,
+        parse_destination,
+    )
+
+    destination = parse_destination(to)
+    workspace = Workspace.discover(Path.cwd())
+    sender: Sender = (
+        SyslogSender(destination.host, destination.port)
+        if destination.kind == "syslog"
+        else HttpSender(destination.url)
+    )
+    forwarder = Forwarder(
+        audit_path(workspace.root, os.environ),
+        workspace.state_dir,
+        destination,
+        sender,
+        batch_lines=batch_lines,
+    )
+    try:
+        if once:
+            shipped = forwarder.drain()
+            lines = forwarder.cursor().lines
+            if as_json:
+                dump_json(
+                    {"destination": destination.kind, "shipped": shipped, "lines": lines},
+                    schema="proctor.audit_forward.v1",
+                )
+            else:
+                click.echo(f"shipped {shipped} lines ({lines} in all) to {destination.kind}")
+            return
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        click.echo(f"forwarding the audit log to {destination.kind}; Ctrl-C stops", err=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            forwarder.follow(
+                stop.is_set,
+                wait=stop.wait,
+                on_error=lambda exc: click.echo(f"error[{exc.code}]: {exc.message}", err=True),
+            )
+    finally:
+        sender.close()
