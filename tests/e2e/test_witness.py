@@ -90,13 +90,29 @@ def test_a_deleted_proctor_folder_is_caught_from_the_witness(
     _witnessed(ws, url, key)
     shutil.rmtree(ws.root / ".proctor")
     (ws.root / ".proctor").mkdir()
-    plain = ws.proctor("audit", "verify")
-    assert plain.code != 0 or "0 anchors" in plain.stdout  # nothing local is left to anchor it
     r = ws.proctor("audit", "verify", "--witnesses", "--json")
     assert r.code == 1, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] is False
-    assert any("gone" in note for note in doc["notes"])
+    assert sum("is gone" in note for note in doc["notes"]) == 2
+
+
+def test_a_fresh_consistent_history_in_place_of_the_old_is_caught(
+    ws: Ws, witness: tuple[str, str]
+) -> None:
+    url, key = witness
+    _witnessed(ws, url, key)
+    shutil.rmtree(ws.root / ".proctor")
+    (ws.root / ".proctor").mkdir()
+    again = ws.proctor("run", HELLO, "-i", "message=innocent", "--json")
+    assert again.code == 0, again.stderr
+    plain = ws.proctor("audit", "verify")
+    assert plain.code == 0, plain.stdout  # locally, the new history is consistent
+    r = ws.proctor("audit", "verify", "--witnesses", "--json")
+    assert r.code == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False
+    assert any("witness at" in b["source"] for b in doc["broken_anchors"])
 
 
 def test_a_witness_not_trusted_is_refused(ws: Ws, witness: tuple[str, str]) -> None:
