@@ -88,6 +88,7 @@ class _Http:
         self.posts: list[tuple[int, list[bytes]]] = []
         self.arrived = threading.Event()
         self.release = threading.Event()
+        self.changed = threading.Condition()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -95,7 +96,9 @@ class _Http:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 assert self.headers["Content-Type"] == "application/x-ndjson"
                 first = int(self.headers["Proctor-Audit-First-Line"])
-                outer.posts.append((first, body.splitlines()))
+                with outer.changed:
+                    outer.posts.append((first, body.splitlines()))
+                    outer.changed.notify_all()
                 if hold is not None and len(outer.posts) == hold:
                     outer.arrived.set()
                     outer.release.wait(120)
@@ -299,3 +302,40 @@ def test_parse_destination_refuses_anything_else_with_a_code(text: str) -> None:
         assert exc.code == "forward_destination_invalid"
         return
     assert parsed.kind in ("syslog", "http") and parsed.host and 0 <= parsed.port <= 65535
+
+
+def test_the_background_forwarder_of_worker_and_serve_ships_new_lines_until_stopped(
+    tmp_path: Path,
+) -> None:
+    from proctor.runtime.records.forward import background_forwarder
+
+    root = tmp_path / "ws"
+    (root / ".proctor").mkdir(parents=True)
+    _emit(root, 5)
+    log = root / ".proctor" / "audit.jsonl"
+    assert background_forwarder(log, root / ".proctor", {}, report=print) is None  # off
+    server = _Http()
+    seen: list[tuple[int, list[bytes]]] = server.posts
+
+    def count() -> int:
+        return sum(len(lines) for _, lines in seen)
+
+    reports: list[str] = []
+    halt = background_forwarder(
+        log,
+        root / ".proctor",
+        {"PROCTOR_AUDIT_FORWARD_TO": server.url},
+        report=reports.append,
+        poll_s=0.05,
+    )
+    assert halt is not None
+    try:
+        _emit(root, 7)  # written while the forwarder runs
+        with server.changed:
+            assert server.changed.wait_for(lambda: count() >= 12, timeout=60), count()
+    finally:
+        halt()
+        server.close()
+    numbered = [(f + i, line) for f, lines in seen for i, line in enumerate(lines)]
+    assert _exactly_once(numbered) == _log_lines(root)
+    assert reports == []

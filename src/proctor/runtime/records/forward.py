@@ -36,7 +36,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -49,11 +49,13 @@ from proctor.runtime.testhooks import kill_point
 
 __all__ = [
     "CURSOR_SCHEMA",
+    "FORWARD_ENV",
     "Cursor",
     "Destination",
     "Forwarder",
     "HttpSender",
     "SyslogSender",
+    "background_forwarder",
     "parse_destination",
     "syslog_frame",
 ]
@@ -426,3 +428,57 @@ class Forwarder:
                     on_error(exc)
                 pause = min(60.0, pause * 2)
             wait(pause)
+
+
+FORWARD_ENV = "PROCTOR_AUDIT_FORWARD_TO"
+
+
+def background_forwarder(
+    log: Path,
+    state_dir: Path,
+    environ: Mapping[str, str],
+    *,
+    report: Callable[[str], None],
+    poll_s: float = 1.0,
+) -> Callable[[], None] | None:
+    """Forward the audit log from a thread while a long-running command (``proctor worker``,
+    ``proctor serve``) runs, when ``PROCTOR_AUDIT_FORWARD_TO`` names a destination; the
+    function that stops it (after the pass in progress), or ``None`` when none is configured.
+
+    Raises:
+        UsageError: (``forward_destination_invalid``) the variable is not a destination.
+    """
+    import threading
+
+    to = environ.get(FORWARD_ENV)
+    if not to:
+        return None
+    destination = parse_destination(to)
+    sender: Sender = (
+        SyslogSender(destination.host, destination.port)
+        if destination.kind == "syslog"
+        else HttpSender(destination.url)
+    )
+    forwarder = Forwarder(log, state_dir, destination, sender)
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            forwarder.follow(
+                stop.is_set,
+                wait=stop.wait,
+                poll_s=poll_s,
+                on_error=lambda exc: report(f"audit forward: {exc.code}: {exc.message}"),
+            )
+        except StoreError as exc:  # a rewritten log or a bad cursor: stop and say why
+            report(f"audit forward stopped: {exc.code}: {exc.message}")
+
+    thread = threading.Thread(target=run, name="proctor-audit-forward", daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(timeout=30)
+        sender.close()
+
+    return halt
