@@ -249,7 +249,7 @@ class Session:
         if self._audit is not None:
             self._audit.close()
         if self._observer is not None:
-            self._observer.close()
+            self._observer.close()  # exports what finished; the exporter is the process's
             self._observer = None
 
     def request_stop(self) -> None:

@@ -19,6 +19,7 @@ Imports nothing of proctor's runtime.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -41,7 +42,9 @@ class Observer(Protocol):
 
     def __call__(self, record: Mapping[str, Any]) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Export what is finished (the exporter itself lives as long as the process)."""
+        ...
 
 
 def enabled(environ: Mapping[str, str]) -> bool:
@@ -70,4 +73,18 @@ def open_observer(environ: Mapping[str, str]) -> Observer | None:
             " proctor[otel], or unset the variable",
             code="otel_unavailable",
         ) from exc
-    return OtelObserver(environ)
+    key = tuple(environ.get(name, "") for name in _SHARED_BY)
+    with _lock:  # one exporter a process: sessions come and go (a console makes one a request)
+        held = _observers.get(key)
+        if held is None:
+            held = _observers[key] = OtelObserver(environ)
+        return held
+
+
+_SHARED_BY = (
+    *ENDPOINT_VARS,
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_SERVICE_NAME",
+)
+_observers: dict[tuple[str, ...], Observer] = {}
+_lock = threading.Lock()

@@ -24,6 +24,7 @@ Metrics: ``proctor.calls`` (by ``proctor.admission.outcome`` and ``proctor.refus
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from collections.abc import Mapping
@@ -110,13 +111,17 @@ class OtelObserver:
             }
         )
         self._ids = _Ids()
-        self._traces = TracerProvider(resource=resource, id_generator=self._ids)
+        self._traces = TracerProvider(
+            resource=resource, id_generator=self._ids, shutdown_on_exit=False
+        )
         self._traces.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces)))
         self._tracer = self._traces.get_tracer("proctor", __version__, schema_url=_SCHEMA_URL)
         self._reader = PeriodicExportingMetricReader(
             OTLPMetricExporter(endpoint=metrics), export_interval_millis=60_000
         )
-        self._metrics = MeterProvider(resource=resource, metric_readers=[self._reader])
+        self._metrics = MeterProvider(
+            resource=resource, metric_readers=[self._reader], shutdown_on_exit=False
+        )
         meter = self._metrics.get_meter("proctor", __version__, schema_url=_SCHEMA_URL)
         self._calls = meter.create_counter("proctor.calls", "{call}", "calls admitted or refused")
         self._approvals = meter.create_counter("proctor.approvals", "{decision}", "decisions")
@@ -128,6 +133,7 @@ class OtelObserver:
         self._lock = threading.Lock()
         self.failures = 0
         self._pid = os.getpid()
+        atexit.register(self._at_exit)  # ends open spans, then shuts the providers down
 
     # -- the seam --------------------------------------------------------------------------
 
@@ -146,7 +152,15 @@ class OtelObserver:
             self.failures += 1
 
     def close(self) -> None:
-        """End what is still open and export everything (once)."""
+        """A session closed: export every finished span and the metrics now. The providers
+        live on (other sessions of this process share them) and shut down at exit, ending
+        what is still open."""
+        if os.getpid() != self._pid:
+            return
+        self._traces.force_flush()
+        self._metrics.force_flush()
+
+    def _at_exit(self) -> None:
         if os.getpid() != self._pid:
             return
         with self._lock:
