@@ -339,3 +339,27 @@ def test_the_background_forwarder_of_worker_and_serve_ships_new_lines_until_stop
     numbered = [(f + i, line) for f, lines in seen for i, line in enumerate(lines)]
     assert _exactly_once(numbered) == _log_lines(root)
     assert reports == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300) | st.text(max_size=200).map(str.encode))
+def test_a_cursor_file_is_read_strictly(data: bytes) -> None:
+    import tempfile
+
+    from proctor.errors import StoreError
+    from proctor.runtime.records.forward import Cursor, Forwarder, HttpSender
+
+    with tempfile.TemporaryDirectory() as folder:
+        destination = parse_destination("http://127.0.0.1:9/x")
+        sender = HttpSender(destination.url)
+        forwarder = Forwarder(Path(folder) / "audit.jsonl", Path(folder), destination, sender)
+        forwarder.folder.mkdir()
+        forwarder.path.write_bytes(data)
+        try:
+            cursor = forwarder.cursor()
+        except StoreError as exc:
+            assert exc.code == "forward_cursor_invalid"
+        else:
+            assert isinstance(cursor, Cursor) and cursor.lines >= 0 and cursor.offset >= 0
+        finally:
+            sender.close()
