@@ -221,3 +221,46 @@ def test_without_an_endpoint_a_run_imports_no_opentelemetry(ws: Ws) -> None:  # 
     assert done.returncode == 0, done.stderr
     assert "LOADED []" in done.stderr
     assert json.loads(done.stdout)["outcome"] == "completed"
+
+
+def test_a_managed_turn_exports_a_span_per_model_request(
+    ws: Ws,  # noqa: F811
+    receiver: _Receiver,
+) -> None:
+    from tests.e2e.test_agent_cli import DIALECT, KEY, add_skill, configure
+    from tests.runtime.agent_stub import StubModel, answer
+
+    add_skill(ws)
+    script = [
+        answer(DIALECT, calls=[("fs_read", {"path": "notes.txt", "reason": "read it"})]),
+        answer(DIALECT, text='{"summary": "alpha beta"}'),
+    ]
+    with StubModel(script) as stub:
+        configure(ws, stub)
+        r = ws.proctor(
+            "run",
+            "summarise",
+            "-i",
+            "file=notes.txt",
+            "--drive",
+            "--json",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url},
+        )
+    assert r.code == 0, r.stderr
+    raw = b"".join(b for bodies in receiver.bodies.values() for b in bodies)
+    assert KEY.encode() not in raw and b"alpha beta" not in raw
+    spans = _spans(receiver)
+    step = next(s for s in spans if s["name"] == "proctor.step draft")
+    chats = sorted((s for s in spans if s["name"] == "chat stub-model"), key=lambda s: s["start"])
+    assert len(chats) == 2
+    assert all(c["parent"] == step["span_id"] for c in chats)
+    assert chats[0]["attrs"]["gen_ai.operation.name"] == "chat"
+    assert chats[0]["attrs"]["gen_ai.request.model"] == "stub-model"
+    read = next(s for s in spans if s["name"] == "execute_tool fs.read")
+    assert read["parent"] == step["span_id"]
+    assert chats[0]["end"] <= read["start"] <= read["end"] <= chats[1]["start"]
+    events = [
+        json.loads(line)["event"]
+        for line in (ws.root / ".proctor" / "audit.jsonl").read_text().splitlines()
+    ]
+    assert events.count("model_request") == 2

@@ -11,6 +11,7 @@ where one applies, ``proctor.*`` where none does):
   call's end;
 - ``execute_tool {tool}``: a call, parent its step, from admission to the settled result; a
   refused call is a span of no length with status error;
+- ``chat {model}``: a managed turn's model request, parent its step (``model_request``);
 - ``proctor.approval {address}``: the wait for a person's decision, from the pause (when this
   process saw it) to the decision, parent the run.
 
@@ -255,6 +256,31 @@ class OtelObserver:
             1, _keep(**{"proctor.admission.outcome": admission, "proctor.refusal.code": code})
         )
 
+    def _model(self, run_id: str, record: Mapping[str, Any], at: int) -> None:
+        run = self._run(run_id, at, record)
+        start = min(_ns(record.get("started_at"), at), at)
+        parent = self._step(run, record, start, at)
+        model = record.get("model")
+        span = self._tracer.start_span(
+            f"chat {model}" if isinstance(model, str) else "chat",
+            context=trace.set_span_in_context(parent),
+            start_time=start,
+            attributes=_keep(
+                **{
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": record.get("provider"),
+                    "gen_ai.request.model": model,
+                    "gen_ai.usage.input_tokens": record.get("input_tokens"),
+                    "gen_ai.usage.output_tokens": record.get("output_tokens"),
+                    "proctor.step.id": record.get("step"),
+                    "error.type": record.get("code"),
+                }
+            ),
+        )
+        if record.get("outcome") != "completed":
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=at)
+
     def _paused_run(self, run_id: str, record: Mapping[str, Any], at: int) -> None:
         run = self._run(run_id, at, record)
         for request in record.get("requests") or ():
@@ -323,6 +349,7 @@ _HANDLERS = {
     "run_started": OtelObserver._started,
     "tool_call": OtelObserver._call,
     "call_refused": OtelObserver._call,
+    "model_request": OtelObserver._model,
     "run_paused": OtelObserver._paused_run,
     "decision_recorded": OtelObserver._decided,
     "run_sealed": OtelObserver._sealed,
