@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import select
 import shutil
@@ -65,8 +66,17 @@ def test_every_seal_reaches_the_witness_and_the_log_verifies(
 ) -> None:
     url, key = witness
     _witnessed(ws, url, key)
-    listed = httpx.get(f"{url}/v1/claims", params={"workspace": "x"}).json()
-    assert listed == {"entries": []}
+    from proctor.runtime.records.witness import workspace_id
+
+    assert httpx.get(f"{url}/v1/claims", params={"workspace": "x"}).json() == {"entries": []}
+    ours = workspace_id(ws.root.resolve())
+    entries = httpx.get(f"{url}/v1/claims", params={"workspace": ours}).json()["entries"]
+    assert [e["seq"] for e in entries] == [1, 2]
+    assert {e["witness_key_id"] for e in entries} == {
+        "sha256:" + hashlib.sha256(bytes.fromhex(key)).hexdigest()
+    }
+    runs = ws.proctor("history", "--json").json()["runs"]
+    assert {e["claim"]["receipt_id"] for e in entries} == {r["receipt_id"] for r in runs}
     r = ws.proctor("audit", "verify", "--witnesses", "--json")
     assert r.code == 0, r.stdout + r.stderr
     assert r.json()["ok"] is True
