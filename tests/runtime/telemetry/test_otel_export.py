@@ -264,3 +264,50 @@ def test_a_managed_turn_exports_a_span_per_model_request(
         for line in (ws.root / ".proctor" / "audit.jsonl").read_text().splitlines()
     ]
     assert events.count("model_request") == 2
+
+
+def test_an_approval_waited_across_processes_is_one_trace_with_its_wait(
+    ws: Ws,  # noqa: F811
+    receiver: _Receiver,
+) -> None:
+    skill = ws.root / "skills" / "pages"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: pages\ndescription: Writes.\n---\nWrite.\n")
+    (skill / "run.yaml").write_text(
+        "minimum_proctor: 0.1.0\nmethods:\n  write:\n    description: Write a page.\n"
+        "    steps:\n      - id: put\n        tool: fs.write\n        reason: Write it.\n"
+        "        inputs: {path: page.txt, content: new, create: true}\n"
+    )
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    paused = ws.proctor(
+        "run", "pages#write", "--run-authority", '{"effects": "ask"}', "--json", env=otel
+    )
+    assert paused.code == 10, paused.stdout + paused.stderr
+    env = paused.json()
+    decision = {
+        "schema": "proctor.resume.v1",
+        "approvals": {
+            "put": {"request_digest": env["requests"][0]["request_digest"], "approved": True}
+        },
+    }
+    done = ws.proctor("resume", env["run_id"], "-", "--json", stdin=json.dumps(decision), env=otel)
+    assert done.code == 0, done.stdout + done.stderr
+    spans = _spans(receiver)
+    assert len({s["trace_id"] for s in spans}) == 1  # both processes, one trace
+    runs = sorted(
+        (s for s in spans if s["name"].startswith("invoke_agent")), key=lambda s: s["start"]
+    )
+    assert [r["attrs"].get("proctor.run.status") for r in runs] == ["needs_approval", None]
+    assert runs[1]["attrs"]["proctor.run.resumed"] is True
+    [approval] = [s for s in spans if s["name"] == "proctor.approval put"]
+    assert approval["parent"] == runs[1]["span_id"]
+    assert approval["attrs"]["proctor.approval.approved"] is True
+    assert approval["attrs"]["proctor.approval.wait_seen"] is True
+    assert approval["start"] <= runs[0]["end"] < approval["end"]
+    waits = []
+    for body in receiver.bodies.get("/v1/metrics", []):
+        request = ExportMetricsServiceRequest.FromString(body)
+        for resource in request.resource_metrics:
+            for scope in resource.scope_metrics:
+                waits += [m for m in scope.metrics if m.name == "proctor.approval.wait"]
+    assert waits and waits[-1].histogram.data_points[0].count == 1

@@ -295,6 +295,8 @@ class OtelObserver:
         run = self._run(run_id, at, record)
         address = record.get("address")
         since = self._paused.pop((run_id, str(address)), None)
+        if since is None and record.get("waited_since"):  # paused in another process
+            since = _ns(record.get("waited_since"), at)
         approved = record.get("approved")
         span = self._tracer.start_span(
             f"proctor.approval {address}",
