@@ -54,8 +54,14 @@ def audit() -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Also check the log against the run receipts in this folder (an auditor's copy).",
 )
+@click.option(
+    "--witnesses",
+    "witnesses",
+    is_flag=True,
+    help="Also check the log and the receipts against the seals the witnesses hold.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a proctor.audit_verify.v1 report.")
-def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
+def verify(path: str | None, receipts_dir: Path | None, witnesses: bool, as_json: bool) -> None:
     """Check the audit log's hash chain and its anchors; exit 1 naming the first bad line.
 
     Every sealed run's receipt, and the run store, commit the log's head (an anchor), so a
@@ -72,10 +78,15 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
     workspace = Workspace.discover(Path.cwd())
     own = audit_path(workspace.root, os.environ)
     log = Path(path) if path is not None else own
+    seals = _witnessed(workspace.root) if witnesses else []
     try:
         if path is None or _same_file(log, own):
             check = workspace_log_check(
-                log, workspace.state_dir, os.environ, receipts_dir=receipts_dir
+                log,
+                workspace.state_dir,
+                os.environ,
+                receipts_dir=receipts_dir,
+                extra=[seal.anchor for seal in seals],
             )
         else:
             anchors, notes = folder_anchors(receipts_dir) if receipts_dir else ([], [])
@@ -86,6 +97,8 @@ def verify(path: str | None, receipts_dir: Path | None, as_json: bool) -> None:
         ) from exc
     if not check.exists and check.report.anchors == 0:
         raise UsageError(f"no audit log at {_shown(path, log)!r}", code="audit_log_missing")
+    if seals:
+        _check_witnessed_receipts(workspace.state_dir, seals, check)
     report = check.report
     if as_json:
         dump_json({"schema": VERIFY_SCHEMA, **check.to_dict()})
@@ -258,3 +271,124 @@ def _store_anchor(state_dir: Path) -> dict[str, Any] | None:
         return store.audit_anchor()
     finally:
         store.close()
+
+
+@audit.command("forward")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="URL",
+    help="syslog+tcp://HOST:PORT (RFC 5424, octet counting) or http(s)://HOST/PATH (JSON Lines).",
+)
+@click.option("--once", is_flag=True, help="Ship every line not yet shipped, then exit.")
+@click.option(
+    "--batch-lines",
+    type=click.IntRange(1, 100_000),
+    default=500,
+    show_default=True,
+    help="At most this many lines a batch (the cursor moves once a batch is taken).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --once: print proctor.audit_forward.v1."
+)
+def forward(to: str, once: bool, batch_lines: int, as_json: bool) -> None:
+    """Ship every audit line, in order, at least once, to syslog or an HTTP endpoint.
+
+    A cursor in .proctor/forward/ records what was taken, so a restart goes on from there.
+    Without --once it keeps shipping new lines until stopped (Ctrl-C or SIGTERM).
+
+    \b
+    Example:
+      proctor audit forward --to syslog+tcp://127.0.0.1:6514 --once
+    """
+    import contextlib
+    import signal
+    import threading
+
+    from proctor.cli.render import dump_json
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.audit import audit_path
+    from proctor.runtime.records.forward import (
+        Forwarder,
+        HttpSender,
+        Sender,
+        SyslogSender,
+        parse_destination,
+    )
+
+    destination = parse_destination(to)
+    workspace = Workspace.discover(Path.cwd())
+    sender: Sender = (
+        SyslogSender(destination.host, destination.port)
+        if destination.kind == "syslog"
+        else HttpSender(destination.url)
+    )
+    forwarder = Forwarder(
+        audit_path(workspace.root, os.environ),
+        workspace.state_dir,
+        destination,
+        sender,
+        batch_lines=batch_lines,
+    )
+    try:
+        if once:
+            shipped = forwarder.drain()
+            lines = forwarder.cursor().lines
+            if as_json:
+                dump_json(
+                    {"destination": destination.kind, "shipped": shipped, "lines": lines},
+                    schema="proctor.audit_forward.v1",
+                )
+            else:
+                click.echo(f"shipped {shipped} lines ({lines} in all) to {destination.kind}")
+            return
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        click.echo(f"forwarding the audit log to {destination.kind}; Ctrl-C stops", err=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            forwarder.follow(
+                stop.is_set,
+                wait=stop.wait,
+                on_error=lambda exc: click.echo(f"error[{exc.code}]: {exc.message}", err=True),
+            )
+    finally:
+        sender.close()
+
+
+def _witnessed(root: Path) -> list[Any]:
+    """The seals the configured witnesses hold of this workspace (countersignatures checked).
+
+    Raises:
+        UsageError: (``witness_not_configured``) no witness URL is configured.
+    """
+    from proctor.runtime.home.keys import trusted_local_keys
+    from proctor.runtime.records.witness import fetch_seals, witness_settings, workspace_id
+
+    urls, keys = witness_settings(os.environ)
+    if not urls:
+        raise UsageError(
+            "no witness is configured: set PROCTOR_WITNESS_URLS (or witness.urls in the home's"
+            " config.json)",
+            code="witness_not_configured",
+        )
+    ours = {k.key_id for k in trusted_local_keys()}
+    return fetch_seals(urls, keys, workspace_id(root), ours)
+
+
+def _check_witnessed_receipts(state_dir: Path, seals: list[Any], check: Any) -> None:
+    """Every run receipt a witness holds is still in the receipt store."""
+    from dataclasses import replace
+
+    from proctor.runtime.records.receipts import ReceiptStore, receipt_dir
+
+    store = ReceiptStore(receipt_dir(state_dir, os.environ))
+    gone = [seal for seal in seals if store.get(seal.receipt_id) is None]
+    for seal in gone[:5]:
+        check.notes.append(f"receipt {seal.receipt_id} of run {seal.run_id} is gone ({seal.url})")
+    if gone and check.report.ok:
+        check.report = replace(
+            check.report,
+            ok=False,
+            reason=f"{len(gone)} run receipts the witnesses hold are gone from the receipt store",
+        )

@@ -23,6 +23,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "store": ("proctor.cli.store", "store", "Start the run store over, on purpose."),
     "key": ("proctor.cli.key", "key", "Show, export or rotate the local signing key."),
     "verify": ("proctor.cli.verify", "verify", "Verify a receipt and its whole tree."),
+    "witness": ("proctor.cli.witness", "witness", "Keep countersigned copies of seals."),
+    "export": (
+        "proctor.cli.export",
+        "export",
+        "Export a sealed run as a signed in-toto statement.",
+    ),
     "config": ("proctor.cli.config", "config", "Show and change the home's settings."),
     "directives": ("proctor.cli.directives", "directives", "List, catalogue and run directives."),
     "ask": ("proctor.cli.ask", "ask", "Route a request to a directive and run it."),

@@ -62,4 +62,17 @@ def serve(
     def started() -> None:
         click.echo(f"console: {shown}/pending  (Ctrl-C stops)", err=True)
 
-    run_server(build_app(config), sock, binding, started=started)
+    from proctor.runtime.records.audit import audit_path
+    from proctor.runtime.records.forward import background_forwarder
+
+    forwarding = background_forwarder(
+        audit_path(workspace.root, os.environ),
+        workspace.state_dir,
+        os.environ,
+        report=lambda line: click.echo(f"console: {line}", err=True),
+    )
+    try:
+        run_server(build_app(config), sock, binding, started=started)
+    finally:
+        if forwarding is not None:
+            forwarding()

@@ -81,3 +81,23 @@ def inspect_tool(name: str, as_json: bool) -> None:
     if found.output_schema is not None:
         click.echo("\noutput schema:")
         click.echo(json.dumps(found.output_schema, indent=2, sort_keys=True))
+
+
+@tool.command("cedar-schema")
+def cedar_schema_command() -> None:
+    """Print the Cedar schema (JSON) of the native tools, for writing policies/*.cedar.
+
+    Each tool is an action of namespace Proctor; principals are Skill, resources Resource,
+    and each action's context types the tool's arguments under context.args.
+
+    \b
+    Example:
+      proctor tool cedar-schema > proctor.cedarschema.json
+    """
+    import json
+
+    from proctor.policy.cedar import cedar_schema
+    from proctor.runtime.tools.registry import native_tools
+
+    schema = cedar_schema({name: t.schema for name, t in native_tools().items()})
+    click.echo(json.dumps(schema, indent=2, sort_keys=True))

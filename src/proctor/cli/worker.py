@@ -121,7 +121,12 @@ def worker(ctx: click.Context, concurrency: int) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     click.echo(f"worker {daemon.id}: driving up to {concurrency} run(s)", err=True)
-    daemon.serve()
+    forwarding = _forwarding()
+    try:
+        daemon.serve()
+    finally:
+        if forwarding is not None:
+            forwarding()
     click.echo(f"worker {daemon.id}: stopped", err=True)
     sys.exit(0)
 
@@ -159,3 +164,18 @@ def list_workers(as_json: bool) -> None:
             f"  heartbeat {row['heartbeat_age_seconds']:.1f}s ago  holds: {holds}"
         )
     click.echo("submissions: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "0"))
+
+
+def _forwarding() -> Any:
+    """The audit forwarder's stop function when PROCTOR_AUDIT_FORWARD_TO is set."""
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records.audit import audit_path
+    from proctor.runtime.records.forward import background_forwarder
+
+    workspace = Workspace.discover(Path.cwd())
+    return background_forwarder(
+        audit_path(workspace.root, os.environ),
+        workspace.state_dir,
+        os.environ,
+        report=lambda line: click.echo(f"worker: {line}", err=True),
+    )

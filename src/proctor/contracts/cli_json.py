@@ -20,6 +20,7 @@ CLI_SCHEMAS: dict[str, str] = {
     "ask": "proctor.ask.v1",
     "audit verify": "proctor.audit_verify.v1",
     "audit tail": "proctor.audit_tail.v1",
+    "audit forward --once": "proctor.audit_forward.v1",
     "audit accept-break": "proctor.audit_break.v1",
     "authority save / show": "proctor.authority_preset.v1",
     "authority list": "proctor.authority_list.v1",

@@ -154,7 +154,8 @@ def evaluate(
     rules = policy_set.rules_for(ctx.tool_name)
     if not rules:
         return _ALLOWED
-    lookup = registry.get
+    own = policy_set.guards
+    lookup = registry.get if not own else (lambda name: own.get(name) or registry.get(name))
     outcomes: list[RuleOutcome] | None = None
     for rule in rules:
         if rule.directives is not None and ctx.directive_id not in rule.directives:

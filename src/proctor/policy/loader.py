@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, ParseError, PolicyLoadError
+from proctor.policy.cedar import CEDAR_SUFFIX, CedarGuard, cedar_rules
 from proctor.policy.model import (
     ENFORCEMENTS,
     ON_ERRORS,
@@ -51,7 +52,7 @@ _FILE_KEYS = frozenset({"id", "rules"})
 _RULE_KEYS = frozenset(
     {"id", "description", "scope", "guard", "enforcement", "on_error", "tools", "directives"}
 )
-_SUFFIXES = (".yaml", ".yml")
+_SUFFIXES = (".yaml", ".yml", ".cedar")  # .cedar: Cedar rules (proctor.policy.cedar)
 SHIPPED_PREFIX = "proctor:"
 
 
@@ -195,17 +196,45 @@ def load_policy_sources(
             list, an unknown tool name, a duplicate rule id or policy id.
     """
     problems: list[_Problem] = []
-    parsed = [p for p in (_parse_file(s, problems) for s in sources) if p is not None]
-    merged = _merge(parsed, problems)
+    cedar = [s for s in sources if s.name.endswith(CEDAR_SUFFIX)]
+    parsed = [
+        p for p in (_parse_file(s, problems) for s in sources if s not in cedar) if p is not None
+    ]
+    merged = {pf.source.name: pf for pf in _merge(parsed, problems)}
     known_tools = frozenset(tools)
     rules: list[PolicyRule] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
-    for pf in merged:
-        for position, raw in pf.rules:
-            rule = _build_rule(pf, position, raw, registry, known_tools, problems, warnings)
+    guards: dict[str, CedarGuard] = {}
+    policy_ids: list[str] = []
+    for source in sources:  # one order for every file, whatever its language
+        if source in cedar:
+            found, own = cedar_rules(source.name, source.text, known_tools)
+            guards.update(own)
+            built: list[tuple[PolicyRule | None, _ParsedFile | None, int]] = [
+                (r, None, r.position) for r in found
+            ]
+            policy_ids.append(f"cedar:{source.file_name}")
+        elif source.name in merged:
+            pf = merged[source.name]
+            policy_ids.append(pf.policy_id)
+            built = [
+                (_build_rule(pf, pos, raw, registry, known_tools, problems, warnings), pf, pos)
+                for pos, raw in pf.rules
+            ]
+        else:
+            continue
+        for rule, pf_or_none, position in built:
             if rule is None:
                 continue
+            if rule.id in seen:
+                if pf_or_none is None:
+                    raise PolicyLoadError(
+                        f"{source.name}: rule id '{rule.id}' is already defined in"
+                        f" {seen[rule.id]}; rule ids are unique across all loaded policy files",
+                        code="duplicate_rule_id",
+                    )
+                pf = pf_or_none
             if rule.id in seen:
                 problems.append(
                     _problem(
@@ -218,11 +247,11 @@ def load_policy_sources(
                     )
                 )
                 continue
-            seen[rule.id] = pf.source.name
+            seen[rule.id] = source.name
             rules.append(rule)
     if problems:
         _raise(problems)
-    return PolicySet(rules, [pf.policy_id for pf in merged], warnings)
+    return PolicySet(rules, policy_ids, warnings, guards)
 
 
 def _raise(problems: list[_Problem]) -> None:

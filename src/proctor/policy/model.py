@@ -6,7 +6,7 @@ Both are valid by construction: the loader builds them only after every check pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass
@@ -96,14 +96,25 @@ class PolicySet:
     runs on every call.
     """
 
-    __slots__ = ("_by_tool", "_digest", "enforceable", "policy_ids", "rules", "warnings")
+    __slots__ = (
+        "_by_tool",
+        "_digest",
+        "enforceable",
+        "guards",
+        "policy_ids",
+        "rules",
+        "warnings",
+    )
 
     def __init__(
         self,
         rules: Iterable[PolicyRule],
         policy_ids: Iterable[str],
         warnings: Iterable[str] = (),
+        guards: Mapping[str, object] | None = None,
     ) -> None:
+        self.guards: Mapping[str, object] = dict(guards or {})
+        """The set's own guards (a Cedar policy's), looked up before the registry's."""
         self.rules: tuple[PolicyRule, ...] = tuple(rules)
         self.policy_ids: tuple[str, ...] = tuple(policy_ids)
         self.warnings: tuple[str, ...] = tuple(warnings)

@@ -22,7 +22,8 @@ parts may use (its surface) and which parts it may import; import-linter enforce
 - ``home``: ``PROCTOR_HOME``: the signing key, ``config.json``, presets, credentials;
 - ``boundary``: where a run meets the host: workspace containment and reach, the egress guard
   and transport, the sanitizer;
-- ``skills``, ``limits``, ``testhooks``, ``listen``: reading skill packages, limits from the
-  environment, crash-test hooks, the listening sockets of proctor's servers; used by every part
+- ``skills``, ``limits``, ``testhooks``, ``listen``, ``telemetry``: reading skill packages,
+  limits from the environment, crash-test hooks, the listening sockets of proctor's servers,
+  OpenTelemetry export of the audit log's events (only when configured); used by every part
   above.
 """

@@ -489,6 +489,7 @@ class Governor:
             args_digest=outcome.args_digest,
             outputs_digest=outcome.outputs_digest,
             result_redacted=redacted,
+            started_at=settled["started_at"],
         )
         return outcome
 

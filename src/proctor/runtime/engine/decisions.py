@@ -8,7 +8,7 @@ already made and never asks again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import replace
 from proctor.core.authority import parse_authority
@@ -32,6 +32,7 @@ def record_plan(
         if decided_by is not None:
             plan.decisions = {a: {**d, "decided_by": decided_by} for a, d in plan.decisions.items()}
         store.record_decisions(run_id, plan.decisions)
+        asked = _asked_at(store.events(run_id))
         for address, decision in plan.decisions.items():
             store.append_event(run_id, "decision_recorded", {"address": address})
             audit.emit(
@@ -44,6 +45,7 @@ def record_plan(
                 retry=decision.get("retry"),
                 request_digest=decision.get("request_digest"),
                 decided_by=decision.get("decided_by"),
+                waited_since=asked.get(address),
             )
         kill_point("resume.recorded")
     if plan.standing is None:
@@ -62,3 +64,13 @@ def record_plan(
     fresh = store.get_run(run_id)
     assert fresh is not None  # the run was read under this driver's lease
     return fresh
+
+
+def _asked_at(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """When the run last paused on each address (the approval wait's start, for telemetry)."""
+    asked: dict[str, Any] = {}
+    for event in events:
+        if event.get("kind") == "paused":
+            for address in (event.get("body") or {}).get("addresses") or ():
+                asked[str(address)] = event.get("at")
+    return asked

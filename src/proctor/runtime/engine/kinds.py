@@ -573,11 +573,15 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
         )
         return StepDone("blocked", refusal=refusal, seal_reason="budget_exceeded",
                         run_outcome="blocked", run_seal_reason="budget_exceeded")  # fmt: skip
-    meter = None
+    meter: Any = None
     if prices:
         from proctor.runtime.engine.metering import ModelMeter
 
         meter = ModelMeter(ledger, prices, what=f"step '{step.id}' (a managed agent turn)")
+    if hasattr(agent, "prices"):  # a managed agent: each model request is audited
+        from proctor.runtime.engine.model_watch import ModelRequestWatch
+
+        meter = ModelRequestWatch(run, step.id, turn.get("step_index"), agent, meter)
     shown = _with_policy_rules(run, turn)
 
     def call(spec: Any) -> Any:
@@ -606,7 +610,7 @@ def _managed_turn(run: StepRunner, step: AgentStep, turn: dict[str, Any], agent:
             budget_chars=getattr(agent, "context_chars", None),
             results=list(elided),
         )
-    if meter is not None:
+    if prices and meter is not None:
         done.spend_micro_usd = meter.spent
     return done
 

@@ -359,6 +359,7 @@ def _seal(
         receipt_id=root.receipt_id,
         code=None if refusal is None else refusal.code,
         audit_head=head,
+        **({} if spent is None else {"spend_micro_usd": spent}),  # type: ignore[arg-type]
     )
     if sealed.get("audit_persisted") is False:
         raise StoreError(
@@ -368,6 +369,11 @@ def _seal(
         after = s.audit.head()
     except OSError:
         after = None  # the receipt anchors the log; the store's anchor waits for the next seal
+    from proctor.runtime.records.witness import seal_to_witnesses
+
+    witnessed = seal_to_witnesses(
+        s.environ, s.signer, s.workspace.root, record.run_id, root.receipt_id, after
+    )
     with store.transaction():
         store.update_run(
             record.run_id,
@@ -379,6 +385,7 @@ def _seal(
                 "audit_lost": lost,
                 "receipt_tree": {"size": root.size, "height": root.height},
                 "spend_total": spent,
+                **({} if witnessed is None else {"witnesses": witnessed}),
             },
         )
         store.append_event(

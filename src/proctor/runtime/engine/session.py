@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
     from proctor.runtime.records.runs import RunStore
+    from proctor.runtime.telemetry import Observer
     from proctor.runtime.tools.registry import ToolTable
 
 __all__ = ["AgentDriver", "RunInterrupted", "Session"]
@@ -133,6 +134,7 @@ class Session:
         self._run_ids = run_ids or uuid4_hex
         self._store: RunStore | None = None
         self._audit: AuditLog | None = None
+        self._observer: Observer | None = None
         self._receipts: ReceiptStore | None = None
         self._tools: ToolTable | None = None
         self._holder = holder_id()
@@ -174,6 +176,11 @@ class Session:
 
             injected = None if self.clock is _utc_now else self.clock
             self._audit = AuditLog(audit_path(self.workspace.root, self.environ), clock=injected)
+            from proctor.runtime.telemetry import open_observer
+
+            self._observer = open_observer(self.environ)
+            if self._observer is not None:
+                self._audit.observers.append(self._observer)
         return self._audit
 
     @property
@@ -266,6 +273,9 @@ class Session:
             self._store.close()
         if self._audit is not None:
             self._audit.close()
+        if self._observer is not None:
+            self._observer.close()  # exports what finished; the exporter is the process's
+            self._observer = None
 
     def request_stop(self) -> None:
         """Ask every run this session drives to stop before its next step (SIGTERM)."""

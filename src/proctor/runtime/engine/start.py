@@ -49,6 +49,8 @@ from proctor.runtime.engine.host import RunHost
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.limits import max_concurrency_from_env
 from proctor.runtime.records.audit_breaks import refuse_broken_log
+from proctor.runtime.telemetry import enabled as telemetry_enabled
+from proctor.runtime.telemetry import trace_id_of
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
@@ -108,6 +110,8 @@ def start_run(
     """
     record = driver.record
     record.data.update(prepare_start(driver, inputs, cli_inputs))
+    if telemetry_enabled(host.environ):  # a receipt's run leads to its trace
+        record.data["trace_id"] = trace_id_of(record.run_id)
     kill_point("start.validated")
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).

@@ -16,7 +16,10 @@ receipt tree verified against trusted keys from a folder: ``verify_receipt``), :
 :mod:`.signature_pool` (batched Ed25519 checks on every core's threads),
 :mod:`.signature_processes` (the same in helper processes, :mod:`.signature_worker`, which
 ``proctor verify`` uses), :mod:`.folder_reader` (receipt files read fast for it), and
-:mod:`.artifacts` (the content-addressed artifact store under ``.proctor/artifacts/``).
+:mod:`.artifacts` (the content-addressed artifact store under ``.proctor/artifacts/``),
+:mod:`.export` (a sealed run as a DSSE/in-toto statement), :mod:`.forward` (the audit log
+shipped to syslog or HTTP from a durable cursor), :mod:`.witness` and :mod:`.witness_server`
+(seals countersigned by witnesses outside the workspace).
 
 Surface: every module. May import home (the signing key), boundary (the sanitizer, the
 workspace's folders) and the shared runtime modules; never tools, admission or the engine.

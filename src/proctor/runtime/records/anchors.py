@@ -16,7 +16,7 @@ store served another ``PROCTOR_AUDIT_LOG`` earlier reports those anchors as brok
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,9 +219,10 @@ def workspace_log_check(
     environ: Mapping[str, str],
     *,
     receipts_dir: Path | None = None,
+    extra: Sequence[Anchor] = (),
 ) -> LogCheck:
-    """Check a workspace's log against every anchor its receipt store, its run store and
-    (when given) an auditor's ``receipts_dir`` hold.
+    """Check a workspace's log against every anchor its receipt store, its run store,
+    (when given) an auditor's ``receipts_dir`` and ``extra`` (a witness's) hold.
 
     Raises:
         OSError: the log or ``receipts_dir`` cannot be read.
@@ -232,6 +233,7 @@ def workspace_log_check(
     from proctor.runtime.records.receipts import receipt_dir
 
     anchors, notes = receipt_anchors(receipt_dir(state_dir, environ))
+    anchors += extra
     if receipts_dir is not None:
         more, more_notes = folder_anchors(receipts_dir)
         anchors += more

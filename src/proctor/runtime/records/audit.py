@@ -166,6 +166,8 @@ class AuditLog:
         self._check_tail = True
         self._sequences: dict[str, int] = {}
         self._lost: dict[str, int] = {}
+        self.observers: list[Callable[[Mapping[str, Any]], None]] = []
+        """Called with each record once it is written, in order (telemetry's seam)."""
         # flock excludes other processes, not this one's threads (child runs drive in threads)
         self._threads = threading.RLock()
 
@@ -290,6 +292,8 @@ class AuditLog:
                 if run_id is not None:
                     self._lost[run_id] = self._lost.get(run_id, 0) + 1
                 return {**record, "audit_persisted": False}
+            for observe in self.observers:
+                observe(record)
             return record
 
     def lost(self, run_id: str) -> int:
