@@ -236,11 +236,24 @@ class Session:
         return run_policies(self.workspace.root, self.environ, self.tools)
 
     def close(self) -> None:
-        """Release the run store and the audit log."""
+        """Settle what is due on waiting requests (notifications, deadlines: see
+        :mod:`.upkeep`), then release the run store and the audit log. A failure to settle is
+        audited, never raised: the outbox keeps what is due for the next command."""
         if self._store is not None:
+            self.settle_due()
             self._store.close()
         if self._audit is not None:
             self._audit.close()
+
+    def settle_due(self) -> None:
+        """Send due notifications and settle passed deadlines (see :mod:`.upkeep`); a
+        refusal is audited (``upkeep_failed``) and left for the next attempt."""
+        from proctor.runtime.engine.upkeep import settle
+
+        try:
+            settle(self)
+        except ProctorError as exc:
+            self.audit.emit("upkeep_failed", run_id=None, step_index=None, code=exc.code)
 
     def request_stop(self) -> None:
         """Ask every run this session drives to stop before its next step (SIGTERM)."""

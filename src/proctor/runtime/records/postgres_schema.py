@@ -162,7 +162,26 @@ ALTER TABLE calls ADD COLUMN site TEXT;
 """Version 2: the lease's fencing epoch, the holder it was taken from, and each claim's epoch
 and site (see :mod:`.fencing`)."""
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+_V3 = """
+CREATE TABLE notify_outbox (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    due_at DOUBLE PRECISION NOT NULL,
+    created_at TEXT NOT NULL,
+    note TEXT
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (due_at) WHERE state = 'pending';
+"""
+"""Version 3: the notification outbox (see :mod:`.outbox`)."""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 """Every schema version in order; a new one is appended, never edited once released."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

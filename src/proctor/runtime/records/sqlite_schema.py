@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from proctor.runtime.records.outbox import OUTBOX_SQLITE
 from proctor.runtime.records.sqlite_counts import COUNTS_SCHEMA
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "build_schema"]
@@ -93,8 +94,9 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 
 
 SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
+SCHEMA += OUTBOX_SQLITE  # the notification outbox (outbox)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
