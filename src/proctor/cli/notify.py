@@ -176,4 +176,6 @@ def send_due(as_json: bool) -> None:
     if as_json:
         dump_json({"schema": SEND_SCHEMA, "outbox": counts})
     else:
-        click.echo(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "the outbox is empty")
+        click.echo(
+            ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "the outbox is empty"
+        )

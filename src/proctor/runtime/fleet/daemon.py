@@ -65,6 +65,10 @@ _CUT_OFF = 0.5
 """The share of the lease's time without a successful beat after which drivers are stopped."""
 
 
+UPKEEP_SECONDS = 2.0
+"""How often a worker sends due notifications and settles passed deadlines."""
+
+
 def worker_id() -> str:
     """This worker's identity: ``host|pid-like nonce``."""
     return f"{socket.gethostname()}|{os.getpid()}|{secrets.token_hex(4)}"
@@ -124,6 +128,8 @@ class Worker:
         self.queue.register(self.id, self.concurrency)
         beat = threading.Thread(target=self._heartbeat, name="proctor-heartbeat", daemon=True)
         beat.start()
+        upkeep = threading.Thread(target=self._upkeep, name="proctor-upkeep", daemon=True)
+        upkeep.start()
         slots = [
             threading.Thread(target=self._slot, args=(n,), name=f"proctor-slot-{n}")
             for n in range(self.concurrency)
@@ -161,6 +167,19 @@ class Worker:
                 t.name.startswith("proctor-slot-") for t in threading.enumerate()
             ):
                 return
+
+    def _upkeep(self) -> None:
+        """Every :data:`UPKEEP_SECONDS`: send due notifications and settle passed deadlines
+        (:meth:`Session.settle_due`); an error waits for the next round."""
+        while not self.stop.wait(UPKEEP_SECONDS):
+            if self.cut_off.is_set():
+                continue
+            try:
+                session = Session(self.workspace, environ=self.environ)
+                session.close()  # closing settles what is due
+            except Exception as exc:  # the upkeep outlives every error, a bug's included
+                what = exc.message if isinstance(exc, ProctorError) else type(exc).__name__
+                self.log(f"upkeep failed: {what}; trying again in {UPKEEP_SECONDS} s")
 
     def _cut_off(self) -> None:
         """Stop taking work and stop every driver of this worker before its lease lapses: each

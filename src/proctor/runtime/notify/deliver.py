@@ -208,7 +208,7 @@ def deliver_due(
             except NotifyFailed as exc:
                 sent = Sent(False, exc.code)
         kill_point("notify.sent")
-        fields = {
+        fields: dict[str, Any] = {
             "notification_id": entry.id,
             "channel": entry.channel,
             "stage": entry.stage,
