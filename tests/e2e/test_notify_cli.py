@@ -250,8 +250,10 @@ def _slack_id(body: bytes) -> str:
 def test_notify_test_and_unknown_channel(ws: Ws, receiver: Receiver) -> None:
     _setup(ws, receiver)
     ok = ws.proctor("notify", "test", "chat", "--json")
-    assert ok.code == 0 and ok.json() == {
-        "schema": "proctor.notify.test.v1", "channel": "chat", "delivered": True, "note": "HTTP 200",
+    assert ok.code == 0
+    assert ok.json() == {
+        "schema": "proctor.notify.test.v1", "channel": "chat",
+        "delivered": True, "note": "HTTP 200",
     }  # fmt: skip
     jsonschema.validate(receiver.bodies("/slack")[0], SLACK_SCHEMA)
     missing = ws.proctor("notify", "test", "nope")
