@@ -155,14 +155,26 @@ class AskQuestion(_Model):
 
 
 class AskSpec(_Model):
-    """Either an approval (``reason``) or questions for a person; exactly one of them."""
+    """Either an approval (``reason``) or questions for a person; exactly one of them.
+
+    ``expires_in`` (seconds) gives the request a deadline; when it passes the request is
+    decided by ``on_expiry`` (``decline``, the default; ``approve`` only an approval may say).
+    ``approvals`` is how many distinct people must approve (an approval only).
+    """
 
     reason: NonEmpty | None = None
     questions: Annotated[list[AskQuestion], Rule(min_length=1, max_length=3)] | None = None
+    expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
+    on_expiry: Literal["decline", "approve"] = "decline"
+    approvals: Annotated[int, Rule(ge=1, le=10)] = 1
 
     def _check(self) -> None:
         if (self.reason is None) == (self.questions is None):
             raise ValueError("an ask step needs exactly one of 'reason' or 'questions'")
+        if self.questions is not None and (self.on_expiry == "approve" or self.approvals != 1):
+            raise ValueError("on_expiry: approve and approvals are for an approval (reason)")
+        if self.on_expiry == "approve" and self.expires_in is None:
+            raise ValueError("on_expiry: approve needs expires_in")
 
 
 class AskStep(_StepBase):

@@ -25,6 +25,7 @@ from proctor.core.resume import PERSON_KINDS, decision_words
 from proctor.errors import ResumeRefused, UsageError
 from proctor.receipts.canonical import digest as digest_of
 from proctor.runtime.boundary.sanitize import scrub_value
+from proctor.runtime.engine.decisions import approvers_of, needed_approvers
 from proctor.runtime.engine.request_lines import request_lines
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 
@@ -328,6 +329,48 @@ def _decline_questions(
         session._release(run_id)
 
 
+def _count_approver(session: Session, shown: Shown, decided_by: str) -> list[str] | None:
+    """Count ``decided_by`` as approving ``shown`` (once, however often they approve) in the
+    run's record, bound to the request's digest; every approver when enough have, else
+    ``None``. Under the run's lease, so two people approving at once are both counted.
+
+    Raises:
+        ResumeRefused: ``run_busy``; ``approver_unknown`` (a decision with no identity of a
+            person cannot count towards a two-person rule).
+    """
+    if not decided_by or decided_by in ("deadline",) or ":" not in decided_by:
+        raise ResumeRefused(
+            f"{shown.address!r} needs distinct people to approve; this decision names nobody",
+            code="approver_unknown",
+        )
+    run_id, needed = shown.run_id, needed_approvers(shown.view)
+    session._acquire(run_id)
+    try:
+        record = session.store.get_run(run_id)
+        assert record is not None
+        people = approvers_of(record, shown.address, shown.request_digest)
+        fresh = decided_by not in people
+        if fresh:
+            people.append(decided_by)
+        session.audit.emit(
+            "approval_counted",
+            run_id=run_id,
+            step_index=None,
+            address=shown.address,
+            request_digest=shown.request_digest,
+            decided_by=decided_by,
+            counted=fresh,
+            approvers=len(people),
+            needed=needed,
+        )
+        counted = dict(record.data.get("approvers") or {})
+        counted[shown.address] = {"request_digest": shown.request_digest, "people": people}
+        session.store.update_run(run_id, data={"approvers": counted})
+    finally:
+        session._release(run_id)
+    return people if len(people) >= needed else None
+
+
 def _entry(shown: Shown, approve: bool, reason: str | None, answers: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"request_digest": shown.request_digest}
     if shown.kind == "approval":
@@ -380,6 +423,11 @@ def decide(
         )
     if shown.kind == "question" and not approve:
         return _decline_questions(session, run_id, address, request_digest, decided_by, reason)
+    if shown.kind == "approval" and approve and needed_approvers(shown.view) > 1:
+        people = _count_approver(session, shown, decided_by)
+        if people is None:
+            return session.envelope(run_id)  # counted; the run waits for the next person
+        decided_by = "+".join(people)
     if shown.kind == "question" and answers is None:
         raise ResumeRefused(f"{address!r}: questions need answers", code="answer_invalid")
     doc = {

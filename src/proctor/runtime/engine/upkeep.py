@@ -22,14 +22,17 @@ from proctor.core.resume import PERSON_KINDS
 from proctor.errors import ProctorError
 from proctor.runtime.notify.config import NotifyConfig, load_notify
 from proctor.runtime.notify.queue import DEADLINE_CHANNEL, RequestFacts, deadline_entry, entries_for
-from proctor.runtime.records.outbox import Outbox, OutboxEntry
+from proctor.runtime.records.outbox import Outbox, OutboxEntry, notification_id
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.host import RunHost, StepRunner
     from proctor.runtime.engine.session import Session
     from proctor.runtime.records.runs import RequestRecord
 
-__all__ = ["EXPIRED", "notify_config", "on_pause", "settle"]
+__all__ = ["EXPIRED", "RUN_DEADLINE_CHANNEL", "notify_config", "on_pause", "settle"]
+
+RUN_DEADLINE_CHANNEL = "@run_deadline"
+"""The pseudo-channel of a paused run's own deadline (its authority's ``deadline``)."""
 
 EXPIRED = "expired"
 """The reason a deadline's decision records (its author is ``deadline``)."""
@@ -76,15 +79,20 @@ def on_pause(run: StepRunner, requests: list[RequestRecord], views: list[dict[st
 
     s = run.s
     config = notify_config(s.workspace.root)
+    deadline = run.authority.deadline_at()
     if (
         not config.channels
         and config.expires_in is None
+        and deadline is None
         and not any("expires_in" in r.body for r in requests)
     ):
         return
     outbox = Outbox(s.store)
     at = time.time()
     entries: list[OutboxEntry] = []
+    if deadline is not None:
+        stated = run.authority.deadline or ""
+        entries.append(_run_deadline(run.run_id, stated, deadline.timestamp()))
     for request, view in zip(requests, views, strict=True):
         if request.kind not in PERSON_KINDS:
             continue
@@ -107,6 +115,56 @@ def on_pause(run: StepRunner, requests: list[RequestRecord], views: list[dict[st
         entries.extend(e for e in entries_for(config, facts, opened_at=at) if not outbox.has(e.id))
     if entries:
         outbox.put(entries)
+
+
+def _run_deadline(run_id: str, deadline: str, at: float) -> OutboxEntry:
+    entry_id = notification_id(run_id, "", deadline, RUN_DEADLINE_CHANNEL, "deadline")
+    return OutboxEntry(
+        id=entry_id,
+        run_id=run_id,
+        address="",
+        request_digest="",
+        channel=RUN_DEADLINE_CHANNEL,
+        stage="deadline",
+        body={"deadline": deadline},
+        due_at=at,
+    )
+
+
+def _stop_run(session: Session, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
+    """Stop a run still paused past its authority's deadline: sealed ``failed``
+    (``deadline_passed``), under its lease."""
+    from proctor.contracts.envelope import Refusal
+    from proctor.runtime.engine.sealing import seal_run
+
+    if not outbox.take(entry, at + 30):
+        return
+    try:
+        session._acquire(entry.run_id)
+    except ProctorError as exc:
+        outbox.settle(entry.id, "pending", due_at=at + 5, note=exc.code)
+        return
+    try:
+        record = session.store.get_run(entry.run_id)
+        if record is None or record.status == "sealed":
+            outbox.settle(entry.id, "delivered", due_at=at, note="skipped: sealed")
+            return
+        deadline = str(entry.body.get("deadline"))
+        session.audit.emit(
+            "run_deadline_passed", run_id=entry.run_id, step_index=None, deadline=deadline
+        )
+        message = f"the run's deadline ({deadline}) passed while it waited; it was stopped"
+        seal_run(
+            session,
+            record,
+            outcome="failed",
+            seal_reason="deadline_passed",
+            result=None,
+            refusal=Refusal(code="run_deadline_passed", message=message),
+        )
+        outbox.settle(entry.id, "delivered", due_at=at, note="stopped")
+    finally:
+        session._release(entry.run_id)
 
 
 def _with(facts: RequestFacts, expires_at: float) -> RequestFacts:
@@ -177,6 +235,8 @@ def settle(session: Session, *, now: float | None = None) -> None:
     for entry in outbox.due(at, limit=100):
         if entry.channel == DEADLINE_CHANNEL:
             _expire(session, outbox, entry, at)
+        elif entry.channel == RUN_DEADLINE_CHANNEL:
+            _stop_run(session, outbox, entry, at)
     if config.channels:
         from proctor.runtime.notify.deliver import deliver_due
 
