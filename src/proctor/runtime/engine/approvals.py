@@ -16,7 +16,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ from proctor.errors import ResumeRefused, UsageError
 from proctor.receipts.canonical import digest as digest_of
 from proctor.runtime.boundary.sanitize import scrub_value
 from proctor.runtime.engine.decisions import approvers_of, needed_approvers
-from proctor.runtime.engine.request_lines import request_lines
+from proctor.runtime.engine.request_lines import request_lines, summary_of
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -46,7 +45,6 @@ __all__ = [
 ]
 
 PENDING_SCHEMA = "proctor.pending.v1"
-SUMMARY_MAX = 120
 ARTIFACT_MAX = 64 * 1024 * 1024
 
 
@@ -132,50 +130,6 @@ def os_author() -> str:
     except (KeyError, OSError):
         name = f"uid{os.getuid()}"
     return f"os:{name}"
-
-
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 1] + "…"
-
-
-def summary_of(kind: str, view: Mapping[str, Any]) -> str:
-    """A one-line summary of a request: the files, the command, the HTTP request, the first
-    question or the reason."""
-    payload = view.get("payload") or {}
-    if kind == "approval":
-        tool = str(view.get("tool") or "ask")
-        files = payload.get("files") or []
-        if files:
-            first = f"{tool} {files[0].get('op')} {files[0].get('path')}"
-            more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
-            return _one_line(first + more)
-        command = payload.get("command")
-        if isinstance(command, dict):
-            argv = [str(a) for a in command.get("argv") or []]
-            return _one_line(f"$ {shlex.join(argv)}  (in {command.get('cwd') or '.'})")
-        op = payload.get("operation")
-        if isinstance(op, dict):
-            return _one_line(f"{tool} {op.get('method')} {op.get('url')}")
-        call = payload.get("call")
-        if isinstance(call, dict):
-            args = call.get("args") or {}
-            if call.get("tool") == "http.request" and isinstance(args, dict):
-                return _one_line(f"{tool} {args.get('method', 'GET')} {args.get('url')}")
-            return _one_line(f"{tool} {json.dumps(args, ensure_ascii=False, sort_keys=True)}")
-        if view.get("payload_artifact"):
-            return _one_line(f"{tool}: a large payload (shown in full on approval)")
-        return _one_line(f"{tool}: {view.get('reason') or 'approve?'}")
-    if kind == "question":
-        questions = view.get("questions") or []
-        if questions:
-            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
-            return _one_line(str(questions[0].get("prompt")) + more)
-    if kind == "retry":
-        return _one_line(f"send {view.get('tool')} again? (call {view.get('call_id')})")
-    if kind == "agent_turn":
-        return _one_line(f"agent turn: {view.get('instructions') or view.get('step') or ''}")
-    return _one_line(str(view.get("reason") or kind))
 
 
 def _view(session: Session, run: RunRecord, request: RequestRecord) -> dict[str, Any]:

@@ -4,9 +4,11 @@ The seam: the run driver decides *that* a run pauses (:mod:`.pausing`); this mod
 what the pause owes people later, into the outbox of the run store (:func:`on_pause`), and
 settles what has come due (:func:`settle`): it sends due notifications
 (:func:`proctor.runtime.notify.deliver.deliver_due`) and decides every request whose deadline
-passed by its default, as the author ``deadline`` with the reason ``expired``, through the
-same :func:`.approvals.decide` every person's decision takes (so it is recorded in the run
-store, the audit log and the receipt like any other decision, and the run moves on).
+passed by its default, as the author ``deadline`` with the reason ``expired``, as a
+``proctor.resume.v1`` document through :meth:`Session.resume`, the path every person's decision
+takes (so it is recorded in the run store, the audit log and the receipt like any other
+decision, and the run moves on). A paused run past its authority's ``deadline`` is sealed
+``failed`` (``deadline_passed``).
 
 Who settles: a worker's loop, the console's process, and in a workspace with neither the next
 ``proctor`` command that opens the run store (:meth:`Session.close`).
@@ -16,17 +18,19 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proctor.core.resume import PERSON_KINDS
 from proctor.errors import ProctorError
+from proctor.runtime.engine.host import RunHost
+from proctor.runtime.engine.request_lines import summary_of
 from proctor.runtime.notify.config import NotifyConfig, load_notify
 from proctor.runtime.notify.queue import DEADLINE_CHANNEL, RequestFacts, deadline_entry, entries_for
 from proctor.runtime.records.outbox import Outbox, OutboxEntry, notification_id
 
 if TYPE_CHECKING:
-    from proctor.runtime.engine.host import RunHost, StepRunner
-    from proctor.runtime.engine.session import Session
+    from proctor.contracts.envelope import RunEnvelope
+    from proctor.runtime.engine.host import StepRunner
     from proctor.runtime.records.runs import RequestRecord
 
 __all__ = ["EXPIRED", "RUN_DEADLINE_CHANNEL", "notify_config", "on_pause", "settle"]
@@ -38,6 +42,18 @@ EXPIRED = "expired"
 """The reason a deadline's decision records (its author is ``deadline``)."""
 
 _CONFIGS: dict[Path, tuple[float, NotifyConfig]] = {}
+
+
+class Settling(RunHost, Protocol):
+    """What settling uses of a session (:class:`proctor.runtime.engine.session.Session`)."""
+
+    def _acquire(self, run_id: str) -> None: ...
+
+    def _release(self, run_id: str) -> None: ...
+
+    def resume(
+        self, run_id: str, document: dict[str, Any], *, decided_by: str | None = None
+    ) -> RunEnvelope: ...
 
 
 def notify_config(root: Path) -> NotifyConfig:
@@ -75,8 +91,6 @@ def on_pause(run: StepRunner, requests: list[RequestRecord], views: list[dict[st
         ConfigError: ``proctor.toml``'s ``[notify]`` or ``[approvals]`` is invalid (the run
             pauses only once it is mended: a notification is never silently dropped).
     """
-    from proctor.runtime.engine.approvals import summary_of
-
     s = run.s
     config = notify_config(s.workspace.root)
     deadline = run.authority.deadline_at()
@@ -131,7 +145,7 @@ def _run_deadline(run_id: str, deadline: str, at: float) -> OutboxEntry:
     )
 
 
-def _stop_run(session: Session, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
+def _stop_run(session: Settling, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
     """Stop a run still paused past its authority's deadline: sealed ``failed``
     (``deadline_passed``), under its lease."""
     from proctor.contracts.envelope import Refusal
@@ -172,17 +186,15 @@ def _with(facts: RequestFacts, expires_at: float) -> RequestFacts:
     return facts
 
 
-def _still_open(host: RunHost, entry: OutboxEntry) -> bool:
+def _still_open(host: Settling, entry: OutboxEntry) -> bool:
     for request in host.store.requests(entry.run_id):
         if request.address == entry.address:
             return request.state == "open" and request.request_digest == entry.request_digest
     return False
 
 
-def _expire(session: Session, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
+def _expire(session: Settling, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
     """Decide ``entry``'s request by its default, if it still waits with the same digest."""
-    from proctor.runtime.engine.approvals import decide
-
     if not outbox.take(entry, at + 30):
         return
     if not _still_open(session, entry):
@@ -203,16 +215,7 @@ def _expire(session: Session, outbox: Outbox, entry: OutboxEntry, at: float) -> 
         decided_by="deadline",
     )
     try:
-        decide(
-            session,
-            entry.run_id,
-            entry.address,
-            request_digest=entry.request_digest,
-            approve=approve,
-            decided_by="deadline",
-            reason=EXPIRED,
-            answers=None,
-        )
+        _decide_by_default(session, entry, approve)
     except ProctorError as exc:
         if exc.code in ("run_busy", "lease_held"):
             outbox.settle(entry.id, "pending", due_at=at + 5, note=exc.code)
@@ -222,7 +225,48 @@ def _expire(session: Session, outbox: Outbox, entry: OutboxEntry, at: float) -> 
     outbox.settle(entry.id, "delivered", due_at=at, note=EXPIRED)
 
 
-def settle(session: Session, *, now: float | None = None) -> None:
+def _decide_by_default(session: Settling, entry: OutboxEntry, approve: bool) -> None:
+    """Record the deadline's decision as a resume document, as a person's would be: an
+    approval approved or declined, a retry not sent, questions closed ``declined``.
+
+    Raises:
+        ResumeRefused: every refusal of ``Session.resume`` (``approvals_needed``: a deadline
+            never stands in for the people a two-person rule needs).
+    """
+    kind = next(
+        (r.kind for r in session.store.requests(entry.run_id) if r.address == entry.address), ""
+    )
+    base = {"request_digest": entry.request_digest}
+    if kind == "approval":
+        answer = {**base, "approved": approve, "reason": EXPIRED}
+    elif kind == "retry":
+        answer = {**base, "value": {"retry": False}}
+    else:  # questions have no default answer: they close the run declined
+        session._acquire(entry.run_id)
+        try:
+            session.audit.emit(
+                "close_decided",
+                run_id=entry.run_id,
+                step_index=None,
+                address=entry.address,
+                outcome="declined",
+                request_digest=entry.request_digest,
+                decided_by="deadline",
+            )
+            declined = {**base, "approved": False, "reason": EXPIRED, "decided_by": "deadline"}
+            session.store.record_decisions(entry.run_id, {entry.address: declined})
+            session.resume(entry.run_id, {"schema": RESUME, "close": {"outcome": "declined"}})
+        finally:
+            session._release(entry.run_id)
+        return
+    document = {"schema": RESUME, "approvals": {entry.address: answer}}
+    session.resume(entry.run_id, document, decided_by="deadline")
+
+
+RESUME = "proctor.resume.v1"
+
+
+def settle(session: Settling, *, now: float | None = None) -> None:
     """Send the notifications due and settle the deadlines that passed (see the module).
 
     Raises:
