@@ -143,15 +143,57 @@ class AgentStep(_StepBase):
     agent: AgentSpec
 
 
+class AskOption(_Model):
+    """One choice of a question: its ``label`` (what an answer names), an optional
+    ``detail`` saying what it means, and whether it is the one ``recommended``."""
+
+    label: Annotated[str, Rule(min_length=1, max_length=200)]
+    detail: Annotated[str, Rule(max_length=1000)] | None = None
+    recommended: bool = False
+
+
 class AskQuestion(_Model):
-    """One question put to a person: pick one of ``choices``, and/or write free text when
-    ``free_text`` (a question with no choices always takes free text)."""
+    """One question put to a person: pick one of ``choices`` (plain labels) or of
+    ``options`` (at most four, each ``{label, detail?, recommended?}``, at most one
+    recommended), and/or write free text when ``free_text`` (a question with neither always
+    takes free text)."""
 
     id: StepId
     prompt: NonEmpty
     choices: list[NonEmpty] | None = None
+    options: Annotated[list[AskOption], Rule(min_length=1, max_length=4)] | None = None
     free_text: bool = False
     required: bool = True
+
+    def _check(self) -> None:
+        if self.choices is not None and self.options is not None:
+            raise ValueError("a question takes choices or options, not both")
+        if self.options is not None:
+            labels = [o.label for o in self.options]
+            if len(set(labels)) != len(labels):
+                raise ValueError("a question's option labels must differ")
+            if sum(o.recommended for o in self.options) > 1:
+                raise ValueError("at most one option is recommended")
+
+    def request_form(self) -> dict[str, Any]:
+        """The question as a request states it (and its digest covers): plain ``choices``
+        stay strings (so digests of such requests are unchanged); structured ``options`` are
+        ``{label, detail?, recommended?}``, each key only when set."""
+        options: list[Any] = list(self.choices or [])
+        for o in self.options or []:
+            shown: dict[str, Any] = {"label": o.label}
+            if o.detail is not None:
+                shown["detail"] = o.detail
+            if o.recommended:
+                shown["recommended"] = True
+            options.append(shown)
+        return {
+            "id": self.id,
+            "prompt": self.prompt,
+            "options": options,
+            "free_text": self.free_text if options else True,
+            "required": self.required,
+        }
 
 
 class AskSpec(_Model):

@@ -96,9 +96,7 @@ def test_an_expired_request_is_declined_by_its_default_and_recorded(root: Path) 
     events = _audit(root)
     expired = [e for e in events if e["event"] == "request_expired"]
     assert len(expired) == 1 and expired[0]["on_expiry"] == "decline"
-    assert any(
-        e["event"] == "decision_recorded" and e["decided_by"] == "deadline" for e in events
-    )
+    assert any(e["event"] == "decision_recorded" and e["decided_by"] == "deadline" for e in events)
     assert run.receipt_id is not None
     receipt = _receipt(root, run.receipt_id)
     assert receipt["seal_reason"] == "approval_expired"

@@ -397,16 +397,7 @@ def ask_body(step: AskStep, authority: Authority | None = None) -> dict[str, Any
             extra["approvals"] = needed
         body = {"kind": "approval", "gate": "ask", "address": step.id, "reason": step.ask.reason}
         return {**body, **extra}
-    questions = [
-        {
-            "id": q.id,
-            "prompt": q.prompt,
-            "options": list(q.choices or []),
-            "free_text": q.free_text if q.choices else True,
-            "required": q.required,
-        }
-        for q in step.ask.questions or []
-    ]
+    questions = [q.request_form() for q in step.ask.questions or []]
     return {"kind": "question", "address": step.id, "questions": questions, **extra}
 
 

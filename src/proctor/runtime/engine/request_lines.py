@@ -22,6 +22,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from proctor.core.resume import options_of
+
 __all__ = ["LINE_STYLES", "SUMMARY_MAX", "request_lines", "summary_of"]
 
 SUMMARY_MAX = 120
@@ -194,8 +196,11 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
         if not isinstance(q, Mapping):
             continue
         lines.append(("head", f"? {q.get('prompt')}  (id {q.get('id')})"))
-        for n, option in enumerate(q.get("options") or [], start=1):
-            lines.append(("body", f"   {n}. {option}"))
+        for n, option in enumerate(options_of(q), start=1):
+            mark = "  (recommended)" if option["recommended"] else ""
+            lines.append(("body", f"   {n}. {option['label']}{mark}"))
+            if option["detail"]:
+                lines.append(("ctx", f"      {option['detail']}"))
         if q.get("free_text"):
             lines.append(("body", "   (free text allowed)"))
     if kind == "retry" and view.get("question"):
