@@ -4,11 +4,13 @@ returns it.
 A turn with ``ask: true`` offers ``ask_human``: ``{question}`` (one question answered in free
 text) or ``{questions: [...]}`` (one to three, each ``{id, prompt, options?: [{label, detail?,
 recommended?}], free_text?, required?}`` with at most four options and at most one
-recommended: the same shape as an ask step's questions, read by the same strict model). The host's call opens a question
-request at the call's own address (``<step>/turn/<call_id>``) and the run pauses on it, as an
-approval of a turn call does; the call answers ``answer_pending``. A person answers it with
+recommended: the same shape as an ask step's questions, read by the same strict model).
+The host's call opens a question request at the call's own address
+(``<step>/turn/<call_id>``) and the run pauses on it, as an approval of a turn call does; the
+call answers ``answer_pending``. A person answers it with
 ``proctor resume`` (or ``proctor approve``); the same call (same ``call_id``) then returns
-``{"answers": {"answer": ...}}``. Asking something else under that ``call_id`` is a new request
+``{"answers": {ID: {option?, text?}}}`` (``answer`` is the ID of a single ``question``).
+Asking something else under that ``call_id`` is a new request
 (its digest differs), so an old answer never answers a different question.
 """
 
