@@ -80,7 +80,8 @@ def test_structured_questions_pause_then_answer_the_same_call(ws: Path) -> None:
         {"questions": []},
         {"questions": [{"id": "a", "prompt": "?"}] * 4},
         {"questions": [{"id": "a", "prompt": "?"}, {"id": "a", "prompt": "again?"}]},
-        {"questions": [{"id": "a", "prompt": "?", "options": [{"label": str(n)} for n in range(5)]}]},
+        {"questions": [{"id": "a", "prompt": "?",
+                        "options": [{"label": str(n)} for n in range(5)]}]},
         {"questions": [{"id": "a", "prompt": "?", "options": [
             {"label": "x", "recommended": True}, {"label": "y", "recommended": True}]}]},
         {"questions": [{"id": "a", "prompt": "?", "choices": ["x"]}]},
