@@ -282,13 +282,15 @@ def settle(session: Settling, *, now: float | None = None) -> None:
         elif entry.channel == RUN_DEADLINE_CHANNEL:
             _stop_run(session, outbox, entry, at)
     if config.channels:
-        from proctor.runtime.notify.deliver import deliver_due
+        from proctor.runtime.notify.deliver import deliver_due, profile_keys
 
+        home = session.environ.get("PROCTOR_HOME")
         deliver_due(
             outbox,
             config,
             session.workspace.root,
             session.audit,
             now=at,
+            secret_lookup=profile_keys(Path(home) if home else None),
             still_open=lambda e: _still_open(session, e),
         )

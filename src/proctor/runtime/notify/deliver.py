@@ -37,7 +37,15 @@ if TYPE_CHECKING:
 
     from proctor.runtime.records.audit import AuditLog
 
-__all__ = ["MAX_ATTEMPTS", "Sent", "attempt_seconds", "backoff", "deliver_due", "send"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "Sent",
+    "attempt_seconds",
+    "backoff",
+    "deliver_due",
+    "profile_keys",
+    "send",
+]
 
 MAX_ATTEMPTS = 10
 TIMEOUT_SECONDS = 10.0
@@ -71,10 +79,16 @@ class Sent:
         self.ok, self.note = ok, note
 
 
-def _profile_key(profile: str) -> bytes:
-    from proctor.runtime.home.credentials import CredentialStore
+def profile_keys(home: Path | None = None) -> SecretLookup:
+    """The HMAC keys of the credential profiles in ``home`` (default: ``PROCTOR_HOME`` or
+    ``~/.proctor``), read when a body is signed and never kept."""
 
-    return CredentialStore().material(profile).reveal().encode("utf-8")
+    def lookup(profile: str) -> bytes:
+        from proctor.runtime.home.credentials import CredentialStore
+
+        return CredentialStore(home).material(profile).reveal().encode("utf-8")
+
+    return lookup
 
 
 def _webhook(
@@ -154,7 +168,7 @@ def send(
         NotifyFailed: ``notify_secret_unavailable``: the signing profile cannot be read (the
             credential store's code and message are kept in the message; nothing was sent).
     """
-    lookup = secret_lookup or _profile_key
+    lookup = secret_lookup or profile_keys()
     if channel.webhook is None:
         return _command(channel, doc, root)
     try:
