@@ -109,6 +109,10 @@ class ToolStep(_StepBase):
     idempotency_key: NonEmpty | None = None
     reason: str | None = None
     cost: Cost | None = None
+    approvals: Annotated[int, Rule(ge=1, le=10)] = 1
+    """Distinct people who must approve the step's change when the floor holds it."""
+    expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
+    """Seconds the floor's approval request waits before it is declined."""
 
 
 class AgentCalls(_Model):
@@ -255,6 +259,10 @@ class OperationStep(_StepBase):
     credential: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
     reason: str | None = None
+    approvals: Annotated[int, Rule(ge=1, le=10)] = 1
+    """Distinct people who must approve the operation when the floor holds it."""
+    expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
+    """Seconds the floor's approval request waits before it is declined."""
 
 
 class WorkerLimits(_Model):

@@ -235,3 +235,41 @@ def test_deadline_timers_live_in_the_outbox(root: Path) -> None:
     s.resume(env.run_id, {"schema": "proctor.resume.v1"})  # a resume that re-pauses
     (again,) = Outbox(s.store).entries()
     assert again.due_at == timer.due_at  # the deadline did not move
+
+
+WRITE_YAML = """minimum_proctor: 0.1.0
+methods:
+  write:
+    description: Write the notes once two people approve.
+    steps:
+      - id: put
+        tool: fs.write
+        reason: Start the notes.
+        approvals: 2
+        expires_in: 120
+        inputs: {path: notes.md, content: "first\\n", create: true}
+"""
+
+
+def test_a_tool_step_held_by_the_floor_needs_two_people_too(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "floor")
+    make_skill(root, "writer", WRITE_YAML)
+    s = session(root)
+    env = s.run("writer#write", authority=authority(effects="ask"), cwd=root)
+    (request,) = env.requests
+    assert (request["approvals"], request["expires_in"], request["on_expiry"]) == (
+        2,
+        120,
+        "decline",
+    )
+    digest = request["request_digest"]
+
+    def yes(who: str) -> Any:
+        return decide(s, env.run_id, "put", request_digest=digest, approve=True, decided_by=who)
+
+    assert yes("os:alice").status == "needs_approval"
+    assert not (root / "notes.md").exists()  # one approver: nothing written
+    assert yes("os:alice").status == "needs_approval"
+    assert not (root / "notes.md").exists()  # the same person twice: still nothing
+    assert yes("os:bob").outcome == "completed"
+    assert (root / "notes.md").read_text() == "first\n"

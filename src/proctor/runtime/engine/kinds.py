@@ -86,6 +86,8 @@ def tool_step(
         idempotency_key=key,
         address=step.id,
         reconciles=True,
+        approvals=step.approvals,
+        expires_in=step.expires_in,
     )
     try:
         call = governor.call(spec)
