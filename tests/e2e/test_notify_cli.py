@@ -154,12 +154,18 @@ def _setup(ws: Ws, receiver: Receiver) -> None:
         '[egress]\nallow = ["127.0.0.1"]\n\n'
         '[notify]\nconsole_url = "https://console.example.com"\n\n'
         f'[notify.team]\nwebhook = "{receiver.url("/hook")}"\nsecret = "notify-team"\n\n'
-        f'[notify.chat]\nwebhook = "{receiver.url("/slack")}"\nformat = "slack"\n'
+        '[notify.chat]\nwebhook_profile = "team-slack"\nformat = "slack"\n'
     )
     stored = ws.proctor(
         "credential", "set", "notify", "--profile", "notify-team", "--from-stdin", stdin=SIGNING
     )
     assert stored.code == 0, stored.stderr
+    # a Slack URL is itself a secret: it is kept in a profile, never in proctor.toml
+    hook = ws.proctor(
+        "credential", "set", "slack", "--profile", "team-slack", "--from-stdin",
+        stdin=receiver.url("/slack"),
+    )  # fmt: skip
+    assert hook.code == 0, hook.stderr
 
 
 def _run(ws: Ws, env: dict[str, str] | None = None) -> str:
@@ -209,6 +215,7 @@ def test_a_paused_run_tells_each_channel_once_signed_and_without_secrets(
     assert listed["schema"] == "proctor.notify.list.v1"
     assert {e["state"] for e in listed["outbox"]} == {"delivered"}
     assert "127.0.0.1:" not in json.dumps(listed["channels"])  # a webhook's path is never shown
+    assert listed["channels"][1]["target"] == "(credential profile team-slack)"
     audit = (ws.root / ".proctor" / "audit.jsonl").read_text()
     assert audit.count('"event":"notification_delivered"') == 2
     assert SIGNING not in audit

@@ -71,8 +71,10 @@ def test_no_file_and_no_table_mean_no_channels(tmp_path: Path) -> None:
     ("table", "words"),
     [
         ({"team": {"webhook": "https://h.example.com", "secret": "s", "colour": "red"}}, "colour"),
-        ({"team": {"secret": "s"}}, "exactly one of webhook or command"),
+        ({"team": {"secret": "s"}}, "exactly one of webhook, webhook_profile or command"),
         ({"team": {"webhook": "https://h.example.com", "command": ["x"]}}, "exactly one"),
+        ({"team": {"webhook_profile": "p", "webhook": "https://h.example.com"}}, "exactly one"),
+        ({"team": {"webhook_profile": "no spaces", "format": "slack"}}, "webhook_profile"),
         ({"team": {"webhook": "https://h.example.com"}}, "secret"),
         ({"team": {"webhook": "https://h.example.com", "format": "xml", "secret": "s"}}, "format"),
         ({"team": {"webhook": "ftp://h.example.com", "secret": "s"}}, "http(s)"),

@@ -9,7 +9,7 @@ webhook = "https://hooks.example.com/proctor"  # a signed JSON body (format = "j
 secret = "notify-team"                         # the credential profile holding the HMAC key
 
 [notify.chat]
-webhook = "https://hooks.slack.com/services/..."
+webhook_profile = "team-slack"                 # the URL is a secret: kept in a profile
 format = "slack"
 
 [notify.pager]
@@ -23,10 +23,10 @@ kinds = ["approval"]
 expires_in = 86400      # a request no step gives a deadline is declined after a day
 ```
 
-Parsed strictly: an unknown key, a wrong type, a channel with both or neither of ``webhook``
-and ``command``, a ``format`` other than ``json``/``slack``, a ``json`` webhook without a
+Parsed strictly: an unknown key, a wrong type, a channel with not exactly one of ``webhook``,
+``webhook_profile`` and ``command``, a ``format`` other than ``json``/``slack``, a ``json`` webhook without a
 ``secret`` profile, a URL that is not ``http``/``https`` or carries a user name or password,
-an empty command: each is refused ``notify_config_invalid`` with the key named. The webhook
+an empty command, a profile name that is not one: each is refused ``notify_config_invalid`` with the key named. The webhook
 URL is never echoed in a message (a Slack URL is itself a secret).
 """
 
@@ -47,7 +47,9 @@ FORMATS = ("json", "slack")
 KINDS = ("approval", "question", "retry")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _PROFILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_CHANNEL_KEYS = frozenset({"webhook", "format", "secret", "command", "after", "kinds", "payload"})
+_CHANNEL_KEYS = frozenset(
+    {"webhook", "webhook_profile", "format", "secret", "command", "after", "kinds", "payload"}
+)
 _TOP_KEYS = frozenset({"console_url"})
 MAX_AFTER = 30 * 86400
 MAX_ARGV = 64
@@ -59,7 +61,10 @@ class Channel:
 
     Attributes:
         name: the table's name.
-        webhook: the URL a webhook channel posts to (``None`` for a command).
+        webhook: the URL a webhook channel posts to (``None`` for a command, or when the URL
+            is kept in a credential profile).
+        webhook_profile: the credential profile whose material is the URL (a Slack
+            incoming-webhook URL is itself a secret: it stays out of ``proctor.toml``).
         format: ``json`` (signed with ``secret``) or ``slack`` (Slack's incoming-webhook body).
         secret: the credential profile whose material signs a ``json`` body.
         command: the argv of a command channel (the notification on its stdin).
@@ -72,11 +77,17 @@ class Channel:
     name: str
     webhook: str | None = None
     format: str = "json"
+    webhook_profile: str | None = None
     secret: str | None = None
     command: tuple[str, ...] = ()
     after: int = 0
     kinds: tuple[str, ...] = KINDS
     payload: bool = False
+
+    @property
+    def is_webhook(self) -> bool:
+        """Whether the channel posts to a URL (given, or kept in a profile)."""
+        return self.webhook is not None or self.webhook_profile is not None
 
     @property
     def stage(self) -> str:
@@ -86,14 +97,14 @@ class Channel:
     def describe(self) -> dict[str, Any]:
         """The channel as ``proctor notify list`` shows it: never the webhook URL (a Slack
         URL is a secret), only its scheme and host."""
-        target = None
+        target = f"(credential profile {self.webhook_profile})" if self.webhook_profile else None
         if self.webhook:
             parts = urlsplit(self.webhook)
             target = f"{parts.scheme}://{parts.hostname}"
         return {
             "name": self.name,
-            "type": "webhook" if self.webhook else "command",
-            "format": self.format if self.webhook else None,
+            "type": "webhook" if self.is_webhook else "command",
+            "format": self.format if self.is_webhook else None,
             "target": target,
             "command": list(self.command[:1]) if self.command else None,
             "signed_with": self.secret,
@@ -150,8 +161,11 @@ def _channel(name: str, table: Any) -> Channel:
     if unknown:
         raise _refuse(f"{where}: unknown key {unknown[0]!r}")
     webhook, command = table.get("webhook"), table.get("command")
-    if (webhook is None) == (command is None):
-        raise _refuse(f"{where}: give exactly one of webhook or command")
+    profile = table.get("webhook_profile")
+    if sum(v is not None for v in (webhook, command, profile)) != 1:
+        raise _refuse(f"{where}: give exactly one of webhook, webhook_profile or command")
+    if profile is not None and (not isinstance(profile, str) or not _PROFILE.match(profile)):
+        raise _refuse(f"{where}: webhook_profile names a credential profile")
     fmt = table.get("format", "json")
     if fmt not in FORMATS:
         raise _refuse(f"{where}: format is one of {', '.join(FORMATS)}")
@@ -172,11 +186,11 @@ def _channel(name: str, table: Any) -> Channel:
     payload = table.get("payload", False)
     if not isinstance(payload, bool):
         raise _refuse(f"{where}: payload is true or false")
-    if webhook is not None:
-        url = _url(f"{where} webhook", webhook)
+    if webhook is not None or profile is not None:
+        url = _url(f"{where} webhook", webhook) if webhook is not None else None
         if fmt == "json" and secret is None:
             raise _refuse(f"{where}: a json webhook is signed: name the profile in secret")
-        return Channel(name, url, fmt, secret, (), after, tuple(kinds), payload)
+        return Channel(name, url, fmt, profile, secret, (), after, tuple(kinds), payload)
     if "format" in table or secret is not None:
         raise _refuse(f"{where}: format and secret are for webhooks")
     if (
@@ -186,7 +200,7 @@ def _channel(name: str, table: Any) -> Channel:
         or any(not isinstance(a, str) or not a or "\x00" in a for a in command)
     ):
         raise _refuse(f"{where}: command is a non-empty list of non-empty strings")
-    return Channel(name, None, "json", None, tuple(command), after, tuple(kinds), payload)
+    return Channel(name, None, "json", None, None, tuple(command), after, tuple(kinds), payload)
 
 
 def parse_notify(document: Mapping[str, Any]) -> NotifyConfig:

@@ -100,7 +100,12 @@ def _webhook(
 ) -> Sent:
     import httpx
 
-    assert channel.webhook is not None
+    url = channel.webhook
+    if url is None:  # kept in a credential profile (read now, never written anywhere)
+        assert channel.webhook_profile is not None
+        url = secret_lookup(channel.webhook_profile).decode("utf-8", "replace").strip()
+        if not url.lower().startswith(("https://", "http://")):
+            return Sent(False, "the webhook profile does not hold an http(s) URL")
     body = wire_body(doc, channel.format)
     headers = {
         "content-type": "application/json",
@@ -120,10 +125,10 @@ def _webhook(
         limits = EgressLimits(connect_s=TIMEOUT_SECONDS, read_s=TIMEOUT_SECONDS)
         client = egress_client(load_egress_allow(root), limits=limits)
     try:
-        response = client.post(channel.webhook, content=body, headers=headers)
+        response = client.post(url, content=body, headers=headers)
     except EgressRefused as exc:
         return Sent(False, f"egress refused: {exc.code}")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ValueError) as exc:  # never the URL: it may be a secret
         return Sent(False, f"not delivered: {type(exc).__name__}")
     finally:
         if own:
@@ -169,13 +174,13 @@ def send(
             credential store's code and message are kept in the message; nothing was sent).
     """
     lookup = secret_lookup or profile_keys()
-    if channel.webhook is None:
+    if not channel.is_webhook:
         return _command(channel, doc, root)
     try:
         return _webhook(channel, doc, root, lookup, client)
     except CredentialError as exc:
         raise NotifyFailed(
-            f"channel {channel.name}: its signing profile {channel.secret!r} cannot be read"
+            f"channel {channel.name}: a credential profile it names cannot be read"
             f" ({exc.code}); nothing was sent",
             code="notify_secret_unavailable",
         ) from exc
