@@ -23,11 +23,12 @@ kinds = ["approval"]
 expires_in = 86400      # a request no step gives a deadline is declined after a day
 ```
 
-Parsed strictly: an unknown key, a wrong type, a channel with not exactly one of ``webhook``,
-``webhook_profile`` and ``command``, a ``format`` other than ``json``/``slack``, a ``json`` webhook without a
-``secret`` profile, a URL that is not ``http``/``https`` or carries a user name or password,
-an empty command, a profile name that is not one: each is refused ``notify_config_invalid`` with the key named. The webhook
-URL is never echoed in a message (a Slack URL is itself a secret).
+Parsed strictly: an unknown key, a wrong type, a channel with not exactly one of
+``webhook``, ``webhook_profile`` and ``command``, a ``format`` other than ``json``/``slack``,
+a ``json`` webhook without a ``secret`` profile, a URL that is not ``http``/``https`` or
+carries a user name or password, an empty command, a profile name that is not one: each is
+refused ``notify_config_invalid`` with the key named. The webhook URL is never echoed in a
+message (a Slack URL is itself a secret).
 """
 
 from __future__ import annotations
