@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from proctor.errors import ResumeRefused
+from tests.fuzzing import FUZZ, mutated
 from tests.runtime.driver_support import (
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
@@ -96,3 +98,15 @@ def test_a_malformed_ask_is_refused_and_opens_nothing(ws: Path, args: dict[str, 
     out = s.turn_call(run_id, "draft", "ask_human", args, "q1")
     assert out.status == "refused" and (out.error or {})["code"] == "arguments_invalid"
     assert [r for r in s.store.requests(run_id) if r.kind == "question"] == []
+
+
+@FUZZ
+@given(mutated(QUESTIONS))
+def test_fuzz_ask_human_arguments(args: Any) -> None:
+    from proctor.runtime.engine.turn_ask import _questions
+
+    questions, problem = _questions(args if isinstance(args, dict) else {"questions": args})
+    assert (questions is None) == bool(problem)
+    for q in questions or []:
+        assert set(q) == {"id", "prompt", "options", "free_text", "required"}
+        assert len(q["options"]) <= 4

@@ -25,6 +25,7 @@ again; receipts are written at seal from the store's records. One driver holds a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -253,7 +254,9 @@ class Session:
         try:
             settle(self)
         except ProctorError as exc:
-            self.audit.emit("upkeep_failed", run_id=None, step_index=None, code=exc.code)
+            # a broken audit log is refused by the next command that writes it
+            with contextlib.suppress(ProctorError):
+                self.audit.emit("upkeep_failed", run_id=None, step_index=None, code=exc.code)
 
     def request_stop(self) -> None:
         """Ask every run this session drives to stop before its next step (SIGTERM)."""
