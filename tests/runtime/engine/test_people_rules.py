@@ -273,3 +273,15 @@ def test_a_tool_step_held_by_the_floor_needs_two_people_too(tmp_path: Path) -> N
     assert not (root / "notes.md").exists()  # the same person twice: still nothing
     assert yes("os:bob").outcome == "completed"
     assert (root / "notes.md").read_text() == "first\n"
+
+
+def test_who_approved_so_far_is_shown_beside_the_request(root: Path) -> None:
+    s = session(root)
+    env = s.run("gate#two", authority=authority(effects="ask"), cwd=root)
+    digest = env.requests[0]["request_digest"]
+    assert shown_request(s, env.run_id).view["approved_so_far"] == []
+    decide(s, env.run_id, "confirm", request_digest=digest, approve=True, decided_by="os:alice")
+    shown = shown_request(s, env.run_id)
+    assert shown.view["approved_so_far"] == ["os:alice"]
+    assert shown.request_digest == digest  # what was approved is still exactly this request
+    assert any("os:alice" in text for _, text in shown.lines())

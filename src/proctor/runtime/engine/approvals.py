@@ -172,6 +172,10 @@ def _artifact(session: Session, ref: Mapping[str, Any]) -> Any:
 
 
 def _shown(session: Session, run: RunRecord, request: RequestRecord) -> Shown:
+    view = _view(session, run, request)
+    if request.state == "open" and needed_approvers(request.body) > 1:
+        # who has approved so far (the two-person rule): shown, never part of the digest
+        view["approved_so_far"] = approvers_of(run, request.address, request.request_digest)
     return Shown(
         run_id=run.run_id,
         skill=run.skill,
@@ -182,7 +186,7 @@ def _shown(session: Session, run: RunRecord, request: RequestRecord) -> Shown:
         state=request.state,
         run_status=run.status,
         waiting_since=run.updated_at,
-        view=_view(session, run, request),
+        view=view,
         decision=request.decision,
     )
 
