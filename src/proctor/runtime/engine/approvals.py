@@ -86,8 +86,16 @@ class Shown:
         return self.kind in PERSON_KINDS
 
     def to_json(self) -> dict[str, Any]:
-        """The request as ``proctor.pending.v1`` lists it."""
+        """The request as ``proctor.pending.v1`` lists it (``approvals`` and
+        ``approved_so_far`` only for a request that needs more than one person)."""
+        extra: dict[str, Any] = {}
+        if "approved_so_far" in self.view:
+            extra = {
+                "approvals": self.view.get("approvals"),
+                "approved_so_far": self.view["approved_so_far"],
+            }
         return {
+            **extra,
             "run_id": self.run_id,
             "skill": self.skill,
             "method": self.method,
