@@ -279,3 +279,13 @@ def test_a_loopback_webhook_the_workspace_did_not_allow_is_refused(
     listed = ws.proctor("notify", "list", "--json").json()
     assert {e["state"] for e in listed["outbox"]} == {"pending"}
     assert all("egress refused" in (e["note"] or "") for e in listed["outbox"])
+
+
+def test_a_broken_notify_table_refuses_the_run_before_any_step(ws: Ws, receiver: Receiver) -> None:
+    _setup(ws, receiver)
+    (ws.root / "proctor.toml").write_text('[notify.team]\nwebhook = "ftp://x.example.com"\n')
+    run = ws.proctor("run", "skills/gate", "--run-authority", '{"effects": "ask"}', "--json")
+    assert run.code != 0 and run.code != 10
+    assert "notify_config_invalid" in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert receiver.got == []
