@@ -67,9 +67,9 @@ def check_parts(host: RunHost) -> None:
     Raises:
         ConfigError: ``notify_config_invalid`` (``proctor.toml``'s ``[notify]`` or
             ``[approvals]``); ``home_missing``; ``max_concurrency_invalid``
-            (``PROCTOR_MAX_CONCURRENCY`` set to anything but a positive integer); ``signing_key_exposed``,
-            ``signing_key_invalid``, ``signing_key_unreadable``, ``signing_key_uncreatable``,
-            ``signing_key_missing``.
+            (``PROCTOR_MAX_CONCURRENCY`` set to anything but a positive integer);
+            ``signing_key_exposed``, ``signing_key_invalid``, ``signing_key_unreadable``,
+            ``signing_key_uncreatable``, ``signing_key_missing``.
         ReceiptInvalid: ``receipt_store_foreign``.
         StoreError: ``store_corrupt``, ``store_unreadable``, ``store_missing``,
             ``store_error``, ``receipt_store_io``, ``audit_broken``, ``audit_unreadable``.
