@@ -309,15 +309,19 @@ UPKEEP_SECONDS = 2.0
 
 
 def _upkeep_lifespan(session_of: Callable[[], Any]) -> Any:
-    """While the console serves: every :data:`UPKEEP_SECONDS`, open the workspace and close
-    it again (closing a session settles what is due: see ``Session.settle_due``)."""
+    """While the console serves: every :data:`UPKEEP_SECONDS`, settle what is due in the
+    workspace (``Session.settle_due``: due notifications sent, passed deadlines decided)."""
     import contextlib
     import threading
 
     def loop(stop: threading.Event) -> None:
         while not stop.wait(UPKEEP_SECONDS):
             try:
-                session_of().close()
+                session = session_of()
+                try:
+                    session.settle_due()
+                finally:
+                    session.close()
             except ProctorError:
                 continue  # the next round tries again; the outbox keeps what is due
 

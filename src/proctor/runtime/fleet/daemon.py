@@ -176,7 +176,10 @@ class Worker:
                 continue
             try:
                 session = Session(self.workspace, environ=self.environ)
-                session.close()  # closing settles what is due
+                try:
+                    session.settle_due()
+                finally:
+                    session.close()
             except Exception as exc:  # the upkeep outlives every error, a bug's included
                 what = exc.message if isinstance(exc, ProctorError) else type(exc).__name__
                 self.log(f"upkeep failed: {what}; trying again in {UPKEEP_SECONDS} s")
