@@ -285,3 +285,16 @@ def test_who_approved_so_far_is_shown_beside_the_request(root: Path) -> None:
     assert shown.view["approved_so_far"] == ["os:alice"]
     assert shown.request_digest == digest  # what was approved is still exactly this request
     assert any("os:alice" in text for _, text in shown.lines())
+
+
+def test_approvals_counted_for_one_digest_do_not_carry_to_another() -> None:
+    from proctor.runtime.engine.decisions import approvers_of
+    from proctor.runtime.records.runs import RunRecord
+
+    counted = {"confirm": {"request_digest": "sha256:aa", "people": ["os:alice"]}}
+    record = RunRecord(
+        run_id="r", skill="s", method="m", status="needs_approval", data={"approvers": counted}
+    )
+    assert approvers_of(record, "confirm", "sha256:aa") == ["os:alice"]
+    assert approvers_of(record, "confirm", "sha256:bb") == []  # the request changed: start over
+    assert approvers_of(record, "other", "sha256:aa") == []
