@@ -108,7 +108,11 @@ def slack_body(doc: Mapping[str, Any]) -> dict[str, Any]:
     who = f"{doc.get('skill')}#{doc.get('method')}"
     text = f"{title}: {who} — {doc.get('summary')}"
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _inert(f"{title}: {who}", 150)}},
+        {
+            "type": "header",
+            "block_id": str(doc.get("id"))[:255],  # every delivery of it carries the same id
+            "text": {"type": "plain_text", "text": _inert(f"{title}: {who}", 150)},
+        },
         {
             "type": "section",
             "text": {"type": "mrkdwn", "text": _mrkdwn(_inert(doc.get("summary"), 2900))},
