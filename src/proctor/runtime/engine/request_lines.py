@@ -50,6 +50,10 @@ _VIEW_SHOWN = frozenset(
         "question",
         "call_id",
         "state",
+        "approvals",
+        "approved_so_far",
+        "expires_in",
+        "on_expiry",
     }
 )
 
@@ -177,6 +181,13 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
         lines.append(("key", f"tool: {view['tool']}"))
     if view.get("reason"):
         lines.append(("key", f"reason: {view['reason']}"))
+    if isinstance(view.get("approvals"), int):
+        so_far = [str(p) for p in view.get("approved_so_far") or []]
+        said = f"needs {view['approvals']} different people to approve"
+        lines.append(("warn", said + (f"; approved so far: {', '.join(so_far)}" if so_far else "")))
+    if isinstance(view.get("expires_in"), int):
+        then = "approved" if view.get("on_expiry") == "approve" else "declined"
+        lines.append(("key", f"deadline: {view['expires_in']} s after it opened; then {then}"))
     for key in ("args_digest", "payload_digest"):
         if view.get(key):
             lines.append(("key", f"{key.replace('_', ' ')}: {view[key]}"))
