@@ -221,6 +221,8 @@ class AskSpec(_Model):
             raise ValueError("on_expiry: approve and approvals are for an approval (reason)")
         if self.on_expiry == "approve" and self.expires_in is None:
             raise ValueError("on_expiry: approve needs expires_in")
+        if self.on_expiry == "approve" and self.approvals > 1:
+            raise ValueError("a deadline never approves for the people approvals: N needs")
 
 
 class AskStep(_StepBase):

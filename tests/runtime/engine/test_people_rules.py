@@ -298,3 +298,15 @@ def test_approvals_counted_for_one_digest_do_not_carry_to_another() -> None:
     assert approvers_of(record, "confirm", "sha256:aa") == ["os:alice"]
     assert approvers_of(record, "confirm", "sha256:bb") == []  # the request changed: start over
     assert approvers_of(record, "other", "sha256:aa") == []
+
+
+def test_a_deadline_never_approves_for_two_people(root: Path) -> None:
+    from proctor.contracts.skill import AskSpec
+
+    with pytest.raises(ValueError, match="never approves"):
+        AskSpec.model_validate(
+            {"reason": "Ship?", "approvals": 2, "expires_in": 5, "on_expiry": "approve"}
+        )
+    s = session(root)  # the authority asks two people of a step whose default is approve
+    env = s.run("gate#yes", authority=authority(effects="ask", min_approvers=2), cwd=root)
+    assert (env.requests[0]["approvals"], env.requests[0]["on_expiry"]) == (2, "decline")

@@ -397,6 +397,8 @@ def ask_body(step: AskStep, authority: Authority | None = None) -> dict[str, Any
         needed = max(step.ask.approvals, (authority.min_approvers or 1) if authority else 1)
         if needed > 1:
             extra["approvals"] = needed
+            if "on_expiry" in extra:  # a deadline never stands in for the people needed
+                extra["on_expiry"] = "decline"
         body = {"kind": "approval", "gate": "ask", "address": step.id, "reason": step.ask.reason}
         return {**body, **extra}
     questions = [q.request_form() for q in step.ask.questions or []]

@@ -82,7 +82,9 @@ def ask_human(
     questions, problem = _questions(args)
     if questions is None:
         return refused("arguments_invalid", problem), None
-    body = {"kind": "question", "address": address, "questions": questions}
+    body: dict[str, Any] = {"kind": "question", "address": address, "questions": questions}
+    if run.authority.expires_in is not None:  # the run's deadline for every request it opens
+        body.update(expires_in=run.authority.expires_in, on_expiry="decline")
     request = run.open_request(address, body)
     if request.decision is None:
         pending = refused(
