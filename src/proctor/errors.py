@@ -19,6 +19,7 @@ __all__ = [
     "EgressRefused",
     "LeaseLost",
     "Message",
+    "NotifyFailed",
     "ParseError",
     "PolicyLoadError",
     "ProctorError",
@@ -249,3 +250,10 @@ class AgentError(ProctorError):
     turn was cancelled, or the model's answer did not fit the turn's output schema."""
 
     code = "agent_failed"
+
+
+class NotifyFailed(ProctorError):
+    """A notification could not be delivered (the channel refused it, could not be reached,
+    or is not declared); the outbox keeps it for the next attempt."""
+
+    code = "notify_failed"

@@ -60,6 +60,8 @@ def render_request(out: Any, shown: Any) -> None:
 def _parse_answers(raw: tuple[str, ...], shown: Any) -> dict[str, Any]:
     """``--answer ID=VALUE`` pairs as question answers: a VALUE that is one of the options is
     the option, anything else free text."""
+    from proctor.core.resume import option_labels
+
     questions = {q.get("id"): q for q in shown.view.get("questions") or []}
     out: dict[str, Any] = {}
     for item in raw:
@@ -67,16 +69,18 @@ def _parse_answers(raw: tuple[str, ...], shown: Any) -> dict[str, Any]:
         if not sep or qid not in questions:
             raise UsageError(f"--answer {qid!r}: not one of this request's questions",
                              code="answer_invalid")  # fmt: skip
-        options = questions[qid].get("options") or []
+        options = option_labels(questions[qid])
         out[qid] = {"option": value} if value in options else {"text": value}
     return out
 
 
 def _ask_answers(shown: Any) -> dict[str, Any]:
     """Ask each question on the terminal: a choice by number or name, or free text."""
+    from proctor.core.resume import option_labels
+
     out: dict[str, Any] = {}
     for q in shown.view.get("questions") or []:
-        options = [str(o) for o in q.get("options") or []]
+        options = option_labels(q)
         while True:
             raw = click.prompt(f"{q.get('id')}", default="", show_default=False).strip()
             if not raw and not q.get("required", True):

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "pending": ("proctor.cli.pending", "pending", "List the requests runs wait on."),
     "approve": ("proctor.cli.approve", "approve", "Show a waiting request and approve it."),
     "decline": ("proctor.cli.approve", "decline", "Show a waiting request and decline it."),
+    "notify": ("proctor.cli.notify", "notify", "List, test and send approval notifications."),
     "serve": ("proctor.cli.serve", "serve", "Serve the web approval console."),
     "console": ("proctor.cli.console", "console", "Manage the web console's users."),
     "worker": ("proctor.cli.worker", "worker", "Drive submitted runs from the shared run store."),

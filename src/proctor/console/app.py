@@ -301,7 +301,41 @@ def build_app(config: ConsoleConfig) -> Starlette:
         Middleware(_EveryResponseHeaders),  # outermost: the host check's refusals too
         Middleware(TrustedHostMiddleware, allowed_hosts=config.allowed_hosts),
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(routes=routes, middleware=middleware, lifespan=_upkeep_lifespan(session_of))
+
+
+UPKEEP_SECONDS = 2.0
+"""How often a serving console sends due notifications and settles passed deadlines."""
+
+
+def _upkeep_lifespan(session_of: Callable[[], Any]) -> Any:
+    """While the console serves: every :data:`UPKEEP_SECONDS`, settle what is due in the
+    workspace (``Session.settle_due``: due notifications sent, passed deadlines decided)."""
+    import contextlib
+    import threading
+
+    def loop(stop: threading.Event) -> None:
+        while not stop.wait(UPKEEP_SECONDS):
+            try:
+                session = session_of()
+                try:
+                    session.settle_due()
+                finally:
+                    session.close()
+            except ProctorError:
+                continue  # the next round tries again; the outbox keeps what is due
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        stop = threading.Event()
+        thread = threading.Thread(target=loop, args=(stop,), name="proctor-upkeep", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+    return lifespan
 
 
 class _EveryResponseHeaders:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from proctor.core.resume import decision_words
+from proctor.core.resume import decision_words, options_of
 from proctor.errors import UsageError
 from proctor.runtime.engine.approvals import Shown, pending, run_requests
 
@@ -57,7 +57,11 @@ def _shown(shown: Shown) -> dict[str, Any]:
         "command": payload.get("command") if isinstance(payload.get("command"), dict) else None,
         "call": call,
         "http": (call or {}).get("args") if (call or {}).get("tool") == "http.request" else None,
-        "questions": view.get("questions") or [],
+        "questions": [
+            {**q, "choices": options_of(q)}
+            for q in view.get("questions") or []
+            if isinstance(q, dict)
+        ],
         "for_people": shown.for_people,
         "decision": shown.decision,
         "decision_words": decision_words(shown.decision),

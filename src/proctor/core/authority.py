@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass, field, replace
@@ -156,6 +157,11 @@ class Authority:
         egress: the workspace's egress grant once the run recorded it; ``None`` before.
         packages: the package patterns every run of the tree must be covered by
             (:func:`package_covered`); ``None`` is no limit, ``()`` covers nothing.
+        min_approvers: distinct people every approval of the run needs (``None``: one).
+        expires_in: seconds a request waits before its default decides it (``None``: the
+            step's, else the workspace's, else no deadline).
+        deadline: when the whole run stops (ISO 8601 with a UTC offset): a step is never
+            started past it, and a run paused past it is stopped ``failed``.
     """
 
     effects: Effects = "allow"
@@ -169,6 +175,9 @@ class Authority:
     egress: EgressGrant | None = None
     max_spend_micro_usd: int | None = None
     packages: tuple[str, ...] | None = None
+    min_approvers: int | None = None
+    expires_in: int | None = None
+    deadline: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The authority as recorded in the run store and digested into receipts."""
@@ -188,7 +197,14 @@ class Authority:
             doc["max_spend_micro_usd"] = self.max_spend_micro_usd
         if self.packages is not None:  # stated only when set (older digests hold)
             doc["packages"] = list(self.packages)
+        for name in ("min_approvers", "expires_in", "deadline"):  # also only when set
+            if getattr(self, name) is not None:
+                doc[name] = getattr(self, name)
         return doc
+
+    def deadline_at(self) -> datetime | None:
+        """:attr:`deadline` as an aware datetime (``None`` when unset)."""
+        return None if self.deadline is None else datetime.fromisoformat(self.deadline)
 
 
 def default_authority(*, managed: bool) -> Authority:
@@ -311,7 +327,41 @@ _KEYS = frozenset(
         "packages",
         *LIMIT_NAMES,
     }
+    | {"min_approvers", "expires_in", "deadline"}
 )
+MAX_APPROVERS = 10
+MAX_EXPIRES_IN = 30 * 86400
+
+
+def _parse_deadline(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None or len(value) > 64:
+        raise UsageError(
+            "deadline is an ISO 8601 time with a UTC offset (2026-01-31T18:00:00+00:00)",
+            code="authority_invalid",
+        )
+    return str(value)
+
+
+def _parse_people(doc: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    approvers, expires = doc.get("min_approvers"), doc.get("expires_in")
+    if approvers is not None and (
+        type(approvers) is not int or not 1 <= approvers <= MAX_APPROVERS
+    ):
+        raise UsageError(
+            f"min_approvers must be an integer from 1 to {MAX_APPROVERS}", code="authority_invalid"
+        )
+    if expires is not None and (type(expires) is not int or not 1 <= expires <= MAX_EXPIRES_IN):
+        raise UsageError(
+            f"expires_in must be whole seconds from 1 to {MAX_EXPIRES_IN}",
+            code="authority_invalid",
+        )
+    return approvers, expires
 
 
 def _parse_egress(value: Any) -> EgressGrant:
@@ -385,6 +435,8 @@ def parse_authority(
             code="authority_invalid",
         )
     standing = parse_standing(doc.get("standing_approvals", []))
+    min_approvers, expires_in = _parse_people(doc)
+    deadline = _parse_deadline(doc.get("deadline"))
     stated_by = doc.get("set_by", set_by)
     if stated_by not in ("host", "default", "preset"):
         raise UsageError("set_by is one of host, default, preset", code="authority_invalid")
@@ -396,5 +448,8 @@ def parse_authority(
         egress=_parse_egress(doc["egress"]) if "egress" in doc else None,
         max_spend_micro_usd=spend,
         packages=parse_packages(doc["packages"]) if "packages" in doc else None,
+        min_approvers=min_approvers,
+        expires_in=expires_in,
+        deadline=deadline,
         **limits,
     )

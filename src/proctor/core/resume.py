@@ -34,10 +34,35 @@ __all__ = [
     "admit_resume",
     "decision_words",
     "normalize_decision",
+    "option_labels",
+    "options_of",
 ]
 
 PERSON_KINDS = frozenset({"approval", "question", "retry"})
 """Request kinds only a person's lane (``approvals``) decides."""
+
+
+def options_of(question: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A question's options as ``{label, detail, recommended}`` each, whether the request
+    states them as plain strings (``choices``) or as structured options."""
+    out: list[dict[str, Any]] = []
+    for option in question.get("options") or []:
+        if isinstance(option, Mapping):
+            out.append(
+                {
+                    "label": str(option.get("label")),
+                    "detail": option.get("detail"),
+                    "recommended": option.get("recommended") is True,
+                }
+            )
+        else:
+            out.append({"label": str(option), "detail": None, "recommended": False})
+    return out
+
+
+def option_labels(question: Mapping[str, Any]) -> list[str]:
+    """The labels an answer's ``option`` may name (see :func:`options_of`)."""
+    return [o["label"] for o in options_of(question)]
 
 
 @dataclass(frozen=True)
@@ -122,7 +147,7 @@ def _check_answers(where: str, body: Mapping[str, Any], value: dict[str, Any]) -
         if not isinstance(answer, dict) or not answer or set(answer) - {"option", "text"}:
             raise _refuse(f"{where}.{qid}: an answer is {{option?, text?}}", "answer_invalid")
         option, text = answer.get("option"), answer.get("text")
-        options = question.get("options") or []
+        options = option_labels(question)
         if option is not None and (not isinstance(option, str) or option not in options):
             raise _refuse(f"{where}.{qid}: option is not one of the question's", "answer_invalid")
         if text is not None:

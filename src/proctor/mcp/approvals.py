@@ -39,7 +39,14 @@ if TYPE_CHECKING:
     from proctor.mcp.shared import TurnHost
     from proctor.runtime.engine.session import Session
 
-__all__ = ["PROGRESS_EVERY", "ApprovalRelay", "console_page", "with_progress"]
+__all__ = [
+    "PROGRESS_EVERY",
+    "ApprovalRelay",
+    "answers_from_form",
+    "console_page",
+    "question_schema",
+    "with_progress",
+]
 
 T = TypeVar("T")
 PROGRESS_EVERY = 5.0
@@ -85,6 +92,66 @@ async def with_progress(
     return result
 
 
+def question_schema(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The form a client shows for a question request: per question with options, a
+    single-select of titled choices (``oneOf`` of ``{const, title}``: the label, its detail,
+    the recommended one marked); per question with free text, a text field (``ID_text`` beside
+    options, else ``ID`` alone). A question is required only where nothing but one field can
+    answer it."""
+    from proctor.core.resume import options_of
+
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for q in request.get("questions") or []:
+        if not isinstance(q, Mapping):
+            continue
+        qid, prompt = str(q.get("id")), str(q.get("prompt"))
+        options = options_of(q)
+        if options:
+            choices = []
+            for o in options:
+                title = o["label"] + (f" — {o['detail']}" if o["detail"] else "")
+                title += " (recommended)" if o["recommended"] else ""
+                choices.append({"const": o["label"], "title": title[:500]})
+            properties[qid] = {"type": "string", "title": prompt[:500], "oneOf": choices}
+            if q.get("free_text"):
+                properties[f"{qid}_text"] = {
+                    "type": "string",
+                    "title": "or in your own words",
+                    "maxLength": 4000,
+                }
+            elif q.get("required", True):
+                required.append(qid)
+        else:
+            properties[qid] = {"type": "string", "title": prompt[:500], "maxLength": 4000}
+            if q.get("required", True):
+                required.append(qid)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def answers_from_form(request: Mapping[str, Any], content: Mapping[str, Any]) -> dict[str, Any]:
+    """A form's content as question answers (``{ID: {option?, text?}}``); what the form left
+    empty is left out (admission refuses a required question unanswered)."""
+    from proctor.core.resume import option_labels
+
+    out: dict[str, Any] = {}
+    for q in request.get("questions") or []:
+        if not isinstance(q, Mapping):
+            continue
+        qid = str(q.get("id"))
+        labels = option_labels(q)
+        answer: dict[str, Any] = {}
+        chosen = content.get(qid)
+        text = content.get(f"{qid}_text") if labels else chosen
+        if labels and isinstance(chosen, str) and chosen:
+            answer["option"] = chosen
+        if isinstance(text, str) and text.strip():
+            answer["text"] = text
+        if answer:
+            out[qid] = answer
+    return out
+
+
 def _payload_text(request: Mapping[str, Any]) -> str:
     """What a request carries, as plain text for a client to show."""
     lines = [f"{request.get('kind')} at {request.get('address')}"]
@@ -101,6 +168,9 @@ def _payload_text(request: Mapping[str, Any]) -> str:
         lines.append(f"cwd: {payload['command'].get('cwd')}")
     if isinstance(payload.get("call"), dict):
         lines.append(json.dumps(payload["call"], indent=2, ensure_ascii=False))
+    for q in request.get("questions") or []:
+        if isinstance(q, Mapping):
+            lines.append(f"? {q.get('prompt')}")
     lines.append(f"request digest: {request.get('request_digest')}")
     text = "\n".join(lines)
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
@@ -153,7 +223,8 @@ class ApprovalRelay:
                 "\n\nYour answer is shown to proctor as information only: a person approves at "
                 + self._where(run_id, address)
             )
-        return types.ElicitRequestFormParams(message=text, requested_schema=APPROVE_SCHEMA)
+        schema = APPROVE_SCHEMA if request.get("kind") == "approval" else question_schema(request)
+        return types.ElicitRequestFormParams(message=text, requested_schema=schema)
 
     async def relay(
         self,
@@ -170,7 +241,9 @@ class ApprovalRelay:
         ``input_required`` result whose sealed state names the run and the request; the
         client's retry comes back through :meth:`resume`.
         """
-        requests = [r for r in doc.get("requests") or [] if r.get("kind") == "approval"]
+        requests = [
+            r for r in doc.get("requests") or [] if r.get("kind") in ("approval", "question")
+        ]
         run_id = doc.get("run_id")
         if not requests or not isinstance(run_id, str):
             return doc
@@ -265,7 +338,13 @@ class ApprovalRelay:
                     ctx, self._decided(host, run_id, address, digest), f"waiting for {where}"
                 )
             return _noted(doc, f"no decision yet; a person decides at {where}")
-        approve = answer.action == "accept" and (answer.content or {}).get("approve") is True
+        content = answer.content or {}
+        answers = None
+        if request.get("kind") == "question":
+            answers = answers_from_form(request, content) if answer.action == "accept" else None
+            approve = answers is not None
+        else:
+            approve = answer.action == "accept" and content.get("approve") is True
         if not self.trust_client_approvals or answer.action != "accept":
             host.audit("mcp_client_answer_ignored", run_id, address=address,
                        action=answer.action, approve=approve, client=name,
@@ -278,7 +357,8 @@ class ApprovalRelay:
         def go(session: Session) -> dict[str, Any] | ProctorError:
             try:
                 envelope = decide(session, run_id, address, request_digest=digest,
-                                  approve=approve, decided_by=f"client-relayed:{name}")  # fmt: skip
+                                  approve=approve, decided_by=f"client-relayed:{name}",
+                                  answers=answers)  # fmt: skip
             except ProctorError as exc:
                 return exc
             return envelope.to_json()

@@ -25,6 +25,8 @@ SEAL_REASONS: dict[str, str] = {
     "timeout": "the work ran past its time limit",
     "child_failed": "a step, call or child run below this one did not complete",
     "approval_declined": "a person declined an approval this work waited on",
+    "approval_expired": "nobody decided an approval before its deadline; its default declined it",
+    "deadline_passed": "the run's deadline (its authority's) passed before it ended",
     "host_closed": "the host closed the paused run (declined or superseded)",
     "operator_killed": "an operator or the supervisor stopped the work",
     "internal_error": "proctor itself failed; the run store holds the detail",

@@ -10,6 +10,8 @@ parts may use (its surface) and which parts it may import; import-linter enforce
 - ``agents``: managed agents (provider dialects, the turn loop) and the sessions that drive
   directive runs with one;
 - ``engine``: the session, the run driver, the step kinds, sealing, leases, credential delivery;
+- ``notify``: telling people a request waits (``[notify]`` channels, the notification
+  document, at-least-once delivery from the run store's outbox);
 - ``admission``: the governor (the one path every call takes) and the floor's preview;
 - ``connectors``: declared provider operations (``connectors/<name>/connector.yaml``) as tools;
 - ``tools``: the native tools, each a schema, an effect class and a handler;

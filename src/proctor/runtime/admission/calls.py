@@ -55,6 +55,10 @@ class CallSpec:
         reconciles: the caller (a fixed step) reconciles a write whose answer never came:
             :class:`~proctor.runtime.tools.base.OutcomeUnknown` reaches it with the claim
             unsettled. Otherwise such a call settles ``failed`` (``operation_outcome_unknown``).
+        approvals: distinct people the floor's approval of this call needs (the authority's
+            ``min_approvers`` when more).
+        expires_in: seconds the floor's approval waits before it is declined (else the
+            authority's ``expires_in``).
     """
 
     tool: str
@@ -70,6 +74,8 @@ class CallSpec:
     can_wait: bool = True
     problem: str | None = None
     reconciles: bool = False
+    approvals: int = 1
+    expires_in: int | None = None
 
 
 class AwaitApproval(Exception):

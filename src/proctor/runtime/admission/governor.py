@@ -313,6 +313,14 @@ class Governor:
             payload=payload,
             args_digest=outcome.args_digest,
         )
+        # who must approve and until when are part of what the person is asked (stated only
+        # when set, so other requests' digests are unchanged)
+        needed = max(spec.approvals, self.authority.min_approvers or 1)
+        if needed > 1:
+            body["approvals"] = needed
+        expires_in = spec.expires_in or self.authority.expires_in
+        if expires_in is not None:
+            body.update(expires_in=expires_in, on_expiry="decline")
         request_digest = digest(body)
         decision = decision_for(requests, address, request_digest)
         if decision is not None and decision.get("approved") is False:

@@ -234,6 +234,43 @@ def _proctor_binding(name: str, tools: Mapping[str, Any]) -> ToolBinding:
     return ToolBinding(wire_name(name), name, tool.description, tool.schema, _same)
 
 
+_OPTION = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "minLength": 1, "maxLength": 200},
+        "detail": {"type": "string", "maxLength": 1000},
+        "recommended": {"type": "boolean"},
+    },
+    "required": ["label"],
+    "additionalProperties": False,
+}
+ASK_HUMAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "question": {"type": "string", "minLength": 1},
+        "questions": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "prompt": {"type": "string", "minLength": 1},
+                    "options": {"type": "array", "minItems": 1, "maxItems": 4, "items": _OPTION},
+                    "free_text": {"type": "boolean"},
+                    "required": {"type": "boolean"},
+                },
+                "required": ["id", "prompt"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "additionalProperties": False,
+}
+"""``ask_human``'s arguments: ``question`` or ``questions`` (the turn refuses both, or neither)."""
+
+
 def bindings_for(
     allowance: list[str] | tuple[str, ...] | frozenset[str],
     tools: Mapping[str, Any],
@@ -263,8 +300,10 @@ def bindings_for(
             ToolBinding(
                 "ask_human",
                 "ask_human",
-                "Ask the person running this turn a question; the run waits for the answer.",
-                _obj({"question": _STR}, ["question"]),
+                "Ask the person running this turn a question ({question}), or one to three"
+                " questions with choices ({questions: [{id, prompt, options: [{label, detail,"
+                " recommended}], free_text}]}); the run waits for the answers.",
+                ASK_HUMAN_SCHEMA,
                 _same,
             )
         )

@@ -16,7 +16,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,8 @@ from proctor.core.resume import PERSON_KINDS, decision_words
 from proctor.errors import ResumeRefused, UsageError
 from proctor.receipts.canonical import digest as digest_of
 from proctor.runtime.boundary.sanitize import scrub_value
-from proctor.runtime.engine.request_lines import request_lines
+from proctor.runtime.engine.decisions import approvers_of, needed_approvers
+from proctor.runtime.engine.request_lines import request_lines, summary_of
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 PENDING_SCHEMA = "proctor.pending.v1"
-SUMMARY_MAX = 120
 ARTIFACT_MAX = 64 * 1024 * 1024
 
 
@@ -87,8 +86,16 @@ class Shown:
         return self.kind in PERSON_KINDS
 
     def to_json(self) -> dict[str, Any]:
-        """The request as ``proctor.pending.v1`` lists it."""
+        """The request as ``proctor.pending.v1`` lists it (``approvals`` and
+        ``approved_so_far`` only for a request that needs more than one person)."""
+        extra: dict[str, Any] = {}
+        if "approved_so_far" in self.view:
+            extra = {
+                "approvals": self.view.get("approvals"),
+                "approved_so_far": self.view["approved_so_far"],
+            }
         return {
+            **extra,
             "run_id": self.run_id,
             "skill": self.skill,
             "method": self.method,
@@ -133,50 +140,6 @@ def os_author() -> str:
     return f"os:{name}"
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 1] + "…"
-
-
-def summary_of(kind: str, view: Mapping[str, Any]) -> str:
-    """A one-line summary of a request: the files, the command, the HTTP request, the first
-    question or the reason."""
-    payload = view.get("payload") or {}
-    if kind == "approval":
-        tool = str(view.get("tool") or "ask")
-        files = payload.get("files") or []
-        if files:
-            first = f"{tool} {files[0].get('op')} {files[0].get('path')}"
-            more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
-            return _one_line(first + more)
-        command = payload.get("command")
-        if isinstance(command, dict):
-            argv = [str(a) for a in command.get("argv") or []]
-            return _one_line(f"$ {shlex.join(argv)}  (in {command.get('cwd') or '.'})")
-        op = payload.get("operation")
-        if isinstance(op, dict):
-            return _one_line(f"{tool} {op.get('method')} {op.get('url')}")
-        call = payload.get("call")
-        if isinstance(call, dict):
-            args = call.get("args") or {}
-            if call.get("tool") == "http.request" and isinstance(args, dict):
-                return _one_line(f"{tool} {args.get('method', 'GET')} {args.get('url')}")
-            return _one_line(f"{tool} {json.dumps(args, ensure_ascii=False, sort_keys=True)}")
-        if view.get("payload_artifact"):
-            return _one_line(f"{tool}: a large payload (shown in full on approval)")
-        return _one_line(f"{tool}: {view.get('reason') or 'approve?'}")
-    if kind == "question":
-        questions = view.get("questions") or []
-        if questions:
-            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
-            return _one_line(str(questions[0].get("prompt")) + more)
-    if kind == "retry":
-        return _one_line(f"send {view.get('tool')} again? (call {view.get('call_id')})")
-    if kind == "agent_turn":
-        return _one_line(f"agent turn: {view.get('instructions') or view.get('step') or ''}")
-    return _one_line(str(view.get("reason") or kind))
-
-
 def _view(session: Session, run: RunRecord, request: RequestRecord) -> dict[str, Any]:
     """The sanitized view of ``request``: the run envelope's, when it shows this digest; else
     the stored body scrubbed of credential shapes and secret-named fields."""
@@ -217,6 +180,10 @@ def _artifact(session: Session, ref: Mapping[str, Any]) -> Any:
 
 
 def _shown(session: Session, run: RunRecord, request: RequestRecord) -> Shown:
+    view = _view(session, run, request)
+    if request.state == "open" and needed_approvers(request.body) > 1:
+        # who has approved so far (the two-person rule): shown, never part of the digest
+        view["approved_so_far"] = approvers_of(run, request.address, request.request_digest)
     return Shown(
         run_id=run.run_id,
         skill=run.skill,
@@ -227,7 +194,7 @@ def _shown(session: Session, run: RunRecord, request: RequestRecord) -> Shown:
         state=request.state,
         run_status=run.status,
         waiting_since=run.updated_at,
-        view=_view(session, run, request),
+        view=view,
         decision=request.decision,
     )
 
@@ -328,6 +295,48 @@ def _decline_questions(
         session._release(run_id)
 
 
+def _count_approver(session: Session, shown: Shown, decided_by: str) -> list[str] | None:
+    """Count ``decided_by`` as approving ``shown`` (once, however often they approve) in the
+    run's record, bound to the request's digest; every approver when enough have, else
+    ``None``. Under the run's lease, so two people approving at once are both counted.
+
+    Raises:
+        ResumeRefused: ``run_busy``; ``approver_unknown`` (a decision with no identity of a
+            person cannot count towards a two-person rule).
+    """
+    if not decided_by or decided_by in ("deadline",) or ":" not in decided_by:
+        raise ResumeRefused(
+            f"{shown.address!r} needs distinct people to approve; this decision names nobody",
+            code="approver_unknown",
+        )
+    run_id, needed = shown.run_id, needed_approvers(shown.view)
+    session._acquire(run_id)
+    try:
+        record = session.store.get_run(run_id)
+        assert record is not None
+        people = approvers_of(record, shown.address, shown.request_digest)
+        fresh = decided_by not in people
+        if fresh:
+            people.append(decided_by)
+        session.audit.emit(
+            "approval_counted",
+            run_id=run_id,
+            step_index=None,
+            address=shown.address,
+            request_digest=shown.request_digest,
+            decided_by=decided_by,
+            counted=fresh,
+            approvers=len(people),
+            needed=needed,
+        )
+        counted = dict(record.data.get("approvers") or {})
+        counted[shown.address] = {"request_digest": shown.request_digest, "people": people}
+        session.store.update_run(run_id, data={"approvers": counted})
+    finally:
+        session._release(run_id)
+    return people if len(people) >= needed else None
+
+
 def _entry(shown: Shown, approve: bool, reason: str | None, answers: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"request_digest": shown.request_digest}
     if shown.kind == "approval":
@@ -380,6 +389,11 @@ def decide(
         )
     if shown.kind == "question" and not approve:
         return _decline_questions(session, run_id, address, request_digest, decided_by, reason)
+    if shown.kind == "approval" and approve and needed_approvers(shown.view) > 1:
+        people = _count_approver(session, shown, decided_by)
+        if people is None:
+            return session.envelope(run_id)  # counted; the run waits for the next person
+        decided_by = "+".join(people)
     if shown.kind == "question" and answers is None:
         raise ResumeRefused(f"{address!r}: questions need answers", code="answer_invalid")
     doc = {

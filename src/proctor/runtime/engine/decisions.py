@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import replace
 from proctor.core.authority import parse_authority
+from proctor.errors import ResumeRefused
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
@@ -19,7 +20,38 @@ if TYPE_CHECKING:
     from proctor.runtime.engine.host import RunHost
     from proctor.runtime.records.runs import RunRecord
 
-__all__ = ["record_plan"]
+__all__ = ["approvers_of", "needed_approvers", "record_plan"]
+
+
+def needed_approvers(body: dict[str, Any]) -> int:
+    """How many distinct people must approve the request with ``body`` (1 unless it says)."""
+    needed = body.get("approvals")
+    return needed if isinstance(needed, int) and not isinstance(needed, bool) else 1
+
+
+def approvers_of(record: RunRecord, address: str, request_digest: str) -> list[str]:
+    """The people counted so far as approving ``address`` at exactly ``request_digest``."""
+    counted = (record.data.get("approvers") or {}).get(address) or {}
+    if counted.get("request_digest") != request_digest:
+        return []
+    return [str(p) for p in counted.get("people") or []]
+
+
+def _check_approvers(session: RunHost, record: RunRecord, plan: ResumePlan) -> None:
+    """Refuse an approval of a request that needs more people than have been counted."""
+    bodies = {r.address: r.body for r in session.store.requests(record.run_id)}
+    for address, decision in plan.decisions.items():
+        needed = needed_approvers(bodies.get(address) or {})
+        if needed < 2 or decision.get("approved") is not True:
+            continue
+        have = approvers_of(record, address, str(decision.get("request_digest")))
+        if len(have) < needed:
+            raise ResumeRefused(
+                f"{address!r} needs {needed} distinct people to approve, and {len(have)}"
+                " have: each approves with `proctor approve`, the console or an MCP client;"
+                " nothing was recorded",
+                code="approvals_needed",
+            )
 
 
 def record_plan(
@@ -29,6 +61,7 @@ def record_plan(
     run_id = record.run_id
     store, audit = session.store, session.audit
     if plan.decisions:
+        _check_approvers(session, record, plan)
         if decided_by is not None:
             plan.decisions = {a: {**d, "decided_by": decided_by} for a, d in plan.decisions.items()}
         store.record_decisions(run_id, plan.decisions)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, MutableMapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
@@ -360,6 +361,20 @@ class RunDriver:
                 continue
             if self._stopping():
                 raise self._interrupt()
+            deadline = self.authority.deadline_at()
+            if deadline is not None and datetime.now(UTC) >= deadline:
+                # the authority's deadline: no step starts past it, the run stops failed
+                message = (
+                    f"the run's deadline ({self.authority.deadline}) passed; no step ran after it"
+                )
+                s.audit.emit(
+                    "run_deadline_passed",
+                    run_id=self.run_id,
+                    step_index=index,
+                    deadline=self.authority.deadline,
+                )
+                refusal = Refusal(code="run_deadline_passed", message=message, step=step.id)
+                return self.seal("failed", "deadline_passed", None, refusal)
             s._renew(self.run_id)
             kill_point("step.start")
             started = s.clock()

@@ -6,7 +6,7 @@ Each function returns what the step became: settled (``StepDone``) or a pause on
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal
 from proctor.contracts.skill import AgentStep, AskStep, ToolStep
@@ -19,6 +19,9 @@ from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_fa
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.tools.base import OPERATION_PREFIX, OutcomeUnknown
+
+if TYPE_CHECKING:
+    from proctor.core.authority import Authority
 
 __all__ = ["Confirm", "agent_step", "ask_step", "priced", "tool_step"]
 
@@ -83,6 +86,8 @@ def tool_step(
         idempotency_key=key,
         address=step.id,
         reconciles=True,
+        approvals=step.approvals,
+        expires_in=step.expires_in,
     )
     try:
         call = governor.call(spec)
@@ -380,26 +385,32 @@ def _reconcile(
 # -- ask steps ------------------------------------------------------------------------------
 
 
-def ask_body(step: AskStep) -> dict[str, Any]:
-    """What an ask step asks: an approval (``reason``) or questions."""
+def ask_body(step: AskStep, authority: Authority | None = None) -> dict[str, Any]:
+    """What an ask step asks: an approval (``reason``) or questions; with its deadline
+    (the step's ``expires_in``, else the authority's) and, for an approval, how many distinct
+    people must approve (the step's ``approvals`` or the authority's ``min_approvers``,
+    whichever is more). Each is stated only when set, so the digest of a request that has
+    none is what it always was."""
+    extra: dict[str, Any] = {}
+    expires_in = step.ask.expires_in or (authority.expires_in if authority else None)
+    if expires_in is not None:
+        extra["expires_in"] = expires_in
+        extra["on_expiry"] = step.ask.on_expiry if step.ask.expires_in else "decline"
     if step.ask.reason is not None:
-        return {"kind": "approval", "gate": "ask", "address": step.id, "reason": step.ask.reason}
-    questions = [
-        {
-            "id": q.id,
-            "prompt": q.prompt,
-            "options": list(q.choices or []),
-            "free_text": q.free_text if q.choices else True,
-            "required": q.required,
-        }
-        for q in step.ask.questions or []
-    ]
-    return {"kind": "question", "address": step.id, "questions": questions}
+        needed = max(step.ask.approvals, (authority.min_approvers or 1) if authority else 1)
+        if needed > 1:
+            extra["approvals"] = needed
+            if "on_expiry" in extra:  # a deadline never stands in for the people needed
+                extra["on_expiry"] = "decline"
+        body = {"kind": "approval", "gate": "ask", "address": step.id, "reason": step.ask.reason}
+        return {**body, **extra}
+    questions = [q.request_form() for q in step.ask.questions or []]
+    return {"kind": "question", "address": step.id, "questions": questions, **extra}
 
 
 def ask_step(run: StepRunner, step: AskStep) -> StepDone | StepPause:
     """Pause on the step's request until a person's decision is recorded, then settle."""
-    request = run.open_request(step.id, ask_body(step))
+    request = run.open_request(step.id, ask_body(step, run.authority))
     decision = request.decision
     if decision is None:
         return StepPause([request])
@@ -409,13 +420,16 @@ def ask_step(run: StepRunner, step: AskStep) -> StepDone | StepPause:
         return StepDone(
             "completed", output={"approved": True, "reason": decision.get("reason")}, used=[step.id]
         )
-    refusal = Refusal(code="approval_declined", message="a person declined this step", step=step.id)
+    if decision.get("decided_by") == "deadline":
+        code, message = "approval_expired", "nobody decided before the deadline: declined"
+    else:
+        code, message = "approval_declined", "a person declined this step"
     return StepDone(
         "declined",
-        refusal=refusal,
-        seal_reason="approval_declined",
+        refusal=Refusal(code=code, message=message, step=step.id),
+        seal_reason=code,
         run_outcome="declined",
-        run_seal_reason="approval_declined",
+        run_seal_reason=code,
         used=[step.id],
     )
 

@@ -85,6 +85,8 @@ def operation_step(
         inputs=step.inputs,
         idempotency_key=step.idempotency_key,
         reason=step.reason,
+        approvals=step.approvals,
+        expires_in=step.expires_in,
         # the connector's declared price, reserved against the tree's spend limit
         cost=None if quote is None else Cost(usd_micro=quote, per=per),  # type: ignore[arg-type]
     )

@@ -15,6 +15,7 @@ from proctor.core.resume import PERSON_KINDS
 from proctor.receipts.canonical import digest
 from proctor.runtime.engine.host import StepRunner as Run
 from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run, trace_of
+from proctor.runtime.engine.upkeep import on_pause
 from proctor.runtime.records.runs import RequestRecord
 from proctor.runtime.testhooks import kill_point
 
@@ -67,6 +68,8 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
         else:
             entry["value"] = None
         template.setdefault(lane, {})[r.address] = entry
+    # what the pause owes people (notifications, deadline timers) is durable before the pause
+    on_pause(run, requests, shown)
     lost = int(run.record.data.get("audit_lost") or 0) + s.audit.lost(run.run_id)
     envelope = RunEnvelope(
         status=status,  # type: ignore[arg-type]

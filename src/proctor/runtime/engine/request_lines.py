@@ -1,4 +1,5 @@
-"""What a person sees of one request, as lines every medium paints the same way.
+"""What a person sees of one request, as lines every medium paints the same way, and the one
+line that summarises it (:func:`summary_of`: listings and notifications).
 
 Split from :mod:`proctor.runtime.engine.approvals` along the seam between finding a request
 (the store, the sanitized view, the decision) and saying what it holds: one definition of what
@@ -21,7 +22,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LINE_STYLES", "request_lines"]
+from proctor.core.resume import options_of
+
+__all__ = ["LINE_STYLES", "SUMMARY_MAX", "request_lines", "summary_of"]
+
+SUMMARY_MAX = 120
 
 LINE_STYLES = ("head", "key", "file", "add", "del", "hunk", "ctx", "body", "warn")
 """The style of a line: a medium maps each to its colour or CSS class."""
@@ -45,6 +50,10 @@ _VIEW_SHOWN = frozenset(
         "question",
         "call_id",
         "state",
+        "approvals",
+        "approved_so_far",
+        "expires_in",
+        "on_expiry",
     }
 )
 
@@ -172,6 +181,13 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
         lines.append(("key", f"tool: {view['tool']}"))
     if view.get("reason"):
         lines.append(("key", f"reason: {view['reason']}"))
+    if isinstance(view.get("approvals"), int):
+        so_far = [str(p) for p in view.get("approved_so_far") or []]
+        said = f"needs {view['approvals']} different people to approve"
+        lines.append(("warn", said + (f"; approved so far: {', '.join(so_far)}" if so_far else "")))
+    if isinstance(view.get("expires_in"), int):
+        then = "approved" if view.get("on_expiry") == "approve" else "declined"
+        lines.append(("key", f"deadline: {view['expires_in']} s after it opened; then {then}"))
     for key in ("args_digest", "payload_digest"):
         if view.get(key):
             lines.append(("key", f"{key.replace('_', ' ')}: {view[key]}"))
@@ -191,8 +207,11 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
         if not isinstance(q, Mapping):
             continue
         lines.append(("head", f"? {q.get('prompt')}  (id {q.get('id')})"))
-        for n, option in enumerate(q.get("options") or [], start=1):
-            lines.append(("body", f"   {n}. {option}"))
+        for n, option in enumerate(options_of(q), start=1):
+            mark = "  (recommended)" if option["recommended"] else ""
+            lines.append(("body", f"   {n}. {option['label']}{mark}"))
+            if option["detail"]:
+                lines.append(("ctx", f"      {option['detail']}"))
         if q.get("free_text"):
             lines.append(("body", "   (free text allowed)"))
     if kind == "retry" and view.get("question"):
@@ -203,3 +222,47 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
         if key not in _VIEW_SHOWN and value not in (None, "", [], {}):
             _block(lines, key, value)
     return lines
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 1] + "…"
+
+
+def summary_of(kind: str, view: Mapping[str, Any]) -> str:
+    """A one-line summary of a request: the files, the command, the HTTP request, the first
+    question or the reason."""
+    payload = view.get("payload") or {}
+    if kind == "approval":
+        tool = str(view.get("tool") or "ask")
+        files = payload.get("files") or []
+        if files:
+            first = f"{tool} {files[0].get('op')} {files[0].get('path')}"
+            more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
+            return _one_line(first + more)
+        command = payload.get("command")
+        if isinstance(command, dict):
+            argv = [str(a) for a in command.get("argv") or []]
+            return _one_line(f"$ {shlex.join(argv)}  (in {command.get('cwd') or '.'})")
+        op = payload.get("operation")
+        if isinstance(op, dict):
+            return _one_line(f"{tool} {op.get('method')} {op.get('url')}")
+        call = payload.get("call")
+        if isinstance(call, dict):
+            args = call.get("args") or {}
+            if call.get("tool") == "http.request" and isinstance(args, dict):
+                return _one_line(f"{tool} {args.get('method', 'GET')} {args.get('url')}")
+            return _one_line(f"{tool} {json.dumps(args, ensure_ascii=False, sort_keys=True)}")
+        if view.get("payload_artifact"):
+            return _one_line(f"{tool}: a large payload (shown in full on approval)")
+        return _one_line(f"{tool}: {view.get('reason') or 'approve?'}")
+    if kind == "question":
+        questions = view.get("questions") or []
+        if questions:
+            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+            return _one_line(str(questions[0].get("prompt")) + more)
+    if kind == "retry":
+        return _one_line(f"send {view.get('tool')} again? (call {view.get('call_id')})")
+    if kind == "agent_turn":
+        return _one_line(f"agent turn: {view.get('instructions') or view.get('step') or ''}")
+    return _one_line(str(view.get("reason") or kind))

@@ -25,6 +25,7 @@ again; receipts are written at seal from the store's records. One driver holds a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -268,14 +269,29 @@ class Session:
         self._trusted_by_env.add(files.digest)
 
     def close(self) -> None:
-        """Release the run store and the audit log."""
+        """Settle what is due on waiting requests (notifications, deadlines: see
+        :mod:`.upkeep`), then release the run store and the audit log. A failure to settle is
+        audited, never raised: the outbox keeps what is due for the next command."""
         if self._store is not None:
+            self.settle_due()
             self._store.close()
         if self._audit is not None:
             self._audit.close()
         if self._observer is not None:
             self._observer.close()  # exports what finished; the exporter is the process's
             self._observer = None
+
+    def settle_due(self) -> None:
+        """Send due notifications and settle passed deadlines (see :mod:`.upkeep`); a
+        refusal is audited (``upkeep_failed``) and left for the next attempt."""
+        from proctor.runtime.engine.upkeep import settle
+
+        try:
+            settle(self)
+        except ProctorError as exc:
+            # a broken audit log is refused by the next command that writes it
+            with contextlib.suppress(ProctorError):
+                self.audit.emit("upkeep_failed", run_id=None, step_index=None, code=exc.code)
 
     def request_stop(self) -> None:
         """Ask every run this session drives to stop before its next step (SIGTERM)."""

@@ -46,6 +46,7 @@ from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
 from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import RunHost
+from proctor.runtime.engine.upkeep import notify_config
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.limits import max_concurrency_from_env
 from proctor.runtime.records.audit_breaks import refuse_broken_log
@@ -67,10 +68,11 @@ def check_parts(host: RunHost) -> None:
     """Check the home, the signing key, the receipt store and the run store.
 
     Raises:
-        ConfigError: ``home_missing``; ``max_concurrency_invalid`` (``PROCTOR_MAX_CONCURRENCY``
-            set to anything but a positive integer); ``signing_key_exposed``,
-            ``signing_key_invalid``, ``signing_key_unreadable``, ``signing_key_uncreatable``,
-            ``signing_key_missing``.
+        ConfigError: ``notify_config_invalid`` (``proctor.toml``'s ``[notify]`` or
+            ``[approvals]``); ``home_missing``; ``max_concurrency_invalid``
+            (``PROCTOR_MAX_CONCURRENCY`` set to anything but a positive integer);
+            ``signing_key_exposed``, ``signing_key_invalid``, ``signing_key_unreadable``,
+            ``signing_key_uncreatable``, ``signing_key_missing``.
         ReceiptInvalid: ``receipt_store_foreign``.
         StoreError: ``store_corrupt``, ``store_unreadable``, ``store_missing``,
             ``store_error``, ``receipt_store_io``, ``audit_broken``, ``audit_unreadable``.
@@ -82,6 +84,8 @@ def check_parts(host: RunHost) -> None:
     store = host.store  # opening it is the check (quick_check on a first open)
     log = host.audit.path
     refuse_broken_log(log, store.audit_anchor(), log.name)
+    # a run that would pause with nobody told is refused before its first step
+    notify_config(host.workspace.root)
 
 
 def start_run(

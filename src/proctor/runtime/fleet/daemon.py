@@ -66,6 +66,10 @@ _CUT_OFF = 0.5
 """The share of the lease's time without a successful beat after which drivers are stopped."""
 
 
+UPKEEP_SECONDS = 2.0
+"""How often a worker sends due notifications and settles passed deadlines."""
+
+
 def worker_id() -> str:
     """This worker's identity: ``host|pid-like nonce``."""
     return f"{socket.gethostname()}|{os.getpid()}|{secrets.token_hex(4)}"
@@ -131,6 +135,8 @@ class Worker:
         beat.start()
         self.listener.start()
         threading.Thread(target=self._ring_on_stop, name="proctor-stop-bell", daemon=True).start()
+        upkeep = threading.Thread(target=self._upkeep, name="proctor-upkeep", daemon=True)
+        upkeep.start()
         slots = [
             threading.Thread(target=self._slot, args=(n,), name=f"proctor-slot-{n}")
             for n in range(self.concurrency)
@@ -185,6 +191,22 @@ class Worker:
             due = self.poll_seconds
         timeout = SAFETY_SECONDS if due is None else min(SAFETY_SECONDS, due)
         self.bell.wait(seen, timeout)
+
+    def _upkeep(self) -> None:
+        """Every :data:`UPKEEP_SECONDS`: send due notifications and settle passed deadlines
+        (:meth:`Session.settle_due`); an error waits for the next round."""
+        while not self.stop.wait(UPKEEP_SECONDS):
+            if self.cut_off.is_set():
+                continue
+            try:
+                session = Session(self.workspace, environ=self.environ)
+                try:
+                    session.settle_due()
+                finally:
+                    session.close()
+            except Exception as exc:  # the upkeep outlives every error, a bug's included
+                what = exc.message if isinstance(exc, ProctorError) else type(exc).__name__
+                self.log(f"upkeep failed: {what}; trying again in {UPKEEP_SECONDS} s")
 
     def _cut_off(self) -> None:
         """Stop taking work and stop every driver of this worker before its lease lapses: each

@@ -6,7 +6,8 @@ index by step and per-run counters, :mod:`.store_file` how its file is built and
 :mod:`.store_evidence` a missing one that records show existed refused, never re-created),
 :mod:`.postgres` (the PostgreSQL store many workers share; :mod:`.postgres_pool` its connection
 pools, :mod:`.postgres_schema` its migrations), :mod:`.rows` (the row shapes both stores
-share), :mod:`.backend` (which of the two a workspace
+share), :mod:`.outbox` (the notification outbox and timers, a table of its own in either
+store), :mod:`.backend` (which of the two a workspace
 uses: ``PROCTOR_DATABASE_URL``),
 :mod:`.receipts` (the receipt store: one file per receipt), :mod:`.verify_folder` (a
 receipt tree verified against trusted keys from a folder: ``verify_receipt``), :mod:`.audit`

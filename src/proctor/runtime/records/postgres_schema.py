@@ -168,7 +168,26 @@ ALTER TABLE runs ADD COLUMN identity TEXT;
 """Version 3: each run's package identity (``core:``, ``registry:``, ``local:``); runs recorded
 before it keep null."""
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+_V4 = """
+CREATE TABLE notify_outbox (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    address TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    due_at DOUBLE PRECISION NOT NULL,
+    created_at TEXT NOT NULL,
+    note TEXT
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (due_at) WHERE state = 'pending';
+"""
+"""Version 4: the notification outbox (see :mod:`.outbox`)."""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 """Every schema version in order; a new one is appended, never edited once released."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

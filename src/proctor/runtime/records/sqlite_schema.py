@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from proctor.runtime.records.outbox import OUTBOX_SQLITE
 from proctor.runtime.records.sqlite_counts import COUNTS_SCHEMA
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "build_schema"]
@@ -94,8 +95,9 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 
 
 SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
+SCHEMA += OUTBOX_SQLITE  # the notification outbox (outbox)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
@@ -119,6 +121,7 @@ _ADDED_COLUMNS = (
     ("calls", "epoch", "INTEGER"),  # the epoch that claimed the call
     ("calls", "site", "TEXT"),  # where the claimed effect runs
     ("runs", "identity", "TEXT"),  # version 6: the run's package identity (null before it)
+    # version 7: the notification outbox, a table of its own (created by SCHEMA)
 )
 
 
