@@ -12,10 +12,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import os
+import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = [
     "set_aside_digest",
     "verify_bytes",
     "verify_chain",
+    "verify_lines",
 ]
 
 GENESIS = "sha256:" + "0" * 64
@@ -125,10 +128,22 @@ def verify_chain(path: Path, anchors: Iterable[Anchor] = ()) -> ChainReport:
     it: a log shorter than the anchor was cut; a different line there means the history up
     to it was rewritten (lines removed and the rest chained again still fail here).
 
+    The file is read in blocks of 1 MiB under one shared lock (no append or repair is half
+    seen) and checked line by line, so memory stays flat whatever its length (see
+    :func:`verify_lines` for what each line costs).
+
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read (``FileNotFoundError`` when it does not exist), or
+            is not a regular file.
     """
-    return verify_bytes(read_log(path), anchors)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a device or a pipe may never end
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return verify_lines(lambda: _FileLines(fd), anchors)
+    finally:
+        os.close(fd)
 
 
 def verify_bytes(
@@ -144,21 +159,179 @@ def verify_bytes(
     ``first_line``, whose ``prev`` must be ``prev`` (line numbers in the report count from
     it). Breaks a person recorded (:data:`BREAK_EVENT`) are honoured in a whole log only.
     """
+    return verify_lines(lambda: _BytesLines(data), anchors, prev=prev, first_line=first_line)
+
+
+class _Lines:
+    """The complete lines of a log, read once from its start (without their newlines); once
+    they are exhausted, ``tail`` is a last line with no newline (``b""`` for none). ``marked``
+    says whether :data:`_BREAK` occurs in the bytes read so far."""
+
+    tail: bytes = b""
+    marked: bool = False
+    torn: bool = False
+    """Whether :meth:`torn_tail` gave the tail."""
+    _it: Iterator[bytes] | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._it is None:
+            self._it = self._read()
+        return self._it
+
+    def _read(self) -> Iterator[bytes]:
+        for block in self._blocks():
+            buffer = self.tail + block
+            if not self.marked and _BREAK in buffer:
+                self.marked = True
+            lines = buffer.split(b"\n")
+            self.tail = lines.pop()
+            yield from lines
+
+    def torn_tail(self) -> Iterator[bytes]:
+        """The tail as one more line, once the lines are exhausted (``torn`` set)."""
+        if self.tail:
+            self.torn = True
+            yield self.tail
+
+    def drain(self) -> int:
+        """Read the rest, counting its complete lines (``tail`` and ``marked`` kept up)."""
+        return sum(1 for _ in self)
+
+    def _blocks(self) -> Iterator[bytes]:
+        raise NotImplementedError
+
+
+class _FileLines(_Lines):
+    def __init__(self, fd: int) -> None:
+        self._fd, self._at = fd, 0
+
+    def _blocks(self) -> Iterator[bytes]:
+        while block := os.pread(self._fd, _BLOCK, self._at):
+            self._at += len(block)
+            yield block
+
+
+class _BytesLines(_Lines):
+    def __init__(self, data: bytes) -> None:
+        self._data, self._given = data, False
+
+    def _blocks(self) -> Iterator[bytes]:
+        if not self._given:
+            self._given = True
+            if self._data:
+                yield self._data
+
+
+def verify_lines(
+    source: Callable[[], _Lines],
+    anchors: Iterable[Anchor] = (),
+    *,
+    prev: str = GENESIS,
+    first_line: int = 1,
+) -> ChainReport:
+    """:func:`verify_bytes` over the lines ``source()`` reads (again from the start each call).
+
+    A log with no recorded break is read once: each line's ``prev`` is compared as bytes
+    with the digest of the line before, and its fixed fields are matched in the writer's form
+    (:data:`_WRITTEN`), without decoding the line. A line the chain commits (the next line's
+    ``prev`` is its digest) is then the line as it was chained; the last line, a line in any
+    other form, and the line before a broken link are decoded in full (:func:`_check_line`),
+    so a line that no longer parses is still named itself. A log with a recorded break is
+    read three times (its records, the lines they set aside, the chain), every line decoded.
+    """
     anchors = tuple(anchors)
-    lines = data.split(b"\n") if data else []
-    truncated = bool(lines) and lines[-1] != b""
-    if lines and not truncated:
-        lines.pop()
-    breaks = recorded_breaks(data, lines) if first_line == 1 else None
+    report = _fast(source(), anchors, prev, first_line)
+    if report is not None:
+        return report
+    breaks = _breaks_in(source) if first_line == 1 else None
     if breaks is not None:
         anchors = tuple(a for a in anchors if (a.lines, a.last_digest) not in breaks.excused)
+    return _walk(source(), anchors, prev, first_line, breaks)
+
+
+def _fast(
+    lines: _Lines, anchors: tuple[Anchor, ...], prev: str, first_line: int
+) -> ChainReport | None:
+    """The report of a log with no recorded break, read once; ``None`` when the log holds a
+    break record (the caller walks it again, honouring its breaks)."""
+    at = {n: "" for n in sorted({a.lines for a in anchors if a.lines > 0})}
+    sha = hashlib.sha256
+    written = _WRITTEN
+    expect = b',"prev":"' + prev.encode() + b'"}'
+    number = first_line - 1
+    last, last_prev = b"", prev  # the line before, and its own prev
+    bad_line: int | None = None
+    reason: str | None = None
+    for line in lines:
+        number += 1
+        if not (line.endswith(expect) and written(line) is not None):
+            bad = _check_line(line, prev)
+            if bad == _PREV_BROKEN and number > first_line:
+                earlier = _check_line(last, last_prev)  # a line that no longer parses is named
+                if earlier is not None:
+                    bad_line, reason = number - 1, earlier
+            if bad is not None and bad_line is None:
+                bad_line, reason = number, bad
+            if bad_line is not None:
+                if not at:
+                    number += lines.drain()
+                    break
+                prev = "sha256:" + sha(line).hexdigest()
+                if number in at:
+                    at[number] = prev
+                for rest in lines:  # only the digests the anchors need
+                    number += 1
+                    if number in at:
+                        at[number] = "sha256:" + sha(rest).hexdigest()
+                break
+        hexed = sha(line).hexdigest()
+        last, last_prev, prev = line, prev, "sha256:" + hexed
+        expect = b',"prev":"sha256:' + hexed.encode() + b'"}'
+        if number in at:
+            at[number] = prev
+    if lines.marked:
+        return None
+    start = first_line - 1
+    if bad_line is None and number > start:  # nothing commits the last line: decode it
+        bad = _check_line(last, last_prev)
+        if bad is not None:
+            bad_line, reason = number, bad
+    complete = number
+    if lines.tail:
+        number += 1
+        if bad_line is None:
+            bad_line, reason = number, _TORN
+        if number in at:
+            at[number] = line_digest(lines.tail)
+    checked, broken = _check_anchors(anchors, at, complete)
+    if broken and (bad_line is None or broken[0]["line"] < bad_line):
+        bad_line, reason = broken[0]["line"], broken[0]["message"]
+    return ChainReport(
+        ok=bad_line is None,
+        lines=number,
+        first_bad_line=bad_line,
+        reason=reason,
+        anchors=checked,
+        broken_anchors=tuple(broken),
+    )
+
+
+def _walk(
+    lines: _Lines,
+    anchors: tuple[Anchor, ...],
+    prev: str,
+    first_line: int,
+    breaks: Breaks | None,
+) -> ChainReport:
+    """The report of a log walked line by line, every line decoded, honouring ``breaks``."""
     wanted = sorted({a.lines for a in anchors if a.lines > 0})
     at = {n: "" for n in wanted}
     bad_line: int | None = None
     reason: str | None = None
     kept: dict[int, str] = {0: GENESIS}
-    start = first_line - 1
-    for number, line in enumerate(lines, start=first_line):
+    number = first_line - 1
+    for line in itertools.chain(lines, lines.torn_tail()):
+        number += 1
         if breaks is not None and bad_line is None:
             if number in breaks.set_aside:  # a recorded break: frozen by its record's digest
                 prev = line_digest(line)
@@ -173,12 +346,7 @@ def verify_bytes(
             elif number in breaks.broken_records:
                 bad_line, reason = number, breaks.broken_records[number]
         if bad_line is None:
-            bad = _check_line(line, prev)
-            if truncated and number == start + len(lines):
-                bad = (
-                    "the last line is incomplete (no newline): a write was cut short or the file"
-                    " was truncated; the next proctor command that writes the log moves it aside"
-                )
+            bad = _TORN if lines.torn else _check_line(line, prev)
             if bad is not None:
                 bad_line, reason = number, bad
                 if not at:
@@ -188,13 +356,17 @@ def verify_bytes(
             kept[number] = prev
         if number in at:
             at[number] = prev
-    complete = start + len(lines) - (1 if truncated else 0)
+    if bad_line is not None and not at and not lines.torn:  # stopped early: count the rest
+        number += lines.drain()
+        if lines.tail:
+            number, lines.torn = number + 1, True
+    complete = number - (1 if lines.torn else 0)
     checked, broken = _check_anchors(anchors, at, complete)
     if broken and (bad_line is None or broken[0]["line"] < bad_line):
         bad_line, reason = broken[0]["line"], broken[0]["message"]
     return ChainReport(
         ok=bad_line is None,
-        lines=start + len(lines),
+        lines=number,
         first_bad_line=bad_line,
         reason=reason,
         anchors=checked,
@@ -246,6 +418,22 @@ def _check_anchors(
     return checked, broken
 
 
+_PREV_BROKEN = "prev does not match the line before (a line was removed, changed or moved)"
+_TORN = (
+    "the last line is incomplete (no newline): a write was cut short or the file was"
+    " truncated; the next proctor command that writes the log moves it aside"
+)
+_STRING = rb'"[^"\\\x00-\x1f]*"'
+_WRITTEN = re.compile(
+    rb'\{"schema_version":' + _STRING + rb',"event_id":' + _STRING
+    + rb',"run_id":(?:' + _STRING + rb'|null),"sequence":(?:[0-9]+|null)'
+    + rb',"step_index":(?:-?[0-9]+|null),"timestamp":' + _STRING + rb',"event":' + _STRING
+    + rb',"redacted_fields":\[(?:' + _STRING + rb'(?:,' + _STRING + rb')*)?\][,}]'
+).match  # fmt: skip
+"""The fixed fields as the writer puts them (its escape-free form): in order, each value of
+its type, matched without decoding the line; a line in any other form is decoded."""
+
+
 def _check_line(line: bytes, prev: str) -> str | None:
     try:
         record = json.loads(line)
@@ -259,7 +447,7 @@ def _check_line(line: bytes, prev: str) -> str | None:
     if list(record)[: len(FIXED_FIELDS)] != list(FIXED_FIELDS):
         return "fixed fields out of order"
     if record["prev"] != prev:
-        return "prev does not match the line before (a line was removed, changed or moved)"
+        return _PREV_BROKEN
     return None
 
 
@@ -298,18 +486,60 @@ def recorded_breaks(data: bytes, lines: list[bytes]) -> Breaks | None:
     changed, or it names a line it cannot) is listed in ``broken_records`` with the reason."""
     if _BREAK not in data:
         return None
-    out = Breaks()
-    floor = 0  # each break comes after the previous one's record
-    for index, line in enumerate(lines):
+    found = _break_records(enumerate(lines, start=1))
+    return _breaks_of(found, lambda good, number: set_aside_digest(lines[good : number - 1]))
+
+
+def _breaks_in(source: Callable[[], _Lines]) -> Breaks:
+    """:func:`recorded_breaks` of a log read as lines: once for its records, once for the
+    digests of the lines each record sets aside."""
+    first = source()
+    found = _break_records(enumerate(_and_tail(first), start=1))
+    spans = {
+        (record["last_good_line"], number)
+        for number, record in found
+        if _fits(record.get("last_good_line"), number)
+    }
+    hashers = {span: hashlib.sha256() for span in spans}
+    for number, line in enumerate(_and_tail(source()), start=1):
+        for (good, end), hasher in hashers.items():
+            if good < number < end:
+                hasher.update(line if number == good + 1 else b"\n" + line)
+    digests = {span: "sha256:" + hasher.hexdigest() for span, hasher in hashers.items()}
+    return _breaks_of(found, lambda good, number: digests[(good, number)])
+
+
+def _and_tail(lines: _Lines) -> Iterator[bytes]:
+    yield from lines
+    if lines.tail:
+        yield lines.tail
+
+
+def _fits(good: Any, number: int) -> bool:
+    return type(good) is int and 0 <= good < number
+
+
+def _break_records(lines: Iterable[tuple[int, bytes]]) -> list[tuple[int, dict[str, Any]]]:
+    """The lines that hold a break record, by number, each decoded."""
+    found: list[tuple[int, dict[str, Any]]] = []
+    for number, line in lines:
         if _BREAK not in line:
             continue
-        number = index + 1
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(record, dict) or record.get("event") != BREAK_EVENT:
-            continue
+        if isinstance(record, dict) and record.get("event") == BREAK_EVENT:
+            found.append((number, record))
+    return found
+
+
+def _breaks_of(found: list[tuple[int, dict[str, Any]]], aside: Callable[[int, int], str]) -> Breaks:
+    """The breaks ``found`` records; ``aside(good, number)`` is the digest of the lines
+    between ``good`` and ``number``."""
+    out = Breaks()
+    floor = 0  # each break comes after the previous one's record
+    for number, record in found:
         good, frozen = record.get("last_good_line"), record.get("set_aside_digest")
         excused = record.get("excused_anchors")
         if type(good) is not int or not floor <= good < number or not isinstance(excused, list):
@@ -318,7 +548,7 @@ def recorded_breaks(data: bytes, lines: list[bytes]) -> Breaks | None:
                 " before an earlier recorded break, or none)"
             )
             continue
-        if set_aside_digest(lines[good : number - 1]) != frozen:
+        if aside(good, number) != frozen:
             out.broken_records[number] = (
                 f"lines {good + 1} to {number - 1}, which the break recorded at line"
                 f" {number} set aside, were changed after it was recorded"
