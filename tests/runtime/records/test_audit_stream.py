@@ -66,7 +66,7 @@ _EDITS = st.lists(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     texts=st.lists(_TEXT, min_size=1, max_size=8),

@@ -15,7 +15,6 @@ import hashlib
 import itertools
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -232,11 +231,13 @@ def verify_lines(
     """:func:`verify_bytes` over the lines ``source()`` reads (again from the start each call).
 
     A log with no recorded break is read once: each line's ``prev`` is compared as bytes
-    with the digest of the line before, and its fixed fields are matched in the writer's form
-    (:data:`_WRITTEN`), without decoding the line. A line the chain commits (the next line's
-    ``prev`` is its digest) is then the line as it was chained; the last line, a line in any
-    other form, and the line before a broken link are decoded in full (:func:`_check_line`),
-    so a line that no longer parses is still named itself. A log with a recorded break is
+    with the digest of the line before and its head with the writer's (:data:`_WRITTEN_HEAD`),
+    without decoding the line: a line the next line's ``prev`` commits is the line as it was
+    chained. The last line (nothing commits it), a line in any other form, and the line before
+    a broken link are decoded in full (:func:`_check_line`: JSON, the fixed fields in order),
+    so a changed line that no longer parses is still named itself. A line in the middle is not
+    decoded: a history rewritten and chained again with lines that are not JSON is found by
+    the anchors, as one chained again with valid lines is. A log with a recorded break is
     read three times (its records, the lines they set aside, the chain), every line decoded.
     """
     anchors = tuple(anchors)
@@ -256,18 +257,24 @@ def _fast(
     break record (the caller walks it again, honouring its breaks)."""
     at = {n: "" for n in sorted({a.lines for a in anchors if a.lines > 0})}
     sha = hashlib.sha256
-    written = _WRITTEN
     expect = b',"prev":"' + prev.encode() + b'"}'
     number = first_line - 1
-    last, last_prev = b"", prev  # the line before, and its own prev
+    hexed = last_hexed = ""  # the digests of the line before and of the one before it
+    last = b""  # the line before
     bad_line: int | None = None
     reason: str | None = None
     for line in lines:
         number += 1
-        if not (line.endswith(expect) and written(line) is not None):
-            bad = _check_line(line, prev)
-            if bad == _PREV_BROKEN and number > first_line:
-                earlier = _check_line(last, last_prev)  # a line that no longer parses is named
+        if not (
+            line.endswith(expect)
+            and line.startswith(_WRITTEN_HEAD)
+            and line.startswith(_WRITTEN_RUN, _WRITTEN_RUN_AT)
+        ):
+            bad = _check_line(line, "sha256:" + hexed if hexed else prev)
+            if bad is not None and number > first_line:
+                # the line before was vouched by no one: a line that no longer parses is
+                # named itself, not the line after it
+                earlier = _check_line(last, "sha256:" + last_hexed if last_hexed else prev)
                 if earlier is not None:
                     bad_line, reason = number - 1, earlier
             if bad is not None and bad_line is None:
@@ -276,24 +283,21 @@ def _fast(
                 if not at:
                     number += lines.drain()
                     break
-                prev = "sha256:" + sha(line).hexdigest()
                 if number in at:
-                    at[number] = prev
+                    at[number] = "sha256:" + sha(line).hexdigest()
                 for rest in lines:  # only the digests the anchors need
                     number += 1
                     if number in at:
                         at[number] = "sha256:" + sha(rest).hexdigest()
                 break
-        hexed = sha(line).hexdigest()
-        last, last_prev, prev = line, prev, "sha256:" + hexed
+        last, last_hexed, hexed = line, hexed, sha(line).hexdigest()
         expect = b',"prev":"sha256:' + hexed.encode() + b'"}'
         if number in at:
-            at[number] = prev
+            at[number] = "sha256:" + hexed
     if lines.marked:
         return None
-    start = first_line - 1
-    if bad_line is None and number > start:  # nothing commits the last line: decode it
-        bad = _check_line(last, last_prev)
+    if bad_line is None and number >= first_line:  # nothing commits the last line: decode it
+        bad = _check_line(last, "sha256:" + last_hexed if last_hexed else prev)
         if bad is not None:
             bad_line, reason = number, bad
     complete = number
@@ -423,15 +427,10 @@ _TORN = (
     "the last line is incomplete (no newline): a write was cut short or the file was"
     " truncated; the next proctor command that writes the log moves it aside"
 )
-_STRING = rb'"[^"\\\x00-\x1f]*"'
-_WRITTEN = re.compile(
-    rb'\{"schema_version":' + _STRING + rb',"event_id":' + _STRING
-    + rb',"run_id":(?:' + _STRING + rb'|null),"sequence":(?:[0-9]+|null)'
-    + rb',"step_index":(?:-?[0-9]+|null),"timestamp":' + _STRING + rb',"event":' + _STRING
-    + rb',"redacted_fields":\[(?:' + _STRING + rb'(?:,' + _STRING + rb')*)?\][,}]'
-).match  # fmt: skip
-"""The fixed fields as the writer puts them (its escape-free form): in order, each value of
-its type, matched without decoding the line; a line in any other form is decoded."""
+_WRITTEN_HEAD = b'{"schema_version":"1","event_id":"'
+_WRITTEN_RUN, _WRITTEN_RUN_AT = b'","run_id":', len(_WRITTEN_HEAD) + 36
+"""How the writer starts a line: the schema version, an event id of 36 characters (a UUID),
+and the run id's key. A line that starts otherwise is decoded in full."""
 
 
 def _check_line(line: bytes, prev: str) -> str | None:
