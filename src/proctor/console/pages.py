@@ -22,7 +22,7 @@ __all__ = ["FILTERS", "diff_lines", "pending_page", "request_page", "run_page", 
 FILTERS = ("status", "outcome", "skill")
 SCAN_MAX = 2000
 """Runs read at most to fill one filtered page of history (newest first)."""
-PENDING_PAGE = 25
+PENDING_PAGE = 10
 """Open requests on one ``/pending`` page (each with its whole payload), oldest first."""
 RUNS_PAGE = 50
 """Runs on one ``/runs`` page, newest first."""
@@ -105,7 +105,8 @@ def runs_page(
     cursor = after
     more = False
     while len(rows) < limit and scanned < SCAN_MAX:
-        page = session.store.list_runs(after=cursor, limit=200)
+        # unfiltered, one row past the page tells whether another follows
+        page = session.store.list_runs(after=cursor, limit=200 if wanted else limit + 1)
         if not page:
             break
         for run in page:
@@ -126,9 +127,9 @@ def runs_page(
                     }
                 )
                 if len(rows) == limit:
-                    more = True
+                    more = bool(wanted) or len(page) > limit
                     break
-        if len(page) < 200:
+        if len(page) < 200 or not wanted:
             break
     else:
         more = more or scanned >= SCAN_MAX
