@@ -72,7 +72,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
     session = Session(Workspace.discover(Path.cwd()))
     try:
         if run_id is None:
-            runs = session.store.list_runs(after=after, limit=limit + 1)
+            runs = session.store.list_runs(after=after, limit=limit + 1, data=False)
             more, runs = len(runs) > limit, runs[:limit]
             rows = [
                 {

@@ -52,8 +52,7 @@ def pending(as_json: bool, after: int | None, limit: int) -> None:
     """
     from proctor.cli.render import dump_json
     from proctor.runtime.boundary.workspace import Workspace
-    from proctor.runtime.engine.approvals import PENDING_SCHEMA
-    from proctor.runtime.engine.approvals import pending_page
+    from proctor.runtime.engine.approvals import PENDING_SCHEMA, pending_page
     from proctor.runtime.engine.session import Session
 
     session = Session(Workspace.discover(Path.cwd()))

@@ -106,7 +106,7 @@ def runs_page(
     more = False
     while len(rows) < limit and scanned < SCAN_MAX:
         # unfiltered, one row past the page tells whether another follows
-        page = session.store.list_runs(after=cursor, limit=200 if wanted else limit + 1)
+        page = session.store.list_runs(after=cursor, limit=200 if wanted else limit + 1, data=False)
         if not page:
             break
         for run in page:

@@ -30,6 +30,8 @@ __all__ = [
 RUN_COLS = (
     "cursor, run_id, skill, method, status, outcome, receipt_id, created_at, updated_at, data"
 )
+RUN_HEAD_COLS = RUN_COLS.replace(", data", ", '{}'")
+"""The columns of :data:`RUN_COLS` with an empty ``data`` (a list that shows no run's state)."""
 CALL_COLS = (
     "run_id, call_id, step_id, tool, state, args_digest, outcome, result, idempotency_key, site"
 )
