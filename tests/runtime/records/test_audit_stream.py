@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proctor.runtime.records import chain
+from proctor.runtime.records import chain_lines
 from proctor.runtime.records.audit import FIXED_FIELDS, GENESIS, Anchor, AuditLog, verify_chain
 from proctor.runtime.records.audit_breaks import accept_break
 
@@ -115,7 +115,7 @@ def test_the_stream_names_what_decoding_every_line_names(
         elif kind == "cut":
             del data[where % (len(data) + 1) :]
     path.write_bytes(bytes(data))
-    monkeypatch.setattr(chain, "_BLOCK", block)
+    monkeypatch.setattr(chain_lines, "BLOCK", block)
     report = verify_chain(path, anchors)
     assert (report.ok, report.lines, report.first_bad_line) == _reference(bytes(data), anchors)
 
@@ -134,7 +134,7 @@ def test_a_log_with_a_recorded_break_is_walked_with_its_break(tmp_path: Path) ->
         log.emit("call", run_id="r", step_index=5, n=5)
     for block in (5, 1 << 20):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(chain, "_BLOCK", block)
+            patch.setattr(chain_lines, "BLOCK", block)
             report = verify_chain(path)
         assert report.ok, report
         assert [b["line"] for b in report.recorded_breaks] == [5]
@@ -143,7 +143,7 @@ def test_a_log_with_a_recorded_break_is_walked_with_its_break(tmp_path: Path) ->
     lines[1] = lines[1].replace(b'"n":9', b'"n":8')  # a set-aside line changed after
     path.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chain, "_BLOCK", 5)
+        patch.setattr(chain_lines, "BLOCK", 5)
         report = verify_chain(path)
     # the record no longer fits: nothing is set aside, line 3 breaks the chain again
     assert not report.ok and report.first_bad_line == 3 and report.lines == 6

@@ -35,7 +35,8 @@ from proctor.errors import StoreError
 __all__ = [
     "DAMAGE_SUFFIX",
     "INLINE_MAX",
-    "bounded_check",
+    "LOCK_SUFFIX",
+    "bounded_problem",
     "clear_damage",
     "record_damage",
     "refuse_recorded_damage",
@@ -46,7 +47,8 @@ INLINE_MAX = 32 * 2**20
 """A changed store up to this size is checked whole on the command's path (~20 ms)."""
 DAMAGE_SUFFIX = "-damaged"
 """Damage a full check found is recorded beside the store under its name and this suffix."""
-_LOCK_SUFFIX = "-checking"
+LOCK_SUFFIX = "-checking"
+"""The lock a full check holds, beside the store under its name and this suffix."""
 _RECORD_MAX = 4096
 
 
@@ -102,46 +104,44 @@ def clear_damage(path: Path) -> None:
         os.unlink(_damage_path(path))
 
 
-def bounded_check(conn: sqlite3.Connection, path: Path, shown: str) -> None:
-    """The checks a command makes of a large changed store: a fixed number of pages read.
+def bounded_problem(conn: sqlite3.Connection, path: Path) -> str | None:
+    """What the bounded check of a large changed store finds wrong (``None``: nothing), a
+    fixed number of pages read whatever the file's size.
 
     Raises:
-        StoreError: ``store_corrupt`` naming what does not hold.
         sqlite3.Error: SQLite refused a page it read (the caller translates it).
     """
-    from proctor.runtime.records.store_file import damaged
-
     size = os.stat(path).st_size
     with open(path, "rb") as handle:
         header = handle.read(100)
     if len(header) < 100:
-        raise damaged(shown, "its header is cut short")
+        return "its header is cut short"
     page = int.from_bytes(header[16:18], "big")
     page = 65536 if page == 1 else page
     if page < 512 or page & (page - 1):
-        raise damaged(shown, f"its header names a page size SQLite never writes ({page})")
+        return f"its header names a page size SQLite never writes ({page})"
     pages = int.from_bytes(header[28:32], "big")
     # the page count in the header holds when the change counter matches its version stamp
     if header[24:28] == header[92:96] and pages and pages * page != size:
-        raise damaged(
-            shown,
+        return (
             f"its header records {pages * page} bytes but the file has {size}: it was cut"
-            " short or grown outside SQLite",
+            " short or grown outside SQLite"
         )
     if size % page:
-        raise damaged(shown, f"its size ({size} bytes) is not a whole number of pages")
+        return f"its size ({size} bytes) is not a whole number of pages"
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     missing = {"runs", "calls", "steps", "events", "requests"} - names
     if missing:
-        raise damaged(shown, f"its schema lacks the tables {sorted(missing)}")
+        return f"its schema lacks the tables {sorted(missing)}"
     conn.execute("SELECT max(cursor) FROM runs").fetchall()  # the path to the newest run
     conn.execute("SELECT * FROM runs ORDER BY cursor DESC LIMIT 1").fetchall()
+    return None
 
 
 def start_full_check(path: Path) -> None:
     """Run the full check of ``path`` in a process of its own, unless one is running already
     (its lock held); the command goes on without waiting."""
-    lock = path.with_name(path.name + _LOCK_SUFFIX)
+    lock = path.with_name(path.name + LOCK_SUFFIX)
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
@@ -155,7 +155,7 @@ def start_full_check(path: Path) -> None:
     os.close(fd)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "proctor.runtime.records.store_check", os.fspath(path)],
+            [sys.executable, "-m", "proctor.runtime.records.store_recheck", os.fspath(path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -164,34 +164,3 @@ def start_full_check(path: Path) -> None:
     except OSError:
         return  # the next opener starts it; proctor check runs it in any case
     threading.Thread(target=proc.wait, name="store-check-reaper", daemon=True).start()
-
-
-def full_check(path: Path) -> int:
-    """The background check: ``PRAGMA quick_check`` of the whole file under the store's
-    check lock, then the mark (a pass, the file unchanged meanwhile) or a damage record.
-    Exit status 0 for a pass or a check another process is making, 1 for damage."""
-    from proctor.runtime.records import store_file
-
-    lock = path.with_name(path.name + _LOCK_SUFFIX)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return 0
-        try:
-            store_file.check_now(path, path.name)
-        except StoreError as exc:
-            if exc.code == "store_corrupt" and os.path.exists(path):
-                record_damage(path, exc.message)
-                return 1
-            return 0
-        return 0
-    finally:
-        os.close(fd)
-
-
-if __name__ == "__main__":
-    with contextlib.suppress(OSError):
-        os.setsid()  # a Ctrl-C of the command that started it does not stop the check
-    raise SystemExit(full_check(Path(sys.argv[1])))

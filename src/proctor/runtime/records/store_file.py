@@ -337,7 +337,9 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
 
     store_check.refuse_recorded_damage(path, shown)
     if info.st_size > store_check.INLINE_MAX:  # bounded here, the whole file off the path
-        store_check.bounded_check(conn, path, shown)
+        problem = store_check.bounded_problem(conn, path)
+        if problem is not None:
+            raise damaged(shown, problem)
         with _CHECKED_LOCK:
             _CHECKED.add(key)
         store_check.start_full_check(path)
