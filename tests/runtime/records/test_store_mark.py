@@ -274,3 +274,19 @@ def test_a_large_store_moved_aside_leaves_its_damage_record_behind(tmp_path: Pat
     os.replace(restored, path)
     store_check.refuse_recorded_damage(path, "runs.sqlite")  # another inode: not refused
     assert _open_in_child(path, large=True)["checked"] is False
+
+
+def test_damage_found_after_a_process_opened_the_store_is_refused_to_that_process(
+    tmp_path: Path,
+) -> None:
+    """A long-lived process (a console, a worker) that checked the store before is refused
+    once a full check recorded damage of the file."""
+    path = tmp_path / "runs.sqlite"
+    _store(path)  # opened and checked in this process
+    SQLiteRunStore(path).close()
+    store_check.record_damage(path, "the run store runs.sqlite cannot be used: a test")
+    with pytest.raises(StoreError) as info:
+        SQLiteRunStore(path)
+    assert info.value.code == "store_corrupt" and "a test" in info.value.message
+    store_file.check_now(path, "runs.sqlite")  # proctor check passes it: the record goes
+    SQLiteRunStore(path).close()

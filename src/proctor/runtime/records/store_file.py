@@ -321,6 +321,11 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
         StoreError: ``store_corrupt`` naming the first problems quick_check found.
         sqlite3.Error: SQLite refused to read it (the caller translates it).
     """
+    from proctor.runtime.records import store_check
+
+    # damage a full check recorded is refused on every open, also in a process that opened
+    # the store before the check ended (a console, a worker)
+    store_check.refuse_recorded_damage(path, shown)
     info = os.stat(path)
     key = (info.st_dev, info.st_ino)
     with _CHECKED_LOCK:
@@ -333,9 +338,6 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
         with _CHECKED_LOCK:
             _CHECKED.add(key)
         return
-    from proctor.runtime.records import store_check
-
-    store_check.refuse_recorded_damage(path, shown)
     if info.st_size > store_check.INLINE_MAX:  # bounded here, the whole file off the path
         problem = store_check.bounded_problem(conn, path)
         if problem is not None:
