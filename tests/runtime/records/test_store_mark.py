@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proctor.errors import StoreError
 from proctor.runtime.records import store_check, store_file
@@ -290,3 +292,15 @@ def test_damage_found_after_a_process_opened_the_store_is_refused_to_that_proces
     assert info.value.code == "store_corrupt" and "a test" in info.value.message
     store_file.check_now(path, "runs.sqlite")  # proctor check passes it: the record goes
     SQLiteRunStore(path).close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(record=st.binary(max_size=200) | st.just(b'{"file": [1, 2], "problems": 3}'))
+def test_a_damage_record_that_is_not_one_is_ignored_never_a_crash(record: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runs.sqlite"
+        path.write_bytes(b"x")
+        path.with_name(path.name + store_check.DAMAGE_SUFFIX).write_bytes(record)
+        store_check.refuse_recorded_damage(path, "runs.sqlite")  # names no file: not refused
