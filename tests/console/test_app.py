@@ -268,6 +268,32 @@ def test_a_history_cursor_that_is_not_a_stored_cursor_is_refused(
         assert client.get("/runs", params={"after": "5"}).status_code == 200
 
 
+def test_pending_pages_follow_the_cursor_oldest_first_each_request_once(
+    console: Console,
+) -> None:
+    console.config.pending_page = 2
+    runs = [console.paused(f"line {n}\n")["run_id"] for n in range(5)]
+    seen: list[str] = []
+    path = "/pending"
+    with _client(console) as client:
+        assert _sign_in(client, console.token).status_code == 303
+        for _ in range(10):
+            page = client.get(path)
+            assert page.status_code == 200
+            shown = re.findall(r'<section class="request" data-run="([^"]+)"', page.text)
+            assert 1 <= len(shown) <= 2
+            seen += shown
+            following = re.search(r'id="next-page" href="([^"]+)"', page.text)
+            if following is None:
+                break
+            path = following.group(1)
+        assert seen == runs
+        past = client.get("/pending", params={"after": "9999999"})
+        assert past.status_code == 200 and 'id="nothing-more"' in past.text
+        bad = client.get("/pending", params={"after": "-1"})
+        assert bad.status_code == 400 and "cursor_invalid" in bad.text
+
+
 def test_a_form_over_the_limit_is_refused_before_it_is_read(console: Console) -> None:
     def endless() -> Iterator[bytes]:
         yield b"csrf=x&token="

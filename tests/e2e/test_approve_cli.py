@@ -101,6 +101,31 @@ def test_pending_lists_the_request_with_its_schema_and_summary(ws: Ws) -> None:
     assert "waiting approval at put" in history.stdout
 
 
+def test_pending_pages_with_a_cursor_and_history_says_when_no_page_follows(ws: Ws) -> None:
+    runs = [_paused(ws, f"line {n}\n")["run_id"] for n in range(3)]
+    seen: list[str] = []
+    after: list[str] = []
+    while True:
+        doc = ws.proctor("pending", "--json", "--limit", "2", *after).json()
+        assert len(doc["requests"]) <= 2
+        seen += [r["run_id"] for r in doc["requests"]]
+        if doc["next_cursor"] is None:
+            break
+        assert doc["next_cursor"] == doc["requests"][-1]["cursor"]
+        after = ["--after", str(doc["next_cursor"])]
+    assert seen == runs  # oldest first, each once
+    text = ws.proctor("pending", "--limit", "2").stdout
+    assert "more: proctor pending --after " in text
+    # a page exactly full is the last one when nothing follows it
+    history = ws.proctor("history", "--json", "--limit", "3").json()
+    assert [r["run_id"] for r in history["runs"]] == runs[::-1]
+    assert history["next_cursor"] is None
+    older = ws.proctor("history", "--json", "--limit", "2").json()
+    assert older["next_cursor"] == older["runs"][-1]["cursor"]
+    last = ws.proctor("history", "--json", "--after", str(older["next_cursor"])).json()
+    assert [r["run_id"] for r in last["runs"]] == runs[:1]
+
+
 def test_approve_shows_the_diff_and_records_who_decided(ws: Ws) -> None:
     env = _paused(ws)
     out = _typed(ws, "approve", env["run_id"], keys="y\n")

@@ -52,7 +52,13 @@ def run_receipts(session: Any, root_id: str | None) -> list[dict[str, Any]]:
     help="List only runs older than this cursor (from a previous page's next_cursor); with"
     " RUN_ID, only that run's events after this one (its seq).",
 )
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    help="Runs on one page (newest first).",
+)
 def history(run_id: str | None, as_json: bool, after: int | None, limit: int) -> None:
     """Show recent runs with outcome and receipt id, or one RUN_ID's full record.
 
@@ -70,7 +76,8 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
     session = Session(Workspace.discover(Path.cwd()))
     try:
         if run_id is None:
-            runs = session.store.list_runs(after=after, limit=limit)
+            runs = session.store.list_runs(after=after, limit=limit + 1, data=False)
+            more, runs = len(runs) > limit, runs[:limit]
             rows = [
                 {
                     "run_id": r.run_id,
@@ -85,7 +92,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
                 }
                 for r in runs
             ]
-            next_cursor = runs[-1].cursor if len(runs) == limit else None
+            next_cursor = runs[-1].cursor if more else None
             if as_json:
                 dump_json(
                     {"schema": "proctor.history.v1", "runs": rows, "next_cursor": next_cursor}

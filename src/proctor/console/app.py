@@ -78,6 +78,8 @@ class ConsoleConfig:
         allowed_hosts: Host header values accepted (without port).
         secure_cookies: mark cookies Secure (served over https).
         sessions: the session book (its lifetime; tests give their own clock).
+        pending_page: open requests on one ``/pending`` page (oldest first).
+        runs_page: runs on one ``/runs`` page (newest first).
     """
 
     root: Path
@@ -86,6 +88,8 @@ class ConsoleConfig:
     allowed_hosts: list[str] = field(default_factory=lambda: ["127.0.0.1", "localhost", "::1"])
     secure_cookies: bool = False
     sessions: SessionBook = field(default_factory=SessionBook)
+    pending_page: int = pages.PENDING_PAGE
+    runs_page: int = pages.RUNS_PAGE
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -232,13 +236,16 @@ def build_app(config: ConsoleConfig) -> Starlette:
         return RedirectResponse("/pending", 303, headers=HEADERS)
 
     async def pending(request: Request, person: SignedIn) -> Response:
-        context = await read(pages.pending_page)
+        cursor = _cursor(request.query_params.get("after"))
+        size = config.pending_page
+        context = await read(lambda s: pages.pending_page(s, after=cursor, limit=size))
         return render("pending.html", person=person, **context)
 
     async def runs(request: Request, person: SignedIn) -> Response:
         cursor = _cursor(request.query_params.get("after"))
         filters = dict(request.query_params)
-        context = await read(lambda s: pages.runs_page(s, filters, after=cursor))
+        size = config.runs_page
+        context = await read(lambda s: pages.runs_page(s, filters, after=cursor, limit=size))
         return render("runs.html", person=person, **context)
 
     async def run(request: Request, person: SignedIn) -> Response:
@@ -403,7 +410,8 @@ def _parse_form(body: bytes, content_type: str) -> dict[str, str]:
 
 
 def _cursor(after: str | None) -> int | None:
-    """The history page's ``after`` cursor: absent, or a whole number of at most 63 bits.
+    """A page's ``after`` cursor (history, pending): absent, or a whole number of at most 63
+    bits.
 
     Raises:
         UsageError: ``cursor_invalid`` (anything else, such as ``abc``, ``²`` or a number too
@@ -413,7 +421,7 @@ def _cursor(after: str | None) -> int | None:
         return None
     if not (after.isascii() and after.isdigit()) or len(after) > 19 or int(after) > CURSOR_MAX:
         raise UsageError(
-            f"after is a cursor from the history page (a whole number up to {CURSOR_MAX})",
+            f"after is a cursor from a page's next link (a whole number up to {CURSOR_MAX})",
             code="cursor_invalid",
         )
     return int(after)

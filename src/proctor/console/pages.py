@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.core.resume import decision_words, options_of
 from proctor.errors import UsageError
-from proctor.runtime.engine.approvals import Shown, pending, run_requests
+from proctor.runtime.engine.approvals import Shown, run_requests
+from proctor.runtime.engine.approvals import pending_page as pending_page_of
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
@@ -21,6 +22,10 @@ __all__ = ["FILTERS", "diff_lines", "pending_page", "request_page", "run_page", 
 FILTERS = ("status", "outcome", "skill")
 SCAN_MAX = 2000
 """Runs read at most to fill one filtered page of history (newest first)."""
+PENDING_PAGE = 10
+"""Open requests on one ``/pending`` page (each with its whole payload), oldest first."""
+RUNS_PAGE = 50
+"""Runs on one ``/runs`` page, newest first."""
 
 
 def diff_lines(diff: str) -> list[tuple[str, str]]:
@@ -71,9 +76,15 @@ def _shown(shown: Shown) -> dict[str, Any]:
     }
 
 
-def pending_page(session: Session) -> dict[str, Any]:
-    """Every open request of the workspace, with its payload."""
-    return {"requests": [_shown(s) for s in pending(session)]}
+def pending_page(
+    session: Session, *, after: int | None = None, limit: int = PENDING_PAGE
+) -> dict[str, Any]:
+    """One page of the workspace's open requests, oldest first, each with its payload: those
+    asked after the cursor ``after``, and ``next``, the cursor of the following page (``None``
+    on the last). One keyset read of the store's index of open requests, so the page costs
+    the same however many requests wait."""
+    shown, following = pending_page_of(session, after=after, limit=limit)
+    return {"requests": [_shown(s) for s in shown], "next": following, "after": after}
 
 
 def request_page(session: Session, run_id: str, address: str) -> dict[str, Any]:
@@ -89,7 +100,7 @@ def request_page(session: Session, run_id: str, address: str) -> dict[str, Any]:
 
 
 def runs_page(
-    session: Session, filters: Mapping[str, str], *, after: int | None, limit: int = 50
+    session: Session, filters: Mapping[str, str], *, after: int | None, limit: int = RUNS_PAGE
 ) -> dict[str, Any]:
     """Runs newest first that match every filter given (status, outcome, skill)."""
     wanted = {k: v for k, v in filters.items() if k in FILTERS and v}
@@ -98,7 +109,8 @@ def runs_page(
     cursor = after
     more = False
     while len(rows) < limit and scanned < SCAN_MAX:
-        page = session.store.list_runs(after=cursor, limit=200)
+        # unfiltered, one row past the page tells whether another follows
+        page = session.store.list_runs(after=cursor, limit=200 if wanted else limit + 1, data=False)
         if not page:
             break
         for run in page:
@@ -119,9 +131,9 @@ def runs_page(
                     }
                 )
                 if len(rows) == limit:
-                    more = True
+                    more = bool(wanted) or len(page) > limit
                     break
-        if len(page) < 200:
+        if len(page) < 200 or not wanted:
             break
     else:
         more = more or scanned >= SCAN_MAX

@@ -128,6 +128,8 @@ def test_state_placed_inside_the_workspace_is_never_read_listed_or_written(root:
         "db/runs.db-wal",
         "db/runs.db-shm",
         "db/runs.db-checked",
+        "db/runs.db-damaged",
+        "db/runs.db-checking",
         "home/signing_key.pem",
         "keys/k.pem",
     ):

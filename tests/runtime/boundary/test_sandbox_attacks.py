@@ -293,7 +293,13 @@ def test_no_journal_or_receipt_store_is_planted_beside_the_state_the_session_nam
     (ws / "data").mkdir()
     db, receipts = ws / "data" / "runs.db", ws / "receipts"
     write_probe(ws)
-    targets = [Path(f"{db}-journal"), receipts / "index.jsonl", ws / "data" / "notes.txt"]
+    # (and a damage record planted beside it would refuse the store to every later command)
+    targets = [
+        Path(f"{db}-journal"),
+        Path(f"{db}-damaged"),
+        receipts / "index.jsonl",
+        ws / "data" / "notes.txt",
+    ]
     ops = [x for t in targets for x in ("write", str(t))]
     _skill(ws, [PY, "tools/attack.py", *ops])
     s = _session(ws, PROCTOR_DATABASE_PATH=str(db), PROCTOR_RECEIPT_DIR=str(receipts))
@@ -303,7 +309,7 @@ def test_no_journal_or_receipt_store_is_planted_beside_the_state_the_session_nam
     (call,) = call_records(s, env.run_id)
     assert call.result["sandbox"]["used"] == "bubblewrap"
     assert (ws / "data" / "notes.txt").read_text() == "planted"  # the control: data/ is writable
-    assert not Path(f"{db}-journal").exists()
+    assert not Path(f"{db}-journal").exists() and not Path(f"{db}-damaged").exists()
     # the receipt folder is proctor's: the run sealed into it, and nothing planted is there
     assert env.receipt_id is not None and s.receipts.get(env.receipt_id) is not None
     assert "planted" not in (receipts / "index.jsonl").read_text()

@@ -85,6 +85,10 @@ def test_runs_are_created_once_updated_by_merge_and_paged_by_cursor(store: RunSt
     second = store.list_runs(after=first[-1].cursor, limit=2)
     assert [r.run_id for r in second] == ["r2", "r1"]
     assert [r.run_id for r in store.list_runs(after=second[-1].cursor, limit=9)] == ["r0"]
+    heads = store.list_runs(limit=2, data=False)  # a list that decodes no run's state
+    assert [(r.run_id, r.cursor, r.status, r.data) for r in heads] == [
+        (r.run_id, r.cursor, r.status, {}) for r in first
+    ]
 
 
 def test_events_are_numbered_in_order_and_append_only(store: RunStore) -> None:

@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proctor.errors import StoreError
-from proctor.runtime.records import store_file
+from proctor.runtime.records import store_check, store_file
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
 
@@ -36,8 +38,11 @@ def traced(*args, **kwargs):
     return conn
 sqlite3.connect = traced
 from proctor.errors import StoreError
+from proctor.runtime.records import store_check
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
+# a test of the bounded check makes every store "large"
+store_check.INLINE_MAX = int(os.environ.get("TEST_INLINE_MAX", store_check.INLINE_MAX))
 try:
     store = SQLiteRunStore(Path(sys.argv[1]), shown="runs.sqlite")
 except StoreError as exc:
@@ -57,10 +62,11 @@ os._exit(0)  # no close unless asked: as a process killed or ended without one
 """
 
 
-def _open_in_child(path: Path, how: str = "close") -> dict[str, object]:
+def _open_in_child(path: Path, how: str = "close", *, large: bool = False) -> dict[str, object]:
+    env = {**os.environ, "TEST_INLINE_MAX": "0"} if large else None
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), how],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=120, check=False, env=env,
     )  # fmt: skip
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     return dict(json.loads(done.stdout))
@@ -206,3 +212,95 @@ def test_the_in_process_open_after_damage_is_still_refused(tmp_path: Path) -> No
     with pytest.raises(StoreError) as info:
         SQLiteRunStore(path)
     assert info.value.code == "store_corrupt"
+
+
+def _noise_on_root_of(path: Path, table: str) -> None:
+    """Random bytes over the root page of ``table`` (an empty one no command reads first)."""
+    conn = sqlite3.connect(path)
+    [(root,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,))
+    conn.close()
+    size = int.from_bytes(path.read_bytes()[16:18], "big")
+    with open(path, "r+b") as handle:
+        handle.seek((root - 1) * size)
+        handle.write(random.Random(5).randbytes(size))
+
+
+def _damage_recorded(path: Path) -> bool:
+    """Wait (up to a deadline) for the background check to record damage of ``path``."""
+    record = path.with_name(path.name + store_check.DAMAGE_SUFFIX)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if record.exists():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_large_changed_store_is_scanned_off_the_commands_path_and_damage_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    _noise_on_root_of(path, "journal")
+    damaged = path.read_bytes()
+    # the command's bounded check reads a fixed few pages, not the journal's: it goes on
+    assert _open_in_child(path, large=True) == {"checked": False}
+    # the full check it started finds the damage and records it; every opener then refuses
+    assert _damage_recorded(path)
+    assert _open_in_child(path, large=True) == {"refused": "store_corrupt"}
+    assert _open_in_child(path) == {"refused": "store_corrupt"}
+    assert path.read_bytes() == damaged  # left as it was
+    with pytest.raises(StoreError) as info:  # proctor check finds it at once
+        store_file.check_now(path, "runs.sqlite")
+    assert info.value.code == "store_corrupt"
+
+
+def test_a_large_store_cut_short_is_refused_by_the_bounded_check(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    size = int.from_bytes(path.read_bytes()[16:18], "big")
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size - size)
+    assert _open_in_child(path, large=True) == {"refused": "store_corrupt"}
+
+
+def test_a_large_store_moved_aside_leaves_its_damage_record_behind(tmp_path: Path) -> None:
+    """A damage record names one file: a store restored in its place is not refused for it."""
+    path = tmp_path / "runs.sqlite"
+    _store(path)
+    store_check.record_damage(path, "the run store runs.sqlite cannot be used: test")
+    with pytest.raises(StoreError):
+        store_check.refuse_recorded_damage(path, "runs.sqlite")
+    restored = tmp_path / "restored.sqlite"
+    restored.write_bytes(path.read_bytes())
+    os.replace(restored, path)
+    store_check.refuse_recorded_damage(path, "runs.sqlite")  # another inode: not refused
+    assert _open_in_child(path, large=True)["checked"] is False
+
+
+def test_damage_found_after_a_process_opened_the_store_is_refused_to_that_process(
+    tmp_path: Path,
+) -> None:
+    """A long-lived process (a console, a worker) that checked the store before is refused
+    once a full check recorded damage of the file."""
+    path = tmp_path / "runs.sqlite"
+    _store(path)  # opened and checked in this process
+    SQLiteRunStore(path).close()
+    store_check.record_damage(path, "the run store runs.sqlite cannot be used: a test")
+    with pytest.raises(StoreError) as info:
+        SQLiteRunStore(path)
+    assert info.value.code == "store_corrupt" and "a test" in info.value.message
+    store_file.check_now(path, "runs.sqlite")  # proctor check passes it: the record goes
+    SQLiteRunStore(path).close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(record=st.binary(max_size=200) | st.just(b'{"file": [1, 2], "problems": 3}'))
+def test_a_damage_record_that_is_not_one_is_ignored_never_a_crash(record: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runs.sqlite"
+        path.write_bytes(b"x")
+        path.with_name(path.name + store_check.DAMAGE_SUFFIX).write_bytes(record)
+        store_check.refuse_recorded_damage(path, "runs.sqlite")  # names no file: not refused

@@ -14,10 +14,11 @@ the environment to know (``docs/admission.md``, "What a run never writes"):
   ``proctor.toml`` adds files or folders; ``allow_write`` lifts the tool-config rule for the
   paths it names, and nothing else (the run start audits it);
 - **proctor's state wherever it is configured** (:func:`state_paths`): the receipt folder, the
-  audit log, the run database (with its ``-wal``, ``-shm``, ``-journal`` and ``-checked``
-  files), the home folder and the signing key, as ``PROCTOR_RECEIPT_DIR``, ``PROCTOR_AUDIT_LOG``,
-  ``PROCTOR_DATABASE_PATH``, ``PROCTOR_HOME`` and ``PROCTOR_SIGNING_KEY`` name them. A run never
-  reads, lists or writes one, in the workspace or in any root it reaches.
+  audit log, the run database (with its ``-wal``, ``-shm``, ``-journal``, ``-checked``,
+  ``-damaged`` and ``-checking`` files), the home folder and the signing key, as
+  ``PROCTOR_RECEIPT_DIR``, ``PROCTOR_AUDIT_LOG``, ``PROCTOR_DATABASE_PATH``, ``PROCTOR_HOME``
+  and ``PROCTOR_SIGNING_KEY`` name them. A run never reads, lists or writes one, in the
+  workspace or in any root it reaches.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ WALK_SKIP = frozenset({".git", ".proctor", "node_modules", ".venv", "venv", "__p
 nested sensitive files) and the folders both skip."""
 _ROOT_NAMES = ("policies", "directives", "proctor.toml", ".proctor")
 _GIT_CODE = ("config", "hooks")  # what git runs: hooks, and the commands its config names
-_DB_COMPANIONS = ("", "-wal", "-shm", "-journal", "-checked")
+_DB_COMPANIONS = ("", "-wal", "-shm", "-journal", "-checked", "-damaged", "-checking")
 _LOG_COMPANIONS = ("", ".torn", "-verified")  # the log, its torn lines, its verified mark
 # the last name of every TOOL_CONFIG entry, to skip the full match for most names on the walk
 _TOOL_LAST = frozenset(e.rstrip("/").rsplit("/", 1)[-1] for e in TOOL_CONFIG)

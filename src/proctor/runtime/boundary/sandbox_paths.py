@@ -64,12 +64,13 @@ if TYPE_CHECKING:
 __all__ = ["Sweep", "host_hidden", "run_sandbox"]
 
 _CLOCK_LAG_NS = 100_000_000
-_DB_SIDE_FILES = ("", "-wal", "-shm", "-journal", "-checked")
+_DB_SIDE_FILES = ("", "-wal", "-shm", "-journal", "-checked", "-damaged", "-checking")
 # Companions of the run database a process must not plant while they are absent: a rollback
 # journal (the store keeps its log in -wal, so a -journal is never proctor's, and the next
-# opener would roll a planted one into the database) and the quick-check mark. Never -wal or
-# -shm: another proctor may make those meanwhile, and removing them would lose its writes.
-_DB_PLANTABLE = ("-journal", "-checked")
+# opener would roll a planted one into the database), the quick-check mark and the record of
+# damage a full check found (a planted one would refuse the store). Never -wal or -shm:
+# another proctor may make those meanwhile, and removing them would lose its writes.
+_DB_PLANTABLE = ("-journal", "-checked", "-damaged")
 
 
 def _real(path: str | Path) -> Path | None:

@@ -39,12 +39,15 @@ __all__ = [
     "decision_json",
     "os_author",
     "pending",
+    "pending_page",
     "run_requests",
     "shown_request",
     "summary_of",
 ]
 
 PENDING_SCHEMA = "proctor.pending.v1"
+PENDING_PAGE = 200
+"""Open requests on one page of ``proctor pending`` unless ``--limit`` says otherwise."""
 ARTIFACT_MAX = 64 * 1024 * 1024
 
 
@@ -74,6 +77,8 @@ class Shown:
     waiting_since: str
     view: dict[str, Any] = field(default_factory=dict)
     decision: dict[str, Any] | None = None
+    cursor: int = 0
+    """Where the request stands in the store's order of first asking: a page's ``after``."""
 
     @property
     def summary(self) -> str:
@@ -102,6 +107,7 @@ class Shown:
             "address": self.address,
             "kind": self.kind,
             "request_digest": self.request_digest,
+            "cursor": self.cursor,
             "state": self.state,
             "summary": self.summary,
             "waiting_since": self.waiting_since,
@@ -196,13 +202,28 @@ def _shown(session: Session, run: RunRecord, request: RequestRecord) -> Shown:
         waiting_since=run.updated_at,
         view=view,
         decision=request.decision,
+        cursor=request.cursor,
     )
 
 
 def pending(session: Session, *, limit: int = 200) -> list[Shown]:
     """Every request still open on a run of the workspace that has not sealed, oldest first
     (at most ``limit``), through one store query."""
-    return [_shown(session, p.run, p.request) for p in session.store.pending_requests(limit=limit)]
+    return pending_page(session, limit=limit)[0]
+
+
+def pending_page(
+    session: Session, *, after: int | None = None, limit: int = PENDING_PAGE
+) -> tuple[list[Shown], int | None]:
+    """One page of the open requests, oldest first: at most ``limit`` asked after the cursor
+    ``after`` (a request's ``cursor``), and the cursor of the next page (``None`` on the last).
+
+    One keyset query over the store's index of open requests (``limit + 1`` rows read to
+    know whether another page follows), so a page costs the same with 10 or 10,000 open.
+    """
+    rows = session.store.pending_requests(after=after, limit=limit + 1)
+    page = [_shown(session, p.run, p.request) for p in rows[:limit]]
+    return page, (page[-1].cursor if len(rows) > limit and page else None)
 
 
 def run_requests(session: Session, run_id: str) -> list[Shown]:

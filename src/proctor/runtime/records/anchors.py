@@ -23,7 +23,7 @@ from typing import Any
 from proctor.contracts.values import dataclass, field, replace
 from proctor.errors import ProctorError, StoreError
 from proctor.runtime.records import store_file
-from proctor.runtime.records.chain import Anchor, ChainReport, read_log, verify_bytes
+from proctor.runtime.records.chain import Anchor, ChainReport, verify_bytes, verify_chain
 
 __all__ = [
     "LogCheck",
@@ -196,11 +196,9 @@ def check_log(log: Path, anchors: list[Anchor], notes: list[str] | None = None) 
         OSError: the log exists but cannot be read.
     """
     try:
-        data = read_log(log)
-        exists = True
+        report, exists = verify_chain(log, anchors), True  # streamed: memory stays flat
     except FileNotFoundError:
-        data, exists = b"", False
-    report = verify_bytes(data, anchors)
+        report, exists = verify_bytes(b"", anchors), False
     if not exists and not report.ok:
         report = ChainReport(
             ok=False,

@@ -12,14 +12,26 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from proctor.contracts import values as dataclasses
+from proctor.runtime.records.chain_lines import (
+    BLOCK,
+    BREAK_EVENT,
+    Breaks,
+    BytesLines,
+    FileLines,
+    Lines,
+    breaks_in,
+    recorded_breaks,
+    set_aside_digest,
+)
 
 __all__ = [
     "BREAK_EVENT",
@@ -34,6 +46,7 @@ __all__ = [
     "set_aside_digest",
     "verify_bytes",
     "verify_chain",
+    "verify_lines",
 ]
 
 GENESIS = "sha256:" + "0" * 64
@@ -47,7 +60,6 @@ FIXED_FIELDS = (
     "event",
     "redacted_fields",
 )
-_BLOCK = 1 << 20
 
 
 def line_digest(line: bytes) -> str:
@@ -106,7 +118,7 @@ def read_log(path: Path) -> bytes:
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         fcntl.flock(fd, fcntl.LOCK_SH)
         parts = []
-        while chunk := os.read(fd, _BLOCK):
+        while chunk := os.read(fd, BLOCK):
             parts.append(chunk)
         return b"".join(parts)
     finally:
@@ -125,10 +137,22 @@ def verify_chain(path: Path, anchors: Iterable[Anchor] = ()) -> ChainReport:
     it: a log shorter than the anchor was cut; a different line there means the history up
     to it was rewritten (lines removed and the rest chained again still fail here).
 
+    The file is read in blocks of 1 MiB under one shared lock (no append or repair is half
+    seen) and checked line by line, so memory stays flat whatever its length (see
+    :func:`verify_lines` for what each line costs).
+
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read (``FileNotFoundError`` when it does not exist), or
+            is not a regular file.
     """
-    return verify_bytes(read_log(path), anchors)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a device or a pipe may never end
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return verify_lines(lambda: FileLines(fd), anchors)
+    finally:
+        os.close(fd)
 
 
 def verify_bytes(
@@ -144,21 +168,124 @@ def verify_bytes(
     ``first_line``, whose ``prev`` must be ``prev`` (line numbers in the report count from
     it). Breaks a person recorded (:data:`BREAK_EVENT`) are honoured in a whole log only.
     """
+    return verify_lines(lambda: BytesLines(data), anchors, prev=prev, first_line=first_line)
+
+
+def verify_lines(
+    source: Callable[[], Lines],
+    anchors: Iterable[Anchor] = (),
+    *,
+    prev: str = GENESIS,
+    first_line: int = 1,
+) -> ChainReport:
+    """:func:`verify_bytes` over the lines ``source()`` reads (again from the start each call).
+
+    A log with no recorded break is read once: each line's ``prev`` is compared as bytes
+    with the digest of the line before and its head with the writer's (:data:`_WRITTEN_HEAD`),
+    without decoding the line: a line the next line's ``prev`` commits is the line as it was
+    chained. The last line (nothing commits it), a line in any other form, and the line before
+    a broken link are decoded in full (:func:`_check_line`: JSON, the fixed fields in order),
+    so a changed line that no longer parses is still named itself. A line in the middle is not
+    decoded: a history rewritten and chained again with lines that are not JSON is found by
+    the anchors, as one chained again with valid lines is. A log with a recorded break is
+    read three times (its records, the lines they set aside, the chain), every line decoded.
+    """
     anchors = tuple(anchors)
-    lines = data.split(b"\n") if data else []
-    truncated = bool(lines) and lines[-1] != b""
-    if lines and not truncated:
-        lines.pop()
-    breaks = recorded_breaks(data, lines) if first_line == 1 else None
+    report = _fast(source(), anchors, prev, first_line)
+    if report is not None:
+        return report
+    breaks = breaks_in(source) if first_line == 1 else None
     if breaks is not None:
         anchors = tuple(a for a in anchors if (a.lines, a.last_digest) not in breaks.excused)
+    return _walk(source(), anchors, prev, first_line, breaks)
+
+
+def _fast(
+    lines: Lines, anchors: tuple[Anchor, ...], prev: str, first_line: int
+) -> ChainReport | None:
+    """The report of a log with no recorded break, read once; ``None`` when the log holds a
+    break record (the caller walks it again, honouring its breaks)."""
+    at = {n: "" for n in sorted({a.lines for a in anchors if a.lines > 0})}
+    sha = hashlib.sha256
+    expect = b',"prev":"' + prev.encode() + b'"}'
+    number = first_line - 1
+    hexed = last_hexed = ""  # the digests of the line before and of the one before it
+    last = b""  # the line before
+    bad_line: int | None = None
+    reason: str | None = None
+    for line in lines:
+        number += 1
+        if not (
+            line.endswith(expect)
+            and line.startswith(_WRITTEN_HEAD)
+            and line.startswith(_WRITTEN_RUN, _WRITTEN_RUN_AT)
+        ):
+            bad = _check_line(line, "sha256:" + hexed if hexed else prev)
+            if bad is not None and number > first_line:
+                # the line before was vouched by no one: a line that no longer parses is
+                # named itself, not the line after it
+                earlier = _check_line(last, "sha256:" + last_hexed if last_hexed else prev)
+                if earlier is not None:
+                    bad_line, reason = number - 1, earlier
+            if bad is not None and bad_line is None:
+                bad_line, reason = number, bad
+            if bad_line is not None:
+                if not at:
+                    number += lines.drain()
+                    break
+                if number in at:
+                    at[number] = "sha256:" + sha(line).hexdigest()
+                for rest in lines:  # only the digests the anchors need
+                    number += 1
+                    if number in at:
+                        at[number] = "sha256:" + sha(rest).hexdigest()
+                break
+        last, last_hexed, hexed = line, hexed, sha(line).hexdigest()
+        expect = b',"prev":"sha256:' + hexed.encode() + b'"}'
+        if number in at:
+            at[number] = "sha256:" + hexed
+    if lines.marked:
+        return None
+    if bad_line is None and number >= first_line:  # nothing commits the last line: decode it
+        bad = _check_line(last, "sha256:" + last_hexed if last_hexed else prev)
+        if bad is not None:
+            bad_line, reason = number, bad
+    complete = number
+    if lines.tail:
+        number += 1
+        if bad_line is None:
+            bad_line, reason = number, _TORN
+        if number in at:
+            at[number] = line_digest(lines.tail)
+    checked, broken = _check_anchors(anchors, at, complete)
+    if broken and (bad_line is None or broken[0]["line"] < bad_line):
+        bad_line, reason = broken[0]["line"], broken[0]["message"]
+    return ChainReport(
+        ok=bad_line is None,
+        lines=number,
+        first_bad_line=bad_line,
+        reason=reason,
+        anchors=checked,
+        broken_anchors=tuple(broken),
+    )
+
+
+def _walk(
+    lines: Lines,
+    anchors: tuple[Anchor, ...],
+    prev: str,
+    first_line: int,
+    breaks: Breaks | None,
+) -> ChainReport:
+    """The report of a log walked line by line, every line decoded, honouring ``breaks``."""
     wanted = sorted({a.lines for a in anchors if a.lines > 0})
     at = {n: "" for n in wanted}
     bad_line: int | None = None
     reason: str | None = None
     kept: dict[int, str] = {0: GENESIS}
-    start = first_line - 1
-    for number, line in enumerate(lines, start=first_line):
+    number = first_line - 1
+    for line in itertools.chain(lines, lines.torn_tail()):
+        number += 1
         if breaks is not None and bad_line is None:
             if number in breaks.set_aside:  # a recorded break: frozen by its record's digest
                 prev = line_digest(line)
@@ -173,12 +300,7 @@ def verify_bytes(
             elif number in breaks.broken_records:
                 bad_line, reason = number, breaks.broken_records[number]
         if bad_line is None:
-            bad = _check_line(line, prev)
-            if truncated and number == start + len(lines):
-                bad = (
-                    "the last line is incomplete (no newline): a write was cut short or the file"
-                    " was truncated; the next proctor command that writes the log moves it aside"
-                )
+            bad = _TORN if lines.torn else _check_line(line, prev)
             if bad is not None:
                 bad_line, reason = number, bad
                 if not at:
@@ -188,13 +310,17 @@ def verify_bytes(
             kept[number] = prev
         if number in at:
             at[number] = prev
-    complete = start + len(lines) - (1 if truncated else 0)
+    if bad_line is not None and not at and not lines.torn:  # stopped early: count the rest
+        number += lines.drain()
+        if lines.tail:
+            number, lines.torn = number + 1, True
+    complete = number - (1 if lines.torn else 0)
     checked, broken = _check_anchors(anchors, at, complete)
     if broken and (bad_line is None or broken[0]["line"] < bad_line):
         bad_line, reason = broken[0]["line"], broken[0]["message"]
     return ChainReport(
         ok=bad_line is None,
-        lines=start + len(lines),
+        lines=number,
         first_bad_line=bad_line,
         reason=reason,
         anchors=checked,
@@ -246,6 +372,17 @@ def _check_anchors(
     return checked, broken
 
 
+_PREV_BROKEN = "prev does not match the line before (a line was removed, changed or moved)"
+_TORN = (
+    "the last line is incomplete (no newline): a write was cut short or the file was"
+    " truncated; the next proctor command that writes the log moves it aside"
+)
+_WRITTEN_HEAD = b'{"schema_version":"1","event_id":"'
+_WRITTEN_RUN, _WRITTEN_RUN_AT = b'","run_id":', len(_WRITTEN_HEAD) + 36
+"""How the writer starts a line: the schema version, an event id of 36 characters (a UUID),
+and the run id's key. A line that starts otherwise is decoded in full."""
+
+
 def _check_line(line: bytes, prev: str) -> str | None:
     try:
         record = json.loads(line)
@@ -259,86 +396,5 @@ def _check_line(line: bytes, prev: str) -> str | None:
     if list(record)[: len(FIXED_FIELDS)] != list(FIXED_FIELDS):
         return "fixed fields out of order"
     if record["prev"] != prev:
-        return "prev does not match the line before (a line was removed, changed or moved)"
+        return _PREV_BROKEN
     return None
-
-
-BREAK_EVENT = "audit_break_accepted"
-"""The event of a break a person recorded (``proctor audit accept-break``). Its line chains to
-the last good line (its ``prev`` is that line's digest, :data:`GENESIS` for none) instead of
-the line before it, so it starts a new segment of the chain; ``last_good_line`` names that
-line, ``set_aside_digest`` freezes the lines between it and the record (``sha256:`` of their
-bytes joined by newlines: any later change to them breaks the chain again), and
-``excused_anchors`` lists the anchors (``{lines, last_digest}``) that were broken when it was
-recorded. Every other anchor, and every other line, is checked as before."""
-
-_BREAK = b'"event":"' + BREAK_EVENT.encode() + b'"'
-
-
-@dataclasses.dataclass
-class Breaks:
-    """The recorded breaks of one log, by 1-based line number."""
-
-    set_aside: set[int] = dataclasses.field(default_factory=set)
-    segments: dict[int, int] = dataclasses.field(default_factory=dict)
-    keep: set[int] = dataclasses.field(default_factory=set)
-    excused: set[tuple[int, str | None]] = dataclasses.field(default_factory=set)
-    broken_records: dict[int, str] = dataclasses.field(default_factory=dict)
-    shown: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-
-
-def set_aside_digest(lines: list[bytes]) -> str:
-    """The digest a recorded break keeps of the lines it sets aside."""
-    return "sha256:" + hashlib.sha256(b"\n".join(lines)).hexdigest()
-
-
-def recorded_breaks(data: bytes, lines: list[bytes]) -> Breaks | None:
-    """The breaks recorded in a whole log (``None`` when it has none: the usual case, found
-    with one search of the bytes). A record that no longer fits the log (its set-aside lines
-    changed, or it names a line it cannot) is listed in ``broken_records`` with the reason."""
-    if _BREAK not in data:
-        return None
-    out = Breaks()
-    floor = 0  # each break comes after the previous one's record
-    for index, line in enumerate(lines):
-        if _BREAK not in line:
-            continue
-        number = index + 1
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict) or record.get("event") != BREAK_EVENT:
-            continue
-        good, frozen = record.get("last_good_line"), record.get("set_aside_digest")
-        excused = record.get("excused_anchors")
-        if type(good) is not int or not floor <= good < number or not isinstance(excused, list):
-            out.broken_records[number] = (
-                f"the break recorded at line {number} does not fit the log (it names a line"
-                " before an earlier recorded break, or none)"
-            )
-            continue
-        if set_aside_digest(lines[good : number - 1]) != frozen:
-            out.broken_records[number] = (
-                f"lines {good + 1} to {number - 1}, which the break recorded at line"
-                f" {number} set aside, were changed after it was recorded"
-            )
-            continue
-        out.set_aside.update(range(good + 1, number))
-        out.segments[number] = good
-        out.keep.add(good)
-        floor = number
-        count = 0
-        for entry in excused:
-            if isinstance(entry, dict) and type(entry.get("lines")) is int:
-                out.excused.add((entry["lines"], entry.get("last_digest")))
-                count += 1
-        out.shown.append(
-            {
-                "line": number,
-                "last_good_line": good,
-                "set_aside_lines": number - 1 - good,
-                "excused_anchors": count,
-            }
-        )
-    return out

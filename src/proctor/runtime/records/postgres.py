@@ -37,6 +37,7 @@ from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
     RUN_COLS,
+    RUN_HEAD_COLS,
     RUN_WIDTH,
     call_from_row,
     call_params,
@@ -323,15 +324,15 @@ class PostgresRunStore:
                 ),
             )
 
-    def list_runs(self, *, after: int | None = None, limit: int = 50) -> list[RunRecord]:
+    def list_runs(
+        self, *, after: int | None = None, limit: int = 50, data: bool = True
+    ) -> list[RunRecord]:
+        cols = self._RUN_COLS if data else RUN_HEAD_COLS
         if after is None:
-            rows = self._rows(
-                f"SELECT {self._RUN_COLS} FROM runs ORDER BY cursor DESC LIMIT %s", (limit,)
-            )
+            rows = self._rows(f"SELECT {cols} FROM runs ORDER BY cursor DESC LIMIT %s", (limit,))
         else:
             rows = self._rows(
-                f"SELECT {self._RUN_COLS} FROM runs WHERE cursor < %s"
-                " ORDER BY cursor DESC LIMIT %s",
+                f"SELECT {cols} FROM runs WHERE cursor < %s ORDER BY cursor DESC LIMIT %s",
                 (after, limit),
             )
         return [self._run(r) for r in rows]

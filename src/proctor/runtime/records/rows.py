@@ -34,6 +34,8 @@ RUN_COLS = (
 )
 RUN_WIDTH = len(RUN_COLS.split(","))
 """How many columns :data:`RUN_COLS` names (a joined row's run part is its first this many)."""
+RUN_HEAD_COLS = RUN_COLS.replace(", data", ", '{}'")
+"""The columns of :data:`RUN_COLS` with an empty ``data`` (a list that shows no run's state)."""
 CALL_COLS = (
     "run_id, call_id, step_id, tool, state, args_digest, outcome, result, idempotency_key, site"
 )

@@ -163,8 +163,12 @@ class RunStore(Protocol):
         that sealed at or after ``since`` (an ISO time); ``None`` when there is none."""
         ...
 
-    def list_runs(self, *, after: int | None = None, limit: int = 50) -> list[RunRecord]:
-        """Runs newest first; ``after`` is a cursor: only runs older than it."""
+    def list_runs(
+        self, *, after: int | None = None, limit: int = 50, data: bool = True
+    ) -> list[RunRecord]:
+        """Runs newest first; ``after`` is a cursor: only runs older than it (one read of the
+        primary key from there). ``data=False`` leaves each record's ``data`` empty (a list of
+        runs, with nothing of their state decoded)."""
         ...
 
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:

@@ -23,6 +23,7 @@ from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
     RUN_COLS,
+    RUN_HEAD_COLS,
     RUN_WIDTH,
     call_from_row,
     call_params,
@@ -350,16 +351,18 @@ class SQLiteRunStore:
                 ),
             )
 
-    def list_runs(self, *, after: int | None = None, limit: int = 50) -> list[RunRecord]:
+    def list_runs(
+        self, *, after: int | None = None, limit: int = 50, data: bool = True
+    ) -> list[RunRecord]:
+        cols = self._RUN_COLS if data else RUN_HEAD_COLS
         with self._lock:
             if after is None:
                 rows = self._exec(
-                    f"SELECT {self._RUN_COLS} FROM runs ORDER BY cursor DESC LIMIT ?", (limit,)
+                    f"SELECT {cols} FROM runs ORDER BY cursor DESC LIMIT ?", (limit,)
                 ).fetchall()
             else:
                 rows = self._exec(
-                    f"SELECT {self._RUN_COLS} FROM runs WHERE cursor < ?"
-                    " ORDER BY cursor DESC LIMIT ?",
+                    f"SELECT {cols} FROM runs WHERE cursor < ? ORDER BY cursor DESC LIMIT ?",
                     (after, limit),
                 ).fetchall()
         return [self._run(r) for r in rows]

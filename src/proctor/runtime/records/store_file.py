@@ -26,6 +26,9 @@ What a mark cannot see: a change that lands in the instant between a closing pro
 at the file and its checkpoint, and, on kernels older than Linux 6.13 that keep coarse change
 times, a same-size write within one clock tick (a few milliseconds) of a mark.
 
+A file larger than :data:`.store_check.INLINE_MAX` whose mark does not match gets a bounded
+check on the opener's path and the full one in a process of its own (:mod:`.store_check`).
+
 Messages name the store as the caller shows it (relative to the workspace), never by its
 absolute path.
 """
@@ -310,12 +313,19 @@ def refuse_damaged(path: Path, shown: str) -> None:
 def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
     """``PRAGMA quick_check`` of an open store, the first time this process opens its file,
     unless the file is still as the mark of its last passing check (or of proctor's own last
-    checkpoint after one) records it, and that check is less than a day old.
+    checkpoint after one) records it, and that check is less than a day old. A file larger
+    than :data:`.store_check.INLINE_MAX` gets the bounded check here and the full one in a
+    process of its own (:mod:`.store_check`); damage a full check recorded is refused.
 
     Raises:
         StoreError: ``store_corrupt`` naming the first problems quick_check found.
         sqlite3.Error: SQLite refused to read it (the caller translates it).
     """
+    from proctor.runtime.records import store_check
+
+    # damage a full check recorded is refused on every open, also in a process that opened
+    # the store before the check ended (a console, a worker)
+    store_check.refuse_recorded_damage(path, shown)
     info = os.stat(path)
     key = (info.st_dev, info.st_ino)
     with _CHECKED_LOCK:
@@ -327,6 +337,14 @@ def check_once(conn: sqlite3.Connection, path: Path, shown: str) -> None:
     if mark is not None and mark[0] == seen and 0 <= now - mark[1] < RECHECK_AFTER_S:
         with _CHECKED_LOCK:
             _CHECKED.add(key)
+        return
+    if info.st_size > store_check.INLINE_MAX:  # bounded here, the whole file off the path
+        problem = store_check.bounded_problem(conn, path)
+        if problem is not None:
+            raise damaged(shown, problem)
+        with _CHECKED_LOCK:
+            _CHECKED.add(key)
+        store_check.start_full_check(path)
         return
     _quick_check(conn, shown)
     with _CHECKED_LOCK:
@@ -367,6 +385,9 @@ def check_now(path: Path, shown: str) -> bool:
         raise
     _mark_unchanged(path, seen, time.time())
     close_marked(conn, path)
+    from proctor.runtime.records.store_check import clear_damage
+
+    clear_damage(path)  # recorded damage of this file no longer holds
     return True
 
 
