@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass, field, replace
+from proctor.core.budget import MAX_RUN_RECEIPTS
 from proctor.errors import UsageError
 
 __all__ = [
@@ -144,6 +145,9 @@ class Authority:
         max_calls / max_concurrency / max_child_depth / max_fanout: ``None`` is no limit.
         max_spend_micro_usd: what the run's whole tree may spend on priced calls, in
             micro-dollars (``None``: no limit; see :mod:`proctor.core.spend`).
+        max_receipts: how many receipts (runs, steps, calls) the run's whole tree may hold
+            (``None``: the host's ceiling, see :mod:`proctor.core.budget`); a run whose fixed
+            steps need more is refused before its first step.
         standing_approvals: entries that admit covered changes without pausing.
         set_by: ``host`` when a host stated it, ``default`` when none did.
         egress: the workspace's egress grant once the run recorded it; ``None`` before.
@@ -159,6 +163,7 @@ class Authority:
     set_by: Literal["host", "default", "preset"] = "default"
     egress: EgressGrant | None = None
     max_spend_micro_usd: int | None = None
+    max_receipts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The authority as recorded in the run store and digested into receipts."""
@@ -176,6 +181,8 @@ class Authority:
             doc["egress"] = self.egress.to_json()
         if self.max_spend_micro_usd is not None:  # stated only when set (older digests hold)
             doc["max_spend_micro_usd"] = self.max_spend_micro_usd
+        if self.max_receipts is not None:  # likewise
+            doc["max_receipts"] = self.max_receipts
         return doc
 
 
@@ -223,6 +230,7 @@ def narrow(
         values[name] = _min_limit(getattr(host, name), (limits or {}).get(name))
     spend = (limits or {}).get("max_spend_micro_usd")
     values["max_spend_micro_usd"] = _min_limit(host.max_spend_micro_usd, spend)
+    values["max_receipts"] = _min_limit(host.max_receipts, (limits or {}).get("max_receipts"))
     return replace(host, **values)
 
 
@@ -290,7 +298,15 @@ def parse_standing(
 
 
 _KEYS = frozenset(
-    {"effects", "reach", "standing_approvals", "set_by", "max_spend_micro_usd", *LIMIT_NAMES}
+    {
+        "effects",
+        "reach",
+        "standing_approvals",
+        "set_by",
+        "max_spend_micro_usd",
+        "max_receipts",
+        *LIMIT_NAMES,
+    }
 )
 
 
@@ -326,7 +342,8 @@ def parse_authority(
 
     Raises:
         UsageError: ``authority_invalid`` for an unknown key, an unknown effects or reach, a
-            limit that is not a positive integer, a malformed standing approval, a malformed
+            limit that is not a positive integer (``max_receipts``: at most 16,000,000), a
+            malformed standing approval, a malformed
             recorded ``egress``, or ``egress`` in a host's document (it belongs to the
             workspace's ``proctor.toml``).
     """
@@ -364,6 +381,14 @@ def parse_authority(
             "max_spend_micro_usd must be a whole number of micro-dollars from 0 to 2^53-1",
             code="authority_invalid",
         )
+    receipts = doc.get("max_receipts")
+    if receipts is not None and (
+        type(receipts) is not int or not 1 <= receipts <= MAX_RUN_RECEIPTS
+    ):
+        raise UsageError(
+            f"max_receipts must be an integer from 1 to {MAX_RUN_RECEIPTS}",
+            code="authority_invalid",
+        )
     standing = parse_standing(doc.get("standing_approvals", []))
     stated_by = doc.get("set_by", set_by)
     if stated_by not in ("host", "default", "preset"):
@@ -375,5 +400,6 @@ def parse_authority(
         set_by=stated_by,
         egress=_parse_egress(doc["egress"]) if "egress" in doc else None,
         max_spend_micro_usd=spend,
+        max_receipts=receipts,
         **limits,
     )

@@ -1,16 +1,21 @@
 """Verify a receipt and the whole tree below it (pure: receipts come from a loader callback).
 
 :func:`verify_tree` walks the tree depth-first, reading each receipt only when it reaches it.
-Memory holds the current path (for each receipt on it, the list of children its body commits)
-plus the set of receipt ids already seen, at most 30,002 strings of 71 characters (a few MiB),
-which is what makes "committed exactly once" checkable in one pass.
+Memory holds the current path (for each receipt on it, the list of children its body commits;
+proctor writes at most :data:`~proctor.core.budget.SEGMENT_FANOUT` per receipt) plus what makes
+"committed exactly once" checkable in one pass: the ids seen, as a set for the first
+:data:`~proctor.receipts.seen.EXACT_SEEN` receipts, then as 6-byte fingerprints
+(:class:`~proctor.receipts.seen.Fingerprints`), so a tree of millions of receipts is verified in
+memory nearly flat in its size. A fingerprint met twice is a suspect, never a verdict: the walk
+is then made again tracking exactly the suspect ids, whose result is the one returned (a true
+duplicate is named exactly where the one-pass walk with every id in a set names it).
 
 For every receipt, in this order, the first failure ends the walk with status ``invalid``:
 
 1. its parent's commitment: not on the current path (``cycle``), not seen before
    (``committed_twice``: two parents, or one parent listing it twice), ``body_digest`` equal
-   to ``receipt_id`` (``commitment_mismatch``), at most 64 levels below the root
-   (``too_deep``), at most 30,002 receipts in the tree (``too_many``);
+   to ``receipt_id`` (``commitment_mismatch``), at most 160 levels below the root
+   (``too_deep``), at most 16,777,216 receipts in the tree (``too_many``);
 2. it can be read (``not_found`` for the root, ``child_missing`` below it);
 3. the file is a well-formed, canonical ``proctor.receipt.v1`` envelope (``malformed``,
    ``not_canonical``, ``key_id_mismatch``, ``signature_missing``) and commits none of its own
@@ -19,7 +24,7 @@ For every receipt, in this order, the first failure ends the walk with status ``
    a changed byte, or a different body under that id);
 5. its signature: by a trusted key and valid, or invalid (``signature_invalid``). A receipt
    signed by a key the verifier does not hold cannot be checked: the tree is then at best
-   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call is accepted below the
+   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call or segment is accepted below the
    root, where its parent's signed commitment covers its bytes; as the root it is
    ``unverified`` (reason ``unsigned``).
 
@@ -58,6 +63,7 @@ from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.parts import ChildPair
+from proctor.receipts.seen import EXACT_SEEN, Fingerprints
 from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
@@ -273,8 +279,11 @@ def verify_tree(
     else:
         size = BATCH_SIZE if batch_size is None else batch_size
         queue = _Checks(verify_batch, max(1, size), None)
+    suspects: list[str] = []
     try:
-        stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
+        stopped = _walk(
+            root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue, suspects
+        )
     except Exception:
         # a queued signature check that fails precedes (in walk order) what the loader raised
         failed = queue.finish(walk, root_id)
@@ -282,6 +291,37 @@ def verify_tree(
             return failed
         raise
     # a queued signature check precedes (in walk order) whatever stopped the walk
+    failed = queue.finish(walk, root_id)
+    if suspects:
+        # a fingerprint met twice: walk again, tracking exactly those ids (see the module)
+        return _walk_exactly(
+            root_id, load, keys, root_bytes, max_receipts, max_depth, frozenset(suspects)
+        )
+    if failed is not None:
+        return failed
+    if stopped is not None:
+        return stopped
+    if walk.unverified is not None:
+        reason, rid, parent = walk.unverified
+        return _result(walk, "unverified", root_id, reason, _MESSAGES[reason], rid, parent)
+    return _result(walk, "verified", root_id, "ok", _MESSAGES["ok"], None, None)
+
+
+def _walk_exactly(
+    root_id: str,
+    load: Loader,
+    keys: Iterable[PublicKey],
+    root_bytes: bytes | None,
+    max_receipts: int,
+    max_depth: int,
+    track: frozenset[str],
+) -> VerifyResult:
+    """The walk again, one signature at a time, with an exact set of the ``track`` ids: what
+    the one-pass walk holding every id in a set returns."""
+    trusted = {key.key_id: key for key in keys}
+    walk = _Walk()
+    queue = _Checks(verify_serially, 1, None)
+    stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue, track)
     failed = queue.finish(walk, root_id)
     if failed is not None:
         return failed
@@ -302,8 +342,13 @@ def _walk(
     max_depth: int,
     walk: _Walk,
     queue: _Checks,
+    suspects: list[str] | frozenset[str],
 ) -> VerifyResult | None:
     """Walk the tree depth-first; the first failure found by reading (None when none).
+
+    ``suspects``: a list to which ids whose fingerprint was met before are appended (the walk
+    goes on: see the module), or the exact ids to track in a walk made again (a frozenset:
+    every other id is then taken as seen once, which the first walk established).
 
     Signature checks go to ``queue``; the caller runs what is left in it. The counts are kept
     in locals while the walk runs (this loop runs once per receipt): each queued check takes
@@ -311,6 +356,9 @@ def _walk(
     """
     seen: set[str] = set()
     path: set[str] = set()
+    prints: Fingerprints | None = None
+    track = suspects if isinstance(suspects, frozenset) else None
+    collect = suspects if isinstance(suspects, list) else None
     owners: list[str | None] = [None]
     stack: list[Iterator[ChildPair]] = [iter(((root_id, root_id),))]
     # bound once: the loop below runs once per receipt of the tree
@@ -352,7 +400,16 @@ def _walk(
         count += 1
         if depth > deepest:
             deepest = depth
-        seen_add(rid)
+        if track is not None:
+            if rid in track:
+                seen_add(rid)
+        elif prints is None:
+            seen_add(rid)
+            if count == EXACT_SEEN:  # a large tree: fingerprints from here on (see the module)
+                prints = Fingerprints(seen)
+                seen.clear()
+        elif prints.add(rid) and collect is not None:
+            collect.append(rid)
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:
