@@ -3,12 +3,14 @@
 :func:`verify_tree` walks the tree depth-first, reading each receipt only when it reaches it.
 Memory holds the current path (for each receipt on it, the list of children its body commits;
 proctor writes at most :data:`~proctor.core.budget.SEGMENT_FANOUT` per receipt) plus what makes
-"committed exactly once" checkable in one pass: the ids seen, as a set for the first
-:data:`~proctor.receipts.seen.EXACT_SEEN` receipts, then as 6-byte fingerprints
+"committed exactly once" checkable: the salted hashes of the ids seen, as a set of integers for
+the first :data:`~proctor.receipts.seen.SMALL_SEEN` receipts, then as 5-byte fingerprints
 (:class:`~proctor.receipts.seen.Fingerprints`), so a tree of millions of receipts is verified in
 memory nearly flat in its size. A fingerprint met twice is a suspect, never a verdict: the walk
-is then made again tracking exactly the suspect ids, whose result is the one returned (a true
-duplicate is named exactly where the one-pass walk with every id in a set names it).
+stops there and is made again tracking the suspect ids exactly (and the rest by fingerprint),
+and so on until a walk meets no new suspect; its result is the one returned. A true duplicate
+is thus named exactly where a walk holding every id in a set names it, and a tree that commits
+one receipt many times (a diamond chain, exponential to walk) stops at its first repeat.
 
 For every receipt, in this order, the first failure ends the walk with status ``invalid``:
 
@@ -63,7 +65,7 @@ from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.parts import ChildPair
-from proctor.receipts.seen import EXACT_SEEN, Fingerprints
+from proctor.receipts.seen import SMALL_SEEN, Fingerprints
 from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
@@ -200,6 +202,10 @@ class _Checks:
             return failed
         return None
 
+    def fresh(self) -> _Checks:
+        """An empty queue checking as this one does (for a walk made again)."""
+        return _Checks(self.run, self.limit, self.submit)
+
     def finish(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
         """The walk is over: check what is queued here, then wait for every batch out, oldest
         first; the first failure in walk order.
@@ -240,6 +246,7 @@ def verify_tree(
     verify_batch: BatchVerifier | None = None,
     submit_batch: BatchSubmitter | None = None,
     batch_size: int | None = None,
+    small_seen: int = SMALL_SEEN,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
@@ -251,6 +258,8 @@ def verify_tree(
     batch in the background while the walk reads on. The result is the same every way.
     ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one;
     by default :data:`BATCH_SIZE`, or :data:`SUBMIT_SIZE` with ``submit_batch``).
+    ``small_seen``: receipts held as a set of hashes before fingerprints (see the module); the
+    result does not depend on it.
 
     Returns a :class:`VerifyResult`; tampering is a result, not an exception.
 
@@ -279,50 +288,37 @@ def verify_tree(
     else:
         size = BATCH_SIZE if batch_size is None else batch_size
         queue = _Checks(verify_batch, max(1, size), None)
-    suspects: list[str] = []
-    try:
-        stopped = _walk(
-            root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue, suspects
-        )
-    except Exception:
-        # a queued signature check that fails precedes (in walk order) what the loader raised
+    track: frozenset[str] = frozenset()
+    while True:
+        suspects: list[str] = []
+        try:
+            stopped = _walk(
+                root_id,
+                load,
+                trusted,
+                root_bytes,
+                max_receipts,
+                max_depth,
+                walk,
+                queue,
+                track,
+                suspects,
+                small_seen,
+            )
+        except Exception:
+            # a queued signature check that fails precedes (in walk order) what the loader raised
+            failed = queue.finish(walk, root_id)
+            if failed is not None:
+                return failed
+            raise
+        # a queued signature check precedes (in walk order) whatever stopped the walk
         failed = queue.finish(walk, root_id)
-        if failed is not None:
-            return failed
-        raise
-    # a queued signature check precedes (in walk order) whatever stopped the walk
-    failed = queue.finish(walk, root_id)
-    if suspects:
-        # a fingerprint met twice: walk again, tracking exactly those ids (see the module)
-        return _walk_exactly(
-            root_id, load, keys, root_bytes, max_receipts, max_depth, frozenset(suspects)
-        )
-    if failed is not None:
-        return failed
-    if stopped is not None:
-        return stopped
-    if walk.unverified is not None:
-        reason, rid, parent = walk.unverified
-        return _result(walk, "unverified", root_id, reason, _MESSAGES[reason], rid, parent)
-    return _result(walk, "verified", root_id, "ok", _MESSAGES["ok"], None, None)
-
-
-def _walk_exactly(
-    root_id: str,
-    load: Loader,
-    keys: Iterable[PublicKey],
-    root_bytes: bytes | None,
-    max_receipts: int,
-    max_depth: int,
-    track: frozenset[str],
-) -> VerifyResult:
-    """The walk again, one signature at a time, with an exact set of the ``track`` ids: what
-    the one-pass walk holding every id in a set returns."""
-    trusted = {key.key_id: key for key in keys}
-    walk = _Walk()
-    queue = _Checks(verify_serially, 1, None)
-    stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue, track)
-    failed = queue.finish(walk, root_id)
+        if not suspects:
+            break
+        # a fingerprint met twice: the walk again, tracking those ids exactly (see the module)
+        track |= frozenset(suspects)
+        walk = _Walk()
+        queue = queue.fresh()
     if failed is not None:
         return failed
     if stopped is not None:
@@ -342,13 +338,15 @@ def _walk(
     max_depth: int,
     walk: _Walk,
     queue: _Checks,
-    suspects: list[str] | frozenset[str],
+    track: frozenset[str],
+    suspects: list[str],
+    small_seen: int = SMALL_SEEN,
 ) -> VerifyResult | None:
     """Walk the tree depth-first; the first failure found by reading (None when none).
 
-    ``suspects``: a list to which ids whose fingerprint was met before are appended (the walk
-    goes on: see the module), or the exact ids to track in a walk made again (a frozenset:
-    every other id is then taken as seen once, which the first walk established).
+    ``track``: ids held exactly (suspects of an earlier walk); every other id is held by its
+    salted hash. The first id whose hash was met before is appended to ``suspects`` and ends
+    the walk (None: the caller walks again, see the module).
 
     Signature checks go to ``queue``; the caller runs what is left in it. The counts are kept
     in locals while the walk runs (this loop runs once per receipt): each queued check takes
@@ -356,9 +354,9 @@ def _walk(
     """
     seen: set[str] = set()
     path: set[str] = set()
+    hashes: set[int] = set()
+    hashes_add = hashes.add
     prints: Fingerprints | None = None
-    track = suspects if isinstance(suspects, frozenset) else None
-    collect = suspects if isinstance(suspects, list) else None
     owners: list[str | None] = [None]
     stack: list[Iterator[ChildPair]] = [iter(((root_id, root_id),))]
     # bound once: the loop below runs once per receipt of the tree
@@ -400,16 +398,20 @@ def _walk(
         count += 1
         if depth > deepest:
             deepest = depth
-        if track is not None:
-            if rid in track:
-                seen_add(rid)
-        elif prints is None:
+        if track and rid in track:
             seen_add(rid)
-            if count == EXACT_SEEN:  # a large tree: fingerprints from here on (see the module)
-                prints = Fingerprints(seen)
-                seen.clear()
-        elif prints.add(rid) and collect is not None:
-            collect.append(rid)
+        elif prints is None:
+            hashed = hash(rid)
+            if hashed in hashes:
+                suspects.append(rid)
+                break
+            hashes_add(hashed)
+            if count == small_seen:  # a large tree: fingerprints from here on (see the module)
+                prints = Fingerprints(hashes)
+                hashes.clear()
+        elif prints.add(hash(rid)):
+            suspects.append(rid)
+            break
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:
