@@ -71,7 +71,6 @@ def child(kind: str, n: int, root: Path, synthetic: bool) -> None:
         print(ref.receipt_id)
         return
     import long_run
-
     from proctor.runtime.home.keys import trusted_local_keys
 
     if kind == "steps":

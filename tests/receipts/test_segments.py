@@ -18,7 +18,6 @@ from proctor.runtime.records.receipts import ReceiptStore
 from tests.receipt_files import stored
 from tests.receipts.helpers import PKG, T0, body, fixed_clock, signer, write_sealed
 
-
 VERDICT = {"rule_id": "r", "code": "c", "enforcement": "warn"}
 
 
@@ -47,7 +46,9 @@ def _run(folder: Path, steps: int, calls: int, fanout: int) -> Ref:
                 )
             )
         step_refs.add(w.step(sub, outcome="completed", started_at=T0, children=call_refs.refs()))
-    return w.run(Subject("h", PKG, "m"), outcome="completed", started_at=T0, children=step_refs.refs())
+    return w.run(
+        Subject("h", PKG, "m"), outcome="completed", started_at=T0, children=step_refs.refs()
+    )
 
 
 def _kinds(folder: Path) -> dict[str, bytes]:
@@ -142,7 +143,9 @@ def test_fingerprints_say_when_a_hash_comes_again_and_grow() -> None:
 def test_large_tree_walks_are_exact_whatever_holds_the_ids(tmp_path: Path, small_seen: int) -> None:
     s = signer()
     leaves = [
-        write_sealed(tmp_path, body("call", s.key_id, inputs_digest=f"sha256:{n:064x}"), s, signed=False)
+        write_sealed(
+            tmp_path, body("call", s.key_id, inputs_digest=f"sha256:{n:064x}"), s, signed=False
+        )
         for n in range(12)
     ]
     ok = write_sealed(tmp_path, body("run", s.key_id, leaves), s)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
-
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.model import Subject, Verdict, encode_envelope, parse_envelope

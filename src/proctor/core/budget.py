@@ -25,8 +25,8 @@ from proctor.errors import RefusedCall
 
 __all__ = [
     "MAX_CHILD_DEPTH",
-    "MAX_TREE_DEPTH",
     "MAX_RUN_RECEIPTS",
+    "MAX_TREE_DEPTH",
     "MAX_TREE_RECEIPTS",
     "RUN_RECEIPTS",
     "SEGMENT_FANOUT",

@@ -26,8 +26,8 @@ For every receipt, in this order, the first failure ends the walk with status ``
    a changed byte, or a different body under that id);
 5. its signature: by a trusted key and valid, or invalid (``signature_invalid``). A receipt
    signed by a key the verifier does not hold cannot be checked: the tree is then at best
-   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call or segment is accepted below the
-   root, where its parent's signed commitment covers its bytes; as the root it is
+   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call or segment is accepted
+   below the root, where its parent's signed commitment covers its bytes; as the root it is
    ``unverified`` (reason ``unsigned``).
 
 A tree with no invalid receipt is ``verified`` when every signature was checked, else
@@ -65,8 +65,8 @@ from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.parts import ChildPair
-from proctor.receipts.seen import SMALL_SEEN, Fingerprints
 from proctor.receipts.scan import scan_envelope
+from proctor.receipts.seen import SMALL_SEEN, Fingerprints
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
 

@@ -30,8 +30,9 @@ from proctor.runtime.records.receipt_packs import (
 __all__ = ["PackWindow"]
 
 _KEEP = 2
-"""Packs whose receipts' places are kept (about 1 MiB each for 4,096 receipts; two hold a segment and its children)."""
-_CHUNK = 1 << 18
+"""Packs whose receipts' places are kept (about 1 MiB each for 4,096 receipts): a segment's
+pack and its children's."""
+_CHUNK = 1 << 18  # a pack is read this much at a time to learn its receipts
 _PIECE = 1 << 20  # the index is read this much at a time
 _NEAR = 8  # pieces searched each side of the last find before the whole index
 _LINE = 1024  # read around a find to take its whole index line (a line is about 170 bytes)
@@ -61,12 +62,12 @@ class PackWindow:
             place = places.get(hex_id)
             if place is not None:
                 return _read(fd, place, name)
-        name = self._from_index(hex_id)
-        if name is not None and name not in self._recent:
-            fd, places = self._load(name)
+        found = self._from_index(hex_id)
+        if found is not None and found not in self._recent:
+            fd, places = self._load(found)
             place = places.get(hex_id)
             if place is not None:
-                return _read(fd, place, name)
+                return _read(fd, place, found)
         if self._fallback is None:
             self._fallback = PackShelf(self._folder)
         return self._fallback.get(hex_id)
