@@ -54,8 +54,10 @@ class FolderReader:
         match = RECEIPT_ID.match(receipt_id)
         if match is None:
             return None
-        if not self._loose:  # a store of packs only: no file to try first for each receipt
-            return self._shelf.get(match[1])
+        if not self._loose:  # a store of packs: no file to try first for each receipt
+            found = self._shelf.get(match[1])
+            if found is not None:
+                return found  # else a file may have been put there since: looked for below
         name = match[1] + ".json"
         try:
             try:
@@ -69,7 +71,7 @@ class FolderReader:
                 fd = self._open(name, self._FLAGS)  # not the owner: O_NOATIME is refused
                 self._flags = self._FLAGS
         except FileNotFoundError:
-            return self._shelf.get(match[1])
+            return self._shelf.get(match[1]) if self._loose else None
         except OSError as exc:
             raise StoreError(
                 f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
