@@ -148,7 +148,13 @@ def format_time(moment: datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise UsageError("receipt times must be timezone-aware", code="naive_datetime")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    m = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    # what strftime("%Y-%m-%dT%H:%M:%S.%fZ") writes, at a third of its cost (a seal formats
+    # two times per receipt)
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        f".{m.microsecond:06d}Z"
+    )
 
 
 @dataclass(frozen=True, slots=True)

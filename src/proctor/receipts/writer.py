@@ -52,7 +52,7 @@ from typing import Any, Protocol
 from proctor.contracts.values import dataclass, field
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS, SEGMENT_FANOUT
 from proctor.errors import ReceiptInvalid, UsageError
-from proctor.receipts.canonical import DIGEST_PREFIX, canonical, is_digest
+from proctor.receipts.canonical import DIGEST_PREFIX, canonical, canonical_plain, is_digest
 from proctor.receipts.model import (
     OUTCOMES,
     RECEIPT_SCHEMA,
@@ -63,6 +63,7 @@ from proctor.receipts.model import (
     encode_envelope,
     format_time,
 )
+from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import Signer, b64
 
 __all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", "utc_now"]
@@ -264,12 +265,8 @@ class ReceiptWriter:
             body["reused_from"] = reused_from
         if package is not None:  # the registry or core name the run's package verified as
             body["package"] = dict(package)
-        try:
-            check_body(body)
-        except ReceiptInvalid as exc:
-            raise UsageError(exc.message, code="receipt_field_invalid") from exc
         unsigned = kind in ("call", "segment") and not self._sign_calls
-        receipt_id, data = seal(body, self._signer, signed=not unsigned)
+        receipt_id, data = self._seal(body, signed=not unsigned)
         serials, base = self._serials, self._base
         for c in children:
             if 0 <= c.serial - base < len(serials):
@@ -284,6 +281,32 @@ class ReceiptWriter:
         ):
             self.flush()
         return Ref(receipt_id, receipt_id, kind, outcome, size, height, serial)
+
+    def _seal(self, body: dict[str, Any], *, signed: bool) -> tuple[str, bytes]:
+        """The id and bytes of ``body``'s receipt, checked to be one every verifier accepts.
+
+        The check has two routes with one answer: the fast recognizer of the verifier
+        (:func:`~proctor.receipts.scan.scan_envelope`, which accepts only what the strict rules
+        accept) on the finished bytes, and the strict rules (:func:`check_body`) for anything
+        it does not take. A body made of what :func:`check_body` admits is plain JSON (exact
+        dicts with ASCII keys, lists, strings, booleans, null, safe integers), so it is
+        encoded by the plain route without the walk :func:`canonical` makes first.
+        """
+        try:
+            body_bytes = canonical_plain(body)
+        except (UnicodeEncodeError, TypeError, ValueError):
+            body_bytes = b""  # not plain: the strict rules below say why (or canonical does)
+        if body_bytes:
+            receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
+            signature = b64(self._signer.sign(body_bytes)) if signed else None
+            data = encode_envelope(body_bytes, self._signer.key_id, signature)
+            if scan_envelope(data) is not None:
+                return receipt_id, data
+        try:
+            check_body(body)
+        except ReceiptInvalid as exc:
+            raise UsageError(exc.message, code="receipt_field_invalid") from exc
+        return seal(body, self._signer, signed=signed)
 
     def flush(self) -> None:
         """Write the call receipts held so far (step and run receipts write them anyway).
