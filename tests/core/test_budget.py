@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.core.budget import MAX_TREE_RECEIPTS, ReceiptBudget
+from proctor.core.budget import MAX_RUN_RECEIPTS, MAX_TREE_RECEIPTS, ReceiptBudget
 from proctor.errors import RefusedCall
 
 
@@ -19,14 +19,15 @@ def test_reserve_up_to_the_limit_then_refuse() -> None:
     assert budget.used == 3  # a refused reservation reserves nothing
 
 
-def test_default_is_the_verifier_bound() -> None:
+def test_default_is_the_run_ceiling_which_leaves_room_for_segments() -> None:
     budget = ReceiptBudget()
-    budget.reserve(MAX_TREE_RECEIPTS)
+    budget.reserve(MAX_RUN_RECEIPTS)
+    assert MAX_RUN_RECEIPTS * (1 + 1 / 1023) < MAX_TREE_RECEIPTS
     with pytest.raises(RefusedCall):
         budget.reserve(1)
 
 
-@pytest.mark.parametrize("limit", [0, -1, MAX_TREE_RECEIPTS + 1])
+@pytest.mark.parametrize("limit", [0, -1, MAX_RUN_RECEIPTS + 1])
 def test_limits_outside_the_bound_are_refused(limit: int) -> None:
     with pytest.raises(ValueError):
         ReceiptBudget(limit)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from proctor.core.budget import MAX_TREE_DEPTH
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify import VerifyResult, verify_tree
 from proctor.receipts.writer import Ref
+from proctor.runtime.records.folder_reader import FolderReader
 from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.records.verify_folder import verify_receipt
 from tests.receipt_files import rewrite, stored, unpack
@@ -238,12 +240,12 @@ def _chain(folder: Path, levels: int) -> str:
     return rid
 
 
-def test_64_levels_pass_and_65_fail(tmp_path: Path) -> None:
+def test_max_depth_levels_pass_and_one_more_fails(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    ok = _verify(tmp_path / "a", _chain(tmp_path / "a", 64))
-    assert (ok.status, ok.depth, ok.receipts) == ("verified", 64, 65)
-    deep = _verify(tmp_path / "b", _chain(tmp_path / "b", 65))
+    ok = _verify(tmp_path / "a", _chain(tmp_path / "a", MAX_TREE_DEPTH))
+    assert (ok.status, ok.depth, ok.receipts) == ("verified", MAX_TREE_DEPTH, MAX_TREE_DEPTH + 1)
+    deep = _verify(tmp_path / "b", _chain(tmp_path / "b", MAX_TREE_DEPTH + 1))
     assert (deep.status, deep.reason) == ("invalid", "too_deep")
 
 
@@ -267,15 +269,25 @@ def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     )
 
 
-def test_30002_receipts_pass(wide: tuple[Path, str, str]) -> None:
-    folder, ok, _ = wide
-    result = _verify(folder, ok)
+def _verify_at_most(folder: Path, rid: str, most: int) -> VerifyResult:
+    reader = FolderReader(folder)
+    try:
+        return verify_tree(rid, reader, [signer().public_key], max_receipts=most)
+    finally:
+        reader.close()
+
+
+def test_a_tree_at_its_bound_passes(wide: tuple[Path, str, str]) -> None:
+    folder, ok, over = wide
+    result = _verify_at_most(folder, ok, 30_002)
     assert (result.status, result.receipts) == ("verified", 30_002)
+    # the old ceiling of 30,002 is gone: the wider tree verifies under the format's bound
+    assert (_verify(folder, over).status, _verify(folder, over).receipts) == ("verified", 30_003)
 
 
-def test_30003_receipts_fail(wide: tuple[Path, str, str]) -> None:
+def test_a_tree_past_its_bound_fails(wide: tuple[Path, str, str]) -> None:
     folder, _, over = wide
-    result = _verify(folder, over)
+    result = _verify_at_most(folder, over, 30_002)
     assert (result.status, result.reason, result.receipts) == ("invalid", "too_many", 30_002)
 
 

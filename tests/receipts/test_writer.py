@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.model import Subject, Verdict, encode_envelope, parse_envelope
@@ -143,17 +144,25 @@ def test_a_ref_committed_twice_is_refused_before_writing(tmp_path: Path) -> None
 def test_tree_bounds_are_refused_before_writing(tmp_path: Path) -> None:
     w = ReceiptWriter(ReceiptStore(tmp_path), signer(), clock=fixed_clock)
     sub = Subject("h", None, "m", "s")
-    big = Ref("sha256:" + "1" * 64, "sha256:" + "1" * 64, "run", "completed", 30_002, 3)
+    big = Ref("sha256:" + "1" * 64, "sha256:" + "1" * 64, "run", "completed", MAX_TREE_RECEIPTS, 3)
     with pytest.raises(ReceiptInvalid) as info:
         w.step(sub, outcome="completed", started_at=T0, children=[big])
     assert info.value.code == "receipt_tree_too_large"
-    deep = Ref("sha256:" + "2" * 64, "sha256:" + "2" * 64, "run", "completed", 65, 64)
+    deep = Ref("sha256:" + "2" * 64, "sha256:" + "2" * 64, "run", "completed", 65, MAX_TREE_DEPTH)
     with pytest.raises(ReceiptInvalid) as info:
         w.step(sub, outcome="completed", started_at=T0, children=[deep])
     assert info.value.code == "receipt_tree_too_deep"
     assert not stored(tmp_path)
-    fits = Ref("sha256:" + "3" * 64, "sha256:" + "3" * 64, "run", "completed", 30_001, 63)
-    assert w.step(sub, outcome="completed", started_at=T0, children=[fits]).size == 30_002
+    fits = Ref(
+        "sha256:" + "3" * 64,
+        "sha256:" + "3" * 64,
+        "run",
+        "completed",
+        MAX_TREE_RECEIPTS - 1,
+        MAX_TREE_DEPTH - 1,
+    )
+    step = w.step(sub, outcome="completed", started_at=T0, children=[fits])
+    assert step.size == MAX_TREE_RECEIPTS
 
 
 def test_envelope_concatenation_equals_canonical() -> None:

@@ -37,6 +37,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass, field, replace
+from proctor.core.budget import MAX_RUN_RECEIPTS
 from proctor.core.packages import package_covered, parse_packages
 from proctor.errors import UsageError
 
@@ -152,6 +153,9 @@ class Authority:
         max_calls / max_concurrency / max_child_depth / max_fanout: ``None`` is no limit.
         max_spend_micro_usd: what the run's whole tree may spend on priced calls, in
             micro-dollars (``None``: no limit; see :mod:`proctor.core.spend`).
+        max_receipts: how many receipts (runs, steps, calls) the run's whole tree may hold
+            (``None``: the host's ceiling, see :mod:`proctor.core.budget`); a run whose fixed
+            steps need more is refused before its first step.
         standing_approvals: entries that admit covered changes without pausing.
         set_by: ``host`` when a host stated it, ``default`` when none did.
         egress: the workspace's egress grant once the run recorded it; ``None`` before.
@@ -178,6 +182,7 @@ class Authority:
     min_approvers: int | None = None
     expires_in: int | None = None
     deadline: str | None = None
+    max_receipts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The authority as recorded in the run store and digested into receipts."""
@@ -200,6 +205,8 @@ class Authority:
         for name in ("min_approvers", "expires_in", "deadline"):  # also only when set
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
+        if self.max_receipts is not None:  # likewise
+            doc["max_receipts"] = self.max_receipts
         return doc
 
     def deadline_at(self) -> datetime | None:
@@ -251,6 +258,7 @@ def narrow(
         values[name] = _min_limit(getattr(host, name), (limits or {}).get(name))
     spend = (limits or {}).get("max_spend_micro_usd")
     values["max_spend_micro_usd"] = _min_limit(host.max_spend_micro_usd, spend)
+    values["max_receipts"] = _min_limit(host.max_receipts, (limits or {}).get("max_receipts"))
     return replace(host, **values)
 
 
@@ -325,6 +333,7 @@ _KEYS = frozenset(
         "set_by",
         "max_spend_micro_usd",
         "packages",
+        "max_receipts",
         *LIMIT_NAMES,
     }
     | {"min_approvers", "expires_in", "deadline"}
@@ -396,9 +405,10 @@ def parse_authority(
 
     Raises:
         UsageError: ``authority_invalid`` for an unknown key, an unknown effects or reach, a
-            limit that is not a positive integer, a malformed standing approval, a malformed
-            recorded ``egress``, ``egress`` in a host's document (it belongs to the
-            workspace's ``proctor.toml``), or ``packages`` that is not a list of patterns.
+            limit that is not a positive integer (``max_receipts``: at most 16,000,000), a
+            malformed standing approval, a malformed recorded ``egress``, ``egress`` in a
+            host's document (it belongs to the workspace's ``proctor.toml``), or ``packages``
+            that is not a list of patterns.
     """
     if not isinstance(doc, dict):
         raise UsageError("an authority is one JSON object", code="authority_invalid")
@@ -434,6 +444,14 @@ def parse_authority(
             "max_spend_micro_usd must be a whole number of micro-dollars from 0 to 2^53-1",
             code="authority_invalid",
         )
+    receipts = doc.get("max_receipts")
+    if receipts is not None and (
+        type(receipts) is not int or not 1 <= receipts <= MAX_RUN_RECEIPTS
+    ):
+        raise UsageError(
+            f"max_receipts must be an integer from 1 to {MAX_RUN_RECEIPTS}",
+            code="authority_invalid",
+        )
     standing = parse_standing(doc.get("standing_approvals", []))
     min_approvers, expires_in = _parse_people(doc)
     deadline = _parse_deadline(doc.get("deadline"))
@@ -451,5 +469,6 @@ def parse_authority(
         min_approvers=min_approvers,
         expires_in=expires_in,
         deadline=deadline,
+        max_receipts=receipts,
         **limits,
     )

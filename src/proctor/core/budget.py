@@ -2,8 +2,13 @@
 
 A tree holds at most :data:`MAX_TREE_RECEIPTS` receipts (its root included) and reaches at most
 :data:`MAX_TREE_DEPTH` levels below its root (the root is level 0, its children level 1, ...).
-The count follows the ceiling of 10,000 calls one step may make: three receipts for each such
-call (the call's, its child run's and that run's step) plus the root run and its step.
+No receipt commits more than :data:`SEGMENT_FANOUT` children when proctor writes it: a run of
+more steps, or a step of more calls, commits *segment* receipts that each commit up to that many
+(and segments of segments past ``SEGMENT_FANOUT ** 2``), so a tree of millions of receipts is
+read a bounded receipt at a time. A run's own budget stops at :data:`MAX_RUN_RECEIPTS` (runs,
+steps and calls; segments are not counted: they add at most one receipt per
+``SEGMENT_FANOUT - 1``, which the tree bound leaves room for). Below that the limit is the
+authority's ``max_receipts`` (and the host's ``PROCTOR_MAX_RECEIPTS``).
 
 A run holds its whole tree to the same bound as a budget, one budget for the root and every
 child run and turn call below it (a fan-out cannot multiply it): each step and call reserves its
@@ -20,15 +25,26 @@ from proctor.errors import RefusedCall
 
 __all__ = [
     "MAX_CHILD_DEPTH",
+    "MAX_RUN_RECEIPTS",
     "MAX_TREE_DEPTH",
     "MAX_TREE_RECEIPTS",
     "RUN_RECEIPTS",
+    "SEGMENT_FANOUT",
     "ReceiptBudget",
     "child_depth_limit",
 ]
 
-MAX_TREE_RECEIPTS = 30_002
-MAX_TREE_DEPTH = 64
+MAX_TREE_RECEIPTS = 16_777_216
+"""The most receipts a verifier walks in one tree, segments included (2**24)."""
+MAX_RUN_RECEIPTS = 16_000_000
+"""The most receipts a run's budget admits (its runs, steps and calls); the segments that
+group them fit in what :data:`MAX_TREE_RECEIPTS` leaves above it."""
+SEGMENT_FANOUT = 1024
+"""The most children a receipt proctor writes commits; more are grouped into segments."""
+MAX_TREE_DEPTH = 160
+"""Levels below the root a verifier walks (64 before segments: a child run ``d`` levels down now
+puts its calls up to ``7d + 5`` levels below the root when every run and step on the way is
+segmented twice, 145 at :data:`MAX_CHILD_DEPTH`)."""
 RUN_RECEIPTS = 2
 """What a run reserves as it starts: its run receipt, and one for the step a refusal (of this
 budget or another) settles it with, so the refusal's own receipt never passes the limit."""
@@ -37,7 +53,8 @@ MAX_CHILD_DEPTH = 20
 """The deepest a child run may start below its root, whatever the authority states (its
 ``max_child_depth`` can only lower it). A child ``d`` levels down puts its calls' receipts up to
 ``3d + 2`` levels below the root's (a turn's call, the child run, its step, its call at each
-level), so 20 keeps every tree within :data:`MAX_TREE_DEPTH`; it also bounds a skill that calls
+level; ``7d + 5`` with two levels of segments under every run and step), so 20 keeps every tree
+within :data:`MAX_TREE_DEPTH`; it also bounds a skill that calls
 itself, which nothing else stops before the driver runs out of stack."""
 
 
@@ -52,16 +69,16 @@ class ReceiptBudget:
     the threads of a fan-out).
 
     Raises:
-        ValueError: on construction, a limit below 1 or above :data:`MAX_TREE_RECEIPTS`
+        ValueError: on construction, a limit below 1 or above :data:`MAX_RUN_RECEIPTS`
             (configuration errors are caught where the limit is read, see
             ``proctor.runtime.limits``).
     """
 
     __slots__ = ("_limit", "_lock", "_used")
 
-    def __init__(self, limit: int = MAX_TREE_RECEIPTS, used: int = 0) -> None:
-        if not 1 <= limit <= MAX_TREE_RECEIPTS:
-            raise ValueError(f"a receipt budget is between 1 and {MAX_TREE_RECEIPTS}")
+    def __init__(self, limit: int = MAX_RUN_RECEIPTS, used: int = 0) -> None:
+        if not 1 <= limit <= MAX_RUN_RECEIPTS:
+            raise ValueError(f"a receipt budget is between 1 and {MAX_RUN_RECEIPTS}")
         if not 0 <= used <= limit:
             raise ValueError("a receipt budget cannot start past its limit")
         self._limit = limit
@@ -97,7 +114,7 @@ class ReceiptBudget:
             if self._used + n > self._limit:
                 raise RefusedCall(
                     f"this would take the run's tree to {self._used + n} receipts, past its"
-                    f" limit of {self._limit} (PROCTOR_MAX_RECEIPTS)",
+                    f" limit of {self._limit} (max_receipts)",
                     code="receipt_budget_exceeded",
                     details={"limit": self._limit, "used": self._used, "requested": n},
                 )

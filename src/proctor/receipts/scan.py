@@ -70,11 +70,12 @@ _PATTERN = (
     rf'(?P<context>"context_digests":\[{_D}(?:,{_D})*\],)?'
     rf'"ended_at":(?P<ended>{_T}),'
     rf"(?P<identity>{_IDENTITY},)?"
-    rf'"inputs_digest":{_ND},'
+    rf'"inputs_digest":(?P<inputs>{_ND}),'
     rf'"key_id":"(?P<key>{_HEX})",'
-    r'"kind":(?(nohead)"(?:(?P<call>call)|(?P<step>step)|run)"|"run"),'
+    r'"kind":(?(nohead)"(?:(?P<unsigned>(?P<call>call)|(?P<segment>segment))|(?P<step>step)|run)"'
+    r'|"run"),'
     r'"outcome":(?:"(?P<completed>completed)"|"(?:failed|blocked|declined|superseded|killed)"),'
-    rf'"outputs_digest":{_ND},'
+    rf'"outputs_digest":(?P<outputs>{_ND}),'
     rf'"policy_digest":{_ND},'
     rf'(?P<reused>"reused_from":{_D},)?'
     rf"(?P<sandbox>{_SANDBOX})?"
@@ -84,18 +85,18 @@ _PATTERN = (
     rf'"started_at":(?P<started>{_T}),'
     rf'"subject":\{{"method":(?(call)(?:null|{_S})|{_S}),"package_digest":{_ND},"skill":{_S},'
     rf'"step_id":(?(step){_S}|(?:null|{_S})),"tool":(?(call){_S}|(?:null|{_S}))\}},'
-    rf"\"verdicts\":\[(?:{_VERDICT}(?:,{_VERDICT})*)?\]\}},"
+    rf"\"verdicts\":\[(?P<verdicts>(?:{_VERDICT}(?:,{_VERDICT})*)?)\]\}},"
     r'"key_id":"(?P=key)",'
-    r'"signature":(?(call)(?:null|"(?P<csig>[A-Za-z0-9+/=]+)")|"(?P<sig>[A-Za-z0-9+/=]+)")\}\n'
+    r'"signature":(?(unsigned)(?:null|"(?P<csig>[A-Za-z0-9+/=]+)")|"(?P<sig>[A-Za-z0-9+/=]+)")\}\n'
 )
 # over bytes: every byte the pattern admits is ASCII, so no decoding is needed first
 _ENVELOPE = re.compile(_PATTERN.encode("ascii"))
 _FULLMATCH = _ENVELOPE.fullmatch
 # the captures in the order Match.groups() gives them: scan_envelope unpacks that tuple at once
 _GROUPS = (
-    "nohead", "nolast", "children", "context", "ended", "identity", "key", "call", "step",
-    "completed",
-    "reused", "sandbox", "spend", "started", "csig", "sig",
+    "nohead", "nolast", "children", "context", "ended", "identity", "inputs", "key", "unsigned",
+    "call", "segment", "step", "completed", "outputs", "reused", "sandbox", "spend", "started",
+    "verdicts", "csig", "sig",
 )  # fmt: skip
 if tuple(sorted(_ENVELOPE.groupindex, key=_ENVELOPE.groupindex.__getitem__)) != _GROUPS:
     raise ImportError("scan_envelope's captures are out of step with its pattern")
@@ -128,13 +129,17 @@ def scan_envelope(data: bytes) -> Scanned | None:
     m = _FULLMATCH(data)
     if m is None:
         return None
-    (_, _, children, context, ended, identity, key, call, step, _, reused, sandbox, spend,
-     started, ctext64, text64) = m.groups()  # fmt: skip
+    (_, _, children, context, ended, identity, inputs, key, _, call, segment, step, _, outputs,
+     reused, sandbox, spend, started, verdicts, ctext64, text64) = m.groups()  # fmt: skip
     if ended < started:
+        return None
+    if segment is not None and (
+        not children or verdicts or inputs != b"null" or outputs != b"null" or spend or reused
+    ):
         return None
     # the rare fields: each belongs to one kind only
     if context or reused or sandbox or spend or identity:
-        if identity is not None and (call or step or len(identity) > _IDENTITY_MAX):
+        if identity is not None and (call or step or segment or len(identity) > _IDENTITY_MAX):
             return None
         if context is not None and step is None:
             return None

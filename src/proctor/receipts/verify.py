@@ -1,16 +1,23 @@
 """Verify a receipt and the whole tree below it (pure: receipts come from a loader callback).
 
 :func:`verify_tree` walks the tree depth-first, reading each receipt only when it reaches it.
-Memory holds the current path (for each receipt on it, the list of children its body commits)
-plus the set of receipt ids already seen, at most 30,002 strings of 71 characters (a few MiB),
-which is what makes "committed exactly once" checkable in one pass.
+Memory holds the current path (for each receipt on it, the list of children its body commits;
+proctor writes at most :data:`~proctor.core.budget.SEGMENT_FANOUT` per receipt) plus what makes
+"committed exactly once" checkable: the salted hashes of the ids seen, as a set of integers for
+the first :data:`~proctor.receipts.seen.SMALL_SEEN` receipts, then as 5-byte fingerprints
+(:class:`~proctor.receipts.seen.Fingerprints`), so a tree of millions of receipts is verified in
+memory nearly flat in its size. A fingerprint met twice is a suspect, never a verdict: the walk
+stops there and is made again tracking the suspect ids exactly (and the rest by fingerprint),
+and so on until a walk meets no new suspect; its result is the one returned. A true duplicate
+is thus named exactly where a walk holding every id in a set names it, and a tree that commits
+one receipt many times (a diamond chain, exponential to walk) stops at its first repeat.
 
 For every receipt, in this order, the first failure ends the walk with status ``invalid``:
 
 1. its parent's commitment: not on the current path (``cycle``), not seen before
    (``committed_twice``: two parents, or one parent listing it twice), ``body_digest`` equal
-   to ``receipt_id`` (``commitment_mismatch``), at most 64 levels below the root
-   (``too_deep``), at most 30,002 receipts in the tree (``too_many``);
+   to ``receipt_id`` (``commitment_mismatch``), at most 160 levels below the root
+   (``too_deep``), at most 16,777,216 receipts in the tree (``too_many``);
 2. it can be read (``not_found`` for the root, ``child_missing`` below it);
 3. the file is a well-formed, canonical ``proctor.receipt.v1`` envelope (``malformed``,
    ``not_canonical``, ``key_id_mismatch``, ``signature_missing``) and commits none of its own
@@ -19,8 +26,8 @@ For every receipt, in this order, the first failure ends the walk with status ``
    a changed byte, or a different body under that id);
 5. its signature: by a trusted key and valid, or invalid (``signature_invalid``). A receipt
    signed by a key the verifier does not hold cannot be checked: the tree is then at best
-   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call is accepted below the
-   root, where its parent's signed commitment covers its bytes; as the root it is
+   ``unverified`` (reason ``unknown_key``). An unsigned (amortized) call or segment is accepted
+   below the root, where its parent's signed commitment covers its bytes; as the root it is
    ``unverified`` (reason ``unsigned``).
 
 A tree with no invalid receipt is ``verified`` when every signature was checked, else
@@ -59,6 +66,7 @@ from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.parts import ChildPair
 from proctor.receipts.scan import scan_envelope
+from proctor.receipts.seen import SMALL_SEEN, Fingerprints
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
 
@@ -194,6 +202,10 @@ class _Checks:
             return failed
         return None
 
+    def fresh(self) -> _Checks:
+        """An empty queue checking as this one does (for a walk made again)."""
+        return _Checks(self.run, self.limit, self.submit)
+
     def finish(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
         """The walk is over: check what is queued here, then wait for every batch out, oldest
         first; the first failure in walk order.
@@ -234,6 +246,7 @@ def verify_tree(
     verify_batch: BatchVerifier | None = None,
     submit_batch: BatchSubmitter | None = None,
     batch_size: int | None = None,
+    small_seen: int = SMALL_SEEN,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
@@ -245,6 +258,8 @@ def verify_tree(
     batch in the background while the walk reads on. The result is the same every way.
     ``batch_size`` is how many checks a batch holds (at most; :data:`BATCH_BYTES` also ends one;
     by default :data:`BATCH_SIZE`, or :data:`SUBMIT_SIZE` with ``submit_batch``).
+    ``small_seen``: receipts held as a set of hashes before fingerprints (see the module); the
+    result does not depend on it.
 
     Returns a :class:`VerifyResult`; tampering is a result, not an exception.
 
@@ -273,16 +288,37 @@ def verify_tree(
     else:
         size = BATCH_SIZE if batch_size is None else batch_size
         queue = _Checks(verify_batch, max(1, size), None)
-    try:
-        stopped = _walk(root_id, load, trusted, root_bytes, max_receipts, max_depth, walk, queue)
-    except Exception:
-        # a queued signature check that fails precedes (in walk order) what the loader raised
+    track: frozenset[str] = frozenset()
+    while True:
+        suspects: list[str] = []
+        try:
+            stopped = _walk(
+                root_id,
+                load,
+                trusted,
+                root_bytes,
+                max_receipts,
+                max_depth,
+                walk,
+                queue,
+                track,
+                suspects,
+                small_seen,
+            )
+        except Exception:
+            # a queued signature check that fails precedes (in walk order) what the loader raised
+            failed = queue.finish(walk, root_id)
+            if failed is not None:
+                return failed
+            raise
+        # a queued signature check precedes (in walk order) whatever stopped the walk
         failed = queue.finish(walk, root_id)
-        if failed is not None:
-            return failed
-        raise
-    # a queued signature check precedes (in walk order) whatever stopped the walk
-    failed = queue.finish(walk, root_id)
+        if not suspects:
+            break
+        # a fingerprint met twice: the walk again, tracking those ids exactly (see the module)
+        track |= frozenset(suspects)
+        walk = _Walk()
+        queue = queue.fresh()
     if failed is not None:
         return failed
     if stopped is not None:
@@ -302,8 +338,15 @@ def _walk(
     max_depth: int,
     walk: _Walk,
     queue: _Checks,
+    track: frozenset[str],
+    suspects: list[str],
+    small_seen: int = SMALL_SEEN,
 ) -> VerifyResult | None:
     """Walk the tree depth-first; the first failure found by reading (None when none).
+
+    ``track``: ids held exactly (suspects of an earlier walk); every other id is held by its
+    salted hash. The first id whose hash was met before is appended to ``suspects`` and ends
+    the walk (None: the caller walks again, see the module).
 
     Signature checks go to ``queue``; the caller runs what is left in it. The counts are kept
     in locals while the walk runs (this loop runs once per receipt): each queued check takes
@@ -311,6 +354,9 @@ def _walk(
     """
     seen: set[str] = set()
     path: set[str] = set()
+    hashes: set[int] = set()
+    hashes_add = hashes.add
+    prints: Fingerprints | None = None
     owners: list[str | None] = [None]
     stack: list[Iterator[ChildPair]] = [iter(((root_id, root_id),))]
     # bound once: the loop below runs once per receipt of the tree
@@ -352,7 +398,20 @@ def _walk(
         count += 1
         if depth > deepest:
             deepest = depth
-        seen_add(rid)
+        if track and rid in track:
+            seen_add(rid)
+        elif prints is None:
+            hashed = hash(rid)
+            if hashed in hashes:
+                suspects.append(rid)
+                break
+            hashes_add(hashed)
+            if count == small_seen:  # a large tree: fingerprints from here on (see the module)
+                prints = Fingerprints(hashes)
+                hashes.clear()
+        elif prints.add(hash(rid)):
+            suspects.append(rid)
+            break
         if depth == 0 and root_bytes is not None:
             data: bytes | None = root_bytes
         else:

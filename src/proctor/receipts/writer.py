@@ -28,6 +28,12 @@ By default call receipts are **amortized**: written unsigned and authenticated b
 step (or run) that commits their body digest; ``sign_calls=True`` signs them too. Step and run
 receipts are always signed.
 
+A parent with more than :data:`~proctor.core.budget.SEGMENT_FANOUT` children (a run of many
+steps, a step of many calls) commits them through :class:`ChildList`, which writes a
+``segment`` receipt for each ``SEGMENT_FANOUT`` of them as they come (and segments of segments),
+so no receipt grows past that many commitments and the writer holds at most that many refs per
+level; a parent of fewer commits its children directly, as before.
+
 The writer refuses, before writing anything, to build a tree no verifier would accept: a ref
 committed twice, a tree past :data:`~proctor.core.budget.MAX_TREE_RECEIPTS` receipts or deeper
 than :data:`~proctor.core.budget.MAX_TREE_DEPTH` levels. The run's budget
@@ -38,14 +44,15 @@ Same inputs, same key and the same clock give byte-identical receipt files.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from proctor.contracts.values import dataclass
-from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
+from proctor.contracts.values import dataclass, field
+from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS, SEGMENT_FANOUT
 from proctor.errors import ReceiptInvalid, UsageError
-from proctor.receipts.canonical import DIGEST_PREFIX, canonical, is_digest
+from proctor.receipts.canonical import DIGEST_PREFIX, canonical, canonical_plain, is_digest
 from proctor.receipts.model import (
     OUTCOMES,
     RECEIPT_SCHEMA,
@@ -56,11 +63,13 @@ from proctor.receipts.model import (
     encode_envelope,
     format_time,
 )
+from proctor.receipts.scan import scan_envelope
 from proctor.receipts.signing import Signer, b64
 
-__all__ = ["Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", "utc_now"]
+__all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", "utc_now"]
 
 Clock = Callable[[], datetime]
+_WRITERS = itertools.count(1)  # each writer numbers its refs from its own base
 
 
 def utc_now() -> datetime:
@@ -95,7 +104,9 @@ class Ref:
     """A written receipt, as its parent commits it.
 
     ``size`` counts the receipts of its subtree (itself included); ``height`` is how many
-    levels lie below it (0 for a leaf).
+    levels lie below it (0 for a leaf). ``serial`` is the writer's number for a receipt it
+    wrote (-1 for a ref made elsewhere, such as a child run's root), so that the writer tells a
+    ref committed twice from a bit per receipt rather than a set of every id.
     """
 
     receipt_id: str
@@ -104,6 +115,7 @@ class Ref:
     outcome: str
     size: int
     height: int
+    serial: int = field(default=-1, repr=False, compare=False)
 
 
 class ReceiptWriter:
@@ -133,7 +145,9 @@ class ReceiptWriter:
         self._clock = clock
         self._sign_calls = sign_calls
         self._batch = batch
-        self._committed: set[str] = set()
+        self._committed: set[str] = set()  # refs made elsewhere (serial -1) once committed
+        self._serials = bytearray()  # one per receipt written here: 1 once committed
+        self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
 
     @property
@@ -152,6 +166,23 @@ class ReceiptWriter:
     def run(self, subject: Subject, **fields: Any) -> Ref:
         """Seal the run's receipt, committing its steps' refs as ``children``."""
         return self.write("run", subject, **fields)
+
+    def segment(
+        self, subject: Subject, children: Sequence[Ref], *, started_at: datetime, ended_at: datetime
+    ) -> Ref:
+        """Seal a segment receipt committing ``children`` (see :class:`ChildList`): completed
+        when every child completed, else failed (``child_failed``); unsigned unless
+        ``sign_calls``."""
+        done = all(c.outcome == "completed" for c in children)
+        return self.write(
+            "segment",
+            subject,
+            outcome="completed" if done else "failed",
+            seal_reason=None if done else "child_failed",
+            started_at=started_at,
+            ended_at=ended_at,
+            children=children,
+        )
 
     def write(
         self,
@@ -238,16 +269,48 @@ class ReceiptWriter:
             body["package"] = dict(package)
         if identity is not None:  # the package identity its namespaces were keyed by
             body["identity"] = identity
+        unsigned = kind in ("call", "segment") and not self._sign_calls
+        receipt_id, data = self._seal(body, signed=not unsigned)
+        serials, base = self._serials, self._base
+        for c in children:
+            if 0 <= c.serial - base < len(serials):
+                serials[c.serial - base] = 1
+            else:
+                self._committed.add(c.receipt_id)
+        self._pending.append((receipt_id, data, kind, outcome))
+        serial = base + len(serials)
+        serials.append(0)
+        if kind == "run" or (
+            len(self._pending) >= self._batch if self._batch else kind not in ("call", "segment")
+        ):
+            self.flush()
+        return Ref(receipt_id, receipt_id, kind, outcome, size, height, serial)
+
+    def _seal(self, body: dict[str, Any], *, signed: bool) -> tuple[str, bytes]:
+        """The id and bytes of ``body``'s receipt, checked to be one every verifier accepts.
+
+        The check has two routes with one answer: the fast recognizer of the verifier
+        (:func:`~proctor.receipts.scan.scan_envelope`, which accepts only what the strict rules
+        accept) on the finished bytes, and the strict rules (:func:`check_body`) for anything
+        it does not take. A body made of what :func:`check_body` admits is plain JSON (exact
+        dicts with ASCII keys, lists, strings, booleans, null, safe integers), so it is
+        encoded by the plain route without the walk :func:`canonical` makes first.
+        """
+        try:
+            body_bytes = canonical_plain(body)
+        except (UnicodeEncodeError, TypeError, ValueError):
+            body_bytes = b""  # not plain: the strict rules below say why (or canonical does)
+        if body_bytes:
+            receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
+            signature = b64(self._signer.sign(body_bytes)) if signed else None
+            data = encode_envelope(body_bytes, self._signer.key_id, signature)
+            if scan_envelope(data) is not None:
+                return receipt_id, data
         try:
             check_body(body)
         except ReceiptInvalid as exc:
             raise UsageError(exc.message, code="receipt_field_invalid") from exc
-        receipt_id, data = seal(body, self._signer, signed=kind != "call" or self._sign_calls)
-        self._committed.update(c.receipt_id for c in children)
-        self._pending.append((receipt_id, data, kind, outcome))
-        if kind == "run" or (len(self._pending) >= self._batch if self._batch else kind != "call"):
-            self.flush()
-        return Ref(receipt_id, receipt_id, kind, outcome, size, height)
+        return seal(body, self._signer, signed=signed)
 
     def flush(self) -> None:
         """Write the call receipts held so far (step and run receipts write them anyway).
@@ -262,8 +325,13 @@ class ReceiptWriter:
     def _admit_children(self, children: Sequence[Ref]) -> tuple[int, int]:
         seen: set[str] = set()
         size, height = 1, 0
+        serials, base = self._serials, self._base
         for child in children:
-            if child.receipt_id in self._committed or child.receipt_id in seen:
+            at = child.serial - base
+            mine = 0 <= at < len(serials)
+            if (serials[at] if mine else child.receipt_id in self._committed) or (
+                child.receipt_id in seen
+            ):
                 raise ReceiptInvalid(
                     f"receipt {child.receipt_id} is already committed by another parent; "
                     "each receipt has exactly one parent",
@@ -285,3 +353,83 @@ class ReceiptWriter:
                 code="receipt_tree_too_deep",
             )
         return size, height
+
+
+class ChildList:
+    """The children of one parent, in order, grouped into ``segment`` receipts past
+    :data:`~proctor.core.budget.SEGMENT_FANOUT` (segments of segments past its square).
+
+    :meth:`add` each child's ref as it is written, then commit :meth:`refs` in the parent: the
+    children themselves when there are at most ``fanout`` (the tree is as it always was), else
+    the segments, at most ``fanout`` of them. A segment is written as soon as the child after
+    its last one arrives, so the list holds at most ``fanout`` refs per level, whatever the
+    parent's count. Segments take ``subject`` and the span ``started_at``..``ended_at`` (the
+    parent's).
+    """
+
+    __slots__ = ("_ended", "_fanout", "_levels", "_started", "_subject", "_writer")
+
+    def __init__(
+        self,
+        writer: ReceiptWriter,
+        subject: Subject,
+        *,
+        started_at: datetime,
+        ended_at: datetime,
+        fanout: int = SEGMENT_FANOUT,
+    ) -> None:
+        if fanout < 2:
+            raise ValueError("a segment groups at least two children")
+        self._writer = writer
+        self._subject = subject
+        self._started = started_at
+        self._ended = max(ended_at, started_at)
+        self._fanout = fanout
+        self._levels: list[list[Ref]] = [[]]
+
+    def add(self, ref: Ref) -> None:
+        """Append one child (written before it is added).
+
+        Raises:
+            as :meth:`ReceiptWriter.write`, when a segment is due.
+        """
+        self._push(0, ref)
+
+    def extend(self, refs: Iterable[Ref]) -> None:
+        """:meth:`add` each of ``refs`` in turn."""
+        for ref in refs:
+            self._push(0, ref)
+
+    def refs(self) -> list[Ref]:
+        """What the parent commits: the children, or their segments (writing the last ones).
+
+        Raises:
+            as :meth:`ReceiptWriter.write`.
+        """
+        levels = self._levels
+        level = 0
+        while level < len(levels) - 1:
+            rest = levels[level]
+            if rest:
+                levels[level] = []
+                self._push(level + 1, self._segment(rest))
+            level += 1
+        top = levels[-1]
+        self._levels = [[]]
+        return top
+
+    def _push(self, level: int, ref: Ref) -> None:
+        levels = self._levels
+        row = levels[level]
+        if len(row) == self._fanout:  # one more than a receipt commits: the full row folds
+            levels[level] = [ref]
+            if level + 1 == len(levels):
+                levels.append([])
+            self._push(level + 1, self._segment(row))
+        else:
+            row.append(ref)
+
+    def _segment(self, children: list[Ref]) -> Ref:
+        return self._writer.segment(
+            self._subject, children, started_at=self._started, ended_at=self._ended
+        )

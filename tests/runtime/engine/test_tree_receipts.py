@@ -162,3 +162,51 @@ def test_refusals_past_the_budget_are_audited_and_never_take_the_tree_past_it(
     assert done.refusal.code == "receipt_budget_exceeded"
     assert _written(root) == 6
     assert _verify(root, done.receipt_id).status == "verified"
+
+
+def _writes(steps: int) -> str:
+    lines = ["minimum_proctor: 0.1.0", "methods:", "  main:", "    steps:"]
+    for n in range(steps):
+        lines += [
+            f"      - id: w{n}",
+            "        tool: fs.write",
+            f"        inputs: {{path: out{n}.txt, content: x, create: true}}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_run_whose_steps_need_more_than_max_receipts_is_refused_before_its_first_step(
+    tmp_path: Path,
+) -> None:
+    root = make_workspace(tmp_path / "ws")
+    make_skill(root, "many", _writes(30))
+    s = session(root)
+    # 30 steps of one call each need 2 + 60 receipts; the run's own authority allows 61
+    env = s.run("many", cwd=root, authority=authority(effects="allow", max_receipts=61))
+    assert env.status == "sealed" and env.outcome == "blocked"
+    assert env.refusal is not None and env.refusal.code == "receipt_budget_exceeded"
+    assert "no step was run" in env.refusal.message
+    assert not list(root.glob("out*.txt"))  # nothing executed
+    assert s.store.calls(env.run_id or "") == []
+    assert _verify(root, env.receipt_id).status == "verified"
+    # with room for every receipt the same run completes and writes every file
+    done = s.run("many", cwd=root, authority=authority(effects="allow", max_receipts=62))
+    assert done.outcome == "completed", done.refusal
+    assert len(list(root.glob("out*.txt"))) == 30
+    assert _verify(root, done.receipt_id).receipts == 61
+
+
+def test_max_receipts_is_an_authority_limit_that_narrows_and_is_refused_out_of_range() -> None:
+    import pytest
+
+    from proctor.core.authority import narrow, parse_authority
+    from proctor.errors import UsageError
+
+    host = parse_authority({"max_receipts": 100})
+    assert narrow(host, limits={"max_receipts": 500}).max_receipts == 100
+    assert narrow(host, limits={"max_receipts": 50}).max_receipts == 50
+    assert "max_receipts" not in parse_authority({}).to_json()  # older digests hold
+    for bad in (0, 16_000_001, "10", True):
+        with pytest.raises(UsageError) as info:
+            parse_authority({"max_receipts": bad})
+        assert info.value.code == "authority_invalid"

@@ -261,7 +261,7 @@ def _receipts_refused(run: StepRunner, step: SkillStep, count: int) -> StepDone 
             "receipt_budget_exceeded",
             f"step '{step.id}' would start {new} child runs; each needs {RUN_RECEIPTS} receipts"
             f" and this run's tree has {budget.remaining} of its {budget.limit} left"
-            " (PROCTOR_MAX_RECEIPTS); no child was started",
+            " (max_receipts); no child was started",
         )
     return None
 

@@ -239,6 +239,9 @@ class RunDriver:
 
         # one budget for the tree: a child is handed its root's (its start already reserved
         # its own receipts there); what earlier drivers of this run admitted is counted on it
+        stated = self.authority.max_receipts  # the run's own limit narrows the host's
+        if stated is not None:
+            limit = min(limit, stated)
         if self.receipts is None:
             self.receipts = ReceiptBudget(limit)
         budget = self.receipts
@@ -345,6 +348,9 @@ class RunDriver:
             return self.seal("blocked", blocked.seal_reason, None, refusal)
         inputs = dict(self.record.data.get("inputs") or {})
         settled = s.store.step_records(self.run_id)
+        short = self._receipts_short(governor, settled)
+        if short is not None:
+            return self.seal("blocked", "budget_exceeded", None, short)
         outputs: dict[str, Any] = {}
         for index, step in enumerate(self.method.steps):
             done = settled.get(step.id)
@@ -410,6 +416,24 @@ class RunDriver:
                 "failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message)
             )
         return self.seal("completed", None, value, None)
+
+    def _receipts_short(self, governor: Governor, settled: Mapping[str, Any]) -> Refusal | None:
+        """``receipt_budget_exceeded`` when the steps still to run need more receipts than the
+        tree's budget has left, counted before any of them runs: one for each step, and one
+        more for the call each tool, operation and worker step makes (agent, ask and skill
+        steps may need more; they are counted as their calls and children are admitted)."""
+        budget = governor.receipt_budget
+        if budget is None or settled:  # counted once, before the first step settles
+            return None
+        steps = self.method.steps
+        need = sum(1 if isinstance(step, (AgentStep, AskStep, SkillStep)) else 2 for step in steps)
+        if need <= budget.remaining:
+            return None
+        message = (
+            f"this run's {len(steps)} steps need at least {need} receipts and its tree has"
+            f" {budget.remaining} of its {budget.limit} left (max_receipts); no step was run"
+        )
+        return Refusal(code="receipt_budget_exceeded", message=message)
 
     def _start_refusal(self) -> tuple[str, Refusal] | None:
         """The refusal a run's start recorded (see :mod:`.start`), or ``start_incomplete`` for

@@ -200,7 +200,7 @@ def _seal(
     refusal: Refusal | None,
 ) -> RunEnvelope:
     from proctor.receipts.model import Subject, Verdict
-    from proctor.receipts.writer import ReceiptWriter, Ref
+    from proctor.receipts.writer import ChildList, ReceiptWriter, Ref
     from proctor.runtime.boundary.sanitize import Sanitizer
 
     s = session
@@ -219,11 +219,25 @@ def _seal(
     for call in calls:
         by_step.setdefault(call.step_id or "", []).append(call)
     order = list(steps) + [sid for sid in by_step if sid not in steps]
-    step_refs = []
+    # a run of more than SEGMENT_FANOUT steps, a step of more calls: grouped into segments
+    step_refs = ChildList(
+        writer, Subject(name, pkg, record.method), started_at=run_started, ended_at=now
+    )
     spent: int | None = None  # the tree's spend: the run's priced steps and its children's
     for step_id in order:
         step = steps.get(step_id)
-        call_refs = []
+        if step is None:
+            s_outcome, s_reason = (
+                (outcome, seal_reason) if outcome != "completed" else ("failed", "child_failed")
+            )
+            s_started = run_started
+            s_ended = now
+        else:
+            s_outcome, s_reason = step["outcome"], step.get("seal_reason")
+            s_started = _time(step.get("started_at"), run_started)
+            s_ended = max(_time(step.get("ended_at"), s_started), s_started)
+        step_subject = Subject(name, pkg, record.method, step_id)
+        call_refs = ChildList(writer, step_subject, started_at=s_started, ended_at=s_ended)
         called: int | None = None  # what the children of the step's skill calls spent
         for call in by_step.get(step_id, []):
             settled = call.result if isinstance(call.result, dict) else {}
@@ -246,7 +260,7 @@ def _seal(
                 verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
             c_started = _time(settled.get("started_at"), run_started)
             c_ended = max(_time(settled.get("ended_at"), c_started), c_started)
-            call_refs.append(
+            call_refs.add(
                 writer.call(
                     Subject(name, pkg, record.method, step_id, call.tool),
                     outcome=c_outcome,
@@ -265,23 +279,13 @@ def _seal(
             child_spend = _called_spend(store, settled)
             if child_spend is not None:
                 called = (called or 0) + child_spend
-        if step is None:
-            s_outcome, s_reason = (
-                (outcome, seal_reason) if outcome != "completed" else ("failed", "child_failed")
-            )
-            s_started = run_started
-            s_ended = now
-        else:
-            s_outcome, s_reason = step["outcome"], step.get("seal_reason")
-            s_started = _time(step.get("started_at"), run_started)
-            s_ended = max(_time(step.get("ended_at"), s_started), s_started)
         s_spend = None if step is None else _step_spend(store, step)
         if called is not None:
             s_spend = (s_spend or 0) + called
         if s_spend is not None:
             spent = (spent or 0) + s_spend
         if step is not None:  # a skill step's child runs: their root receipts, committed here
-            call_refs += [
+            call_refs.extend(
                 Ref(
                     c["receipt_id"],
                     c["receipt_id"],
@@ -291,15 +295,15 @@ def _seal(
                     c["height"],
                 )
                 for c in step.get("child_runs") or []
-            ]
-        step_refs.append(
+            )
+        step_refs.add(
             writer.step(
-                Subject(name, pkg, record.method, step_id),
+                step_subject,
                 outcome=s_outcome,
                 seal_reason=s_reason,
                 started_at=s_started,
                 ended_at=s_ended,
-                children=call_refs,
+                children=call_refs.refs(),
                 verdicts=deciders.get(step_id, []),
                 spend_micro_usd=s_spend,
                 context_digests=None if step is None else step.get("context_digests") or None,
@@ -317,7 +321,7 @@ def _seal(
         outputs_digest=digest(result) if outcome == "completed" else None,
         authority_digest=digest(authority_record(data)),
         policy_digest=data.get("policy_digest"),
-        children=step_refs,
+        children=step_refs.refs(),
         audit_head=head,
         spend_micro_usd=spent,
         reused_from=(data.get("reused_from") or {}).get("receipt_id"),

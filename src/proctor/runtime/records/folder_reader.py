@@ -7,7 +7,7 @@ import os
 
 from proctor.errors import StoreError
 from proctor.receipts.parts import RECEIPT_ID
-from proctor.runtime.records.receipt_packs import PackShelf
+from proctor.runtime.records.pack_window import PackWindow
 
 __all__ = ["FolderReader"]
 
@@ -17,9 +17,10 @@ _READ = 1 << 16
 class FolderReader:
     """Reads the receipts of one folder for the verifier (a loader callable): the file
     ``<hex>.json`` where there is one (an earlier version's store, or an auditor's folder of
-    files), else the receipt from the folder's packs (:class:`~.receipt_packs.PackShelf`).
+    files), else the receipt from the folder's packs (:class:`~.pack_window.PackWindow`, which
+    holds a few packs at a time, so that memory stays flat in the tree's size).
 
-    os.open/os.read rather than Path.read_bytes: a tree is up to 30,002 small files, and the
+    os.open/os.read rather than Path.read_bytes: a tree of loose files has many small ones, and the
     plain calls take less than half the time per file. Names are opened relative to a
     descriptor of the folder (held open while verifying), which spares the kernel walking the
     folder's path again for every file; a folder that cannot be opened is read by full paths,
@@ -32,7 +33,7 @@ class FolderReader:
     ends with its one line feed); any other file is read on to its end.
     """
 
-    __slots__ = ("_dir", "_flags", "_prefix", "_shelf")
+    __slots__ = ("_dir", "_flags", "_loose", "_prefix", "_shelf")
 
     _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -41,7 +42,8 @@ class FolderReader:
         self._prefix = os.path.join(os.fspath(directory), "")
         self._flags = self._FLAGS | self._NOATIME
         self._dir: int | None = None
-        self._shelf = PackShelf(directory)
+        self._shelf = PackWindow(directory)
+        self._loose = _has_loose(self._prefix)
         if os.open in os.supports_dir_fd:
             try:
                 self._dir = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -52,6 +54,10 @@ class FolderReader:
         match = RECEIPT_ID.match(receipt_id)
         if match is None:
             return None
+        if not self._loose:  # a store of packs: no file to try first for each receipt
+            found = self._shelf.get(match[1])
+            if found is not None:
+                return found  # else a file may have been put there since: looked for below
         name = match[1] + ".json"
         try:
             try:
@@ -65,7 +71,7 @@ class FolderReader:
                 fd = self._open(name, self._FLAGS)  # not the owner: O_NOATIME is refused
                 self._flags = self._FLAGS
         except FileNotFoundError:
-            return self._shelf.get(match[1])
+            return self._shelf.get(match[1]) if self._loose else None
         except OSError as exc:
             raise StoreError(
                 f"receipt {receipt_id} could not be read: {exc.strerror}", code="receipt_store_io"
@@ -105,3 +111,18 @@ class FolderReader:
         if self._dir is not None:
             os.close(self._dir)
             self._dir = None
+
+
+def _has_loose(folder: str) -> bool:
+    """Whether ``folder`` holds a receipt file ``<hex>.json`` (looked for until the first one:
+    a store of packs holds a handful of names, a folder of loose files has one at once). A
+    folder that cannot be listed is taken to hold some, so each read says why it fails."""
+    try:
+        with os.scandir(folder or ".") as entries:
+            for entry in entries:
+                name = entry.name
+                if len(name) == 69 and name.endswith(".json") and RECEIPT_ID.match(name[:64]):
+                    return True
+    except OSError:
+        return True
+    return False

@@ -37,6 +37,7 @@ __all__ = [
     "PACK_SCHEMA",
     "PackShelf",
     "body_of",
+    "entry_of",
     "pack_bytes",
     "pack_names",
     "records_of",
@@ -150,7 +151,7 @@ class PackShelf:
             return None
         start = index.rfind(b"\n", 0, hit) + 1
         line = _line_at(index, start)
-        entry = _entry(line)
+        entry = entry_of(line)
         if entry is None:
             return None
         pack = entry[1]
@@ -158,7 +159,7 @@ class PackShelf:
         at = start
         while at > 0:
             before = index.rfind(b"\n", 0, at - 1) + 1
-            found = _entry(_line_at(index, before))
+            found = entry_of(_line_at(index, before))
             if found is None or found[1] != pack:
                 break
             self._known.setdefault(found[0], found[1:])
@@ -168,7 +169,7 @@ class PackShelf:
             line = _line_at(index, at)
             if not line:
                 break
-            found = _entry(line)
+            found = entry_of(line)
             if found is None or found[1] != pack:
                 break
             self._known.setdefault(found[0], found[1:])
@@ -202,21 +203,27 @@ class PackShelf:
             self._known.setdefault(hex_id, (pack, at, size))
 
 
-def records_of(data: mmap.mmap | bytes) -> Iterator[tuple[str, int, int]]:
+def records_of(data: mmap.mmap | bytes, *, at: int | None = None) -> Iterator[tuple[str, int, int]]:
     """``(hex id, at, size)`` of each receipt line of a pack's bytes, the id being the digest
     of its body; nothing for bytes that do not start with the pack header, nor for a line
-    that is not an envelope or a last line without its line feed."""
-    if data[: len(PACK_HEADER)] != PACK_HEADER:
-        return
-    at = len(PACK_HEADER)
-    while at < len(data):
-        end = data.find(b"\n", at)
+    that is not an envelope or a last line without its line feed. With ``at``, ``data`` is a
+    piece of a pack that starts at byte ``at`` on a line's start (no header to check there)."""
+    if at is None or at == 0:
+        if data[: len(PACK_HEADER)] != PACK_HEADER:
+            return
+        start, base = len(PACK_HEADER), 0
+    else:
+        start, base = 0, at
+    pos = start
+    find, sha256, size = data.find, hashlib.sha256, len(data)
+    while pos < size:
+        end = find(b"\n", pos)
         if end < 0:
             return
-        body = body_of(data[at:end])
+        body = body_of(data[pos:end])
         if body is not None:
-            yield hashlib.sha256(body).hexdigest(), at, end + 1 - at
-        at = end + 1
+            yield sha256(body).hexdigest(), base + pos, end + 1 - pos
+        pos = end + 1
 
 
 def pack_names(folder: str | os.PathLike[str]) -> list[str]:
@@ -241,7 +248,7 @@ def _line_at(data: mmap.mmap | bytes, start: int) -> bytes:
     return bytes(data[start:end]) if end >= 0 else b""
 
 
-def _entry(line: bytes) -> tuple[str, str, int, int] | None:
+def entry_of(line: bytes) -> tuple[str, str, int, int] | None:
     """``(hex id, pack, at, size)`` of an index line naming a pack; None for any other line."""
     if b'"pack"' not in line:
         return None

@@ -356,10 +356,19 @@ class ReceiptStore:
             self._write_pack(name, data)
             lines = []
             for (receipt_id, record, kind, outcome), at in zip(todo, offsets, strict=True):
-                entry: dict[str, object] = {"receipt_id": receipt_id, "kind": kind}
-                entry.update(outcome=outcome, pack=name, at=at, size=len(record))
-                lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
-                self._shelf.learn(receipt_id[7:], name, at, len(record))
+                size = len(record)
+                if kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii():
+                    # what json.dumps writes for these values (ids are checked hex, names
+                    # plain letters), without building a dict per receipt
+                    lines.append(
+                        f'{{"receipt_id":"{receipt_id}","kind":"{kind}","outcome":"{outcome}",'
+                        f'"pack":"{name}","at":{at},"size":{size}}}\n'.encode()
+                    )
+                else:
+                    entry: dict[str, object] = {"receipt_id": receipt_id, "kind": kind}
+                    entry.update(outcome=outcome, pack=name, at=at, size=size)
+                    lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+                self._shelf.learn(receipt_id[7:], name, at, size)
             fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
             try:
                 _append_whole(fd, b"".join(lines), durable=self._durable)

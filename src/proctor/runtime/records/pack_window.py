@@ -1,0 +1,180 @@
+"""Read receipts by id out of a receipt folder's packs holding only a few packs at a time: the
+loader behind ``proctor verify`` (:class:`~.folder_reader.FolderReader`), whose memory must not
+grow with the tree it walks.
+
+The seam with :class:`~.receipt_packs.PackShelf` (which learns every receipt it has seen, for a
+store that writes and reads many runs): a verifier walks one tree, and a tree of a million
+receipts spans hundreds of packs. A walk reads a seal's packs nearly in the order they were
+written (a parent's children were written, in order, before it), so :class:`PackWindow` keeps
+the places of the receipts of its last few packs only, finds a pack it lacks through the index
+(searched in windows around where the last pack was found, then whole, a chunk at a time: the
+index is never held), and reads each receipt with one positioned read. A folder whose index
+does not name a receipt (a copy without its index, a crash between a pack and its index lines)
+falls back to :class:`~.receipt_packs.PackShelf`, which looks in every pack.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+from proctor.errors import StoreError
+from proctor.runtime.records.receipt_packs import (
+    PACK_HEADER,
+    PACKS_DIR,
+    PackShelf,
+    entry_of,
+    records_of,
+)
+
+__all__ = ["PackWindow"]
+
+_KEEP = 2
+"""Packs whose receipts' places are kept (about 1 MiB each for 4,096 receipts): a segment's
+pack and its children's."""
+_CHUNK = 1 << 18  # a pack is read this much at a time to learn its receipts
+_PIECE = 1 << 20  # the index is read this much at a time
+_NEAR = 8  # pieces searched each side of the last find before the whole index
+_LINE = 1024  # read around a find to take its whole index line (a line is about 170 bytes)
+_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+class PackWindow:
+    """Finds receipts by id in one folder's packs, holding a bounded window (see the module).
+
+    Raises (from :meth:`get`):
+        StoreError: ``receipt_store_io``: a pack or the index exists and cannot be read.
+    """
+
+    __slots__ = ("_fallback", "_folder", "_hint", "_index", "_recent")
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self._folder = os.fspath(folder)
+        self._recent: OrderedDict[str, tuple[int, dict[str, int]]] = OrderedDict()
+        self._index: int | None = None
+        self._hint = -1  # where the index named the last pack found (-1: its end)
+        self._fallback: PackShelf | None = None
+
+    def get(self, hex_id: str) -> bytes | None:
+        """The bytes of receipt ``hex_id`` (64 lowercase hex digits) held in a pack, or None."""
+        for name in reversed(self._recent):
+            fd, places = self._recent[name]
+            place = places.get(hex_id)
+            if place is not None:
+                return _read(fd, place, name)
+        found = self._from_index(hex_id)
+        if found is not None and found not in self._recent:
+            fd, places = self._load(found)
+            place = places.get(hex_id)
+            if place is not None:
+                return _read(fd, place, found)
+        if self._fallback is None:
+            self._fallback = PackShelf(self._folder)
+        return self._fallback.get(hex_id)
+
+    def close(self) -> None:
+        """Close every file this window holds open."""
+        for fd, _ in self._recent.values():
+            os.close(fd)
+        self._recent.clear()
+        if self._index is not None:
+            os.close(self._index)
+            self._index = None
+        if self._fallback is not None:
+            self._fallback.close()
+
+    def _load(self, name: str) -> tuple[int, dict[str, int]]:
+        """Open pack ``name`` and learn where each of its receipts lies (by body digest)."""
+        path = os.path.join(self._folder, PACKS_DIR, f"{name}.pack")
+        try:
+            fd = os.open(path, _FLAGS)
+        except FileNotFoundError:
+            return -1, {}
+        except OSError as exc:
+            raise _unreadable(f"{name}.pack", exc) from exc
+        places: dict[str, int] = {}
+        try:
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, len(PACK_HEADER), 0)
+            at, chunk = 0, _CHUNK
+            while head == PACK_HEADER and at < size:
+                data = os.pread(fd, chunk, at)
+                end = data.rfind(b"\n") + 1
+                if end == 0:
+                    if len(data) < chunk:
+                        break  # a last line without its line feed
+                    chunk *= 2  # one line longer than a chunk (a wide segment or step)
+                    continue
+                chunk = _CHUNK
+                piece = data if end == len(data) else data[:end]
+                for hex_id, offset, length in records_of(piece, at=at):
+                    places.setdefault(hex_id, offset << 32 | length)
+                at += end
+        except OSError as exc:
+            os.close(fd)
+            raise _unreadable(f"{name}.pack", exc) from exc
+        if len(self._recent) >= _KEEP:
+            _, (old, _) = self._recent.popitem(last=False)
+            os.close(old)
+        self._recent[name] = (fd, places)
+        return fd, places
+
+    def _from_index(self, hex_id: str) -> str | None:
+        """The pack the index names for ``hex_id``: looked for near the last find, then in
+        the whole index, a chunk at a time."""
+        fd = self._index
+        if fd is None:
+            try:
+                fd = self._index = os.open(os.path.join(self._folder, "index.jsonl"), _FLAGS)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise _unreadable("index.jsonl", exc) from exc
+        needle = b'"receipt_id":"sha256:' + hex_id.encode("ascii") + b'"'
+        try:
+            size = os.fstat(fd).st_size
+            hint = size if self._hint < 0 else self._hint
+            for start in _pieces(hint, size):
+                data = os.pread(fd, _PIECE + len(needle), start)
+                found = data.find(needle)
+                if found >= 0:
+                    return self._entry_at(fd, start + found)
+        except OSError as exc:
+            raise _unreadable("index.jsonl", exc) from exc
+        return None
+
+    def _entry_at(self, fd: int, at: int) -> str | None:
+        start = max(0, at - _LINE)
+        data = os.pread(fd, 2 * _LINE, start)
+        first = data.rfind(b"\n", 0, at - start) + 1
+        last = data.find(b"\n", at - start)
+        found = entry_of(data[first:last]) if last >= 0 else None
+        if found is None:
+            return None
+        self._hint = at
+        return found[1]
+
+
+def _pieces(hint: int, size: int) -> list[int]:
+    """Where to read the index from, a piece at a time: the pieces around ``hint`` nearest
+    first (a walk's next pack is usually its seal's next or previous batch), then the rest."""
+    here = hint // _PIECE
+    last = max(0, size - 1) // _PIECE
+    near = [here]
+    for step in range(1, _NEAR + 1):
+        near += [n for n in (here + step, here - step) if 0 <= n <= last]
+    rest = [n for n in range(last + 1) if abs(n - here) > _NEAR]
+    return [n * _PIECE for n in near + rest]
+
+
+def _read(fd: int, place: int, name: str) -> bytes | None:
+    if fd < 0:
+        return None
+    try:
+        return os.pread(fd, place & 0xFFFFFFFF, place >> 32)
+    except OSError as exc:
+        raise _unreadable(f"{name}.pack", exc) from exc
+
+
+def _unreadable(name: str, exc: OSError) -> StoreError:
+    return StoreError(f"{name} could not be read: {exc.strerror or exc}", code="receipt_store_io")
