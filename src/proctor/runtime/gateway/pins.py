@@ -138,6 +138,20 @@ class Pins:
                 self._write(current)
             return written
 
+    def ensure(self) -> None:
+        """Create an empty lock when there is none (before a sandboxed server starts: a file
+        that exists then is read-only inside its sandbox, and never taken afterwards for one
+        the server planted).
+
+        Raises:
+            ConfigError: ``mcp_lock_unwritable``.
+        """
+        if self.path.exists():
+            return
+        with self._locked():
+            if not self.path.exists():
+                self._write({})
+
     def _write(self, servers: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
         doc = {
             "schema": LOCK_SCHEMA,

@@ -204,6 +204,8 @@ class Upstreams:
             if isinstance(spec, StdioServer):
                 from proctor.runtime.gateway.launch import open_stdio
 
+                self.pins.ensure()
+
                 env_secret = None if secret is None else (settings.credential.env or "", secret)  # type: ignore[union-attr]
                 wire, use = open_stdio(spec, settings, workspace=self.workspace,
                                        environ=self.environ, secret=env_secret)  # fmt: skip
