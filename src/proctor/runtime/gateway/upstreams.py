@@ -243,7 +243,8 @@ class Upstreams:
             from urllib.parse import urlsplit
 
             parts = urlsplit(spec.url)
-            audience = f"{parts.scheme}://{parts.netloc}"
+            if parts.scheme == "https":  # an audience is an https origin (loopback http has none)
+                audience = f"https://{parts.netloc}"
         env_name = cred.env or f"MCP_{spec.name.upper().replace('-', '_')}_CREDENTIAL"
         requirement = CredentialRequirement(
             provider=cred.provider,
