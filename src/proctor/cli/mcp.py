@@ -169,5 +169,7 @@ def mcp(
         transport=transport,
         console_url=console_url,
         trust_client_approvals=trust_client_approvals,
+        gateway=gateway,
+        config=config,
     )
     serve(proctor, http=settings)

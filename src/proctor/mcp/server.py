@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
 
     from proctor.mcp.catalog import Catalog, SkillTool
+    from proctor.mcp.gateway import GatewayTools
     from proctor.mcp.turns import TurnTools
     from proctor.runtime.engine.session import Session
 
@@ -140,11 +141,18 @@ class ProctorServer:
     Raises nothing at construction; :meth:`close` releases the sessions.
     """
 
-    def __init__(self, config: ServerConfig, *, turns: TurnTools | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        turns: TurnTools | None = None,
+        gateway: GatewayTools | None = None,
+    ) -> None:
         from proctor.runtime.engine.session import Session
 
         self.config = config
         self.turns = turns
+        self.gateway = gateway
         self.approvals = ApprovalRelay(config.console_url, config.trust_client_approvals)
         self._audit_lock = threading.Lock()
         self._audit_session = Session(config.workspace, environ=config.environ)
@@ -280,6 +288,8 @@ class ProctorServer:
                 )
                 for t in catalog.tools.values()
             ]
+            if self.gateway is not None:
+                tools.extend(self.gateway.tool_list())
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
@@ -312,6 +322,8 @@ class ProctorServer:
                 lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code=refused.code)
             )
             return error_result(refused)
+        if self.gateway is not None and self.gateway.serves(params.name):
+            return await self.gateway.call(ctx, params.name, arguments, self)
         if self.turns is not None and self.turns.serves(params.name):
             return await self.turns.call(params.name, arguments, self)
         tool = self.config.catalog.get(params.name)
@@ -479,5 +491,7 @@ class ProctorServer:
         """Release the sessions (every call has ended: its task waited for its worker)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        if self.gateway is not None:
+            self.gateway.seal_all(self)  # each client session's run seals with its receipt
         self.pool.close()
         self._audit_session.close()
