@@ -1,0 +1,116 @@
+"""``proctor mcp --gateway`` driven end to end by the official Python SDK client, in front of
+the real filesystem server (npm, in the sandbox): a read completes and the session's run seals
+with a receipt listed by ``proctor history``; a write waits for a person, shows its exact
+arguments in ``proctor pending``, and runs once when approved; a declined write never reaches
+the server (the file is unchanged)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.mcp.conftest import Ws, stdio_params
+from tests.runtime.gateway.support import filesystem_server, make_workspace
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+def _cli(ws: Ws, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "proctor", *args],
+        cwd=ws.root, env=ws.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _setup(ws: Ws) -> Path:
+    data = ws.root / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("hello\n")
+    make_workspace(ws.root, {"fs": filesystem_server(data)})
+    return data
+
+
+async def _pending(ws: Ws) -> dict[str, Any]:
+    """The one open request, once the gateway's call has opened it (polled, with a deadline)."""
+    with anyio.fail_after(60):
+        while True:
+            out = await anyio.to_thread.run_sync(lambda: _cli(ws, "pending", "--json"))
+            requests = [r for r in json.loads(out.stdout)["requests"] if r["kind"] == "approval"]
+            if requests:
+                (request,) = requests
+                return dict(request)
+            await anyio.sleep(0.2)
+
+
+def test_a_read_through_the_gateway_completes_and_the_session_seals_with_a_receipt(
+    ws: Ws,
+) -> None:
+    from mcp.client import Client
+
+    data = _setup(ws)
+
+    async def main() -> tuple[list[str], Any, Any]:
+        async with Client(stdio_params(ws, "--gateway")) as client:
+            tools = await client.list_tools()
+            result = await client.call_tool("fs__read_text_file", {"path": str(data / "a.txt")})
+            listed = next(t for t in tools.tools if t.name == "fs__write_file")
+            return [t.name for t in tools.tools], result, listed
+
+    names, result, write = anyio.run(main)
+    assert "fs__read_text_file" in names and "fs__write_file" in names
+    assert write.description.startswith("[untrusted text from upstream MCP server 'fs']")
+    assert write.annotations is not None and write.annotations.read_only_hint is False
+    assert not result.is_error
+    assert result.content[0].text == "hello\n"
+    assert (ws.root / "proctor-mcp.lock").is_file()  # first use pinned the definitions
+    history = _cli(ws, "history", "--json")
+    runs = json.loads(history.stdout)["runs"]
+    (run,) = [r for r in runs if r.get("skill") == "mcp-gateway"]
+    assert run["outcome"] == "completed" and run["receipt_id"].startswith("sha256:")
+
+
+@pytest.mark.parametrize("decision", ["approve", "decline"])
+def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(
+    ws: Ws, decision: str
+) -> None:
+    from mcp.client import Client
+
+    data = _setup(ws)
+    target = data / "b.txt"
+    args = {"path": str(target), "content": "written by the client"}
+
+    async def main() -> tuple[Any, dict[str, Any]]:
+        async with Client(stdio_params(ws, "--gateway")) as client:
+            async with anyio.create_task_group() as tg:
+                box: list[Any] = []
+
+                async def call() -> None:
+                    box.append(await client.call_tool("fs__write_file", args))
+
+                tg.start_soon(call)
+                request = await _pending(ws)
+                assert not target.exists()  # nothing sent while it waits
+                done = await anyio.to_thread.run_sync(
+                    lambda: _cli(ws, decision, request["run_id"], "--yes",
+                                 "--digest", request["request_digest"])  # fmt: skip
+                )
+                # 10: the run still waits (on its turn: the session goes on)
+                assert done.returncode == 10, done.stderr
+            return box[0], request
+
+    result, request = anyio.run(main)
+    # the person saw exactly the arguments that would be sent
+    assert request["payload"] == {"call": {"tool": "mcp:fs/write_file", "args": args}}
+    if decision == "approve":
+        assert not result.is_error, result
+        assert target.read_text() == "written by the client"
+    else:
+        assert result.is_error
+        assert "approval_declined" in result.content[0].text
+        assert not target.exists()  # the upstream never got the call
