@@ -187,12 +187,16 @@ def _string_map(
 
 
 def _check_url(url: str, where: str, source: str, code: str) -> None:
-    parts = urlsplit(url)
-    loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
+    try:
+        parts = urlsplit(url)
+        hostname, _port = parts.hostname, parts.port
+    except ValueError:
+        raise _fail(where, "is not a valid URL", code, source) from None
+    loopback = hostname in ("127.0.0.1", "localhost", "::1")
     if (
         parts.scheme not in ("https", "http")
         or (parts.scheme == "http" and not loopback)
-        or not parts.hostname
+        or not hostname
         or parts.username is not None
         or parts.password is not None
         or parts.fragment
@@ -219,7 +223,8 @@ def _server(name: str, value: Any, source: str) -> UpstreamServer:
     if not isinstance(value, dict):
         raise _fail(where, "must be an object", "mcp_config_invalid", source)
     kind = value.get("type")
-    if kind is not None and kind != "stdio" and kind not in _HTTP_TYPES:
+    if kind is not None and (not isinstance(kind, str) or (kind != "stdio"
+                                                           and kind not in _HTTP_TYPES)):
         raise _fail(
             f"{where}.type",
             "must be 'stdio' or 'http' (SSE servers are not supported)",
@@ -358,7 +363,7 @@ def _tool(value: Any, where: str) -> ToolSetting:
         raise _settings_fail(where, "must be a table")
     _only(value, {"effect", "rate"}, where)
     effect = value.get("effect")
-    if effect is not None and effect not in EFFECT_RANK:
+    if effect is not None and (not isinstance(effect, str) or effect not in EFFECT_RANK):
         raise _settings_fail(f"{where}.effect", "must be none, read, write, network or process")
     rate = None if "rate" not in value else _rate(value["rate"], f"{where}.rate")
     return ToolSetting(effect=effect, rate=rate)
