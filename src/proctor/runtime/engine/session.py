@@ -222,7 +222,9 @@ class Session:
             from proctor.runtime.tools.registry import native_tools
 
             self._tools = native_tools()
-            if (self.workspace.root / "proctor-mcp.lock").is_file():
+            from proctor.runtime.gateway.standing import has_upstreams
+
+            if has_upstreams(self.workspace.root):
                 # the workspace pinned upstream MCP tools: they are tools of its runs
                 from proctor.runtime.gateway.upstreams import shared_upstreams
 

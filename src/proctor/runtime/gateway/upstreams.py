@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,17 +42,22 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_ENV",
     "MCP_PREFIX",
+    "StandIn",
     "UpstreamConfig",
     "UpstreamTool",
     "Upstreams",
     "effect_for",
     "load_upstreams",
+    "shared_upstreams",
     "upstream_tool_name",
 ]
 
 MCP_PREFIX = "mcp:"
 CONFIG_ENV = "PROCTOR_MCP_CONFIG"
 """Names the client configuration file instead of ``<workspace>/.mcp.json``."""
+
+StandIn = Callable[[str, str, Mapping[str, Any]], dict[str, Any]]
+"""Answers ``(server, tool, arguments)`` with a ``CallToolResult`` document, or refuses."""
 
 UNTRUSTED_LABEL = "[untrusted text from upstream MCP server '{server}']"
 
@@ -173,12 +178,20 @@ class Upstreams:
     live definitions (listed once per connection)."""
 
     def __init__(
-        self, config: UpstreamConfig, workspace: Workspace, environ: Mapping[str, str]
+        self,
+        config: UpstreamConfig,
+        workspace: Workspace,
+        environ: Mapping[str, str],
+        *,
+        pins_root: Path | None = None,
+        answer: StandIn | None = None,
     ) -> None:
         self.config = config
         self.workspace = workspace
         self.environ = dict(environ)
-        self.pins = Pins(workspace.root)
+        self.pins = Pins(pins_root or workspace.root)
+        # a test's providers.mcp: answers every call; no server is ever started
+        self.answer = answer
         self._wires: dict[str, Wire] = {}
         self._live: dict[str, dict[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -379,8 +392,11 @@ class Upstreams:
         from proctor.runtime.gateway.rate import RateWindows
 
         RateWindows(self.workspace.state_dir).take(self.rate_limits(server, name))
-        self.check_definition(server, name)
-        result = self.wire(server).call_tool(name, args)
+        if self.answer is not None:
+            result = self.answer(server, name, args)
+        else:
+            self.check_definition(server, name)
+            result = self.wire(server).call_tool(name, args)
         content = result.get("content")
         content = content if isinstance(content, list) else []
         if result.get("isError") is True:
@@ -406,6 +422,11 @@ def shared_upstreams(workspace: Workspace, environ: Mapping[str, str]) -> Upstre
     Raises:
         ParseError, ConfigError: as :func:`load_upstreams`.
     """
+    from proctor.runtime.gateway.standing import standing_for
+
+    standing = standing_for(workspace.root)
+    if standing is not None:
+        return standing  # type: ignore[no-any-return]
     config = load_upstreams(workspace.root, environ)
     if config is None:
         return None
