@@ -24,8 +24,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 def _cli(ws: Ws, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "proctor", *args],
-        cwd=ws.root, env=ws.env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ws.root,
+        env=ws.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _setup(ws: Ws) -> Path:
@@ -76,9 +80,7 @@ def test_a_read_through_the_gateway_completes_and_the_session_seals_with_a_recei
 
 
 @pytest.mark.parametrize("decision", ["approve", "decline"])
-def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(
-    ws: Ws, decision: str
-) -> None:
+def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(ws: Ws, decision: str) -> None:
     from mcp.client import Client
 
     data = _setup(ws)
@@ -97,8 +99,14 @@ def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(
                 request = await _pending(ws)
                 assert not target.exists()  # nothing sent while it waits
                 done = await anyio.to_thread.run_sync(
-                    lambda: _cli(ws, decision, request["run_id"], "--yes",
-                                 "--digest", request["request_digest"])  # fmt: skip
+                    lambda: _cli(
+                        ws,
+                        decision,
+                        request["run_id"],
+                        "--yes",
+                        "--digest",
+                        request["request_digest"],
+                    )
                 )
                 # 10: the run still waits (on its turn: the session goes on)
                 assert done.returncode == 10, done.stderr

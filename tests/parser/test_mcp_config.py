@@ -30,8 +30,11 @@ CONFIG: dict[str, Any] = {
             "args": ["-y", "@modelcontextprotocol/server-filesystem", "/data"],
             "env": {"LOG_LEVEL": "info"},
         },
-        "tracker": {"type": "http", "url": "https://mcp.tracker.example/mcp",
-                    "headers": {"X-Team": "core"}},  # fmt: skip
+        "tracker": {
+            "type": "http",
+            "url": "https://mcp.tracker.example/mcp",
+            "headers": {"X-Team": "core"},
+        },
     }
 }
 SETTINGS = """\
@@ -65,8 +68,9 @@ def test_a_client_configuration_reads_as_typed_servers() -> None:
 def test_proctor_settings_read_as_typed_settings() -> None:
     settings = parse_mcp_settings(tomllib.loads(SETTINGS)["mcp"])
     tracker = settings["tracker"]
-    assert tracker.credential == CredentialSetting(provider="tracker", header="Authorization",
-                                                   scheme="Bearer")  # fmt: skip
+    assert tracker.credential == CredentialSetting(
+        provider="tracker", header="Authorization", scheme="Bearer"
+    )
     assert tracker.rate == RateLimit(calls=60, window_seconds=60)
     assert tracker.timeout_seconds == 30
     write = settings["filesystem"].tools["write_file"]
@@ -85,22 +89,30 @@ def test_proctor_settings_read_as_typed_settings() -> None:
         ('{"mcpServers": {"a__b": {"command": "x"}}}', "mcp_server_name_invalid"),
         ('{"mcpServers": {"a/b": {"command": "x"}}}', "mcp_server_name_invalid"),
         ('{"mcpServers": {"a": {}}}', "mcp_server_transport_invalid"),
-        ('{"mcpServers": {"a": {"command": "x", "url": "https://h"}}}',
-         "mcp_server_transport_invalid"),
-        ('{"mcpServers": {"a": {"type": "sse", "url": "https://h/sse"}}}',
-         "mcp_server_transport_invalid"),
-        ('{"mcpServers": {"a": {"type": "stdio", "url": "https://h"}}}',
-         "mcp_server_transport_invalid"),
+        (
+            '{"mcpServers": {"a": {"command": "x", "url": "https://h"}}}',
+            "mcp_server_transport_invalid",
+        ),
+        (
+            '{"mcpServers": {"a": {"type": "sse", "url": "https://h/sse"}}}',
+            "mcp_server_transport_invalid",
+        ),
+        (
+            '{"mcpServers": {"a": {"type": "stdio", "url": "https://h"}}}',
+            "mcp_server_transport_invalid",
+        ),
         ('{"mcpServers": {"a": {"url": "http://example.com/mcp"}}}', "mcp_url_invalid"),
         ('{"mcpServers": {"a": {"url": "https://u:p@h/mcp"}}}', "mcp_url_invalid"),
         ('{"mcpServers": {"a": {"url": "file:///etc/passwd"}}}', "mcp_url_invalid"),
         ('{"mcpServers": {"a": {"command": ""}}}', "mcp_config_invalid"),
         ('{"mcpServers": {"a": {"command": "x", "env": {"A": 1}}}}', "mcp_config_invalid"),
         ('{"mcpServers": {"a": {"command": "x", "env": {"1A": "v"}}}}', "mcp_config_invalid"),
-        ('{"mcpServers": {"a": {"url": "https://h", "headers": {"A B": "v"}}}}',
-         "mcp_config_invalid"),
+        (
+            '{"mcpServers": {"a": {"url": "https://h", "headers": {"A B": "v"}}}}',
+            "mcp_config_invalid",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_configuration_is_refused_with_its_code(text: str, code: str) -> None:
     with pytest.raises(ParseError) as refused:
         parse_mcp_json(text)
@@ -113,23 +125,31 @@ def test_a_malformed_configuration_is_refused_with_its_code(text: str, code: str
         ("[mcp.a]\nretries = 3\n", "mcp_settings_unknown_field"),
         ("[mcp.a]\nrate = {calls = 0, window_seconds = 60}\n", "mcp_settings_invalid"),
         ("[mcp.a]\nrate = {calls = 5}\n", "mcp_settings_invalid"),
-        ("[mcp.a]\nrate = {calls = 5, window_seconds = 60, burst = 2}\n",
-         "mcp_settings_unknown_field"),
-        ("[mcp.a]\ncredential = {provider = \"p\"}\n", "mcp_settings_invalid"),
-        ("[mcp.a]\ncredential = {provider = \"p\", env = \"A\", header = \"B\"}\n",
-         "mcp_settings_invalid"),
-        ("[mcp.a]\ncredential = {provider = \"p\", env = \"A\", scheme = \"Bearer\"}\n",
-         "mcp_settings_invalid"),
-        ("[mcp.a]\ncredential = {provider = \"p\", header = \"A\", audience = \"http://h\"}\n",
-         "mcp_settings_invalid"),
-        ("[mcp.a.tools.t]\neffect = \"maybe\"\n", "mcp_settings_invalid"),
-        ("[mcp.a.tools.\"t/u\"]\neffect = \"read\"\n", "mcp_settings_invalid"),
-        ("[mcp.a]\negress = \"*\"\n", "mcp_settings_invalid"),
+        (
+            "[mcp.a]\nrate = {calls = 5, window_seconds = 60, burst = 2}\n",
+            "mcp_settings_unknown_field",
+        ),
+        ('[mcp.a]\ncredential = {provider = "p"}\n', "mcp_settings_invalid"),
+        (
+            '[mcp.a]\ncredential = {provider = "p", env = "A", header = "B"}\n',
+            "mcp_settings_invalid",
+        ),
+        (
+            '[mcp.a]\ncredential = {provider = "p", env = "A", scheme = "Bearer"}\n',
+            "mcp_settings_invalid",
+        ),
+        (
+            '[mcp.a]\ncredential = {provider = "p", header = "A", audience = "http://h"}\n',
+            "mcp_settings_invalid",
+        ),
+        ('[mcp.a.tools.t]\neffect = "maybe"\n', "mcp_settings_invalid"),
+        ('[mcp.a.tools."t/u"]\neffect = "read"\n', "mcp_settings_invalid"),
+        ('[mcp.a]\negress = "*"\n', "mcp_settings_invalid"),
         ("[mcp.a]\ntimeout_seconds = true\n", "mcp_settings_invalid"),
-        ("[mcp.\"a__b\"]\n", "mcp_server_name_invalid"),
+        ('[mcp."a__b"]\n', "mcp_server_name_invalid"),
         ("mcp = 1\n", "mcp_settings_invalid"),
     ],
-)  # fmt: skip
+)
 def test_malformed_settings_are_refused_with_their_code(text: str, code: str) -> None:
     with pytest.raises(ParseError) as refused:
         parse_mcp_settings(tomllib.loads(text)["mcp"])

@@ -75,8 +75,11 @@ def _workspace(tmp_path: Path) -> Path:
     definition = {
         "name": "lookup",
         "description": "Look up a key.",
-        "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}},
-                        "required": ["key"]},  # fmt: skip
+        "inputSchema": {
+            "type": "object",
+            "properties": {"key": {"type": "string"}},
+            "required": ["key"],
+        },
         "annotations": {"readOnlyHint": True},
     }
     Pins(root).pin("kv", {"lookup": definition})

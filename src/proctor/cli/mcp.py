@@ -62,8 +62,7 @@ class _WithReview(click.Command):
     "--config",
     "config",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="With --gateway: the mcpServers configuration (default: .mcp.json at the workspace"
-    " root).",
+    help="With --gateway: the mcpServers configuration (default: .mcp.json at the workspace root).",
 )
 @click.option(
     "--run",

@@ -112,8 +112,12 @@ def _show(changes: list[dict[str, Any]]) -> None:
         click.echo("every upstream tool matches its pin")
         return
     for change in changes:
-        click.echo(inert(f"{change['server']}/{change['tool']}: {change['change']}"
-                         " (text below is the upstream server's, not proctor's)"))  # fmt: skip
+        click.echo(
+            inert(
+                f"{change['server']}/{change['tool']}: {change['change']}"
+                " (text below is the upstream server's, not proctor's)"
+            )
+        )
         for line in change["diff"]:
             click.echo("  " + inert(line))
         if change["upstream_digest"] is not None:

@@ -82,9 +82,7 @@ def open_server(
 
         env = {**env, CONFIG_ENV: str(config.resolve())}
     if run_id is None and not refs and not gateway:
-        raise UsageError(
-            "name skills to serve, --gateway, or --run RUN_ID", code="mcp_no_skills"
-        )
+        raise UsageError("name skills to serve, --gateway, or --run RUN_ID", code="mcp_no_skills")
     start = cwd or Path.cwd()
     catalog = (
         Catalog()

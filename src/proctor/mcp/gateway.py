@@ -24,21 +24,30 @@ import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import mcp_types as types
 
 from proctor.errors import ProctorError, UsageError
+from proctor.mcp.approvals import ApprovalRelay
+from proctor.mcp.shared import ServerConfig, TurnHost
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
-    from proctor.mcp.server import ProctorServer
     from proctor.runtime.engine.session import Session
-    from proctor.runtime.gateway.upstreams import UpstreamTool, Upstreams
+    from proctor.runtime.gateway.upstreams import Upstreams, UpstreamTool
 
 __all__ = ["GatewayTools", "gateway_name", "open_gateway"]
+
+
+class GatewayHost(TurnHost, Protocol):
+    """What the gateway uses of the server dispatching to it."""
+
+    config: ServerConfig
+    approvals: ApprovalRelay
+
 
 SEPARATOR = "__"
 TURN = "serve"
@@ -109,8 +118,10 @@ def open_gateway(
         try:
             upstreams.pin_new(server)
         except ProctorError as exc:
-            report(f"proctor mcp: upstream {server!r} could not be listed [{exc.code}]:"
-                   f" {exc.message}; its pinned tools are served as pinned")  # fmt: skip
+            report(
+                f"proctor mcp: upstream {server!r} could not be listed [{exc.code}]:"
+                f" {exc.message}; its pinned tools are served as pinned"
+            )
     return GatewayTools(upstreams, _package(workspace.root, sorted(upstreams.tools())))
 
 
@@ -151,7 +162,7 @@ class GatewayTools:
             )
         return out
 
-    def _run_of(self, ctx: ServerRequestContext[Any, Any], host: ProctorServer) -> str:
+    def _run_of(self, ctx: ServerRequestContext[Any, Any], host: GatewayHost) -> str:
         key = id(ctx.session)
         with self._lock:
             found = self.runs.get(key)
@@ -163,8 +174,9 @@ class GatewayTools:
             client = str(params.client_info.name)[:200]
 
         def start(session: Session) -> str:
-            envelope = session.run(str(self.package), inputs={"client": client},
-                                   authority=host.config.authority)  # fmt: skip
+            envelope = session.run(
+                str(self.package), inputs={"client": client}, authority=host.config.authority
+            )
             if envelope.run_id is None or envelope.status != "needs_agent":
                 raise ProctorError(
                     f"the gateway's session run did not open ({envelope.status})",
@@ -183,10 +195,11 @@ class GatewayTools:
         ctx: ServerRequestContext[Any, Any],
         name: str,
         arguments: dict[str, Any],
-        host: ProctorServer,
+        host: GatewayHost,
+        client: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         """One client call: admitted as a call of the session run's turn; a change waits for a
-        person's decision."""
+        person's decision (``client``: the client's name and version, for the audit log)."""
         tool = self.tools[name]
         try:
             run_id = await anyio.to_thread.run_sync(lambda: self._run_of(ctx, host))
@@ -210,7 +223,7 @@ class GatewayTools:
             details = outcome.error.get("details") or {}
             address = str(details.get("address") or "")
             digest = str(details.get("request_digest") or "")
-            await self._ask(ctx, host, run_id, address)
+            await self._ask(ctx, host, run_id, address, client)
             decided = await self._decided(host, run_id, address, digest)
             if not decided:
                 return _error(
@@ -237,7 +250,12 @@ class GatewayTools:
         )
 
     async def _ask(
-        self, ctx: ServerRequestContext[Any, Any], host: ProctorServer, run_id: str, address: str
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        host: GatewayHost,
+        run_id: str,
+        address: str,
+        client: Mapping[str, Any] | None,
     ) -> None:
         """Relay the approval to the client as served skills do (elicitation; a form answer
         counts only under ``--trust-client-approvals``)."""
@@ -249,16 +267,12 @@ class GatewayTools:
         doc["requests"] = [r for r in doc.get("requests") or [] if r.get("address") == address]
         if not ctx.session.can_send_request:
             return
-        from proctor.mcp.server import _client_info
-
         try:
-            await host.approvals.relay(ctx, doc, host, _client_info(ctx))
+            await host.approvals.relay(ctx, doc, host, client)
         except Exception:  # a client that cannot answer leaves the decision to a person
             return
 
-    async def _decided(
-        self, host: ProctorServer, run_id: str, address: str, digest: str
-    ) -> bool:
+    async def _decided(self, host: GatewayHost, run_id: str, address: str, digest: str) -> bool:
         """Wait (reporting progress) until the request is no longer open; False after the
         relay's wait bound."""
 
@@ -275,7 +289,7 @@ class GatewayTools:
                 await anyio.sleep(WAIT_POLL)
         return False
 
-    def seal_all(self, host: ProctorServer) -> None:
+    def seal_all(self, host: GatewayHost) -> None:
         """End each session's run: its turn answered with the number of calls, sealed with a
         receipt (a run still waiting on a person is closed ``superseded``)."""
         with self._lock:
@@ -289,8 +303,9 @@ class GatewayTools:
                 envelope = session.envelope(run_id).to_json()
                 if envelope.get("status") == "sealed":
                     return
-                turn = next((r for r in envelope.get("requests") or []
-                             if r.get("address") == TURN), None)  # fmt: skip
+                turn = next(
+                    (r for r in envelope.get("requests") or [] if r.get("address") == TURN), None
+                )
                 if envelope.get("status") != "needs_agent" or turn is None:
                     session.resume(run_id, {"close": {"outcome": "superseded"}})
                     return

@@ -323,7 +323,7 @@ class ProctorServer:
             )
             return error_result(refused)
         if self.gateway is not None and self.gateway.serves(params.name):
-            return await self.gateway.call(ctx, params.name, arguments, self)
+            return await self.gateway.call(ctx, params.name, arguments, self, _client_info(ctx))
         if self.turns is not None and self.turns.serves(params.name):
             return await self.turns.call(params.name, arguments, self)
         tool = self.config.catalog.get(params.name)

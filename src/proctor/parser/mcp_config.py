@@ -165,8 +165,12 @@ def _text(value: Any, where: str, source: str, *, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise _fail(where, "must be a string", "mcp_config_invalid", source)
     if (not value and not empty) or len(value) > _MAX_TEXT or "\x00" in value:
-        raise _fail(where, "must be a non-empty string of at most 4096 characters",
-                    "mcp_config_invalid", source)  # fmt: skip
+        raise _fail(
+            where,
+            "must be a non-empty string of at most 4096 characters",
+            "mcp_config_invalid",
+            source,
+        )
     return value
 
 
@@ -180,8 +184,9 @@ def _string_map(
     out = []
     for key, item in value.items():
         if not key_pattern.match(key):
-            raise _fail(f"{where}.{key}", f"is not a valid {what} name", "mcp_config_invalid",
-                        source)  # fmt: skip
+            raise _fail(
+                f"{where}.{key}", f"is not a valid {what} name", "mcp_config_invalid", source
+            )
         out.append((key, _text(item, f"{where}.{key}", source, empty=True)))
     return tuple(sorted(out))
 
@@ -223,8 +228,9 @@ def _server(name: str, value: Any, source: str) -> UpstreamServer:
     if not isinstance(value, dict):
         raise _fail(where, "must be an object", "mcp_config_invalid", source)
     kind = value.get("type")
-    if kind is not None and (not isinstance(kind, str) or (kind != "stdio"
-                                                           and kind not in _HTTP_TYPES)):
+    if kind is not None and (
+        not isinstance(kind, str) or (kind != "stdio" and kind not in _HTTP_TYPES)
+    ):
         raise _fail(
             f"{where}.type",
             "must be 'stdio' or 'http' (SSE servers are not supported)",
@@ -243,15 +249,17 @@ def _server(name: str, value: Any, source: str) -> UpstreamServer:
     allowed = {"type", "command", "args", "env"} if stdio else {"type", "url", "headers"}
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise _fail(f"{where}.{unknown[0]}", "is not a field of a "
-                    + ("stdio" if stdio else "HTTP") + " server", "mcp_config_unknown_field",
-                    source)  # fmt: skip
+        raise _fail(
+            f"{where}.{unknown[0]}",
+            "is not a field of a " + ("stdio" if stdio else "HTTP") + " server",
+            "mcp_config_unknown_field",
+            source,
+        )
     if stdio:
         command = _text(value["command"], f"{where}.command", source)
         args = value.get("args", [])
         if not isinstance(args, list) or len(args) > _MAX_ITEMS:
-            raise _fail(f"{where}.args", "must be a list of strings", "mcp_config_invalid",
-                        source)  # fmt: skip
+            raise _fail(f"{where}.args", "must be a list of strings", "mcp_config_invalid", source)
         texts = tuple(
             _text(a, f"{where}.args[{i}]", source, empty=True) for i, a in enumerate(args)
         )
@@ -259,8 +267,7 @@ def _server(name: str, value: Any, source: str) -> UpstreamServer:
         return StdioServer(name=name, command=command, args=texts, env=env)
     url = _text(value["url"], f"{where}.url", source)
     _check_url(url, f"{where}.url", source, "mcp_url_invalid")
-    headers = _string_map(value.get("headers", {}), f"{where}.headers", source, _HEADER,
-                          "header")  # fmt: skip
+    headers = _string_map(value.get("headers", {}), f"{where}.headers", source, _HEADER, "header")
     return HttpServer(name=name, url=url, headers=headers)
 
 
@@ -276,23 +283,28 @@ def parse_mcp_json(text: str | bytes, source: str = MCP_JSON) -> dict[str, Upstr
     if len(text) > 1024 * 1024:
         raise _fail("$", "is larger than 1 MiB", "mcp_config_invalid", source)
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates,
-                          parse_constant=_refuse_constant)  # fmt: skip
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
-        raise _fail("$", f"is not valid JSON ({str(exc)[:200]})", "mcp_config_invalid",
-                    source) from None  # fmt: skip
+        raise _fail(
+            "$", f"is not valid JSON ({str(exc)[:200]})", "mcp_config_invalid", source
+        ) from None
     if not isinstance(data, dict):
         raise _fail("$", "must be an object with 'mcpServers'", "mcp_config_invalid", source)
     unknown = sorted(set(data) - {"mcpServers"})
     if unknown:
-        raise _fail(unknown[0], "is not a field of the configuration (only 'mcpServers')",
-                    "mcp_config_unknown_field", source)  # fmt: skip
+        raise _fail(
+            unknown[0],
+            "is not a field of the configuration (only 'mcpServers')",
+            "mcp_config_unknown_field",
+            source,
+        )
     servers = data.get("mcpServers")
     if not isinstance(servers, dict):
         raise _fail("mcpServers", "must be an object of servers", "mcp_config_invalid", source)
     if len(servers) > _MAX_ITEMS:
-        raise _fail("mcpServers", f"has more than {_MAX_ITEMS} servers", "mcp_config_invalid",
-                    source)  # fmt: skip
+        raise _fail(
+            "mcpServers", f"has more than {_MAX_ITEMS} servers", "mcp_config_invalid", source
+        )
     return {name: _server(name, value, source) for name, value in sorted(servers.items())}
 
 
@@ -303,8 +315,9 @@ def _settings_fail(where: str, message: str, code: str = "mcp_settings_invalid")
 def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise _settings_fail(f"{where}.{unknown[0]}", "is not a known setting",
-                             "mcp_settings_unknown_field")  # fmt: skip
+        raise _settings_fail(
+            f"{where}.{unknown[0]}", "is not a known setting", "mcp_settings_unknown_field"
+        )
 
 
 def _positive(value: Any, where: str, most: int) -> int:
@@ -339,11 +352,13 @@ def _credential(value: Any, where: str) -> CredentialSetting:
     if not isinstance(provider, str) or not 1 <= len(provider) <= 128:
         raise _settings_fail(f"{where}.provider", "must name the credential's provider")
     env = None if "env" not in value else _name(value["env"], f"{where}.env", _ENV_NAME)
-    header = None if "header" not in value else _name(value["header"], f"{where}.header",
-                                                      _HEADER)  # fmt: skip
+    header = None if "header" not in value else _name(value["header"], f"{where}.header", _HEADER)
     if (env is None) == (header is None):
-        raise _settings_fail(where, "delivers the credential as one 'env' (a stdio server) or"
-                             " one 'header' (an HTTP server)")  # fmt: skip
+        raise _settings_fail(
+            where,
+            "delivers the credential as one 'env' (a stdio server) or"
+            " one 'header' (an HTTP server)",
+        )
     scheme = value.get("scheme")
     if scheme is not None and (
         header is None or not isinstance(scheme, str) or not re.match(r"^[A-Za-z-]{1,32}$", scheme)
@@ -354,8 +369,9 @@ def _credential(value: Any, where: str) -> CredentialSetting:
         if not isinstance(audience, str):
             raise _settings_fail(f"{where}.audience", "must be an https origin")
         _check_url(audience, f"{where}.audience", "proctor.toml", "mcp_settings_invalid")
-    return CredentialSetting(provider=provider, env=env, header=header, scheme=scheme,
-                             audience=audience)  # fmt: skip
+    return CredentialSetting(
+        provider=provider, env=env, header=header, scheme=scheme, audience=audience
+    )
 
 
 def _tool(value: Any, where: str) -> ToolSetting:
@@ -366,7 +382,7 @@ def _tool(value: Any, where: str) -> ToolSetting:
     if effect is not None and (not isinstance(effect, str) or effect not in EFFECT_RANK):
         raise _settings_fail(f"{where}.effect", "must be none, read, write, network or process")
     rate = None if "rate" not in value else _rate(value["rate"], f"{where}.rate")
-    return ToolSetting(effect=effect, rate=rate)
+    return ToolSetting(effect=effect, rate=rate)  # type: ignore[arg-type]  # checked above
 
 
 def parse_mcp_settings(table: Any) -> dict[str, UpstreamSettings]:
@@ -407,7 +423,8 @@ def parse_mcp_settings(table: Any) -> dict[str, UpstreamSettings]:
             egress=tuple(egress),
             rate=None if "rate" not in value else _rate(value["rate"], f"{where}.rate"),
             tools={t: _tool(v, f"{where}.tools.{t}") for t, v in sorted(tools.items())},
-            timeout_seconds=_positive(value.get("timeout_seconds", 60),
-                                      f"{where}.timeout_seconds", 3600),  # fmt: skip
+            timeout_seconds=_positive(
+                value.get("timeout_seconds", 60), f"{where}.timeout_seconds", 3600
+            ),
         )
     return out

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -109,7 +109,7 @@ def test_a_stdio_upstream_sees_only_its_declared_environment(
 
 
 class _Counting(BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         self.hits.append(self.path)
@@ -199,8 +199,7 @@ def test_rate_limit_refuses_the_call_past_the_window_and_sends_nothing(
         '[egress]\nallow = ["127.0.0.1"]\n'
         "[mcp.py.tools.lookup]\nrate = {calls = 3, window_seconds = 3600}\n"
     )
-    root = make_workspace(tmp_path / "ws", {"py": {"type": "http", "url": http_upstream.url}},
-                          toml)  # fmt: skip
+    root = make_workspace(tmp_path / "ws", {"py": {"type": "http", "url": http_upstream.url}}, toml)
     upstreams = _open(opened, root)
     pin_servers(upstreams, ["py"])
     for key in "abc":
@@ -221,9 +220,11 @@ def test_rate_limit_refuses_the_call_past_the_window_and_sends_nothing(
 def test_an_http_upstream_gets_its_credential_as_a_header_and_goes_through_egress(
     tmp_path: Path, opened: list[Upstreams], http_upstream: HttpUpstream
 ) -> None:
-    toml = '[mcp.py]\ncredential = {provider = "pytest", header = "Authorization", scheme = "Bearer"}\n'
-    root = make_workspace(tmp_path / "ws", {"py": {"type": "http", "url": http_upstream.url}},
-                          toml)  # fmt: skip
+    toml = (
+        '[mcp.py]\ncredential = {provider = "pytest", header = "Authorization",'
+        ' scheme = "Bearer"}\n'
+    )
+    root = make_workspace(tmp_path / "ws", {"py": {"type": "http", "url": http_upstream.url}}, toml)
     environ = {**os.environ, "MCP_PY_CREDENTIAL": "tok-91f2", "PROCTOR_HOME": str(tmp_path / "h")}
     # no egress grant: the loopback server is refused by the egress guard, nothing sent
     upstreams = _open(opened, root, environ)

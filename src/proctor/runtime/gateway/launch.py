@@ -11,6 +11,7 @@ workspace's ``[egress] allow`` and the server's own grant.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Mapping
@@ -99,10 +100,8 @@ def open_stdio(
     def end() -> None:
         import signal
 
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # the sandbox's PID namespace ends with it
-        except ProcessLookupError:
-            pass
         proc.wait()
         if proxy is not None:
             proxy.stop()
@@ -123,8 +122,8 @@ def open_http(
     """A wire to ``server`` whose every connection passes the egress guard (the workspace's
     ``[egress] allow`` plus the server's ``egress``); the credential header is added here,
     at the adapter, and nowhere else."""
-    from proctor.runtime.boundary.transport import egress_client
     from proctor.runtime.boundary.egress_allow import EgressAllow, load_egress_allow
+    from proctor.runtime.boundary.transport import egress_client
 
     allow = load_egress_allow(workspace_root).merged(EgressAllow.parse(settings.egress))
     headers = dict(server.headers)

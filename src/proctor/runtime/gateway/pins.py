@@ -29,8 +29,8 @@ __all__ = [
     "LOCK_FILE",
     "LOCK_SCHEMA",
     "Pins",
-    "definition_of",
     "definition_digest",
+    "definition_of",
     "diff_lines",
 ]
 
@@ -68,14 +68,18 @@ class Pins:
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{LOCK_FILE} cannot be read: {exc}", code="mcp_lock_invalid") from exc
+            raise ConfigError(
+                f"{LOCK_FILE} cannot be read: {exc}", code="mcp_lock_invalid"
+            ) from exc
         try:
             doc = json.loads(text)
         except ValueError as exc:
             raise ConfigError(f"{LOCK_FILE} is not JSON", code="mcp_lock_invalid") from exc
         servers = doc.get("servers") if isinstance(doc, dict) else None
-        if not isinstance(doc, dict) or doc.get("schema") != LOCK_SCHEMA or not isinstance(
-            servers, dict
+        if (
+            not isinstance(doc, dict)
+            or doc.get("schema") != LOCK_SCHEMA
+            or not isinstance(servers, dict)
         ):
             raise ConfigError(
                 f"{LOCK_FILE} is not a {LOCK_SCHEMA} document; restore it from version control",
@@ -84,8 +88,9 @@ class Pins:
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for server, tools in servers.items():
             if not isinstance(tools, dict):
-                raise ConfigError(f"{LOCK_FILE}: servers.{server} is not an object",
-                                  code="mcp_lock_invalid")  # fmt: skip
+                raise ConfigError(
+                    f"{LOCK_FILE}: servers.{server} is not an object", code="mcp_lock_invalid"
+                )
             out[server] = {}
             for name, entry in tools.items():
                 if (
@@ -171,8 +176,9 @@ class Pins:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            raise ConfigError(f"{LOCK_FILE} cannot be written: {exc.strerror}",
-                              code="mcp_lock_unwritable") from exc  # fmt: skip
+            raise ConfigError(
+                f"{LOCK_FILE} cannot be written: {exc.strerror}", code="mcp_lock_unwritable"
+            ) from exc
 
 
 def diff_lines(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:

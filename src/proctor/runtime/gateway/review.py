@@ -69,8 +69,10 @@ def tool_changes(upstreams: Upstreams, names: Sequence[str]) -> list[dict[str, A
             if only is not None and tool not in only:
                 continue
             old, new = pinned.get(tool), live.get(tool)
-            if old is not None and new is not None and definition_digest(old) == (
-                definition_digest(new)
+            if (
+                old is not None
+                and new is not None
+                and definition_digest(old) == (definition_digest(new))
             ):
                 continue
             out.append(
@@ -99,8 +101,9 @@ def approve_change(
     """
     server, _, tool = target.partition("/")
     if not server or not tool:
-        raise UsageError("name the tool to approve as SERVER/TOOL",
-                         code="mcp_approve_target_invalid")  # fmt: skip
+        raise UsageError(
+            "name the tool to approve as SERVER/TOOL", code="mcp_approve_target_invalid"
+        )
     _servers(upstreams, [server])
     live = upstreams.live(server).get(tool)
     now = None if live is None else definition_digest(live)

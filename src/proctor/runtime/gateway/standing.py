@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["has_upstreams", "standing_for", "stand_in", "withdraw"]
+__all__ = ["has_upstreams", "stand_in", "standing_for", "withdraw"]
 
 _STANDING: dict[str, Any] = {}
 _LOCK = threading.Lock()

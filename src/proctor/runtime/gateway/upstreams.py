@@ -15,6 +15,7 @@ The description a model reads is labelled as untrusted upstream text.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -97,12 +98,16 @@ def load_upstreams(
         text = path.read_bytes()
     except FileNotFoundError:
         if named is not None:
-            raise ParseError("the MCP configuration named does not exist", file=str(path.name),
-                             code="mcp_config_missing") from None  # fmt: skip
+            raise ParseError(
+                "the MCP configuration named does not exist",
+                file=str(path.name),
+                code="mcp_config_missing",
+            ) from None
         return None
     except OSError as exc:
-        raise ParseError(f"cannot read it: {exc.strerror}", file=path.name,
-                         code="mcp_config_invalid") from exc  # fmt: skip
+        raise ParseError(
+            f"cannot read it: {exc.strerror}", file=path.name, code="mcp_config_invalid"
+        ) from exc
     servers = parse_mcp_json(text, path.name)
     settings: dict[str, UpstreamSettings] = {}
     toml = root / "proctor.toml"
@@ -218,10 +223,17 @@ class Upstreams:
                 from proctor.runtime.gateway.launch import open_stdio
 
                 self.pins.ensure()
-
-                env_secret = None if secret is None else (settings.credential.env or "", secret)  # type: ignore[union-attr]
-                wire, use = open_stdio(spec, settings, workspace=self.workspace,
-                                       environ=self.environ, secret=env_secret)  # fmt: skip
+                env_secret = None
+                if secret is not None and settings.credential is not None:
+                    env_secret = (settings.credential.env or "", secret)
+                wire: Wire
+                wire, use = open_stdio(
+                    spec,
+                    settings,
+                    workspace=self.workspace,
+                    environ=self.environ,
+                    secret=env_secret,
+                )
                 self.sandboxes[server] = use
             else:
                 from proctor.runtime.gateway.launch import open_http
@@ -233,8 +245,7 @@ class Upstreams:
                         settings.credential.header or "Authorization",
                         f"{scheme} {secret}" if scheme else secret,
                     )
-                wire = open_http(spec, settings, workspace_root=self.workspace.root,
-                                 header=header)  # fmt: skip
+                wire = open_http(spec, settings, workspace_root=self.workspace.root, header=header)
             self._wires[server] = wire
             return wire
 
@@ -278,10 +289,9 @@ class Upstreams:
             wires, self._wires = self._wires, {}
             self._live.clear()
         for wire in wires.values():
-            try:
+            # one server failing to end must not keep the others running
+            with contextlib.suppress(Exception):
                 wire.close()
-            except Exception:  # one server failing to end must not keep the others running
-                pass
 
     # -- definitions -------------------------------------------------------------------------
 
@@ -317,8 +327,11 @@ class Upstreams:
             settings = self.config.settings_of(server)
             for name, definition in sorted(pinned.get(server, {}).items()):
                 setting = settings.tools.get(name)
-                effect = effect_for(definition, None if setting is None else setting.effect,
-                                    f"mcp.{server}.tools.{name}")  # fmt: skip
+                effect = effect_for(
+                    definition,
+                    None if setting is None else setting.effect,
+                    f"mcp.{server}.tools.{name}",
+                )
                 full = upstream_tool_name(server, name)
                 text = str(definition.get("description") or "")
                 out[full] = UpstreamTool(
@@ -372,8 +385,9 @@ class Upstreams:
             limits.append((f"mcp:{server}", settings.rate.calls, settings.rate.window_seconds))
         tool = settings.tools.get(name)
         if tool is not None and tool.rate is not None:
-            limits.append((upstream_tool_name(server, name), tool.rate.calls,
-                           tool.rate.window_seconds))  # fmt: skip
+            limits.append(
+                (upstream_tool_name(server, name), tool.rate.calls, tool.rate.window_seconds)
+            )
         return limits
 
     def _handler(self, server: str, name: str) -> Any:

@@ -14,6 +14,7 @@ per upstream connection anyway, and the stdio framing has no room for a reader t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -176,15 +177,19 @@ class StdioWire(Wire):
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _failed(self.server, f"no answer within {self.timeout:g} s",
-                              "mcp_upstream_timeout")  # fmt: skip
+                raise _failed(
+                    self.server, f"no answer within {self.timeout:g} s", "mcp_upstream_timeout"
+                )
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise _failed(self.server, "its process closed its output (it may have failed"
-                              " to start inside the sandbox)")  # fmt: skip
+                raise _failed(
+                    self.server,
+                    "its process closed its output (it may have failed"
+                    " to start inside the sandbox)",
+                )
             self._buffer += chunk
             if len(self._buffer) > _MAX_LINE:
                 raise _failed(self.server, "sent a message larger than 16 MiB")
@@ -214,10 +219,8 @@ class StdioWire(Wire):
         """End the server: close its input, then end its process tree."""
         with self._lock:
             if self.proc.stdin is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self.proc.stdin.close()
-                except OSError:
-                    pass
             if self._on_close is not None:
                 self._on_close()
             else:
@@ -231,9 +234,13 @@ class HttpWire(Wire):
     """An upstream reached over streamable HTTP with an httpx client (the egress guard's)."""
 
     def __init__(
-        self, server: str, url: str, client: httpx.Client, headers: Mapping[str, str],
+        self,
+        server: str,
+        url: str,
+        client: httpx.Client,
+        headers: Mapping[str, str],
         timeout: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(server, timeout)
         self.url = url
         self.client = client
@@ -296,10 +303,9 @@ class HttpWire(Wire):
         with self._lock:
             if self.session_id is not None:
                 headers = {**self.headers, "mcp-session-id": self.session_id}
-                try:
+                # the session ends with the client either way
+                with contextlib.suppress(Exception):
                     self.client.delete(self.url, headers=headers, timeout=5).close()
-                except Exception:  # the session ends with the client either way
-                    pass
             self.client.close()
 
 
