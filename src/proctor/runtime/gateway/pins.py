@@ -56,6 +56,9 @@ class Pins:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.path = root / LOCK_FILE
+        # the lock as last read, by the file's identity (device, inode, size, change time): a
+        # call reads the pins once per change of the file, not once per call
+        self._read: tuple[tuple[int, ...], dict[str, dict[str, dict[str, Any]]]] | None = None
 
     def read(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Every pinned definition, by server and tool (empty when there is no lock).
@@ -63,6 +66,23 @@ class Pins:
         Raises:
             ConfigError: ``mcp_lock_invalid``: the lock is not a lock proctor wrote.
         """
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise ConfigError(
+                f"{LOCK_FILE} cannot be read: {exc.strerror}", code="mcp_lock_invalid"
+            ) from exc
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        cached = self._read
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = self._parse()
+        self._read = (key, found)
+        return found
+
+    def _parse(self) -> dict[str, dict[str, dict[str, Any]]]:
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -131,7 +151,7 @@ class Pins:
             ConfigError: ``mcp_lock_invalid``; ``mcp_lock_unwritable``.
         """
         with self._locked():
-            current = self.read()
+            current = self._parse()  # a fresh copy: the cached one is shared with readers
             tools = current.setdefault(server, {})
             written = []
             for name, definition in sorted(definitions.items()):

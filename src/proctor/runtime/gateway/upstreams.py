@@ -199,6 +199,7 @@ class Upstreams:
         self.answer = answer
         self._wires: dict[str, Wire] = {}
         self._live: dict[str, dict[str, dict[str, Any]]] = {}
+        self._digests: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
         self.sandboxes: dict[str, Any] = {}
         atexit.register(self.close)
@@ -288,6 +289,7 @@ class Upstreams:
         with self._lock:
             wires, self._wires = self._wires, {}
             self._live.clear()
+            self._digests.clear()
         for wire in wires.values():
             # one server failing to end must not keep the others running
             with contextlib.suppress(Exception):
@@ -308,6 +310,14 @@ class Upstreams:
                 str(t["name"]): definition_of(t) for t in listed if isinstance(t.get("name"), str)
             }
             self._live[server] = known
+        return known
+
+    def live_digests(self, server: str) -> dict[str, str]:
+        """The digest of each live definition of ``server`` (once per connection)."""
+        known = self._digests.get(server)
+        if known is None:
+            known = {name: definition_digest(d) for name, d in self.live(server).items()}
+            self._digests[server] = known
         return known
 
     def pin_new(self, server: str) -> list[str]:
@@ -361,8 +371,8 @@ class Upstreams:
                 f"upstream tool {server}/{name} is not pinned; run `proctor mcp pin {server}`",
                 code="tool_unpinned",
             )
-        now = self.live(server).get(name)
-        if now is None or definition_digest(now) != definition_digest(pinned):
+        now = self.live_digests(server).get(name)
+        if now is None or now != definition_digest(pinned):
             raise RefusedCall(
                 f"upstream MCP server '{server}' changed the definition of tool '{name}' since"
                 f" it was pinned; nothing was sent. A person reviews the change with `proctor"
@@ -372,7 +382,7 @@ class Upstreams:
                     "server": server,
                     "tool": name,
                     "pinned_digest": definition_digest(pinned),
-                    "upstream_digest": None if now is None else definition_digest(now),
+                    "upstream_digest": now,
                 },
             )
 
