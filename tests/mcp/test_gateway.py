@@ -1,8 +1,10 @@
-"""``proctor mcp --gateway`` driven end to end by the official Python SDK client, in front of
-the real filesystem server (npm, in the sandbox): a read completes and the session's run seals
+"""``proctor mcp --gateway`` driven end to end by the official Python SDK client and the MCP
+Inspector CLI, in front of real upstreams (the npm filesystem server in the sandbox, the
+Python SDK server over stdio and streamable HTTP): a read completes and the session's run seals
 with a receipt listed by ``proctor history``; a write waits for a person, shows its exact
 arguments in ``proctor pending``, and runs once when approved; a declined write never reaches
-the server (the file is unchanged)."""
+the server (the file is unchanged); a description changed between sessions is refused until a
+person approves it; past the rate limit nothing is sent."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.mcp.conftest import Ws, stdio_params
+from tests.mcp.conftest import API_KEY, Ws, stdio_params
 from tests.runtime.gateway.support import (
     HttpUpstream,
     filesystem_server,
@@ -192,3 +194,43 @@ def test_past_the_rate_limit_the_call_is_refused_and_nothing_is_sent(
     assert http_upstream.calls() == ["lookup", "lookup"]  # the third never left proctor
     refused = [e for e in ws.audit() if e.get("code") == "rate_limited"]
     assert refused, "the refusal is recorded in the audit log"
+
+
+def _inspector(ws: Ws, *args: str) -> tuple[int, Any, str]:
+    from tests.mcp.test_inspector import _inspector as find
+
+    done = subprocess.run(
+        [str(find()), "--cli", *args],
+        cwd=ws.root, env=ws.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    first = done.stdout.strip().split('\n{"error"', 1)[0]
+    assert first, done.stdout + done.stderr
+    return done.returncode, json.loads(first), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_inspector_cli_drives_the_gateway(ws: Ws, http_server: Any, transport: str) -> None:
+    data = _setup(ws)
+    if transport == "stdio":
+        target = [sys.executable, "-m", "proctor", "mcp", "--gateway"]
+    else:
+        server = http_server("--gateway")
+        target = [server.url, "--transport", "http",
+                  "--header", f"Authorization: Bearer {API_KEY}"]  # fmt: skip
+    code, listed, text = _inspector(ws, *target, "--method", "tools/list")
+    assert code == 0, text
+    read = next(t for t in listed["tools"] if t["name"] == "fs__read_text_file")
+    assert read["annotations"]["readOnlyHint"] is True
+    code, called, text = _inspector(
+        ws, *target, "--method", "tools/call", "--tool-name", "fs__read_text_file",
+        "--tool-arg", f"path={data / 'a.txt'}",
+    )  # fmt: skip
+    assert code == 0, text
+    assert called["content"][0]["text"] == "hello\n"
+    # a refusal is a tool error with its code, never a traceback
+    code, bad, text = _inspector(
+        ws, *target, "--method", "tools/call", "--tool-name", "fs__read_text_file",
+        "--tool-arg", "path=/etc/passwd",
+    )  # fmt: skip
+    assert bad["isError"] is True, text
+    assert "Traceback" not in text

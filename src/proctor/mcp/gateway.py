@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -52,6 +53,7 @@ class GatewayHost(TurnHost, Protocol):
 SEPARATOR = "__"
 TURN = "serve"
 WAIT_POLL = 0.25
+BUSY_WAIT = 60.0
 
 
 def gateway_name(server: str, tool: str) -> str:
@@ -213,7 +215,16 @@ class GatewayTools:
             def go(session: Session) -> Any:
                 return session.turn_call(run_id, TURN, tool.name, arguments, call_id, stop=stop)
 
-            return host.pool.use(go)
+            # a person's decision drives the run on in its own process, holding the run's lease
+            # for a moment: the call waits for it rather than failing run_busy
+            deadline = time.monotonic() + BUSY_WAIT
+            while True:
+                try:
+                    return host.pool.use(go)
+                except ProctorError as exc:
+                    if exc.code != "run_busy" or time.monotonic() > deadline or stop.is_set():
+                        raise
+                stop.wait(WAIT_POLL)
 
         try:
             outcome = await host.run_in_worker(once)
