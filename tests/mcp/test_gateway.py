@@ -61,6 +61,18 @@ async def _pending(ws: Ws) -> dict[str, Any]:
             await anyio.sleep(0.2)
 
 
+async def _decide(ws: Ws, decision: str, request: dict[str, Any]) -> Any:
+    """``proctor approve|decline`` of ``request``; tried again while the gateway's call still
+    holds the run (``run_busy``: it records the request, then lets the run go)."""
+    argv = (decision, request["run_id"], "--yes", "--digest", request["request_digest"])
+    with anyio.fail_after(60):
+        while True:
+            done = await anyio.to_thread.run_sync(lambda: _cli(ws, *argv))
+            if "run_busy" not in done.stderr:
+                return done
+            await anyio.sleep(0.2)
+
+
 def test_a_read_through_the_gateway_completes_and_the_session_seals_with_a_receipt(
     ws: Ws,
 ) -> None:
@@ -107,16 +119,7 @@ def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(ws: Ws, dec
                 tg.start_soon(call)
                 request = await _pending(ws)
                 assert not target.exists()  # nothing sent while it waits
-                done = await anyio.to_thread.run_sync(
-                    lambda: _cli(
-                        ws,
-                        decision,
-                        request["run_id"],
-                        "--yes",
-                        "--digest",
-                        request["request_digest"],
-                    )
-                )
+                done = await _decide(ws, decision, request)
                 # 10: the run still waits (on its turn: the session goes on)
                 assert done.returncode == 10, done.stderr
             return box[0], request
