@@ -240,3 +240,20 @@ def test_an_http_upstream_gets_its_credential_as_a_header_and_goes_through_egres
     upstreams.call("py", "lookup", {"key": "a"})
     assert {r["authorization"] for r in http_upstream.requests()} == {"Bearer tok-91f2"}
     assert "tok-91f2" not in (root / ".mcp.json").read_text()
+
+
+def test_a_stdio_upstream_gets_its_credential_as_its_variable_and_never_echoes_it(
+    tmp_path: Path, opened: list[Upstreams]
+) -> None:
+    toml = '[mcp.every]\ncredential = {provider = "pytest", env = "EVERY_TOKEN"}\n'
+    root = make_workspace(tmp_path / "ws", {"every": everything_server()}, toml)
+    secret = "tok-every-5d0c2a9e"
+    environ = {**os.environ, "EVERY_TOKEN": secret, "PROCTOR_HOME": str(tmp_path / "h")}
+    upstreams = _open(opened, root, environ)
+    pin_servers(upstreams, ["every"])
+    out = upstreams.call("every", "get-env", {})
+    seen = json.loads(out["content"][0]["text"])
+    # delivered as the declared variable (the server printed it), and scrubbed from its answer
+    assert seen["EVERY_TOKEN"] == "[REDACTED:mcp-credential]"
+    assert secret not in json.dumps(out)
+    assert secret not in (root / ".mcp.json").read_text()

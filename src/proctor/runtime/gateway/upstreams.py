@@ -200,6 +200,8 @@ class Upstreams:
         self._wires: dict[str, Wire] = {}
         self._live: dict[str, dict[str, dict[str, Any]]] = {}
         self._digests: dict[str, dict[str, str]] = {}
+        # the credentials delivered to the servers: scrubbed from every answer they give
+        self._delivered: set[str] = set()
         self._lock = threading.Lock()
         self.sandboxes: dict[str, Any] = {}
         atexit.register(self.close)
@@ -282,7 +284,9 @@ class Upstreams:
             workspace_root=self.workspace.root,
             env=snapshot_environment(self.workspace.root, self.environ),
         )
-        return resolved[spec.name].secret.reveal()
+        secret = resolved[spec.name].secret.reveal()
+        self._delivered.add(secret)
+        return secret
 
     def close(self) -> None:
         """End every connection (a stdio server's whole process tree)."""
@@ -421,6 +425,8 @@ class Upstreams:
         else:
             self.check_definition(server, name)
             result = self.wire(server).call_tool(name, args)
+        if self._delivered:
+            result = _scrubbed(result, tuple(self._delivered))
         content = result.get("content")
         content = content if isinstance(content, list) else []
         if result.get("isError") is True:
@@ -433,6 +439,20 @@ class Upstreams:
         if isinstance(result.get("structuredContent"), dict):
             out["structured_content"] = result["structuredContent"]
         return out
+
+
+def _scrubbed(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` with every delivered secret replaced, wherever a server echoed it."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret and secret in value:
+                value = value.replace(secret, "[REDACTED:mcp-credential]")
+        return value
+    if isinstance(value, list):
+        return [_scrubbed(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {_scrubbed(k, secrets): _scrubbed(v, secrets) for k, v in value.items()}
+    return value
 
 
 _SHARED: dict[tuple[str, str], Upstreams] = {}
