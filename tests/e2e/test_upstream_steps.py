@@ -4,7 +4,9 @@ arguments, and declined it never reaches the filesystem server (the file stays a
 
 from __future__ import annotations
 
+import json
 import textwrap
+from typing import Any
 
 from tests.e2e.conftest import Ws
 from tests.runtime.gateway.support import filesystem_server, make_workspace
@@ -68,3 +70,29 @@ def test_upstream_tools_in_steps_read_and_a_declined_write(ws: Ws) -> None:
     )
     assert declined.code in (0, 1), declined.stderr
     assert not target.exists()  # the upstream never got the call
+
+
+def test_a_standing_approval_names_upstream_tools_as_operations(ws: Ws) -> None:
+    data = ws.root / "data"
+    data.mkdir()
+    make_workspace(ws.root, {"fs": filesystem_server(data)})
+    pkg = ws.root / "skills" / "files"
+    pkg.mkdir(parents=True)
+    (pkg / "SKILL.md").write_text("---\nname: files\ndescription: Upstream files.\n---\n")
+    (pkg / "run.yaml").write_text(textwrap.dedent(RUN_YAML))
+    assert ws.proctor("mcp", "pin", "fs").code == 0
+    target = data / "c.txt"
+
+    def write(names: list[str]) -> Any:
+        authority = {"effects": "ask", "standing_approvals": [{"operations": {"names": names}}]}
+        return ws.proctor(
+            "run", "skills/files#write", "-i", f"path={target}", "-i", "content=S",
+            "--run-authority", json.dumps(authority), "--json",
+        )  # fmt: skip
+
+    other = write(["mcp:fs/edit_file"])  # covers another tool: the write still waits
+    assert other.code == 10, other.stderr
+    assert not target.exists()
+    covered = write(["mcp:fs/*"])
+    assert covered.code == 0, covered.stderr
+    assert target.read_text() == "S"

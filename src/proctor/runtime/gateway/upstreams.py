@@ -130,9 +130,12 @@ def load_upstreams(
     return UpstreamConfig(servers=servers, settings=settings, source=path.name)
 
 
-def effect_for(definition: Mapping[str, Any], override: str | None, where: str) -> Effect:
+def effect_for(
+    definition: Mapping[str, Any], override: str | None, where: str, *, remote: bool = False
+) -> Effect:
     """A tool's effect class: ``read`` when its annotations say ``readOnlyHint``, else
-    ``write`` (an unannotated tool counts as a write); an override may only be as strict or
+    ``write`` (an unannotated tool counts as a write), or ``network`` for a ``remote`` (HTTP)
+    server's, whose effects happen beyond this host; an override may only be as strict or
     stricter.
 
     Raises:
@@ -140,7 +143,7 @@ def effect_for(definition: Mapping[str, Any], override: str | None, where: str) 
     """
     annotations = definition.get("annotations")
     read_only = isinstance(annotations, Mapping) and annotations.get("readOnlyHint") is True
-    base: Effect = "read" if read_only else "write"
+    base: Effect = "read" if read_only else "network" if remote else "write"
     if override is None:
         return base
     if EFFECT_RANK[override] < EFFECT_RANK[base]:
@@ -345,6 +348,7 @@ class Upstreams:
                     definition,
                     None if setting is None else setting.effect,
                     f"mcp.{server}.tools.{name}",
+                    remote=isinstance(self.config.servers[server], HttpServer),
                 )
                 full = upstream_tool_name(server, name)
                 text = str(definition.get("description") or "")
