@@ -42,7 +42,8 @@ class _WithReview(click.Command):
 
         name, rest = review
         command = SUBCOMMANDS[name]
-        with command.make_context(name, rest, parent=ctx) as sub:
+        # no parent context: the usage line reads "proctor mcp pin", not "... SKILL_REF... pin"
+        with command.make_context(f"{ctx.command_path} {name}", rest) as sub:
             return command.invoke(sub)
 
 
