@@ -59,6 +59,7 @@ class Pins:
         # the lock as last read, by the file's identity (device, inode, size, change time): a
         # call reads the pins once per change of the file, not once per call
         self._read: tuple[tuple[int, ...], dict[str, dict[str, dict[str, Any]]]] | None = None
+        self._digests: dict[tuple[str, str, int], str] = {}
 
     def read(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Every pinned definition, by server and tool (empty when there is no lock).
@@ -80,6 +81,7 @@ class Pins:
             return cached[1]
         found = self._parse()
         self._read = (key, found)
+        self._digests = {}
         return found
 
     def _parse(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -129,6 +131,18 @@ class Pins:
     def pinned(self, server: str, tool: str) -> dict[str, Any] | None:
         """The pinned definition of ``server``'s ``tool``, or ``None``."""
         return self.read().get(server, {}).get(tool)
+
+    def pinned_digest(self, server: str, tool: str) -> str | None:
+        """The digest of the pinned definition of ``server``'s ``tool``, or ``None`` (computed
+        once per change of the lock)."""
+        pinned = self.pinned(server, tool)
+        if pinned is None:
+            return None
+        key = (server, tool, id(pinned))
+        found = self._digests.get(key)
+        if found is None:
+            found = self._digests[key] = definition_digest(pinned)
+        return found
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -373,14 +373,14 @@ class Upstreams:
             RefusedCall: ``tool_definition_changed`` (details: both digests and the command
                 that shows the difference); ``tool_unpinned``.
         """
-        pinned = self.pins.pinned(server, name)
+        pinned = self.pins.pinned_digest(server, name)
         if pinned is None:
             raise RefusedCall(
                 f"upstream tool {server}/{name} is not pinned; run `proctor mcp pin {server}`",
                 code="tool_unpinned",
             )
         now = self.live_digests(server).get(name)
-        if now is None or now != definition_digest(pinned):
+        if now is None or now != pinned:
             raise RefusedCall(
                 f"upstream MCP server '{server}' changed the definition of tool '{name}' since"
                 f" it was pinned; nothing was sent. A person reviews the change with `proctor"
@@ -389,7 +389,7 @@ class Upstreams:
                 details={
                     "server": server,
                     "tool": name,
-                    "pinned_digest": definition_digest(pinned),
+                    "pinned_digest": pinned,
                     "upstream_digest": now,
                 },
             )
