@@ -125,8 +125,52 @@ async def _main(calls: int, interleave: bool) -> None:
             f"   p95 {pa * 1e3:8.2f} ms"
         )
         print(f"  ratio governed / direct (medians)     {mg / md:8.2f}x   (target <= 1.5x)")
+        _in_process(root, data, calls, env)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _in_process(root: Path, data: Path, calls: int, env: dict[str, str]) -> None:
+    """Where the time goes, without MCP in front: the sandboxed server through proctor's own
+    wire alone (no admission), then one governed turn call (admission, lease, records)."""
+    os.environ.update({"PROCTOR_HOME": env["PROCTOR_HOME"], "PROCTOR_SANDBOX": "required"})
+    from proctor.mcp.gateway import open_gateway
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    workspace = Workspace.discover(root)
+    gateway = open_gateway(workspace, os.environ, None, print)
+    session = Session(workspace, managed=True, sandbox_default="required")
+    try:
+        run_id = session.run(str(gateway.package), inputs={"client": "bench"}).run_id
+        assert run_id is not None
+        args = {"path": str(data / "a.txt")}
+        wire = gateway.upstreams.wire("fs")
+        for i in range(20):
+            wire.call_tool("read_text_file", args)
+            session.turn_call(run_id, "serve", "mcp:fs/read_text_file", args, f"w{i}")
+        times_w, times_t = [], []
+        for i in range(calls):
+            start = time.perf_counter()
+            wire.call_tool("read_text_file", args)
+            times_w.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            session.turn_call(run_id, "serve", "mcp:fs/read_text_file", args, f"c{i}")
+            times_t.append(time.perf_counter() - start)
+        mw, pw = _stats(times_w)
+        mt, pt = _stats(times_t)
+        print("in process (no MCP client in front):")
+        print(
+            f"  proctor's wire to the sandboxed server median {mw * 1e3:8.2f} ms"
+            f"   p95 {pw * 1e3:8.2f} ms"
+        )
+        print(
+            f"  one governed turn call                 median {mt * 1e3:8.2f} ms"
+            f"   p95 {pt * 1e3:8.2f} ms"
+        )
+    finally:
+        session.close()
+        gateway.upstreams.close()
 
 
 def main() -> None:
