@@ -203,8 +203,10 @@ class GatewayTools:
         """One client call: admitted as a call of the session run's turn; a change waits for a
         person's decision (``client``: the client's name and version, for the audit log)."""
         tool = self.tools[name]
+        with self._lock:  # the session's run, once it has one, without a thread hop
+            known = self.runs.get(id(ctx.session))
         try:
-            run_id = await anyio.to_thread.run_sync(lambda: self._run_of(ctx, host))
+            run_id = known or await anyio.to_thread.run_sync(lambda: self._run_of(ctx, host))
         except ProctorError as exc:
             return _error(exc.code, exc.message)
         with self._lock:
