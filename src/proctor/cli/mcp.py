@@ -21,8 +21,50 @@ def require_sdk() -> None:
     require_extra("mcp", "proctor mcp", code="mcp_sdk_missing")
 
 
-@click.command("mcp")
+class _WithReview(click.Command):
+    """``proctor mcp`` serves; ``proctor mcp pin|diff|approve ...`` reviews upstream pins
+    (:mod:`proctor.cli.mcp_upstream`). A skill reference spelled like one of those words is
+    served as ``./pin``."""
+
+    _REVIEW = ("pin", "diff", "approve")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in self._REVIEW:
+            ctx.meta["proctor_mcp_review"] = (args[0], list(args[1:]))
+            return []
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        review = ctx.meta.pop("proctor_mcp_review", None)
+        if review is None:
+            return super().invoke(ctx)
+        from proctor.cli.mcp_upstream import SUBCOMMANDS
+
+        name, rest = review
+        command = SUBCOMMANDS[name]
+        # no parent context: the usage line reads "proctor mcp pin", not "... SKILL_REF... pin"
+        with command.make_context(f"{ctx.command_path} {name}", rest) as sub:
+            return command.invoke(sub)
+
+
+@click.command(
+    "mcp",
+    cls=_WithReview,
+    epilog="Review upstream tool pins: proctor mcp pin|diff|approve --help",
+)
 @click.argument("refs", nargs=-1, metavar="SKILL_REF...")
+@click.option(
+    "--gateway",
+    is_flag=True,
+    help="Serve the workspace's upstream MCP servers (.mcp.json) as governed tools"
+    " SERVER__TOOL, each client session one run.",
+)
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --gateway: the mcpServers configuration (default: .mcp.json at the workspace root).",
+)
 @click.option(
     "--run",
     "run_id",
@@ -95,6 +137,8 @@ def require_sdk() -> None:
 )
 def mcp(
     refs: tuple[str, ...],
+    gateway: bool,
+    config: Path | None,
     run_id: str | None,
     authority_name: str | None,
     transport: str,
@@ -157,5 +201,7 @@ def mcp(
         console_url=console_url,
         trust_client_approvals=trust_client_approvals,
         directives=exposure,
+        gateway=gateway,
+        config=config,
     )
     serve(proctor, http=settings)

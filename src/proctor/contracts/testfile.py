@@ -10,8 +10,9 @@ runs them. A test is one run of one method:
 - ``host``: what a host answers, by request address: ``answers`` (agent turn outputs,
   question answers), ``turns`` (agent turns worked call by call), ``approvals``
   (``true``/``false``), ``close``;
-- ``providers``: ``http`` exchanges (matched on method, canonical URL and body identity) and a
-  ``model`` that serves scripted responses to managed agent turns;
+- ``providers``: ``http`` exchanges (matched on method, canonical URL and body identity), a
+  ``model`` that serves scripted responses to managed agent turns, and ``mcp`` answers of
+  upstream MCP tools (matched on tool and exact arguments; no upstream is ever started);
 - ``expect``: the checks (the oracle).
 """
 
@@ -32,6 +33,8 @@ __all__ = [
     "HttpRequestSpec",
     "HttpResponseSpec",
     "JsonBody",
+    "McpExchange",
+    "McpResult",
     "ModelProvider",
     "Providers",
     "ReceiptExpect",
@@ -210,11 +213,30 @@ class ModelProvider(_Model):
     responses: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=200)]
 
 
+class McpResult(_Model):
+    """What an upstream MCP tool answers: its content blocks, structured content, and
+    whether it is a tool error."""
+
+    content: Annotated[list[dict[str, Any]], Field(max_length=64)] = []
+    structured_content: dict[str, Any] | None = None
+    is_error: bool = False
+
+
+class McpExchange(_Model):
+    """One upstream MCP call a test answers: the tool (``SERVER/TOOL``) and its exact
+    arguments."""
+
+    tool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}/[A-Za-z0-9_.-]{1,128}$")]
+    arguments: dict[str, Any] = {}
+    result: McpResult = McpResult()
+
+
 class Providers(_Model):
     """What stands in for what the run reaches; anything else is refused."""
 
     http: list[HttpExchange] = []
     model: ModelProvider | None = None
+    mcp: Annotated[list[McpExchange], Field(max_length=32)] = []
 
 
 class Setup(_Model):

@@ -63,7 +63,11 @@ EFFECTS_ORDER: tuple[str, ...] = ("none", "ask", "allow")
 REACH_ORDER: tuple[str, ...] = ("workspace", "inputs")
 LIMIT_NAMES: tuple[str, ...] = ("max_calls", "max_concurrency", "max_child_depth", "max_fanout")
 _LIMIT_CEILING = 1_000_000
-_OPERATION_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}/(\*|[a-z][a-z0-9_.-]{0,255})$")
+_OPERATION_NAME = re.compile(
+    r"^[a-z][a-z0-9_-]{0,63}/(\*|[a-z][a-z0-9_.-]{0,255})$"
+    # an upstream MCP tool: mcp:<server>/<tool> or every tool of a server, mcp:<server>/*
+    r"|^mcp:[A-Za-z0-9][A-Za-z0-9_-]{0,62}/(\*|[A-Za-z0-9_.-]{1,128})$"
+)
 
 
 @dataclass(frozen=True)

@@ -422,8 +422,8 @@ def authority_reason(
         return "policies_dir"
     if "directives" in top:
         return "directives_dir"
-    if len(norm) == 1 and "proctor.toml" in top:
-        return "workspace_config"
+    if len(norm) == 1 and ("proctor.toml" in top or "proctor-mcp.lock" in top):
+        return "workspace_config"  # the lock pins upstream MCP tool definitions
     if name_variants(norm[-1]) & _SKILL_PACKAGE_FILES:
         return "skill_package"
     if tool_config_entry(relpath) is not None and not (

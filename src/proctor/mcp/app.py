@@ -50,6 +50,8 @@ def open_server(
     console_url: str | None = None,
     trust_client_approvals: bool = False,
     directives: DirectiveExposure | None = None,
+    gateway: bool = False,
+    config: Path | None = None,
 ) -> ProctorServer:
     """Load what the server offers and build it (nothing is served yet).
 
@@ -70,23 +72,37 @@ def open_server(
     import os
 
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
-    if run_id is not None and (refs or directives is not None):
+    if run_id is not None and (refs or directives is not None or gateway):
         raise UsageError(
-            "serve either skills (and directives) or one run (--run), not both",
+            "serve either skills, directives and the gateway, or one run (--run), not both",
             code="mcp_scope_ambiguous",
         )
-    if run_id is None and not refs and directives is None:
+    if run_id is None and not refs and directives is None and not gateway:
         raise UsageError(
-            "name skills to serve, --directives, or --run RUN_ID", code="mcp_no_skills"
+            "name skills to serve, --directives, --gateway, or --run RUN_ID",
+            code="mcp_no_skills",
         )
+    if config is not None and not gateway:
+        raise UsageError(
+            "--config names the upstream servers of --gateway", code="mcp_config_without_gateway"
+        )
+    if config is not None:
+        from proctor.runtime.gateway.upstreams import CONFIG_ENV
+
+        env = {**env, CONFIG_ENV: str(config.resolve())}
     start = cwd or Path.cwd()
     catalog = (
         Catalog()
         if run_id is not None or not refs
         else load_catalog(refs, cwd=start, workspace_root=workspace.root, environ=env)
     )
+    served = None
+    if gateway:
+        from proctor.mcp.gateway import open_gateway
+
+        served = open_gateway(workspace, env, None, _report)
     authority = None if authority_name is None else _preset(authority_name, workspace, env)
-    config = ServerConfig(
+    settings = ServerConfig(
         workspace=workspace,
         catalog=catalog,
         environ=env,
@@ -101,13 +117,13 @@ def open_server(
     )
     from proctor.mcp.turns import turn_tools
 
-    turns = turn_tools(config)
+    turns = turn_tools(settings)
     if run_id is not None and turns is None:
         raise ConfigError(
             "--run needs the driver's turn API (pause and resume), which this build lacks",
             code="mcp_turns_unavailable",
         )
-    proctor = ProctorServer(config, turns=turns, directives=directives)
+    proctor = ProctorServer(settings, turns=turns, directives=directives, gateway=served)
     if proctor.directives is not None:
         try:
             proctor.directives.check_exposure()
@@ -117,6 +133,11 @@ def open_server(
     if run_id is not None and turns is not None:
         turns.check_run(run_id, proctor)
     return proctor
+
+
+def _report(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _console_url(url: str | None) -> str | None:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
     from proctor.mcp.catalog import Catalog, SkillTool
     from proctor.mcp.directive_tools import DirectiveExposure, DirectiveTools
+    from proctor.mcp.gateway import GatewayTools
     from proctor.mcp.turns import TurnTools
     from proctor.runtime.engine.session import Session
 
@@ -168,11 +169,13 @@ class ProctorServer:
         *,
         turns: TurnTools | None = None,
         directives: DirectiveExposure | None = None,
+        gateway: GatewayTools | None = None,
     ) -> None:
         from proctor.runtime.engine.session import Session
 
         self.config = config
         self.turns = turns
+        self.gateway = gateway
         self.approvals = ApprovalRelay(config.console_url, config.trust_client_approvals)
         self._audit_lock = threading.Lock()
         self._audit_session = Session(config.workspace, environ=config.environ)
@@ -313,6 +316,8 @@ class ProctorServer:
             ]
             if self.directives is not None:
                 tools.extend(self.directives.tool_list())
+            if self.gateway is not None:
+                tools.extend(self.gateway.tool_list())
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
@@ -345,6 +350,8 @@ class ProctorServer:
                 lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code=refused.code)
             )
             return error_result(refused)
+        if self.gateway is not None and self.gateway.serves(params.name):
+            return await self.gateway.call(ctx, params.name, arguments, self, _client_info(ctx))
         if self.turns is not None and self.turns.serves(params.name):
             return await self.turns.call(params.name, arguments, self)
         if self.directives is not None and self.directives.serves(params.name):
@@ -514,5 +521,7 @@ class ProctorServer:
         """Release the sessions (every call has ended: its task waited for its worker)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        if self.gateway is not None:
+            self.gateway.seal_all(self)  # each client session's run seals with its receipt
         self.pool.close()
         self._audit_session.close()

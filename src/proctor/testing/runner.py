@@ -284,6 +284,13 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         from proctor.testing.model import scripted_agent
 
         agent, script = scripted_agent(test.providers.model)
+    from proctor.runtime.gateway.standing import stand_in, withdraw
+    from proctor.testing.mcp import McpFixtures, stand_in_upstreams
+
+    mcp = McpFixtures(test.providers.mcp, case.label)
+    upstreams = stand_in_upstreams(case.package_folder, built.root, built.environ, mcp)
+    if upstreams is not None:  # upstream MCP calls are answered by providers.mcp alone
+        stand_in(built.root, upstreams)
     session = Session(
         Workspace(built.root),
         environ=built.environ,
@@ -314,6 +321,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         ran_under = _authority(test, built.root, fixtures, record.data if record else {})
     finally:
         session.close()
+        withdraw(built.root)
         if agent is not None:
             agent.close()
     receipt = _verify(built.root, env.get("receipt_id"))

@@ -90,6 +90,11 @@ def preview(
             name = f"{tool.connector}/{tool.operation}"
             change = Change(tool.name, tool.effect, operation=name)
             return change, operation_payload(tool, args, package)
+        if tool.name.startswith("mcp:"):
+            # an upstream MCP tool: the exact call is what executes; a standing approval names
+            # it as an operation, mcp:<server>/<tool> (or mcp:<server>/*)
+            change = Change(tool.name, tool.effect, operation=tool.name)
+            return change, {"call": {"tool": tool.name, "args": args}}
         if tool.name == "fs.write":
             from proctor.runtime.tools.fs import check_write
             from proctor.runtime.tools.fsutil import current_state

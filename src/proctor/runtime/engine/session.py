@@ -225,11 +225,22 @@ class Session:
 
     @property
     def tools(self) -> ToolTable:
-        """Every native tool by name (each tool's module imported when it is first read)."""
+        """Every native tool by name (each tool's module imported when it is first read), and
+        the workspace's pinned upstream MCP tools (``mcp:<server>/<tool>``) when it has a
+        ``proctor-mcp.lock``."""
         if self._tools is None:
             from proctor.runtime.tools.registry import native_tools
 
             self._tools = native_tools()
+            from proctor.runtime.gateway.standing import has_upstreams
+
+            if has_upstreams(self.workspace.root):
+                # the workspace pinned upstream MCP tools: they are tools of its runs
+                from proctor.runtime.gateway.upstreams import shared_upstreams
+
+                upstreams = shared_upstreams(self.workspace, self.environ)
+                if upstreams is not None:
+                    self._tools.update(upstreams.tools())
         return self._tools
 
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
