@@ -93,9 +93,11 @@ def test_approval_and_question_text_and_form_mode_for_an_empty_capability(ws: Ws
     assert f"`proctor approve {run_id} put`" in _text(approval)
     run_id = question["structuredContent"]["run_id"]
     assert f"`proctor approve {run_id} colour`" in _text(question)
-    # elicitation: {} declared: the approval was asked in form mode (and declined: no change)
-    [asked] = out["elicited"]
-    assert asked.get("mode", "form") == "form" and "requestedSchema" in asked
+    # elicitation: {} declared: the approval and the question were both asked in form mode
+    # (the question with its choices), and declined: no change
+    asked, picked = out["elicited"]
+    for each in (asked, picked):
+        assert each.get("mode", "form") == "form" and "requestedSchema" in each
     assert "new line" in asked["message"]
     assert approval["structuredContent"]["status"] == "needs_approval"
     assert not (ws.root / "page.txt").exists()
