@@ -180,7 +180,11 @@ def test_two_people_release_the_step_one_or_the_same_twice_does_not(root: Path) 
     def yes(who: str) -> Any:
         return decide(s, env.run_id, "confirm", request_digest=digest, approve=True, decided_by=who)
 
-    assert yes("os:alice").status == "needs_approval"  # one person: still waiting
+    waiting = yes("os:alice")
+    assert waiting.status == "needs_approval"  # one person: still waiting
+    # the way on is another person's approval, never a resume that would be refused
+    assert waiting.resume_command == f"proctor approve {env.run_id} confirm"
+    assert any("os:alice (1 of 2 distinct people)" in note for note in waiting.notes)
     assert yes("os:alice").status == "needs_approval"  # the same person again counts once
     assert s.store.step_records(env.run_id).get("say") is None
     done = yes("console:bob")  # a second, different person releases it

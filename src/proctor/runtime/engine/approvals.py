@@ -316,6 +316,25 @@ def _decline_questions(
         session._release(run_id)
 
 
+def _waiting_for_more(session: Session, shown: Shown) -> RunEnvelope:
+    """The paused envelope after one of several approvers: it says who has approved and that
+    another person approves the same request, and names that command as the way on (a resume
+    document approving it now would be refused ``approvals_needed``)."""
+    envelope = session.envelope(shown.run_id)
+    record = session.store.get_run(shown.run_id)
+    people = [] if record is None else approvers_of(record, shown.address, shown.request_digest)
+    needed = needed_approvers(shown.view)
+    command = f"proctor approve {shown.run_id} {shown.address}"
+    envelope.notes = [
+        *envelope.notes,
+        f"{shown.address} is approved by {', '.join(people) or 'nobody yet'} ({len(people)} of"
+        f" {needed} distinct people); it waits for another person: `{command}`, the console, or"
+        " an MCP client",
+    ]
+    envelope.resume_command = command
+    return envelope
+
+
 def _count_approver(session: Session, shown: Shown, decided_by: str) -> list[str] | None:
     """Count ``decided_by`` as approving ``shown`` (once, however often they approve) in the
     run's record, bound to the request's digest; every approver when enough have, else
@@ -412,8 +431,8 @@ def decide(
         return _decline_questions(session, run_id, address, request_digest, decided_by, reason)
     if shown.kind == "approval" and approve and needed_approvers(shown.view) > 1:
         people = _count_approver(session, shown, decided_by)
-        if people is None:
-            return session.envelope(run_id)  # counted; the run waits for the next person
+        if people is None:  # counted; the run waits for the next person
+            return _waiting_for_more(session, shown)
         decided_by = "+".join(people)
     if shown.kind == "question" and answers is None:
         raise ResumeRefused(f"{address!r}: questions need answers", code="answer_invalid")
