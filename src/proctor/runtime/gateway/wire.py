@@ -14,6 +14,7 @@ per upstream connection anyway, and the stdio framing has no room for a reader t
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -42,7 +43,7 @@ def _failed(server: str, message: str, code: str = "mcp_upstream_failed") -> Too
     return ToolFailed(f"upstream MCP server '{server}': {message}", code=code)
 
 
-class Wire:
+class Wire(abc.ABC):
     """One connection to an upstream: initialised on first use, closed by :meth:`close`."""
 
     def __init__(self, server: str, timeout: float) -> None:
@@ -54,12 +55,15 @@ class Wire:
         self._ready = False
         self.server_info: dict[str, Any] = {}
 
+    @abc.abstractmethod
     def _exchange(self, message: dict[str, Any], deadline: float) -> dict[str, Any] | None:
-        raise NotImplementedError
+        """Send one request and read its answer (``None`` when it never came in time)."""
 
+    @abc.abstractmethod
     def _notify(self, message: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Send one notification (no answer)."""
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the connection (a stdio server's process tree ends)."""
 

@@ -3,6 +3,7 @@ recorded in them (:data:`BREAK_EVENT`); :mod:`.chain` verifies the chain over th
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ BLOCK = 1 << 20
 """The bytes read from the log at a time."""
 
 
-class Lines:
+class Lines(abc.ABC):
     """The complete lines of a log, read once from its start (without their newlines); once
     they are exhausted, ``tail`` is a last line with no newline (``b""`` for none). ``marked``
     says whether :data:`BREAK_MARK` occurs in the bytes read so far."""
@@ -63,8 +64,9 @@ class Lines:
         """Read the rest, counting its complete lines (``tail`` and ``marked`` kept up)."""
         return sum(1 for _ in self)
 
+    @abc.abstractmethod
     def _blocks(self) -> Iterator[bytes]:
-        raise NotImplementedError
+        """The source's bytes, block by block, in order."""
 
 
 class FileLines(Lines):
