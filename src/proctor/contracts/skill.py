@@ -7,8 +7,12 @@ profile (references between steps, ``default_method`` naming a method) live in
 :mod:`proctor.parser.skill`, which builds these models.
 
 A step is one of several kinds, told apart by which key it carries: ``tool``, ``agent``,
-``ask``, ``skill``, ``operation`` or ``worker``. All are modelled so later issues fit; the
-runtime refuses kinds it cannot run yet.
+``ask``, ``skill``, ``operation``, ``worker`` or ``wait``. A ``tool:`` that is a mapping
+(``{command: ...}``, the runx reference's inline process tool) is a :class:`ProcessStep`. All
+are modelled so later issues fit; the runtime refuses kinds it cannot run yet.
+
+Every step may narrow the run's authority for itself (``effects``, ``reach``: never wider than
+its method's) and name the output its whole result becomes (``result_as``).
 """
 
 from __future__ import annotations
@@ -33,12 +37,17 @@ __all__ = [
     "Environment",
     "Method",
     "OperationStep",
+    "ProcessStep",
+    "ProcessTool",
+    "Runner",
     "RunProfile",
     "SkillPackage",
     "SkillReuse",
     "SkillStep",
     "Step",
     "ToolStep",
+    "WaitSpec",
+    "WaitStep",
     "WorkerCalls",
     "WorkerLimits",
     "WorkerSpec",
@@ -47,8 +56,11 @@ __all__ = [
 
 STEP_ID_PATTERN = r"^[a-z0-9_-]+$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-STEP_KINDS = ("tool", "agent", "ask", "skill", "operation", "worker")
+STEP_KINDS = ("tool", "agent", "ask", "skill", "operation", "worker", "wait")
 """The keys that name a step's kind; a step carries exactly one of them."""
+STEP_TAGS = (*STEP_KINDS, "process")
+"""What a step is read as: its kind key, or ``process`` for a ``tool:`` that is a mapping."""
+OUTPUT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 JsonSchema = dict[str, Any]
 StepInputs = dict[str, Any]
@@ -89,7 +101,15 @@ class Environment(_Model):
 
 
 class _StepBase(_Model):
+    """What every step carries: its id, the authority it narrows to (``effects``, ``reach``;
+    the narrowest of its host's, its method's and its own applies to everything it does, its
+    calls, turns and child runs alike) and ``result_as``, the name of the one output its whole
+    result becomes (``{NAME: result}``)."""
+
     id: StepId
+    effects: Literal["none", "ask", "allow"] | None = None
+    reach: Literal["workspace", "inputs"] | None = None
+    result_as: Annotated[str, Rule(pattern=OUTPUT_NAME_PATTERN)] | None = None
 
 
 class Cost(_Model):
@@ -309,18 +329,78 @@ class WorkerStep(_StepBase):
     inputs: StepInputs = field(default_factory=dict)
 
 
+class ProcessTool(_Model):
+    """An inline process tool (the runx reference's ``tool: {command: ...}``): one program run
+    with an exact argv, no shell, as a ``command.execute`` call of the step (same admission,
+    floor and sandbox). ``command`` is the program; ``args`` follow it (each a string or a
+    reference); ``cwd`` is a folder of the package (its root by default); the package's declared
+    ``environment`` is given to it, a credential only through the step's ``credential:``."""
+
+    command: Annotated[str, Rule(min_length=1, max_length=4096)]
+    args: Annotated[list[Annotated[str, Rule(min_length=1, max_length=4096)]], Rule(max_length=255)] = field(
+        default_factory=list
+    )
+    cwd: Annotated[str, Rule(min_length=1, max_length=1024)] | None = None
+    timeout_seconds: Annotated[int, Rule(ge=1, le=3600)] | None = None
+    max_output_bytes: Annotated[int, Rule(ge=0, le=16 * 1024 * 1024)] | None = None
+
+
+class ProcessStep(_StepBase):
+    """Run an inline process tool; the step's output is the command's result, with ``json``
+    added when its standard output is one JSON value."""
+
+    tool: ProcessTool
+    credential: NonEmpty | None = None
+    reason: str | None = None
+    approvals: Annotated[int, Rule(ge=1, le=10)] = 1
+    expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
+
+
+class WaitSpec(_Model):
+    """A timed wait: ``until`` (milliseconds since the epoch, an ISO 8601 time with its UTC
+    offset, or a reference to either) or ``seconds`` after the step is first reached; exactly
+    one of them."""
+
+    until: Any = None
+    seconds: Annotated[int, Rule(ge=0, le=366 * 86400)] | None = None
+
+    def _check(self) -> None:
+        if (self.until is None) == (self.seconds is None):
+            raise ValueError("a wait needs exactly one of 'until' or 'seconds'")
+        until = self.until
+        if until is None:
+            return
+        if isinstance(until, bool) or not isinstance(until, int | str):
+            raise ValueError("until is milliseconds since the epoch, a time or a reference")
+        if isinstance(until, int) and not 0 <= until < 2**53:
+            raise ValueError("until in milliseconds since the epoch is at least 0")
+        if isinstance(until, str) and not 0 < len(until) <= 200:
+            raise ValueError("until is a non-empty text of at most 200 characters")
+
+
+class WaitStep(_StepBase):
+    """Wait until a time: the run pauses on a request of kind ``wait`` that takes no answer; a
+    resume at or after the time (or a worker's settle loop) settles it and the run goes on."""
+
+    wait: WaitSpec
+
+
 def _step_kind(value: Any) -> str | None:
+    if isinstance(value, ProcessStep):
+        return "process"
     if isinstance(value, Record):
         return next((kind for kind in STEP_KINDS if hasattr(value, kind)), None)
     if not isinstance(value, dict):
         return None
     present = [kind for kind in STEP_KINDS if kind in value]
+    if present == ["tool"] and isinstance(value["tool"], dict):
+        return "process"
     return present[0] if len(present) == 1 else None
 
 
 Step = Annotated[
-    ToolStep | AgentStep | AskStep | SkillStep | OperationStep | WorkerStep,
-    Choice(_step_kind, STEP_KINDS, "a step needs exactly one of: " + ", ".join(STEP_KINDS)),
+    ToolStep | AgentStep | AskStep | SkillStep | OperationStep | WorkerStep | WaitStep | ProcessStep,
+    Choice(_step_kind, STEP_TAGS, "a step needs exactly one of: " + ", ".join(STEP_KINDS)),
 ]
 """A step of any kind, chosen by the one kind key it carries."""
 
@@ -339,6 +419,17 @@ class Method(_Model):
     reach: Literal["workspace", "inputs"] | None = None
 
 
+class Runner(_Model):
+    """A runner profile of the runx reference (``runners: {NAME: {...}}``): ``type: graph``
+    names the method of the same name, run by proctor's step engine; ``default: true`` makes it
+    the default method; ``credential`` names the declared credential its steps reach the
+    provider with (a step naming none is given it)."""
+
+    type: NonEmpty
+    default: bool = False
+    credential: NonEmpty | None = None
+
+
 class RunProfile(_Model):
     """A validated ``run.yaml``."""
 
@@ -348,6 +439,7 @@ class RunProfile(_Model):
     methods: Annotated[dict[StepId, Method], Rule(min_length=1)]
     credentials: dict[str, CredentialRequirement] = field(default_factory=dict)
     environment: Environment = field(default_factory=lambda: Environment())
+    runners: dict[StepId, Runner] = field(default_factory=dict)
 
 
 class SkillPackage(_Model):

@@ -14,11 +14,25 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from proctor._version import __version__
-from proctor.contracts.skill import STEP_KINDS, Method, RunProfile, SkillPackage
+from proctor.contracts.skill import (
+    STEP_TAGS,
+    Method,
+    ProcessStep,
+    RunProfile,
+    SkillPackage,
+    WaitStep,
+)
 from proctor.contracts.strict import StrictError
 from proctor.errors import Message, ParseError, ProctorError, Quoted, UsageError
 from proctor.parser.refs import Ref, collect_refs, parse_ref_string
+from proctor.parser.runx import (
+    RunxRefusal,
+    apply_runners,
+    declare_read_inputs,
+    refuse_module_tools,
+)
 from proctor.parser.schemas import schema_problem
+from proctor.parser.waits import literal_until
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
 PRICED_TOOLS = ("http.request",)
@@ -127,16 +141,31 @@ def parse_run_yaml(
             (``cost:`` on a step whose tool is not priced, or not ``per: call``);
             ``credential_unknown``; ``schema_invalid`` for a method's ``inputs`` or
             ``outputs``, or an agent step's ``output``, that is not a draft-07 JSON Schema
-            (``properties:`` left empty, ``required: name``), naming where in it.
+            (``properties:`` left empty, ``required: name``), naming where in it;
+            ``process_tool_cwd_invalid`` (a process tool's ``cwd`` leaving its package);
+            ``reference_unknown_output`` (``$steps.ID.FIELD`` where step ``ID``'s
+            ``result_as`` names another output: its whole result is that one output);
+            ``wait_until_invalid`` (a literal ``until`` that is no time); and the runx
+            fields of
+            :mod:`proctor.parser.runx` (``runner_type_unsupported``,
+            ``runner_method_missing``, ``runner_default_conflict``,
+            ``process_tool_module_unsupported``).
     """
     data, positions = load_yaml_with_positions(text, source=source)
     if not isinstance(data, dict):
         raise _at(source, positions, (), "run.yaml must be a mapping", "run_yaml_not_mapping")
     _check_minimum(data, source, positions, proctor_version)
     try:
-        profile = RunProfile.model_validate(data)
-    except StrictError as exc:
-        raise _translate(exc, source, positions) from None
+        refuse_module_tools(data)
+        try:
+            profile = RunProfile.model_validate(data)
+        except StrictError as exc:
+            raise _translate(exc, source, positions) from None
+        profile = apply_runners(profile)
+        if profile.minimum_runx is not None:  # the reference's reading of undeclared inputs
+            profile = declare_read_inputs(profile, _reference_fields)
+    except RunxRefusal as refused:
+        raise _at(source, positions, refused.path, refused.message, refused.code) from None
     _check_profile(profile, source, positions, check_schemas)
     return profile
 
@@ -243,7 +272,7 @@ def _data_path(loc: tuple[int | str, ...]) -> Path:
         and parts[0] == "methods"
         and parts[2] == "steps"
         and isinstance(parts[3], int)
-        and parts[4] in STEP_KINDS
+        and parts[4] in STEP_TAGS
     ):
         del parts[4]
     return tuple(parts)
@@ -362,6 +391,7 @@ def _check_method(
     properties = method.inputs.get("properties")
     declared = set(properties) if isinstance(properties, dict) else None
     seen: set[str] = set()
+    result_as: dict[str, str] = {}
     for index, step in enumerate(method.steps):
         at: Path = (*base, "steps", index)
         if step.id in seen:
@@ -380,6 +410,8 @@ def _check_method(
             fan_out = field == ("inputs",) and getattr(step, "for_each", None) is not None
             for ref in refs:
                 _check_ref(ref, declared, seen, (*at, *field), source, positions, fan_out)
+                _check_output_ref(ref, result_as, (*at, *field), source, positions)
+        _check_step_kind(step, at, source, positions)
         cost = getattr(step, "cost", None)
         if cost is not None and (
             getattr(step, "tool", None) not in PRICED_TOOLS
@@ -416,6 +448,8 @@ def _check_method(
                 "credential_unknown",
             )
         seen.add(step.id)
+        if step.result_as is not None:
+            result_as[step.id] = step.result_as
     for index, producer in enumerate(method.result_from or []):
         if producer not in seen:
             raise _at(
@@ -425,6 +459,47 @@ def _check_method(
                 f"result_from names {producer!r}, which is not a step of this method",
                 "result_from_unknown",
             )
+
+
+def _check_output_ref(
+    ref: Ref, result_as: dict[str, str], at: Path, source: str, positions: Positions
+) -> None:
+    """A read of a ``result_as`` step names that one output (or the step's whole output)."""
+    named = result_as.get(ref.name) if ref.root == "steps" else None
+    if named is None or not ref.path or ref.path[0] == named:
+        return
+    raise _at(
+        source,
+        positions,
+        at,
+        f"{ref.text} reads {ref.path[0]!r} of step {ref.name!r}, whose whole result is its"
+        f" output {named!r} (result_as); read $steps.{ref.name}.{named}",
+        "reference_unknown_output",
+    )
+
+
+def _check_step_kind(step: Any, at: Path, source: str, positions: Positions) -> None:
+    """The checks of one kind of step that need no other step."""
+    if isinstance(step, ProcessStep) and step.tool.cwd is not None:
+        cwd = PurePosixPath(step.tool.cwd)
+        if cwd.is_absolute() or ".." in cwd.parts or "\\" in step.tool.cwd:
+            raise _at(
+                source,
+                positions,
+                (*at, "tool", "cwd"),
+                "a process tool's cwd is a folder of its package, relative to the package"
+                " root, without '..'",
+                "process_tool_cwd_invalid",
+            )
+    if isinstance(step, WaitStep):
+        until = step.wait.until
+        if until is not None and not (isinstance(until, str) and until.startswith("$")):
+            try:
+                literal_until(until)
+            except ValueError as exc:
+                raise _at(
+                    source, positions, (*at, "wait", "until"), str(exc), "wait_until_invalid"
+                ) from None
 
 
 def _list_reference(value: str) -> bool:
@@ -438,6 +513,10 @@ def _list_reference(value: str) -> bool:
 def _reference_fields(step: Any) -> list[tuple[Path, Any]]:
     """The fields of a step whose values may hold references."""
     fields: list[tuple[Path, Any]] = []
+    if isinstance(step, ProcessStep):
+        fields.append((("tool", "args"), step.tool.args))
+    if isinstance(step, WaitStep) and isinstance(step.wait.until, str):
+        fields.append((("wait", "until"), step.wait.until))
     if hasattr(step, "inputs"):
         fields.append((("inputs",), step.inputs))
     if getattr(step, "idempotency_key", None) is not None:
