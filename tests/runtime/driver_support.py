@@ -78,7 +78,7 @@ def session(
     opened = Session(
         Workspace(root),
         environ=env,
-        clock=lambda: start + timedelta(milliseconds=next(ticks)),
+        clock=kwargs.pop("clock", None) or (lambda: start + timedelta(milliseconds=next(ticks))),
         signer=signer_from_seed(bytes(range(32))),
         **kwargs,
     )

@@ -11,6 +11,8 @@
 - an entry whose digest is not the request's current digest is ``digest_mismatch`` (a request
   that changed after a person saw it is never decided by the old decision);
 - a value that does not fit its request's kind is ``answer_invalid``;
+- an entry naming a timed wait is ``wait_takes_no_answer`` (a resume at or after its time, with
+  no entry, settles it);
 - the same decision again is recorded once (nothing to record); a different decision replaces
   one no step has used; once used, only the identical decision is accepted, anything else is
   ``already_answered``.
@@ -204,6 +206,12 @@ def admit_resume(
             if sealed:
                 raise _refuse(f"the run has sealed; it took no answer at {address!r}", "run_sealed")
             raise _refuse(f"the run does not wait on {address!r}", "unknown_address")
+        if request.kind == "wait":
+            raise _refuse(
+                f"{lane}.{address}: a wait takes no answer; a resume at or after its until"
+                " (the document {} will do) settles it",
+                "wait_takes_no_answer",
+            )
         wants = "answers" if request.kind == "agent_turn" else "approvals"
         if lane != wants:
             raise _refuse(f"{lane}.{address}: this request is answered under {wants}", "wrong_lane")

@@ -109,6 +109,7 @@ class Governor:
         deliver: Deliver | None = None,
         clock: Clock = _utc_now,
         sandbox: SandboxSetting | None = None,
+        step_scopes: Mapping[str, tuple[Authority, Workspace]] | None = None,
     ) -> None:
         if not isinstance(policies, PolicySet | Unrestricted):
             raise ProctorError(
@@ -134,6 +135,9 @@ class Governor:
         self.deliver = deliver
         self.clock = clock
         self.sandbox = sandbox
+        # a step that narrows its authority (effects, reach): every call made for it (its own,
+        # its turn's, its worker's) is admitted under the narrowed authority and workspace
+        self.step_scopes = dict(step_scopes or {})
         self.history = RunHistory()
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
@@ -181,9 +185,10 @@ class Governor:
                 code=spec.problem,
             )
             return self._refused(spec, outcome, unreadable)
+        scope = self.scope(spec.step_id)
         try:
             spec = operation_spec(spec, tool, self.package_identity)
-            args, resolved, seen = self._admit(spec, tool, outcome)
+            args, resolved, seen = self._admit(spec, tool, outcome, scope)
         except RefusedCall as refusal:
             return self._refused(spec, outcome, refusal)
         except _AlreadyDone as done:
@@ -203,11 +208,22 @@ class Governor:
                 call_id=outcome.call_id,
                 approved_by=outcome.approved_by,
             )
-        return self._execute(spec, tool, args, resolved, seen, outcome)
+        return self._execute(spec, tool, args, resolved, seen, outcome, scope[1])
+
+    def scope(self, step_id: str | None) -> tuple[Authority, Workspace]:
+        """The authority and workspace a call of step ``step_id`` is admitted under: the
+        step's narrowed ones when it narrows, else the run's."""
+        found = self.step_scopes.get(step_id or "")
+        return found if found is not None else (self.authority, self.workspace)
 
     def _admit(
-        self, spec: CallSpec, tool: Tool | None, outcome: CallOutcome
+        self,
+        spec: CallSpec,
+        tool: Tool | None,
+        outcome: CallOutcome,
+        scope: tuple[Authority, Workspace],
     ) -> tuple[dict[str, Any], dict[tuple[str, str], Resolved], dict[Resolved, bytes]]:
+        authority, workspace = scope
         # 1. scope
         if (unnamed := name_refusal(spec.tool)) is not None:
             raise unnamed
@@ -236,7 +252,7 @@ class Governor:
         # policy, the idempotency record, the floor's preview): a call that went stale while
         # the run waited is still the call the person declined, and is never re-checked or sent.
         address = spec.address or spec.step_id or outcome.call_id
-        requests = unless_declined(self.store, self.run_id, self.authority, tool, address, outcome)
+        requests = unless_declined(self.store, self.run_id, authority, tool, address, outcome)
         # 3. containment
         # each path as containment resolved it, reused by the handler of this call, with the
         # bytes of each file it read whole (the handler's read of it, then, opens nothing)
@@ -244,7 +260,7 @@ class Governor:
         seen: dict[Resolved, bytes] = {}
         kept = 0
         for path, access in tool.paths(args):
-            target, data = self.workspace.resolve_seen(path, access)
+            target, data = workspace.resolve_seen(path, access)
             resolved[(path, access)] = target
             if data is not None and access == "read" and kept + len(data) <= _SEEN_MAX:
                 seen[target] = data
@@ -274,13 +290,13 @@ class Governor:
             done = self.store.find_idempotent(spec.idempotency_key)
             if done is not None:
                 raise _AlreadyDone(done)
-        outcome.sandbox = choose_sandbox(self.sandbox, self.authority, tool, self.workspace.root)
+        outcome.sandbox = choose_sandbox(self.sandbox, authority, tool, workspace.root)
         # 5. floor
-        self._floor(spec, tool, args, outcome, requests)
+        self._floor(spec, tool, args, outcome, requests, scope)
         # 6. budget
-        if self.authority.max_calls is not None and self.calls_made >= self.authority.max_calls:
+        if authority.max_calls is not None and self.calls_made >= authority.max_calls:
             raise RefusedCall(
-                f"the run's call limit ({self.authority.max_calls}) is used up",
+                f"the run's call limit ({authority.max_calls}) is used up",
                 code="call_budget_exceeded",
             )
         if self.receipt_budget is not None:
@@ -294,19 +310,21 @@ class Governor:
         args: dict[str, Any],
         outcome: CallOutcome,
         requests: list[RequestRecord],
+        scope: tuple[Authority, Workspace],
     ) -> None:
-        if not may_ask(tool, self.authority):
+        authority, workspace = scope
+        if not may_ask(tool, authority):
             return
         required = approval_required(tool)
-        if self.authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
-            verdict = decide(self.authority, _bare_change(tool))
+        if authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
+            verdict = decide(authority, _bare_change(tool))
             raise RefusedCall(verdict.reason, code="effects_none")
         from proctor.runtime.admission.preview import approval_request_body, preview
 
-        change, payload = preview(self.workspace, tool, args, self.package_identity)
+        change, payload = preview(workspace, tool, args, self.package_identity)
         address = spec.address or spec.step_id or outcome.call_id
         body = approval_request_body(
-            self.workspace,
+            workspace,
             address=address,
             tool=tool.name,
             reason=spec.reason,
@@ -315,10 +333,10 @@ class Governor:
         )
         # who must approve and until when are part of what the person is asked (stated only
         # when set, so other requests' digests are unchanged)
-        needed = max(spec.approvals, self.authority.min_approvers or 1)
+        needed = max(spec.approvals, authority.min_approvers or 1)
         if needed > 1:
             body["approvals"] = needed
-        expires_in = spec.expires_in or self.authority.expires_in
+        expires_in = spec.expires_in or authority.expires_in
         if expires_in is not None:
             body.update(expires_in=expires_in, on_expiry="decline")
         request_digest = digest(body)
@@ -330,7 +348,7 @@ class Governor:
                 f"a person declined '{tool.name}' at {address}", code="approval_declined"
             )
         verdict = decide(
-            self.authority, replace(change, required=required), approved=decision is not None
+            authority, replace(change, required=required), approved=decision is not None
         )
         if verdict.verdict == "pause":
             if not spec.can_wait:
@@ -345,12 +363,14 @@ class Governor:
         store, run_id = self.store, self.run_id
         return lambda tree: store.note_call_site(run_id, call_id, tree)
 
-    def _expectation(self, tool: Tool, args: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def _expectation(
+        self, tool: Tool, args: dict[str, Any], workspace: Workspace
+    ) -> list[dict[str, Any]] | None:
         """Each file's before and after digest, so a crashed write is confirmed or redone."""
         from proctor.runtime.admission.preview import preview
 
         try:
-            _, payload = preview(self.workspace, tool, args, self.package_identity)
+            _, payload = preview(workspace, tool, args, self.package_identity)
         except ProctorError:
             return None
         files = payload.get("files")
@@ -384,6 +404,7 @@ class Governor:
         resolved: dict[tuple[str, str], Resolved],
         seen: dict[Resolved, bytes],
         outcome: CallOutcome,
+        workspace: Workspace,
     ) -> CallOutcome:
         self.calls_made += 1
         relpaths = [r.rel for r in resolved.values()]
@@ -399,7 +420,7 @@ class Governor:
         )
         if changes:
             if tool.effect == "write":
-                record.result = {"pending": self._expectation(tool, args)}
+                record.result = {"pending": self._expectation(tool, args, workspace)}
             # 8. the claim is durable before the effect is sent
             self.store.claim_call(record)
             kill_point("call.claimed")
@@ -409,7 +430,7 @@ class Governor:
                               step_index=spec.step_index, tool=tool.name,
                               call_id=outcome.call_id, taint=self.sanitizer.taint)  # fmt: skip
         ctx = ToolContext(
-            workspace=admitted_workspace(self.workspace, resolved, seen),
+            workspace=admitted_workspace(workspace, resolved, seen),
             store=self.store,
             run_id=self.run_id,
             call_id=outcome.call_id,

@@ -170,7 +170,7 @@ def skill_step(
         each = _each(step, inputs, outputs)
     except ProctorError as exc:
         return step_failed(step.id, exc)
-    authority = run.authority
+    authority = run.step_authority(step)  # a child run holds what its step holds
     if (
         step.for_each is not None
         and authority.max_fanout is not None

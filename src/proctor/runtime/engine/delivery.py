@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import Method, ToolStep
+from proctor.contracts.skill import Method, ProcessStep, ToolStep
 from proctor.errors import CredentialError
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
@@ -110,11 +110,12 @@ def load_run_egress(workspace_root: Path) -> EgressAllow:
 
 
 def step_credentials(method: Method) -> dict[str, str | None]:
-    """Step id -> the credential it names, for the method's tool steps that name one."""
+    """Step id -> the credential it names, for the method's tool and process-tool steps that
+    name one."""
     return {
         step.id: step.credential
         for step in method.steps
-        if isinstance(step, ToolStep) and step.credential is not None
+        if isinstance(step, ToolStep | ProcessStep) and step.credential is not None
     }
 
 

@@ -29,7 +29,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
-from proctor.contracts.skill import AgentStep, AskStep, Method, OperationStep, SkillStep, WorkerStep
+from proctor.contracts.skill import (
+    AgentStep,
+    AskStep,
+    Method,
+    OperationStep,
+    ProcessStep,
+    SkillStep,
+    WaitStep,
+    WorkerStep,
+)
 from proctor.core.authority import narrow, parse_authority
 from proctor.errors import ConfigError, CredentialError, PolicyLoadError, ProctorError
 from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
@@ -42,6 +51,7 @@ from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import CommandStopped
 
 if TYPE_CHECKING:
+    from proctor.core.authority import Authority
     from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
     from proctor.runtime.admission.governor import Deliver
@@ -265,7 +275,14 @@ class RunDriver:
                 reason="proctor.toml [containment] allow_write lets runs write these tool "
                 "configuration paths",
             )
+        unreached = workspace
         workspace = run_workspace(workspace, self.authority, self.record.data)
+        scopes = {}
+        for step in self.method.steps:
+            narrowed = self.step_authority(step)
+            if narrowed != self.authority:
+                # reach: workspace on a step of a reach: inputs run reaches no input's root
+                scopes[step.id] = (narrowed, workspace if narrowed.reach == "inputs" else unreached)
         from proctor.runtime.directives import confined_run
         from proctor.runtime.engine.confinement import confined_tools
         from proctor.runtime.engine.skill_calls import skill_tools
@@ -296,10 +313,18 @@ class RunDriver:
             deliver=deliver,
             clock=s.clock,
             sandbox=sandbox,
+            step_scopes=scopes,
         )
         governor.resume_from(counts.admitted)
         self._governor = governor
         return governor
+
+    def step_authority(self, step: Any) -> Authority:
+        """What applies to ``step``: the run's authority (its host's, narrowed by the method)
+        narrowed again by the step's own ``effects`` and ``reach``; never wider."""
+        if step.effects is None and step.reach is None:
+            return self.authority
+        return narrow(self.authority, effects=step.effects, reach=step.reach)
 
     def tree_receipts(self) -> ReceiptBudget:
         """The receipt budget the run's whole tree draws on (the root's).
@@ -390,6 +415,8 @@ class RunDriver:
                 raise self._interrupt() from exc
             if isinstance(got, StepPause):
                 return self.pause(got.requests)
+            if got.outcome == "completed" and step.result_as is not None:
+                got.output = {step.result_as: got.output}  # the step's one output (result_as)
             body = {
                 "outcome": got.outcome,
                 "seal_reason": got.seal_reason,
@@ -426,7 +453,8 @@ class RunDriver:
         if budget is None or settled:  # counted once, before the first step settles
             return None
         steps = self.method.steps
-        need = sum(1 if isinstance(step, (AgentStep, AskStep, SkillStep)) else 2 for step in steps)
+        one = (AgentStep, AskStep, SkillStep, WaitStep)
+        need = sum(1 if isinstance(step, one) else 2 for step in steps)
         if need <= budget.remaining:
             return None
         message = (
@@ -494,6 +522,14 @@ class RunDriver:
             from proctor.runtime.engine.pyfunc_step import worker_step
 
             return worker_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, ProcessStep):
+            from proctor.runtime.engine.process_tools import process_step
+
+            return process_step(self, governor, index, step, inputs, outputs)
+        if isinstance(step, WaitStep):
+            from proctor.runtime.engine.waits import wait_step
+
+            return wait_step(self, step, inputs, outputs)
         if step.tool in ("store.events.append", "store.key.put"):
             from proctor.runtime.engine.operations import store_step
 

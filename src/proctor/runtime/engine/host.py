@@ -225,6 +225,10 @@ class StepRunner(Protocol):
         """The ledger this run's tree spends from (the root's)."""
         ...
 
+    def step_authority(self, step: Any) -> Authority:
+        """The run's authority narrowed by ``step``'s own ``effects`` and ``reach``."""
+        ...
+
     def tree_receipts(self) -> ReceiptBudget:
         """The receipt budget this run's tree draws on (the root's)."""
         ...

@@ -37,7 +37,8 @@ def open_request(run: Run, address: str, body: dict[str, Any]) -> RequestRecord:
 
 def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
     """Pause the run on ``requests``: record its paused envelope (status ``needs_approval``
-    when only a person can answer, else ``needs_agent``) and audit it."""
+    when only a person can answer, else ``needs_agent``, the generic state, which a run
+    waiting on a timed wait has too) and audit it."""
     s = run.s
     person_only = all(r.kind in PERSON_KINDS for r in requests)
     status = "needs_approval" if person_only else "needs_agent"
@@ -57,6 +58,8 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
             # secret, so it names what it hid (a host cannot recompute this digest).
             view["redacted"] = redacted
         shown.append(view)
+        if r.kind == "wait":  # takes no answer: a resume at or after its until settles it
+            continue
         lane = "approvals" if r.kind in PERSON_KINDS else "answers"
         entry: dict[str, Any] = {"request_digest": r.request_digest}
         if r.kind == "approval":

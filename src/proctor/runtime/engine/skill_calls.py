@@ -183,13 +183,14 @@ def _handler(run: StepRunner, ref: str) -> Any:
                 code="child_depth_exceeded",
             )
         recorded = run.record.data.get("authority") or {}
+        held = run.governor().scope(ctx.step_id)[0]  # a child holds what the turn's step holds
         at = f"{ctx.step_id}/turn/{ctx.call_id.rpartition('/turn/')[2]}"
         call = ChildCall(
             run_id=child_run_id(run.run_id, f"{ctx.step_id}/turn", ctx.call_id),
             ref=ref,
             base=Path(run.skill.folder),
             inputs=dict(args),
-            authority={**recorded, **run.authority.to_json()},
+            authority={**recorded, **held.to_json()},
             depth=depth,
             stop=run.stop,
             serial=True,

@@ -34,8 +34,10 @@ from proctor.contracts.skill import (
     AskStep,
     Method,
     OperationStep,
+    ProcessStep,
     SkillStep,
     ToolStep,
+    WaitStep,
     WorkerStep,
 )
 from proctor.core.authority import package_covered
@@ -212,7 +214,15 @@ def _check_environment(driver: RunDriver) -> None:
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
         if not isinstance(
-            step, ToolStep | AskStep | AgentStep | OperationStep | SkillStep | WorkerStep
+            step,
+            ToolStep
+            | AskStep
+            | AgentStep
+            | OperationStep
+            | SkillStep
+            | WorkerStep
+            | ProcessStep
+            | WaitStep,
         ):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
@@ -258,22 +268,25 @@ def _check_operations(driver: RunDriver) -> None:
 
 
 def _refuse_certain_changes(driver: RunDriver) -> None:
-    if driver.authority.effects != "none":
+    # under effects: none, the run's or a step's own (the narrowest applies to the step)
+    steps = [s for s in driver.method.steps if driver.step_authority(s).effects == "none"]
+    if not steps:
         return
     tools = driver.s.tools
     fixed = [
         (step.id, step.tool, tools[step.tool].effect)
-        for step in driver.method.steps
+        for step in steps
         if isinstance(step, ToolStep) and step.tool in tools
     ]
-    if any(isinstance(step, OperationStep) for step in driver.method.steps):
+    fixed += [(step.id, "command.execute", "process") for step in steps if isinstance(step, ProcessStep)]
+    if any(isinstance(step, OperationStep) for step in steps):
         try:  # a connector that does not parse blocks the run when its governor is built
             ops = driver.operation_tools()
         except ProctorError:
             ops = {}
         fixed += [
             (step.id, name, ops[name].effect)
-            for step in driver.method.steps
+            for step in steps
             if isinstance(step, OperationStep)
             and (name := OPERATION_PREFIX + step.operation) in ops
         ]
@@ -281,7 +294,7 @@ def _refuse_certain_changes(driver: RunDriver) -> None:
     if changes:
         raise _Refused(
             "effects_none",
-            "this run's authority is effects: none and these steps change something: "
+            "these steps change something and their authority is effects: none: "
             + ", ".join(changes)
             + "; no step was executed",
             "admission_refused",

@@ -8,7 +8,9 @@ passed by its default, as the author ``deadline`` with the reason ``expired``, a
 ``proctor.resume.v1`` document through :meth:`Session.resume`, the path every person's decision
 takes (so it is recorded in the run store, the audit log and the receipt like any other
 decision, and the run moves on). A paused run past its authority's ``deadline`` is sealed
-``failed`` (``deadline_passed``).
+``failed`` (``deadline_passed``). A timed wait (a wait step's request) has a timer due at its
+``until``: once due, the run is resumed with the empty document, which settles the wait
+(:mod:`.waits`).
 
 Who settles: a worker's loop, the console's process, and in a workspace with neither the next
 ``proctor`` command that opens the run store (:meth:`Session.close`).
@@ -33,10 +35,20 @@ if TYPE_CHECKING:
     from proctor.runtime.engine.host import StepRunner
     from proctor.runtime.records.runs import RequestRecord
 
-__all__ = ["EXPIRED", "RUN_DEADLINE_CHANNEL", "notify_config", "on_pause", "settle"]
+__all__ = [
+    "EXPIRED",
+    "RUN_DEADLINE_CHANNEL",
+    "WAIT_CHANNEL",
+    "notify_config",
+    "on_pause",
+    "settle",
+]
 
 RUN_DEADLINE_CHANNEL = "@run_deadline"
 """The pseudo-channel of a paused run's own deadline (its authority's ``deadline``)."""
+
+WAIT_CHANNEL = "@wait"
+"""The pseudo-channel of a timed wait's timer (due at its ``until``)."""
 
 EXPIRED = "expired"
 """The reason a deadline's decision records (its author is ``deadline``)."""
@@ -94,16 +106,18 @@ def on_pause(run: StepRunner, requests: list[RequestRecord], views: list[dict[st
     s = run.s
     config = notify_config(s.workspace.root)
     deadline = run.authority.deadline_at()
+    waits = [_wait_timer(run.run_id, r) for r in requests if r.kind == "wait"]
     if (
         not config.channels
         and config.expires_in is None
         and deadline is None
+        and not waits
         and not any("expires_in" in r.body for r in requests)
     ):
         return
     outbox = Outbox(s.store)
     at = time.time()
-    entries: list[OutboxEntry] = []
+    entries: list[OutboxEntry] = [w for w in waits if not outbox.has(w.id)]
     if deadline is not None:
         stated = run.authority.deadline or ""
         entries.append(_run_deadline(run.run_id, stated, deadline.timestamp()))
@@ -143,6 +157,44 @@ def _run_deadline(run_id: str, deadline: str, at: float) -> OutboxEntry:
         body={"deadline": deadline},
         due_at=at,
     )
+
+
+def _wait_timer(run_id: str, request: RequestRecord) -> OutboxEntry:
+    """The timer of a wait request, due at its ``until`` (milliseconds since the epoch)."""
+    entry_id = notification_id(run_id, request.address, request.request_digest, WAIT_CHANNEL, "due")
+    return OutboxEntry(
+        id=entry_id,
+        run_id=run_id,
+        address=request.address,
+        request_digest=request.request_digest,
+        channel=WAIT_CHANNEL,
+        stage="due",
+        body={"until": request.body.get("until")},
+        due_at=float(request.body.get("until") or 0) / 1000,
+    )
+
+
+def _wake(session: Settling, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
+    """Resume a run whose timed wait is due with the empty document (which settles it), if it
+    still waits on the same request; a run another process drives is tried again shortly."""
+    if not outbox.take(entry, at + 30):
+        return
+    if not _still_open(session, entry):
+        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: settled")
+        return
+    run = session.store.get_run(entry.run_id)
+    if run is None or run.status == "sealed":
+        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: sealed")
+        return
+    try:
+        session.resume(entry.run_id, {})
+    except ProctorError as exc:
+        if exc.code in ("run_busy", "lease_held"):
+            outbox.settle(entry.id, "pending", due_at=at + 5, note=exc.code)
+            return
+        outbox.settle(entry.id, "failed", due_at=at, note=exc.code)
+        return
+    outbox.settle(entry.id, "delivered", due_at=at, note="woken")
 
 
 def _stop_run(session: Settling, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
@@ -281,6 +333,8 @@ def settle(session: Settling, *, now: float | None = None) -> None:
             _expire(session, outbox, entry, at)
         elif entry.channel == RUN_DEADLINE_CHANNEL:
             _stop_run(session, outbox, entry, at)
+        elif entry.channel == WAIT_CHANNEL:
+            _wake(session, outbox, entry, at)
     if config.channels:
         from proctor.runtime.notify.deliver import deliver_due, profile_keys
 

@@ -1,0 +1,275 @@
+"""runx packages as their authors wrote them: result_as, undeclared inputs, process tools,
+per-step effects and reach, and timed waits (a resume or a worker settles them)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.errors import ResumeRefused
+from proctor.runtime.engine.upkeep import settle
+from tests.runtime.driver_support import (
+    authority,
+    close_sessions,  # noqa: F401 - the autouse fixture
+    make_skill,
+    make_workspace,
+    session,
+)
+
+RESULT_AS = """minimum_runx: 0.12.0
+methods:
+  main:
+    result_from: [say]
+    steps:
+      - id: say
+        tool: echo
+        result_as: greeting
+        inputs: {text: $input.message}
+      - id: again
+        tool: echo
+        inputs: {text: $steps.say.greeting.text}
+"""
+
+
+def test_result_as_names_the_output_the_whole_result_becomes(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "hello", RESULT_AS)
+    s = session(tmp_path)
+    # `message` is read and never declared: the runx reading gives it as the caller wrote it
+    env = s.run(str(tmp_path / "skills" / "hello"), cli_inputs=["message=hi"])
+    assert env.status == "sealed" and env.outcome == "completed"
+    assert env.result == {"greeting": {"text": "hi"}}
+    steps = s.store.step_records(env.run_id)
+    assert steps["say"]["output"] == {"greeting": {"text": "hi"}}
+    assert steps["again"]["output"] == {"text": "hi"}
+
+
+def test_an_undeclared_input_a_runx_step_reads_is_required(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "hello", RESULT_AS)
+    s = session(tmp_path)
+    env = s.run(str(tmp_path / "skills" / "hello"))
+    assert env.status == "sealed" and env.outcome == "blocked"
+    assert env.refusal is not None and env.refusal.code == "inputs_invalid"
+    assert s.store.step_records(env.run_id) == {}
+
+
+PROCESS = """minimum_runx: 0.12.0
+environment:
+  optional: [MODE]
+methods:
+  main:
+    steps:
+      - id: tool
+        tool:
+          command: {python}
+          args: [emit.py, $input.word]
+          timeout_seconds: 30
+"""
+
+EMIT = """import json, os, sys
+print(json.dumps({"word": sys.argv[1], "mode": os.environ.get("MODE"),
+                  "cwd": os.path.basename(os.getcwd())}))
+"""
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def test_a_process_tool_runs_in_its_package_with_the_declared_environment(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    folder = make_skill(tmp_path, "proc", PROCESS.format(python=_python()))
+    (folder / "emit.py").write_text(EMIT)
+    s = session(tmp_path, environ={"PROCTOR_HOME": str(tmp_path / ".home"), "MODE": "fast"})
+    env = s.run(str(folder), cli_inputs=["word=hello"])
+    assert env.status == "sealed" and env.outcome == "completed", env.refusal
+    assert isinstance(env.result, dict)
+    assert env.result["json"] == {"word": "hello", "mode": "fast", "cwd": "proc"}
+    assert env.result["exit_code"] == 0
+    (call,) = [c for c in s.store.calls(env.run_id) if c.step_id == "tool"]
+    assert call.tool == "command.execute"
+
+
+def test_a_process_tool_waits_on_the_floor_with_its_argv(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    folder = make_skill(tmp_path, "proc", PROCESS.format(python=_python()))
+    (folder / "emit.py").write_text(EMIT.replace("print(", "open('ran', 'w').write('x'); print("))
+    s = session(tmp_path)
+    env = s.run(str(folder), cli_inputs=["word=hello"], authority=authority(effects="ask"))
+    assert env.status == "needs_approval"
+    (request,) = env.requests
+    command = request["payload"]["command"]
+    assert command["argv"][1:] == ["emit.py", "hello"] and command["cwd"] == "skills/proc"
+    assert not (folder / "ran").exists()
+
+
+STEP_NONE = """minimum_runx: 0.12.0
+methods:
+  main:
+    steps:
+      - id: note
+        tool: fs.write
+        effects: none
+        inputs: {path: note.txt, content: "x", create: true}
+"""
+
+
+def test_a_step_declared_effects_none_that_writes_is_refused_before_it_runs(
+    tmp_path: Path,
+) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "quiet", STEP_NONE)
+    s = session(tmp_path)
+    env = s.run(str(tmp_path / "skills" / "quiet"))
+    assert env.outcome == "blocked"
+    assert env.refusal is not None and env.refusal.code == "effects_none"
+    assert not (tmp_path / "note.txt").exists()
+    assert s.store.calls(env.run_id) == []
+
+
+TURN_NONE = """minimum_runx: 0.12.0
+methods:
+  main:
+    steps:
+      - id: draft
+        effects: none
+        agent:
+          instructions: Write a note.
+          calls: {tools: [fs.write, fs.read]}
+      - id: keep
+        tool: fs.write
+        inputs: {path: kept.txt, content: "k", create: true}
+"""
+
+
+def test_a_turn_of_an_effects_none_step_cannot_write(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "turn", TURN_NONE)
+    s = session(tmp_path)
+    env = s.run(str(tmp_path / "skills" / "turn"))
+    assert env.status == "needs_agent"
+    got = s.turn_call(env.run_id, "draft", "fs.write",
+                      {"path": "note.txt", "content": "x", "create": True}, "c1", reason="write it")  # fmt: skip
+    assert got.status == "refused" and got.code == "effects_none"
+    assert not (tmp_path / "note.txt").exists()
+    # the method's other steps keep the run's authority
+    done = s.resume(env.run_id, _answer(env, "draft", {}))
+    assert done.outcome == "completed", done.refusal
+    assert (tmp_path / "kept.txt").read_text() == "k"
+
+
+def _answer(env: Any, address: str, value: Any) -> dict[str, Any]:
+    doc = dict(env.answers_template)
+    doc["answers"] = {address: {**doc["answers"][address], "value": value}}
+    return doc
+
+
+REACH = """minimum_runx: 0.12.0
+methods:
+  main:
+    inputs:
+      type: object
+      properties: {repo: {type: string, format: path}}
+      required: [repo]
+    steps:
+      - id: near
+        reach: workspace
+        tool: fs.read
+        inputs: {path: $repo/secret.txt}
+"""
+
+
+def test_a_step_declared_reach_workspace_reaches_no_input_root(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    make_workspace(ws)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "secret.txt").write_text("kept-out-of-reach")
+    make_skill(ws, "reach", REACH.replace("$repo/secret.txt", "$$repo/secret.txt"))
+    s = session(ws)
+    env = s.run(str(ws / "skills" / "reach"), inputs={"repo": str(other)},
+                authority=authority(reach="inputs"))  # fmt: skip
+    assert env.outcome in ("failed", "blocked")
+    assert env.refusal is not None and env.refusal.code == "path_outside_reach", env.refusal
+    assert "kept-out-of-reach" not in str(env.model_dump())
+
+
+WAIT = """minimum_runx: 0.12.0
+methods:
+  main:
+    steps:
+      - id: cool
+        wait: {until: $input.at}
+      - id: after
+        tool: echo
+        inputs: {text: done}
+"""
+
+
+class Clock:
+    """A clock a test moves by hand."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def test_a_wait_holds_until_its_time_then_a_resume_settles_it(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "wait", WAIT)
+    clock = Clock(START)
+    s = session(tmp_path, clock=clock)
+    until = _ms(START + timedelta(hours=1))
+    env = s.run(str(tmp_path / "skills" / "wait"), inputs={"at": until})
+    assert env.status == "needs_agent"
+    (request,) = env.requests
+    assert request["kind"] == "wait" and request["until"] == until
+    assert "cool" not in str(env.answers_template)
+    # before until: nothing settles, the same request is reported again
+    clock.now = START + timedelta(minutes=59)
+    again = s.resume(env.run_id, {})
+    assert again.status == "needs_agent"
+    assert again.requests == env.requests
+    assert "after" not in s.store.step_records(env.run_id)
+    # a wait takes no answer
+    with pytest.raises(ResumeRefused) as refused:
+        s.resume(env.run_id, {"answers": {"cool": {"request_digest": request["request_digest"],
+                                                    "value": {}}}})  # fmt: skip
+    assert refused.value.code == "wait_takes_no_answer"
+    clock.now = START + timedelta(hours=1, seconds=5)
+    done = s.resume(env.run_id, {})
+    assert done.status == "sealed" and done.outcome == "completed"
+    steps = s.store.step_records(env.run_id)
+    assert steps["cool"]["output"] == {"until": until, "settled_at": until + 5000}
+
+
+def test_a_due_wait_is_settled_by_the_settle_loop(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "wait", WAIT.replace("{until: $input.at}", "{seconds: 600}"))
+    clock = Clock(START)
+    s = session(tmp_path, clock=clock)
+    env = s.run(str(tmp_path / "skills" / "wait"))
+    assert env.status == "needs_agent"
+    (request,) = env.requests
+    assert request["until"] == _ms(START) + 600_000
+    settle(s, now=START.timestamp() + 599)  # not due yet: nothing moves
+    assert s.store.get_run(env.run_id).status == "needs_agent"
+    clock.now = START + timedelta(seconds=601)
+    settle(s, now=START.timestamp() + 601)
+    record = s.store.get_run(env.run_id)
+    assert record is not None and record.status == "sealed"
+    assert s.envelope(env.run_id).outcome == "completed"
