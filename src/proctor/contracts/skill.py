@@ -39,8 +39,8 @@ __all__ = [
     "OperationStep",
     "ProcessStep",
     "ProcessTool",
-    "Runner",
     "RunProfile",
+    "Runner",
     "SkillPackage",
     "SkillReuse",
     "SkillStep",
@@ -337,9 +337,9 @@ class ProcessTool(_Model):
     ``environment`` is given to it, a credential only through the step's ``credential:``."""
 
     command: Annotated[str, Rule(min_length=1, max_length=4096)]
-    args: Annotated[list[Annotated[str, Rule(min_length=1, max_length=4096)]], Rule(max_length=255)] = field(
-        default_factory=list
-    )
+    args: Annotated[
+        list[Annotated[str, Rule(min_length=1, max_length=4096)]], Rule(max_length=255)
+    ] = field(default_factory=list)
     cwd: Annotated[str, Rule(min_length=1, max_length=1024)] | None = None
     timeout_seconds: Annotated[int, Rule(ge=1, le=3600)] | None = None
     max_output_bytes: Annotated[int, Rule(ge=0, le=16 * 1024 * 1024)] | None = None
@@ -399,7 +399,14 @@ def _step_kind(value: Any) -> str | None:
 
 
 Step = Annotated[
-    ToolStep | AgentStep | AskStep | SkillStep | OperationStep | WorkerStep | WaitStep | ProcessStep,
+    ToolStep
+    | AgentStep
+    | AskStep
+    | SkillStep
+    | OperationStep
+    | WorkerStep
+    | WaitStep
+    | ProcessStep,
     Choice(_step_kind, STEP_TAGS, "a step needs exactly one of: " + ", ".join(STEP_KINDS)),
 ]
 """A step of any kind, chosen by the one kind key it carries."""

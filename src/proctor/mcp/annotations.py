@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.contracts.skill import AgentStep, AskStep, Method, ToolStep
+from proctor.contracts.skill import AgentStep, AskStep, Method, ProcessStep, ToolStep, WaitStep
 
 __all__ = ["TURN_ANNOTATIONS", "method_annotations", "method_effects"]
 
@@ -39,7 +39,9 @@ def method_effects(method: Method, tools: Mapping[str, Any]) -> frozenset[str]:
             names = list(step.agent.calls.tools)
             if step.agent.calls.skills:
                 effects |= _UNKNOWN
-        elif isinstance(step, AskStep):
+        elif isinstance(step, ProcessStep):
+            names = ["command.execute"]  # an inline process tool runs as one
+        elif isinstance(step, AskStep | WaitStep):
             names = []
         else:
             effects |= _UNKNOWN

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proctor.contracts.skill import Method, OperationStep, ToolStep
+from proctor.contracts.skill import Method, OperationStep, ProcessStep, ToolStep
 from proctor.contracts.values import dataclass, field
 from proctor.errors import UsageError
 
@@ -107,7 +107,7 @@ class Catalog:
 def _credentials_of(method: Method) -> set[str]:
     used: set[str] = set()
     for step in method.steps:
-        if isinstance(step, ToolStep | OperationStep) and step.credential is not None:
+        if isinstance(step, ToolStep | OperationStep | ProcessStep) and step.credential is not None:
             used.add(step.credential)
     return used
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from proctor.contracts.skill import Method, OperationStep, ProcessStep, RunProfile, ToolStep
+from proctor.contracts.skill import Method, ProcessStep, RunProfile, ToolStep
 from proctor.errors import ProctorError
 from proctor.parser.refs import collect_refs
 
@@ -111,8 +111,7 @@ def apply_runners(profile: RunProfile) -> RunProfile:
             if default is not None and default != name:
                 raise RunxRefusal(
                     (*at, "default"),
-                    f"runner {name!r} is default, and so is {default!r}: one method is the"
-                    " default",
+                    f"runner {name!r} is default, and so is {default!r}: one method is the default",
                     "runner_default_conflict",
                 )
             default = name
@@ -130,10 +129,11 @@ def apply_runners(profile: RunProfile) -> RunProfile:
 def _with_credential(method: Method, credential: str) -> Method:
     steps: list[Any] = []
     for step in method.steps:
-        takes = isinstance(step, ProcessStep | OperationStep) or (
+        # a connector operation sends its connector's own credential, never another
+        takes = isinstance(step, ProcessStep) or (
             isinstance(step, ToolStep) and step.tool in PROVIDER_TOOLS
         )
-        if takes and step.credential is None:
+        if takes and getattr(step, "credential", None) is None:
             step = step.model_copy(update={"credential": credential})
         steps.append(step)
     return method.model_copy(update={"steps": steps})

@@ -153,8 +153,8 @@ def test_a_turn_of_an_effects_none_step_cannot_write(tmp_path: Path) -> None:
     s = session(tmp_path)
     env = s.run(str(tmp_path / "skills" / "turn"))
     assert env.status == "needs_agent"
-    got = s.turn_call(env.run_id, "draft", "fs.write",
-                      {"path": "note.txt", "content": "x", "create": True}, "c1", reason="write it")  # fmt: skip
+    write = {"path": "note.txt", "content": "x", "create": True}
+    got = s.turn_call(env.run_id, "draft", "fs.write", write, "c1", reason="write it")
     assert got.status == "refused" and got.code == "effects_none"
     assert not (tmp_path / "note.txt").exists()
     # the method's other steps keep the run's authority

@@ -278,7 +278,9 @@ def _refuse_certain_changes(driver: RunDriver) -> None:
         for step in steps
         if isinstance(step, ToolStep) and step.tool in tools
     ]
-    fixed += [(step.id, "command.execute", "process") for step in steps if isinstance(step, ProcessStep)]
+    fixed += [
+        (step.id, "command.execute", "process") for step in steps if isinstance(step, ProcessStep)
+    ]
     if any(isinstance(step, OperationStep) for step in steps):
         try:  # a connector that does not parse blocks the run when its governor is built
             ops = driver.operation_tools()

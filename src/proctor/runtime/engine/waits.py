@@ -32,7 +32,7 @@ from proctor.parser.refs import resolve
 from proctor.parser.waits import literal_until
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
 
-__all__ = ["WAIT_KIND", "WAITED_BY", "wait_step"]
+__all__ = ["WAITED_BY", "WAIT_KIND", "wait_step"]
 
 WAIT_KIND = "wait"
 WAITED_BY = "clock"
