@@ -273,3 +273,51 @@ def test_a_due_wait_is_settled_by_the_settle_loop(tmp_path: Path) -> None:
     record = s.store.get_run(env.run_id)
     assert record is not None and record.status == "sealed"
     assert s.envelope(env.run_id).outcome == "completed"
+
+
+RUNNER = """minimum_runx: 0.12.0
+credentials:
+  nitrosend:
+    provider: nitrosend
+    auth:
+      api_key:
+        delivery:
+          env: NITROSEND_API_KEY
+runners:
+  status:
+    default: true
+    type: graph
+    credential: nitrosend
+methods:
+  status:
+    description: Report whether the provider key reached the process.
+    steps:
+      - id: probe
+        tool: {{command: {python}, args: [probe.py]}}
+  other:
+    description: The same program, from a method no runner names.
+    steps:
+      - id: probe
+        tool: {{command: {python}, args: [probe.py]}}
+"""
+
+PROBE = """import json, os
+print(json.dumps({"has_key": "NITROSEND_API_KEY" in os.environ}))
+"""
+
+
+def test_a_graph_runner_delivers_its_credential_to_its_method_only(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    folder = make_skill(tmp_path, "nitrosend", RUNNER.format(python=_python()))
+    (folder / "probe.py").write_text(PROBE)
+    env = {"PROCTOR_HOME": str(tmp_path / ".home"), "NITROSEND_API_KEY": "nskey-test-0123456789"}
+    s = session(tmp_path, environ=env)
+    ran = s.run(str(folder))  # the runner's default: status
+    assert ran.outcome == "completed", ran.refusal
+    assert isinstance(ran.result, dict) and ran.result["json"] == {"has_key": True}
+    other = s.run(f"{folder}#other")
+    assert other.outcome == "completed", other.refusal
+    assert isinstance(other.result, dict) and other.result["json"] == {"has_key": False}
+    assert "nskey-test-0123456789" not in (tmp_path / ".proctor").joinpath(
+        "runs.sqlite"
+    ).read_bytes().decode("latin-1")
