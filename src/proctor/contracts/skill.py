@@ -7,12 +7,8 @@ profile (references between steps, ``default_method`` naming a method) live in
 :mod:`proctor.parser.skill`, which builds these models.
 
 A step is one of several kinds, told apart by which key it carries: ``tool``, ``agent``,
-``ask``, ``skill``, ``operation``, ``worker`` or ``wait``. A ``tool:`` that is a mapping
-(``{command: ...}``, the runx reference's inline process tool) is a :class:`ProcessStep`. All
-are modelled so later issues fit; the runtime refuses kinds it cannot run yet.
-
-Every step may narrow the run's authority for itself (``effects``, ``reach``: never wider than
-its method's) and name the output its whole result becomes (``result_as``).
+``ask``, ``skill``, ``operation``, ``worker`` or ``wait``; a ``tool:`` that is a mapping
+(``{command: ...}``, an inline process tool) is a :class:`ProcessStep`.
 """
 
 from __future__ import annotations
@@ -101,10 +97,8 @@ class Environment(_Model):
 
 
 class _StepBase(_Model):
-    """What every step carries: its id, the authority it narrows to (``effects``, ``reach``;
-    the narrowest of its host's, its method's and its own applies to everything it does, its
-    calls, turns and child runs alike) and ``result_as``, the name of the one output its whole
-    result becomes (``{NAME: result}``)."""
+    """Every step's id, its own ``effects``/``reach`` (narrowing all it does) and
+    ``result_as`` (its whole result becomes ``{NAME: result}``)."""
 
     id: StepId
     effects: Literal["none", "ask", "allow"] | None = None
@@ -346,8 +340,7 @@ class ProcessTool(_Model):
 
 
 class ProcessStep(_StepBase):
-    """Run an inline process tool; the step's output is the command's result, with ``json``
-    added when its standard output is one JSON value."""
+    """Run an inline process tool; its output is the command's result (plus ``json``)."""
 
     tool: ProcessTool
     credential: NonEmpty | None = None
@@ -367,20 +360,12 @@ class WaitSpec(_Model):
     def _check(self) -> None:
         if (self.until is None) == (self.seconds is None):
             raise ValueError("a wait needs exactly one of 'until' or 'seconds'")
-        until = self.until
-        if until is None:
-            return
-        if isinstance(until, bool) or not isinstance(until, int | str):
+        if isinstance(self.until, bool) or not isinstance(self.until, int | str | None):
             raise ValueError("until is milliseconds since the epoch, a time or a reference")
-        if isinstance(until, int) and not 0 <= until < 2**53:
-            raise ValueError("until in milliseconds since the epoch is at least 0")
-        if isinstance(until, str) and not 0 < len(until) <= 200:
-            raise ValueError("until is a non-empty text of at most 200 characters")
 
 
 class WaitStep(_StepBase):
-    """Wait until a time: the run pauses on a request of kind ``wait`` that takes no answer; a
-    resume at or after the time (or a worker's settle loop) settles it and the run goes on."""
+    """Wait until a time: a request of kind ``wait`` that a resume or a worker settles."""
 
     wait: WaitSpec
 
@@ -398,15 +383,9 @@ def _step_kind(value: Any) -> str | None:
     return present[0] if len(present) == 1 else None
 
 
+_FirstKinds = ToolStep | AgentStep | AskStep | SkillStep | OperationStep | WorkerStep
 Step = Annotated[
-    ToolStep
-    | AgentStep
-    | AskStep
-    | SkillStep
-    | OperationStep
-    | WorkerStep
-    | WaitStep
-    | ProcessStep,
+    _FirstKinds | WaitStep | ProcessStep,
     Choice(_step_kind, STEP_TAGS, "a step needs exactly one of: " + ", ".join(STEP_KINDS)),
 ]
 """A step of any kind, chosen by the one kind key it carries."""
