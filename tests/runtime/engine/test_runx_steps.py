@@ -321,3 +321,48 @@ def test_a_graph_runner_delivers_its_credential_to_its_method_only(tmp_path: Pat
     assert "nskey-test-0123456789" not in (tmp_path / ".proctor").joinpath(
         "runs.sqlite"
     ).read_bytes().decode("latin-1")
+
+
+PARENT = """minimum_runx: 0.12.0
+methods:
+  main:
+    steps:
+      - id: child
+        effects: none
+        skill: ../writer
+"""
+
+WRITER = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: write
+        tool: fs.write
+        inputs: {path: by-child.txt, content: "c", create: true}
+"""
+
+
+def test_a_child_run_holds_what_its_effects_none_step_holds(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "writer", WRITER)
+    make_skill(tmp_path, "parent", PARENT)
+    s = session(tmp_path)
+    env = s.run(str(tmp_path / "skills" / "parent"))
+    assert env.status == "sealed" and env.outcome != "completed"
+    assert env.refusal is not None and "effects_none" in str(env.refusal), env.refusal
+    assert not (tmp_path / "by-child.txt").exists()
+    # the same child, from a step that narrows nothing, writes
+    make_skill(tmp_path, "parent", PARENT.replace("        effects: none\n", ""))
+    assert s.run(str(tmp_path / "skills" / "parent")).outcome == "completed"
+    assert (tmp_path / "by-child.txt").read_text() == "c"
+
+
+def test_a_process_tool_under_effects_none_never_starts(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    folder = make_skill(tmp_path, "proc", PROCESS.format(python=_python()))
+    (folder / "emit.py").write_text("open('ran', 'w').write('x')\n")
+    s = session(tmp_path)
+    env = s.run(str(folder), cli_inputs=["word=hello"], authority=authority(effects="none"))
+    assert env.outcome == "blocked"
+    assert env.refusal is not None and env.refusal.code == "effects_none"
+    assert not (folder / "ran").exists()
