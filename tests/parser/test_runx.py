@@ -199,6 +199,7 @@ def test_a_module_tool_is_refused_by_name() -> None:
 
 def test_literal_until_reads_milliseconds_and_times_with_an_offset() -> None:
     assert literal_until(0) == 0
+    assert literal_until("1500") == 1500  # digits as text: what `-i until=1500` gives
     assert literal_until("1970-01-01T00:00:01Z") == 1000
     assert literal_until("1970-01-01T01:00:01+01:00") == 1000
     for bad in (True, -1, MAX_UNTIL_MS + 1, "soon", "1970-01-01T00:00:01", 1.5, None, "x" * 65):

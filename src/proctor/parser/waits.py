@@ -1,8 +1,9 @@
 """The time a wait step waits until, read from what its ``until`` states (pure).
 
-A wait's ``until`` is milliseconds since the epoch (as the runx reference states a wait's
-``until``) or an ISO 8601 time that names its UTC offset (``2027-01-02T03:04:05Z``); a time
-without an offset is refused, since it would mean a different moment on each machine.
+A wait's ``until`` is milliseconds since the epoch, as the runx reference states it (a number,
+or its digits as text, as ``-i`` gives it), or an ISO 8601 time that names its UTC offset
+(``2027-01-02T03:04:05Z``); a time without an offset is refused, since it would mean a
+different moment on each machine.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def literal_until(value: Any) -> int:
             "until is milliseconds since the epoch or an ISO 8601 time with its UTC offset"
         )
     text = value.strip()
+    if text.isascii() and text.isdigit() and len(text) <= 16:  # milliseconds given as text (-i)
+        return literal_until(int(text))
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:

@@ -3,6 +3,7 @@ per-step effects and reach, and timed waits (a resume or a worker settles them).
 
 from __future__ import annotations
 
+import shutil
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from proctor.errors import ResumeRefused
+from proctor.runtime.engine.request_lines import summary_of
 from proctor.runtime.engine.upkeep import settle
 from tests.runtime.driver_support import (
     authority,
@@ -238,6 +240,9 @@ def test_a_wait_holds_until_its_time_then_a_resume_settles_it(tmp_path: Path) ->
     assert env.status == "needs_agent"
     (request,) = env.requests
     assert request["kind"] == "wait" and request["until"] == until
+    assert summary_of("wait", request) == (
+        "waits until 2026-03-01T13:00:00+00:00; a resume then settles it (no answer)"
+    )
     assert "cool" not in str(env.answers_template)
     # before until: nothing settles, the same request is reported again
     clock.now = START + timedelta(minutes=59)
@@ -366,3 +371,28 @@ def test_a_process_tool_under_effects_none_never_starts(tmp_path: Path) -> None:
     assert env.outcome == "blocked"
     assert env.refusal is not None and env.refusal.code == "effects_none"
     assert not (folder / "ran").exists()
+
+
+EVERY_FIELD = Path(__file__).resolve().parents[2] / "assets" / "runx" / "every-field"
+
+
+def test_a_runx_package_using_every_field_runs_unchanged(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    shutil.copytree(EVERY_FIELD, tmp_path / "skills" / "every-field")
+    (tmp_path / "notes.md").write_text("one\ntwo\nthree\n")
+    environ = {"PROCTOR_HOME": str(tmp_path / ".home"), "PATH": "/usr/bin:/bin",
+               "REPORT_MODE": "brief", "REPORTER_API_KEY": "rk-test-0123456789abcdef"}  # fmt: skip
+    clock = Clock(START)
+    s = session(tmp_path, environ=environ, clock=clock)
+    embargo = _ms(START + timedelta(days=1))
+    inputs = ["topic=tides", "notes=notes.md", f"embargo_until={embargo}"]
+    env = s.run("every-field", cli_inputs=inputs, cwd=tmp_path)
+    assert env.status == "needs_agent", env.refusal
+    assert env.requests[0]["kind"] == "wait"
+    clock.now = START + timedelta(days=1, minutes=1)
+    done = s.resume(env.run_id, {})
+    assert done.status == "sealed" and done.outcome == "completed", done.refusal
+    assert isinstance(done.result, dict)
+    report = done.result["report"]
+    assert report["json"] == {"topic": "tides", "notes_lines": 3, "mode": "brief",
+                              "has_key": True}  # fmt: skip

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from proctor.core.resume import options_of
@@ -265,4 +266,7 @@ def summary_of(kind: str, view: Mapping[str, Any]) -> str:
         return _one_line(f"send {view.get('tool')} again? (call {view.get('call_id')})")
     if kind == "agent_turn":
         return _one_line(f"agent turn: {view.get('instructions') or view.get('step') or ''}")
+    if kind == "wait" and isinstance(view.get("until"), int):
+        when = datetime.fromtimestamp(int(view["until"]) / 1000, UTC).isoformat()
+        return _one_line(f"waits until {when}; a resume then settles it (no answer)")
     return _one_line(str(view.get("reason") or kind))
