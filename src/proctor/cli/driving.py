@@ -222,6 +222,11 @@ def render_envelope(doc: dict[str, Any], *, hidden: frozenset[str] = frozenset()
             t(f" {request.get('kind')} at {request.get('address')}"),
             f"  {t(str(request.get('request_digest')))}",
         )
+        if request.get("kind") == "wait":
+            from proctor.runtime.engine.request_lines import summary_of
+
+            out.print("    " + t(summary_of("wait", request)))
+            continue
         if request.get("kind") not in ("approval", "retry"):
             for key in ("reason", "tool", "question"):
                 if request.get(key):

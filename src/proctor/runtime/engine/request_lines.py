@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from proctor.core.resume import options_of
@@ -267,6 +267,8 @@ def summary_of(kind: str, view: Mapping[str, Any]) -> str:
     if kind == "agent_turn":
         return _one_line(f"agent turn: {view.get('instructions') or view.get('step') or ''}")
     if kind == "wait" and isinstance(view.get("until"), int):
-        when = datetime.fromtimestamp(int(view["until"]) / 1000, UTC).isoformat()
+        ms = int(view["until"])
+        moment = datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+        when = moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
         return _one_line(f"waits until {when}; a resume then settles it (no answer)")
     return _one_line(str(view.get("reason") or kind))

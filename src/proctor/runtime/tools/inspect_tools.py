@@ -57,6 +57,13 @@ def _step_facts(step: Any) -> dict[str, Any]:
     for kind in ("tool", "skill", "operation"):
         if kind in data:
             fact.update(kind=kind, name=data[kind])
+    if isinstance(data.get("tool"), dict):  # an inline process tool runs as command.execute
+        fact.update(kind="process", name="command.execute", command=data["tool"]["command"])
+    elif "wait" in data:
+        fact["kind"] = "wait"
+    for narrowed in ("effects", "reach"):
+        if narrowed in data:
+            fact[narrowed] = data[narrowed]
     if "agent" in data:
         calls = data["agent"].get("calls") or {}
         fact.update(
