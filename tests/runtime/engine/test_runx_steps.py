@@ -396,3 +396,24 @@ def test_a_runx_package_using_every_field_runs_unchanged(tmp_path: Path) -> None
     report = done.result["report"]
     assert report["json"] == {"topic": "tides", "notes_lines": 3, "mode": "brief",
                               "has_key": True}  # fmt: skip
+
+
+def test_a_wait_settled_before_a_crash_keeps_its_recorded_time(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "wait", WAIT)
+    clock = Clock(START)
+    s = session(tmp_path, clock=clock)
+    until = _ms(START + timedelta(minutes=5))
+    env = s.run(str(tmp_path / "skills" / "wait"), inputs={"at": until})
+    (request,) = env.requests
+    # a driver recorded the settlement, then died before the step settled
+    settled = {"request_digest": request["request_digest"], "settled_at": until + 7,
+               "decided_by": "clock"}  # fmt: skip
+    s.store.record_decisions(env.run_id, {"cool": settled})
+    clock.now = START + timedelta(minutes=30)
+    done = s.resume(env.run_id, {})
+    assert done.outcome == "completed"
+    assert s.store.step_records(env.run_id)["cool"]["output"] == {
+        "until": until,
+        "settled_at": until + 7,
+    }
