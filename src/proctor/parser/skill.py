@@ -146,8 +146,7 @@ def parse_run_yaml(
             ``reference_unknown_output`` (``$steps.ID.FIELD`` where step ``ID``'s
             ``result_as`` names another output: its whole result is that one output);
             ``wait_until_invalid`` (a literal ``until`` that is no time); and the runx
-            fields of
-            :mod:`proctor.parser.runx` (``runner_type_unsupported``,
+            fields of :mod:`proctor.parser.runx` (``runner_type_unsupported``,
             ``runner_method_missing``, ``runner_default_conflict``,
             ``process_tool_module_unsupported``).
     """

@@ -273,8 +273,11 @@ def test_a_due_wait_is_settled_by_the_settle_loop(tmp_path: Path) -> None:
     assert request["until"] == _ms(START) + 600_000
     settle(s, now=START.timestamp() + 599)  # not due yet: nothing moves
     assert s.store.get_run(env.run_id).status == "needs_agent"
+    # due by the settle loop's clock, not yet by the run's: it waits, and is looked at again
+    settle(s, now=START.timestamp() + 600)
+    assert s.store.get_run(env.run_id).status == "needs_agent"
     clock.now = START + timedelta(seconds=601)
-    settle(s, now=START.timestamp() + 601)
+    settle(s, now=START.timestamp() + 606)
     record = s.store.get_run(env.run_id)
     assert record is not None and record.status == "sealed"
     assert s.envelope(env.run_id).outcome == "completed"

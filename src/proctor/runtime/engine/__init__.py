@@ -6,7 +6,9 @@ of one run: its state, what it resolves once, the step loop), :mod:`.pausing` (h
 stopped: requests, the paused envelope, the seal), :mod:`.turn_calls` (the calls an agent turn
 makes, admitted and priced), :mod:`.kinds` (tool, ask and agent steps, with
 the reconciliation of a crashed driver's claims), :mod:`.pyfunc_step` (worker steps: one governed
-``worker.run`` call whose function calls back through admission), :mod:`.operations` (operation
+``worker.run`` call whose function calls back through admission), :mod:`.process_tools`
+(inline process tools, one ``command.execute`` call in the package's folder), :mod:`.waits`
+(wait steps: a timed request a resume or the settle loop settles), :mod:`.operations` (operation
 steps, a crashed write confirmed by its readback or a store write by its key), :mod:`.compose`
 (skill steps: child runs and fan-out under the tree's concurrency ceiling), :mod:`.children`
 (starting and driving one child run in its root's session), :mod:`.skill_calls` (``calls.skills``
