@@ -86,6 +86,16 @@ def session(
     return opened
 
 
+class Clock:
+    """A clock a test moves by hand (``session(root, clock=Clock(start))``)."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
 def authority(**doc: Any) -> Authority:
     """An authority as a host states it."""
     return parse_authority(doc)
