@@ -11,6 +11,7 @@ import pytest
 from proctor.errors import ResumeRefused
 from proctor.runtime.engine.request_lines import summary_of
 from proctor.runtime.engine.upkeep import settle
+from tests.pg import fresh_schema
 from tests.runtime.driver_support import (
     Clock,
     close_sessions,  # noqa: F401 - the autouse fixture
@@ -110,3 +111,19 @@ def test_a_wait_settled_before_a_crash_keeps_its_recorded_time(tmp_path: Path) -
         "until": until,
         "settled_at": until + 7,
     }
+
+
+def test_a_wait_is_settled_by_the_settle_loop_on_postgresql(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "wait", WAIT.replace("{until: $input.at}", "{seconds: 60}"))
+    clock = Clock(START)
+    with fresh_schema() as url:
+        environ = {"PROCTOR_HOME": str(tmp_path / ".home"), "PROCTOR_DATABASE_URL": url}
+        s = session(tmp_path, environ=environ, clock=clock)
+        env = s.run(str(tmp_path / "skills" / "wait"))
+        assert env.status == "needs_agent" and env.requests[0]["kind"] == "wait"
+        assert s.resume(env.run_id, {}).status == "needs_agent"  # before its time
+        clock.now = START + timedelta(seconds=61)
+        settle(s, now=START.timestamp() + 61)
+        assert s.envelope(env.run_id).outcome == "completed"
+        s.close()
