@@ -127,3 +127,33 @@ def test_a_wait_is_settled_by_the_settle_loop_on_postgresql(tmp_path: Path) -> N
         settle(s, now=START.timestamp() + 61)
         assert s.envelope(env.run_id).outcome == "completed"
         s.close()
+
+
+PARENT = """minimum_runx: 0.12.0
+methods:
+  main:
+    steps:
+      - id: child
+        skill: ../wait
+"""
+
+
+def test_a_child_runs_wait_is_shown_at_the_root_and_settled_by_the_loop(tmp_path: Path) -> None:
+    make_workspace(tmp_path)
+    make_skill(tmp_path, "wait", WAIT.replace("{until: $input.at}", "{seconds: 60}"))
+    make_skill(tmp_path, "parent", PARENT)
+    clock = Clock(START)
+    s = session(tmp_path, clock=clock)
+    env = s.run(str(tmp_path / "skills" / "parent"))
+    (request,) = env.requests
+    assert (env.status, request["kind"], request["address"]) == (
+        "needs_agent",
+        "wait",
+        "child/0#cool",
+    )
+    settle(s, now=START.timestamp() + 61)  # the loop's clock is past it, the run's is not
+    assert s.envelope(env.run_id).status == "needs_agent"
+    clock.now = START + timedelta(seconds=61)
+    settle(s, now=START.timestamp() + 70)
+    sealed = s.envelope(env.run_id)
+    assert (sealed.status, sealed.outcome) == ("sealed", "completed")
