@@ -121,3 +121,14 @@ def test_a_graph_runner_delivers_its_credential_to_its_method_only(tmp_path: Pat
     assert "nskey-test-0123456789" not in (tmp_path / ".proctor").joinpath(
         "runs.sqlite"
     ).read_bytes().decode("latin-1")
+
+
+def test_a_process_tool_of_a_package_outside_the_workspace_never_starts(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    folder = make_skill(tmp_path / "elsewhere", "proc", PROCESS.format(python=_python()))
+    (folder / "emit.py").write_text("open('ran', 'w').write('x')\n")
+    s = session(ws)
+    env = s.run(str(folder), cli_inputs=["word=hello"])
+    assert env.outcome == "failed"
+    assert env.refusal is not None and env.refusal.code == "process_tool_outside_workspace"
+    assert not (folder / "ran").exists()
