@@ -160,3 +160,17 @@ def test_each_fixture_has_its_expected_outcome(
     monkeypatch.setenv("PROCTOR_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     assert outcome(name, tmp_path) == TABLE[name]
+
+
+def test_the_reference_resume_document_parses_once_its_digests_are_real() -> None:
+    # The reference elides its digests (sha256:…), which is what refuses it; the document's
+    # shape (answers, approvals, a retry's value) is read as printed.
+    from proctor.contracts.resume import parse_resume_document
+
+    text = (ASSETS / "000_resume-document.resume.json").read_text(encoding="utf-8")
+    assert "sha256:…" in text
+    doc = parse_resume_document(text.replace("sha256:…", "sha256:" + "0" * 64))
+    assert set(doc.answers) == {"summarize"}
+    assert set(doc.approvals) == {"deliver", "send/retry"}
+    assert doc.approvals["deliver"].approved is True
+    assert doc.approvals["send/retry"].value == {"retry": True}
