@@ -20,6 +20,7 @@ import json
 import shutil
 import tomllib
 from pathlib import Path
+
 import pytest
 
 from proctor.errors import ProctorError

@@ -8,10 +8,10 @@ from typing import Any
 import fastjsonschema
 import pytest
 
+from proctor.errors import RefusedCall
 from proctor.receipts.canonical import digest
 from proctor.runtime.tools.base import CHANGING_EFFECTS
 from proctor.runtime.tools.registry import native_tools
-from proctor.errors import RefusedCall
 from tests.runtime.tools.test_fs_support import Env
 from tests.runtime.tools.test_fs_support import env as env  # fixture re-export
 
