@@ -50,6 +50,7 @@ def _status(exc: ProctorError) -> int:
         "unauthorized": 401,
         "namespace_forbidden": 403,
         "version_exists": 409,
+        "kind_mismatch": 409,
         "body_too_large": 413,
         "not_found": 404,
     }.get(exc.code, 400)
@@ -136,7 +137,6 @@ def _publish(store: RegistryStore, token: str | None, body: bytes) -> tuple[int,
             f"{package.content_digest})",
             code="statement_mismatch",
         )
-    _same_kind(store, said["name"], kind)
     key = PublicKey.from_raw(bytes.fromhex(owner.key_hex))
     body_said = statement(
         said["name"], said["version"], said["content_digest"], owner.key_hex, kind
@@ -159,19 +159,6 @@ def _publish(store: RegistryStore, token: str | None, body: bytes) -> tuple[int,
         "status": "published" if created else "unchanged",
         "manifest": manifest,
     }
-
-
-def _same_kind(store: RegistryStore, name: str, kind: str) -> None:
-    """A name is a skill's or a connector's for good: a version of the other kind is refused."""
-    held = store.version(name, None)
-    if held is None:
-        return
-    had = held.get("manifest", {}).get("kind", "skill")
-    if had != kind:
-        raise RegistryRefused(
-            f"{name} is published as a {had}; a {kind} takes a name of its own",
-            code="kind_mismatch",
-        )
 
 
 def create_app(store: RegistryStore) -> Starlette:
