@@ -175,3 +175,12 @@ def test_the_reference_resume_document_parses_once_its_digests_are_real() -> Non
     assert set(doc.approvals) == {"deliver", "send/retry"}
     assert doc.approvals["deliver"].approved is True
     assert doc.approvals["send/retry"].value == {"retry": True}
+
+
+def test_every_refusal_in_the_table_is_listed_with_its_reason() -> None:
+    doc = (ASSETS.parents[2] / "docs" / "compatibility.md").read_text(encoding="utf-8")
+    plain = {"runs", "parses", "differs"}
+    for name, outcome in TABLE.items():
+        if outcome in plain or outcome.startswith("failed:"):
+            continue
+        assert f"`{outcome}`" in doc, f"{name}: {outcome} is not in docs/compatibility.md"
