@@ -38,9 +38,7 @@ class LoadedConnector:
     """The package identity of an installed connector (``registry:<publisher>/<name>``)."""
 
 
-def load_connector_file(
-    path: Path, label: str, *, folder_name: str | None = None
-) -> LoadedConnector:
+def load_connector_file(path: Path, label: str) -> LoadedConnector:
     """Read one ``connector.yaml``.
 
     Raises:
@@ -61,7 +59,7 @@ def load_connector_file(
         ) from exc
     from proctor.parser.connector import connector_origin, parse_connector  # a manifest exists
 
-    connector = parse_connector(text, label, folder_name=folder_name or path.parent.name)
+    connector = parse_connector(text, label, folder_name=path.parent.name)
     return LoadedConnector(connector, connector_origin(connector.base_url), label)
 
 
@@ -86,11 +84,14 @@ def _folder(base: Path, label: str) -> dict[str, LoadedConnector]:
 def _installed(
     workspace_root: Path, environ: Mapping[str, str] | None
 ) -> dict[str, LoadedConnector]:
+    from proctor.parser.connector import connector_origin, parse_connector
     from proctor.runtime.packages.installed import (
         ADDED_CONNECTORS,
         resolve_installed,
         trusted_registry_keys,
+        verify_folder,
     )
+    from proctor.runtime.packages.manifest import RegistryRefused
 
     base = workspace_root / ADDED_CONNECTORS
     if not base.is_dir():
@@ -104,7 +105,16 @@ def _installed(
                 kind="connector",
             )  # fmt: skip
             label = f"{publisher}/{name}@{held.version}/connector.yaml"
-            loaded = load_connector_file(held.folder / "connector.yaml", label, folder_name=name)
+            # parse the very bytes a verification read (never the file read again after it)
+            _, package = verify_folder(held.folder, trusted)
+            if package.content_digest != held.content_digest:
+                raise RegistryRefused(
+                    f"{publisher}/{name}@{held.version} changed while it was read",
+                    code="package_modified",
+                )
+            text = package.files["connector.yaml"].decode("utf-8")
+            connector = parse_connector(text, label, folder_name=name)
+            loaded = LoadedConnector(connector, connector_origin(connector.base_url), label)
             if name in found:
                 raise ParseError(
                     f"two installed connectors are named {name!r} ({found[name].identity} and "
