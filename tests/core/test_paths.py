@@ -67,6 +67,8 @@ SENSITIVE = [
     (".gem/credentials", "gem_credentials"),
     (".config/gcloud/credentials.db", "gcloud_dir"),
     (".config/gh/hosts.yml", "gh_hosts"),
+    ("auro_secrets.yaml", "auro_store"),
+    ("config/auro_secrets.yml", "auro_store"),
 ]
 
 NOT_SENSITIVE = [
@@ -90,6 +92,7 @@ NOT_SENSITIVE = [
     ".docker/daemon.json",
     "keyboard.txt",
     "monkey.keys.txt",
+    "auro_secrets.yaml.md",
 ]
 
 

@@ -65,5 +65,30 @@ def test_publish_search_and_install_with_the_index_on_postgres(
                 assert client.search("SUMMAR")[0]["name"] == "acme/summarise"
                 install(client, "acme/summarise@1.0.0", workspace_root=root, trusted=trusted)
             assert resolve_installed("acme/summarise", workspace_root=root, trusted=trusted)
+            # a connector package, and the rule that a name keeps its kind, on PostgreSQL too
+            folder = tmp_path / "tracker"
+            folder.mkdir()
+            (folder / "connector.yaml").write_text(
+                "name: tracker\nbase_url: https://tracker.example.com\noperations:\n"
+                "  issue.read: {verb: read, request: {method: GET, path: /issues}}\n"
+            )
+            connector = package_folder(folder)
+            as_connector = sign_statement(
+                reg.acme, "acme/tracker", connector.version, connector.content_digest, "connector"
+            )
+            with reg.client(reg.acme_token) as client:
+                assert client.publish(as_connector, connector)["status"] == "published"
+                renamed = package_folder(write_skill(tmp_path / "tracker-skill", name="tracker"))
+                with pytest.raises(ProctorError) as kind:
+                    client.publish(
+                        sign_statement(
+                            reg.acme, "acme/tracker", renamed.version, renamed.content_digest
+                        ),
+                        renamed,
+                    )
+            assert kind.value.code == "kind_mismatch"
+            with reg.client() as client:
+                done = install(client, "acme/tracker", workspace_root=root, trusted=trusted)
+            assert done.folder.parent.parent.parent.name == "added-connectors"
     finally:
         store.close()

@@ -2,11 +2,14 @@
 
 ``--json`` prints a ``proctor.package_projection.v1`` document::
 
-    {"schema": "proctor.package_projection.v1", "name": "...", "version": "sha-<12 hex>",
+    {"schema": "proctor.package_projection.v1", "kind": "skill", "name": "...",
+     "version": "sha-<12 hex>",
      "content_digest": "sha256:<hex>", "size": 1234,
      "package": {<the proctor.package.json document: schema proctor.package.v1, files ...>}}
 
-Nothing is written: ``proctor.package.json`` is derived from the files, never read from them.
+A folder holding ``connector.yaml`` (and no SKILL.md) is a connector package: ``kind`` is
+``connector``. Nothing is written: ``proctor.package.json`` is derived from the files, never
+read from them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def package(skill_dir: Path, as_json: bool) -> None:
         dump_json(
             {
                 "schema": "proctor.package_projection.v1",
+                "kind": built.kind,
                 "name": built.name,
                 "version": built.version,
                 "content_digest": built.content_digest,
@@ -42,7 +46,7 @@ def package(skill_dir: Path, as_json: bool) -> None:
             }
         )
         return
-    click.echo(f"{built.name} {built.version}")
+    click.echo(f"{built.name} {built.version}" + (" (connector)" if built.kind != "skill" else ""))
     click.echo(f"content digest {built.content_digest}")
     for rel, file_digest in built.digests.items():
         click.echo(inert(f"  {rel}  {file_digest[:19]}…  {len(built.files[rel])} bytes"))

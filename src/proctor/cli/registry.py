@@ -216,10 +216,14 @@ def publish(
     signer = parse_private_key_pem(key_file.read_bytes()) if key_file else load_signer().signer
     with _client(registry, token=True) as client:
         answer = client.publish(
-            sign_statement(signer, name, built.version, built.content_digest), built
+            sign_statement(signer, name, built.version, built.content_digest, built.kind), built
         )
     manifest = answer.get("manifest", {})
-    if manifest.get("content_digest") != built.content_digest or manifest.get("name") != name:
+    if (
+        manifest.get("content_digest") != built.content_digest
+        or manifest.get("name") != name
+        or manifest.get("kind", "skill") != built.kind
+    ):
         from proctor.runtime.packages.manifest import RegistryRefused
 
         raise RegistryRefused(
@@ -293,7 +297,8 @@ def info(ref: str, registry: str | None, as_json: bool) -> None:
 @_REGISTRY
 @_JSON
 def install(ref: str, pinned: str | None, registry: str | None, as_json: bool) -> None:
-    """Verify and install NAME[@VERSION] into .proctor/added-skills/.
+    """Verify and install NAME[@VERSION] into .proctor/added-skills/ (a connector package into
+    .proctor/added-connectors/).
 
     Example: proctor registry install acme/summarise@1.2.0 --digest sha256:...
     """
@@ -337,7 +342,12 @@ def verify(ref: str | None, as_json: bool) -> None:
     root = _root()
     trusted = trusted_registry_keys(os.environ)
     if ref is not None:
-        found = resolve_installed(ref, workspace_root=root, trusted=trusted)
+        try:
+            found = resolve_installed(ref, workspace_root=root, trusted=trusted)
+        except ProctorError as exc:
+            if exc.code != "package_not_installed":
+                raise
+            found = resolve_installed(ref, workspace_root=root, trusted=trusted, kind="connector")
         if as_json:
             dump_json({"schema": "proctor.registry_install.v1", **found.to_dict(root)})
         else:
@@ -346,15 +356,17 @@ def verify(ref: str | None, as_json: bool) -> None:
             )
         return
     results: list[dict[str, object]] = []
-    for each in installed_refs(root):
-        try:
-            held = resolve_installed(each, workspace_root=root, trusted=trusted)
-        except ProctorError as exc:
-            results.append({"ref": each, "status": "refused", "code": exc.code,
-                            "message": exc.message})  # fmt: skip
-        else:
-            results.append({"ref": each, "status": "verified", "tier": held.tier,
-                            "content_digest": held.content_digest})  # fmt: skip
+    for kind in ("skill", "connector"):
+        for each in installed_refs(root, kind):
+            try:
+                held = resolve_installed(each, workspace_root=root, trusted=trusted, kind=kind)
+            except ProctorError as exc:
+                results.append({"ref": each, "kind": kind, "status": "refused",
+                                "code": exc.code, "message": exc.message})  # fmt: skip
+            else:
+                results.append({"ref": each, "kind": kind, "status": "verified",
+                                "tier": held.tier,
+                                "content_digest": held.content_digest})  # fmt: skip
     failed = [r for r in results if r["status"] != "verified"]
     if as_json:
         dump_json({"schema": "proctor.registry_verify.v1", "packages": results,

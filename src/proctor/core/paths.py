@@ -167,6 +167,11 @@ _NAME_RULES: tuple[_Rule, ...] = (
         "git credential store (.git-credentials)",
         lambda n: n == ".git-credentials",
     ),
+    _Rule(
+        "auro_store",
+        "the reference Python kernel's credential file (auro_secrets.yaml)",
+        lambda n: n in ("auro_secrets.yaml", "auro_secrets.yml"),
+    ),
     _Rule("htpasswd", "web server password file (.htpasswd)", lambda n: n == ".htpasswd"),
     _Rule("vault_token", "Vault token (.vault-token)", lambda n: n == ".vault-token"),
     _Rule("mysql_config", "MySQL client password file (.my.cnf)", lambda n: n == ".my.cnf"),

@@ -6,7 +6,8 @@ user trusts (``<home>/registry_keys/``), that it names exactly the requested nam
 workspace's required tier (``.proctor/registry.json``), and that the downloaded files parse
 as a package whose content digest, name and version are the manifest's. Only then are the
 files staged beside their destination, re-read and repackaged, and renamed into
-``.proctor/added-skills/<publisher>/<name>/<version>/`` with the manifest as
+``.proctor/added-skills/<publisher>/<name>/<version>/`` (a connector package, signed as one:
+``.proctor/added-connectors/<publisher>/<name>/<version>/``) with the manifest as
 ``signature.json``. A version folder is written once: installing it again is ``unchanged``
 while its files still verify, and refused otherwise.
 
@@ -30,6 +31,7 @@ from proctor.receipts.signing import PublicKey
 from proctor.registry.client import RegistryClient
 from proctor.runtime.home.files import write_private
 from proctor.runtime.packages.installed import (
+    ADDED_CONNECTORS,
     ADDED_SKILLS,
     REGISTRY_SETTINGS,
     Installed,
@@ -125,17 +127,18 @@ def install(
         )
     check_tier(name, manifest.version, manifest.tier, workspace_root, at="install")
     package = parse_files(client.archive(name, manifest.version), label=name)
-    if (package.content_digest, package.version, package.name) != (
+    if (package.content_digest, package.version, package.name, package.kind) != (
         manifest.content_digest,
         manifest.version,
         name.split("/")[1],
+        manifest.kind,
     ):
         raise RegistryRefused(
             f"the files served for {name}@{manifest.version} are not the ones its manifest "
             f"signed (their digest is {package.content_digest})",
             code="digest_mismatch",
         )
-    base = workspace_root / ADDED_SKILLS
+    base = workspace_root / (ADDED_CONNECTORS if manifest.kind == "connector" else ADDED_SKILLS)
     target = base / name / manifest.version
     if target.exists():
         held, _ = verify_folder(target, trusted)
@@ -163,7 +166,7 @@ def install(
                     "unchanged",
                 )
         raise StoreError(
-            f"{name}@{manifest.version} could not be written into .proctor/added-skills "
+            f"{name}@{manifest.version} could not be written into {base.name} "
             f"({type(exc).__name__}); nothing was installed",
             code="install_failed",
         ) from exc

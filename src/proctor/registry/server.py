@@ -50,6 +50,7 @@ def _status(exc: ProctorError) -> int:
         "unauthorized": 401,
         "namespace_forbidden": 403,
         "version_exists": 409,
+        "kind_mismatch": 409,
         "body_too_large": 413,
         "not_found": 404,
     }.get(exc.code, 400)
@@ -105,7 +106,7 @@ def _publish(store: RegistryStore, token: str | None, body: bytes) -> tuple[int,
         )
     said = doc["statement"]
     fields = {"schema", "name", "version", "content_digest", "publisher_key", "signature"}
-    if not isinstance(said, dict) or set(said) != fields:
+    if not isinstance(said, dict) or set(said) - {"kind"} != fields:
         raise RegistryRefused(
             f"the statement has exactly the fields {', '.join(sorted(fields))}",
             code="request_invalid",
@@ -122,19 +123,24 @@ def _publish(store: RegistryStore, token: str | None, body: bytes) -> tuple[int,
             f"the statement's key is not a key of the namespace {namespace!r} under this token",
             code="namespace_forbidden",
         )
+    kind = said.get("kind", "skill")
     package = parse_files(_decode_files(doc["files"]), label=said["name"])
-    if (said["name"].split("/")[1], said["version"], said["content_digest"]) != (
+    if (said["name"].split("/")[1], said["version"], said["content_digest"], kind) != (
         package.name,
         package.version,
         package.content_digest,
+        package.kind,
     ):
         raise RegistryRefused(
-            "the statement does not name the uploaded package (its name, version and content "
-            f"digest are {namespace}/{package.name}, {package.version}, {package.content_digest})",
+            "the statement does not name the uploaded package (it is the "
+            f"{package.kind} {namespace}/{package.name}, {package.version}, "
+            f"{package.content_digest})",
             code="statement_mismatch",
         )
     key = PublicKey.from_raw(bytes.fromhex(owner.key_hex))
-    body_said = statement(said["name"], said["version"], said["content_digest"], owner.key_hex)
+    body_said = statement(
+        said["name"], said["version"], said["content_digest"], owner.key_hex, kind
+    )
     try:
         signature = base64.b64decode(said["signature"], validate=True)
     except (binascii.Error, ValueError) as exc:

@@ -166,10 +166,22 @@ class RegistryStore:
         """Record a countersigned version; ``False`` when the identical one was there already.
 
         Raises:
-            RegistryRefused: (code ``version_exists``) the version holds other content.
+            RegistryRefused: ``version_exists`` (the version holds other content),
+                ``kind_mismatch`` (the name is published as the other kind: a skill's name
+                never takes a connector, nor a connector's a skill).
         """
-        with self._lock:  # one lock over the check, the rows and the audit line
+        kind = manifest.get("kind", "skill")
+        with self._lock:  # one lock over the checks, the rows and the audit line
             with self._db.transaction():
+                held = self._db.execute(
+                    "SELECT manifest FROM registry_versions WHERE name = ? LIMIT 1", (name,)
+                )
+                had = json.loads(held[0][0]).get("kind", "skill") if held else kind
+                if had != kind:
+                    raise RegistryRefused(
+                        f"{name} is published as a {had}; a {kind} takes a name of its own",
+                        code="kind_mismatch",
+                    )
                 rows = self._db.execute(
                     "SELECT content_digest FROM registry_versions WHERE name = ? AND version = ?",
                     (name, package.version),

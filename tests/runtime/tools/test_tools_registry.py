@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import fastjsonschema
 import pytest
 
+from proctor.errors import RefusedCall
 from proctor.receipts.canonical import digest
 from proctor.runtime.tools.base import CHANGING_EFFECTS
 from proctor.runtime.tools.registry import native_tools
@@ -111,6 +113,21 @@ def test_echo_and_digest(env: Env) -> None:
     got = env.call("data.digest", {"value": value})
     assert got == {"digest": digest(value)}
     assert got["digest"] == digest({"a": True, "b": [1, "é", None]})
+    # utf8_text (the runx reference's encoding): the digest of the text's own bytes
+    text = env.call("data.digest", {"value": "héllo", "encoding": "utf8_text"})
+    assert text == {"digest": "sha256:" + hashlib.sha256("héllo".encode()).hexdigest()}
+    assert env.call("data.digest", {"value": "x", "encoding": "canonical_json"}) == {
+        "digest": digest("x")
+    }
+
+
+@pytest.mark.parametrize(
+    "args", [{"value": 3, "encoding": "utf8_text"}, {"value": "x", "encoding": "latin1"}]
+)
+def test_digest_refuses_what_its_encoding_cannot_hash(env: Env, args: dict[str, Any]) -> None:
+    with pytest.raises(RefusedCall) as caught:
+        env.call("data.digest", args)
+    assert caught.value.code == "schema_invalid"
 
 
 def test_fs_tools_are_all_registered() -> None:

@@ -1,16 +1,21 @@
 """Where connectors are found, and each manifest read strictly.
 
-A run's connectors are those in its skill package's ``connectors/<name>/connector.yaml`` and
-in the workspace's ``connectors/<name>/connector.yaml``; a package's connector shadows the
-workspace's of the same name (the package was written against it).
+A run's connectors are those in its skill package's ``connectors/<name>/connector.yaml``, in
+the workspace's ``connectors/<name>/connector.yaml`` and the connector packages installed from
+a registry (``.proctor/added-connectors/<publisher>/<name>/<version>/``, the newest version
+the workspace's required tier allows, verified against its signature on every read). A
+package's connector shadows the workspace's of the same name (the package was written against
+it), and the workspace's an installed one (yours take precedence).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from proctor.contracts.values import dataclass
+from proctor.contracts.values import dataclass, replace
 from proctor.errors import ParseError
 
 if TYPE_CHECKING:
@@ -29,6 +34,8 @@ class LoadedConnector:
     connector: Connector
     origin: str
     source: str
+    identity: str = ""
+    """The package identity of an installed connector (``registry:<publisher>/<name>``)."""
 
 
 def load_connector_file(path: Path, label: str) -> LoadedConnector:
@@ -74,15 +81,75 @@ def _folder(base: Path, label: str) -> dict[str, LoadedConnector]:
     return found
 
 
-def find_connectors(
-    workspace_root: Path, package: Path | None = None, package_label: str = ""
+def _installed(
+    workspace_root: Path, environ: Mapping[str, str] | None
 ) -> dict[str, LoadedConnector]:
-    """Every connector a run of ``package`` sees, by name (the package's shadow the workspace's).
+    from proctor.parser.connector import connector_origin, parse_connector
+    from proctor.runtime.packages.installed import (
+        ADDED_CONNECTORS,
+        resolve_installed,
+        trusted_registry_keys,
+        verify_folder,
+    )
+    from proctor.runtime.packages.manifest import RegistryRefused
+
+    base = workspace_root / ADDED_CONNECTORS
+    if not base.is_dir():
+        return {}
+    trusted = trusted_registry_keys(os.environ if environ is None else environ)
+    found: dict[str, LoadedConnector] = {}
+    for publisher in _names(base):
+        for name in _names(base / publisher):
+            held = resolve_installed(
+                f"{publisher}/{name}", workspace_root=workspace_root, trusted=trusted,
+                kind="connector",
+            )  # fmt: skip
+            label = f"{publisher}/{name}@{held.version}/connector.yaml"
+            # parse the very bytes a verification read (never the file read again after it)
+            _, package = verify_folder(held.folder, trusted)
+            if package.content_digest != held.content_digest:
+                raise RegistryRefused(
+                    f"{publisher}/{name}@{held.version} changed while it was read",
+                    code="package_modified",
+                )
+            text = package.files["connector.yaml"].decode("utf-8")
+            connector = parse_connector(text, label, folder_name=name)
+            loaded = LoadedConnector(connector, connector_origin(connector.base_url), label)
+            if name in found:
+                raise ParseError(
+                    f"two installed connectors are named {name!r} ({found[name].identity} and "
+                    f"registry:{publisher}/{name}); remove one, or copy the one to use into "
+                    f"connectors/{name}/",
+                    file=label,
+                    code="connector_ambiguous",
+                )
+            found[name] = replace(loaded, identity=f"registry:{publisher}/{name}")
+    return found
+
+
+def _names(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def find_connectors(
+    workspace_root: Path,
+    package: Path | None = None,
+    package_label: str = "",
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, LoadedConnector]:
+    """Every connector a run of ``package`` sees, by name (the package's shadow the workspace's,
+    the workspace's an installed one). ``environ`` finds the home whose trusted registry keys
+    verify installed connectors (default ``os.environ``).
 
     Raises:
-        ParseError: a manifest is refused (the message names its file and line).
+        ParseError: a manifest is refused (the message names its file and line), or two
+            installed connectors share a name (``connector_ambiguous``).
+        RegistryRefused: an installed connector does not verify (``package_modified``,
+            ``registry_untrusted``, ``tier_too_low`` ...).
     """
-    found = _folder(workspace_root, "")
+    found = _installed(workspace_root, environ)
+    found.update(_folder(workspace_root, ""))
     if package is not None and package.resolve() != workspace_root.resolve():
         found.update(_folder(package, package_label or package.name))
     return dict(sorted(found.items()))

@@ -25,6 +25,7 @@ from proctor.runtime.engine.kinds import tool_step
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from proctor.runtime.connectors.operations import OperationTool
@@ -34,13 +35,15 @@ if TYPE_CHECKING:
 __all__ = ["operation_credentials", "operation_step", "run_operation_tools", "store_step"]
 
 
-def run_operation_tools(skill: LoadedSkill, workspace_root: Path) -> dict[str, OperationTool]:
+def run_operation_tools(
+    skill: LoadedSkill, workspace_root: Path, environ: Mapping[str, str] | None = None
+) -> dict[str, OperationTool]:
     """The operation tools a run of ``skill`` sees (its package's connectors, the workspace's).
 
     Raises:
         ParseError: a connector manifest is refused.
     """
-    connectors = find_connectors(workspace_root, skill.folder, skill.label)
+    connectors = find_connectors(workspace_root, skill.folder, skill.label, environ=environ)
     if not connectors:  # most runs: nothing of the connectors' HTTP side is imported
         return {}
     from proctor.runtime.connectors.operations import operation_tools

@@ -33,13 +33,23 @@ __all__ = [
 ]
 
 
+def _offered_name(tool: str, allowance: frozenset[str]) -> str:
+    """The allowance's tool ``tool`` names: itself, or the one offered tool whose name with
+    its dots written as underscores it is (the runx reference names turn tools so,
+    ``data_digest`` for ``data.digest``)."""
+    if tool in allowance or "." in tool:
+        return tool
+    named = [t for t in allowance if "." in t and t.replace(".", "_") == tool]
+    return named[0] if len(named) == 1 else tool
+
+
 def turn_spec(run: Run, turn: dict[str, Any], spec: CallSpec) -> CallSpec:
     """A managed or host-side turn call, held to the turn's allowance and step."""
     allowance = frozenset(turn.get("allowance", {}).get("tools", []))
     step_id = str(turn["step"])
     call_id = None if spec.call_id is None else f"{step_id}/turn/{spec.call_id}"
     return CallSpec(
-        tool=spec.tool,
+        tool=_offered_name(spec.tool, allowance),
         args=spec.args,
         allowance=allowance,
         step_id=step_id,

@@ -44,6 +44,7 @@ from proctor.runtime.packages.package import (
 )
 
 __all__ = [
+    "ADDED_CONNECTORS",
     "ADDED_SKILLS",
     "REGISTRY_SETTINGS",
     "Installed",
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 ADDED_SKILLS = Path(".proctor") / "added-skills"
+ADDED_CONNECTORS = Path(".proctor") / "added-connectors"
+"""Where installed connector packages live: ``<publisher>/<name>/<version>/``."""
 REGISTRY_SETTINGS = Path(".proctor") / "registry.json"
 
 
@@ -107,10 +110,11 @@ def check_tier(name: str, version: str, tier: str, workspace_root: Path, *, at: 
     raise RegistryRefused(message, code="tier_too_low")
 
 
-def installed_refs(workspace_root: Path) -> list[str]:
-    """Every ``<publisher>/<name>@<version>`` folder under ``.proctor/added-skills``, sorted
-    (what is there, verified or not; links are not followed)."""
-    base = workspace_root / ADDED_SKILLS
+def installed_refs(workspace_root: Path, kind: str = "skill") -> list[str]:
+    """Every ``<publisher>/<name>@<version>`` folder under ``.proctor/added-skills`` (or
+    ``added-connectors`` for ``kind`` connector), sorted (what is there, verified or not;
+    links are not followed)."""
+    base = workspace_root / (ADDED_CONNECTORS if kind == "connector" else ADDED_SKILLS)
     refs: list[str] = []
     for publisher in _folders(base):
         for name in _folders(base / publisher):
@@ -218,6 +222,12 @@ def verify_folder(folder: Path, trusted: list[PublicKey]) -> tuple[Manifest, Pac
             "signed (a file was changed, added or removed)",
             code="package_modified",
         )
+    if package.kind != manifest.kind:
+        raise RegistryRefused(
+            f"{manifest.name}@{manifest.version} was signed as a {manifest.kind}, and its files "
+            f"are a {package.kind}",
+            code="manifest_mismatch",
+        )
     return manifest, package
 
 
@@ -226,7 +236,7 @@ def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def _newest_allowed(
-    name: str, folder: Path, workspace_root: Path, trusted: list[PublicKey]
+    name: str, folder: Path, workspace_root: Path, trusted: list[PublicKey], kind: str
 ) -> Installed:
     """The newest installed version of ``name`` that verifies and that the workspace's
     required tier allows; when none does, the newest one's refusal."""
@@ -237,7 +247,7 @@ def _newest_allowed(
     for version in held:
         try:
             return resolve_installed(
-                f"{name}@{version}", workspace_root=workspace_root, trusted=trusted
+                f"{name}@{version}", workspace_root=workspace_root, trusted=trusted, kind=kind
             )
         except RegistryRefused as exc:
             if exc.code != "tier_too_low":
@@ -247,11 +257,14 @@ def _newest_allowed(
     raise first
 
 
-def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey]) -> Installed:
+def resolve_installed(
+    ref: str, *, workspace_root: Path, trusted: list[PublicKey], kind: str = "skill"
+) -> Installed:
     """The installed folder ``<publisher>/<name>[@version]`` names, verified against its exact
     bytes. Without a version, the newest installed version the workspace's required tier
     allows (an older one that qualifies is taken over a newer one below the tier; a newer one
-    that fails verification is refused, not passed over). Never uses the network.
+    that fails verification is refused, not passed over). Never uses the network. ``kind``
+    ``connector`` looks in ``.proctor/added-connectors`` for a package signed as a connector.
 
     Raises:
         UsageError: a malformed ref.
@@ -262,18 +275,19 @@ def resolve_installed(ref: str, *, workspace_root: Path, trusted: list[PublicKey
             ``tier_too_low`` (below the workspace's required tier, see :func:`check_tier`).
     """
     name, version = parse_ref(ref)
-    folder = workspace_root / ADDED_SKILLS / name
+    folder = workspace_root / (ADDED_CONNECTORS if kind == "connector" else ADDED_SKILLS) / name
     if version is None:
-        return _newest_allowed(name, folder, workspace_root, trusted)
+        return _newest_allowed(name, folder, workspace_root, trusted, kind)
     target = folder / version
     if not target.is_dir():
         raise RegistryRefused(
             f"{name}@{version} is not installed here", code="package_not_installed"
         )
     manifest, _ = verify_folder(target, trusted)
-    if (manifest.name, manifest.version) != (name, version):
+    if (manifest.name, manifest.version, manifest.kind) != (name, version, kind):
         raise RegistryRefused(
-            f"the signature in {name}/{version} is for {manifest.name}@{manifest.version}",
+            f"the signature in {name}/{version} is for the {manifest.kind} "
+            f"{manifest.name}@{manifest.version}",
             code="manifest_mismatch",
         )
     check_tier(name, version, manifest.tier, workspace_root, at="load")

@@ -1,9 +1,12 @@
 """The signed manifest of a published version, and its verification (pure: no I/O).
 
 A publisher signs a **statement** ``{schema, name, version, content_digest, publisher_key}``
-(canonical JSON, Ed25519). The registry accepts it only from a key of the name's namespace,
-then countersigns the **manifest**: the statement's fields, the publisher's signature, the
-namespace, the tier it gives the publisher, and its own key; ``registry_signature`` signs the
+(canonical JSON, Ed25519), with ``kind: connector`` added for a connector package (a skill's
+statement has no ``kind``, so every skill signature made before connectors were packaged still
+verifies, and a signature over one kind never verifies as the other). The registry accepts it
+only from a key of the name's namespace, then countersigns the **manifest**: the statement's
+fields, the publisher's signature, the namespace, the tier it gives the publisher, and its own
+key; ``registry_signature`` signs the
 canonical manifest without that field. The installed copy is kept as ``signature.json``.
 
 :func:`verify_manifest` refuses a manifest unless both signatures verify, the registry key is
@@ -26,6 +29,7 @@ from proctor.receipts.signing import PublicKey, Signer, b64
 from proctor.runtime.packages.package import check_version
 
 __all__ = [
+    "KINDS",
     "TIERS",
     "Manifest",
     "RegistryRefused",
@@ -39,6 +43,7 @@ __all__ = [
 ]
 
 TIERS = ("community", "verified", "first_party")
+KINDS = ("skill", "connector")
 _SEGMENT = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _STATEMENT_SCHEMA = "proctor.publish_statement.v1"
 _MANIFEST_SCHEMA = "proctor.registry_manifest.v1"
@@ -93,10 +98,20 @@ def tier_rank(tier: str) -> int:
     return TIERS.index(tier)
 
 
-def statement(name: str, version: str, content_digest: str, publisher_key: str) -> dict[str, str]:
+def _kind_field(kind: str) -> dict[str, str]:
+    if kind not in KINDS:
+        raise UsageError(f"package kind {kind[:40]!r} is not a skill or a connector",
+                         code="package_kind_invalid")  # fmt: skip
+    return {} if kind == "skill" else {"kind": kind}
+
+
+def statement(
+    name: str, version: str, content_digest: str, publisher_key: str, kind: str = "skill"
+) -> dict[str, str]:
     """The publish statement a publisher signs (``publisher_key`` is 64 hex digits)."""
     return {
         "schema": _STATEMENT_SCHEMA,
+        **_kind_field(kind),
         "name": name,
         "version": version,
         "content_digest": content_digest,
@@ -104,9 +119,11 @@ def statement(name: str, version: str, content_digest: str, publisher_key: str) 
     }
 
 
-def sign_statement(signer: Signer, name: str, version: str, content_digest: str) -> dict[str, str]:
+def sign_statement(
+    signer: Signer, name: str, version: str, content_digest: str, kind: str = "skill"
+) -> dict[str, str]:
     """The statement and its base64 ``signature`` by ``signer``."""
-    body = statement(name, version, content_digest, signer.public_key.raw.hex())
+    body = statement(name, version, content_digest, signer.public_key.raw.hex(), kind)
     return {**body, "signature": b64(signer.sign(canonical(body)))}
 
 
@@ -122,6 +139,8 @@ class Manifest:
     tier: str
     registry_key: PublicKey
     document: Mapping[str, Any]
+    kind: str = "skill"
+    """What the publisher signed it as: ``skill`` or ``connector``."""
 
     @property
     def publisher(self) -> str:
@@ -166,10 +185,14 @@ def parse_manifest(data: bytes | Mapping[str, Any]) -> Manifest:
             raise RegistryRefused(
                 "the manifest is not valid JSON", code="manifest_invalid"
             ) from exc
-    if not isinstance(doc, dict) or set(doc) != _FIELDS:
+    if not isinstance(doc, dict) or set(doc) - {"kind"} != _FIELDS:
         raise RegistryRefused(
             f"a manifest is an object with exactly the fields {', '.join(sorted(_FIELDS))}",
             code="manifest_invalid",
+        )
+    if "kind" in doc and doc["kind"] != "connector":
+        raise RegistryRefused(
+            "a manifest's kind, when present, is connector", code="manifest_invalid"
         )
     if doc["schema"] != _MANIFEST_SCHEMA:
         raise RegistryRefused(
@@ -196,6 +219,7 @@ def parse_manifest(data: bytes | Mapping[str, Any]) -> Manifest:
         tier=doc["tier"],
         registry_key=_key(doc["registry_key"], "registry_key"),
         document=dict(doc),
+        kind=str(doc.get("kind", "skill")),
     )
 
 
@@ -205,6 +229,7 @@ def countersign(
     """The registry's manifest over a statement it accepted (it has checked the key)."""
     body = {
         "schema": _MANIFEST_SCHEMA,
+        **_kind_field(signed_statement.get("kind", "skill")),
         "name": signed_statement["name"],
         "version": signed_statement["version"],
         "content_digest": signed_statement["content_digest"],
@@ -241,7 +266,11 @@ def verify_manifest(data: bytes | Mapping[str, Any], trusted: Iterable[PublicKey
             code="signature_invalid",
         )
     said = statement(
-        manifest.name, manifest.version, manifest.content_digest, manifest.publisher_key.raw.hex()
+        manifest.name,
+        manifest.version,
+        manifest.content_digest,
+        manifest.publisher_key.raw.hex(),
+        manifest.kind,
     )
     if not manifest.publisher_key.verify(
         _unb64(doc["publisher_signature"], "sig"), canonical(said)

@@ -1,6 +1,9 @@
-"""Skill packages as published: the exact files, their digests, and the package document.
+"""Packages as published: the exact files, their digests, and the package document.
 
-A package is every regular file under the skill folder (names starting with ``.`` such as
+A package is a skill (``SKILL.md`` at its root) or a connector published on its own
+(``connector.yaml`` at its root; its :attr:`Package.kind` is ``connector``): both are
+packaged, signed, published and installed alike. A package is every regular file under the
+folder (names starting with ``.`` such as
 ``.env``, ``.git`` and ``.proctor``, and ``__pycache__`` and ``node_modules`` left out;
 connectors the skill keeps under ``connectors/`` travel with it), plus
 ``proctor.package.json`` at its root, which marks the root and lists each file's digest.
@@ -9,7 +12,8 @@ The **content digest** is :func:`proctor.receipts.canonical.digest` of the mappi
 ``relative path -> sha256:<hex of the file's bytes>`` over every file but
 ``proctor.package.json`` itself, so it depends on names and bytes only: the same folder gives
 the same digest on any machine. The version is the one SKILL.md's frontmatter names
-(``version:``), else ``sha-`` and the first 12 hex digits of the content digest.
+(``version:``), else (and always for a connector) ``sha-`` and the first 12 hex digits of the
+content digest.
 
 :func:`parse_files` is the one parser of a package's file set (from a folder, an upload or a
 download): it refuses a name that could leave the package folder, a reserved name, and a
@@ -32,6 +36,7 @@ from proctor.parser.skill import build_package
 from proctor.receipts.canonical import digest
 
 __all__ = [
+    "CONNECTOR_FILE",
     "MAX_FILES",
     "MAX_PACKAGE_BYTES",
     "MAX_TRANSFER_BYTES",
@@ -46,6 +51,7 @@ __all__ = [
 ]
 
 PACKAGE_FILE = "proctor.package.json"
+CONNECTOR_FILE = "connector.yaml"
 SIGNATURE_FILE = "signature.json"
 MAX_FILES = 2_000
 MAX_PACKAGE_BYTES = 16 * 1024 * 1024
@@ -70,6 +76,8 @@ class Package:
     files: Mapping[str, bytes]
     digests: Mapping[str, str]
     content_digest: str
+    kind: str = "skill"
+    """``skill`` or ``connector``."""
 
     @property
     def size(self) -> int:
@@ -77,9 +85,12 @@ class Package:
         return sum(len(data) for data in self.files.values())
 
     def document(self) -> dict[str, Any]:
-        """The ``proctor.package.v1`` document written as ``proctor.package.json``."""
+        """The ``proctor.package.v1`` document written as ``proctor.package.json`` (``kind``
+        only for a connector, so a skill's document is as it always was)."""
+        kind = {} if self.kind == "skill" else {"kind": self.kind}
         return {
             "schema": "proctor.package.v1",
+            **kind,
             "name": self.name,
             "description": self.description,
             "version": self.version,
@@ -156,8 +167,9 @@ def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Packag
         UsageError: ``package_path_invalid`` (a name that is absolute, has ``..``/``.``/empty
             parts, a backslash or control character, clashes with another as file and folder,
             or is reserved), ``package_too_large`` (over 2,000 files or 16 MiB),
-            ``not_a_package`` (no UTF-8 SKILL.md), ``version_invalid``.
-        ParseError: SKILL.md or run.yaml does not parse.
+            ``not_a_package`` (neither a UTF-8 SKILL.md nor a connector.yaml at the root),
+            ``version_invalid``.
+        ParseError: SKILL.md, run.yaml or connector.yaml does not parse.
     """
     kept: dict[str, bytes] = {}
     total = 0
@@ -182,6 +194,8 @@ def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Packag
             f"package file name {clash[0][:80]!r} is both a file and a folder",
             code="package_path_invalid",
         )
+    if "SKILL.md" not in kept and CONNECTOR_FILE in kept:
+        return _connector_package(kept, label)
     texts: dict[str, str] = {rel: "" for rel in kept}
     for rel in ("SKILL.md", "run.yaml"):
         if rel in kept:
@@ -201,6 +215,29 @@ def parse_files(files: Mapping[str, bytes], *, label: str = "package") -> Packag
         files=dict(sorted(kept.items())),
         digests=dict(sorted(digests.items())),
         content_digest=content_digest,
+    )
+
+
+def _connector_package(kept: dict[str, bytes], label: str) -> Package:
+    from proctor.parser.connector import parse_connector
+
+    try:
+        text = kept[CONNECTOR_FILE].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{label}/{CONNECTOR_FILE} is not UTF-8 text", code="not_a_package"
+        ) from exc
+    connector = parse_connector(text, f"{label}/{CONNECTOR_FILE}")
+    digests = file_digests(kept)
+    content_digest = digest(digests)
+    return Package(
+        name=connector.name,
+        description=connector.description or "",
+        version="sha-" + content_digest[7:19],
+        files=dict(sorted(kept.items())),
+        digests=dict(sorted(digests.items())),
+        content_digest=content_digest,
+        kind="connector",
     )
 
 

@@ -36,6 +36,10 @@ ECHO = Tool(
 
 
 def _digest(_ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    if args.get("encoding") == "utf8_text":
+        from hashlib import sha256
+
+        return {"digest": "sha256:" + sha256(args["value"].encode("utf-8")).hexdigest()}
     from proctor.receipts.canonical import digest
 
     return {"digest": digest(args["value"])}
@@ -43,12 +47,20 @@ def _digest(_ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 DATA_DIGEST = Tool(
     name="data.digest",
-    description="Return sha256:<hex> over the canonical JSON (RFC 8785) of any JSON value.",
+    description=(
+        "Return sha256:<hex> over the canonical JSON (RFC 8785) of any JSON value, or over a "
+        "text's UTF-8 bytes (encoding: utf8_text)."
+    ),
     schema={
         "type": "object",
         "additionalProperties": False,
         "required": ["value"],
-        "properties": {"value": {}},
+        "properties": {
+            "value": {},
+            "encoding": {"enum": ["canonical_json", "utf8_text"]},
+        },
+        "if": {"required": ["encoding"], "properties": {"encoding": {"const": "utf8_text"}}},
+        "then": {"properties": {"value": {"type": "string", "maxLength": _TEXT_MAX}}},
     },
     effect="none",
     handler=_digest,
