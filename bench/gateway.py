@@ -35,7 +35,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 # this folder holds bench/mcp.py, which would shadow the SDK's ``mcp`` package
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-SERVER = REPO / ".ci" / "node" / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
+SERVER = (
+    (REPO / ".ci" / "node").resolve()
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "server-filesystem"
+)
 
 
 def _workspace(base: Path) -> tuple[Path, Path]:
