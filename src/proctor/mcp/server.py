@@ -190,6 +190,7 @@ class ProctorServer:
         self._catalog_failed: tuple[str, ...] | None = None
         self._listed: tuple[Catalog, list[types.Tool]] | None = None
         self._output_schema: dict[str, Any] | None = None
+        self._schemas: dict[str, Mapping[str, Any]] = {}
         # MCP clients propose what runs: their processes need the sandbox (docs/sandbox.md)
         self.pool = SessionPool(
             lambda: Session(
@@ -242,6 +243,7 @@ class ProctorServer:
             version=__version__,
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
+            get_tool_input_schema=self.input_schema,
         )
         # Registered as a plain handler, so a call may answer with the result's wire form (the
         # SDK validates that against the protocol's schema as it would a model's dump).
@@ -321,7 +323,20 @@ class ProctorServer:
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
+            self._schemas = {t.name: t.input_schema for t in tools}
         return list(listed[1])
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The input schema a served tool is listed with, or ``None`` (not served).
+
+        The SDK's streamable HTTP transport asks this before each ``tools/call`` of the
+        2026-07-28 protocol, to check the call's ``Mcp-Param-*`` headers; without it, the SDK
+        runs the whole ``tools/list`` handler (the catalog's digests read again, the request
+        audited) for every call. The list is the one last built; a tool added since is
+        ``None`` here, and the call itself then finds it (:meth:`catalog`).
+        """
+        self.tool_list()
+        return self._schemas.get(name)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
