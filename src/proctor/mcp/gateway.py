@@ -231,7 +231,7 @@ class GatewayTools:
         arguments: dict[str, Any],
         host: GatewayHost,
         client: Mapping[str, Any] | None = None,
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         """One client call: admitted as a call of the session run's turn; a change waits for a
         person's decision (``client``: the client's name and version, for the audit log)."""
         tool = self.tools[name]
@@ -291,13 +291,14 @@ class GatewayTools:
         result = outcome.result if isinstance(outcome.result, dict) else {}
         content = result.get("content") if isinstance(result.get("content"), list) else []
         structured = result.get("structured_content")
-        return types.CallToolResult.model_validate(
-            {
-                "content": content,
-                **({"structuredContent": structured} if isinstance(structured, dict) else {}),
-                "isError": False,
-            }
-        )
+        # the wire form, not a model: the SDK checks it against the protocol's schema either
+        # way, and a model would be validated here, dumped, then checked again
+        return {
+            "content": content,
+            **({"structuredContent": structured} if isinstance(structured, dict) else {}),
+            "isError": False,
+            "resultType": "complete",
+        }
 
     async def _ask(
         self,

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from proctor.mcp.directive_tools import DirectiveExposure, DirectiveTools
     from proctor.mcp.gateway import GatewayTools
     from proctor.mcp.turns import TurnTools
+    from proctor.mcp.workers import WorkerSeat
     from proctor.runtime.engine.session import Session
 
 __all__ = ["ProctorServer", "tracing_configured"]
@@ -191,6 +192,8 @@ class ProctorServer:
         self._listed: tuple[Catalog, list[types.Tool]] | None = None
         self._output_schema: dict[str, Any] | None = None
         self._schemas: dict[str, Mapping[str, Any]] = {}
+        # among several HTTP workers, the key they all seal request state with
+        self.request_state_key: bytes | None = None
         # MCP clients propose what runs: their processes need the sandbox (docs/sandbox.md)
         self.pool = SessionPool(
             lambda: Session(
@@ -257,10 +260,24 @@ class ProctorServer:
             ]
         server.middleware.append(self._audit_middleware)
         # input_required state names a run and a request: sealed and verified by the SDK
-        server.middleware.append(
-            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+        security = (
+            RequestStateSecurity.ephemeral()
+            if self.request_state_key is None
+            else RequestStateSecurity(keys=[self.request_state_key])
         )
+        server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
         return server
+
+    def share_among_workers(self, seat: WorkerSeat) -> None:
+        """Serve as one of several processes (:mod:`proctor.mcp.workers`): request state
+        sealed with the key they share, and the turn tools' runs those any of them opened."""
+        from proctor.mcp.workers import SharedRuns
+
+        self.request_state_key = seat.state_key
+        shared = SharedRuns(seat.folder / "runs")
+        for run_id in self.config.runs:
+            shared[run_id] = None
+        self.config.runs = shared
 
     def catalog(self) -> Catalog:
         """The served tools as the packages are now.
