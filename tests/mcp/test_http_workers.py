@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -72,11 +74,12 @@ def _socket_of(base: Path, index: int) -> Path:
 
 
 def test_two_workers_serve_one_socket_and_a_session_is_answered_by_its_owner_from_either(
-    ws: Ws, http_server: Any, tmp_path: Path
+    ws: Ws, http_server: Any, request: pytest.FixtureRequest
 ) -> None:
-    base = tmp_path / "tmp"
-    base.mkdir()
-    ws.env["TMPDIR"] = str(base)  # where the worker folder is made: found by the test
+    # where the worker folder is made, found by the test (short: a Unix socket's path is)
+    base = Path(tempfile.mkdtemp(prefix="pw-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    ws.env["TMPDIR"] = str(base)
     ws.add_example("hello-world")
     server = http_server("skills/hello-world", "--workers", "2", *ws.allow())
     started = _started(ws, 2)
@@ -183,3 +186,20 @@ def test_workers_apply_to_http_only(ws: Ws) -> None:
     assert proc.returncode == 2
     assert "--workers applies to --transport http only" in err
     assert "Traceback" not in err
+
+
+def test_the_worker_folder_fits_a_unix_socket_path_under_a_long_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proctor.mcp.workers import _worker_folder
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    folder = _worker_folder()
+    try:
+        assert len(os.fsencode(folder / "w0000.sock")) < 100
+        assert folder.stat().st_mode & 0o777 == 0o700
+        assert not list(deep.iterdir())  # the long one was not kept
+    finally:
+        shutil.rmtree(folder)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from proctor.contracts.values import dataclass
-from proctor.errors import UsageError
+from proctor.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -64,6 +64,7 @@ _HOP_BY_HOP = frozenset(
      b"proxy-authenticate", b"proxy-authorization", b"host", b"content-length"}
 )  # fmt: skip
 _MAX_HANDOFF = 64 * 1024
+_MAX_SOCKET_PATH = 100
 
 
 def default_workers() -> int:
@@ -98,13 +99,24 @@ class WorkerSeat:
         return self.folder / f"w{index}.sock"
 
     def listen_unix(self) -> socket.socket:
-        """This worker's private socket for forwarded requests."""
+        """This worker's private socket for forwarded requests.
+
+        Raises:
+            ConfigError: ``mcp_bind_failed`` (the socket cannot be made there).
+        """
         path = self.socket_path(self.index)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(path))
-        sock.listen(128)
+        try:
+            sock.bind(str(path))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"cannot listen for the other workers in {self.folder}: {exc}",
+                code="mcp_bind_failed",
+            ) from exc
         return sock
 
 
@@ -143,7 +155,7 @@ def start_workers(count: int, sock: socket.socket, key: str, argv: list[str]) ->
     """
     if count < 1:
         raise UsageError("--workers takes a number of at least 1", code="mcp_workers_invalid")
-    folder = Path(tempfile.mkdtemp(prefix="proctor-mcp-workers-"))  # mode 0700
+    folder = _worker_folder()
     seat = WorkerSeat(0, count, folder, secrets.token_bytes(32))
     children: list[subprocess.Popen[bytes]] = []
     pipes: list[int] = []
@@ -169,6 +181,16 @@ def start_workers(count: int, sock: socket.socket, key: str, argv: list[str]) ->
         children.append(child)
         pipes.append(write_end)
     return Workers(seat, children, pipes)
+
+
+def _worker_folder() -> Path:
+    """A new private folder (mode 0700) whose Unix socket paths fit the system's limit (108
+    bytes on Linux): in the temporary folder, or in ``/tmp`` when that one's path is long."""
+    folder = Path(tempfile.mkdtemp(prefix="proctor-mcp-workers-"))
+    if len(os.fsencode(folder / "w0000.sock")) < _MAX_SOCKET_PATH:
+        return folder
+    folder.rmdir()
+    return Path(tempfile.mkdtemp(prefix="proctor-mcp-workers-", dir="/tmp"))
 
 
 def read_handoff(fd: int) -> tuple[WorkerSeat, socket.socket, str]:
