@@ -1,21 +1,21 @@
 """Benchmark ``proctor mcp --transport http`` throughput against the same runs in process.
 
-    .venv/bin/python bench/mcp_http.py [--calls 160] [--clients 1,16] [--workers 0]
+    .venv/bin/python bench/mcp_http.py [--calls 192] [--clients 1,16] [--rounds 6] [--workers 0]
 
-For each client count C, in one run:
+For each client count C, in one run, the two sides taking turns (``--rounds`` each, so both
+see the same load on a shared machine):
 
 - in process (the yardstick): C threads, each with a session made as the MCP server makes its
-  pool's (managed, the sandbox required), run hello-world's ``greet`` back to back; calls per
-  second over all of them, and the CPU per call of this process;
+  pool's (managed, the sandbox required, one signing key), run hello-world's ``greet`` back
+  to back; calls per second over all of them, and the CPU per call of this process;
 - http: C official-SDK clients, each on its own connection, call ``hello-world__greet`` against
-  ``proctor mcp --transport http --workers W`` on a free loopback port (``--workers 0``: the
-  server's default, one per core); calls per second, and the CPU per call of the server's
-  processes (every worker, from ``/proc``).
+  ``proctor mcp --transport http --workers W`` on a free loopback port (``--workers 0``: one
+  per core); calls per second, and the CPU per call of the server's processes (every worker,
+  from ``/proc``).
 
 Prints both rates, the ratio http / in-process (the issue's targets: at least 0.7x with one
-client, 0.9x with sixteen) and the CPU ratio (target: within 1.3x). Each side runs in a fresh
-workspace and home. The machine's load average is printed beside: on a shared machine the
-figures to trust are the ratios.
+client, 0.9x with sixteen) and the CPU ratio (target: within 1.3x), with the machine's load
+average before and after: on a shared machine the figures to trust are the ratios.
 """
 
 from __future__ import annotations
@@ -72,39 +72,41 @@ def _tree_cpu(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def in_process(clients: int, calls: int) -> tuple[float, float]:
-    """Calls per second and CPU seconds per call of ``clients`` threads running greet."""
-    from proctor.runtime.boundary.workspace import Workspace
-    from proctor.runtime.engine.session import Session
+class InProcess:
+    """``clients`` sessions made as the MCP server makes its pool's (managed, the sandbox
+    required, one signing key), each on its own thread in a round."""
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root, env = _workspace(Path(tmp))
+    def __init__(self, tmp: Path, clients: int) -> None:
+        from proctor.runtime.boundary.workspace import Workspace
+        from proctor.runtime.engine.session import Session
+
+        self.root, env = _workspace(tmp)
         os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
-        ref = f"{root / 'skills' / 'hello-world'}#greet"
-        first = Session(Workspace(root), environ=env, sandbox_default="required", managed=True)
-        signer = first.signer  # one key, made once, as the server makes it
-        sessions = [first] + [
+        self.ref = f"{self.root / 'skills' / 'hello-world'}#greet"
+        first = Session(Workspace(self.root), environ=env, sandbox_default="required", managed=True)
+        signer = first.signer
+        self.sessions = [first] + [
             Session(
-                Workspace(root),
-                environ=env,
-                signer=signer,
-                sandbox_default="required",
+                Workspace(self.root), environ=env, signer=signer, sandbox_default="required",
                 managed=True,
             )
             for _ in range(clients - 1)
-        ]
-        for s in sessions:
-            s.run(ref, inputs={"message": "warm up"}, cwd=root)
-        per = calls // clients
-        go = threading.Barrier(clients + 1)
+        ]  # fmt: skip
+        for s in self.sessions:
+            s.run(self.ref, inputs={"message": "warm up"}, cwd=self.root)
 
-        def work(session: Session, n: int) -> None:
+    def round(self, per: int) -> tuple[float, float, int]:
+        """Seconds, CPU seconds of this process, and calls of one round of ``per`` a client."""
+        go = threading.Barrier(len(self.sessions) + 1)
+
+        def work(n: int) -> None:
+            session = self.sessions[n]
             go.wait()
             for i in range(per):
-                envelope = session.run(ref, inputs={"message": f"{n}-{i}"}, cwd=root)
+                envelope = session.run(self.ref, inputs={"message": f"{n}-{i}"}, cwd=self.root)
                 assert envelope.outcome == "completed", envelope
 
-        threads = [threading.Thread(target=work, args=(s, n)) for n, s in enumerate(sessions)]
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(len(self.sessions))]
         for t in threads:
             t.start()
         cpu = time.process_time()
@@ -112,75 +114,93 @@ def in_process(clients: int, calls: int) -> tuple[float, float]:
         start = time.perf_counter()
         for t in threads:
             t.join()
-        elapsed = time.perf_counter() - start
-        cpu = time.process_time() - cpu
-        for s in sessions:
+        return time.perf_counter() - start, time.process_time() - cpu, per * len(threads)
+
+    def close(self) -> None:
+        for s in self.sessions:
             s.close()
-    return per * clients / elapsed, cpu / (per * clients)
 
 
-async def _clients(url: str, clients: int, calls: int) -> float:
-    from mcp.client import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+class OverHttp:
+    """``proctor mcp --transport http`` and ``clients`` SDK clients connected to it."""
 
-    per = calls // clients
-    ready, go = anyio.Event(), anyio.Event()
-    warmed: list[int] = []
+    def __init__(self, tmp: Path, workers: int) -> None:
+        root, env = _workspace(tmp)
+        env["PROCTOR_MCP_API_KEY"] = KEY
+        argv = [sys.executable, "-m", "proctor", "mcp", "skills/hello-world", "--transport",
+                "http", "--port", "0", "--workers", str(workers)]  # fmt: skip
+        self.proc = subprocess.Popen(argv, cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()
+        match = re.search(r"serving (http://\S+)", line)
+        if match is None:
+            raise SystemExit(f"server did not start: {line}{self.proc.stderr.read()}")
+        self.url = match.group(1)
+        self.clients: list[Any] = []
 
-    async def one(n: int) -> None:
-        headers = {"Authorization": f"Bearer {KEY}"}
-        async with (
-            create_mcp_http_client(headers=headers) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
-            await client.call_tool("hello-world__greet", {"message": "warm up"})
-            warmed.append(n)
-            if len(warmed) == clients:
-                ready.set()
-            await go.wait()
+    def processes(self) -> int:
+        return 1 + sum(
+            1 for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == self.proc.pid
+        )
+
+    async def round(self, per: int) -> tuple[float, float, int]:
+        """Seconds, server CPU seconds, and calls of one round of ``per`` a client."""
+        cpu = _tree_cpu(self.proc.pid)
+        start = time.perf_counter()
+
+        async def one(n: int, client: Any) -> None:
             for i in range(per):
                 result = await client.call_tool("hello-world__greet", {"message": f"{n}-{i}"})
                 assert result.structured_content["outcome"] == "completed", result
 
-    start = 0.0
-    async with anyio.create_task_group() as group:
-        for n in range(clients):
-            group.start_soon(one, n)
-        await ready.wait()
-        start = time.perf_counter()
-        go.set()
-    return per * clients / (time.perf_counter() - start)
+        async with anyio.create_task_group() as group:
+            for n, client in enumerate(self.clients):
+                group.start_soon(one, n, client)
+        elapsed = time.perf_counter() - start
+        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.clients)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
 
 
-def over_http(clients: int, calls: int, workers: int) -> tuple[float, float, int]:
-    """Calls per second, server CPU seconds per call, and the number of server processes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root, env = _workspace(Path(tmp))
-        env["PROCTOR_MCP_API_KEY"] = KEY
-        argv = [sys.executable, "-m", "proctor", "mcp", "skills/hello-world", "--transport",
-                "http", "--port", "0"]  # fmt: skip
-        if workers:
-            argv += ["--workers", str(workers)]
-        proc = subprocess.Popen(argv, cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+async def measure(clients: int, calls: int, rounds: int, workers: int) -> dict[str, Any]:
+    """In-process and HTTP rounds taken in turns (so both see the same load), summed."""
+    from contextlib import AsyncExitStack
+
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    per = max(1, calls // clients // rounds)
+    totals = {"in": [0.0, 0.0, 0], "http": [0.0, 0.0, 0]}
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        local = InProcess(Path(a), clients)
+        server = OverHttp(Path(b), workers)
         try:
-            assert proc.stderr is not None
-            line = proc.stderr.readline()
-            match = re.search(r"serving (http://\S+)", line)
-            if match is None:
-                raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
-            # a warm-up round, so every worker has loaded what a call needs
-            anyio.run(_clients, match.group(1), clients, clients * 2)
-            processes = 1 + sum(
-                1 for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == proc.pid
-            )
-            cpu = _tree_cpu(proc.pid)
-            rate: Any = anyio.run(_clients, match.group(1), clients, calls)
-            cpu = _tree_cpu(proc.pid) - cpu
+            async with AsyncExitStack() as stack:
+                headers = {"Authorization": f"Bearer {KEY}"}
+                for _ in range(clients):
+                    http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+                    client = await stack.enter_async_context(
+                        Client(streamable_http_client(server.url, http_client=http))
+                    )
+                    server.clients.append(client)
+                await server.round(2)  # warm-up: every worker has loaded what a call needs
+                processes = server.processes()
+                for n in range(rounds):
+                    sides = ["in", "http"] if n % 2 == 0 else ["http", "in"]
+                    for side in sides:
+                        if side == "in":
+                            took = await anyio.to_thread.run_sync(local.round, per)
+                        else:
+                            took = await server.round(per)
+                        for i in range(3):
+                            totals[side][i] += took[i]
         finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-    return rate, cpu / (calls // clients * clients), processes
+            server.close()
+            local.close()
+    return {"totals": totals, "processes": processes}
 
 
 def _parent(pid: int) -> int:
@@ -192,22 +212,29 @@ def _parent(pid: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=160)
+    parser.add_argument("--calls", type=int, default=192, help="calls a side")
     parser.add_argument("--clients", default="1,16")
-    parser.add_argument("--workers", type=int, default=0, help="0: the server's default")
+    parser.add_argument("--rounds", type=int, default=6, help="turns each side takes")
+    parser.add_argument("--workers", type=int, default=0, help="0: one per core")
     options = parser.parse_args()
     targets = {1: 0.7, 16: 0.9}
-    print(f"hello-world#greet, {options.calls} calls a side; {os.cpu_count()} cores")
+    print(f"hello-world#greet, {options.calls} calls a side in {options.rounds} turns each;"
+          f" {os.cpu_count()} cores")  # fmt: skip
     for clients in (int(c) for c in options.clients.split(",")):
         load = os.getloadavg()[0]
-        rate_in, cpu_in = in_process(clients, options.calls)
-        rate_http, cpu_http, processes = over_http(clients, options.calls, options.workers)
+        got = anyio.run(measure, clients, options.calls, options.rounds, options.workers)
+        (t_in, cpu_in, n_in), (t_http, cpu_http, n_http) = (
+            got["totals"]["in"],
+            got["totals"]["http"],
+        )
+        rate_in, rate_http = n_in / t_in, n_http / t_http
+        cpu_in, cpu_http = cpu_in / n_in, cpu_http / n_http
         target = targets.get(clients)
-        print(f"{clients:3d} client(s), load average {load:.2f}:")
+        print(f"{clients:3d} client(s), load average {load:.2f} -> {os.getloadavg()[0]:.2f}:")
         print(f"  in process  {rate_in:7.1f} calls/s   CPU {cpu_in * 1e3:6.2f} ms/call")
         print(
             f"  http        {rate_http:7.1f} calls/s   CPU {cpu_http * 1e3:6.2f} ms/call"
-            f"   ({processes} server processes)"
+            f"   ({got['processes']} server processes)"
         )
         print(
             f"  ratio http / in process: throughput {rate_http / rate_in:5.2f}x"

@@ -408,7 +408,7 @@ class SessionAffinity:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 group.cancel_scope.cancel()
-        except (httpx.HTTPError, OSError):
+        except* (httpx.HTTPError, OSError):
             pass  # the owner or the client went away mid-answer: the connection ends
         finally:
             await response.aclose()
