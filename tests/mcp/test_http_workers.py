@@ -89,6 +89,10 @@ def test_two_workers_serve_one_socket_and_a_session_is_answered_by_its_owner_fro
         ["ps", "--ppid", str(server.proc.pid), "-o", "pid="], capture_output=True, text=True
     ).stdout.split()
     assert len(children) == 1  # the first process and the one it started
+    # the key reached the started worker over a pipe: not in its environment nor its arguments
+    (child,) = children
+    assert API_KEY.encode() not in Path(f"/proc/{child}/environ").read_bytes()
+    assert API_KEY.encode() not in Path(f"/proc/{child}/cmdline").read_bytes()
 
     hello = {"protocolVersion": HANDSHAKE, "capabilities": {},
              "clientInfo": {"name": "workers-test", "version": "0"}}  # fmt: skip
