@@ -207,3 +207,51 @@ def test_the_worker_folder_fits_a_unix_socket_path_under_a_long_temporary_folder
         assert not list(deep.iterdir())  # the long one was not kept
     finally:
         shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_an_approval_elicited_over_http_with_two_workers_runs_the_write_once(
+    ws: Ws, http_server: Any, mode: str
+) -> None:
+    """``auto``: the input_required retry carries request state sealed by whichever worker
+    answered, opened by whichever gets the retry; ``legacy``: the session's worker sends the
+    elicitation on its stream and takes the answer, however it is reached."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp_types import ElicitResult, Implementation
+
+    from tests.mcp.test_elicitation import PAGES
+
+    ws.add_skill("pages", PAGES)
+    (ws.root / "page.txt").write_text("old line\n", encoding="utf-8")
+    server = http_server("pages", "--trust-client-approvals", "--workers", "2")
+    _started(ws, 2)
+    seen: list[Any] = []
+
+    async def on_elicit(_context: Any, params: Any) -> Any:
+        seen.append(params)
+        return ElicitResult(action="accept", content={"approve": True})
+
+    async def go() -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        with anyio.fail_after(120):
+            async with (
+                create_mcp_http_client(headers=headers) as http,
+                Client(
+                    streamable_http_client(server.url, http_client=http),
+                    elicitation_callback=on_elicit,
+                    mode=mode,  # type: ignore[arg-type]
+                    client_info=Implementation(name="test-client", version="1"),
+                ) as client,
+            ):
+                result = await client.call_tool("pages__write", {"text": "new line\n"})
+                assert result.structured_content is not None, result
+                return dict(result.structured_content)
+
+    doc = anyio.run(go)
+    assert len(seen) == 1
+    assert doc["status"] == "sealed" and doc["outcome"] == "completed", doc
+    assert (ws.root / "page.txt").read_text() == "new line\n"
+    decided = [e["decided_by"] for e in ws.audit() if e["event"] == "decision_recorded"]
+    assert decided == ["client-relayed:test-client"]
