@@ -9,7 +9,9 @@ a shared machine):
   installs it, pinned there) answering ``read_text_file`` of a 4 KiB file;
 - governed: ``proctor mcp`` serving a one-step skill whose step is ``fs.read`` of the same
   file: each call a run (admitted, the read contained and checked, recorded, audited, sealed
-  with a signed receipt) in the sandbox a served call requires.
+  with a signed receipt) in the sandbox a served call requires;
+- beside them, in the same turns, the same run through ``Session.run`` in this process (no
+  MCP): what the run costs alone, so the ratio splits into the run and the MCP layer.
 
 Prints the median and p95 round trip of each, the ratio of the medians (the issue's target:
 at most 2x), and the CPU per call of each server process (from ``/proc``).
@@ -126,19 +128,40 @@ async def _main(calls: int) -> None:
                 assert not result.is_error, result
                 assert result.structured_content["outcome"] == "completed", result
 
-            sides = {"direct": direct_read, "governed": governed_read}
+            from proctor.runtime.boundary.workspace import Workspace
+            from proctor.runtime.engine.session import Session
+
+            os.environ["PROCTOR_HOME"] = env["PROCTOR_HOME"]
+            session = Session(
+                Workspace(root), environ=env, sandbox_default="required", managed=True
+            )
+            stack.callback(session.close)
+            ref = f"{root / 'skills' / 'reader'}#read"
+
+            async def in_process() -> None:
+                envelope = session.run(ref, inputs={"path": "data/a.txt"}, cwd=root)
+                assert envelope.outcome == "completed", envelope
+
+            sides = {"direct": direct_read, "governed": governed_read, "in_process": in_process}
             for _ in range(20):  # warm-up
                 for fn in sides.values():
                     await fn()
             times: dict[str, list[float]] = {name: [] for name in sides}
             cpu = {name: _cpu(pid) for name, pid in pids.items()}
+            cpu["in_process"] = 0.0
             order = list(sides)
             for n in range(calls):
-                for name in order[n % 2 :] + order[: n % 2]:
-                    start = time.perf_counter()
+                at = n % len(order)  # each side takes every place in the turn in its turn
+                for name in order[at:] + order[:at]:
+                    start, used = time.perf_counter(), time.process_time()
                     await sides[name]()
                     times[name].append(time.perf_counter() - start)
-            cpu = {name: (_cpu(pids[name]) - cpu[name]) / calls for name in sides}
+                    if name == "in_process":
+                        cpu["in_process"] += time.process_time() - used
+            cpu = {
+                name: (_cpu(pids[name]) - cpu[name]) / calls if name in pids else cpu[name] / calls
+                for name in sides
+            }
         md, pd = _stats(times["direct"])
         mg, pg = _stats(times["governed"])
         print(
@@ -153,7 +176,13 @@ async def _main(calls: int) -> None:
             f"  proctor mcp, skill step fs.read      median {mg * 1e3:7.2f} ms"
             f"   p95 {pg * 1e3:7.2f} ms   server CPU {cpu['governed'] * 1e3:5.2f} ms/call"
         )
+        mi, pi = _stats(times["in_process"])
+        print(
+            f"  the same run in process, no MCP      median {mi * 1e3:7.2f} ms"
+            f"   p95 {pi * 1e3:7.2f} ms   CPU        {cpu['in_process'] * 1e3:5.2f} ms/call"
+        )
         print(f"  ratio governed / npm (medians)        {mg / md:7.2f}x   (target <= 2x)")
+        print(f"  ratio in process / npm (medians)      {mi / md:7.2f}x   (the run alone)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
