@@ -365,6 +365,7 @@ async def serve_http(
     config = uvicorn.Config(
         app,
         log_level="warning",
+        access_log=False,  # requests are audited (mcp_request); the log would drop them anyway
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
