@@ -35,7 +35,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 # this folder holds bench/mcp.py, which would shadow the SDK's ``mcp`` package
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-SERVER = REPO / ".ci" / "node" / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
+SERVER = (
+    (REPO / ".ci" / "node").resolve()
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "server-filesystem"
+)
 
 
 def _workspace(base: Path) -> tuple[Path, Path]:
@@ -50,6 +55,29 @@ def _workspace(base: Path) -> tuple[Path, Path]:
     reads = json.dumps([str((REPO / ".ci" / "node").resolve())])
     (root / "proctor.toml").write_text(f"[sandbox]\nread = {reads}\n")
     return root, data
+
+
+def _child_of_us(needle: str) -> int | None:
+    """The child process of this one whose command line holds ``needle``."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and needle in cmdline:
+            return int(entry)
+    return None
+
+
+def _cpu(pid: int | None) -> float:
+    """CPU seconds (user and system) of ``pid`` so far (NaN when unknown)."""
+    if pid is None:
+        return float("nan")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _stats(times: list[float]) -> tuple[float, float]:
@@ -93,6 +121,8 @@ async def _main(calls: int, interleave: bool) -> None:
             for _ in range(20):  # warm-up: the sandboxed server started, the run opened
                 await one(d, "read_text_file")
                 await one(g, "fs__read_text_file")
+            gateway_pid = _child_of_us("--gateway")
+            cpu_before = _cpu(gateway_pid)
             times_d: list[float] = []
             times_g: list[float] = []
             if interleave:
@@ -104,6 +134,7 @@ async def _main(calls: int, interleave: bool) -> None:
                     times_d.append(await one(d, "read_text_file"))
                 for _ in range(calls):
                     times_g.append(await one(g, "fs__read_text_file"))
+            gateway_cpu = (_cpu(gateway_pid) - cpu_before) / calls
         md, pd = _stats(times_d)
         mg, pg = _stats(times_g)
         added = [g - d for g, d in zip(sorted(times_g), sorted(times_d), strict=True)]
@@ -125,6 +156,10 @@ async def _main(calls: int, interleave: bool) -> None:
             f"   p95 {pa * 1e3:8.2f} ms"
         )
         print(f"  ratio governed / direct (medians)     {mg / md:8.2f}x   (target <= 1.5x)")
+        print(
+            f"  proctor's CPU per call (not the upstream's) {gateway_cpu * 1e3:6.2f} ms;"
+            f" load average {os.getloadavg()[0]:.2f}"
+        )
         _in_process(root, data, calls, env)
     finally:
         shutil.rmtree(base, ignore_errors=True)

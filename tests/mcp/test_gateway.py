@@ -84,6 +84,9 @@ def test_a_read_through_the_gateway_completes_and_the_session_seals_with_a_recei
         async with Client(stdio_params(ws, "--gateway")) as client:
             tools = await client.list_tools()
             result = await client.call_tool("fs__read_text_file", {"path": str(data / "a.txt")})
+            for _ in range(3):  # more calls of the same session: the same run
+                again = await client.call_tool("fs__read_text_file", {"path": str(data / "a.txt")})
+                assert not again.is_error
             listed = next(t for t in tools.tools if t.name == "fs__write_file")
             return [t.name for t in tools.tools], result, listed
 
@@ -96,8 +99,10 @@ def test_a_read_through_the_gateway_completes_and_the_session_seals_with_a_recei
     assert (ws.root / "proctor-mcp.lock").is_file()  # first use pinned the definitions
     history = _cli(ws, "history", "--json")
     runs = json.loads(history.stdout)["runs"]
-    (run,) = [r for r in runs if r.get("skill") == "mcp-gateway"]
+    (run,) = [r for r in runs if r.get("skill") == "mcp-gateway"]  # one session, one run
     assert run["outcome"] == "completed" and run["receipt_id"].startswith("sha256:")
+    called = [e for e in ws.audit() if e.get("run_id") == run["run_id"] and e.get("tool")]
+    assert len({e.get("call_id") for e in called if e.get("call_id")}) >= 4, called
 
 
 @pytest.mark.parametrize("decision", ["approve", "decline"])

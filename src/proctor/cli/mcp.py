@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+WORKER_HANDOFF = "--worker-handoff"  # proctor.mcp.workers.HANDOFF_OPTION (not imported: lazy)
+
 
 def require_sdk() -> None:
     """Refuse to serve without the official MCP SDK, saying how to install it.
@@ -93,6 +95,15 @@ class _WithReview(click.Command):
     help="HTTP port (0 picks a free one and prints it).",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(0, 256),
+    default=1,
+    show_default=True,
+    help="HTTP: how many processes serve the socket (0: one per core); a session stays with"
+    " the process that opened it.",
+)
+@click.option(WORKER_HANDOFF, "handoff_fd", type=int, hidden=True)
+@click.option(
     "--public-url",
     metavar="URL",
     help="Where clients reach a non-loopback HTTP bind (required for one).",
@@ -145,6 +156,8 @@ def mcp(
     host: str,
     port: int,
     public_url: str | None,
+    workers: int,
+    handoff_fd: int | None,
     workspace_dir: Path | None,
     console_url: str | None,
     trust_client_approvals: bool,
@@ -174,15 +187,28 @@ def mcp(
     from proctor.runtime.boundary.workspace import Workspace
 
     settings = None
+    handoff = None
     try:
-        if transport == "http":
-            settings = check_http_settings(host, port, public_url, os.environ)
+        if handoff_fd is not None:  # one of the workers another proctor mcp started
+            from proctor.mcp.workers import read_handoff
+
+            seat, sock, key = read_handoff(handoff_fd)
+            handoff = (seat, sock)
+            settings = check_http_settings(host, port, public_url, {API_KEY_ENV: key})
+        elif transport == "http":
+            if workers == 0:
+                from proctor.mcp.workers import default_workers
+
+                workers = default_workers()
+            settings = check_http_settings(host, port, public_url, os.environ, workers)
     finally:
         # The key is held in the settings from here on; out of the environment, no process
         # proctor starts (commands, guards, a keyring backend) can inherit it.
         os.environ.pop(API_KEY_ENV, None)
     if transport != "http" and public_url is not None:
         raise click.UsageError("--public-url applies to --transport http only")
+    if transport != "http" and (workers != 1 or handoff_fd is not None):
+        raise click.UsageError("--workers applies to --transport http only")
     if (directive_ids or drive) and not serve_directives:
         raise click.UsageError("--directive and --drive apply with --directives only")
     exposure = None
@@ -204,4 +230,6 @@ def mcp(
         gateway=gateway,
         config=config,
     )
-    serve(proctor, http=settings)
+    import sys
+
+    serve(proctor, http=settings, handoff=handoff, argv=sys.argv[1:])

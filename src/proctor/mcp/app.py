@@ -19,9 +19,12 @@ from proctor.mcp.server import ProctorServer
 from proctor.mcp.shared import ServerConfig
 
 if TYPE_CHECKING:
+    import socket
+
     from proctor.core.authority import Authority
     from proctor.mcp.directive_tools import DirectiveExposure
     from proctor.mcp.http import HttpSettings
+    from proctor.mcp.workers import WorkerSeat
     from proctor.runtime.boundary.workspace import Workspace
 
 __all__ = ["open_server", "serve"]
@@ -174,9 +177,19 @@ def _report_readiness(proctor: ProctorServer) -> list[dict[str, Any]]:
     return missing
 
 
-def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
+def serve(
+    proctor: ProctorServer,
+    *,
+    http: HttpSettings | None = None,
+    handoff: tuple[WorkerSeat, socket.socket] | None = None,
+    argv: list[str] | None = None,
+) -> None:
     """Serve over stdio (``http is None``) or streamable HTTP until the client or a signal
-    ends it; then release the sessions."""
+    ends it; then release the sessions.
+
+    Over HTTP, ``argv`` is the command line more workers are started with
+    (``http.workers``); ``handoff`` is a started worker's seat and socket
+    (:mod:`proctor.mcp.workers`)."""
     import anyio
 
     missing = _report_readiness(proctor)
@@ -201,7 +214,7 @@ def serve(proctor: ProctorServer, *, http: HttpSettings | None = None) -> None:
         else:
             from proctor.mcp.http import serve_http
 
-            anyio.run(serve_http, proctor, http)
+            anyio.run(serve_http, proctor, http, handoff, argv)
     except KeyboardInterrupt:
         pass
     finally:

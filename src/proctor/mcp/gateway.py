@@ -127,6 +127,30 @@ def open_gateway(
     return GatewayTools(upstreams, _package(workspace.root, sorted(upstreams.tools())))
 
 
+def session_key(ctx: ServerRequestContext[Any, Any], transport: str) -> tuple[str, ...]:
+    """The client session a call belongs to: its run is the session's run.
+
+    The SDK builds a request's ``ctx.session`` afresh for every request (and on the 2026-07-28
+    protocol a connection too), so neither names a client session. Over stdio the process
+    serves one client: every call is its session's. Over streamable HTTP a session is the
+    ``Mcp-Session-Id`` the transport gave (the handshake protocol); the stateless protocol has
+    none, so a client there is its bearer key's token id and the name it gives in its
+    ``clientInfo``.
+    """
+    if transport == "stdio":
+        return ("stdio",)
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    session_id = None if headers is None else headers.get("mcp-session-id")
+    if session_id:
+        return ("http-session", str(session_id)[:200])
+    scope = getattr(request, "scope", None)
+    token = scope.get("proctor.token_id") if isinstance(scope, Mapping) else None
+    params = ctx.session.client_params
+    client = "" if params is None or params.client_info is None else params.client_info.name
+    return ("http-client", str(token or ""), str(client)[:200])
+
+
 class GatewayTools:
     """The served upstream tools and the run of each client session."""
 
@@ -136,9 +160,10 @@ class GatewayTools:
         self.tools: dict[str, UpstreamTool] = {
             gateway_name(t.server, t.upstream_name): t for t in upstreams.tools().values()
         }
-        self.runs: dict[int, str] = {}  # client session (its object's id) -> run id
+        self.runs: dict[tuple[str, ...], str] = {}  # client session (session_key) -> run id
         self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._opening = threading.Lock()  # one run per session, even when its first calls race
 
     def serves(self, name: str) -> bool:
         """Whether ``name`` is a served upstream tool."""
@@ -164,12 +189,19 @@ class GatewayTools:
             )
         return out
 
-    def _run_of(self, ctx: ServerRequestContext[Any, Any], host: GatewayHost) -> str:
-        key = id(ctx.session)
-        with self._lock:
-            found = self.runs.get(key)
-        if found is not None:
-            return found
+    def _run_of(
+        self, ctx: ServerRequestContext[Any, Any], host: GatewayHost, key: tuple[str, ...]
+    ) -> str:
+        with self._opening:
+            with self._lock:
+                found = self.runs.get(key)
+            if found is not None:
+                return found
+            return self._open_run(ctx, host, key)
+
+    def _open_run(
+        self, ctx: ServerRequestContext[Any, Any], host: GatewayHost, key: tuple[str, ...]
+    ) -> str:
         client = ""
         params = ctx.session.client_params
         if params is not None and params.client_info is not None:
@@ -199,17 +231,18 @@ class GatewayTools:
         arguments: dict[str, Any],
         host: GatewayHost,
         client: Mapping[str, Any] | None = None,
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         """One client call: admitted as a call of the session run's turn; a change waits for a
         person's decision (``client``: the client's name and version, for the audit log)."""
         tool = self.tools[name]
+        key = session_key(ctx, host.config.transport)
         with self._lock:  # the session's run, once it has one, without a thread hop
-            known = self.runs.get(id(ctx.session))
+            known = self.runs.get(key)
         try:
             run_id: str = (
                 known
                 if known is not None
-                else await anyio.to_thread.run_sync(lambda: self._run_of(ctx, host))
+                else await anyio.to_thread.run_sync(lambda: self._run_of(ctx, host, key))
             )
         except ProctorError as exc:
             return _error(exc.code, exc.message)
@@ -258,13 +291,14 @@ class GatewayTools:
         result = outcome.result if isinstance(outcome.result, dict) else {}
         content = result.get("content") if isinstance(result.get("content"), list) else []
         structured = result.get("structured_content")
-        return types.CallToolResult.model_validate(
-            {
-                "content": content,
-                **({"structuredContent": structured} if isinstance(structured, dict) else {}),
-                "isError": False,
-            }
-        )
+        # the wire form, not a model: the SDK checks it against the protocol's schema either
+        # way, and a model would be validated here, dumped, then checked again
+        return {
+            "content": content,
+            **({"structuredContent": structured} if isinstance(structured, dict) else {}),
+            "isError": False,
+            "resultType": "complete",
+        }
 
     async def _ask(
         self,

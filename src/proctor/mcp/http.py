@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from proctor.mcp.server import ProctorServer
+    from proctor.mcp.workers import WorkerSeat
 
 __all__ = [
     "API_KEY_ENV",
@@ -63,6 +64,7 @@ class HttpSettings:
         key: the API key (never logged; its token id is).
         public_url: where clients reach a non-loopback bind, or ``None``.
         allowed_hosts, allowed_origins: what the Host and Origin checks admit.
+        workers: how many processes serve the socket (:mod:`proctor.mcp.workers`).
     """
 
     host: str
@@ -71,6 +73,7 @@ class HttpSettings:
     public_url: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    workers: int = 1
 
     @property
     def token_id(self) -> str:
@@ -88,7 +91,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_http_settings(
-    host: str, port: int, public_url: str | None, environ: Mapping[str, str]
+    host: str, port: int, public_url: str | None, environ: Mapping[str, str], workers: int = 1
 ) -> HttpSettings:
     """Check everything the HTTP transport refuses to start without.
 
@@ -128,7 +131,7 @@ def check_http_settings(
             )
         hosts += [parts.netloc, f"{parts.hostname}:*"]
         origins.append(f"{parts.scheme}://{parts.netloc}")
-    return HttpSettings(host, port, key, public_url, tuple(hosts), tuple(origins))
+    return HttpSettings(host, port, key, public_url, tuple(hosts), tuple(origins), workers)
 
 
 @dataclass
@@ -286,8 +289,11 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def build_app(proctor: ProctorServer, settings: HttpSettings) -> BearerAuth:
-    """The Starlette app of the SDK's streamable HTTP transport behind :class:`BearerAuth`."""
+def build_app(
+    proctor: ProctorServer, settings: HttpSettings, seat: WorkerSeat | None = None
+) -> BearerAuth:
+    """The Starlette app of the SDK's streamable HTTP transport behind :class:`BearerAuth`
+    (and, among several workers, :class:`~proctor.mcp.workers.SessionAffinity`)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     server = proctor.build()
@@ -305,31 +311,61 @@ def build_app(proctor: ProctorServer, settings: HttpSettings) -> BearerAuth:
         max_request_body_size=MAX_BODY,
     )
 
-    # Behind the bearer check: an unauthenticated body is never read.
-    return BearerAuth(StrictFrames(app, proctor.audit), settings, proctor)
+    # Behind the bearer check: an unauthenticated body is never read (nor forwarded).
+    inner: ASGIApp = StrictFrames(app, proctor.audit)
+    if seat is not None:
+        from proctor.mcp.workers import SessionAffinity
+
+        inner = SessionAffinity(inner, seat)
+    return BearerAuth(inner, settings, proctor)
 
 
-async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
+async def serve_http(
+    proctor: ProctorServer,
+    settings: HttpSettings,
+    handoff: tuple[WorkerSeat, socket.socket] | None = None,
+    argv: list[str] | None = None,
+) -> None:
     """Serve until interrupted; print the URL on stderr once the socket listens.
+
+    With ``settings.workers`` above one, this process binds the socket and starts the other
+    workers with the command line ``argv`` (:func:`proctor.mcp.workers.start_workers`); a
+    started worker is given its seat and the socket (``handoff``).
 
     Raises:
         ConfigError: ``mcp_bind_failed`` when the address cannot be bound.
     """
     import uvicorn
 
+    from proctor.mcp.workers import start_workers, watch_parent
+
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    try:
-        # connections queue from now on, before uvicorn starts accepting
-        sock = listen_tcp(settings.host, settings.port)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot bind {settings.host}:{settings.port}: {exc.strerror}", code="mcp_bind_failed"
-        ) from exc
+    workers = None
+    if handoff is None:
+        try:
+            # connections queue from now on, before uvicorn starts accepting
+            sock = listen_tcp(settings.host, settings.port)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot bind {settings.host}:{settings.port}: {exc.strerror}",
+                code="mcp_bind_failed",
+            ) from exc
+        seat = None
+        if settings.workers > 1:
+            workers = start_workers(settings.workers, sock, settings.key, argv or sys.argv[1:])
+            seat = workers.seat
+    else:
+        seat, sock = handoff
     port = sock.getsockname()[1]
-    app = build_app(proctor, settings)
+    sockets = [sock]
+    if seat is not None:
+        proctor.share_among_workers(seat)
+        sockets.append(seat.listen_unix())
+    app = build_app(proctor, settings, seat)
     config = uvicorn.Config(
         app,
         log_level="warning",
+        access_log=False,  # requests are audited (mcp_request); the log would drop them anyway
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
@@ -341,9 +377,14 @@ async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
             # serve() ends, and the counts of the open windows would die with the process
             events = app.coalescer.flush()
             await anyio.to_thread.run_sync(lambda: app.write_events(events))
+            if workers is not None:
+                await anyio.to_thread.run_sync(workers.stop)
 
     server = _Server(config)
     shown = f"[{settings.host}]" if family == socket.AF_INET6 else settings.host
+    placed: dict[str, Any] = {}
+    if seat is not None:
+        placed = {"worker": seat.index, "workers": seat.count}
     proctor.audit(
         "mcp_server_started",
         transport="http",
@@ -351,7 +392,21 @@ async def serve_http(proctor: ProctorServer, settings: HttpSettings) -> None:
         public_url=settings.public_url,
         token_id=settings.token_id,
         tools=sorted(t.name for t in proctor.tool_list()),
+        **placed,
     )
-    sys.stderr.write(f"proctor mcp: serving http://{shown}:{port}{MCP_PATH}\n")
-    sys.stderr.flush()
-    await server.serve(sockets=[sock])
+    if seat is None or seat.index == 0:
+        sys.stderr.write(f"proctor mcp: serving http://{shown}:{port}{MCP_PATH}\n")
+        sys.stderr.flush()
+
+    def stop() -> None:
+        server.should_exit = True
+
+    try:
+        async with anyio.create_task_group() as group:
+            if seat is not None:
+                group.start_soon(watch_parent, seat, stop)
+            await server.serve(sockets=sockets)
+            group.cancel_scope.cancel()
+    finally:
+        if workers is not None:  # serve() ended without a shutdown (a failed start)
+            await anyio.to_thread.run_sync(workers.stop)

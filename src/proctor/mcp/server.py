@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from proctor.mcp.directive_tools import DirectiveExposure, DirectiveTools
     from proctor.mcp.gateway import GatewayTools
     from proctor.mcp.turns import TurnTools
+    from proctor.mcp.workers import WorkerSeat
     from proctor.runtime.engine.session import Session
 
 __all__ = ["ProctorServer", "tracing_configured"]
@@ -190,6 +191,9 @@ class ProctorServer:
         self._catalog_failed: tuple[str, ...] | None = None
         self._listed: tuple[Catalog, list[types.Tool]] | None = None
         self._output_schema: dict[str, Any] | None = None
+        self._schemas: dict[str, Mapping[str, Any]] = {}
+        # among several HTTP workers, the key they all seal request state with
+        self.request_state_key: bytes | None = None
         # MCP clients propose what runs: their processes need the sandbox (docs/sandbox.md)
         self.pool = SessionPool(
             lambda: Session(
@@ -242,6 +246,7 @@ class ProctorServer:
             version=__version__,
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
+            get_tool_input_schema=self.input_schema,
         )
         # Registered as a plain handler, so a call may answer with the result's wire form (the
         # SDK validates that against the protocol's schema as it would a model's dump).
@@ -255,10 +260,24 @@ class ProctorServer:
             ]
         server.middleware.append(self._audit_middleware)
         # input_required state names a run and a request: sealed and verified by the SDK
-        server.middleware.append(
-            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+        security = (
+            RequestStateSecurity.ephemeral()
+            if self.request_state_key is None
+            else RequestStateSecurity(keys=[self.request_state_key])
         )
+        server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
         return server
+
+    def share_among_workers(self, seat: WorkerSeat) -> None:
+        """Serve as one of several processes (:mod:`proctor.mcp.workers`): request state
+        sealed with the key they share, and the turn tools' runs those any of them opened."""
+        from proctor.mcp.workers import SharedRuns
+
+        self.request_state_key = seat.state_key
+        shared = SharedRuns(seat.folder / "runs")
+        for run_id in self.config.runs:
+            shared[run_id] = None
+        self.config.runs = shared
 
     def catalog(self) -> Catalog:
         """The served tools as the packages are now.
@@ -321,7 +340,20 @@ class ProctorServer:
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
+            self._schemas = {t.name: t.input_schema for t in tools}
         return list(listed[1])
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The input schema a served tool is listed with, or ``None`` (not served).
+
+        The SDK's streamable HTTP transport asks this before each ``tools/call`` of the
+        2026-07-28 protocol, to check the call's ``Mcp-Param-*`` headers; without it, the SDK
+        runs the whole ``tools/list`` handler (the catalog's digests read again, the request
+        audited) for every call. The list is the one last built; a tool added since is
+        ``None`` here, and the call itself then finds it (:meth:`catalog`).
+        """
+        self.tool_list()
+        return self._schemas.get(name)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-NODE = REPO / ".ci" / "node"
+NODE = (REPO / ".ci" / "node").resolve()  # a link there (a worktree) is read where it leads
 MODULES = NODE / "node_modules" / "@modelcontextprotocol"
 UPSTREAM_PY = Path(__file__).with_name("upstream_py.py")
 
