@@ -56,6 +56,7 @@ class CaseResult:
         secrets: the case's fixture credential values; every report scrubs them.
         workspace: the case's workspace when it was kept (``--keep``).
         authority: what the run ran under (``proctor.test.v1``'s ``authority``), once it ran.
+        trace: the run tree's calls by digest (:mod:`proctor.testing.trace`), once it ran.
     """
 
     case: Case
@@ -71,6 +72,7 @@ class CaseResult:
     workspace: Path | None = None
     secrets: list[str] = field(default_factory=list)
     authority: dict[str, Any] | None = None
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 def collect(path: Path, keyword: str | None = None) -> list[Case]:
@@ -225,6 +227,7 @@ def run_case(
             workspace=built.root if keep else None,
             secrets=secrets,
             authority=authority,
+            trace=observed.trace,
         )
     except ProctorError as exc:
         return CaseResult(
@@ -273,6 +276,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
     from proctor.testing.host import HostStandIn
     from proctor.testing.http import HttpFixtures
     from proctor.testing.keys import fixed_clock, fixture_signer, run_ids_for
+    from proctor.testing.trace import call_trace
 
     fixtures = HttpFixtures.from_exchanges(test.providers.http, case.label)
     if test.setup.egress:
@@ -317,6 +321,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         env = envelope.to_json()
         run_id = env.get("run_id")
         steps = session.store.step_records(run_id) if run_id else {}
+        trace = call_trace(session.store, run_id) if run_id else []
         record = session.store.get_run(run_id) if run_id else None
         ran_under = _authority(test, built.root, fixtures, record.data if record else {})
     finally:
@@ -338,6 +343,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         unused_host=host.unused(),
         unused_model=(len(script.responses) - script.served) if script is not None else 0,
         call_failures=list(host.call_failures),
+        trace=trace,
     )
     return observed, ran_under
 

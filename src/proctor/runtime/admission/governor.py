@@ -51,6 +51,7 @@ from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
+from proctor.runtime.records.retention import RETAINED_ARGS
 from proctor.runtime.records.rows import dumps_member
 from proctor.runtime.records.runs import CallRecord, RequestRecord
 from proctor.runtime.testhooks import kill_point
@@ -109,6 +110,7 @@ class Governor:
         deliver: Deliver | None = None,
         clock: Clock = _utc_now,
         sandbox: SandboxSetting | None = None,
+        retain: bool = False,
     ) -> None:
         if not isinstance(policies, PolicySet | Unrestricted):
             raise ProctorError(
@@ -134,6 +136,7 @@ class Governor:
         self.deliver = deliver
         self.clock = clock
         self.sandbox = sandbox
+        self.retain = retain
         self.history = RunHistory()
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
@@ -174,6 +177,8 @@ class Governor:
             outcome.args_digest = digest(dict(spec.args))
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
+        if self.retain:  # before an operation's spec is rewritten: the digest's arguments
+            outcome.retained_args, _ = self.sanitizer.value(dict(spec.args))
         if spec.problem is not None:
             unreadable = RefusedCall(
                 "the call's arguments could not be read as one JSON object"
@@ -467,6 +472,8 @@ class Governor:
             **sandboxed,
             **quoted(tool),
         }
+        if outcome.retained_args is not None:
+            settled[RETAINED_ARGS] = outcome.retained_args
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended
         # 10. record: the run store, then the audit log

@@ -296,6 +296,7 @@ class RunDriver:
             deliver=deliver,
             clock=s.clock,
             sandbox=sandbox,
+            retain=bool(self.record.data.get("retain")),
         )
         governor.resume_from(counts.admitted)
         self._governor = governor

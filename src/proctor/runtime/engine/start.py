@@ -40,7 +40,7 @@ from proctor.contracts.skill import (
 )
 from proctor.core.authority import package_covered
 from proctor.core.floor import certain_changes
-from proctor.errors import ParseError, ProctorError, UsageError
+from proctor.errors import ConfigError, ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
@@ -166,6 +166,8 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
             raise _Refused(exc.code, exc.message, "inputs_invalid") from exc
         fields.update(inputs=values, inputs_digest=digest(values), roots=roots)
         _refuse_certain_changes(driver)
+        if _retains(driver):  # kept in the run: whoever resumes it retains too
+            fields["retain"] = True
     except _Refused as refused:
         fields["start_blocked"] = {
             "code": refused.code,
@@ -173,6 +175,17 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
             "seal_reason": refused.seal_reason,
         }
     return fields
+
+
+def _retains(driver: RunDriver) -> bool:
+    """Whether the workspace asks runs to keep what a replay needs (``[replay] retain``,
+    :mod:`proctor.runtime.records.retention`); a malformed setting refuses the run."""
+    from proctor.runtime.records.retention import replay_retain
+
+    try:
+        return replay_retain(driver.s.workspace.root)
+    except ConfigError as exc:
+        raise _Refused(exc.code, exc.message, "admission_refused") from exc
 
 
 def _check_package(driver: RunDriver) -> None:

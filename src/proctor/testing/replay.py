@@ -1,0 +1,485 @@
+"""A sealed run as a test file, and its replay against the current package.
+
+``proctor test record --from RUN_ID`` (:func:`record_from`) and ``proctor replay RUN_ID``
+(:func:`replay_run`) read a run of this workspace that retained what a replay needs
+(``[replay] retain = true``, :mod:`proctor.runtime.records.retention`) and build a test from
+its records alone, nothing sent anywhere:
+
+- ``inputs`` from the run record; ``setup.files`` from what the run read before changing it;
+  ``setup.egress`` and ``setup.authority`` from the authority the run recorded;
+  ``setup.credentials`` a fixture placeholder per credential the method names;
+- ``providers.http`` from each ``http.request`` call's retained arguments and its result;
+  ``providers.mcp`` from each upstream call's; ``providers.model`` from the retained answers
+  of a managed turn's model;
+- ``host`` from the decisions recorded on the run's requests (approvals, answers, a close);
+- ``expect`` the run's end: status, outcome, the exact output, a verified receipt.
+
+Before any of it is used, the run's receipt tree is verified with the local keys, and every
+retained call is checked against it: the digest of the retained arguments must be the
+``inputs_digest`` of a call receipt of the same step and tool, and the digest of the result
+its ``outputs_digest``. A run store edited after the seal is refused
+(``replay_retained_mismatch``), so the test replays what ran. Arguments the run's sanitizer
+had to scrub (they held a secret) cannot match their digest; the call is named in the notes
+and a replay shows where it differs.
+
+:func:`replay_run` runs that test in a workspace of its own (the HTTP, MCP and model stand-ins
+of ``proctor test``: nothing reaches the network) against the package as it is now, and
+compares the two runs call by call (:mod:`proctor.testing.trace`): the first call where the
+replay did something else is its first divergence.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from proctor.contracts.values import dataclass, field
+from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.canonical import digest
+from proctor.runtime.records.retention import MODEL_ANSWER_EVENT, RETAINED_ARGS
+from proctor.testing.trace import call_trace, first_divergence, tree_runs
+
+__all__ = ["Replay", "Retained", "describe", "record_from", "replay_run", "retained_test"]
+
+_MARKER = "[REDACTED:"
+
+
+@dataclass
+class Retained:
+    """A retained run read back as a test.
+
+    Attributes:
+        document: the test file's content (a ``SkillTest`` document).
+        package_folder: the package the run ran (``local:`` identity in this workspace).
+        trace: the recorded run tree's calls (:func:`proctor.testing.trace.call_trace`).
+        notes: what could not be made replayable, one sentence each.
+    """
+
+    run_id: str
+    document: dict[str, Any]
+    package_folder: Path
+    trace: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Replay:
+    """How a replay of a recorded run went (``proctor.replay.v1``)."""
+
+    run_id: str
+    diverged: bool
+    divergence: dict[str, Any] | None
+    test: dict[str, Any]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``proctor.replay.v1`` document."""
+        return {
+            "schema": "proctor.replay.v1",
+            "run_id": self.run_id,
+            "diverged": self.diverged,
+            "divergence": self.divergence,
+            "test": self.test,
+            "notes": self.notes,
+        }
+
+
+def retained_test(cwd: Path, run_id: str, environ: Mapping[str, str] | None = None) -> Retained:
+    """The test file a retained, sealed run of the workspace at ``cwd`` becomes.
+
+    Raises:
+        UsageError: ``run_not_found``, ``run_not_sealed``, ``replay_not_retained`` (the run
+            kept no arguments: ``[replay] retain`` was off), ``replay_package_unknown`` (the
+            run's package is not a folder of this workspace).
+        ReceiptInvalid: ``replay_unverified`` (the receipt tree does not verify with the
+            local keys), ``replay_retained_mismatch`` (a retained call is not the one its
+            receipt commits).
+    """
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    env = os.environ if environ is None else environ
+    session = Session(Workspace.discover(cwd), environ=env)
+    try:
+        record = session.store.get_run(run_id)
+        if record is None:
+            raise UsageError(f"no run {run_id[:80]!r} in this workspace", code="run_not_found")
+        if record.receipt_id is None:
+            raise UsageError(
+                f"run {run_id} has not sealed; only a sealed run is recorded as a test",
+                code="run_not_sealed",
+            )
+        if not record.data.get("retain"):
+            raise UsageError(
+                f"run {run_id} did not retain its calls' arguments, so it cannot be replayed;"
+                " set [replay] retain = true in proctor.toml and run it again",
+                code="replay_not_retained",
+            )
+        vouched = _vouched(record.receipt_id, session, env)
+        folder = _package_folder(session.workspace.root, record)
+        runs = tree_runs(session.store, run_id)
+        calls = [c for rid in runs for c in session.store.calls(rid) if c.state == "settled"]
+        notes = _check_retained(calls, vouched)
+        builder = _Builder(session, record, folder, calls, runs, notes)
+        document = builder.document()
+        return Retained(run_id, document, folder, call_trace(session.store, run_id), notes)
+    finally:
+        session.close()
+
+
+def _vouched(receipt_id: str, session: Any, environ: Mapping[str, str]) -> set[tuple[Any, ...]]:
+    from proctor.receipts.verify import verify_tree
+    from proctor.runtime.home.keys import trusted_local_keys
+    from proctor.runtime.records.export import tree_bodies
+
+    load = session.receipts.get
+    checked = verify_tree(receipt_id, load, trusted_local_keys(environ))
+    if not checked.ok:
+        raise ReceiptInvalid(
+            f"receipt {receipt_id} does not verify ({checked.status}: {checked.reason});"
+            f" nothing was recorded. `proctor verify {receipt_id}` shows why",
+            code="replay_unverified",
+        )
+    return {
+        (
+            body["subject"].get("step_id"),
+            body["subject"].get("tool"),
+            body.get("inputs_digest"),
+            body.get("outputs_digest"),
+        )
+        for _, body in tree_bodies(receipt_id, load)
+        if body["kind"] == "call"
+    }
+
+
+def _check_retained(calls: list[Any], vouched: set[tuple[Any, ...]]) -> list[str]:
+    """Every retained call must be one its receipt commits (arguments and result by digest)."""
+    notes: list[str] = []
+    for call in calls:
+        settled = call.result if isinstance(call.result, Mapping) else {}
+        if RETAINED_ARGS not in settled:
+            continue
+        outputs = None
+        if settled.get("status") == "completed":
+            outputs = digest(settled.get("result"))
+        args = settled[RETAINED_ARGS]
+        if digest(args) != call.args_digest:
+            if _MARKER in repr(args):
+                notes.append(
+                    f"call {call.call_id} ({call.tool}): its arguments held a secret and were"
+                    " kept scrubbed; the replay sends the scrubbed form"
+                )
+            else:
+                raise ReceiptInvalid(
+                    f"the arguments kept for call {call.call_id} ({call.tool}) are not the"
+                    " ones its receipt commits; the run store was changed after the seal",
+                    code="replay_retained_mismatch",
+                )
+        if (call.step_id, call.tool, call.args_digest, outputs) not in vouched:
+            raise ReceiptInvalid(
+                f"call {call.call_id} ({call.tool}) as the run store holds it is not in the"
+                " run's receipt tree; the run store was changed after the seal",
+                code="replay_retained_mismatch",
+            )
+    return notes
+
+
+def _package_folder(root: Path, record: Any) -> Path:
+    identity = str(record.identity or record.data.get("identity") or "")
+    if identity.startswith("local:"):
+        folder = (root / identity.removeprefix("local:")).resolve()
+        if folder.is_relative_to(root.resolve()) and (folder / "SKILL.md").is_file():
+            return folder
+    raise UsageError(
+        f"run {record.run_id} ran package {identity or record.skill!r}, which is not a folder"
+        " of this workspace; only a local package is replayed",
+        code="replay_package_unknown",
+    )
+
+
+class _Builder:
+    """Builds the test document of one retained run tree."""
+
+    def __init__(
+        self,
+        session: Any,
+        record: Any,
+        folder: Path,
+        calls: list[Any],
+        runs: list[str],
+        notes: list[str],
+    ) -> None:
+        self.session = session
+        self.record = record
+        self.folder = folder
+        self.calls = calls
+        self.runs = runs
+        self.notes = notes
+
+    def document(self) -> dict[str, Any]:
+        from proctor.runtime.boundary.sanitize import scrub_value
+        from proctor.testing.record import _files_read
+
+        data = self.record.data
+        doc: dict[str, Any] = {
+            "description": f"Replays run {self.record.run_id} of"
+            f" {self.record.skill}#{self.record.method}, recorded from its retained calls.",
+            "method": self.record.method,
+            "inputs": scrub_value(data.get("inputs") or {})[0],
+        }
+        setup: dict[str, Any] = {}
+        read = _files_read(self.calls)
+        if read:
+            setup["files"] = read
+        credentials = self._credentials()
+        if credentials:
+            setup["credentials"] = credentials
+        authority = data.get("authority") if isinstance(data.get("authority"), dict) else {}
+        granted = _granted(authority)
+        if granted:
+            setup["authority"] = granted
+        egress = authority.get("egress") or {}
+        allowed = [*egress.get("hosts", []), *egress.get("networks", [])]
+        if allowed:
+            setup["egress"] = allowed
+        if setup:
+            doc["setup"] = setup
+        host = self._host()
+        if host:
+            doc["host"] = scrub_value(host)[0]
+        providers = self._providers()
+        if providers:
+            doc["providers"] = scrub_value(providers)[0]
+        envelope = data.get("envelope") or {}
+        expect: dict[str, Any] = {"status": self.record.status}
+        if self.record.outcome:
+            expect["outcome"] = self.record.outcome
+        if self.record.status == "sealed":
+            expect["output"] = {"exact": scrub_value(envelope.get("result"))[0]}
+            expect["receipt"] = "verified"
+        doc["expect"] = expect
+        return doc
+
+    def _credentials(self) -> dict[str, str]:
+        from proctor.parser.skill import select_method
+        from proctor.runtime.engine.delivery import step_credentials
+        from proctor.runtime.skills import load_skill
+
+        root = self.session.workspace.root
+        skill = load_skill(str(self.folder), cwd=root, workspace_root=root)
+        profile = skill.package.profile
+        if profile is None:
+            return {}
+        _, method = select_method(profile, self.record.method)
+        used = sorted({n for n in step_credentials(method).values() if n})
+        return {profile.credentials[n].provider: f"fixture-{n}-credential" for n in used}
+
+    def _host(self) -> dict[str, Any]:
+        answers: dict[str, Any] = {}
+        approvals: dict[str, bool] = {}
+        for request in self.session.store.requests(self.record.run_id):
+            decision = request.decision
+            if not isinstance(decision, Mapping):
+                continue
+            if request.kind == "agent_turn" and self._managed(request.address):
+                continue  # the model answered it
+            if request.kind in ("approval", "retry"):
+                value = decision.get("approved")
+                if value is None:
+                    value = decision.get("retry")
+                if isinstance(value, bool):
+                    approvals[request.address] = value
+            elif "value" in decision:
+                answers[request.address] = decision["value"]
+        host: dict[str, Any] = {}
+        if answers:
+            host["answers"] = answers
+        if approvals:
+            host["approvals"] = approvals
+        for event in self.session.store.events(self.record.run_id):
+            if event.get("kind") == "closed":
+                host["close"] = event["body"].get("outcome")
+        return host
+
+    def _managed(self, address: str) -> bool:
+        return any(self._model_events(step=address))
+
+    def _model_events(self, step: str | None = None) -> list[dict[str, Any]]:
+        found = []
+        for rid in self.runs:
+            for event in self.session.store.events(rid):
+                body = event.get("body") or {}
+                if event.get("kind") == MODEL_ANSWER_EVENT and step in (None, body.get("step")):
+                    found.append({"at": event.get("at"), **body})
+        return sorted(found, key=lambda e: str(e["at"]))
+
+    def _providers(self) -> dict[str, Any]:
+        from proctor.runtime.boundary.egress import canonical_url
+
+        http: list[dict[str, Any]] = []
+        mcp: list[dict[str, Any]] = []
+        for call in self.calls:
+            settled = call.result if isinstance(call.result, Mapping) else {}
+            args = settled.get(RETAINED_ARGS)
+            result = settled.get("result")
+            if settled.get("status") != "completed" or not isinstance(args, Mapping):
+                continue
+            if call.tool == "http.request" and isinstance(result, Mapping):
+                if result.get("redirects") or result.get("truncated"):
+                    self.notes.append(
+                        f"call {call.call_id} (http.request) followed redirects or was cut;"
+                        " its hops were not kept, so it does not replay"
+                    )
+                    continue
+                request: dict[str, Any] = {
+                    "method": args["method"],
+                    "url": str(canonical_url(str(args["url"]))),
+                }
+                if "json" in args:
+                    request["body"] = {"json": args["json"]}
+                elif "body" in args:
+                    request["body"] = {"text": args["body"]}
+                response = {
+                    "status": result.get("status"),
+                    "headers": dict(result.get("headers") or {}),
+                    "body": result.get("body") or "",
+                }
+                exchange = {"request": request, "response": response}
+                if exchange not in http:
+                    http.append(exchange)
+            elif call.tool.startswith("mcp:") and isinstance(result, Mapping):
+                answer: dict[str, Any] = {
+                    "content": list(result.get("content") or []),
+                    "is_error": bool(result.get("isError") or result.get("is_error")),
+                }
+                structured = result.get("structuredContent") or result.get("structured_content")
+                if isinstance(structured, Mapping):
+                    answer["structured_content"] = dict(structured)
+                entry = {"tool": call.tool.removeprefix("mcp:"), "arguments": dict(args),
+                         "result": answer}  # fmt: skip
+                if entry not in mcp:
+                    mcp.append(entry)
+        out: dict[str, Any] = {}
+        if http:
+            out["http"] = http
+        answers = self._model_events()
+        if answers:
+            first = answers[0]
+            model: dict[str, Any] = {
+                "dialect": first.get("dialect"),
+                "responses": [a.get("document") for a in answers],
+            }
+            if first.get("model"):
+                model["model"] = first["model"]
+            out["model"] = model
+        if mcp:
+            out["mcp"] = mcp
+        return out
+
+
+def _granted(authority: Mapping[str, Any]) -> dict[str, Any]:
+    """What a host granted the run, as a test's ``setup.authority`` (nothing when the run
+    ran under ``proctor run``'s default, which a test takes too)."""
+    if not authority or authority.get("set_by") == "default":
+        return {}
+    return {
+        k: v
+        for k, v in authority.items()
+        if k not in ("set_by", "egress") and v not in (None, [], {})
+    }
+
+
+def record_from(
+    run_id: str, out: Path, cwd: Path, environ: Mapping[str, str] | None = None
+) -> Any:
+    """Write the test file of the retained run ``run_id`` to ``out``.
+
+    Raises:
+        UsageError: ``record_out_exists``, ``record_out_invalid`` (not
+            ``<package>/tests/<name>.yaml``), and as :func:`retained_test`.
+        ReceiptInvalid: as :func:`retained_test`.
+    """
+    from proctor.parser.testfile import parse_test_file
+    from proctor.testing.record import Recorded, _dump
+
+    if out.exists():
+        raise UsageError(f"{out.name!r} exists; record into a new file", code="record_out_exists")
+    if out.suffix not in (".yaml", ".yml") or out.parent.name != "tests":
+        raise UsageError(
+            "--out is a test file in a package's tests/ folder (PACKAGE/tests/NAME.yaml)",
+            code="record_out_invalid",
+        )
+    retained = retained_test(cwd, run_id, environ)
+    text = _dump(retained.document)
+    parse_test_file(text, out.name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("x", encoding="utf-8") as handle:
+        handle.write(text)
+    providers = retained.document.get("providers") or {}
+    summary = (
+        f"{len(retained.trace)} calls; {len(providers.get('http') or [])} HTTP exchanges,"
+        f" {len(providers.get('mcp') or [])} MCP answers,"
+        f" {len((providers.get('model') or {}).get('responses') or [])} model answers"
+    )
+    return Recorded(out, summary)
+
+
+def replay_run(cwd: Path, run_id: str, environ: Mapping[str, str] | None = None) -> Replay:
+    """Replay the retained run ``run_id`` offline against its package as it is now.
+
+    Raises:
+        UsageError, ReceiptInvalid: as :func:`retained_test`.
+    """
+    import tempfile
+
+    from proctor.testing.record import _dump
+    from proctor.testing.report import build_report
+    from proctor.testing.runner import Case, run_case
+
+    retained = retained_test(cwd, run_id, environ)
+    with tempfile.TemporaryDirectory(prefix="proctor-replay-") as scratch:
+        file = Path(scratch) / f"replay-{run_id[:12]}.yaml"
+        file.write_text(_dump(retained.document), encoding="utf-8")
+        case = Case(retained.package_folder, file.stem, file, f"replay of {run_id}")
+        result = run_case(case)
+    report = build_report([result])["tests"][0]
+    divergence = first_divergence(retained.trace, result.trace)
+    if divergence is None and (report["failures"] or report.get("error")):
+        first = (report["failures"] or [report["error"]])[0]
+        divergence = {"index": len(result.trace), "fields": ["end"], "check": first}
+    return Replay(
+        run_id=run_id,
+        diverged=divergence is not None,
+        divergence=_scrubbed(divergence),
+        test=report,
+        notes=list(retained.notes),
+    )
+
+
+def _scrubbed(value: Any) -> Any:
+    from proctor.runtime.boundary.sanitize import scrub_value
+
+    return scrub_value(value)[0]
+
+
+def describe(divergence: Mapping[str, Any]) -> list[str]:
+    """The first divergence in words, for a person (``proctor replay``'s output)."""
+    if "check" in divergence:
+        check = divergence["check"]
+        return [
+            "every call matched; the run ended differently:",
+            f"  {check.get('check', check.get('code'))}: {check.get('message')}",
+        ]
+    was, now = divergence.get("recorded"), divergence.get("replayed")
+    index = divergence["index"] + 1
+    if was is None:
+        return [f"call {index}: the replay made {now['tool']} at {now['step']}; the run did not"]
+    if now is None:
+        return [f"call {index}: the run made {was['tool']} at {was['step']}; the replay did not"]
+    lines = [f"call {index} ({was['tool']} at {was['step']}) differs in "
+             + ", ".join(divergence["fields"]) + ":"]  # fmt: skip
+    for name in divergence["fields"]:
+        lines.append(f"  {name}: recorded {was.get(name)!s}, replayed {now.get(name)!s}")
+    return lines
