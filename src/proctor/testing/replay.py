@@ -33,13 +33,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.records.retention import MODEL_ANSWER_EVENT, RETAINED_ARGS
 from proctor.testing.trace import call_trace, first_divergence, tree_runs
+
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.sanitize import TaintSet
 
 __all__ = ["Replay", "Retained", "describe", "record_from", "replay_run", "retained_test"]
 
@@ -222,18 +225,22 @@ class _Builder:
         from proctor.runtime.boundary.sanitize import scrub_value
         from proctor.testing.record import _files_read
 
+        credentials, taint = self._credentials()
+
+        def scrub(value: Any) -> Any:
+            return scrub_value(value, taint)[0]
+
         data = self.record.data
         doc: dict[str, Any] = {
             "description": f"Replays run {self.record.run_id} of"
             f" {self.record.skill}#{self.record.method}, recorded from its retained calls.",
             "method": self.record.method,
-            "inputs": scrub_value(data.get("inputs") or {})[0],
+            "inputs": scrub(data.get("inputs") or {}),
         }
         setup: dict[str, Any] = {}
-        read = _files_read(self.calls)
+        read = scrub(_files_read(self.calls))
         if read:
             setup["files"] = read
-        credentials = self._credentials()
         if credentials:
             setup["credentials"] = credentials
         authority = data.get("authority") if isinstance(data.get("authority"), dict) else {}
@@ -248,33 +255,41 @@ class _Builder:
             doc["setup"] = setup
         host = self._host()
         if host:
-            doc["host"] = scrub_value(host)[0]
+            doc["host"] = scrub(host)
         providers = self._providers()
         if providers:
-            doc["providers"] = scrub_value(providers)[0]
+            doc["providers"] = scrub(providers)
         envelope = data.get("envelope") or {}
         expect: dict[str, Any] = {"status": self.record.status}
         if self.record.outcome:
             expect["outcome"] = self.record.outcome
         if self.record.status == "sealed":
-            expect["output"] = {"exact": scrub_value(envelope.get("result"))[0]}
+            expect["output"] = {"exact": scrub(envelope.get("result"))}
             expect["receipt"] = "verified"
         doc["expect"] = expect
         return doc
 
-    def _credentials(self) -> dict[str, str]:
+    def _credentials(self) -> tuple[dict[str, str], TaintSet]:
+        """A fixture placeholder per credential the method names, and a taint set of what
+        those credentials resolve to here now: a value the run did not scrub where it kept it
+        (its inputs are kept as given) is scrubbed from the test all the same."""
         from proctor.parser.skill import select_method
+        from proctor.runtime.boundary.sanitize import TaintSet
         from proctor.runtime.engine.delivery import step_credentials
         from proctor.runtime.skills import load_skill
 
+        taint = TaintSet()
         root = self.session.workspace.root
         skill = load_skill(str(self.folder), cwd=root, workspace_root=root)
         profile = skill.package.profile
         if profile is None:
-            return {}
+            return {}, taint
         _, method = select_method(profile, self.record.method)
         used = sorted({n for n in step_credentials(method).values() if n})
-        return {profile.credentials[n].provider: f"fixture-{n}-credential" for n in used}
+        if used:
+            _resolved_taint(skill, used, root, self.session.environ, taint)
+        placeholders = {profile.credentials[n].provider: f"fixture-{n}-credential" for n in used}
+        return placeholders, taint
 
     def _host(self) -> dict[str, Any]:
         answers: dict[str, Any] = {}
@@ -379,6 +394,35 @@ class _Builder:
         return out
 
 
+def _resolved_taint(
+    skill: Any, used: list[str], root: Path, environ: Mapping[str, str], taint: TaintSet
+) -> None:
+    """Add to ``taint`` what ``used`` resolve to in this workspace now (as a run resolves
+    them); a credential that does not resolve here adds nothing."""
+    from proctor.errors import CredentialError
+    from proctor.runtime.home.credentials import (
+        CredentialStore,
+        resolve_credentials,
+        snapshot_environment,
+    )
+
+    home = environ.get("PROCTOR_HOME")
+    backend = environ.get("PROCTOR_SECRET_BACKEND", "").strip().lower() or None
+    try:
+        resolve_credentials(
+            skill.package.profile.credentials,
+            skill=skill.package.name,
+            workspace_root=root,
+            env=snapshot_environment(root, environ),
+            store=CredentialStore(Path(home) if home else None, backend=backend),
+            taint=taint,
+            only=used,
+            identity=skill.identity or None,
+        )
+    except CredentialError:
+        return
+
+
 def _granted(authority: Mapping[str, Any]) -> dict[str, Any]:
     """What a host granted the run, as a test's ``setup.authority`` (nothing when the run
     ran under ``proctor run``'s default, which a test takes too)."""
@@ -391,9 +435,7 @@ def _granted(authority: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def record_from(
-    run_id: str, out: Path, cwd: Path, environ: Mapping[str, str] | None = None
-) -> Any:
+def record_from(run_id: str, out: Path, cwd: Path, environ: Mapping[str, str] | None = None) -> Any:
     """Write the test file of the retained run ``run_id`` to ``out``.
 
     Raises:
@@ -443,7 +485,7 @@ def replay_run(cwd: Path, run_id: str, environ: Mapping[str, str] | None = None)
         file = Path(scratch) / f"replay-{run_id[:12]}.yaml"
         file.write_text(_dump(retained.document), encoding="utf-8")
         case = Case(retained.package_folder, file.stem, file, f"replay of {run_id}")
-        result = run_case(case)
+        result = run_case(case, retain=True)
     report = build_report([result])["tests"][0]
     divergence = first_divergence(retained.trace, result.trace)
     if divergence is None and (report["failures"] or report.get("error")):
@@ -475,7 +517,9 @@ def describe(divergence: Mapping[str, Any]) -> list[str]:
     was, now = divergence.get("recorded"), divergence.get("replayed")
     index = divergence["index"] + 1
     if was is None:
-        return [f"call {index}: the replay made {now['tool']} at {now['step']}; the run did not"]
+        what = now or {}
+        return [f"call {index}: the replay made {what.get('tool')} at {what.get('step')};"
+                " the run did not"]  # fmt: skip
     if now is None:
         return [f"call {index}: the run made {was['tool']} at {was['step']}; the replay did not"]
     lines = [f"call {index} ({was['tool']} at {was['step']}) differs in "

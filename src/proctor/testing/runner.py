@@ -186,9 +186,11 @@ def run_case(
     keep: bool = False,
     packages: dict[Path, Any] | None = None,
     remove: Callable[[Path], None] | None = None,
+    retain: bool = False,
 ) -> CaseResult:
     """Run one case in a workspace of its own, removed afterwards unless ``keep`` (by
-    ``remove`` when given, else before this returns)."""
+    ``remove`` when given, else before this returns). ``retain``: its runs keep their
+    calls' scrubbed arguments (a replay compares them with the recorded run's)."""
     started = time.perf_counter()
     test_id = f"{case.package_label}/{case.name}"
     secrets: list[str] = []
@@ -211,7 +213,7 @@ def run_case(
             keep=keep,
         )
         secrets = built.secrets
-        observed, authority = _run(case, test, test_id, built)
+        observed, authority = _run(case, test, test_id, built, retain=retain)
         failures = check(test.expect, observed)
         env = observed.envelope
         return CaseResult(
@@ -269,7 +271,9 @@ def _package(folder: Path, cache: dict[Path, Any] | None) -> Any:
     return skill
 
 
-def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observed, dict[str, Any]]:
+def _run(
+    case: Case, test: SkillTest, test_id: str, built: Any, *, retain: bool = False
+) -> tuple[Observed, dict[str, Any]]:
     from proctor.core.authority import parse_authority
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
@@ -304,6 +308,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         agent_driver=agent,
         egress_route=fixtures.route(),
         durable=False,
+        retain=retain,
     )
     host = HostStandIn(test.host)
     try:

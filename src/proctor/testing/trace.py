@@ -2,7 +2,10 @@
 
 A trace entry is what a call did, by digest: its run (``0`` for the root, then each child run
 in the order it started), step, tool, the digest of its arguments, how it ended (``status``
-and ``code``) and the digest of its result. Two runs of the same package on the same inputs,
+and ``code``) and the digest of its result. A run that retained its arguments
+(:mod:`proctor.runtime.records.retention`) adds ``kept_digest``, the digest of the scrubbed
+arguments it kept: where a secret was scrubbed from them, two calls are the same call when
+their scrubbed arguments are (a replay's fixture credential is not the recorded secret). Two runs of the same package on the same inputs,
 answered the same way, make the same trace; :func:`first_divergence` names the first entry
 where a replay did something else.
 """
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ProctorError
 from proctor.receipts.canonical import digest
+from proctor.runtime.records.retention import RETAINED_ARGS
 
 if TYPE_CHECKING:
     from proctor.runtime.records.runs import CallRecord, RunStore
@@ -45,6 +49,12 @@ def entry(index: int, call: CallRecord) -> dict[str, Any]:
     settled: Mapping[str, Any] = call.result if isinstance(call.result, Mapping) else {}
     status = str(settled.get("status") or call.outcome or call.state)
     error = settled.get("error")
+    kept = None
+    if RETAINED_ARGS in settled:
+        try:
+            kept = digest(settled[RETAINED_ARGS])
+        except ProctorError:
+            kept = None
     outputs = None
     if status == "completed" and "result" in settled:
         try:
@@ -57,6 +67,7 @@ def entry(index: int, call: CallRecord) -> dict[str, Any]:
         "step": call.step_id,
         "tool": call.tool,
         "args_digest": call.args_digest,
+        "kept_digest": kept,
         "status": status,
         "code": error.get("code") if isinstance(error, Mapping) else None,
         "outputs_digest": outputs,
@@ -85,6 +96,16 @@ def first_divergence(
         if was is None or now is None:
             return {"index": index, "fields": ["call"], "recorded": was, "replayed": now}
         fields = [name for name in ("run", *COMPARED) if was.get(name) != now.get(name)]
+        if "args_digest" in fields and _same_scrubbed(was, now):
+            fields.remove("args_digest")
         if fields:
             return {"index": index, "fields": fields, "recorded": was, "replayed": now}
     return None
+
+
+def _same_scrubbed(was: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
+    """Whether two calls whose arguments held a secret (kept scrubbed, so the kept form is not
+    what the argument digest covers) sent the same arguments once scrubbed: the recorded run's
+    secret and the replay's fixture credential differ by design."""
+    scrubbed = was.get("kept_digest") not in (None, was.get("args_digest"))
+    return scrubbed and was.get("kept_digest") == now.get("kept_digest")

@@ -182,6 +182,8 @@ def _retains(driver: RunDriver) -> bool:
     :mod:`proctor.runtime.records.retention`); a malformed setting refuses the run."""
     from proctor.runtime.records.retention import replay_retain
 
+    if getattr(driver.s, "retain", False):
+        return True
     try:
         return replay_retain(driver.s.workspace.root)
     except ConfigError as exc:

@@ -43,8 +43,8 @@ def replay_retain(workspace_root: Path) -> bool:
     is absent).
 
     Raises:
-        ConfigError: the file is not valid TOML, ``[replay]`` is not a table, holds another
-            key, or ``retain`` is not a boolean.
+        ConfigError: ``replay_config_invalid``: the file is not valid TOML, ``[replay]`` is
+            not a table, holds another key, or ``retain`` is not a boolean.
     """
     path = workspace_root / "proctor.toml"
     if not path.is_file():
@@ -54,14 +54,20 @@ def replay_retain(workspace_root: Path) -> bool:
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"proctor.toml is not valid TOML: {exc}") from exc
+        raise ConfigError(
+            f"proctor.toml is not valid TOML: {exc}", code="replay_config_invalid"
+        ) from exc
     section = document.get("replay", {})
     if not isinstance(section, dict):
-        raise ConfigError("proctor.toml: [replay] must be a table")
+        raise ConfigError("proctor.toml: [replay] must be a table", code="replay_config_invalid")
     unknown = sorted(set(section) - {"retain"})
     if unknown:
-        raise ConfigError(f"proctor.toml: unknown key in [replay]: {unknown[0]}")
+        raise ConfigError(
+            f"proctor.toml: unknown key in [replay]: {unknown[0]}", code="replay_config_invalid"
+        )
     retain = section.get("retain", False)
     if not isinstance(retain, bool):
-        raise ConfigError("proctor.toml: replay.retain must be true or false")
+        raise ConfigError(
+            "proctor.toml: replay.retain must be true or false", code="replay_config_invalid"
+        )
     return retain
