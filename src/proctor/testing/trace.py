@@ -1,13 +1,13 @@
 """A run tree's calls as a comparable trace, and the first place two traces part.
 
 A trace entry is what a call did, by digest: its run (``0`` for the root, then each child run
-in the order it started), step, tool, the digest of its arguments, how it ended (``status``
-and ``code``) and the digest of its result. A run that retained its arguments
+in the order it started), step, tool, the digest of its arguments, how it ended (``status`` and
+``code``) and the digest of its result. A run that retained its arguments
 (:mod:`proctor.runtime.records.retention`) adds ``kept_digest``, the digest of the scrubbed
 arguments it kept: where a secret was scrubbed from them, two calls are the same call when
-their scrubbed arguments are (a replay's fixture credential is not the recorded secret). Two runs of the same package on the same inputs,
-answered the same way, make the same trace; :func:`first_divergence` names the first entry
-where a replay did something else.
+their scrubbed arguments are (a replay's fixture credential is not the recorded secret). Two
+runs of the same package on the same inputs, answered the same way, make the same trace;
+:func:`first_divergence` names the first entry where a replay did something else.
 """
 
 from __future__ import annotations
