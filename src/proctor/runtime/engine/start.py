@@ -97,12 +97,15 @@ def start_run(
     *,
     recover: bool = True,
     parent: str | None = None,
+    link: dict[str, Any] | None = None,
 ) -> None:
     """Prepare ``driver``'s run and create it in one transaction, holding its lease.
 
     A child run (``parent``: the run that starts it) is created in the same transaction as its
     parent's ``child_started`` event, so the parent's lease epoch fences the child's start: a
-    parent driver that lost its lease starts no child (``lease_lost``).
+    parent driver that lost its lease starts no child (``lease_lost``). ``link`` (its root
+    ``tree``, the parent's run, step and call) goes on its ``run_started`` audit line, and its
+    trace is its root's.
 
     Call :func:`check_parts` first. On return the run exists with its inputs (or its recorded
     refusal) and ``acquire`` took its lease; on any raise, nothing of the run exists.
@@ -114,8 +117,8 @@ def start_run(
     """
     record = driver.record
     record.data.update(prepare_start(driver, inputs, cli_inputs))
-    if telemetry_enabled(host.environ):  # a receipt's run leads to its trace
-        record.data["trace_id"] = trace_id_of(record.run_id)
+    if telemetry_enabled(host.environ):  # a receipt's run leads to its trace (its root's)
+        record.data["trace_id"] = trace_id_of(str((link or {}).get("tree") or record.run_id))
     kill_point("start.validated")
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).
@@ -139,6 +142,7 @@ def start_run(
             package_digest=driver.skill.package_digest,
             authority=driver.authority.to_json(),
             recovered_bundles=recovered,
+            **(link or {}),
         )
         kill_point("start.audited")
     kill_point("start.committed")
