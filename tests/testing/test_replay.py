@@ -324,3 +324,61 @@ def test_proctor_replay_and_record_from_on_the_command_line(
     both = runner.invoke(main, ["test", "record", "skills/reporter", "--from", run_id,
                                 "--out", "skills/reporter/tests/x.yaml"], env=environ)  # fmt: skip
     assert isinstance(both.exception, ProctorError) and both.exception.exit_code == 2
+
+
+WORKED = """
+minimum_proctor: 0.1.0
+methods:
+  think:
+    description: A turn a host works call by call.
+    steps:
+      - id: think
+        agent:
+          instructions: Echo, digest, answer.
+          calls: {tools: [echo, data.digest]}
+          output:
+            type: object
+            properties: {answer: {type: string}}
+            required: [answer]
+"""
+
+
+def test_a_turn_a_host_worked_call_by_call_replays_its_calls(tmp_path: Path) -> None:
+    root = workspace(tmp_path / "ws")
+    (root / "proctor.toml").write_text(RETAIN)
+    package(root, "worker", WORKED, {})
+    environ = {"PROCTOR_HOME": str(tmp_path / "home")}
+    session = Session(Workspace(root), environ=environ)
+    try:
+        env = session.run("skills/worker", inputs={}, cwd=root)
+        assert env.status == "needs_agent" and env.run_id is not None
+        run_id = env.run_id
+        said = session.turn_call(run_id, "think", "echo", {"text": "hi"}, "a", reason="say")
+        assert said.status == "completed", said
+        refused = session.turn_call(run_id, "think", "fs.read", {"path": "x"}, "b", reason="no")
+        assert refused.status == "refused"
+        kept = session.turn_call(run_id, "think", "data.digest", {"value": "hi"}, "c", reason="d")
+        assert kept.status == "completed", kept
+        template = session.envelope(run_id).to_json()["answers_template"]["answers"]
+        doc = {
+            "schema": "proctor.resume.v1",
+            "answers": {"think": {"request_digest": template["think"]["request_digest"],
+                                  "value": {"answer": "hi"}}},
+        }  # fmt: skip
+        env = session.resume(run_id, doc)
+        assert env.outcome == "completed", env.to_json()
+    finally:
+        session.close()
+    out = root / "skills" / "worker" / "tests" / "worked.yaml"
+    record_from(run_id, out, root, environ)
+    test = parse_test_file(out.read_text(), out.name)
+    turn = test.host.turns["think"]
+    assert [(c.tool, c.call_id, c.arguments) for c in turn.calls] == [
+        ("echo", "a", {"text": "hi"}),
+        ("fs.read", "b", {"path": "x"}),  # a refused call is made again, and refused again
+        ("data.digest", "c", {"value": "hi"}),
+    ]
+    assert turn.output == {"answer": "hi"} and test.host.answers == {}
+    replay = replay_run(root, run_id, environ)
+    assert not replay.diverged, replay.to_json()
+    assert replay.test["status"] == "passed"

@@ -250,13 +250,23 @@ class _Builder:
     def _host(self) -> dict[str, Any]:
         answers: dict[str, Any] = {}
         approvals: dict[str, bool] = {}
+        turns: dict[str, Any] = {}
         for request in self.session.store.requests(self.record.run_id):
             decision = request.decision
             if not isinstance(decision, Mapping):
                 continue
             if request.kind == "agent_turn" and self._managed(request.address):
                 continue  # the model answered it
-            if request.kind in ("approval", "retry"):
+            worked = self._worked(request.address) if request.kind == "agent_turn" else []
+            if worked:  # a host made the turn's calls one by one, then ended it
+                turn: dict[str, Any] = {"calls": worked}
+                failure = decision.get("failure")
+                if "value" in decision:
+                    turn["output"] = decision["value"]
+                elif isinstance(failure, Mapping) and failure.get("reason"):
+                    turn["failure"] = str(failure["reason"])
+                turns[request.address] = turn
+            elif request.kind in ("approval", "retry"):
                 value = decision.get("approved")
                 if value is None:
                     value = decision.get("retry")
@@ -269,10 +279,32 @@ class _Builder:
             host["answers"] = answers
         if approvals:
             host["approvals"] = approvals
+        if turns:
+            host["turns"] = turns
         for event in self.session.store.events(self.record.run_id):
             if event.get("kind") == "closed":
                 host["close"] = event["body"].get("outcome")
         return host
+
+    def _worked(self, address: str) -> list[dict[str, Any]]:
+        """The calls a host made in the turn at ``address`` (``<step>/turn/<call id>``), with
+        the arguments the run kept, in the order they were made."""
+        prefix = f"{address}/turn/"
+        out = []
+        for call in self.calls:
+            settled = call.result if isinstance(call.result, Mapping) else {}
+            args = settled.get(RETAINED_ARGS)
+            if call.run_id != self.record.run_id or not call.call_id.startswith(prefix):
+                continue
+            if not isinstance(args, Mapping):
+                self.notes.append(
+                    f"call {call.call_id} ({call.tool}) of a worked turn kept no arguments;"
+                    " it is not made in the replay"
+                )
+                continue
+            out.append({"tool": call.tool, "arguments": dict(args),
+                        "call_id": call.call_id.removeprefix(prefix)})  # fmt: skip
+        return out
 
     def _managed(self, address: str) -> bool:
         return any(self._model_events(step=address))

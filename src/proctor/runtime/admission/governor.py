@@ -566,6 +566,11 @@ class Governor:
                     "effect": outcome.effect,
                     "started_at": _iso(outcome.started_at),
                     "ended_at": _iso(outcome.ended_at),
+                    **(
+                        {}
+                        if outcome.retained_args is None
+                        else {RETAINED_ARGS: outcome.retained_args}
+                    ),
                 },
             )
         )

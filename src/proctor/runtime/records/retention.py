@@ -11,10 +11,10 @@ managed turn's model answers. A workspace that wants its runs replayable offline
 in ``proctor.toml``. The choice is read when a run starts and recorded in the run
 (``data.retain``), so whatever process resumes it keeps retaining. A retaining run keeps:
 
-- each executed call's arguments beside its settled result (``args`` in the call's stored
-  result), scrubbed by the run's sanitizer first (its taint set of delivered secrets,
-  credential shapes, secret-named fields): a secret is a ``[REDACTED:…]`` marker, never a
-  value;
+- each call's arguments beside its settled result (``args`` in the call's stored result; a
+  refused call's too, when its refusal is recorded), scrubbed by the run's sanitizer first
+  (its taint set of delivered secrets, credential shapes, secret-named fields): a secret is a
+  ``[REDACTED:…]`` marker, never a value;
 - each answer of a managed turn's model, the provider's own document, scrubbed the same way,
   as a ``model_answer`` event of the run (``step``, ``request``, ``dialect``, ``model``,
   ``document``).
