@@ -382,3 +382,66 @@ def test_a_turn_a_host_worked_call_by_call_replays_its_calls(tmp_path: Path) -> 
     replay = replay_run(root, run_id, environ)
     assert not replay.diverged, replay.to_json()
     assert replay.test["status"] == "passed"
+
+
+def test_a_run_with_a_child_that_asked_a_person_replays(tmp_path: Path) -> None:
+    root = workspace(tmp_path / "ws")
+    (root / "proctor.toml").write_text(RETAIN)
+    package(root, "child", """
+minimum_proctor: 0.1.0
+methods:
+  echo:
+    description: Ask, then echo.
+    inputs: {type: object, properties: {text: {type: string}}, required: [text]}
+    steps:
+      - id: confirm
+        ask: {reason: Go on?}
+      - id: say
+        tool: echo
+        inputs: {text: $input.text}
+""", {})  # fmt: skip
+    package(root, "parent", """
+minimum_proctor: 0.1.0
+methods:
+  go:
+    description: One child per text.
+    inputs: {type: object, properties: {texts: {type: array}}, required: [texts]}
+    steps:
+      - id: each
+        skill: ../child
+        for_each: $input.texts
+        inputs: {text: $item}
+""", {})  # fmt: skip
+    environ = {"PROCTOR_HOME": str(tmp_path / "home")}
+    session = Session(Workspace(root), environ=environ)
+    try:
+        env = session.run("skills/parent", inputs={"texts": ["a", "b"]}, cwd=root)
+        for _ in range(4):
+            if env.status != "needs_approval":
+                break
+            assert env.run_id is not None
+            template = env.to_json()["answers_template"]["approvals"]
+            doc = {"schema": "proctor.resume.v1",
+                   "approvals": {a: {"request_digest": e["request_digest"], "approved": True}
+                                 for a, e in template.items()}}  # fmt: skip
+            env = session.resume(env.run_id, doc)
+        assert env.outcome == "completed", env.to_json()
+    finally:
+        session.close()
+    run_id = str(env.run_id)
+    out = root / "skills" / "parent" / "tests" / "children.yaml"
+    record_from(run_id, out, root, environ)
+    test = parse_test_file(out.read_text(), out.name)
+    assert len(test.host.approvals) == 2 and all(test.host.approvals.values())
+    replay = replay_run(root, run_id, environ)
+    assert not replay.diverged, replay.to_json()
+    # the children's calls are part of what was compared; an edited child shows
+    from proctor.testing.retained import retained_test
+
+    assert {e["run"] for e in retained_test(root, run_id, environ).trace} == {1, 2}
+    child_yaml = root / "skills" / "child" / "run.yaml"
+    child_yaml.write_text(child_yaml.read_text().replace("$input.text", "changed"))
+    edited = replay_run(root, run_id, environ)
+    assert edited.diverged and edited.divergence is not None
+    assert edited.divergence["recorded"]["run"] == 1
+    assert edited.divergence["fields"] == ["args_digest", "outputs_digest"]

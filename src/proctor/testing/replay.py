@@ -113,7 +113,10 @@ def replay_run(cwd: Path, run_id: str, environ: Mapping[str, str] | None = None)
     with tempfile.TemporaryDirectory(prefix="proctor-replay-") as scratch:
         file = Path(scratch) / f"replay-{run_id[:12]}.yaml"
         file.write_text(_dump(retained.document), encoding="utf-8")
-        case = Case(retained.package_folder, file.stem, file, f"replay of {run_id}")
+        folder = retained.package_folder
+        if retained.children:
+            folder = _with_children(Path(scratch) / "ws", retained)
+        case = Case(folder, file.stem, file, f"replay of {run_id}")
         result = run_case(case, retain=True)
     report = build_report([result])["tests"][0]
     divergence = first_divergence(retained.trace, result.trace)
@@ -127,6 +130,33 @@ def replay_run(cwd: Path, run_id: str, environ: Mapping[str, str] | None = None)
         test=report,
         notes=list(retained.notes),
     )
+
+
+_WORKSPACE_CONFIG = (".mcp.json", "proctor-mcp.lock", "proctor.toml")
+
+
+def _with_children(base: Path, retained: Any) -> Path:
+    """A copy of the package, in a scratch workspace, whose ``fixtures/`` also stage the
+    packages its child runs ran, where its references find them in a test's workspace (the
+    package is ``skills/<name>/`` there): the children as they are now, like the package."""
+    import os
+    import shutil
+
+    folder: Path = retained.package_folder
+    root: Path = retained.workspace_root
+    (base / ".proctor").mkdir(parents=True)
+    for name in _WORKSPACE_CONFIG:  # upstream MCP settings are read from the package's workspace
+        if (root / name).is_file():
+            shutil.copy2(root / name, base / name)
+    copy = base / "skills" / folder.name
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("tests"), symlinks=True)
+    for child in retained.children:
+        where = os.path.normpath(os.path.join("skills", os.path.relpath(child, folder.parent)))
+        if where.startswith(".."):
+            continue  # out of a test's reach: its calls show as the divergence
+        shutil.copytree(child, copy / "fixtures" / where, symlinks=True, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("tests", "fixtures"))  # fmt: skip
+    return copy
 
 
 def _scrubbed(value: Any) -> Any:

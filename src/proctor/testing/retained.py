@@ -43,6 +43,10 @@ class Retained:
     package_folder: Path
     trace: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    workspace_root: Path | None = None
+    children: list[Path] = field(default_factory=list)
+    """The folders of the other local packages the run's child runs ran (a replay stages
+    them beside the package)."""
 
 
 def retained_test(cwd: Path, run_id: str, environ: Mapping[str, str] | None = None) -> Retained:
@@ -83,7 +87,16 @@ def retained_test(cwd: Path, run_id: str, environ: Mapping[str, str] | None = No
         notes = _check_retained(calls, vouched)
         builder = _Builder(session, record, folder, calls, runs, notes)
         document = builder.document()
-        return Retained(run_id, document, folder, call_trace(session.store, run_id), notes)
+        children = _child_folders(session, runs[1:], folder)
+        return Retained(
+            run_id,
+            document,
+            folder,
+            call_trace(session.store, run_id),
+            notes,
+            workspace_root=session.workspace.root,
+            children=children,
+        )
     finally:
         session.close()
 
@@ -143,6 +156,21 @@ def _check_retained(calls: list[Any], vouched: set[tuple[Any, ...]]) -> list[str
                 code="replay_retained_mismatch",
             )
     return notes
+
+
+def _child_folders(session: Any, child_runs: list[str], own: Path) -> list[Path]:
+    found: list[Path] = []
+    for rid in child_runs:
+        record = session.store.get_run(rid)
+        if record is None:
+            continue
+        try:
+            folder = _package_folder(session.workspace.root, record)
+        except UsageError:
+            continue  # a core or registry package: the test resolves it as a run does
+        if folder != own and folder not in found:
+            found.append(folder)
+    return found
 
 
 def _package_folder(root: Path, record: Any) -> Path:

@@ -29,17 +29,23 @@ COMPARED = ("step", "tool", "args_digest", "status", "code", "outputs_digest")
 
 
 def tree_runs(store: RunStore, run_id: str) -> list[str]:
-    """``run_id`` and every run it started (depth first, in the order each started)."""
+    """``run_id`` and every run it started, depth first: a ``skill:`` step's children in the
+    order of its items (children of a fan-out may start in any order), then any other child
+    (a turn's skill calls, made one at a time) in the order it started."""
     out: list[str] = []
     pending = [run_id]
     while pending:
         current = pending.pop()
         out.append(current)
-        children = [
-            str(event["body"].get("run_id"))
-            for event in store.events(current)
-            if event.get("kind") == "child_started"
-        ]
+        children: list[str] = []
+        for step in store.step_records(current).values():
+            for child in step.get("child_runs") or []:
+                if isinstance(child, Mapping) and str(child.get("run_id")) not in children:
+                    children.append(str(child.get("run_id")))
+        for event in store.events(current):
+            started = str((event.get("body") or {}).get("run_id"))
+            if event.get("kind") == "child_started" and started not in children:
+                children.append(started)
         pending.extend(reversed(children))
     return out
 
