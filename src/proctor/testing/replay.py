@@ -94,6 +94,11 @@ def record_from(run_id: str, out: Path, cwd: Path, environ: Mapping[str, str] | 
         f" {len(providers.get('mcp') or [])} MCP answers,"
         f" {len((providers.get('model') or {}).get('responses') or [])} model answers"
     )
+    if retained.children:  # the test finds them only where proctor test stages them
+        named = ", ".join(sorted(child.name for child in retained.children))
+        summary += f"; copy the child packages ({named}) under the package's fixtures/skills/"
+    if retained.notes:
+        summary += "; " + "; ".join(retained.notes)
     return Recorded(out, summary)
 
 
