@@ -132,3 +132,110 @@ def test_a_witness_not_trusted_is_refused(ws: Ws, witness: tuple[str, str]) -> N
     r = ws.proctor("audit", "verify", "--witnesses", env={"PROCTOR_WITNESS_KEYS": rfc8032_key})
     assert r.code != 0
     assert "witness_signature_invalid" in r.stderr
+
+
+def _runs(ws: Ws) -> list[dict[str, object]]:
+    runs: list[dict[str, object]] = ws.proctor("history", "--json").json()["runs"]
+    return runs
+
+
+def test_verify_with_witnesses_passes_a_witnessed_receipt(ws: Ws, witness: tuple[str, str]) -> None:
+    url, key = witness
+    _witnessed(ws, url, key)
+    receipt = str(_runs(ws)[0]["receipt_id"])
+    r = ws.proctor("verify", receipt, "--witnesses", "--json")
+    assert r.code == 0, r.stdout + r.stderr
+    doc = r.json()
+    assert doc["status"] == "verified"
+    assert doc["witnesses"]["ok"] is True and doc["witnesses"]["holders"] == [url]
+    every = ws.proctor("verify", "--witnesses", "--json")
+    assert every.code == 0, every.stdout + every.stderr
+    assert every.json()["witnesses"]["seals"] == 2
+
+
+def test_verify_catches_a_receipt_the_witnesses_never_countersigned(
+    ws: Ws, witness: tuple[str, str]
+) -> None:
+    url, key = witness
+    unseen = ws.proctor("run", HELLO, "-i", "message=before", "--json")  # no witness yet
+    assert unseen.code == 0, unseen.stderr
+    receipt = unseen.json()["receipt_id"]
+    _witnessed(ws, url, key)
+    plain = ws.proctor("verify", receipt)
+    assert plain.code == 0, plain.stdout  # locally the receipt is sound
+    r = ws.proctor("verify", receipt, "--witnesses", "--json")
+    assert r.code == 1, r.stdout + r.stderr
+    doc = r.json()
+    assert doc["status"] == "invalid" and doc["reason"] == "witness_unseen"
+    assert doc["witnesses"]["holders"] == []
+
+
+def test_verify_catches_a_tree_rewritten_and_signed_again(ws: Ws, witness: tuple[str, str]) -> None:
+    import sqlite3
+
+    from proctor.receipts.model import parse_envelope
+    from proctor.receipts.writer import seal
+    from proctor.runtime.home.keys import load_signer
+    from proctor.runtime.records.receipts import ReceiptStore
+
+    url, key = witness
+    _witnessed(ws, url, key)
+    run = _runs(ws)[0]
+    old = str(run["receipt_id"])
+    # whoever can write .proctor/ and read the home's key rewrites the run's receipt
+    store = ReceiptStore(ws.root / ".proctor" / "receipts")
+    data = store.get(old)
+    assert data is not None
+    body = dict(parse_envelope(data).body)
+    body["outcome"] = "failed"
+    body["seal_reason"] = "tool_failed"
+    signer = load_signer({"PROCTOR_HOME": str(ws.home)}, create=False).signer
+    new, raw = seal(body, signer)
+    store.put(new, raw, kind="run", outcome="failed")
+    db = sqlite3.connect(ws.root / ".proctor" / "runs.sqlite")
+    try:
+        db.execute("UPDATE runs SET receipt_id = ? WHERE receipt_id = ?", (new, old))
+        db.commit()
+    finally:
+        db.close()
+    plain = ws.proctor("verify", new)
+    assert plain.code == 0, plain.stdout + plain.stderr  # signed by the trusted key: it verifies
+    r = ws.proctor("verify", new, "--witnesses", "--json")
+    assert r.code == 1, r.stdout + r.stderr
+    doc = r.json()
+    assert doc["reason"] == "witness_rewritten"
+    assert old in doc["message"] and str(run["run_id"]) in doc["message"]
+
+
+def test_a_deleted_proctor_folder_is_caught_by_verify_from_the_witnesses(
+    ws: Ws, witness: tuple[str, str]
+) -> None:
+    url, key = witness
+    _witnessed(ws, url, key)
+    receipts = [str(r["receipt_id"]) for r in _runs(ws)]
+    shutil.rmtree(ws.root / ".proctor")
+    (ws.root / ".proctor").mkdir()
+    r = ws.proctor("verify", "--witnesses", "--json")
+    assert r.code == 1, r.stdout + r.stderr
+    doc = r.json()
+    assert doc["status"] == "invalid" and doc["reason"] == "witness_receipts_gone"
+    assert doc["witnesses"]["missing"] == 2
+    assert sorted(g["receipt_id"] for g in doc["witnesses"]["gone"]) == sorted(receipts)
+    one = ws.proctor("verify", receipts[0], "--witnesses", "--json")
+    assert one.code == 1, one.stdout + one.stderr
+    assert one.json()["witnesses"]["holders"] == [url]  # held by the witness, gone here
+
+
+def test_verify_with_witnesses_refuses_what_it_cannot_judge(
+    ws: Ws, witness: tuple[str, str]
+) -> None:
+    url, key = witness
+    _witnessed(ws, url, key)
+    bare = ws.proctor("verify", "--json", env={"PROCTOR_WITNESS_URLS": ""})
+    assert bare.code == 2
+    unset = ws.proctor("verify", "--witnesses", env={"PROCTOR_WITNESS_URLS": ""})
+    assert unset.code == 2 and "witness_not_configured" in unset.stderr
+    tree = ws.proctor("history", str(_runs(ws)[0]["run_id"]), "--json").json()["receipts"]
+    call = next(r for r in tree if r.get("kind") == "call")
+    r = ws.proctor("verify", call["receipt_id"], "--witnesses")
+    assert r.code == 2 and "witness_target_not_run" in r.stderr

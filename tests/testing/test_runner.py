@@ -60,6 +60,39 @@ expect:
     assert (folder / "fixtures" / "notes" / "b.txt").read_text() == "replaced"
 
 
+def test_fixtures_stage_a_composites_child_beside_the_package_never_over_it(
+    tmp_path: Path,
+) -> None:
+    composite = """
+minimum_proctor: 0.1.0
+methods:
+  go:
+    description: Call the child.
+    steps:
+      - id: each
+        skill: ../child
+        inputs: {text: hi}
+"""
+    child_run = "minimum_proctor: 0.1.0\nmethods:\n  echo:\n    description: Echo.\n"
+    child_run += "    inputs: {type: object, properties: {text: {type: string}}}\n"
+    child_run += "    steps:\n      - {id: say, tool: echo, inputs: {text: $input.text}}\n"
+    fixtures = {
+        "skills/child/SKILL.md": "---\nname: child\ndescription: A child.\n---\nEcho.\n",
+        "skills/child/run.yaml": child_run,
+    }
+    text = "expect: {status: sealed, outcome: completed, steps: {each: completed}}\n"
+    folder = package(workspace(tmp_path / "ws"), "parent", composite, {"t": text}, fixtures)
+    result = run_one(folder, "t")
+    assert result.status == "passed", [f.to_json() for f in result.failures]
+    # a fixture over the package under test itself is refused, and the package is untouched
+    (folder / "fixtures" / "skills" / "parent").mkdir()
+    (folder / "fixtures" / "skills" / "parent" / "run.yaml").write_text("hijacked")
+    refused = run_one(folder, "t")
+    assert refused.status == "error"
+    assert refused.error is not None and refused.error["code"] == "test_fixture_refused"
+    assert (folder / "run.yaml").read_text().startswith("minimum_proctor")
+
+
 @pytest.mark.parametrize(
     "rel", ["../escape.txt", ".proctor/audit.jsonl", "skills/echoer/run.yaml", "/abs.txt", "a/../b"]
 )

@@ -362,18 +362,9 @@ def _witnessed(root: Path) -> list[Any]:
     Raises:
         UsageError: (``witness_not_configured``) no witness URL is configured.
     """
-    from proctor.runtime.home.keys import trusted_local_keys
-    from proctor.runtime.records.witness import fetch_seals, witness_settings, workspace_id
+    from proctor.runtime.records.witness_check import witnessed_seals
 
-    urls, keys = witness_settings(os.environ)
-    if not urls:
-        raise UsageError(
-            "no witness is configured: set PROCTOR_WITNESS_URLS (or witness.urls in the home's"
-            " config.json)",
-            code="witness_not_configured",
-        )
-    ours = {k.key_id for k in trusted_local_keys()}
-    return fetch_seals(urls, keys, workspace_id(root), ours)
+    return witnessed_seals(root, os.environ)
 
 
 def _check_witnessed_receipts(state_dir: Path, seals: list[Any], check: Any) -> None:

@@ -35,6 +35,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": ("proctor.cli.mcp", "mcp", "Serve skills and paused runs to MCP clients."),
     "skill": ("proctor.cli.skill", "skill", "Inspect a skill: methods, inputs, credentials."),
     "test": ("proctor.cli.test", "proctor_test", "Replay a skill's tests; record one from a run."),
+    "replay": (
+        "proctor.cli.replay",
+        "replay",
+        "Re-run a recorded run offline and show where it diverges.",
+    ),
     "pending": ("proctor.cli.pending", "pending", "List the requests runs wait on."),
     "approve": ("proctor.cli.approve", "approve", "Show a waiting request and approve it."),
     "decline": ("proctor.cli.approve", "decline", "Show a waiting request and decline it."),

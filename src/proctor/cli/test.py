@@ -153,7 +153,13 @@ def _summary(report: dict[str, Any]) -> None:
 
 
 @proctor_test.command("record")
-@click.argument("ref")
+@click.argument("ref", required=False)
+@click.option(
+    "--from",
+    "from_run",
+    metavar="RUN_ID",
+    help="Write the test from a sealed run that retained its calls ([replay] retain = true).",
+)
 @click.option(
     "-i",
     "--input",
@@ -170,21 +176,45 @@ def _summary(report: dict[str, Any]) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="The test file to write (PACKAGE/tests/NAME.yaml).",
 )
-def record(ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, out: Path) -> None:
-    """Run REF#METHOD for real and write a test file from what it saw.
+def record(
+    ref: str | None,
+    from_run: str | None,
+    cli_inputs: tuple[str, ...],
+    inputs_file: Any,
+    out: Path,
+) -> None:
+    """Run REF#METHOD for real and write a test file from what it saw, or, with --from
+    RUN_ID, write it from a run already recorded.
 
     HTTP goes out through the egress guard and each exchange is kept; you answer approvals,
     questions and agent turns at the terminal. Credential values are replaced by fixture
-    placeholders. Managed (model-driven) turns cannot be recorded.
+    placeholders. With --from, nothing runs: the run's retained calls, model answers and
+    decisions become the test, checked against its receipts first.
 
     \b
     Example:
       proctor test record examples/hello-world#greet -i message=hi \\
         --out examples/hello-world/tests/hi.yaml
+      proctor test record --from RUN_ID --out skills/fetch/tests/from-run.yaml
     """
+    from proctor.errors import UsageError
     from proctor.parser.inputs import MAX_INPUTS_BYTES, check_cli_pairs, parse_inputs_document
     from proctor.testing.record import record_test
 
+    if from_run is not None:
+        if ref is not None or cli_inputs or inputs_file is not None:
+            raise UsageError(
+                "--from RUN_ID records an existing run: give no REF or inputs with it",
+                code="usage_error",
+            )
+        from proctor.testing.replay import record_from
+
+        written = record_from(from_run, out, Path.cwd())
+        click.echo(f"wrote {written.path} ({written.summary})")
+        click.echo(f"replay it: proctor test {written.path}")
+        return
+    if ref is None:
+        raise UsageError("give REF#METHOD to run, or --from RUN_ID", code="usage_error")
     check_cli_pairs(cli_inputs, with_document=inputs_file is not None)
     inputs = None
     if inputs_file is not None:

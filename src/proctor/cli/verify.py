@@ -24,13 +24,17 @@ __all__ = ["EXIT_INVALID", "EXIT_UNVERIFIED", "EXIT_VERIFIED", "verify"]
 
 
 @click.command("verify")
-@click.argument("target")
+@click.argument("target", required=False)
 @with_options(VERIFY_OPTIONS)
-def verify(target: str, **params: Any) -> None:
+def verify(target: str | None, **params: Any) -> None:
     """Verify a receipt (by id, or a receipt file) and every receipt below it.
+
+    With --witnesses, the run receipt must also be one the witnesses countersigned when its
+    run sealed; without RECEIPT, every run receipt the witnesses hold must still be here.
 
     \b
     Example:
       proctor verify sha256:RECEIPT_ID
+      proctor verify sha256:RECEIPT_ID --witnesses
     """
     verify_command(target=target, **params)

@@ -42,6 +42,9 @@ VERIFY_OPTIONS: tuple[Option, ...] = (
     ("receipts_dir", ("--receipts-dir",), "folder", None,
      "Folder of receipt files to read children from (default: the workspace store, "
      "or the folder of FILE)."),
+    ("witnesses", ("--witnesses",), "flag", None,
+     "Also check against the seals the witnesses hold ([witness] urls in the home); "
+     "without RECEIPT: every witnessed run receipt of the workspace."),
 )  # fmt: skip
 
 
@@ -51,23 +54,44 @@ def parse_verify_argv(args: Sequence[str]) -> dict[str, Any] | None:
 
 
 def verify_command(
-    target: str, as_json: bool, key_path: str | None, receipts_dir: str | None
+    target: str | None,
+    as_json: bool,
+    key_path: str | None,
+    receipts_dir: str | None,
+    witnesses: bool = False,
 ) -> None:
     """``proctor verify``: verify the tree, print the result, exit with its code."""
     from proctor.runtime.records.verify_folder import verify_receipt
 
+    if target is None:
+        if not witnesses:
+            from proctor.errors import UsageError
+
+            raise UsageError(
+                "give a RECEIPT to verify, or --witnesses to check every witnessed one",
+                code="usage_error",
+            )
+        from proctor.cli.witnessing import verify_witnessed
+
+        verify_witnessed(as_json, key_path)
+        return
     result = verify_receipt(target, receipts_dir=receipts_dir, public_key=key_path)
+    doc = result.to_json()
+    if witnesses:
+        from proctor.cli.witnessing import against_witnesses
+
+        doc = against_witnesses(doc, result, target)
     if as_json:
         from proctor.cli.render import dump_json
 
-        dump_json(result.to_json())
+        dump_json(doc)
     else:
         import click  # its echo (ANSI stripped where stdout is no terminal), as before
 
         from proctor.cli.paint import inert
 
         # the message may quote a tampered receipt: shown through the terminal's boundary
-        click.echo(inert(f"{result.status}: {result.message}"))
+        click.echo(inert(f"{doc['status']}: {doc['message']}"))
         click.echo(
             f"receipts: {result.receipts} (signed and checked {result.signed}, "
             f"amortized calls {result.amortized}, unknown key {result.unknown_key}); "
@@ -75,7 +99,9 @@ def verify_command(
         )
         if result.receipt_id:
             click.echo(f"root: {result.receipt_id}")
-    code = {"verified": EXIT_VERIFIED, "invalid": EXIT_INVALID}.get(result.status, EXIT_UNVERIFIED)
+        if "witnesses" in doc:
+            click.echo(inert(f"witnesses: {doc['witnesses']['message']}"))
+    code = {"verified": EXIT_VERIFIED, "invalid": EXIT_INVALID}.get(doc["status"], EXIT_UNVERIFIED)
     sys.stdout.flush()
     if code:
         sys.exit(code)

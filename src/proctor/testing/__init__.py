@@ -13,9 +13,12 @@ Modules, each importing only those above it in this list:
 - :mod:`.model`: the model stand-in (a managed agent answered by scripted documents);
 - :mod:`.workspace`: the test's own workspace under ``.proctor/test/<id>/``;
 - :mod:`.host`: the host stand-in (answers, approvals, worked turns, close);
+- :mod:`.trace`: a run tree's calls by digest, and the first place two traces part;
 - :mod:`.runner`: finding tests and running each one;
 - :mod:`.report`: ``proctor.test.v1`` JSON and JUnit XML, scrubbed of fixture secrets;
-- :mod:`.record`: ``proctor test record``, a test file from a real run.
+- :mod:`.record`: ``proctor test record``, a test file from a real run;
+- :mod:`.retained`: a sealed run that retained its calls, read back as a test document;
+- :mod:`.replay`: ``proctor test record --from`` and ``proctor replay``.
 
 The test file's model is :mod:`proctor.contracts.testfile`, its strict parse
 :mod:`proctor.parser.testfile`; the report's model :mod:`proctor.contracts.testreport`.

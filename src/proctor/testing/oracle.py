@@ -208,6 +208,9 @@ class Observed:
     unused_host: list[str] = field(default_factory=list)
     unused_model: int = 0
     call_failures: list[Failure] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    """The run tree's calls (:func:`proctor.testing.trace.call_trace`), for a replay's
+    comparison with the run it was recorded from."""
 
 
 def check(expect: Expect, seen: Observed) -> list[Failure]:

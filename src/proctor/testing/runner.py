@@ -56,6 +56,7 @@ class CaseResult:
         secrets: the case's fixture credential values; every report scrubs them.
         workspace: the case's workspace when it was kept (``--keep``).
         authority: what the run ran under (``proctor.test.v1``'s ``authority``), once it ran.
+        trace: the run tree's calls by digest (:mod:`proctor.testing.trace`), once it ran.
     """
 
     case: Case
@@ -71,6 +72,7 @@ class CaseResult:
     workspace: Path | None = None
     secrets: list[str] = field(default_factory=list)
     authority: dict[str, Any] | None = None
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 def collect(path: Path, keyword: str | None = None) -> list[Case]:
@@ -184,9 +186,11 @@ def run_case(
     keep: bool = False,
     packages: dict[Path, Any] | None = None,
     remove: Callable[[Path], None] | None = None,
+    retain: bool = False,
 ) -> CaseResult:
     """Run one case in a workspace of its own, removed afterwards unless ``keep`` (by
-    ``remove`` when given, else before this returns)."""
+    ``remove`` when given, else before this returns). ``retain``: its runs keep their
+    calls' scrubbed arguments (a replay compares them with the recorded run's)."""
     started = time.perf_counter()
     test_id = f"{case.package_label}/{case.name}"
     secrets: list[str] = []
@@ -209,7 +213,7 @@ def run_case(
             keep=keep,
         )
         secrets = built.secrets
-        observed, authority = _run(case, test, test_id, built)
+        observed, authority = _run(case, test, test_id, built, retain=retain)
         failures = check(test.expect, observed)
         env = observed.envelope
         return CaseResult(
@@ -225,6 +229,7 @@ def run_case(
             workspace=built.root if keep else None,
             secrets=secrets,
             authority=authority,
+            trace=observed.trace,
         )
     except ProctorError as exc:
         return CaseResult(
@@ -266,13 +271,16 @@ def _package(folder: Path, cache: dict[Path, Any] | None) -> Any:
     return skill
 
 
-def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observed, dict[str, Any]]:
+def _run(
+    case: Case, test: SkillTest, test_id: str, built: Any, *, retain: bool = False
+) -> tuple[Observed, dict[str, Any]]:
     from proctor.core.authority import parse_authority
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
     from proctor.testing.host import HostStandIn
     from proctor.testing.http import HttpFixtures
     from proctor.testing.keys import fixed_clock, fixture_signer, run_ids_for
+    from proctor.testing.trace import call_trace
 
     fixtures = HttpFixtures.from_exchanges(test.providers.http, case.label)
     if test.setup.egress:
@@ -300,6 +308,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         agent_driver=agent,
         egress_route=fixtures.route(),
         durable=False,
+        retain=retain,
     )
     host = HostStandIn(test.host)
     try:
@@ -317,6 +326,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         env = envelope.to_json()
         run_id = env.get("run_id")
         steps = session.store.step_records(run_id) if run_id else {}
+        trace = call_trace(session.store, run_id) if run_id else []
         record = session.store.get_run(run_id) if run_id else None
         ran_under = _authority(test, built.root, fixtures, record.data if record else {})
     finally:
@@ -338,6 +348,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         unused_host=host.unused(),
         unused_model=(len(script.responses) - script.served) if script is not None else 0,
         call_failures=list(host.call_failures),
+        trace=trace,
     )
     return observed, ran_under
 

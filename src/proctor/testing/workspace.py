@@ -5,10 +5,12 @@ Each test gets a folder of its own under the package's workspace, holding:
 - ``skills/<package>/``: a copy of the package without its ``tests/`` and ``fixtures/`` (a
   run never reads its own expectations; the receipts' package digest covers this copy);
 - the package's ``fixtures/``, staged whole at the workspace's root (``fixtures/notes/a.md``
-  is ``notes/a.md`` to the run; ``fixtures/policies/`` becomes the test's ``policies/``), then
-  ``setup.files``. The package under test is treated as hostile: a fixture that is a link, a
-  device or a pipe is refused, not followed (a link staged at the root would make
-  ``setup.files`` write wherever it points); files are written with ``O_NOFOLLOW`` into folders
+  is ``notes/a.md`` to the run; ``fixtures/policies/`` becomes the test's ``policies/``;
+  ``fixtures/skills/<other>/`` stages another package beside the one under test, a
+  composite's child, never over it), then ``setup.files``. The package under test is
+  treated as hostile: a fixture that is a link, a device or a pipe is refused, not followed
+  (a link staged at the root would make ``setup.files`` write wherever it points); files are
+  written with ``O_NOFOLLOW`` into folders
   this module made; and a ``proctor.toml`` from the fixtures or ``setup.files`` is refused
   (``test_config_refused``): it would name guard modules that proctor imports as Python in its
   own process, and grant the package's commands network. So a test runs with no configuration
@@ -121,6 +123,13 @@ def build_workspace(
         fixtures = package_folder / "fixtures"
         if fixtures.is_dir() and not fixtures.is_symlink():
             for entry in sorted(fixtures.iterdir()):
+                if entry.name == "skills" and entry.is_dir() and not entry.is_symlink():
+                    # other packages (a composite's children) beside the package under test
+                    for sub in sorted(entry.iterdir()):
+                        rel = f"skills/{sub.name}"
+                        _check_target(rel, package_rel, "fixtures/" + rel)
+                        _stage(sub, root / rel, "fixtures/" + rel)
+                    continue
                 _check_target(entry.name, package_rel, "fixtures/" + entry.name)
                 _stage(entry, root / entry.name, "fixtures/" + entry.name)
         elif fixtures.is_symlink():

@@ -311,3 +311,152 @@ def test_an_approval_waited_across_processes_is_one_trace_with_its_wait(
             for scope in resource.scope_metrics:
                 waits += [m for m in scope.metrics if m.name == "proctor.approval.wait"]
     assert waits and waits[-1].histogram.data_points[0].count == 1
+
+
+PARENT = """minimum_proctor: 0.1.0
+methods:
+  go:
+    description: A skill step, then a managed turn that calls the same skill.
+    steps:
+      - id: each
+        skill: ../child
+        inputs: {text: from-step}
+      - id: think
+        agent:
+          instructions: Call the child once, then answer.
+          calls: {skills: [../child]}
+          output:
+            type: object
+            properties: {answer: {type: string}}
+            required: [answer]
+"""
+CHILD = """minimum_proctor: 0.1.0
+methods:
+  echo:
+    description: Echo a text.
+    inputs:
+      type: object
+      properties: {text: {type: string}}
+      required: [text]
+    steps:
+      - id: say
+        tool: echo
+        inputs: {text: $input.text}
+"""
+
+
+def test_a_child_run_is_a_span_of_its_parents_call_or_step_in_the_same_trace(
+    ws: Ws,  # noqa: F811
+    receiver: _Receiver,
+) -> None:
+    from tests.e2e.test_agent_cli import DIALECT, configure
+    from tests.runtime.agent_stub import StubModel, answer
+
+    for name, text in (("parent", PARENT), ("child", CHILD)):
+        folder = ws.root / "skills" / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name}.\n---\nGo.\n")
+        (folder / "run.yaml").write_text(text)
+    script = [
+        answer(DIALECT, calls=[("skill_child_echo", {"text": "from-turn"})]),
+        answer(DIALECT, text='{"answer": "done"}'),
+    ]
+    with StubModel(script) as stub:
+        configure(ws, stub)
+        r = ws.proctor(
+            "run", "parent", "--drive", "--json", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+        )
+    assert r.code == 0, r.stdout + r.stderr
+    root_id = r.json()["run_id"]
+    spans = _spans(receiver)
+    assert len({s["trace_id"] for s in spans}) == 1, "a child run started a trace of its own"
+    by_id = {s["span_id"]: s for s in spans}
+    [root] = [s for s in spans if s["name"] == "invoke_agent parent"]
+    assert root["parent"] == "" and root["attrs"]["proctor.run.id"] == root_id
+    children = sorted(
+        (s for s in spans if s["name"] == "invoke_agent child"), key=lambda s: s["start"]
+    )
+    assert len(children) == 2
+    by_step, by_call = children
+    # the skill step's child hangs under the parent's step span
+    step = by_id[by_step["parent"]]
+    assert step["name"] == "proctor.step each" and step["parent"] == root["span_id"]
+    assert step["start"] <= by_step["start"] and by_step["end"] <= step["end"]
+    # the turn's skill call: its child hangs under the call span that started it
+    call = by_id[by_call["parent"]]
+    assert call["name"] == "execute_tool skill.child.echo"
+    assert by_id[call["parent"]]["name"] == "proctor.step think"
+    assert call["start"] <= by_call["start"] and by_call["end"] <= call["end"]
+    # each child's own call is under the child's step, in the same trace
+    echoes = [s for s in spans if s["name"] == "execute_tool echo"]
+    assert len(echoes) == 2
+    for echo in echoes:
+        child_step = by_id[echo["parent"]]
+        assert by_id[child_step["parent"]] in children
+    # the run record of a child leads to the root's trace
+    import sqlite3
+
+    db = sqlite3.connect(ws.root / ".proctor" / "runs.sqlite")
+    try:
+        recorded = {
+            run_id: json.loads(data)["trace_id"]
+            for run_id, data in db.execute("SELECT run_id, data FROM runs").fetchall()
+        }
+    finally:
+        db.close()
+    assert len(recorded) == 3 and set(recorded.values()) == {root["trace_id"]}
+
+
+ASKING_CHILD = """minimum_proctor: 0.1.0
+methods:
+  echo:
+    description: Ask, then echo.
+    steps:
+      - id: confirm
+        ask: {reason: Go on?}
+      - id: say
+        tool: echo
+        inputs: {text: after}
+"""
+
+
+def test_a_child_continued_by_a_later_process_stays_in_its_roots_trace(
+    ws: Ws,  # noqa: F811
+    receiver: _Receiver,
+) -> None:
+    parent = "minimum_proctor: 0.1.0\nmethods:\n  go:\n    description: Go.\n    steps:\n"
+    parent += "      - id: each\n        skill: ../child\n"
+    for name, text in (("parent", parent), ("child", ASKING_CHILD)):
+        folder = ws.root / "skills" / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name}.\n---\nGo.\n")
+        (folder / "run.yaml").write_text(text)
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    paused = ws.proctor("run", "parent", "--json", env=otel)
+    assert paused.code == 10, paused.stdout + paused.stderr
+    env = paused.json()
+    [request] = env["requests"]
+    decision = {
+        "schema": "proctor.resume.v1",
+        "approvals": {
+            request["address"]: {"request_digest": request["request_digest"], "approved": True}
+        },
+    }
+    done = ws.proctor("resume", env["run_id"], "-", "--json", stdin=json.dumps(decision), env=otel)
+    assert done.code == 0, done.stdout + done.stderr
+    spans = _spans(receiver)
+    assert len({s["trace_id"] for s in spans}) == 1  # two processes, a child: one trace
+    by_id = {s["span_id"]: s for s in spans}
+    children = sorted(
+        (s for s in spans if s["name"] == "invoke_agent child"), key=lambda s: s["start"]
+    )
+    assert len(children) == 2  # started and paused, then continued and sealed
+    assert children[1]["attrs"]["proctor.run.resumed"] is True
+    for child in children:
+        step = by_id[child["parent"]]
+        assert step["name"] == "proctor.step each"
+        owner = by_id[step["parent"]]
+        assert owner["name"].startswith("invoke_agent")
+        assert owner["attrs"]["proctor.run.id"] == env["run_id"]
+    [echo] = [s for s in spans if s["name"] == "execute_tool echo"]
+    assert by_id[by_id[echo["parent"]]["parent"]] is children[1]

@@ -113,6 +113,9 @@ class CallOutcome:
     already_done: str | None = None
     approved_by: str | None = None
     sandbox: SandboxUse | None = None
+    retained_args: Any = None
+    """The call's arguments, scrubbed, when its run retains them for replay (they are
+    recorded beside its result; :mod:`proctor.runtime.records.retention`)."""
 
     @property
     def ok(self) -> bool:

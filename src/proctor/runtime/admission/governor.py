@@ -51,6 +51,7 @@ from proctor.runtime.admission.names import name_refusal, recorded_name
 from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
+from proctor.runtime.records.retention import RETAINED_ARGS
 from proctor.runtime.records.rows import dumps_member
 from proctor.runtime.records.runs import CallRecord, RequestRecord
 from proctor.runtime.testhooks import kill_point
@@ -110,6 +111,7 @@ class Governor:
         clock: Clock = _utc_now,
         sandbox: SandboxSetting | None = None,
         step_scopes: Mapping[str, tuple[Authority, Workspace]] | None = None,
+        retain: bool = False,
     ) -> None:
         if not isinstance(policies, PolicySet | Unrestricted):
             raise ProctorError(
@@ -138,6 +140,7 @@ class Governor:
         # a step that narrows its authority (effects, reach): every call made for it (its own,
         # its turn's, its worker's) is admitted under the narrowed authority and workspace
         self.step_scopes = dict(step_scopes or {})
+        self.retain = retain
         self.history = RunHistory()
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
@@ -178,6 +181,8 @@ class Governor:
             outcome.args_digest = digest(dict(spec.args))
         except ProctorError:
             outcome.args_digest = digest({"unrepresentable": True})
+        if self.retain:  # before an operation's spec is rewritten: the digest's arguments
+            outcome.retained_args, _ = self.sanitizer.value(dict(spec.args))
         if spec.problem is not None:
             unreadable = RefusedCall(
                 "the call's arguments could not be read as one JSON object"
@@ -488,6 +493,8 @@ class Governor:
             **sandboxed,
             **quoted(tool),
         }
+        if outcome.retained_args is not None:
+            settled[RETAINED_ARGS] = outcome.retained_args
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended
         # 10. record: the run store, then the audit log
@@ -580,6 +587,11 @@ class Governor:
                     "effect": outcome.effect,
                     "started_at": _iso(outcome.started_at),
                     "ended_at": _iso(outcome.ended_at),
+                    **(
+                        {}
+                        if outcome.retained_args is None
+                        else {RETAINED_ARGS: outcome.retained_args}
+                    ),
                 },
             )
         )

@@ -93,6 +93,10 @@ def _go_on(session: ChildHost, call: ChildCall) -> RunEnvelope:
             for address in call.decisions:
                 store.append_event(call.run_id, "decision_recorded", {"address": address})
         store.update_run(call.run_id, status="running")
+        # the child goes on in this process: where it hangs in its root's trace
+        link = _link(session, call)
+        session.audit.emit("run_continued", run_id=call.run_id, step_index=None,
+                           skill=record.skill, method=record.method, **link)  # fmt: skip
         driver = RunDriver(session, record, skill, method, call.stop)
         driver.serial, driver.ledger, driver.receipts = call.serial, call.ledger, call.receipts
         return driver.drive()
@@ -115,6 +119,19 @@ def _count_sealed(session: ChildHost, call: ChildCall, envelope: RunEnvelope) ->
         parent = store.get_run(call.parent_run_id)
         before = int((parent.data if parent else {}).get("child_receipts") or 0)
         store.update_run(call.parent_run_id, data={"child_receipts": before + size})
+
+
+def _link(session: ChildHost, call: ChildCall) -> dict[str, Any]:
+    """Where the child hangs in its tree, for its audit lines (and so its trace): the root,
+    the parent run, the parent's step and index, and the parent's call when one started it.
+    The audit log may name a parent; a receipt never does."""
+    if call.parent_run_id is None:
+        return {}
+    link: dict[str, Any] = {"tree": _tree_of(session, call), "parent_run_id": call.parent_run_id}
+    link.update(parent_step=call.parent_step, parent_step_index=call.parent_step_index)
+    if call.parent_call_id is not None:
+        link["parent_call_id"] = call.parent_call_id
+    return link
 
 
 def _tree_of(session: ChildHost, call: ChildCall) -> str:
@@ -178,7 +195,7 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
     driver.receipts, driver.receipts_counted = call.receipts, call.receipts is not None
     start_run(
         session, driver, call.inputs, None, session._acquire, recover=False,
-        parent=call.parent_run_id,
+        parent=call.parent_run_id, link=_link(session, call),
     )  # fmt: skip
     try:
         if source is not None and "start_blocked" not in record.data:

@@ -198,6 +198,7 @@ def skill_step(
     granted = {**recorded, **authority.to_json()}
     forwarded = _forwarded(run, step)
     lanes = width(run, step)
+    index = next((i for i, s in enumerate(run.method.steps) if s.id == step.id), None)
     calls = [
         ChildCall(
             run_id=child_run_id(run.run_id, step.id, position),
@@ -212,6 +213,8 @@ def skill_step(
             ledger=run.spend_ledger(),
             receipts=receipts,
             parent_run_id=run.run_id,
+            parent_step=step.id,
+            parent_step_index=index,
             reuse_max_age=None if step.reuse is None else step.reuse.max_age_seconds,
         )
         for position, child_inputs in enumerate(each)

@@ -316,6 +316,7 @@ class RunDriver:
             clock=s.clock,
             sandbox=sandbox,
             step_scopes=scopes,
+            retain=bool(self.record.data.get("retain")),
         )
         governor.resume_from(counts.admitted)
         self._governor = governor

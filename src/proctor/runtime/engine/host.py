@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from proctor.contracts.envelope import RunEnvelope
+    from proctor.contracts.skill import Method
     from proctor.core.authority import Authority
     from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
@@ -121,6 +122,13 @@ class ChildCall:
     parent_run_id: str | None = None
     """The run that starts the child: its record counts the child's receipts once it seals
     (the child's own record never names it)."""
+    parent_step: str | None = None
+    """The parent's step that starts the child, and its index in the parent's method: the
+    child's ``run_started`` audit line names them so its trace hangs under that step."""
+    parent_step_index: int | None = None
+    parent_call_id: str | None = None
+    """The parent's call that starts the child (a turn's skill call); ``None`` for a
+    ``skill:`` step, whose children hang under the step itself."""
     reuse_max_age: int | None = None
     """``reuse: {max_age_seconds}``: an earlier sealed child with the same package digest,
     method and inputs, sealed at most this long ago, is reused instead of run."""
@@ -209,6 +217,7 @@ class StepRunner(Protocol):
     skill: LoadedSkill
     sanitizer: Sanitizer
     record: RunRecord
+    method: Method
     authority: Authority
     stop: threading.Event | None
     serial: bool

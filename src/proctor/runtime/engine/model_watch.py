@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass
 from proctor.runtime.engine.metering import ModelMeter, reported_tokens
+from proctor.runtime.records.retention import MODEL_ANSWER_EVENT
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.host import StepRunner
@@ -47,6 +48,7 @@ class ModelRequestWatch:
         self._index = step_index
         self._provider = str(getattr(config, "provider", "") or getattr(config, "dialect", ""))
         self._model = str(getattr(config, "model", "") or "")
+        self._dialect = str(getattr(config, "dialect", "") or "")
         self.inner = inner
         self._count = 0
 
@@ -67,6 +69,19 @@ class ModelRequestWatch:
             self.inner.after(sent.inner, document)
         tokens_in, tokens_out = reported_tokens(document)
         self._emit(sent, "completed", None, tokens_in, tokens_out)
+        if self._run.record.data.get("retain"):  # kept for a replay, scrubbed
+            kept, _ = self._run.sanitizer.value(document)
+            self._run.s.store.append_event(
+                self._run.run_id,
+                MODEL_ANSWER_EVENT,
+                {
+                    "step": self._step,
+                    "request": sent.number,
+                    "dialect": self._dialect,
+                    "model": self._model or None,
+                    "document": kept,
+                },
+            )
 
     def failed(self, sent: _Sent, error: BaseException) -> None:
         """The request failed: settle it and audit it with its error code."""

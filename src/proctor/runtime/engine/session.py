@@ -94,6 +94,8 @@ class Session:
             ``"required"``.
         managed: runs started without a host authority take ``effects: ask, reach:
             workspace`` (an MCP server's sessions); default: true with an ``agent_driver``.
+        retain: the runs this session starts keep what a replay needs, as ``proctor.toml``'s
+            ``[replay] retain = true`` asks (:mod:`proctor.runtime.records.retention`).
     """
 
     confine_writes: bool = False
@@ -119,8 +121,10 @@ class Session:
         durable: bool = True,
         sandbox_default: SandboxMode | None = None,
         managed: bool | None = None,
+        retain: bool = False,
     ) -> None:
         self.workspace = workspace
+        self.retain = retain
         if sandbox_default is not None:
             self.sandbox_default = sandbox_default
         self.managed = agent_driver is not None if managed is None else managed

@@ -198,6 +198,11 @@ def _handler(run: StepRunner, ref: str) -> Any:
             receipts=run.tree_receipts(),
             decisions=_forwarded(run, at),
             parent_run_id=run.run_id,
+            parent_step=ctx.step_id,
+            parent_step_index=next(
+                (i for i, s in enumerate(run.method.steps) if s.id == ctx.step_id), None
+            ),
+            parent_call_id=ctx.call_id,
         )
         try:
             envelope = run.s.drive_child(call)

@@ -42,7 +42,7 @@ from proctor.contracts.skill import (
 )
 from proctor.core.authority import package_covered
 from proctor.core.floor import certain_changes
-from proctor.errors import ParseError, ProctorError, UsageError
+from proctor.errors import ConfigError, ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
@@ -99,12 +99,15 @@ def start_run(
     *,
     recover: bool = True,
     parent: str | None = None,
+    link: dict[str, Any] | None = None,
 ) -> None:
     """Prepare ``driver``'s run and create it in one transaction, holding its lease.
 
     A child run (``parent``: the run that starts it) is created in the same transaction as its
     parent's ``child_started`` event, so the parent's lease epoch fences the child's start: a
-    parent driver that lost its lease starts no child (``lease_lost``).
+    parent driver that lost its lease starts no child (``lease_lost``). ``link`` (its root
+    ``tree``, the parent's run, step and call) goes on its ``run_started`` audit line, and its
+    trace is its root's.
 
     Call :func:`check_parts` first. On return the run exists with its inputs (or its recorded
     refusal) and ``acquire`` took its lease; on any raise, nothing of the run exists.
@@ -116,8 +119,8 @@ def start_run(
     """
     record = driver.record
     record.data.update(prepare_start(driver, inputs, cli_inputs))
-    if telemetry_enabled(host.environ):  # a receipt's run leads to its trace
-        record.data["trace_id"] = trace_id_of(record.run_id)
+    if telemetry_enabled(host.environ):  # a receipt's run leads to its trace (its root's)
+        record.data["trace_id"] = trace_id_of(str((link or {}).get("tree") or record.run_id))
     kill_point("start.validated")
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).
@@ -141,6 +144,7 @@ def start_run(
             package_digest=driver.skill.package_digest,
             authority=driver.authority.to_json(),
             recovered_bundles=recovered,
+            **(link or {}),
         )
         kill_point("start.audited")
     kill_point("start.committed")
@@ -168,6 +172,8 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
             raise _Refused(exc.code, exc.message, "inputs_invalid") from exc
         fields.update(inputs=values, inputs_digest=digest(values), roots=roots)
         _refuse_certain_changes(driver)
+        if _retains(driver):  # kept in the run: whoever resumes it retains too
+            fields["retain"] = True
     except _Refused as refused:
         fields["start_blocked"] = {
             "code": refused.code,
@@ -175,6 +181,19 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
             "seal_reason": refused.seal_reason,
         }
     return fields
+
+
+def _retains(driver: RunDriver) -> bool:
+    """Whether the workspace asks runs to keep what a replay needs (``[replay] retain``,
+    :mod:`proctor.runtime.records.retention`); a malformed setting refuses the run."""
+    from proctor.runtime.records.retention import replay_retain
+
+    if getattr(driver.s, "retain", False):
+        return True
+    try:
+        return replay_retain(driver.s.workspace.root)
+    except ConfigError as exc:
+        raise _Refused(exc.code, exc.message, "admission_refused") from exc
 
 
 def _check_package(driver: RunDriver) -> None:

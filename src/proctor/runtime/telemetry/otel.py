@@ -6,7 +6,10 @@ Spans (semantic conventions :data:`~proctor.runtime.telemetry.SEMCONV_VERSION`; 
 where one applies, ``proctor.*`` where none does):
 
 - ``invoke_agent {skill}``: the run (or the part of it this process drove: a resumed run adds
-  a span to the same trace), from ``run_started`` to ``run_sealed``/``run_paused``;
+  a span to the same trace), from ``run_started`` to ``run_sealed``/``run_paused``; a child
+  run's is a child of the parent's call span that started it (a span id derived from the call,
+  :func:`~proctor.runtime.telemetry.ids.span_id_of`) or of the parent's ``skill:`` step span,
+  in the root's trace;
 - ``proctor.step {step}``: a step, parent the run, from its first call's start to its last
   call's end;
 - ``execute_tool {tool}``: a call, parent its step, from admission to the settled result; a
@@ -34,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -42,10 +46,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from proctor._version import __version__
-from proctor.runtime.telemetry.ids import SEMCONV_VERSION, trace_id_of
+from proctor.runtime.telemetry.ids import SEMCONV_VERSION, span_id_of, trace_id_of
 
 __all__ = ["OtelObserver"]
 
@@ -73,9 +77,11 @@ class _Ids(IdGenerator):
     def __init__(self) -> None:
         self._random = RandomIdGenerator()
         self.next_trace: int | None = None
+        self.next_span: int | None = None
 
     def generate_span_id(self) -> int:
-        return self._random.generate_span_id()
+        chosen, self.next_span = self.next_span, None
+        return chosen if chosen is not None else self._random.generate_span_id()
 
     def generate_trace_id(self) -> int:
         chosen, self.next_trace = self.next_trace, None
@@ -88,6 +94,8 @@ class _Run:
     step: tuple[object, Span] | None = None
     step_end: int = 0
     attrs: dict[str, Any] = field(default_factory=dict)
+    parent: tuple[str, object] | None = None
+    """A child run's parent run id and the index of the parent's step that started it."""
 
 
 def _keep(**values: object) -> dict[str, Any]:
@@ -179,9 +187,11 @@ class OtelObserver:
         if run is not None:
             return run
         skill = record.get("skill")
+        context, parent = self._parent_of(record, at)
         self._ids.next_trace = int(trace_id_of(run_id), 16)
         span = self._tracer.start_span(
             f"invoke_agent {skill}" if isinstance(skill, str) else "invoke_agent proctor.run",
+            context=context,
             start_time=at,
             attributes=_keep(
                 **{
@@ -195,8 +205,40 @@ class OtelObserver:
             ),
         )
         self._ids.next_trace = None
-        run = self._runs[run_id] = _Run(span)
+        run = self._runs[run_id] = _Run(span, parent=parent)
         return run
+
+    def _parent_of(
+        self, record: Mapping[str, Any], at: int
+    ) -> tuple[Context | None, tuple[str, object] | None]:
+        """A child run's parent span, from the link its start (or continuation) names: the
+        call that started it (a span id derived from the call, made when the call settles),
+        else the parent's step (opened here when the parent has not opened it yet); the
+        trace is the tree's root's. ``(None, None)`` for a root run."""
+        parent_run, tree = record.get("parent_run_id"), record.get("tree")
+        if not isinstance(parent_run, str) or not isinstance(tree, str):
+            return None, None
+        index = record.get("parent_step_index")
+        call_id = record.get("parent_call_id")
+        if isinstance(call_id, str):
+            span_context = SpanContext(
+                trace_id=int(trace_id_of(tree), 16),
+                span_id=span_id_of(parent_run, call_id),
+                is_remote=False,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+            return trace.set_span_in_context(NonRecordingSpan(span_context)), (parent_run, index)
+        owner = self._run(parent_run, at, {"event": "run_continued", "tree": tree})
+        step = self._step(owner, {"step_index": index, "step": record.get("parent_step")}, at, at)
+        return trace.set_span_in_context(step), (parent_run, index)
+
+    def _child_ended(self, run: _Run, at: int) -> None:
+        """A child run ended: the parent's step that waits on it lasts at least as long."""
+        if run.parent is None:
+            return
+        owner = self._runs.get(run.parent[0])
+        if owner is not None and owner.step is not None and owner.step[0] == run.parent[1]:
+            owner.step_end = max(owner.step_end, at)
 
     def _end_step(self, run: _Run) -> None:
         if run.step is not None:
@@ -229,6 +271,9 @@ class OtelObserver:
         code = record.get("code")
         admission = "refused" if refused else "admitted"
         tool = record.get("tool")
+        call_id = record.get("call_id")
+        if not refused and isinstance(call_id, str):  # a child it started names this id
+            self._ids.next_span = span_id_of(run_id, call_id)
         span = self._tracer.start_span(
             f"execute_tool {tool}",
             context=trace.set_span_in_context(parent),
@@ -249,6 +294,7 @@ class OtelObserver:
                 }
             ),
         )
+        self._ids.next_span = None
         if refused or record.get("outcome") != "completed":
             span.set_status(Status(StatusCode.ERROR))
         span.end(end_time=at)
@@ -290,6 +336,7 @@ class OtelObserver:
         run.span.set_attribute("proctor.run.status", str(record.get("status") or "paused"))
         run.span.end(end_time=at)
         del self._runs[run_id]
+        self._child_ended(run, at)
 
     def _decided(self, run_id: str, record: Mapping[str, Any], at: int) -> None:
         run = self._run(run_id, at, record)
@@ -334,6 +381,7 @@ class OtelObserver:
             run.span.set_status(Status(StatusCode.ERROR))
         run.span.end(end_time=at)
         del self._runs[run_id]
+        self._child_ended(run, at)
         self._seals.add(1, _keep(**{"proctor.run.outcome": outcome}))
         spend = record.get("spend_micro_usd")
         if type(spend) is int and spend > 0:
@@ -345,10 +393,12 @@ class OtelObserver:
             self._end_step(run)
             run.span.set_attribute("proctor.run.status", "stopped")
             run.span.end(end_time=at)
+            self._child_ended(run, at)
 
 
 _HANDLERS = {
     "run_started": OtelObserver._started,
+    "run_continued": OtelObserver._started,
     "tool_call": OtelObserver._call,
     "call_refused": OtelObserver._call,
     "model_request": OtelObserver._model,
