@@ -288,6 +288,9 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
     from proctor.testing.mcp import McpFixtures, stand_in_upstreams
 
     mcp = McpFixtures(test.providers.mcp, case.label)
+    from proctor.testing.processes import ProcessFixtures
+
+    processes = ProcessFixtures(test.providers.processes, case.label)
     upstreams = stand_in_upstreams(case.package_folder, built.root, built.environ, mcp)
     if upstreams is not None:  # upstream MCP calls are answered by providers.mcp alone
         stand_in(built.root, upstreams)
@@ -299,6 +302,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         run_ids=run_ids_for(test_id),
         agent_driver=agent,
         egress_route=fixtures.route(),
+        process_route=processes.answer if processes.active else None,
         durable=False,
     )
     host = HostStandIn(test.host)
@@ -337,7 +341,7 @@ def _run(case: Case, test: SkillTest, test_id: str, built: Any) -> tuple[Observe
         unmatched=list(fixtures.unmatched),
         unused_host=host.unused(),
         unused_model=(len(script.responses) - script.served) if script is not None else 0,
-        call_failures=list(host.call_failures),
+        call_failures=list(host.call_failures) + processes.failures(),
     )
     return observed, ran_under
 

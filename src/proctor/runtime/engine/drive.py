@@ -279,11 +279,16 @@ class RunDriver:
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
+        table: Mapping[str, Tool] = tools
+        if s.process_route is not None:  # proctor test's providers.processes: no process starts
+            from proctor.runtime.engine.stand_ins import stand_in_processes
+
+            table = stand_in_processes(tools, s.process_route)
         governor = Governor(
             run_id=self.run_id,
             workspace=workspace,
             store=s.store,
-            tools=tools,
+            tools=table,
             policies=policies,
             guards=guards,
             audit=s.audit,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from proctor.receipts.signing import Signer
     from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
     from proctor.runtime.boundary.egress import EgressRoute
+    from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Workspace
@@ -134,6 +135,7 @@ class RunHost(Protocol):
     clock: Clock
     agent_driver: AgentDriver | None
     egress_route: EgressRoute | None
+    process_route: ProcessRoute | None
     stop_event: threading.Event
     sandbox_default: SandboxMode
 

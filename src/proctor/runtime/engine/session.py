@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from proctor.policy.guard_files import GuardFiles
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
+    from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.records.audit import AuditLog
@@ -87,6 +88,8 @@ class Session:
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
         egress_route: where checked network requests go instead of the network (``proctor
             test`` answers them from fixtures); the egress guard runs first either way.
+        process_route: answers admitted calls of process tools instead of a process (``proctor
+            test``'s ``providers.processes``; :mod:`proctor.runtime.engine.stand_ins`).
         durable: fsync receipts as they are written (default). A disposable workspace
             (``proctor test`` deletes it after the run) turns it off.
         sandbox_default: the sandbox mode when ``PROCTOR_SANDBOX`` is unset (default: the
@@ -116,6 +119,7 @@ class Session:
         run_ids: Callable[[], str] | None = None,
         agent_driver: AgentDriver | None = None,
         egress_route: EgressRoute | None = None,
+        process_route: ProcessRoute | None = None,
         durable: bool = True,
         sandbox_default: SandboxMode | None = None,
         managed: bool | None = None,
@@ -128,6 +132,7 @@ class Session:
         self.clock = clock
         self.agent_driver = agent_driver
         self.egress_route = egress_route
+        self.process_route = process_route
         self.durable = durable
         self._signer = signer
         self._key_noted = False
