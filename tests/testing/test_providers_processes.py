@@ -30,7 +30,7 @@ methods:
 """
 
 RESULT = (
-    "{exit_code: 0, stdout: \"stood in\\n\", stderr: \"\", stdout_digest: sha256:0,"
+    '{exit_code: 0, stdout: "stood in\\n", stderr: "", stdout_digest: sha256:0,'
     " stderr_digest: sha256:0}"
 )
 
@@ -165,8 +165,7 @@ def test_malformed_entries_are_refused(entry: str) -> None:
 
 def test_at_most_32_entries() -> None:
     entries = "".join(
-        f"    - {{tool: command.execute, arguments: {{n: {i}}}, result: {{}}}}\n"
-        for i in range(33)
+        f"    - {{tool: command.execute, arguments: {{n: {i}}}, result: {{}}}}\n" for i in range(33)
     )
     with pytest.raises(ParseError) as caught:
         parse_test_file(f"providers:\n  processes:\n{entries}expect: {{status: sealed}}\n", "t")

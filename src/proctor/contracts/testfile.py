@@ -8,9 +8,9 @@ runs them. A test is one run of one method:
 - ``setup``: ``files`` staged into the test's workspace, ``credentials`` by provider with
   fixture values, the host's ``authority``, ``receipts`` to seed;
 - ``package``: ``fixtures/<dir>``, a fixture package of the package run instead of it;
-- ``host``: the ``act`` it states for the run, and what it answers, by request address: ``answers`` (agent turn outputs,
-  question answers), ``turns`` (agent turns worked call by call), ``approvals``
-  (``true``/``false``), ``close``;
+- ``host``: the ``act`` it states for the run (``$run.act``), and what it answers, by request
+  address: ``answers`` (agent turn outputs, question answers), ``turns`` (agent turns worked
+  call by call), ``approvals`` (``true``/``false``), ``close``;
 - ``providers``: ``http`` exchanges (matched on method, canonical URL and body identity), a
   ``model`` that serves scripted responses to managed agent turns, and ``mcp`` answers of
   upstream MCP tools (matched on tool and exact arguments; no upstream is ever started), and

@@ -95,4 +95,3 @@ class ProcessFixtures:
                 )
             )
         return out
-

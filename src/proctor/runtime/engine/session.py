@@ -53,9 +53,9 @@ if TYPE_CHECKING:
     from proctor.policy.guard_files import GuardFiles
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
-    from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
     from proctor.runtime.records.runs import RunStore
@@ -357,6 +357,7 @@ class Session:
         stop: threading.Event | None = None,
         profile: str | None = None,
         request_secrets: Mapping[str, str] | None = None,
+        act: Any = None,
     ) -> RunEnvelope:
         """Run one method of a skill to its seal or its first pause.
 
@@ -374,6 +375,8 @@ class Session:
             profile: the credential profile to prefer (``--profile``); only its name is kept.
             request_secrets: credential material for this run only, by requirement name
                 (host handles); tainted, delivered, never stored.
+            act: the act the host states for the run (one JSON value, at most 64 KiB), which
+                its steps read as ``$run.act``; recorded with the run.
 
         Returns:
             the envelope: ``sealed``, or ``needs_approval``/``needs_agent`` with requests,
@@ -410,6 +413,8 @@ class Session:
                 f"skill {skill.package.name} has no run.yaml, so it has no method to run",
                 code="no_methods",
             )
+        if act is not None:
+            check_act(act)
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
@@ -436,6 +441,8 @@ class Session:
         )
         if skill.origin is not None:
             record.data["origin"] = skill.origin
+        if act is not None:
+            record.data["act"] = act
         if skill.identity:  # the column history lists, and the data the receipt binds
             record.identity = record.data["identity"] = skill.identity
         from proctor.runtime.directives import WRITABLE_DIRS, confined_run
@@ -678,4 +685,30 @@ class Session:
             seal_reason="host_closed",
             result=None,
             refusal=refusal,
+        )
+
+
+ACT_MAX_BYTES = 64 * 1024
+"""The most bytes (canonical JSON) the act a host states for a run takes."""
+
+
+def check_act(act: Any) -> None:
+    """Refuse an act that is not one JSON value of at most :data:`ACT_MAX_BYTES`.
+
+    Raises:
+        UsageError: ``act_invalid``; the value is never echoed.
+    """
+    from proctor.contracts.json_strict import check_value
+    from proctor.receipts.canonical import canonical
+
+    try:
+        check_value(act, source="act")
+        size = len(canonical(act))
+    except ProctorError as exc:
+        raise UsageError(
+            f"the act is not one JSON value ({exc.code})", code="act_invalid"
+        ) from None
+    if size > ACT_MAX_BYTES:
+        raise UsageError(
+            f"the act takes {size} bytes as JSON; at most {ACT_MAX_BYTES}", code="act_invalid"
         )
