@@ -544,11 +544,11 @@ class RunDriver:
 
 def with_receipts_seam(inner: Deliver, session: Any) -> Deliver:
     """``inner``, plus the run's own receipt store and trusted keys for ``receipts.*`` tools
-    (and nothing for any other tool)."""
+    and ``receipt.read`` (and nothing for any other tool)."""
 
     def deliver(spec: Any, tool: Any) -> dict[str, Any]:
         out = inner(spec, tool)
-        if tool.name.startswith("receipts."):
+        if tool.name.startswith("receipts.") or tool.name == "receipt.read":
             from proctor.runtime.home.keys import trusted_local_keys
             from proctor.runtime.tools.receipts_tool import RECEIPTS_EXTRA
 

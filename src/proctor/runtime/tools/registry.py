@@ -111,6 +111,12 @@ def _runs() -> tuple[Tool, ...]:
     return (RUN_READ,)
 
 
+def _receipt_read() -> tuple[Tool, ...]:
+    from proctor.runtime.tools.receipt_read import RECEIPT_READ
+
+    return (RECEIPT_READ,)
+
+
 def _agent() -> tuple[Tool, ...]:
     from proctor.runtime.tools.agent_tools import agent_tools
 
@@ -162,6 +168,7 @@ _PROVIDED: dict[str, Provider] = {
     "process.list": _procs,
     "worker.run": _worker,
     "run.read": _runs,
+    "receipt.read": _receipt_read,
     "receipts.explain": _inspection,
     "skills.inspect": _inspection,
     "audit.summary": _inspection,
