@@ -38,7 +38,8 @@ providers:
   http:
     - request: {{method: GET, url: "https://svc.example.com/item", body: none}}
       response: {{status: 200, body: open}}
-    - request: {{method: POST, url: "https://svc.example.com/item", body: {{json: {{state: done}}}}}}
+    - request:
+        {{method: POST, url: "https://svc.example.com/item", body: {{json: {{state: done}}}}}}
       response: {{status: 200, body: ok}}
     - request: {{method: GET, url: "https://svc.example.com/item", body: none}}
       response: {{status: 200, body: done}}

@@ -156,10 +156,13 @@ def _retained(ctx: ToolContext, holder: Any, body: dict[str, Any], target: str) 
         subject = body.get("subject") or {}
         for call in ctx.store.step_calls(holder.run_id, subject.get("step_id")):
             settled = call.result if isinstance(call.result, dict) else {}
-            if call.tool == subject.get("tool") and settled.get("status") == "completed":
-                if digest(settled.get("result")) == signed:
-                    found = settled.get("result")
-                    break
+            if (
+                call.tool == subject.get("tool")
+                and settled.get("status") == "completed"
+                and digest(settled.get("result")) == signed
+            ):
+                found = settled.get("result")
+                break
     if found is _MISSING:
         raise ToolFailed(
             f"the run store retains no output of {target} with the digest it signed (it was"
