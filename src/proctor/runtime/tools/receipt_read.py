@@ -33,24 +33,18 @@ from typing import Any
 from proctor.errors import ToolFailed
 from proctor.runtime.tools.base import Tool, ToolContext, check_cancel
 from proctor.runtime.tools.receipts_tool import RECEIPTS_EXTRA
+from proctor.runtime.tools.run_tools import tree_of, tree_runs
 
 __all__ = ["RECEIPT_READ", "RECEIPT_READ_SCHEMA"]
 
 RECEIPT_READ_SCHEMA = "proctor.receipt_read.v1"
 _DEFAULT_MAX_BYTES = 1024 * 1024
 _MAX_BYTES = 16 * 1024 * 1024
-_RUN_SCAN = 500
-"""The newest runs of the workspace searched for the caller's tree (without ``run_id``)."""
 _MAX_WALK = 30_002
 _HEX = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 _MISSING = object()
 
 Loader = Callable[[str], "bytes | None"]
-
-
-def _tree(record: Any) -> str:
-    tree = record.data.get("tree")
-    return tree if isinstance(tree, str) else record.run_id
 
 
 def _receipt_id(text: str) -> str:
@@ -77,19 +71,14 @@ def _candidates(ctx: ToolContext, run_id: str | None) -> list[Any]:
         record = store.get_run(run_id)
         if record is None:
             raise ToolFailed(f"no run {run_id} in this workspace", code="run_not_found")
-        if _tree(record) != _tree(own):
+        if tree_of(record) != tree_of(own):
             raise ToolFailed(
                 f"run {run_id} is not part of this run's tree; a skill reads only the receipts"
                 " of the runs its own root started",
                 code="run_not_in_tree",
             )
         return [record] if record.receipt_id else []
-    tree = _tree(own)
-    return [
-        r
-        for r in store.list_runs(limit=_RUN_SCAN)
-        if r.receipt_id and _tree(r) == tree and r.run_id != ctx.run_id
-    ]
+    return [r for r in tree_runs(store, ctx.run_id) if r.receipt_id and r.run_id != ctx.run_id]
 
 
 def _holds(load: Loader, root_id: str, target: str, ctx: ToolContext) -> bool:

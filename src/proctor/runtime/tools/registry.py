@@ -75,9 +75,14 @@ def _store() -> tuple[Tool, ...]:
 
 
 def _artifacts() -> tuple[Tool, ...]:
-    from proctor.runtime.tools.artifacts import ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE
+    from proctor.runtime.tools.artifacts import (
+        ARTIFACT_ADMIT,
+        ARTIFACT_OPEN,
+        ARTIFACT_READ,
+        ARTIFACT_STORE,
+    )
 
-    return (ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE)
+    return (ARTIFACT_ADMIT, ARTIFACT_OPEN, ARTIFACT_READ, ARTIFACT_STORE)
 
 
 def _git() -> tuple[Tool, ...]:
@@ -154,6 +159,7 @@ _PROVIDED: dict[str, Provider] = {
     "store.key.get": _store,
     "store.keys.list": _store,
     "artifact.admit": _artifacts,
+    "artifact.open": _artifacts,
     "artifact.read": _artifacts,
     "artifact.store": _artifacts,
     "git.status": _git,
