@@ -152,7 +152,8 @@ def test_unmatched_answer_refuses_and_records() -> None:
     "entry",
     [
         "{tool: command.execute, arguments: {argv: [a]}}",  # no result
-        "{tool: Command, arguments: {}, result: {}}",  # not a tool name
+        "{tool: 'bad tool', arguments: {}, result: {}}",  # not a tool name
+        "{tool: command.execute, input: {}, arguments: {}, result: {}}",  # both forms
         "{tool: command.execute, arguments: {big: " + "a" * (65 * 1024) + "}, result: {}}",
     ],
 )
@@ -170,3 +171,13 @@ def test_at_most_32_entries() -> None:
     with pytest.raises(ParseError) as caught:
         parse_test_file(f"providers:\n  processes:\n{entries}expect: {{status: sealed}}\n", "t")
     assert caught.value.code == "test_invalid"
+
+
+def test_input_is_read_as_arguments() -> None:
+    """The runx reference writes a call's arguments as ``input``."""
+    text = (
+        "providers:\n  processes:\n    - {tool: command.execute, input: {argv: [a]},"
+        " result: {x: 1}}\nexpect: {status: sealed}\n"
+    )
+    (entry,) = parse_test_file(text, "t.yaml").providers.processes
+    assert entry.arguments == {"argv": ["a"]}

@@ -254,9 +254,19 @@ class ProcessExchange(_Model):
     """One call of a local process tool a test answers (the runx reference's
     ``providers.processes``): the tool, its exact arguments and the result it returns."""
 
-    tool: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")]
+    tool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")]
     arguments: dict[str, Any] = {}
     result: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runx_form(cls, data: Any) -> Any:
+        """``input`` for ``arguments``, as the runx reference writes a call's arguments."""
+        if isinstance(data, dict) and "input" in data:
+            if "arguments" in data:
+                raise ValueError("give arguments or input, not both")
+            data = {("arguments" if k == "input" else k): v for k, v in data.items()}
+        return data
 
     @model_validator(mode="after")
     def _bounded(self) -> ProcessExchange:
