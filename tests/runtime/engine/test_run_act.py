@@ -48,3 +48,46 @@ def test_an_act_that_is_not_bounded_json_starts_no_run(tmp_path: Path, act: obje
         s.run("pausing", cwd=root, act=act)
     assert caught.value.code == "act_invalid"
     assert s.store.list_runs() == []
+
+
+PARENT = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: child
+        skill: ../actor
+        inputs: {}
+        reuse: {max_age_seconds: 86400}
+    result_from: [child]
+"""
+
+ACTOR = """minimum_proctor: 0.1.0
+methods:
+  main:
+    inputs: {type: object, properties: {}}
+    steps:
+      - id: say
+        tool: echo
+        inputs: {text: $run.act.for}
+    result_from: [say]
+"""
+
+
+def test_a_child_reads_the_act_of_the_run_that_started_it_and_is_reused_only_under_it(
+    tmp_path: Path,
+) -> None:
+    root = make_workspace(tmp_path / "ws")
+    make_skill(root, "parent", PARENT)
+    make_skill(root, "actor", ACTOR)
+    first = session(root).run("parent", cwd=root, act={"for": "first-host"})
+    assert first.outcome == "completed", first.refusal
+    assert first.result == {"text": "first-host"}
+    # the same child, inputs and package under another act: run again, never reused
+    second = session(root).run("parent", cwd=root, act={"for": "second-host"})
+    assert second.result == {"text": "second-host"}
+    # under the first act again: the earlier child is reused
+    s = session(root)
+    third = s.run("parent", cwd=root, act={"for": "first-host"})
+    assert third.result == {"text": "first-host"}
+    reused = [r for r in s.store.list_runs() if r.data.get("reused_from")]
+    assert len(reused) == 1
