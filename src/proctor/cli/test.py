@@ -164,13 +164,21 @@ def _summary(report: dict[str, Any]) -> None:
 )
 @click.option("--inputs", "inputs_file", type=click.File("rb"), help="Inputs as one JSON object.")
 @click.option(
+    "--act",
+    "act",
+    metavar="JSON",
+    help="The act the host states for the run ($run.act), kept as the test's host.act.",
+)
+@click.option(
     "--out",
     "out",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="The test file to write (PACKAGE/tests/NAME.yaml).",
 )
-def record(ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, out: Path) -> None:
+def record(
+    ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, act: str | None, out: Path
+) -> None:
     """Run REF#METHOD for real and write a test file from what it saw.
 
     HTTP goes out through the egress guard and each exchange is kept; you answer approvals,
@@ -189,6 +197,13 @@ def record(ref: str, cli_inputs: tuple[str, ...], inputs_file: Any, out: Path) -
     inputs = None
     if inputs_file is not None:
         inputs = parse_inputs_document(inputs_file.read(MAX_INPUTS_BYTES + 1), source="--inputs")
-    written = record_test(ref, inputs=inputs, cli_inputs=list(cli_inputs), out=out, cwd=Path.cwd())
+    stated = None
+    if act is not None:
+        from proctor.cli.running import read_act
+
+        stated = read_act(act)
+    written = record_test(
+        ref, inputs=inputs, cli_inputs=list(cli_inputs), out=out, cwd=Path.cwd(), act=stated
+    )
     click.echo(f"wrote {written.path} ({written.summary})")
     click.echo(f"replay it: proctor test {written.path}")
