@@ -12,6 +12,7 @@ from proctor.contracts.testfile import ProcessExchange
 from proctor.errors import ParseError, RefusedCall, UsageError
 from proctor.parser.testfile import parse_test_file
 from proctor.testing.processes import ProcessFixtures
+from proctor.testing.runner import CaseResult
 from tests.testing.support import checks, package, run_one, workspace
 
 RUN_YAML = """
@@ -54,7 +55,7 @@ expect:
 """
 
 
-def _run(tmp_path: Path, text: str) -> tuple[list[str], object, Path]:
+def _run(tmp_path: Path, text: str) -> tuple[list[str], CaseResult, Path]:
     root = workspace(tmp_path / "ws")
     folder = package(root, "marker", RUN_YAML, {"t": text})
     result = run_one(folder, "t", keep=True)
@@ -69,6 +70,8 @@ def test_a_matched_call_gets_the_entry_result_and_starts_nothing(tmp_path: Path)
     failed, result, root = _run(tmp_path, _test("one", entry_name="one", expect=expect))
     assert failed == [], result
     assert not (root / "mark-one").exists()
+    assert result.authority is not None
+    assert result.authority["processes"] == ["command.execute"]
 
 
 def test_an_unmatched_call_is_refused_and_starts_nothing(tmp_path: Path) -> None:
@@ -89,6 +92,7 @@ def test_without_entries_the_process_runs_for_real(tmp_path: Path) -> None:
     failed, result, root = _run(tmp_path, _test("real", expect=expect))
     assert failed == [], result
     assert (root / "mark-real").exists()
+    assert result.authority["processes"] == []
 
 
 def test_the_result_passes_the_tool_s_own_checks(tmp_path: Path) -> None:

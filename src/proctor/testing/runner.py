@@ -365,6 +365,7 @@ def _authority(test: SkillTest, root: Path, fixtures: Any, run: dict[str, Any]) 
         "http": [f"{d.method} {d.url}" for d in fixtures.declared],
         "credentials": sorted(test.setup.credentials),
         "model": test.providers.model is not None,
+        "processes": sorted({p.tool for p in test.providers.processes}),
     }
 
 
