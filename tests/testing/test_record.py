@@ -172,3 +172,31 @@ def test_files_the_run_read_are_staged_so_the_replay_reads_them_too(tmp_path: Pa
     (case,) = collect(out)
     result = run_case(case)
     assert result.status == "passed", [f.to_json() for f in result.failures]
+
+
+ACTING = """
+minimum_proctor: 0.1.0
+methods:
+  say:
+    description: Say who the run acts for.
+    steps:
+      - id: say
+        tool: echo
+        inputs: {text: $run.act.for}
+"""
+
+
+def test_the_act_a_recording_states_is_kept_as_host_act(tmp_path: Path) -> None:
+    root = workspace(tmp_path / "ws")
+    package(root, "acting", ACTING, {})
+    out = root / "skills" / "acting" / "tests" / "say.yaml"
+    record_test(
+        "skills/acting#say", inputs=None, cli_inputs=[], out=out, cwd=root, prompter=_Script([]),
+        environ={"PROCTOR_HOME": str(tmp_path / "h")}, act={"for": "recorder"},
+    )  # fmt: skip
+    test = parse_test_file(out.read_text(), "say.yaml")
+    assert test.host.act == {"for": "recorder"}
+    assert test.expect.output is not None and test.expect.output.value == {"text": "recorder"}
+    (case,) = collect(out)
+    result = run_case(case)
+    assert result.status == "passed", [f.to_json() for f in result.failures]

@@ -31,6 +31,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
      "All inputs as one JSON object from a file or stdin (64 MiB cap)."),
     ("run_authority", ("--run-authority",), "value", "JSON",
      'What the host grants, e.g. \'{"effects": "ask", "reach": "workspace"}\'.'),
+    ("act", ("--act",), "value", "JSON",
+     "The act the host states for the run (one JSON value), read by its steps as $run.act."),
     ("preset", ("--authority",), "value", "NAME",
      "A saved authority preset (proctor authority save); only where it applies."),
     ("profile", ("--profile",), "value", "NAME",
@@ -93,6 +95,24 @@ def read_inputs_document(source: str) -> dict[str, Any]:
     return parse_inputs_document(data, source="--inputs" if source == "-" else source)
 
 
+def read_act(text: str) -> Any:
+    """``--act JSON``: one JSON value (at most 64 KiB), never echoed when refused.
+
+    Raises:
+        UsageError: ``act_invalid``.
+    """
+    from proctor.contracts.json_strict import loads
+    from proctor.errors import ProctorError
+    from proctor.runtime.engine.session import check_act
+
+    try:
+        value = loads(text, source="--act")
+    except ProctorError as exc:
+        raise UsageError(f"--act is not one JSON value ({exc.code})", code="act_invalid") from None
+    check_act(value)
+    return value
+
+
 def run_command(
     ref: str,
     pairs: tuple[str, ...],
@@ -106,6 +126,7 @@ def run_command(
     as_json: bool,
     submit: bool = False,
     verbose: bool = False,
+    act: str | None = None,
 ) -> None:
     """``proctor run``: run ``ref`` under governance, print its envelope, exit with its code."""
     from proctor.runtime.boundary.workspace import Workspace
@@ -127,9 +148,12 @@ def run_command(
     check_cli_pairs(pairs, with_document=inputs_file is not None)
     inputs = read_inputs_document(inputs_file) if inputs_file is not None else None
     authority = host_authority(run_authority, preset, managed=drive)
+    stated = None if act is None else read_act(act)
     if max_spend is not None:
         authority = with_spend_limit(authority, max_spend, managed=drive)
     session = Session(Workspace.discover(Path.cwd()))
+    if submit and stated is not None:  # a worker would start it without the act
+        raise UsageError("--submit does not take --act", code="submit_invalid")
     if submit:
         return _submit(session, ref, inputs, pairs, run_authority, preset, profile, drive, as_json)
     if drive:
@@ -140,7 +164,12 @@ def run_command(
     drive_and_print(
         session,
         lambda: session.run(
-            ref, inputs=inputs, cli_inputs=list(pairs), authority=authority, profile=profile
+            ref,
+            inputs=inputs,
+            cli_inputs=list(pairs),
+            authority=authority,
+            profile=profile,
+            act=stated,
         ),
         as_json,
         verbose=verbose,

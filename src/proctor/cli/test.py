@@ -170,6 +170,12 @@ def _summary(report: dict[str, Any]) -> None:
 )
 @click.option("--inputs", "inputs_file", type=click.File("rb"), help="Inputs as one JSON object.")
 @click.option(
+    "--act",
+    "act",
+    metavar="JSON",
+    help="The act the host states for the run ($run.act), kept as the test's host.act.",
+)
+@click.option(
     "--out",
     "out",
     required=True,
@@ -181,6 +187,7 @@ def record(
     from_run: str | None,
     cli_inputs: tuple[str, ...],
     inputs_file: Any,
+    act: str | None,
     out: Path,
 ) -> None:
     """Run REF#METHOD for real and write a test file from what it saw, or, with --from
@@ -202,7 +209,7 @@ def record(
     from proctor.testing.record import record_test
 
     if from_run is not None:
-        if ref is not None or cli_inputs or inputs_file is not None:
+        if ref is not None or cli_inputs or inputs_file is not None or act is not None:
             raise UsageError(
                 "--from RUN_ID records an existing run: give no REF or inputs with it",
                 code="usage_error",
@@ -219,6 +226,13 @@ def record(
     inputs = None
     if inputs_file is not None:
         inputs = parse_inputs_document(inputs_file.read(MAX_INPUTS_BYTES + 1), source="--inputs")
-    written = record_test(ref, inputs=inputs, cli_inputs=list(cli_inputs), out=out, cwd=Path.cwd())
+    stated = None
+    if act is not None:
+        from proctor.cli.running import read_act
+
+        stated = read_act(act)
+    written = record_test(
+        ref, inputs=inputs, cli_inputs=list(cli_inputs), out=out, cwd=Path.cwd(), act=stated
+    )
     click.echo(f"wrote {written.path} ({written.summary})")
     click.echo(f"replay it: proctor test {written.path}")

@@ -7,17 +7,21 @@ runs them. A test is one run of one method:
 
 - ``setup``: ``files`` staged into the test's workspace, ``credentials`` by provider with
   fixture values, the host's ``authority``, ``receipts`` to seed;
-- ``host``: what a host answers, by request address: ``answers`` (agent turn outputs,
-  question answers), ``turns`` (agent turns worked call by call), ``approvals``
-  (``true``/``false``), ``close``;
+- ``package``: ``fixtures/<dir>``, a fixture package of the package run instead of it;
+- ``host``: the ``act`` it states for the run (``$run.act``), and what it answers, by request
+  address: ``answers`` (agent turn outputs, question answers), ``turns`` (agent turns worked
+  call by call), ``approvals`` (``true``/``false``), ``close``;
 - ``providers``: ``http`` exchanges (matched on method, canonical URL and body identity), a
   ``model`` that serves scripted responses to managed agent turns, and ``mcp`` answers of
-  upstream MCP tools (matched on tool and exact arguments; no upstream is ever started);
+  upstream MCP tools (matched on tool and exact arguments; no upstream is ever started), and
+  ``processes``, the results of local process tools (matched on tool and exact arguments; no
+  process is started when any is declared);
 - ``expect``: the checks (the oracle).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -36,6 +40,7 @@ __all__ = [
     "McpExchange",
     "McpResult",
     "ModelProvider",
+    "ProcessExchange",
     "Providers",
     "ReceiptExpect",
     "Setup",
@@ -55,6 +60,11 @@ Pointer = Annotated[str, Field(pattern=r"^(/([^~/]|~[01])*)*$")]
 """An RFC 6901 JSON pointer (``""`` is the whole document)."""
 RelPath = Annotated[str, Field(min_length=1, max_length=1024)]
 Address = Annotated[str, Field(min_length=1, max_length=512)]
+FixturePackage = Annotated[
+    str, Field(pattern=r"^fixtures(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}){1,8}$", max_length=1024)
+]
+"""``fixtures/<dir>``: a folder under the package's ``fixtures/``, every part a plain name (no
+``.``/``..``, no leading dot, no backslash)."""
 CallId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 RunOutcome = Literal["completed", "failed", "blocked", "declined", "superseded", "killed"]
 StepOutcome = Literal["completed", "failed", "blocked", "declined", "not_run"]
@@ -146,8 +156,11 @@ class Turn(_Model):
 
 
 class Host(_Model):
-    """What the host answers, by request address (``step``, ``step/turn/<call_id>``)."""
+    """What the host answers, by request address (``step``, ``step/turn/<call_id>``), and
+    ``act``: the act the host states for the run (any JSON value), which its steps read as
+    ``$run.act``."""
 
+    act: Any = None
     answers: dict[Address, Any] = {}
     turns: dict[Address, Turn] = {}
     approvals: dict[Address, bool] = {}
@@ -231,12 +244,49 @@ class McpExchange(_Model):
     result: McpResult = McpResult()
 
 
+PROCESS_ARGUMENTS_MAX = 64 * 1024
+"""The most bytes a ``providers.processes`` entry's arguments take (canonical JSON)."""
+PROCESS_RESULT_MAX = 2 * 1024 * 1024
+"""The most bytes a ``providers.processes`` entry's result takes (canonical JSON)."""
+
+
+class ProcessExchange(_Model):
+    """One call of a local process tool a test answers (the runx reference's
+    ``providers.processes``): the tool, its exact arguments and the result it returns."""
+
+    tool: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")]
+    arguments: dict[str, Any] = {}
+    result: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runx_form(cls, data: Any) -> Any:
+        """``input`` for ``arguments``, as the runx reference writes a call's arguments."""
+        if isinstance(data, dict) and "input" in data:
+            if "arguments" in data:
+                raise ValueError("give arguments or input, not both")
+            data = {("arguments" if k == "input" else k): v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ProcessExchange:
+        for name, value, limit in (
+            ("arguments", self.arguments, PROCESS_ARGUMENTS_MAX),
+            ("result", self.result, PROCESS_RESULT_MAX),
+        ):
+            size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+            if size > limit:
+                raise ValueError(f"a process entry's {name} take at most {limit} bytes")
+        return self
+
+
 class Providers(_Model):
     """What stands in for what the run reaches; anything else is refused."""
 
     http: list[HttpExchange] = []
     model: ModelProvider | None = None
     mcp: Annotated[list[McpExchange], Field(max_length=32)] = []
+    processes: Annotated[list[ProcessExchange], Field(max_length=32)] = []
 
 
 class Setup(_Model):
@@ -320,9 +370,12 @@ class Expect(_Model):
 class SkillTest(_Model):
     """One test: a method run with stand-ins, and the checks its run must pass.
 
-    ``method`` defaults to the package's default method."""
+    ``method`` defaults to the package's default method; ``package`` (``fixtures/<dir>``)
+    runs a fixture package of the package instead (one composing it with others), from where
+    the fixtures are staged in the test's workspace."""
 
     description: str | None = None
+    package: FixturePackage | None = None
     method: Annotated[str, Field(pattern=r"^[a-z0-9_-]+$")] | None = None
     inputs: dict[str, Any] = {}
     setup: Setup = Setup()

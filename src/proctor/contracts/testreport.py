@@ -78,6 +78,11 @@ class CaseAuthority(_Model):
     http: list[str] = Field(description="providers.http: the only answers a request could get")
     credentials: list[str] = Field(description="providers given a fixture credential (names only)")
     model: bool = Field(description="a scripted model (providers.model) answered managed turns")
+    processes: list[str] = Field(
+        default_factory=list,
+        description="providers.processes: the process tools the test answered (nothing started);"
+        " empty when process tools ran for real, sandboxed",
+    )
 
 
 class CaseReport(_Model):

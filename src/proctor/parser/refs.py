@@ -1,9 +1,11 @@
-"""References in step inputs: ``$input...`` and ``$steps...``.
+"""References in step inputs: ``$input...``, ``$steps...`` and ``$run.act``.
 
 Syntax (a whole string value, nothing around it)::
 
     $input.NAME[.SEG...]          a method input, then nested fields
     $steps.ID[.SEG...]            a step's output (whole), then nested fields
+    $run.act[.SEG...]             the act the host stated for the run (``null`` when it stated
+                                  none), then nested fields
     $item[.SEG...]                in a fan-out step's inputs: the element (then nested fields)
     $index                        in a fan-out step's inputs: the element's position (from 0)
 
@@ -26,20 +28,29 @@ literal.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ProctorError
 
-__all__ = ["Ref", "collect_refs", "parse_ref_string", "resolve"]
+__all__ = ["RUN_FIELDS", "Ref", "collect_refs", "parse_ref_string", "resolve"]
+
+RUN_FIELDS = ("act",)
+"""What ``$run.`` names: ``act``, the act the host stated for the run."""
 
 _SEGMENT = r"(?:[^./~$\s]|~[012])+"
 _REF = re.compile(
-    rf"^\$(?P<root>input|steps)(?P<path>(?:[./]{_SEGMENT})+)$",
+    rf"^\$(?P<root>input|steps|run)(?P<path>(?:[./]{_SEGMENT})+)$",
 )
 _EACH = re.compile(rf"^\$(?:(?P<item>item)(?P<path>(?:[./]{_SEGMENT})*)|index)$")
 _SPLIT = re.compile(r"[./]")
-_EMBEDDED = re.compile(r"\$(?P<ref>(?:input|steps)[./][^\s\"'`,;)\]}]*)")
+_EMBEDDED = re.compile(r"\$(?P<ref>(?:input|steps|run)[./][^\s\"'`,;)\]}]*)")
+_ROOTS: dict[str, Literal["input", "steps", "run"]] = {
+    "input": "input",
+    "steps": "steps",
+    "run": "run",
+}
 _UNESCAPE = {"~0": "~", "~1": "/", "~2": "."}
 
 
@@ -47,12 +58,13 @@ _UNESCAPE = {"~0": "~", "~1": "/", "~2": "."}
 class Ref:
     """A parsed reference.
 
-    ``root`` is ``"input"`` (``name`` = the input), ``"steps"`` (``name`` = the step id), or
-    ``"item"``/``"index"`` (a fan-out's element and its position; ``name`` is the root);
+    ``root`` is ``"input"`` (``name`` = the input), ``"steps"`` (``name`` = the step id),
+    ``"run"`` (``name`` = ``act``, the host's stated act), or ``"item"``/``"index"`` (a
+    fan-out's element and its position; ``name`` is the root);
     ``path`` are the nested segments after it; ``text`` is the reference as written.
     """
 
-    root: Literal["input", "steps", "item", "index"]
+    root: Literal["input", "steps", "run", "item", "index"]
     name: str
     path: tuple[str, ...]
     text: str
@@ -86,7 +98,13 @@ def parse_ref_string(value: str) -> Ref | str | None:
             code="invalid_reference",
         )
     segments = tuple(_unescape(part) for part in _SPLIT.split(match["path"])[1:])
-    root: Literal["input", "steps"] = "input" if match["root"] == "input" else "steps"
+    root = _ROOTS[match["root"]]
+    if root == "run" and segments[0] not in RUN_FIELDS:
+        raise ProctorError(
+            f"{value!r} is not a reference: a run names only {', '.join(RUN_FIELDS)}"
+            " ($run.act, the act the host stated)",
+            code="invalid_reference",
+        )
     return Ref(root=root, name=segments[0], path=segments[1:], text=value)
 
 
@@ -141,11 +159,13 @@ def resolve(
     inputs: dict[str, Any],
     steps: dict[str, Any],
     each: tuple[Any, int] | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> Any:
     """A copy of ``value`` with every reference replaced by what it names.
 
     ``inputs`` are the method's inputs; ``steps`` maps step ids to their outputs; ``each`` is
-    a fan-out child's ``(element, index)`` that ``$item`` and ``$index`` name. ``$$``
+    a fan-out child's ``(element, index)`` that ``$item`` and ``$index`` name; ``run`` holds
+    what ``$run.`` names (``{"act": ...}``; without it a ``$run`` reference is unresolved). ``$$``
     escapes become their literal strings.
 
     Raises:
@@ -159,16 +179,20 @@ def resolve(
             return value
         if isinstance(parsed, str):
             return parsed
-        return _lookup(parsed, inputs, steps, each)
+        return _lookup(parsed, inputs, steps, each, run)
     if isinstance(value, dict):
-        return {key: resolve(item, inputs, steps, each) for key, item in value.items()}
+        return {key: resolve(item, inputs, steps, each, run) for key, item in value.items()}
     if isinstance(value, list):
-        return [resolve(item, inputs, steps, each) for item in value]
+        return [resolve(item, inputs, steps, each, run) for item in value]
     return value
 
 
 def _lookup(
-    ref: Ref, inputs: dict[str, Any], steps: dict[str, Any], each: tuple[Any, int] | None
+    ref: Ref,
+    inputs: dict[str, Any],
+    steps: dict[str, Any],
+    each: tuple[Any, int] | None,
+    run: Mapping[str, Any] | None,
 ) -> Any:
     if ref.root in ("item", "index"):
         if each is None:
@@ -177,11 +201,13 @@ def _lookup(
                 code="unresolved_reference",
                 details={"reference": ref.text},
             )
-        source: dict[str, Any] = {"item": each[0], "index": each[1]}
+        source: Mapping[str, Any] = {"item": each[0], "index": each[1]}
+    elif ref.root == "run":
+        source = run if run is not None else {}
     else:
         source = inputs if ref.root == "input" else steps
     if ref.name not in source:
-        what = "input" if ref.root == "input" else "step output"
+        what = {"input": "input", "run": "run field"}.get(ref.root, "step output")
         raise ProctorError(
             f"{ref.text} names no {what} {ref.name!r}",
             code="unresolved_reference",

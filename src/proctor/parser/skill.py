@@ -547,6 +547,8 @@ def _check_ref(
                 " skill step with for_each",
                 "reference_outside_for_each",
             )
+    elif ref.root == "run":
+        return  # $run.act: what the host states, null when it states nothing
     elif ref.root == "input":
         if declared is not None and ref.name not in declared:
             raise _at(

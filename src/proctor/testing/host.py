@@ -70,7 +70,8 @@ class HostStandIn:
             ProctorError: the run could not start, or a resume was refused (the test
                 errs: its host section does not fit the run).
         """
-        env = session.run(ref, inputs=inputs, authority=authority, cwd=cwd)
+        # host.act: the act the host states for the run, which its steps read as $run.act
+        env = session.run(ref, inputs=inputs, authority=authority, cwd=cwd, act=self.host.act)
         for _ in range(MAX_ROUNDS):
             run_id = env.run_id
             if env.status in ("sealed", "needs_credential") or run_id is None:

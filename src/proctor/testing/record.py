@@ -168,8 +168,10 @@ def record_test(
     prompter: Prompter | None = None,
     environ: dict[str, str] | None = None,
     clock: Callable[[], Any] | None = None,
+    act: Any = None,
 ) -> Recorded:
-    """Run ``ref`` for real, asking the person, and write the test file ``out``.
+    """Run ``ref`` for real, asking the person, and write the test file ``out``; ``act`` is the
+    act the host states for the run (``--act``), written as the test's ``host.act``.
 
     Raises:
         UsageError: ``record_out_exists`` (``out`` exists: a recording never overwrites a
@@ -208,7 +210,7 @@ def record_test(
     session = Session(workspace, environ=environ, egress_route=route, **extra)
     host: dict[str, dict[str, Any]] = {"answers": {}, "approvals": {}}
     try:
-        env = session.run(ref, inputs=typed, cwd=cwd)
+        env = session.run(ref, inputs=typed, cwd=cwd, act=act)
         while env.status in ("needs_agent", "needs_approval") and env.run_id is not None:
             doc = _ask(env.to_json(), prompter, host)
             env = session.resume(env.run_id, doc)
@@ -216,6 +218,8 @@ def record_test(
     finally:
         session.close()
     doc = _test_document(method_name, typed, skill, method, env.to_json(), pool, host)
+    if act is not None:  # what the host stated comes first in the host section
+        doc["host"] = {"act": act, **doc.get("host", {})}
     if read:
         doc.setdefault("setup", {})["files"] = read
     allow = load_egress_allow(workspace.root).to_authority()

@@ -85,6 +85,8 @@ def render_authority(authority: dict[str, Any]) -> str:
         + (f"{len(http)} declared exchange(s)" if http else "none")
         + (f", egress {', '.join(egress)}" if egress else "")
     )
+    if authority.get("processes"):
+        parts.append(f"processes stood in: {', '.join(authority['processes'])}")
     if authority["credentials"]:
         parts.append(f"credentials: {', '.join(authority['credentials'])} (fixtures)")
     return "ran under " + "; ".join(parts)

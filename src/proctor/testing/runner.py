@@ -296,6 +296,9 @@ def _run(
     from proctor.testing.mcp import McpFixtures, stand_in_upstreams
 
     mcp = McpFixtures(test.providers.mcp, case.label)
+    from proctor.testing.processes import ProcessFixtures
+
+    processes = ProcessFixtures(test.providers.processes, case.label)
     upstreams = stand_in_upstreams(case.package_folder, built.root, built.environ, mcp)
     if upstreams is not None:  # upstream MCP calls are answered by providers.mcp alone
         stand_in(built.root, upstreams)
@@ -307,6 +310,7 @@ def _run(
         run_ids=run_ids_for(test_id),
         agent_driver=agent,
         egress_route=fixtures.route(),
+        process_route=processes.answer if processes.active else None,
         durable=False,
         retain=retain,
     )
@@ -347,7 +351,7 @@ def _run(
         unmatched=list(fixtures.unmatched),
         unused_host=host.unused(),
         unused_model=(len(script.responses) - script.served) if script is not None else 0,
-        call_failures=list(host.call_failures),
+        call_failures=list(host.call_failures) + processes.failures(),
         trace=trace,
     )
     return observed, ran_under
@@ -372,6 +376,7 @@ def _authority(test: SkillTest, root: Path, fixtures: Any, run: dict[str, Any]) 
         "http": [f"{d.method} {d.url}" for d in fixtures.declared],
         "credentials": sorted(test.setup.credentials),
         "model": test.providers.model is not None,
+        "processes": sorted({p.tool for p in test.providers.processes}),
     }
 
 

@@ -16,6 +16,9 @@ Each test gets a folder of its own under the package's workspace, holding:
   own process, and grant the package's commands network. So a test runs with no configuration
   of the package's: the shipped policies, the fixtures' ``policies/`` rules, and what the test
   file declares (``setup.authority``, ``providers``);
+- a test naming ``package: fixtures/<dir>`` runs that fixture package, staged at ``<dir>``,
+  instead of ``skills/<package>`` (which it may call by name); every part of the path is a
+  folder reached without a link, in the package and as staged (``test_package_invalid``);
 - ``.proctor/``: its own receipts, audit log, and home (``.proctor/home``: no key, no
   credential profile, no ``config.json``), which no tool can read. Its own run store too:
   in memory (SQLite ``:memory:``), or ``.proctor/runs.sqlite`` when the workspace is kept
@@ -103,7 +106,8 @@ def build_workspace(
             (``setup.credentials`` names a provider, or a mode, the package does not declare),
             ``test_credential_ambiguous`` (a plain value for a credential with several modes),
             ``test_credential_too_short`` (a value under 8 characters: it could not be scrubbed
-            from inside a longer text).
+            from inside a longer text), ``test_package_invalid`` (``package:`` names no folder
+            holding a SKILL.md under ``fixtures/``, or reaches it through a link).
     """
     root = Path(tempfile.mkdtemp(prefix=_UNSAFE_NAME.sub("_", test_id) + ".", dir=base))
     try:
@@ -121,6 +125,8 @@ def build_workspace(
 
         shutil.copytree(package_folder, root / package_rel, ignore=ignore, symlinks=True)
         fixtures = package_folder / "fixtures"
+        if test.package is not None:  # before anything is staged from there
+            _real_folders(package_folder, PurePosixPath(test.package).parts, test.package)
         if fixtures.is_dir() and not fixtures.is_symlink():
             for entry in sorted(fixtures.iterdir()):
                 if entry.name == "skills" and entry.is_dir() and not entry.is_symlink():
@@ -152,10 +158,63 @@ def build_workspace(
             # a test's time was SQLite creating, syncing and closing a file nobody reads.
             environ["PROCTOR_DATABASE_PATH"] = ":memory:"
         secrets = _credentials(test, profile, environ)
-        return CaseWorkspace(root, package_rel, environ, secrets)
+        ref = package_rel
+        if test.package is not None:
+            ref = _fixture_package(test.package, package_folder, root)
+        return CaseWorkspace(root, ref, environ, secrets)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
+
+
+def _fixture_package(rel: str, package_folder: Path, root: Path) -> str:
+    """The reference, from the test's workspace root, of the fixture package ``rel``
+    (``fixtures/<dir>``), staged at ``<dir>``.
+
+    Raises:
+        UsageError: ``test_package_invalid``: a part of the path, in the package or as staged,
+            is missing, a link or not a folder, or the folder holds no ``SKILL.md`` file.
+    """
+    parts = PurePosixPath(rel).parts
+    staged = _real_folders(root, parts[1:], rel)
+    try:
+        info = (staged / "SKILL.md").lstat()
+    except OSError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode):
+        raise UsageError(
+            f"package {rel!r} is not a skill package (it has no SKILL.md file)",
+            code="test_package_invalid",
+        )
+    return "./" + "/".join(parts[1:])
+
+
+def _real_folders(base: Path, parts: tuple[str, ...], rel: str) -> Path:
+    """``base/parts...``, each part checked to be a folder and not a link (nothing followed),
+    so a fixture package never leads out of the package or the test's workspace.
+
+    Raises:
+        UsageError: ``test_package_invalid``.
+    """
+    current = base
+    for part in parts:
+        if part in ("", ".", "..") or "/" in part or "\\" in part:
+            raise UsageError(
+                f"package {rel!r} is not a folder under the package's fixtures/",
+                code="test_package_invalid",
+            )
+        current = current / part
+        try:
+            info = current.lstat()
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISDIR(info.st_mode):
+            raise UsageError(
+                f"package {rel!r}: {part!r} is missing, a link or not a folder; a test's "
+                "package is a folder under the package's fixtures/, reached without a link",
+                code="test_package_invalid",
+            )
+    return current
 
 
 def _not_regular(what: str) -> UsageError:

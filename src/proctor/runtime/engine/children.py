@@ -143,6 +143,14 @@ def _tree_of(session: ChildHost, call: ChildCall) -> str:
     return tree if isinstance(tree, str) else call.parent_run_id
 
 
+def _act_of(session: ChildHost, call: ChildCall) -> Any:
+    """The act the host stated for the run that starts the child (``None`` when none)."""
+    if call.parent_run_id is None:
+        return None
+    parent = session.store.get_run(call.parent_run_id)
+    return (parent.data if parent else {}).get("act")
+
+
 def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
     from proctor.parser.skill import select_method
 
@@ -162,8 +170,12 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
         from proctor.core.budget import RUN_RECEIPTS
 
         call.receipts.reserve(RUN_RECEIPTS)  # refused: the child never exists
-    key = digest({"package": skill.identity, "package_digest": skill.package_digest,
-                  "method": method_name, "inputs": call.inputs})  # fmt: skip
+    act = _act_of(session, call)
+    reused: dict[str, Any] = {"package": skill.identity, "package_digest": skill.package_digest,
+                              "method": method_name, "inputs": call.inputs}  # fmt: skip
+    if act is not None:  # a child reading $run.act is reused only under the same act
+        reused["act"] = act
+    key = digest(reused)
     source = None
     if call.reuse_max_age is not None:
         since = datetime.now(UTC) - timedelta(seconds=call.reuse_max_age)
@@ -188,6 +200,8 @@ def _start(session: ChildHost, call: ChildCall) -> RunEnvelope:
         record.data["origin"] = skill.origin
     if skill.identity:  # the column history lists, and the data the receipt binds
         record.identity = record.data["identity"] = skill.identity
+    if act is not None:  # $run.act in a child: the act of the run that started it
+        record.data["act"] = act
     if source is not None:
         record.data["reused_from"] = {"run_id": source.run_id, "receipt_id": source.receipt_id}
     driver = RunDriver(session, record, skill, method, call.stop)

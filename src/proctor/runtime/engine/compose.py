@@ -38,6 +38,7 @@ from proctor.runtime.engine.host import (
     StepDone,
     StepPause,
     StepRunner,
+    run_refs,
     step_failed,
 )
 from proctor.runtime.limits import max_concurrency_from_env
@@ -117,16 +118,18 @@ def _blocked(step: SkillStep, code: str, message: str) -> StepDone:
     )
 
 
-def _each(step: SkillStep, inputs: dict[str, Any], outputs: dict[str, Any]) -> list[dict[str, Any]]:
+def _each(
+    step: SkillStep, inputs: dict[str, Any], outputs: dict[str, Any], refs: dict[str, Any]
+) -> list[dict[str, Any]]:
     """The inputs of each child, in order.
 
     Raises:
         ProctorError: ``unresolved_reference``; ``for_each_not_list``.
     """
     if step.for_each is None:
-        value = resolve(step.inputs, inputs, outputs)
+        value = resolve(step.inputs, inputs, outputs, run=refs)
         return [value if isinstance(value, dict) else {}]
-    items = resolve(step.for_each, inputs, outputs)
+    items = resolve(step.for_each, inputs, outputs, run=refs)
     if not isinstance(items, list):
         raise ProctorError(
             f"for_each of step '{step.id}' ({step.for_each}) is not a list",
@@ -134,7 +137,7 @@ def _each(step: SkillStep, inputs: dict[str, Any], outputs: dict[str, Any]) -> l
         )
     out = []
     for position, item in enumerate(items):
-        value = resolve(step.inputs, inputs, outputs, (item, position))
+        value = resolve(step.inputs, inputs, outputs, (item, position), run=refs)
         out.append(value if isinstance(value, dict) else {})
     return out
 
@@ -167,7 +170,7 @@ def skill_step(
 ) -> StepDone | StepPause:
     """Drive the step's child runs (see the module's docstring) and settle or pause the step."""
     try:
-        each = _each(step, inputs, outputs)
+        each = _each(step, inputs, outputs, run_refs(run))
     except ProctorError as exc:
         return step_failed(step.id, exc)
     authority = run.step_authority(step)  # a child run holds what its step holds

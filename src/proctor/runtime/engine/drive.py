@@ -298,11 +298,16 @@ class RunDriver:
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
+        table: Mapping[str, Tool] = tools
+        if s.process_route is not None:  # proctor test's providers.processes: no process starts
+            from proctor.runtime.engine.stand_ins import stand_in_processes
+
+            table = stand_in_processes(tools, s.process_route)
         governor = Governor(
             run_id=self.run_id,
             workspace=workspace,
             store=s.store,
-            tools=tools,
+            tools=table,
             policies=policies,
             guards=guards,
             audit=s.audit,
@@ -578,11 +583,11 @@ class RunDriver:
 
 def with_receipts_seam(inner: Deliver, session: Any) -> Deliver:
     """``inner``, plus the run's own receipt store and trusted keys for ``receipts.*`` tools
-    (and nothing for any other tool)."""
+    and ``receipt.read`` (and nothing for any other tool)."""
 
     def deliver(spec: Any, tool: Any) -> dict[str, Any]:
         out = inner(spec, tool)
-        if tool.name.startswith("receipts."):
+        if tool.name.startswith("receipts.") or tool.name == "receipt.read":
             from proctor.runtime.home.keys import trusted_local_keys
             from proctor.runtime.tools.receipts_tool import RECEIPTS_EXTRA
 

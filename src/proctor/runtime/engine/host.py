@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.sanitize import Sanitizer
     from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
     from proctor.runtime.records.runs import RequestRecord, RunRecord, RunStore
@@ -142,6 +143,7 @@ class RunHost(Protocol):
     clock: Clock
     agent_driver: AgentDriver | None
     egress_route: EgressRoute | None
+    process_route: ProcessRoute | None
     stop_event: threading.Event
     sandbox_default: SandboxMode
 
@@ -267,3 +269,9 @@ def narrow_outputs(value: Any, schema: dict[str, Any]) -> Any:
             exc.message.replace("inputs", "outputs", 1), code="outputs_invalid"
         ) from exc
     return value
+
+
+def run_refs(run: StepRunner) -> dict[str, Any]:
+    """What a step's ``$run.`` references name: ``act``, the act the host stated when it
+    started the run (recorded with it; ``None`` when it stated none)."""
+    return {"act": run.record.data.get("act")}

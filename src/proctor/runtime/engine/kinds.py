@@ -15,7 +15,7 @@ from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
 from proctor.parser.skill import PRICED_TOOLS
 from proctor.runtime.admission.governor import AwaitApproval, CallOutcome, CallSpec, Governor
-from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
+from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, run_refs, step_failed
 from proctor.runtime.engine.skill_calls import context_skills, offered_skills
 from proctor.runtime.records.runs import CallRecord
 from proctor.runtime.tools.base import OPERATION_PREFIX, OutcomeUnknown
@@ -48,10 +48,11 @@ def tool_step(
     settlement before a person is: the result it returns settles the call as done.
     """
     try:
-        args = resolve(step.inputs, inputs, outputs)
+        refs = run_refs(run)
+        args = resolve(step.inputs, inputs, outputs, run=refs)
         key = None
         if step.idempotency_key is not None:
-            key = str(resolve(step.idempotency_key, inputs, outputs))
+            key = str(resolve(step.idempotency_key, inputs, outputs, run=refs))
     except ProctorError as exc:
         return step_failed(step.id, exc)
     used: list[str] = []
@@ -449,7 +450,7 @@ def _turn(
         "step": step.id,
         "step_index": index,
         "instructions": instructions,
-        "inputs": resolve(step.agent.inputs, inputs, outputs),
+        "inputs": resolve(step.agent.inputs, inputs, outputs, run=run_refs(run)),
         "allowance": _allowance(run, step, list(skills)),
         "ask": step.agent.ask,
         "output_schema": step.agent.output,

@@ -20,7 +20,7 @@ from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, Tool
 from proctor.errors import CredentialError, ProctorError
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
-from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
+from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, run_refs, step_failed
 from proctor.runtime.engine.kinds import tool_step
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
@@ -104,7 +104,7 @@ def operation_step(
     def confirm(claim: CallRecord) -> dict[str, Any] | None:
         if not isinstance(tool, OperationTool):
             return None
-        return _readback(governor, index, step, tool, inputs, outputs)
+        return _readback(governor, index, step, tool, inputs, outputs, run_refs(run))
 
     return tool_step(run, governor, index, as_tool, inputs, outputs, confirm=confirm)
 
@@ -116,6 +116,7 @@ def _readback(
     tool: OperationTool,
     inputs: dict[str, Any],
     outputs: dict[str, Any],
+    refs: dict[str, Any],
 ) -> dict[str, Any] | None:
     from proctor.parser.refs import resolve
     from proctor.runtime.connectors.operations import (
@@ -125,9 +126,10 @@ def _readback(
     )
 
     try:
-        args = dict(resolve(step.inputs, inputs, outputs))
+        args = dict(resolve(step.inputs, inputs, outputs, run=refs))
         if step.idempotency_key is not None:
-            args.setdefault(IDEMPOTENCY_ARG, str(resolve(step.idempotency_key, inputs, outputs)))
+            key = resolve(step.idempotency_key, inputs, outputs, run=refs)
+            args.setdefault(IDEMPOTENCY_ARG, str(key))
         found = readback_of(tool, args)
     except ProctorError:
         return None
@@ -172,10 +174,11 @@ def store_step(
         if tool is None or governor.deliver is None:
             return None
         try:
-            args = resolve(step.inputs, inputs, outputs)
+            refs = run_refs(run)
+            args = resolve(step.inputs, inputs, outputs, run=refs)
             key = args.get(IDEMPOTENCY_ARG) if isinstance(args, dict) else None
             if step.idempotency_key is not None:
-                key = str(resolve(step.idempotency_key, inputs, outputs))
+                key = str(resolve(step.idempotency_key, inputs, outputs, run=refs))
             bare = CallSpec(tool=step.tool, args={}, allowance=frozenset(), step_id=step.id)
             state = governor.deliver(bare, tool).get(STORE_EXTRA)
             if not isinstance(state, StoreContext) or not isinstance(key, str):

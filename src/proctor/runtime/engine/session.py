@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
     from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.records.audit import AuditLog
     from proctor.runtime.records.receipts import ReceiptStore
     from proctor.runtime.records.runs import RunStore
@@ -87,6 +88,8 @@ class Session:
             pauses the run ``needs_agent`` on an ``agent_turn`` request.
         egress_route: where checked network requests go instead of the network (``proctor
             test`` answers them from fixtures); the egress guard runs first either way.
+        process_route: answers admitted calls of process tools instead of a process (``proctor
+            test``'s ``providers.processes``; :mod:`proctor.runtime.engine.stand_ins`).
         durable: fsync receipts as they are written (default). A disposable workspace
             (``proctor test`` deletes it after the run) turns it off.
         sandbox_default: the sandbox mode when ``PROCTOR_SANDBOX`` is unset (default: the
@@ -118,6 +121,7 @@ class Session:
         run_ids: Callable[[], str] | None = None,
         agent_driver: AgentDriver | None = None,
         egress_route: EgressRoute | None = None,
+        process_route: ProcessRoute | None = None,
         durable: bool = True,
         sandbox_default: SandboxMode | None = None,
         managed: bool | None = None,
@@ -132,6 +136,7 @@ class Session:
         self.clock = clock
         self.agent_driver = agent_driver
         self.egress_route = egress_route
+        self.process_route = process_route
         self.durable = durable
         self._signer = signer
         self._key_noted = False
@@ -356,6 +361,7 @@ class Session:
         stop: threading.Event | None = None,
         profile: str | None = None,
         request_secrets: Mapping[str, str] | None = None,
+        act: Any = None,
     ) -> RunEnvelope:
         """Run one method of a skill to its seal or its first pause.
 
@@ -373,6 +379,8 @@ class Session:
             profile: the credential profile to prefer (``--profile``); only its name is kept.
             request_secrets: credential material for this run only, by requirement name
                 (host handles); tainted, delivered, never stored.
+            act: the act the host states for the run (one JSON value, at most 64 KiB), which
+                its steps read as ``$run.act``; recorded with the run.
 
         Returns:
             the envelope: ``sealed``, or ``needs_approval``/``needs_agent`` with requests,
@@ -409,6 +417,8 @@ class Session:
                 f"skill {skill.package.name} has no run.yaml, so it has no method to run",
                 code="no_methods",
             )
+        if act is not None:
+            check_act(act)
         from proctor.parser.skill import select_method
 
         method_name, method = select_method(skill.package.profile, skill.method)
@@ -435,6 +445,8 @@ class Session:
         )
         if skill.origin is not None:
             record.data["origin"] = skill.origin
+        if act is not None:
+            record.data["act"] = act
         if skill.identity:  # the column history lists, and the data the receipt binds
             record.identity = record.data["identity"] = skill.identity
         from proctor.runtime.directives import WRITABLE_DIRS, confined_run
@@ -677,4 +689,30 @@ class Session:
             seal_reason="host_closed",
             result=None,
             refusal=refusal,
+        )
+
+
+ACT_MAX_BYTES = 64 * 1024
+"""The most bytes (canonical JSON) the act a host states for a run takes."""
+
+
+def check_act(act: Any) -> None:
+    """Refuse an act that is not one JSON value of at most :data:`ACT_MAX_BYTES`.
+
+    Raises:
+        UsageError: ``act_invalid``; the value is never echoed.
+    """
+    from proctor.contracts.json_strict import check_value
+    from proctor.receipts.canonical import canonical
+
+    try:
+        check_value(act, source="act")
+        size = len(canonical(act))
+    except ProctorError as exc:
+        raise UsageError(
+            f"the act is not one JSON value ({exc.code})", code="act_invalid"
+        ) from None
+    if size > ACT_MAX_BYTES:
+        raise UsageError(
+            f"the act takes {size} bytes as JSON; at most {ACT_MAX_BYTES}", code="act_invalid"
         )

@@ -15,8 +15,11 @@ Layout (all below the workspace's private ``artifacts`` folder, which no tool pa
 
 Refusals (:class:`~proctor.errors.RefusedCall`): ``artifact_too_large`` and
 ``artifact_store_full`` (the store holds at most :data:`MAX_STORE_BYTES` in all),
-``artifact_unknown``, ``artifact_ref_invalid``, ``artifact_offset_invalid``, and
+``artifact_unknown``, ``artifact_ref_invalid``, ``artifact_offset_invalid``,
+``artifact_size_mismatch`` (opening with a descriptor of another size), and
 ``artifact_tampered`` when the stored bytes or block list no longer match what was admitted.
+A run opens an artifact another run of its tree admitted (``artifact.open``) by taking a claim
+of its own, once the bytes are checked whole.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +339,60 @@ class ArtifactStore:
         start = offset - first * BLOCK_BYTES
         page = bytes(data[start : start + length])
         return Page(page, offset, size, f"sha256:{hex_digest}", str(claim["media_type"]))
+
+    # -- opening an artifact another run of the tree holds -------------------------------------
+
+    def held_claim(
+        self, ref: str, *, holders: Iterable[str], size: int
+    ) -> tuple[str, dict[str, Any]]:
+        """The first of ``holders`` (run ids) that admitted ``ref``, with its claim, once the
+        stored bytes are checked whole: their size, every block against the block list, and
+        the digest of all of them against the reference.
+
+        Raises:
+            RefusedCall: ``artifact_ref_invalid``; ``artifact_unknown`` (no holder admitted
+                it); ``artifact_size_mismatch`` (``size`` is not what was admitted);
+                ``artifact_tampered``.
+        """
+        hex_digest = _hex_of(ref)
+        for holder in holders:
+            if self._claim_path(holder, hex_digest).is_file():
+                claim = self._claim(holder, hex_digest, ref)
+                break
+        else:
+            raise _refused(
+                "artifact_unknown",
+                "no run of this run's tree admitted an artifact with this reference (a run opens"
+                " only what its own tree admitted)",
+                ref=ref,
+            )
+        if int(claim.get("size", -1)) != size:
+            raise _refused(
+                "artifact_size_mismatch",
+                f"the descriptor says {size} bytes; the artifact admitted has {claim.get('size')}",
+                ref=ref,
+            )
+        whole = hashlib.sha256()
+        offset = 0
+        while offset < size:
+            page = self.read(ref, run_id=holder, offset=offset, length=MAX_PAGE_BYTES)
+            whole.update(page.data)
+            offset += len(page.data)
+        if whole.hexdigest() != hex_digest:
+            raise _tampered(ref, "its bytes no longer have its digest")
+        return holder, claim
+
+    def grant(self, ref: str, claim: dict[str, Any], *, run_id: str) -> dict[str, Any]:
+        """Record ``claim`` (from :meth:`held_claim`) as ``run_id``'s own, so its reads page
+        ``ref``; returns the descriptor.
+
+        Raises:
+            RefusedCall: ``artifact_ref_invalid``.
+        """
+        hex_digest = _hex_of(ref)
+        kept = {k: claim[k] for k in ("size", "media_type", "source", "blocks_digest")}
+        self._write_claim(run_id, hex_digest, kept)
+        return self._descriptor(hex_digest, kept)
 
     def _listing(self, hex_digest: str, claim: dict[str, Any], ref: str) -> bytes:
         try:

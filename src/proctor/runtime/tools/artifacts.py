@@ -16,7 +16,16 @@
   longest form the run's taint set searches (twice it, so a form spread by a separator between
   every character is still whole), so a value that straddles the page's edge is seen from
   either page and each half is refused;
-- ``artifact.store {value, media_type?}`` keeps a JSON value's canonical bytes the same way.
+- ``artifact.store {value, media_type?}`` keeps a JSON value's canonical bytes the same way;
+- ``artifact.open {artifact, label?}`` takes a descriptor another run of the caller's tree
+  admitted (a parent hands its child one as an input; a reference is scoped to the run that
+  admitted it, so the child cannot read it as it is): the artifact must be claimed by a run of
+  the caller's own tree (``artifact_unknown`` otherwise: a reference grants nothing), the
+  descriptor's size and digest must be the stored bytes' (``artifact_size_mismatch``,
+  ``artifact_ref_invalid``), every block and the whole digest are checked
+  (``artifact_tampered``), and every page is checked for secrets as ``artifact.read`` checks
+  one (``artifact_secret``), all before the caller gets a claim of its own; it returns the
+  descriptor with the ``label`` it was opened as (default: its source).
 
 The store lives in proctor's own state, which no tool path reaches, so admitting or storing
 changes nothing a run can see: these tools are reads (effect ``read``), not changes.
@@ -45,7 +54,13 @@ from proctor.runtime.tools.fsutil import DIGEST_PATTERN, digest_of, open_regular
 if TYPE_CHECKING:
     from proctor.runtime.boundary.sanitize import TaintSet
 
-__all__ = ["ARTIFACT_ADMIT", "ARTIFACT_READ", "ARTIFACT_STORE", "artifact_store"]
+__all__ = [
+    "ARTIFACT_ADMIT",
+    "ARTIFACT_OPEN",
+    "ARTIFACT_READ",
+    "ARTIFACT_STORE",
+    "artifact_store",
+]
 
 DEFAULT_PAGE_BYTES = 1024 * 1024
 _MARGIN = 256
@@ -318,4 +333,81 @@ ARTIFACT_STORE = Tool(
     effect="read",
     handler=os_errors_refused(_store),
     output_schema=_DESCRIPTOR_SCHEMA,
+)
+
+
+_LABEL_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$",
+}
+
+
+def _open(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from proctor.runtime.boundary.sanitize import TaintSet
+    from proctor.runtime.tools.run_tools import tree_runs
+
+    given = args["artifact"]
+    ref = str(given["ref"])
+    if given["digest"] != "sha256:" + ref.rsplit(":", 1)[-1]:
+        raise RefusedCall(
+            "the descriptor's digest is not its reference's", code="artifact_ref_invalid"
+        )
+    store = artifact_store(ctx)
+    holders = [r.run_id for r in tree_runs(ctx.store, ctx.run_id)] or [ctx.run_id]
+    holder, claim = store.held_claim(ref, holders=holders, size=int(given["size"]))
+    found = ctx.extras.get(TAINT_EXTRA)
+    taint = found if isinstance(found, TaintSet) else None
+    margin = _margin(taint)
+    offset, size = 0, int(claim["size"])
+    while offset < size:  # every page artifact.read would return, checked before any is
+        start = max(0, offset - margin)
+        window = store.read(
+            ref,
+            run_id=holder,
+            offset=start,
+            length=offset - start + MAX_PAGE_BYTES + margin,
+            ceiling=MAX_PAGE_BYTES + 2 * margin,
+        )
+        _refuse_secrets(window.data, ref, taint)
+        offset += MAX_PAGE_BYTES
+    descriptor = store.grant(ref, claim, run_id=ctx.run_id)
+    descriptor["label"] = str(args.get("label") or descriptor["source"])
+    return descriptor
+
+
+ARTIFACT_OPEN = Tool(
+    name="artifact.open",
+    description="Open an artifact another run of this run's tree admitted, from its "
+    "proctor.artifact.v1 descriptor: its size and digest are checked against the stored bytes, "
+    "then artifact.read pages it here.",
+    schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["artifact"],
+        "properties": {
+            "artifact": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["ref", "digest", "size"],
+                "properties": {
+                    "schema": {"enum": [ARTIFACT_SCHEMA, "runx.artifact.v1"]},
+                    "ref": {"type": "string", "pattern": REF_PATTERN},
+                    "digest": {"type": "string", "pattern": DIGEST_PATTERN},
+                    "size": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1},
+                    # the rest of a descriptor as artifact.admit/store/open return it
+                    "media_type": {"type": "string", "maxLength": 129},
+                    "source": {"type": "string", "maxLength": 4096},
+                    "label": {"type": "string", "maxLength": 128},
+                },
+            },
+            "label": _LABEL_SCHEMA,
+        },
+    },
+    effect="read",
+    handler=os_errors_refused(_open),
+    output_schema={
+        **_DESCRIPTOR_SCHEMA,
+        "required": [*_DESCRIPTOR_SCHEMA["required"], "label"],
+        "properties": {**_DESCRIPTOR_SCHEMA["properties"], "label": {"type": "string"}},
+    },
 )

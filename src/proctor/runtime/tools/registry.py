@@ -75,9 +75,14 @@ def _store() -> tuple[Tool, ...]:
 
 
 def _artifacts() -> tuple[Tool, ...]:
-    from proctor.runtime.tools.artifacts import ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE
+    from proctor.runtime.tools.artifacts import (
+        ARTIFACT_ADMIT,
+        ARTIFACT_OPEN,
+        ARTIFACT_READ,
+        ARTIFACT_STORE,
+    )
 
-    return (ARTIFACT_ADMIT, ARTIFACT_READ, ARTIFACT_STORE)
+    return (ARTIFACT_ADMIT, ARTIFACT_OPEN, ARTIFACT_READ, ARTIFACT_STORE)
 
 
 def _git() -> tuple[Tool, ...]:
@@ -109,6 +114,12 @@ def _runs() -> tuple[Tool, ...]:
     from proctor.runtime.tools.run_tools import RUN_READ
 
     return (RUN_READ,)
+
+
+def _receipt_read() -> tuple[Tool, ...]:
+    from proctor.runtime.tools.receipt_read import RECEIPT_READ
+
+    return (RECEIPT_READ,)
 
 
 def _agent() -> tuple[Tool, ...]:
@@ -148,6 +159,7 @@ _PROVIDED: dict[str, Provider] = {
     "store.key.get": _store,
     "store.keys.list": _store,
     "artifact.admit": _artifacts,
+    "artifact.open": _artifacts,
     "artifact.read": _artifacts,
     "artifact.store": _artifacts,
     "git.status": _git,
@@ -162,6 +174,7 @@ _PROVIDED: dict[str, Provider] = {
     "process.list": _procs,
     "worker.run": _worker,
     "run.read": _runs,
+    "receipt.read": _receipt_read,
     "receipts.explain": _inspection,
     "skills.inspect": _inspection,
     "audit.summary": _inspection,

@@ -18,16 +18,37 @@ from typing import Any
 from proctor.errors import ToolFailed
 from proctor.runtime.tools.base import Tool, ToolContext
 
-__all__ = ["RUN_READ", "RUN_READ_SCHEMA"]
+__all__ = ["RUN_READ", "RUN_READ_SCHEMA", "tree_of", "tree_runs"]
 
 RUN_READ_SCHEMA = "proctor.run_read.v1"
 _DEFAULT_LIMIT = 200
 _MAX_LIMIT = 1000
 
 
-def _tree(record: Any) -> str:
+_TREE_SCAN = 500
+"""The newest runs of the workspace searched for the runs of a tree."""
+
+
+def tree_of(record: Any) -> str:
+    """The root run of the tree ``record`` belongs to (a root is its own)."""
     tree = record.data.get("tree")
     return tree if isinstance(tree, str) else record.run_id
+
+
+_tree = tree_of
+
+
+def tree_runs(store: Any, run_id: str) -> list[Any]:
+    """The runs of ``run_id``'s tree among the workspace's newest :data:`_TREE_SCAN` runs,
+    newest first (``run_id`` itself included); empty when the store does not hold it."""
+    own = store.get_run(run_id)
+    if own is None:
+        return []
+    tree = tree_of(own)
+    found = [r for r in store.list_runs(limit=_TREE_SCAN) if tree_of(r) == tree]
+    if not any(r.run_id == run_id for r in found):
+        found.insert(0, own)
+    return found
 
 
 def _read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
