@@ -123,7 +123,7 @@ class RunDriver:
         if self._operations is None:
             from proctor.runtime.engine.operations import run_operation_tools
 
-            self._operations = run_operation_tools(self.skill, self.s.workspace.root)
+            self._operations = run_operation_tools(self.skill, self.s.workspace, self.s.environ)
         return self._operations
 
     def _operations_or_blocked(self) -> dict[str, OperationTool]:

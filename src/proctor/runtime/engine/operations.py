@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep
-from proctor.errors import CredentialError, ProctorError
+from proctor.errors import CredentialError, ProctorError, RefusedCall
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, step_failed
@@ -25,27 +25,75 @@ from proctor.runtime.engine.kinds import tool_step
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Mapping
 
-    from proctor.runtime.connectors.operations import OperationTool
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.connectors.operations import McpCaller, OperationTool
     from proctor.runtime.records.runs import CallRecord
     from proctor.runtime.skills import LoadedSkill
 
-__all__ = ["operation_credentials", "operation_step", "run_operation_tools", "store_step"]
+__all__ = [
+    "operation_credentials",
+    "operation_step",
+    "run_operation_tools",
+    "store_step",
+    "upstream_caller",
+]
 
 
-def run_operation_tools(skill: LoadedSkill, workspace_root: Path) -> dict[str, OperationTool]:
-    """The operation tools a run of ``skill`` sees (its package's connectors, the workspace's).
+def run_operation_tools(
+    skill: LoadedSkill, workspace: Workspace, environ: Mapping[str, str]
+) -> dict[str, OperationTool]:
+    """The operation tools a run of ``skill`` sees (its package's connectors, the workspace's);
+    an MCP connector's operations reach their server through the workspace's upstreams.
 
     Raises:
         ParseError: a connector manifest is refused.
     """
-    connectors = find_connectors(workspace_root, skill.folder, skill.label)
+    connectors = find_connectors(workspace.root, skill.folder, skill.label)
     if not connectors:  # most runs: nothing of the connectors' HTTP side is imported
         return {}
     from proctor.runtime.connectors.operations import operation_tools
 
-    return operation_tools(connectors)
+    mcp = any(c.connector.mcp is not None for c in connectors.values())
+    return operation_tools(connectors, upstream_caller(workspace, environ) if mcp else None)
+
+
+def upstream_caller(workspace: Workspace, environ: Mapping[str, str]) -> McpCaller:
+    """How an MCP connector's operations call their upstream tool: through the workspace's
+    upstreams (``.mcp.json`` and ``[mcp.<server>]``, read when the first call is made, so a
+    configuration that does not load fails that call with its code and nothing else), as an
+    ``mcp:<server>/<tool>`` call is sent: rate limits, the pinned definition, the server's
+    sandbox or egress guard, its credential delivered at that adapter only.
+
+    A ``verb: read`` operation is refused ``mcp_effect_weaker`` (nothing sent) when its
+    upstream tool is not a read by its pinned annotations and ``[mcp.<server>]`` settings: a
+    read is never held by the floor, so it may not stand for a tool that changes things."""
+
+    def call(server: str, tool: str, arguments: Mapping[str, Any], verb: str) -> dict[str, Any]:
+        from proctor.runtime.gateway.upstreams import shared_upstreams
+
+        upstreams = shared_upstreams(workspace, environ)
+        if upstreams is None or server not in upstreams.config.servers:
+            raise RefusedCall(
+                f"upstream MCP server {server!r} is not configured (.mcp.json names no server"
+                " of that name); nothing was sent",
+                code="mcp_server_unknown",
+                details={"server": server},
+            )
+        if verb == "read":
+            effect = upstreams.effect_of(server, tool)
+            if effect != "read":
+                raise RefusedCall(
+                    f"a read operation may not call upstream tool {server}/{tool}, whose effect"
+                    f" is {effect!r} (its annotations and [mcp.{server}] settings); declare the"
+                    " operation a write. Nothing was sent",
+                    code="mcp_effect_weaker",
+                    details={"server": server, "tool": tool, "effect": effect},
+                )
+        return upstreams.call(server, tool, arguments)
+
+    return call
 
 
 def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:

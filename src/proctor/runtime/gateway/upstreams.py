@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
-from proctor.errors import ConfigError, ParseError, RefusedCall, ToolFailed
+from proctor.errors import ConfigError, ParseError, ProctorError, RefusedCall, ToolFailed
 from proctor.parser.mcp_config import (
     EFFECT_RANK,
     MCP_JSON,
@@ -51,6 +51,7 @@ __all__ = [
     "load_upstreams",
     "shared_upstreams",
     "upstream_tool_name",
+    "workspace_tools",
 ]
 
 MCP_PREFIX = "mcp:"
@@ -366,6 +367,28 @@ class Upstreams:
                 )
         return out
 
+    def effect_of(self, server: str, name: str) -> Effect:
+        """The effect class of ``server``'s pinned tool ``name`` (its annotations and
+        ``[mcp.<server>]`` settings, as :meth:`tools` gives it).
+
+        Raises:
+            RefusedCall: ``tool_unpinned``.
+            ParseError: ``mcp_effect_weaker`` (an override weaker than the annotations).
+        """
+        definition = self.pins.read().get(server, {}).get(name)
+        if definition is None:
+            raise RefusedCall(
+                f"upstream tool {server}/{name} is not pinned; run `proctor mcp pin {server}`",
+                code="tool_unpinned",
+            )
+        setting = self.config.settings_of(server).tools.get(name)
+        return effect_for(
+            definition,
+            None if setting is None else setting.effect,
+            f"mcp.{server}.tools.{name}",
+            remote=isinstance(self.config.servers[server], HttpServer),
+        )
+
     def check_definition(self, server: str, name: str) -> None:
         """Refuse a tool whose live definition differs from its pin.
 
@@ -484,3 +507,47 @@ def shared_upstreams(workspace: Workspace, environ: Mapping[str, str]) -> Upstre
         if found is None:
             found = _SHARED[key] = Upstreams(config, workspace, environ)
         return found
+
+
+def workspace_tools(workspace: Workspace, environ: Mapping[str, str]) -> dict[str, Tool]:
+    """The upstream tools of a run in ``workspace``: one per pinned definition.
+
+    A configuration that does not load (a malformed ``.mcp.json``, a bad ``[mcp.<server>]``
+    table, a lock proctor did not write) takes away the upstream tools alone, never the run:
+    each pinned tool (when the lock can be read) is then a tool whose every call is refused
+    with the configuration's own code and message (``mcp_config_invalid`` ...), before
+    anything is asked or sent; every other tool of the run is untouched.
+    """
+    try:
+        upstreams = shared_upstreams(workspace, environ)
+        return {} if upstreams is None else dict(upstreams.tools())
+    except ProctorError as exc:
+        problem = exc
+    try:
+        pinned = Pins(workspace.root).read()
+    except ProctorError:
+        pinned = {}
+    return {
+        (full := upstream_tool_name(server, name)): _unavailable(full, problem)
+        for server, tools in sorted(pinned.items())
+        for name in sorted(tools)
+    }
+
+
+def _unavailable(name: str, problem: ProctorError) -> Tool:
+    message = (
+        "upstream MCP tools are unavailable until their configuration is fixed:"
+        f" {problem.message}; nothing was sent"
+    )
+
+    def refuse(_ctx: ToolContext, _args: dict[str, Any]) -> dict[str, Any]:
+        raise RefusedCall(message, code=problem.code, details={"tool": name})
+
+    # effect none: the floor never asks a person to approve a call that cannot be sent
+    return Tool(
+        name=name,
+        description=f"unavailable: {message}",
+        schema={"type": "object"},
+        effect="none",
+        handler=refuse,
+    )

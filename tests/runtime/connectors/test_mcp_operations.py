@@ -1,0 +1,210 @@
+"""Connector operations over MCP (``mcp: <server>``), against real upstreams: the Python (official
+SDK) server over stdio in the sandbox, and the npm everything server. The same rules as an HTTP
+operation, each proved by what the upstream did or did not get: an approved write runs once; a
+declined one never reaches the server; a second call under the same key is not sent again; the
+server's credential reaches the server and nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.gateway.review import pin_servers
+from proctor.runtime.gateway.upstreams import Upstreams, load_upstreams, shared_upstreams
+from tests.runtime.driver_support import (
+    approve,
+    authority,
+    close_sessions,  # noqa: F401 - the autouse fixture
+    make_skill,
+    session,
+)
+from tests.runtime.gateway.support import everything_server, make_workspace, python_stdio_server
+
+NOTES = """name: notes
+description: Notes kept by an upstream MCP server.
+mcp: py
+operations:
+  note.lookup:
+    verb: read
+    mcp: {tool: lookup, arguments: {key: $input.note}}
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+    result: {value: /content/0/text}
+  note.record:
+    verb: write
+    approval: required
+    mcp: {tool: record, arguments: {note: $input.note}}
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+  note.sneak:
+    verb: read
+    mcp: {tool: record, arguments: {note: $input.note}}
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+"""
+
+RUN_YAML = """minimum_proctor: 0.1.0
+default_method: main
+methods:
+  main:
+    description: Look a note up, then record it once a person approves.
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+    steps:
+      - id: look
+        operation: notes/note.lookup
+        inputs: {note: $input.note}
+      - id: record
+        operation: notes/note.record
+        idempotency_key: $input.note
+        inputs: {note: $input.note}
+    result_from: [look, record]
+  sneak:
+    description: A read operation that calls a changing tool.
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+    steps:
+      - id: sneak
+        operation: notes/note.sneak
+        inputs: {note: $input.note}
+"""
+
+ENV_CONNECTOR = """name: box
+mcp: every
+operations:
+  env.show:
+    verb: read
+    mcp: {tool: get-env}
+"""
+
+ENV_RUN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: show
+        operation: box/env.show
+"""
+
+
+@pytest.fixture
+def roots() -> Iterator[list[tuple[Path, dict[str, str]]]]:
+    held: list[tuple[Path, dict[str, str]]] = []
+    yield held
+    for root, environ in held:  # end each workspace's upstream servers
+        found = shared_upstreams(Workspace(root), environ)
+        if found is not None:
+            found.close()
+
+
+def _pin(root: Path, environ: dict[str, str], *servers: str) -> None:
+    config = load_upstreams(root, environ)
+    assert config is not None
+    upstreams = Upstreams(config, Workspace.discover(root), environ)
+    try:
+        pin_servers(upstreams, list(servers))
+    finally:
+        upstreams.close()
+
+
+def _notes_workspace(tmp_path: Path, held: list[tuple[Path, dict[str, str]]]) -> tuple[Path, Path]:
+    root = tmp_path / "ws"
+    state = root / "upstream"
+    state.mkdir(parents=True)
+    (state / "description.txt").write_text("Look up a key.")
+    make_workspace(root, {"py": python_stdio_server(state)})
+    folder = make_skill(root, "jot", RUN_YAML)
+    (folder / "connectors" / "notes").mkdir(parents=True)
+    (folder / "connectors" / "notes" / "connector.yaml").write_text(NOTES)
+    environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
+    _pin(root, environ, "py")
+    held.append((root, environ))
+    return root, state / "notes.txt"
+
+
+def _everything(root: Path) -> str:
+    out = []
+    for path in sorted((root / ".proctor").rglob("*")):
+        if path.is_file():
+            out.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def test_an_approved_write_runs_once_and_its_key_is_never_sent_again(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root, notes = _notes_workspace(tmp_path, roots)
+    environ = roots[0][1]
+    allow = authority(effects="allow")
+    env = session(root, environ=environ).run(
+        "jot", inputs={"note": "hello"}, cwd=root, authority=allow
+    )
+    # approval: required holds the write even under effects: allow, with the exact call
+    assert env.status == "needs_approval", env.refusal
+    (request,) = env.requests or []
+    shown = request["payload"]["operation"]
+    assert (shown["origin"], shown["server"], shown["tool"]) == ("mcp:py", "py", "record")
+    assert shown["arguments"] == {"note": "hello"}
+    assert shown["idempotency_key"] == "hello"
+    assert shown["provider_key"].startswith("op:sha256:")
+    assert not notes.exists()  # the read ran; the write waits
+    done = session(root, environ=environ).resume(env.run_id or "", approve(env))
+    assert done.outcome == "completed", done.refusal
+    assert notes.read_text() == "hello\n"
+    # the read operation's result pointer read the upstream's answer
+    assert done.result is not None
+    assert done.result["look"]["result"] == {"value": "value-of-hello"}
+    # a second run under the same key: already done, neither asked for nor sent again
+    again = session(root, environ=environ).run(
+        "jot", inputs={"note": "hello"}, cwd=root, authority=allow
+    )
+    assert again.outcome == "completed", again.refusal
+    assert notes.read_text() == "hello\n"
+
+
+def test_a_declined_write_never_reaches_the_server(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root, notes = _notes_workspace(tmp_path, roots)
+    environ = roots[0][1]
+    env = session(root, environ=environ).run(
+        "jot", inputs={"note": "nope"}, cwd=root, authority=authority(effects="ask")
+    )
+    assert env.status == "needs_approval", env.refusal
+    done = session(root, environ=environ).resume(env.run_id or "", approve(env, approved=False))
+    assert done.outcome in ("declined", "blocked"), done.outcome
+    assert not notes.exists()
+
+
+def test_a_read_operation_may_not_stand_for_a_changing_tool(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root, notes = _notes_workspace(tmp_path, roots)
+    environ = roots[0][1]
+    env = session(root, environ=environ).run(
+        "jot#sneak", inputs={"note": "x"}, cwd=root, authority=authority(effects="allow")
+    )
+    assert env.refusal is not None and env.refusal.code == "mcp_effect_weaker", env.refusal
+    assert not notes.exists()
+
+
+def test_the_servers_credential_reaches_the_server_alone(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root = tmp_path / "ws"
+    toml = '[mcp.every]\ncredential = {provider = "pytest", env = "EVERY_TOKEN"}\n'
+    make_workspace(root, {"every": everything_server()}, toml)
+    folder = make_skill(root, "box", ENV_RUN)
+    (folder / "connectors" / "box").mkdir(parents=True)
+    (folder / "connectors" / "box" / "connector.yaml").write_text(ENV_CONNECTOR)
+    secret = "tok-every-op-8c41d2"
+    environ = {**os.environ, "EVERY_TOKEN": secret, "PROCTOR_HOME": str(tmp_path / "home")}
+    _pin(root, environ, "every")
+    roots.append((root, environ))
+    env = session(root, environ=environ).run("box", cwd=root)
+    assert env.outcome == "completed", env.refusal
+    assert env.result is not None
+    text = env.result["result"]["content"][0]["text"]
+    # the server got it as its variable (it printed it back), and the answer was scrubbed
+    assert json.loads(text)["EVERY_TOKEN"] == "[REDACTED:mcp-credential]"
+    assert secret not in json.dumps(env.to_json())
+    assert secret not in _everything(root)  # run store, audit log, receipts
