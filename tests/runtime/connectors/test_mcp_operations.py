@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +26,12 @@ from tests.runtime.driver_support import (
     make_skill,
     session,
 )
-from tests.runtime.gateway.support import everything_server, make_workspace, python_stdio_server
+from tests.runtime.gateway.support import (
+    everything_server,
+    filesystem_server,
+    make_workspace,
+    python_stdio_server,
+)
 
 NOTES = """name: notes
 description: Notes kept by an upstream MCP server.
@@ -208,3 +216,85 @@ def test_the_servers_credential_reaches_the_server_alone(
     assert json.loads(text)["EVERY_TOKEN"] == "[REDACTED:mcp-credential]"
     assert secret not in json.dumps(env.to_json())
     assert secret not in _everything(root)  # run store, audit log, receipts
+
+
+FILES = """name: files
+mcp: fs
+operations:
+  file.read:
+    verb: read
+    mcp: {tool: read_text_file, arguments: {path: $input.path}}
+    inputs: {type: object, properties: {path: {type: string}}, required: [path]}
+    result: {text: /content/0/text}
+  file.write:
+    verb: write
+    mcp: {tool: write_file, arguments: {path: $input.path, content: $input.content}}
+    inputs:
+      type: object
+      properties: {path: {type: string}, content: {type: string}}
+      required: [path, content]
+    readback:
+      operation: file.read
+      inputs: {path: $input.path}
+      match: {/text: $input.content}
+"""
+
+FILES_RUN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    description: Write a file through the filesystem server.
+    inputs:
+      type: object
+      properties: {path: {type: string}, content: {type: string}}
+      required: [path, content]
+    steps:
+      - id: put
+        operation: files/file.write
+        idempotency_key: $input.path
+        inputs: {path: $input.path, content: $input.content}
+"""
+
+
+def _cli(root: Path, *args: str, kill_at: str | None = None, stdin: str | None = None) -> Any:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PROCTOR_HOME": str(root.parent / "home"),
+        "PROCTOR_TEST_HOOKS": "1",
+    }
+    if kill_at is not None:
+        env["PROCTOR_TEST_KILL_AT"] = kill_at
+    return subprocess.run(
+        [sys.executable, "-m", "proctor", *args],
+        cwd=root, env=env, input=stdin, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def test_a_write_killed_before_it_settled_is_confirmed_by_readback_not_sent_again(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    data = root / "data"
+    data.mkdir(parents=True)
+    make_workspace(root, {"fs": filesystem_server(data)})
+    folder = make_skill(root, "put", FILES_RUN)
+    (folder / "connectors" / "files").mkdir(parents=True)
+    (folder / "connectors" / "files" / "connector.yaml").write_text(FILES)
+    assert _cli(root, "mcp", "pin", "fs").returncode == 0
+    target = data / "out.txt"
+    killed = _cli(
+        root, "run", "put", "-i", f"path={target}", "-i", "content=written once",
+        "--run-authority", '{"effects": "allow"}', "--json", kill_at="call.executed:1",
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    assert target.read_text() == "written once"  # sent, never settled
+    before = target.stat()
+    (run_id,) = [
+        r["run_id"] for r in json.loads(_cli(root, "history", "--json").stdout)["runs"]
+    ]
+    done = _cli(root, "resume", run_id, "-", "--json", stdin="{}")
+    doc = json.loads(done.stdout)
+    assert doc["outcome"] == "completed", doc
+    after = target.stat()
+    # confirmed by the readback (a read), never written a second time
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert doc["result"]["confirmed"] is True
