@@ -288,9 +288,7 @@ def test_a_write_killed_before_it_settled_is_confirmed_by_readback_not_sent_agai
     assert killed.returncode == -9, killed.stderr
     assert target.read_text() == "written once"  # sent, never settled
     before = target.stat()
-    (run_id,) = [
-        r["run_id"] for r in json.loads(_cli(root, "history", "--json").stdout)["runs"]
-    ]
+    (run_id,) = [r["run_id"] for r in json.loads(_cli(root, "history", "--json").stdout)["runs"]]
     done = _cli(root, "resume", run_id, "-", "--json", stdin="{}")
     doc = json.loads(done.stdout)
     assert doc["outcome"] == "completed", doc

@@ -62,8 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IDEMPOTENCY_ARG",
-    "McpCaller",
     "OPERATION_PREFIX",
+    "McpCaller",
     "OperationTool",
     "cost_quote",
     "expand_operations",
