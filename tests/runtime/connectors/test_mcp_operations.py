@@ -27,11 +27,15 @@ from tests.runtime.driver_support import (
     session,
 )
 from tests.runtime.gateway.support import (
+    HttpUpstream,
     everything_server,
     filesystem_server,
+    http_upstream,
     make_workspace,
     python_stdio_server,
 )
+
+__all__ = ["http_upstream"]  # the fixture, used by name
 
 NOTES = """name: notes
 description: Notes kept by an upstream MCP server.
@@ -296,3 +300,51 @@ def test_a_write_killed_before_it_settled_is_confirmed_by_readback_not_sent_agai
     # confirmed by the readback (a read), never written a second time
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert doc["result"]["confirmed"] is True
+
+
+KV = """name: kv
+mcp: py
+operations:
+  key.lookup:
+    verb: read
+    mcp: {tool: lookup, arguments: {key: $input.key}}
+    inputs: {type: object, properties: {key: {type: string}}, required: [key]}
+"""
+
+KV_RUN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    description: Look a key up over streamable HTTP.
+    steps:
+      - id: get
+        operation: kv/key.lookup
+        inputs: {key: k1}
+"""
+
+
+def test_an_http_servers_credential_is_a_header_sent_to_it_alone(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]], http_upstream: HttpUpstream
+) -> None:
+    root = tmp_path / "ws"
+    toml = (
+        '[egress]\nallow = ["127.0.0.1"]\n[mcp.py]\ncredential = {provider = "pytest",'
+        ' header = "Authorization", scheme = "Bearer"}\n'
+    )
+    make_workspace(root, {"py": {"type": "http", "url": http_upstream.url}}, toml)
+    folder = make_skill(root, "kv", KV_RUN)
+    (folder / "connectors" / "kv").mkdir(parents=True)
+    (folder / "connectors" / "kv" / "connector.yaml").write_text(KV)
+    secret = "tok-http-op-3e9b71"
+    environ = {**os.environ, "MCP_PY_CREDENTIAL": secret, "PROCTOR_HOME": str(tmp_path / "h")}
+    _pin(root, environ, "py")
+    roots.append((root, environ))
+    env = session(root, environ=environ).run("kv", cwd=root)
+    assert env.outcome == "completed", env.refusal
+    assert env.result is not None
+    assert env.result["result"]["content"] == [{"type": "text", "text": "value-of-k1"}]
+    assert http_upstream.calls() == ["lookup"]
+    assert {r["authorization"] for r in http_upstream.requests()} == {f"Bearer {secret}"}
+    assert secret not in json.dumps(env.to_json())
+    assert secret not in _everything(root)
+    for path in (root / ".mcp.json", root / "proctor.toml"):
+        assert secret not in path.read_text()
