@@ -348,3 +348,52 @@ def test_an_http_servers_credential_is_a_header_sent_to_it_alone(
     assert secret not in _everything(root)
     for path in (root / ".mcp.json", root / "proctor.toml"):
         assert secret not in path.read_text()
+
+
+STALL = """name: slow
+mcp: py
+operations:
+  note.stall:
+    verb: write
+    mcp: {tool: stall, arguments: {note: $input.note}}
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+"""
+
+STALL_RUN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    description: A write whose answer never comes.
+    steps:
+      - id: put
+        operation: slow/note.stall
+        idempotency_key: k1
+        inputs: {note: once}
+"""
+
+
+def test_a_write_whose_answer_never_came_asks_a_person_and_is_not_sent_again(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root = tmp_path / "ws"
+    state = root / "upstream"
+    state.mkdir(parents=True)
+    (state / "description.txt").write_text("Look up a key.")
+    make_workspace(root, {"py": python_stdio_server(state)}, "[mcp.py]\ntimeout_seconds = 8\n")
+    folder = make_skill(root, "slow", STALL_RUN)
+    (folder / "connectors" / "slow").mkdir(parents=True)
+    (folder / "connectors" / "slow" / "connector.yaml").write_text(STALL)
+    environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
+    _pin(root, environ, "py")
+    roots.append((root, environ))
+    env = session(root, environ=environ).run("slow", cwd=root, authority=authority(effects="allow"))
+    # applied upstream, unanswered: no readback can confirm it, so a person decides
+    assert env.status == "needs_approval", env.refusal
+    assert [r["address"] for r in env.requests or []] == ["put/retry"]
+    assert (state / "notes.txt").read_text() == "once\n"
+    answers = json.loads(json.dumps(env.answers_template))
+    for entry in answers["approvals"].values():
+        entry["value"] = {"retry": False}
+    done = session(root, environ=environ).resume(env.run_id or "", answers)
+    assert done.status == "sealed", done.requests
+    assert done.refusal is not None and done.refusal.code == "retry_declined"
+    assert (state / "notes.txt").read_text() == "once\n"  # never sent a second time

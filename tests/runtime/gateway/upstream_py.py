@@ -6,7 +6,9 @@ serves two tools:
 - ``lookup`` (read-only): answers ``key`` with ``value-of-<key>``; its description is read from
   ``FOLDER/description.txt`` when the server starts (a test changes that file between
   sessions: a "rug pull");
-- ``record`` (unannotated, so a write): appends ``note`` to ``FOLDER/notes.txt``.
+- ``record`` (unannotated, so a write): appends ``note`` to ``FOLDER/notes.txt``;
+- ``stall`` (unannotated): appends ``note`` to ``FOLDER/notes.txt``, then never answers (a write
+  that was applied and whose answer never came).
 
 Over HTTP it binds a free loopback port, prints ``PORT <n>`` on stdout, and appends one JSON
 line per HTTP request to ``FOLDER/requests.jsonl``: the JSON-RPC method, the tool called and
@@ -40,6 +42,15 @@ def build() -> MCPServer:
         with open(FOLDER / "notes.txt", "a", encoding="utf-8") as f:
             f.write(note + "\n")
         return "recorded"
+
+    @server.tool(description="Append a note, then never answer.")
+    async def stall(note: str) -> str:
+        import anyio
+
+        with open(FOLDER / "notes.txt", "a", encoding="utf-8") as f:
+            f.write(note + "\n")
+        await anyio.Event().wait()  # never set: the answer never comes
+        return "not reached"
 
     return server
 
