@@ -397,3 +397,59 @@ def test_a_write_whose_answer_never_came_asks_a_person_and_is_not_sent_again(
     assert done.status == "sealed", done.requests
     assert done.refusal is not None and done.refusal.code == "retry_declined"
     assert (state / "notes.txt").read_text() == "once\n"  # never sent a second time
+
+
+JOT = """name: jot
+mcp: py
+operations:
+  note.lookup:
+    verb: read
+    mcp: {tool: lookup, arguments: {key: $input.note}}
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+  note.record:
+    verb: write
+    mcp: {tool: record, arguments: {note: $input.note}}
+    inputs: {type: object, properties: {note: {type: string}}, required: [note]}
+"""
+
+TURN_RUN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    description: An agent turn offered the connector's operations.
+    steps:
+      - id: draft
+        agent:
+          instructions: Keep notes.
+          calls: {operations: [jot/*]}
+"""
+
+
+def test_a_turn_call_of_an_mcp_write_needs_a_key_and_runs_once_under_it(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root = tmp_path / "ws"
+    state = root / "upstream"
+    state.mkdir(parents=True)
+    (state / "description.txt").write_text("Look up a key.")
+    make_workspace(root, {"py": python_stdio_server(state)})
+    folder = make_skill(root, "turn", TURN_RUN)
+    (folder / "connectors" / "jot").mkdir(parents=True)
+    (folder / "connectors" / "jot" / "connector.yaml").write_text(JOT)
+    environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
+    _pin(root, environ, "py")
+    roots.append((root, environ))
+    env = session(root, environ=environ).run("turn", cwd=root, authority=authority(effects="allow"))
+    assert env.status == "needs_agent", env.refusal
+    run_id, s = env.run_id or "", session(root, environ=environ)
+    notes = state / "notes.txt"
+    read = s.turn_call(run_id, "draft", "operation:jot/note.lookup", {"note": "a"}, "r1")
+    assert read.ok, read.error
+    no_key = s.turn_call(run_id, "draft", "operation:jot/note.record", {"note": "a"}, "w1")
+    assert no_key.code == "idempotency_key_required"
+    assert not notes.exists()
+    args = {"note": "a", "idempotency_key": "turn-a"}
+    wrote = s.turn_call(run_id, "draft", "operation:jot/note.record", args, "w2")
+    assert wrote.ok, wrote.error
+    again = s.turn_call(run_id, "draft", "operation:jot/note.record", args, "w3")
+    assert again.ok and again.already_done is not None
+    assert notes.read_text() == "a\n"
