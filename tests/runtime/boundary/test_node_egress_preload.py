@@ -91,3 +91,51 @@ def test_node_fetch_and_http_go_through_the_proxy(
     assert other_hits == []
     allowed = [(d["host"], d["allowed"]) for d in decisions]
     assert sorted(allowed) == [("127.0.0.1", True), ("127.0.0.1", True), ("127.0.0.2", False)]
+
+
+def test_node_https_is_tunnelled_with_tls_to_the_origin(tmp_path: Path) -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    import os
+
+    from tests.runtime.boundary.test_egress_helpers import self_signed
+
+    server_tls, _client = self_signed(tmp_path, "localhost")
+    hits: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Hello,), {"hits": hits}))
+    server.socket = server_tls.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    decisions: list[dict[str, Any]] = []
+    proxy = EgressProxy(
+        EgressAllow.parse(["localhost", "127.0.0.1"]),
+        on_connection=lambda c: decisions.append(c.to_json()),
+    ).start()
+    port = server.server_address[1]
+    script = f"""
+    const https = require('https');
+    const get = (url) => new Promise((ok) => https.get(url, (r) => {{
+      let body = ''; r.on('data', (d) => body += d); r.on('end', () => ok('https ' + body));
+    }}).on('error', (e) => ok('https error ' + (e.code || e.message))));
+    (async () => {{
+      console.log(await get('https://localhost:{port}/https'));
+      console.log(await fetch('https://localhost:{port}/fetch').then((r) => r.text(),
+        (e) => 'fetch error ' + (e.cause && e.cause.code)));
+    }})();
+    """
+    env = {"PATH": os.environ.get("PATH", ""), "NODE_EXTRA_CA_CERTS": str(tmp_path / "cert.pem")}
+    try:
+        assert proxy.folder is not None
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", str(Path(forwarder.__file__)), str(proxy.folder),
+             "--egress", "--", "node", "-e", script],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    finally:
+        proxy.stop()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert out.stdout.split("\n")[:2] == ["https ok", "ok"], out
+    assert sorted(hits) == ["/fetch", "/https"]
+    assert [d["allowed"] for d in decisions] == [True, True]
