@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.engine.request_lines import request_lines
 from proctor.runtime.gateway.review import pin_servers
 from proctor.runtime.gateway.upstreams import Upstreams, load_upstreams, shared_upstreams
 from tests.runtime.driver_support import (
@@ -158,6 +159,11 @@ def test_an_approved_write_runs_once_and_its_key_is_never_sent_again(
     assert shown["arguments"] == {"note": "hello"}
     assert shown["idempotency_key"] == "hello"
     assert shown["provider_key"].startswith("op:sha256:")
+    # what a person reads (terminal and console): the exact call, every field of it
+    text = "\n".join(line for _, line in request_lines("approval", request))
+    assert "call record on upstream MCP server py" in text
+    assert '"note": "hello"' in text and "provider key: op:sha256:" in text
+    assert "None" not in text
     assert not notes.exists()  # the read ran; the write waits
     done = session(root, environ=environ).resume(env.run_id or "", approve(env))
     assert done.outcome == "completed", done.refusal
