@@ -32,7 +32,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from proctor.contracts.connector import Connector, Operation
@@ -67,6 +67,7 @@ __all__ = [
     "OperationTool",
     "cost_quote",
     "expand_operations",
+    "mcp_admit",
     "mcp_arguments",
     "operation_deliver",
     "operation_payload",
@@ -85,9 +86,24 @@ _KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 256}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MISSING = object()
 
-McpCaller = Callable[[str, str, Mapping[str, Any], str], dict[str, Any]]
-"""Calls ``(server, tool, arguments, verb)`` on an upstream MCP server, returning its answer
-``{"content": [...], "structured_content": {...}}``, or raises (a refusal, a failure)."""
+class McpCaller(Protocol):
+    """How an MCP connector's operations reach their upstream server (the engine binds one)."""
+
+    def admit(self, server: str, tool: str, arguments: Mapping[str, Any], verb: str) -> None:
+        """Refuse, before anything is asked or sent, a call that could not be sent as it
+        stands: the server is not configured, the tool is not pinned, a ``read`` stands for a
+        changing tool, or ``arguments`` do not fit the tool's pinned ``inputSchema``.
+
+        Raises:
+            RefusedCall: with the problem's code (``schema_invalid`` for the arguments).
+        """
+
+    def call(
+        self, server: str, tool: str, arguments: Mapping[str, Any], verb: str
+    ) -> dict[str, Any]:
+        """Send ``arguments`` to ``server``'s ``tool``: its answer ``{"content": [...],
+        "structured_content": {...}}``, or raises (a refusal, a failure)."""
+        ...
 
 
 def operation_tool_name(connector: str, operation: str) -> str:
@@ -477,6 +493,27 @@ def mcp_arguments(tool: OperationTool, args: Mapping[str, Any]) -> dict[str, Any
     return _fill(dict(tool.spec.mcp.arguments), _inputs(args))
 
 
+def mcp_admit(tool: OperationTool, args: Mapping[str, Any]) -> None:
+    """Admission's check of an MCP operation's call (see :meth:`McpCaller.admit`): the exact
+    arguments it would send, against what the upstream tool was pinned with.
+
+    Raises:
+        RefusedCall: ``mcp_upstream_unavailable``, or the caller's refusal.
+    """
+    if tool.spec is None or tool.spec.mcp is None or tool.server is None:
+        return
+    if tool.upstream is None:
+        from proctor.errors import RefusedCall
+
+        raise RefusedCall(
+            f"{tool.connector}/{tool.operation} calls upstream MCP server {tool.server!r},"
+            " and this run has no upstream servers; nothing was sent",
+            code="mcp_upstream_unavailable",
+        )
+    arguments = mcp_arguments(tool, args)
+    tool.upstream.admit(tool.server, tool.spec.mcp.tool, arguments, tool.spec.verb)
+
+
 # The failures of an upstream call after it may have been sent: the server took the call and
 # no answer came (a timeout, a connection or process that ended mid-call).
 _MCP_MAYBE_SENT = frozenset({"mcp_upstream_timeout", "mcp_upstream_failed"})
@@ -492,7 +529,7 @@ def _call_mcp(tool: OperationTool, args: dict[str, Any]) -> dict[str, Any]:
         )
     arguments = mcp_arguments(tool, args)
     try:
-        answer = tool.upstream(tool.server, tool.spec.mcp.tool, arguments, tool.spec.verb)
+        answer = tool.upstream.call(tool.server, tool.spec.mcp.tool, arguments, tool.spec.verb)
     except ToolFailed as exc:
         if tool.is_write and exc.code in _MCP_MAYBE_SENT:
             raise OutcomeUnknown(

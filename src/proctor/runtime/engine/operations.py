@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.connectors.operations import McpCaller, OperationTool
+    from proctor.runtime.gateway.upstreams import Upstreams
     from proctor.runtime.records.runs import CallRecord
     from proctor.runtime.skills import LoadedSkill
 
@@ -60,20 +61,23 @@ def run_operation_tools(
 
 
 def upstream_caller(workspace: Workspace, environ: Mapping[str, str]) -> McpCaller:
-    """How an MCP connector's operations call their upstream tool: through the workspace's
-    upstreams (``.mcp.json`` and ``[mcp.<server>]``, read when the first call is made, so a
-    configuration that does not load fails that call with its code and nothing else), as an
-    ``mcp:<server>/<tool>`` call is sent: rate limits, the pinned definition, the server's
-    sandbox or egress guard, its credential delivered at that adapter only.
+    """How an MCP connector's operations reach their upstream tool: through the workspace's
+    upstreams (``.mcp.json`` and ``[mcp.<server>]``, read when the first call is admitted, so
+    a configuration that does not load refuses that call with its code and nothing else), as
+    an ``mcp:<server>/<tool>`` call is sent: rate limits, the pinned definition, the server's
+    sandbox or egress guard, its credential delivered at that adapter only."""
+    return _UpstreamCaller(workspace, environ)
 
-    A ``verb: read`` operation is refused ``mcp_effect_weaker`` (nothing sent) when its
-    upstream tool is not a read by its pinned annotations and ``[mcp.<server>]`` settings: a
-    read is never held by the floor, so it may not stand for a tool that changes things."""
 
-    def call(server: str, tool: str, arguments: Mapping[str, Any], verb: str) -> dict[str, Any]:
+class _UpstreamCaller:
+    def __init__(self, workspace: Workspace, environ: Mapping[str, str]) -> None:
+        self.workspace = workspace
+        self.environ = environ
+
+    def _upstreams(self, server: str) -> Upstreams:
         from proctor.runtime.gateway.upstreams import shared_upstreams
 
-        upstreams = shared_upstreams(workspace, environ)
+        upstreams = shared_upstreams(self.workspace, self.environ)
         if upstreams is None or server not in upstreams.config.servers:
             raise RefusedCall(
                 f"upstream MCP server {server!r} is not configured (.mcp.json names no server"
@@ -81,19 +85,49 @@ def upstream_caller(workspace: Workspace, environ: Mapping[str, str]) -> McpCall
                 code="mcp_server_unknown",
                 details={"server": server},
             )
-        if verb == "read":
-            effect = upstreams.effect_of(server, tool)
-            if effect != "read":
-                raise RefusedCall(
-                    f"a read operation may not call upstream tool {server}/{tool}, whose effect"
-                    f" is {effect!r} (its annotations and [mcp.{server}] settings); declare the"
-                    " operation a write. Nothing was sent",
-                    code="mcp_effect_weaker",
-                    details={"server": server, "tool": tool, "effect": effect},
-                )
+        return upstreams
+
+    def admit(self, server: str, tool: str, arguments: Mapping[str, Any], verb: str) -> None:
+        """Admission's part (before a person is asked): the server is configured, the tool is
+        pinned, a ``verb: read`` operation calls a read (a read is never held by the floor, so
+        it may not stand for a tool that changes things: ``mcp_effect_weaker``), and the exact
+        arguments fit the pinned ``inputSchema`` (``schema_invalid``, what the upstream would
+        refuse, found before anyone is asked to approve it)."""
+        from proctor.runtime.gateway.upstreams import upstream_tool_name
+        from proctor.runtime.tools.base import validate_against
+
+        upstreams = self._upstreams(server)
+        self._read_only(upstreams, server, tool, verb)
+        schema = upstreams.input_schema(server, tool)
+        problem = validate_against(upstream_tool_name(server, tool), schema, dict(arguments))
+        if problem is not None:
+            raise RefusedCall(
+                f"the arguments this operation sends upstream tool {server}/{tool} do not fit"
+                f" its pinned input schema: {problem}; nothing was sent",
+                code="schema_invalid",
+                details={"server": server, "tool": tool},
+            )
+
+    def call(
+        self, server: str, tool: str, arguments: Mapping[str, Any], verb: str
+    ) -> dict[str, Any]:
+        upstreams = self._upstreams(server)
+        self._read_only(upstreams, server, tool, verb)
         return upstreams.call(server, tool, arguments)
 
-    return call
+    @staticmethod
+    def _read_only(upstreams: Upstreams, server: str, tool: str, verb: str) -> None:
+        if verb != "read":
+            return
+        effect = upstreams.effect_of(server, tool)
+        if effect != "read":
+            raise RefusedCall(
+                f"a read operation may not call upstream tool {server}/{tool}, whose effect"
+                f" is {effect!r} (its annotations and [mcp.{server}] settings); declare the"
+                " operation a write. Nothing was sent",
+                code="mcp_effect_weaker",
+                details={"server": server, "tool": tool, "effect": effect},
+            )
 
 
 def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:

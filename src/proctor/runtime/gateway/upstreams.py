@@ -206,6 +206,7 @@ class Upstreams:
         self._digests: dict[str, dict[str, str]] = {}
         # the credentials delivered to the servers: scrubbed from every answer they give
         self._delivered: set[str] = set()
+        self._schemas: dict[tuple[str, str], tuple[Mapping[str, Any], dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.sandboxes: dict[str, Any] = {}
         atexit.register(self.close)
@@ -367,23 +368,47 @@ class Upstreams:
                 )
         return out
 
-    def effect_of(self, server: str, name: str) -> Effect:
-        """The effect class of ``server``'s pinned tool ``name`` (its annotations and
-        ``[mcp.<server>]`` settings, as :meth:`tools` gives it).
+    def pinned(self, server: str, name: str) -> Mapping[str, Any]:
+        """The pinned definition of ``server``'s tool ``name``.
 
         Raises:
             RefusedCall: ``tool_unpinned``.
-            ParseError: ``mcp_effect_weaker`` (an override weaker than the annotations).
+            ConfigError: ``mcp_lock_invalid``.
         """
         definition = self.pins.read().get(server, {}).get(name)
         if definition is None:
             raise RefusedCall(
                 f"upstream tool {server}/{name} is not pinned; run `proctor mcp pin {server}`",
                 code="tool_unpinned",
+                details={"server": server, "tool": name},
             )
+        return definition
+
+    def input_schema(self, server: str, name: str) -> dict[str, Any]:
+        """The pinned ``inputSchema`` of ``server``'s tool ``name``, as its tool's schema
+        (what admission checks a call's arguments against, before anything is asked).
+
+        Raises:
+            as :meth:`pinned`.
+        """
+        definition = self.pinned(server, name)
+        known = self._schemas.get((server, name))
+        if known is None or known[0] is not definition:  # the same schema object: compiled once
+            known = self._schemas[(server, name)] = (definition, _object_schema(definition))
+        return known[1]
+
+    def effect_of(self, server: str, name: str) -> Effect:
+        """The effect class of ``server``'s pinned tool ``name`` (its annotations and
+        ``[mcp.<server>]`` settings, as :meth:`tools` gives it).
+
+        Raises:
+            RefusedCall: ``tool_unpinned``.
+            ConfigError: ``mcp_lock_invalid``.
+            ParseError: ``mcp_effect_weaker`` (an override weaker than the annotations).
+        """
         setting = self.config.settings_of(server).tools.get(name)
         return effect_for(
-            definition,
+            self.pinned(server, name),
             None if setting is None else setting.effect,
             f"mcp.{server}.tools.{name}",
             remote=isinstance(self.config.servers[server], HttpServer),
