@@ -107,15 +107,29 @@ def test_a_malformed_mcp_json_breaks_only_mcp_use(
     assert not notes.exists()  # the server never got a call
 
 
-def test_a_lock_proctor_did_not_write_breaks_only_mcp_use(
-    pinned: tuple[Path, Path, dict[str, str]],
+@pytest.mark.parametrize("unreadable", ["text", "folder"])
+def test_a_lock_that_cannot_be_read_breaks_only_mcp_use(
+    pinned: tuple[Path, Path, dict[str, str]], unreadable: str
 ) -> None:
     root, notes, environ = pinned
-    (root / LOCK_FILE).write_text("not a lock")
+    lock = root / LOCK_FILE
+    if unreadable == "text":
+        lock.write_text("not a lock")
+    else:  # no file to read at all: which tools were pinned is unknown
+        lock.unlink()
+        lock.mkdir()
     ok = session(root, environ=environ).run("jot", cwd=root)
     assert ok.outcome == "completed", ok.refusal
     op = session(root, environ=environ).run(
         "jot#op", cwd=root, authority=authority(effects="allow")
     )
     assert op.refusal is not None and op.refusal.code == "mcp_lock_invalid", op.refusal
+    # an mcp: tool step is refused for the lock too (not tool_unknown), before a person is
+    # asked for the write it would be under effects: ask
+    tool = session(root, environ=environ).run(
+        "jot#record", cwd=root, authority=authority(effects="ask")
+    )
+    assert tool.status == "sealed" and not tool.requests, tool.status
+    assert tool.refusal is not None and tool.refusal.code == "mcp_lock_invalid", tool.refusal
+    assert LOCK_FILE in tool.refusal.message
     assert not notes.exists()

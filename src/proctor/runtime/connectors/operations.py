@@ -86,6 +86,7 @@ _KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 256}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MISSING = object()
 
+
 class McpCaller(Protocol):
     """How an MCP connector's operations reach their upstream server (the engine binds one)."""
 

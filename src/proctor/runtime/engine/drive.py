@@ -276,6 +276,9 @@ class RunDriver:
         except ProctorError as exc:
             raise Blocked(exc.code, exc.message, "admission_refused") from exc
         tools.update(self._operations_or_blocked())
+        from proctor.runtime.engine.operations import unreadable_upstream_tools
+
+        tools.update(unreadable_upstream_tools(self.method, tools, s.workspace, s.environ))
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)

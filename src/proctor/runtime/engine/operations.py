@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep
+from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep, WorkerStep
 from proctor.errors import CredentialError, ProctorError, RefusedCall
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
@@ -38,6 +38,7 @@ __all__ = [
     "operation_step",
     "run_operation_tools",
     "store_step",
+    "unreadable_upstream_tools",
     "upstream_caller",
 ]
 
@@ -128,6 +129,29 @@ class _UpstreamCaller:
                 code="mcp_effect_weaker",
                 details={"server": server, "tool": tool, "effect": effect},
             )
+
+
+def unreadable_upstream_tools(
+    method: Method, tools: Mapping[str, Any], workspace: Workspace, environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """The ``mcp:`` tools ``method`` names (tool steps, turns' and workers' ``calls.tools``)
+    that ``tools`` lacks, each refusing its calls with the upstream configuration's or lock's
+    own code when that cannot be read (``mcp_lock_invalid``: which tools were pinned is then
+    unknown), not ``tool_unknown``; nothing when every named tool is there (most runs)."""
+    named: list[str] = []
+    for step in method.steps:
+        if isinstance(step, ToolStep):
+            named.append(step.tool)
+        elif isinstance(step, AgentStep):
+            named.extend(step.agent.calls.tools)
+        elif isinstance(step, WorkerStep):
+            named.extend(step.worker.calls.tools)
+    missing = [n for n in named if n.startswith("mcp:") and n not in tools]
+    if not missing:
+        return {}
+    from proctor.runtime.gateway.upstreams import unavailable_tools
+
+    return dict(unavailable_tools(workspace, environ, missing))
 
 
 def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ __all__ = [
     "effect_for",
     "load_upstreams",
     "shared_upstreams",
+    "unavailable_tools",
     "upstream_tool_name",
     "workspace_tools",
 ]
@@ -557,6 +558,26 @@ def workspace_tools(workspace: Workspace, environ: Mapping[str, str]) -> dict[st
         for server, tools in sorted(pinned.items())
         for name in sorted(tools)
     }
+
+
+def unavailable_tools(
+    workspace: Workspace, environ: Mapping[str, str], names: Iterable[str]
+) -> dict[str, Tool]:
+    """For the ``mcp:`` tools among ``names`` (tools a run names that its table lacks): when
+    the workspace's upstream configuration or its lock cannot be read (so no pinned tool is
+    known), a tool for each that refuses every call with that problem's code
+    (``mcp_lock_invalid`` ...) before anything is asked or sent; otherwise nothing (the tool
+    is simply not pinned, and a call is refused ``tool_unknown``).
+    """
+    wanted = sorted({n for n in names if n.startswith(MCP_PREFIX)})
+    if not wanted:
+        return {}
+    try:
+        upstreams = shared_upstreams(workspace, environ)
+        (Pins(workspace.root) if upstreams is None else upstreams.pins).read()
+    except ProctorError as exc:
+        return {name: _unavailable(name, exc) for name in wanted}
+    return {}
 
 
 def _unavailable(name: str, problem: ProctorError) -> Tool:
