@@ -171,9 +171,10 @@ class RunDriver:
             NeedsCredential: a credential is missing (the caller parks the run).
         """
         from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery, with_aliases
-        from proctor.runtime.engine.operations import operation_credentials
+        from proctor.runtime.engine.operations import mcp_credentials, operation_credentials
 
-        extra = operation_credentials(self.method, self._operations_or_blocked())
+        operations = self._operations_or_blocked()
+        extra = operation_credentials(self.method, operations)
         profile = self.record.data.get("credential_profile")
         try:
             inner = prepare_delivery(
@@ -184,6 +185,10 @@ class RunDriver:
                 request_secrets=self.request_secrets, route=self.s.egress_route,
                 extra_credentials=extra,
             )  # fmt: skip
+            # an MCP connector's server credential, resolved now as an HTTP connector's is
+            mcp_credentials(
+                self.method, operations, self.s.workspace, self.s.environ, self.sanitizer.taint
+            )
             if self._directive_run():  # a directive's http_request names aliases
                 inner = with_aliases(
                     inner, skill=self.skill.package.name, workspace_root=self.s.workspace.root,

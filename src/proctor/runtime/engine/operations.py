@@ -27,6 +27,7 @@ from proctor.runtime.tools.base import OPERATION_PREFIX
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from proctor.runtime.boundary.sanitize import TaintSet
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.connectors.operations import McpCaller, OperationTool
     from proctor.runtime.gateway.upstreams import Upstreams
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from proctor.runtime.skills import LoadedSkill
 
 __all__ = [
+    "mcp_credentials",
     "operation_credentials",
     "operation_step",
     "run_operation_tools",
@@ -154,10 +156,8 @@ def unreadable_upstream_tools(
     return dict(unavailable_tools(workspace, environ, missing))
 
 
-def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:
-    """The credential requirements of the connectors the method's operations use."""
-    if not tools:
-        return []
+def _used(method: Method, tools: dict[str, OperationTool]) -> list[OperationTool]:
+    """The operation tools the method's steps and turns use."""
     from proctor.runtime.connectors.operations import expand_operations
 
     names: list[str] = []
@@ -166,7 +166,57 @@ def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> li
             names.append(OPERATION_PREFIX + step.operation)
         elif isinstance(step, AgentStep):
             names.extend(expand_operations(list(step.agent.calls.operations), tools))
-    return sorted({c for n in names if (t := tools.get(n)) and (c := t.credential) is not None})
+    return [t for n in sorted(set(names)) if (t := tools.get(n)) is not None]
+
+
+def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:
+    """The credential requirements of the (HTTP) connectors the method's operations use."""
+    if not tools:
+        return []
+    return sorted({c for t in _used(method, tools) if (c := t.credential) is not None})
+
+
+def mcp_credentials(
+    method: Method,
+    tools: dict[str, OperationTool],
+    workspace: Workspace,
+    environ: Mapping[str, str],
+    taint: TaintSet,
+) -> None:
+    """Resolve, while the run is prepared (before any step), the credential of each upstream
+    MCP server the method's operations call, as an HTTP connector's is: a missing one pauses
+    the run ``needs_credential`` with its setup commands rather than failing the first call.
+    The material is kept for the server's adapter alone (and enters the run's taint set).
+    A configuration that does not load is left to the calls (refused with its code), and a
+    test's stand-in (``providers.mcp``) starts no server, so needs no credential.
+
+    Raises:
+        NeedsCredential: a server's credential has no source (nothing was delivered).
+        CredentialError: the resolver's other codes (ambiguous, audience mismatch ...).
+    """
+    servers = sorted({t.server for t in _used(method, tools) if t.server is not None})
+    if not servers:
+        return
+    from proctor.runtime.engine.delivery import NeedsCredential
+    from proctor.runtime.gateway.upstreams import shared_upstreams
+
+    try:
+        upstreams = shared_upstreams(workspace, environ)
+    except ProctorError:
+        return
+    if upstreams is None or upstreams.answer is not None:
+        return
+    for server in servers:
+        if server not in upstreams.config.servers:
+            continue  # refused mcp_server_unknown at admission
+        try:
+            secret = upstreams.credential(server, environ)
+        except CredentialError as exc:
+            if exc.code != "needs_credential":
+                raise
+            raise NeedsCredential(exc.message, list(exc.details.get("readiness") or [])) from exc
+        if secret is not None:
+            taint.add(secret)
 
 
 def operation_step(

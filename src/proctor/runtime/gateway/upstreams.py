@@ -207,6 +207,7 @@ class Upstreams:
         self._digests: dict[str, dict[str, str]] = {}
         # the credentials delivered to the servers: scrubbed from every answer they give
         self._delivered: set[str] = set()
+        self._secrets: dict[str, str] = {}
         self._schemas: dict[tuple[str, str], tuple[Mapping[str, Any], dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.sandboxes: dict[str, Any] = {}
@@ -227,7 +228,7 @@ class Upstreams:
                 return found
             spec = self.config.servers[server]
             settings = self.config.settings_of(server)
-            secret = self._secret(spec, settings)
+            secret = self._secret(server)
             if isinstance(spec, StdioServer):
                 from proctor.runtime.gateway.launch import open_stdio
 
@@ -258,10 +259,27 @@ class Upstreams:
             self._wires[server] = wire
             return wire
 
-    def _secret(self, spec: UpstreamServer, settings: UpstreamSettings) -> str | None:
+    def credential(self, server: str, environ: Mapping[str, str] | None = None) -> str | None:
+        """The material of ``server``'s ``[mcp.<server>] credential`` (``None`` when it names
+        none), resolved again from ``environ`` (a run's, when it is prepared, as an HTTP
+        connector's credential is for each run), and kept for its adapter alone (a server
+        started later gets it; one already running keeps what it was started with).
+
+        Raises:
+            CredentialError: ``needs_credential`` (details ``readiness``) and the resolver's
+                other codes; nothing is kept.
+        """
+        self._secrets.pop(server, None)
+        return self._secret(server, environ)
+
+    def _secret(self, server: str, environ: Mapping[str, str] | None = None) -> str | None:
         """The credential's material, resolved as any run's requirement is (profiles,
         bindings, the environment), for the adapter alone."""
-        cred = settings.credential
+        known = self._secrets.get(server)
+        if known is not None:
+            return known
+        spec = self.config.servers[server]
+        cred = self.config.settings_of(server).credential
         if cred is None:
             return None
         from proctor.contracts.skill import (
@@ -269,8 +287,13 @@ class Upstreams:
             CredentialDelivery,
             CredentialRequirement,
         )
-        from proctor.runtime.home.credentials import resolve_credentials, snapshot_environment
+        from proctor.runtime.home.credentials import (
+            CredentialStore,
+            resolve_credentials,
+            snapshot_environment,
+        )
 
+        env = self.environ if environ is None else environ
         audience = cred.audience
         if audience is None and isinstance(spec, HttpServer):
             from urllib.parse import urlsplit
@@ -284,14 +307,18 @@ class Upstreams:
             audience=audience,
             auth={"api_key": CredentialAuth(delivery=CredentialDelivery(env=env_name))},
         )
+        home = env.get("PROCTOR_HOME")  # the profile store a run's delivery reads
+        backend = env.get("PROCTOR_SECRET_BACKEND", "").strip().lower() or None
         resolved = resolve_credentials(
             {spec.name: requirement},
             skill=f"mcp:{spec.name}",
             workspace_root=self.workspace.root,
-            env=snapshot_environment(self.workspace.root, self.environ),
+            env=snapshot_environment(self.workspace.root, env),
+            store=CredentialStore(Path(home) if home else None, backend=backend),
         )
         secret = resolved[spec.name].secret.reveal()
         self._delivered.add(secret)
+        self._secrets[server] = secret
         return secret
 
     def close(self) -> None:
