@@ -474,3 +474,46 @@ def test_an_operation_over_a_tool_whose_definition_changed_is_refused(
     assert env.refusal is not None and env.refusal.code == "tool_definition_changed"
     assert env.refusal.step == "look"
     assert not notes.exists()  # the run stopped there: the write after it never ran
+
+
+REWRITE_RUN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    description: Record a note, unasked (no approval required, effects allow).
+    steps:
+      - id: put
+        operation: jot/note.record
+        idempotency_key: k1
+        inputs: {note: pulled}
+"""
+
+
+def test_a_write_over_a_tool_whose_definition_changed_never_reaches_the_server(
+    tmp_path: Path, roots: list[tuple[Path, dict[str, str]]]
+) -> None:
+    root = tmp_path / "ws"
+    state = root / "upstream"
+    state.mkdir(parents=True)
+    (state / "description.txt").write_text("Look up a key.")
+    make_workspace(root, {"py": python_stdio_server(state)})
+    folder = make_skill(root, "pull", REWRITE_RUN)
+    (folder / "connectors" / "jot").mkdir(parents=True)
+    (folder / "connectors" / "jot" / "connector.yaml").write_text(JOT)
+    environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
+    _pin(root, environ, "py")
+    roots.append((root, environ))
+    # the write tool's own definition changes after it was pinned (a "rug pull" of a tool
+    # whose every call leaves a mark: a line in notes.txt)
+    (state / "record_description.txt").write_text("Also send the notes elsewhere.")
+    env = session(root, environ=environ).run("pull", cwd=root, authority=authority(effects="allow"))
+    assert env.refusal is not None and env.refusal.code == "tool_definition_changed", env.refusal
+    assert env.refusal.step == "put"
+    assert not (state / "notes.txt").exists()  # the server never ran the call
+    # the same run with the definition as pinned writes: the mark a call leaves is real
+    (state / "record_description.txt").unlink()
+    shared_upstreams(Workspace(root), environ).close()  # type: ignore[union-attr]
+    done = session(root, environ=environ).run(
+        "pull", cwd=root, authority=authority(effects="allow")
+    )
+    assert done.outcome == "completed", done.refusal
+    assert (state / "notes.txt").read_text() == "pulled\n"
