@@ -10,16 +10,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.request_lines import request_lines
-from proctor.runtime.gateway.review import pin_servers
-from proctor.runtime.gateway.upstreams import Upstreams, load_upstreams, shared_upstreams
+from proctor.runtime.gateway.upstreams import shared_upstreams
+from tests.runtime.connectors.mcp_support import pin, roots
 from tests.runtime.driver_support import (
     approve,
     authority,
@@ -36,7 +33,7 @@ from tests.runtime.gateway.support import (
     python_stdio_server,
 )
 
-__all__ = ["http_upstream"]  # the fixture, used by name
+__all__ = ["http_upstream", "roots"]  # fixtures, used by name
 
 NOTES = """name: notes
 description: Notes kept by an upstream MCP server.
@@ -99,26 +96,6 @@ methods:
 """
 
 
-@pytest.fixture
-def roots() -> Iterator[list[tuple[Path, dict[str, str]]]]:
-    held: list[tuple[Path, dict[str, str]]] = []
-    yield held
-    for root, environ in held:  # end each workspace's upstream servers
-        found = shared_upstreams(Workspace(root), environ)
-        if found is not None:
-            found.close()
-
-
-def _pin(root: Path, environ: dict[str, str], *servers: str) -> None:
-    config = load_upstreams(root, environ)
-    assert config is not None
-    upstreams = Upstreams(config, Workspace.discover(root), environ)
-    try:
-        pin_servers(upstreams, list(servers))
-    finally:
-        upstreams.close()
-
-
 def _notes_workspace(tmp_path: Path, held: list[tuple[Path, dict[str, str]]]) -> tuple[Path, Path]:
     root = tmp_path / "ws"
     state = root / "upstream"
@@ -129,7 +106,7 @@ def _notes_workspace(tmp_path: Path, held: list[tuple[Path, dict[str, str]]]) ->
     (folder / "connectors" / "notes").mkdir(parents=True)
     (folder / "connectors" / "notes" / "connector.yaml").write_text(NOTES)
     environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
-    _pin(root, environ, "py")
+    pin(root, environ, "py")
     held.append((root, environ))
     return root, state / "notes.txt"
 
@@ -216,7 +193,7 @@ def test_the_servers_credential_reaches_the_server_alone(
     (folder / "connectors" / "box" / "connector.yaml").write_text(ENV_CONNECTOR)
     secret = "tok-every-op-8c41d2"
     environ = {**os.environ, "EVERY_TOKEN": secret, "PROCTOR_HOME": str(tmp_path / "home")}
-    _pin(root, environ, "every")
+    pin(root, environ, "every")
     roots.append((root, environ))
     env = session(root, environ=environ).run("box", cwd=root)
     assert env.outcome == "completed", env.refusal
@@ -342,7 +319,7 @@ def test_an_http_servers_credential_is_a_header_sent_to_it_alone(
     (folder / "connectors" / "kv" / "connector.yaml").write_text(KV)
     secret = "tok-http-op-3e9b71"
     environ = {**os.environ, "MCP_PY_CREDENTIAL": secret, "PROCTOR_HOME": str(tmp_path / "h")}
-    _pin(root, environ, "py")
+    pin(root, environ, "py")
     roots.append((root, environ))
     env = session(root, environ=environ).run("kv", cwd=root)
     assert env.outcome == "completed", env.refusal
@@ -389,7 +366,7 @@ def test_a_write_whose_answer_never_came_asks_a_person_and_is_not_sent_again(
     (folder / "connectors" / "slow").mkdir(parents=True)
     (folder / "connectors" / "slow" / "connector.yaml").write_text(STALL)
     environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
-    _pin(root, environ, "py")
+    pin(root, environ, "py")
     roots.append((root, environ))
     env = session(root, environ=environ).run("slow", cwd=root, authority=authority(effects="allow"))
     # applied upstream, unanswered: no readback can confirm it, so a person decides
@@ -442,7 +419,7 @@ def test_a_turn_call_of_an_mcp_write_needs_a_key_and_runs_once_under_it(
     (folder / "connectors" / "jot").mkdir(parents=True)
     (folder / "connectors" / "jot" / "connector.yaml").write_text(JOT)
     environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
-    _pin(root, environ, "py")
+    pin(root, environ, "py")
     roots.append((root, environ))
     env = session(root, environ=environ).run("turn", cwd=root, authority=authority(effects="allow"))
     assert env.status == "needs_agent", env.refusal
@@ -500,7 +477,7 @@ def test_a_write_over_a_tool_whose_definition_changed_never_reaches_the_server(
     (folder / "connectors" / "jot").mkdir(parents=True)
     (folder / "connectors" / "jot" / "connector.yaml").write_text(JOT)
     environ = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
-    _pin(root, environ, "py")
+    pin(root, environ, "py")
     roots.append((root, environ))
     # the write tool's own definition changes after it was pinned (a "rug pull" of a tool
     # whose every call leaves a mark: a line in notes.txt)
