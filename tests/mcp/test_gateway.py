@@ -141,6 +141,26 @@ def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(ws: Ws, dec
         assert not target.exists()  # the upstream never got the call
 
 
+def test_arguments_that_do_not_fit_the_pinned_schema_are_refused_before_a_person_is_asked(
+    ws: Ws,
+) -> None:
+    from mcp.client import Client
+
+    data = _setup(ws)
+    target = data / "c.txt"
+
+    async def main() -> Any:
+        async with Client(stdio_params(ws, "--gateway")) as client:
+            # the pinned inputSchema of write_file wants `content` as text
+            return await client.call_tool("fs__write_file", {"path": str(target), "content": 5})
+
+    result = anyio.run(main)
+    assert result.is_error and "error[schema_invalid]" in result.content[0].text, result
+    pending = json.loads(_cli(ws, "pending", "--json").stdout)["requests"]
+    assert [r for r in pending if r["kind"] == "approval"] == []  # nobody was asked
+    assert not target.exists()  # the upstream never got the call
+
+
 def test_a_changed_description_is_refused_across_sessions_until_a_person_approves_it(
     ws: Ws,
 ) -> None:

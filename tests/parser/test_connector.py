@@ -103,3 +103,85 @@ def test_connector_with_a_subtree_replaced(doc: Any) -> None:
 @given(spliced(CONNECTOR))
 def test_connector_text_spliced(text: str) -> None:
     only_proctor_errors(lambda: parse_connector(text, "c.yaml"))
+
+
+MCP_CONNECTOR = """\
+name: notes
+description: Notes kept by an upstream MCP server.
+mcp: files
+operations:
+  note.read:
+    verb: read
+    mcp: {tool: read_text_file, arguments: {path: $input.path}}
+    inputs: {type: object, properties: {path: {type: string}}, required: [path]}
+    result: {text: /content/0/text}
+  note.write:
+    verb: write
+    approval: required
+    mcp: {tool: write_file, arguments: {path: $input.path, content: $input.content}}
+    inputs:
+      type: object
+      properties: {path: {type: string}, content: {type: string}}
+      required: [path, content]
+    readback: {operation: note.read, inputs: {path: $input.path}, match: {/text: $input.content}}
+"""
+MCP_BASE = load_yaml(MCP_CONNECTOR, source="connector.yaml")
+
+
+def test_an_mcp_connector_is_valid_and_its_origin_names_the_server() -> None:
+    from proctor.parser.connector import origin_of
+
+    c = parse_connector(MCP_CONNECTOR, "connector.yaml", folder_name="notes")
+    assert c.base_url is None and c.mcp == "files"
+    write = c.operations["note.write"]
+    assert write.request is None and write.mcp is not None and write.mcp.tool == "write_file"
+    assert origin_of(c) == "mcp:files"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "code"),
+    [
+        # one way to the provider: both, or neither, is refused
+        ("mcp: files\n", "mcp: files\nbase_url: https://a.example.com\n", "connector_invalid"),
+        ("mcp: files\n", "", "connector_invalid"),
+        # the credential of an MCP connector is its server's [mcp.<server>] one
+        ("mcp: files\n", "mcp: files\ncredential: tracker\n", "connector_invalid"),
+        # an operation fits its connector: an MCP connector's have mcp, never request
+        ("    mcp: {tool: read_text_file, arguments: {path: $input.path}}",
+         "    request: {method: GET, path: /x}", "connector_invalid"),
+        ("    mcp: {tool: read_text_file, arguments: {path: $input.path}}",
+         "    mcp: {tool: read_text_file, arguments: {path: $input.path}}\n"
+         "    request: {method: GET, path: /x}", "connector_invalid"),
+        ("arguments: {path: $input.path}}", "arguments: {path: $input.nope}}",
+         "reference_unknown_input"),
+        ("arguments: {path: $input.path}}", "arguments: {path: $steps.a.b}}",
+         "invalid_reference"),
+        ("tool: read_text_file", "tool: 'a b'", "connector_invalid"),
+        ("mcp: files\n", "mcp: a__b\n", "connector_invalid"),
+        ("mcp: {tool: read_text_file,", "mcp: {colour: red, tool: read_text_file,",
+         "connector_unknown_field"),
+    ],
+)  # fmt: skip
+def test_mcp_connector_refusals_name_what_is_wrong(old: str, new: str, code: str) -> None:
+    assert old in MCP_CONNECTOR
+    assert _refused(MCP_CONNECTOR.replace(old, new, 1)) == code
+
+
+def test_an_http_connectors_operation_may_not_call_an_mcp_tool() -> None:
+    text = CONNECTOR.replace(
+        '    request: {method: GET, path: "/issues/{issue}", query: {fields: $input.fields}}',
+        "    mcp: {tool: lookup}",
+    )
+    assert _refused(text) == "connector_invalid"
+
+
+@FUZZ
+@given(mutated(MCP_BASE))
+def test_mcp_connector_with_a_subtree_replaced(doc: Any) -> None:
+    only_proctor_errors(lambda: parse_connector(as_yaml(doc), "c.yaml", folder_name="notes"))
+
+
+@FUZZ
+@given(spliced(MCP_CONNECTOR))
+def test_mcp_connector_text_spliced(text: str) -> None:
+    only_proctor_errors(lambda: parse_connector(text, "c.yaml"))

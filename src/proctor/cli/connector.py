@@ -104,6 +104,7 @@ def inspect_connector(name: str, skill: str | None, as_json: bool) -> None:
         "name": name,
         "description": loaded.connector.description,
         "base_url": loaded.connector.base_url,
+        "mcp": loaded.connector.mcp,
         "origin": loaded.origin,
         "credential": loaded.connector.credential,
         "source": loaded.source,

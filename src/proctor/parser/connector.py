@@ -5,7 +5,9 @@ a whole: the base URL is an absolute ``https`` (or loopback ``http``) URL withou
 query or fragment; every ``{placeholder}`` of a path and every ``$input.NAME`` of a template
 names a declared input; inputs schemas are valid draft-07 object schemas that do not declare
 ``idempotency_key`` (proctor's own argument of a write); a readback names a read operation of
-the same connector; the name matches the folder it was found in.
+the same connector; the name matches the folder it was found in. A connector reaches its
+provider one way: a ``base_url`` (every operation an HTTP ``request``) or ``mcp``, an upstream
+MCP server (every operation an ``mcp`` tool call, the credential the server's own).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from proctor.parser.refs import collect_refs
 from proctor.parser.skill import _at, _check_schema, format_path, invalid_at
 from proctor.parser.yaml_strict import Path, Positions, load_yaml_with_positions
 
-__all__ = ["connector_origin", "parse_connector"]
+__all__ = ["MCP_ORIGIN_PREFIX", "connector_origin", "origin_of", "parse_connector"]
+
+MCP_ORIGIN_PREFIX = "mcp:"
+"""An MCP connector's origin is ``mcp:<server>``: what its provider keys are scoped by."""
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -37,7 +42,10 @@ def parse_connector(text: str, source: str, *, folder_name: str | None = None) -
             naming the field's path; ``connector_base_url_invalid``; ``connector_name_mismatch``;
             ``schema_invalid``; ``connector_placeholder_unknown``; ``invalid_reference``;
             ``reference_unknown_input``; ``readback_unknown``; ``readback_not_read``;
-            ``operation_input_reserved``.
+            ``operation_input_reserved``; ``connector_invalid`` also for a connector with
+            both or neither of ``base_url`` and ``mcp``, an MCP connector naming a
+            ``credential``, or an operation whose ``request`` / ``mcp`` does not fit its
+            connector.
     """
     data, positions = load_yaml_with_positions(text, source=source)
     if not isinstance(data, dict):
@@ -56,13 +64,62 @@ def parse_connector(text: str, source: str, *, folder_name: str | None = None) -
             f"the connector is named {connector.name!r} but lives in connectors/{folder_name}/",
             "connector_name_mismatch",
         )
-    try:
-        connector_origin(connector.base_url)
-    except ParseError as exc:
-        raise _at(source, positions, ("base_url",), exc.message, exc.code) from None
+    _check_transport(connector, source, positions)
     for name, op in connector.operations.items():
         _check_operation(connector, name, op, ("operations", name), source, positions)
     return connector
+
+
+def _check_transport(connector: Connector, source: str, positions: Positions) -> None:
+    if (connector.base_url is None) == (connector.mcp is None):
+        raise _at(
+            source,
+            positions,
+            ("base_url",) if connector.base_url is not None else (),
+            "a connector reaches its provider one way: 'base_url' (HTTP operations) or 'mcp'"
+            " (an upstream MCP server of .mcp.json), not both and not neither",
+            "connector_invalid",
+        )
+    if connector.base_url is not None:
+        try:
+            connector_origin(connector.base_url)
+        except ParseError as exc:
+            raise _at(source, positions, ("base_url",), exc.message, exc.code) from None
+    elif connector.credential is not None:
+        raise _at(
+            source,
+            positions,
+            ("credential",),
+            "an MCP connector's credential is its server's: set it in proctor.toml"
+            f" [mcp.{connector.mcp}] credential, where the adapter delivers it",
+            "connector_invalid",
+        )
+    want = "request" if connector.base_url is not None else "mcp"
+    for name, op in connector.operations.items():
+        given = op.request if want == "request" else op.mcp
+        other = op.mcp if want == "request" else op.request
+        if given is None or other is not None:
+            kind = "an HTTP" if want == "request" else "an MCP"
+            raise _at(
+                source,
+                positions,
+                ("operations", name),
+                f"{name}: an operation of {kind} connector has '{want}' (and not"
+                f" '{'mcp' if want == 'request' else 'request'}')",
+                "connector_invalid",
+            )
+
+
+def origin_of(connector: Connector) -> str:
+    """Where a (parsed) connector's operations go: its base URL's origin, or ``mcp:<server>``.
+
+    Raises:
+        ParseError: ``connector_base_url_invalid`` (as :func:`connector_origin`).
+    """
+    if connector.mcp is not None:
+        return MCP_ORIGIN_PREFIX + connector.mcp
+    assert connector.base_url is not None  # parse_connector keeps exactly one
+    return connector_origin(connector.base_url)
 
 
 def connector_origin(base_url: str) -> str:
@@ -111,17 +168,20 @@ def _check_operation(
             "idempotency_key is proctor's own argument of a write; name the input otherwise",
             "operation_input_reserved",
         )
-    for placeholder in _PLACEHOLDER.findall(op.request.path):
-        if placeholder not in declared or not _NAME.match(placeholder):
-            raise _at(
-                source,
-                positions,
-                (*at, "request", "path"),
-                f"path placeholder {{{placeholder}}} is not a declared input of {name}",
-                "connector_placeholder_unknown",
-            )
-    _check_refs(op.request.query, (*at, "request", "query"), declared, source, positions)
-    _check_refs(op.request.json_body, (*at, "request", "json"), declared, source, positions)
+    if op.request is not None:
+        for placeholder in _PLACEHOLDER.findall(op.request.path):
+            if placeholder not in declared or not _NAME.match(placeholder):
+                raise _at(
+                    source,
+                    positions,
+                    (*at, "request", "path"),
+                    f"path placeholder {{{placeholder}}} is not a declared input of {name}",
+                    "connector_placeholder_unknown",
+                )
+        _check_refs(op.request.query, (*at, "request", "query"), declared, source, positions)
+        _check_refs(op.request.json_body, (*at, "request", "json"), declared, source, positions)
+    if op.mcp is not None:
+        _check_refs(op.mcp.arguments, (*at, "mcp", "arguments"), declared, source, positions)
     if op.result is not None:
         for key, pointer in op.result.items():
             if pointer and not pointer.startswith("/"):

@@ -155,7 +155,7 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
         Check("skills", (bool(skills) or bool(own)) and not findings, detail, findings)
     )
     # parse: connectors (the workspace's and each package's), and the operations steps name
-    examined_connectors, cfind = _connector_findings(root, skills)
+    examined_connectors, cfind = _connector_findings(root, skills, environ)
     if examined_connectors or cfind:
         parse.checks.append(
             Check(
@@ -271,8 +271,11 @@ def check_workspace(workspace: Workspace, environ: Mapping[str, str]) -> list[Ph
     return [parse, policy, tools, Phase("records", records)]
 
 
-def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[str, Any]]]:
-    """Parse every connector manifest; check each operation step names a declared one."""
+def _connector_findings(
+    root: Path, skills: list[Path], environ: Mapping[str, str]
+) -> tuple[int, list[dict[str, Any]]]:
+    """Parse every connector manifest; check each operation step names a declared one, and
+    each MCP connector's operations a pinned tool of a configured server."""
     from proctor.contracts.skill import AgentStep, OperationStep
     from proctor.parser.skill import build_package
     from proctor.runtime.connectors.catalog import find_connectors
@@ -280,8 +283,11 @@ def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[
 
     findings: list[dict[str, Any]] = []
     names: set[str] = set()
+    loaded: dict[str, Any] = {}
     try:
-        names.update(f"{n}:{c.source}" for n, c in find_connectors(root).items())
+        found = find_connectors(root)
+        names.update(f"{n}:{c.source}" for n, c in found.items())
+        loaded.update((c.source, c) for c in found.values())
     except ProctorError as exc:
         findings.append({"code": exc.code, "message": exc.message, "path": "connectors"})
     for folder in skills:
@@ -289,6 +295,7 @@ def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[
         try:
             found = find_connectors(root, folder, label)
             names.update(f"{n}:{c.source}" for n, c in found.items())
+            loaded.update((c.source, c) for c in found.values())
         except ProctorError as exc:
             findings.append({"code": exc.code, "message": exc.message, "path": label})
             continue
@@ -313,7 +320,56 @@ def _connector_findings(root: Path, skills: list[Path]) -> tuple[int, list[dict[
                     for op in wanted
                     if op not in ops
                 )
+    findings.extend(_mcp_connector_findings(root, list(loaded.values()), environ))
     return len(names), findings
+
+
+def _mcp_connector_findings(
+    root: Path, connectors: list[Any], environ: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """For each MCP connector: its server is configured, each operation's tool is pinned, and
+    a ``verb: read`` operation calls a read (what a call would refuse, found before one)."""
+    wanted = [c for c in connectors if c.connector.mcp is not None]
+    if not wanted:
+        return []
+    from proctor.runtime.gateway.upstreams import Upstreams, load_upstreams
+
+    try:
+        config = load_upstreams(root, environ)
+    except ProctorError as exc:
+        return [{"code": exc.code, "message": exc.message, "path": exc.details.get("file", "")}]
+    findings: list[dict[str, Any]] = []
+    upstreams = None if config is None else Upstreams(config, Workspace(root), environ)
+    try:
+        for loaded in wanted:
+            server = loaded.connector.mcp
+            if upstreams is None or server not in upstreams.config.servers:
+                message = f"{loaded.source}: names MCP server {server!r}, which .mcp.json lacks"
+                findings.append(
+                    {"code": "mcp_server_unknown", "message": message, "path": loaded.source}
+                )
+                continue
+            for name, op in loaded.connector.operations.items():
+                try:
+                    effect = upstreams.effect_of(server, op.mcp.tool)
+                except ProctorError as exc:
+                    findings.append(
+                        {"code": exc.code, "message": f"{loaded.source}: {name}: {exc.message}",
+                         "path": loaded.source}
+                    )  # fmt: skip
+                    continue
+                if op.verb == "read" and effect != "read":
+                    message = (
+                        f"{loaded.source}: {name} is a read, and upstream tool"
+                        f" {server}/{op.mcp.tool} is {effect!r}: declare it a write"
+                    )
+                    findings.append(
+                        {"code": "mcp_effect_weaker", "message": message, "path": loaded.source}
+                    )
+    finally:
+        if upstreams is not None:
+            upstreams.close()
+    return findings
 
 
 def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:

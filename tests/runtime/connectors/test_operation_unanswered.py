@@ -36,8 +36,21 @@ def _proctor(ws: Path, *args: str, stdin: str | None = None) -> Any:
     )  # fmt: skip
 
 
-def _triage(ws: Path) -> Any:
-    return _proctor(ws, "run", "triage", "-i", "issue=7", "-i", "label=bug", "--json")
+def _triage(ws: Path, url: str | None = None, issue: str = "7") -> Any:
+    """``proctor run triage`` (with ``url``: in a new tracker workspace at ``ws``, the
+    envelope it printed)."""
+    if url is None:
+        return _proctor(ws, "run", "triage", "-i", "issue=7", "-i", "label=bug", "--json")
+    tracker_workspace(ws, url, READ, LABEL)
+    out = _proctor(ws, "run", "triage", "-i", f"issue={issue}", "-i", "label=bug", "--json")
+    assert out.stdout, out.stderr
+    return json.loads(out.stdout)
+
+
+def _resume(ws: Path, run_id: str, answers: str) -> Any:
+    out = _proctor(ws, "resume", run_id, "-", "--json", stdin=answers)
+    assert out.stdout, out.stderr
+    return json.loads(out.stdout)
 
 
 def test_an_unanswered_write_the_provider_applied_is_confirmed_by_readback(
@@ -117,3 +130,43 @@ def test_a_timed_out_write_counts_as_sent_a_refused_connect_does_not(tmp_path: P
         else:
             raise AssertionError("nothing listens there")
     assert not _maybe_sent(refused)
+
+
+def _answered(doc: dict[str, Any], retry: bool) -> str:
+    answers = json.loads(json.dumps(doc["answers_template"]))
+    for entry in answers["approvals"].values():
+        entry["value"] = {"retry": retry}
+    return json.dumps(answers)
+
+
+def test_a_retry_question_answered_on_resume_is_not_asked_again(tmp_path: Path) -> None:
+    # The question asked of a write whose answer never came tells that story; the resume that
+    # carries the person's answer must ask it in the same words (the same digest), or the
+    # answer names a question no longer asked and the run asks for ever.
+    server = TrackerServer()
+    try:
+        tracker = server.tracker
+        for issue in ("7", "8"):
+            tracker.issues[issue] = {"id": issue, "title": "Lost", "labels": [], "comments": []}
+        tracker.answer_writes = "lose"
+        sent = _triage(tmp_path / "a", tracker.url)
+        assert [r["address"] for r in sent["requests"]] == ["label/retry"]
+        assert "answer" in sent["requests"][0]["question"]  # its own story, not a stop
+        assert tracker.writes == 1
+        tracker.answer_writes = "yes"
+        # send again: it is sent once more, and the run completes without asking again
+        again = _resume(tmp_path / "a", sent["run_id"], _answered(sent, retry=True))
+        assert again.get("requests") in (None, []), again.get("requests")
+        assert again["outcome"] == "completed", again
+        assert tracker.writes == 2
+        assert tracker.issues["7"]["labels"] == ["bug"]
+        # do not send again: the run ends retry_declined, and nothing more was sent
+        tracker.answer_writes = "lose"
+        kept = _triage(tmp_path / "b", tracker.url, issue="8")
+        assert tracker.writes == 3
+        declined = _resume(tmp_path / "b", kept["run_id"], _answered(kept, retry=False))
+        assert declined.get("requests") in (None, []), declined.get("requests")
+        assert declined["refusal"]["code"] == "retry_declined", declined
+        assert tracker.writes == 3
+    finally:
+        server.stop()

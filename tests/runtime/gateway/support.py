@@ -31,7 +31,9 @@ def node_server(name: str) -> Path:
     """The entry script of an npm reference server, or skip (fail under CI)."""
     script = MODULES / name / "dist" / "index.js"
     if script.is_file() and shutil.which("node"):
-        return script
+        # .ci/node may be a link to another checkout's: the sandbox shows the folder it
+        # resolves to (make_workspace's [sandbox] read), not the link
+        return script.resolve()
     message = f"@modelcontextprotocol/{name} is not installed (.ci/run installs it into .ci/node)"
     if os.environ.get("PROCTOR_REQUIRE_MCP_SERVERS") == "1":
         pytest.fail(message)

@@ -6,7 +6,11 @@ serves two tools:
 - ``lookup`` (read-only): answers ``key`` with ``value-of-<key>``; its description is read from
   ``FOLDER/description.txt`` when the server starts (a test changes that file between
   sessions: a "rug pull");
-- ``record`` (unannotated, so a write): appends ``note`` to ``FOLDER/notes.txt``.
+- ``record`` (unannotated, so a write): appends ``note`` to ``FOLDER/notes.txt`` (the mark a
+  call that reached the server leaves); its description is ``FOLDER/record_description.txt``
+  when that file exists (a rug pull of a tool with an effect);
+- ``stall`` (unannotated): appends ``note`` to ``FOLDER/notes.txt``, then never answers (a write
+  that was applied and whose answer never came).
 
 Over HTTP it binds a free loopback port, prints ``PORT <n>`` on stdout, and appends one JSON
 line per HTTP request to ``FOLDER/requests.jsonl``: the JSON-RPC method, the tool called and
@@ -35,11 +39,25 @@ def build() -> MCPServer:
     def lookup(key: str) -> str:
         return f"value-of-{key}"
 
-    @server.tool(description="Append a note to the notes file.")
+    told = FOLDER / "record_description.txt"
+    record_text = "Append a note to the notes file."
+    if told.exists():
+        record_text = told.read_text(encoding="utf-8").strip()
+
+    @server.tool(description=record_text)
     def record(note: str) -> str:
         with open(FOLDER / "notes.txt", "a", encoding="utf-8") as f:
             f.write(note + "\n")
         return "recorded"
+
+    @server.tool(description="Append a note, then never answer.")
+    async def stall(note: str) -> str:
+        import anyio
+
+        with open(FOLDER / "notes.txt", "a", encoding="utf-8") as f:
+            f.write(note + "\n")
+        await anyio.Event().wait()  # never set: the answer never comes
+        return "not reached"
 
     return server
 

@@ -48,7 +48,12 @@ from proctor.runtime.admission.calls import utc_now as _utc_now
 from proctor.runtime.admission.cancelled import settle_cancelled, unanswered
 from proctor.runtime.admission.decisions import cannot_wait, decision_for, may_ask, unless_declined
 from proctor.runtime.admission.names import name_refusal, recorded_name
-from proctor.runtime.admission.operations import approval_required, operation_spec, quoted
+from proctor.runtime.admission.operations import (
+    admit_operation,
+    approval_required,
+    operation_spec,
+    quoted,
+)
 from proctor.runtime.admission.sandboxing import choose_sandbox, hand_over
 from proctor.runtime.boundary.views import admitted_workspace
 from proctor.runtime.records.retention import RETAINED_ARGS
@@ -258,6 +263,8 @@ class Governor:
         # the run waited is still the call the person declined, and is never re-checked or sent.
         address = spec.address or spec.step_id or outcome.call_id
         requests = unless_declined(self.store, self.run_id, authority, tool, address, outcome)
+        # an MCP operation's exact upstream call, against its tool's pinned definition
+        admit_operation(tool, args)
         # 3. containment
         # each path as containment resolved it, reused by the handler of this call, with the
         # bytes of each file it read whole (the handler's read of it, then, opens nothing)

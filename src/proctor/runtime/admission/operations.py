@@ -7,6 +7,10 @@
   write's provider key is a digest of the identity, the connector and its origin, the
   operation and the key (:func:`proctor.runtime.connectors.operations.provider_key`); a store
   write's, of the identity, the tool and the key.
+- :func:`admit_operation`: an operation of an MCP connector is refused before anything is asked
+  or sent when its upstream call could not be sent as it stands: the exact arguments it would
+  send must fit the upstream tool's pinned ``inputSchema`` (``schema_invalid``, as any tool's
+  arguments), its server be configured and its tool pinned;
 - :func:`approval_required`: an operation declared ``approval: required`` waits on a person's
   decision bound to exactly what it sends, even under ``effects: allow``.
 """
@@ -25,7 +29,7 @@ from proctor.runtime.tools.store import STORE_WRITES
 if TYPE_CHECKING:
     from proctor.runtime.connectors.operations import OperationTool
 
-__all__ = ["approval_required", "operation_spec", "quoted"]
+__all__ = ["admit_operation", "approval_required", "operation_spec", "quoted"]
 
 
 def _operation(tool: Tool | None) -> OperationTool | None:
@@ -70,6 +74,31 @@ def operation_spec(spec: CallSpec, tool: Tool | None, package: str | None = None
     else:
         scoped = "store:" + digest({"package": package, "tool": tool.name, "key": key})
     return replace(spec, args=args, idempotency_key=scoped)
+
+
+def admit_operation(tool: Tool, args: dict[str, Any]) -> None:
+    """Refuse an MCP operation's call that could not be sent as it stands (see the module
+    docstring); nothing for any other tool.
+
+    Raises:
+        RefusedCall: ``schema_invalid`` (the arguments it would send do not fit the pinned
+            ``inputSchema``), ``mcp_server_unknown``, ``tool_unpinned``,
+            ``mcp_effect_weaker``, or the upstream configuration's own code.
+    """
+    operation = _operation(tool)
+    if operation is None or operation.server is None:
+        return
+    from proctor.errors import ProctorError
+    from proctor.runtime.connectors.operations import mcp_admit
+
+    try:
+        mcp_admit(operation, args)
+    except RefusedCall:
+        raise
+    except ProctorError as exc:  # the configuration or the lock does not load
+        raise RefusedCall(
+            f"{exc.message}; nothing was sent", code=exc.code, details=exc.details
+        ) from exc
 
 
 def approval_required(tool: Tool) -> bool:

@@ -8,7 +8,8 @@ The sandbox has a network namespace of its own, with nothing but its own loopbac
 - ``--egress``: the egress proxy listens on ``<folder>/proxy.sock``. This program listens on
   ``127.0.0.1`` (a port the kernel picks), points ``HTTP_PROXY``, ``HTTPS_PROXY`` and
   ``ALL_PROXY`` (and their lower-case spellings) at it, and hands every connection to the
-  proxy's socket unchanged;
+  proxy's socket unchanged; ``NODE_OPTIONS`` gains ``--require node_egress.cjs``, which makes
+  Node's ``fetch`` and ``http``/``https`` clients (deaf to those variables) tunnel through it;
 - ``--publish PORT``: it listens on ``<folder>/in-PORT.sock`` and hands every connection
   (from the host's side of a published port) to ``127.0.0.1:PORT`` inside the sandbox.
 
@@ -31,6 +32,7 @@ import sys
 _CHUNK = 64 * 1024
 _PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 _SOCKS_NAMES = ("ALL_PROXY", "all_proxy")
+_NODE_PRELOAD = "node_egress.cjs"
 _Address = tuple[str, int] | str
 
 
@@ -92,6 +94,13 @@ def _listeners(
             os.environ[name] = f"http://127.0.0.1:{port}"
         for name in _SOCKS_NAMES:
             os.environ[name] = f"socks5h://127.0.0.1:{port}"
+        # Node's fetch and http clients ignore the variables above (before Node 24): this
+        # preload makes them tunnel through the proxy, so a Node program with a grant reaches
+        # what the grant allows (and, as any program, nothing else)
+        preload = os.path.join(os.path.dirname(os.path.abspath(__file__)), _NODE_PRELOAD)
+        if os.path.isfile(preload) and '"' not in preload:
+            given = os.environ.get("NODE_OPTIONS", "")
+            os.environ["NODE_OPTIONS"] = f'--require "{preload}" {given}'.strip()
         found.append((listener, _socket.AF_UNIX, os.path.join(folder, "proxy.sock")))
     for port in publish:
         listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)

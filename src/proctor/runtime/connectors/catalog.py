@@ -57,10 +57,10 @@ def load_connector_file(path: Path, label: str) -> LoadedConnector:
         raise ParseError(
             "connector.yaml is not a readable UTF-8 file", file=label, code="connector_unreadable"
         ) from exc
-    from proctor.parser.connector import connector_origin, parse_connector  # a manifest exists
+    from proctor.parser.connector import origin_of, parse_connector  # a manifest exists
 
     connector = parse_connector(text, label, folder_name=path.parent.name)
-    return LoadedConnector(connector, connector_origin(connector.base_url), label)
+    return LoadedConnector(connector, origin_of(connector), label)
 
 
 def _folder(base: Path, label: str) -> dict[str, LoadedConnector]:

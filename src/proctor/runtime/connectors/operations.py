@@ -15,6 +15,15 @@ it to the same path as every other call: scope, schema, policy (a rule's ``tools
 - a write sends its provider key (:func:`provider_key`) as ``Idempotency-Key``;
 - a write's ``readback`` (:func:`readback_of`, :func:`readback_matches`) is what a crashed
   write is reconciled by; :func:`cost_quote` is the operation's declared price per call.
+
+An operation of an MCP connector (``mcp: <server>``) calls one upstream tool instead of
+sending a request: its ``arguments`` are built from the template alone, and the call goes
+through the :data:`McpCaller` the engine binds (the workspace's upstreams: rate limits, the
+pinned definition, the server in its sandbox or behind the egress guard, the server's
+credential delivered there and nowhere else, scrubbed from every answer). The operation's
+``result`` pointers read the upstream's answer, ``{"content": [...], "structured_content":
+{...}}``; the rest (scope, schema, the floor with the exact call, idempotency keys, readback)
+is the same as for HTTP operations.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from proctor.contracts.connector import Connector, Operation
@@ -54,9 +63,12 @@ if TYPE_CHECKING:
 __all__ = [
     "IDEMPOTENCY_ARG",
     "OPERATION_PREFIX",
+    "McpCaller",
     "OperationTool",
     "cost_quote",
     "expand_operations",
+    "mcp_admit",
+    "mcp_arguments",
     "operation_deliver",
     "operation_payload",
     "operation_tool_name",
@@ -75,6 +87,26 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MISSING = object()
 
 
+class McpCaller(Protocol):
+    """How an MCP connector's operations reach their upstream server (the engine binds one)."""
+
+    def admit(self, server: str, tool: str, arguments: Mapping[str, Any], verb: str) -> None:
+        """Refuse, before anything is asked or sent, a call that could not be sent as it
+        stands: the server is not configured, the tool is not pinned, a ``read`` stands for a
+        changing tool, or ``arguments`` do not fit the tool's pinned ``inputSchema``.
+
+        Raises:
+            RefusedCall: with the problem's code (``schema_invalid`` for the arguments).
+        """
+
+    def call(
+        self, server: str, tool: str, arguments: Mapping[str, Any], verb: str
+    ) -> dict[str, Any]:
+        """Send ``arguments`` to ``server``'s ``tool``: its answer ``{"content": [...],
+        "structured_content": {...}}``, or raises (a refusal, a failure)."""
+        ...
+
+
 def operation_tool_name(connector: str, operation: str) -> str:
     """The tool name of an operation: ``operation:<connector>/<op>``."""
     return f"{OPERATION_PREFIX}{connector}/{operation}"
@@ -87,8 +119,11 @@ class OperationTool(Tool):
     Attributes:
         connector / operation: the names as declared.
         spec: the operation as declared.
-        base_url / origin: the connector's base URL and its ``scheme://host:port``.
+        base_url / origin: the connector's base URL and its ``scheme://host:port``
+            (``mcp:<server>`` for an MCP connector, whose base URL is empty).
         credential: the credential requirement the connector names, if any.
+        server: the upstream MCP server of an MCP connector, else ``None``.
+        upstream: how an MCP operation reaches its server (bound by the engine).
     """
 
     connector: str = ""
@@ -97,6 +132,8 @@ class OperationTool(Tool):
     base_url: str = ""
     origin: str = ""
     credential: str | None = None
+    server: str | None = None
+    upstream: McpCaller | None = None
 
     @property
     def is_write(self) -> bool:
@@ -118,6 +155,9 @@ class OperationTool(Tool):
             verb=self.spec.verb,
             origin=self.origin,
             approval=self.spec.approval,
+            mcp=None
+            if self.spec.mcp is None
+            else {"server": self.server, "tool": self.spec.mcp.tool},
             readback=None if self.spec.readback is None else self.spec.readback.operation,
             cost=None if self.spec.cost is None else self.spec.cost.model_dump(),
         )
@@ -132,18 +172,24 @@ def _schema(op: Operation) -> dict[str, Any]:
     return schema
 
 
-def operation_tools(connectors: Mapping[str, LoadedConnector]) -> dict[str, OperationTool]:
-    """Every operation of ``connectors`` as a tool, by tool name."""
+def operation_tools(
+    connectors: Mapping[str, LoadedConnector], upstream: McpCaller | None = None
+) -> dict[str, OperationTool]:
+    """Every operation of ``connectors`` as a tool, by tool name; ``upstream`` is how an MCP
+    connector's operations reach their server (without it, each call fails
+    ``mcp_upstream_unavailable``)."""
     tools: dict[str, OperationTool] = {}
     for loaded in connectors.values():
         c = loaded.connector
         for name, op in c.operations.items():
-            tool = _tool(c, loaded.origin, name, op)
+            tool = _tool(c, loaded.origin, name, op, upstream)
             tools[tool.name] = tool
     return tools
 
 
-def _tool(c: Connector, origin: str, name: str, op: Operation) -> OperationTool:
+def _tool(
+    c: Connector, origin: str, name: str, op: Operation, upstream: McpCaller | None
+) -> OperationTool:
     holder: list[OperationTool] = []
 
     def handler(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -158,9 +204,11 @@ def _tool(c: Connector, origin: str, name: str, op: Operation) -> OperationTool:
         connector=c.name,
         operation=name,
         spec=op,
-        base_url=c.base_url,
+        base_url=c.base_url or "",
         origin=origin,
         credential=c.credential,
+        server=c.mcp,
+        upstream=upstream if c.mcp is not None else None,
     )
     holder.append(tool)
     return tool
@@ -280,7 +328,7 @@ def _credential(tool: OperationTool, net: NetworkContext) -> ResolvedCredential 
 
 
 def _url(tool: OperationTool, inputs: dict[str, Any]) -> str:
-    assert tool.spec is not None
+    assert tool.spec is not None and tool.spec.request is not None
 
     def fill(match: re.Match[str]) -> str:
         value = inputs.get(match.group(1))
@@ -308,7 +356,7 @@ def _fill(template: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parts(tool: OperationTool, args: Mapping[str, Any]) -> tuple[str, dict[str, str], Any]:
-    assert tool.spec is not None
+    assert tool.spec is not None and tool.spec.request is not None
     request = tool.spec.request
     inputs = _inputs(args)
     query = {
@@ -333,22 +381,32 @@ def operation_payload(
         ToolFailed: ``operation_input_invalid`` when a path input cannot be sent.
     """
     assert tool.spec is not None
-    url, query, body = _parts(tool, args)
-    headers = {"Accept": "application/json"}
-    if tool.is_write and isinstance(args.get(IDEMPOTENCY_ARG), str):
-        headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]), package)
     shown: dict[str, Any] = {
         "name": f"{tool.connector}/{tool.operation}",
         "connector": tool.connector,
         "operation": tool.operation,
         "origin": tool.origin,
         "verb": tool.spec.verb,
-        "method": tool.spec.request.method,
-        "url": url,
-        "query": query,
-        "headers": headers,
-        "json": body,
     }
+    if tool.spec.mcp is not None:
+        # the exact upstream call; the server's credential is its own [mcp.<server>] one,
+        # added by the adapter that reaches it
+        shown.update(
+            server=tool.server,
+            tool=tool.spec.mcp.tool,
+            arguments=mcp_arguments(tool, args),
+        )
+        if tool.is_write and isinstance(args.get(IDEMPOTENCY_ARG), str):
+            shown["provider_key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]), package)
+    else:
+        url, query, body = _parts(tool, args)
+        headers = {"Accept": "application/json"}
+        if tool.is_write and isinstance(args.get(IDEMPOTENCY_ARG), str):
+            headers["Idempotency-Key"] = provider_key(tool, str(args[IDEMPOTENCY_ARG]), package)
+        assert tool.spec.request is not None
+        shown.update(
+            method=tool.spec.request.method, url=url, query=query, headers=headers, json=body
+        )
     if tool.credential is not None:
         # named, never shown: the adapter adds it as Authorization when the call is sent
         shown["credential_name"] = tool.credential
@@ -372,7 +430,10 @@ def _call(tool: OperationTool, ctx: ToolContext, args: dict[str, Any]) -> dict[s
     from proctor.runtime.connectors.pinned import PinnedTransport
 
     assert tool.spec is not None
+    if tool.spec.mcp is not None:
+        return _call_mcp(tool, args)
     request = tool.spec.request
+    assert request is not None
     net = ctx.extras.get(NETWORK_EXTRA)
     if not isinstance(net, NetworkContext):
         net = NetworkContext(allow=load_egress_allow(ctx.workspace.root))
@@ -426,6 +487,60 @@ def _call(tool: OperationTool, ctx: ToolContext, args: dict[str, Any]) -> dict[s
     return {"status": response.status_code, "result": _mapped(tool.spec, parsed)}
 
 
+def mcp_arguments(tool: OperationTool, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The exact arguments an MCP operation sends its upstream tool: the template's, resolved
+    against the call's inputs (``idempotency_key`` is proctor's and never sent)."""
+    assert tool.spec is not None and tool.spec.mcp is not None
+    return _fill(dict(tool.spec.mcp.arguments), _inputs(args))
+
+
+def mcp_admit(tool: OperationTool, args: Mapping[str, Any]) -> None:
+    """Admission's check of an MCP operation's call (see :meth:`McpCaller.admit`): the exact
+    arguments it would send, against what the upstream tool was pinned with.
+
+    Raises:
+        RefusedCall: ``mcp_upstream_unavailable``, or the caller's refusal.
+    """
+    if tool.spec is None or tool.spec.mcp is None or tool.server is None:
+        return
+    if tool.upstream is None:
+        from proctor.errors import RefusedCall
+
+        raise RefusedCall(
+            f"{tool.connector}/{tool.operation} calls upstream MCP server {tool.server!r},"
+            " and this run has no upstream servers; nothing was sent",
+            code="mcp_upstream_unavailable",
+        )
+    arguments = mcp_arguments(tool, args)
+    tool.upstream.admit(tool.server, tool.spec.mcp.tool, arguments, tool.spec.verb)
+
+
+# The failures of an upstream call after it may have been sent: the server took the call and
+# no answer came (a timeout, a connection or process that ended mid-call).
+_MCP_MAYBE_SENT = frozenset({"mcp_upstream_timeout", "mcp_upstream_failed"})
+
+
+def _call_mcp(tool: OperationTool, args: dict[str, Any]) -> dict[str, Any]:
+    assert tool.spec is not None and tool.spec.mcp is not None and tool.server is not None
+    if tool.upstream is None:
+        raise ToolFailed(
+            f"{tool.connector}/{tool.operation} calls upstream MCP server {tool.server!r},"
+            " and this run has no upstream servers",
+            code="mcp_upstream_unavailable",
+        )
+    arguments = mcp_arguments(tool, args)
+    try:
+        answer = tool.upstream.call(tool.server, tool.spec.mcp.tool, arguments, tool.spec.verb)
+    except ToolFailed as exc:
+        if tool.is_write and exc.code in _MCP_MAYBE_SENT:
+            raise OutcomeUnknown(
+                f"{tool.connector}/{tool.operation} was sent to {tool.server!r} and its answer"
+                f" never came ({exc.message}): the server may have applied it"
+            ) from exc
+        raise
+    return {"result": _mapped(tool.spec, answer)}
+
+
 def _maybe_sent(exc: ToolFailed) -> bool:
     """Whether a failed send may have reached the provider: a timeout or a broken connection
     after the connection was made (a connect that failed sent nothing)."""
@@ -461,7 +576,8 @@ def operation_deliver(
     credential, in a :class:`NetworkContext` under the run's egress allow-list."""
 
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
-        if not isinstance(tool, OperationTool):
+        if not isinstance(tool, OperationTool) or tool.server is not None:
+            # an MCP operation's credential is its server's, delivered where it is reached
             return {}
         name = tool.credential
         own = {name: credentials[name]} if name is not None and name in credentials else {}

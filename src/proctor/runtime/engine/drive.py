@@ -133,9 +133,7 @@ class RunDriver:
         if self._operations is None:
             from proctor.runtime.engine.operations import run_operation_tools
 
-            self._operations = run_operation_tools(
-                self.skill, self.s.workspace.root, self.s.environ
-            )
+            self._operations = run_operation_tools(self.skill, self.s.workspace, self.s.environ)
         return self._operations
 
     def _operations_or_blocked(self) -> dict[str, OperationTool]:
@@ -183,9 +181,10 @@ class RunDriver:
             NeedsCredential: a credential is missing (the caller parks the run).
         """
         from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery, with_aliases
-        from proctor.runtime.engine.operations import operation_credentials
+        from proctor.runtime.engine.operations import mcp_credentials, operation_credentials
 
-        extra = operation_credentials(self.method, self._operations_or_blocked())
+        operations = self._operations_or_blocked()
+        extra = operation_credentials(self.method, operations)
         profile = self.record.data.get("credential_profile")
         try:
             inner = prepare_delivery(
@@ -196,6 +195,10 @@ class RunDriver:
                 request_secrets=self.request_secrets, route=self.s.egress_route,
                 extra_credentials=extra,
             )  # fmt: skip
+            # an MCP connector's server credential, resolved now as an HTTP connector's is
+            mcp_credentials(
+                self.method, operations, self.s.workspace, self.s.environ, self.sanitizer.taint
+            )
             if self._directive_run():  # a directive's http_request names aliases
                 inner = with_aliases(
                     inner, skill=self.skill.package.name, workspace_root=self.s.workspace.root,
@@ -295,6 +298,9 @@ class RunDriver:
         except ProctorError as exc:
             raise Blocked(exc.code, exc.message, "admission_refused") from exc
         tools.update(self._operations_or_blocked())
+        from proctor.runtime.engine.operations import unreadable_upstream_tools
+
+        tools.update(unreadable_upstream_tools(self.method, tools, s.workspace, s.environ))
         if confined_run(self.record.data, s.workspace.state_dir):
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)

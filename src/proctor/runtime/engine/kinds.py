@@ -360,6 +360,18 @@ def _reconcile(
         "args_digest": claim.args_digest,
         **retry_question(run, claim, why),
     }
+    # The question as it was first asked of this claim (a write whose answer never came is
+    # asked with its own story; a later drive knows only that a driver stopped): its digest
+    # is what the person's decision names, so it is asked in the same words again (an HTTP
+    # operation's unanswered write as an MCP one's; a new claim, sent again, is a new question).
+    for asked in run.s.store.requests(run.run_id):
+        if (
+            asked.address == address
+            and asked.kind == "retry"
+            and asked.body.get("call_id") == claim.call_id
+        ):
+            body = dict(asked.body)
+            break
     request = run.open_request(address, body)
     if request.decision is None:
         return StepPause([request])

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep
-from proctor.errors import CredentialError, ProctorError
+from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep, WorkerStep
+from proctor.errors import CredentialError, ProctorError, RefusedCall
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
 from proctor.runtime.connectors.catalog import find_connectors
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, run_refs, step_failed
@@ -26,35 +26,138 @@ from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from pathlib import Path
 
-    from proctor.runtime.connectors.operations import OperationTool
+    from proctor.runtime.boundary.sanitize import TaintSet
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.connectors.operations import McpCaller, OperationTool
+    from proctor.runtime.gateway.upstreams import Upstreams
     from proctor.runtime.records.runs import CallRecord
     from proctor.runtime.skills import LoadedSkill
 
-__all__ = ["operation_credentials", "operation_step", "run_operation_tools", "store_step"]
+__all__ = [
+    "mcp_credentials",
+    "operation_credentials",
+    "operation_step",
+    "run_operation_tools",
+    "store_step",
+    "unreadable_upstream_tools",
+    "upstream_caller",
+]
 
 
 def run_operation_tools(
-    skill: LoadedSkill, workspace_root: Path, environ: Mapping[str, str] | None = None
+    skill: LoadedSkill, workspace: Workspace, environ: Mapping[str, str]
 ) -> dict[str, OperationTool]:
-    """The operation tools a run of ``skill`` sees (its package's connectors, the workspace's).
+    """The operation tools a run of ``skill`` sees (its package's connectors, the workspace's);
+    an MCP connector's operations reach their server through the workspace's upstreams.
 
     Raises:
         ParseError: a connector manifest is refused.
     """
-    connectors = find_connectors(workspace_root, skill.folder, skill.label, environ=environ)
+    connectors = find_connectors(workspace.root, skill.folder, skill.label, environ=environ)
     if not connectors:  # most runs: nothing of the connectors' HTTP side is imported
         return {}
     from proctor.runtime.connectors.operations import operation_tools
 
-    return operation_tools(connectors)
+    mcp = any(c.connector.mcp is not None for c in connectors.values())
+    return operation_tools(connectors, upstream_caller(workspace, environ) if mcp else None)
 
 
-def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:
-    """The credential requirements of the connectors the method's operations use."""
-    if not tools:
-        return []
+def upstream_caller(workspace: Workspace, environ: Mapping[str, str]) -> McpCaller:
+    """How an MCP connector's operations reach their upstream tool: through the workspace's
+    upstreams (``.mcp.json`` and ``[mcp.<server>]``, read when the first call is admitted, so
+    a configuration that does not load refuses that call with its code and nothing else), as
+    an ``mcp:<server>/<tool>`` call is sent: rate limits, the pinned definition, the server's
+    sandbox or egress guard, its credential delivered at that adapter only."""
+    return _UpstreamCaller(workspace, environ)
+
+
+class _UpstreamCaller:
+    def __init__(self, workspace: Workspace, environ: Mapping[str, str]) -> None:
+        self.workspace = workspace
+        self.environ = environ
+
+    def _upstreams(self, server: str) -> Upstreams:
+        from proctor.runtime.gateway.upstreams import shared_upstreams
+
+        upstreams = shared_upstreams(self.workspace, self.environ)
+        if upstreams is None or server not in upstreams.config.servers:
+            raise RefusedCall(
+                f"upstream MCP server {server!r} is not configured (.mcp.json names no server"
+                " of that name); nothing was sent",
+                code="mcp_server_unknown",
+                details={"server": server},
+            )
+        return upstreams
+
+    def admit(self, server: str, tool: str, arguments: Mapping[str, Any], verb: str) -> None:
+        """Admission's part (before a person is asked): the server is configured, the tool is
+        pinned, a ``verb: read`` operation calls a read (a read is never held by the floor, so
+        it may not stand for a tool that changes things: ``mcp_effect_weaker``), and the exact
+        arguments fit the pinned ``inputSchema`` (``schema_invalid``, what the upstream would
+        refuse, found before anyone is asked to approve it)."""
+        from proctor.runtime.gateway.upstreams import upstream_tool_name
+        from proctor.runtime.tools.base import validate_against
+
+        upstreams = self._upstreams(server)
+        self._read_only(upstreams, server, tool, verb)
+        schema = upstreams.input_schema(server, tool)
+        problem = validate_against(upstream_tool_name(server, tool), schema, dict(arguments))
+        if problem is not None:
+            raise RefusedCall(
+                f"the arguments this operation sends upstream tool {server}/{tool} do not fit"
+                f" its pinned input schema: {problem}; nothing was sent",
+                code="schema_invalid",
+                details={"server": server, "tool": tool},
+            )
+
+    def call(
+        self, server: str, tool: str, arguments: Mapping[str, Any], verb: str
+    ) -> dict[str, Any]:
+        upstreams = self._upstreams(server)
+        self._read_only(upstreams, server, tool, verb)
+        return upstreams.call(server, tool, arguments)
+
+    @staticmethod
+    def _read_only(upstreams: Upstreams, server: str, tool: str, verb: str) -> None:
+        if verb != "read":
+            return
+        effect = upstreams.effect_of(server, tool)
+        if effect != "read":
+            raise RefusedCall(
+                f"a read operation may not call upstream tool {server}/{tool}, whose effect"
+                f" is {effect!r} (its annotations and [mcp.{server}] settings); declare the"
+                " operation a write. Nothing was sent",
+                code="mcp_effect_weaker",
+                details={"server": server, "tool": tool, "effect": effect},
+            )
+
+
+def unreadable_upstream_tools(
+    method: Method, tools: Mapping[str, Any], workspace: Workspace, environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """The ``mcp:`` tools ``method`` names (tool steps, turns' and workers' ``calls.tools``)
+    that ``tools`` lacks, each refusing its calls with the upstream configuration's or lock's
+    own code when that cannot be read (``mcp_lock_invalid``: which tools were pinned is then
+    unknown), not ``tool_unknown``; nothing when every named tool is there (most runs)."""
+    named: list[str] = []
+    for step in method.steps:
+        if isinstance(step, ToolStep):
+            named.append(step.tool)
+        elif isinstance(step, AgentStep):
+            named.extend(step.agent.calls.tools)
+        elif isinstance(step, WorkerStep):
+            named.extend(step.worker.calls.tools)
+    missing = [n for n in named if n.startswith("mcp:") and n not in tools]
+    if not missing:
+        return {}
+    from proctor.runtime.gateway.upstreams import unavailable_tools
+
+    return dict(unavailable_tools(workspace, environ, missing))
+
+
+def _used(method: Method, tools: dict[str, OperationTool]) -> list[OperationTool]:
+    """The operation tools the method's steps and turns use."""
     from proctor.runtime.connectors.operations import expand_operations
 
     names: list[str] = []
@@ -63,7 +166,57 @@ def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> li
             names.append(OPERATION_PREFIX + step.operation)
         elif isinstance(step, AgentStep):
             names.extend(expand_operations(list(step.agent.calls.operations), tools))
-    return sorted({c for n in names if (t := tools.get(n)) and (c := t.credential) is not None})
+    return [t for n in sorted(set(names)) if (t := tools.get(n)) is not None]
+
+
+def operation_credentials(method: Method, tools: dict[str, OperationTool]) -> list[str]:
+    """The credential requirements of the (HTTP) connectors the method's operations use."""
+    if not tools:
+        return []
+    return sorted({c for t in _used(method, tools) if (c := t.credential) is not None})
+
+
+def mcp_credentials(
+    method: Method,
+    tools: dict[str, OperationTool],
+    workspace: Workspace,
+    environ: Mapping[str, str],
+    taint: TaintSet,
+) -> None:
+    """Resolve, while the run is prepared (before any step), the credential of each upstream
+    MCP server the method's operations call, as an HTTP connector's is: a missing one pauses
+    the run ``needs_credential`` with its setup commands rather than failing the first call.
+    The material is kept for the server's adapter alone (and enters the run's taint set).
+    A configuration that does not load is left to the calls (refused with its code), and a
+    test's stand-in (``providers.mcp``) starts no server, so needs no credential.
+
+    Raises:
+        NeedsCredential: a server's credential has no source (nothing was delivered).
+        CredentialError: the resolver's other codes (ambiguous, audience mismatch ...).
+    """
+    servers = sorted({t.server for t in _used(method, tools) if t.server is not None})
+    if not servers:
+        return
+    from proctor.runtime.engine.delivery import NeedsCredential
+    from proctor.runtime.gateway.upstreams import shared_upstreams
+
+    try:
+        upstreams = shared_upstreams(workspace, environ)
+    except ProctorError:
+        return
+    if upstreams is None or upstreams.answer is not None:
+        return
+    for server in servers:
+        if server not in upstreams.config.servers:
+            continue  # refused mcp_server_unknown at admission
+        try:
+            secret = upstreams.credential(server, environ)
+        except CredentialError as exc:
+            if exc.code != "needs_credential":
+                raise
+            raise NeedsCredential(exc.message, list(exc.details.get("readiness") or [])) from exc
+        if secret is not None:
+            taint.add(secret)
 
 
 def operation_step(

@@ -127,6 +127,9 @@ def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
     what = f"connector: {op.get('connector')}  operation: {op.get('operation')}"
     lines.append(("key", f"{what}  ({op.get('verb')})"))
     lines.append(("key", f"origin: {op.get('origin')}"))
+    if "server" in op and "arguments" in op:  # an MCP connector's: one upstream tool call
+        _mcp_operation(lines, op)
+        return
     lines.append(("head", f"{op.get('method')} {op.get('url')}"))
     if op.get("query"):
         _block(lines, "query", op["query"])
@@ -146,6 +149,22 @@ def _operation(lines: list[Line], op: Mapping[str, Any]) -> None:
     known |= {"headers", "json", "idempotency_key", "readback", "credential_name"}
     if op.get("name") and op.get("name") != f"{op.get('connector')}/{op.get('operation')}":
         lines.append(("key", f"name: {op.get('name')}"))
+    for key, value in sorted((k, v) for k, v in op.items() if k not in known):
+        _block(lines, key, value)
+
+
+def _mcp_operation(lines: list[Line], op: Mapping[str, Any]) -> None:
+    lines.append(("head", f"call {op.get('tool')} on upstream MCP server {op.get('server')}"))
+    lines.append(("body", "  (the server's own credential, if any, is added where it is reached)"))
+    _block(lines, "arguments", op.get("arguments"))
+    if "idempotency_key" in op:
+        lines.append(("key", f"idempotency key: {op.get('idempotency_key')}"))
+    if op.get("provider_key"):
+        lines.append(("key", f"provider key: {op.get('provider_key')}"))
+    if op.get("readback") is not None:
+        _block(lines, "readback (how the write is checked)", op["readback"])
+    known = {"name", "connector", "operation", "verb", "origin", "server", "tool", "arguments"}
+    known |= {"idempotency_key", "provider_key", "readback"}
     for key, value in sorted((k, v) for k, v in op.items() if k not in known):
         _block(lines, key, value)
 

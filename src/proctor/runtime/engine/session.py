@@ -244,12 +244,11 @@ class Session:
             from proctor.runtime.gateway.standing import has_upstreams
 
             if has_upstreams(self.workspace.root):
-                # the workspace pinned upstream MCP tools: they are tools of its runs
-                from proctor.runtime.gateway.upstreams import shared_upstreams
+                # the workspace pinned upstream MCP tools: they are tools of its runs (a
+                # configuration that does not load refuses those tools' calls, nothing else)
+                from proctor.runtime.gateway.upstreams import workspace_tools
 
-                upstreams = shared_upstreams(self.workspace, self.environ)
-                if upstreams is not None:
-                    self._tools.update(upstreams.tools())
+                self._tools.update(workspace_tools(self.workspace, self.environ))
         return self._tools
 
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:

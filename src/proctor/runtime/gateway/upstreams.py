@@ -17,12 +17,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.values import dataclass, field
-from proctor.errors import ConfigError, ParseError, RefusedCall, ToolFailed
+from proctor.errors import ConfigError, ParseError, ProctorError, RefusedCall, ToolFailed
 from proctor.parser.mcp_config import (
     EFFECT_RANK,
     MCP_JSON,
@@ -50,7 +50,9 @@ __all__ = [
     "effect_for",
     "load_upstreams",
     "shared_upstreams",
+    "unavailable_tools",
     "upstream_tool_name",
+    "workspace_tools",
 ]
 
 MCP_PREFIX = "mcp:"
@@ -205,6 +207,8 @@ class Upstreams:
         self._digests: dict[str, dict[str, str]] = {}
         # the credentials delivered to the servers: scrubbed from every answer they give
         self._delivered: set[str] = set()
+        self._secrets: dict[str, str] = {}
+        self._schemas: dict[tuple[str, str], tuple[Mapping[str, Any], dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.sandboxes: dict[str, Any] = {}
         atexit.register(self.close)
@@ -224,7 +228,7 @@ class Upstreams:
                 return found
             spec = self.config.servers[server]
             settings = self.config.settings_of(server)
-            secret = self._secret(spec, settings)
+            secret = self._secret(server)
             if isinstance(spec, StdioServer):
                 from proctor.runtime.gateway.launch import open_stdio
 
@@ -255,10 +259,27 @@ class Upstreams:
             self._wires[server] = wire
             return wire
 
-    def _secret(self, spec: UpstreamServer, settings: UpstreamSettings) -> str | None:
+    def credential(self, server: str, environ: Mapping[str, str] | None = None) -> str | None:
+        """The material of ``server``'s ``[mcp.<server>] credential`` (``None`` when it names
+        none), resolved again from ``environ`` (a run's, when it is prepared, as an HTTP
+        connector's credential is for each run), and kept for its adapter alone (a server
+        started later gets it; one already running keeps what it was started with).
+
+        Raises:
+            CredentialError: ``needs_credential`` (details ``readiness``) and the resolver's
+                other codes; nothing is kept.
+        """
+        self._secrets.pop(server, None)
+        return self._secret(server, environ)
+
+    def _secret(self, server: str, environ: Mapping[str, str] | None = None) -> str | None:
         """The credential's material, resolved as any run's requirement is (profiles,
         bindings, the environment), for the adapter alone."""
-        cred = settings.credential
+        known = self._secrets.get(server)
+        if known is not None:
+            return known
+        spec = self.config.servers[server]
+        cred = self.config.settings_of(server).credential
         if cred is None:
             return None
         from proctor.contracts.skill import (
@@ -266,8 +287,13 @@ class Upstreams:
             CredentialDelivery,
             CredentialRequirement,
         )
-        from proctor.runtime.home.credentials import resolve_credentials, snapshot_environment
+        from proctor.runtime.home.credentials import (
+            CredentialStore,
+            resolve_credentials,
+            snapshot_environment,
+        )
 
+        env = self.environ if environ is None else environ
         audience = cred.audience
         if audience is None and isinstance(spec, HttpServer):
             from urllib.parse import urlsplit
@@ -281,14 +307,18 @@ class Upstreams:
             audience=audience,
             auth={"api_key": CredentialAuth(delivery=CredentialDelivery(env=env_name))},
         )
+        home = env.get("PROCTOR_HOME")  # the profile store a run's delivery reads
+        backend = env.get("PROCTOR_SECRET_BACKEND", "").strip().lower() or None
         resolved = resolve_credentials(
             {spec.name: requirement},
             skill=f"mcp:{spec.name}",
             workspace_root=self.workspace.root,
-            env=snapshot_environment(self.workspace.root, self.environ),
+            env=snapshot_environment(self.workspace.root, env),
+            store=CredentialStore(Path(home) if home else None, backend=backend),
         )
         secret = resolved[spec.name].secret.reveal()
         self._delivered.add(secret)
+        self._secrets[server] = secret
         return secret
 
     def close(self) -> None:
@@ -365,6 +395,52 @@ class Upstreams:
                     digest=definition_digest(definition),
                 )
         return out
+
+    def pinned(self, server: str, name: str) -> Mapping[str, Any]:
+        """The pinned definition of ``server``'s tool ``name``.
+
+        Raises:
+            RefusedCall: ``tool_unpinned``.
+            ConfigError: ``mcp_lock_invalid``.
+        """
+        definition = self.pins.read().get(server, {}).get(name)
+        if definition is None:
+            raise RefusedCall(
+                f"upstream tool {server}/{name} is not pinned; run `proctor mcp pin {server}`",
+                code="tool_unpinned",
+                details={"server": server, "tool": name},
+            )
+        return definition
+
+    def input_schema(self, server: str, name: str) -> dict[str, Any]:
+        """The pinned ``inputSchema`` of ``server``'s tool ``name``, as its tool's schema
+        (what admission checks a call's arguments against, before anything is asked).
+
+        Raises:
+            as :meth:`pinned`.
+        """
+        definition = self.pinned(server, name)
+        known = self._schemas.get((server, name))
+        if known is None or known[0] is not definition:  # the same schema object: compiled once
+            known = self._schemas[(server, name)] = (definition, _object_schema(definition))
+        return known[1]
+
+    def effect_of(self, server: str, name: str) -> Effect:
+        """The effect class of ``server``'s pinned tool ``name`` (its annotations and
+        ``[mcp.<server>]`` settings, as :meth:`tools` gives it).
+
+        Raises:
+            RefusedCall: ``tool_unpinned``.
+            ConfigError: ``mcp_lock_invalid``.
+            ParseError: ``mcp_effect_weaker`` (an override weaker than the annotations).
+        """
+        setting = self.config.settings_of(server).tools.get(name)
+        return effect_for(
+            self.pinned(server, name),
+            None if setting is None else setting.effect,
+            f"mcp.{server}.tools.{name}",
+            remote=isinstance(self.config.servers[server], HttpServer),
+        )
 
     def check_definition(self, server: str, name: str) -> None:
         """Refuse a tool whose live definition differs from its pin.
@@ -484,3 +560,67 @@ def shared_upstreams(workspace: Workspace, environ: Mapping[str, str]) -> Upstre
         if found is None:
             found = _SHARED[key] = Upstreams(config, workspace, environ)
         return found
+
+
+def workspace_tools(workspace: Workspace, environ: Mapping[str, str]) -> dict[str, Tool]:
+    """The upstream tools of a run in ``workspace``: one per pinned definition.
+
+    A configuration that does not load (a malformed ``.mcp.json``, a bad ``[mcp.<server>]``
+    table, a lock proctor did not write) takes away the upstream tools alone, never the run:
+    each pinned tool (when the lock can be read) is then a tool whose every call is refused
+    with the configuration's own code and message (``mcp_config_invalid`` ...), before
+    anything is asked or sent; every other tool of the run is untouched.
+    """
+    try:
+        upstreams = shared_upstreams(workspace, environ)
+        return {} if upstreams is None else dict(upstreams.tools())
+    except ProctorError as exc:
+        problem = exc
+    try:
+        pinned = Pins(workspace.root).read()
+    except ProctorError:
+        pinned = {}
+    return {
+        (full := upstream_tool_name(server, name)): _unavailable(full, problem)
+        for server, tools in sorted(pinned.items())
+        for name in sorted(tools)
+    }
+
+
+def unavailable_tools(
+    workspace: Workspace, environ: Mapping[str, str], names: Iterable[str]
+) -> dict[str, Tool]:
+    """For the ``mcp:`` tools among ``names`` (tools a run names that its table lacks): when
+    the workspace's upstream configuration or its lock cannot be read (so no pinned tool is
+    known), a tool for each that refuses every call with that problem's code
+    (``mcp_lock_invalid`` ...) before anything is asked or sent; otherwise nothing (the tool
+    is simply not pinned, and a call is refused ``tool_unknown``).
+    """
+    wanted = sorted({n for n in names if n.startswith(MCP_PREFIX)})
+    if not wanted:
+        return {}
+    try:
+        upstreams = shared_upstreams(workspace, environ)
+        (Pins(workspace.root) if upstreams is None else upstreams.pins).read()
+    except ProctorError as exc:
+        return {name: _unavailable(name, exc) for name in wanted}
+    return {}
+
+
+def _unavailable(name: str, problem: ProctorError) -> Tool:
+    message = (
+        "upstream MCP tools are unavailable until their configuration is fixed:"
+        f" {problem.message}; nothing was sent"
+    )
+
+    def refuse(_ctx: ToolContext, _args: dict[str, Any]) -> dict[str, Any]:
+        raise RefusedCall(message, code=problem.code, details={"tool": name})
+
+    # effect none: the floor never asks a person to approve a call that cannot be sent
+    return Tool(
+        name=name,
+        description=f"unavailable: {message}",
+        schema={"type": "object"},
+        effect="none",
+        handler=refuse,
+    )

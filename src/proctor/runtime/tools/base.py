@@ -137,16 +137,27 @@ def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
     value). Arguments nested deeper than 64, or holding an unpaired surrogate (text nothing
     can encode, from a host's Python call), never fit.
     """
+    return validate_against(tool.name, tool.schema, args)
+
+
+def validate_against(key: str, schema: dict[str, Any], args: dict[str, Any]) -> str | None:
+    """Validate ``args`` against ``schema`` as :func:`validate_args` does (its compiled
+    validator kept under ``key`` while ``schema`` is the same object). A schema that cannot be
+    compiled (an upstream's, say) fits nothing: the message says so.
+    """
     try:
         check_value(args, source="$")
     except ParseError as exc:
         return exc.message
-    cached = _VALIDATORS.get(tool.name)
-    if cached is None or cached[0] != id(tool.schema):
+    cached = _VALIDATORS.get(key)
+    if cached is None or cached[0] != id(schema):
         import fastjsonschema
 
-        cached = (id(tool.schema), fastjsonschema.compile(tool.schema))
-        _VALIDATORS[tool.name] = cached
+        try:
+            cached = (id(schema), fastjsonschema.compile(schema))
+        except Exception as exc:  # fastjsonschema.JsonSchemaDefinitionException, and kin
+            return f"the schema cannot be checked ({type(exc).__name__})"
+        _VALIDATORS[key] = cached
     try:
         cached[1](args)
     except Exception as exc:  # fastjsonschema.JsonSchemaValueException
