@@ -84,7 +84,7 @@ def _folder(base: Path, label: str) -> dict[str, LoadedConnector]:
 def _installed(
     workspace_root: Path, environ: Mapping[str, str] | None
 ) -> dict[str, LoadedConnector]:
-    from proctor.parser.connector import connector_origin, parse_connector
+    from proctor.parser.connector import origin_of, parse_connector
     from proctor.runtime.packages.installed import (
         ADDED_CONNECTORS,
         resolve_installed,
@@ -114,7 +114,7 @@ def _installed(
                 )
             text = package.files["connector.yaml"].decode("utf-8")
             connector = parse_connector(text, label, folder_name=name)
-            loaded = LoadedConnector(connector, connector_origin(connector.base_url), label)
+            loaded = LoadedConnector(connector, origin_of(connector), label)
             if name in found:
                 raise ParseError(
                     f"two installed connectors are named {name!r} ({found[name].identity} and "
