@@ -323,6 +323,11 @@ class PostgresRunStore:
                     run_id,
                 ),
             )
+            if status == "sealed":  # what it leaves unanswered waits on nothing now
+                self._rows(
+                    "UPDATE requests SET closed = true WHERE run_id = %s AND state = 'open'",
+                    (run_id,),
+                )
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -546,8 +551,8 @@ class PostgresRunStore:
         req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
         rows = self._rows(
             f"SELECT {run_cols}, {req_cols} FROM requests q"
-            " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.ord > %s"
-            " AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
+            " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND NOT q.closed"
+            " AND q.ord > %s AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
             (after or 0, limit),
         )
         return [

@@ -350,6 +350,11 @@ class SQLiteRunStore:
                     run_id,
                 ),
             )
+            if status == "sealed":  # what it leaves unanswered waits on nothing now
+                self._exec(
+                    "UPDATE requests SET closed = 1 WHERE run_id = ? AND state = 'open'",
+                    (run_id,),
+                )
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -597,9 +602,9 @@ class SQLiteRunStore:
         req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
         with self._lock:
             rows = self._exec(
-                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_open"
-                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.ord > ?"
-                " AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
+                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_waiting"
+                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.closed = 0"
+                " AND q.ord > ? AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
                 (after or 0, limit),
             ).fetchall()
         return [
