@@ -103,9 +103,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
         record = session.store.get_run(run_id)
         if record is None:
             raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
-        events = [
-            e for e in session.store.events(record.run_id) if after is None or int(e["seq"]) > after
-        ]
+        events = session.store.events(record.run_id, after=after or 0)
         doc = {
             "schema": "proctor.history.run.v1",
             "run_id": record.run_id,

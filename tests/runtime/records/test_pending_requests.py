@@ -117,3 +117,21 @@ def test_a_version_7_store_migrates_and_lists_what_waits(tmp_path: Path) -> None
         assert conn.execute("PRAGMA user_version").fetchone() == (8,)
     finally:
         conn.close()
+
+
+def test_a_page_of_events_reads_the_primary_key_from_its_cursor(tmp_path: Path) -> None:
+    import sqlite3
+
+    SQLiteRunStore(tmp_path / "runs.sqlite").close()
+    conn = sqlite3.connect(tmp_path / "runs.sqlite")
+    try:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT seq, at, kind, body FROM events WHERE run_id = ?"
+            " AND seq > ? ORDER BY seq LIMIT ?",
+            ("r", 10, 5),
+        ).fetchall()
+    finally:
+        conn.close()
+    text = " ".join(str(row[-1]) for row in plan)
+    assert "run_id=? AND seq>?" in text, text  # a search from the cursor, not a scan
+    assert "TEMP B-TREE" not in text

@@ -353,9 +353,13 @@ class PostgresRunStore:
         )
         return int(rows[0][0]) if rows else 0
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
+    def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         rows = self._rows(
-            "SELECT seq, at, kind, body FROM events WHERE run_id = %s ORDER BY seq", (run_id,)
+            "SELECT seq, at, kind, body FROM events WHERE run_id = %s AND seq > %s"
+            " ORDER BY seq LIMIT %s",  # LIMIT NULL: no limit
+            (run_id, after, limit),
         )
         return [{"seq": r[0], "at": r[1], "kind": r[2], "body": json.loads(r[3])} for r in rows]
 

@@ -387,10 +387,14 @@ class SQLiteRunStore:
             )
         return seq
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
+    def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._exec(
-                "SELECT seq, at, kind, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+                "SELECT seq, at, kind, body FROM events WHERE run_id = ? AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (run_id, after, -1 if limit is None else limit),  # -1: no limit
             ).fetchall()
         return [{"seq": r[0], "at": r[1], "kind": r[2], "body": json.loads(r[3])} for r in rows]
 
