@@ -100,6 +100,8 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
                 return
             _print_runs(rows, next_cursor)
             return
+        from proctor.runtime.engine.stored_envelope import envelope_doc
+
         record = session.store.get_run(run_id)
         if record is None:
             raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
@@ -115,7 +117,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "receipt_id": record.receipt_id,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
-            "envelope": record.data.get("envelope"),
+            "envelope": envelope_doc(session.store, record),
             "events": events,
             "calls": [
                 {

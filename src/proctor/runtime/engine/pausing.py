@@ -15,6 +15,7 @@ from proctor.core.resume import PERSON_KINDS
 from proctor.receipts.canonical import digest
 from proctor.runtime.engine.host import StepRunner as Run
 from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run, trace_of
+from proctor.runtime.engine.stored_envelope import answers_template, compact
 from proctor.runtime.engine.upkeep import on_pause
 from proctor.runtime.records.runs import RequestRecord
 from proctor.runtime.testhooks import kill_point
@@ -42,7 +43,6 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
     person_only = all(r.kind in PERSON_KINDS for r in requests)
     status = "needs_approval" if person_only else "needs_agent"
     shown = []
-    template: dict[str, Any] = {"schema": "proctor.resume.v1"}
     for r in requests:
         view, redacted = run.sanitizer.value(
             {
@@ -57,17 +57,6 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
             # secret, so it names what it hid (a host cannot recompute this digest).
             view["redacted"] = redacted
         shown.append(view)
-        lane = "approvals" if r.kind in PERSON_KINDS else "answers"
-        entry: dict[str, Any] = {"request_digest": r.request_digest}
-        if r.kind == "approval":
-            entry.update({"approved": None, "reason": None})
-        elif r.kind == "retry":
-            entry["value"] = {"retry": None}
-        elif r.kind == "question":
-            entry["value"] = {q["id"]: {} for q in r.body.get("questions", [])}
-        else:
-            entry["value"] = None
-        template.setdefault(lane, {})[r.address] = entry
     # what the pause owes people (notifications, deadline timers) is durable before the pause
     on_pause(run, requests, shown)
     lost = int(run.record.data.get("audit_lost") or 0) + s.audit.lost(run.run_id)
@@ -78,13 +67,15 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
         method=run.record.method,
         trace=trace_of(s.store.calls(run.run_id)),
         requests=shown,
-        answers_template=template,
+        answers_template=answers_template(requests),
         resume_command=f"proctor resume {run.run_id} -",
         audit_lost=lost,
         notes=authority_notes(run.authority.to_json()) + audit_lost_note(lost),
     )
     doc, _ = run.sanitizer.value(envelope.to_json())
-    s.store.update_run(run.run_id, status=status, data={"envelope": doc, "audit_lost": lost})
+    # the run row keeps what the request rows do not hold already (see .stored_envelope)
+    kept = compact(doc, requests)
+    s.store.update_run(run.run_id, status=status, data={"envelope": kept, "audit_lost": lost})
     run.record.data["audit_lost"] = lost
     s.audit.take_lost(run.run_id)
     s.store.append_event(

@@ -607,9 +607,11 @@ class Session:
         Raises:
             UsageError: ``run_not_found``.
         """
+        from proctor.runtime.engine.stored_envelope import envelope_doc
+
         record = self._record(run_id)
-        doc = record.data.get("envelope")
-        if isinstance(doc, dict):
+        doc = envelope_doc(self.store, record)
+        if doc is not None:
             return RunEnvelope.model_validate(doc)
         return RunEnvelope(
             status="needs_agent",
