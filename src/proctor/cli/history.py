@@ -106,7 +106,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
         if record is None:
             raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
         events = session.store.events(record.run_id, after=after or 0)
-        doc = {
+        doc: dict[str, Any] = {
             "schema": "proctor.history.run.v1",
             "run_id": record.run_id,
             "skill": record.skill,

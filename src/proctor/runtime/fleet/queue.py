@@ -162,7 +162,8 @@ class WorkQueue:
     ) -> None:
         """Mark a taken submission ``done`` or ``failed`` (with a note naming why); with
         ``by``, only while that worker still holds it taken. Work queued for the same run can
-        be taken now: idle workers are told."""
+        be taken now: idle workers are told when there is some (every other submission woke
+        them when it was queued)."""
         with self.store.transaction():
             if by is None:
                 self._rows(
@@ -175,7 +176,12 @@ class WorkQueue:
                     " AND state = 'taken' AND taken_by = %s",
                     (state, note[:500], submission_id, by),
                 )
-            self._notify()
+            self._rows(
+                "SELECT pg_notify(%s, '') WHERE EXISTS (SELECT 1 FROM submissions s"
+                " JOIN submissions f ON f.run_id = s.run_id WHERE f.id = %s"
+                " AND s.state = 'queued')",
+                (self.channel, submission_id),
+            )
 
     def retry_later(self, submission_id: int, delay: float, note: str) -> None:
         """Put a taken submission back, due after ``delay`` (a bounded retry)."""
