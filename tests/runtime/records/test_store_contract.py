@@ -203,6 +203,24 @@ def test_a_changed_request_drops_a_decision_not_used(store: RunStore) -> None:
     assert (req.state, req.decision, req.body) == ("open", None, {"x": 2})
 
 
+def test_a_request_asked_again_as_recorded_keeps_its_decision(store: RunStore) -> None:
+    first = store.put_request(
+        RequestRecord(run_id="r", address="a", kind="approval", request_digest="d1", body={"x": 1})
+    )
+    store.record_decisions("r", {"a": {"approved": True}})
+    again = store.put_request(
+        RequestRecord(run_id="r", address="a", kind="approval", request_digest="d1", body={"x": 1})
+    )
+    assert (again.state, again.decision, again.cursor) == (
+        "decided",
+        {"approved": True},
+        first.cursor,
+    )
+    with store.transaction():  # the same inside a caller's transaction
+        inside = store.put_request(RequestRecord("r", "a", "approval", "d1", {"x": 1}))
+    assert inside == again and store.requests("r") == [again]
+
+
 def test_pending_requests_page_across_runs_by_cursor(store: RunStore) -> None:
     for n in range(7):
         store.create_run(RunRecord(run_id=f"r{n}", skill="s", method="m"))

@@ -75,12 +75,13 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
     doc, _ = run.sanitizer.value(envelope.to_json())
     # the run row keeps what the request rows do not hold already (see .stored_envelope)
     kept = compact(doc, requests)
-    s.store.update_run(run.run_id, status=status, data={"envelope": kept, "audit_lost": lost})
+    with s.store.transaction():  # the paused record and its event: one commit
+        s.store.update_run(run.run_id, status=status, data={"envelope": kept, "audit_lost": lost})
+        s.store.append_event(
+            run.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
+        )
     run.record.data["audit_lost"] = lost
     s.audit.take_lost(run.run_id)
-    s.store.append_event(
-        run.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
-    )
     s.audit.emit(
         "run_paused",
         run_id=run.run_id,

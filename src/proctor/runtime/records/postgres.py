@@ -503,6 +503,13 @@ class PostgresRunStore:
     _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
+        if getattr(self._local, "conn", None) is None:  # asked again as recorded: a read only
+            found = self._one(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s",
+                (request.run_id, request.address),
+            )
+            if found is not None and found[3] == request.request_digest:
+                return self._request(found)
         with self.transaction():
             self._fence(request.run_id)
             row = self._one(
