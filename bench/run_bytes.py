@@ -18,6 +18,7 @@ import sqlite3
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 SKILL_MD = "---\nname: edit\ndescription: Replace a note, once approved.\n---\n"
 RUN_YAML = """minimum_proctor: 0.1.0
@@ -43,16 +44,30 @@ def show(label: str, values: list[int]) -> float:
     return float(median)
 
 
+def sizes(session: Any, ids: list[str]) -> tuple[list[int], list[int]]:
+    """Bytes of each run's data as kept, and with the envelope a reader sees."""
+    from proctor.runtime.engine.stored_envelope import envelope_doc
+    from proctor.runtime.records.rows import dumps
+
+    kept, whole = [], []
+    for run_id in ids:
+        record = session.store.get_run(run_id)
+        assert record is not None
+        kept.append(len(dumps(record.data).encode()))
+        doc = envelope_doc(session.store, record)
+        whole.append(len(dumps({**record.data, "envelope": doc}).encode()))
+    return kept, whole
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--lines", type=int, default=20)
+    parser.add_argument("--sealed", type=int, default=50, help="runs then approved to a seal")
     args = parser.parse_args()
     from proctor.core.authority import parse_authority
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.session import Session
-    from proctor.runtime.engine.stored_envelope import envelope_doc
-    from proctor.runtime.records.rows import dumps
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -61,9 +76,8 @@ def main() -> None:
         skill.mkdir(parents=True)
         (skill / "SKILL.md").write_text(SKILL_MD)
         (skill / "run.yaml").write_text(RUN_YAML)
-        (root / "note.txt").write_text(
-            "".join(f"line {n} of the note\n" for n in range(args.lines))
-        )
+        note = "".join(f"line {n} of the note\n" for n in range(args.lines))
+        (root / "note.txt").write_text(note)
         os.environ["PROCTOR_HOME"] = str(root / ".home")
         session = Session(Workspace(root))
         ask = parse_authority({"effects": "ask"})
@@ -73,13 +87,15 @@ def main() -> None:
                 env = session.run("edit", authority=ask, cwd=root)
                 assert env.status == "needs_approval", env.refusal
                 ids.append(env.run_id or "")
-            kept, whole = [], []
-            for run_id in ids:
-                record = session.store.get_run(run_id)
-                assert record is not None
-                kept.append(len(dumps(record.data).encode()))
-                doc = envelope_doc(session.store, record)
-                whole.append(len(dumps({**record.data, "envelope": doc}).encode()))
+            kept, whole = sizes(session, ids)
+            for run_id in ids[: args.sealed]:
+                answer = session.envelope(run_id).answers_template or {}
+                for entry in answer.get("approvals", {}).values():
+                    entry.update({"approved": True, "reason": "bench"})
+                (root / "note.txt").write_text(note)  # as the run read it
+                done = session.resume(run_id, answer)
+                assert done.outcome == "completed", done.refusal
+            sealed_kept, sealed_whole = sizes(session, ids[: args.sealed])
         finally:
             session.close()
         conn = sqlite3.connect(root / ".proctor" / "runs.sqlite")
@@ -98,6 +114,9 @@ def main() -> None:
         f"store file per run:                                   {pages * size / args.runs:8.0f} B"
     )
     print(f"saved per paused run: {a - b:.0f} B; ratio kept / before: {b / a:.2f}")
+    c = show("sealed run row data, envelope as readers see it (before)", sealed_whole)
+    d = show("sealed run row data, as kept (trace by count)", sealed_kept)
+    print(f"saved per sealed run: {c - d:.0f} B; ratio kept / before: {d / c:.2f}")
 
 
 if __name__ == "__main__":

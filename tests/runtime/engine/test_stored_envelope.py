@@ -13,11 +13,12 @@ from pathlib import Path
 from proctor.runtime.engine.stored_envelope import (
     answers_template,
     compact,
+    compact_trace,
     expand,
     is_reference,
     plain_view,
 )
-from proctor.runtime.records.runs import RequestRecord
+from proctor.runtime.records.runs import CallRecord, RequestRecord
 from tests.runtime.driver_support import (
     approve,
     authority,
@@ -68,11 +69,17 @@ def test_a_paused_row_keeps_references_and_readers_see_the_whole_envelope(
     (ref,) = kept["requests"]
     assert is_reference(ref) and "payload" not in ref  # the diff lives in the request row
     assert kept["answers_template"] == {"stored": "requests"}
+    assert kept["trace"] == {"stored": "calls", "count": 1}  # the read's call row
     again = session(ws)  # another process's reader
     assert again.envelope(run_id).to_json() == env.to_json()
     assert "old text" in json.dumps(env.to_json())  # what was left out is shown again
+    assert [t.step for t in env.trace] == ["read"]
     done = again.resume(run_id, approve(again.envelope(run_id)))
     assert done.outcome == "completed" and (ws / "n.md").read_text() == "new text\n"
+    sealed = _row(ws, run_id)["envelope"]
+    assert sealed["trace"] == {"stored": "calls", "count": 2}  # type: ignore[index]
+    assert session(ws).envelope(run_id).to_json() == done.to_json()
+    assert [t.step for t in done.trace] == ["read", "write"]
 
 
 def test_questions_rebuild_their_answers_template(tmp_path: Path) -> None:
@@ -135,3 +142,23 @@ def test_a_row_written_before_references_reads_as_it_is() -> None:
     first = _request("write", "sha256:1", payload={"diff": "a"})
     whole = {"requests": [plain_view(first)], "answers_template": answers_template([first])}
     assert expand(whole, []) is whole
+
+
+def test_a_trace_is_kept_whole_when_a_call_is_unsettled_or_it_differs() -> None:
+    settled = CallRecord("r", "a/1", "a", "echo", "settled", "d", result={"status": "completed"})
+    claimed = CallRecord("r", "b/1", "b", "fs.write", "claimed", "d")
+    entry = {
+        "step": "a",
+        "tool": "echo",
+        "call_id": "a/1",
+        "outcome": "completed",
+        "code": None,
+        "message": None,
+        "warnings": [],
+        "receipt_id": None,
+    }
+    doc = {"trace": [entry]}
+    assert compact_trace(doc, [settled]) == {"trace": {"stored": "calls", "count": 1}}
+    assert compact_trace(doc, [settled, claimed]) is doc  # a claim may settle later
+    scrubbed = {"trace": [{**entry, "message": "[REDACTED]"}]}
+    assert compact_trace(scrubbed, [settled]) is scrubbed  # the sanitizer changed it

@@ -16,6 +16,7 @@ from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
 from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
+from proctor.runtime.engine.stored_envelope import compact_trace
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
@@ -385,7 +386,7 @@ def _seal(
             outcome=outcome,
             receipt_id=root.receipt_id,
             data={
-                "envelope": doc,
+                "envelope": compact_trace(doc, calls),  # the trace is the call rows'
                 "audit_lost": lost,
                 "receipt_tree": {"size": root.size, "height": root.height},
                 "spend_total": spent,

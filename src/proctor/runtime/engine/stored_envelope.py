@@ -1,10 +1,14 @@
-"""A paused run's envelope as the run row keeps it: what the request rows hold is not repeated.
+"""A run's envelope as the run row keeps it: what the request and call rows hold is not repeated.
 
 A paused envelope shows each open request (address, kind, digest and the request's body) and
 an answers template made from the same requests. The request rows hold all of it already, so
 the run row keeps, for each view that is exactly its row's body (nothing was redacted from
 it), a reference ``{"address", "kind", "request_digest", "stored": "request"}``, and the
-template is left out when it is the one :func:`answers_template` makes from the rows.
+template is left out when it is the one :func:`answers_template` makes from the rows. The
+trace (paused or sealed) is the settled calls' (:func:`.sealing.trace_of`): when every call
+recorded is settled and the trace is theirs word for word, the row keeps ``{"stored": "calls",
+"count": N}`` and a reader makes it again from the first ``N`` call rows (a settled call never
+changes, and later calls are after them).
 
 Safe by construction: a part is left out only when the rebuild, made when the pause is
 written, equals what the sanitizer gave word for word; a view the sanitizer changed (a secret
@@ -19,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from proctor.runtime.records.runs import RequestRecord, RunRecord, RunStore
+from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
 
 __all__ = [
     "answers_template",
     "compact",
+    "compact_trace",
     "envelope_doc",
     "expand",
     "is_reference",
@@ -88,6 +93,33 @@ def compact(doc: dict[str, Any], requests: list[RequestRecord]) -> dict[str, Any
     return out
 
 
+def _trace(calls: list[CallRecord]) -> list[dict[str, Any]]:
+    from proctor.runtime.engine.sealing import trace_of
+
+    return [entry.model_dump() for entry in trace_of(calls)]
+
+
+def compact_trace(doc: dict[str, Any], calls: list[CallRecord]) -> dict[str, Any]:
+    """``doc`` with its trace kept as a count of ``calls`` (every call the run recorded, in
+    order) when each is settled and the trace is exactly theirs; else ``doc`` as it is."""
+    trace = doc.get("trace")
+    if (
+        not isinstance(trace, list)
+        or any(c.state != "settled" for c in calls)
+        or trace != _trace(calls)
+    ):
+        return doc
+    return {**doc, "trace": {_STORED: "calls", "count": len(calls)}}
+
+
+def _trace_count(doc: dict[str, Any]) -> int | None:
+    trace = doc.get("trace")
+    if isinstance(trace, dict) and trace.get(_STORED) == "calls":
+        count = trace.get("count")
+        return count if isinstance(count, int) and count >= 0 else 0
+    return None
+
+
 def is_reference(view: Any) -> bool:
     """Whether ``view`` (a stored envelope's request) is a reference to its request row."""
     return isinstance(view, dict) and view.get(_STORED) == "request"
@@ -127,10 +159,13 @@ def expand(doc: dict[str, Any], requests: list[RequestRecord]) -> dict[str, Any]
 
 def envelope_doc(store: RunStore, record: RunRecord) -> dict[str, Any] | None:
     """The run's envelope as a host sees it, or ``None`` when it has none yet; reads the run's
-    requests only when the row keeps references."""
+    requests (calls) only when the row keeps references to them."""
     doc = record.data.get("envelope")
     if not isinstance(doc, dict):
         return None
+    count = _trace_count(doc)
+    if count is not None:
+        doc = {**doc, "trace": _trace(store.calls(record.run_id)[:count])}
     views = doc.get("requests")
     template = doc.get("answers_template")
     if not (isinstance(views, list) and any(is_reference(v) for v in views)) and not (
