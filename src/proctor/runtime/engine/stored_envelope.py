@@ -5,7 +5,7 @@ an answers template made from the same requests. The request rows hold all of it
 the run row keeps, for each view that is exactly its row's body (nothing was redacted from
 it), a reference ``{"address", "kind", "request_digest", "stored": "request"}``, and the
 template is left out when it is the one :func:`answers_template` makes from the rows. The
-trace (paused or sealed) is the settled calls' (:func:`.sealing.trace_of`): when every call
+trace (paused or sealed) is the settled calls' (:func:`trace_of`): when every call
 recorded is settled and the trace is theirs word for word, the row keeps ``{"stored": "calls",
 "count": N}`` and a reader makes it again from the first ``N`` call rows (a settled call never
 changes, and later calls are after them).
@@ -21,9 +21,13 @@ by its reference alone, never by the new row's body under the old digest.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from proctor.contracts.envelope import TraceEntry
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
+
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.sandbox import SandboxUse
 
 __all__ = [
     "answers_template",
@@ -33,6 +37,8 @@ __all__ = [
     "expand",
     "is_reference",
     "plain_view",
+    "sandbox_use",
+    "trace_of",
 ]
 
 _STORED = "stored"
@@ -93,9 +99,51 @@ def compact(doc: dict[str, Any], requests: list[RequestRecord]) -> dict[str, Any
     return out
 
 
-def _trace(calls: list[CallRecord]) -> list[dict[str, Any]]:
-    from proctor.runtime.engine.sealing import trace_of
+def trace_of(calls: list[CallRecord]) -> list[TraceEntry]:
+    """The envelope's trace: every settled call in the order it was claimed."""
+    out: list[TraceEntry] = []
+    for call in calls:
+        settled = call.result if isinstance(call.result, dict) else {}
+        status = settled.get("status")
+        if call.state != "settled" or status not in ("completed", "failed", "refused"):
+            continue
+        error = settled.get("error") or None
+        out.append(
+            TraceEntry(
+                step=call.step_id or "",
+                tool=call.tool,
+                call_id=call.call_id,
+                outcome=status,
+                code=None if error is None else str(error.get("code")),
+                message=None if error is None else str(error.get("message")),
+                warnings=[
+                    f"{v['rule_id']}: {v['message']}"
+                    for v in settled.get("verdicts") or []
+                    if v.get("effect") == "warned"
+                ]
+                + _sandbox_warnings(settled),
+            )
+        )
+    return out
 
+
+def sandbox_use(record: object) -> SandboxUse | None:
+    """The sandbox a call recorded (``None`` for one that started no process: most calls,
+    read without importing the sandbox module)."""
+    if record is None:
+        return None
+    from proctor.runtime.boundary.sandbox import SandboxUse
+
+    return SandboxUse.from_record(record)
+
+
+def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
+    use = sandbox_use(settled.get("sandbox"))
+    warning = None if use is None else use.warning()
+    return [] if warning is None else [warning]
+
+
+def _trace(calls: list[CallRecord]) -> list[dict[str, Any]]:
     return [entry.model_dump() for entry in trace_of(calls)]
 
 
