@@ -100,13 +100,13 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
                 return
             _print_runs(rows, next_cursor)
             return
+        from proctor.runtime.engine.stored_envelope import envelope_doc
+
         record = session.store.get_run(run_id)
         if record is None:
             raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
-        events = [
-            e for e in session.store.events(record.run_id) if after is None or int(e["seq"]) > after
-        ]
-        doc = {
+        events = session.store.events(record.run_id, after=after or 0)
+        doc: dict[str, Any] = {
             "schema": "proctor.history.run.v1",
             "run_id": record.run_id,
             "skill": record.skill,
@@ -117,7 +117,7 @@ def history(run_id: str | None, as_json: bool, after: int | None, limit: int) ->
             "receipt_id": record.receipt_id,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
-            "envelope": record.data.get("envelope"),
+            "envelope": envelope_doc(session.store, record),
             "events": events,
             "calls": [
                 {

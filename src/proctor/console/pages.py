@@ -13,6 +13,7 @@ from proctor.core.resume import decision_words, options_of
 from proctor.errors import UsageError
 from proctor.runtime.engine.approvals import Shown, run_requests
 from proctor.runtime.engine.approvals import pending_page as pending_page_of
+from proctor.runtime.engine.stored_envelope import envelope_doc
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
@@ -187,7 +188,7 @@ def run_page(session: Session, run_id: str) -> dict[str, Any]:
     record = session.store.get_run(run_id)
     if record is None:
         raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
-    envelope = record.data.get("envelope") if isinstance(record.data.get("envelope"), dict) else {}
+    envelope = envelope_doc(session.store, record) or {}
     steps = [
         {"step": sid, "outcome": body.get("outcome"), "seal_reason": body.get("seal_reason")}
         for sid, body in session.store.step_records(run_id).items()

@@ -1,7 +1,8 @@
 """Idle workers are woken by the queue's notices, not by polling (``runtime.fleet.doorbell``).
 
 On a fresh PostgreSQL schema: a listener rings its bell when work is submitted or freed by a
-finished submission, and only after the submitting transaction commits; a rolled back
+finished submission (only when work of the same run waited behind it), and only after the
+submitting transaction commits; a rolled back
 submission rings nothing; two schemas' queues never wake each other's workers.
 """
 
@@ -65,8 +66,25 @@ def test_a_submission_rings_the_bell_after_its_commit(url: str) -> None:
         taken = on.queue.take("w")
         assert taken is not None
         seen = on.bell.rung
-        on.queue.finish(taken.id, "done")  # work held back behind it may go now
+        on.queue.submit("resume", "run-1", {"document": {}})  # held back behind the start
         assert on.bell.wait(seen, 30)
+        assert on.queue.take("w2") is None  # its run is taken
+        seen = on.bell.rung
+        on.queue.finish(taken.id, "done")  # the work held back behind it may go now
+        assert on.bell.wait(seen, 30)
+        assert on.queue.take("w2") is not None
+
+
+def test_a_finish_with_nothing_held_back_wakes_nobody(url: str) -> None:
+    with listening(url) as on:
+        seen = on.bell.rung
+        on.queue.submit("start", "run-6", START)
+        assert on.bell.wait(seen, 30)  # the submission's own ring
+        taken = on.queue.take("w")
+        assert taken is not None
+        seen = on.bell.rung
+        on.queue.finish(taken.id, "done")  # no work of its run waits: idle slots sleep on
+        assert not on.bell.wait(seen, 0.5)
 
 
 def test_a_rolled_back_submission_rings_nothing(url: str) -> None:

@@ -73,10 +73,13 @@ def test_the_listing_pages_read_an_index(url: str) -> None:
         try:
             for sql in (
                 "SELECT * FROM runs WHERE cursor < 10 ORDER BY cursor DESC LIMIT 20",
-                "SELECT * FROM requests WHERE state = 'open' AND ord > 5 ORDER BY ord LIMIT 50",
+                "SELECT * FROM requests WHERE state = 'open' AND NOT closed AND ord > 5"
+                " ORDER BY ord LIMIT 50",
             ):
                 plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
                 assert "Index" in plan and "Seq Scan" not in plan, plan
+                if "requests" in sql:
+                    assert "requests_waiting" in plan, plan
         finally:
             conn.execute("RESET enable_seqscan")
 
@@ -146,3 +149,36 @@ def test_a_database_migrated_before_package_identities_gains_the_column(url: str
     }
     assert again.get_run("new").identity == "registry:acme/s"  # type: ignore[union-attr]
     close_pools()
+
+
+def test_a_database_at_migration_4_marks_what_sealed_runs_left_open(url: str) -> None:
+    import psycopg
+
+    from proctor.runtime.records.postgres import PostgresRunStore, close_pools
+    from proctor.runtime.records.runs import RequestRecord, RunRecord
+
+    store = PostgresRunStore(url)
+    for run_id, status in (("sealed", "sealed"), ("paused", "needs_approval")):
+        store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
+        body = {"kind": "approval", "address": "put"}
+        store.put_request(RequestRecord(run_id, "put", "approval", f"sha256:{run_id}", body))
+        store.update_run(run_id, status=status)
+    close_pools()
+    with psycopg.connect(url, autocommit=True) as conn:  # as migration 4 left it
+        conn.execute("DROP INDEX requests_waiting")
+        conn.execute("ALTER TABLE requests DROP COLUMN closed")
+        conn.execute("CREATE INDEX requests_open ON requests (ord) WHERE state = 'open'")
+        conn.execute("DELETE FROM proctor_schema WHERE version >= 5")
+    again = PostgresRunStore(url)
+    assert [(p.run.run_id, p.request.address) for p in again.pending_requests()] == [
+        ("paused", "put")
+    ]
+    again.update_run("paused", status="sealed")
+    assert again.pending_requests() == []
+    assert [r.state for r in again.requests("paused")] == ["open"]  # the record is unchanged
+    close_pools()
+    with psycopg.connect(url, autocommit=True) as conn:
+        marked = conn.execute("SELECT run_id FROM requests WHERE closed ORDER BY run_id")
+        assert marked.fetchall() == [("paused",), ("sealed",)]
+        gone = conn.execute("SELECT to_regclass('requests_open')").fetchone()
+        assert gone == (None,)

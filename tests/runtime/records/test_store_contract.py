@@ -108,6 +108,19 @@ def test_events_are_numbered_in_order_and_append_only(store: RunStore) -> None:
     assert store.events("r") == events
 
 
+def test_events_are_read_a_page_after_a_cursor(store: RunStore) -> None:
+    store.create_run(RunRecord(run_id="r", skill="s", method="m"))
+    for n in range(7):
+        store.append_event("r", "k", {"n": n})
+    store.append_event("other", "k", {"n": 99})
+    assert [e["seq"] for e in store.events("r", after=2, limit=3)] == [3, 4, 5]
+    assert [e["body"]["n"] for e in store.events("r", after=5)] == [5, 6]
+    assert [e["seq"] for e in store.events("r", limit=2)] == [1, 2]
+    assert store.events("r", after=7) == [] and store.events("r", after=2**53 - 1) == []
+    assert store.events("r", after=0) == store.events("r")
+    assert store.events("none", after=0, limit=5) == []
+
+
 def _raw(store: RunStore, sql: str) -> None:
     """A write behind the store's methods (what an attacker with the store's login could try)."""
     from proctor.runtime.records.postgres import PostgresRunStore
@@ -188,6 +201,24 @@ def test_a_changed_request_drops_a_decision_not_used(store: RunStore) -> None:
     assert changed.state == "open" and changed.decision is None
     (req,) = store.requests("r")
     assert (req.state, req.decision, req.body) == ("open", None, {"x": 2})
+
+
+def test_a_request_asked_again_as_recorded_keeps_its_decision(store: RunStore) -> None:
+    first = store.put_request(
+        RequestRecord(run_id="r", address="a", kind="approval", request_digest="d1", body={"x": 1})
+    )
+    store.record_decisions("r", {"a": {"approved": True}})
+    again = store.put_request(
+        RequestRecord(run_id="r", address="a", kind="approval", request_digest="d1", body={"x": 1})
+    )
+    assert (again.state, again.decision, again.cursor) == (
+        "decided",
+        {"approved": True},
+        first.cursor,
+    )
+    with store.transaction():  # the same inside a caller's transaction
+        inside = store.put_request(RequestRecord("r", "a", "approval", "d1", {"x": 1}))
+    assert inside == again and store.requests("r") == [again]
 
 
 def test_pending_requests_page_across_runs_by_cursor(store: RunStore) -> None:

@@ -26,6 +26,7 @@ from proctor.receipts.canonical import digest as digest_of
 from proctor.runtime.boundary.sanitize import scrub_value
 from proctor.runtime.engine.decisions import approvers_of, needed_approvers
 from proctor.runtime.engine.request_lines import request_lines, summary_of
+from proctor.runtime.engine.stored_envelope import is_reference, plain_view
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 
 if TYPE_CHECKING:
@@ -156,7 +157,8 @@ def _view(session: Session, run: RunRecord, request: RequestRecord) -> dict[str,
             and shown.get("address") == request.address
             and shown.get("request_digest") == request.request_digest
         ):
-            view = dict(shown)
+            # a reference (see .stored_envelope): the view was this row's body, unredacted
+            view = plain_view(request) if is_reference(shown) else dict(shown)
             break
     else:
         view, _ = scrub_value(request.body)

@@ -420,7 +420,7 @@ class RunDriver:
                 )
                 refusal = Refusal(code="run_deadline_passed", message=message, step=step.id)
                 return self.seal("failed", "deadline_passed", None, refusal)
-            s._renew(self.run_id)
+            s._renew(self.run_id, before_step=True)
             kill_point("step.start")
             started = s.clock()
             try:

@@ -15,6 +15,7 @@ from proctor.core.resume import PERSON_KINDS
 from proctor.receipts.canonical import digest
 from proctor.runtime.engine.host import StepRunner as Run
 from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run, trace_of
+from proctor.runtime.engine.stored_envelope import answers_template, compact, compact_trace
 from proctor.runtime.engine.upkeep import on_pause
 from proctor.runtime.records.runs import RequestRecord
 from proctor.runtime.testhooks import kill_point
@@ -43,7 +44,6 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
     person_only = all(r.kind in PERSON_KINDS for r in requests)
     status = "needs_approval" if person_only else "needs_agent"
     shown = []
-    template: dict[str, Any] = {"schema": "proctor.resume.v1"}
     for r in requests:
         view, redacted = run.sanitizer.value(
             {
@@ -58,19 +58,6 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
             # secret, so it names what it hid (a host cannot recompute this digest).
             view["redacted"] = redacted
         shown.append(view)
-        if r.kind == "wait":  # takes no answer: a resume at or after its until settles it
-            continue
-        lane = "approvals" if r.kind in PERSON_KINDS else "answers"
-        entry: dict[str, Any] = {"request_digest": r.request_digest}
-        if r.kind == "approval":
-            entry.update({"approved": None, "reason": None})
-        elif r.kind == "retry":
-            entry["value"] = {"retry": None}
-        elif r.kind == "question":
-            entry["value"] = {q["id"]: {} for q in r.body.get("questions", [])}
-        else:
-            entry["value"] = None
-        template.setdefault(lane, {})[r.address] = entry
     # what the pause owes people (notifications, deadline timers) is durable before the pause
     on_pause(run, requests, shown)
     lost = int(run.record.data.get("audit_lost") or 0) + s.audit.lost(run.run_id)
@@ -79,20 +66,23 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
         run_id=run.run_id,
         skill=run.record.skill,
         method=run.record.method,
-        trace=trace_of(s.store.calls(run.run_id)),
+        trace=trace_of(calls := s.store.calls(run.run_id)),
         requests=shown,
-        answers_template=template,
+        answers_template=answers_template(requests),
         resume_command=f"proctor resume {run.run_id} -",
         audit_lost=lost,
         notes=authority_notes(run.authority.to_json()) + audit_lost_note(lost),
     )
     doc, _ = run.sanitizer.value(envelope.to_json())
-    s.store.update_run(run.run_id, status=status, data={"envelope": doc, "audit_lost": lost})
+    # the run row keeps what the request rows do not hold already (see .stored_envelope)
+    kept = compact_trace(compact(doc, requests), calls)
+    with s.store.transaction():  # the paused record and its event: one commit
+        s.store.update_run(run.run_id, status=status, data={"envelope": kept, "audit_lost": lost})
+        s.store.append_event(
+            run.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
+        )
     run.record.data["audit_lost"] = lost
     s.audit.take_lost(run.run_id)
-    s.store.append_event(
-        run.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
-    )
     s.audit.emit(
         "run_paused",
         run_id=run.run_id,

@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from proctor.contracts.envelope import Refusal, RunEnvelope, TraceEntry
+from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
+from proctor.runtime.engine.stored_envelope import compact_trace, sandbox_use, trace_of
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.receipts.model import Verdict
-    from proctor.runtime.boundary.sandbox import SandboxUse
     from proctor.runtime.engine.host import RunHost
 
 __all__ = [
@@ -69,50 +69,6 @@ def call_receipt_outcome(record: CallRecord) -> tuple[str, str | None]:
     if code == "schema_invalid":
         return "blocked", "inputs_invalid"
     return "blocked", "admission_refused"
-
-
-def trace_of(calls: list[CallRecord]) -> list[TraceEntry]:
-    """The envelope's trace: every settled call in the order it was claimed."""
-    out: list[TraceEntry] = []
-    for call in calls:
-        settled = call.result if isinstance(call.result, dict) else {}
-        status = settled.get("status")
-        if call.state != "settled" or status not in ("completed", "failed", "refused"):
-            continue
-        error = settled.get("error") or None
-        out.append(
-            TraceEntry(
-                step=call.step_id or "",
-                tool=call.tool,
-                call_id=call.call_id,
-                outcome=status,
-                code=None if error is None else str(error.get("code")),
-                message=None if error is None else str(error.get("message")),
-                warnings=[
-                    f"{v['rule_id']}: {v['message']}"
-                    for v in settled.get("verdicts") or []
-                    if v.get("effect") == "warned"
-                ]
-                + _sandbox_warnings(settled),
-            )
-        )
-    return out
-
-
-def _sandbox_use(record: object) -> SandboxUse | None:
-    """The sandbox a call recorded (``None`` for one that started no process: most calls,
-    read without importing the sandbox module)."""
-    if record is None:
-        return None
-    from proctor.runtime.boundary.sandbox import SandboxUse
-
-    return SandboxUse.from_record(record)
-
-
-def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
-    use = _sandbox_use(settled.get("sandbox"))
-    warning = None if use is None else use.warning()
-    return [] if warning is None else [warning]
 
 
 DEFAULT_AUTHORITY_NOTE = "no host set an authority"
@@ -255,7 +211,7 @@ def _seal(
             elif c_outcome == "declined":  # who declined it, at the address it was asked
                 declined_at = ((settled.get("error") or {}).get("details") or {}).get("address")
                 verdicts += deciders.get(str(declined_at or step_id), [])
-            sandbox = _sandbox_use(settled.get("sandbox"))
+            sandbox = sandbox_use(settled.get("sandbox"))
             if sandbox is not None and sandbox.trust is not None:
                 verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
             c_started = _time(settled.get("started_at"), run_started)
@@ -385,7 +341,7 @@ def _seal(
             outcome=outcome,
             receipt_id=root.receipt_id,
             data={
-                "envelope": doc,
+                "envelope": compact_trace(doc, calls),  # the trace is the call rows'
                 "audit_lost": lost,
                 "receipt_tree": {"size": root.size, "height": root.height},
                 "spend_total": spent,

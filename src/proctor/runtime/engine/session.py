@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +44,13 @@ from proctor.errors import ProctorError, ResumeRefused, StoreError, UsageError
 from proctor.runtime.admission.governor import CallOutcome
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
-from proctor.runtime.engine.lease import acquire_lease, holder_dead, holder_id, renew_lease
+from proctor.runtime.engine.lease import (
+    acquire_lease,
+    holder_dead,
+    holder_id,
+    lease_ttl,
+    renew_lease,
+)
 from proctor.runtime.packages.resolve import reload_skill, resolve_skill, verify_named_refs
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.testhooks import kill_point
@@ -150,6 +157,8 @@ class Session:
         self._holder = holder_id()
         self.stop_event = threading.Event()
         self._trusted_by_env: set[str] = set()
+        # when this session last took or renewed each run's lease (monotonic; see _renew)
+        self._renewed: dict[str, float] = {}
 
     @property
     def holder(self) -> str:
@@ -287,12 +296,18 @@ class Session:
         )
         self._trusted_by_env.add(files.digest)
 
+    settle_on_close = True
+    """Whether :meth:`close` settles what is due; ``proctor worker`` clears it on the sessions
+    its slots drive (its upkeep thread settles every few seconds)."""
+
     def close(self) -> None:
         """Settle what is due on waiting requests (notifications, deadlines: see
-        :mod:`.upkeep`), then release the run store and the audit log. A failure to settle is
-        audited, never raised: the outbox keeps what is due for the next command."""
+        :mod:`.upkeep`; unless :attr:`settle_on_close` is cleared), then release the run store
+        and the audit log. A failure to settle is audited, never raised: the outbox keeps
+        what is due for the next command."""
         if self._store is not None:
-            self.settle_due()
+            if self.settle_on_close:
+                self.settle_due()
             self._store.close()
         if self._audit is not None:
             self._audit.close()
@@ -319,11 +334,13 @@ class Session:
     # -- leases ----------------------------------------------------------------------------
 
     def _acquire(self, run_id: str) -> None:
+        at = time.monotonic()
         if not acquire_lease(self.store, run_id, self._holder):
             raise ResumeRefused(
                 f"run {run_id} is being driven by another process; try again when it stops",
                 code="run_busy",
             )
+        self._renewed[run_id] = at
         lease = self.store.lease(run_id)
         if lease is not None and lease.taken_from:
             # the run record names the holder whose lease lapsed (or who died) and the epoch
@@ -338,14 +355,24 @@ class Session:
             self.audit.emit("lease_taken_over", run_id=run_id, step_index=None, **lapsed)
 
     def _release(self, run_id: str) -> None:
+        self._renewed.pop(run_id, None)
         try:
             self.store.release_lease(run_id, self._holder)
         except StoreError as exc:  # a full disk refuses it too: a gone holder's lease is
             if exc.code != "store_full":  # taken over at once by a driver on this host
                 raise
 
-    def _renew(self, run_id: str) -> None:
+    def _renew(self, run_id: str, *, before_step: bool = False) -> None:
+        """Renew the run's lease (:func:`renew_lease`). Before a step, not when this session
+        took or renewed it less than a tenth of its time ago: the lease then still runs for
+        nine tenths of it, nobody may take a live holder's lease before it runs out, and every
+        write of the step is fenced by the lease's epoch all the same. Before a seal, always
+        (a driver that lost its lease writes no receipt)."""
+        at = time.monotonic()
+        if before_step and at - self._renewed.get(run_id, -1e18) < lease_ttl() / 10:
+            return
         renew_lease(self.store, run_id, self._holder)
+        self._renewed[run_id] = at
 
     # -- running ---------------------------------------------------------------------------
 
@@ -622,9 +649,11 @@ class Session:
         Raises:
             UsageError: ``run_not_found``.
         """
+        from proctor.runtime.engine.stored_envelope import envelope_doc
+
         record = self._record(run_id)
-        doc = record.data.get("envelope")
-        if isinstance(doc, dict):
+        doc = envelope_doc(self.store, record)
+        if doc is not None:
             return RunEnvelope.model_validate(doc)
         return RunEnvelope(
             status="needs_agent",

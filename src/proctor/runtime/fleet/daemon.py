@@ -285,6 +285,7 @@ class Worker:
         session = Session(
             self.workspace, environ=self.environ, run_ids=lambda: work.run_id, managed=False
         )
+        session.settle_on_close = False  # the upkeep thread settles (every UPKEEP_SECONDS)
         with self._lock:
             self._holders[n] = session.holder
             self._sessions[n] = session

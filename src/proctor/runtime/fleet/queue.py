@@ -121,13 +121,13 @@ class WorkQueue:
                 :func:`~proctor.contracts.submission.dump_body` (nothing is queued).
         """
         text = dump_body(make_body(kind, body))
-        with self.store.transaction():
-            rows = self._rows(
-                "INSERT INTO submissions (kind, run_id, body, due_at)"
-                f" VALUES (%s, %s, %s, {_NOW} + %s) RETURNING id",
-                (kind, run_id, text, delay),
-            )
-            self._notify()
+        # one statement (one transaction of its own, or the caller's): the row and its notice
+        rows = self._rows(
+            "WITH made AS (INSERT INTO submissions (kind, run_id, body, due_at)"
+            f" VALUES (%s, %s, %s, {_NOW} + %s) RETURNING id)"
+            " SELECT id, pg_notify(%s, '') FROM made",
+            (kind, run_id, text, delay, self.channel),
+        )
         return int(rows[0][0])
 
     def take(self, worker_id: str) -> Submission | Refused | None:
@@ -162,20 +162,17 @@ class WorkQueue:
     ) -> None:
         """Mark a taken submission ``done`` or ``failed`` (with a note naming why); with
         ``by``, only while that worker still holds it taken. Work queued for the same run can
-        be taken now: idle workers are told."""
-        with self.store.transaction():
-            if by is None:
-                self._rows(
-                    "UPDATE submissions SET state = %s, note = %s WHERE id = %s",
-                    (state, note[:500], submission_id),
-                )
-            else:
-                self._rows(
-                    "UPDATE submissions SET state = %s, note = %s WHERE id = %s"
-                    " AND state = 'taken' AND taken_by = %s",
-                    (state, note[:500], submission_id, by),
-                )
-            self._notify()
+        be taken now: idle workers are told when there is some (every other submission woke
+        them when it was queued)."""
+        mine = "" if by is None else " AND state = 'taken' AND taken_by = %s"
+        # one statement: the update and, when work of its run waits, the notice
+        self._rows(
+            "WITH done AS (UPDATE submissions SET state = %s, note = %s"
+            f" WHERE id = %s{mine} RETURNING run_id)"
+            " SELECT pg_notify(%s, '') FROM done WHERE EXISTS (SELECT 1 FROM submissions s"
+            " WHERE s.run_id = done.run_id AND s.state = 'queued')",
+            (state, note[:500], submission_id, *(() if by is None else (by,)), self.channel),
+        )
 
     def retry_later(self, submission_id: int, delay: float, note: str) -> None:
         """Put a taken submission back, due after ``delay`` (a bounded retry)."""

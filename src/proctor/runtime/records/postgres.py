@@ -323,6 +323,11 @@ class PostgresRunStore:
                     run_id,
                 ),
             )
+            if status == "sealed":  # what it leaves unanswered waits on nothing now
+                self._rows(
+                    "UPDATE requests SET closed = true WHERE run_id = %s AND state = 'open'",
+                    (run_id,),
+                )
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -348,9 +353,13 @@ class PostgresRunStore:
         )
         return int(rows[0][0]) if rows else 0
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
+    def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         rows = self._rows(
-            "SELECT seq, at, kind, body FROM events WHERE run_id = %s ORDER BY seq", (run_id,)
+            "SELECT seq, at, kind, body FROM events WHERE run_id = %s AND seq > %s"
+            " ORDER BY seq LIMIT %s",  # LIMIT NULL: no limit
+            (run_id, after, limit),
         )
         return [{"seq": r[0], "at": r[1], "kind": r[2], "body": json.loads(r[3])} for r in rows]
 
@@ -494,6 +503,13 @@ class PostgresRunStore:
     _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
+        if getattr(self._local, "conn", None) is None:  # asked again as recorded: a read only
+            found = self._one(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s",
+                (request.run_id, request.address),
+            )
+            if found is not None and found[3] == request.request_digest:
+                return self._request(found)
         with self.transaction():
             self._fence(request.run_id)
             row = self._one(
@@ -546,8 +562,8 @@ class PostgresRunStore:
         req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
         rows = self._rows(
             f"SELECT {run_cols}, {req_cols} FROM requests q"
-            " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.ord > %s"
-            " AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
+            " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND NOT q.closed"
+            " AND q.ord > %s AND r.status != 'sealed' ORDER BY q.ord LIMIT %s",
             (after or 0, limit),
         )
         return [

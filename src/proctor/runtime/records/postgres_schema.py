@@ -8,7 +8,7 @@ knows is refused ``store_schema_newer`` before anything is written: an older pro
 drive runs a newer one recorded.
 
 The tables mirror the SQLite store's (``sqlite_schema``), with what many workers need besides:
-``runs_status`` and ``requests_open`` keep the history and pending-requests listings flat at
+``runs_status`` and ``requests_waiting`` keep the history and pending-requests listings flat at
 100,000 runs; ``submissions`` is the queue of work any worker may take; ``workers`` holds each
 live worker's heartbeat (what each holds is its rows in ``leases``).
 """
@@ -187,7 +187,19 @@ CREATE INDEX notify_outbox_due ON notify_outbox (due_at) WHERE state = 'pending'
 """
 """Version 4: the notification outbox (see :mod:`.outbox`)."""
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+_V5 = """
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS closed BOOLEAN NOT NULL DEFAULT false;
+UPDATE requests q SET closed = true FROM runs r
+    WHERE r.run_id = q.run_id AND r.status = 'sealed' AND q.state = 'open';
+DROP INDEX IF EXISTS requests_open;
+CREATE INDEX IF NOT EXISTS requests_waiting ON requests (ord) WHERE state = 'open' AND NOT closed;
+"""
+"""Version 5: a seal marks the requests its run left unanswered ``closed`` (in the same
+transaction), and the pending list reads ``requests_waiting``, the requests still open on runs
+not sealed, so its cost does not grow with the sealed runs before the page; requests that runs
+sealed before it left open are marked here."""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
 """Every schema version in order; a new one is appended, never edited once released."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

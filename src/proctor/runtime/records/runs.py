@@ -175,8 +175,12 @@ class RunStore(Protocol):
         """Append one event to a run; returns its sequence number (from 1)."""
         ...
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's events in order, each ``{seq, at, kind, body}``."""
+    def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """A run's events in order, each ``{seq, at, kind, body}``: those after ``after`` (a
+        ``seq``), at most ``limit`` of them (``None``: all). The store reads only those rows
+        (from the primary key at ``after``), so a page costs the same late in a long run."""
         ...
 
     def claim_call(self, call: CallRecord) -> None:

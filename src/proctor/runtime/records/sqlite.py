@@ -350,6 +350,11 @@ class SQLiteRunStore:
                     run_id,
                 ),
             )
+            if status == "sealed":  # what it leaves unanswered waits on nothing now
+                self._exec(
+                    "UPDATE requests SET closed = 1 WHERE run_id = ? AND state = 'open'",
+                    (run_id,),
+                )
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -382,10 +387,14 @@ class SQLiteRunStore:
             )
         return seq
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
+    def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._exec(
-                "SELECT seq, at, kind, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+                "SELECT seq, at, kind, body FROM events WHERE run_id = ? AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (run_id, after, -1 if limit is None else limit),  # -1: no limit
             ).fetchall()
         return [{"seq": r[0], "at": r[1], "kind": r[2], "body": json.loads(r[3])} for r in rows]
 
@@ -543,6 +552,14 @@ class SQLiteRunStore:
     _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
+        with self._lock:
+            if not self._depth:  # asked again as recorded: a read, no write transaction
+                row = self._exec(
+                    f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? AND address = ?",
+                    (request.run_id, request.address),
+                ).fetchone()
+                if row is not None and row[3] == request.request_digest:
+                    return self._request(row)
         with self.transaction():
             self._fence(request.run_id)
             row = self._exec(
@@ -597,9 +614,9 @@ class SQLiteRunStore:
         req_cols = ", ".join(f"q.{c.strip()}" for c in self._REQ_COLS.split(","))
         with self._lock:
             rows = self._exec(
-                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_open"
-                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.ord > ?"
-                " AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
+                f"SELECT {run_cols}, {req_cols} FROM requests q INDEXED BY requests_waiting"
+                " JOIN runs r ON r.run_id = q.run_id WHERE q.state = 'open' AND q.closed = 0"
+                " AND q.ord > ? AND r.status != 'sealed' ORDER BY q.ord LIMIT ?",
                 (after or 0, limit),
             ).fetchall()
         return [

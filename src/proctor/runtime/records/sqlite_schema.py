@@ -70,9 +70,9 @@ CREATE TABLE IF NOT EXISTS requests (
     body TEXT NOT NULL,
     state TEXT NOT NULL,
     decision TEXT,
+    closed INTEGER NOT NULL DEFAULT 0,
     UNIQUE (run_id, address)
 );
-CREATE INDEX IF NOT EXISTS requests_open ON requests (ord) WHERE state = 'open';
 CREATE INDEX IF NOT EXISTS runs_reuse ON runs (json_extract(data, '$.reuse_key'), cursor)
     WHERE status = 'sealed' AND outcome = 'completed';
 CREATE TABLE IF NOT EXISTS leases (
@@ -97,7 +97,24 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
 SCHEMA += COUNTS_SCHEMA  # the index by step and the run's counters (sqlite_counts)
 SCHEMA += OUTBOX_SQLITE  # the notification outbox (outbox)
 
-SCHEMA_VERSION = 7
+_AFTER_COLUMNS = """
+DROP INDEX IF EXISTS requests_open;
+CREATE INDEX IF NOT EXISTS requests_waiting ON requests (ord) WHERE state = 'open' AND closed = 0;
+"""
+"""Indexes over columns an older store gains (:data:`_ADDED_COLUMNS`), made after them.
+
+``requests_waiting`` (version 8) holds the requests still open on runs not sealed: a seal
+marks its run's unanswered requests ``closed`` in the same transaction, so the pending list
+reads no entry a sealed run left behind (``requests_open``, which it replaces, held them all).
+"""
+
+_CLOSE_LEFTOVERS = (
+    "UPDATE requests SET closed = 1 WHERE state = 'open' AND closed = 0"
+    " AND run_id IN (SELECT run_id FROM runs WHERE status = 'sealed')"
+)
+"""Version 8's migration: requests that runs sealed before it left open are marked closed."""
+
+SCHEMA_VERSION = 8
 """Bumped whenever ``SCHEMA`` changes; a store below it has the schema (re)applied."""
 
 
@@ -122,6 +139,7 @@ _ADDED_COLUMNS = (
     ("calls", "site", "TEXT"),  # where the claimed effect runs
     ("runs", "identity", "TEXT"),  # version 6: the run's package identity (null before it)
     # version 7: the notification outbox, a table of its own (created by SCHEMA)
+    ("requests", "closed", "INTEGER NOT NULL DEFAULT 0"),  # version 8: left open by a seal
 )
 
 
@@ -134,4 +152,7 @@ def build_schema(conn: sqlite3.Connection) -> None:
         have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
+    for statement in _statements(_AFTER_COLUMNS):
+        conn.execute(statement)
+    conn.execute(_CLOSE_LEFTOVERS)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

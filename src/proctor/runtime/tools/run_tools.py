@@ -66,7 +66,8 @@ def _read(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         )
     after = int(args.get("after") or 0)
     limit = int(args.get("limit") or _DEFAULT_LIMIT)
-    events = [e for e in store.events(record.run_id) if int(e["seq"]) > after]
+    # one more than the page: whether another page follows, without reading the rest
+    events = store.events(record.run_id, after=after, limit=limit + 1)
     page = events[:limit]
     requests = [
         {
