@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from proctor.runtime.records.receipt_packs import PACK_HEADER, pack_names, records_of
+from proctor.runtime.records.receipt_packs import pack_names, records_of
 from proctor.runtime.records.receipts import INDEX_NAME, ReceiptStore
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.canonical import canonical
 from proctor.receipts.writer import seal
 from proctor.runtime.records.folder_reader import FolderReader
-from proctor.receipts.canonical import canonical
 from proctor.runtime.records.receipt_packs import PACK_HEADER, PACK_HEADER_V2, PACKS_DIR
 from proctor.runtime.records.receipts import (
     INDEX_NAME,

@@ -58,9 +58,8 @@ def keep_wal_on_close(conn: sqlite3.Connection, path: Path) -> bool:
 def _set_by_handle(conn: sqlite3.Connection, path: Path) -> bool:
     """Python 3.11: ``sqlite3_db_config`` on the ``sqlite3 *`` the connection object holds
     first after its object header, once the handle names this store's file."""
-    import ctypes
-
     import _sqlite3
+    import ctypes
 
     lib = ctypes.CDLL(_sqlite3.__file__)  # its dependencies (libsqlite3) are searched too
     handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
