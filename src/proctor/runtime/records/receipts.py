@@ -63,6 +63,7 @@ from proctor.runtime.records.receipt_packs import (
     batch_bytes,
     pack_name,
 )
+from proctor.runtime.testhooks import kill_point
 
 __all__ = [
     "INDEX_NAME",
@@ -381,6 +382,7 @@ class ReceiptStore:
         try:
             lead = b"" if os.pread(fd, 1, size - 1) == b"\n" else b"\n"  # after a torn tail
             _write_at_end(fd, size, lead + batch, durable=self._durable)
+            kill_point("receipts.batch_synced")  # on disk, not yet in the index
             base = size + len(lead)
             lines = []
             for (receipt_id, record, kind, outcome), at in zip(todo, offsets, strict=True):
