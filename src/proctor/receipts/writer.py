@@ -149,6 +149,7 @@ class ReceiptWriter:
         self._serials = bytearray()  # one per receipt written here: 1 once committed
         self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
+        self._times: dict[datetime, str] = {}
 
     @property
     def key_id(self) -> str:
@@ -233,8 +234,8 @@ class ReceiptWriter:
         ):
             if value is not None and not is_digest(value):
                 raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
-        started = format_time(started_at)
-        ended = format_time(ended_at if ended_at is not None else self._clock())
+        started = self._time(started_at)
+        ended = self._time(ended_at if ended_at is not None else self._clock())
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
         size, height = self._admit_children(children)
@@ -285,6 +286,17 @@ class ReceiptWriter:
         ):
             self.flush()
         return Ref(receipt_id, receipt_id, kind, outcome, size, height, serial)
+
+    def _time(self, moment: datetime) -> str:
+        """:func:`format_time` of ``moment``, remembered for the moments a seal repeats (a
+        parent's span on each of its segments, a fixed clock)."""
+        times = self._times
+        text = times.get(moment)
+        if text is None:
+            if len(times) >= 4096:
+                times.clear()
+            text = times[moment] = format_time(moment)
+        return text
 
     def _seal(self, body: dict[str, Any], *, signed: bool) -> tuple[str, bytes]:
         """The id and bytes of ``body``'s receipt, checked to be one every verifier accepts.

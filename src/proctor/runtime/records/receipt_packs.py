@@ -35,6 +35,7 @@ which is how a reader with nothing but the packs finds it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import mmap
 import os
@@ -74,6 +75,8 @@ PACK_LIMIT = 8 << 20
 reader that learns a whole pack's receipts (``proctor verify``) holds at most this much."""
 PACK_NAME = re.compile(r"[0-9a-f]{32}")
 RECEIPT_HEX = re.compile(r"[0-9a-f]{64}")
+_KNOWN_MAX = 1 << 16
+"""Receipt places a writer's shelf keeps (about 10 MiB at most)."""
 _MAPPED_PACKS = 64
 """Packs a shelf keeps mapped at once (their places stay known)."""
 _BODY_START = b'{"body":'
@@ -183,8 +186,16 @@ class PackShelf:
         return self._known.get(hex_id)
 
     def learn(self, hex_id: str, pack: str, at: int, size: int) -> None:
-        """Note where a receipt written by this process lies (no lookup needed later)."""
-        self._known.setdefault(hex_id, (pack, at, size))
+        """Note where a receipt written by this process lies (no lookup needed later). The
+        shelf keeps the places of the newest :data:`_KNOWN_MAX` receipts it learnt this way,
+        so a long-lived writer (a day-long agent, a server) holds a bounded number; an older
+        one is found again through the index when read."""
+        known = self._known
+        if hex_id not in known:
+            if len(known) >= _KNOWN_MAX:
+                for old in list(itertools.islice(known, _KNOWN_MAX // 2)):
+                    del known[old]
+            known[hex_id] = (pack, at, size)
 
     def learn_entry(self, entry: Mapping[str, object]) -> None:
         """Note where an index entry (a parsed ``index.jsonl`` line) says its receipt lies."""
