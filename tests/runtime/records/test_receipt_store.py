@@ -326,3 +326,21 @@ def test_a_store_of_v1_packs_from_an_earlier_version_reads_verifies_and_grows(
     assert len(list((tmp_path / PACKS_DIR).iterdir())) == 2
     assert FolderReader(tmp_path)(new_id) == new
     assert FolderReader(tmp_path)(step_id) == step
+
+
+def test_a_writer_keeps_a_bounded_number_of_receipt_places_and_still_reads_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proctor.runtime.records import receipt_packs
+
+    monkeypatch.setattr(receipt_packs, "_KNOWN_MAX", 8)
+    store = ReceiptStore(tmp_path)
+    ids = ["sha256:" + f"{n:064x}" for n in range(40)]
+    for n, rid in enumerate(ids):
+        store.put(rid, b"receipt %d\n" % n, kind="call", outcome="completed")
+        assert len(store._shelf._known) <= 8
+    for n, rid in enumerate(ids):  # the dropped ones are found again through the index
+        assert store.get(rid) == b"receipt %d\n" % n
+    with pytest.raises(ReceiptInvalid) as info:  # a recent one is still refused other bytes
+        store.put(ids[-1], b"other\n", kind="call", outcome="completed")
+    assert info.value.code == "receipt_conflict"

@@ -195,13 +195,16 @@ class PackShelf:
             if len(known) >= _KNOWN_MAX:
                 for old in list(itertools.islice(known, _KNOWN_MAX // 2)):
                     del known[old]
+                # places found by reading packs may be among those dropped: read them again
+                self._scanned.clear()
+                self._all_scanned = False
             known[hex_id] = (pack, at, size)
 
     def learn_entry(self, entry: Mapping[str, object]) -> None:
         """Note where an index entry (a parsed ``index.jsonl`` line) says its receipt lies."""
         found = _checked(entry)
         if found is not None:
-            self._known.setdefault(found[0], found[1:])
+            self.learn(*found)
 
     def close(self) -> None:
         """Unmap every file this shelf mapped."""
