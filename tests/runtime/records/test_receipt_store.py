@@ -344,3 +344,30 @@ def test_a_writer_keeps_a_bounded_number_of_receipt_places_and_still_reads_each(
     with pytest.raises(ReceiptInvalid) as info:  # a recent one is still refused other bytes
         store.put(ids[-1], b"other\n", kind="call", outcome="completed")
     assert info.value.code == "receipt_conflict"
+
+
+def test_a_batch_costs_one_sync_once_the_days_pack_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    store = ReceiptStore(tmp_path)
+    store.put(RID, b"one\n", kind="call", outcome="completed")  # makes the store and the pack
+    synced: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    items = [("sha256:" + f"{n:064x}", b"r %d\n" % n, "call", "completed") for n in range(100)]
+    ReceiptStore(tmp_path).put_many(items)  # another writer: the same pack, appended to
+    assert len(synced) == 1 and synced[0].endswith(".pack")
+    for rid, data, _, _ in items:
+        assert ReceiptStore(tmp_path).get(rid) == data
