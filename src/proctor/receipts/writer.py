@@ -63,7 +63,7 @@ from proctor.receipts.model import (
     encode_envelope,
     format_time,
 )
-from proctor.receipts.scan import scan_envelope
+from proctor.receipts.scan import recognized
 from proctor.receipts.signing import Signer, b64
 
 __all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", "utc_now"]
@@ -302,7 +302,7 @@ class ReceiptWriter:
         """The id and bytes of ``body``'s receipt, checked to be one every verifier accepts.
 
         The check has two routes with one answer: the fast recognizer of the verifier
-        (:func:`~proctor.receipts.scan.scan_envelope`, which accepts only what the strict rules
+        (:func:`~proctor.receipts.scan.recognized`, which accepts only what the strict rules
         accept) on the finished bytes, and the strict rules (:func:`check_body`) for anything
         it does not take. A body made of what :func:`check_body` admits is plain JSON (exact
         dicts with ASCII keys, lists, strings, booleans, null, safe integers), so it is
@@ -316,7 +316,7 @@ class ReceiptWriter:
             receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
             signature = b64(self._signer.sign(body_bytes)) if signed else None
             data = encode_envelope(body_bytes, self._signer.key_id, signature)
-            if scan_envelope(data) is not None:
+            if recognized(data):
                 return receipt_id, data
         try:
             check_body(body)

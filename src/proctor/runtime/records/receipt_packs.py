@@ -75,8 +75,8 @@ PACK_LIMIT = 8 << 20
 reader that learns a whole pack's receipts (``proctor verify``) holds at most this much."""
 PACK_NAME = re.compile(r"[0-9a-f]{32}")
 RECEIPT_HEX = re.compile(r"[0-9a-f]{64}")
-_KNOWN_MAX = 1 << 16
-"""Receipt places a writer's shelf keeps (about 10 MiB at most)."""
+_KNOWN_MAX = 1 << 14
+"""Receipt places a writer's shelf keeps (a few MiB at most)."""
 _MAPPED_PACKS = 64
 """Packs a shelf keeps mapped at once (their places stay known)."""
 _BODY_START = b'{"body":'
