@@ -451,7 +451,9 @@ class ReceiptStore:
             except BaseException:
                 os.close(fd)
                 raise
-            if ours and size < PACK_LIMIT:
+            # a pack takes batches while under the limit, and a new one its first whatever
+            # the limit (so a limit below a header's size still moves on)
+            if ours and (size < PACK_LIMIT or size == len(PACK_HEADER_V2)):
                 self._pack_at = (day, n)
                 return fd, name, size
             os.close(fd)  # full (or not a pack of ours under that name): the next one
