@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from proctor.runtime.records.receipt_packs import PACK_HEADER, pack_names, records_of
+from proctor.runtime.records.receipt_packs import pack_names, records_of
 from proctor.runtime.records.receipts import INDEX_NAME, ReceiptStore
 
 
@@ -62,7 +62,7 @@ def rewrite(folder: Path, receipt_id: str, data: bytes | None) -> None:
     old = path.read_bytes()
     mine = [e for e in entries if e.get("pack") == pack]
     mine.sort(key=lambda e: int(str(e["at"])))
-    out = bytearray(PACK_HEADER)
+    out = bytearray(old[: old.index(b"\n") + 1])  # the pack's own header
     kept: list[dict[str, object]] = []
     for entry in mine:
         at, size = int(str(entry["at"])), int(str(entry["size"]))

@@ -504,6 +504,12 @@ def _final_checks(root: Path, case: Case, envelope: dict[str, Any], outcome: Out
     audit = proctor(root, ["audit", "verify"])
     if audit.returncode != 0:
         outcome.violations.append(f"{point}: the audit log does not verify: {audit.stdout}")
+    receipt = envelope.get("receipt_id")
+    if outcome.final_status.startswith("sealed") and isinstance(receipt, str):
+        # the tree the envelope names is whole on disk, whatever the kill cut short
+        checked = proctor(root, ["verify", receipt, "--json"])
+        if checked.returncode != 0:
+            outcome.violations.append(f"{point}: receipt {receipt} does not verify")
 
 
 def all_scenarios(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.model import OUTCOMES, SEAL_REASONS, parse_envelope
-from proctor.receipts.scan import Scanned, scan_envelope
+from proctor.receipts.scan import Scanned, recognized, scan_envelope
 from proctor.receipts.writer import seal
 from proctor.runtime.records.receipts import ReceiptStore
 from tests.receipts.helpers import body, signer, small_tree
@@ -35,6 +35,7 @@ def _strict(data: bytes) -> Scanned | None:
 
 def _agree(data: bytes) -> Scanned | None:
     fast = scan_envelope(data)
+    assert recognized(data) is (fast is not None)  # the writer's check: the same answer
     if fast is not None:
         assert fast == _strict(data)
     return fast

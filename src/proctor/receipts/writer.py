@@ -63,7 +63,7 @@ from proctor.receipts.model import (
     encode_envelope,
     format_time,
 )
-from proctor.receipts.scan import scan_envelope
+from proctor.receipts.scan import recognized
 from proctor.receipts.signing import Signer, b64
 
 __all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", "utc_now"]
@@ -149,6 +149,7 @@ class ReceiptWriter:
         self._serials = bytearray()  # one per receipt written here: 1 once committed
         self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
+        self._times: dict[datetime, str] = {}
 
     @property
     def key_id(self) -> str:
@@ -233,8 +234,8 @@ class ReceiptWriter:
         ):
             if value is not None and not is_digest(value):
                 raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
-        started = format_time(started_at)
-        ended = format_time(ended_at if ended_at is not None else self._clock())
+        started = self._time(started_at)
+        ended = self._time(ended_at if ended_at is not None else self._clock())
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
         size, height = self._admit_children(children)
@@ -286,11 +287,22 @@ class ReceiptWriter:
             self.flush()
         return Ref(receipt_id, receipt_id, kind, outcome, size, height, serial)
 
+    def _time(self, moment: datetime) -> str:
+        """:func:`format_time` of ``moment``, remembered for the moments a seal repeats (a
+        parent's span on each of its segments, a fixed clock)."""
+        times = self._times
+        text = times.get(moment)
+        if text is None:
+            if len(times) >= 4096:
+                times.clear()
+            text = times[moment] = format_time(moment)
+        return text
+
     def _seal(self, body: dict[str, Any], *, signed: bool) -> tuple[str, bytes]:
         """The id and bytes of ``body``'s receipt, checked to be one every verifier accepts.
 
         The check has two routes with one answer: the fast recognizer of the verifier
-        (:func:`~proctor.receipts.scan.scan_envelope`, which accepts only what the strict rules
+        (:func:`~proctor.receipts.scan.recognized`, which accepts only what the strict rules
         accept) on the finished bytes, and the strict rules (:func:`check_body`) for anything
         it does not take. A body made of what :func:`check_body` admits is plain JSON (exact
         dicts with ASCII keys, lists, strings, booleans, null, safe integers), so it is
@@ -304,7 +316,7 @@ class ReceiptWriter:
             receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
             signature = b64(self._signer.sign(body_bytes)) if signed else None
             data = encode_envelope(body_bytes, self._signer.key_id, signature)
-            if scan_envelope(data) is not None:
+            if recognized(data):
                 return receipt_id, data
         try:
             check_body(body)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.canonical import canonical
 from proctor.receipts.writer import seal
 from proctor.runtime.records.folder_reader import FolderReader
-from proctor.runtime.records.receipt_packs import PACK_HEADER, PACKS_DIR
+from proctor.runtime.records.receipt_packs import PACK_HEADER, PACK_HEADER_V2, PACKS_DIR
 from proctor.runtime.records.receipts import (
     INDEX_NAME,
     ReceiptStore,
@@ -38,13 +40,17 @@ def test_put_creates_store_with_index(tmp_path: Path) -> None:
     pack = entry["pack"]
     assert entry == {
         "receipt_id": RID, "kind": "call", "outcome": "completed",
-        "pack": pack, "at": len(PACK_HEADER), "size": 4,
+        "pack": pack, "at": len(PACK_HEADER_V2), "size": 4,
     }  # fmt: skip
     assert list(store.index()) == [entry]
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [INDEX_NAME, PACKS_DIR]
     data = (tmp_path / "r" / PACKS_DIR / f"{pack}.pack").read_bytes()
-    assert data == PACK_HEADER + b"one\n"
-    assert pack == hashlib.sha256(data).hexdigest()[:32]  # a pack is named by its bytes
+    trailer = {"batch": {"receipts": 1, "sha256": hashlib.sha256(b"one\n").hexdigest(), "size": 4}}
+    assert data == PACK_HEADER_V2 + b"one\n" + canonical(trailer) + b"\n"
+    day = datetime.now(UTC).date().isoformat()  # the day's first pack, appended to
+    assert pack == hashlib.sha256(f"proctor.receipt_pack.v2/{day}/0".encode()).hexdigest()[:32]
+    store.put("sha256:" + "cd" * 32, b"two\n", kind="call", outcome="completed")
+    assert (tmp_path / "r" / PACKS_DIR / f"{pack}.pack").read_bytes().startswith(data + b"two\n")
 
 
 def test_same_bytes_are_a_no_op_and_different_bytes_are_refused(tmp_path: Path) -> None:
@@ -57,6 +63,7 @@ def test_same_bytes_are_a_no_op_and_different_bytes_are_refused(tmp_path: Path) 
     assert store.get(RID) == b"one\n"
     assert len((tmp_path / INDEX_NAME).read_text().splitlines()) == 2
     assert len(list((tmp_path / PACKS_DIR).iterdir())) == 1
+    assert (tmp_path / PACKS_DIR).iterdir().__next__().read_bytes().count(b"one\n") == 1
     assert not list(tmp_path.rglob(".tmp-*"))
 
 
@@ -206,15 +213,161 @@ def test_default_dir(tmp_path: Path) -> None:
     assert default_receipt_dir({"PROCTOR_RECEIPT_DIR": "x"}, tmp_path) == Path("x")
 
 
-def test_a_long_lived_store_keeps_a_bounded_number_of_packs_mapped(tmp_path: Path) -> None:
+def test_a_long_lived_store_keeps_a_bounded_number_of_packs_mapped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from proctor.runtime.records import receipt_packs
 
     ids = ["sha256:" + f"{n:064x}" for n in range(receipt_packs._MAPPED_PACKS + 10)]
     writer = ReceiptStore(tmp_path)
-    for n, rid in enumerate(ids):  # one batch, so one pack, each
+    monkeypatch.setattr("proctor.runtime.records.receipts.PACK_LIMIT", 1)
+    for n, rid in enumerate(ids):  # one batch, and a pack past its limit, each
         writer.put(rid, b"receipt %d\n" % n, kind="call", outcome="completed")
     reader = ReceiptStore(tmp_path)
     for _ in range(2):  # read all twice: evicted packs are mapped again
         for n, rid in enumerate(ids):
             assert reader.get(rid) == b"receipt %d\n" % n
     assert len(reader._shelf._maps) == receipt_packs._MAPPED_PACKS
+    assert len(list((tmp_path / PACKS_DIR).iterdir())) == len(ids)
+
+
+def test_a_pack_past_its_limit_takes_no_new_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("proctor.runtime.records.receipts.PACK_LIMIT", 64)
+    s = signer()
+    made = [seal(body("step", s.key_id, step_id=f"s{n}"), s) for n in range(5)]
+    store = ReceiptStore(tmp_path)
+    for rid, data in made:
+        store.put(rid, data, kind="step", outcome="completed")
+    packs = sorted((tmp_path / PACKS_DIR).iterdir())
+    assert len(packs) == 5  # each batch passed the limit: the next went to a new pack
+    for rid, data in made:
+        assert ReceiptStore(tmp_path).get(rid) == data
+        assert FolderReader(tmp_path)(rid) == data
+
+
+def test_a_torn_tail_of_a_pack_is_never_read_and_the_next_batch_starts_on_a_new_line(
+    tmp_path: Path,
+) -> None:
+    # a crash mid-append leaves part of a batch at the pack's end: half a receipt line, no
+    # trailer. The next writer starts on a fresh line; every receipt written whole reads back
+    # and verifies; the torn line is found by no id
+    s = signer()
+    first, torn, after = (seal(body("step", s.key_id, step_id=f"s{n}"), s) for n in range(3))
+    ReceiptStore(tmp_path).put(first[0], first[1], kind="step", outcome="completed")
+    (pack,) = (tmp_path / PACKS_DIR).iterdir()
+    with pack.open("ab") as handle:
+        handle.write(torn[1][: len(torn[1]) // 2])
+    ReceiptStore(tmp_path).put(after[0], after[1], kind="step", outcome="completed")
+    data = pack.read_bytes()
+    assert b"\n" + after[1] in data
+    for reader in (ReceiptStore(tmp_path).get, FolderReader(tmp_path)):
+        assert reader(first[0]) == first[1]
+        assert reader(after[0]) == after[1]
+        assert reader(torn[0]) is None
+    (header, *_) = data.splitlines(keepends=True)
+    assert header == PACK_HEADER_V2
+    result = verify_receipt(after[0], receipts_dir=tmp_path, public_key=s.public_key)
+    assert result.status == "verified"
+
+
+def test_a_failed_append_leaves_the_pack_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from proctor.errors import StoreError
+
+    store = ReceiptStore(tmp_path)
+    store.put(RID, b"one\n", kind="call", outcome="completed")
+    (pack,) = (tmp_path / PACKS_DIR).iterdir()
+    before = pack.read_bytes()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdatasync", full)
+    other = "sha256:" + "cd" * 32
+    with pytest.raises(StoreError) as info:
+        store.put(other, b"two\n", kind="call", outcome="completed")
+    assert info.value.code == "receipt_store_io"
+    assert pack.read_bytes() == before  # the unsynced batch was cut off
+    assert ReceiptStore(tmp_path).get(other) is None
+
+
+def test_a_store_of_v1_packs_from_an_earlier_version_reads_verifies_and_grows(
+    tmp_path: Path,
+) -> None:
+    # a v1 pack (one batch, named by its bytes, no trailer) and its index lines, as the
+    # previous version wrote them; new receipts go to a v2 pack beside it
+    from proctor.runtime.records.receipt_packs import pack_bytes
+
+    s = signer()
+    call_id, call = seal(body("call", s.key_id), s, signed=False)
+    step_id, step = seal(body("step", s.key_id, children=[call_id]), s)
+    name, data, offsets = pack_bytes([call, step])
+    (tmp_path / PACKS_DIR).mkdir()
+    (tmp_path / PACKS_DIR / f"{name}.pack").write_bytes(data)
+    lines = [json.dumps({"schema": "proctor.receipt_index.v1"}, separators=(",", ":"))]
+    for rid, record, at, kind in ((call_id, call, offsets[0], "call"),
+                                  (step_id, step, offsets[1], "step")):  # fmt: skip
+        entry = {"receipt_id": rid, "kind": kind, "outcome": "completed", "pack": name,
+                 "at": at, "size": len(record)}  # fmt: skip
+        lines.append(json.dumps(entry, separators=(",", ":")))
+    (tmp_path / INDEX_NAME).write_text("\n".join(lines) + "\n")
+    assert verify_receipt(step_id, receipts_dir=tmp_path, public_key=s.public_key).status == (
+        "verified"
+    )
+    assert ReceiptStore(tmp_path).get(call_id) == call
+    new_id, new = seal(body("step", s.key_id, step_id="s9"), s)
+    ReceiptStore(tmp_path).put(new_id, new, kind="step", outcome="completed")
+    assert len(list((tmp_path / PACKS_DIR).iterdir())) == 2
+    assert FolderReader(tmp_path)(new_id) == new
+    assert FolderReader(tmp_path)(step_id) == step
+
+
+def test_a_writer_keeps_a_bounded_number_of_receipt_places_and_still_reads_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proctor.runtime.records import receipt_packs
+
+    monkeypatch.setattr(receipt_packs, "_KNOWN_MAX", 8)
+    store = ReceiptStore(tmp_path)
+    ids = ["sha256:" + f"{n:064x}" for n in range(40)]
+    for n, rid in enumerate(ids):
+        store.put(rid, b"receipt %d\n" % n, kind="call", outcome="completed")
+        assert len(store._shelf._known) <= 8
+    for n, rid in enumerate(ids):  # the dropped ones are found again through the index
+        assert store.get(rid) == b"receipt %d\n" % n
+    with pytest.raises(ReceiptInvalid) as info:  # a recent one is still refused other bytes
+        store.put(ids[-1], b"other\n", kind="call", outcome="completed")
+    assert info.value.code == "receipt_conflict"
+
+
+def test_a_batch_costs_one_sync_once_the_days_pack_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    store = ReceiptStore(tmp_path)
+    store.put(RID, b"one\n", kind="call", outcome="completed")  # makes the store and the pack
+    synced: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    items = [("sha256:" + f"{n:064x}", b"r %d\n" % n, "call", "completed") for n in range(100)]
+    ReceiptStore(tmp_path).put_many(items)  # another writer: the same pack, appended to
+    assert len(synced) == 1 and synced[0].endswith(".pack")
+    for rid, data, _, _ in items:
+        assert ReceiptStore(tmp_path).get(rid) == data

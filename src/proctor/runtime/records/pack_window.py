@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 from proctor.errors import StoreError
 from proctor.runtime.records.receipt_packs import (
-    PACK_HEADER,
+    PACK_HEADERS,
     PACKS_DIR,
     PackShelf,
     entry_of,
@@ -95,9 +95,9 @@ class PackWindow:
         places: dict[str, int] = {}
         try:
             size = os.fstat(fd).st_size
-            head = os.pread(fd, len(PACK_HEADER), 0)
+            head = os.pread(fd, max(map(len, PACK_HEADERS)), 0)
             at, chunk = 0, _CHUNK
-            while head == PACK_HEADER and at < size:
+            while any(head.startswith(h) for h in PACK_HEADERS) and at < size:
                 data = os.pread(fd, chunk, at)
                 end = data.rfind(b"\n") + 1
                 if end == 0:

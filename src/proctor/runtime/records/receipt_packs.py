@@ -1,28 +1,41 @@
-"""Receipt packs: the file format a receipt store writes a batch of receipts into, and reading
-receipts back out of packs by id (``docs/receipts.md`` is the public description).
+"""Receipt packs: the file formats a receipt store writes receipts into, and reading receipts
+back out of packs by id (``docs/receipts.md`` is the public description).
 
 Kept apart from :mod:`.receipts` (the store: marking, batching, the index, keys) because the
 format is read without the store too: ``proctor verify`` of any folder (:class:`PackShelf`
 behind :class:`~.folder_reader.FolderReader`) and a third party's verifier.
 
-A pack is ``packs/<32 hex>.pack`` in the receipt folder::
+A pack is ``packs/<32 hex>.pack`` in the receipt folder. Two formats, told by the header line:
 
-    {"schema":"proctor.receipt_pack.v1"}\\n      the header line
-    <receipt envelope>\\n                        one line per receipt, each byte for byte the
-    <receipt envelope>\\n                        file ``<hex>.json`` earlier versions wrote
-    ...
+``proctor.receipt_pack.v2`` (written now): a file appended to, batch after batch::
 
-A receipt envelope is canonical JSON, which holds no raw line feed, so the pack is JSON Lines.
-The pack's name is the first 32 hex digits of the SHA-256 of its bytes: a pack is written once,
-whole, and never appended to; two writers of the same batch make the same file. The receipt
-store's ``index.jsonl`` says where each receipt lies (``pack``, byte offset ``at``, ``size``);
-without the index a receipt is found by its id, the SHA-256 of its ``body`` bytes, which is how
-a reader with nothing but the packs finds it.
+    {"schema":"proctor.receipt_pack.v2"}\\n      the header line
+    <receipt envelope>\\n                        the receipts of one batch, one line each,
+    ...                                          byte for byte the file ``<hex>.json`` held
+    {"batch":{"receipts":N,"sha256":"<hex>","size":S}}\\n
+    <receipt envelope>\\n                        the next batch ...
+
+  Each batch ends with its trailer: how many receipt lines it has, their total size in bytes
+  and the SHA-256 of those bytes, so a reader tells a whole batch from the torn tail a crash
+  mid-append leaves (a writer then starts its batch on a fresh line). A writer appends under
+  an exclusive lock and syncs the file once a batch; the file exists (made whole, its folder
+  synced) before its first batch, so an append costs no folder sync. A pack takes batches
+  until it passes :data:`PACK_LIMIT` bytes; its name is the first 32 hex digits of the
+  SHA-256 of ``proctor.receipt_pack.v2/<UTC day>/<n>`` (any 32 hex digits are a valid name).
+
+``proctor.receipt_pack.v1`` (written by earlier versions, still read): one batch, written once,
+named by the first 32 hex digits of the SHA-256 of its bytes, no trailer.
+
+A receipt envelope is canonical JSON, which holds no raw line feed, so a pack is JSON Lines. The
+receipt store's ``index.jsonl`` says where each receipt lies (``pack``, byte offset ``at``,
+``size``); without the index a receipt is found by its id, the SHA-256 of its ``body`` bytes,
+which is how a reader with nothing but the packs finds it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import mmap
 import os
@@ -34,11 +47,19 @@ from proctor.errors import StoreError
 __all__ = [
     "PACKS_DIR",
     "PACK_HEADER",
+    "PACK_HEADERS",
+    "PACK_HEADER_V2",
+    "PACK_LIMIT",
     "PACK_SCHEMA",
+    "PACK_SCHEMA_V2",
     "PackShelf",
+    "batch_bytes",
+    "batch_trailer",
     "body_of",
     "entry_of",
+    "header_size",
     "pack_bytes",
+    "pack_name",
     "pack_names",
     "records_of",
 ]
@@ -46,8 +67,16 @@ __all__ = [
 PACKS_DIR = "packs"
 PACK_SCHEMA = "proctor.receipt_pack.v1"
 PACK_HEADER = (json.dumps({"schema": PACK_SCHEMA}, separators=(",", ":")) + "\n").encode()
+PACK_SCHEMA_V2 = "proctor.receipt_pack.v2"
+PACK_HEADER_V2 = (json.dumps({"schema": PACK_SCHEMA_V2}, separators=(",", ":")) + "\n").encode()
+PACK_HEADERS = (PACK_HEADER_V2, PACK_HEADER)
+PACK_LIMIT = 8 << 20
+"""A v2 pack takes no new batch once it holds this many bytes (the next pack is made): a
+reader that learns a whole pack's receipts (``proctor verify``) holds at most this much."""
 PACK_NAME = re.compile(r"[0-9a-f]{32}")
 RECEIPT_HEX = re.compile(r"[0-9a-f]{64}")
+_KNOWN_MAX = 1 << 14
+"""Receipt places a writer's shelf keeps (a few MiB at most)."""
 _MAPPED_PACKS = 64
 """Packs a shelf keeps mapped at once (their places stay known)."""
 _BODY_START = b'{"body":'
@@ -55,7 +84,8 @@ _BODY_END = b',"key_id":"'
 
 
 def pack_bytes(records: list[bytes]) -> tuple[str, bytes, list[int]]:
-    """The name, bytes and record offsets of a pack holding ``records`` (each one line)."""
+    """The name, bytes and record offsets of a v1 pack holding ``records`` (each one line):
+    the format earlier versions wrote, kept to make such packs for tests of reading them."""
     data = PACK_HEADER + b"".join(records)
     offsets = []
     at = len(PACK_HEADER)
@@ -63,6 +93,40 @@ def pack_bytes(records: list[bytes]) -> tuple[str, bytes, list[int]]:
         offsets.append(at)
         at += len(record)
     return hashlib.sha256(data).hexdigest()[:32], data, offsets
+
+
+def pack_name(day: str, n: int) -> str:
+    """The name of the ``n``-th v2 pack of UTC day ``day`` (``YYYY-MM-DD``): every writer of a
+    store appends to the same file without a pointer to keep in step."""
+    return hashlib.sha256(f"{PACK_SCHEMA_V2}/{day}/{n}".encode()).hexdigest()[:32]
+
+
+def batch_trailer(records: bytes, count: int) -> bytes:
+    """The trailer line that ends a v2 batch of ``count`` receipt lines ``records``."""
+    digest = hashlib.sha256(records).hexdigest()
+    return (
+        f'{{"batch":{{"receipts":{count},"sha256":"{digest}","size":{len(records)}}}}}\n'.encode()
+    )
+
+
+def batch_bytes(records: list[bytes]) -> tuple[bytes, list[int]]:
+    """The bytes of a v2 batch holding ``records`` (each one line, its trailer last) and each
+    record's offset from the batch's start."""
+    joined = b"".join(records)
+    offsets = []
+    at = 0
+    for record in records:
+        offsets.append(at)
+        at += len(record)
+    return joined + batch_trailer(joined, len(records)), offsets
+
+
+def header_size(data: mmap.mmap | bytes) -> int:
+    """The length of the pack header ``data`` starts with (either format), 0 for none."""
+    for header in PACK_HEADERS:
+        if data[: len(header)] == header:
+            return len(header)
+    return 0
 
 
 def body_of(raw: bytes) -> bytes | None:
@@ -111,21 +175,36 @@ class PackShelf:
         if hit is None:
             return None
         pack, at, size = hit
-        return bytes(self._map(pack)[at : at + size])
+        data = self._map(pack)
+        if at + size > len(data):  # a v2 pack appended to since it was mapped
+            self._maps.pop(pack, None)
+            data = self._map(pack)
+        return bytes(data[at : at + size])
 
     def located(self, hex_id: str) -> tuple[str, int, int] | None:
         """Where ``hex_id`` lies (``pack``, ``at``, ``size``) if it was already found."""
         return self._known.get(hex_id)
 
     def learn(self, hex_id: str, pack: str, at: int, size: int) -> None:
-        """Note where a receipt written by this process lies (no lookup needed later)."""
-        self._known.setdefault(hex_id, (pack, at, size))
+        """Note where a receipt written by this process lies (no lookup needed later). The
+        shelf keeps the places of the newest :data:`_KNOWN_MAX` receipts it learnt this way,
+        so a long-lived writer (a day-long agent, a server) holds a bounded number; an older
+        one is found again through the index when read."""
+        known = self._known
+        if hex_id not in known:
+            if len(known) >= _KNOWN_MAX:
+                for old in list(itertools.islice(known, _KNOWN_MAX // 2)):
+                    del known[old]
+                # places found by reading packs may be among those dropped: read them again
+                self._scanned.clear()
+                self._all_scanned = False
+            known[hex_id] = (pack, at, size)
 
     def learn_entry(self, entry: Mapping[str, object]) -> None:
         """Note where an index entry (a parsed ``index.jsonl`` line) says its receipt lies."""
         found = _checked(entry)
         if found is not None:
-            self._known.setdefault(found[0], found[1:])
+            self.learn(*found)
 
     def close(self) -> None:
         """Unmap every file this shelf mapped."""
@@ -155,25 +234,28 @@ class PackShelf:
         if entry is None:
             return None
         pack = entry[1]
-        # the batch's other lines: before and after this one, while they name the same pack
-        at = start
+        self._known.setdefault(entry[0], entry[1:])
+        # the batch's other lines: before and after this one, while they name the next
+        # receipts of the same pack (a v2 pack holds many batches: the walk stops at the
+        # batch's ends, where the pack's bytes are not contiguous)
+        at, edge = start, entry[2]
         while at > 0:
             before = index.rfind(b"\n", 0, at - 1) + 1
             found = entry_of(_line_at(index, before))
-            if found is None or found[1] != pack:
+            if found is None or found[1] != pack or found[2] + found[3] != edge:
                 break
             self._known.setdefault(found[0], found[1:])
-            at = before
-        at = start
+            at, edge = before, found[2]
+        at, edge = start + len(line) + 1, entry[2] + entry[3]
         while True:
             line = _line_at(index, at)
             if not line:
                 break
             found = entry_of(line)
-            if found is None or found[1] != pack:
+            if found is None or found[1] != pack or found[2] != edge:
                 break
             self._known.setdefault(found[0], found[1:])
-            at += len(line) + 1
+            at, edge = at + len(line) + 1, found[2] + found[3]
         return pack
 
     # -- the packs -----------------------------------------------------------------------
@@ -206,12 +288,14 @@ class PackShelf:
 def records_of(data: mmap.mmap | bytes, *, at: int | None = None) -> Iterator[tuple[str, int, int]]:
     """``(hex id, at, size)`` of each receipt line of a pack's bytes, the id being the digest
     of its body; nothing for bytes that do not start with the pack header, nor for a line
-    that is not an envelope or a last line without its line feed. With ``at``, ``data`` is a
+    that is not an envelope (a v2 batch trailer) or a last line without its line feed. A
+    receipt line of a torn v2 batch is yielded too: it is a whole line, and a receipt is
+    checked against its id wherever it is read from. With ``at``, ``data`` is a
     piece of a pack that starts at byte ``at`` on a line's start (no header to check there)."""
     if at is None or at == 0:
-        if data[: len(PACK_HEADER)] != PACK_HEADER:
+        start, base = header_size(data), 0
+        if not start:
             return
-        start, base = len(PACK_HEADER), 0
     else:
         start, base = 0, at
     pos = start

@@ -5,22 +5,29 @@ Layout (``PROCTOR_RECEIPT_DIR``, else ``<workspace>/.proctor/receipts``)::
     index.jsonl          first line {"schema": "proctor.receipt_index.v1"}; then one line per
                          receipt written: {"receipt_id", "kind", "outcome", "pack", "at",
                          "size"} (lines of earlier versions have no pack: a loose file holds it)
-    packs/<32 hex>.pack  a batch of receipts (see :mod:`.receipt_packs`, docs/receipts.md)
+    packs/<32 hex>.pack  batches of receipts (see :mod:`.receipt_packs`, docs/receipts.md): v2
+                         packs appended to now, v1 packs (one batch each) of earlier versions
     <64 hex>.json        a receipt written by an earlier version: one file per receipt, still
                          read, never written now
 
 Rules:
 
-* a batch (``put_many``: a step's receipts, or a whole run's when it seals at once) is one pack:
-  written to a temporary file, synced, given its name by a hard link (which never replaces a
-  file), the ``packs`` folder synced; then its index lines are appended and the index synced.
-  So, exactly: when ``put``/``put_many`` returns, every receipt of the batch and its index line
-  are on disk, at the cost of three syncs a batch whatever its size (one file per receipt cost
-  a sync per receipt);
-* a reader never sees half a receipt: a pack has its name only once it is whole, and an index
-  line only once its pack has its name. A crash between the two leaves a pack the index does not
-  list (a reader without the index still finds its receipts by digest), never an index line
-  without its receipt;
+* a batch (``put_many``: a step's receipts, or a whole run's when it seals at once) is appended
+  to the day's current pack under the pack's lock, with its trailer, and the pack synced: when
+  ``put``/``put_many`` returns, every receipt of the batch is on disk, at the cost of one sync
+  a batch whatever its size. A new pack is made whole aside (header only), synced and linked
+  into ``packs/`` with the folder synced before its first batch, so an append never needs a
+  folder sync (two more syncs once per pack of :data:`~.receipt_packs.PACK_LIMIT` bytes);
+* the batch's index lines are appended after the pack's sync and are not synced themselves:
+  the index is a finding aid, not the record. A line is only written once the bytes it names
+  are on disk, and a reader checks what it reads through the index against the receipt's id;
+  a crash (or power cut) that loses index lines leaves receipts the index does not list, which
+  a reader finds by the digest of their bodies (as it did for a crash between a v1 pack and
+  its index lines);
+* a reader never takes half a receipt: a torn tail of a pack (a crash mid-append) is a last
+  line without its line feed, or whole lines no trailer covers; the next batch starts on a
+  fresh line after it. A write the disk took only part of is cut off before the error is
+  raised;
 * a receipt is never rewritten: the same bytes under an id this store holds are a no-op,
   different bytes are refused (``receipt_conflict``; see :meth:`ReceiptStore._plan` for what
   "holds" covers);
@@ -43,11 +50,20 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
 from proctor.receipts.parts import RECEIPT_ID
-from proctor.runtime.records.receipt_packs import PACKS_DIR, PackShelf, pack_bytes
+from proctor.runtime.records.receipt_packs import (
+    PACK_HEADER_V2,
+    PACK_LIMIT,
+    PACKS_DIR,
+    PackShelf,
+    batch_bytes,
+    pack_name,
+)
+from proctor.runtime.testhooks import kill_point
 
 __all__ = [
     "INDEX_NAME",
@@ -63,7 +79,9 @@ KEYS_NAME = "keys.jsonl"
 INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
 _LOOSE = re.compile(r"[0-9a-f]{64}\.json")
+_EXACT_ID = re.compile(r"sha256:[0-9a-f]{64}")
 _STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def receipt_hex(receipt_id: str) -> str:
@@ -110,6 +128,7 @@ class ReceiptStore:
         self._threads = threading.RLock()
         self._shelf = PackShelf(self.directory)
         self._packs_made = False
+        self._pack_at: tuple[str, int] = ("", 0)  # the UTC day and number of the last pack
         self._loose: bool | None = None
 
     # -- the mark ----------------------------------------------------------------------------
@@ -331,8 +350,7 @@ class ReceiptStore:
 
     def put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         """Write several receipts ``(receipt_id, data, kind, outcome)`` as :meth:`put` does,
-        in one batch: one pack holding every new receipt, written aside, synced and linked
-        into ``packs/`` (the folder synced), then one index append and sync.
+        in one batch: appended to the current pack and synced, then its index lines.
 
         Raises:
             ReceiptInvalid, StoreError: as :meth:`put`; receipts before a conflict are written,
@@ -352,34 +370,58 @@ class ReceiptStore:
         self._check(create=True)
         todo, conflict = self._plan(items)
         if todo:
-            name, data, offsets = pack_bytes([item[1] for item in todo])
-            self._write_pack(name, data)
+            self._append(todo)
+        if conflict is not None:
+            raise conflict
+
+    def _append(self, todo: Sequence[tuple[str, bytes, str, str]]) -> None:
+        """Append ``todo`` as one batch to the current pack (one sync), then its index lines
+        (not synced: the index is a finding aid, see the module), both under the pack's lock
+        so that the index lists batches in the order the pack holds them."""
+        batch, offsets = batch_bytes([item[1] for item in todo])
+        fd, name, size = self._current_pack()
+        try:
+            lead = b"" if os.pread(fd, 1, size - 1) == b"\n" else b"\n"  # after a torn tail
+            _write_at_end(fd, size, lead + batch, durable=self._durable)
+            kill_point("receipts.batch_synced")  # on disk, not yet in the index
+            base = size + len(lead)
             lines = []
+            plain: dict[tuple[str, str], bool] = {}
             for (receipt_id, record, kind, outcome), at in zip(todo, offsets, strict=True):
-                size = len(record)
-                if kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii():
+                at += base
+                size_ = len(record)
+                simple = plain.get((kind, outcome))
+                if simple is None:
+                    simple = plain[kind, outcome] = (
+                        kind.isalpha()
+                        and kind.isascii()
+                        and outcome.isalpha()
+                        and outcome.isascii()
+                    )
+                if simple:
                     # what json.dumps writes for these values (ids are checked hex, names
                     # plain letters), without building a dict per receipt
                     lines.append(
                         f'{{"receipt_id":"{receipt_id}","kind":"{kind}","outcome":"{outcome}",'
-                        f'"pack":"{name}","at":{at},"size":{size}}}\n'.encode()
+                        f'"pack":"{name}","at":{at},"size":{size_}}}\n'.encode()
                     )
                 else:
                     entry: dict[str, object] = {"receipt_id": receipt_id, "kind": kind}
-                    entry.update(outcome=outcome, pack=name, at=at, size=size)
+                    entry.update(outcome=outcome, pack=name, at=at, size=size_)
                     lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
-                self._shelf.learn(receipt_id[7:], name, at, size)
-            fd = os.open(self.directory / INDEX_NAME, os.O_WRONLY | os.O_APPEND)
+                self._shelf.learn(receipt_id[7:], name, at, size_)
+            index = os.open(self.directory / INDEX_NAME, os.O_RDWR | os.O_APPEND)
             try:
-                _append_whole(fd, b"".join(lines), durable=self._durable)
+                _append_whole(index, b"".join(lines), durable=False)
             finally:
-                os.close(fd)
-        if conflict is not None:
-            raise conflict
+                os.close(index)
+        finally:
+            os.close(fd)  # releases the pack's lock
 
-    def _write_pack(self, name: str, data: bytes) -> None:
-        """Give ``data`` the name ``packs/<name>.pack``, synced with its folder entry; a pack
-        of that name already there holds the same bytes (its name is their digest)."""
+    def _current_pack(self) -> tuple[int, str, int]:
+        """The pack this batch goes to, open for appending and locked: its descriptor, name
+        and size. Today's packs in turn (the one this store last used first), past each that
+        holds :data:`PACK_LIMIT` bytes; one that does not exist is made whole first."""
         packs = self.directory / PACKS_DIR
         if not self._packs_made:
             try:
@@ -389,8 +431,33 @@ class ReceiptStore:
                 if not packs.is_dir() or packs.is_symlink():
                     raise self._foreign(f"its {PACKS_DIR} is not a folder") from None
             self._packs_made = True
-        self._link_whole(packs / f"{name}.pack", data, name[:16], folder=packs)
-        self._fsync_dir(packs)
+        day = datetime.now(UTC).date().isoformat()
+        n = self._pack_at[1] if self._pack_at[0] == day else 0
+        while True:
+            name = pack_name(day, n)
+            path = packs / f"{name}.pack"
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW)
+            except FileNotFoundError:
+                # made whole aside and linked (a reader never sees it without its header),
+                # the folder synced once: every later batch of the pack is one file sync
+                if self._link_whole(path, PACK_HEADER_V2, name[:16], folder=packs):
+                    self._fsync_dir(packs)
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                size = os.fstat(fd).st_size
+                ours = os.pread(fd, len(PACK_HEADER_V2), 0) == PACK_HEADER_V2
+            except BaseException:
+                os.close(fd)
+                raise
+            # a pack takes batches while under the limit, and a new one its first whatever
+            # the limit (so a limit below a header's size still moves on)
+            if ours and (size < PACK_LIMIT or size == len(PACK_HEADER_V2)):
+                self._pack_at = (day, n)
+                return fd, name, size
+            os.close(fd)  # full (or not a pack of ours under that name): the next one
+            n += 1
 
     def _plan(
         self, items: Sequence[tuple[str, bytes, str, str]]
@@ -407,17 +474,19 @@ class ReceiptStore:
         """
         todo: list[tuple[str, bytes, str, str]] = []
         seen: dict[str, bytes] = {}
+        exact, located = _EXACT_ID.fullmatch, self._shelf.located
         for item in items:
             receipt_id, data = item[0], item[1]
-            if not data.endswith(b"\n") or b"\n" in data[:-1]:
+            if data.find(b"\n") != len(data) - 1:
                 return todo, ReceiptInvalid(
                     f"receipt {receipt_id} is not one line ending in a line feed",
                     code="malformed",
                 )
             known = seen.get(receipt_id)
             if known is None:
-                hex_id = receipt_hex(receipt_id)
-                if self._shelf.located(hex_id) is not None:
+                # the writer's ids are exact already: the lenient parse only for others
+                hex_id = receipt_id[7:] if exact(receipt_id) else receipt_hex(receipt_id)
+                if located(hex_id) is not None:
                     known = self._shelf.get(hex_id)
                 elif self._has_loose():
                     path = self.directory / f"{hex_id}.json"
@@ -445,23 +514,37 @@ class ReceiptStore:
 
 
 def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
-    """Append ``data`` whole or not at all: a write the disk took only part of is cut off,
-    so the next append never lands after half a line.
+    """Append ``data`` whole or not at all (see :func:`_write_at_end`), under an exclusive
+    lock of ``fd``; a file whose last line a crash cut short gets a line feed first, so the
+    new lines are never glued to the torn one.
 
     Raises:
-        OSError: the write (or its fsync) failed.
+        OSError: the write (or its sync) failed.
     """
     fcntl.flock(fd, fcntl.LOCK_EX)  # so that the cut never takes another writer's line
     try:
         size = os.fstat(fd).st_size
-        try:
-            if os.write(fd, data) != len(data):
-                raise OSError(errno.ENOSPC, "No space left on device")
-            if durable:
-                os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)
-            raise
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        _write_at_end(fd, size, data, durable=durable)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _write_at_end(fd: int, size: int, data: bytes, *, durable: bool) -> None:
+    """Append ``data`` to ``fd`` (opened for appending, locked, ``size`` bytes long) and sync
+    it when ``durable``; a write the disk took only part of is cut off, so the next append
+    never lands after half a line.
+
+    Raises:
+        OSError: the write (or its sync) failed; the file is as it was.
+    """
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if durable:
+            os.fdatasync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise

@@ -41,6 +41,7 @@ from proctor.runtime.records.runs import (
     RunCounts,
     RunRecord,
 )
+from proctor.runtime.records.sqlite_close import keep_wal_on_close
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
@@ -90,6 +91,8 @@ class SQLiteRunStore:
         # the lease epoch this process took, by run (see .fencing); kept after a loss, so
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
+        # runs with an effect's claim settled since their last synced step (see settle_step)
+        self._effects: set[str] = set()
 
     def _open(self) -> None:
         """Switch to WAL and create the schema, safely beside other processes opening it.
@@ -446,6 +449,7 @@ class SQLiteRunStore:
                     " not settled",
                     code="call_not_claimed",
                 )
+            self._effects.add(run_id)  # its step's settlement is synced (see settle_step)
 
     def note_call_site(self, run_id: str, call_id: str, tree: dict[str, float]) -> None:
         with self.transaction():
@@ -519,8 +523,17 @@ class SQLiteRunStore:
     def settle_step(
         self, run_id: str, step_id: str, body: dict[str, Any], *, used: list[str] | None = None
     ) -> None:
+        """Record a step's settlement. Synced (``synchronous=FULL``) when the step settled an
+        effect's claim, used a decision or drove child runs: a power cut must not lose that.
+        A step whose calls changed nothing is committed without a sync of its own, like the
+        records of those calls: a killed process never loses it (the log is written), a
+        power cut can, and then the step, which changed nothing, runs again; the next synced
+        commit (an effect's claim, which must be durable before its effect) makes it durable
+        first, since the log is synced in order."""
         with self._lock:
-            self._exec("PRAGMA synchronous=FULL")
+            changed = bool(used) or bool(body.get("child_runs")) or run_id in self._effects
+            if changed:
+                self._exec("PRAGMA synchronous=FULL")
             try:
                 with self.transaction():
                     self._fence(run_id)
@@ -537,8 +550,10 @@ class SQLiteRunStore:
                             " AND decision IS NOT NULL",
                             (run_id, address),
                         )
+                self._effects.discard(run_id)
             finally:
-                self._exec("PRAGMA synchronous=NORMAL")
+                if changed:
+                    self._exec("PRAGMA synchronous=NORMAL")
 
     def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
         with self._lock:
@@ -758,4 +773,5 @@ class SQLiteRunStore:
                 if str(self.path) == ":memory:":
                     self._conn.close()
                 else:
+                    keep_wal_on_close(self._conn, self.path)  # no checkpoint while it is small
                     store_file.close_marked(self._conn, self.path)

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""One governed call: a one-step run (``echo``) beside its floor, and the syncs it makes.
+
+  syncs       counted with ``strace -f -e trace=fsync,fdatasync,sync_file_range,msync`` (when
+              strace is installed): a ``proctor run`` of the one-step skill in a fresh process
+              (after a first run made the key, the stores and the day's receipt pack), and one
+              more run in a process that already ran one (``Session.run`` twice, the second
+              counted); each sync is listed with the file it synced.
+  cpu         ``Session.run`` of the skill in process, ``--runs`` times (median and p95 of the
+              CPU time of one run), against the floor: one fsync of a small appended file, one
+              Ed25519 signature of a receipt-sized body and one SQLite commit (WAL,
+              synchronous=FULL) of a row, timed the same way. Target: a run <= 8x the floor's
+              CPU and <= 3 syncs.
+
+    .venv/bin/python bench/one_step.py [--runs 200]
+
+A benchmark, not a test: it asserts nothing but that runs sealed. The machine may be shared:
+read the ratio, not the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SKILL_MD = "---\nname: one\ndescription: One echo step, for the benchmark.\n---\n"
+RUN_YAML = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: s0
+        tool: echo
+        inputs: {text: hello}
+"""
+SYNCS = "fsync,fdatasync,sync_file_range,msync"
+
+
+def workspace() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="proctor-one-"))
+    (root / ".proctor").mkdir()
+    (root / "skills" / "one").mkdir(parents=True)
+    (root / "skills" / "one" / "SKILL.md").write_text(SKILL_MD)
+    (root / "skills" / "one" / "run.yaml").write_text(RUN_YAML)
+    return root
+
+
+def environ(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PROCTOR_HOME"] = str(root / ".home")
+    return env
+
+
+def _syncs(trace: Path, after: str | None = None) -> list[str]:
+    """The sync calls of an strace log (from the line naming ``after`` on, when given)."""
+    lines = trace.read_text().splitlines()
+    if after is not None:
+        start = next((n for n, line in enumerate(lines) if after in line), len(lines))
+        lines = lines[start:]
+    names = SYNCS.split(",")
+    out = []
+    for line in lines:
+        call = line.split(None, 1)[-1]
+        if any(call.startswith(name + "(") for name in names):
+            out.append(call.split(")")[0] + ")")
+    return out
+
+
+def cli_syncs(root: Path) -> list[str] | None:
+    proctor = Path(sys.executable).with_name("proctor")
+    env = environ(root)
+    argv = [str(proctor), "run", "one", "--json"]
+    subprocess.run(argv, cwd=root, env=env, check=True, capture_output=True)
+    trace = root / "cli.strace"
+    traced = ["strace", "-f", "-y", "-e", f"trace={SYNCS}", "-o", str(trace), *argv]
+    subprocess.run(traced, cwd=root, env=env, check=True, capture_output=True)
+    return _syncs(trace)
+
+
+IN_PROCESS = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from proctor.runtime.boundary.workspace import Workspace
+from proctor.runtime.engine.session import Session
+import one_step
+root = Path(sys.argv[1])
+s = Session(Workspace(root), environ=one_step.environ(root))
+assert s.run("one", cwd=root).status == "sealed"
+open(root / "MARK-second-run", "w").close()
+assert s.run("one", cwd=root).status == "sealed"
+s.close()
+"""
+
+
+def in_process_syncs(root: Path) -> list[str]:
+    trace = root / "session.strace"
+    argv = [sys.executable, "-c", IN_PROCESS, str(root), str(HERE)]
+    traced = ["strace", "-f", "-y", "-e", f"trace=openat,{SYNCS}", "-o", str(trace), *argv]
+    subprocess.run(traced, check=True, capture_output=True)
+    syncs = _syncs(trace, after="MARK-second-run")
+    # the store's close (its checkpoint, if any) is the process's, not the run's
+    return syncs
+
+
+def floor_samples(root: Path, n: int) -> list[float]:
+    from proctor.receipts.signing import signer_from_seed
+
+    signer = signer_from_seed(bytes(range(32)))
+    body = b'{"pad":"' + b"x" * 600 + b'"}'
+    conn = sqlite3.connect(str(root / "floor.sqlite"), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT)")
+    fd = os.open(root / "floor.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    out = []
+    try:
+        for _ in range(n):
+            cpu = time.process_time()
+            os.write(fd, body + b"\n")
+            os.fsync(fd)
+            signer.sign(body)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (body) VALUES (?)", (body.decode(),))
+            conn.execute("COMMIT")
+            out.append(time.process_time() - cpu)
+    finally:
+        os.close(fd)
+        conn.close()
+    return out
+
+
+def run_samples(root: Path, n: int) -> list[float]:
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    session = Session(Workspace(root), environ=environ(root))
+    try:
+        for _ in range(5):  # imports, first-use caches, the key and the day's pack
+            assert session.run("one", cwd=root).status == "sealed"
+        out = []
+        for _ in range(n):
+            cpu = time.process_time()
+            envelope = session.run("one", cwd=root)
+            out.append(time.process_time() - cpu)
+            assert envelope.status == "sealed" and envelope.outcome == "completed"
+        return out
+    finally:
+        session.close()
+
+
+def _show(label: str, samples: list[float], floor: list[float]) -> None:
+    ordered = sorted(samples)
+    median = statistics.median(ordered)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    ratio = median / statistics.median(floor)
+    print(f"{label:<44} cpu median {median * 1e3:7.3f} ms  p95 {p95 * 1e3:7.3f} ms  {ratio:5.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=200)
+    args = ap.parse_args()
+    print(f"loadavg {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
+    if shutil.which("strace"):
+        root = workspace()
+        try:
+            cli = cli_syncs(root)
+            print(f"syncs of `proctor run` (a fresh process): {len(cli)}")
+            for line in cli:
+                print(f"  {line.replace(str(root), '<ws>')}")
+            session = in_process_syncs(root)
+            print(f"syncs of a second run in one process: {len(session)}")
+            for line in session:
+                print(f"  {line.replace(str(root), '<ws>')}")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    else:
+        print("syncs: strace is not installed (apt-get install strace)")
+    root = workspace()
+    try:
+        floor, runs = [], []
+        for _ in range(4):  # in turns, so both see the same load
+            floor += floor_samples(root, args.runs // 4)
+            runs += run_samples(root, args.runs // 4)
+        _show("yardstick: fsync + sign + SQLite commit", floor, floor)
+        _show("one-step run (Session.run, echo)", runs, floor)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
