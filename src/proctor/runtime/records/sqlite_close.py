@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 __all__ = ["KEEP_WAL_BYTES", "keep_wal_on_close"]
@@ -49,6 +50,8 @@ def keep_wal_on_close(conn: sqlite3.Connection, path: Path) -> bool:
             setconfig(_NO_CKPT_ON_CLOSE, True)
             return bool(conn.getconfig(_NO_CKPT_ON_CLOSE))  # type: ignore[attr-defined]
         return False
+    if sys.platform != "linux":  # the call below passes variadic arguments as fixed ones,
+        return False  # which only the Linux calling conventions read the same way
     try:
         return _set_by_handle(conn, path)
     except (OSError, AttributeError, ValueError, TypeError):
