@@ -12,13 +12,12 @@ read.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import RefusedCall, UsageError
-from proctor.receipts.canonical import digest
+from proctor.errors import RefusedCall
+from proctor.testing.tool_answers import ToolAnswers
 
 if TYPE_CHECKING:
     from proctor.contracts.testfile import McpExchange
@@ -27,31 +26,13 @@ if TYPE_CHECKING:
 __all__ = ["McpFixtures", "stand_in_upstreams"]
 
 
-class McpFixtures:
+class McpFixtures(ToolAnswers):
     """The declared upstream answers, with how often each was used and what matched none."""
 
     def __init__(self, exchanges: Sequence[McpExchange], source: str) -> None:
-        self.declared: list[tuple[str, str, dict[str, Any]]] = []
-        seen: set[tuple[str, str]] = set()
-        for index, entry in enumerate(exchanges):
-            key = (entry.tool, digest(dict(entry.arguments)))
-            if key in seen:
-                raise UsageError(
-                    f"{source}: providers.mcp[{index}] repeats the tool and arguments of an"
-                    " earlier entry",
-                    code="test_exchange_invalid",
-                )
-            seen.add(key)
-            result: dict[str, Any] = {
-                "content": list(entry.result.content),
-                "isError": entry.result.is_error,
-            }
-            if entry.result.structured_content is not None:
-                result["structuredContent"] = dict(entry.result.structured_content)
-            self.declared.append((entry.tool, key[1], result))
-        self.counts = [0] * len(self.declared)
-        self.unmatched: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        super().__init__(
+            ((e.tool, e.arguments, _result(e)) for e in exchanges), source, "providers.mcp"
+        )
 
     def answer(self, server: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The result of the entry matching this call.
@@ -60,18 +41,25 @@ class McpFixtures:
             RefusedCall: ``mcp_fixture_unmatched``: no entry matches; no server is started.
         """
         name = f"{server}/{tool}"
-        wanted = digest(dict(arguments))
-        with self._lock:
-            for index, (declared, args_digest, result) in enumerate(self.declared):
-                if declared == name and args_digest == wanted:
-                    self.counts[index] += 1
-                    return dict(result)
-            self.unmatched.append({"tool": name, "args_digest": wanted})
+        result = self.take(name, arguments)
+        if result is not None:
+            return result
         raise RefusedCall(
             f"no providers.mcp entry of this test matches {name} with these arguments; a test"
             " never starts an upstream MCP server",
             code="mcp_fixture_unmatched",
         )
+
+
+def _result(entry: McpExchange) -> dict[str, Any]:
+    """An entry's answer as a ``tools/call`` result."""
+    result: dict[str, Any] = {
+        "content": list(entry.result.content),
+        "isError": entry.result.is_error,
+    }
+    if entry.result.structured_content is not None:
+        result["structuredContent"] = dict(entry.result.structured_content)
+    return result
 
 
 def stand_in_upstreams(

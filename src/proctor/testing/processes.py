@@ -13,13 +13,12 @@ refused when the test is read (``test_exchange_invalid``); an entry no call used
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import RefusedCall, UsageError
-from proctor.receipts.canonical import digest
+from proctor.errors import RefusedCall
 from proctor.testing.oracle import MISSING, Failure
+from proctor.testing.tool_answers import ToolAnswers
 
 if TYPE_CHECKING:
     from proctor.contracts.testfile import ProcessExchange
@@ -27,25 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["ProcessFixtures"]
 
 
-class ProcessFixtures:
+class ProcessFixtures(ToolAnswers):
     """The declared process results, with how often each was used and what matched none."""
 
     def __init__(self, exchanges: Sequence[ProcessExchange], source: str) -> None:
-        self.declared: list[tuple[str, str, dict[str, Any]]] = []
-        seen: set[tuple[str, str]] = set()
-        for index, entry in enumerate(exchanges):
-            key = (entry.tool, digest(dict(entry.arguments)))
-            if key in seen:
-                raise UsageError(
-                    f"{source}: providers.processes[{index}] repeats the tool and arguments of"
-                    " an earlier entry",
-                    code="test_exchange_invalid",
-                )
-            seen.add(key)
-            self.declared.append((entry.tool, key[1], dict(entry.result)))
-        self.counts = [0] * len(self.declared)
-        self.unmatched: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        entries = ((e.tool, e.arguments, dict(e.result)) for e in exchanges)
+        super().__init__(entries, source, "providers.processes")
 
     @property
     def active(self) -> bool:
@@ -58,13 +44,9 @@ class ProcessFixtures:
         Raises:
             RefusedCall: ``process_fixture_unmatched``: no entry matches; nothing is started.
         """
-        wanted = digest(dict(arguments))
-        with self._lock:
-            for index, (declared, args_digest, result) in enumerate(self.declared):
-                if declared == tool and args_digest == wanted:
-                    self.counts[index] += 1
-                    return dict(result)
-            self.unmatched.append({"tool": tool, "args_digest": wanted})
+        result = self.take(tool, arguments)
+        if result is not None:
+            return result
         raise RefusedCall(
             f"no providers.processes entry of this test matches {tool} with these arguments; "
             "a test that declares process results never starts a process",
