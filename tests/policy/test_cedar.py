@@ -336,14 +336,14 @@ def test_bad_cedar_files_are_refused_at_load(text: str, code: str) -> None:
         '@id("p")\n@on_error("ignore")\npermit(principal, action, resource);',
         '@id("p")\n@code("Not Snake")\npermit(principal, action, resource);',
         '@id("p")\n@colour("red")\npermit(principal, action, resource);',
+        '@id("p")\n@approval\npermit(principal, action, resource);',
+        '@id("p")\n@message\nforbid(principal, action, resource);',
     ],
 )
 def test_a_malformed_annotation_is_refused_naming_file_and_policy(text: str) -> None:
     ok = '@id("q")\nforbid(principal, action, resource) when { context.tool == "x" };\n'
     with pytest.raises(PolicyLoadError) as info:
-        load_policy_sources(
-            [PolicySource("policies/x.cedar", ok + text)], GuardRegistry(), TOOLS
-        )
+        load_policy_sources([PolicySource("policies/x.cedar", ok + text)], GuardRegistry(), TOOLS)
     assert info.value.code == "bad_cedar_policy"
     assert info.value.details == {"file": "policies/x.cedar", "policy": "p"}
     assert "policies/x.cedar: policy 'p'" in info.value.message
@@ -377,7 +377,6 @@ def test_any_annotation_set_loads_or_is_refused_by_code(
     [outcome] = decided.verdicts
     assert outcome.verdict.allowed is permit
     assert decided.allowed is (permit or notes.get("enforcement") == "warn")
-
 
 
 def test_an_evaluation_error_fails_closed() -> None:
