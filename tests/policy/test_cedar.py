@@ -21,6 +21,11 @@ TOOLS = native_tools()
 
 YAML = """id: house
 rules:
+  - id: editor_change
+    description: The editor's writes and deletes are recorded as allowed.
+    guard: t_editor
+    enforcement: warn
+    tools: [fs.write, fs.delete]
   - id: no_writes_in_secrets
     description: Nothing under secrets/ is written.
     guard: t_secret_folder
@@ -41,9 +46,25 @@ rules:
     guard: t_janitor
     enforcement: block
     tools: [fs.delete]
+  - id: notes_ok
+    description: A write under notes/ is recorded as allowed.
+    guard: t_notes
+    enforcement: warn
+    tools: [fs.write]
+  - id: content_checked
+    description: Content "hi" is recorded as allowed; a call with no content fails open.
+    guard: t_content
+    enforcement: warn
+    on_error: fail_open
+    tools: [fs.write, fs.delete]
 """
 
-CEDAR = """@id("no_writes_in_secrets")
+CEDAR = """@id("editor_change")
+@code("editor_change")
+permit(principal == Proctor::Skill::"editor",
+       action in [Proctor::Action::"fs.write", Proctor::Action::"fs.delete"], resource);
+
+@id("no_writes_in_secrets")
 @code("secret_folder")
 forbid(principal, action in [Proctor::Action::"fs.write", Proctor::Action::"fs.edit"], resource)
 when { context.resource like "secrets/*" };
@@ -62,6 +83,17 @@ when { context.args has content && context.args.content like "*TODO*" };
 @id("janitor_no_delete")
 @code("janitor_no_delete")
 forbid(principal == Proctor::Skill::"janitor", action == Proctor::Action::"fs.delete", resource);
+
+@id("notes_ok")
+@code("notes_ok")
+permit(principal, action == Proctor::Action::"fs.write", resource)
+when { context.resource like "notes/*" };
+
+@id("content_checked")
+@code("content_hi")
+@on_error("fail_open")
+permit(principal, action in [Proctor::Action::"fs.write", Proctor::Action::"fs.delete"], resource)
+when { context.args.content like "hi" };
 """
 
 
@@ -87,7 +119,21 @@ def _registry() -> GuardRegistry:
             else None
         )
 
+    def editor(ctx: GuardContext) -> GuardVerdict | None:
+        return GuardVerdict(True, "ok", "editor_change") if ctx.directive_id == "editor" else None
+
+    def notes(ctx: GuardContext) -> GuardVerdict | None:
+        hit = ctx.workspace_relpaths and ctx.workspace_relpaths[0].startswith("notes/")
+        return GuardVerdict(True, "ok", "notes_ok") if hit else None
+
+    def content(ctx: GuardContext) -> GuardVerdict | None:
+        text = ctx.args["content"]  # KeyError without content: the guard fails, like Cedar
+        return GuardVerdict(True, "ok", "content_hi") if text == "hi" else None
+
     for name, fn in [
+        ("t_editor", editor),
+        ("t_notes", notes),
+        ("t_content", content),
         ("t_secret_folder", secret_folder),
         ("t_evil_url", evil_url),
         ("t_todo", todo),
@@ -164,11 +210,63 @@ def test_the_corpus_covers_every_rule_both_ways() -> None:
         assert cedar == yaml, ctx
         seen.update((rule, effect) for rule, effect, _ in cedar[2])
     assert seen == {
+        ("editor_change", "recorded"),
         ("no_writes_in_secrets", "refused"),
         ("no_evil_urls", "refused"),
         ("todo_left", "warned"),
         ("janitor_no_delete", "refused"),
+        ("notes_ok", "recorded"),
+        ("content_checked", "recorded"),
+        ("content_checked", "warned"),
     }
+
+
+def _write(path: str, skill: str | None = "editor", content: str = "hi") -> GuardContext:
+    args = {"path": path, "content": content}
+    return GuardContext("fs.write", args, args, "", skill, (), (path,))
+
+
+def test_a_permit_before_a_forbid_does_not_lift_the_refusal() -> None:
+    decided = evaluate(AS_CEDAR, _write("secrets/k"), GuardRegistry())
+    assert not decided.allowed
+    assert [(o.rule.id, o.effect) for o in decided.verdicts] == [
+        ("editor_change", "recorded"),
+        ("no_writes_in_secrets", "refused"),
+    ]
+    permit = decided.verdicts[0]
+    assert permit.verdict.allowed and permit.verdict.code == "editor_change"
+    assert permit.verdict.metadata == {"cedar_policy_id": "editor_change", "cedar_effect": "permit"}
+    assert permit.rule.policy_id == "cedar:house.cedar"
+
+
+def test_a_permit_that_applies_names_its_id_and_lets_the_call_go_on() -> None:
+    decided = evaluate(AS_CEDAR, _write("notes/a", skill=None, content="x"), GuardRegistry())
+    assert decided.allowed and decided.refusal is None
+    [recorded] = decided.verdicts
+    assert (recorded.rule.id, recorded.effect, recorded.verdict.code) == (
+        "notes_ok",
+        "recorded",
+        "notes_ok",
+    )
+    assert recorded.verdict.message == "Cedar policy 'notes_ok' permits this call"
+    assert recorded.rule.enforcement == "warn"  # a permit never refuses by its verdict
+
+
+def test_an_erroring_permit_fails_closed_by_default() -> None:
+    policies = load_policy_sources(
+        [
+            PolicySource(
+                "policies/x.cedar",
+                '@id("p")\npermit(principal, action, resource) when { context.args.url like "*" };',
+            )
+        ],
+        GuardRegistry(),
+        TOOLS,
+    )
+    ctx = GuardContext("fs.read", {"path": "a"}, {"path": "a"}, "", None, (), ("a",))
+    decided = evaluate(policies, ctx, GuardRegistry())
+    assert not decided.allowed
+    assert decided.refusal is not None and decided.refusal.verdict.code == "guard_error"
 
 
 def test_a_cedar_refusal_names_its_policy_id() -> None:
@@ -202,14 +300,13 @@ def test_rules_keep_file_order_across_languages() -> None:
         REGISTRY,
         TOOLS,
     )
-    assert [r.id for r in both.rules][:2] == ["c1", "no_writes_in_secrets"]
+    assert [r.id for r in both.rules][:2] == ["c1", "editor_change"]
     assert both.policy_ids == ("cedar:a.cedar", "house")
 
 
 @pytest.mark.parametrize(
     ("text", "code"),
     [
-        ('@id("p")\npermit(principal, action, resource);', "bad_cedar_policy"),
         ("forbid(principal, action, resource);", "bad_cedar_policy"),
         ('@id("p")\n@colour("red")\nforbid(principal, action, resource);', "bad_cedar_policy"),
         (
@@ -225,6 +322,61 @@ def test_bad_cedar_files_are_refused_at_load(text: str, code: str) -> None:
         load_policy_sources([PolicySource("policies/x.cedar", text)], GuardRegistry(), TOOLS)
     assert info.value.code == code
     assert "policies/x.cedar" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '@id("p")\n@decision("ask")\npermit(principal, action, resource);',
+        '@id("p")\n@approval("required")\npermit(principal, action, resource);',
+        '@id("p")\n@ask("yes")\nforbid(principal, action, resource);',
+        '@id("p")\n@enforcement("block")\npermit(principal, action, resource);',
+        '@id("p")\n@enforcement("warn")\npermit(principal, action, resource);',
+        '@id("p")\n@enforcement("blok")\nforbid(principal, action, resource);',
+        '@id("p")\n@on_error("ignore")\npermit(principal, action, resource);',
+        '@id("p")\n@code("Not Snake")\npermit(principal, action, resource);',
+        '@id("p")\n@colour("red")\npermit(principal, action, resource);',
+        '@id("p")\n@approval\npermit(principal, action, resource);',
+        '@id("p")\n@message\nforbid(principal, action, resource);',
+    ],
+)
+def test_a_malformed_annotation_is_refused_naming_file_and_policy(text: str) -> None:
+    ok = '@id("q")\nforbid(principal, action, resource) when { context.tool == "x" };\n'
+    with pytest.raises(PolicyLoadError) as info:
+        load_policy_sources([PolicySource("policies/x.cedar", ok + text)], GuardRegistry(), TOOLS)
+    assert info.value.code == "bad_cedar_policy"
+    assert info.value.details == {"file": "policies/x.cedar", "policy": "p"}
+    assert "policies/x.cedar: policy 'p'" in info.value.message
+
+
+NAMES = st.sampled_from(
+    ["code", "message", "description", "enforcement", "on_error", "decision", "approval", "x"]
+)
+VALUES = st.sampled_from(["", "block", "warn", "fail_open", "fail_closed", "ask", "a_b", "A b"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(NAMES, VALUES, max_size=4), st.booleans())
+def test_any_annotation_set_loads_or_is_refused_by_code(
+    notes: dict[str, str], permit: bool
+) -> None:
+    text = "".join(f'@{k}("{v}")\n' for k, v in notes.items())
+    text = f'@id("p")\n{text}{"permit" if permit else "forbid"}(principal, action, resource);'
+    try:
+        loaded = load_policy_sources(
+            [PolicySource("policies/x.cedar", text)], GuardRegistry(), TOOLS
+        )
+    except PolicyLoadError as exc:
+        assert exc.code == "bad_cedar_policy" and exc.details["policy"] == "p"
+        return
+    [rule] = loaded.rules
+    assert not set(notes) & {"decision", "approval", "x"}
+    assert rule.enforcement == ("warn" if permit else notes.get("enforcement", "block"))
+    ctx = GuardContext("fs.read", {"path": "a"}, {"path": "a"}, "", None, (), ("a",))
+    decided = evaluate(loaded, ctx, GuardRegistry())
+    [outcome] = decided.verdicts
+    assert outcome.verdict.allowed is permit
+    assert decided.allowed is (permit or notes.get("enforcement") == "warn")
 
 
 def test_an_evaluation_error_fails_closed() -> None:
@@ -247,7 +399,13 @@ def test_an_evaluation_error_fails_closed() -> None:
 def test_the_generated_schema_validates_the_policies() -> None:
     schema = cedar_schema({name: tool.schema for name, tool in TOOLS.items()})
     assert set(schema["Proctor"]["actions"]) == set(TOOLS)
+    # content_checked reads args.content of fs.delete on purpose (its fail_open is tested):
+    # the schema catches exactly that policy, and passes the rest
     checked = cedarpy.validate_policies(CEDAR, schema)
+    assert [e.error for e in checked.errors if "args.content" in e.error], checked.errors
+    assert len(checked.errors) == 1
+    valid = CEDAR.split('\n\n@id("content_checked")')[0]
+    checked = cedarpy.validate_policies(valid, schema)
     assert checked.validation_passed, checked.errors
-    wrong = CEDAR.replace("context.args has url && context.args.url", "context.args.uri")
+    wrong = valid.replace("context.args has url && context.args.url", "context.args.uri")
     assert not cedarpy.validate_policies(wrong, schema).validation_passed

@@ -1,9 +1,19 @@
 """Rules written in Cedar (``policies/*.cedar``), evaluated by the ``cedarpy`` binding in the
 same admission path and order as YAML rules.
 
-Each ``forbid`` policy of a Cedar file is one rule of the policy set, at its place in the
-file-name order every policy file shares. Its guard asks Cedar whether the policy forbids the
-call, and a refusal names the policy's ``@id``. Mapping of a call (see :func:`cedar_request`):
+Each policy of a Cedar file is one rule of the policy set, at its place in the file-name order
+every policy file shares, with the decision range of a YAML rule's guard:
+
+- ``forbid``: a denial when the policy applies to the call; ``@enforcement`` decides what the
+  denial does (``block``, the default, refuses and stops; ``warn`` records and goes on);
+- ``permit``: an *allowing verdict* when the policy applies: recorded (outcome ``recorded``,
+  with its ``@code`` and ``@message``) and evaluation goes on, exactly as a YAML guard returning
+  ``GuardVerdict(allowed=True)``. A permit never overrides a refusal (the first refusal stops
+  the policy step, whichever rule comes later) and never touches the approval floor, which is a
+  later admission step: no rule asks, and no rule admits a change the floor holds.
+
+A refusal or a recorded verdict names the policy's ``@id``. Mapping of a call (see
+:func:`cedar_request`):
 
 - principal ``Proctor::Skill::"<skill or directive>"``: the package whose run makes the call;
 - action ``Proctor::Action::"<tool>"``;
@@ -11,13 +21,15 @@ call, and a refusal names the policy's ``@id``. Mapping of a call (see :func:`ce
 - context ``{tool, resource, paths: Set<String>, reason, args}``: ``args`` the validated
   arguments as a Cedar record (a float becomes its decimal text, ``null`` is left out).
 
-Annotations: ``@id`` (required, the rule id), ``@code`` (the refusal code, default
-``cedar_forbidden``), ``@message``, ``@description``, ``@enforcement`` (``block`` default, or
-``warn``) and ``@on_error`` (``fail_closed`` default, or ``fail_open``). Refused at load
-(``PolicyLoadError``, naming the file): a ``permit`` policy (a rule says what is refused; what
-is allowed is everything no rule refuses), a template, a policy without ``@id``, an unknown
-annotation, text Cedar does not parse. A policy whose evaluation errors (e.g. a missing
-attribute read without ``has``) has *failed*: its ``on_error`` decides, as for any guard.
+Annotations: ``@id`` (required, the rule id), ``@code`` (snake_case; default
+``cedar_forbidden`` / ``cedar_permitted``), ``@message``, ``@description``, ``@enforcement``
+(forbid only: ``block`` default, or ``warn``) and ``@on_error`` (``fail_closed`` default, or
+``fail_open``). Refused at load (``PolicyLoadError`` code ``bad_cedar_policy``, naming the file
+and the policy): a template, a policy without ``@id``, an unknown or malformed annotation
+(``@decision``/``@approval`` among them: asking is the floor's, see ``docs/policies.md``),
+``@enforcement`` on a permit, text Cedar does not parse. A policy whose evaluation errors (e.g.
+a missing attribute read without ``has``) has *failed*: its ``on_error`` decides, as for any
+guard.
 
 :func:`cedar_schema` writes the Cedar schema (JSON form) of the tool catalogue, which
 ``proctor tool cedar-schema`` prints and against which policies can be validated.
@@ -26,12 +38,13 @@ attribute read without ``has``) has *failed*: its ``on_error`` decides, as for a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from proctor.errors import PolicyLoadError
 from proctor.policy.guards import GuardContext, GuardVerdict
-from proctor.policy.model import PolicyRule
+from proctor.policy.model import Enforcement, PolicyRule
 
 __all__ = [
     "CEDAR_SUFFIX",
@@ -46,6 +59,9 @@ CEDAR_SUFFIX = ".cedar"
 NAMESPACE = "Proctor"
 _ANNOTATIONS = frozenset({"id", "code", "message", "description", "enforcement", "on_error"})
 _PERMIT_ALL = "permit(principal, action, resource);\n"
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_NO_ASK = frozenset({"decision", "approval", "ask"})
+"""Annotations someone may expect to make a rule ask: refused with the reason, not ignored."""
 _MAX_DEPTH = 8
 _LONG = 2**63
 
@@ -100,21 +116,27 @@ def cedar_request(ctx: GuardContext) -> dict[str, Any]:
 
 
 class CedarGuard:
-    """The guard of one Cedar ``forbid`` policy: a denial when the policy forbids the call.
+    """The guard of one Cedar policy: for a ``forbid``, a denial when the policy forbids the
+    call; for a ``permit``, an allowing verdict when the policy permits it; else silent.
 
     Raises (when called): ``RuntimeError`` when Cedar could not evaluate the policy; the
     policy step treats that as a failed guard (the rule's ``on_error``).
     """
 
-    __slots__ = ("_policies", "code", "message", "policy_id")
+    __slots__ = ("_policies", "code", "message", "permit", "policy_id")
 
-    def __init__(self, policy_id: str, text: str, code: str, message: str) -> None:
+    def __init__(
+        self, policy_id: str, text: str, code: str, message: str, *, permit: bool = False
+    ) -> None:
         import cedarpy
 
         self.policy_id = policy_id
         self.code = code
         self.message = message
-        self._policies = cedarpy.PolicySet.from_str(_PERMIT_ALL + text)
+        self.permit = permit
+        # A forbid is asked beside a permit-all (Deny: it applies); a permit alone (Allow: it
+        # applies; Cedar's default deny: it does not).
+        self._policies = cedarpy.PolicySet.from_str(text if permit else _PERMIT_ALL + text)
 
     def __call__(self, ctx: GuardContext) -> GuardVerdict | None:
         import cedarpy
@@ -122,13 +144,50 @@ class CedarGuard:
         result = cedarpy.is_authorized(cedar_request(ctx), self._policies, [])
         if result.diagnostics.errors:
             raise RuntimeError(f"Cedar could not evaluate policy '{self.policy_id}'")
-        if result.decision == cedarpy.Decision.Allow:
+        applies = (result.decision == cedarpy.Decision.Allow) == self.permit
+        if not applies:
             return None
-        return GuardVerdict(False, self.message, self.code, {"cedar_policy_id": self.policy_id})
+        metadata = {"cedar_policy_id": self.policy_id}
+        if self.permit:
+            metadata["cedar_effect"] = "permit"
+        return GuardVerdict(self.permit, self.message, self.code, metadata)
 
 
-def _bad(source: str, message: str, code: str = "bad_cedar_policy") -> PolicyLoadError:
-    return PolicyLoadError(f"{source}: {message}", code=code, details={"file": source})
+def _bad(
+    source: str, message: str, code: str = "bad_cedar_policy", policy: str | None = None
+) -> PolicyLoadError:
+    details = {"file": source} if policy is None else {"file": source, "policy": policy}
+    shown = message if policy is None else f"policy '{policy}': {message}"
+    return PolicyLoadError(f"{source}: {shown}", code=code, details=details)
+
+
+def _annotations(source: str, rule_id: str, notes: Mapping[str, Any], permit: bool) -> None:
+    """Refuse an unknown or malformed annotation, naming the file and the policy."""
+    for name in sorted(notes):
+        if name in _NO_ASK:
+            raise _bad(
+                source,
+                f"@{name}: a policy rule refuses, warns or records an allowing verdict; it"
+                " never asks. Asking is the approval floor's (authority effects: ask)",
+                policy=rule_id,
+            )
+        if name not in _ANNOTATIONS:
+            raise _bad(source, f"unknown annotation @{name}", policy=rule_id)
+        if not isinstance(notes[name], str):
+            raise _bad(source, f'@{name} takes one string, @{name}("...")', policy=rule_id)
+    if permit and "enforcement" in notes:
+        raise _bad(
+            source,
+            "@enforcement is a forbid's (what its denial does); a permit only records an"
+            " allowing verdict",
+            policy=rule_id,
+        )
+    if notes.get("enforcement", "block") not in ("block", "warn"):
+        raise _bad(source, "@enforcement is block or warn", policy=rule_id)
+    if notes.get("on_error", "fail_closed") not in ("fail_open", "fail_closed"):
+        raise _bad(source, "@on_error is fail_open or fail_closed", policy=rule_id)
+    if "code" in notes and not _CODE.fullmatch(notes["code"]):
+        raise _bad(source, "@code is snake_case: a-z, 0-9 and _, at most 64", policy=rule_id)
 
 
 def _tools(scope: Mapping[str, Any], known: frozenset[str], source: str) -> tuple[str, ...] | None:
@@ -185,24 +244,23 @@ def cedar_rules(
         rule_id = notes.get("id")
         if not isinstance(rule_id, str) or not rule_id.strip():
             raise _bad(source, f'policy #{index + 1} has no @id("..."): the rule id it refuses by')
-        unknown = sorted(set(notes) - _ANNOTATIONS)
-        if unknown:
-            raise _bad(source, f"policy '{rule_id}': unknown annotation @{unknown[0]}")
-        if policy.get("effect") != "forbid":
-            raise _bad(source, f"policy '{rule_id}' is a permit; a Cedar rule is a forbid policy")
-        enforcement = notes.get("enforcement", "block")
+        permit = policy.get("effect") == "permit"
+        _annotations(source, rule_id, notes, permit)
+        # A permit never refuses by its verdict: it is a warn rule (only a failure can refuse).
+        enforcement: Enforcement = (
+            "warn" if permit or notes.get("enforcement") == "warn" else "block"
+        )
         on_error = notes.get("on_error", "fail_closed")
-        if enforcement not in ("block", "warn") or on_error not in ("fail_open", "fail_closed"):
-            raise _bad(source, f"policy '{rule_id}': @enforcement is block|warn, @on_error"
-                       " fail_open|fail_closed")  # fmt: skip
+        verb = "permits" if permit else "forbids"
         one = json.dumps({"staticPolicies": {"p": policy}, "templates": {}, "templateLinks": []})
         policy_text = cedarpy.policies_from_json_str(one)
         guard_name = f"cedar:{rule_id}"
         guards[guard_name] = CedarGuard(
             rule_id,
             policy_text,
-            str(notes.get("code") or "cedar_forbidden"),
-            str(notes.get("message") or f"Cedar policy '{rule_id}' forbids this call"),
+            str(notes.get("code") or ("cedar_permitted" if permit else "cedar_forbidden")),
+            str(notes.get("message") or f"Cedar policy '{rule_id}' {verb} this call"),
+            permit=permit,
         )
         rules.append(
             PolicyRule(
