@@ -32,6 +32,7 @@ __all__ = [
     "CredentialRequirement",
     "Environment",
     "Method",
+    "OperationResult",
     "OperationStep",
     "ProcessStep",
     "ProcessTool",
@@ -41,6 +42,7 @@ __all__ = [
     "SkillReuse",
     "SkillStep",
     "Step",
+    "StepApproval",
     "ToolStep",
     "WaitSpec",
     "WaitStep",
@@ -269,8 +271,28 @@ class SkillStep(_StepBase):
     reuse: SkillReuse | None = None
 
 
+class StepApproval(_Model):
+    """An operation step's own approval request (the runx reference's ``approval:``): a person
+    approves each call of the step, whatever the floor and the standing approvals would
+    admit; ``reason`` is what the person is shown (as quoted text), ``type`` names the kind
+    of decision asked for (part of the request, so of its digest)."""
+
+    reason: Annotated[str, Rule(min_length=1, max_length=2000)]
+    type: Annotated[str, Rule(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")] | None = None
+
+
+class OperationResult(_Model):
+    """An operation step's result contract (``result: {required: [...]}``): each named field
+    must be in the operation's result, else the step fails ``operation_result_incomplete``."""
+
+    required: Annotated[
+        list[Annotated[str, Rule(min_length=1, max_length=128)]], Rule(min_length=1)
+    ]
+
+
 class OperationStep(_StepBase):
-    """A connector's declared provider call (``connector/op``) with a credential."""
+    """A connector's declared provider call (``connector/op``) with a credential; ``approval``
+    asks a person for each call (never weaker than the floor), ``result`` checks its result."""
 
     operation: NonEmpty
     inputs: StepInputs = field(default_factory=dict)
@@ -281,6 +303,8 @@ class OperationStep(_StepBase):
     """Distinct people who must approve the operation when the floor holds it."""
     expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
     """Seconds the floor's approval request waits before it is declined."""
+    approval: StepApproval | None = None
+    result: OperationResult | None = None
 
 
 class WorkerLimits(_Model):
