@@ -240,7 +240,8 @@ def operation_step(
         tool=name,
         inputs=step.inputs,
         idempotency_key=step.idempotency_key,
-        reason=step.reason,
+        # the step's own approval states what the person is asked to approve
+        reason=step.approval.reason if step.approval is not None else step.reason,
         approvals=step.approvals,
         expires_in=step.expires_in,
         # the connector's declared price, reserved against the tree's spend limit
