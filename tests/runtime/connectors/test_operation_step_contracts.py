@@ -109,9 +109,7 @@ def test_without_a_step_approval_the_same_grant_sends_at_once(
     assert server.tracker.writes == 1
 
 
-def test_effects_none_refuses_a_step_asking_approval(
-    tmp_path: Path, server: TrackerServer
-) -> None:
+def test_effects_none_refuses_a_step_asking_approval(tmp_path: Path, server: TrackerServer) -> None:
     # a person's approval never lifts effects: none
     ws = tracker_workspace(tmp_path / "ws", server.tracker.url, ASKS)
     env = session(ws).run(
@@ -127,7 +125,9 @@ def test_a_result_missing_a_required_field_fails_the_step_naming_it(
     tmp_path: Path, server: TrackerServer
 ) -> None:
     ws = tracker_workspace(
-        tmp_path / "ws", server.tracker.url, _label("        result: {required: [id, receipt_url]}\n")
+        tmp_path / "ws",
+        server.tracker.url,
+        _label("        result: {required: [id, receipt_url]}\n"),
     )
     s = session(ws)
     env = s.run(
