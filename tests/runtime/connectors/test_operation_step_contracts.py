@@ -96,6 +96,22 @@ def test_a_declined_step_approval_never_sends_the_operation(
     assert server.tracker.issues["7"]["labels"] == []
 
 
+def test_under_effects_ask_the_step_and_the_floor_ask_once(
+    tmp_path: Path, server: TrackerServer
+) -> None:
+    ws = tracker_workspace(tmp_path / "ws", server.tracker.url, ASKS)
+    env = session(ws).run(
+        "triage", inputs=INPUTS, cwd=ws, authority=authority(effects="ask"),
+        request_secrets=SECRETS,
+    )  # fmt: skip
+    assert env.status == "needs_approval"
+    (request,) = env.requests or []  # one request: one effect has one approval owner
+    assert request["approval_type"] == "tracker_label"
+    done = session(ws).resume(env.run_id or "", approve(env), request_secrets=SECRETS)
+    assert done.outcome == "completed", done.refusal
+    assert server.tracker.writes == 1
+
+
 def test_without_a_step_approval_the_same_grant_sends_at_once(
     tmp_path: Path, server: TrackerServer
 ) -> None:
