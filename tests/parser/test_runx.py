@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proctor.contracts.skill import ProcessStep, WaitStep
+from proctor.contracts.skill import OperationStep, ProcessStep, WaitStep
 from proctor.errors import ParseError
 from proctor.parser.skill import parse_run_yaml
 from proctor.parser.waits import MAX_UNTIL_MS, literal_until
@@ -27,6 +27,11 @@ methods:
       - id: publish
         operation: moltbook/post.create
         idempotency_key: $input.idempotency_key
+        approval:
+          reason: Approve publishing this exact post.
+          type: moltbook_post
+        result:
+          required: [post]
         inputs:
           submolt_name: $input.submolt
           title: $input.title
@@ -76,6 +81,46 @@ def test_the_reference_example_reads_its_undeclared_inputs_as_required() -> None
     }
     assert sorted(method.inputs["required"]) == ["body", "idempotency_key", "submolt", "title"]
     assert method.inputs["additionalProperties"] is False
+
+
+def test_an_operation_steps_approval_and_result_contract_are_read() -> None:
+    (step,) = parse_run_yaml(MOLTBOOK, SRC).methods["publish"].steps
+    assert isinstance(step, OperationStep)
+    assert step.approval is not None
+    assert step.approval.reason == "Approve publishing this exact post."
+    assert step.approval.type == "moltbook_post"
+    assert step.result is not None and step.result.required == ["post"]
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "path"),
+    [
+        ("type: moltbook_post", "kind: moltbook_post", "approval.kind"),
+        ("reason: Approve publishing this exact post.", "reason: ''", "approval.reason"),
+        ("type: moltbook_post", "type: 'two words'", "approval.type"),
+        ("required: [post]", "required: []", "result.required"),
+        ("required: [post]", "required: post", "result.required"),
+        ("required: [post]", "required: [post]\n          optional: [x]", "result.optional"),
+    ],
+)
+def test_bad_approval_and_result_fields_are_refused_naming_them(
+    change: str, code: str, path: str
+) -> None:
+    assert change in MOLTBOOK
+    error = _refused(MOLTBOOK.replace(change, code))
+    unknown = code.startswith("kind:") or "optional" in code
+    assert error.code == ("run_yaml_unknown_field" if unknown else "run_yaml_invalid"), error
+    assert error.details["path"] == "methods.publish.steps[0]." + path
+    assert error.line is not None
+
+
+def test_approval_and_result_belong_to_operation_steps_only() -> None:
+    text = NITROSEND.replace(
+        "inputs: {path: README.md}", "inputs: {path: README.md}\n        approval: {reason: r}"
+    )
+    error = _refused(text)
+    assert error.code == "run_yaml_unknown_field"
+    assert error.details["path"] == "methods.status.steps[1].approval"
 
 
 def test_a_proctor_package_still_declares_every_input() -> None:
@@ -230,6 +275,9 @@ BASE: dict[str, Any] = {
                 {"id": "b", "wait": {"until": "$input.when"}},
                 {"id": "c", "wait": {"seconds": 5}},
                 {"id": "d", "tool": "echo", "inputs": {"text": "$steps.a.out"}},
+                {"id": "e", "operation": "m/post.create", "idempotency_key": "$input.k",
+                 "approval": {"reason": "Approve it.", "type": "m_post"},
+                 "result": {"required": ["post"]}, "inputs": {"t": "$input.t"}},
             ]
         }
     },

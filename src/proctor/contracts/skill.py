@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from proctor.contracts.asking import ID_PATTERN, AskOption, AskQuestion, AskSpec, StepApproval
 from proctor.contracts.strict import Choice, Record, Rule, field
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "AgentContext",
     "AgentSpec",
     "AgentStep",
+    "AskOption",
     "AskQuestion",
     "AskSpec",
     "AskStep",
@@ -32,6 +34,7 @@ __all__ = [
     "CredentialRequirement",
     "Environment",
     "Method",
+    "OperationResult",
     "OperationStep",
     "ProcessStep",
     "ProcessTool",
@@ -41,6 +44,7 @@ __all__ = [
     "SkillReuse",
     "SkillStep",
     "Step",
+    "StepApproval",
     "ToolStep",
     "WaitSpec",
     "WaitStep",
@@ -50,7 +54,7 @@ __all__ = [
     "WorkerStep",
 ]
 
-STEP_ID_PATTERN = r"^[a-z0-9_-]+$"
+STEP_ID_PATTERN = ID_PATTERN
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 STEP_KINDS = ("tool", "agent", "ask", "skill", "operation", "worker", "wait")
 """The keys that name a step's kind; a step carries exactly one of them."""
@@ -163,84 +167,6 @@ class AgentStep(_StepBase):
     agent: AgentSpec
 
 
-class AskOption(_Model):
-    """One choice of a question: its ``label`` (what an answer names), an optional
-    ``detail`` saying what it means, and whether it is the one ``recommended``."""
-
-    label: Annotated[str, Rule(min_length=1, max_length=200)]
-    detail: Annotated[str, Rule(max_length=1000)] | None = None
-    recommended: bool = False
-
-
-class AskQuestion(_Model):
-    """One question put to a person: pick one of ``choices`` (plain labels) or of
-    ``options`` (at most four, each ``{label, detail?, recommended?}``, at most one
-    recommended), and/or write free text when ``free_text`` (a question with neither always
-    takes free text)."""
-
-    id: StepId
-    prompt: NonEmpty
-    choices: list[NonEmpty] | None = None
-    options: Annotated[list[AskOption], Rule(min_length=1, max_length=4)] | None = None
-    free_text: bool = False
-    required: bool = True
-
-    def _check(self) -> None:
-        if self.choices is not None and self.options is not None:
-            raise ValueError("a question takes choices or options, not both")
-        if self.options is not None:
-            labels = [o.label for o in self.options]
-            if len(set(labels)) != len(labels):
-                raise ValueError("a question's option labels must differ")
-            if sum(o.recommended for o in self.options) > 1:
-                raise ValueError("at most one option is recommended")
-
-    def request_form(self) -> dict[str, Any]:
-        """The question as a request states it (and its digest covers): plain ``choices``
-        stay strings (so digests of such requests are unchanged); structured ``options`` are
-        ``{label, detail?, recommended?}``, each key only when set."""
-        options: list[Any] = list(self.choices or [])
-        for o in self.options or []:
-            shown: dict[str, Any] = {"label": o.label}
-            if o.detail is not None:
-                shown["detail"] = o.detail
-            if o.recommended:
-                shown["recommended"] = True
-            options.append(shown)
-        return {
-            "id": self.id,
-            "prompt": self.prompt,
-            "options": options,
-            "free_text": self.free_text if options else True,
-            "required": self.required,
-        }
-
-
-class AskSpec(_Model):
-    """Either an approval (``reason``) or questions for a person; exactly one of them.
-
-    ``expires_in`` (seconds) gives the request a deadline; when it passes the request is
-    decided by ``on_expiry`` (``decline``, the default; ``approve`` only an approval may say).
-    ``approvals`` is how many distinct people must approve (an approval only).
-    """
-
-    reason: NonEmpty | None = None
-    questions: Annotated[list[AskQuestion], Rule(min_length=1, max_length=3)] | None = None
-    expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
-    on_expiry: Literal["decline", "approve"] = "decline"
-    approvals: Annotated[int, Rule(ge=1, le=10)] = 1
-
-    def _check(self) -> None:
-        if (self.reason is None) == (self.questions is None):
-            raise ValueError("an ask step needs exactly one of 'reason' or 'questions'")
-        if self.questions is not None and (self.on_expiry == "approve" or self.approvals != 1):
-            raise ValueError("on_expiry: approve and approvals are for an approval (reason)")
-        if self.on_expiry == "approve" and self.expires_in is None:
-            raise ValueError("on_expiry: approve needs expires_in")
-        if self.on_expiry == "approve" and self.approvals > 1:
-            raise ValueError("a deadline never approves for the people approvals: N needs")
-
-
 class AskStep(_StepBase):
     """A person's decision: an approval or answers to questions."""
 
@@ -269,8 +195,18 @@ class SkillStep(_StepBase):
     reuse: SkillReuse | None = None
 
 
+class OperationResult(_Model):
+    """An operation step's result contract (``result: {required: [...]}``): each named field
+    must be in the operation's result, else the step fails ``operation_result_incomplete``."""
+
+    required: Annotated[
+        list[Annotated[str, Rule(min_length=1, max_length=128)]], Rule(min_length=1)
+    ]
+
+
 class OperationStep(_StepBase):
-    """A connector's declared provider call (``connector/op``) with a credential."""
+    """A connector's declared provider call (``connector/op``) with a credential; ``approval``
+    asks a person for each call (never weaker than the floor), ``result`` checks its result."""
 
     operation: NonEmpty
     inputs: StepInputs = field(default_factory=dict)
@@ -281,6 +217,8 @@ class OperationStep(_StepBase):
     """Distinct people who must approve the operation when the floor holds it."""
     expires_in: Annotated[int, Rule(ge=1, le=30 * 86400)] | None = None
     """Seconds the floor's approval request waits before it is declined."""
+    approval: StepApproval | None = None
+    result: OperationResult | None = None
 
 
 class WorkerLimits(_Model):

@@ -59,6 +59,11 @@ class CallSpec:
             ``min_approvers`` when more).
         expires_in: seconds the floor's approval waits before it is declined (else the
             authority's ``expires_in``).
+        required: the step asks a person for this call (an operation step's ``approval:``),
+            as an operation declared ``approval: required`` does: only a decision bound to
+            the exact call admits it, under any ``effects`` but ``none`` (which refuses it).
+        approval_type: the kind of decision the step asks for (``approval.type``), stated in
+            the request.
     """
 
     tool: str
@@ -76,6 +81,8 @@ class CallSpec:
     reconciles: bool = False
     approvals: int = 1
     expires_in: int | None = None
+    required: bool = False
+    approval_type: str | None = None
 
 
 class AwaitApproval(Exception):

@@ -22,9 +22,10 @@ from proctor.runtime.tools.base import CHANGING_EFFECTS, Tool
 __all__ = ["cannot_wait", "decision_for", "declined", "may_ask", "unless_declined"]
 
 
-def may_ask(tool: Tool, authority: Authority) -> bool:
-    """Whether the floor may ask a person about a call of ``tool`` under ``authority``."""
-    if approval_required(tool):
+def may_ask(tool: Tool, authority: Authority, *, required: bool = False) -> bool:
+    """Whether the floor may ask a person about a call of ``tool`` under ``authority``
+    (``required``: the step itself asks for the call's approval)."""
+    if required or approval_required(tool):
         return True
     return tool.effect in CHANGING_EFFECTS and authority.effects != "allow"
 
@@ -88,7 +89,14 @@ def declined(
 
 
 def unless_declined(
-    store: RunStore, run_id: str, authority: Authority, tool: Tool, address: str, call: CallOutcome
+    store: RunStore,
+    run_id: str,
+    authority: Authority,
+    tool: Tool,
+    address: str,
+    call: CallOutcome,
+    *,
+    required: bool = False,
 ) -> list[RequestRecord]:
     """The run's requests, read once for a call of ``tool`` at ``address`` (none when the floor
     would not ask), for the floor to find its decision in (nothing before it writes one).
@@ -96,7 +104,7 @@ def unless_declined(
     Raises:
         RefusedCall: ``approval_declined`` when a person declined this very call (:func:`declined`).
     """
-    if not may_ask(tool, authority):
+    if not may_ask(tool, authority, required=required):
         return []
     requests = store.requests(run_id)
     refusal = declined(requests, address=address, tool=tool.name, args_digest=call.args_digest)

@@ -262,7 +262,9 @@ class Governor:
         # policy, the idempotency record, the floor's preview): a call that went stale while
         # the run waited is still the call the person declined, and is never re-checked or sent.
         address = spec.address or spec.step_id or outcome.call_id
-        requests = unless_declined(self.store, self.run_id, authority, tool, address, outcome)
+        requests = unless_declined(
+            self.store, self.run_id, authority, tool, address, outcome, required=spec.required
+        )
         # an MCP operation's exact upstream call, against its tool's pinned definition
         admit_operation(tool, args)
         # 3. containment
@@ -325,9 +327,11 @@ class Governor:
         scope: tuple[Authority, Workspace],
     ) -> None:
         authority, workspace = scope
-        if not may_ask(tool, authority):
+        if not may_ask(tool, authority, required=spec.required):
             return
-        required = approval_required(tool)
+        # the step's own approval (an operation step's approval:) adds to the floor's: a
+        # person decides the call whatever effects: allow or a standing approval would admit
+        required = approval_required(tool) or spec.required
         if authority.effects == "none" and tool.effect in CHANGING_EFFECTS:
             verdict = decide(authority, _bare_change(tool))
             raise RefusedCall(verdict.reason, code="effects_none")
@@ -345,6 +349,8 @@ class Governor:
         )
         # who must approve and until when are part of what the person is asked (stated only
         # when set, so other requests' digests are unchanged)
+        if spec.approval_type is not None:
+            body["approval_type"] = spec.approval_type
         needed = max(spec.approvals, authority.min_approvers or 1)
         if needed > 1:
             body["approvals"] = needed

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal
-from proctor.contracts.skill import AgentStep, AskStep, ToolStep
+from proctor.contracts.skill import AgentStep, AskStep, StepApproval, ToolStep
 from proctor.core.spend import SpendRefused
 from proctor.errors import ProctorError
 from proctor.parser.refs import resolve
@@ -41,11 +41,14 @@ def tool_step(
     inputs: dict[str, Any],
     outputs: dict[str, Any],
     confirm: Confirm | None = None,
+    asks: StepApproval | None = None,
 ) -> StepDone | StepPause:
     """Reconcile a crashed claim of the step, then call its tool through admission.
 
     ``confirm`` (operation steps: the write's readback) is asked about a claim with no
-    settlement before a person is: the result it returns settles the call as done.
+    settlement before a person is: the result it returns settles the call as done. ``asks``
+    (an operation step's ``approval:``) has a person decide the call, in addition to the
+    floor.
     """
     try:
         refs = run_refs(run)
@@ -89,6 +92,8 @@ def tool_step(
         reconciles=True,
         approvals=step.approvals,
         expires_in=step.expires_in,
+        required=asks is not None,
+        approval_type=None if asks is None else asks.type,
     )
     try:
         call = governor.call(spec)

@@ -240,7 +240,8 @@ def operation_step(
         tool=name,
         inputs=step.inputs,
         idempotency_key=step.idempotency_key,
-        reason=step.reason,
+        # the step's own approval states what the person is asked to approve
+        reason=step.approval.reason if step.approval is not None else step.reason,
         approvals=step.approvals,
         expires_in=step.expires_in,
         # the connector's declared price, reserved against the tree's spend limit
@@ -259,7 +260,35 @@ def operation_step(
             return None
         return _readback(governor, index, step, tool, inputs, outputs, run_refs(run))
 
-    return tool_step(run, governor, index, as_tool, inputs, outputs, confirm=confirm)
+    done = tool_step(
+        run, governor, index, as_tool, inputs, outputs, confirm=confirm, asks=step.approval
+    )
+    if step.result is None or not isinstance(done, StepDone) or done.outcome != "completed":
+        return done
+    return _result_contract(step, name, done)
+
+
+def _result_contract(step: OperationStep, tool: str, done: StepDone) -> StepDone:
+    """The step's ``result: {required: [...]}`` held to the operation's result: a field it
+    lacks (absent or null) fails the step ``operation_result_incomplete``, naming the field.
+    The call itself stays recorded as it settled (the provider's act is not undone)."""
+    assert step.result is not None
+    output = done.output if isinstance(done.output, dict) else {}
+    result = output.get("result")
+    got = result if isinstance(result, dict) else {}
+    missing = [name for name in step.result.required if got.get(name) is None]
+    if not missing:
+        return done
+    refused = ProctorError(
+        f"operation {step.operation!r} of step '{step.id}' answered without the required"
+        f" result field {missing[0]!r} (its result: {{required: [...]}} names it)",
+        code="operation_result_incomplete",
+    )
+    failed = step_failed(step.id, refused, tool)
+    failed.used = done.used
+    failed.spend_micro_usd = done.spend_micro_usd
+    failed.already_done = done.already_done
+    return failed
 
 
 def _readback(

@@ -41,6 +41,7 @@ _VIEW_SHOWN = frozenset(
         "address",
         "tool",
         "reason",
+        "approval_type",
         "args_digest",
         "payload_digest",
         "payload",
@@ -201,6 +202,8 @@ def request_lines(kind: str, view: Mapping[str, Any]) -> list[Line]:
         lines.append(("key", f"tool: {view['tool']}"))
     if view.get("reason"):
         lines.append(("key", f"reason: {view['reason']}"))
+    if view.get("approval_type"):
+        lines.append(("key", f"approval type: {view['approval_type']}"))
     if isinstance(view.get("approvals"), int):
         so_far = [str(p) for p in view.get("approved_so_far") or []]
         said = f"needs {view['approvals']} different people to approve"
