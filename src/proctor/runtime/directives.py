@@ -29,6 +29,7 @@ proctor tool directly):
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,8 +273,10 @@ def is_directive_run(data: Mapping[str, Any], state_dir: Path) -> bool:
     folder = data.get("package_folder")
     if not isinstance(folder, str):
         return False
-    packages = (state_dir / "directive-packages").resolve()
-    return Path(folder).resolve().is_relative_to(packages)
+    # real paths as text: what Path.resolve() answers, without its path objects and stat
+    packages = os.path.realpath(state_dir / "directive-packages")
+    real = os.path.realpath(folder)
+    return real == packages or real.startswith(packages.rstrip("/") + "/")
 
 
 def package_for(directive: Directive, state_dir: Path, tools: Collection[str]) -> Path:

@@ -65,12 +65,13 @@ def local_identity(folder: Path, workspace_root: Path) -> str:
     """The identity of a package read from ``folder``: its path in the workspace; a folder
     outside the workspace is named by a digest of its absolute path (no host path is
     recorded). Moving the folder makes it another package."""
-    real = folder.resolve()
-    try:
-        rel = real.relative_to(workspace_root.resolve())
-    except ValueError:
-        return "local:outside/" + hashlib.sha256(str(real).encode()).hexdigest()[:16]
-    return "local:" + (rel.as_posix() if rel.parts else ".")
+    real = os.path.realpath(folder)
+    base = os.path.realpath(workspace_root)
+    if real == base:
+        return "local:."
+    if not real.startswith(base.rstrip("/") + "/"):
+        return "local:outside/" + hashlib.sha256(real.encode()).hexdigest()[:16]
+    return "local:" + real[len(base.rstrip("/")) + 1 :]
 
 
 def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str | None]:

@@ -49,7 +49,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -117,14 +117,26 @@ class Workspace:
         roots: Mapping[str, str | Path] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        env: Mapping[str, str] = os.environ if environ is None else environ
+        self._setup(
+            root, roots, env, lambda real: Rules(real, extra_authority=extra_authority, environ=env)
+        )
+
+    def _setup(
+        self,
+        root: Path,
+        roots: Mapping[str, str | Path] | None,
+        environ: Mapping[str, str],
+        rules: Callable[[Path], Rules],
+    ) -> None:
         real = Path(os.path.realpath(root))
         if not real.is_dir():
             raise ConfigError("the workspace folder does not exist", code="workspace_missing")
         self.root: Path = real
         self._root_text = str(real)
         self._root_prefix = self._root_text.rstrip("/") + "/"
-        self._environ: Mapping[str, str] = os.environ if environ is None else environ
-        self.rules = Rules(real, extra_authority=extra_authority, environ=self._environ)
+        self._environ: Mapping[str, str] = environ
+        self.rules = rules(real)
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
         # path -> (the rules that judged it, its resolution): see _named_read
         self._named: dict[str, tuple[Rules, Resolved]] = {}
@@ -136,8 +148,16 @@ class Workspace:
         extra_authority: frozenset[str],
         environ: Mapping[str, str],
     ) -> Workspace:
-        other = Workspace(self.root, roots=roots, environ=environ)
-        other.rules = self.rules.sharing(extra_authority=extra_authority, environ=environ)
+        # the same checks as a new workspace's, with the rules made once (sharing the walk),
+        # not made and then replaced: a run's governor derives one per call
+        other = Workspace.__new__(Workspace)
+        rules = self.rules
+        other._setup(
+            self.root,
+            roots,
+            environ,
+            lambda _real: rules.sharing(extra_authority=extra_authority, environ=environ),
+        )
         return other
 
     def reaching(self, roots: Mapping[str, str | Path]) -> Workspace:

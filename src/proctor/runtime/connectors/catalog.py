@@ -150,6 +150,6 @@ def find_connectors(
     """
     found = _installed(workspace_root, environ)
     found.update(_folder(workspace_root, ""))
-    if package is not None and package.resolve() != workspace_root.resolve():
+    if package is not None and os.path.realpath(package) != os.path.realpath(workspace_root):
         found.update(_folder(package, package_label or package.name))
     return dict(sorted(found.items()))

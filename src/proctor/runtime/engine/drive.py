@@ -103,6 +103,9 @@ class RunDriver:
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
         self._operations: dict[str, OperationTool] | None = None
+        # whether the run is a directive's (its package folder resolves under the directive
+        # packages): decided once per driver, as its skill and record are read once
+        self.directive: bool | None = None
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
 
@@ -199,7 +202,7 @@ class RunDriver:
             mcp_credentials(
                 self.method, operations, self.s.workspace, self.s.environ, self.sanitizer.taint
             )
-            if self._directive_run():  # a directive's http_request names aliases
+            if self.directive_run():  # a directive's http_request names aliases
                 inner = with_aliases(
                     inner, skill=self.skill.package.name, workspace_root=self.s.workspace.root,
                     environ=self.s.environ, host_secrets=self.request_secrets,
@@ -211,11 +214,20 @@ class RunDriver:
             raise Blocked(exc.code, exc.message, "credential_unavailable") from exc
         return with_receipts_seam(inner, self.s)
 
-    def _directive_run(self) -> bool:
-        """Whether this is a directive's run (its ``http.request`` may name credential aliases)."""
-        from proctor.runtime.directives import is_directive_run
+    def directive_run(self) -> bool:
+        """Whether this is a directive's run (its ``http.request`` may name credential aliases;
+        its file changes are confined). Resolved once per driver: each resolution is a path walk
+        with an ``lstat`` per component, and a driver asked up to three times per call."""
+        if self.directive is None:
+            from proctor.runtime.directives import is_directive_run
 
-        return is_directive_run(self.record.data, self.s.workspace.state_dir)
+            self.directive = is_directive_run(self.record.data, self.s.workspace.state_dir)
+        return self.directive
+
+    def confined(self) -> bool:
+        """Whether the run's file changes are confined (:func:`~proctor.runtime.directives.
+        confined_run`, its directive test answered once per driver)."""
+        return bool(self.record.data.get("writable_dirs")) or self.directive_run()
 
     # -- the step loop------------------------------------------------------------------------
 
@@ -288,7 +300,6 @@ class RunDriver:
             if narrowed != self.authority:
                 # reach: workspace on a step of a reach: inputs run reaches no input's root
                 scopes[step.id] = (narrowed, workspace if narrowed.reach == "inputs" else unreached)
-        from proctor.runtime.directives import confined_run
         from proctor.runtime.engine.confinement import confined_tools
         from proctor.runtime.engine.skill_calls import skill_tools
 
@@ -301,7 +312,7 @@ class RunDriver:
         from proctor.runtime.engine.operations import unreadable_upstream_tools
 
         tools.update(unreadable_upstream_tools(self.method, tools, s.workspace, s.environ))
-        if confined_run(self.record.data, s.workspace.state_dir):
+        if self.confined():
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
         table: Mapping[str, Tool] = tools

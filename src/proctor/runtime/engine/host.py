@@ -248,6 +248,10 @@ class StepRunner(Protocol):
 
     def operation_tools(self) -> Mapping[str, Tool]: ...
 
+    def directive_run(self) -> bool:
+        """Whether the run is a directive's (decided once per driver)."""
+        ...
+
     def turn_call_spec(self, turn: dict[str, Any], spec: CallSpec) -> CallOutcome: ...
 
 

@@ -570,9 +570,7 @@ def _with_policy_rules(run: StepRunner, turn: dict[str, Any]) -> dict[str, Any]:
     whether proctor enforces it) as ``policy_rules``, as the reference kernel gives a
     directive's model its policies; advisory rules exist only as this text. The turn itself
     (its request and digest) is unchanged."""
-    from proctor.runtime.directives import is_directive_run
-
-    if not is_directive_run(run.record.data, run.s.workspace.state_dir):
+    if not run.directive_run():
         return turn
     rules = getattr(run.governor().policies, "rules", ())
     if not rules:

@@ -475,11 +475,13 @@ class Session:
             record.data["act"] = act
         if skill.identity:  # the column history lists, and the data the receipt binds
             record.identity = record.data["identity"] = skill.identity
-        from proctor.runtime.directives import WRITABLE_DIRS, confined_run
+        from proctor.runtime.directives import WRITABLE_DIRS, is_directive_run
 
-        if self.confine_writes or confined_run(record.data, self.workspace.state_dir):
+        directive = is_directive_run(record.data, self.workspace.state_dir)  # resolved once
+        if self.confine_writes or directive:
             record.data["writable_dirs"] = list(WRITABLE_DIRS)
         driver = RunDriver(self, record, skill, method, stop)
+        driver.directive = directive
         driver.request_secrets = request_secrets
         start_run(self, driver, inputs, cli_inputs, self._acquire)
         try:
