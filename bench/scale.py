@@ -97,6 +97,52 @@ def _answer_until_sealed(store: Any, queue: Any, count: int, timeout: float) -> 
     raise SystemExit(f"not every run sealed within {timeout:.0f} s")
 
 
+_COUNTER = """
+import atexit, os
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+if psycopg is not None:
+    _n = [0]
+    _execute = psycopg.Cursor.execute
+    _command = psycopg.Connection._exec_command
+    _sync = psycopg.Pipeline.sync
+    _exit = psycopg.Pipeline.__exit__
+
+    def execute(self, *args, **kwargs):
+        if self._conn._pipeline is None:
+            _n[0] += 1
+        return _execute(self, *args, **kwargs)
+
+    def command(self, *args, **kwargs):
+        if self._pipeline is None:
+            _n[0] += 1
+        return _command(self, *args, **kwargs)
+
+    def sync(self):
+        _n[0] += 1
+        return _sync(self)
+
+    def leave(self, *args):
+        if self.level == 1:  # the outermost pipeline's exit syncs and waits
+            _n[0] += 1
+        return _exit(self, *args)
+
+    psycopg.Cursor.execute = execute
+    psycopg.Connection._exec_command = command
+    psycopg.Pipeline.sync = sync
+    psycopg.Pipeline.__exit__ = leave
+    atexit.register(
+        lambda: open(os.path.join(os.environ["BENCH_ROUND_TRIPS"], str(os.getpid())), "w").write(
+            str(_n[0])
+        )
+    )
+"""
+"""A ``sitecustomize`` for the workers: it counts the round trips psycopg makes (a statement,
+a ``BEGIN``/``COMMIT``, a pipeline's sync) and writes the count when the process exits."""
+
+
 def _cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and its waited-for children, from ``/proc``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -115,7 +161,10 @@ def throughput(base: str, runs: int, workers: int) -> float:
         root = Path(tmp) / "ws"
         root.mkdir()
         make_workspace(root)
-        env = environ(root, url)
+        counts = Path(tmp) / "round-trips"
+        counts.mkdir()
+        (Path(tmp) / "sitecustomize.py").write_text(_COUNTER)
+        env = environ(root, url) | {"PYTHONPATH": tmp, "BENCH_ROUND_TRIPS": str(counts)}
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env) for _ in range(workers)]
@@ -132,6 +181,7 @@ def throughput(base: str, runs: int, workers: int) -> float:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
+        trips = sum(int(f.read_text()) for f in counts.iterdir())
     rate = runs / elapsed
     cores = os.cpu_count() or 1
     share = rate * (cpu / runs) / cores
@@ -140,6 +190,7 @@ def throughput(base: str, runs: int, workers: int) -> float:
         f"{f'  worker CPU per run, share of {cores} cores kept busy':<58}"
         f" {cpu / runs * 1000:7.1f} ms {share:7.0%}"
     )
+    print(f"{'  worker round trips to PostgreSQL per run (idle polls too)':<58} {trips / runs:9.1f}")
     return rate
 
 
