@@ -219,12 +219,30 @@ class PostgresRunStore:
         return epoch
 
     def _fenced_rows(self, run_id: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """``sql`` for ``run_id``, fenced in one transaction when this process holds its lease."""
-        if run_id not in self._fences:
-            return self._rows(sql, params)
-        with self.transaction():
-            self._fence(run_id)
-            return self._rows(sql, params)
+        """``sql`` for ``run_id`` as one statement (one round trip), fenced when this process
+        holds the run's lease: the statement reads the lease row ``FOR SHARE`` first (a
+        takeover's update of it waits until the write commits) and writes nothing under a
+        stale epoch. ``sql`` puts ``{ok}`` where the fence's condition goes, after its own
+        parameters, and returns a non-null first column for each row it writes.
+
+        Raises:
+            LeaseLost: the lease row carries another epoch now (nothing is written).
+        """
+        epoch = self._fences.get(run_id)
+        if epoch is None:
+            return self._rows(sql.format(ok="true"), params)
+        rows = self._rows(
+            "WITH fence AS MATERIALIZED"
+            " (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
+            f" written AS ({sql.format(ok='EXISTS (SELECT 1 FROM fence WHERE epoch = %s)')})"
+            " SELECT (SELECT epoch FROM fence), written.* FROM (SELECT 1) one"
+            " LEFT JOIN written ON true",
+            (run_id, *params, epoch),
+        )
+        current = None if rows[0][0] is None else int(rows[0][0])
+        if current != epoch:
+            raise lease_lost(run_id, epoch, current)
+        return [r[1:] for r in rows if r[1] is not None]
 
     def _error(self, exc: Exception) -> StoreError:
         import psycopg
@@ -348,7 +366,8 @@ class PostgresRunStore:
         rows = self._fenced_rows(
             run_id,
             "INSERT INTO events (run_id, seq, at, kind, body) SELECT %s,"
-            " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s RETURNING seq",
+            " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s HAVING {ok}"
+            " RETURNING seq",
             (run_id, now(), kind, dumps(body), run_id),
         )
         return int(rows[0][0]) if rows else 0
@@ -367,7 +386,7 @@ class PostgresRunStore:
 
     _CALL_INSERT = (
         "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
-        " idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        " idempotency_key) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s WHERE {ok} RETURNING 1"
     )
     _CALL_COLS = CALL_COLS
 
@@ -377,42 +396,45 @@ class PostgresRunStore:
 
     _CLAIM_INSERT = (
         "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
-        " idempotency_key, epoch, site) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        " idempotency_key, epoch, site) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s WHERE {ok}"
+        " RETURNING 1"
     )
 
     def claim_call(self, call: CallRecord) -> None:
         call.state = "claimed"
         if call.site is None:
             call.site = process_site()
-        with self.transaction():
-            epoch = self._fence(call.run_id)
-            self._rows(self._CLAIM_INSERT, (*self._call_params(call), epoch, dumps(call.site)))
+        epoch = self._fences.get(call.run_id)
+        params = (*self._call_params(call), epoch, dumps(call.site))
+        self._fenced_rows(call.run_id, self._CLAIM_INSERT, params)
 
     def settle_call(
         self, run_id: str, call_id: str, outcome: str, result: Any, *, reconciled: bool = False
     ) -> None:
-        with self.transaction():
-            epoch = self._fence(run_id)
-            # a claim moves to settled once, by the epoch that claimed it (or, reconciled, by
-            # the lease's current holder deciding what an earlier holder's claim means)
-            mine = "" if reconciled else " AND epoch IS NOT DISTINCT FROM %s"
-            params = (outcome, dumps(result), run_id, call_id) + (() if reconciled else (epoch,))
-            done = self._rows(
-                "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
-                f" WHERE run_id = %s AND call_id = %s AND state = 'claimed'{mine} RETURNING 1",
-                params,
+        epoch = self._fences.get(run_id)
+        # a claim moves to settled once, by the epoch that claimed it (or, reconciled, by
+        # the lease's current holder deciding what an earlier holder's claim means)
+        mine = "" if reconciled else " AND epoch IS NOT DISTINCT FROM %s"
+        params = (outcome, dumps(result), run_id, call_id) + (() if reconciled else (epoch,))
+        done = self._fenced_rows(
+            run_id,
+            "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
+            f" WHERE run_id = %s AND call_id = %s AND state = 'claimed'{mine} AND {{ok}}"
+            " RETURNING 1",
+            params,
+        )
+        if len(done) != 1:
+            raise StoreError(
+                f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
+                " not settled",
+                code="call_not_claimed",
             )
-            if len(done) != 1:
-                raise StoreError(
-                    f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
-                    " not settled",
-                    code="call_not_claimed",
-                )
 
     def note_call_site(self, run_id: str, call_id: str, tree: dict[str, float]) -> None:
         self._fenced_rows(
             run_id,
-            "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'",
+            "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'"
+            " AND {ok} RETURNING 1",
             (dumps({**process_site(), "tree": tree}), run_id, call_id),
         )
 
@@ -659,7 +681,8 @@ class PostgresRunStore:
     def journal_open(self, record: JournalRecord) -> None:
         self._fenced_rows(
             record.run_id,
-            "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (%s,%s,%s,%s)",
+            "INSERT INTO journal (bundle_id, run_id, state, entries) SELECT %s,%s,%s,%s"
+            " WHERE {ok} RETURNING 1",
             (record.bundle_id, record.run_id, "open", dumps(record.entries)),
         )
 
@@ -667,7 +690,7 @@ class PostgresRunStore:
         owner = self._one("SELECT run_id FROM journal WHERE bundle_id = %s", (bundle_id,))
         self._fenced_rows(
             "" if owner is None else str(owner[0]),
-            "UPDATE journal SET state = %s WHERE bundle_id = %s",
+            "UPDATE journal SET state = %s WHERE bundle_id = %s AND {ok} RETURNING 1",
             (state, bundle_id),
         )
 
