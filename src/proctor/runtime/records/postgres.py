@@ -218,26 +218,33 @@ class PostgresRunStore:
             raise lease_lost(run_id, epoch, current)
         return epoch
 
-    def _fenced_rows(self, run_id: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """``sql`` for ``run_id`` as one statement (one round trip), fenced when this process
-        holds the run's lease: the statement reads the lease row ``FOR SHARE`` first (a
-        takeover's update of it waits until the write commits) and writes nothing under a
-        stale epoch. ``sql`` puts ``{ok}`` where the fence's condition goes, after its own
-        parameters, and returns a non-null first column for each row it writes.
+    def _fenced_rows(
+        self, run_id: str, sql: str, params: tuple[Any, ...], *also: tuple[str, tuple[Any, ...]]
+    ) -> list[Any]:
+        """``sql`` (and the writes ``also``, each ``(sql, params)``) for ``run_id`` as one
+        statement, one round trip; fenced when this process holds the run's lease: the
+        statement reads the lease row ``FOR SHARE`` first (a takeover's update of it waits until
+        the write commits) and writes nothing under a stale epoch. Each write puts ``{ok}``
+        where the fence's condition goes; ``sql`` returns a non-null first column for each row
+        it writes, and those rows are returned.
 
         Raises:
             LeaseLost: the lease row carries another epoch now (nothing is written).
         """
         epoch = self._fences.get(run_id)
+        ok = "true" if epoch is None else f"EXISTS (SELECT 1 FROM fence WHERE epoch = {epoch:d})"
+        writes = [(sql, params), *also]
+        ctes = [f"w{n} AS ({text.format(ok=ok)})" for n, (text, _) in enumerate(writes)]
+        values = tuple(v for _, part in writes for v in part)
         if epoch is None:
-            return self._rows(sql.format(ok="true"), params)
+            if not also:
+                return self._rows(sql.format(ok=ok), params)
+            return self._rows(f"WITH {', '.join(ctes)} SELECT * FROM w0", values)
         rows = self._rows(
-            "WITH fence AS MATERIALIZED"
-            " (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
-            f" written AS ({sql.format(ok='EXISTS (SELECT 1 FROM fence WHERE epoch = %s)')})"
-            " SELECT (SELECT epoch FROM fence), written.* FROM (SELECT 1) one"
-            " LEFT JOIN written ON true",
-            (run_id, *params, epoch),
+            "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
+            f" {', '.join(ctes)} SELECT (SELECT epoch FROM fence), w0.* FROM (SELECT 1) one"
+            " LEFT JOIN w0 ON true",
+            (run_id, *values),
         )
         current = None if rows[0][0] is None else int(rows[0][0])
         if current != epoch:
@@ -318,21 +325,36 @@ class PostgresRunStore:
         receipt_id: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
+        epoch = self._fences.get(run_id)
         with self.transaction():
+            # the run's row FOR UPDATE and, for a driver, its lease row FOR SHARE (held until
+            # the commit, as _fence holds it): one round trip
             row = self._one(
-                f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s FOR UPDATE", (run_id,)
+                "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s"
+                f" FOR SHARE) SELECT {self._RUN_COLS}, (SELECT epoch FROM fence) FROM runs"
+                " WHERE run_id = %s FOR UPDATE OF runs",
+                (run_id if epoch is not None else "", run_id),
             )
             if row is None:
                 raise StoreError(f"no run with id {run_id}")
-            self._fence(run_id)
-            current = self._run(row)
+            if epoch is not None and row[-1] != epoch:
+                raise lease_lost(run_id, epoch, None if row[-1] is None else int(row[-1]))
+            current = self._run(row[:-1])
             merged = dict(current.data)
             if data:
                 merged.update(data)
+            # a seal also closes what the run leaves unanswered: it waits on nothing now
+            close = (
+                "WITH closed AS (UPDATE requests SET closed = true WHERE run_id = %s"
+                " AND state = 'open') "
+                if status == "sealed"
+                else ""
+            )
             self._rows(
-                "UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
+                f"{close}UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
                 " updated_at = %s WHERE run_id = %s",
                 (
+                    *((run_id,) if close else ()),
                     status or current.status,
                     outcome if outcome is not None else current.outcome,
                     receipt_id if receipt_id is not None else current.receipt_id,
@@ -341,11 +363,6 @@ class PostgresRunStore:
                     run_id,
                 ),
             )
-            if status == "sealed":  # what it leaves unanswered waits on nothing now
-                self._rows(
-                    "UPDATE requests SET closed = true WHERE run_id = %s AND state = 'open'",
-                    (run_id,),
-                )
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -497,22 +514,26 @@ class PostgresRunStore:
         import psycopg
 
         try:
-            with self.transaction(), self.connection() as conn:
-                self._fence(run_id)
-                conn.execute(
-                    "INSERT INTO steps (run_id, step_id, body) VALUES (%s,%s,%s)",
-                    (run_id, step_id, dumps(body)),
-                )
-                for address in used or []:
-                    conn.execute(
-                        "UPDATE requests SET state = 'used' WHERE run_id = %s AND address = %s"
-                        " AND decision IS NOT NULL",
-                        (run_id, address),
-                    )
-        except psycopg.errors.UniqueViolation as exc:
-            raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
+            self._fenced_rows(
+                run_id,
+                "INSERT INTO steps (run_id, step_id, body) SELECT %s,%s,%s WHERE {ok} RETURNING 1",
+                (run_id, step_id, dumps(body)),
+                *(
+                    [
+                        (
+                            "UPDATE requests SET state = 'used' WHERE run_id = %s"
+                            " AND address = ANY(%s) AND decision IS NOT NULL AND {ok} RETURNING 1",
+                            (run_id, list(used)),
+                        )
+                    ]
+                    if used
+                    else []
+                ),
+            )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
+            raise
 
     def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
         rows = self._rows(
@@ -594,14 +615,13 @@ class PostgresRunStore:
         ]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
-        with self.transaction():
-            self._fence(run_id)
-            for address, decision in decisions.items():
-                self._rows(
-                    "UPDATE requests SET state = 'decided', decision = %s"
-                    " WHERE run_id = %s AND address = %s AND state != 'used'",
-                    (dumps(decision), run_id, address),
-                )
+        self._fenced_rows(
+            run_id,
+            "UPDATE requests SET state = 'decided', decision = d.decision FROM"
+            " unnest(%s::text[], %s::text[]) AS d(address, decision) WHERE requests.run_id = %s"
+            " AND requests.address = d.address AND requests.state != 'used' AND {ok} RETURNING 1",
+            (list(decisions), [dumps(d) for d in decisions.values()], run_id),
+        )
 
     # -- leases -----------------------------------------------------------------------------
 
