@@ -4,7 +4,9 @@ with few and many paused runs; how long a dead worker's run waits to be picked u
 Needs a PostgreSQL database (``PROCTOR_TEST_DATABASE_URL``, or ``--url``); every figure runs
 in a fresh schema, dropped afterwards. Run as ``.venv/bin/python bench/scale.py`` (add
 ``--runs 20 --rounds 5`` for a quick pass). Figures on a loaded machine are noisy: compare
-the columns of one run, not runs on different days.
+the columns of one run, not runs on different days. To compare with an earlier version in the
+same session, put its ``src`` first: ``git archive COMMIT src/proctor | tar -x -C DIR`` and
+``PYTHONPATH=DIR/src python bench/scale.py ...`` (the workers import proctor from there).
 
 - throughput: ``--runs`` runs (an approval, a command, an echo) submitted at once, approvals
   answered by this process, until every run sealed; runs per second with N worker processes;
@@ -164,7 +166,9 @@ def throughput(base: str, runs: int, workers: int) -> float:
         counts = Path(tmp) / "round-trips"
         counts.mkdir()
         (Path(tmp) / "sitecustomize.py").write_text(_COUNTER)
-        env = environ(root, url) | {"PYTHONPATH": tmp, "BENCH_ROUND_TRIPS": str(counts)}
+        # an earlier tree to compare with comes first on PYTHONPATH (see the module's note)
+        path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), tmp) if p)
+        env = environ(root, url) | {"PYTHONPATH": path, "BENCH_ROUND_TRIPS": str(counts)}
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env) for _ in range(workers)]
