@@ -32,7 +32,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -152,10 +152,24 @@ def _cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _backend_cpu(store: Any, name: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend whose connection carries ``application_name``
+    ``name`` (the workers' connections: libpq reads ``PGAPPNAME``), when the server runs on
+    this machine (a backend's ``/proc`` entry is readable); empty otherwise."""
+    found = {}
+    for (pid,) in store._rows(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+    ):
+        with suppress(OSError):
+            found[int(pid)] = _cpu_seconds(int(pid))
+    return found
+
+
 def throughput(base: str, runs: int, workers: int) -> float:
     """Runs per second, submission to seal, with ``workers`` worker processes; also the share
     of the machine's cores the workers kept busy (runs/s x worker CPU per run / cores: the
-    CPU ceiling's share; the database server's CPU is not counted)."""
+    CPU ceiling's share), and the same share counting the database backends serving the workers
+    too (the server on this machine; its own background processes are not counted)."""
     from proctor.runtime.fleet.queue import WorkQueue
     from proctor.runtime.records.postgres import PostgresRunStore
 
@@ -169,17 +183,21 @@ def throughput(base: str, runs: int, workers: int) -> float:
         # an earlier tree to compare with comes first on PYTHONPATH (see the module's note)
         path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), tmp) if p)
         env = environ(root, url) | {"PYTHONPATH": path, "BENCH_ROUND_TRIPS": str(counts)}
+        env["PGAPPNAME"] = app = f"proctor-bench-{secrets.token_hex(4)}"
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env) for _ in range(workers)]
         try:
             time.sleep(1.5)  # the workers' imports are not the runs' time
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
+            db_before = _backend_cpu(store, app)
             started = time.monotonic()
             _submit_runs(queue, runs)
             _answer_until_sealed(store, queue, runs, 600)
             elapsed = time.monotonic() - started
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
+            db_after = _backend_cpu(store, app)
+            db_cpu = sum(t - db_before.get(pid, 0.0) for pid, t in db_after.items())
         finally:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
@@ -194,7 +212,13 @@ def throughput(base: str, runs: int, workers: int) -> float:
         f"{f'  worker CPU per run, share of {cores} cores kept busy':<58}"
         f" {cpu / runs * 1000:7.1f} ms {share:7.0%}"
     )
-    print(f"{'  worker round trips to PostgreSQL per run (idle polls too)':<58} {trips / runs:9.1f}")
+    both = rate * ((cpu + db_cpu) / runs) / cores
+    print(
+        f"{'  + database backends CPU per run, share with them':<58}"
+        f" {(cpu + db_cpu) / runs * 1000:7.1f} ms {both:7.0%}"
+    )
+    label = "  worker round trips to PostgreSQL per run (idle polls too)"
+    print(f"{label:<58} {trips / runs:9.1f}")
     return rate
 
 
