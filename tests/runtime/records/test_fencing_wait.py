@@ -64,7 +64,7 @@ def test_a_write_waiting_on_a_takeover_follows_what_the_takeover_did(
             try:
                 write(store)
                 outcome.append(None)
-            except BaseException as exc:  # noqa: BLE001 - the thread's outcome is the test's
+            except BaseException as exc:  # the thread's outcome is what the test checks
                 outcome.append(exc)
 
         with psycopg.connect(url) as other, psycopg.connect(url, autocommit=True) as watch:

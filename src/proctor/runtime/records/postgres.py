@@ -9,7 +9,9 @@ machines whose clocks disagree still agree on when a lease ran out.
 
 Every write for a run whose lease this store's process took is fenced (:mod:`.fencing`): in
 the same transaction, the lease row is read ``FOR SHARE`` (a takeover's update of it waits until
-the write commits) and a stale epoch is refused ``lease_lost`` before anything is written.
+the write commits) and a stale epoch is refused ``lease_lost`` before anything is written. Most
+writes are one statement whose first part (a CTE) reads the lease row, so a write and its fence
+are one round trip (:meth:`PostgresRunStore._fenced_rows`).
 
 Refused: a URL psycopg cannot parse, a server that cannot be reached or refuses the login
 (``store_unreachable``), a schema newer than this proctor's (``store_schema_newer``). Messages
