@@ -4,7 +4,9 @@ with few and many paused runs; how long a dead worker's run waits to be picked u
 Needs a PostgreSQL database (``PROCTOR_TEST_DATABASE_URL``, or ``--url``); every figure runs
 in a fresh schema, dropped afterwards. Run as ``.venv/bin/python bench/scale.py`` (add
 ``--runs 20 --rounds 5`` for a quick pass). Figures on a loaded machine are noisy: compare
-the columns of one run, not runs on different days.
+the columns of one run, not runs on different days. To compare with an earlier version in the
+same session, put its ``src`` first: ``git archive COMMIT src/proctor | tar -x -C DIR`` and
+``PYTHONPATH=DIR/src python bench/scale.py ...`` (the workers import proctor from there).
 
 - throughput: ``--runs`` runs (an approval, a command, an echo) submitted at once, approvals
   answered by this process, until every run sealed; runs per second with N worker processes;
@@ -30,7 +32,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,52 @@ def _answer_until_sealed(store: Any, queue: Any, count: int, timeout: float) -> 
     raise SystemExit(f"not every run sealed within {timeout:.0f} s")
 
 
+_COUNTER = """
+import atexit, os
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+if psycopg is not None:
+    _n = [0]
+    _execute = psycopg.Cursor.execute
+    _command = psycopg.Connection._exec_command
+    _sync = psycopg.Pipeline.sync
+    _exit = psycopg.Pipeline.__exit__
+
+    def execute(self, *args, **kwargs):
+        if self._conn._pipeline is None:
+            _n[0] += 1
+        return _execute(self, *args, **kwargs)
+
+    def command(self, *args, **kwargs):
+        if self._pipeline is None:
+            _n[0] += 1
+        return _command(self, *args, **kwargs)
+
+    def sync(self):
+        _n[0] += 1
+        return _sync(self)
+
+    def leave(self, *args):
+        if self.level == 1:  # the outermost pipeline's exit syncs and waits
+            _n[0] += 1
+        return _exit(self, *args)
+
+    psycopg.Cursor.execute = execute
+    psycopg.Connection._exec_command = command
+    psycopg.Pipeline.sync = sync
+    psycopg.Pipeline.__exit__ = leave
+    atexit.register(
+        lambda: open(os.path.join(os.environ["BENCH_ROUND_TRIPS"], str(os.getpid())), "w").write(
+            str(_n[0])
+        )
+    )
+"""
+"""A ``sitecustomize`` for the workers: it counts the round trips psycopg makes (a statement,
+a ``BEGIN``/``COMMIT``, a pipeline's sync) and writes the count when the process exits."""
+
+
 def _cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and its waited-for children, from ``/proc``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -104,10 +152,24 @@ def _cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _backend_cpu(store: Any, name: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend whose connection carries ``application_name``
+    ``name`` (the workers' connections: libpq reads ``PGAPPNAME``), when the server runs on
+    this machine (a backend's ``/proc`` entry is readable); empty otherwise."""
+    found = {}
+    for (pid,) in store._rows(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+    ):
+        with suppress(OSError):
+            found[int(pid)] = _cpu_seconds(int(pid))
+    return found
+
+
 def throughput(base: str, runs: int, workers: int) -> float:
     """Runs per second, submission to seal, with ``workers`` worker processes; also the share
     of the machine's cores the workers kept busy (runs/s x worker CPU per run / cores: the
-    CPU ceiling's share; the database server's CPU is not counted)."""
+    CPU ceiling's share), and the same share counting the database backends serving the workers
+    too (the server on this machine; its own background processes are not counted)."""
     from proctor.runtime.fleet.queue import WorkQueue
     from proctor.runtime.records.postgres import PostgresRunStore
 
@@ -115,23 +177,33 @@ def throughput(base: str, runs: int, workers: int) -> float:
         root = Path(tmp) / "ws"
         root.mkdir()
         make_workspace(root)
-        env = environ(root, url)
+        counts = Path(tmp) / "round-trips"
+        counts.mkdir()
+        (Path(tmp) / "sitecustomize.py").write_text(_COUNTER)
+        # an earlier tree to compare with comes first on PYTHONPATH (see the module's note)
+        path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), tmp) if p)
+        env = environ(root, url) | {"PYTHONPATH": path, "BENCH_ROUND_TRIPS": str(counts)}
+        env["PGAPPNAME"] = app = f"proctor-bench-{secrets.token_hex(4)}"
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env) for _ in range(workers)]
         try:
             time.sleep(1.5)  # the workers' imports are not the runs' time
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
+            db_before = _backend_cpu(store, app)
             started = time.monotonic()
             _submit_runs(queue, runs)
             _answer_until_sealed(store, queue, runs, 600)
             elapsed = time.monotonic() - started
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
+            db_after = _backend_cpu(store, app)
+            db_cpu = sum(t - db_before.get(pid, 0.0) for pid, t in db_after.items())
         finally:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
+        trips = sum(int(f.read_text()) for f in counts.iterdir())
     rate = runs / elapsed
     cores = os.cpu_count() or 1
     share = rate * (cpu / runs) / cores
@@ -140,6 +212,13 @@ def throughput(base: str, runs: int, workers: int) -> float:
         f"{f'  worker CPU per run, share of {cores} cores kept busy':<58}"
         f" {cpu / runs * 1000:7.1f} ms {share:7.0%}"
     )
+    both = rate * ((cpu + db_cpu) / runs) / cores
+    print(
+        f"{'  + database backends CPU per run, share with them':<58}"
+        f" {(cpu + db_cpu) / runs * 1000:7.1f} ms {both:7.0%}"
+    )
+    label = "  worker round trips to PostgreSQL per run (idle polls too)"
+    print(f"{label:<58} {trips / runs:9.1f}")
     return rate
 
 

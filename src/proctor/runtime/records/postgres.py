@@ -9,7 +9,9 @@ machines whose clocks disagree still agree on when a lease ran out.
 
 Every write for a run whose lease this store's process took is fenced (:mod:`.fencing`): in
 the same transaction, the lease row is read ``FOR SHARE`` (a takeover's update of it waits until
-the write commits) and a stale epoch is refused ``lease_lost`` before anything is written.
+the write commits) and a stale epoch is refused ``lease_lost`` before anything is written. Most
+writes are one statement whose first part (a CTE) reads the lease row, so a write and its fence
+are one round trip (:meth:`PostgresRunStore._fenced_rows`).
 
 Refused: a URL psycopg cannot parse, a server that cannot be reached or refuses the login
 (``store_unreachable``), a schema newer than this proctor's (``store_schema_newer``). Messages
@@ -218,13 +220,38 @@ class PostgresRunStore:
             raise lease_lost(run_id, epoch, current)
         return epoch
 
-    def _fenced_rows(self, run_id: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """``sql`` for ``run_id``, fenced in one transaction when this process holds its lease."""
-        if run_id not in self._fences:
-            return self._rows(sql, params)
-        with self.transaction():
-            self._fence(run_id)
-            return self._rows(sql, params)
+    def _fenced_rows(
+        self, run_id: str, sql: str, params: tuple[Any, ...], *also: tuple[str, tuple[Any, ...]]
+    ) -> list[Any]:
+        """``sql`` (and the writes ``also``, each ``(sql, params)``) for ``run_id`` as one
+        statement, one round trip; fenced when this process holds the run's lease: the
+        statement reads the lease row ``FOR SHARE`` first (a takeover's update of it waits until
+        the write commits) and writes nothing under a stale epoch. Each write puts ``{ok}``
+        where the fence's condition goes; ``sql`` returns a non-null first column for each row
+        it writes, and those rows are returned.
+
+        Raises:
+            LeaseLost: the lease row carries another epoch now (nothing is written).
+        """
+        epoch = self._fences.get(run_id)
+        ok = "true" if epoch is None else f"EXISTS (SELECT 1 FROM fence WHERE epoch = {epoch:d})"
+        writes = [(sql, params), *also]
+        ctes = [f"w{n} AS ({text.format(ok=ok)})" for n, (text, _) in enumerate(writes)]
+        values = tuple(v for _, part in writes for v in part)
+        if epoch is None:
+            if not also:
+                return self._rows(sql.format(ok=ok), params)
+            return self._rows(f"WITH {', '.join(ctes)} SELECT * FROM w0", values)
+        rows = self._rows(
+            "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
+            f" {', '.join(ctes)} SELECT (SELECT epoch FROM fence), w0.* FROM (SELECT 1) one"
+            " LEFT JOIN w0 ON true",
+            (run_id, *values),
+        )
+        current = None if rows[0][0] is None else int(rows[0][0])
+        if current != epoch:
+            raise lease_lost(run_id, epoch, current)
+        return [r[1:] for r in rows if r[1] is not None]
 
     def _error(self, exc: Exception) -> StoreError:
         import psycopg
@@ -300,21 +327,36 @@ class PostgresRunStore:
         receipt_id: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
+        epoch = self._fences.get(run_id)
         with self.transaction():
+            # the run's row FOR UPDATE and, for a driver, its lease row FOR SHARE (held until
+            # the commit, as _fence holds it): one round trip
             row = self._one(
-                f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s FOR UPDATE", (run_id,)
+                "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s"
+                f" FOR SHARE) SELECT {self._RUN_COLS}, (SELECT epoch FROM fence) FROM runs"
+                " WHERE run_id = %s FOR UPDATE OF runs",
+                (run_id if epoch is not None else "", run_id),
             )
             if row is None:
                 raise StoreError(f"no run with id {run_id}")
-            self._fence(run_id)
-            current = self._run(row)
+            if epoch is not None and row[-1] != epoch:
+                raise lease_lost(run_id, epoch, None if row[-1] is None else int(row[-1]))
+            current = self._run(row[:-1])
             merged = dict(current.data)
             if data:
                 merged.update(data)
+            # a seal also closes what the run leaves unanswered: it waits on nothing now
+            close = (
+                "WITH closed AS (UPDATE requests SET closed = true WHERE run_id = %s"
+                " AND state = 'open') "
+                if status == "sealed"
+                else ""
+            )
             self._rows(
-                "UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
+                f"{close}UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
                 " updated_at = %s WHERE run_id = %s",
                 (
+                    *((run_id,) if close else ()),
                     status or current.status,
                     outcome if outcome is not None else current.outcome,
                     receipt_id if receipt_id is not None else current.receipt_id,
@@ -323,11 +365,6 @@ class PostgresRunStore:
                     run_id,
                 ),
             )
-            if status == "sealed":  # what it leaves unanswered waits on nothing now
-                self._rows(
-                    "UPDATE requests SET closed = true WHERE run_id = %s AND state = 'open'",
-                    (run_id,),
-                )
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -348,7 +385,8 @@ class PostgresRunStore:
         rows = self._fenced_rows(
             run_id,
             "INSERT INTO events (run_id, seq, at, kind, body) SELECT %s,"
-            " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s RETURNING seq",
+            " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s HAVING {ok}"
+            " RETURNING seq",
             (run_id, now(), kind, dumps(body), run_id),
         )
         return int(rows[0][0]) if rows else 0
@@ -367,7 +405,7 @@ class PostgresRunStore:
 
     _CALL_INSERT = (
         "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
-        " idempotency_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        " idempotency_key) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s WHERE {ok} RETURNING 1"
     )
     _CALL_COLS = CALL_COLS
 
@@ -377,42 +415,45 @@ class PostgresRunStore:
 
     _CLAIM_INSERT = (
         "INSERT INTO calls (run_id, call_id, step_id, tool, state, args_digest, outcome, result,"
-        " idempotency_key, epoch, site) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        " idempotency_key, epoch, site) SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s WHERE {ok}"
+        " RETURNING 1"
     )
 
     def claim_call(self, call: CallRecord) -> None:
         call.state = "claimed"
         if call.site is None:
             call.site = process_site()
-        with self.transaction():
-            epoch = self._fence(call.run_id)
-            self._rows(self._CLAIM_INSERT, (*self._call_params(call), epoch, dumps(call.site)))
+        epoch = self._fences.get(call.run_id)
+        params = (*self._call_params(call), epoch, dumps(call.site))
+        self._fenced_rows(call.run_id, self._CLAIM_INSERT, params)
 
     def settle_call(
         self, run_id: str, call_id: str, outcome: str, result: Any, *, reconciled: bool = False
     ) -> None:
-        with self.transaction():
-            epoch = self._fence(run_id)
-            # a claim moves to settled once, by the epoch that claimed it (or, reconciled, by
-            # the lease's current holder deciding what an earlier holder's claim means)
-            mine = "" if reconciled else " AND epoch IS NOT DISTINCT FROM %s"
-            params = (outcome, dumps(result), run_id, call_id) + (() if reconciled else (epoch,))
-            done = self._rows(
-                "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
-                f" WHERE run_id = %s AND call_id = %s AND state = 'claimed'{mine} RETURNING 1",
-                params,
+        epoch = self._fences.get(run_id)
+        # a claim moves to settled once, by the epoch that claimed it (or, reconciled, by
+        # the lease's current holder deciding what an earlier holder's claim means)
+        mine = "" if reconciled else " AND epoch IS NOT DISTINCT FROM %s"
+        params = (outcome, dumps(result), run_id, call_id) + (() if reconciled else (epoch,))
+        done = self._fenced_rows(
+            run_id,
+            "UPDATE calls SET state = 'settled', outcome = %s, result = %s"
+            f" WHERE run_id = %s AND call_id = %s AND state = 'claimed'{mine} AND {{ok}}"
+            " RETURNING 1",
+            params,
+        )
+        if len(done) != 1:
+            raise StoreError(
+                f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
+                " not settled",
+                code="call_not_claimed",
             )
-            if len(done) != 1:
-                raise StoreError(
-                    f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
-                    " not settled",
-                    code="call_not_claimed",
-                )
 
     def note_call_site(self, run_id: str, call_id: str, tree: dict[str, float]) -> None:
         self._fenced_rows(
             run_id,
-            "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'",
+            "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'"
+            " AND {ok} RETURNING 1",
             (dumps({**process_site(), "tree": tree}), run_id, call_id),
         )
 
@@ -475,22 +516,26 @@ class PostgresRunStore:
         import psycopg
 
         try:
-            with self.transaction(), self.connection() as conn:
-                self._fence(run_id)
-                conn.execute(
-                    "INSERT INTO steps (run_id, step_id, body) VALUES (%s,%s,%s)",
-                    (run_id, step_id, dumps(body)),
-                )
-                for address in used or []:
-                    conn.execute(
-                        "UPDATE requests SET state = 'used' WHERE run_id = %s AND address = %s"
-                        " AND decision IS NOT NULL",
-                        (run_id, address),
-                    )
-        except psycopg.errors.UniqueViolation as exc:
-            raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
+            self._fenced_rows(
+                run_id,
+                "INSERT INTO steps (run_id, step_id, body) SELECT %s,%s,%s WHERE {ok} RETURNING 1",
+                (run_id, step_id, dumps(body)),
+                *(
+                    [
+                        (
+                            "UPDATE requests SET state = 'used' WHERE run_id = %s"
+                            " AND address = ANY(%s) AND decision IS NOT NULL AND {ok} RETURNING 1",
+                            (run_id, list(used)),
+                        )
+                    ]
+                    if used
+                    else []
+                ),
+            )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
+            raise
 
     def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
         rows = self._rows(
@@ -572,14 +617,13 @@ class PostgresRunStore:
         ]
 
     def record_decisions(self, run_id: str, decisions: dict[str, dict[str, Any]]) -> None:
-        with self.transaction():
-            self._fence(run_id)
-            for address, decision in decisions.items():
-                self._rows(
-                    "UPDATE requests SET state = 'decided', decision = %s"
-                    " WHERE run_id = %s AND address = %s AND state != 'used'",
-                    (dumps(decision), run_id, address),
-                )
+        self._fenced_rows(
+            run_id,
+            "UPDATE requests SET state = 'decided', decision = d.decision FROM"
+            " unnest(%s::text[], %s::text[]) AS d(address, decision) WHERE requests.run_id = %s"
+            " AND requests.address = d.address AND requests.state != 'used' AND {ok} RETURNING 1",
+            (list(decisions), [dumps(d) for d in decisions.values()], run_id),
+        )
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -659,7 +703,8 @@ class PostgresRunStore:
     def journal_open(self, record: JournalRecord) -> None:
         self._fenced_rows(
             record.run_id,
-            "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (%s,%s,%s,%s)",
+            "INSERT INTO journal (bundle_id, run_id, state, entries) SELECT %s,%s,%s,%s"
+            " WHERE {ok} RETURNING 1",
             (record.bundle_id, record.run_id, "open", dumps(record.entries)),
         )
 
@@ -667,7 +712,7 @@ class PostgresRunStore:
         owner = self._one("SELECT run_id FROM journal WHERE bundle_id = %s", (bundle_id,))
         self._fenced_rows(
             "" if owner is None else str(owner[0]),
-            "UPDATE journal SET state = %s WHERE bundle_id = %s",
+            "UPDATE journal SET state = %s WHERE bundle_id = %s AND {ok} RETURNING 1",
             (state, bundle_id),
         )
 
