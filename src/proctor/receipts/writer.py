@@ -52,6 +52,7 @@ from typing import Any, Protocol
 from proctor.contracts.values import dataclass, field
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS, SEGMENT_FANOUT
 from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.body_bytes import plain_body
 from proctor.receipts.canonical import DIGEST_PREFIX, canonical, canonical_plain, is_digest
 from proctor.receipts.model import (
     OUTCOMES,
@@ -150,6 +151,9 @@ class ReceiptWriter:
         self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
         self._times: dict[datetime, str] = {}
+        # a key id that is a digest lets plain bodies be written directly (see plain_body)
+        self._plain_key = is_digest(signer.key_id)
+        self._key_bytes = b',"key_id":"' + signer.key_id.encode("utf-8") + b'","signature":'
 
     @property
     def key_id(self) -> str:
@@ -239,6 +243,36 @@ class ReceiptWriter:
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
         size, height = self._admit_children(children)
+        unsigned = kind in ("call", "segment") and not self._sign_calls
+        verdicts = tuple(verdicts)
+        if (
+            self._plain_key
+            and audit_head is None
+            and sandbox is None
+            and not verdicts
+            and not context_digests
+            and reused_from is None
+            and package is None
+            and identity is None
+        ):
+            body_bytes = plain_body(
+                kind,
+                subject,
+                outcome=outcome,
+                seal_reason=seal_reason,
+                started=started,
+                ended=ended,
+                inputs_digest=inputs_digest,
+                outputs_digest=outputs_digest,
+                authority_digest=authority_digest,
+                policy_digest=policy_digest,
+                children=children,
+                own=range(self._base, self._base + len(self._serials)),
+                key_id=self._signer.key_id,
+                spend_micro_usd=spend_micro_usd,
+            )
+            if body_bytes is not None:
+                return self._commit(kind, outcome, children, size, height, body_bytes, unsigned)
         body: dict[str, Any] = {
             "schema": RECEIPT_SCHEMA,
             "kind": kind,
@@ -270,8 +304,36 @@ class ReceiptWriter:
             body["package"] = dict(package)
         if identity is not None:  # the package identity its namespaces were keyed by
             body["identity"] = identity
-        unsigned = kind in ("call", "segment") and not self._sign_calls
         receipt_id, data = self._seal(body, signed=not unsigned)
+        return self._stored(kind, outcome, children, size, height, receipt_id, data)
+
+    def _commit(
+        self,
+        kind: str,
+        outcome: str,
+        children: Sequence[Ref],
+        size: int,
+        height: int,
+        body_bytes: bytes,
+        unsigned: bool,
+    ) -> Ref:
+        """Sign (unless ``unsigned``) and hold the receipt of :func:`plain_body`'s bytes."""
+        receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
+        key = self._key_bytes
+        sig = b"null" if unsigned else b'"' + b64(self._signer.sign(body_bytes)).encode() + b'"'
+        data = b"".join((b'{"body":', body_bytes, key, sig, b"}\n"))
+        return self._stored(kind, outcome, children, size, height, receipt_id, data)
+
+    def _stored(
+        self,
+        kind: str,
+        outcome: str,
+        children: Sequence[Ref],
+        size: int,
+        height: int,
+        receipt_id: str,
+        data: bytes,
+    ) -> Ref:
         serials, base = self._serials, self._base
         for c in children:
             if 0 <= c.serial - base < len(serials):
