@@ -10,7 +10,6 @@ dict the generic route builds, whichever route the writer took.
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
