@@ -32,28 +32,28 @@ _HEAD = '{"audit_head":null,"authority_digest":'
 _SCHEMA = f',"schema":"{RECEIPT_SCHEMA}","seal_reason":'
 
 
-def _text(value: str | None) -> str | None:
-    """``value`` as its JSON text, or ``None`` when it is not a plain non-empty string."""
-    if value is None:
-        return "null"
-    if type(value) is str and _PLAIN(value):
-        return f'"{value}"'
-    return None
-
-
 def _subject(kind: str, subject: Subject) -> str | None:
-    method, step_id, tool = subject.method, subject.step_id, subject.tool
+    """The subject's JSON text, or ``None`` when a name is missing for its kind or is not a
+    plain non-empty string."""
+    skill, method, step_id, tool = subject.skill, subject.method, subject.step_id, subject.tool
     if (method is None and kind != "call") or (step_id is None and kind == "step"):
         return None
     if tool is None and kind == "call":
         return None
-    skill = subject.skill
-    if type(skill) is not str or not _PLAIN(skill):
+    names = [skill]
+    for name in (method, step_id, tool):
+        if name is not None:
+            if type(name) is not str or not name:
+                return None
+            names.append(name)
+    # one match for all: the joined names are plain exactly when each one is (and each is
+    # non-empty, checked above; the skill by the match when it stands alone or is empty)
+    if type(skill) is not str or not skill or not _PLAIN("".join(names)):
         return None
     package = subject.package_digest  # checked a digest (or None) by the writer
-    m, s, t = _text(method), _text(step_id), _text(tool)
-    if m is None or s is None or t is None:
-        return None
+    m = "null" if method is None else f'"{method}"'
+    s = "null" if step_id is None else f'"{step_id}"'
+    t = "null" if tool is None else f'"{tool}"'
     p = "null" if package is None else f'"{package}"'
     return f'{{"method":{m},"package_digest":{p},"skill":"{skill}","step_id":{s},"tool":{t}}}'
 

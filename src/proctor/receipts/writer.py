@@ -229,15 +229,22 @@ class ReceiptWriter:
             raise UsageError(f"unknown seal reason {seal_reason!r}", code="receipt_field_invalid")
         if outcome == "completed" and seal_reason is not None:
             raise UsageError("a completed receipt has no seal reason", code="receipt_field_invalid")
-        for name, value in (
-            ("inputs_digest", inputs_digest),
-            ("outputs_digest", outputs_digest),
-            ("authority_digest", authority_digest),
-            ("policy_digest", policy_digest),
-            ("package_digest", subject.package_digest),
+        if (
+            (inputs_digest is not None and not is_digest(inputs_digest))
+            or (outputs_digest is not None and not is_digest(outputs_digest))
+            or (authority_digest is not None and not is_digest(authority_digest))
+            or (policy_digest is not None and not is_digest(policy_digest))
+            or (subject.package_digest is not None and not is_digest(subject.package_digest))
         ):
-            if value is not None and not is_digest(value):
-                raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
+            for name, value in (
+                ("inputs_digest", inputs_digest),
+                ("outputs_digest", outputs_digest),
+                ("authority_digest", authority_digest),
+                ("policy_digest", policy_digest),
+                ("package_digest", subject.package_digest),
+            ):
+                if value is not None and not is_digest(value):
+                    raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
         started = self._time(started_at)
         ended = self._time(ended_at if ended_at is not None else self._clock())
         if ended < started:
