@@ -49,10 +49,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from proctor.contracts.values import dataclass, field
-from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS, SEGMENT_FANOUT
+from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid, UsageError
+from proctor.receipts.body_bytes import plain_body
 from proctor.receipts.canonical import DIGEST_PREFIX, canonical, canonical_plain, is_digest
+from proctor.receipts.child_list import ChildList, Ref
 from proctor.receipts.model import (
     OUTCOMES,
     RECEIPT_SCHEMA,
@@ -99,25 +100,6 @@ class ReceiptSink(Protocol):
         """Store ``(receipt_id, file bytes, kind, outcome)`` items; never rewrite an id."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """A written receipt, as its parent commits it.
-
-    ``size`` counts the receipts of its subtree (itself included); ``height`` is how many
-    levels lie below it (0 for a leaf). ``serial`` is the writer's number for a receipt it
-    wrote (-1 for a ref made elsewhere, such as a child run's root), so that the writer tells a
-    ref committed twice from a bit per receipt rather than a set of every id.
-    """
-
-    receipt_id: str
-    body_digest: str
-    kind: str
-    outcome: str
-    size: int
-    height: int
-    serial: int = field(default=-1, repr=False, compare=False)
-
-
 class ReceiptWriter:
     """Writes the receipts of one run (one writer per run).
 
@@ -150,6 +132,9 @@ class ReceiptWriter:
         self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
         self._times: dict[datetime, str] = {}
+        # a key id that is a digest lets plain bodies be written directly (see plain_body)
+        self._plain_key = is_digest(signer.key_id)
+        self._key_bytes = b',"key_id":"' + signer.key_id.encode("utf-8") + b'","signature":'
 
     @property
     def key_id(self) -> str:
@@ -225,20 +210,57 @@ class ReceiptWriter:
             raise UsageError(f"unknown seal reason {seal_reason!r}", code="receipt_field_invalid")
         if outcome == "completed" and seal_reason is not None:
             raise UsageError("a completed receipt has no seal reason", code="receipt_field_invalid")
-        for name, value in (
-            ("inputs_digest", inputs_digest),
-            ("outputs_digest", outputs_digest),
-            ("authority_digest", authority_digest),
-            ("policy_digest", policy_digest),
-            ("package_digest", subject.package_digest),
+        if (
+            (inputs_digest is not None and not is_digest(inputs_digest))
+            or (outputs_digest is not None and not is_digest(outputs_digest))
+            or (authority_digest is not None and not is_digest(authority_digest))
+            or (policy_digest is not None and not is_digest(policy_digest))
+            or (subject.package_digest is not None and not is_digest(subject.package_digest))
         ):
-            if value is not None and not is_digest(value):
-                raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
+            for name, value in (
+                ("inputs_digest", inputs_digest),
+                ("outputs_digest", outputs_digest),
+                ("authority_digest", authority_digest),
+                ("policy_digest", policy_digest),
+                ("package_digest", subject.package_digest),
+            ):
+                if value is not None and not is_digest(value):
+                    raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
         started = self._time(started_at)
         ended = self._time(ended_at if ended_at is not None else self._clock())
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
         size, height = self._admit_children(children)
+        unsigned = kind in ("call", "segment") and not self._sign_calls
+        verdicts = tuple(verdicts)
+        if (
+            self._plain_key
+            and audit_head is None
+            and sandbox is None
+            and not verdicts
+            and not context_digests
+            and reused_from is None
+            and package is None
+            and identity is None
+        ):
+            body_bytes = plain_body(
+                kind,
+                subject,
+                outcome=outcome,
+                seal_reason=seal_reason,
+                started=started,
+                ended=ended,
+                inputs_digest=inputs_digest,
+                outputs_digest=outputs_digest,
+                authority_digest=authority_digest,
+                policy_digest=policy_digest,
+                children=children,
+                own=range(self._base, self._base + len(self._serials)),
+                key_id=self._signer.key_id,
+                spend_micro_usd=spend_micro_usd,
+            )
+            if body_bytes is not None:
+                return self._commit(kind, outcome, children, size, height, body_bytes, unsigned)
         body: dict[str, Any] = {
             "schema": RECEIPT_SCHEMA,
             "kind": kind,
@@ -270,8 +292,36 @@ class ReceiptWriter:
             body["package"] = dict(package)
         if identity is not None:  # the package identity its namespaces were keyed by
             body["identity"] = identity
-        unsigned = kind in ("call", "segment") and not self._sign_calls
         receipt_id, data = self._seal(body, signed=not unsigned)
+        return self._stored(kind, outcome, children, size, height, receipt_id, data)
+
+    def _commit(
+        self,
+        kind: str,
+        outcome: str,
+        children: Sequence[Ref],
+        size: int,
+        height: int,
+        body_bytes: bytes,
+        unsigned: bool,
+    ) -> Ref:
+        """Sign (unless ``unsigned``) and hold the receipt of :func:`plain_body`'s bytes."""
+        receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
+        key = self._key_bytes
+        sig = b"null" if unsigned else b'"' + b64(self._signer.sign(body_bytes)).encode() + b'"'
+        data = b"".join((b'{"body":', body_bytes, key, sig, b"}\n"))
+        return self._stored(kind, outcome, children, size, height, receipt_id, data)
+
+    def _stored(
+        self,
+        kind: str,
+        outcome: str,
+        children: Sequence[Ref],
+        size: int,
+        height: int,
+        receipt_id: str,
+        data: bytes,
+    ) -> Ref:
         serials, base = self._serials, self._base
         for c in children:
             if 0 <= c.serial - base < len(serials):
@@ -365,83 +415,3 @@ class ReceiptWriter:
                 code="receipt_tree_too_deep",
             )
         return size, height
-
-
-class ChildList:
-    """The children of one parent, in order, grouped into ``segment`` receipts past
-    :data:`~proctor.core.budget.SEGMENT_FANOUT` (segments of segments past its square).
-
-    :meth:`add` each child's ref as it is written, then commit :meth:`refs` in the parent: the
-    children themselves when there are at most ``fanout`` (the tree is as it always was), else
-    the segments, at most ``fanout`` of them. A segment is written as soon as the child after
-    its last one arrives, so the list holds at most ``fanout`` refs per level, whatever the
-    parent's count. Segments take ``subject`` and the span ``started_at``..``ended_at`` (the
-    parent's).
-    """
-
-    __slots__ = ("_ended", "_fanout", "_levels", "_started", "_subject", "_writer")
-
-    def __init__(
-        self,
-        writer: ReceiptWriter,
-        subject: Subject,
-        *,
-        started_at: datetime,
-        ended_at: datetime,
-        fanout: int = SEGMENT_FANOUT,
-    ) -> None:
-        if fanout < 2:
-            raise ValueError("a segment groups at least two children")
-        self._writer = writer
-        self._subject = subject
-        self._started = started_at
-        self._ended = max(ended_at, started_at)
-        self._fanout = fanout
-        self._levels: list[list[Ref]] = [[]]
-
-    def add(self, ref: Ref) -> None:
-        """Append one child (written before it is added).
-
-        Raises:
-            as :meth:`ReceiptWriter.write`, when a segment is due.
-        """
-        self._push(0, ref)
-
-    def extend(self, refs: Iterable[Ref]) -> None:
-        """:meth:`add` each of ``refs`` in turn."""
-        for ref in refs:
-            self._push(0, ref)
-
-    def refs(self) -> list[Ref]:
-        """What the parent commits: the children, or their segments (writing the last ones).
-
-        Raises:
-            as :meth:`ReceiptWriter.write`.
-        """
-        levels = self._levels
-        level = 0
-        while level < len(levels) - 1:
-            rest = levels[level]
-            if rest:
-                levels[level] = []
-                self._push(level + 1, self._segment(rest))
-            level += 1
-        top = levels[-1]
-        self._levels = [[]]
-        return top
-
-    def _push(self, level: int, ref: Ref) -> None:
-        levels = self._levels
-        row = levels[level]
-        if len(row) == self._fanout:  # one more than a receipt commits: the full row folds
-            levels[level] = [ref]
-            if level + 1 == len(levels):
-                levels.append([])
-            self._push(level + 1, self._segment(row))
-        else:
-            row.append(ref)
-
-    def _segment(self, children: list[Ref]) -> Ref:
-        return self._writer.segment(
-            self._subject, children, started_at=self._started, ended_at=self._ended
-        )
