@@ -59,12 +59,16 @@ def environ(root: Path) -> dict[str, str]:
     return env
 
 
-def _syncs(trace: Path, after: str | None = None) -> list[str]:
-    """The sync calls of an strace log (from the line naming ``after`` on, when given)."""
+def _syncs(trace: Path, after: str | None = None, before: str | None = None) -> list[str]:
+    """The sync calls of an strace log (from the line naming ``after`` on and up to the line
+    naming ``before``, when given)."""
     lines = trace.read_text().splitlines()
     if after is not None:
         start = next((n for n, line in enumerate(lines) if after in line), len(lines))
         lines = lines[start:]
+    if before is not None:
+        end = next((n for n, line in enumerate(lines) if before in line), len(lines))
+        lines = lines[:end]
     names = SYNCS.split(",")
     out = []
     for line in lines:
@@ -97,18 +101,18 @@ s = Session(Workspace(root), environ=one_step.environ(root))
 assert s.run("one", cwd=root).status == "sealed"
 open(root / "MARK-second-run", "w").close()
 assert s.run("one", cwd=root).status == "sealed"
+open(root / "MARK-close", "w").close()
 s.close()
 """
 
 
-def in_process_syncs(root: Path) -> list[str]:
+def in_process_syncs(root: Path) -> tuple[list[str], list[str]]:
     trace = root / "session.strace"
     argv = [sys.executable, "-c", IN_PROCESS, str(root), str(HERE)]
     traced = ["strace", "-f", "-y", "-e", f"trace=openat,{SYNCS}", "-o", str(trace), *argv]
     subprocess.run(traced, check=True, capture_output=True)
-    syncs = _syncs(trace, after="MARK-second-run")
-    # the store's close (its checkpoint, if any) is the process's, not the run's
-    return syncs
+    # the store's close (its checkpoint) is the process's, not the run's: counted apart
+    return _syncs(trace, "MARK-second-run", "MARK-close"), _syncs(trace, "MARK-close")
 
 
 def floor_samples(root: Path, n: int) -> list[float]:
@@ -177,10 +181,11 @@ def main() -> None:
             print(f"syncs of `proctor run` (a fresh process): {len(cli)}")
             for line in cli:
                 print(f"  {line.replace(str(root), '<ws>')}")
-            session = in_process_syncs(root)
+            session, closing = in_process_syncs(root)
             print(f"syncs of a second run in one process: {len(session)}")
             for line in session:
                 print(f"  {line.replace(str(root), '<ws>')}")
+            print(f"syncs of that process's store close (its checkpoint): {len(closing)}")
         finally:
             shutil.rmtree(root, ignore_errors=True)
     else:

@@ -109,9 +109,6 @@ def test_a_write_by_another_program_sends_the_store_through_the_check(tmp_path: 
 def test_damage_written_after_a_mark_is_refused_and_left_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the close checkpoints (a small log is otherwise kept, and a page it holds a newer copy
-    # of is read from it: damage there is overwritten by the next checkpoint, never read)
-    monkeypatch.setattr("proctor.runtime.records.sqlite_close.KEEP_WAL_BYTES", 0)
     path = tmp_path / "runs.sqlite"
     _store(path)
     assert not path.with_name(path.name + "-wal").exists()

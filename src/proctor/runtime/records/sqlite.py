@@ -41,7 +41,6 @@ from proctor.runtime.records.runs import (
     RunCounts,
     RunRecord,
 )
-from proctor.runtime.records.sqlite_close import keep_wal_on_close
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
@@ -773,5 +772,4 @@ class SQLiteRunStore:
                 if str(self.path) == ":memory:":
                     self._conn.close()
                 else:
-                    keep_wal_on_close(self._conn, self.path)  # no checkpoint while it is small
                     store_file.close_marked(self._conn, self.path)
