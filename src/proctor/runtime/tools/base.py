@@ -127,7 +127,9 @@ class Tool:
         }
 
 
-_VALIDATORS: dict[str, tuple[int, Callable[[Any], Any]]] = {}
+# keyed by name, kept while the schema is the very same object (held here, so its id cannot be
+# taken by a newer schema after the old one is freed)
+_VALIDATORS: dict[str, tuple[dict[str, Any], Callable[[Any], Any]]] = {}
 
 
 def validate_args(tool: Tool, args: dict[str, Any]) -> str | None:
@@ -150,11 +152,11 @@ def validate_against(key: str, schema: dict[str, Any], args: dict[str, Any]) -> 
     except ParseError as exc:
         return exc.message
     cached = _VALIDATORS.get(key)
-    if cached is None or cached[0] != id(schema):
+    if cached is None or cached[0] is not schema:
         import fastjsonschema
 
         try:
-            cached = (id(schema), fastjsonschema.compile(schema))
+            cached = (schema, fastjsonschema.compile(schema))
         except Exception as exc:  # fastjsonschema.JsonSchemaDefinitionException, and kin
             return f"the schema cannot be checked ({type(exc).__name__})"
         _VALIDATORS[key] = cached
