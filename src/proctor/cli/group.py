@@ -31,11 +31,14 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         """Run the command, then say once if any run data it printed was shown as escapes
         (:func:`proctor.cli.paint.note`)."""
+        import sys
+
+        paint = sys.modules.get("proctor.cli.paint")
+        if paint is not None:
+            paint.forget()
         try:
             return super().invoke(ctx)
         finally:
-            import sys
-
             paint = sys.modules.get("proctor.cli.paint")
             if paint is not None:
                 paint.note()

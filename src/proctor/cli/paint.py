@@ -21,7 +21,7 @@ from typing import TextIO
 
 from proctor.core.inert_text import NOTE, visible
 
-__all__ = ["RAW_NOTE", "Out", "inert", "markup", "note"]
+__all__ = ["RAW_NOTE", "Out", "forget", "inert", "markup", "note"]
 
 RAW_NOTE = "--raw: run data printed as it is, control and escape characters included"
 _STYLES = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1"}
@@ -41,6 +41,12 @@ def markup(text: object) -> str:
     from rich.markup import escape
 
     return escape(inert(text))
+
+
+def forget() -> None:
+    """Start a command's count afresh: its note speaks of what it printed, never of escapes
+    counted before it began (by code that ran in this process outside any command)."""
+    _shown[0] = 0
 
 
 def note(stream: TextIO | None = None) -> bool:
