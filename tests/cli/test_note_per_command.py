@@ -24,4 +24,3 @@ def test_escapes_counted_before_a_command_do_not_reach_its_output(
     result = CliRunner().invoke(cli, ["history", "--json"])
     assert result.exit_code == 0, result.output
     assert NOTE not in result.output
-
