@@ -177,14 +177,7 @@ def _wait_timer(run_id: str, request: RequestRecord) -> OutboxEntry:
 def _wake(session: Settling, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
     """Resume a run whose timed wait is due with the empty document (which settles it), if it
     still waits on the same request; a run another process drives is tried again shortly."""
-    if not outbox.take(entry, at + 30):
-        return
-    if not _still_open(session, entry):
-        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: settled")
-        return
-    run = session.store.get_run(entry.run_id)
-    if run is None or run.status == "sealed":
-        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: sealed")
+    if not _take_open(session, outbox, entry, at, answered="settled"):
         return
     try:
         session.resume(entry.run_id, {})
@@ -241,6 +234,24 @@ def _with(facts: RequestFacts, expires_at: float) -> RequestFacts:
     return facts
 
 
+def _take_open(
+    session: Settling, outbox: Outbox, entry: OutboxEntry, at: float, *, answered: str
+) -> bool:
+    """Take ``entry`` for this process; True when its request still waits with the same digest
+    on a run not sealed. Otherwise the entry is settled as skipped (``answered`` names why a
+    request that no longer waits stopped waiting) and False is returned."""
+    if not outbox.take(entry, at + 30):
+        return False
+    if not _still_open(session, entry):
+        outbox.settle(entry.id, "delivered", due_at=at, note=f"skipped: {answered}")
+        return False
+    run = session.store.get_run(entry.run_id)
+    if run is None or run.status == "sealed":
+        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: sealed")
+        return False
+    return True
+
+
 def _still_open(host: Settling, entry: OutboxEntry) -> bool:
     for request in host.store.requests(entry.run_id):
         if request.address == entry.address:
@@ -250,14 +261,7 @@ def _still_open(host: Settling, entry: OutboxEntry) -> bool:
 
 def _expire(session: Settling, outbox: Outbox, entry: OutboxEntry, at: float) -> None:
     """Decide ``entry``'s request by its default, if it still waits with the same digest."""
-    if not outbox.take(entry, at + 30):
-        return
-    if not _still_open(session, entry):
-        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: decided")
-        return
-    run = session.store.get_run(entry.run_id)
-    if run is None or run.status == "sealed":
-        outbox.settle(entry.id, "delivered", due_at=at, note="skipped: sealed")
+    if not _take_open(session, outbox, entry, at, answered="decided"):
         return
     approve = entry.body.get("on_expiry") == "approve"
     session.audit.emit(
