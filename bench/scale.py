@@ -9,7 +9,11 @@ same session, put its ``src`` first: ``git archive COMMIT src/proctor | tar -x -
 ``PYTHONPATH=DIR/src python bench/scale.py ...`` (the workers import proctor from there).
 
 - throughput: ``--runs`` runs (an approval, a command, an echo) submitted at once, approvals
-  answered by this process, until every run sealed; runs per second with N worker processes;
+  answered by this process, until every run sealed; runs per second with N worker processes
+  of ``--slots`` driver slots each, timed from the moment every worker has registered; the
+  share of the cores the workers kept busy over the whole batch and over its steady middle,
+  and how long the workers' threads sat runnable waiting for a core (the machine's other load:
+  on a loaded machine the share is starved, not the ceiling);
 - listing: ``proctor history``'s page (``list_runs``) and the pending-requests page
   (``pending_requests``), first page and a deep cursor, with 100 and 10,000 paused runs among
   ``--history`` runs (default 100,000);
@@ -81,9 +85,12 @@ def _submit_runs(queue: Any, count: int) -> list[str]:
     return ids
 
 
-def _answer_until_sealed(store: Any, queue: Any, count: int, timeout: float) -> None:
+def _answer_until_sealed(
+    store: Any, queue: Any, count: int, timeout: float, tick: Callable[[], None] = lambda: None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        tick()
         waiting = store._rows(
             "SELECT r.run_id FROM runs r WHERE r.status LIKE 'needs_%%' AND NOT EXISTS"
             " (SELECT 1 FROM submissions s WHERE s.run_id = r.run_id"
@@ -152,6 +159,16 @@ def _cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _run_queue_wait(pid: int) -> float:
+    """Seconds the threads of a process (those alive now) spent runnable but waiting for a
+    core, from ``/proc/PID/task/*/schedstat`` (0 where the kernel does not keep it)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with suppress(OSError, IndexError, ValueError):
+            total += int((task / "schedstat").read_text().split()[1])
+    return total / 1e9
+
+
 def _backend_cpu(store: Any, name: str) -> dict[int, float]:
     """CPU seconds of each PostgreSQL backend whose connection carries ``application_name``
     ``name`` (the workers' connections: libpq reads ``PGAPPNAME``), when the server runs on
@@ -165,11 +182,32 @@ def _backend_cpu(store: Any, name: str) -> dict[int, float]:
     return found
 
 
-def throughput(base: str, runs: int, workers: int) -> float:
-    """Runs per second, submission to seal, with ``workers`` worker processes; also the share
-    of the machine's cores the workers kept busy (runs/s x worker CPU per run / cores: the
-    CPU ceiling's share), and the same share counting the database backends serving the workers
-    too (the server on this machine; its own background processes are not counted)."""
+def _ready(store: Any, workers: int, timeout: float = 120) -> None:
+    """Wait until ``workers`` workers have registered (their imports are not the runs' time)."""
+    deadline = time.monotonic() + timeout
+    while store._rows("SELECT COUNT(*) FROM workers")[0][0] < workers:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{workers} workers did not start within {timeout:.0f} s")
+        time.sleep(0.05)
+    time.sleep(0.5)  # the first upkeep and heartbeat are not the runs' time either
+
+
+def _share_line(label: str, seconds: float, cpu: float, cores: int) -> str:
+    return f"{label:<58} {cpu / seconds / cores:7.0%}"
+
+
+def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
+    """Runs per second, submission to seal, with ``workers`` worker processes of ``slots``
+    driver slots each (``proctor worker --concurrency``); also the share of the machine's cores
+    the workers kept busy (runs/s x worker CPU per run / cores: the CPU ceiling's share), and
+    the same share counting the database backends serving the workers too (the server on this
+    machine; its own background processes are not counted).
+
+    The share is printed for the whole batch (submission of the first run to the seal of the
+    last: it includes the ramp up and the tail, when fewer runs are in flight than slots) and
+    for its steady middle (the CPU the same processes used from 20% to 80% of the elapsed time,
+    over that time): the same definition, CPU seconds over wall seconds over cores, on a window
+    where every slot has work."""
     from proctor.runtime.fleet.queue import WorkQueue
     from proctor.runtime.records.postgres import PostgresRunStore
 
@@ -186,18 +224,28 @@ def throughput(base: str, runs: int, workers: int) -> float:
         env["PGAPPNAME"] = app = f"proctor-bench-{secrets.token_hex(4)}"
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
-        procs = [start_worker(root, env) for _ in range(workers)]
+        procs = [start_worker(root, env, concurrency=slots) for _ in range(workers)]
+        samples: list[tuple[float, float, float]] = []  # (time, worker CPU, backends' CPU)
+
+        def sample() -> None:
+            db = sum(_backend_cpu(store, app).values())
+            samples.append((time.monotonic(), sum(_cpu_seconds(p.pid) for p in procs), db))
+
         try:
-            time.sleep(1.5)  # the workers' imports are not the runs' time
+            _ready(store, workers)
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
+            queued_before = sum(_run_queue_wait(p.pid) for p in procs)
             db_before = _backend_cpu(store, app)
+            load = os.getloadavg()[0]
             started = time.monotonic()
             _submit_runs(queue, runs)
-            _answer_until_sealed(store, queue, runs, 600)
+            _answer_until_sealed(store, queue, runs, 600, sample)
             elapsed = time.monotonic() - started
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
+            queued = sum(_run_queue_wait(p.pid) for p in procs) - queued_before
             db_after = _backend_cpu(store, app)
             db_cpu = sum(t - db_before.get(pid, 0.0) for pid, t in db_after.items())
+            load = max(load, os.getloadavg()[0])
         finally:
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
@@ -207,7 +255,8 @@ def throughput(base: str, runs: int, workers: int) -> float:
     rate = runs / elapsed
     cores = os.cpu_count() or 1
     share = rate * (cpu / runs) / cores
-    print(f"{f'throughput, {workers} worker(s), {runs} runs':<58} {rate:9.2f} runs/s")
+    what = f"{workers} worker(s) x {slots} slot(s), {runs} runs"
+    print(f"{f'throughput, {what}':<58} {rate:9.2f} runs/s   (1-min load {load:.1f})")
     print(
         f"{f'  worker CPU per run, share of {cores} cores kept busy':<58}"
         f" {cpu / runs * 1000:7.1f} ms {share:7.0%}"
@@ -217,6 +266,31 @@ def throughput(base: str, runs: int, workers: int) -> float:
         f"{'  + database backends CPU per run, share with them':<58}"
         f" {(cpu + db_cpu) / runs * 1000:7.1f} ms {both:7.0%}"
     )
+    first = min(samples, key=lambda s: abs(s[0] - (started + 0.2 * elapsed)))
+    last = min(samples, key=lambda s: abs(s[0] - (started + 0.8 * elapsed)))
+    if last[0] - first[0] > 0.5:
+        window = last[0] - first[0]
+        print(
+            _share_line(
+                "  steady middle (20-80% of the time): workers' share",
+                window,
+                last[1] - first[1],
+                cores,
+            )
+        )
+        print(
+            _share_line(
+                "  steady middle: share with the database backends",
+                window,
+                last[1] - first[1] + last[2] - first[2],
+                cores,
+            )
+        )
+    print(
+        f"{'  workers runnable but waiting for a core, per run':<58}"
+        f" {queued / runs * 1000:7.1f} ms (the machine's other load)"
+    )
+    print(f"{'  yardstick: the CPU ceiling, every core busy':<58} {1:7.0%}")
     label = "  worker round trips to PostgreSQL per run (idle polls too)"
     print(f"{label:<58} {trips / runs:9.1f}")
     return rate
@@ -350,13 +424,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="resumes timed per figure")
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument(
+        "--slots", type=int, default=1, help="driver slots per worker (--concurrency)"
+    )
+    parser.add_argument(
         "--throughput-only", action="store_true", help="only the runs/s and CPU-share figures"
     )
     args = parser.parse_args()
     if not args.url:
         raise SystemExit("set PROCTOR_TEST_DATABASE_URL (or --url) to a PostgreSQL database")
     counts = [int(n) for n in args.workers.split(",") if n]
-    rates = {n: throughput(args.url, args.runs, n) for n in counts}
+    rates = {n: throughput(args.url, args.runs, n, args.slots) for n in counts}
     if args.throughput_only:
         print(json.dumps({"runs_per_second": rates}))
         return
