@@ -10,7 +10,8 @@ same session, put its ``src`` first: ``git archive COMMIT src/proctor | tar -x -
 
 - throughput: ``--runs`` runs (an approval, a command, an echo) submitted at once, approvals
   answered by this process, until every run sealed; runs per second with N worker processes
-  of ``--slots`` driver slots each, timed from the moment every worker has registered; the
+  of ``--slots`` driver slots each, timed after every worker has registered and driven one
+  untimed run per slot (its first runs import what a run needs); the
   share of the cores the workers kept busy over the whole batch and over its steady middle,
   and how long the workers' threads sat runnable waiting for a core (the machine's other load:
   on a loaded machine the share is starved, not the ceiling);
@@ -222,9 +223,13 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
         path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), tmp) if p)
         env = environ(root, url) | {"PYTHONPATH": path, "BENCH_ROUND_TRIPS": str(counts)}
         env["PGAPPNAME"] = app = f"proctor-bench-{secrets.token_hex(4)}"
+        # an installed copy has its bytecode compiled: the workers may write it (the first
+        # worker's warm-up does), so no run pays for compiling proctor's modules
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env, concurrency=slots) for _ in range(workers)]
+        warm = workers * slots
         samples: list[tuple[float, float, float]] = []  # (time, worker CPU, backends' CPU)
 
         def sample() -> None:
@@ -233,13 +238,17 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
 
         try:
             _ready(store, workers)
+            # one run per slot first, not timed: each worker's first runs import what a run
+            # needs, which a worker that has been up a while has done long ago
+            _submit_runs(queue, warm)
+            _answer_until_sealed(store, queue, warm, 600)
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
             queued_before = sum(_run_queue_wait(p.pid) for p in procs)
             db_before = _backend_cpu(store, app)
             load = os.getloadavg()[0]
             started = time.monotonic()
             _submit_runs(queue, runs)
-            _answer_until_sealed(store, queue, runs, 600, sample)
+            _answer_until_sealed(store, queue, warm + runs, 600, sample)
             elapsed = time.monotonic() - started
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
             queued = sum(_run_queue_wait(p.pid) for p in procs) - queued_before

@@ -9,7 +9,8 @@ submission rings nothing; two schemas' queues never wake each other's workers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -114,3 +115,74 @@ def test_next_due_names_the_wait_for_delayed_work(url: str) -> None:
     assert due is not None and 30 < due <= 60
     queue.submit("start", "run-5", START)
     assert queue.next_due() == 0
+
+
+def test_a_take_that_finds_nothing_names_when_to_look_again(url: str) -> None:
+    queue = _queue(url)
+    assert queue.take_next("w") == (None, None)  # nothing queued: wait for a notice
+    queue.submit("start", "run-7", START, delay=60)
+    work, due = queue.take_next("w")
+    assert work is None and due is not None and 30 < due <= 60
+    queue.submit("start", "run-8", START)
+    work, due = queue.take_next("w")
+    assert work is not None and work.run_id == "run-8" and due is None
+    # work held back behind its run's taken submission is not due for this slot: its finish
+    # announces it (an idle slot never looks again and again meanwhile)
+    queue.submit("resume", "run-8", {"document": {}})
+    work, due = queue.take_next("w")
+    assert work is None and due is not None and 30 < due <= 60
+
+
+def _waiters(bell: Doorbell, count: int) -> tuple[list[bool], list[threading.Thread]]:
+    """``count`` slots waiting for their turn (up to 30 s each); what each returned."""
+    woken: list[bool] = []
+    seen = bell.everyone
+    threads = [
+        threading.Thread(target=lambda: woken.append(bell.take_turn(seen, 30)))
+        for _ in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    _until(lambda: bell._waiting == count, "every slot waiting")
+    return woken, threads
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_notice_wakes_one_waiting_slot_and_a_ring_wakes_every_one() -> None:
+    bell = Doorbell(turns=3)
+    woken, threads = _waiters(bell, 3)
+    bell.notice()
+    _until(lambda: bool(woken), "a slot let go")
+    time.sleep(0.3)  # time for any other slot to be (wrongly) let go too
+    assert woken == [True]  # one look for one submission
+    assert bell._waiting == 2
+    bell.ring()  # a stop (or the listener back): every slot
+    for thread in threads:
+        thread.join(30)
+    assert woken == [True, True, True]
+
+
+def test_a_notice_while_no_slot_waits_is_kept_for_the_next_one() -> None:
+    bell = Doorbell(turns=2)
+    seen = bell.everyone
+    for _ in range(5):  # more notices than slots while every slot is busy
+        bell.notice()
+    assert bell.take_turn(seen, 0)
+    assert bell.take_turn(seen, 0)
+    assert not bell.take_turn(seen, 0)  # kept: one turn per slot, no more
+
+
+def test_work_taken_while_more_was_due_passes_a_turn_to_a_waiting_slot() -> None:
+    bell = Doorbell(turns=2)
+    bell.pass_on()  # nobody waits: nothing kept
+    assert not bell.take_turn(bell.everyone, 0)
+    woken, threads = _waiters(bell, 1)
+    bell.pass_on()
+    threads[0].join(30)
+    assert woken == [True]

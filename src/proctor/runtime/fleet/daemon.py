@@ -66,6 +66,10 @@ _CUT_OFF = 0.5
 """The share of the lease's time without a successful beat after which drivers are stopped."""
 
 
+_LOOK_AGAIN = 0.05
+"""The shortest wait of an idle slot: work due now that it could not take is being taken by
+another worker at that moment."""
+
 UPKEEP_SECONDS = 2.0
 """How often a worker sends due notifications and settles passed deadlines."""
 
@@ -122,7 +126,7 @@ class Worker:
                 code="worker_needs_database",
             )
         self.queue = WorkQueue(store)
-        self.bell = Doorbell()
+        self.bell = Doorbell(turns=concurrency)
         self.listener = Listener(store.url, self.queue.channel, self.bell, self.stop)
         probe.close()  # the store's pool outlives the session (see records.postgres)
 
@@ -157,8 +161,8 @@ class Worker:
                 holders = list(self._holders.values())
             try:
                 state = "stopping" if self.stop.is_set() else "running"
-                self.queue.heartbeat(self.id, holders, lease_ttl(), state)
-                self.queue.reclaim_orphans()
+                if self.queue.heartbeat(self.id, holders, lease_ttl(), state):
+                    self.queue.reclaim_orphans()
             except Exception as exc:  # the heartbeat outlives every error, a bug's included
                 what = exc.message if isinstance(exc, ProctorError) else type(exc).__name__
                 self.log(f"heartbeat failed: {what}; trying again in {backoff:.2f} s")
@@ -179,18 +183,17 @@ class Worker:
         self.stop.wait()
         self.bell.ring()
 
-    def _idle(self, seen: int) -> None:
-        """Wait, after finding no work, until the bell rings (work arrived, or a stop), the next
-        submission is due, or the fallback interval passes."""
+    def _idle(self, seen: int, due: float | None) -> None:
+        """Wait, after finding no work, until this slot's turn comes (a notice: work arrived)
+        or the bell rings for every slot (the listener back, a stop), the next submission is
+        due (``due`` seconds, as the take found it: work due now that another worker was taking
+        is looked at again after a short pause, never in a busy loop), or the fallback interval
+        passes."""
         if not self.bell.live:
-            self.bell.wait(seen, self.poll_seconds)
+            self.bell.take_turn(seen, self.poll_seconds)
             return
-        try:
-            due = self.queue.next_due()
-        except Exception:  # the store is down: the heartbeat says so; look again soon
-            due = self.poll_seconds
         timeout = SAFETY_SECONDS if due is None else min(SAFETY_SECONDS, due)
-        self.bell.wait(seen, timeout)
+        self.bell.take_turn(seen, max(timeout, _LOOK_AGAIN))
 
     def _upkeep(self) -> None:
         """Every :data:`UPKEEP_SECONDS`: send due notifications and settle passed deadlines
@@ -234,9 +237,12 @@ class Worker:
                 self.stop.wait(self.poll_seconds)
                 continue
             work: Submission | Refused | None = None
-            seen = self.bell.rung
+            due: float | None = self.poll_seconds  # the store is down: look again soon
+            seen = self.bell.everyone
             try:
-                work = self.queue.take(self.id)
+                work, due = self.queue.take_next(self.id)
+                if isinstance(work, Refused) or (work is not None and work.more):
+                    self.bell.pass_on()  # more may be due than notices said (work given back)
                 if isinstance(work, Refused):
                     self._settle(work.id, "failed", work.error)
                 elif work is not None:
@@ -244,7 +250,7 @@ class Worker:
             except Exception as exc:  # one submission's bug never ends the slot
                 self._unexpected(work, exc)
             if work is None and not self.stop.is_set():
-                self._idle(seen)
+                self._idle(seen, due)
 
     def _settle(self, submission_id: int, state: str, error: ProctorError) -> None:
         """Record a submission's end with the error's code; logged by submission id only

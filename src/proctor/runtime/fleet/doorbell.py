@@ -11,6 +11,13 @@ is being made again: it rings once when it is back, and the interval bounds the 
 While the listener has no connection, slots fall back to polling at the worker's poll interval:
 a lost notice delays work, it never loses it (the queue's rows are the truth, the bell only says
 "look now").
+
+A notice wakes one idle slot of the worker, not all of them (one submission is work for one
+slot; waking every idle slot made each look at the queue and all but one find nothing): it
+leaves a turn (:meth:`Doorbell.notice`), which the first slot to wait takes. A slot that took
+work while more was due passes a turn on to a waiting slot (:meth:`Doorbell.pass_on`), so a
+notice that stands for several submissions (work given back in bulk: one transaction sends one
+notice) still reaches as many slots. A ring (the listener back, a stop) wakes every slot.
 """
 
 from __future__ import annotations
@@ -32,11 +39,22 @@ def channel_for(schema: str) -> str:
 
 
 class Doorbell:
-    """A counter slots wait on: :meth:`ring` wakes every waiter that saw an older count."""
+    """A counter slots wait on: :meth:`ring` wakes every waiter that saw an older count;
+    :meth:`notice` lets one slot waiting in :meth:`take_turn` go (and counts as a ring for
+    :meth:`wait`).
 
-    def __init__(self) -> None:
+    Args:
+        turns: the most turns kept for slots to take (a worker's slot count: more notices
+            than slots while every slot is busy need no more than one look each).
+    """
+
+    def __init__(self, turns: int = 1) -> None:
         self._cond = threading.Condition()
         self._rung = 0
+        self._everyone = 0
+        self._turns = 0
+        self._most = max(1, turns)
+        self._waiting = 0
         self.live = False
         """True while a listener is connected (slots may then wait longer than a poll)."""
 
@@ -46,17 +64,55 @@ class Doorbell:
         with self._cond:
             return self._rung
 
+    @property
+    def everyone(self) -> int:
+        """The count of the last ring meant for every slot; read before looking at the queue
+        (:meth:`take_turn`)."""
+        with self._cond:
+            return self._everyone
+
     def ring(self) -> None:
         """Wake every waiting slot."""
         with self._cond:
             self._rung += 1
+            self._everyone = self._rung
             self._cond.notify_all()
+
+    def notice(self) -> None:
+        """Work may have arrived: one slot (the first to wait, or one waiting now) looks."""
+        with self._cond:
+            self._rung += 1
+            self._turns = min(self._turns + 1, self._most)
+            self._cond.notify_all()
+
+    def pass_on(self) -> None:
+        """A slot took work on its turn: another waiting slot (if any) looks too, in case the
+        notice stood for more than one submission."""
+        with self._cond:
+            if self._waiting and not self._turns:
+                self._turns = 1
+                self._cond.notify_all()
 
     def wait(self, seen: int, timeout: float) -> bool:
         """Wait until the bell rang since ``seen`` was read, or ``timeout`` seconds; True when
         it rang."""
         with self._cond:
             return self._cond.wait_for(lambda: self._rung != seen, timeout=max(0.0, timeout))
+
+    def take_turn(self, seen: int, timeout: float) -> bool:
+        """Wait until a turn is free (taking it) or every slot was rung for since
+        :attr:`everyone` read ``seen``, or ``timeout`` seconds; True when woken."""
+        with self._cond:
+            self._waiting += 1
+            try:
+                woken = self._cond.wait_for(
+                    lambda: self._turns > 0 or self._everyone != seen, timeout=max(0.0, timeout)
+                )
+            finally:
+                self._waiting -= 1
+            if woken and self._everyone == seen:
+                self._turns -= 1
+            return woken
 
 
 class Listener:
@@ -101,4 +157,4 @@ class Listener:
             self.bell.ring()  # anything queued while there was no listener
             while not self.stop.is_set():
                 for _ in conn.notifies(timeout=0.5):
-                    self.bell.ring()
+                    self.bell.notice()

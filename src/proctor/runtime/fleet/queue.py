@@ -58,6 +58,23 @@ MAX_DEATHS = 25
 _NOW = "extract(epoch from clock_timestamp())"
 _CONTINUE = json.dumps({"document": {}})
 
+_TAKEABLE = (
+    "s.state = 'queued' AND NOT EXISTS (SELECT 1 FROM submissions t"
+    " WHERE t.run_id = s.run_id AND t.state = 'taken')"
+)
+"""A submission of ``submissions s`` a worker may take once it is due: queued, and no other
+submission of its run taken (one run is never driven by two workers at once from the queue)."""
+
+_STRANDED = (
+    "r.status = 'running' AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+    f" AND l.expires_at > {_NOW}) AND NOT EXISTS (SELECT 1 FROM submissions s"
+    " WHERE s.run_id = r.run_id AND s.state IN ('queued', 'taken'))"
+    " AND (SELECT count(*) FROM submissions f WHERE f.run_id = r.run_id"
+    " AND f.state = 'failed') < %s"
+)
+"""A run of ``runs r`` that nobody drives and nothing will: ``running``, no live lease, no
+work queued or taken, fewer failed submissions than its bound (the parameter)."""
+
 
 @dataclass(frozen=True)
 class Submission:
@@ -68,6 +85,8 @@ class Submission:
     run_id: str
     body: StartBody | ResumeBody
     attempts: int
+    more: bool = False
+    """Other submissions were due when this one was taken (another idle slot may look)."""
 
 
 @dataclass(frozen=True)
@@ -136,26 +155,38 @@ class WorkQueue:
         settles it).
 
         Work on a run another submission of the same run holds is left for later, so one run
-        is never driven by two workers at once from the queue.
+        is never driven by two workers at once from the queue. :attr:`Submission.more` says
+        whether other submissions were due then (an idle slot of the caller may look too).
         """
+        return self.take_next(worker_id)[0]
+
+    def take_next(self, worker_id: str) -> tuple[Submission | Refused | None, float | None]:
+        """:meth:`take`, and when nothing was taken, in the same round trip, the seconds until
+        the next submission it could take is due (0: due now, but another worker is taking it;
+        ``None``: nothing queued but work held back behind its run's taken submission, which
+        that submission's finish announces)."""
         rows = self._rows(
-            "UPDATE submissions SET state = 'taken', taken_by = %s, attempts = attempts + 1"
-            " WHERE id = (SELECT s.id FROM submissions s WHERE s.state = 'queued'"
-            f" AND s.due_at <= {_NOW} AND NOT EXISTS (SELECT 1 FROM submissions t"
-            " WHERE t.run_id = s.run_id AND t.state = 'taken')"
-            " ORDER BY s.due_at, s.id FOR UPDATE SKIP LOCKED LIMIT 1)"
+            "WITH took AS (UPDATE submissions SET state = 'taken', taken_by = %s,"
+            " attempts = attempts + 1"
+            f" WHERE id = (SELECT s.id FROM submissions s WHERE {_TAKEABLE}"
+            f" AND s.due_at <= {_NOW} ORDER BY s.due_at, s.id FOR UPDATE SKIP LOCKED LIMIT 1)"
             " RETURNING id, kind, run_id,"
-            " CASE WHEN octet_length(body) <= %s THEN body END, octet_length(body), attempts",
+            " CASE WHEN octet_length(body) <= %s THEN body END, octet_length(body), attempts,"
+            " EXISTS (SELECT 1 FROM submissions m WHERE m.state = 'queued'"
+            f" AND m.due_at <= {_NOW} AND m.id <> submissions.id))"
+            " SELECT *, NULL FROM took UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+            f" (SELECT MIN(s.due_at) - {_NOW} FROM submissions s WHERE {_TAKEABLE})"
+            " WHERE NOT EXISTS (SELECT 1 FROM took)",
             (worker_id, MAX_BODY_BYTES),
         )
-        if not rows:
-            return None
-        sid, kind, run_id, text, size, attempts = rows[0]
+        sid, kind, run_id, text, size, attempts, more, due = rows[0]
+        if sid is None:
+            return None, None if due is None else max(0.0, float(due))
         try:
             body = read_body(kind, run_id, text, int(size))
         except SubmissionRefused as exc:
-            return Refused(int(sid), str(kind), str(run_id), exc)
-        return Submission(int(sid), str(kind), str(run_id), body, int(attempts))
+            return Refused(int(sid), str(kind), str(run_id), exc), None
+        return Submission(int(sid), str(kind), str(run_id), body, int(attempts), bool(more)), None
 
     def finish(
         self, submission_id: int, state: str, note: str = "", *, by: str | None = None
@@ -210,18 +241,24 @@ class WorkQueue:
             (worker_id, concurrency),
         )
 
-    def heartbeat(self, worker_id: str, holders: list[str], ttl: float, state: str) -> None:
-        """Note ``worker_id`` alive and renew every lease its drivers (``holders``) hold."""
-        with self.store.transaction():
-            self._rows(
-                f"UPDATE workers SET heartbeat_at = {_NOW}, state = %s WHERE worker_id = %s",
-                (state, worker_id),
-            )
-            if holders:
-                self._rows(
-                    f"UPDATE leases SET expires_at = {_NOW} + %s WHERE holder = ANY(%s)",
-                    (ttl, holders),
-                )
+    def heartbeat(self, worker_id: str, holders: list[str], ttl: float, state: str) -> bool:
+        """Note ``worker_id`` alive and renew every lease its drivers (``holders``) hold, in
+        one statement (one transaction); returns whether :meth:`reclaim_orphans` has work now
+        (a dead worker, a submission taken by a worker that is dead or gone, a stranded run),
+        so a beat with nothing to give back costs one round trip."""
+        rows = self._rows(
+            f"WITH beat AS (UPDATE workers SET heartbeat_at = {_NOW}, state = %s"
+            " WHERE worker_id = %s RETURNING 1),"
+            f" renewed AS (UPDATE leases SET expires_at = {_NOW} + %s WHERE holder = ANY(%s)"
+            " RETURNING 1)"
+            f" SELECT EXISTS (SELECT 1 FROM workers WHERE heartbeat_at <= {_NOW} - %s)"
+            " OR EXISTS (SELECT 1 FROM submissions s WHERE s.state = 'taken' AND NOT EXISTS"
+            " (SELECT 1 FROM workers w WHERE w.worker_id = s.taken_by"
+            f" AND w.heartbeat_at > {_NOW} - %s))"
+            f" OR EXISTS (SELECT 1 FROM runs r WHERE {_STRANDED})",
+            (state, worker_id, ttl, holders, DEAD_AFTER_SECONDS, DEAD_AFTER_SECONDS, MAX_ATTEMPTS),
+        )
+        return bool(rows[0][0])
 
     def leave(self, worker_id: str) -> None:
         """Remove a worker that stopped cleanly."""
@@ -288,12 +325,7 @@ class WorkQueue:
                 self._rows("DELETE FROM workers WHERE worker_id = ANY(%s)", (dead,))
             stranded = self._rows(
                 "INSERT INTO submissions (kind, run_id, body, due_at)"
-                f" SELECT 'resume', r.run_id, %s, {_NOW} FROM runs r WHERE r.status = 'running'"
-                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
-                f" AND l.expires_at > {_NOW}) AND NOT EXISTS (SELECT 1 FROM submissions s"
-                " WHERE s.run_id = r.run_id AND s.state IN ('queued', 'taken'))"
-                " AND (SELECT count(*) FROM submissions f WHERE f.run_id = r.run_id"
-                " AND f.state = 'failed') < %s"
+                f" SELECT 'resume', r.run_id, %s, {_NOW} FROM runs r WHERE {_STRANDED}"
                 " LIMIT 100 RETURNING id",
                 (_CONTINUE, MAX_ATTEMPTS),
             )
