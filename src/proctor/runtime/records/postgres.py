@@ -555,7 +555,25 @@ class PostgresRunStore:
             )
             if found is not None and found[3] == request.request_digest:
                 return self._request(found)
-        with self.transaction():
+        # a request asked for the first time: the row and its fence, one statement
+        made = self._fenced_rows(
+            request.run_id,
+            "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
+            " SELECT %s,%s,%s,%s,%s, 'open' WHERE {ok}"
+            " ON CONFLICT (run_id, address) DO NOTHING RETURNING ord",
+            (
+                request.run_id,
+                request.address,
+                request.kind,
+                request.request_digest,
+                dumps(request.body),
+            ),
+        )
+        if made:
+            request.cursor = int(made[0][0])
+            request.state, request.decision = "open", None
+            return request
+        with self.transaction():  # asked before, with other content (or just now, by another)
             self._fence(request.run_id)
             row = self._one(
                 f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s"
