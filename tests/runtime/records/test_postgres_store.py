@@ -182,3 +182,23 @@ def test_a_database_at_migration_4_marks_what_sealed_runs_left_open(url: str) ->
         assert marked.fetchall() == [("paused",), ("sealed",)]
         gone = conn.execute("SELECT to_regclass('requests_open')").fetchone()
         assert gone == (None,)
+
+
+def test_a_release_skips_the_flush_only_for_itself(url: str) -> None:
+    """A lease release alone commits without waiting for the WAL flush; the setting never
+    outlives its statement, and inside a caller's transaction the release leaves the
+    transaction's flush alone (its other writes may be claims or decisions)."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    store = PostgresRunStore(url)
+    assert store.acquire_lease("r1", "me|1|0.00|aa", 60) is None
+    store.release_lease("r1", "me|1|0.00|aa")
+    assert store.lease("r1").holder == ""  # type: ignore[union-attr]
+    assert store.acquire_lease("r1", "you|2|0.00|bb", 60) is None  # free at once
+    with store.connection() as conn:
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+    assert store.acquire_lease("r2", "me|1|0.00|aa", 60) is None
+    with store.transaction():
+        store.release_lease("r2", "me|1|0.00|aa")
+        assert store._rows("SHOW synchronous_commit") == [("on",)]
+    assert store.lease("r2").holder == ""  # type: ignore[union-attr]

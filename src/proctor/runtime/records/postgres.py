@@ -62,6 +62,10 @@ __all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
 _NOW = "extract(epoch from clock_timestamp())"
 
+_NO_FLUSH = "WITH quick AS (SELECT set_config('synchronous_commit', 'off', true)) "
+"""Heads a statement that is its own transaction (it must read ``quick``) whose commit need not
+wait for the WAL flush; only for a write whose loss loses no effect and no decision."""
+
 _ENDED = frozenset({"57P01", "57P02", "57P03"})
 """SQLSTATEs of a backend the server ended (admin shutdown, crash shutdown, cannot connect
 now): the statement that meets one on an idle connection never ran."""
@@ -555,60 +559,43 @@ class PostgresRunStore:
             )
             if found is not None and found[3] == request.request_digest:
                 return self._request(found)
+        r = request
+        values = (r.run_id, r.address, r.kind, r.request_digest, dumps(r.body))
         # a request asked for the first time: the row and its fence, one statement
-        made = self._fenced_rows(
-            request.run_id,
+        fresh = self._fenced_rows(
+            r.run_id,
             "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
             " SELECT %s,%s,%s,%s,%s, 'open' WHERE {ok}"
             " ON CONFLICT (run_id, address) DO NOTHING RETURNING ord",
-            (
-                request.run_id,
-                request.address,
-                request.kind,
-                request.request_digest,
-                dumps(request.body),
-            ),
+            values,
         )
-        if made:
-            request.cursor = int(made[0][0])
-            request.state, request.decision = "open", None
-            return request
-        with self.transaction():  # asked before, with other content (or just now, by another)
-            self._fence(request.run_id)
-            row = self._one(
-                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s"
-                " FOR UPDATE",
-                (request.run_id, request.address),
-            )
-            if row is not None:
-                current = self._request(row)
-                if current.request_digest == request.request_digest:
-                    return current
-                self._rows(
-                    "UPDATE requests SET kind = %s, request_digest = %s, body = %s,"
-                    " state = 'open', decision = NULL WHERE run_id = %s AND address = %s",
-                    (
-                        request.kind,
-                        request.request_digest,
-                        dumps(request.body),
-                        request.run_id,
-                        request.address,
-                    ),
+        if fresh:
+            request.cursor = int(fresh[0][0])
+        else:
+            with self.transaction():  # asked before, with other content (or just now)
+                self._fence(r.run_id)
+                row = self._one(
+                    f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s"
+                    " FOR UPDATE",
+                    (r.run_id, r.address),
                 )
-                request.cursor = current.cursor
-            else:
-                made = self._one(
-                    "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
-                    " VALUES (%s,%s,%s,%s,%s, 'open') RETURNING ord",
-                    (
-                        request.run_id,
-                        request.address,
-                        request.kind,
-                        request.request_digest,
-                        dumps(request.body),
-                    ),
-                )
-                request.cursor = int(made[0]) if made else 0
+                if row is None:  # gone since it conflicted: asked afresh
+                    made = self._one(
+                        "INSERT INTO requests (run_id, address, kind, request_digest, body,"
+                        " state) VALUES (%s,%s,%s,%s,%s, 'open') RETURNING ord",
+                        values,
+                    )
+                    request.cursor = int(made[0]) if made else 0
+                else:
+                    current = self._request(row)
+                    if current.request_digest == r.request_digest:
+                        return current
+                    self._rows(
+                        "UPDATE requests SET kind = %s, request_digest = %s, body = %s,"
+                        " state = 'open', decision = NULL WHERE run_id = %s AND address = %s",
+                        (r.kind, r.request_digest, dumps(r.body), r.run_id, r.address),
+                    )
+                    request.cursor = current.cursor
         request.state, request.decision = "open", None
         return request
 
@@ -706,11 +693,18 @@ class PostgresRunStore:
         return LeaseRecord(str(row[0]), int(row[1]), bool(row[2]), row[3])
 
     def release_lease(self, run_id: str, holder: str) -> None:
+        """Give the lease up (the row stays: its epoch must only grow). Alone, it commits
+        without the WAL flush: lost in a server crash, the run looks held until the lease's
+        expiry, as if its driver had died; no effect or decision is lost (what the driver wrote
+        was flushed before, and any later flushed commit flushes the release too)."""
         epoch = self._fences.get(run_id)
-        # the row stays: its epoch must only grow
+        quick = getattr(self._local, "conn", None) is None
         done = self._rows(
-            "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
-            " WHERE run_id = %s AND holder = %s AND epoch IS NOT DISTINCT FROM %s RETURNING 1",
+            (_NO_FLUSH if quick else "")
+            + "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
+            " WHERE run_id = %s AND holder = %s AND epoch IS NOT DISTINCT FROM %s"
+            + (" AND EXISTS (SELECT 1 FROM quick)" if quick else "")
+            + " RETURNING 1",
             (run_id, holder, epoch),
         )
         if done:
