@@ -1,10 +1,12 @@
 """``proctor worker``'s loop: N driver slots taking submissions, one heartbeat, one listener.
 
-Each slot takes the oldest due submission (:meth:`.queue.WorkQueue.take`) and drives it with a
-fresh :class:`proctor.runtime.engine.session.Session` of the workspace: a ``start`` runs the
-submitted reference under the run id chosen at submission, a ``resume`` admits its document.
-The heartbeat thread notes the worker alive, renews the leases its slots hold (so a driver in a
-long call keeps its run) and gives dead workers' submissions back to the queue. It survives any
+Each slot takes the oldest due submission (:meth:`.queue.WorkQueue.take_next`) and drives it
+with a fresh :class:`proctor.runtime.engine.session.Session` of the workspace: a ``start`` runs
+the submitted reference under the run id chosen at submission, a ``resume`` admits its
+document. An idle slot waits for its turn (:mod:`.doorbell`: one slot per notice). The
+heartbeat thread notes the worker alive, renews the leases its slots hold (so a driver in a
+long call keeps its run) and, when the beat says there is any, gives dead workers' submissions
+back to the queue. It survives any
 error: a beat that fails (the database unreachable, a connection the server closed) is tried
 again with backoff on a new connection; when no beat has succeeded for half the lease's time,
 the worker stops taking work and stops its drivers (each before its next step, and the command
