@@ -1,8 +1,8 @@
 """Idle workers are woken by the queue's notices, not by polling (``runtime.fleet.doorbell``).
 
 On a fresh PostgreSQL schema: a listener rings its bell when work is submitted or freed by a
-finished submission (only when work of the same run waited behind it), and only after the
-submitting transaction commits; a rolled back
+finished submission (only when work of the same run waited behind it) or put back for a retry,
+and only after the submitting transaction commits; a rolled back
 submission rings nothing; two schemas' queues never wake each other's workers.
 """
 
@@ -74,6 +74,22 @@ def test_a_submission_rings_the_bell_after_its_commit(url: str) -> None:
         on.queue.finish(taken.id, "done")  # the work held back behind it may go now
         assert on.bell.wait(seen, 30)
         assert on.queue.take("w2") is not None
+
+
+def test_a_retry_rings_for_the_work_held_back_behind_it(url: str) -> None:
+    with listening(url) as on:
+        seen = on.bell.rung
+        on.queue.submit("start", "run-9", START)
+        assert on.bell.wait(seen, 30)
+        taken = on.queue.take("w")
+        assert taken is not None
+        on.queue.submit("resume", "run-9", {"document": {}})  # held back behind the start
+        assert on.queue.take_next("w2") == (None, None)  # not due for an idle slot either
+        seen = on.bell.rung
+        on.queue.retry_later(taken.id, 60, "run_busy")  # the start waits: the resume may go
+        assert on.bell.wait(seen, 30)
+        work = on.queue.take("w2")
+        assert work is not None and work.kind == "resume"
 
 
 def test_a_finish_with_nothing_held_back_wakes_nobody(url: str) -> None:

@@ -206,11 +206,14 @@ class WorkQueue:
         )
 
     def retry_later(self, submission_id: int, delay: float, note: str) -> None:
-        """Put a taken submission back, due after ``delay`` (a bounded retry)."""
+        """Put a taken submission back, due after ``delay`` (a bounded retry). Idle workers
+        are told (one statement): work of its run held back behind it can be taken now, and
+        the retry itself is due before their next look."""
         self._rows(
-            f"UPDATE submissions SET state = 'queued', taken_by = NULL, due_at = {_NOW} + %s,"
-            " note = %s WHERE id = %s",
-            (delay, note[:500], submission_id),
+            "WITH back AS (UPDATE submissions SET state = 'queued', taken_by = NULL,"
+            f" due_at = {_NOW} + %s, note = %s WHERE id = %s RETURNING 1)"
+            " SELECT pg_notify(%s, '') FROM back",
+            (delay, note[:500], submission_id, self.channel),
         )
 
     def requeue_as_resume(self, submission_id: int, note: str) -> None:
