@@ -15,6 +15,7 @@ falls back to :class:`~.receipt_packs.PackShelf`, which looks in every pack.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 
@@ -24,7 +25,6 @@ from proctor.runtime.records.receipt_packs import (
     PACKS_DIR,
     PackShelf,
     entry_of,
-    records_of,
 )
 
 __all__ = ["PackWindow"]
@@ -37,6 +37,9 @@ _PIECE = 1 << 20  # the index is read this much at a time
 _NEAR = 8  # pieces searched each side of the last find before the whole index
 _LINE = 1024  # read around a find to take its whole index line (a line is about 170 bytes)
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# where an envelope line's body starts and ends (what receipt_packs.body_of cuts at)
+_BODY_START = b'{"body":'
+_BODY_END = b',"key_id":"'
 
 
 class PackWindow:
@@ -46,7 +49,7 @@ class PackWindow:
         StoreError: ``receipt_store_io``: a pack or the index exists and cannot be read.
     """
 
-    __slots__ = ("_fallback", "_folder", "_hint", "_index", "_recent")
+    __slots__ = ("_fallback", "_folder", "_hint", "_index", "_last", "_recent")
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self._folder = os.fspath(folder)
@@ -54,6 +57,22 @@ class PackWindow:
         self._index: int | None = None
         self._hint = -1  # where the index named the last pack found (-1: its end)
         self._fallback: PackShelf | None = None
+        # the pack of the last receipt found, and where its receipts lie: most reads find
+        # the next receipt there (see held)
+        self._last: tuple[int, dict[str, int], str] = (-1, {}, "")
+
+    def held(self, hex_id: str) -> bytes | None:
+        """The bytes of receipt ``hex_id`` when the pack of the last receipt found holds it,
+        else None (then :meth:`get` looks further). Any string may be asked: only the body
+        digests of that pack's receipts are found."""
+        fd, places, name = self._last
+        place = places.get(hex_id)
+        if place is None:
+            return None
+        try:
+            return os.pread(fd, place & 0xFFFFFFFF, place >> 32)
+        except OSError as exc:
+            raise _unreadable(f"{name}.pack", exc) from exc
 
     def get(self, hex_id: str) -> bytes | None:
         """The bytes of receipt ``hex_id`` (64 lowercase hex digits) held in a pack, or None."""
@@ -61,12 +80,14 @@ class PackWindow:
             fd, places = self._recent[name]
             place = places.get(hex_id)
             if place is not None:
+                self._last = (fd, places, name)
                 return _read(fd, place, name)
         found = self._from_index(hex_id)
         if found is not None and found not in self._recent:
             fd, places = self._load(found)
             place = places.get(hex_id)
             if place is not None:
+                self._last = (fd, places, found)
                 return _read(fd, place, found)
         if self._fallback is None:
             self._fallback = PackShelf(self._folder)
@@ -77,6 +98,7 @@ class PackWindow:
         for fd, _ in self._recent.values():
             os.close(fd)
         self._recent.clear()
+        self._last = (-1, {}, "")
         if self._index is not None:
             os.close(self._index)
             self._index = None
@@ -106,15 +128,15 @@ class PackWindow:
                     chunk *= 2  # one line longer than a chunk (a wide segment or step)
                     continue
                 chunk = _CHUNK
-                piece = data if end == len(data) else data[:end]
-                for hex_id, offset, length in records_of(piece, at=at):
-                    places.setdefault(hex_id, offset << 32 | length)
+                _learn(data, end, at, places)
                 at += end
         except OSError as exc:
             os.close(fd)
             raise _unreadable(f"{name}.pack", exc) from exc
         if len(self._recent) >= _KEEP:
             _, (old, _) = self._recent.popitem(last=False)
+            if old == self._last[0]:
+                self._last = (-1, {}, "")
             os.close(old)
         self._recent[name] = (fd, places)
         return fd, places
@@ -153,6 +175,32 @@ class PackWindow:
             return None
         self._hint = at
         return found[1]
+
+
+def _learn(data: bytes, stop: int, base: int, places: dict[str, int]) -> None:
+    """Note in ``places`` (first copy kept) where each receipt line of ``data[:stop]`` lies,
+    ``data`` being read from byte ``base`` of a pack, on a line's start: by the digest of its
+    body, exactly as :func:`~.receipt_packs.records_of` names lines (a line that
+    :func:`~.receipt_packs.body_of` finds no body in is skipped: the header, a batch trailer),
+    without copying each line and its body first (a pack has thousands)."""
+    view = memoryview(data)
+    find, rfind, starts = data.find, data.rfind, data.startswith
+    sha256, note = hashlib.sha256, places.setdefault
+    first, last = _BODY_START, _BODY_END
+    skip = len(first)
+    pos = 0
+    while pos < stop:
+        end = find(b"\n", pos, stop)
+        if end < 0:
+            break
+        if starts(first, pos, end):
+            body_end = rfind(last, pos, end)
+            if body_end > pos + skip:
+                note(
+                    sha256(view[pos + skip : body_end]).hexdigest(),
+                    (base + pos) << 32 | (end + 1 - pos),
+                )
+        pos = end + 1
 
 
 def _pieces(hint: int, size: int) -> list[int]:
