@@ -26,7 +26,7 @@ from proctor.runtime.records.receipt_packs import PACKS_DIR, PackShelf, pack_nam
 from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.records.signature_processes import SignatureProcesses
 from tests.receipt_files import stored
-from tests.receipts.helpers import signer, small_tree
+from tests.receipts.helpers import other_signer, signer, small_tree
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +185,23 @@ def test_a_pack_learned_in_pieces_finds_every_line_of_a_long_pack(tmp_path: Path
             handle.write(filler + b"\n")
     _reads_agree(tmp_path, roots)
     assert _windowed(tmp_path, roots[0]) == _plain(tmp_path, roots[0])
+
+
+def test_a_receipt_past_the_block_last_read_or_appended_since_reads_whole(tmp_path: Path) -> None:
+    # receipts far apart in one pack, and one appended after the pack was first read: each
+    # reads as its own bytes, never a block's stale or short copy
+    store = ReceiptStore(tmp_path)
+    first = small_tree(store)["root"].receipt_id
+    (pack,) = pack_names(tmp_path)
+    path = tmp_path / PACKS_DIR / f"{pack}.pack"
+    window = PackWindow(tmp_path)
+    try:
+        assert window.get(first[7:]) == stored(tmp_path)[first]
+        with path.open("ab") as handle:
+            handle.write(b"x" * (3 << 17) + b"\n")  # a line no receipt lies in
+        later = small_tree(ReceiptStore(tmp_path), other_signer())["root"].receipt_id
+        found = stored(tmp_path)
+        assert window.get(later[7:]) == found[later]
+        assert window.get(first[7:]) == found[first]
+    finally:
+        window.close()
