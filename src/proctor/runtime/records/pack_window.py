@@ -8,13 +8,15 @@ receipts spans hundreds of packs. A walk reads a seal's packs nearly in the orde
 written (a parent's children were written, in order, before it), so :class:`PackWindow` keeps
 the places of the receipts of its last few packs only, finds a pack it lacks through the index
 (searched in windows around where the last pack was found, then whole, a chunk at a time: the
-index is never held), and reads each receipt with one positioned read. A folder whose index
-does not name a receipt (a copy without its index, a crash between a pack and its index lines)
-falls back to :class:`~.receipt_packs.PackShelf`, which looks in every pack.
+index is never held), and reads receipts out of blocks of a pack (one positioned read serves
+the receipts lying near each other, as a walk reads them). A folder whose index does not name a
+receipt (a copy without its index, a crash between a pack and its index lines) falls back to
+:class:`~.receipt_packs.PackShelf`, which looks in every pack.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 
@@ -24,7 +26,6 @@ from proctor.runtime.records.receipt_packs import (
     PACKS_DIR,
     PackShelf,
     entry_of,
-    records_of,
 )
 
 __all__ = ["PackWindow"]
@@ -36,7 +37,11 @@ _CHUNK = 1 << 18  # a pack is read this much at a time to learn its receipts
 _PIECE = 1 << 20  # the index is read this much at a time
 _NEAR = 8  # pieces searched each side of the last find before the whole index
 _LINE = 1024  # read around a find to take its whole index line (a line is about 170 bytes)
+_BLOCK = 1 << 17  # receipts are read out of a pack this much at a time (see _read)
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# where an envelope line's body starts and ends (what receipt_packs.body_of cuts at)
+_BODY_START = b'{"body":'
+_BODY_END = b',"key_id":"'
 
 
 class PackWindow:
@@ -46,7 +51,7 @@ class PackWindow:
         StoreError: ``receipt_store_io``: a pack or the index exists and cannot be read.
     """
 
-    __slots__ = ("_fallback", "_folder", "_hint", "_index", "_recent")
+    __slots__ = ("_block", "_fallback", "_folder", "_hint", "_index", "_last", "_recent")
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self._folder = os.fspath(folder)
@@ -54,6 +59,21 @@ class PackWindow:
         self._index: int | None = None
         self._hint = -1  # where the index named the last pack found (-1: its end)
         self._fallback: PackShelf | None = None
+        # the pack of the last receipt found, and where its receipts lie: most reads find
+        # the next receipt there (see held)
+        self._last: tuple[int, dict[str, int], str] = (-1, {}, "")
+        # the bytes last read from a pack: its descriptor, where they start, the bytes
+        self._block: tuple[int, int, bytes] = (-1, 0, b"")
+
+    def held(self, hex_id: str) -> bytes | None:
+        """The bytes of receipt ``hex_id`` when the pack of the last receipt found holds it,
+        else None (then :meth:`get` looks further). Any string may be asked: only the body
+        digests of that pack's receipts are found."""
+        fd, places, name = self._last
+        place = places.get(hex_id)
+        if place is None:
+            return None
+        return self._read(fd, place, name)
 
     def get(self, hex_id: str) -> bytes | None:
         """The bytes of receipt ``hex_id`` (64 lowercase hex digits) held in a pack, or None."""
@@ -61,13 +81,15 @@ class PackWindow:
             fd, places = self._recent[name]
             place = places.get(hex_id)
             if place is not None:
-                return _read(fd, place, name)
+                self._last = (fd, places, name)
+                return self._read(fd, place, name)
         found = self._from_index(hex_id)
         if found is not None and found not in self._recent:
             fd, places = self._load(found)
             place = places.get(hex_id)
             if place is not None:
-                return _read(fd, place, found)
+                self._last = (fd, places, found)
+                return self._read(fd, place, found)
         if self._fallback is None:
             self._fallback = PackShelf(self._folder)
         return self._fallback.get(hex_id)
@@ -77,11 +99,33 @@ class PackWindow:
         for fd, _ in self._recent.values():
             os.close(fd)
         self._recent.clear()
+        self._last = (-1, {}, "")
+        self._block = (-1, 0, b"")
         if self._index is not None:
             os.close(self._index)
             self._index = None
         if self._fallback is not None:
             self._fallback.close()
+
+    def _read(self, fd: int, place: int, name: str) -> bytes | None:
+        """The receipt at ``place`` (offset << 32 | size) of pack ``name``, open as ``fd``:
+        sliced out of the block last read from that pack when it lies there, else read with
+        the :data:`_BLOCK` bytes around it. A walk reads a pack's receipts nearly in the order
+        they lie (see the module), so one read serves many receipts; bytes past the pack's end
+        are not there, as with a read of the receipt alone."""
+        at, size = place >> 32, place & 0xFFFFFFFF
+        held_fd, start, block = self._block
+        if held_fd == fd and start <= at and at + size <= start + len(block):
+            return block[at - start : at - start + size]
+        if fd < 0:
+            return None
+        start = at - at % _BLOCK
+        try:
+            block = os.pread(fd, max(_BLOCK, at + size - start), start)
+        except OSError as exc:
+            raise _unreadable(f"{name}.pack", exc) from exc
+        self._block = (fd, start, block)
+        return block[at - start : at - start + size]
 
     def _load(self, name: str) -> tuple[int, dict[str, int]]:
         """Open pack ``name`` and learn where each of its receipts lies (by body digest)."""
@@ -106,15 +150,17 @@ class PackWindow:
                     chunk *= 2  # one line longer than a chunk (a wide segment or step)
                     continue
                 chunk = _CHUNK
-                piece = data if end == len(data) else data[:end]
-                for hex_id, offset, length in records_of(piece, at=at):
-                    places.setdefault(hex_id, offset << 32 | length)
+                _learn(data, end, at, places)
                 at += end
         except OSError as exc:
             os.close(fd)
             raise _unreadable(f"{name}.pack", exc) from exc
         if len(self._recent) >= _KEEP:
             _, (old, _) = self._recent.popitem(last=False)
+            if old == self._last[0]:
+                self._last = (-1, {}, "")
+            if old == self._block[0]:
+                self._block = (-1, 0, b"")
             os.close(old)
         self._recent[name] = (fd, places)
         return fd, places
@@ -155,6 +201,32 @@ class PackWindow:
         return found[1]
 
 
+def _learn(data: bytes, stop: int, base: int, places: dict[str, int]) -> None:
+    """Note in ``places`` (first copy kept) where each receipt line of ``data[:stop]`` lies,
+    ``data`` being read from byte ``base`` of a pack, on a line's start: by the digest of its
+    body, exactly as :func:`~.receipt_packs.records_of` names lines (a line that
+    :func:`~.receipt_packs.body_of` finds no body in is skipped: the header, a batch trailer),
+    without copying each line and its body first (a pack has thousands)."""
+    view = memoryview(data)
+    find, rfind, starts = data.find, data.rfind, data.startswith
+    sha256, note = hashlib.sha256, places.setdefault
+    first, last = _BODY_START, _BODY_END
+    skip = len(first)
+    pos = 0
+    while pos < stop:
+        end = find(b"\n", pos, stop)
+        if end < 0:
+            break
+        if starts(first, pos, end):
+            body_end = rfind(last, pos, end)
+            if body_end > pos + skip:
+                note(
+                    sha256(view[pos + skip : body_end]).hexdigest(),
+                    (base + pos) << 32 | (end + 1 - pos),
+                )
+        pos = end + 1
+
+
 def _pieces(hint: int, size: int) -> list[int]:
     """Where to read the index from, a piece at a time: the pieces around ``hint`` nearest
     first (a walk's next pack is usually its seal's next or previous batch), then the rest."""
@@ -165,15 +237,6 @@ def _pieces(hint: int, size: int) -> list[int]:
         near += [n for n in (here + step, here - step) if 0 <= n <= last]
     rest = [n for n in range(last + 1) if abs(n - here) > _NEAR]
     return [n * _PIECE for n in near + rest]
-
-
-def _read(fd: int, place: int, name: str) -> bytes | None:
-    if fd < 0:
-        return None
-    try:
-        return os.pread(fd, place & 0xFFFFFFFF, place >> 32)
-    except OSError as exc:
-        raise _unreadable(f"{name}.pack", exc) from exc
 
 
 def _unreadable(name: str, exc: OSError) -> StoreError:

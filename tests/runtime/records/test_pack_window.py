@@ -1,0 +1,207 @@
+"""The verifier's pack reader reads exactly what the store's own reader reads, damaged packs too.
+
+``PackWindow`` learns where each receipt of a pack lies without copying each line (and the
+folder reader asks the pack of the last receipt first, by the id's hex alone): whatever bytes a
+pack holds, each id must read as the first line of the pack whose body digest it is (what
+``records_of`` names), else as :class:`~proctor.runtime.records.receipt_packs.PackShelf` (the
+store's reader, the window's fallback) reads it, and ``proctor verify`` of a damaged folder
+must end as it ends over those plain reads.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proctor.receipts.parts import RECEIPT_ID
+from proctor.receipts.verify import Loader, VerifyResult, verify_tree
+from proctor.runtime.records.folder_reader import FolderReader
+from proctor.runtime.records.pack_window import PackWindow
+from proctor.runtime.records.receipt_packs import PACKS_DIR, PackShelf, pack_names, records_of
+from proctor.runtime.records.receipts import ReceiptStore
+from proctor.runtime.records.signature_processes import SignatureProcesses
+from tests.receipt_files import stored
+from tests.receipts.helpers import other_signer, signer, small_tree
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A small tree in one pack (with its index): the folder and the root's id."""
+    folder = tmp_path_factory.mktemp("tree")
+    refs = small_tree(ReceiptStore(folder))
+    return folder, refs["root"].receipt_id
+
+
+def _shelf(folder: Path) -> tuple[Loader, PackShelf]:
+    """The plain reads of a folder of one pack, as a loader: the pack's first line of that
+    digest, else what the store's own reader finds."""
+    shelf = PackShelf(folder)
+    found = stored(folder)
+
+    def load(rid: str) -> bytes | None:
+        hit = found.get(rid)
+        if hit is not None:
+            return hit
+        match = RECEIPT_ID.match(rid)
+        return shelf.get(match[1]) if match else None
+
+    return load, shelf
+
+
+def _plain(folder: Path, root: str) -> VerifyResult:
+    """The verification over the plain reads of the folder (no window, no fast path)."""
+    load, shelf = _shelf(folder)
+    try:
+        return verify_tree(root, load, [signer().public_key])
+    finally:
+        shelf.close()
+
+
+def _windowed(folder: Path, root: str) -> VerifyResult:
+    load = FolderReader(folder)
+    try:
+        with SignatureProcesses(workers=0) as pool:
+            return verify_tree(root, load, [signer().public_key], submit_batch=pool.submit)
+    finally:
+        load.close()
+
+
+def _reads_agree(folder: Path, ids: list[str]) -> None:
+    plain, shelf = _shelf(folder)
+    load = FolderReader(folder)
+    try:
+        for rid in ids + sorted(stored(folder)):
+            assert load(rid) == plain(rid), rid
+    finally:
+        load.close()
+        shelf.close()
+
+
+def test_an_intact_tree_reads_and_verifies_as_the_plain_reads_do(tree: tuple[Path, str]) -> None:
+    folder, root = tree
+    result = _windowed(folder, root)
+    assert result.status == "verified"
+    assert result == _plain(folder, root)
+    _reads_agree(folder, [root])
+
+
+def test_only_a_well_formed_id_is_read_from_the_last_pack(tree: tuple[Path, str]) -> None:
+    folder, root = tree
+    load = FolderReader(folder)
+    try:
+        data = load(root)
+        assert data is not None and load(root[7:]) == data  # the bare hex, as before
+        hex_id = root[7:]
+        for wrong in (
+            "sha256:" + hex_id.upper(),
+            "sha256:" + hex_id + "\n",
+            "sha256:" + hex_id[:-1],
+            "SHA256:" + hex_id,
+            "sha256:sha256:" + hex_id,
+        ):
+            assert load(wrong) is None, wrong
+        assert load(root) == data  # still found after the refusals
+    finally:
+        load.close()
+
+
+def test_held_finds_only_the_last_packs_receipts(tree: tuple[Path, str]) -> None:
+    folder, root = tree
+    window = PackWindow(folder)
+    try:
+        assert window.held(root[7:]) is None  # nothing found yet: nothing held
+        data = window.get(root[7:])
+        assert data is not None and window.held(root[7:]) == data
+        assert window.held("sha256:" + root[7:]) is None and window.held("") is None
+    finally:
+        window.close()
+    assert window.held(root[7:]) is None  # closed: nothing held
+
+
+_DAMAGE = st.lists(
+    st.tuples(
+        st.sampled_from(["flip", "line_feed", "cut", "drop"]),
+        st.integers(min_value=0),
+        st.integers(min_value=1, max_value=255),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _damaged(data: bytes, damage: list[tuple[str, int, int]]) -> bytes:
+    out = bytearray(data)
+    for how, where, value in damage:
+        if not out:
+            break
+        at = where % len(out)
+        if how == "flip":
+            out[at] ^= value
+        elif how == "line_feed":
+            out.insert(at, 0x0A)
+        elif how == "cut":
+            del out[at:]
+        else:
+            del out[at]
+    return bytes(out)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(damage=_DAMAGE)
+def test_a_damaged_pack_reads_and_verifies_as_the_plain_reads_do(
+    tree: tuple[Path, str], damage: list[tuple[str, int, int]]
+) -> None:
+    folder, root = tree
+    (pack,) = pack_names(folder)
+    original = (folder / PACKS_DIR / f"{pack}.pack").read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "r"
+        shutil.copytree(folder, copy)
+        (copy / PACKS_DIR / f"{pack}.pack").write_bytes(_damaged(original, damage))
+        ids = ["sha256:" + hex_id for hex_id, _, _ in records_of(original)]
+        _reads_agree(copy, ids)
+        windowed = _windowed(copy, root)
+        assert windowed == _plain(copy, root)
+        if windowed.status == "verified":  # only a change the tree does not read passes
+            assert _windowed(copy, root) == _windowed(folder, root)
+
+
+def test_a_pack_learned_in_pieces_finds_every_line_of_a_long_pack(tmp_path: Path) -> None:
+    # more receipts than one read of a pack holds: lines cut by a piece's end are found whole
+    store = ReceiptStore(tmp_path)
+    roots = [small_tree(store)["root"].receipt_id]
+    data = (tmp_path / PACKS_DIR / f"{pack_names(tmp_path)[0]}.pack").read_bytes()
+    line = next(part for part in data.split(b"\n") if part.startswith(b'{"body":'))
+    filler = line.replace(b'"ended_at":"2026', b'"ended_at":"2027', 1)
+    with (tmp_path / PACKS_DIR / f"{pack_names(tmp_path)[0]}.pack").open("ab") as handle:
+        for _ in range((1 << 19) // len(filler) + 2):
+            handle.write(filler + b"\n")
+    _reads_agree(tmp_path, roots)
+    assert _windowed(tmp_path, roots[0]) == _plain(tmp_path, roots[0])
+
+
+def test_a_receipt_past_the_block_last_read_or_appended_since_reads_whole(tmp_path: Path) -> None:
+    # receipts far apart in one pack, and one appended after the pack was first read: each
+    # reads as its own bytes, never a block's stale or short copy
+    store = ReceiptStore(tmp_path)
+    first = small_tree(store)["root"].receipt_id
+    (pack,) = pack_names(tmp_path)
+    path = tmp_path / PACKS_DIR / f"{pack}.pack"
+    window = PackWindow(tmp_path)
+    try:
+        assert window.get(first[7:]) == stored(tmp_path)[first]
+        with path.open("ab") as handle:
+            handle.write(b"x" * (3 << 17) + b"\n")  # a line no receipt lies in
+        later = small_tree(ReceiptStore(tmp_path), other_signer())["root"].receipt_id
+        found = stored(tmp_path)
+        assert window.get(later[7:]) == found[later]
+        assert window.get(first[7:]) == found[first]
+    finally:
+        window.close()
