@@ -556,13 +556,18 @@ class ProctorServer:
                 self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="proctor-mcp")
             return self._executor
 
+    def seal_sessions(self) -> None:
+        """Seal each client session's run (gateway, ``--tool``) with its receipt: the sessions
+        end with the server. Runs sealed here are forgotten, so a second call seals nothing."""
+        if self.gateway is not None:
+            self.gateway.seal_all(self)
+        if self.core is not None:
+            self.core.seal_all(self)
+
     def close(self) -> None:
         """Release the sessions (every call has ended: its task waited for its worker)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
-        if self.gateway is not None:
-            self.gateway.seal_all(self)  # each client session's run seals with its receipt
-        if self.core is not None:
-            self.core.seal_all(self)
+        self.seal_sessions()
         self.pool.close()
         self._audit_session.close()
