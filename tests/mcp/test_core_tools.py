@@ -288,7 +288,14 @@ def test_over_http_each_session_is_its_own_run(ws: Ws, http_server: Any) -> None
     server.proc.terminate()
     server.proc.wait(timeout=30)
     runs = _session_runs(ws)  # a session of the handshake protocol, or a client's name
-    assert runs and all(r["outcome"] == "completed" for r in runs), (runs, server.proc.stderr.read())
+    assert runs and all(r["outcome"] == "completed" for r in runs), (
+        runs,
+        server.proc.stderr.read(),
+    )
     ids = {r["run_id"] for r in runs}
-    calls = {(e["run_id"], e["call_id"]) for e in ws.audit() if e.get("run_id") in ids and e.get("call_id")}
+    calls = {
+        (e["run_id"], e["call_id"])
+        for e in ws.audit()
+        if e.get("run_id") in ids and e.get("call_id")
+    }
     assert len(calls) == 2, calls

@@ -137,9 +137,7 @@ def open_server(
             "--run needs the driver's turn API (pause and resume), which this build lacks",
             code="mcp_turns_unavailable",
         )
-    proctor = ProctorServer(
-        settings, turns=turns, directives=directives, gateway=served, core=core
-    )
+    proctor = ProctorServer(settings, turns=turns, directives=directives, gateway=served, core=core)
     if proctor.directives is not None:
         try:
             proctor.directives.check_exposure()

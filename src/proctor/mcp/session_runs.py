@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -279,7 +280,7 @@ class SessionRuns:
         for run_id in runs:
             calls = self.calls.get(run_id, 0)
             try:
-                host.pool.use(lambda session, r=run_id, c=calls: seal_session_run(session, r, c))
+                host.pool.use(partial(_seal, run_id=run_id, calls=calls))
             except ProctorError as exc:
                 host.audit("mcp_session_seal_failed", run_id, code=exc.code)
 
@@ -303,6 +304,10 @@ def _once(
             stop.wait(WAIT_POLL)
 
     return once
+
+
+def _seal(session: Session, *, run_id: str, calls: int | None) -> None:
+    seal_session_run(session, run_id, calls)
 
 
 def seal_session_run(session: Session, run_id: str, calls: int | None = None) -> None:
@@ -364,7 +369,7 @@ def seal_orphans(host: SessionHost) -> list[str]:
         if not holder_dead(holder):
             continue
         try:
-            host.pool.use(lambda session, r=name: seal_session_run(session, r))
+            host.pool.use(partial(_seal, run_id=name, calls=None))
         except ProctorError as exc:
             if exc.code == "run_not_found":
                 (folder / name).unlink(missing_ok=True)
