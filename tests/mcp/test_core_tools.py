@@ -216,6 +216,29 @@ def test_a_write_waits_for_a_person_and_runs_once_only_when_approved(ws: Ws, dec
     assert run["outcome"] == "completed" and run["receipt_id"].startswith("sha256:")
 
 
+def test_a_session_whose_run_a_person_closed_goes_on_in_a_new_run(ws: Ws) -> None:
+    from mcp.client import Client
+
+    _data(ws)
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(stdio_params(ws, "--tool", "fs.read")) as client:
+            first = await client.call_tool("fs_read", {"path": "data/a.txt"})
+            (run,) = _session_runs(ws)
+            closed = subprocess.run(
+                [sys.executable, "-m", "proctor", "resume", run["run_id"], "-"],
+                input='{"close": {"outcome": "superseded"}}',
+                cwd=ws.root, env=ws.env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert closed.returncode == 1, closed.stderr  # sealed superseded
+            return first, await client.call_tool("fs_read", {"path": "data/a.txt"})
+
+    first, second = anyio.run(main)
+    assert not first.is_error and not second.is_error, second
+    outcomes = sorted(r["outcome"] for r in _session_runs(ws))
+    assert outcomes == ["completed", "superseded"]
+
+
 def test_an_unknown_tool_name_refuses_to_start(ws: Ws) -> None:
     done = _cli(ws, "mcp", "--tool", "fs.nothing")
     assert done.returncode == 2, done.stderr

@@ -2,7 +2,7 @@
 clients, each call a governed call within the client session's run.
 
 A tool ``fs.read`` is served as ``fs_read`` (dots folded to ``_``), described by the tool's
-own description, with its input schema, and its output schema when it declares one. A call is
+own description, with its input schema (and no output schema). A call is
 a call of the session run's agent turn (:mod:`proctor.mcp.session_runs`): one admission with
 the server's authority and the workspace's policy, the containment of every path the
 arguments name (no ``..``, no symlink or hard link out of the workspace, no folder swapped
@@ -136,13 +136,13 @@ class CoreTools:
 
 def _declaration(name: str, tool: Any) -> types.Tool:
     read_only = tool.effect in _QUIET
-    output = tool.output_schema if isinstance(tool.output_schema, dict) else None
+    # No output schema: a client checks structured content against one, and a result admission
+    # redacted (a secret-named field's value replaced by a marker) need not fit the tool's.
     return types.Tool(
         name=name,
         title=tool.name,
         description=tool.description,
         input_schema=tool.schema,
-        output_schema=output if output is not None and output.get("type") == "object" else None,
         annotations=types.ToolAnnotations(
             read_only_hint=read_only,
             destructive_hint=not read_only,

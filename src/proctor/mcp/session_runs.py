@@ -54,6 +54,8 @@ __all__ = [
 TURN = "serve"
 WAIT_POLL = 0.25
 BUSY_WAIT = 60.0
+_ENDED = frozenset({"run_sealed", "unknown_address"})
+"""What a call answers when its session's run no longer waits on the turn."""
 OPEN_RUNS = "mcp-sessions"
 """The folder under ``.proctor/`` naming each open session run and the process serving it."""
 
@@ -212,7 +214,15 @@ class SessionRuns:
         try:
             outcome = await host.run_in_worker(once)
         except ProctorError as exc:
-            return error(exc.code, exc.message)
+            if exc.code not in _ENDED or known is None:
+                return error(exc.code, exc.message)
+            # the session's run was sealed under it (a person closed it, a client completed
+            # its turn): the session goes on in a new run
+            with self._lock:
+                if self.runs.get(key) == run_id:
+                    del self.runs[key]
+            _open_file(host.config.workspace.root, run_id).unlink(missing_ok=True)
+            return await self.call(ctx, host, tool, arguments, client)
         if outcome.error and outcome.error.get("code") == "approval_pending":
             details = outcome.error.get("details") or {}
             address = str(details.get("address") or "")
