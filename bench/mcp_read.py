@@ -14,7 +14,8 @@ a shared machine):
   file: each call a run (admitted, the read contained and checked, recorded, audited, sealed
   with a signed receipt) in the sandbox a served call requires;
 - beside them, in the same turns, the same run through ``Session.run`` in this process (no
-  MCP): what the run costs alone, so the ratio splits into the run and the MCP layer.
+  MCP), and the session's call through ``Session.turn_call`` of a session run opened here:
+  what each costs alone, so each ratio splits into the engine's part and the MCP layer's.
 
 Prints the median and p95 round trip of each, the ratios of the medians to npm's (the issue's
 target: at most 2x), and the CPU per call of each server process (from ``/proc``).
@@ -158,18 +159,36 @@ async def _main(calls: int) -> None:
                 envelope = session.run(ref, inputs={"path": "data/a.txt"}, cwd=root)
                 assert envelope.outcome == "completed", envelope
 
+            from proctor.mcp.core_tools import open_core_tools
+            from proctor.mcp.session_runs import TURN, seal_session_run
+
+            package = open_core_tools(root, ["fs.read"]).sessions.package
+            opened = session.run(str(package), inputs={"client": "bench"}, cwd=root)
+            assert opened.status == "needs_agent" and opened.run_id is not None, opened
+            turn_run = opened.run_id
+            stack.callback(lambda: seal_session_run(session, turn_run))
+            made = [0]
+
+            async def turn_call() -> None:
+                made[0] += 1
+                outcome = session.turn_call(
+                    turn_run, TURN, "fs.read", {"path": "data/a.txt"}, f"c{made[0]}"
+                )
+                assert outcome.status == "completed", outcome
+
             sides = {
                 "direct": direct_read,
                 "session": session_read,
                 "governed": governed_read,
                 "in_process": in_process,
+                "turn_call": turn_call,
             }
             for _ in range(20):  # warm-up
                 for fn in sides.values():
                     await fn()
             times: dict[str, list[float]] = {name: [] for name in sides}
             cpu = {name: _cpu(pid) for name, pid in pids.items()}
-            cpu["in_process"] = 0.0
+            cpu["in_process"] = cpu["turn_call"] = 0.0
             order = list(sides)
             for n in range(calls):
                 at = n % len(order)  # each side takes every place in the turn in its turn
@@ -177,8 +196,8 @@ async def _main(calls: int) -> None:
                     start, used = time.perf_counter(), time.process_time()
                     await sides[name]()
                     times[name].append(time.perf_counter() - start)
-                    if name == "in_process":
-                        cpu["in_process"] += time.process_time() - used
+                    if name in ("in_process", "turn_call"):
+                        cpu[name] += time.process_time() - used
             cpu = {
                 name: (_cpu(pids[name]) - cpu[name]) / calls if name in pids else cpu[name] / calls
                 for name in sides
@@ -206,6 +225,11 @@ async def _main(calls: int) -> None:
         print(
             f"  the same run in process, no MCP      median {mi * 1e3:7.2f} ms"
             f"   p95 {pi * 1e3:7.2f} ms   CPU        {cpu['in_process'] * 1e3:5.2f} ms/call"
+        )
+        mt, pt = _stats(times["turn_call"])
+        print(
+            f"  the session's call in process, no MCP median {mt * 1e3:7.2f} ms"
+            f"   p95 {pt * 1e3:7.2f} ms   CPU        {cpu['turn_call'] * 1e3:5.2f} ms/call"
         )
         print(f"  ratio session / npm (medians)         {ms / md:7.2f}x   (target <= 2x)")
         print(f"  ratio per run / npm (medians)         {mg / md:7.2f}x")
