@@ -7,14 +7,18 @@ a shared machine):
 
 - yardstick: the npm ``@modelcontextprotocol/server-filesystem`` (``.ci/node``, as ``.ci/run``
   installs it, pinned there) answering ``read_text_file`` of a 4 KiB file;
-- governed: ``proctor mcp`` serving a one-step skill whose step is ``fs.read`` of the same
+- session: ``proctor mcp --tool fs.read`` serving proctor's ``fs.read`` directly: each call a
+  governed call of the client session's one run (admitted, the read contained and its output
+  checked, recorded, one audit line), the session's receipt sealed when the client goes;
+- per run: ``proctor mcp`` serving a one-step skill whose step is ``fs.read`` of the same
   file: each call a run (admitted, the read contained and checked, recorded, audited, sealed
   with a signed receipt) in the sandbox a served call requires;
 - beside them, in the same turns, the same run through ``Session.run`` in this process (no
-  MCP): what the run costs alone, so the ratio splits into the run and the MCP layer.
+  MCP), and the session's call through ``Session.turn_call`` of a session run opened here:
+  what each costs alone, so each ratio splits into the engine's part and the MCP layer's.
 
-Prints the median and p95 round trip of each, the ratio of the medians (the issue's target:
-at most 2x), and the CPU per call of each server process (from ``/proc``).
+Prints the median and p95 round trip of each, the ratios of the medians to npm's (the issue's
+target: at most 2x), and the CPU per call of each server process (from ``/proc``).
 """
 
 from __future__ import annotations
@@ -113,11 +117,19 @@ async def _main(calls: int) -> None:
             cwd=str(root),
             env=env,
         )
+        session_run = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "proctor", "mcp", "--tool", "fs.read"],
+            cwd=str(root),
+            env=env,
+        )
         path = str(data / "a.txt")
         async with AsyncExitStack() as stack:
             d = await stack.enter_async_context(Client(direct))
             g = await stack.enter_async_context(Client(governed))
-            pids = {"direct": _child_of_us(script), "governed": _child_of_us("proctor mcp")}
+            pids = {"direct": _child_of_us(script), "governed": _child_of_us("proctor mcp skills")}
+            s = await stack.enter_async_context(Client(session_run))
+            pids["session"] = _child_of_us("proctor mcp --tool")
 
             async def direct_read() -> None:
                 result = await d.call_tool("read_text_file", {"path": path})
@@ -127,6 +139,11 @@ async def _main(calls: int) -> None:
                 result = await g.call_tool("reader__read", {"path": "data/a.txt"})
                 assert not result.is_error, result
                 assert result.structured_content["outcome"] == "completed", result
+
+            async def session_read() -> None:
+                result = await s.call_tool("fs_read", {"path": "data/a.txt"})
+                assert not result.is_error, result
+                assert result.structured_content["size"] == 4096, result
 
             from proctor.runtime.boundary.workspace import Workspace
             from proctor.runtime.engine.session import Session
@@ -142,13 +159,36 @@ async def _main(calls: int) -> None:
                 envelope = session.run(ref, inputs={"path": "data/a.txt"}, cwd=root)
                 assert envelope.outcome == "completed", envelope
 
-            sides = {"direct": direct_read, "governed": governed_read, "in_process": in_process}
+            from proctor.mcp.core_tools import open_core_tools
+            from proctor.mcp.session_runs import TURN, seal_session_run
+
+            package = open_core_tools(root, ["fs.read"]).sessions.package
+            opened = session.run(str(package), inputs={"client": "bench"}, cwd=root)
+            assert opened.status == "needs_agent" and opened.run_id is not None, opened
+            turn_run = opened.run_id
+            stack.callback(lambda: seal_session_run(session, turn_run))
+            made = [0]
+
+            async def turn_call() -> None:
+                made[0] += 1
+                outcome = session.turn_call(
+                    turn_run, TURN, "fs.read", {"path": "data/a.txt"}, f"c{made[0]}"
+                )
+                assert outcome.status == "completed", outcome
+
+            sides = {
+                "direct": direct_read,
+                "session": session_read,
+                "governed": governed_read,
+                "in_process": in_process,
+                "turn_call": turn_call,
+            }
             for _ in range(20):  # warm-up
                 for fn in sides.values():
                     await fn()
             times: dict[str, list[float]] = {name: [] for name in sides}
             cpu = {name: _cpu(pid) for name, pid in pids.items()}
-            cpu["in_process"] = 0.0
+            cpu["in_process"] = cpu["turn_call"] = 0.0
             order = list(sides)
             for n in range(calls):
                 at = n % len(order)  # each side takes every place in the turn in its turn
@@ -156,13 +196,14 @@ async def _main(calls: int) -> None:
                     start, used = time.perf_counter(), time.process_time()
                     await sides[name]()
                     times[name].append(time.perf_counter() - start)
-                    if name == "in_process":
-                        cpu["in_process"] += time.process_time() - used
+                    if name in ("in_process", "turn_call"):
+                        cpu[name] += time.process_time() - used
             cpu = {
                 name: (_cpu(pids[name]) - cpu[name]) / calls if name in pids else cpu[name] / calls
                 for name in sides
             }
         md, pd = _stats(times["direct"])
+        ms, ps = _stats(times["session"])
         mg, pg = _stats(times["governed"])
         print(
             f"4 KiB file read over MCP stdio, {calls} calls each, interleaved,"
@@ -173,6 +214,10 @@ async def _main(calls: int) -> None:
             f"   p95 {pd * 1e3:7.2f} ms   server CPU {cpu['direct'] * 1e3:5.2f} ms/call"
         )
         print(
+            f"  proctor mcp --tool fs.read (session) median {ms * 1e3:7.2f} ms"
+            f"   p95 {ps * 1e3:7.2f} ms   server CPU {cpu['session'] * 1e3:5.2f} ms/call"
+        )
+        print(
             f"  proctor mcp, skill step fs.read      median {mg * 1e3:7.2f} ms"
             f"   p95 {pg * 1e3:7.2f} ms   server CPU {cpu['governed'] * 1e3:5.2f} ms/call"
         )
@@ -181,7 +226,13 @@ async def _main(calls: int) -> None:
             f"  the same run in process, no MCP      median {mi * 1e3:7.2f} ms"
             f"   p95 {pi * 1e3:7.2f} ms   CPU        {cpu['in_process'] * 1e3:5.2f} ms/call"
         )
-        print(f"  ratio governed / npm (medians)        {mg / md:7.2f}x   (target <= 2x)")
+        mt, pt = _stats(times["turn_call"])
+        print(
+            f"  the session's call in process, no MCP median {mt * 1e3:7.2f} ms"
+            f"   p95 {pt * 1e3:7.2f} ms   CPU        {cpu['turn_call'] * 1e3:5.2f} ms/call"
+        )
+        print(f"  ratio session / npm (medians)         {ms / md:7.2f}x   (target <= 2x)")
+        print(f"  ratio per run / npm (medians)         {mg / md:7.2f}x")
         print(f"  ratio in process / npm (medians)      {mi / md:7.2f}x   (the run alone)")
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -62,6 +62,14 @@ class _WithReview(click.Command):
     " SERVER__TOOL, each client session one run.",
 )
 @click.option(
+    "--tool",
+    "core_tools",
+    multiple=True,
+    metavar="NAME",
+    help="Serve this proctor tool (fs.read, fs.list, ...) as an MCP tool (fs_read), each client"
+    " session one run whose calls are governed calls (repeatable).",
+)
+@click.option(
     "--config",
     "config",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -149,6 +157,7 @@ class _WithReview(click.Command):
 def mcp(
     refs: tuple[str, ...],
     gateway: bool,
+    core_tools: tuple[str, ...],
     config: Path | None,
     run_id: str | None,
     authority_name: str | None,
@@ -177,6 +186,7 @@ def mcp(
     \b
     Examples:
       proctor mcp examples/hello-world
+      proctor mcp --tool fs.read --tool fs.list
       proctor mcp --directives --drive
     """
     import os
@@ -229,6 +239,7 @@ def mcp(
         directives=exposure,
         gateway=gateway,
         config=config,
+        tools=core_tools,
     )
     import sys
 

@@ -55,6 +55,7 @@ def open_server(
     directives: DirectiveExposure | None = None,
     gateway: bool = False,
     config: Path | None = None,
+    tools: tuple[str, ...] = (),
 ) -> ProctorServer:
     """Load what the server offers and build it (nothing is served yet).
 
@@ -62,12 +63,17 @@ def open_server(
     served call reads the settings the server started with, from a plain mapping rather than
     one that encodes and decodes on each of a run's reads).
 
-    ``directives`` serves the directive tools (``--directives``), alone or beside skills.
+    ``directives`` serves the directive tools (``--directives``), alone or beside skills;
+    ``tools`` serves those of proctor's own tools (``--tool fs.read``), each client session one
+    run (:mod:`proctor.mcp.core_tools`). Session runs a killed ``proctor mcp`` left open in
+    the workspace are sealed here (:func:`proctor.mcp.session_runs.seal_orphans`).
 
     Raises:
         UsageError: neither skills, directives nor ``--run``, or ``--run`` with either; a
             reference that names no package or method; a tool name collision; an exposed
-            directive id that names no directive (``directive_not_found``).
+            directive id that names no directive (``directive_not_found``); a ``--tool`` that is
+            none of proctor's tools (``tool_not_found``) or whose MCP name is taken
+            (``mcp_tool_name_collision``).
         ParseError: a package file is invalid.
         ConfigError: a preset that does not resolve; ``--run`` naming a run this workspace
             does not hold.
@@ -75,14 +81,14 @@ def open_server(
     import os
 
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
-    if run_id is not None and (refs or directives is not None or gateway):
+    if run_id is not None and (refs or directives is not None or gateway or tools):
         raise UsageError(
             "serve either skills, directives and the gateway, or one run (--run), not both",
             code="mcp_scope_ambiguous",
         )
-    if run_id is None and not refs and directives is None and not gateway:
+    if run_id is None and not refs and directives is None and not gateway and not tools:
         raise UsageError(
-            "name skills to serve, --directives, --gateway, or --run RUN_ID",
+            "name skills to serve, --tool NAME, --directives, --gateway, or --run RUN_ID",
             code="mcp_no_skills",
         )
     if config is not None and not gateway:
@@ -104,6 +110,11 @@ def open_server(
         from proctor.mcp.gateway import open_gateway
 
         served = open_gateway(workspace, env, None, _report)
+    core = None
+    if tools:
+        from proctor.mcp.core_tools import open_core_tools
+
+        core = open_core_tools(workspace.root, list(tools))
     authority = None if authority_name is None else _preset(authority_name, workspace, env)
     settings = ServerConfig(
         workspace=workspace,
@@ -126,13 +137,17 @@ def open_server(
             "--run needs the driver's turn API (pause and resume), which this build lacks",
             code="mcp_turns_unavailable",
         )
-    proctor = ProctorServer(settings, turns=turns, directives=directives, gateway=served)
+    proctor = ProctorServer(settings, turns=turns, directives=directives, gateway=served, core=core)
     if proctor.directives is not None:
         try:
             proctor.directives.check_exposure()
         except BaseException:
             proctor.close()
             raise
+    if run_id is None:
+        from proctor.mcp.session_runs import seal_orphans
+
+        seal_orphans(proctor)
     if run_id is not None and turns is not None:
         turns.check_run(run_id, proctor)
     return proctor

@@ -377,6 +377,8 @@ async def serve_http(
             # serve() ends, and the counts of the open windows would die with the process
             events = app.coalescer.flush()
             await anyio.to_thread.run_sync(lambda: app.write_events(events))
+            # and the sessions' runs seal now, for the same reason
+            await anyio.to_thread.run_sync(proctor.seal_sessions)
             if workers is not None:
                 await anyio.to_thread.run_sync(workers.stop)
 

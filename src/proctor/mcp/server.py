@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult
 
     from proctor.mcp.catalog import Catalog, SkillTool
+    from proctor.mcp.core_tools import CoreTools
     from proctor.mcp.directive_tools import DirectiveExposure, DirectiveTools
     from proctor.mcp.gateway import GatewayTools
     from proctor.mcp.turns import TurnTools
@@ -171,12 +172,14 @@ class ProctorServer:
         turns: TurnTools | None = None,
         directives: DirectiveExposure | None = None,
         gateway: GatewayTools | None = None,
+        core: CoreTools | None = None,
     ) -> None:
         from proctor.runtime.engine.session import Session
 
         self.config = config
         self.turns = turns
         self.gateway = gateway
+        self.core = core
         self.approvals = ApprovalRelay(config.console_url, config.trust_client_approvals)
         self._audit_lock = threading.Lock()
         self._audit_session = Session(config.workspace, environ=config.environ)
@@ -337,6 +340,8 @@ class ProctorServer:
                 tools.extend(self.directives.tool_list())
             if self.gateway is not None:
                 tools.extend(self.gateway.tool_list())
+            if self.core is not None:
+                tools.extend(self.core.tool_list())
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
@@ -382,6 +387,8 @@ class ProctorServer:
                 lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code=refused.code)
             )
             return error_result(refused)
+        if self.core is not None and self.core.serves(params.name):
+            return await self.core.call(ctx, params.name, arguments, self, _client_info(ctx))
         if self.gateway is not None and self.gateway.serves(params.name):
             return await self.gateway.call(ctx, params.name, arguments, self, _client_info(ctx))
         if self.turns is not None and self.turns.serves(params.name):
@@ -549,11 +556,18 @@ class ProctorServer:
                 self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="proctor-mcp")
             return self._executor
 
+    def seal_sessions(self) -> None:
+        """Seal each client session's run (gateway, ``--tool``) with its receipt: the sessions
+        end with the server. Runs sealed here are forgotten, so a second call seals nothing."""
+        if self.gateway is not None:
+            self.gateway.seal_all(self)
+        if self.core is not None:
+            self.core.seal_all(self)
+
     def close(self) -> None:
         """Release the sessions (every call has ended: its task waited for its worker)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
-        if self.gateway is not None:
-            self.gateway.seal_all(self)  # each client session's run seals with its receipt
+        self.seal_sessions()
         self.pool.close()
         self._audit_session.close()

@@ -1,0 +1,391 @@
+"""One run per MCP client session, each call a governed call of that run's agent turn.
+
+What the gateway (:mod:`proctor.mcp.gateway`, upstream MCP tools) and the served core tools
+(:mod:`proctor.mcp.core_tools`, ``--tool fs.read``) share. A session's run is a run of a
+generated package with one agent step (:data:`TURN`) whose allowance is exactly the served
+tools; it opens when the session's first call comes. Each call is then
+:meth:`~proctor.runtime.engine.session.Session.turn_call` of that turn: admitted with the
+server's authority and the workspace's policy (scope, schema, containment of every path,
+the approval floor with the exact arguments, budgets, rate limits), its output checked for
+secrets, recorded in the run store and written to the audit log. A change under
+``effects: ask`` waits for a person, asked through elicitation as for served skills.
+
+The run seals with a signed receipt when the session ends (the server stops:
+:meth:`SessionRuns.seal_all`). A server that is killed leaves its sessions' runs paused on the
+turn; each open run is named by a file in ``.proctor/mcp-sessions/`` holding the lease-holder
+id of the process that serves it, and the next ``proctor mcp`` started in the workspace seals
+every run whose process is gone (:func:`seal_orphans`); a person may also close one with
+``proctor resume RUN_ID -`` and ``{"close": {"outcome": "superseded"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import mcp_types as types
+
+from proctor.errors import ProctorError
+from proctor.mcp.approvals import ApprovalRelay
+from proctor.mcp.shared import ServerConfig, TurnHost
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+
+    from proctor.runtime.engine.session import Session
+
+__all__ = [
+    "TURN",
+    "SessionHost",
+    "SessionRuns",
+    "error",
+    "seal_orphans",
+    "session_key",
+    "session_package",
+]
+
+TURN = "serve"
+WAIT_POLL = 0.25
+BUSY_WAIT = 60.0
+_ENDED = frozenset({"run_sealed", "unknown_address"})
+"""What a call answers when its session's run no longer waits on the turn."""
+OPEN_RUNS = "mcp-sessions"
+"""The folder under ``.proctor/`` naming each open session run and the process serving it."""
+
+
+class SessionHost(TurnHost, Protocol):
+    """What a session's calls use of the server dispatching to them."""
+
+    config: ServerConfig
+    approvals: ApprovalRelay
+
+
+def session_package(
+    root: Path, kind: str, name: str, tools: list[str], texts: tuple[str, str, str]
+) -> Path:
+    """Write the package of a session run whose turn may call exactly ``tools`` (one folder per
+    distinct tool set, under ``.proctor/<kind>/``). ``texts``: the package's description, the
+    method's and the turn's instructions (plain YAML scalars)."""
+    description, method, instructions = texts
+    from proctor.receipts.canonical import digest
+
+    folder = root / ".proctor" / kind / digest(sorted(tools))[7:23]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: {description}\n---\n", encoding="utf-8"
+    )
+    allowance = json.dumps(sorted(tools))
+    (folder / "run.yaml").write_text(
+        "minimum_proctor: 0.1.0\n"
+        "default_method: session\n"
+        "methods:\n"
+        "  session:\n"
+        f"    description: {method}\n"
+        "    inputs: {type: object, properties: {client: {type: string}}}\n"
+        "    steps:\n"
+        f"      - id: {TURN}\n"
+        "        agent:\n"
+        f"          instructions: {instructions}\n"
+        "          inputs: {client: $input.client}\n"
+        f"          calls: {{tools: {allowance}}}\n"
+        "          output:\n"
+        "            type: object\n"
+        "            properties: {calls: {type: integer}}\n"
+        "            required: [calls]\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+def session_key(ctx: ServerRequestContext[Any, Any], transport: str) -> tuple[str, ...]:
+    """The client session a call belongs to: its run is the session's run.
+
+    The SDK builds a request's ``ctx.session`` afresh for every request (and on the 2026-07-28
+    protocol a connection too), so neither names a client session. Over stdio the process
+    serves one client: every call is its session's. Over streamable HTTP a session is the
+    ``Mcp-Session-Id`` the transport gave (the handshake protocol); the stateless protocol has
+    none, so a client there is its bearer key's token id and the name it gives in its
+    ``clientInfo``.
+    """
+    if transport == "stdio":
+        return ("stdio",)
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    session_id = None if headers is None else headers.get("mcp-session-id")
+    if session_id:
+        return ("http-session", str(session_id)[:200])
+    scope = getattr(request, "scope", None)
+    token = scope.get("proctor.token_id") if isinstance(scope, Mapping) else None
+    params = ctx.session.client_params
+    client = "" if params is None or params.client_info is None else params.client_info.name
+    return ("http-client", str(token or ""), str(client)[:200])
+
+
+def error(code: str, message: str) -> types.CallToolResult:
+    """A tool error ``error[code]: message`` (the message scrubbed of secrets)."""
+    from proctor.runtime.boundary.sanitize import scrub_text
+
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"error[{code}]: {scrub_text(message)}")], is_error=True
+    )
+
+
+class SessionRuns:
+    """The run of each client session over one package, and the calls made in them."""
+
+    def __init__(self, package: Path) -> None:
+        self.package = package
+        self.runs: dict[tuple[str, ...], str] = {}  # client session (session_key) -> run id
+        self.calls: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._opening = threading.Lock()  # one run per session, even when its first calls race
+
+    def _run_of(
+        self, ctx: ServerRequestContext[Any, Any], host: SessionHost, key: tuple[str, ...]
+    ) -> str:
+        with self._opening:
+            with self._lock:
+                found = self.runs.get(key)
+            if found is not None:
+                return found
+            return self._open_run(ctx, host, key)
+
+    def _open_run(
+        self, ctx: ServerRequestContext[Any, Any], host: SessionHost, key: tuple[str, ...]
+    ) -> str:
+        client = ""
+        params = ctx.session.client_params
+        if params is not None and params.client_info is not None:
+            client = str(params.client_info.name)[:200]
+
+        def start(session: Session) -> str:
+            envelope = session.run(
+                str(self.package), inputs={"client": client}, authority=host.config.authority
+            )
+            if envelope.run_id is None or envelope.status != "needs_agent":
+                raise ProctorError(
+                    f"the session's run did not open ({envelope.status})",
+                    code="session_run_not_opened",
+                )
+            _mark_open(host.config.workspace.root, envelope.run_id, session.holder)
+            return envelope.run_id
+
+        run_id = host.pool.use(start)
+        with self._lock:
+            self.runs[key] = run_id
+        host.config.runs[run_id] = None
+        return run_id
+
+    async def call(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        host: SessionHost,
+        tool: str,
+        arguments: dict[str, Any],
+        client: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """One client call of ``tool``: admitted as a call of the session run's turn; a change
+        waits for a person's decision (``client``: the client's name and version, for the
+        audit log). Returns the call's outcome
+        (:class:`~proctor.runtime.engine.turn_calls.CallOutcome`), or a tool error when the
+        session's run cannot be opened, the call is refused before it is admitted, or it still
+        waits for a person (``approval_pending``)."""
+        key = session_key(ctx, host.config.transport)
+        with self._lock:  # the session's run, once it has one, without a thread hop
+            known = self.runs.get(key)
+        try:
+            run_id: str = (
+                known
+                if known is not None
+                else await anyio.to_thread.run_sync(lambda: self._run_of(ctx, host, key))
+            )
+        except ProctorError as exc:
+            return error(exc.code, exc.message)
+        with self._lock:
+            n = self.calls[run_id] = self.calls.get(run_id, 0) + 1
+        once = _once(host, run_id, tool, arguments, f"c{n}")
+        try:
+            outcome = await host.run_in_worker(once)
+        except ProctorError as exc:
+            if exc.code not in _ENDED or known is None:
+                return error(exc.code, exc.message)
+            # the session's run was sealed under it (a person closed it, a client completed
+            # its turn): the session goes on in a new run
+            with self._lock:
+                if self.runs.get(key) == run_id:
+                    del self.runs[key]
+            _open_file(host.config.workspace.root, run_id).unlink(missing_ok=True)
+            return await self.call(ctx, host, tool, arguments, client)
+        if outcome.error and outcome.error.get("code") == "approval_pending":
+            details = outcome.error.get("details") or {}
+            address = str(details.get("address") or "")
+            digest = str(details.get("request_digest") or "")
+            await self._ask(ctx, host, run_id, address, client)
+            decided = await self._decided(host, run_id, address, digest)
+            if not decided:
+                return error(
+                    "approval_pending",
+                    f"{tool} waits for a person's approval at {address} of run {run_id}"
+                    " (proctor approve, or the console); nothing was done",
+                )
+            try:
+                outcome = await host.run_in_worker(once)
+            except ProctorError as exc:
+                return error(exc.code, exc.message)
+        return outcome
+
+    async def _ask(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        host: SessionHost,
+        run_id: str,
+        address: str,
+        client: Mapping[str, Any] | None,
+    ) -> None:
+        """Relay the approval to the client as served skills do (elicitation; a form answer
+        counts only under ``--trust-client-approvals``)."""
+
+        def envelope(session: Session) -> dict[str, Any]:
+            return session.envelope(run_id).to_json()
+
+        doc = await anyio.to_thread.run_sync(lambda: host.pool.use(envelope))
+        doc["requests"] = [r for r in doc.get("requests") or [] if r.get("address") == address]
+        if not ctx.session.can_send_request:
+            return
+        try:
+            await host.approvals.relay(ctx, doc, host, client)
+        except Exception:  # a client that cannot answer leaves the decision to a person
+            return
+
+    async def _decided(self, host: SessionHost, run_id: str, address: str, digest: str) -> bool:
+        """Wait (reporting progress) until the request is no longer open; False after the
+        relay's wait bound."""
+
+        def check(session: Session) -> bool:
+            return not any(
+                r.address == address and r.request_digest == digest and r.state == "open"
+                for r in session.store.requests(run_id)
+            )
+
+        with anyio.move_on_after(host.approvals.wait_seconds):
+            while True:
+                if await anyio.to_thread.run_sync(lambda: host.pool.use(check)):
+                    return True
+                await anyio.sleep(WAIT_POLL)
+        return False
+
+    def seal_all(self, host: SessionHost) -> None:
+        """End each session's run: its turn answered with the number of calls, sealed with a
+        receipt (a run still waiting on a person is closed ``superseded``)."""
+        with self._lock:
+            runs = list(self.runs.values())
+            self.runs.clear()
+        for run_id in runs:
+            calls = self.calls.get(run_id, 0)
+            try:
+                host.pool.use(partial(_seal, run_id=run_id, calls=calls))
+            except ProctorError as exc:
+                host.audit("mcp_session_seal_failed", run_id, code=exc.code)
+
+
+def _once(
+    host: SessionHost, run_id: str, tool: str, arguments: dict[str, Any], call_id: str
+) -> Callable[[threading.Event], Any]:
+    def once(stop: threading.Event) -> Any:
+        def go(session: Session) -> Any:
+            return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
+
+        # a person's decision drives the run on in its own process, holding the run's lease
+        # for a moment: the call waits for it rather than failing run_busy
+        deadline = time.monotonic() + BUSY_WAIT
+        while True:
+            try:
+                return host.pool.use(go)
+            except ProctorError as exc:
+                if exc.code != "run_busy" or time.monotonic() > deadline or stop.is_set():
+                    raise
+            stop.wait(WAIT_POLL)
+
+    return once
+
+
+def _seal(session: Session, *, run_id: str, calls: int | None) -> None:
+    seal_session_run(session, run_id, calls)
+
+
+def seal_session_run(session: Session, run_id: str, calls: int | None = None) -> None:
+    """Seal one session's run: its turn answered ``{calls}`` (by default the calls the run
+    store recorded in it), or closed ``superseded`` when it waits on anything else. A run
+    already sealed is left as it is. Its open-run file is removed either way.
+
+    Raises:
+        ProctorError: what :meth:`~proctor.runtime.engine.session.Session.resume` refuses.
+    """
+    envelope = session.envelope(run_id).to_json()
+    if envelope.get("status") != "sealed":
+        turn = next((r for r in envelope.get("requests") or [] if r.get("address") == TURN), None)
+        if envelope.get("status") != "needs_agent" or turn is None:
+            session.resume(run_id, {"close": {"outcome": "superseded"}})
+        else:
+            if calls is None:
+                calls = len(session.store.step_calls(run_id, TURN))
+            answer = {"request_digest": turn["request_digest"], "value": {"calls": calls}}
+            session.resume(run_id, {"answers": {TURN: answer}})
+    _open_file(session.workspace.root, run_id).unlink(missing_ok=True)
+
+
+def _open_file(root: Path, run_id: str) -> Path:
+    return root / ".proctor" / OPEN_RUNS / run_id
+
+
+def _mark_open(root: Path, run_id: str, holder: str) -> None:
+    """Name ``run_id`` as open, served by ``holder`` (written whole, then renamed in)."""
+    folder = root / ".proctor" / OPEN_RUNS
+    folder.mkdir(mode=0o700, exist_ok=True)
+    part = folder / f".{run_id}.part"
+    part.write_text(holder, encoding="utf-8")
+    os.replace(part, folder / run_id)
+
+
+def seal_orphans(host: SessionHost) -> list[str]:
+    """Seal the session runs a ``proctor mcp`` process left open when it died (its lease-holder
+    id names a process of this host that is gone): each is sealed as the session's end would
+    have sealed it, audited ``mcp_session_run_sealed`` (``orphaned: true``). A run served by a
+    live process, or by another host, is left alone; one that cannot be sealed is audited
+    ``mcp_session_seal_failed`` with its code and left for the next start. Returns the runs
+    sealed."""
+    from proctor.runtime.engine.lease import holder_dead
+
+    folder = host.config.workspace.root / ".proctor" / OPEN_RUNS
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    sealed = []
+    for name in names:
+        if name.startswith("."):
+            continue
+        try:
+            holder = (folder / name).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not holder_dead(holder):
+            continue
+        try:
+            host.pool.use(partial(_seal, run_id=name, calls=None))
+        except ProctorError as exc:
+            if exc.code == "run_not_found":
+                (folder / name).unlink(missing_ok=True)
+            else:
+                host.audit("mcp_session_seal_failed", name, code=exc.code)
+            continue
+        host.audit("mcp_session_run_sealed", name, orphaned=True)
+        sealed.append(name)
+    return sealed
