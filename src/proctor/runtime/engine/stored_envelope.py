@@ -24,15 +24,19 @@ by its reference alone, never by the new row's body under the old digest.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proctor.contracts.envelope import TraceEntry
 from proctor.contracts.values import replace
-from proctor.runtime.engine.trace_window import TraceWindow, entry, stored_entries, traced
+from proctor.runtime.engine.trace_window import (
+    TraceWindow,
+    entry,
+    sandbox_use,
+    sandbox_warnings,
+    stored_entries,
+    traced,
+)
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
-
-if TYPE_CHECKING:
-    from proctor.runtime.boundary.sandbox import SandboxUse
 
 __all__ = [
     "answers_template",
@@ -111,23 +115,6 @@ def trace_of(calls: Iterable[CallRecord]) -> list[TraceEntry]:
     """The envelope's trace whole: every settled call in the order it was claimed (an
     envelope shows it bounded: :mod:`.trace_window`)."""
     return [entry(call) for call in calls if traced(call)]
-
-
-def sandbox_use(record: object) -> SandboxUse | None:
-    """The sandbox a call recorded (``None`` for one that started no process: most calls,
-    read without importing the sandbox module)."""
-    if record is None:
-        return None
-    from proctor.runtime.boundary.sandbox import SandboxUse
-
-    return SandboxUse.from_record(record)
-
-
-def sandbox_warnings(settled: dict[str, Any]) -> list[str]:
-    """The trace's warning about the sandbox a call recorded, if it warrants one."""
-    use = sandbox_use(settled.get("sandbox"))
-    warning = None if use is None else use.warning()
-    return [] if warning is None else [warning]
 
 
 def compact_trace(doc: dict[str, Any], calls: TraceWindow | Iterable[CallRecord]) -> dict[str, Any]:

@@ -19,10 +19,13 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import TraceEntry
 from proctor.runtime.records.runs import CallRecord, RunStore
+
+if TYPE_CHECKING:
+    from proctor.runtime.boundary.sandbox import SandboxUse
 
 __all__ = ["TRACE_ENDS", "TRACE_LIMIT", "TraceWindow", "traced", "window_of"]
 
@@ -116,8 +119,6 @@ def _seq(item: tuple[int, CallRecord]) -> int:
 
 def entry(call: CallRecord) -> TraceEntry:
     """The trace entry of a :func:`traced` call."""
-    from proctor.runtime.engine.stored_envelope import sandbox_warnings
-
     settled: dict[str, Any] = call.result if isinstance(call.result, dict) else {}
     error = settled.get("error") or None
     return TraceEntry(
@@ -134,6 +135,23 @@ def entry(call: CallRecord) -> TraceEntry:
         ]
         + sandbox_warnings(settled),
     )
+
+
+def sandbox_use(record: object) -> SandboxUse | None:
+    """The sandbox a call recorded (``None`` for one that started no process: most calls,
+    read without importing the sandbox module)."""
+    if record is None:
+        return None
+    from proctor.runtime.boundary.sandbox import SandboxUse
+
+    return SandboxUse.from_record(record)
+
+
+def sandbox_warnings(settled: dict[str, Any]) -> list[str]:
+    """The trace's warning about the sandbox a call recorded, if it warrants one."""
+    use = sandbox_use(settled.get("sandbox"))
+    warning = None if use is None else use.warning()
+    return [] if warning is None else [warning]
 
 
 def window_of(store: RunStore, run_id: str) -> TraceWindow:
