@@ -78,10 +78,8 @@ def child(kind: str, n: int, root: Path, synthetic: bool) -> None:
         s = long_run.session(ws)
         env = s.run("long", cwd=ws)
     else:
-        import threading
-
         ws = long_run.workspace("echoes", long_run.AGENT_YAML)
-        agent = long_run._Echoes(n, threading.Event())
+        agent = _Echoes(n)
         s = long_run.session(ws, agent_driver=agent)
         env = s.run("echoes", cwd=ws)
     assert env.status == "sealed" and env.outcome == "completed", env.refusal
@@ -91,6 +89,23 @@ def child(kind: str, n: int, root: Path, synthetic: bool) -> None:
     shutil.move(str(ws / ".proctor" / "receipts"), str(root / "receipts"))
     shutil.rmtree(ws, ignore_errors=True)
     print(env.receipt_id)
+
+
+class _Echoes:
+    """A managed agent that makes ``count`` echo calls and keeps nothing per call (so the run's
+    peak is proctor's, not the benchmark's)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def drive_turn(self, turn: object, call: object) -> dict[str, int]:
+        from proctor.runtime.admission.governor import CallSpec
+
+        for i in range(self.count):
+            outcome = call(CallSpec("echo", {"text": f"call {i}"}, frozenset(), reason="bench"))  # type: ignore[operator]
+            if not outcome.ok:
+                raise SystemExit(f"call {i} failed: {outcome.error}")
+        return {"calls": self.count}
 
 
 VERIFY = """

@@ -50,7 +50,11 @@ class RunEnvelope(Record, frozen=False):
     calls, or ran under a spend limit) is what the whole tree spent, in micro-dollars; it is
     left out otherwise. ``seal_reason`` (a sealed run whose outcome alone does not say why:
     ``approval_declined``, ``budget_exceeded``, ``child_failed`` ...) is the receipt's own
-    ``seal_reason``; it is left out when there is none.
+    ``seal_reason``; it is left out when there is none. ``trace`` lists every settled call in
+    claim order while there are at most 1,000; a longer one shows the first 500 and the last
+    500, and ``trace_omitted`` counts the entries left out between them (it is left out when
+    the trace is whole). Every call is still in the run store (``run.read`` and ``proctor
+    history RUN`` page the run's events) and in the receipt tree.
     """
 
     schema_: Annotated[Literal["proctor.run.v1"], Rule(alias="schema")] = RUN_SCHEMA
@@ -70,11 +74,12 @@ class RunEnvelope(Record, frozen=False):
     notes: list[str] = field(default_factory=list)
     spend_micro_usd: int | None = None
     seal_reason: str | None = None
+    trace_omitted: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The envelope as a JSON-ready mapping, with ``schema`` as its first key."""
         doc = self.model_dump()
-        for optional in ("spend_micro_usd", "seal_reason"):
+        for optional in ("spend_micro_usd", "seal_reason", "trace_omitted"):
             if doc.get(optional) is None:
                 doc.pop(optional, None)
         return doc

@@ -311,3 +311,34 @@ def test_find_reusable_returns_the_newest_completed_run_with_the_key(store: RunS
     assert found is not None and found.run_id == "new"
     assert store.find_reusable("k", since="9999-01-01T00:00:00Z") is None
     assert store.find_reusable("absent", since="1970-01-01T00:00:00Z") is None
+
+
+def test_calls_and_steps_are_read_a_page_at_a_time_in_claim_order(store: RunStore) -> None:
+    for run_id in ("r", "other"):
+        store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
+    for n in range(23):  # two runs' calls interleaved, three steps of one run interleaved
+        run_id = "other" if n % 4 == 3 else "r"
+        store.record_call(_call(run_id, f"c{n}", ("a", "b", None)[n % 3], "completed"))
+    store.settle_step("r", "b", {"outcome": "completed"})
+    store.settle_step("r", "a", {"outcome": "completed"})
+    mine = [c.call_id for c in store.calls("r")]
+    assert len(mine) == 18
+    for batch in (1, 4, 18, 1000):
+        paged = list(store.iter_calls("r", batch=batch))
+        assert [c.call_id for c in paged] == mine
+        assert [c.seq for c in paged] == sorted({c.seq for c in paged})
+        newest = store.iter_calls("r", batch=batch, newest_first=True)
+        assert [c.call_id for c in newest] == mine[::-1]
+        for step in ("a", "b", None):
+            assert [c.call_id for c in store.iter_step_calls("r", step, batch=batch)] == [
+                c.call_id for c in store.step_calls("r", step)
+            ]
+        pairs = list(store.iter_step_records("r", batch=batch))
+        assert pairs == list(store.step_records("r").items())
+    assert [c.call_id for c in store.iter_calls("r")] == mine
+    assert list(store.iter_calls("never")) == []
+    assert list(store.iter_step_records("never")) == []
+    assert store.unsettled_call_steps("r") == [None]
+    assert store.unsettled_call_steps("other") == ["a", "b", None]
+    with pytest.raises(ValueError, match="at least one row"):
+        list(store.iter_calls("r", batch=0))

@@ -641,7 +641,9 @@ class Governor:
 
     def _next_call_id(self, step_id: str | None) -> str:
         if step_id not in self._per_step:
-            self._per_step[step_id] = len(self.store.step_calls(self.run_id, step_id))
+            # counted a page at a time: a turn of a million calls is never held to count it
+            calls = self.store.iter_step_calls(self.run_id, step_id)
+            self._per_step[step_id] = sum(1 for _ in calls)
         n = self._per_step[step_id] + 1
         self._per_step[step_id] = n
         return f"{step_id or 'call'}/{n}"

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from proctor.runtime.home.credentials.model import Secret
 
 __all__ = [
+    "CALL_IDS_KEPT",
     "DEFAULT_MAX_STEPS",
     "ManagedAgent",
     "TurnStats",
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_STEPS = 20
+CALL_IDS_KEPT = 1000
+"""Call ids :attr:`TurnStats.call_ids` keeps at least (the newest)."""
 _MAX_REMINDERS = 2
 _RESULT_LIMIT = 64 * 1024
 _NOT_AN_OBJECT = "the arguments were not a JSON object; nothing was called"
@@ -91,6 +94,8 @@ class TurnStats:
     total_s: float = 0.0
     refused_calls: int = 0
     call_ids: list[str] = field(default_factory=list)
+    """The ids of the turn's calls, the newest :data:`CALL_IDS_KEPT` at least (a turn of more
+    drops the oldest: the run store holds every call)."""
     elided: list[dict[str, Any]] = field(default_factory=list)
     """Older tool results summarised to keep the conversation under its context budget."""
 
@@ -416,7 +421,10 @@ class ManagedAgent:
             )
         )
         stats.tool_calls += 1
-        stats.call_ids.append(outcome.call_id)
+        ids = stats.call_ids
+        ids.append(outcome.call_id)
+        if len(ids) > 2 * CALL_IDS_KEPT:  # bounded whatever the turn's length
+            del ids[:-CALL_IDS_KEPT]
         if outcome.status == "refused":
             stats.refused_calls += 1
         if outcome.ok:

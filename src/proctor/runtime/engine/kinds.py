@@ -653,7 +653,7 @@ def _turn_approvals(run: StepRunner, step_id: str) -> list[str]:
         for r in run.s.store.requests(run.run_id)
         if r.address.startswith(f"{step_id}/turn/") and "#" in r.address and r.state == "decided"
     ]
-    for call in run.s.store.step_calls(run.run_id, step_id):
+    for call in run.s.store.iter_step_calls(run.run_id, step_id):  # a page at a time
         body = call.result if isinstance(call.result, dict) else {}
         approved = body.get("approved_by")
         if isinstance(approved, str) and approved.startswith("person:"):

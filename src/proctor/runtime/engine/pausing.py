@@ -14,8 +14,9 @@ from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.core.resume import PERSON_KINDS
 from proctor.receipts.canonical import digest
 from proctor.runtime.engine.host import StepRunner as Run
-from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run, trace_of
+from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run
 from proctor.runtime.engine.stored_envelope import answers_template, compact, compact_trace
+from proctor.runtime.engine.trace_window import window_of
 from proctor.runtime.engine.upkeep import on_pause
 from proctor.runtime.records.runs import RequestRecord
 from proctor.runtime.testhooks import kill_point
@@ -66,7 +67,8 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
         run_id=run.run_id,
         skill=run.record.skill,
         method=run.record.method,
-        trace=trace_of(calls := s.store.calls(run.run_id)),
+        trace=(window := window_of(s.store, run.run_id)).entries(),
+        trace_omitted=window.omitted,
         requests=shown,
         answers_template=answers_template(requests),
         resume_command=f"proctor resume {run.run_id} -",
@@ -75,7 +77,7 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
     )
     doc, _ = run.sanitizer.value(envelope.to_json())
     # the run row keeps what the request rows do not hold already (see .stored_envelope)
-    kept = compact_trace(compact(doc, requests), calls)
+    kept = compact_trace(compact(doc, requests), window)
     with s.store.transaction():  # the paused record and its event: one commit
         s.store.update_run(run.run_id, status=status, data={"envelope": kept, "audit_lost": lost})
         s.store.append_event(

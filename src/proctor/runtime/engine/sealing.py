@@ -8,7 +8,8 @@ are built from the store's step settlements and calls, never from one process's 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import heapq
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,8 @@ from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import authority_record
 from proctor.runtime.engine.stored_envelope import compact_trace, sandbox_use, trace_of
-from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord
+from proctor.runtime.engine.trace_window import TraceWindow
+from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ __all__ = [
     "authority_notes",
     "call_receipt_outcome",
     "decided_by",
+    "seal_groups",
     "seal_run",
     "trace_of",
 ]
@@ -164,24 +167,21 @@ def _seal(
     data = record.data
     now = s.clock()
     run_started = _time(data.get("started_at"), now)
-    steps = store.step_records(record.run_id)
-    calls = store.calls(record.run_id)
-    # the whole tree in a few synced batches, not one per step (the run receipt, written
-    # last, is on disk with everything below it before the envelope names it)
+    # the tree in a few synced batches, not one per step (the run receipt, written last, is
+    # on disk with everything below it before the envelope names it); calls and steps are
+    # read a page at a time, so what the seal holds does not grow with the run (segments
+    # bound the refs, the window bounds the trace)
     writer = ReceiptWriter(s.receipts, s.signer, clock=s.clock, batch=SEAL_BATCH)
     name, pkg = record.skill, data.get("package_digest")
     deciders = decided_by(store.requests(record.run_id))
-    by_step: dict[str, list[CallRecord]] = {}
-    for call in calls:
-        by_step.setdefault(call.step_id or "", []).append(call)
-    order = list(steps) + [sid for sid in by_step if sid not in steps]
+    window = TraceWindow()
+    done_notes: list[str] = []
     # a run of more than SEGMENT_FANOUT steps, a step of more calls: grouped into segments
     step_refs = ChildList(
         writer, Subject(name, pkg, record.method), started_at=run_started, ended_at=now
     )
     spent: int | None = None  # the tree's spend: the run's priced steps and its children's
-    for step_id in order:
-        step = steps.get(step_id)
+    for step_id, step, step_calls in seal_groups(store, record.run_id):
         if step is None:
             s_outcome, s_reason = (
                 (outcome, seal_reason) if outcome != "completed" else ("failed", "child_failed")
@@ -192,10 +192,16 @@ def _seal(
             s_outcome, s_reason = step["outcome"], step.get("seal_reason")
             s_started = _time(step.get("started_at"), run_started)
             s_ended = max(_time(step.get("ended_at"), s_started), s_started)
+            if step.get("already_done"):
+                done_notes.append(
+                    f"step {step_id}: already done under its idempotency_key (receipt"
+                    f" {step['already_done']}); nothing was sent"
+                )
         step_subject = Subject(name, pkg, record.method, step_id)
         call_refs = ChildList(writer, step_subject, started_at=s_started, ended_at=s_ended)
         called: int | None = None  # what the children of the step's skill calls spent
-        for call in by_step.get(step_id, []):
+        for call in step_calls:
+            window.add(call)
             settled = call.result if isinstance(call.result, dict) else {}
             c_outcome, c_reason = call_receipt_outcome(call)
             verdicts = [
@@ -295,17 +301,11 @@ def _seal(
         method=record.method,
         result=result,
         refusal=refusal,
-        trace=trace_of(calls),
+        trace=window.entries(),
+        trace_omitted=window.omitted,
         audit_lost=lost,
         spend_micro_usd=spent,
-        notes=authority_notes(data.get("authority") or {})
-        + audit_lost_note(lost)
-        + [
-            f"step {sid}: already done under its idempotency_key (receipt {body['already_done']});"
-            " nothing was sent"
-            for sid, body in steps.items()
-            if body.get("already_done")
-        ],
+        notes=authority_notes(data.get("authority") or {}) + audit_lost_note(lost) + done_notes,
     )
     doc, _ = Sanitizer().value(envelope.to_json())
     kill_point("run.receipts_written")
@@ -341,7 +341,7 @@ def _seal(
             outcome=outcome,
             receipt_id=root.receipt_id,
             data={
-                "envelope": compact_trace(doc, calls),  # the trace is the call rows'
+                "envelope": compact_trace(doc, window),  # the trace is the call rows'
                 "audit_lost": lost,
                 "receipt_tree": {"size": root.size, "height": root.height},
                 "spend_total": spent,
@@ -357,6 +357,36 @@ def _seal(
             )
     s.audit.take_lost(record.run_id)
     return RunEnvelope.model_validate(doc)
+
+
+def seal_groups(
+    store: RunStore, run_id: str
+) -> Iterator[tuple[str, dict[str, Any] | None, Iterator[CallRecord]]]:
+    """The run's steps as its seal commits them, each ``(step_id, settlement or None, its
+    calls in claim order)``: the settled steps in the order they settled, then the steps that
+    have calls but never settled, in the order of their first claim. Calls of no step are the
+    step ``""``'s. Everything is read a page at a time (the calls of a group are read while
+    the group is sealed)."""
+    for step_id, step in store.iter_step_records(run_id):
+        yield step_id, step, _group_calls(store, run_id, step_id)
+    seen: set[str] = set()
+    for found in store.unsettled_call_steps(run_id):
+        key = found or ""
+        if key not in seen:
+            seen.add(key)
+            yield key, None, _group_calls(store, run_id, key)
+
+
+def _group_calls(store: RunStore, run_id: str, step_id: str) -> Iterator[CallRecord]:
+    if step_id:
+        return store.iter_step_calls(run_id, step_id)
+    return heapq.merge(
+        store.iter_step_calls(run_id, None), store.iter_step_calls(run_id, ""), key=_seq
+    )
+
+
+def _seq(call: CallRecord) -> int:
+    return call.seq
 
 
 def decided_by(requests: list[RequestRecord]) -> dict[str, list[Verdict]]:

@@ -8,7 +8,10 @@ template is left out when it is the one :func:`answers_template` makes from the 
 trace (paused or sealed) is the settled calls' (:func:`trace_of`): when every call
 recorded is settled and the trace is theirs word for word, the row keeps ``{"stored": "calls",
 "count": N}`` and a reader makes it again from the first ``N`` call rows (a settled call never
-changes, and later calls are after them).
+changes, and later calls are after them), a page at a time. A trace past
+:data:`~.trace_window.TRACE_LIMIT` entries shows its two ends (:mod:`.trace_window`): the row
+keeps the same count, and a reader takes the first end from the first rows and the last end
+from the newest (or, when the run claimed calls since, from one pass over the ``N`` rows).
 
 Safe by construction: a part is left out only when the rebuild, made when the pause is
 written, equals what the sanitizer gave word for word; a view the sanitizer changed (a secret
@@ -21,13 +24,19 @@ by its reference alone, never by the new row's body under the old digest.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proctor.contracts.envelope import TraceEntry
+from proctor.contracts.values import replace
+from proctor.runtime.engine.trace_window import (
+    TraceWindow,
+    entry,
+    sandbox_use,
+    sandbox_warnings,
+    stored_entries,
+    traced,
+)
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
-
-if TYPE_CHECKING:
-    from proctor.runtime.boundary.sandbox import SandboxUse
 
 __all__ = [
     "answers_template",
@@ -38,6 +47,7 @@ __all__ = [
     "is_reference",
     "plain_view",
     "sandbox_use",
+    "sandbox_warnings",
     "trace_of",
 ]
 
@@ -101,65 +111,28 @@ def compact(doc: dict[str, Any], requests: list[RequestRecord]) -> dict[str, Any
     return out
 
 
-def trace_of(calls: list[CallRecord]) -> list[TraceEntry]:
-    """The envelope's trace: every settled call in the order it was claimed."""
-    out: list[TraceEntry] = []
-    for call in calls:
-        settled = call.result if isinstance(call.result, dict) else {}
-        status = settled.get("status")
-        if call.state != "settled" or status not in ("completed", "failed", "refused"):
-            continue
-        error = settled.get("error") or None
-        out.append(
-            TraceEntry(
-                step=call.step_id or "",
-                tool=call.tool,
-                call_id=call.call_id,
-                outcome=status,
-                code=None if error is None else str(error.get("code")),
-                message=None if error is None else str(error.get("message")),
-                warnings=[
-                    f"{v['rule_id']}: {v['message']}"
-                    for v in settled.get("verdicts") or []
-                    if v.get("effect") == "warned"
-                ]
-                + _sandbox_warnings(settled),
-            )
-        )
-    return out
+def trace_of(calls: Iterable[CallRecord]) -> list[TraceEntry]:
+    """The envelope's trace whole: every settled call in the order it was claimed (an
+    envelope shows it bounded: :mod:`.trace_window`)."""
+    return [entry(call) for call in calls if traced(call)]
 
 
-def sandbox_use(record: object) -> SandboxUse | None:
-    """The sandbox a call recorded (``None`` for one that started no process: most calls,
-    read without importing the sandbox module)."""
-    if record is None:
-        return None
-    from proctor.runtime.boundary.sandbox import SandboxUse
-
-    return SandboxUse.from_record(record)
-
-
-def _sandbox_warnings(settled: dict[str, Any]) -> list[str]:
-    use = sandbox_use(settled.get("sandbox"))
-    warning = None if use is None else use.warning()
-    return [] if warning is None else [warning]
-
-
-def _trace(calls: list[CallRecord]) -> list[dict[str, Any]]:
-    return [entry.model_dump() for entry in trace_of(calls)]
-
-
-def compact_trace(doc: dict[str, Any], calls: list[CallRecord]) -> dict[str, Any]:
-    """``doc`` with its trace kept as a count of ``calls`` (every call the run recorded, in
-    order) when each is settled and the trace is exactly theirs; else ``doc`` as it is."""
+def compact_trace(doc: dict[str, Any], calls: TraceWindow | Iterable[CallRecord]) -> dict[str, Any]:
+    """``doc`` with its trace kept as a count of the run's calls (``calls``: every call the
+    run recorded, in claim order, or their :class:`.TraceWindow`) when each is settled and the
+    trace is exactly theirs; else ``doc`` as it is. A trace past the limit is kept as the same
+    count: its ends are made again from the call rows (``trace_omitted`` stays in ``doc``)."""
+    if not isinstance(calls, TraceWindow):
+        calls = TraceWindow().extend(replace(c, seq=n) for n, c in enumerate(calls, 1))
     trace = doc.get("trace")
     if (
         not isinstance(trace, list)
-        or any(c.state != "settled" for c in calls)
-        or trace != _trace(calls)
+        or not calls.settled
+        or doc.get("trace_omitted") != calls.omitted
+        or trace != [e.model_dump() for e in calls.entries()]
     ):
         return doc
-    return {**doc, "trace": {_STORED: "calls", "count": len(calls)}}
+    return {**doc, "trace": {_STORED: "calls", "count": calls.calls}}
 
 
 def _trace_count(doc: dict[str, Any]) -> int | None:
@@ -215,7 +188,9 @@ def envelope_doc(store: RunStore, record: RunRecord) -> dict[str, Any] | None:
         return None
     count = _trace_count(doc)
     if count is not None:
-        doc = {**doc, "trace": _trace(store.calls(record.run_id)[:count])}
+        omitted = doc.get("trace_omitted")
+        omitted = omitted if isinstance(omitted, int) else None
+        doc = {**doc, "trace": stored_entries(store, record.run_id, count, omitted)}
     views = doc.get("requests")
     template = doc.get("answers_template")
     if not (isinstance(views, list) and any(is_reference(v) for v in views)) and not (

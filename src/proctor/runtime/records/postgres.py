@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from proctor.errors import StoreError
+from proctor.runtime.records import paged
 from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.postgres_pool import (
     close_pools,
@@ -75,7 +76,7 @@ def _ended_by_server(exc: BaseException | None) -> bool:
     return getattr(exc, "sqlstate", None) in _ENDED
 
 
-class PostgresRunStore:
+class PostgresRunStore(paged.PagedReads):
     """A :class:`proctor.runtime.records.runs.RunStore` in a PostgreSQL database."""
 
     def __init__(self, url: str, *, shown: str = "$PROCTOR_DATABASE_URL") -> None:
@@ -477,6 +478,11 @@ class PostgresRunStore:
             f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = %s ORDER BY ord", (run_id,)
         )
         return [self._call(r) for r in rows]
+
+    _dialect = "postgres"
+
+    def _page(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._rows(sql, params)
 
     def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
         where = "step_id IS NULL" if step_id is None else "step_id = %s"

@@ -13,6 +13,7 @@ settled, and the journal of file bundles. Rules every implementation keeps:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -60,6 +61,10 @@ class CallRecord:
     """Where a claimed call's effect runs (``host``, ``pid``, ``started``: the claiming
     driver's process, the root of the tree its command runs in); the store records it with
     the claim (:func:`proctor.runtime.records.fencing.process_site`)."""
+    seq: int = field(default=0, repr=False, compare=False)
+    """The call's place in the store's claim order (a later claim has a greater one), set by
+    the paged reads (:meth:`RunStore.iter_calls`, :meth:`RunStore.iter_step_calls`); 0 from
+    the others."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +226,34 @@ class RunStore(Protocol):
         """A run's calls in the order they were claimed."""
         ...
 
+    def iter_calls(
+        self, run_id: str, *, batch: int = 1000, newest_first: bool = False
+    ) -> Iterator[CallRecord]:
+        """A run's calls in claim order (``newest_first``: the other way), each with its
+        ``seq``, read ``batch`` rows at a time from where the last page ended: a run of a
+        million calls is read holding one page (:mod:`.paged`). Calls claimed while the
+        iterator runs may or may not be included.
+
+        Raises:
+            ValueError: ``batch`` is below 1.
+        """
+        ...
+
+    def iter_step_calls(
+        self, run_id: str, step_id: str | None, *, batch: int = 1000
+    ) -> Iterator[CallRecord]:
+        """:meth:`step_calls` a page of ``batch`` at a time, each with its ``seq``.
+
+        Raises:
+            ValueError: ``batch`` is below 1.
+        """
+        ...
+
+    def unsettled_call_steps(self, run_id: str) -> list[str | None]:
+        """The step ids of the run's calls that no settled step has, in the order of each
+        one's first claim (``None``: calls of no step)."""
+        ...
+
     def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
         """One step's calls in the order they were claimed; reads that step's rows only, so a
         step's work does not grow with the run."""
@@ -247,6 +280,16 @@ class RunStore(Protocol):
 
     def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
         """Settled steps by id, in the order they settled."""
+        ...
+
+    def iter_step_records(
+        self, run_id: str, *, batch: int = 1000
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """:meth:`step_records` as ``(step_id, body)`` pairs, a page of ``batch`` at a time.
+
+        Raises:
+            ValueError: ``batch`` is below 1.
+        """
         ...
 
     def put_request(self, request: RequestRecord) -> RequestRecord:

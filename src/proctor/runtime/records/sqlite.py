@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
-from proctor.runtime.records import store_file
+from proctor.runtime.records import paged, store_file
 from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.rows import (
     CALL_COLS,
@@ -48,7 +48,7 @@ _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
 
 
-class SQLiteRunStore:
+class SQLiteRunStore(paged.PagedReads):
     """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
     for claims, so an effect's claim survives a power cut as well as a process kill)."""
 
@@ -487,6 +487,12 @@ class SQLiteRunStore:
                 f"SELECT {self._CALL_COLS} FROM calls WHERE run_id = ? ORDER BY ord", (run_id,)
             ).fetchall()
         return [self._call(r) for r in rows]
+
+    _dialect = "sqlite"
+
+    def _page(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._exec(sql, params).fetchall()
 
     def step_calls(self, run_id: str, step_id: str | None) -> list[CallRecord]:
         where = "step_id IS NULL" if step_id is None else "step_id = ?"
