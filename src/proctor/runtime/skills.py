@@ -141,9 +141,10 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
                 with open(full, "rb") as handle:
                     # refused before it is read when its size says so, and never read past
                     # the cap (a size can grow while it is read)
-                    if os.fstat(handle.fileno()).st_size > left:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size > left:
                         raise _too_large(label)
-                    data = handle.read(left + 1)
+                    data = _read_to_cap(handle, size, left)
             except OSError as exc:
                 raise UsageError(
                     f"{label}/{rel} could not be read: {exc.strerror}", code="package_unreadable"
@@ -162,6 +163,17 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
             else:
                 files[rel] = ""
     return files, digest(digests)
+
+
+def _read_to_cap(handle: Any, size: int, left: int) -> bytes:
+    """The file's bytes up to its end, or ``left + 1`` of them when it holds more: read for
+    its size first (a buffer of the cap's size costs a mapping of 64 MiB per file), then on
+    when it grew while it was read."""
+    want = size + 1
+    data: bytes = handle.read(want)
+    if len(data) == want and want <= left:
+        data += handle.read(left + 1 - want)
+    return data
 
 
 def _too_large(label: str) -> UsageError:
