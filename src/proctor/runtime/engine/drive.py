@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
+    from proctor.policy.cache import RunPolicies
     from proctor.runtime.admission.governor import Deliver
     from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.connectors.operations import OperationTool
@@ -103,6 +104,9 @@ class RunDriver:
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
         self._operations: dict[str, OperationTool] | None = None
+        # the policy state loaded when the run started (its digest went into the run's row
+        # with it): the governor enforces that state, read once (None: it loads its own)
+        self.start_policies: RunPolicies | None = None
         # whether the run is a directive's (its package folder resolves under the directive
         # packages): decided once per driver, as its skill and record are read once
         self.directive: bool | None = None
@@ -241,7 +245,8 @@ class RunDriver:
 
         s = self.s
         try:
-            policies, guards, unguarded = s.policy()
+            policies, guards, unguarded = self.start_policies or s.policy()
+            self.start_policies = None
             limit = max_receipts_from_env(s.environ)
             wb = write_budget(s.environ)
         except (PolicyLoadError, ConfigError) as exc:
