@@ -65,7 +65,11 @@ def local_identity(folder: Path, workspace_root: Path) -> str:
     """The identity of a package read from ``folder``: its path in the workspace; a folder
     outside the workspace is named by a digest of its absolute path (no host path is
     recorded). Moving the folder makes it another package."""
-    real = os.path.realpath(folder)
+    return _identity_of_real(os.path.realpath(folder), workspace_root)
+
+
+def _identity_of_real(real: str, workspace_root: Path) -> str:
+    """:func:`local_identity` of a folder already resolved to ``real`` (:func:`locate`'s)."""
     base = os.path.realpath(workspace_root)
     if real == base:
         return "local:."
@@ -245,7 +249,7 @@ def load_skill(
             package = package.model_copy(update={"profile": profile})
         skill = LoadedSkill(package, folder, label, package_digest, None, mapping)
         _PACKAGES.put(key, skill, checked=check)
-    identity = local_identity(folder, workspace_root)
+    identity = _identity_of_real(str(folder), workspace_root)  # locate resolved the folder
     return replace(skill, method=method or skill.method, identity=identity)
 
 

@@ -80,3 +80,37 @@ def test_a_policy_that_does_not_load_still_blocks_the_run(tmp_path: Path) -> Non
     assert envelope.status == "sealed" and envelope.outcome == "blocked"
     assert envelope.seal_reason == "policy_refused"
     assert "policy_digest" not in s.store.get_run(envelope.run_id).data  # type: ignore[union-attr]
+
+
+def test_a_directive_run_is_told_without_resolving_a_folder_that_is_not_there(
+    tmp_path: Path,
+) -> None:
+    from proctor.runtime.directives import is_directive_run
+
+    state = tmp_path / ".proctor"
+    state.mkdir()
+    elsewhere = tmp_path / "skills" / "one"
+    elsewhere.mkdir(parents=True)
+    inside = state / "directive-packages" / "d1"
+    # no directive-packages folder: a package that is there is no directive's; one whose
+    # recorded folder is gone too is judged by its path (fail closed)
+    assert not is_directive_run({"package_folder": str(elsewhere)}, state)
+    assert is_directive_run({"package_folder": str(inside)}, state)
+    inside.mkdir(parents=True)
+    assert is_directive_run({"package_folder": str(inside)}, state)
+    linked = tmp_path / "linked"
+    linked.symlink_to(inside)
+    assert is_directive_run({"package_folder": str(linked)}, state)
+    assert not is_directive_run({"package_folder": str(elsewhere)}, state)
+
+
+def test_a_package_folder_is_the_workspace_when_it_is_the_same_folder(tmp_path: Path) -> None:
+    from proctor.runtime.connectors.catalog import _same_folder
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "ws")
+    (tmp_path / "other").mkdir()
+    assert _same_folder(tmp_path / "link", tmp_path / "ws")
+    assert not _same_folder(tmp_path / "other", tmp_path / "ws")
+    assert _same_folder(tmp_path / "gone" / "..", tmp_path)  # not there: by its real path
+    assert not _same_folder(tmp_path / "gone", tmp_path / "ws")
