@@ -177,7 +177,8 @@ class RunDriver:
             self.s.store.update_run(self.run_id, data={"sandbox_default": default})
             self.record.data["sandbox_default"] = default
         try:
-            return sandbox_setting(self.s.environ, default=default)
+            found = getattr(self.s, "found_executables", None)  # a session's (Session's)
+            return sandbox_setting(self.s.environ, default=default, found=found)
         except ConfigError as exc:
             raise Blocked(exc.code, exc.message, "admission_refused") from exc
 
