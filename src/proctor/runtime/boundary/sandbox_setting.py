@@ -6,6 +6,7 @@ so that a run records its setting without importing what only a process call nee
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Literal
@@ -16,10 +17,10 @@ from proctor.errors import ConfigError
 __all__ = [
     "BWRAP_ENV",
     "MODES",
-    "FoundExecutables",
     "SANDBOX_ENV",
     "SANDBOX_EXTRA",
     "SANDBOX_RECORD_EXTRA",
+    "FoundExecutables",
     "SandboxMode",
     "SandboxSetting",
     "note_toolchains",
@@ -112,7 +113,9 @@ def sandbox_setting(
         bwrap: str | None = named
     else:
         search = environ.get("PATH") or os.environ.get("PATH") or ""
-        bwrap = find_executable("bwrap", search) if found is None else _found("bwrap", search, found)
+        bwrap = (
+            find_executable("bwrap", search) if found is None else _found("bwrap", search, found)
+        )
     return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)
 
 
@@ -133,10 +136,8 @@ def _found(name: str, search: str, found: FoundExecutables) -> str | None:
         del found[key]
     path = find_executable(name, search)
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             found[key] = (path, _identity(os.stat(path)))
-        except OSError:
-            pass
     return path
 
 

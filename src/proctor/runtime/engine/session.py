@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from proctor.policy.guard_files import GuardFiles
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
-    from proctor.runtime.boundary.sandbox_setting import FoundExecutables
     from proctor.runtime.boundary.sandbox import SandboxMode
+    from proctor.runtime.boundary.sandbox_setting import FoundExecutables
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.records.audit import AuditLog
