@@ -68,3 +68,16 @@ def test_a_mark_another_process_wrote_is_read(tmp_path: Path) -> None:
     Path(str(path) + MARK_SUFFIX).write_bytes(b"{not json")
     refuse_broken_log(path, None, path.name)
     assert _mark(path)["bytes"] == path.stat().st_size  # read it, checked all, wrote anew
+
+
+def test_a_long_torn_tail_is_read_back_past_its_first_blocks(tmp_path: Path) -> None:
+    # the last complete line ends 100 KiB before the end (a torn write): the check reads back
+    # block after block to it, and verifies the lines before it
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    log.close()
+    size = path.stat().st_size
+    with open(path, "ab") as handle:
+        handle.write(b"x" * (100 << 10))
+    refuse_broken_log(path, None, path.name)
+    assert _mark(path)["bytes"] == size

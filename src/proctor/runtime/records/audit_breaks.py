@@ -136,13 +136,15 @@ def _verify(
 
 
 def _last_newline(fd: int, size: int) -> int:
-    end = size
+    """Where the log's last complete line ends: read back from its end 4 KiB first (a line is
+    well under that), then in larger blocks, up to 64 KiB at a time."""
+    end, block = size, 4096
     while end > 0:
-        begin = max(0, end - 65536)
+        begin = max(0, end - block)
         cut = os.pread(fd, end - begin, begin).rfind(b"\n")
         if cut >= 0:
             return begin + cut + 1
-        end = begin
+        end, block = begin, min(block * 4, 65536)
     return 0
 
 
