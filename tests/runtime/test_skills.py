@@ -4,6 +4,7 @@ a package past its 64 MiB cap is refused without reading past the cap."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -84,3 +85,14 @@ def test_the_cap_counts_every_file_and_admits_exactly_64_mib(tmp_path: Path) -> 
     with pytest.raises(UsageError) as info:
         read_package(package, "big")
     assert info.value.code == "package_too_large"
+
+
+def test_a_file_is_read_whole_past_its_stated_size_and_never_past_the_cap() -> None:
+    # a file that grew after its size was taken is read to its end; one past the cap stops one
+    # byte past it (the caller refuses it); neither needs a buffer of the cap's size
+    from proctor.runtime.skills import _read_to_cap
+
+    assert _read_to_cap(io.BytesIO(b"x" * 10), 4, 100) == b"x" * 10
+    assert _read_to_cap(io.BytesIO(b"x" * 10), 4, 6) == b"x" * 7
+    assert _read_to_cap(io.BytesIO(b"x" * 10), 10, 10) == b"x" * 10
+    assert _read_to_cap(io.BytesIO(b"x" * 3), 10, 100) == b"x" * 3  # shrank while it was read

@@ -273,8 +273,11 @@ def is_directive_run(data: Mapping[str, Any], state_dir: Path) -> bool:
     folder = data.get("package_folder")
     if not isinstance(folder, str):
         return False
+    named = state_dir / "directive-packages"
+    if not os.path.exists(named) and os.path.isdir(folder):
+        return False  # no folder that is there lies in one that is not (most workspaces)
     # real paths as text: what Path.resolve() answers, without its path objects and stat
-    packages = os.path.realpath(state_dir / "directive-packages")
+    packages = os.path.realpath(named)
     real = os.path.realpath(folder)
     return real == packages or real.startswith(packages.rstrip("/") + "/")
 

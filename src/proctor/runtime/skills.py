@@ -7,9 +7,10 @@ A package with only ``SKILL.md`` (the published Agent Skills format) is given on
 ``main``, from its frontmatter (:mod:`proctor.parser.agent_skills`); its ``allowed-tools``
 mapping is kept beside it (:attr:`LoadedSkill.tool_mapping`).
 
-Parsed packages are cached per process by content: every load reads the package's bytes and
-computes its digest (a run records it), and a package whose folder, label and digest match one
-parsed before is not parsed again. An edited file changes the digest, so the next load parses
+Parsed packages are cached per process by content: every load computes the digest of the
+package's bytes (a run records it; a file unchanged since this process read it is not read
+again: :mod:`proctor.runtime.skill_files`), and a package whose folder, label and digest match
+one parsed before is not parsed again. An edited file changes the digest, so the next load parses
 the new text; nothing of a run (approvals, credentials, leases) is ever part of a cached entry.
 """
 
@@ -19,8 +20,10 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from proctor.contracts.skill import SkillPackage
@@ -29,11 +32,13 @@ from proctor.errors import UsageError
 from proctor.parser.agent_skills import ToolMapping, agent_skill_profile
 from proctor.parser.skill import build_package, package_dir_for, parse_ref
 from proctor.receipts.canonical import digest
+from proctor.runtime.skill_files import SeenFiles
 
 _SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
 _MAX_FILES = 2_000
 _MAX_BYTES = 64 * 1024 * 1024
 _PARSED = frozenset({"SKILL.md", "run.yaml"})
+_SEEN = SeenFiles()
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,11 @@ def local_identity(folder: Path, workspace_root: Path) -> str:
     """The identity of a package read from ``folder``: its path in the workspace; a folder
     outside the workspace is named by a digest of its absolute path (no host path is
     recorded). Moving the folder makes it another package."""
-    real = os.path.realpath(folder)
+    return _identity_of_real(os.path.realpath(folder), workspace_root)
+
+
+def _identity_of_real(real: str, workspace_root: Path) -> str:
+    """:func:`local_identity` of a folder already resolved to ``real`` (:func:`locate`'s)."""
     base = os.path.realpath(workspace_root)
     if real == base:
         return "local:."
@@ -127,23 +136,38 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
     files: dict[str, str] = {}
     digests: dict[str, str] = {}
     total = 0
+    base = os.path.join(os.fspath(folder), "")
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for name in sorted(filenames):
-            full = Path(dirpath) / name
-            if full.is_symlink() or not full.is_file():
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
                 continue
-            rel = full.relative_to(folder).as_posix()
+            if not S_ISREG(st.st_mode):  # a link, a folder's name, a device: not a file of it
+                continue
+            rel = full[len(base) :]
             if len(digests) >= _MAX_FILES:
                 raise _too_large(label)
             left = _MAX_BYTES - total
+            parsed = rel in _PARSED
+            held = _SEEN.get(full, st, text=parsed)
+            if held is not None:  # the same file, unchanged since it was read (.skill_files)
+                if st.st_size > left:
+                    raise _too_large(label)
+                total += st.st_size
+                digests[rel], files[rel] = held[0], held[1] or ""
+                continue
+            made = time.time_ns()
             try:
                 with open(full, "rb") as handle:
                     # refused before it is read when its size says so, and never read past
                     # the cap (a size can grow while it is read)
-                    if os.fstat(handle.fileno()).st_size > left:
+                    opened = os.fstat(handle.fileno())
+                    if opened.st_size > left:
                         raise _too_large(label)
-                    data = handle.read(left + 1)
+                    data = _read_to_cap(handle, opened.st_size, left)
             except OSError as exc:
                 raise UsageError(
                     f"{label}/{rel} could not be read: {exc.strerror}", code="package_unreadable"
@@ -152,16 +176,29 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
             if total > _MAX_BYTES:
                 raise _too_large(label)
             digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
-            if rel in _PARSED:
+            text = None
+            if parsed:
                 try:
-                    files[rel] = data.decode("utf-8")
+                    text = data.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise UsageError(
                         f"{label}/{rel} is not UTF-8 text", code="not_a_package"
                     ) from exc
-            else:
-                files[rel] = ""
+            files[rel] = text or ""
+            if len(data) == opened.st_size:  # not one that changed size while it was read
+                _SEEN.put(full, opened, made, digests[rel], text)
     return files, digest(digests)
+
+
+def _read_to_cap(handle: Any, size: int, left: int) -> bytes:
+    """The file's bytes up to its end, or ``left + 1`` of them when it holds more: read for
+    its size first (a buffer of the cap's size costs a mapping of 64 MiB per file), then on
+    when it grew while it was read."""
+    want = size + 1
+    data: bytes = handle.read(want)
+    if len(data) == want and want <= left:
+        data += handle.read(left + 1 - want)
+    return data
 
 
 def _too_large(label: str) -> UsageError:
@@ -233,7 +270,7 @@ def load_skill(
             package = package.model_copy(update={"profile": profile})
         skill = LoadedSkill(package, folder, label, package_digest, None, mapping)
         _PACKAGES.put(key, skill, checked=check)
-    identity = local_identity(folder, workspace_root)
+    identity = _identity_of_real(str(folder), workspace_root)  # locate resolved the folder
     return replace(skill, method=method or skill.method, identity=identity)
 
 

@@ -127,3 +127,20 @@ def test_a_store_written_before_package_identities_gains_the_column(tmp_path: Pa
         "new": "local:skills/s",
     }
     again.close()
+
+
+def test_a_new_run_has_its_counters_from_its_creation(tmp_path: Path) -> None:
+    # created in the run's own transaction: the driver's first read writes nothing
+    store = SQLiteRunStore(tmp_path / "runs.sqlite")
+    store.create_run(RunRecord(run_id="r", skill="s", method="m"))
+    row = store._conn.execute("SELECT calls, admitted, steps FROM run_counts WHERE run_id = 'r'")
+    assert row.fetchone() == (0, 0, 0)
+    writes: list[str] = []
+    store._conn.set_trace_callback(writes.append)
+    assert store.run_counts("r") == RunCounts(0, 0, 0)
+    assert not [q for q in writes if q.startswith(("BEGIN", "INSERT"))], writes
+    store._conn.set_trace_callback(None)
+    store.record_call(_call("r", "a/1", "a", "completed"))
+    store.settle_step("r", "a", {"outcome": "completed"})
+    assert store.run_counts("r") == _recount(store, "r") == RunCounts(1, 1, 1)
+    store.close()

@@ -6,8 +6,9 @@ so that a run records its setting without importing what only a process call nee
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Literal
 
 from proctor.contracts.values import dataclass
@@ -19,6 +20,7 @@ __all__ = [
     "SANDBOX_ENV",
     "SANDBOX_EXTRA",
     "SANDBOX_RECORD_EXTRA",
+    "FoundExecutables",
     "SandboxMode",
     "SandboxSetting",
     "note_toolchains",
@@ -72,10 +74,24 @@ class SandboxSetting:
     bwrap: str | None = None
 
 
+FoundExecutables = MutableMapping[str, tuple[str, tuple[int, ...]]]
+"""Executables a session found along a ``PATH`` (by name and ``PATH``), each with the stat
+identity it had: :func:`sandbox_setting`'s ``found``."""
+
+
 def sandbox_setting(
-    environ: Mapping[str, str], *, default: SandboxMode = "required"
+    environ: Mapping[str, str],
+    *,
+    default: SandboxMode = "required",
+    found: FoundExecutables | None = None,
 ) -> SandboxSetting:
     """The setting of ``environ``: ``PROCTOR_SANDBOX`` when set, else ``default``.
+
+    ``found`` (a session's) keeps the bubblewrap found along ``PATH``, so a session looks it
+    up once per ``PATH`` and then looks only at it: one ``stat`` per run, and when that file is
+    gone or another (its device, inode, mode, size or times differ) it is looked up again. A
+    bubblewrap put earlier on ``PATH`` later is seen by the next session. None found is never
+    kept (each run looks again).
 
     Raises:
         ConfigError: ``sandbox_setting_invalid``: ``PROCTOR_SANDBOX`` is not a mode, or
@@ -96,8 +112,33 @@ def sandbox_setting(
             )
         bwrap: str | None = named
     else:
-        bwrap = find_executable("bwrap", environ.get("PATH") or os.environ.get("PATH") or "")
+        search = environ.get("PATH") or os.environ.get("PATH") or ""
+        bwrap = (
+            find_executable("bwrap", search) if found is None else _found("bwrap", search, found)
+        )
     return SandboxSetting(mode=mode, explicit=bool(raw), bwrap=bwrap)
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _found(name: str, search: str, found: FoundExecutables) -> str | None:
+    """:func:`find_executable`, the answer kept in ``found`` while its file stays the same."""
+    key = name + "\0" + search
+    held = found.get(key)
+    if held is not None:
+        try:
+            if _identity(os.stat(held[0])) == held[1]:
+                return held[0]
+        except OSError:
+            pass
+        del found[key]
+    path = find_executable(name, search)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            found[key] = (path, _identity(os.stat(path)))
+    return path
 
 
 def find_executable(name: str, search: str) -> str | None:

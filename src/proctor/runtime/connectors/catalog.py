@@ -150,6 +150,15 @@ def find_connectors(
     """
     found = _installed(workspace_root, environ)
     found.update(_folder(workspace_root, ""))
-    if package is not None and os.path.realpath(package) != os.path.realpath(workspace_root):
+    if package is not None and not _same_folder(package, workspace_root):
         found.update(_folder(package, package_label or package.name))
     return dict(sorted(found.items()))
+
+
+def _same_folder(one: Path, other: Path) -> bool:
+    """Whether two paths name the same folder: the same file (two ``stat`` calls), or, when
+    either cannot be looked at, the same real path."""
+    try:
+        return os.path.samestat(os.stat(one), os.stat(other))
+    except OSError:
+        return os.path.realpath(one) == os.path.realpath(other)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from proctor.core.authority import Authority
     from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
+    from proctor.policy.cache import RunPolicies
     from proctor.runtime.admission.governor import Deliver
     from proctor.runtime.boundary.sandbox import SandboxSetting
     from proctor.runtime.connectors.operations import OperationTool
@@ -103,6 +104,9 @@ class RunDriver:
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
         self._operations: dict[str, OperationTool] | None = None
+        # the policy state loaded when the run started (its digest went into the run's row
+        # with it): the governor enforces that state, read once (None: it loads its own)
+        self.start_policies: RunPolicies | None = None
         # whether the run is a directive's (its package folder resolves under the directive
         # packages): decided once per driver, as its skill and record are read once
         self.directive: bool | None = None
@@ -173,7 +177,8 @@ class RunDriver:
             self.s.store.update_run(self.run_id, data={"sandbox_default": default})
             self.record.data["sandbox_default"] = default
         try:
-            return sandbox_setting(self.s.environ, default=default)
+            found = getattr(self.s, "found_executables", None)  # a session's (Session's)
+            return sandbox_setting(self.s.environ, default=default, found=found)
         except ConfigError as exc:
             raise Blocked(exc.code, exc.message, "admission_refused") from exc
 
@@ -241,7 +246,8 @@ class RunDriver:
 
         s = self.s
         try:
-            policies, guards, unguarded = s.policy()
+            policies, guards, unguarded = self.start_policies or s.policy()
+            self.start_policies = None
             limit = max_receipts_from_env(s.environ)
             wb = write_budget(s.environ)
         except (PolicyLoadError, ConfigError) as exc:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
+    from proctor.runtime.boundary.sandbox_setting import FoundExecutables
     from proctor.runtime.boundary.workspace import Workspace
     from proctor.runtime.engine.stand_ins import ProcessRoute
     from proctor.runtime.records.audit import AuditLog
@@ -159,6 +160,8 @@ class Session:
         self._trusted_by_env: set[str] = set()
         # when this session last took or renewed each run's lease (monotonic; see _renew)
         self._renewed: dict[str, float] = {}
+        # the bubblewrap its runs found along PATH (see sandbox_setting's ``found``)
+        self.found_executables: FoundExecutables = {}
 
     @property
     def holder(self) -> str:

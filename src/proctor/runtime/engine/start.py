@@ -42,7 +42,7 @@ from proctor.contracts.skill import (
 )
 from proctor.core.authority import package_covered
 from proctor.core.floor import certain_changes
-from proctor.errors import ConfigError, ParseError, ProctorError, UsageError
+from proctor.errors import ConfigError, ParseError, PolicyLoadError, ProctorError, UsageError
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
@@ -126,6 +126,8 @@ def start_run(
     # (by the root: a child run starts while its siblings may be applying theirs).
     recovered = recover_open_bundles(host) if recover else []
     kill_point("start.recovered")
+    if "start_blocked" not in record.data:
+        _policy_at_start(host, driver)
     store = host.store
     with store.transaction():
         if parent is not None:
@@ -148,6 +150,21 @@ def start_run(
         )
         kill_point("start.audited")
     kill_point("start.committed")
+
+
+def _policy_at_start(host: RunHost, driver: RunDriver) -> None:
+    """Load the policy state the run's governor enforces now, so its digest is written with
+    the run's row, in the start's transaction, not in a transaction of its own when the
+    governor is built (which then enforces this state). A state that does not load is left
+    for the governor to load again and refuse (its run seals ``blocked``); a start refused in
+    preparation loads none (its receipt binds no policy)."""
+    try:
+        loaded = host.policy()
+    except (PolicyLoadError, ConfigError):
+        return
+    policies, _guards, unguarded = loaded
+    driver.record.data["policy_digest"] = None if unguarded else getattr(policies, "digest", None)
+    driver.start_policies = loaded
 
 
 def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,15 @@ MARK_SUFFIX = "-verified"
 """The mark of how far the log was verified sits beside it under its name and this suffix."""
 
 _MARK_MAX = 4096
+
+_WRITE_AFTER = 65536
+"""How far past the mark it last wrote a process verifies before it writes the mark again (a
+mark lagging behind costs the next process at most this many bytes more to verify)."""
+
+# per mark file: the mark as this process holds it, the file's identity as this process left
+# it, and how far the file's mark reaches
+_held: dict[str, tuple[dict[str, Any], tuple[int, ...], int]] = {}
+_held_lock = threading.Lock()
 
 
 def refuse_broken_log(path: Path, newest: Mapping[str, Any] | None, shown: str) -> None:
@@ -126,13 +136,15 @@ def _verify(
 
 
 def _last_newline(fd: int, size: int) -> int:
-    end = size
+    """Where the log's last complete line ends: read back from its end 4 KiB first (a line is
+    well under that), then in larger blocks, up to 64 KiB at a time."""
+    end, block = size, 4096
     while end > 0:
-        begin = max(0, end - 65536)
+        begin = max(0, end - block)
         cut = os.pread(fd, end - begin, begin).rfind(b"\n")
         if cut >= 0:
             return begin + cut + 1
-        end = begin
+        end, block = begin, min(block * 4, 65536)
     return 0
 
 
@@ -255,9 +267,27 @@ def _anchor_digest(anchors: list[Anchor], broken: Mapping[str, Any]) -> str | No
     return None
 
 
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _read_mark(path: Path) -> dict[str, Any] | None:
+    """The mark beside the log: the one this process holds while the file is as this process
+    left it (one ``stat``), else the file's. Either is a claim the check confirms before it
+    skips a line (the line ending where it says has the digest it says)."""
+    name = str(path) + MARK_SUFFIX
+    with _held_lock:
+        held = _held.pop(name, None)
+    if held is not None:
+        try:
+            if _identity(os.stat(name)) == held[1]:
+                with _held_lock:
+                    _held[name] = held
+                return held[0]
+        except OSError:
+            pass
     try:
-        with open(path.with_name(path.name + MARK_SUFFIX), "rb") as handle:
+        with open(name, "rb") as handle:
             data = handle.read(_MARK_MAX + 1)
         doc = json.loads(data) if len(data) <= _MARK_MAX else None
     except (OSError, ValueError, RecursionError):
@@ -274,13 +304,32 @@ def _read_mark(path: Path) -> dict[str, Any] | None:
 def _write_mark(path: Path, doc: dict[str, Any]) -> None:
     """Rewritten in place, not synced: a mark torn by a crash or read mid-write does not parse
     and costs one whole check, no more (a rename per run start costs more than the check it
-    saves on some file systems). A folder that refuses it costs the same, every time."""
+    saves on some file systems). A folder that refuses it costs the same, every time.
+
+    A process that wrote the mark and finds the file as it left it (:func:`_read_mark`) holds
+    the new mark and writes it only once it reaches :data:`_WRITE_AFTER` bytes further (or
+    judges the anchor otherwise): a crash then costs the next process that much more to
+    verify, no more."""
+    name = str(path) + MARK_SUFFIX
+    with _held_lock:
+        held = _held.get(name)
+        if (
+            held is not None
+            and held[0].get("anchor_ok") == doc.get("anchor_ok")
+            and 0 <= doc["bytes"] - held[2] < _WRITE_AFTER
+        ):
+            _held[name] = (doc, held[1], held[2])
+            return
+        _held.pop(name, None)
     body = json.dumps(doc).encode()
     with contextlib.suppress(OSError):
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path.with_name(path.name + MARK_SUFFIX), flags, 0o600)
+        fd = os.open(name, flags, 0o600)
         try:
             os.pwrite(fd, body, 0)
             os.ftruncate(fd, len(body))
+            left = _identity(os.fstat(fd))
         finally:
             os.close(fd)
+        with _held_lock:
+            _held[name] = (doc, left, doc["bytes"])

@@ -294,6 +294,9 @@ class SQLiteRunStore(paged.PagedReads):
                         record.identity,
                     ),
                 )
+                # its counters start with it (as PostgreSQL's do): a driver's first read of
+                # them then needs no transaction of its own
+                self._conn.execute(COUNT_ROWS, (record.run_id,))
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a run with id {record.run_id} already exists") from exc
             except sqlite3.Error as exc:

@@ -4,9 +4,10 @@
   that ends every index keeps them in claim order);
 - ``run_counts``: a run's call and step counts, kept by triggers in the same statement as each
   insert or settlement, so a driver (one per ``Session.turn_call``) learns how many calls and
-  receipts the run used without counting its rows. A run's row is created the first time it
-  is asked for (counted then, in one transaction); until then the triggers update nothing, so
-  a store written before the counters existed is counted correctly too.
+  receipts the run used without counting its rows. A run's row is created with the run (in
+  its start's transaction), or, for a run a store wrote before the counters existed, the
+  first time it is asked for (counted then, in one transaction); until then the triggers
+  update nothing, so such a store is counted correctly too.
 """
 
 from __future__ import annotations

@@ -1,0 +1,116 @@
+"""What a one-step run does once, and what it still reads afresh on every run.
+
+A run's policy digest goes into its row with the run, in the start's transaction (the governor
+then enforces the state loaded for it); its counters row too. Both are read afresh on every
+run: a policy file edited between two runs of one session is the second run's policy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from proctor.runtime.records.receipts import ReceiptStore
+from tests.runtime.driver_support import (
+    close_sessions,  # noqa: F401 - the autouse fixture
+    make_skill,
+    make_workspace,
+    session,
+)
+
+ONE = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: s0
+        tool: echo
+        inputs: {text: hello}
+"""
+
+
+def _policy_digest(root: Path, receipt_id: str) -> str | None:
+    body = json.loads(ReceiptStore(root / ".proctor" / "receipts").get(receipt_id) or b"")["body"]
+    return body["policy_digest"]
+
+
+def test_a_run_commits_its_start_step_and_seal_in_five_transactions(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    s = session(root)
+    assert s.run("one", cwd=root).status == "sealed"
+    begun: list[str] = []
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    envelope = s.run("one", cwd=root)
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert envelope.status == "sealed" and envelope.outcome == "completed"
+    # the start (with its policy digest and counters), the step, the renewal before the seal,
+    # the seal, the release of the lease
+    assert [q for q in begun if q.startswith("BEGIN")] == ["BEGIN IMMEDIATE"] * 5
+    assert not [q for q in begun if q.startswith("UPDATE runs") and "running" in q]
+    assert not [q for q in begun if q.startswith("INSERT INTO run_counts") and "SELECT" in q[:60]]
+
+
+def test_a_policy_edited_between_two_runs_of_one_session_is_the_second_runs(
+    tmp_path: Path,
+) -> None:
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    (root / "policies").mkdir()
+    policy = root / "policies" / "local.yaml"
+    policy.write_text("id: first\nrules: []\n")
+    s = session(root)
+    first = s.run("one", cwd=root)
+    digest_first = s.store.get_run(first.run_id).data["policy_digest"]  # type: ignore[union-attr]
+    assert digest_first and digest_first == _policy_digest(root, str(first.receipt_id))
+    policy.write_text("id: second\nrules: []\n")
+    second = s.run("one", cwd=root)
+    digest_second = s.store.get_run(second.run_id).data["policy_digest"]  # type: ignore[union-attr]
+    assert digest_second and digest_second != digest_first
+    assert digest_second == _policy_digest(root, str(second.receipt_id))
+    assert digest_second == s.policy()[0].digest  # type: ignore[union-attr]
+
+
+def test_a_policy_that_does_not_load_still_blocks_the_run(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    (root / "policies").mkdir()
+    (root / "policies" / "bad.yaml").write_text("rules: [{id: 1}]\n")
+    s = session(root)
+    envelope = s.run("one", cwd=root)
+    assert envelope.status == "sealed" and envelope.outcome == "blocked"
+    assert envelope.seal_reason == "policy_refused"
+    assert "policy_digest" not in s.store.get_run(envelope.run_id).data  # type: ignore[union-attr]
+
+
+def test_a_directive_run_is_told_without_resolving_a_folder_that_is_not_there(
+    tmp_path: Path,
+) -> None:
+    from proctor.runtime.directives import is_directive_run
+
+    state = tmp_path / ".proctor"
+    state.mkdir()
+    elsewhere = tmp_path / "skills" / "one"
+    elsewhere.mkdir(parents=True)
+    inside = state / "directive-packages" / "d1"
+    # no directive-packages folder: a package that is there is no directive's; one whose
+    # recorded folder is gone too is judged by its path (fail closed)
+    assert not is_directive_run({"package_folder": str(elsewhere)}, state)
+    assert is_directive_run({"package_folder": str(inside)}, state)
+    inside.mkdir(parents=True)
+    assert is_directive_run({"package_folder": str(inside)}, state)
+    linked = tmp_path / "linked"
+    linked.symlink_to(inside)
+    assert is_directive_run({"package_folder": str(linked)}, state)
+    assert not is_directive_run({"package_folder": str(elsewhere)}, state)
+
+
+def test_a_package_folder_is_the_workspace_when_it_is_the_same_folder(tmp_path: Path) -> None:
+    from proctor.runtime.connectors.catalog import _same_folder
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "ws")
+    (tmp_path / "other").mkdir()
+    assert _same_folder(tmp_path / "link", tmp_path / "ws")
+    assert not _same_folder(tmp_path / "other", tmp_path / "ws")
+    assert _same_folder(tmp_path / "gone" / "..", tmp_path)  # not there: by its real path
+    assert not _same_folder(tmp_path / "gone", tmp_path / "ws")

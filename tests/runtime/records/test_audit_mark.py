@@ -1,0 +1,83 @@
+"""The mark of how far the audit log verified: a process that wrote it holds the newer mark and
+writes the file again only every so often, and the check it feeds still verifies every line
+appended after it (``proctor.runtime.records.audit_breaks``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from proctor.errors import StoreError
+from proctor.runtime.records import audit_breaks
+from proctor.runtime.records.audit import AuditLog
+from proctor.runtime.records.audit_breaks import MARK_SUFFIX, refuse_broken_log
+
+
+def _log(tmp_path: Path) -> tuple[AuditLog, Path]:
+    path = tmp_path / "audit.jsonl"
+    return AuditLog(path), path
+
+
+def _mark(path: Path) -> dict[str, object]:
+    doc: dict[str, object] = json.loads(Path(str(path) + MARK_SUFFIX).read_bytes())
+    return doc
+
+
+def test_a_held_mark_is_written_again_only_every_so_often(tmp_path: Path) -> None:
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    written = _mark(path)
+    assert written["bytes"] == path.stat().st_size
+    log.emit("two", run_id=None, step_index=None, pad="x" * 100)
+    refuse_broken_log(path, None, path.name)
+    assert _mark(path) == written  # held: the file is not rewritten for a few lines
+    while path.stat().st_size - int(written["bytes"]) < audit_breaks._WRITE_AFTER:  # type: ignore[call-overload]
+        log.emit("more", run_id=None, step_index=None, pad="x" * 4000)
+    refuse_broken_log(path, None, path.name)
+    assert _mark(path)["bytes"] == path.stat().st_size  # far enough: written again
+    log.close()
+
+
+def test_every_line_after_a_held_mark_is_still_verified(tmp_path: Path) -> None:
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    log.emit("two", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)  # the mark now held reaches past "two"
+    log.emit("three", run_id=None, step_index=None)
+    log.close()
+    lines = path.read_bytes().splitlines(keepends=True)
+    cut = lines[2].index(b'"prev":"sha256:') + len(b'"prev":"sha256:')
+    forged = lines[2][:cut] + b"0" * 64 + lines[2][cut + 64 :]  # chained to no line
+    path.write_bytes(b"".join(lines[:2]) + forged)
+    with pytest.raises(StoreError) as info:
+        refuse_broken_log(path, None, path.name)
+    assert info.value.code == "audit_broken" and info.value.details["line"] == 3
+
+
+def test_a_mark_another_process_wrote_is_read(tmp_path: Path) -> None:
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    log.emit("two", run_id=None, step_index=None)
+    log.close()
+    # another process rewrote the mark (here: garbage, which costs a whole check)
+    Path(str(path) + MARK_SUFFIX).write_bytes(b"{not json")
+    refuse_broken_log(path, None, path.name)
+    assert _mark(path)["bytes"] == path.stat().st_size  # read it, checked all, wrote anew
+
+
+def test_a_long_torn_tail_is_read_back_past_its_first_blocks(tmp_path: Path) -> None:
+    # the last complete line ends 100 KiB before the end (a torn write): the check reads back
+    # block after block to it, and verifies the lines before it
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    log.close()
+    size = path.stat().st_size
+    with open(path, "ab") as handle:
+        handle.write(b"x" * (100 << 10))
+    refuse_broken_log(path, None, path.name)
+    assert _mark(path)["bytes"] == size
