@@ -69,8 +69,14 @@ def witness_settings(
     section: Mapping[str, Any] = {}
     if urls_text is None or keys_text is None:
         from proctor.runtime.home.config import load_config
+        from proctor.runtime.home.files import home_dir
 
-        found = load_config(home).get("witness")
+        if home is None:  # the caller's environment names the home, not this process's
+            try:
+                home = home_dir(environ)[0]
+            except ConfigError:
+                home = None
+        found = {} if home is None else load_config(home).get("witness")
         section = found if isinstance(found, Mapping) else {}
     urls = (
         [u.strip() for u in urls_text.split(",") if u.strip()]
