@@ -619,15 +619,8 @@ class Session:
         record = self._record(run_id)
         if record.status == "sealed":
             raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
-        turn = next(
-            (
-                r
-                for r in self.store.requests(run_id)
-                if r.address == address and r.kind == "agent_turn" and r.state != "used"
-            ),
-            None,
-        )
-        if turn is None:
+        turn = self.store.request(run_id, address)  # one row, however long the run
+        if turn is None or turn.kind != "agent_turn" or turn.state == "used":
             raise ResumeRefused(
                 f"run {run_id} waits on no agent turn at {address!r}", code="unknown_address"
             )
