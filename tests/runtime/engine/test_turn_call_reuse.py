@@ -8,6 +8,9 @@ is seen by the second.
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,96 @@ def test_a_turn_call_finds_only_an_open_agent_turn_of_its_own_run(ws: Path) -> N
     # another run's open turn at the same address is not this run's
     assert s.turn_call(other, "first", "echo", {"text": "y"}, "c1").ok
     assert _refused(s, run_id, "second") == "unknown_address"  # not asked yet
+
+
+ONE_TURN = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: turn
+        agent:
+          instructions: Echo.
+          calls: {tools: [echo]}
+"""
+
+
+def _settled(root: Path) -> None:
+    """Let every file written so far age past the racily-clean window, so a session may keep
+    what it read from them (an entry made less than 3 s after a change is never kept)."""
+    from proctor.runtime.engine.held_skills import RACY_NS
+
+    time.sleep(RACY_NS / 1e9 + 0.2)
+
+
+def _kept_then(root: Path, change: Callable[[Path], None]) -> str:
+    """A turn call of a paused run, made twice in one session (the second from the package
+    the session kept), then once more after ``change`` to the package folder: the code it
+    is refused with."""
+    folder = make_skill(root, "one", ONE_TURN)
+    (folder / "lib").mkdir()
+    (folder / "lib" / "notes.txt").write_text("notes\n")
+    _settled(root)
+    s = session(root)
+    run_id = s.run("one", cwd=root).run_id or ""
+    assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
+    assert s._held_skills._entries, "the session kept the package it loaded"
+    assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, "c2").ok
+    change(folder)
+    with pytest.raises(ResumeRefused) as caught:
+        s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")
+    assert len(s.store.calls(run_id)) == 2  # nothing was called
+    return caught.value.code
+
+
+def _same_size_same_mtime(path: Path, text: str) -> None:
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # only ctime tells
+
+
+def test_a_package_file_edited_in_place_between_calls_is_refused(ws: Path) -> None:
+    def edit(folder: Path) -> None:  # the same size and modification time: only ctime tells
+        run_yaml = folder / "run.yaml"
+        _same_size_same_mtime(run_yaml, run_yaml.read_text().replace("Echo.", "Ecko."))
+
+    assert _kept_then(ws, edit) == "package_changed"
+
+
+def test_a_file_deep_in_the_package_edited_between_calls_is_refused(ws: Path) -> None:
+    def edit(folder: Path) -> None:
+        _same_size_same_mtime(folder / "lib" / "notes.txt", "motes\n")
+
+    assert _kept_then(ws, edit) == "package_changed"
+
+
+def test_a_file_added_to_the_package_between_calls_is_refused(ws: Path) -> None:
+    def add(folder: Path) -> None:
+        before = (folder / "lib").stat()
+        (folder / "lib" / "new.txt").write_text("")
+        os.utime(folder / "lib", ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    assert _kept_then(ws, add) == "package_changed"
+
+
+def test_a_package_file_removed_between_calls_is_refused(ws: Path) -> None:
+    assert _kept_then(ws, lambda folder: (folder / "lib" / "notes.txt").unlink()) == (
+        "package_changed"
+    )
+
+
+def test_a_package_written_within_the_racy_window_is_not_kept(tmp_path: Path) -> None:
+    from proctor.runtime.engine.held_skills import HeldSkills, stamp_package
+
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("x")
+    held = HeldSkills()
+    key = (str(folder), "sha256:x", "main")
+    held.put(key, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
+    assert held.get(key, str(tmp_path)) is None  # changed just now: read again every time
+    _settled(tmp_path)
+    held.put(key, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
+    assert held.get(key, str(tmp_path)) == ("skill", "method")
+    (folder / "SKILL.md").write_text("y")
+    assert held.get(key, str(tmp_path)) is None

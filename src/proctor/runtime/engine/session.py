@@ -159,6 +159,9 @@ class Session:
         self._trusted_by_env: set[str] = set()
         # when this session last took or renewed each run's lease (monotonic; see _renew)
         self._renewed: dict[str, float] = {}
+        from proctor.runtime.engine.held_skills import HeldSkills
+
+        self._held_skills = HeldSkills()  # the packages of its turn calls (.held_skills)
 
     @property
     def holder(self) -> str:
@@ -626,7 +629,7 @@ class Session:
             )
         self._acquire(run_id)
         try:
-            skill, method = self._reload(record)
+            skill, method = self._turn_skill(record)
             driver = RunDriver(self, record, skill, method, None)
             return driver.turn_call(turn.body, tool, dict(args), call_id, reason, stop)
         finally:
@@ -672,6 +675,24 @@ class Session:
             RequestView(r.address, r.kind, r.request_digest, r.state, r.decision, r.body)
             for r in self.store.requests(run_id)
         ]
+
+    def _turn_skill(self, record: RunRecord) -> tuple[Any, Any]:
+        """:meth:`_reload`, or the package this session loaded for an earlier call of the run
+        when nothing under its folder changed since (:mod:`.held_skills`); a package named by
+        an ``origin`` is verified again on every call."""
+        from proctor.runtime.engine.held_skills import stamp_package
+
+        folder, recorded = record.data.get("package_folder"), record.data.get("package_digest")
+        if "origin" in record.data or not isinstance(folder, str) or not isinstance(recorded, str):
+            return self._reload(record)
+        key, root = (folder, recorded, record.method), str(self.workspace.root)
+        held = self._held_skills.get(key, root)
+        if held is not None:
+            return held
+        stamped = stamp_package(folder, root)  # before the package is read
+        loaded = self._reload(record)  # refused package_changed unless the digest is recorded
+        self._held_skills.put(key, stamped, loaded)
+        return loaded
 
     def _reload(self, record: RunRecord) -> tuple[Any, Any]:
         from proctor.parser.skill import select_method
