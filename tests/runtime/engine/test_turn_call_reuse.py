@@ -162,3 +162,30 @@ def test_a_package_written_within_the_racy_window_is_not_kept(tmp_path: Path) ->
     assert held.get(key, str(tmp_path)) == ("skill", "method")
     (folder / "SKILL.md").write_text("y")
     assert held.get(key, str(tmp_path)) is None
+
+
+BLOCK_ECHO = """id: team
+rules:
+  - id: team.reasons
+    description: Every echo states why it is made.
+    guard: check_reason_not_empty
+    enforcement: block
+    on_error: fail_closed
+    tools: [echo]
+"""
+
+
+def test_a_policy_written_between_two_calls_of_one_session_holds_the_second(ws: Path) -> None:
+    make_skill(ws, "one", ONE_TURN)
+    _settled(ws)  # the package may be kept: the policy must be read again all the same
+    s = session(ws)
+    run_id = s.run("one", cwd=ws).run_id or ""
+    assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
+    assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, "c2").ok
+    (ws / "policies").mkdir(exist_ok=True)
+    (ws / "policies" / "team.yaml").write_text(BLOCK_ECHO)
+    refused = s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")
+    assert refused.status == "refused", refused
+    assert s.turn_call(run_id, "turn", "echo", {"text": "d"}, "c4", reason="asked").ok
+    (ws / "policies" / "team.yaml").unlink()
+    assert s.turn_call(run_id, "turn", "echo", {"text": "e"}, "c5").ok
