@@ -175,17 +175,41 @@ rules:
 """
 
 
-def test_a_policy_written_between_two_calls_of_one_session_holds_the_second(ws: Path) -> None:
+def _kept_policy_session(ws: Path) -> tuple[object, str]:
     make_skill(ws, "one", ONE_TURN)
-    _settled(ws)  # the package may be kept: the policy must be read again all the same
     s = session(ws)
-    run_id = s.run("one", cwd=ws).run_id or ""
+    run_id = s.run("one", cwd=ws).run_id or ""  # opens the run store in .proctor/
+    _settled(ws)  # the package and the policy state may be kept from here on
     assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
+    assert s._held_policy._entry is not None, "the session kept the policy state"
     assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, "c2").ok
+    return s, run_id
+
+
+def test_a_policy_written_between_two_calls_of_one_session_holds_the_second(ws: Path) -> None:
+    s, run_id = _kept_policy_session(ws)
     (ws / "policies").mkdir(exist_ok=True)
     (ws / "policies" / "team.yaml").write_text(BLOCK_ECHO)
-    refused = s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")
+    refused = s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")  # type: ignore[attr-defined]
     assert refused.status == "refused", refused
-    assert s.turn_call(run_id, "turn", "echo", {"text": "d"}, "c4", reason="asked").ok
+    assert s.turn_call(run_id, "turn", "echo", {"text": "d"}, "c4", reason="asked").ok  # type: ignore[attr-defined]
     (ws / "policies" / "team.yaml").unlink()
-    assert s.turn_call(run_id, "turn", "echo", {"text": "e"}, "c5").ok
+    assert s.turn_call(run_id, "turn", "echo", {"text": "e"}, "c5").ok  # type: ignore[attr-defined]
+
+
+def test_a_policy_edited_in_place_between_two_calls_holds_the_second(ws: Path) -> None:
+    (ws / "policies").mkdir(exist_ok=True)
+    team = ws / "policies" / "team.yaml"
+    team.write_text(BLOCK_ECHO.replace("enforcement: block", "enforcement: warn "))
+    s, run_id = _kept_policy_session(ws)
+    _same_size_same_mtime(team, BLOCK_ECHO)  # only its change time tells
+    refused = s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")  # type: ignore[attr-defined]
+    assert refused.status == "refused", refused
+
+
+def test_a_guard_config_added_between_two_calls_is_loaded_by_the_second(ws: Path) -> None:
+    s, run_id = _kept_policy_session(ws)
+    (ws / "proctor.toml").write_text('[policy]\nguards = "guards.mine"\n')
+    with pytest.raises(Exception) as caught:  # the module named is not there: refused
+        s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")  # type: ignore[attr-defined]
+    assert getattr(caught.value, "code", None) in ("bad_guard_module", "guards_untrusted")

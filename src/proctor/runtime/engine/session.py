@@ -162,6 +162,9 @@ class Session:
         from proctor.runtime.engine.held_skills import HeldSkills
 
         self._held_skills = HeldSkills()  # the packages of its turn calls (.held_skills)
+        from proctor.runtime.engine.held_policy import HeldPolicy
+
+        self._held_policy = HeldPolicy()  # the policy state it loaded (.held_policy)
 
     @property
     def holder(self) -> str:
@@ -266,7 +269,8 @@ class Session:
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
         """The loaded policy set (or UNRESTRICTED under the audited opt-out), the guard
         registry, and whether the run goes unguarded, as the workspace's files are now
-        (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`).
+        (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`;
+        not read again while none of them changed: :mod:`.held_policy`).
 
         The workspace's guard modules run only when a person trusted their bytes (the home's
         record, :mod:`proctor.runtime.home.trust`) or ``PROCTOR_TRUST_WORKSPACE=1`` says so
@@ -278,10 +282,19 @@ class Session:
                 the shipped rules, or zero enforceable rules.
         """
         from proctor.policy.cache import run_policies
+        from proctor.policy.guard_files import guard_modules
         from proctor.runtime.home.trust import HomeTrust
 
+        root = str(self.workspace.root)
+        held = self._held_policy.get(root, self.environ)  # nothing it was built from changed
+        if held is not None:
+            return held  # type: ignore[no-any-return]
+        stamped = self._held_policy.stamp(root, self.environ)  # before anything is read
         trust = HomeTrust(self.environ, on_environment=self._audit_env_trust)
-        return run_policies(self.workspace.root, self.environ, self.tools, trust=trust)
+        loaded = run_policies(self.workspace.root, self.environ, self.tools, trust=trust)
+        modules = bool(guard_modules(self.workspace.root))  # kept only when it names none
+        self._held_policy.put(stamped, loaded, guard_modules=modules)
+        return loaded
 
     def _audit_env_trust(self, files: GuardFiles) -> None:
         if files.digest in self._trusted_by_env:
