@@ -203,6 +203,26 @@ def test_a_changed_request_drops_a_decision_not_used(store: RunStore) -> None:
     assert (req.state, req.decision, req.body) == ("open", None, {"x": 2})
 
 
+def test_a_request_is_read_by_its_run_and_address_as_the_listing_has_it(store: RunStore) -> None:
+    for run_id in ("r", "other"):
+        store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
+    for n in range(3):
+        store.put_request(RequestRecord("r", f"a{n}", "approval", f"d{n}", {"n": n}))
+    store.put_request(RequestRecord("other", "a1", "agent_turn", "dx", {"n": 9}))
+    store.record_decisions("r", {"a1": {"approved": True}})
+    listed = {r.address: r for r in store.requests("r")}
+    for address, expected in listed.items():
+        found = store.request("r", address)
+        assert found is not None
+        assert (found.run_id, found.kind, found.body, found.state, found.decision) == (
+            expected.run_id, expected.kind, expected.body, expected.state, expected.decision
+        )  # fmt: skip
+        assert found.cursor == expected.cursor
+    other = store.request("other", "a1")
+    assert other is not None and (other.kind, other.body) == ("agent_turn", {"n": 9})
+    assert store.request("r", "missing") is None and store.request("nobody", "a0") is None
+
+
 def test_a_request_asked_again_as_recorded_keeps_its_decision(store: RunStore) -> None:
     first = store.put_request(
         RequestRecord(run_id="r", address="a", kind="approval", request_digest="d1", body={"x": 1})

@@ -162,6 +162,12 @@ class Session:
         self._renewed: dict[str, float] = {}
         # the bubblewrap its runs found along PATH (see sandbox_setting's ``found``)
         self.found_executables: FoundExecutables = {}
+        from proctor.runtime.engine.held_skills import HeldSkills
+
+        self._held_skills = HeldSkills()  # the packages of its turn calls (.held_skills)
+        from proctor.runtime.engine.held_policy import HeldPolicy
+
+        self._held_policy = HeldPolicy()  # the policy state it loaded (.held_policy)
 
     @property
     def holder(self) -> str:
@@ -266,7 +272,8 @@ class Session:
     def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
         """The loaded policy set (or UNRESTRICTED under the audited opt-out), the guard
         registry, and whether the run goes unguarded, as the workspace's files are now
-        (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`).
+        (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`;
+        not read again while none of them changed: :mod:`.held_policy`).
 
         The workspace's guard modules run only when a person trusted their bytes (the home's
         record, :mod:`proctor.runtime.home.trust`) or ``PROCTOR_TRUST_WORKSPACE=1`` says so
@@ -278,10 +285,19 @@ class Session:
                 the shipped rules, or zero enforceable rules.
         """
         from proctor.policy.cache import run_policies
+        from proctor.policy.guard_files import guard_modules
         from proctor.runtime.home.trust import HomeTrust
 
+        root = str(self.workspace.root)
+        held = self._held_policy.get(root, self.environ)  # nothing it was built from changed
+        if held is not None:
+            return held  # type: ignore[no-any-return]
+        stamped = self._held_policy.stamp(root, self.environ)  # before anything is read
         trust = HomeTrust(self.environ, on_environment=self._audit_env_trust)
-        return run_policies(self.workspace.root, self.environ, self.tools, trust=trust)
+        loaded = run_policies(self.workspace.root, self.environ, self.tools, trust=trust)
+        modules = bool(guard_modules(self.workspace.root))  # kept only when it names none
+        self._held_policy.put(stamped, loaded, guard_modules=modules)
+        return loaded
 
     def _audit_env_trust(self, files: GuardFiles) -> None:
         if files.digest in self._trusted_by_env:
@@ -622,21 +638,14 @@ class Session:
         record = self._record(run_id)
         if record.status == "sealed":
             raise ResumeRefused(f"run {run_id} has sealed", code="run_sealed")
-        turn = next(
-            (
-                r
-                for r in self.store.requests(run_id)
-                if r.address == address and r.kind == "agent_turn" and r.state != "used"
-            ),
-            None,
-        )
-        if turn is None:
+        turn = self.store.request(run_id, address)  # one row, however long the run
+        if turn is None or turn.kind != "agent_turn" or turn.state == "used":
             raise ResumeRefused(
                 f"run {run_id} waits on no agent turn at {address!r}", code="unknown_address"
             )
         self._acquire(run_id)
         try:
-            skill, method = self._reload(record)
+            skill, method = self._turn_skill(record)
             driver = RunDriver(self, record, skill, method, None)
             return driver.turn_call(turn.body, tool, dict(args), call_id, reason, stop)
         finally:
@@ -682,6 +691,24 @@ class Session:
             RequestView(r.address, r.kind, r.request_digest, r.state, r.decision, r.body)
             for r in self.store.requests(run_id)
         ]
+
+    def _turn_skill(self, record: RunRecord) -> tuple[Any, Any]:
+        """:meth:`_reload`, or the package this session loaded for an earlier call of the run
+        when nothing under its folder changed since (:mod:`.held_skills`); a package named by
+        an ``origin`` is verified again on every call."""
+        from proctor.runtime.engine.held_skills import stamp_package
+
+        folder, recorded = record.data.get("package_folder"), record.data.get("package_digest")
+        if "origin" in record.data or not isinstance(folder, str) or not isinstance(recorded, str):
+            return self._reload(record)
+        key, root = (folder, recorded, record.method), str(self.workspace.root)
+        held = self._held_skills.get(key, root)
+        if held is not None:
+            return held
+        stamped = stamp_package(folder, root)  # before the package is read
+        loaded = self._reload(record)  # refused package_changed unless the digest is recorded
+        self._held_skills.put(key, stamped, loaded)
+        return loaded
 
     def _reload(self, record: RunRecord) -> tuple[Any, Any]:
         from proctor.parser.skill import select_method

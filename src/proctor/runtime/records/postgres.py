@@ -611,6 +611,13 @@ class PostgresRunStore(paged.PagedReads):
         )
         return [self._request(r) for r in rows]
 
+    def request(self, run_id: str, address: str) -> RequestRecord | None:
+        row = self._one(
+            f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s",
+            (run_id, address),
+        )
+        return None if row is None else self._request(row)
+
     def pending_requests(
         self, *, after: int | None = None, limit: int = 50
     ) -> list[PendingRequest]:

@@ -301,6 +301,11 @@ class RunStore(Protocol):
         """Every request of a run (open, decided and used), in the order first asked."""
         ...
 
+    def request(self, run_id: str, address: str) -> RequestRecord | None:
+        """The run's request at ``address`` (open, decided or used), else ``None``: one row by
+        the key it is unique on, however many requests the run has."""
+        ...
+
     def pending_requests(
         self, *, after: int | None = None, limit: int = 50
     ) -> list[PendingRequest]:

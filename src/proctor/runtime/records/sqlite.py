@@ -630,6 +630,14 @@ class SQLiteRunStore(paged.PagedReads):
             ).fetchall()
         return [self._request(r) for r in rows]
 
+    def request(self, run_id: str, address: str) -> RequestRecord | None:
+        with self._lock:
+            row = self._exec(
+                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = ? AND address = ?",
+                (run_id, address),
+            ).fetchone()
+        return None if row is None else self._request(row)
+
     def pending_requests(
         self, *, after: int | None = None, limit: int = 50
     ) -> list[PendingRequest]:

@@ -1,0 +1,126 @@
+"""The package a session's turn calls run under, kept between the calls of one run.
+
+Every host turn call (:meth:`proctor.runtime.engine.session.Session.turn_call`; every call of
+an MCP client session) reloads the run's package and refuses the call ``package_changed`` when
+its digest is not the one the run started with. A session keeps the package it loaded, with
+the stat identity (device, inode, size, mode, modification and change times in nanoseconds) of
+the package folder, of every folder and file under it that the package reader walks, and the
+real paths of the folder and the workspace; a later call of the same run (same folder, digest
+and method) takes the kept package when every one of those is as it was, and loads it again
+otherwise.
+
+Why that is safe (git's rule for "racily clean" index entries, as in
+:mod:`proctor.runtime.skill_files`): a write to a file, and an entry added to, removed from or
+renamed in a folder, set the change time (``ctime``) of what they change to the file system's
+clock, which no call sets back. The identities are taken before the package is read, so a
+write after that is stamped later than a change that came :data:`RACY_NS` before it, and the
+identity differs. An entry whose folder or file changed within :data:`RACY_NS` of it (a write
+might share its tick) is never kept. A folder swapped under the package's path is another
+inode, or another real path.
+
+A package whose record names an ``origin`` (a core skill, an installed package) is never kept:
+its verification asks the home's registry trust on every call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["RACY_NS", "HeldSkills", "Stamped", "stamp_package"]
+
+RACY_NS = 3_000_000_000
+"""How long before an entry was made every stamped folder and file must have last changed."""
+
+_SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
+_LIMIT = 64
+
+Stamp = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class Stamped:
+    """What :func:`stamp_package` saw, before the package was read."""
+
+    made_ns: int  # this host's clock when it began
+    reals: tuple[str, str]  # the real paths of the package folder and the workspace
+    stamps: Stamp
+    newest: int  # the newest change time among them
+
+
+def stamp_package(folder: str, root: str) -> Stamped | None:
+    """The real paths of ``folder`` and the workspace ``root``, the identity of ``folder`` and
+    of every name the package reader sees under it (the folders it walks, their files and
+    links), and the newest change among them; ``None`` when one cannot be looked at (the
+    package is then loaded, never kept)."""
+    made_ns = time.time_ns()
+    reals = (os.path.realpath(folder), os.path.realpath(root))
+    stamps: list[tuple[str, tuple[int, ...]]] = []
+    newest = 0
+    try:
+        for dirpath, dirnames, filenames in os.walk(folder, onerror=_raise):
+            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+            for path in [dirpath, *(os.path.join(dirpath, n) for n in filenames)]:
+                st = os.lstat(path)
+                stamps.append((path, _identity(st)))
+                newest = max(newest, st.st_mtime_ns)
+    except OSError:
+        return None
+    return Stamped(made_ns, reals, tuple(stamps), newest)
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _unchanged(stamps: Stamp) -> bool:
+    for path, identity in stamps:
+        try:
+            if _identity(os.lstat(path)) != identity:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+class HeldSkills:
+    """The packages one session loaded for its turn calls, by (folder, digest, method)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str, str], tuple[Stamped, tuple[Any, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str], root: str) -> tuple[Any, Any] | None:
+        """The kept ``(skill, method)`` when the package folder and the workspace resolve to
+        the paths they did and nothing stamped changed; ``None`` otherwise."""
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            return None
+        stamped, loaded = entry
+        reals = (os.path.realpath(key[0]), os.path.realpath(root))
+        if reals != stamped.reals or not _unchanged(stamped.stamps):
+            with self._lock:
+                self._entries.pop(key, None)
+            return None
+        return loaded
+
+    def put(
+        self, key: tuple[str, str, str], stamped: Stamped | None, loaded: tuple[Any, Any]
+    ) -> None:
+        """Keep ``loaded`` (read after ``stamped`` was taken), unless something stamped
+        changed within :data:`RACY_NS` of it."""
+        if stamped is None or stamped.newest >= stamped.made_ns - RACY_NS:
+            return
+        entry = (stamped, loaded)
+        with self._lock:
+            if len(self._entries) >= _LIMIT and key not in self._entries:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[key] = entry
