@@ -136,6 +136,7 @@ class ReceiptWriter:
         self._serials = bytearray()  # one per receipt written here: 1 once committed
         self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
+        self._unsigned_at: list[int] = []  # held receipts whose bodies await their signature
         self._times: dict[datetime, str] = {}
         # a key id that is a digest lets plain bodies be written directly (see plain_body)
         self._plain_key = is_digest(signer.key_id)
@@ -320,9 +321,9 @@ class ReceiptWriter:
         receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
         if unsigned:
             data = b"".join((b'{"body":', body_bytes, self._key_bytes, b"null}\n"))
-        else:
-            sig = b2a_base64(self._signer.sign(body_bytes), newline=False)
-            data = b"".join((b'{"body":', body_bytes, self._key_bytes, b'"', sig, b'"}\n'))
+        else:  # signed at the flush, with the others held (see flush)
+            self._unsigned_at.append(len(self._pending))
+            data = body_bytes
         return self._stored(kind, outcome, children, size, height, receipt_id, data)
 
     def _stored(
@@ -403,9 +404,22 @@ class ReceiptWriter:
         Raises:
             StoreError, ReceiptInvalid: from the store; unwritten receipts stay pending.
         """
+        if self._unsigned_at:
+            self._sign_held()
         if self._pending:
             self._store.put_many(self._pending)
             self._pending.clear()
+
+    def _sign_held(self) -> None:
+        """Sign the held bodies waiting for it, in one loop, and make their envelopes."""
+        pending, at = self._pending, self._unsigned_at
+        bodies = [pending[i][1] for i in at]
+        key = self._key_bytes
+        for i, body, sig in zip(at, bodies, map(self._signer.sign, bodies), strict=True):
+            rid, _, kind, outcome = pending[i]
+            data = b"".join((b'{"body":', body, key, b'"', b2a_base64(sig, newline=False), b'"}\n'))
+            pending[i] = (rid, data, kind, outcome)
+        at.clear()
 
     def _admit_children(self, children: Sequence[Ref]) -> tuple[int, int]:
         seen: set[str] = set()
