@@ -82,8 +82,9 @@ INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
 _LOOSE = re.compile(r"[0-9a-f]{64}\.json")
 _EXACT_ID = re.compile(r"sha256:[0-9a-f]{64}")
-_EXACT_IDS = re.compile(r"(?:sha256:[0-9a-f]{64})*").fullmatch  # ids joined, each checked long
-_ID_LENGTH = len("sha256:") + 64
+_PREFIX = "sha256:"
+_ID_LENGTH = len(_PREFIX) + 64
+_HEX_DIGITS = b"0123456789abcdef"
 _STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -392,19 +393,21 @@ class ReceiptStore:
         try:
             if (
                 set(map(len, ids)) != {_ID_LENGTH}
-                or not _EXACT_IDS("".join(ids))
+                or not all(map(str.startswith, ids, repeat(_PREFIX)))
+                or "".join([receipt_id[7:] for receipt_id in ids])
+                .encode("ascii")
+                .translate(None, _HEX_DIGITS)
                 or len(set(ids)) != len(ids)
-                or not all(map(bytes.endswith, records, repeat(b"\n")))
+                # one line each: the first line feed is the last byte
+                or list(map(bytes.find, records, repeat(b"\n")))
+                != [len(record) - 1 for record in records]
             ):
                 return None
-            joined = b"".join(records)
-        except TypeError:  # not str ids or not bytes records: the item by item route says
+        except (TypeError, UnicodeEncodeError):  # not str ids or not bytes records
             return None
-        if joined.count(b"\n") != len(records) or self._has_loose():
+        if self._has_loose() or not self._shelf.knows_none([i[7:] for i in ids]):
             return None
-        if not self._shelf.knows_none([receipt_id[7:] for receipt_id in ids]):
-            return None
-        return joined
+        return b"".join(records)
 
     def _append(self, todo: Sequence[tuple[str, bytes, str, str]], records: bytes | None) -> None:
         """Append ``todo`` as one batch to the current pack (one sync), then its index lines
@@ -417,7 +420,7 @@ class ReceiptStore:
         fd, name, size = self._current_pack()
         try:
             lead = b"" if os.pread(fd, 1, size - 1) == b"\n" else b"\n"  # after a torn tail
-            _write_at_end(fd, size, b"".join((lead, joined, trailer)), durable=self._durable)
+            _write_at_end(fd, size, [lead, joined, trailer], durable=self._durable)
             kill_point("receipts.batch_synced")  # on disk, not yet in the index
             sizes = list(map(len, lines_of))
             ats = list(itertools.accumulate(sizes, initial=size + len(lead)))
@@ -565,21 +568,21 @@ def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        _write_at_end(fd, size, data, durable=durable)
+        _write_at_end(fd, size, [data], durable=durable)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def _write_at_end(fd: int, size: int, data: bytes, *, durable: bool) -> None:
-    """Append ``data`` to ``fd`` (opened for appending, locked, ``size`` bytes long) and sync
-    it when ``durable``; a write the disk took only part of is cut off, so the next append
-    never lands after half a line.
+def _write_at_end(fd: int, size: int, data: list[bytes], *, durable: bool) -> None:
+    """Append the parts of ``data`` in one write to ``fd`` (opened for appending, locked,
+    ``size`` bytes long) and sync it when ``durable``; a write the disk took only part of is
+    cut off, so the next append never lands after half a line.
 
     Raises:
         OSError: the write (or its sync) failed; the file is as it was.
     """
     try:
-        if os.write(fd, data) != len(data):
+        if os.writev(fd, data) != sum(map(len, data)):
             raise OSError(errno.ENOSPC, "No space left on device")
         if durable:
             os.fdatasync(fd)
