@@ -74,6 +74,7 @@ __all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", 
 Clock = Callable[[], datetime]
 _WRITERS = itertools.count(1)  # each writer numbers its refs from its own base
 _IS_DIGEST = re.compile(r"sha256:[0-9a-f]{64}").fullmatch  # is_digest, for an exact str
+_sha256 = hashlib.sha256
 _new_ref = tuple.__new__  # a Ref from its seven fields in one step (Ref's own __new__ binds
 # its arguments in Python first)
 
@@ -141,6 +142,7 @@ class ReceiptWriter:
         # a key id that is a digest lets plain bodies be written directly (see plain_body)
         self._plain_key = is_digest(signer.key_id)
         self._package: str | None = None  # the last subject package digest found a digest
+        self._key_id = signer.key_id
         self._key_bytes = b',"key_id":"' + signer.key_id.encode("utf-8") + b'","signature":'
 
     @property
@@ -236,8 +238,11 @@ class ReceiptWriter:
             ):
                 if value is not None and not is_digest(value):
                     raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
-        started = self._time(started_at)
-        ended = self._time(ended_at if ended_at is not None else self._clock())
+        times = self._times
+        started = times.get(started_at) or self._time(started_at)
+        if ended_at is None:
+            ended_at = self._clock()
+        ended = times.get(ended_at) or self._time(ended_at)
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
         size, height = self._admit_children(children) if children else (1, 0)
@@ -267,11 +272,18 @@ class ReceiptWriter:
                 policy_digest,
                 children,
                 range(self._base, self._base + len(self._serials)),
-                self._signer.key_id,
+                self._key_id,
                 spend_micro_usd,
             )
             if text is not None:
-                return self._commit(kind, outcome, children, size, height, text, unsigned)
+                body_bytes = text.encode("ascii")
+                receipt_id = DIGEST_PREFIX + _sha256(body_bytes).hexdigest()
+                if unsigned:
+                    data = b"".join((b'{"body":', body_bytes, self._key_bytes, b"null}\n"))
+                else:  # signed at the flush, with the others held (see _sign_held)
+                    self._unsigned_at.append(len(self._pending))
+                    data = body_bytes
+                return self._stored(kind, outcome, children, size, height, receipt_id, data)
         body: dict[str, Any] = {
             "schema": RECEIPT_SCHEMA,
             "kind": kind,
@@ -306,26 +318,6 @@ class ReceiptWriter:
         receipt_id, data = self._seal(body, signed=not unsigned)
         return self._stored(kind, outcome, children, size, height, receipt_id, data)
 
-    def _commit(
-        self,
-        kind: str,
-        outcome: str,
-        children: Sequence[Ref],
-        size: int,
-        height: int,
-        text: str,
-        unsigned: bool,
-    ) -> Ref:
-        """Sign (unless ``unsigned``) and hold the receipt of :func:`plain_text`'s body."""
-        body_bytes = text.encode("ascii")
-        receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
-        if unsigned:
-            data = b"".join((b'{"body":', body_bytes, self._key_bytes, b"null}\n"))
-        else:  # signed at the flush, with the others held (see flush)
-            self._unsigned_at.append(len(self._pending))
-            data = body_bytes
-        return self._stored(kind, outcome, children, size, height, receipt_id, data)
-
     def _stored(
         self,
         kind: str,
@@ -337,9 +329,10 @@ class ReceiptWriter:
         data: bytes,
     ) -> Ref:
         serials, base = self._serials, self._base
+        mine = len(serials)
         for c in children:
             at = c.serial - base
-            if 0 <= at < len(serials):
+            if 0 <= at < mine:
                 serials[at] = 1
             else:
                 self._committed.add(c.receipt_id)
@@ -422,23 +415,26 @@ class ReceiptWriter:
         at.clear()
 
     def _admit_children(self, children: Sequence[Ref]) -> tuple[int, int]:
-        seen: set[str] = set()
         size, height = 1, 0
-        serials, base = self._serials, self._base
-        for child in children:
-            at = child.serial - base
-            mine = 0 <= at < len(serials)
-            if (serials[at] if mine else child.receipt_id in self._committed) or (
-                child.receipt_id in seen
-            ):
-                raise ReceiptInvalid(
-                    f"receipt {child.receipt_id} is already committed by another parent; "
-                    "each receipt has exactly one parent",
-                    code="receipt_committed_twice",
-                )
-            seen.add(child.receipt_id)
-            size += child.size
-            height = max(height, child.height + 1)
+        serials, base, committed = self._serials, self._base, self._committed
+        mine = len(serials)
+        if len(children) == 1 or len({c.receipt_id for c in children}) == len(children):
+            for child in children:  # no ref twice among them: each against the committed
+                at = child.serial - base
+                if serials[at] if 0 <= at < mine else child.receipt_id in committed:
+                    raise _committed_twice(child)
+                size += child.size
+                if child.height >= height:
+                    height = child.height + 1
+        else:
+            seen: set[str] = set()
+            for child in children:
+                at = child.serial - base
+                if (serials[at] if 0 <= at < mine else child.receipt_id in committed) or (
+                    child.receipt_id in seen
+                ):
+                    raise _committed_twice(child)
+                seen.add(child.receipt_id)
         if size > MAX_TREE_RECEIPTS:
             raise ReceiptInvalid(
                 f"this receipt would head a tree of {size} receipts, past the bound of "
@@ -452,3 +448,11 @@ class ReceiptWriter:
                 code="receipt_tree_too_deep",
             )
         return size, height
+
+
+def _committed_twice(child: Ref) -> ReceiptInvalid:
+    return ReceiptInvalid(
+        f"receipt {child.receipt_id} is already committed by another parent; "
+        "each receipt has exactly one parent",
+        code="receipt_committed_twice",
+    )
