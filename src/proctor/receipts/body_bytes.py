@@ -22,7 +22,7 @@ from typing import Any
 
 from proctor.receipts.model import RECEIPT_SCHEMA, Subject
 
-__all__ = ["plain_body"]
+__all__ = ["plain_body", "plain_text"]
 
 # a non-empty string JSON writes without an escape, whose canonical form is itself in quotes
 _PLAIN = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+").fullmatch
@@ -30,32 +30,115 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}").fullmatch
 _SPEND_MAX = 10**15  # what the recognizer takes as a plain integer (at most 15 digits)
 _HEAD = '{"audit_head":null,"authority_digest":'
 _SCHEMA = f',"schema":"{RECEIPT_SCHEMA}","seal_reason":'
+# the subject's text up to its step_id, by (skill, package digest, method): a seal writes the
+# same three for every receipt of a run, so they are checked and written once
+_HEADS: dict[tuple[str, str | None, str | None], str] = {}
+_HEADS_MAX = 1024
+
+
+def _subject_head(skill: object, package: str | None, method: object) -> str | None:
+    """``{"method":…,"package_digest":…,"skill":…,"step_id":`` or ``None`` when the skill
+    or the method (unless absent) is not a plain non-empty string."""
+    if type(skill) is not str or (method is not None and type(method) is not str):
+        return None  # (a subclass of str is not taken: its text is its own to decide)
+    key = (skill, package, method)
+    head = _HEADS.get(key)
+    if head is None:
+        if not _PLAIN(skill) or (method is not None and not _PLAIN(method)):
+            return None
+        m = "null" if method is None else f'"{method}"'
+        p = "null" if package is None else f'"{package}"'
+        head = f'{{"method":{m},"package_digest":{p},"skill":"{skill}","step_id":'
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        _HEADS[key] = head
+    return head
 
 
 def _subject(kind: str, subject: Subject) -> str | None:
     """The subject's JSON text, or ``None`` when a name is missing for its kind or is not a
     plain non-empty string."""
-    skill, method, step_id, tool = subject.skill, subject.method, subject.step_id, subject.tool
-    if (method is None and kind != "call") or (step_id is None and kind == "step"):
+    method, step_id, tool = subject.method, subject.step_id, subject.tool
+    if kind == "call":
+        if tool is None:
+            return None
+    elif method is None or (step_id is None and kind == "step"):
         return None
-    if tool is None and kind == "call":
+    head = _subject_head(subject.skill, subject.package_digest, method)
+    if head is None:
         return None
-    names = [skill]
-    for name in (method, step_id, tool):
-        if name is not None:
-            if type(name) is not str or not name:
+    if step_id is None:
+        if tool is None:
+            return head + 'null,"tool":null}'
+        if type(tool) is str and _PLAIN(tool):
+            return f'{head}null,"tool":"{tool}"}}'
+        return None
+    if type(step_id) is not str or not step_id:
+        return None
+    if tool is None:
+        return f'{head}"{step_id}","tool":null}}' if _PLAIN(step_id) else None
+    # one match for both: the joined names are plain exactly when each one is (each non-empty)
+    if type(tool) is str and tool and _PLAIN(step_id + tool):
+        return f'{head}"{step_id}","tool":"{tool}"}}'
+    return None
+
+
+def plain_text(
+    kind: str,
+    subject: Subject,
+    outcome: str,
+    seal_reason: str | None,
+    started: str,
+    ended: str,
+    inputs_digest: str | None,
+    outputs_digest: str | None,
+    authority_digest: str | None,
+    policy_digest: str | None,
+    children: Sequence[Any],
+    own: range,
+    key_id: str,
+    spend_micro_usd: int | None,
+) -> str | None:
+    """:func:`plain_body` as ASCII text, its arguments by position (the writer's route)."""
+    subject_text = _subject(kind, subject)
+    if subject_text is None:
+        return None
+    if spend_micro_usd is None:
+        spend = ""
+    elif kind != "call" and type(spend_micro_usd) is int and 0 <= spend_micro_usd < _SPEND_MAX:
+        spend = f'"spend_micro_usd":{spend_micro_usd},'
+    else:
+        return None
+    if kind == "segment" and (
+        not children
+        or inputs_digest is not None
+        or outputs_digest is not None
+        or spend_micro_usd is not None
+    ):
+        return None
+    if children:
+        parts = []
+        for c in children:
+            rid, body = c.receipt_id, c.body_digest
+            if c.serial not in own and not (
+                type(rid) is str and type(body) is str and _DIGEST(rid) and _DIGEST(body)
+            ):
                 return None
-            names.append(name)
-    # one match for all: the joined names are plain exactly when each one is (and each is
-    # non-empty, checked above; the skill by the match when it stands alone or is empty)
-    if type(skill) is not str or not skill or not _PLAIN("".join(names)):
-        return None
-    package = subject.package_digest  # checked a digest (or None) by the writer
-    m = "null" if method is None else f'"{method}"'
-    s = "null" if step_id is None else f'"{step_id}"'
-    t = "null" if tool is None else f'"{tool}"'
-    p = "null" if package is None else f'"{package}"'
-    return f'{{"method":{m},"package_digest":{p},"skill":"{skill}","step_id":{s},"tool":{t}}}'
+            parts.append(f'{{"body_digest":"{body}","receipt_id":"{rid}"}}')
+        kids = ",".join(parts)
+    else:
+        kids = ""
+    a = "null" if authority_digest is None else '"' + authority_digest + '"'
+    i = "null" if inputs_digest is None else '"' + inputs_digest + '"'
+    o = "null" if outputs_digest is None else '"' + outputs_digest + '"'
+    p = "null" if policy_digest is None else '"' + policy_digest + '"'
+    r = "null" if seal_reason is None else '"' + seal_reason + '"'
+    return (
+        f'{_HEAD}{a},"children":[{kids}],"ended_at":"{ended}","inputs_digest":{i},'
+        f'"key_id":"{key_id}","kind":"{kind}","outcome":"{outcome}","outputs_digest":{o},'
+        f'"policy_digest":{p}{_SCHEMA}{r},{spend}"started_at":"{started}",'
+        f'"subject":{subject_text},"verdicts":[]}}'
+    )
 
 
 def plain_body(
@@ -87,39 +170,20 @@ def plain_body(
     Returns:
         the bytes, or ``None`` when the body is outside the shape written here.
     """
-    subject_text = _subject(kind, subject)
-    if subject_text is None:
-        return None
-    if spend_micro_usd is not None:
-        if type(spend_micro_usd) is not int or not 0 <= spend_micro_usd < _SPEND_MAX:
-            return None
-        if kind == "call":
-            return None
-    if kind == "segment" and (
-        not children
-        or inputs_digest is not None
-        or outputs_digest is not None
-        or spend_micro_usd is not None
-    ):
-        return None
-    parts = []
-    for c in children:
-        rid, body = c.receipt_id, c.body_digest
-        if c.serial not in own and not (
-            type(rid) is str and type(body) is str and _DIGEST(rid) and _DIGEST(body)
-        ):
-            return None
-        parts.append(f'{{"body_digest":"{body}","receipt_id":"{rid}"}}')
-    spend = "" if spend_micro_usd is None else f'"spend_micro_usd":{spend_micro_usd},'
-    text = (
-        f"{_HEAD}{'null' if authority_digest is None else chr(34) + authority_digest + chr(34)}"
-        f',"children":[{",".join(parts)}],"ended_at":"{ended}","inputs_digest":'
-        f"{'null' if inputs_digest is None else chr(34) + inputs_digest + chr(34)}"
-        f',"key_id":"{key_id}","kind":"{kind}","outcome":"{outcome}","outputs_digest":'
-        f"{'null' if outputs_digest is None else chr(34) + outputs_digest + chr(34)}"
-        f',"policy_digest":'
-        f"{'null' if policy_digest is None else chr(34) + policy_digest + chr(34)}"
-        f"{_SCHEMA}{'null' if seal_reason is None else chr(34) + seal_reason + chr(34)},"
-        f'{spend}"started_at":"{started}","subject":{subject_text},"verdicts":[]}}'
+    text = plain_text(
+        kind,
+        subject,
+        outcome,
+        seal_reason,
+        started,
+        ended,
+        inputs_digest,
+        outputs_digest,
+        authority_digest,
+        policy_digest,
+        children,
+        own,
+        key_id,
+        spend_micro_usd,
     )
-    return text.encode("ascii")
+    return None if text is None else text.encode("ascii")

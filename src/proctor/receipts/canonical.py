@@ -55,6 +55,12 @@ def _fast_ok(value: Any, depth: int = 0) -> bool:
         for key, item in value.items():
             if type(key) is not str or not key.isascii():
                 return False
+            # a string, null or safe integer here, without a call per item
+            kind = type(item)
+            if kind is str or item is None:
+                continue
+            if kind is int and _INT_MIN <= item <= _INT_MAX:
+                continue
             if not _fast_ok(item, depth + 1):
                 return False
         return True
@@ -119,6 +125,11 @@ def digest(value: Any) -> str:
     Raises:
         UsageError: the value is not representable in canonical JSON (see :func:`canonical`).
     """
+    if _fast_ok(value):  # canonical()'s fast route, inline (a seal digests a value a call)
+        try:
+            return DIGEST_PREFIX + hashlib.sha256(_encode(value).encode("utf-8")).hexdigest()
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: canonical() lets rfc8785 refuse it
     return DIGEST_PREFIX + hashlib.sha256(canonical(value)).hexdigest()
 
 

@@ -6,23 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from proctor.contracts.values import dataclass, field
 from proctor.core.budget import SEGMENT_FANOUT
 from proctor.receipts.model import Subject
 
 __all__ = ["ChildList", "Ref", "SegmentWriter"]
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+class Ref(NamedTuple):
     """A written receipt, as its parent commits it.
 
     ``size`` counts the receipts of its subtree (itself included); ``height`` is how many
     levels lie below it (0 for a leaf). ``serial`` is the writer's number for a receipt it
     wrote (-1 for a ref made elsewhere, such as a child run's root), so that the writer tells a
-    ref committed twice from a bit per receipt rather than a set of every id.
+    ref committed twice from a bit per receipt rather than a set of every id; it takes no part
+    in equality, hashing or the repr.
+
+    A named tuple: a seal builds one per receipt, and a tuple is built in one step where a
+    frozen value class sets each field in turn. Read-only like one.
     """
 
     receipt_id: str
@@ -31,7 +33,23 @@ class Ref:
     outcome: str
     size: int
     height: int
-    serial: int = field(default=-1, repr=False, compare=False)
+    serial: int = -1
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Ref and self[:6] == other[:6]
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self[:6])
+
+    def __repr__(self) -> str:
+        return (
+            f"Ref(receipt_id={self.receipt_id!r}, body_digest={self.body_digest!r}, "
+            f"kind={self.kind!r}, outcome={self.outcome!r}, size={self.size!r}, "
+            f"height={self.height!r})"
+        )
 
 
 class SegmentWriter(Protocol):

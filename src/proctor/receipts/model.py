@@ -162,15 +162,27 @@ def format_time(moment: datetime) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """What a receipt is about. ``skill`` is always named; the rest depend on the kind."""
+class Subject(NamedTuple):
+    """What a receipt is about. ``skill`` is always named; the rest depend on the kind.
+
+    A named tuple (a seal builds one per receipt): read-only, and equal only to a subject
+    with the same names, as a value class would be.
+    """
 
     skill: str
     package_digest: str | None = None
     method: str | None = None
     step_id: str | None = None
     tool: str | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Subject and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return tuple.__hash__(self)
 
     def to_json(self) -> dict[str, Any]:
         """The subject as its JSON object."""

@@ -45,13 +45,15 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
+from binascii import b2a_base64
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid, UsageError
-from proctor.receipts.body_bytes import plain_body
+from proctor.receipts.body_bytes import plain_text
 from proctor.receipts.canonical import DIGEST_PREFIX, canonical, canonical_plain, is_digest
 from proctor.receipts.child_list import ChildList, Ref
 from proctor.receipts.model import (
@@ -71,6 +73,10 @@ __all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", 
 
 Clock = Callable[[], datetime]
 _WRITERS = itertools.count(1)  # each writer numbers its refs from its own base
+_IS_DIGEST = re.compile(r"sha256:[0-9a-f]{64}").fullmatch  # is_digest, for an exact str
+_sha256 = hashlib.sha256
+_new_ref = tuple.__new__  # a Ref from its seven fields in one step (Ref's own __new__ binds
+# its arguments in Python first)
 
 
 def utc_now() -> datetime:
@@ -131,9 +137,12 @@ class ReceiptWriter:
         self._serials = bytearray()  # one per receipt written here: 1 once committed
         self._base = next(_WRITERS) << 40  # a ref of another writer falls outside this range
         self._pending: list[tuple[str, bytes, str, str]] = []
+        self._unsigned_at: list[int] = []  # held receipts whose bodies await their signature
         self._times: dict[datetime, str] = {}
         # a key id that is a digest lets plain bodies be written directly (see plain_body)
         self._plain_key = is_digest(signer.key_id)
+        self._package: str | None = None  # the last subject package digest found a digest
+        self._key_id = signer.key_id
         self._key_bytes = b',"key_id":"' + signer.key_id.encode("utf-8") + b'","signature":'
 
     @property
@@ -206,33 +215,40 @@ class ReceiptWriter:
         """
         if outcome not in OUTCOMES:
             raise UsageError(f"unknown receipt outcome {outcome!r}", code="receipt_field_invalid")
-        if seal_reason is not None and seal_reason not in SEAL_REASONS:
-            raise UsageError(f"unknown seal reason {seal_reason!r}", code="receipt_field_invalid")
-        if outcome == "completed" and seal_reason is not None:
+        if seal_reason is not None and (outcome == "completed" or seal_reason not in SEAL_REASONS):
+            if seal_reason not in SEAL_REASONS:
+                raise UsageError(
+                    f"unknown seal reason {seal_reason!r}", code="receipt_field_invalid"
+                )
             raise UsageError("a completed receipt has no seal reason", code="receipt_field_invalid")
-        if (
-            (inputs_digest is not None and not is_digest(inputs_digest))
-            or (outputs_digest is not None and not is_digest(outputs_digest))
+        inp, out, pkg = inputs_digest, outputs_digest, subject.package_digest
+        if (  # is_digest of each, the common two inline and the package's remembered
+            (inp is not None and (type(inp) is not str or not _IS_DIGEST(inp)))
+            or (out is not None and (type(out) is not str or not _IS_DIGEST(out)))
             or (authority_digest is not None and not is_digest(authority_digest))
             or (policy_digest is not None and not is_digest(policy_digest))
-            or (subject.package_digest is not None and not is_digest(subject.package_digest))
+            or (pkg is not None and pkg != self._package and not self._known_package(pkg))
         ):
             for name, value in (
                 ("inputs_digest", inputs_digest),
                 ("outputs_digest", outputs_digest),
                 ("authority_digest", authority_digest),
                 ("policy_digest", policy_digest),
-                ("package_digest", subject.package_digest),
+                ("package_digest", pkg),
             ):
                 if value is not None and not is_digest(value):
                     raise UsageError(f"{name} must be sha256:<hex>", code="receipt_field_invalid")
-        started = self._time(started_at)
-        ended = self._time(ended_at if ended_at is not None else self._clock())
+        times = self._times
+        started = times.get(started_at) or self._time(started_at)
+        if ended_at is None:
+            ended_at = self._clock()
+        ended = times.get(ended_at) or self._time(ended_at)
         if ended < started:
             raise UsageError("a receipt cannot end before it starts", code="receipt_field_invalid")
-        size, height = self._admit_children(children)
-        unsigned = kind in ("call", "segment") and not self._sign_calls
-        verdicts = tuple(verdicts)
+        size, height = self._admit_children(children) if children else (1, 0)
+        unsigned = (kind == "call" or kind == "segment") and not self._sign_calls
+        if verdicts:
+            verdicts = tuple(verdicts)
         if (
             self._plain_key
             and audit_head is None
@@ -243,24 +259,31 @@ class ReceiptWriter:
             and package is None
             and identity is None
         ):
-            body_bytes = plain_body(
+            text = plain_text(
                 kind,
                 subject,
-                outcome=outcome,
-                seal_reason=seal_reason,
-                started=started,
-                ended=ended,
-                inputs_digest=inputs_digest,
-                outputs_digest=outputs_digest,
-                authority_digest=authority_digest,
-                policy_digest=policy_digest,
-                children=children,
-                own=range(self._base, self._base + len(self._serials)),
-                key_id=self._signer.key_id,
-                spend_micro_usd=spend_micro_usd,
+                outcome,
+                seal_reason,
+                started,
+                ended,
+                inputs_digest,
+                outputs_digest,
+                authority_digest,
+                policy_digest,
+                children,
+                range(self._base, self._base + len(self._serials)),
+                self._key_id,
+                spend_micro_usd,
             )
-            if body_bytes is not None:
-                return self._commit(kind, outcome, children, size, height, body_bytes, unsigned)
+            if text is not None:
+                body_bytes = text.encode("ascii")
+                receipt_id = DIGEST_PREFIX + _sha256(body_bytes).hexdigest()
+                if unsigned:
+                    data = b"".join((b'{"body":', body_bytes, self._key_bytes, b"null}\n"))
+                else:  # signed at the flush, with the others held (see _sign_held)
+                    self._unsigned_at.append(len(self._pending))
+                    data = body_bytes
+                return self._stored(kind, outcome, children, size, height, receipt_id, data)
         body: dict[str, Any] = {
             "schema": RECEIPT_SCHEMA,
             "kind": kind,
@@ -295,23 +318,6 @@ class ReceiptWriter:
         receipt_id, data = self._seal(body, signed=not unsigned)
         return self._stored(kind, outcome, children, size, height, receipt_id, data)
 
-    def _commit(
-        self,
-        kind: str,
-        outcome: str,
-        children: Sequence[Ref],
-        size: int,
-        height: int,
-        body_bytes: bytes,
-        unsigned: bool,
-    ) -> Ref:
-        """Sign (unless ``unsigned``) and hold the receipt of :func:`plain_body`'s bytes."""
-        receipt_id = DIGEST_PREFIX + hashlib.sha256(body_bytes).hexdigest()
-        key = self._key_bytes
-        sig = b"null" if unsigned else b'"' + b64(self._signer.sign(body_bytes)).encode() + b'"'
-        data = b"".join((b'{"body":', body_bytes, key, sig, b"}\n"))
-        return self._stored(kind, outcome, children, size, height, receipt_id, data)
-
     def _stored(
         self,
         kind: str,
@@ -323,19 +329,30 @@ class ReceiptWriter:
         data: bytes,
     ) -> Ref:
         serials, base = self._serials, self._base
+        mine = len(serials)
         for c in children:
-            if 0 <= c.serial - base < len(serials):
-                serials[c.serial - base] = 1
+            at = c.serial - base
+            if 0 <= at < mine:
+                serials[at] = 1
             else:
                 self._committed.add(c.receipt_id)
-        self._pending.append((receipt_id, data, kind, outcome))
+        pending = self._pending
+        pending.append((receipt_id, data, kind, outcome))
         serial = base + len(serials)
         serials.append(0)
         if kind == "run" or (
-            len(self._pending) >= self._batch if self._batch else kind not in ("call", "segment")
+            len(pending) >= self._batch if self._batch else kind != "call" and kind != "segment"
         ):
             self.flush()
-        return Ref(receipt_id, receipt_id, kind, outcome, size, height, serial)
+        return _new_ref(Ref, (receipt_id, receipt_id, kind, outcome, size, height, serial))
+
+    def _known_package(self, package_digest: str) -> bool:
+        """Whether ``package_digest`` is a digest, remembered for the next receipts (a run's
+        subjects all name the same package)."""
+        if is_digest(package_digest):
+            self._package = package_digest
+            return True
+        return False
 
     def _time(self, moment: datetime) -> str:
         """:func:`format_time` of ``moment``, remembered for the moments a seal repeats (a
@@ -380,28 +397,44 @@ class ReceiptWriter:
         Raises:
             StoreError, ReceiptInvalid: from the store; unwritten receipts stay pending.
         """
+        if self._unsigned_at:
+            self._sign_held()
         if self._pending:
             self._store.put_many(self._pending)
             self._pending.clear()
 
+    def _sign_held(self) -> None:
+        """Sign the held bodies waiting for it, in one loop, and make their envelopes."""
+        pending, at = self._pending, self._unsigned_at
+        bodies = [pending[i][1] for i in at]
+        key = self._key_bytes
+        for i, body, sig in zip(at, bodies, map(self._signer.sign, bodies), strict=True):
+            rid, _, kind, outcome = pending[i]
+            data = b"".join((b'{"body":', body, key, b'"', b2a_base64(sig, newline=False), b'"}\n'))
+            pending[i] = (rid, data, kind, outcome)
+        at.clear()
+
     def _admit_children(self, children: Sequence[Ref]) -> tuple[int, int]:
-        seen: set[str] = set()
         size, height = 1, 0
-        serials, base = self._serials, self._base
-        for child in children:
-            at = child.serial - base
-            mine = 0 <= at < len(serials)
-            if (serials[at] if mine else child.receipt_id in self._committed) or (
-                child.receipt_id in seen
-            ):
-                raise ReceiptInvalid(
-                    f"receipt {child.receipt_id} is already committed by another parent; "
-                    "each receipt has exactly one parent",
-                    code="receipt_committed_twice",
-                )
-            seen.add(child.receipt_id)
-            size += child.size
-            height = max(height, child.height + 1)
+        serials, base, committed = self._serials, self._base, self._committed
+        mine = len(serials)
+        if len(children) == 1 or len({c.receipt_id for c in children}) == len(children):
+            for child in children:  # no ref twice among them: each against the committed
+                at = child.serial - base
+                if serials[at] if 0 <= at < mine else child.receipt_id in committed:
+                    raise _committed_twice(child)
+                size += child.size
+                if child.height >= height:
+                    height = child.height + 1
+        else:
+            seen: set[str] = set()
+            for child in children:
+                at = child.serial - base
+                if (serials[at] if 0 <= at < mine else child.receipt_id in committed) or (
+                    child.receipt_id in seen
+                ):
+                    raise _committed_twice(child)
+                seen.add(child.receipt_id)
         if size > MAX_TREE_RECEIPTS:
             raise ReceiptInvalid(
                 f"this receipt would head a tree of {size} receipts, past the bound of "
@@ -415,3 +448,11 @@ class ReceiptWriter:
                 code="receipt_tree_too_deep",
             )
         return size, height
+
+
+def _committed_twice(child: Ref) -> ReceiptInvalid:
+    return ReceiptInvalid(
+        f"receipt {child.receipt_id} is already committed by another parent; "
+        "each receipt has exactly one parent",
+        code="receipt_committed_twice",
+    )

@@ -200,6 +200,21 @@ class PackShelf:
                 self._all_scanned = False
             known[hex_id] = (pack, at, size)
 
+    def learn_many(self, pack: str, hex_ids: list[str], ats: list[int], sizes: list[int]) -> None:
+        """:meth:`learn` each of a batch's receipts (``hex_ids[i]`` at ``ats[i]``, ``sizes[i]``
+        bytes), at once when none of them is known and they fit."""
+        known = self._known
+        if len(known) + len(hex_ids) <= _KNOWN_MAX and known.keys().isdisjoint(hex_ids):
+            places = zip(itertools.repeat(pack, len(ats)), ats, sizes, strict=True)
+            known.update(zip(hex_ids, places, strict=True))
+            return
+        for hex_id, at, size in zip(hex_ids, ats, sizes, strict=True):
+            self.learn(hex_id, pack, at, size)
+
+    def knows_none(self, hex_ids: list[str]) -> bool:
+        """Whether none of ``hex_ids`` is a receipt this shelf has found (see :meth:`located`)."""
+        return self._known.keys().isdisjoint(hex_ids)
+
     def learn_entry(self, entry: Mapping[str, object]) -> None:
         """Note where an index entry (a parsed ``index.jsonl`` line) says its receipt lies."""
         found = _checked(entry)

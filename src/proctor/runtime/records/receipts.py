@@ -45,12 +45,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import repeat
 from pathlib import Path
 
 from proctor.errors import ReceiptInvalid, StoreError, UsageError
@@ -60,7 +62,7 @@ from proctor.runtime.records.receipt_packs import (
     PACK_LIMIT,
     PACKS_DIR,
     PackShelf,
-    batch_bytes,
+    batch_trailer,
     pack_name,
 )
 from proctor.runtime.testhooks import kill_point
@@ -80,6 +82,9 @@ INDEX_SCHEMA = "proctor.receipt_index.v1"
 _HEADER = (json.dumps({"schema": INDEX_SCHEMA}, separators=(",", ":")) + "\n").encode()
 _LOOSE = re.compile(r"[0-9a-f]{64}\.json")
 _EXACT_ID = re.compile(r"sha256:[0-9a-f]{64}")
+_PREFIX = "sha256:"
+_ID_LENGTH = len(_PREFIX) + 64
+_HEX_DIGITS = b"0123456789abcdef"
 _STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -368,53 +373,64 @@ class ReceiptStore:
 
     def _put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         self._check(create=True)
+        records = self._fresh(items)
+        if records is not None:  # the usual batch: every receipt new, nothing to compare
+            self._append(items, records)
+            return
         todo, conflict = self._plan(items)
         if todo:
-            self._append(todo)
+            self._append(todo, None)
         if conflict is not None:
             raise conflict
 
-    def _append(self, todo: Sequence[tuple[str, bytes, str, str]]) -> None:
+    def _fresh(self, items: Sequence[tuple[str, bytes, str, str]]) -> bytes | None:
+        """The batch's receipt lines joined, when :meth:`_plan` would take every item as it
+        is (exact, distinct ids this store has not seen, each receipt one line, no loose
+        files to look in), checked a batch at a time; else ``None`` and :meth:`_plan` decides
+        item by item."""
+        ids = [item[0] for item in items]
+        records = [item[1] for item in items]
+        try:
+            if (
+                set(map(len, ids)) != {_ID_LENGTH}
+                or not all(map(str.startswith, ids, repeat(_PREFIX)))
+                or "".join([receipt_id[7:] for receipt_id in ids])
+                .encode("ascii")
+                .translate(None, _HEX_DIGITS)
+                or len(set(ids)) != len(ids)
+                # one line each: the first line feed is the last byte
+                or list(map(bytes.find, records, repeat(b"\n")))
+                != [len(record) - 1 for record in records]
+            ):
+                return None
+        except (TypeError, UnicodeEncodeError):  # not str ids or not bytes records
+            return None
+        if self._has_loose() or not self._shelf.knows_none([i[7:] for i in ids]):
+            return None
+        return b"".join(records)
+
+    def _append(self, todo: Sequence[tuple[str, bytes, str, str]], records: bytes | None) -> None:
         """Append ``todo`` as one batch to the current pack (one sync), then its index lines
         (not synced: the index is a finding aid, see the module), both under the pack's lock
-        so that the index lists batches in the order the pack holds them."""
-        batch, offsets = batch_bytes([item[1] for item in todo])
+        so that the index lists batches in the order the pack holds them. ``records`` are
+        ``todo``'s receipt lines joined, when the caller has them."""
+        lines_of = [item[1] for item in todo]
+        joined = b"".join(lines_of) if records is None else records
+        trailer = batch_trailer(joined, len(lines_of))
         fd, name, size = self._current_pack()
         try:
             lead = b"" if os.pread(fd, 1, size - 1) == b"\n" else b"\n"  # after a torn tail
-            _write_at_end(fd, size, lead + batch, durable=self._durable)
+            _write_at_end(fd, size, [lead, joined, trailer], durable=self._durable)
             kill_point("receipts.batch_synced")  # on disk, not yet in the index
-            base = size + len(lead)
-            lines = []
-            plain: dict[tuple[str, str], bool] = {}
-            for (receipt_id, record, kind, outcome), at in zip(todo, offsets, strict=True):
-                at += base
-                size_ = len(record)
-                simple = plain.get((kind, outcome))
-                if simple is None:
-                    simple = plain[kind, outcome] = (
-                        kind.isalpha()
-                        and kind.isascii()
-                        and outcome.isalpha()
-                        and outcome.isascii()
-                    )
-                if simple:
-                    # what json.dumps writes for these values (ids are checked hex, names
-                    # plain letters), without building a dict per receipt
-                    lines.append(
-                        f'{{"receipt_id":"{receipt_id}","kind":"{kind}","outcome":"{outcome}",'
-                        f'"pack":"{name}","at":{at},"size":{size_}}}\n'.encode()
-                    )
-                else:
-                    entry: dict[str, object] = {"receipt_id": receipt_id, "kind": kind}
-                    entry.update(outcome=outcome, pack=name, at=at, size=size_)
-                    lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
-                self._shelf.learn(receipt_id[7:], name, at, size_)
+            sizes = list(map(len, lines_of))
+            ats = list(itertools.accumulate(sizes, initial=size + len(lead)))
+            ats.pop()
             index = os.open(self.directory / INDEX_NAME, os.O_RDWR | os.O_APPEND)
             try:
-                _append_whole(index, b"".join(lines), durable=False)
+                _append_whole(index, _index_lines(todo, name, ats, sizes), durable=False)
             finally:
                 os.close(index)
+            self._shelf.learn_many(name, [item[0][7:] for item in todo], ats, sizes)
         finally:
             os.close(fd)  # releases the pack's lock
 
@@ -513,6 +529,32 @@ class ReceiptStore:
         )
 
 
+def _index_lines(
+    todo: Sequence[tuple[str, bytes, str, str]], pack: str, ats: list[int], sizes: list[int]
+) -> bytes:
+    """The index lines of a batch: ``json.dumps`` of each entry, compact, one a line."""
+    kinds = {(item[2], item[3]) for item in todo}
+    if all(
+        kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii()
+        for kind, outcome in kinds
+    ):
+        # what json.dumps writes for these values (ids are checked hex, names plain
+        # letters), without building a dict per receipt
+        return "".join(
+            [
+                f'{{"receipt_id":"{receipt_id}","kind":"{kind}","outcome":"{outcome}",'
+                f'"pack":"{pack}","at":{at},"size":{size}}}\n'
+                for (receipt_id, _, kind, outcome), at, size in zip(todo, ats, sizes, strict=True)
+            ]
+        ).encode()
+    lines = []
+    for (receipt_id, _, kind, outcome), at, size in zip(todo, ats, sizes, strict=True):
+        entry: dict[str, object] = {"receipt_id": receipt_id, "kind": kind}
+        entry.update(outcome=outcome, pack=pack, at=at, size=size)
+        lines.append(json.dumps(entry, separators=(",", ":")) + "\n")
+    return "".join(lines).encode()
+
+
 def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
     """Append ``data`` whole or not at all (see :func:`_write_at_end`), under an exclusive
     lock of ``fd``; a file whose last line a crash cut short gets a line feed first, so the
@@ -526,21 +568,21 @@ def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        _write_at_end(fd, size, data, durable=durable)
+        _write_at_end(fd, size, [data], durable=durable)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def _write_at_end(fd: int, size: int, data: bytes, *, durable: bool) -> None:
-    """Append ``data`` to ``fd`` (opened for appending, locked, ``size`` bytes long) and sync
-    it when ``durable``; a write the disk took only part of is cut off, so the next append
-    never lands after half a line.
+def _write_at_end(fd: int, size: int, data: list[bytes], *, durable: bool) -> None:
+    """Append the parts of ``data`` in one write to ``fd`` (opened for appending, locked,
+    ``size`` bytes long) and sync it when ``durable``; a write the disk took only part of is
+    cut off, so the next append never lands after half a line.
 
     Raises:
         OSError: the write (or its sync) failed; the file is as it was.
     """
     try:
-        if os.write(fd, data) != len(data):
+        if os.writev(fd, data) != sum(map(len, data)):
             raise OSError(errno.ENOSPC, "No space left on device")
         if durable:
             os.fdatasync(fd)
