@@ -34,7 +34,8 @@ from proctor.parser.skill import build_package, package_dir_for, parse_ref
 from proctor.receipts.canonical import digest
 from proctor.runtime.skill_files import SeenFiles
 
-_SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
+SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
+"""Folders the package reader does not walk (nor does :mod:`.engine.held_skills`)."""
 _MAX_FILES = 2_000
 _MAX_BYTES = 64 * 1024 * 1024
 _PARSED = frozenset({"SKILL.md", "run.yaml"})
@@ -138,7 +139,7 @@ def read_package(folder: Path, label: str) -> tuple[dict[str, str], str]:
     total = 0
     base = os.path.join(os.fspath(folder), "")
     for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)
             try:

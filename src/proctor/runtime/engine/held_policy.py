@@ -13,7 +13,7 @@ were, and loads it again otherwise.
 
 Not kept: a state whose config names guard modules (each module's name is resolved among
 candidate files; that state is loaded as before, every time); a state any of whose files
-changed within :data:`~proctor.runtime.engine.held_skills.RACY_NS` before it was loaded (a
+changed within :data:`~proctor.runtime.skill_files.RACY_NS` before it was loaded (a
 write might share the change's tick: git's "racily clean" rule, as in :mod:`.held_skills`);
 a load that failed (each ask refuses again until the files are fixed).
 """
@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.runtime.engine.held_skills import RACY_NS
+from proctor.runtime.skill_files import RACY_NS
 
 __all__ = ["HeldPolicy"]
 

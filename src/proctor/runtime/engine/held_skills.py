@@ -27,15 +27,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from proctor.contracts.values import dataclass
+from proctor.runtime.skill_files import RACY_NS
+from proctor.runtime.skills import SKIP_DIRS
 
 __all__ = ["RACY_NS", "HeldSkills", "Stamped", "stamp_package"]
 
-RACY_NS = 3_000_000_000
-"""How long before an entry was made every stamped folder and file must have last changed."""
-
-_SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
 _LIMIT = 64
 
 Stamp = tuple[tuple[str, tuple[int, ...]], ...]
@@ -66,7 +65,7 @@ def stamp_package(folder: str, root: str) -> Stamped | None:
     newest = 0
     try:
         for dirpath, dirnames, filenames in os.walk(folder, onerror=_raise):
-            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
             for path in [dirpath, *(os.path.join(dirpath, n) for n in filenames)]:
                 st = os.lstat(path)
                 stamps.append((path, _identity(st)))
