@@ -9,8 +9,8 @@ order they were noted, their places, and an order of the receipts by the first 8
 their digest (searched by bisection, then the whole digest compared).
 
 :meth:`Places.get` answers exactly what ``dict.get`` on ``{hexdigest: place}`` filled by
-``setdefault`` would: the place first noted for a digest, and None for any other string
-(upper-case hex, spaces, a wrong length included).
+``setdefault`` in the same order would: the place first noted for a digest, and None for any
+other string (upper-case hex, spaces, a sign, a wrong length included).
 """
 
 from __future__ import annotations
@@ -27,61 +27,49 @@ _WIDTH = 32  # bytes of a sha256 digest
 class Places:
     """Places (``offset << 32 | size``) of a pack's receipts by body digest (see the module).
 
-    Notes are added with :meth:`note` and become searchable after :meth:`seal`; a note added
-    after sealing is refused (``ValueError``), as is a digest that is not 32 bytes.
+    ``digests`` holds the 32-byte digests one after another, ``places`` their places, in the
+    order noted. Refused (``ValueError``): ``digests`` not 32 bytes for each place.
     """
 
     __slots__ = ("_keys", "_order", "_places", "_prefixes")
 
-    def __init__(self) -> None:
-        self._keys = bytearray()
-        self._places = array("Q")
-        self._order: array[int] | None = None
-        self._prefixes = array("Q")
+    def __init__(self, digests: bytes | bytearray = b"", places: array[int] | None = None) -> None:
+        placed = array("Q") if places is None else places
+        if len(digests) != _WIDTH * len(placed):
+            raise ValueError("places need one 32-byte digest each")
+        self._keys = digests  # held, not copied: the caller lets go of it
+        self._places = placed
+        # the first 8 bytes of each digest, as the big-endian number its first 16 hex
+        # digits read as, in order; a stable sort keeps equal digests in the order noted
+        view = memoryview(self._keys).cast("Q")
+        prefixes = array("Q", view[:: _WIDTH // 8])
+        view.release()
+        if sys.byteorder == "little":
+            prefixes.byteswap()
+        order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
+        self._prefixes = array("Q", map(prefixes.__getitem__, order))
+        self._order = array("I", order)
 
     def __len__(self) -> int:
         return len(self._places)
 
-    def note(self, digest: bytes, place: int) -> None:
-        """Note that the receipt whose body digest is ``digest`` lies at ``place`` (a later
-        note of the same digest is kept, but never found: the first one is)."""
-        if self._order is not None:
-            raise ValueError("places are sealed")
-        if len(digest) != _WIDTH:
-            raise ValueError("a digest is 32 bytes")
-        self._keys += digest
-        self._places.append(place)
-
-    def seal(self) -> Places:
-        """Order the notes for searching (a stable sort: of equal digests the first noted
-        comes first); returns ``self``."""
-        if self._order is None:
-            prefixes = memoryview(self._keys).cast("Q")[:: _WIDTH // 8]
-            order = sorted(range(len(self._places)), key=prefixes.__getitem__)
-            self._prefixes = array("Q", map(prefixes.__getitem__, order))
-            prefixes.release()
-            self._order = array("I", order)
-        return self
-
     def get(self, hex_id: str) -> int | None:
-        """The place first noted for the digest whose lowercase hex is ``hex_id``, else None
-        (also before :meth:`seal`)."""
-        order = self._order
-        if order is None or len(hex_id) != 2 * _WIDTH:
-            return None
+        """The place first noted for the digest whose lowercase hex is ``hex_id``, else None."""
         try:
-            digest = bytes.fromhex(hex_id)
+            prefix = int(hex_id[:16], 16)
         except ValueError:
             return None
-        if len(digest) != _WIDTH:
-            return None
-        prefix = int.from_bytes(digest[:8], sys.byteorder)
-        prefixes, keys = self._prefixes, self._keys
+        prefixes = self._prefixes
         at = bisect_left(prefixes, prefix)
-        while at < len(prefixes) and prefixes[at] == prefix:
-            i = order[at] * _WIDTH
-            if keys[i : i + _WIDTH] == digest:
-                # fromhex also reads upper case and spaces: only the lowercase hex is a name
-                return self._places[order[at]] if digest.hex() == hex_id else None
+        if at == len(prefixes) or prefixes[at] != prefix:
+            return None
+        keys, order = self._keys, self._order
+        while True:
+            i = order[at]
+            # the whole digest, as the lowercase hex a name is: int() also reads upper case,
+            # spaces, signs and underscores, which name nothing here
+            if keys[i * _WIDTH : i * _WIDTH + _WIDTH].hex() == hex_id:
+                return self._places[i]
             at += 1
-        return None
+            if at == len(prefixes) or prefixes[at] != prefix:
+                return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from collections import OrderedDict
 
 from proctor.errors import StoreError
@@ -34,7 +35,7 @@ __all__ = ["PackWindow"]
 _KEEP = 2
 """Packs whose receipts' places are kept (:class:`~.pack_places.Places`: about 640 KiB each
 for 12,288 receipts): a segment's pack and its children's."""
-_NONE = Places().seal()
+_NONE = Places()
 _CHUNK = 1 << 18  # a pack is read this much at a time to learn its receipts
 _PIECE = 1 << 20  # the index is read this much at a time
 _NEAR = 8  # pieces searched each side of the last find before the whole index
@@ -147,7 +148,7 @@ class PackWindow:
             if old == self._block[0]:
                 self._block = (-1, 0, b"")
             os.close(old)
-        places = Places()
+        digests, offsets = bytearray(), array("Q")
         try:
             size = os.fstat(fd).st_size
             head = os.pread(fd, max(map(len, PACK_HEADERS)), 0)
@@ -161,12 +162,13 @@ class PackWindow:
                     chunk *= 2  # one line longer than a chunk (a wide segment or step)
                     continue
                 chunk = _CHUNK
-                _learn(data, end, at, places)
+                _learn(data, end, at, digests, offsets)
                 at += end
         except OSError as exc:
             os.close(fd)
             raise _unreadable(f"{name}.pack", exc) from exc
-        self._recent[name] = (fd, places.seal())
+        places = Places(digests, offsets)
+        self._recent[name] = (fd, places)
         return fd, places
 
     def _from_index(self, hex_id: str) -> str | None:
@@ -205,15 +207,15 @@ class PackWindow:
         return found[1]
 
 
-def _learn(data: bytes, stop: int, base: int, places: Places) -> None:
-    """Note in ``places`` (first copy kept) where each receipt line of ``data[:stop]`` lies,
+def _learn(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:
+    """Note in ``digests`` and ``places`` where each receipt line of ``data[:stop]`` lies,
     ``data`` being read from byte ``base`` of a pack, on a line's start: by the digest of its
     body, exactly as :func:`~.receipt_packs.records_of` names lines (a line that
     :func:`~.receipt_packs.body_of` finds no body in is skipped: the header, a batch trailer),
     without copying each line and its body first (a pack has thousands)."""
     view = memoryview(data)
     find, rfind, starts = data.find, data.rfind, data.startswith
-    sha256, note = hashlib.sha256, places.note
+    sha256, keep, place = hashlib.sha256, digests.extend, places.append
     first, last = _BODY_START, _BODY_END
     skip = len(first)
     pos = 0
@@ -224,10 +226,8 @@ def _learn(data: bytes, stop: int, base: int, places: Places) -> None:
         if starts(first, pos, end):
             body_end = rfind(last, pos, end)
             if body_end > pos + skip:
-                note(
-                    sha256(view[pos + skip : body_end]).digest(),
-                    (base + pos) << 32 | (end + 1 - pos),
-                )
+                keep(sha256(view[pos + skip : body_end]).digest())
+                place((base + pos) << 32 | (end + 1 - pos))
         pos = end + 1
 
 
