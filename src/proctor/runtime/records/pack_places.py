@@ -46,9 +46,13 @@ class Places:
         view.release()
         if sys.byteorder == "little":
             prefixes.byteswap()
-        order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
-        self._prefixes = array("Q", map(prefixes.__getitem__, order))
-        self._order = array("I", order)
+        # sorted as one number each, prefix then place in the order noted (one object a
+        # receipt while sorting, where a sort by key holds two and a list of keys)
+        ranked = [prefix << 32 | i for i, prefix in enumerate(prefixes)]
+        del prefixes
+        ranked.sort()
+        self._prefixes = array("Q", (r >> 32 for r in ranked))
+        self._order = array("I", (r & 0xFFFFFFFF for r in ranked))
 
     def __len__(self) -> int:
         return len(self._places)

@@ -164,6 +164,7 @@ class PackWindow:
                 chunk = _CHUNK
                 _learn(data, end, at, digests, offsets)
                 at += end
+                del data  # before the next chunk is read: one chunk held at a time
         except OSError as exc:
             os.close(fd)
             raise _unreadable(f"{name}.pack", exc) from exc
@@ -189,6 +190,7 @@ class PackWindow:
             for start in _pieces(hint, size):
                 data = os.pread(fd, _PIECE + len(needle), start)
                 found = data.find(needle)
+                del data  # before the next piece is read: one piece held at a time
                 if found >= 0:
                     return self._entry_at(fd, start + found)
         except OSError as exc:
