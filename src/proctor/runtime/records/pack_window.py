@@ -22,13 +22,13 @@ from array import array
 from collections import OrderedDict
 
 from proctor.errors import StoreError
+from proctor.runtime.records.pack_places import Places
 from proctor.runtime.records.receipt_packs import (
     PACK_HEADERS,
     PACKS_DIR,
     PackShelf,
     entry_of,
 )
-from proctor.runtime.records.pack_places import Places
 
 __all__ = ["PackWindow"]
 
