@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from collections import OrderedDict
 
 from proctor.errors import StoreError
+from proctor.runtime.records.pack_places import Places
 from proctor.runtime.records.receipt_packs import (
     PACK_HEADERS,
     PACKS_DIR,
@@ -31,8 +33,9 @@ from proctor.runtime.records.receipt_packs import (
 __all__ = ["PackWindow"]
 
 _KEEP = 2
-"""Packs whose receipts' places are kept (about 1 MiB each for 4,096 receipts): a segment's
-pack and its children's."""
+"""Packs whose receipts' places are kept (:class:`~.pack_places.Places`: about 640 KiB each
+for 12,288 receipts): a segment's pack and its children's."""
+_NONE = Places()
 _CHUNK = 1 << 18  # a pack is read this much at a time to learn its receipts
 _PIECE = 1 << 20  # the index is read this much at a time
 _NEAR = 8  # pieces searched each side of the last find before the whole index
@@ -55,13 +58,13 @@ class PackWindow:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self._folder = os.fspath(folder)
-        self._recent: OrderedDict[str, tuple[int, dict[str, int]]] = OrderedDict()
+        self._recent: OrderedDict[str, tuple[int, Places]] = OrderedDict()
         self._index: int | None = None
         self._hint = -1  # where the index named the last pack found (-1: its end)
         self._fallback: PackShelf | None = None
         # the pack of the last receipt found, and where its receipts lie: most reads find
         # the next receipt there (see held)
-        self._last: tuple[int, dict[str, int], str] = (-1, {}, "")
+        self._last: tuple[int, Places, str] = (-1, _NONE, "")
         # the bytes last read from a pack: its descriptor, where they start, the bytes
         self._block: tuple[int, int, bytes] = (-1, 0, b"")
 
@@ -99,7 +102,7 @@ class PackWindow:
         for fd, _ in self._recent.values():
             os.close(fd)
         self._recent.clear()
-        self._last = (-1, {}, "")
+        self._last = (-1, _NONE, "")
         self._block = (-1, 0, b"")
         if self._index is not None:
             os.close(self._index)
@@ -127,16 +130,25 @@ class PackWindow:
         self._block = (fd, start, block)
         return block[at - start : at - start + size]
 
-    def _load(self, name: str) -> tuple[int, dict[str, int]]:
+    def _load(self, name: str) -> tuple[int, Places]:
         """Open pack ``name`` and learn where each of its receipts lies (by body digest)."""
         path = os.path.join(self._folder, PACKS_DIR, f"{name}.pack")
         try:
             fd = os.open(path, _FLAGS)
         except FileNotFoundError:
-            return -1, {}
+            return -1, _NONE
         except OSError as exc:
             raise _unreadable(f"{name}.pack", exc) from exc
-        places: dict[str, int] = {}
+        if len(self._recent) >= _KEEP:
+            # let go of the oldest pack before learning this one, so that the places of no
+            # more than _KEEP packs are held at once
+            _, (old, _) = self._recent.popitem(last=False)
+            if old == self._last[0]:
+                self._last = (-1, _NONE, "")
+            if old == self._block[0]:
+                self._block = (-1, 0, b"")
+            os.close(old)
+        digests, offsets = bytearray(), array("Q")
         try:
             size = os.fstat(fd).st_size
             head = os.pread(fd, max(map(len, PACK_HEADERS)), 0)
@@ -150,18 +162,13 @@ class PackWindow:
                     chunk *= 2  # one line longer than a chunk (a wide segment or step)
                     continue
                 chunk = _CHUNK
-                _learn(data, end, at, places)
+                _learn(data, end, at, digests, offsets)
                 at += end
+                del data  # before the next chunk is read: one chunk held at a time
         except OSError as exc:
             os.close(fd)
             raise _unreadable(f"{name}.pack", exc) from exc
-        if len(self._recent) >= _KEEP:
-            _, (old, _) = self._recent.popitem(last=False)
-            if old == self._last[0]:
-                self._last = (-1, {}, "")
-            if old == self._block[0]:
-                self._block = (-1, 0, b"")
-            os.close(old)
+        places = Places(digests, offsets)
         self._recent[name] = (fd, places)
         return fd, places
 
@@ -183,6 +190,7 @@ class PackWindow:
             for start in _pieces(hint, size):
                 data = os.pread(fd, _PIECE + len(needle), start)
                 found = data.find(needle)
+                del data  # before the next piece is read: one piece held at a time
                 if found >= 0:
                     return self._entry_at(fd, start + found)
         except OSError as exc:
@@ -201,15 +209,15 @@ class PackWindow:
         return found[1]
 
 
-def _learn(data: bytes, stop: int, base: int, places: dict[str, int]) -> None:
-    """Note in ``places`` (first copy kept) where each receipt line of ``data[:stop]`` lies,
+def _learn(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:
+    """Note in ``digests`` and ``places`` where each receipt line of ``data[:stop]`` lies,
     ``data`` being read from byte ``base`` of a pack, on a line's start: by the digest of its
     body, exactly as :func:`~.receipt_packs.records_of` names lines (a line that
     :func:`~.receipt_packs.body_of` finds no body in is skipped: the header, a batch trailer),
     without copying each line and its body first (a pack has thousands)."""
     view = memoryview(data)
     find, rfind, starts = data.find, data.rfind, data.startswith
-    sha256, note = hashlib.sha256, places.setdefault
+    sha256, keep, place = hashlib.sha256, digests.extend, places.append
     first, last = _BODY_START, _BODY_END
     skip = len(first)
     pos = 0
@@ -220,10 +228,8 @@ def _learn(data: bytes, stop: int, base: int, places: dict[str, int]) -> None:
         if starts(first, pos, end):
             body_end = rfind(last, pos, end)
             if body_end > pos + skip:
-                note(
-                    sha256(view[pos + skip : body_end]).hexdigest(),
-                    (base + pos) << 32 | (end + 1 - pos),
-                )
+                keep(sha256(view[pos + skip : body_end]).digest())
+                place((base + pos) << 32 | (end + 1 - pos))
         pos = end + 1
 
 
