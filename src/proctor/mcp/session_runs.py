@@ -20,8 +20,10 @@ every run whose process is gone (:func:`seal_orphans`); a person may also close 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -221,7 +223,7 @@ class SessionRuns:
             with self._lock:
                 if self.runs.get(key) == run_id:
                     del self.runs[key]
-            _open_file(host.config.workspace.root, run_id).unlink(missing_ok=True)
+            _forget_open(host.config.workspace.root, run_id)
             return await self.call(ctx, host, tool, arguments, client)
         if outcome.error and outcome.error.get("code") == "approval_pending":
             details = outcome.error.get("details") or {}
@@ -338,20 +340,78 @@ def seal_session_run(session: Session, run_id: str, calls: int | None = None) ->
                 calls = len(session.store.step_calls(run_id, TURN))
             answer = {"request_digest": turn["request_digest"], "value": {"calls": calls}}
             session.resume(run_id, {"answers": {TURN: answer}})
-    _open_file(session.workspace.root, run_id).unlink(missing_ok=True)
+    _forget_open(session.workspace.root, run_id)
 
 
-def _open_file(root: Path, run_id: str) -> Path:
-    return root / ".proctor" / OPEN_RUNS / run_id
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _open_folder(root: Path, *, make: bool) -> int | None:
+    """A descriptor of ``.proctor/mcp-sessions`` (made when ``make``), opened without
+    following a link at either step; ``None`` when it is absent, or is not a plain folder."""
+    try:
+        state = os.open(root / ".proctor", _FOLDER_FLAGS)
+    except OSError:
+        return None
+    try:
+        if make:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(OPEN_RUNS, 0o700, dir_fd=state)
+        return os.open(OPEN_RUNS, _FOLDER_FLAGS, dir_fd=state)
+    except OSError:
+        return None
+    finally:
+        os.close(state)
+
+
+def _forget_open(root: Path, run_id: str) -> None:
+    """Take ``run_id``'s name out of the open runs (nothing when it is not there)."""
+    folder = _open_folder(root, make=False)
+    if folder is None:
+        return
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(run_id, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def _mark_open(root: Path, run_id: str, holder: str) -> None:
-    """Name ``run_id`` as open, served by ``holder`` (written whole, then renamed in)."""
-    folder = root / ".proctor" / OPEN_RUNS
-    folder.mkdir(mode=0o700, exist_ok=True)
-    part = folder / f".{run_id}.part"
-    part.write_text(holder, encoding="utf-8")
-    os.replace(part, folder / run_id)
+    """Name ``run_id`` as open, served by ``holder`` (written whole, then renamed in; every
+    step relative to the folder's descriptor, never through a link)."""
+    folder = _open_folder(root, make=True)
+    if folder is None:
+        return  # a .proctor/mcp-sessions that is a link is not written through
+    part = f".{run_id}.part"
+    try:
+        fd = os.open(
+            part,
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=folder,
+        )
+        try:
+            os.write(fd, holder.encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(part, run_id, src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def _holder_of(folder: int, name: str) -> str | None:
+    """The holder a marker names, read without following a link; ``None`` when unreadable."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def seal_orphans(host: SessionHost) -> list[str]:
@@ -363,26 +423,25 @@ def seal_orphans(host: SessionHost) -> list[str]:
     sealed."""
     from proctor.runtime.engine.lease import holder_dead
 
-    folder = host.config.workspace.root / ".proctor" / OPEN_RUNS
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
+    root = host.config.workspace.root
+    folder = _open_folder(root, make=False)
+    if folder is None:
         return []
+    try:
+        names = sorted(n for n in os.listdir(folder) if _RUN_ID.fullmatch(n))
+        holders = {n: _holder_of(folder, n) for n in names}
+    finally:
+        os.close(folder)
     sealed = []
     for name in names:
-        if name.startswith("."):
-            continue
-        try:
-            holder = (folder / name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if not holder_dead(holder):
+        holder = holders[name]
+        if holder is None or not holder_dead(holder):
             continue
         try:
             host.pool.use(partial(_seal, run_id=name, calls=None))
         except ProctorError as exc:
             if exc.code == "run_not_found":
-                (folder / name).unlink(missing_ok=True)
+                _forget_open(root, name)
             else:
                 host.audit("mcp_session_seal_failed", name, code=exc.code)
             continue

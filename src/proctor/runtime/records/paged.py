@@ -23,6 +23,7 @@ dialect; the stores' methods of the same names are what callers use.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -145,14 +146,15 @@ def unsettled_call_steps(rows: Rows, dialect: Dialect, run_id: str) -> list[str 
     return [row[0] for row in sorted(found, key=lambda row: int(row[1]))]
 
 
-class PagedReads:
+class PagedReads(ABC):
     """The paged reads of a run store: the store gives ``_dialect`` and ``_page`` (every row
     of one statement, under its own lock or connection)."""
 
     _dialect: Dialect
 
+    @abstractmethod
     def _page(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+        """Every row of one statement."""
 
     def iter_calls(
         self, run_id: str, *, batch: int = PAGE, newest_first: bool = False
