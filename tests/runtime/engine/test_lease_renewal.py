@@ -1,7 +1,8 @@
-"""A driver renews its run's lease before a step only when it took or renewed it more than a
-tenth of the lease's time ago, and always before the seal: a run of short steps makes one
-renewal, a step that outlasts a tenth of the lease is followed by one, and a lease another
-driver holds stops the run before its seal writes any receipt."""
+"""A driver renews its run's lease before a step or its seal only when it took or renewed it
+more than a tenth of the lease's time ago (before the seal it checks it otherwise): a run of
+short steps makes no renewal, a step that outlasts a tenth of the lease is followed by one, and
+a lease another driver holds, or one given back, stops the run before its seal writes any
+receipt. The seal gives the lease back in its own transaction; a seal that fails keeps it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.errors import LeaseLost
+from proctor.errors import LeaseLost, StoreError
 from proctor.runtime.records.sqlite import SQLiteRunStore
 from tests.runtime.driver_support import (
     close_sessions,  # noqa: F401 - the autouse fixture
@@ -66,14 +67,19 @@ def _counted(root: Path) -> tuple[object, Renewals]:
     return s, store
 
 
-def test_short_steps_renew_once_before_the_seal(tmp_path: Path) -> None:
+def test_short_steps_renew_nothing_and_the_seal_gives_the_lease_back(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path / "ws")
     make_skill(ws, "echoes", ECHOES)
     s, store = _counted(ws)
     env = s.run("echoes", cwd=ws)  # type: ignore[attr-defined]
     assert env.outcome == "completed"
-    assert store.renewed == 1  # the seal's; each step's renewal was less than 60 s after
+    assert store.renewed == 0  # taken less than 60 s before each step and the seal
     assert _packs(ws)  # the seal wrote its receipts
+    lease = store.lease(env.run_id)
+    assert lease is not None and lease.holder == "" and lease.epoch == 1
+    assert env.run_id not in store._fences  # its fence went with the committed release
+    # another driver takes the sealed run at once (resume of a sealed run, say)
+    assert store.acquire_lease(env.run_id, "elsewhere|1|0.00|ff", 600) is None
 
 
 def test_a_step_longer_than_a_tenth_of_the_lease_is_followed_by_a_renewal(
@@ -85,7 +91,7 @@ def test_a_step_longer_than_a_tenth_of_the_lease_is_followed_by_a_renewal(
     s, store = _counted(ws)
     env = s.run("slow", cwd=ws)  # type: ignore[attr-defined]
     assert env.outcome == "completed", env.refusal
-    assert store.renewed == 2  # before the step after the command, and before the seal
+    assert store.renewed == 1  # before the step after the command; the seal just checks it
 
 
 def test_a_lease_taken_over_stops_the_run_before_its_seal(tmp_path: Path) -> None:
@@ -98,6 +104,49 @@ def test_a_lease_taken_over_stops_the_run_before_its_seal(tmp_path: Path) -> Non
     run = store.list_runs(limit=1)[0]
     assert run.status != "sealed" and run.receipt_id is None
     assert _packs(ws) == []  # no receipt was written
+
+
+def test_a_lease_given_back_before_the_seal_stops_it(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    make_skill(ws, "echoes", ECHOES)
+    s, store = _counted(ws)
+
+    def release_after_c(run_id: str, step_id: str, body: dict, **kw: object) -> None:  # type: ignore[type-arg]
+        Renewals.settle_step(store, run_id, step_id, body, **kw)
+        if step_id == "c":
+            store.release_lease(run_id, s.holder)  # type: ignore[attr-defined]
+
+    store.settle_step = release_after_c  # type: ignore[method-assign]
+    with pytest.raises(LeaseLost):
+        s.run("echoes", cwd=ws)  # type: ignore[attr-defined]
+    assert _packs(ws) == []  # checked, not renewed: still no receipt written
+
+
+def test_a_seal_that_fails_keeps_the_lease_until_the_driving_ends(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    make_skill(ws, "echoes", ECHOES)
+    s, store = _counted(ws)
+    seen: list[tuple[str, bool]] = []
+
+    def release_then_fail(run_id: str, holder: str) -> None:
+        if not store._depth:  # the driver's own, after the failed seal: the fence is there
+            seen.append((run_id, run_id in store._fences))
+        SQLiteRunStore.release_lease(store, run_id, holder)
+        if store._depth:  # the seal's: its commit fails after the release (a full disk)
+            raise StoreError("the disk is full", code="store_full")
+
+    store.release_lease = release_then_fail  # type: ignore[method-assign]
+    with pytest.raises(StoreError) as info:
+        s.run("echoes", cwd=ws)  # type: ignore[attr-defined]
+    assert info.value.code == "seal_failed"
+    run = store.list_runs(limit=1)[0]
+    assert run.status != "sealed"
+    # the seal's transaction rolled back with its release, which kept the fence; the
+    # driver's own release then gave the lease back (a resume may take it at once)
+    assert seen and seen[-1] == (run.run_id, True)
+    lease = store.lease(run.run_id)
+    assert lease is not None and lease.holder == ""
+    assert run.run_id not in store._fences
 
 
 def _packs(root: Path) -> list[Path]:

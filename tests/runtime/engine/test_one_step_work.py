@@ -33,7 +33,7 @@ def _policy_digest(root: Path, receipt_id: str) -> str | None:
     return body["policy_digest"]
 
 
-def test_a_run_commits_its_start_step_and_seal_in_five_transactions(tmp_path: Path) -> None:
+def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: Path) -> None:
     root = make_workspace(tmp_path)
     make_skill(root, "one", ONE)
     s = session(root)
@@ -43,9 +43,11 @@ def test_a_run_commits_its_start_step_and_seal_in_five_transactions(tmp_path: Pa
     envelope = s.run("one", cwd=root)
     s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
     assert envelope.status == "sealed" and envelope.outcome == "completed"
-    # the start (with its policy digest and counters), the step, the renewal before the seal,
-    # the seal, the release of the lease
-    assert [q for q in begun if q.startswith("BEGIN")] == ["BEGIN IMMEDIATE"] * 5
+    # the start (with its policy digest and counters), the step, the seal with the release of
+    # the lease (the lease taken a moment before is checked before the seal, not renewed)
+    assert [q for q in begun if q.startswith("BEGIN")] == ["BEGIN IMMEDIATE"] * 3
+    assert not [q for q in begun if q.startswith("UPDATE leases SET expires_at")]
+    assert s.store.lease(envelope.run_id).holder == ""  # type: ignore[union-attr]
     assert not [q for q in begun if q.startswith("UPDATE runs") and "running" in q]
     assert not [q for q in begun if q.startswith("INSERT INTO run_counts") and "SELECT" in q[:60]]
 

@@ -272,6 +272,22 @@ def test_leases_hold_one_driver_expire_and_are_taken_from_the_dead(store: RunSto
     assert store.acquire_lease("r", "D", 60) is None
 
 
+def test_a_release_inside_a_transaction_takes_effect_with_its_commit(store: RunStore) -> None:
+    # a seal gives its lease back in its own transaction: rolled back, the holder keeps the
+    # lease and the epoch its writes are fenced by; committed, the lease is free
+    assert store.acquire_lease("r", "A", 60) is None
+    with pytest.raises(RuntimeError), store.transaction():
+        store.release_lease("r", "A")
+        raise RuntimeError("the commit never comes")
+    assert (lease := store.lease("r")) is not None and lease.holder == "A"
+    assert store.renew_lease("r", "A", 60)  # still A's, under the epoch it took
+    with store.transaction():
+        store.release_lease("r", "A")
+    assert (lease := store.lease("r")) is not None and lease.holder == ""
+    assert not store.renew_lease("r", "A", 60)
+    assert store.acquire_lease("r", "B", 60) is None
+
+
 def test_leases_under_contention_have_exactly_one_winner(store: RunStore) -> None:
     winners: list[str] = []
     barrier = threading.Barrier(6)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEASE_TTL_SECONDS",
     "acquire_lease",
+    "check_lease",
     "end_lapsed_effect",
     "holder_dead",
     "holder_id",
@@ -99,6 +100,28 @@ def renew_lease(store: RunStore, run_id: str, holder: str) -> None:
     raise LeaseLost(
         f"this driver could not renew run {run_id}'s lease ({now}), so it stopped before its"
         " next step; the run goes on under the driver that holds it",
+        details={"run_id": run_id, "epoch": None if lease is None else lease.epoch},
+    )
+
+
+def check_lease(store: RunStore, run_id: str, holder: str) -> None:
+    """Make sure ``holder`` still holds the run's lease, unexpired, without renewing it (one
+    read, no commit): before a seal whose driver took or renewed the lease a moment ago, as a
+    renewal would, but the lease still runs for most of its time.
+
+    Raises:
+        LeaseLost: the lease is no longer ``holder``'s (another driver took the run over, it
+            was released, or it ran out): the driver must stop before its seal.
+    """
+    lease = store.lease(run_id)
+    if lease is not None and lease.holder == holder and not lease.lapsed:
+        return
+    now = "it was released" if lease is None or not lease.holder else "another driver holds it"
+    if lease is not None and lease.holder == holder:
+        now = "it ran out"
+    raise LeaseLost(
+        f"this driver no longer holds run {run_id}'s lease ({now}), so it stopped before its"
+        " seal; the run goes on under the driver that holds it",
         details={"run_id": run_id, "epoch": None if lease is None else lease.epoch},
     )
 

@@ -355,6 +355,8 @@ def _seal(
             store.record_audit_anchor(
                 {**after, "run_id": record.run_id, "receipt_id": root.receipt_id}
             )
+        store.release_lease(record.run_id, s.holder)  # the lease goes back with the seal
+    s._release_sealed(record.run_id)  # committed: the driver's own release has nothing to do
     s.audit.take_lost(record.run_id)
     return RunEnvelope.model_validate(doc)
 

@@ -46,6 +46,7 @@ from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import (
     acquire_lease,
+    check_lease,
     holder_dead,
     holder_id,
     lease_ttl,
@@ -160,6 +161,7 @@ class Session:
         self._trusted_by_env: set[str] = set()
         # when this session last took or renewed each run's lease (monotonic; see _renew)
         self._renewed: dict[str, float] = {}
+        self._released: set[str] = set()  # leases its seals gave back (see _release_sealed)
         # the bubblewrap its runs found along PATH (see sandbox_setting's ``found``)
         self.found_executables: FoundExecutables = {}
         from proctor.runtime.engine.held_skills import HeldSkills
@@ -375,6 +377,9 @@ class Session:
 
     def _release(self, run_id: str) -> None:
         self._renewed.pop(run_id, None)
+        if run_id in self._released:  # given back with the seal (see _release_sealed)
+            self._released.discard(run_id)
+            return
         try:
             self.store.release_lease(run_id, self._holder)
         except StoreError as exc:  # a full disk refuses it too: a gone holder's lease is
@@ -382,16 +387,23 @@ class Session:
                 raise
 
     def _renew(self, run_id: str, *, before_step: bool = False) -> None:
-        """Renew the run's lease (:func:`renew_lease`). Before a step, not when this session
-        took or renewed it less than a tenth of its time ago: the lease then still runs for
-        nine tenths of it, nobody may take a live holder's lease before it runs out, and every
-        write of the step is fenced by the lease's epoch all the same. Before a seal, always
-        (a driver that lost its lease writes no receipt)."""
+        """Renew the run's lease (:func:`renew_lease`), unless this session took or renewed it
+        less than a tenth of its time ago: the lease then still runs for nine tenths of it,
+        nobody may take a live holder's lease before it runs out, and every write is fenced by
+        the lease's epoch all the same. Before a seal it is then checked (one read, no commit:
+        a driver that lost its lease writes no receipt)."""
         at = time.monotonic()
-        if before_step and at - self._renewed.get(run_id, -1e18) < lease_ttl() / 10:
+        if at - self._renewed.get(run_id, -1e18) < lease_ttl() / 10:
+            if not before_step:
+                check_lease(self.store, run_id, self._holder)
             return
         renew_lease(self.store, run_id, self._holder)
         self._renewed[run_id] = at
+
+    def _release_sealed(self, run_id: str) -> None:
+        """Note that the seal's commit gave the lease back (one commit for both): the
+        :meth:`_release` that ends the driving has nothing left to do."""
+        self._released.add(run_id)
 
     # -- running ---------------------------------------------------------------------------
 

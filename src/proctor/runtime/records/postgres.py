@@ -121,6 +121,7 @@ class PostgresRunStore(paged.PagedReads):
 
         stack = self._begin()
         raised: BaseException | None = None
+        local.released = []  # runs whose fence goes once their release commits
         try:
             with stack:
                 local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
@@ -137,6 +138,10 @@ class PostgresRunStore(paged.PagedReads):
             # COMMIT (or ROLLBACK) runs here, outside any statement: a connection the server
             # closed fails it, and the caller sees the store's error, never the driver's
             raise self._error(exc) from exc
+        finally:
+            released, local.released = local.released, []
+        for run_id in released:
+            self._fences.pop(run_id, None)
 
     def _begin(self) -> contextlib.ExitStack:
         """A pooled connection inside ``BEGIN`` (held by the returned stack, as ``.conn``).
@@ -720,7 +725,9 @@ class PostgresRunStore(paged.PagedReads):
             + " RETURNING 1",
             (run_id, holder, epoch),
         )
-        if done:
+        if done and not quick:  # inside a transaction: its fence goes once it commits
+            self._local.released.append(run_id)
+        elif done:
             self._fences.pop(run_id, None)
 
     # -- journal ----------------------------------------------------------------------------

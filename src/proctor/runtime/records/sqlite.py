@@ -92,6 +92,8 @@ class SQLiteRunStore(paged.PagedReads):
         self._fences: dict[str, int] = {}
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
+        # runs whose release waits for the commit to drop their fence (see release_lease)
+        self._released: list[str] = []
 
     def _open(self) -> None:
         """Switch to WAL and create the schema, safely beside other processes opening it.
@@ -156,6 +158,8 @@ class SQLiteRunStore(paged.PagedReads):
                 yield
             except BaseException:
                 self._depth -= 1
+                if outer:
+                    self._released.clear()
                 if outer and self._conn.in_transaction:  # SQLite rolls back a full disk's
                     self._exec("ROLLBACK")
                 elif outer:
@@ -164,6 +168,9 @@ class SQLiteRunStore(paged.PagedReads):
             self._depth -= 1
             if outer:
                 self._exec("COMMIT")
+                for run_id in self._released:  # their releases committed (release_lease)
+                    self._fences.pop(run_id, None)
+                self._released.clear()
 
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
@@ -734,8 +741,8 @@ class SQLiteRunStore(paged.PagedReads):
                 " WHERE run_id = ? AND holder = ? AND epoch IS ?",
                 (run_id, holder, epoch),
             )
-            if done.rowcount == 1:
-                self._fences.pop(run_id, None)
+            if done.rowcount == 1:  # its fence goes once the release commits
+                self._released.append(run_id)
 
     # -- journal ----------------------------------------------------------------------------
 
