@@ -41,6 +41,35 @@ def test_a_held_mark_is_written_again_only_every_so_often(tmp_path: Path) -> Non
     log.close()
 
 
+def _head(path: Path) -> dict[str, object]:
+    from proctor.runtime.records.chain import line_digest
+
+    lines = path.read_bytes().splitlines(keepends=True)
+    return {"lines": len(lines), "last_digest": line_digest(lines[-1].rstrip(b"\n"))}
+
+
+def test_a_new_anchor_is_held_and_still_checked(tmp_path: Path) -> None:
+    # every seal records a new anchor: the mark checked against it is held, not rewritten,
+    # and an anchor that does not match the log is refused by this process and by another
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, _head(path), path.name)
+    written = _mark(path)
+    log.emit("two", run_id=None, step_index=None)
+    refuse_broken_log(path, _head(path), path.name)  # a new anchor, checked
+    assert _mark(path) == written  # held: the file still names the first anchor
+    forged = {**_head(path), "last_digest": "sha256:" + "0" * 64}
+    with pytest.raises(StoreError) as info:
+        refuse_broken_log(path, forged, path.name)
+    assert info.value.code == "audit_broken"
+    audit_breaks._held.clear()  # another process: it reads the file's older mark
+    refuse_broken_log(path, _head(path), path.name)
+    with pytest.raises(StoreError) as info:
+        refuse_broken_log(path, forged, path.name)
+    assert info.value.code == "audit_broken"
+    log.close()
+
+
 def test_every_line_after_a_held_mark_is_still_verified(tmp_path: Path) -> None:
     log, path = _log(tmp_path)
     log.emit("one", run_id=None, step_index=None)

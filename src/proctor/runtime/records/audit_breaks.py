@@ -307,17 +307,14 @@ def _write_mark(path: Path, doc: dict[str, Any]) -> None:
     saves on some file systems). A folder that refuses it costs the same, every time.
 
     A process that wrote the mark and finds the file as it left it (:func:`_read_mark`) holds
-    the new mark and writes it only once it reaches :data:`_WRITE_AFTER` bytes further (or
-    judges the anchor otherwise): a crash then costs the next process that much more to
-    verify, no more."""
+    the new mark and writes it only once it reaches :data:`_WRITE_AFTER` bytes further: a
+    crash then costs the next process that much more to verify, no more. An anchor checked
+    since (every seal records a new one) is held too: the file's older ``anchor_ok`` names an
+    anchor that was checked then, so a process reading it checks any newer anchor itself."""
     name = str(path) + MARK_SUFFIX
     with _held_lock:
         held = _held.get(name)
-        if (
-            held is not None
-            and held[0].get("anchor_ok") == doc.get("anchor_ok")
-            and 0 <= doc["bytes"] - held[2] < _WRITE_AFTER
-        ):
+        if held is not None and 0 <= doc["bytes"] - held[2] < _WRITE_AFTER:
             _held[name] = (doc, held[1], held[2])
             return
         _held.pop(name, None)
