@@ -116,3 +116,34 @@ def test_a_package_folder_is_the_workspace_when_it_is_the_same_folder(tmp_path: 
     assert not _same_folder(tmp_path / "other", tmp_path / "ws")
     assert _same_folder(tmp_path / "gone" / "..", tmp_path)  # not there: by its real path
     assert not _same_folder(tmp_path / "gone", tmp_path / "ws")
+
+
+SAYS = """minimum_proctor: 0.1.0
+methods:
+  main:
+    description: Echoes hello.
+    steps:
+      - {id: s0, tool: echo, inputs: {text: hello}}
+  hidden:
+    description: Echoes hello under a secret's name.
+    steps:
+      - {id: s0, tool: echo, inputs: {text: hello}, result_as: password}
+"""
+
+
+def test_a_sealed_envelope_is_the_one_built_unless_scrubbing_changed_it(tmp_path: Path) -> None:
+    from proctor.contracts.envelope import RunEnvelope
+
+    root = make_workspace(tmp_path)
+    make_skill(root, "says", SAYS)
+    s = session(root)
+    plain = s.run("says#main", cwd=root)
+    assert plain.status == "sealed" and plain.outcome == "completed"
+    assert plain == RunEnvelope.model_validate(plain.to_json())  # the same as read back
+    assert "hello" in json.dumps(plain.to_json())
+    # a result under a secret's name is scrubbed: the envelope returned is the scrubbed one
+    hidden = s.run("says#hidden", cwd=root)
+    assert hidden.status == "sealed" and hidden.outcome == "completed"
+    assert "hello" not in json.dumps(hidden.to_json())
+    kept = s.store.get_run(hidden.run_id)
+    assert kept is not None and "hello" not in json.dumps(kept.data["envelope"])

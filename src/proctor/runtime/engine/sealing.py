@@ -307,7 +307,8 @@ def _seal(
         spend_micro_usd=spent,
         notes=authority_notes(data.get("authority") or {}) + audit_lost_note(lost) + done_notes,
     )
-    doc, _ = Sanitizer().value(envelope.to_json())
+    built = envelope.to_json()
+    doc, redacted = Sanitizer().value(built)
     kill_point("run.receipts_written")
     sealed = s.audit.emit(
         "run_sealed",
@@ -358,6 +359,8 @@ def _seal(
         store.release_lease(record.run_id, s.holder)  # the lease goes back with the seal
     s._release_sealed(record.run_id)  # committed: the driver's own release has nothing to do
     s.audit.take_lost(record.run_id)
+    if not redacted and doc == built:  # nothing scrubbed: the envelope built is the one kept
+        return envelope
     return RunEnvelope.model_validate(doc)
 
 
