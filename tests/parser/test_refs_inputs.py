@@ -179,3 +179,19 @@ def test_invalid_schema_is_a_parse_error() -> None:
     with pytest.raises(ParseError) as caught:
         validate_inputs({}, {"type": "object", "properties": {"a": {"type": 7}}})
     assert caught.value.code == "schema_invalid"
+
+
+def test_a_schema_kept_compiled_by_its_object_is_checked_again_once_changed() -> None:
+    # the method's schema is one object while its package is unchanged: its validator is kept
+    # by that object, and a change made to it in place is seen all the same
+    schema: dict[str, object] = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    validate_inputs({"n": 1}, schema)
+    validate_inputs({"n": 2}, schema)
+    schema["properties"] = {"n": {"type": "string"}}
+    with pytest.raises(UsageError) as info:
+        validate_inputs({"n": 1}, schema)
+    assert info.value.code == "inputs_invalid"
+    validate_inputs({"n": "one"}, schema)
+    other = {"type": "object", "required": ["n"]}  # another object: its own validator
+    with pytest.raises(UsageError):
+        validate_inputs({}, other)

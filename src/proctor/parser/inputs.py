@@ -161,8 +161,25 @@ def parse_inputs_document(data: bytes, *, source: str) -> dict[str, Any]:
     return value
 
 
+_BY_OBJECT: dict[int, tuple[dict[str, Any], str, Callable[[Any], Any]]] = {}
+_BY_OBJECT_MAX = 256
+
+
 def _validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
-    return compile_schema(schema, what="the method's input schema")  # compiled once per schema
+    """The compiled validator of ``schema`` (compiled once per schema). A parsed package's
+    schema is one object for as long as the package is unchanged: it is kept by that object
+    (held, so its id is never another's) and the text it had, so a schema that was changed in
+    place, or a new object, is checked and looked up again."""
+    held = _BY_OBJECT.get(id(schema))
+    if held is not None and held[0] is schema:
+        text = repr(schema)
+        if text == held[1]:
+            return held[2]
+    validator = compile_schema(schema, what="the method's input schema")
+    if len(_BY_OBJECT) >= _BY_OBJECT_MAX:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(schema)] = (schema, repr(schema), validator)
+    return validator
 
 
 def validate_inputs(inputs: dict[str, Any], schema: dict[str, Any]) -> None:
