@@ -1,9 +1,10 @@
 """Crash-test hooks: kill the process at a named point (only when ``PROCTOR_TEST_HOOKS=1``).
 
 ``PROCTOR_TEST_KILL_AT=<point>:<n>`` SIGKILLs the process the ``n``-th time (from 1) it passes
-``<point>`` (the crash harness in ``tests/crash/`` lists the points). Without
-``PROCTOR_TEST_HOOKS=1`` the environment is not even read past that flag, so production paths
-carry one dictionary lookup and nothing else.
+``<point>`` (the crash harness in ``tests/crash/`` lists the points). The flag is read once,
+when this module is first imported (the harness sets it in the environment of the process it
+starts); without it the environment is not read past that flag, so production paths carry one
+test of a module global and nothing else.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = ["kill_point"]
 
 _COUNTS: dict[str, int] = {}
 _TARGET: tuple[str, int] | bool | None = False
+_ENABLED = os.environ.get("PROCTOR_TEST_HOOKS") == "1"
 
 
 def _target() -> tuple[str, int] | None:
@@ -28,7 +30,7 @@ def _target() -> tuple[str, int] | None:
 
 def kill_point(name: str) -> None:
     """Pass a named point; SIGKILL the process if the crash test targets this passage."""
-    if os.environ.get("PROCTOR_TEST_HOOKS") != "1":
+    if not _ENABLED:
         return
     count = _COUNTS.get(name, 0) + 1
     _COUNTS[name] = count

@@ -112,6 +112,8 @@ class RunDriver:
         self.directive: bool | None = None
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
+        # what crashed drivers left was recovered by this run's start a moment ago (.start)
+        self.recovered = False
 
     # -- what a driver resolves once -----------------------------------------------------
 
@@ -392,7 +394,7 @@ class RunDriver:
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
         # The root's driver does it for its whole tree: a child's siblings may be applying one.
-        if self.depth == 0:
+        if self.depth == 0 and not self.recovered:
             recover_open_bundles(s)
         refused = self._start_refusal()
         if refused is not None:

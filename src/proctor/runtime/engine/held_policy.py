@@ -77,7 +77,7 @@ def _stamp(root: str) -> tuple[tuple[tuple[str, bool, Look], ...], int]:
 
 
 def _settings(environ: Mapping[str, str]) -> frozenset[tuple[str, str]]:
-    return frozenset((k, v) for k, v in environ.items() if k.startswith("PROCTOR_"))
+    return frozenset({(k, v) for k, v in environ.items() if k.startswith("PROCTOR_")})
 
 
 class HeldPolicy:
