@@ -134,6 +134,7 @@ class ReceiptStore:
         self._shelf = PackShelf(self.directory)
         self._packs_made = False
         self._pack_at: tuple[str, int] = ("", 0)  # the UTC day and number of the last pack
+        self._pack_named: tuple[tuple[str, int], str, str] = (("", -1), "", "")
         self._loose: bool | None = None
 
     # -- the mark ----------------------------------------------------------------------------
@@ -450,14 +451,13 @@ class ReceiptStore:
         day = datetime.now(UTC).date().isoformat()
         n = self._pack_at[1] if self._pack_at[0] == day else 0
         while True:
-            name = pack_name(day, n)
-            path = packs / f"{name}.pack"
+            name, path = self._pack_path(packs, day, n)
             try:
                 fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW)
             except FileNotFoundError:
                 # made whole aside and linked (a reader never sees it without its header),
                 # the folder synced once: every later batch of the pack is one file sync
-                if self._link_whole(path, PACK_HEADER_V2, name[:16], folder=packs):
+                if self._link_whole(Path(path), PACK_HEADER_V2, name[:16], folder=packs):
                     self._fsync_dir(packs)
                 continue
             try:
@@ -474,6 +474,17 @@ class ReceiptStore:
                 return fd, name, size
             os.close(fd)  # full (or not a pack of ours under that name): the next one
             n += 1
+
+    def _pack_path(self, packs: Path, day: str, n: int) -> tuple[str, str]:
+        """The name and path of the ``n``-th pack of ``day`` (a pure function of both, kept
+        for the last one asked: every batch of a day asks for the same)."""
+        held = self._pack_named
+        if held[0] == (day, n):
+            return held[1], held[2]
+        name = pack_name(day, n)
+        path = os.path.join(packs, f"{name}.pack")
+        self._pack_named = ((day, n), name, path)
+        return name, path
 
     def _plan(
         self, items: Sequence[tuple[str, bytes, str, str]]
