@@ -304,6 +304,12 @@ class AuditLog:
         """:meth:`lost`, and start counting again from 0 (the caller recorded the count)."""
         return self._lost.pop(run_id, 0)
 
+    @property
+    def counting(self) -> bool:
+        """Whether this log counts its lines on from a prefix it counted already (a ``known``
+        head given to :meth:`head` is then not used)."""
+        return self._counted is not None
+
     def head(self, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The log's head now: ``{"lines": n, "last_digest": "sha256:..." | None, "bytes": b}``.
 
