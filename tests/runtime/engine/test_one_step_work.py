@@ -50,6 +50,9 @@ def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: P
     # the store's newest audit anchor is read by the start's check, not again by the seal of a
     # process that counts its log's lines already
     assert len([q for q in begun if q.startswith("SELECT body FROM audit_anchor")]) == 1
+    # a run its driver's start created has no calls stored: none are read before the seal's
+    sealing = next(n for n, q in enumerate(begun) if q.startswith("SELECT cursor, run_id"))
+    assert not [q for q in begun[:sealing] if q.startswith("SELECT") and "FROM calls" in q]
     # what crashed drivers left is looked for once, by the start (its drive does not again)
     assert len([q for q in begun if "FROM journal WHERE state = 'open'" in q]) == 1
     assert s.store.lease(envelope.run_id).holder == ""  # type: ignore[union-attr]

@@ -149,13 +149,16 @@ class Governor:
         self.history = RunHistory()
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
+        self._fresh = False  # see resume_from
 
-    def resume_from(self, admitted: int) -> None:
+    def resume_from(self, admitted: int, *, fresh: bool = False) -> None:
         """Continue counting from the ``admitted`` calls (not refused) a previous driver
         recorded, so ``max_calls`` counts the whole run. Generated call ids stay unique: a
         step's are numbered on from the calls the store holds for it (read when the step
-        first makes one)."""
+        first makes one), or from none when the run is ``fresh`` (its driver's own start
+        created it a moment ago, under a lease no other driver held: nothing of it is stored)."""
         self.calls_made = admitted
+        self._fresh = fresh
 
     # -- the path ---------------------------------------------------------------------------
 
@@ -640,7 +643,9 @@ class Governor:
         return f"{record.run_id}/{record.call_id}"
 
     def _next_call_id(self, step_id: str | None) -> str:
-        if step_id not in self._per_step:
+        if step_id not in self._per_step and self._fresh:
+            self._per_step[step_id] = 0
+        elif step_id not in self._per_step:
             # counted a page at a time: a turn of a million calls is never held to count it
             calls = self.store.iter_step_calls(self.run_id, step_id)
             self._per_step[step_id] = sum(1 for _ in calls)

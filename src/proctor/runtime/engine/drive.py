@@ -112,8 +112,10 @@ class RunDriver:
         self.directive: bool | None = None
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
-        # what crashed drivers left was recovered by this run's start a moment ago (.start)
+        # what crashed drivers left was recovered by this run's start a moment ago, and that
+        # start created the run under this driver's lease: no other driver recorded any of it
         self.recovered = False
+        self.fresh = False
 
     # -- what a driver resolves once -----------------------------------------------------
 
@@ -348,7 +350,7 @@ class RunDriver:
             step_scopes=scopes,
             retain=bool(self.record.data.get("retain")),
         )
-        governor.resume_from(counts.admitted)
+        governor.resume_from(counts.admitted, fresh=self.fresh)
         self._governor = governor
         return governor
 

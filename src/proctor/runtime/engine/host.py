@@ -232,6 +232,8 @@ class StepRunner(Protocol):
     host_turn: bool
     """A host works the turn whose call runs now: a call may wait on a person (it answers
     pending and the run pauses); in a managed turn it cannot."""
+    fresh: bool
+    """This driver's start created the run (under its lease): no call of it is stored yet."""
 
     def governor(self) -> Governor:
         """The run's governor (built once per driver)."""

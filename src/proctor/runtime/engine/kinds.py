@@ -60,8 +60,8 @@ def tool_step(
         return step_failed(step.id, exc)
     used: list[str] = []
     # the step's own calls only (a crashed driver's): reading the run's would make each step
-    # cost as much as the run so far
-    recorded = run.s.store.step_calls(run.run_id, step.id)
+    # cost as much as the run so far; a run this driver's start created has none to read
+    recorded = [] if run.fresh else run.s.store.step_calls(run.run_id, step.id)
     settled = _settled_call(recorded, step.id, step.tool)
     if settled is not None:
         # The call settled but its step did not (a crash between the two): reuse the record.

@@ -150,6 +150,7 @@ def start_run(
             **(link or {}),
         )
         kill_point("start.audited")
+    driver.fresh = True  # created whole by this driver: nothing of it was recorded before
     kill_point("start.committed")
 
 
