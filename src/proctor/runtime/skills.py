@@ -16,6 +16,7 @@ the new text; nothing of a run (approvals, credentials, leases) is ever part of 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -23,7 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISDIR, S_ISREG
 from typing import Any
 
 from proctor.contracts.skill import SkillPackage
@@ -97,25 +98,45 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
         candidates.append(workspace_root / "skills" / path_part)
     for candidate in candidates:
         try:
-            exists = candidate.exists()
+            st = _stat(str(candidate))
         except OSError as exc:  # a name too long for the file system, say: nothing is there
             raise UsageError(
                 f"no skill package at {_shown(path_part)} ({exc.strerror})",
                 code="skill_not_found",
             ) from None
-        if exists:
-            folder = Path(package_dir_for(str(candidate), is_dir=candidate.is_dir()))
-            real = Path(os.path.realpath(folder))
-            try:
-                label = real.relative_to(workspace_root).as_posix() or "."
-            except ValueError:
-                label = real.name or real.as_posix()
-            return real, label, method
+        if st is not None:
+            folder = package_dir_for(str(candidate), is_dir=S_ISDIR(st.st_mode))
+            real = os.path.realpath(folder)
+            base = str(workspace_root)
+            if real == base:
+                label = "."
+            elif real.startswith(base.rstrip("/") + "/"):  # Path.relative_to, by its text
+                label = real[len(base.rstrip("/")) + 1 :]
+            else:
+                label = os.path.basename(real) or real
+            return Path(real), label, method
     raise UsageError(
         f"no skill package at {path_part!r} (looked in the current folder and the workspace's"
         " skills/)",
         code="skill_not_found",
     )
+
+
+def _stat(path: str) -> os.stat_result | None:
+    """``os.stat`` of ``path``, ``None`` where :meth:`Path.exists` says it is not there (no
+    such entry, a file on the way, a link loop, a NUL in the name); one call for both of
+    :meth:`Path.exists` and :meth:`Path.is_dir`.
+
+    Raises:
+        OSError: any other failure (a name too long for the file system, say)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return None
+        raise
+    except ValueError:
+        return None
 
 
 def _shown(path_part: str) -> str:
