@@ -96,3 +96,29 @@ def test_a_file_is_read_whole_past_its_stated_size_and_never_past_the_cap() -> N
     assert _read_to_cap(io.BytesIO(b"x" * 10), 4, 6) == b"x" * 7
     assert _read_to_cap(io.BytesIO(b"x" * 10), 10, 10) == b"x" * 10
     assert _read_to_cap(io.BytesIO(b"x" * 3), 10, 100) == b"x" * 3  # shrank while it was read
+
+
+def test_package_authority_files_name_the_packages_own_files_in_the_workspace(
+    tmp_path: Path,
+) -> None:
+    from proctor.runtime.skills import load_skill, package_authority_files
+
+    root = tmp_path / "ws"
+    (root / "tools" / "one").mkdir(parents=True)
+    (root / "tools" / "one" / "SKILL.md").write_text("---\nname: one\ndescription: d\n---\n")
+    (root / "tools" / "one" / "run.yaml").write_text(
+        "minimum_proctor: 0.1.0\nmethods:\n  main:\n    steps:\n"
+        "      - {id: s, tool: echo, inputs: {text: x}}\n"
+    )
+    (root / "SKILL.md").write_text("---\nname: top\ndescription: d\n---\n")
+    inner = load_skill("tools/one", cwd=root, workspace_root=root)
+    assert package_authority_files(inner, root) == {"tools/one/SKILL.md", "tools/one/run.yaml"}
+    top = load_skill(".", cwd=root, workspace_root=root)
+    assert package_authority_files(top, root) == {"SKILL.md"}
+    # a folder whose name only starts like the workspace's is outside it
+    twin = tmp_path / "ws-twin"
+    twin.mkdir()
+    (twin / "SKILL.md").write_text("---\nname: twin\ndescription: d\n---\n")
+    outside = load_skill(str(twin), cwd=root, workspace_root=root)
+    assert package_authority_files(outside, root) == frozenset()
+    assert outside.label == "ws-twin"

@@ -298,9 +298,11 @@ def load_skill(
 
 def package_authority_files(skill: LoadedSkill, workspace_root: Path) -> frozenset[str]:
     """Workspace-relative SKILL.md/run.yaml of the run's own package (never written by it)."""
-    try:
-        base = skill.folder.relative_to(workspace_root).as_posix()
-    except ValueError:
+    folder, root = str(skill.folder), str(workspace_root).rstrip("/")
+    if folder == str(workspace_root):
+        prefix = ""
+    elif folder.startswith(root + "/"):  # Path.relative_to, by the paths' text
+        prefix = folder[len(root) + 1 :] + "/"
+    else:
         return frozenset()
-    prefix = "" if base in ("", ".") else base + "/"
     return frozenset(prefix + name for name in _PARSED if name in skill.package.files)
