@@ -1,6 +1,6 @@
 """Benchmark ``proctor mcp --transport http`` throughput against the same runs in process.
 
-    .venv/bin/python bench/mcp_http.py [--calls 192] [--clients 1,16] [--rounds 6] [--workers 0]
+    .venv/bin/python bench/mcp_http.py [--calls 192] [--clients 1,16] [--rounds 6] [--workers N]
 
 For each client count C, in one run, the two sides taking turns (``--rounds`` each, so both
 see the same load on a shared machine):
@@ -9,9 +9,9 @@ see the same load on a shared machine):
   pool's (managed, the sandbox required, one signing key), run hello-world's ``greet`` back
   to back; calls per second over all of them, and the CPU per call of this process;
 - http: C official-SDK clients, each on its own connection, call ``hello-world__greet`` against
-  ``proctor mcp --transport http --workers W`` on a free loopback port (``--workers 0``: one
-  per core); calls per second, and the CPU per call of the server's processes (every worker,
-  from ``/proc``).
+  ``proctor mcp --transport http`` on a free loopback port, as a user starts it (the
+  command's default number of processes: one per core) unless ``--workers`` is given; calls
+  per second, and the CPU per call of the server's processes (every worker, from ``/proc``).
 
 Prints both rates, the ratio http / in-process (the issue's targets: at least 0.7x with one
 client, 0.9x with sixteen) and the CPU ratio (target: within 1.3x), with the machine's load
@@ -124,11 +124,13 @@ class InProcess:
 class OverHttp:
     """``proctor mcp --transport http`` and ``clients`` SDK clients connected to it."""
 
-    def __init__(self, tmp: Path, workers: int) -> None:
+    def __init__(self, tmp: Path, workers: int | None) -> None:
         root, env = _workspace(tmp)
         env["PROCTOR_MCP_API_KEY"] = KEY
         argv = [sys.executable, "-m", "proctor", "mcp", "skills/hello-world", "--transport",
-                "http", "--port", "0", "--workers", str(workers)]  # fmt: skip
+                "http", "--port", "0"]  # fmt: skip
+        if workers is not None:
+            argv += ["--workers", str(workers)]
         self.proc = subprocess.Popen(argv, cwd=root, env=env, stderr=subprocess.PIPE, text=True)
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()
@@ -164,7 +166,7 @@ class OverHttp:
         self.proc.wait(timeout=60)
 
 
-async def measure(clients: int, calls: int, rounds: int, workers: int) -> dict[str, Any]:
+async def measure(clients: int, calls: int, rounds: int, workers: int | None) -> dict[str, Any]:
     """In-process and HTTP rounds taken in turns (so both see the same load), summed."""
     from contextlib import AsyncExitStack
 
@@ -215,7 +217,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=192, help="calls a side")
     parser.add_argument("--clients", default="1,16")
     parser.add_argument("--rounds", type=int, default=6, help="turns each side takes")
-    parser.add_argument("--workers", type=int, default=0, help="0: one per core")
+    parser.add_argument(
+        "--workers", type=int, help="server processes (default: the command's, one per core)"
+    )
     options = parser.parse_args()
     targets = {1: 0.7, 16: 0.9}
     print(f"hello-world#greet, {options.calls} calls a side in {options.rounds} turns each;"

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HANDOFF_OPTION",
+    "MAX_DEFAULT_WORKERS",
     "SessionAffinity",
     "SharedRuns",
     "WorkerSeat",
@@ -67,12 +68,24 @@ _MAX_HANDOFF = 64 * 1024
 _MAX_SOCKET_PATH = 100
 
 
+MAX_DEFAULT_WORKERS = 8
+
+
 def default_workers() -> int:
-    """One worker per core this process may run on."""
+    """How many processes serve the socket unless ``--workers`` says: one per core this process
+    may run on, at most :data:`MAX_DEFAULT_WORKERS`.
+
+    A call is Python under one process's interpreter lock, so one process serves one core:
+    with two cores, two processes serve 16 clients at more than the in-process rate, one at
+    about 0.7-0.9x of it (bench/mcp_http.py). Every process opens its own sessions (about
+    60 MiB) and all of them commit to the one run store and audit log, so past a few the
+    shared commits rather than the cores bound the rate: the default stops at eight.
+    """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_WORKERS))
 
 
 @dataclass
