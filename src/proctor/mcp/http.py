@@ -292,13 +292,8 @@ class BearerAuth:
 
 
 def loop_options() -> dict[str, Any]:
-    """``anyio.run``'s backend options for the HTTP server: uvloop's event loop where it is
-    installed (the ``mcp`` extra installs it), else asyncio's own.
-
-    Every request crosses the loop several times (the socket, the SDK's tasks, the hop to the
-    worker thread that runs the call and back); uvloop's loop does that in C, about a tenth
-    of the server thread's instructions per call (bench/mcp_http.py, docs/mcp.md).
-    """
+    """``anyio.run``'s backend options for the HTTP server: uvloop's loop where installed (the
+    ``mcp`` extra installs it; a request crosses the loop several times), else asyncio's."""
     try:
         import uvloop  # noqa: F401  (only whether it is there)
     except ImportError:
@@ -307,12 +302,8 @@ def loop_options() -> dict[str, Any]:
 
 
 def http_protocol() -> str:
-    """The HTTP/1.1 implementation uvicorn serves with: ``httptools`` (a C parser; the ``mcp``
-    extra installs it) where installed, else ``h11``.
-
-    h11 parses and frames in Python: with it, about 0.45 ms of server CPU per call went to
-    HTTP alone, a third of what the transport added to a call (bench/mcp_http.py).
-    """
+    """uvicorn's HTTP/1.1 implementation: ``httptools``, a C parser, where installed (the
+    ``mcp`` extra installs it; h11's Python cost ~0.45 ms of server CPU a call), else h11."""
     try:
         import httptools  # noqa: F401  (only whether it is there)
     except ImportError:

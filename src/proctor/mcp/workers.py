@@ -72,15 +72,9 @@ MAX_DEFAULT_WORKERS = 8
 
 
 def default_workers() -> int:
-    """How many processes serve the socket unless ``--workers`` says: one per core this process
-    may run on, at most :data:`MAX_DEFAULT_WORKERS`.
-
-    A call is Python under one process's interpreter lock, so one process serves one core:
-    with two cores, two processes serve 16 clients at more than the in-process rate, one at
-    about 0.7-0.9x of it (bench/mcp_http.py). Every process opens its own sessions (about
-    60 MiB) and all of them commit to the one run store and audit log, so past a few the
-    shared commits rather than the cores bound the rate: the default stops at eight.
-    """
+    """One process per core this one may run on (a call holds one interpreter's lock), at most
+    :data:`MAX_DEFAULT_WORKERS`: each holds its own sessions (~60 MiB), and all commit to one
+    run store and audit log, which past a few bound the rate rather than the cores."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
