@@ -12,8 +12,9 @@ see the same load on a shared machine):
   ``proctor mcp --transport http`` on a free loopback port, as a user starts it (the
   command's default number of processes: one per core) unless ``--workers`` is given; calls
   per second, and the CPU per call of the server's processes (every worker, from ``/proc``).
-  Before it, every process serves a few calls through its own Unix socket (a process's first
-  call loads the run path: ~0.4 s of CPU that is not a call's).
+  Before it, every process has started (the others start after the first one listens) and
+  serves a few calls through its own Unix socket (a process's start and first call cost
+  ~0.5 s of CPU that is not a call's).
 
 Prints both rates, the ratio http / in-process (the issue's targets: at least 0.7x with one
 client, 0.9x with sixteen) and the CPU ratio (target: within 1.3x), with the machine's load
@@ -23,6 +24,7 @@ average before and after: on a shared machine the figures to trust are the ratio
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -143,7 +145,20 @@ class OverHttp:
         if match is None:
             raise SystemExit(f"server did not start: {line}{self.proc.stderr.read()}")
         self.url = match.group(1)
+        self.audit = root / ".proctor" / "audit.jsonl"
         self.clients: list[Any] = []
+
+    def wait_started(self, timeout: float = 120.0) -> None:
+        """Until every process has written ``mcp_server_started`` (with ``workers``: how many)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = self.audit.read_text().splitlines() if self.audit.exists() else []
+            events = [json.loads(line) for line in lines if "mcp_server_started" in line]
+            started = [e for e in events if e.get("event") == "mcp_server_started"]
+            if started and len(started) >= max(e.get("workers", 1) for e in started):
+                return
+            time.sleep(0.1)
+        raise SystemExit("the server's processes did not all start")
 
     async def warm_each(self) -> None:
         """A few calls served by each process, through its own socket (none: one process)."""
@@ -210,6 +225,7 @@ async def measure(clients: int, calls: int, rounds: int, workers: int | None) ->
                         Client(streamable_http_client(server.url, http_client=http))
                     )
                     server.clients.append(client)
+                server.wait_started()
                 await server.warm_each()  # every worker has loaded what a call needs
                 await server.round(2)
                 processes = server.processes()
