@@ -120,12 +120,15 @@ class HttpServer:
 
 @pytest.fixture
 def http_server(ws: Ws) -> Iterator[Any]:
-    """Start ``proctor mcp --transport http --port 0`` with the given skill refs."""
+    """Start ``proctor mcp --transport http --port 0`` with the given skill refs (one process
+    unless ``workers`` says: ``None`` is the command's default, a later ``--workers`` in
+    ``refs`` wins)."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(*refs: str, key: str = API_KEY) -> HttpServer:
+    def start(*refs: str, key: str = API_KEY, workers: str | None = "1") -> HttpServer:
+        count = () if workers is None else ("--workers", workers)
         proc = ws.proctor(
-            "mcp", *refs, "--transport", "http", "--port", "0",
+            "mcp", *count, *refs, "--transport", "http", "--port", "0",
             env={"PROCTOR_MCP_API_KEY": key},
         )  # fmt: skip
         started.append(proc)

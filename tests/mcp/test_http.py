@@ -5,6 +5,7 @@ official SDK client; the bearer check, the key and bind refusals.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -74,6 +75,26 @@ def test_lists_and_calls_over_http_with_the_caller_audited(ws: Ws, http_server: 
     # Four runs at once in four sessions still leave one unbroken hash chain.
     report = verify_chain(ws.root / ".proctor" / "audit.jsonl")
     assert report.ok, report
+
+
+def test_the_server_parses_http_and_runs_its_loop_in_c(ws: Ws, http_server: Any) -> None:
+    # what the mcp extra installs is what a served call goes through: httptools' parser and
+    # uvloop's loop, loaded in the serving process (in Python, h11 and asyncio's loop cost
+    # about half a millisecond of server CPU per call more; bench/mcp_http.py)
+    from proctor.mcp.http import http_protocol, loop_options
+
+    ws.add_example("hello-world")
+    server = http_server("hello-world")
+    assert http_protocol() == "httptools" and loop_options() == {"use_uvloop": True}
+    response = httpx.post(
+        server.url,
+        json=INITIALIZE,
+        headers={**HEADERS, "Authorization": f"Bearer {API_KEY}"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    maps = Path(f"/proc/{server.proc.pid}/maps").read_text(encoding="utf-8")
+    assert "/httptools/parser/parser." in maps and "/uvloop/loop." in maps
 
 
 @pytest.mark.parametrize(

@@ -164,6 +164,50 @@ def test_calls_over_many_connections_complete_with_two_workers(ws: Ws, http_serv
     assert len(runs) >= 6
 
 
+def _children(pid: int) -> list[str]:
+    return subprocess.run(
+        ["ps", "--ppid", str(pid), "-o", "pid="], capture_output=True, text=True
+    ).stdout.split()
+
+
+def test_by_default_skills_are_served_by_one_process_per_core_and_session_runs_by_one(
+    ws: Ws, http_server: Any
+) -> None:
+    from proctor.mcp.workers import default_workers
+
+    ws.add_example("hello-world")
+    server = http_server("skills/hello-world", workers=None)
+    count = default_workers()
+    # the others are started before the first one serves
+    assert len(_children(server.proc.pid)) == count - 1
+    started = _started(ws, count)
+    assert sorted(e.get("worker", 0) for e in started) == list(range(count))
+    hello = {"protocolVersion": HANDSHAKE, "capabilities": {},
+             "clientInfo": {"name": "default-workers", "version": "0"}}  # fmt: skip
+    with httpx.Client() as tcp:
+        opened = _post(
+            tcp, server.url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+            None,
+        )  # fmt: skip
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert _post(tcp, server.url, note, session).status_code == 202
+    # each call on a connection of its own: whichever process accepts it, the session's
+    # owner answers (with two processes, all six reaching the owner is a 1-in-64 chance)
+    for n in range(6):
+        with httpx.Client() as tcp:
+            answer = _message(_post(tcp, server.url, _call(n), session))
+        assert answer["id"] == n
+        assert answer["result"]["structuredContent"]["outcome"] == "completed", answer
+    server.proc.terminate()
+    server.proc.wait(timeout=60)
+
+    # a stateless client's session run (--tool) lives in one process: one serves it
+    tools = http_server("--tool", "fs.read", workers=None)
+    assert _children(tools.proc.pid) == []
+
+
 def test_the_turn_tools_runs_are_shared_between_workers(tmp_path: Path) -> None:
     path = tmp_path / "runs"
     first, second = SharedRuns(path), SharedRuns(path)

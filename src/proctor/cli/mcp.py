@@ -105,10 +105,9 @@ class _WithReview(click.Command):
 @click.option(
     "--workers",
     type=click.IntRange(0, 256),
-    default=1,
-    show_default=True,
-    help="HTTP: how many processes serve the socket (0: one per core); a session stays with"
-    " the process that opened it.",
+    help="HTTP: how many processes serve the socket (default, or 0: one per core, at most 8;"
+    " with --gateway or --tool the default is 1); a session stays with the process that"
+    " opened it.",
 )
 @click.option(WORKER_HANDOFF, "handoff_fd", type=int, hidden=True)
 @click.option(
@@ -165,7 +164,7 @@ def mcp(
     host: str,
     port: int,
     public_url: str | None,
-    workers: int,
+    workers: int | None,
     handoff_fd: int | None,
     workspace_dir: Path | None,
     console_url: str | None,
@@ -206,7 +205,11 @@ def mcp(
             handoff = (seat, sock)
             settings = check_http_settings(host, port, public_url, {API_KEY_ENV: key})
         elif transport == "http":
-            if workers == 0:
+            if workers is None and (gateway or core_tools):
+                # a stateless client's session run (--gateway, --tool) lives in the process
+                # that opened it, and its calls may come over any connection: one process
+                workers = 1
+            elif not workers:  # unset or 0
                 from proctor.mcp.workers import default_workers
 
                 workers = default_workers()
@@ -217,7 +220,7 @@ def mcp(
         os.environ.pop(API_KEY_ENV, None)
     if transport != "http" and public_url is not None:
         raise click.UsageError("--public-url applies to --transport http only")
-    if transport != "http" and (workers != 1 or handoff_fd is not None):
+    if transport != "http" and (workers is not None or handoff_fd is not None):
         raise click.UsageError("--workers applies to --transport http only")
     if (directive_ids or drive) and not serve_directives:
         raise click.UsageError("--directive and --drive apply with --directives only")

@@ -227,9 +227,9 @@ def serve(
             _end_calls_on_signals(proctor)
             anyio.run(_serve_stdio, proctor)
         else:
-            from proctor.mcp.http import serve_http
+            from proctor.mcp.http import loop_options, serve_http
 
-            anyio.run(serve_http, proctor, http, handoff, argv)
+            anyio.run(serve_http, proctor, http, handoff, argv, backend_options=loop_options())
     except KeyboardInterrupt:
         pass
     finally:

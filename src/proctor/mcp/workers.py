@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HANDOFF_OPTION",
+    "MAX_DEFAULT_WORKERS",
     "SessionAffinity",
     "SharedRuns",
     "WorkerSeat",
@@ -67,12 +68,18 @@ _MAX_HANDOFF = 64 * 1024
 _MAX_SOCKET_PATH = 100
 
 
+MAX_DEFAULT_WORKERS = 8
+
+
 def default_workers() -> int:
-    """One worker per core this process may run on."""
+    """One process per core this one may run on (a call holds one interpreter's lock), at most
+    :data:`MAX_DEFAULT_WORKERS`: each holds its own sessions (~60 MiB), and all commit to one
+    run store and audit log, which past a few bound the rate rather than the cores."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_WORKERS))
 
 
 @dataclass
