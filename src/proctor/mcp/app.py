@@ -252,6 +252,8 @@ def _end_calls_on_signals(proctor: ProctorServer) -> None:
             os._exit(128 + signum)
         got.append(signum)
         proctor.stop_all()
+        if proctor.hold_interrupt():  # raised once the call on the loop's thread returns
+            return
         raise KeyboardInterrupt
 
     for sig in (signal.SIGTERM, signal.SIGINT):

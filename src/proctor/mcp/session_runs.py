@@ -29,14 +29,14 @@ import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
 
 from proctor.errors import ProctorError
 from proctor.mcp.approvals import ApprovalRelay
-from proctor.mcp.shared import ServerConfig, TurnHost
+from proctor.mcp.shared import PoolBusy, ServerConfig, TurnHost
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
@@ -53,6 +53,7 @@ __all__ = [
     "session_package",
 ]
 
+T = TypeVar("T")
 TURN = "serve"
 WAIT_POLL = 0.25
 BUSY_WAIT = 60.0
@@ -67,6 +68,8 @@ class SessionHost(TurnHost, Protocol):
 
     config: ServerConfig
     approvals: ApprovalRelay
+
+    def run_on_loop(self, fn: Callable[[threading.Event], T]) -> T: ...
 
 
 def session_package(
@@ -192,10 +195,15 @@ class SessionRuns:
         tool: str,
         arguments: dict[str, Any],
         client: Mapping[str, Any] | None = None,
+        *,
+        on_loop: bool = False,
     ) -> Any:
         """One client call of ``tool``: admitted as a call of the session run's turn; a change
         waits for a person's decision (``client``: the client's name and version, for the
-        audit log). Returns the call's outcome
+        audit log). ``on_loop``: a quick read, made on the event loop's thread when the
+        session's run is open, a session is free and the run is not held
+        (:meth:`~proctor.mcp.server.ProctorServer.run_on_loop`); on a worker otherwise, as
+        every other call. Returns the call's outcome
         (:class:`~proctor.runtime.engine.turn_calls.CallOutcome`), or a tool error when the
         session's run cannot be opened, the call is refused before it is admitted, or it still
         waits for a person (``approval_pending``)."""
@@ -214,7 +222,11 @@ class SessionRuns:
             n = self.calls[run_id] = self.calls.get(run_id, 0) + 1
         once = _once(host, run_id, tool, arguments, f"c{n}")
         try:
-            outcome = await host.run_in_worker(once)
+            outcome: Any = _NOT_MADE
+            if on_loop and known is not None:
+                outcome = host.run_on_loop(_at_once(host, run_id, tool, arguments, f"c{n}"))
+            if outcome is _NOT_MADE:  # a worker waits for the session or the run
+                outcome = await host.run_in_worker(once)
         except ProctorError as exc:
             if exc.code not in _ENDED or known is None:
                 return error(exc.code, exc.message)
@@ -295,6 +307,33 @@ class SessionRuns:
                 host.pool.use(partial(_seal, run_id=run_id, calls=calls))
             except ProctorError as exc:
                 host.audit("mcp_session_seal_failed", run_id, code=exc.code)
+
+
+_NOT_MADE = object()
+"""What :func:`_at_once` answers when the call cannot be made without waiting."""
+
+
+def _at_once(
+    host: SessionHost, run_id: str, tool: str, arguments: dict[str, Any], call_id: str
+) -> Callable[[threading.Event], Any]:
+    """The call made now, or :data:`_NOT_MADE` when every session is in use or the run is held
+    (a person's decision drives it on): nothing of it was admitted or recorded then, and a
+    worker makes it (:func:`_once`), waiting as long as that takes."""
+
+    def at_once(stop: threading.Event) -> Any:
+        def go(session: Session) -> Any:
+            return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
+
+        try:
+            return host.pool.use(go, blocking=False)
+        except PoolBusy:
+            return _NOT_MADE
+        except ProctorError as exc:
+            if exc.code != "run_busy":
+                raise
+            return _NOT_MADE
+
+    return at_once
 
 
 def _once(
