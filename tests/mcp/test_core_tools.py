@@ -284,6 +284,22 @@ def test_a_read_while_a_person_holds_the_run_waits_off_the_loop_and_then_runs(ws
     assert run["outcome"] == "completed"
 
 
+def test_the_session_package_is_written_only_when_its_text_differs(ws: Ws) -> None:
+    """A server started again keeps the package's files as they are (the package its calls
+    hold stays valid), and a file that was changed is written back to its text."""
+    from proctor.mcp.core_tools import open_core_tools
+
+    folder = open_core_tools(ws.root, ["fs.read"]).sessions.package
+    files = [folder / "SKILL.md", folder / "run.yaml"]
+    texts = [f.read_bytes() for f in files]
+    stats = [(f.stat().st_ino, f.stat().st_mtime_ns, f.stat().st_ctime_ns) for f in files]
+    assert open_core_tools(ws.root, ["fs.read"]).sessions.package == folder
+    assert [(f.stat().st_ino, f.stat().st_mtime_ns, f.stat().st_ctime_ns) for f in files] == stats
+    files[1].write_text(texts[1].decode().replace('"fs.read"', '"fs.write"'))
+    open_core_tools(ws.root, ["fs.read"])
+    assert [f.read_bytes() for f in files] == texts
+
+
 def test_an_unknown_tool_name_refuses_to_start(ws: Ws) -> None:
     done = _cli(ws, "mcp", "--tool", "fs.nothing")
     assert done.returncode == 2, done.stderr

@@ -77,17 +77,21 @@ def session_package(
 ) -> Path:
     """Write the package of a session run whose turn may call exactly ``tools`` (one folder per
     distinct tool set, under ``.proctor/<kind>/``). ``texts``: the package's description, the
-    method's and the turn's instructions (plain YAML scalars)."""
+    method's and the turn's instructions (plain YAML scalars).
+
+    A file that already holds its text is not written again: a session's calls keep the
+    package they loaded only while its files are as they were, and not changed within the
+    last moments (:mod:`proctor.runtime.engine.held_skills`), so a server started again in the
+    workspace keeps it from its first call rather than reading it again for a while."""
     description, method, instructions = texts
     from proctor.receipts.canonical import digest
 
     folder = root / ".proctor" / kind / digest(sorted(tools))[7:23]
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: {description}\n---\n", encoding="utf-8"
-    )
+    _write_changed(folder / "SKILL.md", f"---\nname: {name}\ndescription: {description}\n---\n")
     allowance = json.dumps(sorted(tools))
-    (folder / "run.yaml").write_text(
+    _write_changed(
+        folder / "run.yaml",
         "minimum_proctor: 0.1.0\n"
         "default_method: session\n"
         "methods:\n"
@@ -104,9 +108,17 @@ def session_package(
         "            type: object\n"
         "            properties: {calls: {type: integer}}\n"
         "            required: [calls]\n",
-        encoding="utf-8",
     )
     return folder
+
+
+def _write_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it is a file holding exactly that text already."""
+    data = text.encode("utf-8")
+    with contextlib.suppress(OSError):
+        if not path.is_symlink() and path.read_bytes() == data:
+            return
+    path.write_bytes(data)
 
 
 def session_key(ctx: ServerRequestContext[Any, Any], transport: str) -> tuple[str, ...]:
