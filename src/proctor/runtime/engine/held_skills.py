@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from proctor.contracts.values import dataclass
+from proctor.runtime.boundary.real import real_path
 from proctor.runtime.skill_files import RACY_NS
 from proctor.runtime.skills import SKIP_DIRS
 
@@ -60,7 +61,7 @@ def stamp_package(folder: str, root: str) -> Stamped | None:
     links), and the newest change among them; ``None`` when one cannot be looked at (the
     package is then loaded, never kept)."""
     made_ns = time.time_ns()
-    reals = (os.path.realpath(folder), os.path.realpath(root))
+    reals = (real_path(folder), real_path(root))
     stamps: list[tuple[str, tuple[int, ...]]] = []
     newest = 0
     try:
@@ -104,7 +105,7 @@ class HeldSkills:
         if entry is None:
             return None
         stamped, loaded = entry
-        reals = (os.path.realpath(key[0]), os.path.realpath(root))
+        reals = (real_path(key[0]), real_path(root))
         if reals != stamped.reals or not _unchanged(stamped.stamps):
             with self._lock:
                 self._entries.pop(key, None)
