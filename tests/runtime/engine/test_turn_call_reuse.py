@@ -83,8 +83,9 @@ methods:
 
 
 def _settled(root: Path) -> None:
-    """Let every file written so far age past the racily-clean window, so a session may keep
-    what it read from them (an entry made less than 3 s after a change is never kept)."""
+    """Let every file written so far age past the racily-clean window, so a session takes
+    what it read from them on their stamps alone (an entry made less than 3 s after a change
+    is taken only after its files' digest is checked again)."""
     from proctor.runtime.engine.held_skills import RACY_NS
 
     time.sleep(RACY_NS / 1e9 + 0.2)
