@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +35,7 @@ import mcp_types as types
 
 from proctor.errors import ProctorError
 from proctor.mcp.approvals import ApprovalRelay
+from proctor.mcp.session_markers import RUN_ID, forget_open, holder_of, mark_open, open_folder
 from proctor.mcp.shared import PoolBusy, ServerConfig, TurnHost
 
 if TYPE_CHECKING:
@@ -59,8 +59,6 @@ WAIT_POLL = 0.25
 BUSY_WAIT = 60.0
 _ENDED = frozenset({"run_sealed", "unknown_address"})
 """What a call answers when its session's run no longer waits on the turn."""
-OPEN_RUNS = "mcp-sessions"
-"""The folder under ``.proctor/`` naming each open session run and the process serving it."""
 
 
 class SessionHost(TurnHost, Protocol):
@@ -191,7 +189,7 @@ class SessionRuns:
                     f"the session's run did not open ({envelope.status})",
                     code="session_run_not_opened",
                 )
-            _mark_open(host.config.workspace.root, envelope.run_id, session.holder)
+            mark_open(host.config.workspace.root, envelope.run_id, session.holder)
             return envelope.run_id
 
         run_id = host.pool.use(start)
@@ -247,7 +245,7 @@ class SessionRuns:
             with self._lock:
                 if self.runs.get(key) == run_id:
                     del self.runs[key]
-            _forget_open(host.config.workspace.root, run_id)
+            forget_open(host.config.workspace.root, run_id)
             return await self.call(ctx, host, tool, arguments, client)
         if outcome.error and outcome.error.get("code") == "approval_pending":
             details = outcome.error.get("details") or {}
@@ -391,78 +389,7 @@ def seal_session_run(session: Session, run_id: str, calls: int | None = None) ->
                 calls = len(session.store.step_calls(run_id, TURN))
             answer = {"request_digest": turn["request_digest"], "value": {"calls": calls}}
             session.resume(run_id, {"answers": {TURN: answer}})
-    _forget_open(session.workspace.root, run_id)
-
-
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_RUN_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def _open_folder(root: Path, *, make: bool) -> int | None:
-    """A descriptor of ``.proctor/mcp-sessions`` (made when ``make``), opened without
-    following a link at either step; ``None`` when it is absent, or is not a plain folder."""
-    try:
-        state = os.open(root / ".proctor", _FOLDER_FLAGS)
-    except OSError:
-        return None
-    try:
-        if make:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(OPEN_RUNS, 0o700, dir_fd=state)
-        return os.open(OPEN_RUNS, _FOLDER_FLAGS, dir_fd=state)
-    except OSError:
-        return None
-    finally:
-        os.close(state)
-
-
-def _forget_open(root: Path, run_id: str) -> None:
-    """Take ``run_id``'s name out of the open runs (nothing when it is not there)."""
-    folder = _open_folder(root, make=False)
-    if folder is None:
-        return
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(run_id, dir_fd=folder)
-    finally:
-        os.close(folder)
-
-
-def _mark_open(root: Path, run_id: str, holder: str) -> None:
-    """Name ``run_id`` as open, served by ``holder`` (written whole, then renamed in; every
-    step relative to the folder's descriptor, never through a link)."""
-    folder = _open_folder(root, make=True)
-    if folder is None:
-        return  # a .proctor/mcp-sessions that is a link is not written through
-    part = f".{run_id}.part"
-    try:
-        fd = os.open(
-            part,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=folder,
-        )
-        try:
-            os.write(fd, holder.encode("utf-8"))
-        finally:
-            os.close(fd)
-        os.replace(part, run_id, src_dir_fd=folder, dst_dir_fd=folder)
-    finally:
-        os.close(folder)
-
-
-def _holder_of(folder: int, name: str) -> str | None:
-    """The holder a marker names, read without following a link; ``None`` when unreadable."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(fd)
+    forget_open(session.workspace.root, run_id)
 
 
 def seal_orphans(host: SessionHost) -> list[str]:
@@ -475,12 +402,12 @@ def seal_orphans(host: SessionHost) -> list[str]:
     from proctor.runtime.engine.lease import holder_dead
 
     root = host.config.workspace.root
-    folder = _open_folder(root, make=False)
+    folder = open_folder(root, make=False)
     if folder is None:
         return []
     try:
-        names = sorted(n for n in os.listdir(folder) if _RUN_ID.fullmatch(n))
-        holders = {n: _holder_of(folder, n) for n in names}
+        names = sorted(n for n in os.listdir(folder) if RUN_ID.fullmatch(n))
+        holders = {n: holder_of(folder, n) for n in names}
     finally:
         os.close(folder)
     sealed = []
@@ -492,7 +419,7 @@ def seal_orphans(host: SessionHost) -> list[str]:
             host.pool.use(partial(_seal, run_id=name, calls=None))
         except ProctorError as exc:
             if exc.code == "run_not_found":
-                _forget_open(root, name)
+                forget_open(root, name)
             else:
                 host.audit("mcp_session_seal_failed", name, code=exc.code)
             continue
