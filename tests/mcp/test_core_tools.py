@@ -239,6 +239,67 @@ def test_a_session_whose_run_a_person_closed_goes_on_in_a_new_run(ws: Ws) -> Non
     assert outcomes == ["completed", "superseded"]
 
 
+def test_a_read_while_a_person_holds_the_run_waits_off_the_loop_and_then_runs(ws: Ws) -> None:
+    """A read is made on the server's event loop only when it need not wait: while a person's
+    resume holds the session's run, the read waits on a worker (the loop answers other
+    requests meanwhile, and nothing is recorded), then runs once the run is let go."""
+    from mcp.client import Client
+
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.lease import acquire_lease
+    from proctor.runtime.engine.session import Session
+
+    _data(ws)
+
+    async def main() -> tuple[Any, list[Any], int]:
+        async with Client(stdio_params(ws, "--tool", "fs.read")) as client:
+            first = await client.call_tool("fs_read", {"path": "data/a.txt"})
+            (run_id,) = os.listdir(ws.root / ".proctor" / "mcp-sessions")
+            person = Session(Workspace.discover(ws.root), environ=ws.env)
+            try:
+                assert acquire_lease(person.store, run_id, person.holder)
+                calls = len(person.store.step_calls(run_id, "serve"))
+                box: list[Any] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def read() -> None:
+                        box.append(await client.call_tool("fs_read", {"path": "data/a.txt"}))
+
+                    tg.start_soon(read)
+                    with anyio.fail_after(30):
+                        for _ in range(3):  # the loop answers while the read waits
+                            assert (await client.list_tools()).tools
+                            await anyio.sleep(0.2)
+                    assert not box  # still waiting for the run
+                    assert len(person.store.step_calls(run_id, "serve")) == calls
+                    person.store.release_lease(run_id, person.holder)
+            finally:
+                person.close()
+            return first, box, calls
+
+    first, (second,), calls = anyio.run(main)
+    assert not first.is_error and calls == 1
+    assert not second.is_error and second.structured_content["content"] == "hello\n", second
+    (run,) = _session_runs(ws)
+    assert run["outcome"] == "completed"
+
+
+def test_the_session_package_is_written_only_when_its_text_differs(ws: Ws) -> None:
+    """A server started again keeps the package's files as they are (the package its calls
+    hold stays valid), and a file that was changed is written back to its text."""
+    from proctor.mcp.core_tools import open_core_tools
+
+    folder = open_core_tools(ws.root, ["fs.read"]).sessions.package
+    files = [folder / "SKILL.md", folder / "run.yaml"]
+    texts = [f.read_bytes() for f in files]
+    stats = [(f.stat().st_ino, f.stat().st_mtime_ns, f.stat().st_ctime_ns) for f in files]
+    assert open_core_tools(ws.root, ["fs.read"]).sessions.package == folder
+    assert [(f.stat().st_ino, f.stat().st_mtime_ns, f.stat().st_ctime_ns) for f in files] == stats
+    files[1].write_text(texts[1].decode().replace('"fs.read"', '"fs.write"'))
+    open_core_tools(ws.root, ["fs.read"])
+    assert [f.read_bytes() for f in files] == texts
+
+
 def test_an_unknown_tool_name_refuses_to_start(ws: Ws) -> None:
     done = _cli(ws, "mcp", "--tool", "fs.nothing")
     assert done.returncode == 2, done.stderr

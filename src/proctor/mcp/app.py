@@ -222,6 +222,12 @@ def serve(
             for m in missing
         ],
     )
+    # What is loaded by now (the SDK's and proctor's modules, the protocol's models, the
+    # catalog) is most of the heap and lives as long as the process: the collector's full
+    # passes, otherwise a walk of all of it every few thousand calls, leave it out.
+    import gc
+
+    gc.freeze()
     try:
         if http is None:
             _end_calls_on_signals(proctor)
@@ -252,6 +258,8 @@ def _end_calls_on_signals(proctor: ProctorServer) -> None:
             os._exit(128 + signum)
         got.append(signum)
         proctor.stop_all()
+        if proctor.hold_interrupt():  # raised once the call on the loop's thread returns
+            return
         raise KeyboardInterrupt
 
     for sig in (signal.SIGTERM, signal.SIGINT):

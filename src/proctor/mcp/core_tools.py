@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["CoreTools", "core_tool_name", "open_core_tools"]
 
 _QUIET = frozenset({"none", "read"})
+_ON_LOOP = frozenset({"fs.read"})
+"""Tools a stdio server calls on its event loop's thread (no hop to a worker and back): a read
+bounded by its ``max_bytes``, starting no program. Over HTTP every call takes a worker (other
+clients' messages are read meanwhile)."""
 _text = reusable_encoder(sort_keys=True, separators=(",", ":"))
 
 
@@ -113,7 +117,9 @@ class CoreTools:
         ``approval_declined``, ``arguments_invalid`` ...), a call that fails (its code), or one
         still waiting for a person (``approval_pending``).
         """
-        outcome = await self.sessions.call(ctx, host, self.tools[name].name, arguments, client)
+        tool = self.tools[name].name
+        on_loop = tool in _ON_LOOP and host.config.transport == "stdio"
+        outcome = await self.sessions.call(ctx, host, tool, arguments, client, on_loop=on_loop)
         if isinstance(outcome, types.CallToolResult):
             return outcome
         if outcome.status != "completed":

@@ -23,20 +23,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
 
 from proctor.errors import ProctorError
 from proctor.mcp.approvals import ApprovalRelay
-from proctor.mcp.shared import ServerConfig, TurnHost
+from proctor.mcp.session_markers import RUN_ID, forget_open, holder_of, mark_open, open_folder
+from proctor.mcp.shared import PoolBusy, ServerConfig, TurnHost
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
@@ -53,13 +53,12 @@ __all__ = [
     "session_package",
 ]
 
+T = TypeVar("T")
 TURN = "serve"
 WAIT_POLL = 0.25
 BUSY_WAIT = 60.0
 _ENDED = frozenset({"run_sealed", "unknown_address"})
 """What a call answers when its session's run no longer waits on the turn."""
-OPEN_RUNS = "mcp-sessions"
-"""The folder under ``.proctor/`` naming each open session run and the process serving it."""
 
 
 class SessionHost(TurnHost, Protocol):
@@ -68,23 +67,29 @@ class SessionHost(TurnHost, Protocol):
     config: ServerConfig
     approvals: ApprovalRelay
 
+    def run_on_loop(self, fn: Callable[[threading.Event], T]) -> T: ...
+
 
 def session_package(
     root: Path, kind: str, name: str, tools: list[str], texts: tuple[str, str, str]
 ) -> Path:
     """Write the package of a session run whose turn may call exactly ``tools`` (one folder per
     distinct tool set, under ``.proctor/<kind>/``). ``texts``: the package's description, the
-    method's and the turn's instructions (plain YAML scalars)."""
+    method's and the turn's instructions (plain YAML scalars).
+
+    A file that already holds its text is not written again: a session's calls keep the
+    package they loaded only while its files are as they were, and not changed within the
+    last moments (:mod:`proctor.runtime.engine.held_skills`), so a server started again in the
+    workspace keeps it from its first call rather than reading it again for a while."""
     description, method, instructions = texts
     from proctor.receipts.canonical import digest
 
     folder = root / ".proctor" / kind / digest(sorted(tools))[7:23]
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: {description}\n---\n", encoding="utf-8"
-    )
+    _write_changed(folder / "SKILL.md", f"---\nname: {name}\ndescription: {description}\n---\n")
     allowance = json.dumps(sorted(tools))
-    (folder / "run.yaml").write_text(
+    _write_changed(
+        folder / "run.yaml",
         "minimum_proctor: 0.1.0\n"
         "default_method: session\n"
         "methods:\n"
@@ -101,9 +106,17 @@ def session_package(
         "            type: object\n"
         "            properties: {calls: {type: integer}}\n"
         "            required: [calls]\n",
-        encoding="utf-8",
     )
     return folder
+
+
+def _write_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it is a file holding exactly that text already."""
+    data = text.encode("utf-8")
+    with contextlib.suppress(OSError):
+        if not path.is_symlink() and path.read_bytes() == data:
+            return
+    path.write_bytes(data)
 
 
 def session_key(ctx: ServerRequestContext[Any, Any], transport: str) -> tuple[str, ...]:
@@ -176,7 +189,7 @@ class SessionRuns:
                     f"the session's run did not open ({envelope.status})",
                     code="session_run_not_opened",
                 )
-            _mark_open(host.config.workspace.root, envelope.run_id, session.holder)
+            mark_open(host.config.workspace.root, envelope.run_id, session.holder)
             return envelope.run_id
 
         run_id = host.pool.use(start)
@@ -192,10 +205,15 @@ class SessionRuns:
         tool: str,
         arguments: dict[str, Any],
         client: Mapping[str, Any] | None = None,
+        *,
+        on_loop: bool = False,
     ) -> Any:
         """One client call of ``tool``: admitted as a call of the session run's turn; a change
         waits for a person's decision (``client``: the client's name and version, for the
-        audit log). Returns the call's outcome
+        audit log). ``on_loop``: a quick read, made on the event loop's thread when the
+        session's run is open, a session is free and the run is not held
+        (:meth:`~proctor.mcp.server.ProctorServer.run_on_loop`); on a worker otherwise, as
+        every other call. Returns the call's outcome
         (:class:`~proctor.runtime.engine.turn_calls.CallOutcome`), or a tool error when the
         session's run cannot be opened, the call is refused before it is admitted, or it still
         waits for a person (``approval_pending``)."""
@@ -214,7 +232,11 @@ class SessionRuns:
             n = self.calls[run_id] = self.calls.get(run_id, 0) + 1
         once = _once(host, run_id, tool, arguments, f"c{n}")
         try:
-            outcome = await host.run_in_worker(once)
+            outcome: Any = _NOT_MADE
+            if on_loop and known is not None:
+                outcome = host.run_on_loop(_at_once(host, run_id, tool, arguments, f"c{n}"))
+            if outcome is _NOT_MADE:  # a worker waits for the session or the run
+                outcome = await host.run_in_worker(once)
         except ProctorError as exc:
             if exc.code not in _ENDED or known is None:
                 return error(exc.code, exc.message)
@@ -223,7 +245,7 @@ class SessionRuns:
             with self._lock:
                 if self.runs.get(key) == run_id:
                     del self.runs[key]
-            _forget_open(host.config.workspace.root, run_id)
+            forget_open(host.config.workspace.root, run_id)
             return await self.call(ctx, host, tool, arguments, client)
         if outcome.error and outcome.error.get("code") == "approval_pending":
             details = outcome.error.get("details") or {}
@@ -297,6 +319,33 @@ class SessionRuns:
                 host.audit("mcp_session_seal_failed", run_id, code=exc.code)
 
 
+_NOT_MADE = object()
+"""What :func:`_at_once` answers when the call cannot be made without waiting."""
+
+
+def _at_once(
+    host: SessionHost, run_id: str, tool: str, arguments: dict[str, Any], call_id: str
+) -> Callable[[threading.Event], Any]:
+    """The call made now, or :data:`_NOT_MADE` when every session is in use or the run is held
+    (a person's decision drives it on): nothing of it was admitted or recorded then, and a
+    worker makes it (:func:`_once`), waiting as long as that takes."""
+
+    def at_once(stop: threading.Event) -> Any:
+        def go(session: Session) -> Any:
+            return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
+
+        try:
+            return host.pool.use(go, blocking=False)
+        except PoolBusy:
+            return _NOT_MADE
+        except ProctorError as exc:
+            if exc.code != "run_busy":
+                raise
+            return _NOT_MADE
+
+    return at_once
+
+
 def _once(
     host: SessionHost, run_id: str, tool: str, arguments: dict[str, Any], call_id: str
 ) -> Callable[[threading.Event], Any]:
@@ -340,78 +389,7 @@ def seal_session_run(session: Session, run_id: str, calls: int | None = None) ->
                 calls = len(session.store.step_calls(run_id, TURN))
             answer = {"request_digest": turn["request_digest"], "value": {"calls": calls}}
             session.resume(run_id, {"answers": {TURN: answer}})
-    _forget_open(session.workspace.root, run_id)
-
-
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_RUN_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def _open_folder(root: Path, *, make: bool) -> int | None:
-    """A descriptor of ``.proctor/mcp-sessions`` (made when ``make``), opened without
-    following a link at either step; ``None`` when it is absent, or is not a plain folder."""
-    try:
-        state = os.open(root / ".proctor", _FOLDER_FLAGS)
-    except OSError:
-        return None
-    try:
-        if make:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(OPEN_RUNS, 0o700, dir_fd=state)
-        return os.open(OPEN_RUNS, _FOLDER_FLAGS, dir_fd=state)
-    except OSError:
-        return None
-    finally:
-        os.close(state)
-
-
-def _forget_open(root: Path, run_id: str) -> None:
-    """Take ``run_id``'s name out of the open runs (nothing when it is not there)."""
-    folder = _open_folder(root, make=False)
-    if folder is None:
-        return
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(run_id, dir_fd=folder)
-    finally:
-        os.close(folder)
-
-
-def _mark_open(root: Path, run_id: str, holder: str) -> None:
-    """Name ``run_id`` as open, served by ``holder`` (written whole, then renamed in; every
-    step relative to the folder's descriptor, never through a link)."""
-    folder = _open_folder(root, make=True)
-    if folder is None:
-        return  # a .proctor/mcp-sessions that is a link is not written through
-    part = f".{run_id}.part"
-    try:
-        fd = os.open(
-            part,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=folder,
-        )
-        try:
-            os.write(fd, holder.encode("utf-8"))
-        finally:
-            os.close(fd)
-        os.replace(part, run_id, src_dir_fd=folder, dst_dir_fd=folder)
-    finally:
-        os.close(folder)
-
-
-def _holder_of(folder: int, name: str) -> str | None:
-    """The holder a marker names, read without following a link; ``None`` when unreadable."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(fd)
+    forget_open(session.workspace.root, run_id)
 
 
 def seal_orphans(host: SessionHost) -> list[str]:
@@ -424,12 +402,12 @@ def seal_orphans(host: SessionHost) -> list[str]:
     from proctor.runtime.engine.lease import holder_dead
 
     root = host.config.workspace.root
-    folder = _open_folder(root, make=False)
+    folder = open_folder(root, make=False)
     if folder is None:
         return []
     try:
-        names = sorted(n for n in os.listdir(folder) if _RUN_ID.fullmatch(n))
-        holders = {n: _holder_of(folder, n) for n in names}
+        names = sorted(n for n in os.listdir(folder) if RUN_ID.fullmatch(n))
+        holders = {n: holder_of(folder, n) for n in names}
     finally:
         os.close(folder)
     sealed = []
@@ -441,7 +419,7 @@ def seal_orphans(host: SessionHost) -> list[str]:
             host.pool.use(partial(_seal, run_id=name, calls=None))
         except ProctorError as exc:
             if exc.code == "run_not_found":
-                _forget_open(root, name)
+                forget_open(root, name)
             else:
                 host.audit("mcp_session_seal_failed", name, code=exc.code)
             continue

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
 
 __all__ = [
+    "PoolBusy",
     "ServerConfig",
     "SessionPool",
     "TurnHost",
@@ -89,6 +90,10 @@ class ServerConfig:
     """Where the references start (the folder ``proctor mcp`` was started in)."""
 
 
+class PoolBusy(Exception):
+    """Every session of the pool is in use (:meth:`SessionPool.use` told not to wait)."""
+
+
 class SessionPool:
     """Driver sessions, one per worker thread at a time, created on demand up to ``size``."""
 
@@ -99,11 +104,20 @@ class SessionPool:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(size)
 
-    def use(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn`` with a session no other thread holds (blocks while all are busy)."""
-        with self._slots:
+    def use(self, fn: Callable[[Session], T], *, blocking: bool = True) -> T:
+        """Run ``fn`` with a session no other thread holds (blocks while all are busy).
+
+        Raises:
+            PoolBusy: not ``blocking``, and no session made before is free (one is never made
+                then: opening a session takes a while, and the caller would rather not wait).
+        """
+        if not self._slots.acquire(blocking):
+            raise PoolBusy
+        try:
             with self._lock:
                 session = self._free.pop() if self._free else None
+            if session is None and not blocking:
+                raise PoolBusy
             if session is None:
                 session = self._factory()
                 with self._lock:
@@ -113,6 +127,8 @@ class SessionPool:
             finally:
                 with self._lock:
                     self._free.append(session)
+        finally:
+            self._slots.release()
 
     def close(self) -> None:
         """Close every session."""

@@ -83,8 +83,9 @@ methods:
 
 
 def _settled(root: Path) -> None:
-    """Let every file written so far age past the racily-clean window, so a session may keep
-    what it read from them (an entry made less than 3 s after a change is never kept)."""
+    """Let every file written so far age past the racily-clean window, so a session takes
+    what it read from them on their stamps alone (an entry made less than 3 s after a change
+    is taken only after its files' digest is checked again)."""
     from proctor.runtime.engine.held_skills import RACY_NS
 
     time.sleep(RACY_NS / 1e9 + 0.2)
@@ -147,7 +148,7 @@ def test_a_package_file_removed_between_calls_is_refused(ws: Path) -> None:
     )
 
 
-def test_a_package_written_within_the_racy_window_is_not_kept(tmp_path: Path) -> None:
+def test_a_package_written_within_the_racy_window_is_not_taken_on_stamps(tmp_path: Path) -> None:
     from proctor.runtime.engine.held_skills import HeldSkills, stamp_package
 
     folder = tmp_path / "pkg"
@@ -156,12 +157,35 @@ def test_a_package_written_within_the_racy_window_is_not_kept(tmp_path: Path) ->
     held = HeldSkills()
     key = (str(folder), "sha256:x", "main")
     held.put(key, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
-    assert held.get(key, str(tmp_path)) is None  # changed just now: read again every time
+    assert held.get(key, str(tmp_path)) is None  # changed just now: not its digest
     _settled(tmp_path)
     held.put(key, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
     assert held.get(key, str(tmp_path)) == ("skill", "method")
     (folder / "SKILL.md").write_text("y")
     assert held.get(key, str(tmp_path)) is None
+
+
+def test_a_racy_package_is_taken_only_while_its_files_digest_is_the_runs(tmp_path: Path) -> None:
+    """An entry stamped within the racy window is kept, but taken only after its files are
+    read again and their digest is the run's. An edit within the tick of the stamp leaves
+    every stamped identity as it was: here the stamp is taken after the edit, as such an edit
+    would leave it, and the digest of the bytes read before it catches the change."""
+    from proctor.runtime.engine.held_skills import HeldSkills, stamp_package
+    from proctor.runtime.skills import read_package
+
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("one")
+    read = read_package(folder, "pkg")[1]
+    held = HeldSkills()
+    same = (str(folder), read, "main")
+    held.put(same, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
+    assert held.get(same, str(tmp_path)) == ("skill", "method")  # racy, the same bytes
+    (folder / "SKILL.md").write_text("two")  # the same size
+    edited = (str(folder), read, "other")  # the bytes read were "one"; the stamp sees "two"
+    held.put(edited, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
+    assert held.get(edited, str(tmp_path)) is None
+    assert held.get(edited, str(tmp_path)) is None  # and it was let go
 
 
 BLOCK_ECHO = """id: team

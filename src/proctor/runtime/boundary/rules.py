@@ -40,6 +40,7 @@ from proctor.core.paths import (
 )
 from proctor.errors import ConfigError
 from proctor.runtime.boundary.fds import kinds_below
+from proctor.runtime.boundary.real import real_path
 
 __all__ = [
     "STATE_VARIABLES",
@@ -279,7 +280,7 @@ def _under(path: str, folder: str) -> bool:
 
 
 def _real(path: Path) -> str:
-    return os.path.realpath(path)
+    return real_path(path)
 
 
 def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None) -> frozenset[str]:

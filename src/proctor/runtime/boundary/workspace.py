@@ -62,6 +62,7 @@ from proctor.core.paths import (
 from proctor.errors import ConfigError, RefusedCall, UsageError
 from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, openat2_available, walk
 from proctor.runtime.boundary.opened import HEAD_BYTES, check_content, judge_open
+from proctor.runtime.boundary.real import real_path
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
 from proctor.runtime.boundary.roots import ROOT_NAME, checked_root, home_state_dir
@@ -129,7 +130,7 @@ class Workspace:
         environ: Mapping[str, str],
         rules: Callable[[Path], Rules],
     ) -> None:
-        real = Path(os.path.realpath(root))
+        real = Path(real_path(root))
         if not real.is_dir():
             raise ConfigError("the workspace folder does not exist", code="workspace_missing")
         self.root: Path = real

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from proctor.runtime.boundary.real import real_path
 from proctor.runtime.skill_files import RACY_NS
 
 __all__ = ["HeldPolicy"]
@@ -94,7 +95,7 @@ class HeldPolicy:
         if entry is None:
             return None
         real, settings, stamps, loaded = entry
-        if os.path.realpath(root) != real or _settings(environ) != settings:
+        if real_path(root) != real or _settings(environ) != settings:
             return None
         if any(_look(path, times=times)[0] != look for path, times, look in stamps):
             return None
@@ -103,7 +104,7 @@ class HeldPolicy:
     def stamp(self, root: str, environ: Mapping[str, str]) -> tuple[Any, ...]:
         """What decides the state now, taken before it is loaded."""
         made = time.time_ns()
-        return (made, os.path.realpath(root), _settings(environ), *_stamp(root))
+        return (made, real_path(root), _settings(environ), *_stamp(root))
 
     def put(self, stamped: tuple[Any, ...], loaded: Any, *, guard_modules: bool) -> None:
         """Keep ``loaded`` (loaded after ``stamped`` was taken), unless its config names guard

@@ -14,9 +14,15 @@ Why that is safe (git's rule for "racily clean" index entries, as in
 renamed in a folder, set the change time (``ctime``) of what they change to the file system's
 clock, which no call sets back. The identities are taken before the package is read, so a
 write after that is stamped later than a change that came :data:`RACY_NS` before it, and the
-identity differs. An entry whose folder or file changed within :data:`RACY_NS` of it (a write
-might share its tick) is never kept. A folder swapped under the package's path is another
-inode, or another real path.
+identity differs. A folder swapped under the package's path is another inode, or another real
+path.
+
+An entry whose folder or file changed within :data:`RACY_NS` of its stamp (a write might share
+that change's tick, and leave every identity as it was) is "racy": it is taken only after the
+package's files are read again and their digest is the run's (git's answer to the same
+question: compare the content), which costs a read of the files but not their parsing. Once
+that check begins :data:`RACY_NS` after the newest change, the entry is no longer racy: any
+later write moves a change time past the ones stamped.
 
 A package whose record names an ``origin`` (a core skill, an installed package) is never kept:
 its verification asks the home's registry trust on every call.
@@ -30,6 +36,7 @@ import time
 from typing import Any
 
 from proctor.contracts.values import dataclass
+from proctor.runtime.boundary.real import real_path
 from proctor.runtime.skill_files import RACY_NS
 from proctor.runtime.skills import SKIP_DIRS
 
@@ -60,7 +67,7 @@ def stamp_package(folder: str, root: str) -> Stamped | None:
     links), and the newest change among them; ``None`` when one cannot be looked at (the
     package is then loaded, never kept)."""
     made_ns = time.time_ns()
-    reals = (os.path.realpath(folder), os.path.realpath(root))
+    reals = (real_path(folder), real_path(root))
     stamps: list[tuple[str, tuple[int, ...]]] = []
     newest = 0
     try:
@@ -69,7 +76,7 @@ def stamp_package(folder: str, root: str) -> Stamped | None:
             for path in [dirpath, *(os.path.join(dirpath, n) for n in filenames)]:
                 st = os.lstat(path)
                 stamps.append((path, _identity(st)))
-                newest = max(newest, st.st_mtime_ns)
+                newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     except OSError:
         return None
     return Stamped(made_ns, reals, tuple(stamps), newest)
@@ -77,6 +84,20 @@ def stamp_package(folder: str, root: str) -> Stamped | None:
 
 def _raise(exc: OSError) -> None:
     raise exc
+
+
+def _same_digest(folder: str, recorded: str) -> bool:
+    """Whether the package files under ``folder`` read now have the digest ``recorded``
+    (False when they cannot be read: the package is then loaded again, and refused)."""
+    from pathlib import Path
+
+    from proctor.errors import ProctorError
+    from proctor.runtime.skills import read_package
+
+    try:
+        return read_package(Path(folder), os.path.basename(folder))[1] == recorded
+    except (ProctorError, OSError):
+        return False
 
 
 def _unchanged(stamps: Stamp) -> bool:
@@ -98,25 +119,40 @@ class HeldSkills:
 
     def get(self, key: tuple[str, str, str], root: str) -> tuple[Any, Any] | None:
         """The kept ``(skill, method)`` when the package folder and the workspace resolve to
-        the paths they did and nothing stamped changed; ``None`` otherwise."""
+        the paths they did and nothing stamped changed (and, for a racy entry, the files'
+        digest is still ``key``'s); ``None`` otherwise."""
         with self._lock:
             entry = self._entries.get(key)
         if entry is None:
             return None
         stamped, loaded = entry
-        reals = (os.path.realpath(key[0]), os.path.realpath(root))
+        began = time.time_ns()
+        reals = (real_path(key[0]), real_path(root))
         if reals != stamped.reals or not _unchanged(stamped.stamps):
-            with self._lock:
-                self._entries.pop(key, None)
+            self._drop(key, entry)
             return None
+        if stamped.newest >= stamped.made_ns - RACY_NS:
+            if not _same_digest(stamped.reals[0], key[1]):
+                self._drop(key, entry)
+                return None
+            if stamped.newest < began - RACY_NS:  # no longer racy from here on
+                aged = Stamped(began, stamped.reals, stamped.stamps, stamped.newest)
+                with self._lock:
+                    if self._entries.get(key) is entry:
+                        self._entries[key] = (aged, loaded)
         return loaded
+
+    def _drop(self, key: tuple[str, str, str], entry: tuple[Stamped, tuple[Any, Any]]) -> None:
+        with self._lock:
+            if self._entries.get(key) is entry:
+                del self._entries[key]
 
     def put(
         self, key: tuple[str, str, str], stamped: Stamped | None, loaded: tuple[Any, Any]
     ) -> None:
-        """Keep ``loaded`` (read after ``stamped`` was taken), unless something stamped
-        changed within :data:`RACY_NS` of it."""
-        if stamped is None or stamped.newest >= stamped.made_ns - RACY_NS:
+        """Keep ``loaded`` (read after ``stamped`` was taken; a racy one is checked by its
+        files' digest whenever it is taken, see the module's text)."""
+        if stamped is None:
             return
         entry = (stamped, loaded)
         with self._lock:
