@@ -122,3 +122,37 @@ def test_package_authority_files_name_the_packages_own_files_in_the_workspace(
     outside = load_skill(str(twin), cwd=root, workspace_root=root)
     assert package_authority_files(outside, root) == frozenset()
     assert outside.label == "ws-twin"
+
+
+def _package(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: x\ndescription: x\n---\n")
+    return folder
+
+
+def test_a_plain_name_is_looked_for_where_paths_joined_by_path_would_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain name is joined by its text (no Path built): the current folder first, then the
+    workspace's skills/; the current folder "/" or "." joins as Path joins it."""
+    root = tmp_path / "ws"
+    in_skills = _package(root / "skills" / "one")
+    here = root / "sub"
+    in_here = _package(here / "one")
+    assert locate("one", cwd=here, workspace_root=root)[:2] == (in_here, "sub/one")
+    assert locate("one#main", cwd=root, workspace_root=root) == (in_skills, "skills/one", "main")
+    assert locate("one", cwd=Path("/"), workspace_root=root)[:2] == (in_skills, "skills/one")
+    monkeypatch.chdir(here)
+    assert locate("one", cwd=Path("."), workspace_root=root)[:2] == (in_here, "sub/one")
+    # SKILL.md named in the current folder is its folder's package; another file is none
+    assert locate("SKILL.md", cwd=in_here, workspace_root=root)[:2] == (in_here, "sub/one")
+    (here / "notes.md").write_text("x")
+    with pytest.raises(UsageError) as info:
+        locate("notes.md", cwd=here, workspace_root=root)
+    assert info.value.code == "not_a_package"
+    # a linked package folder is its real folder
+    (root / "skills" / "linked").symlink_to(in_here)
+    assert locate("linked", cwd=root, workspace_root=root)[:2] == (in_here, "sub/one")
+    with pytest.raises(UsageError) as info:
+        locate("none", cwd=here, workspace_root=root)
+    assert info.value.code == "skill_not_found"

@@ -273,7 +273,7 @@ def is_directive_run(data: Mapping[str, Any], state_dir: Path) -> bool:
     folder = data.get("package_folder")
     if not isinstance(folder, str):
         return False
-    named = state_dir / "directive-packages"
+    named = f"{state_dir}/directive-packages"  # by its text: asked of every run
     if not os.path.exists(named) and os.path.isdir(folder):
         return False  # no folder that is there lies in one that is not (most workspaces)
     # real paths as text: what Path.resolve() answers, without its path objects and stat

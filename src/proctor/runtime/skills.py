@@ -92,20 +92,26 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
         UsageError: ``ref_invalid``, ``skill_not_found`` or ``not_a_package``.
     """
     path_part, method = parse_ref(ref)
-    candidates = [cwd / path_part]
-    if ("/" not in path_part and os.sep not in path_part) or _PUBLISHED_NAME.fullmatch(path_part):
-        # a name, or a publisher/name whose own copy the workspace keeps in skills/
-        candidates.append(workspace_root / "skills" / path_part)
+    plain = "/" not in path_part and os.sep not in path_part
+    if plain and path_part not in ("", ".", "..") and "\0" not in path_part:
+        # a plain name (most runs): the texts Path's joins give, without building Paths
+        here, root = str(cwd).rstrip("/"), str(workspace_root).rstrip("/")  # "/" as Path joins it
+        candidates = [f"{here}/{path_part}", f"{root}/skills/{path_part}"]
+    else:
+        candidates = [str(cwd / path_part)]
+        if plain or _PUBLISHED_NAME.fullmatch(path_part):
+            # a name, or a publisher/name whose own copy the workspace keeps in skills/
+            candidates.append(str(workspace_root / "skills" / path_part))
     for candidate in candidates:
         try:
-            st = _stat(str(candidate))
+            st = _stat(candidate)
         except OSError as exc:  # a name too long for the file system, say: nothing is there
             raise UsageError(
                 f"no skill package at {_shown(path_part)} ({exc.strerror})",
                 code="skill_not_found",
             ) from None
         if st is not None:
-            folder = package_dir_for(str(candidate), is_dir=S_ISDIR(st.st_mode))
+            folder = package_dir_for(candidate, is_dir=S_ISDIR(st.st_mode))
             real = os.path.realpath(folder)
             base = str(workspace_root)
             if real == base:

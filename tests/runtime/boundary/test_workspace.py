@@ -229,3 +229,15 @@ def test_discover_walks_up_to_the_marker(tmp_path: Path, monkeypatch: pytest.Mon
     found = Workspace.discover(loose).root
     assert found == loose.resolve()
     assert Workspace.discover(loose).state_dir == loose.resolve() / ".proctor"
+
+
+def test_state_dir_is_the_real_roots_proctor_folder_once_built(tmp_path: Path) -> None:
+    """state_dir is held once asked (a run asks it twice): still root/.proctor, for a derived
+    workspace as for its parent."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    ws = Workspace(tmp_path / "link")
+    assert ws.state_dir == tmp_path / "real" / ".proctor"
+    assert ws.state_dir is ws.state_dir
+    derived = ws.governing(extra_authority=frozenset({"x"}), environ={})
+    assert derived.state_dir == ws.state_dir

@@ -16,7 +16,8 @@ process's only way out: every connection through the egress checks) with :mod:`.
 sandbox's network crossings: their folder, the relay's command line, published ports) and the
 relay program :mod:`.egress_forwarder`, and
 :mod:`.sanitize` with its detectors in :mod:`.detect` (secrets removed from results, refusals,
-audit lines and output).
+audit lines and output), and :mod:`.plain_file` (whether a settings file is there, asked by
+its path's text).
 
 Surface: every module but ``detect`` and ``egress_forwarder`` (a program run inside the
 sandbox, never imported). May import only ``proctor.core``, ``proctor.errors``,

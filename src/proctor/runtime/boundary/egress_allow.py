@@ -7,12 +7,14 @@ address parser; those are imported when an entry is parsed or a request is check
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError
+from proctor.runtime.boundary.plain_file import regular_file
 
 if TYPE_CHECKING:
     import ipaddress
@@ -113,13 +115,14 @@ def load_egress_allow(workspace_root: Path) -> EgressAllow:
         ConfigError: the file is not valid TOML, ``allow`` is not a list of strings, or an
             entry is refused by :meth:`EgressAllow.parse`.
     """
-    path = workspace_root / "proctor.toml"
-    if not path.is_file():
+    path = os.path.join(workspace_root, "proctor.toml")  # asked every run: no Path built
+    if not regular_file(path):
         return EgressAllow()
     import tomllib  # read only when the workspace has a proctor.toml
 
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            document = tomllib.loads(handle.read())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"proctor.toml is not valid TOML: {exc}") from exc
     section = document.get("egress", {})

@@ -134,6 +134,7 @@ class Workspace:
         if not real.is_dir():
             raise ConfigError("the workspace folder does not exist", code="workspace_missing")
         self.root: Path = real
+        self._state_dir: Path | None = None  # root/.proctor once asked (a run asks twice)
         self._root_text = str(real)
         self._root_prefix = self._root_text.rstrip("/") + "/"
         self._environ: Mapping[str, str] = environ
@@ -232,7 +233,10 @@ class Workspace:
     @property
     def state_dir(self) -> Path:
         """``root/.proctor``: runs, audit log, trash, journal. Never reachable by a tool path."""
-        return self.root / ".proctor"
+        held = self._state_dir
+        if held is None:
+            held = self._state_dir = self.root / ".proctor"
+        return held
 
     def private_dir(self, name: str, *, create: bool = True) -> Path:
         """``root/.proctor/<name>``, created (0700) if missing and ``create``, for proctor's own

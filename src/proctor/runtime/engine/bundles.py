@@ -4,6 +4,7 @@ left half-applied are rolled back, and processes whose supervisor was killed are
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,11 +19,14 @@ def recover_open_bundles(host: RunHost) -> list[str]:
     the store holds an open journal. Processes whose supervisor died are reconciled first
     (:func:`proctor.runtime.tools.procs_log.reconcile_lost`; loaded only when the workspace
     has a processes folder)."""
-    processes = host.workspace.state_dir / "processes"
-    if processes.is_dir():
+    # the folder's text, not a Path built and stat'ed through pathlib: asked before every run
+    processes = f"{host.workspace.state_dir}/processes"
+    if os.path.isdir(processes):
+        from pathlib import Path
+
         from proctor.runtime.tools.procs_log import reconcile_lost
 
-        reconcile_lost(processes)
+        reconcile_lost(Path(processes))
     if not host.store.journal_pending():
         return []
     from proctor.runtime.tools.fs_bundle import recover_bundles

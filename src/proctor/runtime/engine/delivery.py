@@ -32,7 +32,7 @@ from proctor.errors import CredentialError
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
-    from proctor.core.authority import Authority
+    from proctor.core.authority import Authority, EgressGrant
     from proctor.runtime.admission.governor import Deliver
     from proctor.runtime.boundary.egress import EgressAllow, EgressRoute
     from proctor.runtime.boundary.sanitize import Sanitizer, TaintSet
@@ -77,22 +77,15 @@ def record_authority(authority: Authority, egress: EgressAllow) -> dict[str, Any
     return replace(authority, egress=grant).to_json()
 
 
-def recorded_egress(recorded: Mapping[str, Any]) -> EgressAllow:
-    """The egress allow-list a run recorded in its authority (empty when none was recorded).
+def recorded_egress(grant: EgressGrant | None) -> EgressAllow:
+    """The egress allow-list of the grant a run recorded in its authority (empty when none
+    was recorded; the driver parsed the record, refusing an altered one, before delivery).
 
     Raises:
         ConfigError: the recorded entries are not valid (the record was altered).
     """
-    from proctor.core.authority import parse_authority
-    from proctor.errors import ConfigError, UsageError
     from proctor.runtime.boundary.egress_allow import EgressAllow
 
-    try:
-        grant = parse_authority(dict(recorded), recorded=True).egress
-    except UsageError as exc:
-        raise ConfigError(
-            f"the run's recorded authority is not valid: {exc.message}", code=exc.code
-        ) from exc
     if grant is None:
         return EgressAllow()
     return EgressAllow.parse([*grant.hosts, *grant.networks])
@@ -127,7 +120,7 @@ def prepare_delivery(
     store: RunStore,
     workspace_root: Path,
     environ: Mapping[str, str],
-    authority: Mapping[str, Any],
+    egress: EgressGrant | None,
     taint: TaintSet,
     profile: str | None = None,
     request_secrets: Mapping[str, str] | None = None,
@@ -141,9 +134,9 @@ def prepare_delivery(
     every resolved value enters ``taint`` before any step runs. The run store keeps the
     non-secret choice (``ResolvedCredential.describe()``: source and profile name) under
     ``credentials``; a resume resolves again from a new snapshot. The egress allow-list is
-    the one recorded in the run's ``authority``, so what is enforced is what the receipt's
-    authority digest covers. ``route`` (the session's) sends checked requests somewhere other
-    than the network, after the same guard.
+    ``egress``, the grant recorded in the run's ``authority`` (as its driver parsed it), so
+    what is enforced is what the receipt's authority digest covers. ``route`` (the
+    session's) sends checked requests somewhere other than the network, after the same guard.
 
     Raises:
         NeedsCredential: a named requirement has no source (nothing was delivered).
@@ -184,7 +177,7 @@ def prepare_delivery(
             data={"credentials": [resolved[name].describe() for name in sorted(resolved)]},
         )
     declared = declared_environment(skill, environ)
-    return _lazy_seams(resolved, by_step, authority, taint, environ, route, declared)
+    return _lazy_seams(resolved, by_step, egress, taint, environ, route, declared)
 
 
 def declared_environment(skill: LoadedSkill, environ: Mapping[str, str]) -> dict[str, str]:
@@ -202,7 +195,7 @@ def declared_environment(skill: LoadedSkill, environ: Mapping[str, str]) -> dict
 def _lazy_seams(
     resolved: dict[str, Any],
     by_step: dict[str, str | None],
-    authority: Mapping[str, Any],
+    egress: EgressGrant | None,
     taint: TaintSet,
     environ: Mapping[str, str],
     route: EgressRoute | None,
@@ -218,7 +211,7 @@ def _lazy_seams(
     Raises:
         ConfigError: the run's recorded egress entries are not valid.
     """
-    allow = recorded_egress(authority)
+    allow = recorded_egress(egress)
     parts: dict[str, Callable[[Any, Tool], dict[str, Any]]] = {}
 
     def part(kind: str) -> Callable[[Any, Tool], dict[str, Any]]:

@@ -100,6 +100,7 @@ class RunDriver:
         self.receipts: ReceiptBudget | None = None  # likewise: the tree's receipt budget
         self.receipts_counted = False  # this run's own receipts are counted on it
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
+        self.recorded_egress = host.egress  # the grant delivery enforces, parsed once here
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
@@ -202,7 +203,7 @@ class RunDriver:
             inner = prepare_delivery(
                 self.skill, self.method, run_id=self.run_id, store=self.s.store,
                 workspace_root=self.s.workspace.root, environ=self.s.environ,
-                authority=self.record.data.get("authority") or {},
+                egress=self.recorded_egress,
                 taint=self.sanitizer.taint, profile=profile if isinstance(profile, str) else None,
                 request_secrets=self.request_secrets, route=self.s.egress_route,
                 extra_credentials=extra,

@@ -18,6 +18,7 @@ Who settles: a worker's loop, the console's process, and in a workspace with nei
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,9 +75,8 @@ def notify_config(root: Path) -> NotifyConfig:
     Raises:
         ConfigError: ``notify_config_invalid``, ``bad_config``.
     """
-    path = root / "proctor.toml"
-    try:
-        stamp = path.stat().st_mtime
+    try:  # by the path's text: asked at every run's start
+        stamp = os.stat(os.path.join(root, "proctor.toml")).st_mtime
     except OSError:
         return NotifyConfig()
     cached = _CONFIGS.get(root)

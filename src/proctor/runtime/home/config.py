@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, ParseError, ProctorError
+from proctor.runtime.boundary.plain_file import regular_file
 
 if TYPE_CHECKING:
     from proctor.core.spend import Price
@@ -131,11 +132,13 @@ def load_config(home: Path | None = None) -> dict[str, Any]:
     Raises:
         ConfigError: (``config_invalid``) the file is not a JSON object.
     """
-    path = _home(home) / "config.json"
-    if not path.is_file():
+    # by the path's text (a seal asks for its witnesses every run), not a Path built for it
+    path = os.path.join(_home(home), "config.json")
+    if not regular_file(path):
         return {}
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            document = json.loads(handle.read())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(
             "the home's config.json is not valid JSON", code="config_invalid"

@@ -127,6 +127,9 @@ class ReceiptStore:
 
     def __init__(self, directory: Path, *, durable: bool = True) -> None:
         self.directory = Path(directory)
+        # the index's and packs' places, built once: every batch appends to both
+        self._index_path = str(self.directory / INDEX_NAME)
+        self._packs_dir = self.directory / PACKS_DIR
         self._durable = durable
         self._checked = False
         self._noted: set[str] = set()
@@ -426,7 +429,7 @@ class ReceiptStore:
             sizes = list(map(len, lines_of))
             ats = list(itertools.accumulate(sizes, initial=size + len(lead)))
             ats.pop()
-            index = os.open(self.directory / INDEX_NAME, os.O_RDWR | os.O_APPEND)
+            index = os.open(self._index_path, os.O_RDWR | os.O_APPEND)
             try:
                 _append_whole(index, _index_lines(todo, name, ats, sizes), durable=False)
             finally:
@@ -439,7 +442,7 @@ class ReceiptStore:
         """The pack this batch goes to, open for appending and locked: its descriptor, name
         and size. Today's packs in turn (the one this store last used first), past each that
         holds :data:`PACK_LIMIT` bytes; one that does not exist is made whole first."""
-        packs = self.directory / PACKS_DIR
+        packs = self._packs_dir
         if not self._packs_made:
             try:
                 packs.mkdir(mode=0o755)

@@ -26,9 +26,11 @@ turned into a test file. The receipts commit the digests of what ran (a call rec
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from proctor.errors import ConfigError
+from proctor.runtime.boundary.plain_file import regular_file
 
 __all__ = ["MODEL_ANSWER_EVENT", "RETAINED_ARGS", "replay_retain"]
 
@@ -46,13 +48,14 @@ def replay_retain(workspace_root: Path) -> bool:
         ConfigError: ``replay_config_invalid``: the file is not valid TOML, ``[replay]`` is
             not a table, holds another key, or ``retain`` is not a boolean.
     """
-    path = workspace_root / "proctor.toml"
-    if not path.is_file():
+    path = os.path.join(workspace_root, "proctor.toml")  # asked every run: no Path built
+    if not regular_file(path):
         return False
     import tomllib  # read only when the workspace has a proctor.toml
 
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            document = tomllib.loads(handle.read())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(
             f"proctor.toml is not valid TOML: {exc}", code="replay_config_invalid"
