@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from proctor.runtime.boundary.egress_allow import load_egress_allow
-from proctor.runtime.boundary.plain_file import regular_file
+from proctor.runtime.boundary.plain_file import folder, regular_file
 from proctor.runtime.home.config import load_config
 from proctor.runtime.records.retention import replay_retain
 
@@ -39,6 +39,12 @@ def test_regular_file_answers_as_path_is_file(tmp_path: Path) -> None:
     for place in _places(tmp_path):
         assert regular_file(str(place)) is place.is_file(), place.name
     assert regular_file(str(tmp_path / "a\0b")) is False  # Path.is_file: False too
+
+
+def test_folder_answers_as_path_is_dir(tmp_path: Path) -> None:
+    for place in _places(tmp_path):
+        assert folder(str(place)) is place.is_dir(), place.name
+    assert folder(str(tmp_path / "a\0b")) is False
 
 
 @pytest.mark.parametrize("kind", ["file", "folder", "link", "dangling"])

@@ -12,8 +12,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 
-__all__ = ["regular_file"]
+__all__ = ["folder", "regular_file"]
 
 # the errors Path.is_file() reads as "not a file" (pathlib._IGNORED_ERRNOS)
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
@@ -26,8 +27,17 @@ def regular_file(path: str) -> bool:
         OSError: the file system refused the ``stat`` for another reason (no search
             permission on a folder on the way, say), as ``Path.is_file`` raises it.
     """
+    return _is(path, stat.S_ISREG)
+
+
+def folder(path: str) -> bool:
+    """``Path(path).is_dir()``, without the ``Path`` (errors as :func:`regular_file`)."""
+    return _is(path, stat.S_ISDIR)
+
+
+def _is(path: str, kind: Callable[[int], bool]) -> bool:
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        return kind(os.stat(path).st_mode)
     except OSError as exc:
         if exc.errno not in _ABSENT:
             raise

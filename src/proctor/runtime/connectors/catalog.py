@@ -10,15 +10,14 @@ it), and the workspace's an installed one (yours take precedence).
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.contracts.values import dataclass, replace
 from proctor.errors import ParseError
+from proctor.runtime.boundary.plain_file import folder
 
 if TYPE_CHECKING:
     from proctor.contracts.connector import Connector
@@ -27,7 +26,6 @@ __all__ = ["LoadedConnector", "find_connectors", "load_connector_file"]
 
 _MAX_BYTES = 1024 * 1024
 _MAX_CONNECTORS = 256
-_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
 @dataclass(frozen=True)
@@ -66,21 +64,10 @@ def load_connector_file(path: Path, label: str) -> LoadedConnector:
     return LoadedConnector(connector, origin_of(connector), label)
 
 
-def _is_dir(path: str) -> bool:
-    """``Path(path).is_dir()`` without building the path: False when nothing, or no folder, is
-    there; any other error (a folder that may not be looked into) raised as it raises it."""
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except OSError as exc:
-        if exc.errno in _ABSENT:
-            return False
-        raise
-
-
 def _folder(base: Path, label: str) -> dict[str, LoadedConnector]:
     # looked at as text first: most runs have no connectors/ folder, and are asked on each call
     where = os.path.join(base, "connectors")
-    if not _is_dir(where) or os.path.islink(where):
+    if not folder(where) or os.path.islink(where):
         return {}
     root = Path(where)
     found: dict[str, LoadedConnector] = {}
@@ -102,7 +89,7 @@ def _installed(
 ) -> dict[str, LoadedConnector]:
     from proctor.runtime.packages.installed import ADDED_CONNECTORS
 
-    if not _is_dir(os.path.join(workspace_root, ADDED_CONNECTORS)):
+    if not folder(os.path.join(workspace_root, ADDED_CONNECTORS)):
         return {}  # none installed (most workspaces): nothing more is imported
     from proctor.parser.connector import origin_of, parse_connector
     from proctor.runtime.packages.installed import (
