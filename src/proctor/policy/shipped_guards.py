@@ -1,13 +1,16 @@
 """The guards proctor ships, registered under the reference kernel's guard names.
 
 Each is a pure function of its :class:`~proctor.policy.guards.GuardContext`: no I/O, no clock,
-nothing kept between calls (a run's history arrives in the context). They judge the call as
+nothing kept between calls (a run's history arrives in the context; what the write guards need
+of it they read as a tally the history carries on, :meth:`~proctor.policy.guards.GuardContext.
+history_tally`, so a write costs the same late in a long run as early). They judge the call as
 sent; containment (in admission) judges the resolved paths independently, so the two layers
 fail independently.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -19,6 +22,7 @@ from proctor.policy.names import WRITE_TOOLS
 
 __all__ = [
     "CHANGING_TOOLS",
+    "PRIOR_SHOWN",
     "SHIPPED_GUARDS",
     "check_destructive_action",
     "check_no_bulk_writes",
@@ -332,31 +336,62 @@ def _counts(entry: Mapping[str, Any]) -> bool:
     return entry.get("outcome") != "refused"
 
 
+PRIOR_SHOWN = 20
+"""Prior paths a ``bulk_write`` verdict lists (the first in sorted order; ``prior_count``
+counts them all)."""
+
+
+class _Written:
+    """The distinct paths a run's counted calls wrote, and the first :data:`PRIOR_SHOWN` of
+    them in sorted order (kept as each path comes, so no verdict sorts them all)."""
+
+    __slots__ = ("first", "paths")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.first: list[str] = []
+
+    def add(self, entry: Mapping[str, Any]) -> _Written:
+        args = entry.get("args")
+        if _counts(entry) and isinstance(args, Mapping):
+            for path in _written_paths(str(entry.get("tool", "")), args):
+                if path in self.paths:
+                    continue
+                self.paths.add(path)
+                if len(self.first) < PRIOR_SHOWN or path < self.first[-1]:
+                    bisect.insort(self.first, path)
+                    del self.first[PRIOR_SHOWN:]
+        return self
+
+
+def _changing(count: int, entry: Mapping[str, Any]) -> int:
+    return count + (entry.get("tool") in CHANGING_TOOLS and _counts(entry))
+
+
 def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
     """Deny writing a second distinct path in one run (code ``bulk_write``).
 
     Counts paths written by ``fs.write``, ``fs.edit`` and ``fs.apply_bundle`` (every member of
-    a bundle), in prior calls and in this one.
+    a bundle), in prior calls and in this one. The verdict lists the first
+    :data:`PRIOR_SHOWN` prior paths in sorted order and counts them all.
     """
     current = _written_paths(ctx.tool_name, ctx.args)
     if not current:
         return None
-    prior: set[str] = set()
-    for entry in ctx.run_history:
-        args = entry.get("args")
-        if _counts(entry) and isinstance(args, Mapping):
-            prior.update(_written_paths(str(entry.get("tool", "")), args))
+    written = ctx.history_tally("proctor.written_paths", _Written, _Written.add)
+    prior = written.paths
     new = sorted(set(current) - prior)
-    if not new or len(prior | set(current)) <= 1:
+    total = len(prior) + len(new)
+    if not new or total <= 1:
         return None
     return GuardVerdict(
         allowed=False,
         message=(
-            f"this run would write {len(prior | set(current))} distinct paths; writing "
+            f"this run would write {total} distinct paths; writing "
             "several files needs a confirmation for each"
         ),
         code="bulk_write",
-        metadata={"prior_paths": sorted(prior), "new_paths": new},
+        metadata={"prior_paths": list(written.first), "prior_count": len(prior), "new_paths": new},
     )
 
 
@@ -401,9 +436,7 @@ def check_write_budget(ctx: GuardContext) -> GuardVerdict | None:
     """
     if ctx.tool_name not in CHANGING_TOOLS:
         return None
-    count = sum(
-        1 for entry in ctx.run_history if entry.get("tool") in CHANGING_TOOLS and _counts(entry)
-    )
+    count = ctx.history_tally("proctor.changing_calls", int, _changing)
     if count < ctx.write_budget:
         return None
     return GuardVerdict(
