@@ -11,13 +11,15 @@ same attributes here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import bisect
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from proctor.contracts.values import dataclass
 
 __all__ = [
     "DEFAULT_WRITE_BUDGET",
+    "Distinct",
     "GuardContext",
     "GuardFn",
     "GuardVerdict",
@@ -92,6 +94,29 @@ class RunHistory:
             value = add(value, entries[i])
         self._tallies[key] = (n, value)
         return value  # type: ignore[no-any-return]
+
+
+class Distinct:
+    """Distinct strings as they come (``values``), and the first ``shown`` of them in sorted
+    order (``first``), kept as each comes so nothing sorts them all: a tally's value for a
+    guard that names what a run touched (the shipped ``check_no_bulk_writes``)."""
+
+    __slots__ = ("first", "shown", "values")
+
+    def __init__(self, shown: int) -> None:
+        self.shown = shown
+        self.values: set[str] = set()
+        self.first: list[str] = []
+
+    def update(self, values: Iterable[str]) -> None:
+        """Take ``values`` (those already held change nothing)."""
+        for value in values:
+            if value in self.values:
+                continue
+            self.values.add(value)
+            if len(self.first) < self.shown or value < self.first[-1]:
+                bisect.insort(self.first, value)
+                del self.first[self.shown :]
 
 
 class GuardContext:

@@ -10,14 +10,13 @@ fail independently.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from proctor.core.secrets_shapes import has_secret_shape, secret_kinds
-from proctor.policy.guards import GuardContext, GuardFn, GuardVerdict
+from proctor.policy.guards import Distinct, GuardContext, GuardFn, GuardVerdict
 from proctor.policy.names import WRITE_TOOLS
 
 __all__ = [
@@ -341,27 +340,15 @@ PRIOR_SHOWN = 20
 counts them all)."""
 
 
-class _Written:
-    """The distinct paths a run's counted calls wrote, and the first :data:`PRIOR_SHOWN` of
-    them in sorted order (kept as each path comes, so no verdict sorts them all)."""
+def _no_paths() -> Distinct:
+    return Distinct(PRIOR_SHOWN)
 
-    __slots__ = ("first", "paths")
 
-    def __init__(self) -> None:
-        self.paths: set[str] = set()
-        self.first: list[str] = []
-
-    def add(self, entry: Mapping[str, Any]) -> _Written:
-        args = entry.get("args")
-        if _counts(entry) and isinstance(args, Mapping):
-            for path in _written_paths(str(entry.get("tool", "")), args):
-                if path in self.paths:
-                    continue
-                self.paths.add(path)
-                if len(self.first) < PRIOR_SHOWN or path < self.first[-1]:
-                    bisect.insort(self.first, path)
-                    del self.first[PRIOR_SHOWN:]
-        return self
+def _add_written(written: Distinct, entry: Mapping[str, Any]) -> Distinct:
+    args = entry.get("args")
+    if _counts(entry) and isinstance(args, Mapping):
+        written.update(_written_paths(str(entry.get("tool", "")), args))
+    return written
 
 
 def _changing(count: int, entry: Mapping[str, Any]) -> int:
@@ -378,8 +365,8 @@ def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
     current = _written_paths(ctx.tool_name, ctx.args)
     if not current:
         return None
-    written = ctx.history_tally("proctor.written_paths", _Written, _Written.add)
-    prior = written.paths
+    written = ctx.history_tally("proctor.written_paths", _no_paths, _add_written)
+    prior = written.values
     new = sorted(set(current) - prior)
     total = len(prior) + len(new)
     if not new or total <= 1:
