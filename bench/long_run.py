@@ -22,6 +22,12 @@ PROCTOR_HOME):
                  ``Session.turn_call`` (what the MCP turn tools do: each call a new driver that
                  takes the lease, reloads the package and rebuilds the governor), then the
                  turn answered and the run sealed.
+  writes         one agent step whose managed turn makes W ``fs.write`` calls, each to a new
+                 path (under ``effects: allow`` and a write budget above W), so the shipped write
+                 guards judge every call against the run's history.
+  resumes        a run of 1,050 echo steps (its trace past its 1,000-entry limit) then R ask
+                 steps, each approved by ``Session.resume``: per resume, the decision recorded,
+                 the drive to the next ask and its pause.
 
 Each section prints median and p95 (ms), and the median of the first and last tenth, whose
 ratio says whether cost grows with the run. An unreported 20-step run goes first (imports and
@@ -30,7 +36,7 @@ first-use caches), so the smallest run measures steps, not start-up. A run still
 the steps it did.
 
     .venv/bin/python bench/long_run.py [--steps 10,1000,10000] [--calls 30000]
-        [--turn-calls 3000] [--cap 600] [--warmup 20] [--json]
+        [--turn-calls 3000] [--writes 3000] [--resumes 300] [--cap 600] [--warmup 20] [--json]
 
 A benchmark, not a test: it asserts nothing but that runs completed.
 """
@@ -296,6 +302,83 @@ def turn_calls(count: int, cap: float) -> dict[str, Any]:
     return out
 
 
+class _Writes:
+    """A managed agent that writes ``count`` new files in its turn, timing each call."""
+
+    def __init__(self, count: int, stop: threading.Event) -> None:
+        self.count = count
+        self.stop = stop
+        self.times: list[float] = []
+
+    def drive_turn(self, turn: dict[str, Any], call: Callable[[Any], Any]) -> dict[str, Any]:
+        from proctor.runtime.admission.governor import CallSpec
+
+        for i in range(self.count):
+            if self.stop.is_set():
+                break
+            args = {"path": f"out/f{i}.txt", "content": f"file {i}\n", "create": True}
+            spec = CallSpec("fs.write", args, frozenset(), reason="bench")
+            t0 = time.perf_counter()
+            outcome = call(spec)
+            self.times.append(time.perf_counter() - t0)
+            if not outcome.ok:
+                raise SystemExit(f"write {i} failed: {outcome.error}")
+        return {"calls": len(self.times)}
+
+
+def writes(count: int, cap: float) -> dict[str, Any]:
+    from proctor.core.authority import parse_authority
+
+    root = workspace("writes", AGENT_YAML.replace("tools: [echo]", "tools: [fs.write]"))
+    stop, timer = capped(cap)
+    agent = _Writes(count, stop)
+    s = session(root, agent_driver=agent)
+    s.environ["PROCTOR_WRITE_BUDGET"] = str(count + 1)
+    allow = parse_authority({"effects": "allow", "reach": "workspace"})
+    started = time.perf_counter()
+    failed = _sealed(lambda: s.run("writes", cwd=root, authority=allow))
+    wall = time.perf_counter() - started
+    timer.cancel()
+    s.close()
+    shutil.rmtree(root, ignore_errors=True)
+    state = "all made" if len(agent.times) == count else f"stopped at the {cap:.0f} s cap"
+    state += f", seal FAILED: {failed}" if failed else ""
+    print(
+        f"{count} writes in one managed turn: {len(agent.times)} made, {state}, wall {wall:.2f} s"
+    )
+    return {"writes": count, "wall_s": wall, "per_call": show("per write", agent.times)}
+
+
+def resumes(count: int, cap: float, prefix: int = 1050) -> dict[str, Any]:
+    lines = ["minimum_proctor: 0.1.0", "methods:", "  main:", "    steps:"]
+    for i in range(prefix):
+        lines += [f"      - id: s{i}", "        tool: echo", f"        inputs: {{text: step {i}}}"]
+    for i in range(count):
+        lines += [f"      - id: a{i}", "        ask: {reason: go on?}"]
+        lines += [
+            f"      - id: e{i}",
+            "        tool: echo",
+            f"        inputs: {{text: $steps.s{i}.text}}",
+        ]
+    root = workspace("asks", "\n".join(lines) + "\n")
+    s = session(root)
+    env = s.run("asks", cwd=root)
+    deadline = time.perf_counter() + cap
+    times = []
+    while env.status != "sealed" and time.perf_counter() < deadline:
+        doc = json.loads(json.dumps(env.answers_template))
+        for entry in doc.get("approvals", {}).values():
+            entry.update({"approved": True, "reason": "bench"})
+        t0 = time.perf_counter()
+        env = s.resume(env.run_id or "", doc)
+        times.append(time.perf_counter() - t0)
+    s.close()
+    shutil.rmtree(root, ignore_errors=True)
+    state = "sealed" if env.status == "sealed" else f"stopped at the {cap:.0f} s cap"
+    print(f"{count} resumes after {prefix} steps: {len(times)} made, {state}")
+    return {"resumes": count, "per_resume": show("per resume", times[:-1] or times)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", default="10,1000,10000", help="step counts, comma-separated")
@@ -303,6 +386,8 @@ def main() -> None:
     ap.add_argument(
         "--turn-calls", type=int, default=3_000, help="Session.turn_call calls (0: skip)"
     )
+    ap.add_argument("--writes", type=int, default=0, help="fs.write calls of a turn (0: skip)")
+    ap.add_argument("--resumes", type=int, default=0, help="ask steps resumed (0: skip)")
     ap.add_argument("--warmup", type=int, default=20, help="steps of an unreported first run")
     ap.add_argument("--cap", type=float, default=600.0, help="seconds before a run is stopped")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON line")
@@ -318,6 +403,10 @@ def main() -> None:
         result["managed"] = managed_calls(args.calls, args.cap)
     if args.turn_calls:
         result["turn_calls"] = turn_calls(args.turn_calls, args.cap)
+    if args.writes:
+        result["writes"] = writes(args.writes, args.cap)
+    if args.resumes:
+        result["resumes"] = resumes(args.resumes, args.cap)
     print(f"loadavg after: {os.getloadavg()[0]:.2f}")
     if args.json:
         print(json.dumps(result))

@@ -38,6 +38,7 @@ from proctor.mcp.turn_declarations import PAGE_LIMIT, TOOLS, check_arguments
 
 if TYPE_CHECKING:
     from proctor.runtime.engine.session import Session
+    from proctor.runtime.records.runs import CallRecord
 
 __all__ = ["OUTPUT_RETRIES", "PAGE_LIMIT", "TurnTools", "check_arguments", "turn_tools"]
 
@@ -50,6 +51,10 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _shown_call(call: CallRecord) -> dict[str, Any]:
+    return {"tool": call.tool, "state": call.state, "outcome": call.outcome, "result": call.result}
 
 
 def _type(value: Any) -> str:
@@ -163,18 +168,22 @@ class TurnTools:
         return record is not None and is_directive_run(record.data, session.workspace.state_dir)
 
     @staticmethod
-    def _calls(session: Session, run_id: str, address: str) -> dict[str, Any]:
+    def _calls(session: Session, run_id: str, turn: dict[str, Any], address: str) -> dict[str, Any]:
+        """Every call of the turn at ``address`` by its call id: the calls of the turn's step
+        (a page at a time), not of the whole run."""
         prefix = f"{address}/turn/"
         out: dict[str, Any] = {}
-        for call in session.store.calls(run_id):
+        for call in session.store.iter_step_calls(run_id, str(turn.get("step") or address)):
             if call.call_id.startswith(prefix):
-                out[call.call_id.removeprefix(prefix)] = {
-                    "tool": call.tool,
-                    "state": call.state,
-                    "outcome": call.outcome,
-                    "result": call.result,
-                }
+                out[call.call_id.removeprefix(prefix)] = _shown_call(call)
         return out
+
+    @staticmethod
+    def _call(session: Session, run_id: str, address: str, call_id: str) -> dict[str, Any] | None:
+        """One call of the turn at ``address``, read by its key (one row, however long the
+        turn), or ``None``."""
+        call = session.store.get_call(run_id, f"{address}/turn/{call_id}")
+        return None if call is None else _shown_call(call)
 
     # -- the tools -------------------------------------------------------------------------
 
@@ -304,7 +313,7 @@ class TurnTools:
             {"locator": f"input:{k}", "type": _type(v), "size": len(_text(v))}
             for k, v in (inputs.items() if isinstance(inputs, dict) else [])
         ]
-        calls = self._calls(session, run_id, address)
+        calls = self._calls(session, run_id, turn, address)
         context += [
             {
                 "locator": f"call:{cid}",
@@ -338,8 +347,8 @@ class TurnTools:
             value: Any = turn.get("instructions") or ""
         elif kind == "input" and isinstance(inputs, dict) and name in inputs:
             value = inputs[name]
-        elif kind == "call" and name in (calls := self._calls(session, run_id, address)):
-            value = calls[name]["result"]
+        elif kind == "call" and (call := self._call(session, run_id, address, name)) is not None:
+            value = call["result"]
         else:
             raise UsageError(
                 f"turn {address} holds no {locator[:80]!r} (see turn_status for its locators)",
@@ -491,7 +500,7 @@ class TurnTools:
                 "call_cancel_requested", run_id=run_id, step_index=None, call=address
             )
             return {"run": run_id, "call": address, "state": "executing", "settles": settles}
-        recorded = self._calls(session, run_id, turn).get(call_id) if turn else None
+        recorded = self._call(session, run_id, turn, call_id) if turn else None
         if recorded is None:
             raise UsageError(
                 f"run {run_id} has no call {address[:80]!r} executing or recorded",

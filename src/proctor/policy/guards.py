@@ -11,13 +11,15 @@ same attributes here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import bisect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from proctor.contracts.values import dataclass
 
 __all__ = [
     "DEFAULT_WRITE_BUDGET",
+    "Distinct",
     "GuardContext",
     "GuardFn",
     "GuardVerdict",
@@ -27,6 +29,8 @@ __all__ = [
 DEFAULT_WRITE_BUDGET = 50
 """Changing calls per run before ``check_write_budget`` refuses (``PROCTOR_WRITE_BUDGET``)."""
 
+T = TypeVar("T")
+
 
 class RunHistory:
     """A run's calls so far, appended as they are made (what ``GuardContext.run_history`` shows).
@@ -34,13 +38,18 @@ class RunHistory:
     Appending is constant time; the tuple a guard reads is built only when a guard reads it
     (and reused until the next append), so a call whose guards never look at the history
     does not copy it: a run's calls cost the same at its 30,000th call as at its first.
+    What a guard needs of every earlier call (the shipped write guards: the paths written,
+    the changing calls counted) it asks as a :meth:`tally`, carried on from the last call
+    it was asked at, so such a guard too costs the same at the 10,000th write as at the first.
     """
 
-    __slots__ = ("_entries", "_tuple")
+    __slots__ = ("_entries", "_tallies", "_tuple")
 
     def __init__(self) -> None:
         self._entries: list[Mapping[str, Any]] = []
         self._tuple: tuple[Mapping[str, Any], ...] = ()
+        # by key: how many entries the tally has taken, and its value after them
+        self._tallies: dict[str, tuple[int, Any]] = {}
 
     def append(self, entry: Mapping[str, Any]) -> None:
         """Record one call (``tool``, ``args``, ``outcome``)."""
@@ -50,6 +59,7 @@ class RunHistory:
         """Forget every call (benchmarks reuse one governor)."""
         self._entries.clear()
         self._tuple = ()
+        self._tallies.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -60,6 +70,53 @@ class RunHistory:
         if len(self._tuple) != n:
             self._tuple = tuple(self._entries[:n])
         return self._tuple
+
+    def tally(
+        self,
+        key: str,
+        start: Callable[[], T],
+        add: Callable[[T, Mapping[str, Any]], T],
+        length: int | None = None,
+    ) -> T:
+        """``add`` folded over the first ``length`` calls (default: all) from ``start()``, kept
+        under ``key`` and carried on from the calls it already took: each call is added once
+        while the tallies asked for only grow (a shorter one asked later starts again).
+
+        ``add`` may change the value it is given and return it (a set grows in place): the
+        value is then the tally's own, good until the next ``tally`` of the same key.
+        """
+        n = len(self._entries) if length is None else length
+        taken, value = self._tallies.get(key, (0, None))
+        if key not in self._tallies or taken > n:
+            taken, value = 0, start()
+        entries = self._entries
+        for i in range(taken, n):
+            value = add(value, entries[i])
+        self._tallies[key] = (n, value)
+        return value  # type: ignore[no-any-return]
+
+
+class Distinct:
+    """Distinct strings as they come (``values``), and the first ``shown`` of them in sorted
+    order (``first``), kept as each comes so nothing sorts them all: a tally's value for a
+    guard that names what a run touched (the shipped ``check_no_bulk_writes``)."""
+
+    __slots__ = ("first", "shown", "values")
+
+    def __init__(self, shown: int) -> None:
+        self.shown = shown
+        self.values: set[str] = set()
+        self.first: list[str] = []
+
+    def update(self, values: Iterable[str]) -> None:
+        """Take ``values`` (those already held change nothing)."""
+        for value in values:
+            if value in self.values:
+                continue
+            self.values.add(value)
+            if len(self.first) < self.shown or value < self.first[-1]:
+                bisect.insort(self.first, value)
+                del self.first[self.shown :]
 
 
 class GuardContext:
@@ -145,6 +202,23 @@ class GuardContext:
             history = history.snapshot(self._history_length)
             object.__setattr__(self, "_history", history)
         return history
+
+    def history_tally(
+        self, key: str, start: Callable[[], T], add: Callable[[T, Mapping[str, Any]], T]
+    ) -> T:
+        """``add`` folded over :attr:`run_history` from ``start()``: what a guard needs of
+        every earlier call, without reading them all again at each call when the governor
+        keeps the history (:meth:`RunHistory.tally`; ``key`` names the fold there, so one key
+        is one ``start`` and ``add``). ``add`` may change its value in place and return it;
+        the guard must not change the value it gets.
+        """
+        history = self._history
+        if isinstance(history, RunHistory):
+            return history.tally(key, start, add, self._history_length)
+        value = start()
+        for entry in history:
+            value = add(value, entry)
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"GuardContext is immutable: cannot assign to {name!r}")

@@ -1,7 +1,9 @@
 """The guards proctor ships, registered under the reference kernel's guard names.
 
 Each is a pure function of its :class:`~proctor.policy.guards.GuardContext`: no I/O, no clock,
-nothing kept between calls (a run's history arrives in the context). They judge the call as
+nothing kept between calls (a run's history arrives in the context; what the write guards need
+of it they read as a tally the history carries on, :meth:`~proctor.policy.guards.GuardContext.
+history_tally`, so a write costs the same late in a long run as early). They judge the call as
 sent; containment (in admission) judges the resolved paths independently, so the two layers
 fail independently.
 """
@@ -14,11 +16,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from proctor.core.secrets_shapes import has_secret_shape, secret_kinds
-from proctor.policy.guards import GuardContext, GuardFn, GuardVerdict
+from proctor.policy.guards import Distinct, GuardContext, GuardFn, GuardVerdict
 from proctor.policy.names import WRITE_TOOLS
 
 __all__ = [
     "CHANGING_TOOLS",
+    "PRIOR_SHOWN",
     "SHIPPED_GUARDS",
     "check_destructive_action",
     "check_no_bulk_writes",
@@ -332,31 +335,50 @@ def _counts(entry: Mapping[str, Any]) -> bool:
     return entry.get("outcome") != "refused"
 
 
+PRIOR_SHOWN = 20
+"""Prior paths a ``bulk_write`` verdict lists (the first in sorted order; ``prior_count``
+counts them all)."""
+
+
+def _no_paths() -> Distinct:
+    return Distinct(PRIOR_SHOWN)
+
+
+def _add_written(written: Distinct, entry: Mapping[str, Any]) -> Distinct:
+    args = entry.get("args")
+    if _counts(entry) and isinstance(args, Mapping):
+        written.update(_written_paths(str(entry.get("tool", "")), args))
+    return written
+
+
+def _changing(count: int, entry: Mapping[str, Any]) -> int:
+    return count + (entry.get("tool") in CHANGING_TOOLS and _counts(entry))
+
+
 def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
     """Deny writing a second distinct path in one run (code ``bulk_write``).
 
     Counts paths written by ``fs.write``, ``fs.edit`` and ``fs.apply_bundle`` (every member of
-    a bundle), in prior calls and in this one.
+    a bundle), in prior calls and in this one. The verdict lists the first
+    :data:`PRIOR_SHOWN` prior paths in sorted order and counts them all.
     """
     current = _written_paths(ctx.tool_name, ctx.args)
     if not current:
         return None
-    prior: set[str] = set()
-    for entry in ctx.run_history:
-        args = entry.get("args")
-        if _counts(entry) and isinstance(args, Mapping):
-            prior.update(_written_paths(str(entry.get("tool", "")), args))
+    written = ctx.history_tally("proctor.written_paths", _no_paths, _add_written)
+    prior = written.values
     new = sorted(set(current) - prior)
-    if not new or len(prior | set(current)) <= 1:
+    total = len(prior) + len(new)
+    if not new or total <= 1:
         return None
     return GuardVerdict(
         allowed=False,
         message=(
-            f"this run would write {len(prior | set(current))} distinct paths; writing "
+            f"this run would write {total} distinct paths; writing "
             "several files needs a confirmation for each"
         ),
         code="bulk_write",
-        metadata={"prior_paths": sorted(prior), "new_paths": new},
+        metadata={"prior_paths": list(written.first), "prior_count": len(prior), "new_paths": new},
     )
 
 
@@ -401,9 +423,7 @@ def check_write_budget(ctx: GuardContext) -> GuardVerdict | None:
     """
     if ctx.tool_name not in CHANGING_TOOLS:
         return None
-    count = sum(
-        1 for entry in ctx.run_history if entry.get("tool") in CHANGING_TOOLS and _counts(entry)
-    )
+    count = ctx.history_tally("proctor.changing_calls", int, _changing)
     if count < ctx.write_budget:
         return None
     return GuardVerdict(

@@ -174,11 +174,12 @@ def test_same_decision_twice_is_recorded_once_and_a_new_one_replaces_an_unused_o
     from proctor.contracts.resume import parse_resume_document
     from proctor.core.resume import admit_resume
 
-    views = s._request_views(env.run_id)
-    first = admit_resume(parse_resume_document(plan), sealed=False, requests=views)
+    doc = parse_resume_document(plan)
+    views = s._request_views(env.run_id, doc)  # the requests the document names
+    first = admit_resume(doc, sealed=False, requests=views)
     s.store.record_decisions(env.run_id, first.decisions)
-    views = s._request_views(env.run_id)
-    same = admit_resume(parse_resume_document(plan), sealed=False, requests=views)
+    views = s._request_views(env.run_id, doc)
+    same = admit_resume(doc, sealed=False, requests=views)
     assert same.decisions == {} and same.unchanged == ["write"]
     done = s.resume(env.run_id, approve(env))  # a different decision replaces the unused one
     assert done.status == "needs_approval"  # went on to the ask step

@@ -378,3 +378,34 @@ def test_calls_and_steps_are_read_a_page_at_a_time_in_claim_order(store: RunStor
     assert store.unsettled_call_steps("other") == ["a", "b", None]
     with pytest.raises(ValueError, match="at least one row"):
         list(store.iter_calls("r", batch=0))
+
+
+def test_calls_are_read_between_places_and_a_step_by_its_key(store: RunStore) -> None:
+    for run_id in ("r", "other"):
+        store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
+    for n in range(20):  # two runs' calls interleaved
+        store.record_call(_call("other" if n % 3 == 2 else "r", f"c{n}", "a", "completed"))
+    mine = list(store.iter_calls("r"))
+    seqs = [c.seq for c in mine]
+    for batch in (1, 3, 1000):
+        for after, through in ((None, seqs[4]), (seqs[2], None), (seqs[2], seqs[9])):
+            want = [
+                c.call_id
+                for c in mine
+                if (after is None or c.seq > after) and (through is None or c.seq <= through)
+            ]
+            got = store.iter_calls("r", batch=batch, after=after, through=through)
+            assert [c.call_id for c in got] == want
+            newest = store.iter_calls(
+                "r", batch=batch, after=after, through=through, newest_first=True
+            )
+            assert [c.call_id for c in newest] == want[::-1]
+        # both places given: no lookup of the run's ends; past its last call, nothing more
+        assert [c.call_id for c in store.iter_calls("r", after=seqs[-2], through=2**62)] == [
+            mine[-1].call_id
+        ]
+        assert list(store.iter_calls("r", after=seqs[5], through=seqs[4])) == []
+    store.settle_step("r", "a", {"outcome": "completed", "output": {"n": 1}})
+    assert store.step_record("r", "a") == {"outcome": "completed", "output": {"n": 1}}
+    assert store.step_record("r", "b") is None
+    assert store.step_record("other", "a") is None

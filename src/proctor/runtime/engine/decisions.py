@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.values import replace
 from proctor.core.authority import parse_authority
 from proctor.errors import ResumeRefused
+from proctor.runtime.records.runs import PAUSED
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proctor.core.resume import ResumePlan
     from proctor.runtime.engine.host import RunHost
-    from proctor.runtime.records.runs import RunRecord
+    from proctor.runtime.records.runs import RunRecord, RunStore
 
 __all__ = ["approvers_of", "needed_approvers", "record_plan"]
 
@@ -39,9 +42,9 @@ def approvers_of(record: RunRecord, address: str, request_digest: str) -> list[s
 
 def _check_approvers(session: RunHost, record: RunRecord, plan: ResumePlan) -> None:
     """Refuse an approval of a request that needs more people than have been counted."""
-    bodies = {r.address: r.body for r in session.store.requests(record.run_id)}
     for address, decision in plan.decisions.items():
-        needed = needed_approvers(bodies.get(address) or {})
+        asked = session.store.request(record.run_id, address)  # by its key, not every request
+        needed = needed_approvers(asked.body if asked is not None else {})
         if needed < 2 or decision.get("approved") is not True:
             continue
         have = approvers_of(record, address, str(decision.get("request_digest")))
@@ -65,7 +68,7 @@ def record_plan(
         if decided_by is not None:
             plan.decisions = {a: {**d, "decided_by": decided_by} for a, d in plan.decisions.items()}
         store.record_decisions(run_id, plan.decisions)
-        asked = _asked_at(store.events(run_id))
+        asked = _asked_at(_pause_events(store, record, plan.decisions))
         for address, decision in plan.decisions.items():
             store.append_event(run_id, "decision_recorded", {"address": address})
             audit.emit(
@@ -97,6 +100,20 @@ def record_plan(
     fresh = store.get_run(run_id)
     assert fresh is not None  # the run was read under this driver's lease
     return fresh
+
+
+def _pause_events(
+    store: RunStore, record: RunRecord, decided: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The run's last ``paused`` event (its seq is in the run's data) when it names every
+    address decided, else every event of the run (a record from before it was kept)."""
+    seq = record.data.get(PAUSED)
+    if isinstance(seq, int) and seq > 0:
+        last = store.events(record.run_id, after=seq - 1, limit=1)
+        named = set((last[0].get("body") or {}).get("addresses") or ()) if last else set()
+        if last and last[0].get("kind") == "paused" and named.issuperset(decided):
+            return last
+    return store.events(record.run_id)
 
 
 def _asked_at(events: list[dict[str, Any]]) -> dict[str, Any]:

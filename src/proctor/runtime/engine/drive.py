@@ -46,7 +46,7 @@ from proctor.runtime.boundary.reach import run_workspace
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine import pausing, turn_calls
 from proctor.runtime.engine.host import RunHost, RunInterrupted, StepDone, StepPause, narrow_outputs
-from proctor.runtime.records.runs import RequestRecord, RunRecord
+from proctor.runtime.records.runs import RequestRecord, RunRecord, RunStore
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import CommandStopped
 
@@ -408,12 +408,11 @@ class RunDriver:
             refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
             return self.seal("blocked", blocked.seal_reason, None, refusal)
         inputs = dict(self.record.data.get("inputs") or {})
-        settled = s.store.step_records(self.run_id)
+        outputs, settled, first = self._settled()
         short = self._receipts_short(governor, settled)
         if short is not None:
             return self.seal("blocked", "budget_exceeded", None, short)
-        outputs: dict[str, Any] = {}
-        for index, step in enumerate(self.method.steps):
+        for index, step in enumerate(self.method.steps[first:], first):
             done = settled.get(step.id)
             if done is not None:
                 if done.get("outcome") != "completed":
@@ -479,6 +478,29 @@ class RunDriver:
                 "failed", "tool_failed", None, Refusal(code=exc.code, message=exc.message)
             )
         return self.seal("completed", None, value, None)
+
+    def _settled(self) -> tuple[dict[str, Any], Mapping[str, Any], int]:
+        """The outputs of the steps settled before this drive, the records the step loop looks
+        at, and the index it starts from.
+
+        Steps settle in the method's order, each once, and none after one that did not
+        complete (the loop below is the only writer): the settled steps are the method's first
+        ``n`` (the store's counter). Only the last of them is read; the loop starts there
+        (it seals the run if that step did not complete) and an earlier step's output is read
+        by its key when a step names it (:class:`_Outputs`), so a run resumed at its 10,000th
+        step reads no more records than at its 10th. A count that does not fit (more than the
+        method's steps, the last one not settled) reads every record, as before.
+        """
+        store, steps = self.s.store, self.method.steps
+        n = store.run_counts(self.run_id).steps
+        if n == 0:
+            return {}, {}, 0
+        last = store.step_record(self.run_id, steps[n - 1].id) if n <= len(steps) else None
+        if last is None:
+            every = store.step_records(self.run_id)
+            return {}, every, 0
+        outputs = _Outputs(store, self.run_id, [step.id for step in steps[: n - 1]])
+        return outputs, {steps[n - 1].id: last}, n - 1
 
     def _receipts_short(self, governor: Governor, settled: Mapping[str, Any]) -> Refusal | None:
         """``receipt_budget_exceeded`` when the steps still to run need more receipts than the
@@ -607,6 +629,31 @@ class RunDriver:
     ) -> CallOutcome:
         """One host-side call of a paused turn (see :func:`.turn_calls.turn_call`)."""
         return turn_calls.turn_call(self, turn, tool, args, call_id, reason, cancel)
+
+
+class _Outputs(dict[str, Any]):
+    """The outputs of steps settled before this drive, each read from the store the first time
+    a step names it (then kept); the outputs of steps settled since are set as they settle.
+    Only looked up (``in``, ``[]``, ``get``), never listed."""
+
+    def __init__(self, store: RunStore, run_id: str, earlier: list[str]) -> None:
+        super().__init__()
+        self._store, self._run_id, self._earlier = store, run_id, frozenset(earlier)
+
+    def __missing__(self, step_id: str) -> Any:
+        if step_id not in self._earlier:
+            raise KeyError(step_id)
+        record = self._store.step_record(self._run_id, step_id)
+        if record is None:  # counted as settled, so never: a missing output, as before
+            raise KeyError(step_id)
+        value = self[step_id] = record.get("output")
+        return value
+
+    def __contains__(self, step_id: object) -> bool:
+        return dict.__contains__(self, step_id) or step_id in self._earlier
+
+    def get(self, step_id: str, default: Any = None) -> Any:
+        return self[step_id] if step_id in self else default  # noqa: SIM401 - reads it
 
 
 def with_receipts_seam(inner: Deliver, session: Any) -> Deliver:

@@ -16,9 +16,9 @@ from proctor.receipts.canonical import digest
 from proctor.runtime.engine.host import StepRunner as Run
 from proctor.runtime.engine.sealing import audit_lost_note, authority_notes, seal_run
 from proctor.runtime.engine.stored_envelope import answers_template, compact, compact_trace
-from proctor.runtime.engine.trace_window import window_of
+from proctor.runtime.engine.trace_window import MARK, mark_of, window_of
 from proctor.runtime.engine.upkeep import on_pause
-from proctor.runtime.records.runs import RequestRecord
+from proctor.runtime.records.runs import PAUSED, RequestRecord
 from proctor.runtime.testhooks import kill_point
 
 __all__ = ["open_request", "pause", "seal", "seal_reused"]
@@ -67,7 +67,8 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
         run_id=run.run_id,
         skill=run.record.skill,
         method=run.record.method,
-        trace=(window := window_of(s.store, run.run_id)).entries(),
+        # carried on from the last pause's window: a pause reads the calls made since it
+        trace=(window := window_of(s.store, run.run_id, run.record.data.get(MARK))).entries(),
         trace_omitted=window.omitted,
         requests=shown,
         answers_template=answers_template(requests),
@@ -79,11 +80,15 @@ def pause(run: Run, requests: list[RequestRecord]) -> RunEnvelope:
     # the run row keeps what the request rows do not hold already (see .stored_envelope)
     kept = compact_trace(compact(doc, requests), window)
     with s.store.transaction():  # the paused record and its event: one commit
-        s.store.update_run(run.run_id, status=status, data={"envelope": kept, "audit_lost": lost})
-        s.store.append_event(
+        seq = s.store.append_event(
             run.run_id, "paused", {"status": status, "addresses": [r.address for r in requests]}
         )
+        # the window a later pause carries on from, and this pause's event (a decision's wait
+        # is timed from it: .decisions reads that one event, not the run's)
+        marked = {"envelope": kept, "audit_lost": lost, MARK: mark_of(window), PAUSED: seq}
+        s.store.update_run(run.run_id, status=status, data=marked)
     run.record.data["audit_lost"] = lost
+    run.record.data[MARK], run.record.data[PAUSED] = marked[MARK], seq
     s.audit.take_lost(run.run_id)
     s.audit.emit(
         "run_paused",

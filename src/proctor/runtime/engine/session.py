@@ -572,7 +572,7 @@ class Session:
             )
         )
         plan = admit_resume(
-            doc, sealed=record.status == "sealed", requests=self._request_views(run_id)
+            doc, sealed=record.status == "sealed", requests=self._request_views(run_id, doc)
         )
         if record.status == "sealed":
             return self.envelope(run_id)
@@ -698,10 +698,16 @@ class Session:
             raise UsageError(f"no run with id {run_id!r} in this workspace", code="run_not_found")
         return record
 
-    def _request_views(self, run_id: str) -> list[RequestView]:
+    def _request_views(self, run_id: str, doc: ResumeDocument) -> list[RequestView]:
+        """The requests ``doc`` names (each read by its key: a resume reads what it answers,
+        not every request the run asked)."""
+        named = (
+            self.store.request(run_id, a) for a in dict.fromkeys([*doc.answers, *doc.approvals])
+        )
         return [
             RequestView(r.address, r.kind, r.request_digest, r.state, r.decision, r.body)
-            for r in self.store.requests(run_id)
+            for r in named
+            if r is not None
         ]
 
     def _turn_skill(self, record: RunRecord) -> tuple[Any, Any]:

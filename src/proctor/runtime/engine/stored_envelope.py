@@ -29,6 +29,7 @@ from typing import Any
 from proctor.contracts.envelope import TraceEntry
 from proctor.contracts.values import replace
 from proctor.runtime.engine.trace_window import (
+    MARK,
     TraceWindow,
     entry,
     sandbox_use,
@@ -143,6 +144,19 @@ def _trace_count(doc: dict[str, Any]) -> int | None:
     return None
 
 
+def _within(record: RunRecord, count: int) -> tuple[int, int, int] | None:
+    """Where the calls the stored trace counts lie (first ``seq``, the last its start shows,
+    the last), when the run's mark (written with the same envelope,
+    :func:`.trace_window.mark_of`) counted the same calls."""
+    mark = record.data.get(MARK)
+    if not isinstance(mark, dict) or mark.get("calls") != count:
+        return None
+    places = (mark.get("start"), mark.get("head"), mark.get("seq"))
+    if not all(isinstance(place, int) for place in places):
+        return None
+    return int(mark["start"]), int(mark["head"]), int(mark["seq"])
+
+
 def is_reference(view: Any) -> bool:
     """Whether ``view`` (a stored envelope's request) is a reference to its request row."""
     return isinstance(view, dict) and view.get(_STORED) == "request"
@@ -190,7 +204,10 @@ def envelope_doc(store: RunStore, record: RunRecord) -> dict[str, Any] | None:
     if count is not None:
         omitted = doc.get("trace_omitted")
         omitted = omitted if isinstance(omitted, int) else None
-        doc = {**doc, "trace": stored_entries(store, record.run_id, count, omitted)}
+        doc = {
+            **doc,
+            "trace": stored_entries(store, record.run_id, count, omitted, _within(record, count)),
+        }
     views = doc.get("requests")
     template = doc.get("answers_template")
     if not (isinstance(views, list) and any(is_reference(v) for v in views)) and not (

@@ -14,7 +14,8 @@ an offset), holding one page at a time:
 - :func:`iter_step_records`: settled steps in the order they settled, as
   :func:`iter_calls` pages calls;
 - :func:`unsettled_call_steps`: the steps that have calls but no settlement, in the order of
-  each one's first claim (one pass over the run's index entries).
+  each one's first claim (one pass over the run's index entries);
+- :meth:`PagedReads.step_record`: one settled step, by its key.
 
 Each function takes the store's ``rows(sql, params)`` (every row of one statement) and its
 dialect; the stores' methods of the same names are what callers use.
@@ -74,13 +75,26 @@ def _keyset(
     run_id: str,
     batch: int,
     newest_first: bool,
+    after: int | None = None,
+    through: int | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """Rows of ``table`` for ``run_id`` by ``ord``, a page of ``batch`` at a time."""
+    """Rows of ``table`` for ``run_id`` by ``ord``, a page of ``batch`` at a time (only those
+    past ``after`` and up to ``through``, when given). With both given, the run's first and
+    last place are not looked up (that is a pass over the run's index entries)."""
     batch = _checked(batch)
-    bounds = rows(_sql(dialect, f"SELECT MIN(ord), MAX(ord) FROM {table} WHERE run_id = ?"),
-                  (run_id,))  # fmt: skip
-    low, high = bounds[0] if bounds else (None, None)
-    if low is None or high is None:
+    if after is not None and through is not None:
+        low, high = after + 1, through
+    else:
+        bounds = rows(_sql(dialect, f"SELECT MIN(ord), MAX(ord) FROM {table} WHERE run_id = ?"),
+                      (run_id,))  # fmt: skip
+        low, high = bounds[0] if bounds else (None, None)
+        if low is None or high is None:
+            return
+        if after is not None:
+            low = max(int(low), after + 1)
+        if through is not None:
+            high = min(int(high), through)
+    if int(low) > int(high):
         return
     if newest_first:
         page = _sql(dialect, f"SELECT {cols}, ord FROM {table} WHERE {{run}} = ? AND ord < ?"
@@ -99,10 +113,20 @@ def _keyset(
 
 
 def iter_calls(
-    rows: Rows, dialect: Dialect, run_id: str, *, batch: int = PAGE, newest_first: bool = False
+    rows: Rows,
+    dialect: Dialect,
+    run_id: str,
+    *,
+    batch: int = PAGE,
+    newest_first: bool = False,
+    after: int | None = None,
+    through: int | None = None,
 ) -> Iterator[CallRecord]:
-    """A run's calls in claim order (``newest_first``: the other way), each with its ``seq``."""
-    for row in _keyset(rows, dialect, "calls", CALL_COLS, run_id, batch, newest_first):
+    """A run's calls in claim order (``newest_first``: the other way), each with its ``seq``;
+    only those whose ``seq`` is past ``after`` and at most ``through``, when given."""
+    for row in _keyset(
+        rows, dialect, "calls", CALL_COLS, run_id, batch, newest_first, after, through
+    ):
         yield _record(row)
 
 
@@ -157,10 +181,19 @@ class PagedReads(ABC):
         """Every row of one statement."""
 
     def iter_calls(
-        self, run_id: str, *, batch: int = PAGE, newest_first: bool = False
+        self,
+        run_id: str,
+        *,
+        batch: int = PAGE,
+        newest_first: bool = False,
+        after: int | None = None,
+        through: int | None = None,
     ) -> Iterator[CallRecord]:
         """See :meth:`proctor.runtime.records.runs.RunStore.iter_calls`."""
-        return iter_calls(self._page, self._dialect, run_id, batch=batch, newest_first=newest_first)
+        return iter_calls(
+            self._page, self._dialect, run_id, batch=batch, newest_first=newest_first,
+            after=after, through=through,
+        )  # fmt: skip
 
     def iter_step_calls(
         self, run_id: str, step_id: str | None, *, batch: int = PAGE
@@ -177,3 +210,11 @@ class PagedReads(ABC):
     def unsettled_call_steps(self, run_id: str) -> list[str | None]:
         """See :meth:`proctor.runtime.records.runs.RunStore.unsettled_call_steps`."""
         return unsettled_call_steps(self._page, self._dialect, run_id)
+
+    def step_record(self, run_id: str, step_id: str) -> dict[str, Any] | None:
+        """See :meth:`proctor.runtime.records.runs.RunStore.step_record`."""
+        found = self._page(
+            _sql(self._dialect, "SELECT body FROM steps WHERE run_id = ? AND step_id = ?"),
+            (run_id, step_id),
+        )
+        return json.loads(found[0][0]) if found else None

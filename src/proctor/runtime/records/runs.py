@@ -19,6 +19,9 @@ from typing import Any, Protocol
 
 from proctor.contracts.values import dataclass, field
 
+PAUSED = "paused_event"
+"""The key of a run's data holding the seq of its last ``paused`` event."""
+
 
 @dataclass
 class RunRecord:
@@ -227,12 +230,20 @@ class RunStore(Protocol):
         ...
 
     def iter_calls(
-        self, run_id: str, *, batch: int = 1000, newest_first: bool = False
+        self,
+        run_id: str,
+        *,
+        batch: int = 1000,
+        newest_first: bool = False,
+        after: int | None = None,
+        through: int | None = None,
     ) -> Iterator[CallRecord]:
         """A run's calls in claim order (``newest_first``: the other way), each with its
         ``seq``, read ``batch`` rows at a time from where the last page ended: a run of a
         million calls is read holding one page (:mod:`.paged`). Calls claimed while the
-        iterator runs may or may not be included.
+        iterator runs may or may not be included. ``after`` and ``through`` bound the calls
+        read by ``seq`` (those past ``after``, those up to ``through``); with both, the run's
+        first and last ``seq`` are not looked up.
 
         Raises:
             ValueError: ``batch`` is below 1.
@@ -280,6 +291,10 @@ class RunStore(Protocol):
 
     def step_records(self, run_id: str) -> dict[str, dict[str, Any]]:
         """Settled steps by id, in the order they settled."""
+        ...
+
+    def step_record(self, run_id: str, step_id: str) -> dict[str, Any] | None:
+        """One settled step's record, read by its key (``None``: not settled)."""
         ...
 
     def iter_step_records(
