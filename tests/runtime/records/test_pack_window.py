@@ -18,15 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proctor.receipts.model import Subject
 from proctor.receipts.parts import RECEIPT_ID
 from proctor.receipts.verify import Loader, VerifyResult, verify_tree
+from proctor.receipts.writer import ReceiptWriter
+from proctor.runtime.records import pack_window
 from proctor.runtime.records.folder_reader import FolderReader
 from proctor.runtime.records.pack_window import PackWindow
 from proctor.runtime.records.receipt_packs import PACKS_DIR, PackShelf, pack_names, records_of
 from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.records.signature_processes import SignatureProcesses
 from tests.receipt_files import stored
-from tests.receipts.helpers import other_signer, signer, small_tree
+from tests.receipts.helpers import PKG, T0, fixed_clock, other_signer, signer, small_tree
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +208,23 @@ def test_a_receipt_past_the_block_last_read_or_appended_since_reads_whole(tmp_pa
         assert window.get(first[7:]) == found[first]
     finally:
         window.close()
+
+
+def test_receipts_read_back_and_forth_across_blocks_read_whole(tmp_path: Path) -> None:
+    # a pack several blocks long, read last line first, first line first, and in strides both
+    # ways: a block starts a little before the receipt it is read for, so a receipt just before
+    # a block, one cut by its end and one past it each read as their own bytes
+    writer = ReceiptWriter(ReceiptStore(tmp_path, durable=False), signer(), clock=fixed_clock)
+    for i in range(4 * pack_window._BLOCK // 700):  # a step receipt is some 900 bytes
+        writer.step(Subject("s", PKG, "main", f"step{i}"), outcome="completed", started_at=T0)
+    (pack,) = pack_names(tmp_path)
+    assert (tmp_path / PACKS_DIR / f"{pack}.pack").stat().st_size > 4 * pack_window._BLOCK
+    found = stored(tmp_path)
+    ids = list(found)
+    for order in (ids[::-1], ids, ids[::7] + ids[::-5], ids[1::3] + ids[::-2]):
+        window = PackWindow(tmp_path)
+        try:
+            for rid in order:
+                assert window.get(rid[7:]) == found[rid], rid
+        finally:
+            window.close()

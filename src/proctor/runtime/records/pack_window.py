@@ -41,6 +41,7 @@ _PIECE = 1 << 20  # the index is read this much at a time
 _NEAR = 8  # pieces searched each side of the last find before the whole index
 _LINE = 1024  # read around a find to take its whole index line (a line is about 170 bytes)
 _BLOCK = 1 << 17  # receipts are read out of a pack this much at a time (see _read)
+_BACK = 1 << 14  # a block starts this much before the receipt it is read for (see _read)
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 # where an envelope line's body starts and ends (what receipt_packs.body_of cuts at)
 _BODY_START = b'{"body":'
@@ -115,14 +116,17 @@ class PackWindow:
         sliced out of the block last read from that pack when it lies there, else read with
         the :data:`_BLOCK` bytes around it. A walk reads a pack's receipts nearly in the order
         they lie (see the module), so one read serves many receipts; bytes past the pack's end
-        are not there, as with a read of the receipt alone."""
+        are not there, as with a read of the receipt alone. A block starts :data:`_BACK` bytes
+        before the receipt it is read for: a walk steps back a few lines as often as forward (a
+        call, then its child run and that run's step, written before it), and a block starting
+        on a multiple of its size read each block about three times over."""
         at, size = place >> 32, place & 0xFFFFFFFF
         held_fd, start, block = self._block
         if held_fd == fd and start <= at and at + size <= start + len(block):
             return block[at - start : at - start + size]
         if fd < 0:
             return None
-        start = at - at % _BLOCK
+        start = max(0, at - _BACK)
         try:
             block = os.pread(fd, max(_BLOCK, at + size - start), start)
         except OSError as exc:
