@@ -91,7 +91,9 @@ def test_a_step_longer_than_a_tenth_of_the_lease_is_followed_by_a_renewal(
     s, store = _counted(ws)
     env = s.run("slow", cwd=ws)  # type: ignore[attr-defined]
     assert env.outcome == "completed", env.refusal
-    assert store.renewed == 1  # before the step after the command; the seal just checks it
+    # before the step after the command; the seal checks it, or renews it once more when a
+    # loaded machine let another tenth of the lease go by since (a count, never a duration)
+    assert store.renewed in (1, 2)
 
 
 def test_a_lease_taken_over_stops_the_run_before_its_seal(tmp_path: Path) -> None:
