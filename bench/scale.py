@@ -183,6 +183,46 @@ def _backend_cpu(store: Any, name: str) -> dict[int, float]:
     return found
 
 
+def _machine_cpu() -> tuple[float, float, float, float]:
+    """Core-seconds since boot, from ``/proc/stat``: the machine busy in processes (user and
+    system time), idle (``iowait`` included), in interrupts (hard and soft: loopback packets
+    and disk completions, which no process is charged for) and stolen by the hypervisor."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (
+        (user + nice + system) / tick,
+        (idle + iowait) / tick,
+        (irq + softirq) / tick,
+        steal / tick,
+    )
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process (every thread)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _server_background(store: Any) -> list[int]:
+    """Process ids of the PostgreSQL server's own processes (WAL writer, checkpointer,
+    autovacuum...), when the server runs on this machine."""
+    return [
+        int(r[0])
+        for r in store._rows(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type <> 'client backend'"
+        )
+    ]
+
+
+def _cpu_of(pids: list[int]) -> dict[int, float]:
+    found = {}
+    for pid in pids:
+        with suppress(OSError):
+            found[pid] = _cpu_seconds(pid)
+    return found
+
+
 def _ready(store: Any, workers: int, timeout: float = 120) -> None:
     """Wait until ``workers`` workers have registered (their imports are not the runs' time)."""
     deadline = time.monotonic() + timeout
@@ -226,14 +266,25 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
         # an installed copy has its bytecode compiled: the workers may write it (the first
         # worker's warm-up does), so no run pays for compiling proctor's modules
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        # this process's own connections carry a name of their own, so the CPU of the
+        # backends serving the bench (its approver and sampler) is counted apart
+        bench_app, was = f"{app}-bench", os.environ.get("PGAPPNAME")
+        os.environ["PGAPPNAME"] = bench_app
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env, concurrency=slots) for _ in range(workers)]
         warm = workers * slots
         samples: list[tuple[float, float, float]] = []  # (time, worker CPU, backends' CPU)
+        backends: list[int] = []
+        looked = [0.0]
 
         def sample() -> None:
-            db = sum(_backend_cpu(store, app).values())
+            # the backends' list is asked for twice a second, their CPU read every tick: a
+            # query of pg_stat_activity per tick was the bench's own load on the cores
+            if time.monotonic() - looked[0] > 0.5:
+                backends[:] = list(_backend_cpu(store, app))
+                looked[0] = time.monotonic()
+            db = sum(_cpu_of(backends).values())
             samples.append((time.monotonic(), sum(_cpu_seconds(p.pid) for p in procs), db))
 
         try:
@@ -245,11 +296,18 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
             queued_before = sum(_run_queue_wait(p.pid) for p in procs)
             db_before = _backend_cpu(store, app)
+            background = _server_background(store)
+            bench_before = _own_cpu(), sum(_backend_cpu(store, bench_app).values())
+            background_before = sum(_cpu_of(background).values())
             load = os.getloadavg()[0]
+            machine_before = _machine_cpu()
             started = time.monotonic()
             _submit_runs(queue, runs)
             _answer_until_sealed(store, queue, warm + runs, 600, sample)
             elapsed = time.monotonic() - started
+            machine_after = _machine_cpu()
+            bench_after = _own_cpu(), sum(_backend_cpu(store, bench_app).values())
+            background_cpu = sum(_cpu_of(background).values()) - background_before
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
             queued = sum(_run_queue_wait(p.pid) for p in procs) - queued_before
             db_after = _backend_cpu(store, app)
@@ -260,6 +318,10 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
+            if was is None:
+                os.environ.pop("PGAPPNAME", None)
+            else:
+                os.environ["PGAPPNAME"] = was
         trips = sum(int(f.read_text()) for f in counts.iterdir())
     rate = runs / elapsed
     cores = os.cpu_count() or 1
@@ -300,6 +362,26 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
         f" {queued / runs * 1000:7.1f} ms (the machine's other load)"
     )
     print(f"{'  yardstick: the CPU ceiling, every core busy':<58} {1:7.0%}")
+    busy, idle, interrupts, stolen = (
+        a - b for a, b in zip(machine_after, machine_before, strict=True)
+    )
+    whole = busy + idle + interrupts + stolen
+    bench_cpu = bench_after[0] - bench_before[0]
+    bench_db = bench_after[1] - bench_before[1]
+    rest = busy - cpu - db_cpu - bench_cpu - bench_db - background_cpu
+    print("  where the cores went over the batch (shares of the machine's core-seconds):")
+    for label, part in (
+        ("the workers", cpu),
+        ("the database backends serving them", db_cpu),
+        ("this bench (approver, sampler)", bench_cpu),
+        ("the database backends serving this bench", bench_db),
+        ("the server's own processes (WAL writer, checkpointer...)", background_cpu),
+        ("every other process on the machine (other load)", rest),
+        ("interrupts (loopback packets, disk completions)", interrupts),
+        ("stolen by the hypervisor", stolen),
+        ("idle (iowait included)", idle),
+    ):
+        print(f"    {label:<56} {part / whole:7.0%}")
     label = "  worker round trips to PostgreSQL per run (idle polls too)"
     print(f"{label:<58} {trips / runs:9.1f}")
     return rate
