@@ -99,6 +99,7 @@ class RunDriver:
         self.ledger: SpendLedger | None = None  # a child is handed its root's
         self.receipts: ReceiptBudget | None = None  # likewise: the tree's receipt budget
         self.receipts_counted = False  # this run's own receipts are counted on it
+        self.recovered = False  # its start rolled crashed drivers' bundles back just now
         host = parse_authority(record.data.get("authority") or {}, recorded=True)
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
@@ -392,7 +393,8 @@ class RunDriver:
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
         # The root's driver does it for its whole tree: a child's siblings may be applying one.
-        if self.depth == 0:
+        # A run its start created just now has no claim yet, and the start recovered.
+        if self.depth == 0 and not self.recovered:
             recover_open_bundles(s)
         refused = self._start_refusal()
         if refused is not None:
