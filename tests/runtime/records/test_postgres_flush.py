@@ -3,8 +3,8 @@
 A trigger on every table a driver writes notes, for each row written, the transaction's
 ``synchronous_commit`` as PostgreSQL sees it when the row is written: ``on`` (the commit waits
 until the log is on disk) or ``off``. A driver's writes through a run's life show it: a claim,
-decisions, a step that settled an effect or used a decision, a journal entry, a call's process
-tree, a lease taken, a new run, a pause and a seal wait for the flush; settling a claim, a call
+decisions, a step that settled an effect or used a decision, a journal entry, a lease taken, a
+new run, a pause and a seal wait for the flush; a call's process tree, settling a claim, a call
 with no effect, a step that changed nothing, an event, a run set running, a new request and a
 lease renewed or released do not, and only when alone (inside a transaction, never). The
 setting never outlives its statement on the pooled connection.
@@ -82,7 +82,7 @@ def test_a_runs_writes_wait_for_the_flush_where_the_crash_rules_need_it(
     assert _noted(s) == [
         ("journal", "INSERT", "on"),  # before a file is touched
         ("calls", "INSERT", "on"),  # a claim: before its effect
-        ("calls", "UPDATE", "on"),  # the tree a taker ends
+        ("calls", "UPDATE", "off"),  # the tree a taker ends (else every descendant)
     ]
     s.settle_call("r", "s/1", "completed", {"ok": True})
     s.settle_step("r", "s", {"status": "completed"})  # it settled an effect's claim

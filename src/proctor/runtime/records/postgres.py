@@ -97,9 +97,7 @@ class PostgresRunStore(paged.PagedReads):
         # the lease epoch this process took, by run (see .fencing); kept after a loss, so
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
-        # runs with an effect's claim settled since their last step record (whose record then
-        # waits for the flush: see .postgres_writes)
-        self._effects: set[str] = set()
+        self._effects: set[str] = set()  # runs with a claim settled since their last step
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -477,6 +475,7 @@ class PostgresRunStore(paged.PagedReads):
             "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'"
             " AND {ok} RETURNING 1",
             (dumps({**process_site(), "tree": tree}), run_id, call_id),
+            quick=True,  # see .postgres_writes
         )
 
     def record_call(self, call: CallRecord) -> None:

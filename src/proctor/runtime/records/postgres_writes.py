@@ -21,11 +21,14 @@ such a commit risks is narrow, and this store takes the risk only where the cras
 This mirrors the SQLite store's ``synchronous=NORMAL`` (the others there are ``FULL``). Commits
 that wait for the flush: a claim (durable before its effect), decisions (before the run moves
 on), a step that settled an effect's claim, used a decision or drove child runs, a journal entry
-(before a file is touched), a call's process tree (what a taker ends), a lease taken (its epoch
-must only grow: a lost takeover would let two drivers share an epoch), a new run, a pause and a
-seal (what a person or a caller is told), the queue's takes, finishes and submissions, and every
-explicit transaction. Commits that do not, when they are their own transaction:
+(before a file is touched), a lease taken (its epoch must only grow: a lost takeover would let
+two drivers share an epoch), a new run (with its first lease), a pause and a seal (what a person
+or a caller is told), the queue's takes, finishes and submissions, and every explicit
+transaction. Commits that do not, when they are their own transaction:
 
+- a claimed call's process tree, noted once its program started: lost, a taker on the same host
+  ends every descendant of the claiming driver instead, as when the driver died before noting
+  it (:func:`proctor.runtime.engine.lease.end_lapsed_effect`); its step's record follows;
 - settling a claimed call: lost, the claim is unsettled again and reconciled on the next drive
   (read back, rolled back or asked about, never sent again silently); its step's record, which
   waits for the flush, follows before the run goes on;
