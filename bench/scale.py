@@ -14,7 +14,10 @@ same session, put its ``src`` first: ``git archive COMMIT src/proctor | tar -x -
   untimed run per slot (its first runs import what a run needs); the
   share of the cores the workers kept busy over the whole batch and over its steady middle,
   and how long the workers' threads sat runnable waiting for a core (the machine's other load:
-  on a loaded machine the share is starved, not the ceiling);
+  on a loaded machine the share is starved, not the ceiling); where the machine's core-seconds
+  went meanwhile (the workers, their backends, this bench and its backends, the server's own
+  processes, other processes, interrupts, steal, idle); the workers' round trips per run and
+  how long their slots waited on them, counted over the timed batch only;
 - listing: ``proctor history``'s page (``list_runs``) and the pending-requests page
   (``pending_requests``), first page and a deep cursor, with 100 and 10,000 paused runs among
   ``--history`` runs (default 100,000);
@@ -111,13 +114,14 @@ def _answer_until_sealed(
 
 
 _COUNTER = """
-import atexit, os
+import os, signal, threading, time
 try:
     import psycopg
 except ImportError:
     psycopg = None
 if psycopg is not None:
     _n = [0]
+    _t = [0.0]
     _execute = psycopg.Cursor.execute
     _command = psycopg.Connection._exec_command
     _sync = psycopg.Pipeline.sync
@@ -142,18 +146,52 @@ if psycopg is not None:
             _n[0] += 1
         return _exit(self, *args)
 
+    _wait = psycopg.Connection.wait
+
+    def wait(self, *args, **kwargs):
+        if not threading.current_thread().name.startswith("proctor-slot-"):
+            return _wait(self, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return _wait(self, *args, **kwargs)
+        finally:
+            _t[0] += time.perf_counter() - start
+
+    def dump(*_):
+        name = f"{os.getpid()}.{time.monotonic_ns()}"
+        with open(os.path.join(os.environ["BENCH_ROUND_TRIPS"], name + ".part"), "w") as out:
+            out.write(f"{_n[0]} {_t[0]}")
+        os.rename(out.name, out.name[:-5])
+
     psycopg.Cursor.execute = execute
     psycopg.Connection._exec_command = command
     psycopg.Pipeline.sync = sync
     psycopg.Pipeline.__exit__ = leave
-    atexit.register(
-        lambda: open(os.path.join(os.environ["BENCH_ROUND_TRIPS"], str(os.getpid())), "w").write(
-            str(_n[0])
-        )
-    )
+    psycopg.Connection.wait = wait
+    signal.signal(signal.SIGUSR2, dump)
 """
 """A ``sitecustomize`` for the workers: it counts the round trips psycopg makes (a statement,
-a ``BEGIN``/``COMMIT``, a pipeline's sync) and writes the count when the process exits."""
+a ``BEGIN``/``COMMIT``, a pipeline's sync) and the time the driver slots spend waiting on them,
+and writes both at each ``SIGUSR2`` (the bench sends one as its timed batch starts and one as it
+ends: warm-up runs, idle polls after the batch and the worker's exit are not counted)."""
+
+
+def _counters(procs: list[Any], folder: Path) -> dict[int, tuple[int, float]]:
+    """Each worker's round trips and slot seconds in round trips so far (``SIGUSR2``)."""
+    seen = {f.name for f in folder.iterdir()}
+    for proc in procs:
+        proc.send_signal(signal.SIGUSR2)
+    found: dict[int, tuple[int, float]] = {}
+    deadline = time.monotonic() + 30
+    while len(found) < len(procs) and time.monotonic() < deadline:
+        for f in folder.iterdir():
+            if f.name not in seen and not f.name.endswith(".part"):
+                count, seconds = f.read_text().split()
+                found[int(f.name.split(".")[0])] = (int(count), float(seconds))
+        time.sleep(0.01)
+    if len(found) < len(procs):
+        raise SystemExit("a worker did not report its round trips")
+    return found
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -298,6 +336,7 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
             _answer_until_sealed(store, queue, warm, 600)
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
             queued_before = sum(_run_queue_wait(p.pid) for p in procs)
+            trips_before = _counters(procs, counts)
             db_before = _backend_cpu(store, app)
             background = _server_background(store)
             bench_before = _own_cpu(), sum(_backend_cpu(store, bench_app).values())
@@ -309,6 +348,7 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
             _answer_until_sealed(store, queue, warm + runs, 600, sample)
             elapsed = time.monotonic() - started
             machine_after = _machine_cpu()
+            trips_after = _counters(procs, counts)
             bench_after = _own_cpu(), sum(_backend_cpu(store, bench_app).values())
             background_cpu = sum(_cpu_of(background).values()) - background_before
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
@@ -325,7 +365,8 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
                 os.environ.pop("PGAPPNAME", None)
             else:
                 os.environ["PGAPPNAME"] = was
-        trips = sum(int(f.read_text()) for f in counts.iterdir())
+        trips = sum(n - trips_before[pid][0] for pid, (n, _) in trips_after.items())
+        waited = sum(t - trips_before[pid][1] for pid, (_, t) in trips_after.items())
     rate = runs / elapsed
     cores = os.cpu_count() or 1
     share = rate * (cpu / runs) / cores
@@ -387,6 +428,8 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
         print(f"    {label:<56} {part / whole:7.0%}")
     label = "  worker round trips to PostgreSQL per run (idle polls too)"
     print(f"{label:<58} {trips / runs:9.1f}")
+    label = "  time the driver slots waited on those round trips, per run"
+    print(f"{label:<58} {waited / runs * 1000:7.1f} ms")
     return rate
 
 
