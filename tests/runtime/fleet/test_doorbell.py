@@ -186,6 +186,9 @@ def test_a_finish_rides_on_the_next_take_and_frees_its_run_in_the_same_statement
         # nothing to take: the finish is recorded all the same
         assert on.queue.take_next("w", finished=Finished(other.id, "done")) == (None, None)
         assert on.queue.counts() == {"done": 2, "failed": 1, "taken": 1}
+        # a submission given back meanwhile (and taken by another worker) is not finished
+        assert on.queue.take_next("w", finished=Finished(taken.id, "done")) == (None, None)
+        assert on.queue.counts() == {"done": 2, "failed": 1, "taken": 1}
 
 
 def _waiters(bell: Doorbell, count: int) -> tuple[list[bool], list[threading.Thread]]:

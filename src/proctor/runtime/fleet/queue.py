@@ -179,22 +179,24 @@ class WorkQueue:
         ``None``: nothing queued but work held back behind its run's taken submission, which
         that submission's finish announces).
 
-        ``finished``: the submission this worker drove last, marked as :meth:`finish` would in
-        the same statement, one commit (a slot's finish and its next take were two, each
-        waiting for the flush). Work held back behind it may be the work taken."""
+        ``finished``: the submission this worker drove last, marked as :meth:`finish` would
+        (``by`` this worker) in the same statement, one commit (a slot's finish and its next
+        take were two, each waiting for the flush). Work held back behind it may be the work
+        taken."""
         # the finished row is still ``taken`` in the statement's snapshot: it holds nothing back
         gone = -1 if finished is None else finished.id
         done = ""
         values: tuple[Any, ...] = ()
         if finished is not None:
             # the finish, and its notice when work of its run waits that this take leaves
+            # (only while this worker still holds it: one given back meanwhile is another's)
             done = (
                 ", done AS (UPDATE submissions SET state = %s, note = %s WHERE id = %s"
-                " RETURNING CASE WHEN EXISTS (SELECT 1 FROM submissions q WHERE q.run_id ="
-                " submissions.run_id AND q.state = 'queued' AND q.id NOT IN (SELECT id FROM took))"
-                " THEN pg_notify(%s, '') END)"
+                " AND state = 'taken' AND taken_by = %s RETURNING CASE WHEN EXISTS (SELECT 1"
+                " FROM submissions q WHERE q.run_id = submissions.run_id AND q.state = 'queued'"
+                " AND q.id NOT IN (SELECT id FROM took)) THEN pg_notify(%s, '') END)"
             )
-            values = (finished.state, finished.note[:500], finished.id, self.channel)
+            values = (finished.state, finished.note[:500], finished.id, worker_id, self.channel)
         rows = self._rows(
             "WITH took AS (UPDATE submissions SET state = 'taken', taken_by = %s,"
             " attempts = attempts + 1"
