@@ -15,7 +15,8 @@ takes work again once a beat succeeds. A driver that finds its run taken over an
 write refused ``lease_lost``) leaves its submission to the worker that holds the run now.
 
 What becomes of a submission: driven to a seal or a pause, it is ``done``; refused for what it
-is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code;
+is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code
+(either recorded with the slot's next take, one commit, or alone when the slot stops);
 ``run_busy`` or a store that failed is retried later with backoff (capped at 5 s), while the
 submission's takes stay under :data:`.queue.MAX_ATTEMPTS` plus :data:`.queue.MAX_DEATHS`. A
 stop (SIGTERM) lets each slot finish its current call; the run then waits, and goes back to the
