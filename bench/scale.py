@@ -14,7 +14,10 @@ same session, put its ``src`` first: ``git archive COMMIT src/proctor | tar -x -
   untimed run per slot (its first runs import what a run needs); the
   share of the cores the workers kept busy over the whole batch and over its steady middle,
   and how long the workers' threads sat runnable waiting for a core (the machine's other load:
-  on a loaded machine the share is starved, not the ceiling);
+  on a loaded machine the share is starved, not the ceiling); where the machine's core-seconds
+  went meanwhile (the workers, their backends, this bench and its backends, the server's own
+  processes, other processes, interrupts, steal, idle); the workers' round trips per run and
+  how long their slots waited on them, counted over the timed batch only;
 - listing: ``proctor history``'s page (``list_runs``) and the pending-requests page
   (``pending_requests``), first page and a deep cursor, with 100 and 10,000 paused runs among
   ``--history`` runs (default 100,000);
@@ -92,29 +95,33 @@ def _answer_until_sealed(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         tick()
-        waiting = store._rows(
-            "SELECT r.run_id FROM runs r WHERE r.status LIKE 'needs_%%' AND NOT EXISTS"
-            " (SELECT 1 FROM submissions s WHERE s.run_id = r.run_id"
-            " AND s.state IN ('queued', 'taken'))"
+        # one query a tick (the runs waiting for an answer, and how many sealed): the bench
+        # shares the cores with the workers it measures
+        rows = store._rows(
+            "SELECT r.run_id, (SELECT COUNT(*) FROM runs WHERE status = 'sealed') FROM runs r"
+            " WHERE r.status LIKE 'needs_%%' AND NOT EXISTS (SELECT 1 FROM submissions s"
+            " WHERE s.run_id = r.run_id AND s.state IN ('queued', 'taken'))"
+            " UNION ALL SELECT NULL, (SELECT COUNT(*) FROM runs WHERE status = 'sealed')"
         )
-        for (run_id,) in waiting:
-            doc = approval_document(store, run_id)
+        for run_id, _ in rows:
+            doc = None if run_id is None else approval_document(store, run_id)
             if doc is not None:
                 queue.submit("resume", run_id, {"document": doc})
-        if store._rows("SELECT COUNT(*) FROM runs WHERE status = 'sealed'")[0][0] >= count:
+        if next(sealed for run_id, sealed in rows if run_id is None) >= count:
             return
         time.sleep(0.05)
     raise SystemExit(f"not every run sealed within {timeout:.0f} s")
 
 
 _COUNTER = """
-import atexit, os
+import os, signal, threading, time
 try:
     import psycopg
 except ImportError:
     psycopg = None
 if psycopg is not None:
     _n = [0]
+    _t = [0.0]
     _execute = psycopg.Cursor.execute
     _command = psycopg.Connection._exec_command
     _sync = psycopg.Pipeline.sync
@@ -139,18 +146,52 @@ if psycopg is not None:
             _n[0] += 1
         return _exit(self, *args)
 
+    _wait = psycopg.Connection.wait
+
+    def wait(self, *args, **kwargs):
+        if not threading.current_thread().name.startswith("proctor-slot-"):
+            return _wait(self, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return _wait(self, *args, **kwargs)
+        finally:
+            _t[0] += time.perf_counter() - start
+
+    def dump(*_):
+        name = f"{os.getpid()}.{time.monotonic_ns()}"
+        with open(os.path.join(os.environ["BENCH_ROUND_TRIPS"], name + ".part"), "w") as out:
+            out.write(f"{_n[0]} {_t[0]}")
+        os.rename(out.name, out.name[:-5])
+
     psycopg.Cursor.execute = execute
     psycopg.Connection._exec_command = command
     psycopg.Pipeline.sync = sync
     psycopg.Pipeline.__exit__ = leave
-    atexit.register(
-        lambda: open(os.path.join(os.environ["BENCH_ROUND_TRIPS"], str(os.getpid())), "w").write(
-            str(_n[0])
-        )
-    )
+    psycopg.Connection.wait = wait
+    signal.signal(signal.SIGUSR2, dump)
 """
 """A ``sitecustomize`` for the workers: it counts the round trips psycopg makes (a statement,
-a ``BEGIN``/``COMMIT``, a pipeline's sync) and writes the count when the process exits."""
+a ``BEGIN``/``COMMIT``, a pipeline's sync) and the time the driver slots spend waiting on them,
+and writes both at each ``SIGUSR2`` (the bench sends one as its timed batch starts and one as it
+ends: warm-up runs, idle polls after the batch and the worker's exit are not counted)."""
+
+
+def _counters(procs: list[Any], folder: Path) -> dict[int, tuple[int, float]]:
+    """Each worker's round trips and slot seconds in round trips so far (``SIGUSR2``)."""
+    seen = {f.name for f in folder.iterdir()}
+    for proc in procs:
+        proc.send_signal(signal.SIGUSR2)
+    found: dict[int, tuple[int, float]] = {}
+    deadline = time.monotonic() + 30
+    while len(found) < len(procs) and time.monotonic() < deadline:
+        for f in folder.iterdir():
+            if f.name not in seen and not f.name.endswith(".part"):
+                count, seconds = f.read_text().split()
+                found[int(f.name.split(".")[0])] = (int(count), float(seconds))
+        time.sleep(0.01)
+    if len(found) < len(procs):
+        raise SystemExit("a worker did not report its round trips")
+    return found
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -180,6 +221,46 @@ def _backend_cpu(store: Any, name: str) -> dict[int, float]:
     ):
         with suppress(OSError):
             found[int(pid)] = _cpu_seconds(int(pid))
+    return found
+
+
+def _machine_cpu() -> tuple[float, float, float, float]:
+    """Core-seconds since boot, from ``/proc/stat``: the machine busy in processes (user and
+    system time), idle (``iowait`` included), in interrupts (hard and soft: loopback packets
+    and disk completions, which no process is charged for) and stolen by the hypervisor."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (
+        (user + nice + system) / tick,
+        (idle + iowait) / tick,
+        (irq + softirq) / tick,
+        steal / tick,
+    )
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process (every thread)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _server_background(store: Any) -> list[int]:
+    """Process ids of the PostgreSQL server's own processes (WAL writer, checkpointer,
+    autovacuum...), when the server runs on this machine."""
+    return [
+        int(r[0])
+        for r in store._rows(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type <> 'client backend'"
+        )
+    ]
+
+
+def _cpu_of(pids: list[int]) -> dict[int, float]:
+    found = {}
+    for pid in pids:
+        with suppress(OSError):
+            found[pid] = _cpu_seconds(pid)
     return found
 
 
@@ -226,14 +307,25 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
         # an installed copy has its bytecode compiled: the workers may write it (the first
         # worker's warm-up does), so no run pays for compiling proctor's modules
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        # this process's own connections carry a name of their own, so the CPU of the
+        # backends serving the bench (its approver and sampler) is counted apart
+        bench_app, was = f"{app}-bench", os.environ.get("PGAPPNAME")
+        os.environ["PGAPPNAME"] = bench_app
         store = PostgresRunStore(url)
         queue = WorkQueue(store)
         procs = [start_worker(root, env, concurrency=slots) for _ in range(workers)]
         warm = workers * slots
         samples: list[tuple[float, float, float]] = []  # (time, worker CPU, backends' CPU)
+        backends: list[int] = []
+        looked = [0.0]
 
         def sample() -> None:
-            db = sum(_backend_cpu(store, app).values())
+            # the backends' list is asked for twice a second, their CPU read every tick: a
+            # query of pg_stat_activity per tick was the bench's own load on the cores
+            if time.monotonic() - looked[0] > 0.5:
+                backends[:] = list(_backend_cpu(store, app))
+                looked[0] = time.monotonic()
+            db = sum(_cpu_of(backends).values())
             samples.append((time.monotonic(), sum(_cpu_seconds(p.pid) for p in procs), db))
 
         try:
@@ -244,12 +336,21 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
             _answer_until_sealed(store, queue, warm, 600)
             cpu_before = sum(_cpu_seconds(p.pid) for p in procs)
             queued_before = sum(_run_queue_wait(p.pid) for p in procs)
+            trips_before = _counters(procs, counts)
             db_before = _backend_cpu(store, app)
+            background = _server_background(store)
+            bench_before = _own_cpu(), sum(_backend_cpu(store, bench_app).values())
+            background_before = sum(_cpu_of(background).values())
             load = os.getloadavg()[0]
+            machine_before = _machine_cpu()
             started = time.monotonic()
             _submit_runs(queue, runs)
             _answer_until_sealed(store, queue, warm + runs, 600, sample)
             elapsed = time.monotonic() - started
+            machine_after = _machine_cpu()
+            trips_after = _counters(procs, counts)
+            bench_after = _own_cpu(), sum(_backend_cpu(store, bench_app).values())
+            background_cpu = sum(_cpu_of(background).values()) - background_before
             cpu = sum(_cpu_seconds(p.pid) for p in procs) - cpu_before
             queued = sum(_run_queue_wait(p.pid) for p in procs) - queued_before
             db_after = _backend_cpu(store, app)
@@ -260,7 +361,12 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
-        trips = sum(int(f.read_text()) for f in counts.iterdir())
+            if was is None:
+                os.environ.pop("PGAPPNAME", None)
+            else:
+                os.environ["PGAPPNAME"] = was
+        trips = sum(n - trips_before[pid][0] for pid, (n, _) in trips_after.items())
+        waited = sum(t - trips_before[pid][1] for pid, (_, t) in trips_after.items())
     rate = runs / elapsed
     cores = os.cpu_count() or 1
     share = rate * (cpu / runs) / cores
@@ -300,8 +406,30 @@ def throughput(base: str, runs: int, workers: int, slots: int = 1) -> float:
         f" {queued / runs * 1000:7.1f} ms (the machine's other load)"
     )
     print(f"{'  yardstick: the CPU ceiling, every core busy':<58} {1:7.0%}")
+    busy, idle, interrupts, stolen = (
+        a - b for a, b in zip(machine_after, machine_before, strict=True)
+    )
+    whole = busy + idle + interrupts + stolen
+    bench_cpu = bench_after[0] - bench_before[0]
+    bench_db = bench_after[1] - bench_before[1]
+    rest = busy - cpu - db_cpu - bench_cpu - bench_db - background_cpu
+    print("  where the cores went over the batch (shares of the machine's core-seconds):")
+    for label, part in (
+        ("the workers", cpu),
+        ("the database backends serving them", db_cpu),
+        ("this bench (approver, sampler)", bench_cpu),
+        ("the database backends serving this bench", bench_db),
+        ("the server's own processes (WAL writer, checkpointer...)", background_cpu),
+        ("every other process on the machine (other load)", rest),
+        ("interrupts (loopback packets, disk completions)", interrupts),
+        ("stolen by the hypervisor", stolen),
+        ("idle (iowait included)", idle),
+    ):
+        print(f"    {label:<56} {part / whole:7.0%}")
     label = "  worker round trips to PostgreSQL per run (idle polls too)"
     print(f"{label:<58} {trips / runs:9.1f}")
+    label = "  time the driver slots waited on those round trips, per run"
+    print(f"{label:<58} {waited / runs * 1000:7.1f} ms")
     return rate
 
 

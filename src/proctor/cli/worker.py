@@ -17,6 +17,12 @@ import click
 
 from proctor.errors import UsageError
 
+DEFAULT_SLOTS = 4
+"""Runs a worker drives at once unless told. A worker's Python runs on one core at a time, and a
+run spends about four fifths of its driver's time waiting (on PostgreSQL round trips and commit
+flushes, on its command), so one slot leaves that core idle most of the time and about four keep
+it busy; more add threads, connections and contention without more CPU to give."""
+
 WORKER_LEASE_TTL = "15"
 """The lease a worker's drivers take (seconds), renewed every heartbeat: a dead worker's runs
 are taken over this long after its last heartbeat at the latest."""
@@ -87,9 +93,9 @@ def _print_submitted(run_id: str, sid: int, as_json: bool) -> None:
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 16),
-    default=1,
+    default=DEFAULT_SLOTS,
     show_default=True,
-    help="How many runs this worker drives at once.",
+    help="How many runs this worker drives at once (a few keep its core busy while runs wait).",
 )
 @click.pass_context
 def worker(ctx: click.Context, concurrency: int) -> None:

@@ -149,6 +149,48 @@ def test_a_take_that_finds_nothing_names_when_to_look_again(url: str) -> None:
     assert work is None and due is not None and 30 < due <= 60
 
 
+def test_a_finish_rides_on_the_next_take_and_frees_its_run_in_the_same_statement(
+    url: str,
+) -> None:
+    """A slot records how its last submission ended with its next take (one commit): the
+    finished row is done, work held back behind it can be that take, and work of its run the
+    take leaves rings the idle workers; a take that fails records nothing."""
+    from proctor.runtime.fleet.queue import Finished
+
+    with listening(url) as on:
+        on.queue.submit("start", "run-10", START)
+        first = on.queue.take("w")
+        assert first is not None
+        seen = on.bell.rung
+        on.queue.submit("resume", "run-10", {"document": {}})  # held back behind the start
+        assert on.bell.wait(seen, 30)  # the submission's own ring
+        seen = on.bell.rung
+        work, _ = on.queue.take_next("w", finished=Finished(first.id, "done", "sealed"))
+        assert work is not None and work.run_id == "run-10" and work.kind == "resume"
+        assert not on.bell.wait(seen, 0.5)  # it took the held-back work itself: nobody rung
+        assert on.queue.counts() == {"done": 1, "taken": 1}
+        # a finish whose held-back work this take leaves (another run's came first) rings
+        seen = on.bell.rung
+        on.queue.submit("start", "run-11", START)
+        on.queue.submit("resume", "run-10", {"document": {}})
+        while on.bell.rung < seen + 2:  # their own rings
+            assert on.bell.wait(on.bell.rung, 30)
+        seen = on.bell.rung
+        other, _ = on.queue.take_next("w", finished=Finished(work.id, "failed", "x: y"))
+        assert other is not None and other.run_id == "run-11"
+        assert on.bell.wait(seen, 30)
+        taken = on.queue.take("w2")
+        assert taken is not None and taken.run_id == "run-10"
+        notes = on.queue.store._rows("SELECT state, note FROM submissions ORDER BY id")
+        assert notes[:2] == [("done", "sealed"), ("failed", "x: y")]
+        # nothing to take: the finish is recorded all the same
+        assert on.queue.take_next("w", finished=Finished(other.id, "done")) == (None, None)
+        assert on.queue.counts() == {"done": 2, "failed": 1, "taken": 1}
+        # a submission given back meanwhile (and taken by another worker) is not finished
+        assert on.queue.take_next("w", finished=Finished(taken.id, "done")) == (None, None)
+        assert on.queue.counts() == {"done": 2, "failed": 1, "taken": 1}
+
+
 def _waiters(bell: Doorbell, count: int) -> tuple[list[bool], list[threading.Thread]]:
     """``count`` slots waiting for their turn (up to 30 s each); what each returned."""
     woken: list[bool] = []

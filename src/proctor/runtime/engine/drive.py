@@ -397,6 +397,7 @@ class RunDriver:
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).
         # The root's driver does it for its whole tree: a child's siblings may be applying one.
+        # A run its start created just now has no claim yet, and the start recovered.
         if self.depth == 0 and not self.recovered:
             recover_open_bundles(s)
         refused = self._start_refusal()

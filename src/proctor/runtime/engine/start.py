@@ -125,7 +125,7 @@ def start_run(
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).
     recovered = recover_open_bundles(host) if recover else []
-    driver.recovered = recover  # its drive need not look again
+    driver.recovered = recover  # its drive need not look again: the run has no claim yet
     kill_point("start.recovered")
     if "start_blocked" not in record.data:
         _policy_at_start(host, driver)

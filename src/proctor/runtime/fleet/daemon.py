@@ -15,7 +15,8 @@ takes work again once a beat succeeds. A driver that finds its run taken over an
 write refused ``lease_lost``) leaves its submission to the worker that holds the run now.
 
 What becomes of a submission: driven to a seal or a pause, it is ``done``; refused for what it
-is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code;
+is (a bad document, a missing skill, a sealed run) it is ``failed`` with the refusal's code
+(either recorded with the slot's next take, one commit, or alone when the slot stops);
 ``run_busy`` or a store that failed is retried later with backoff (capped at 5 s), while the
 submission's takes stay under :data:`.queue.MAX_ATTEMPTS` plus :data:`.queue.MAX_DEATHS`. A
 stop (SIGTERM) lets each slot finish its current call; the run then waits, and goes back to the
@@ -51,6 +52,7 @@ from proctor.runtime.fleet.queue import (
     HEARTBEAT_SECONDS,
     MAX_ATTEMPTS,
     MAX_DEATHS,
+    Finished,
     Refused,
     Submission,
     WorkQueue,
@@ -234,6 +236,8 @@ class Worker:
         )
 
     def _slot(self, n: int) -> None:
+        # how the last submission ended, recorded with this slot's next take (one commit)
+        last: Finished | None = None
         while not self.stop.is_set():
             if self.cut_off.is_set():  # the heartbeat cannot renew a lease: take nothing
                 self.stop.wait(self.poll_seconds)
@@ -242,17 +246,23 @@ class Worker:
             due: float | None = self.poll_seconds  # the store is down: look again soon
             seen = self.bell.everyone
             try:
-                work, due = self.queue.take_next(self.id)
+                work, due = self.queue.take_next(self.id, finished=last)
+                last = None
                 if isinstance(work, Refused) or (work is not None and work.more):
                     self.bell.pass_on()  # more may be due than notices said (work given back)
                 if isinstance(work, Refused):
                     self._settle(work.id, "failed", work.error)
                 elif work is not None:
-                    self._drive(n, work)
+                    last = self._drive(n, work)
             except Exception as exc:  # one submission's bug never ends the slot
                 self._unexpected(work, exc)
             if work is None and not self.stop.is_set():
                 self._idle(seen, due)
+        if last is not None:  # stopping: recorded alone
+            try:
+                self.queue.finish(last.id, last.state, last.note)
+            except Exception as exc:  # the store is down: it goes back when this worker leaves
+                self.log(f"submission {last.id}: not recorded ({type(exc).__name__})")
 
     def _settle(self, submission_id: int, state: str, error: ProctorError) -> None:
         """Record a submission's end with the error's code; logged by submission id only
@@ -289,7 +299,9 @@ class Worker:
             return
         self.log(f"submission {work.id}: failed (worker_error: {what})")
 
-    def _drive(self, n: int, work: Submission) -> None:
+    def _drive(self, n: int, work: Submission) -> Finished | None:
+        """Drive ``work``; how it ended when that is for the next take to record (``None``:
+        recorded already, or given back)."""
         session = Session(
             self.workspace, environ=self.environ, run_ids=lambda: work.run_id, managed=False
         )
@@ -305,27 +317,26 @@ class Worker:
             # another driver holds the run now (and its submission, if the queue gave it back)
             self.queue.finish(work.id, "failed", f"{lost.code}: {lost.message}", by=self.id)
             self.log(f"{work.kind} {work.run_id}: lease lost, left to the driver holding it")
-            return
+            return None
         except RunInterrupted:
             self.queue.requeue_as_resume(work.id, "stopped by its worker; any worker continues")
             self.log(f"{work.kind} {work.run_id}: stopped, queued to continue")
-            return
+            return None
         except ProctorError as exc:
             if exc.code in _RETRIED and work.attempts < MAX_ATTEMPTS + MAX_DEATHS:
                 delay = min(5.0, 0.25 * 2 ** min(work.attempts, 5))
                 self.queue.retry_later(work.id, delay, exc.code)
                 self.log(f"{work.kind} {work.run_id}: {exc.code}, retried later")
-            else:
-                self.queue.finish(work.id, "failed", f"{exc.code}: {exc.message}")
-                self.log(f"{work.kind} {work.run_id}: failed ({exc.code})")
-            return
+                return None
+            self.log(f"{work.kind} {work.run_id}: failed ({exc.code})")
+            return Finished(work.id, "failed", f"{exc.code}: {exc.message}")
         finally:
             with self._lock:
                 self._holders.pop(n, None)
                 self._sessions.pop(n, None)
             session.close()
-        self.queue.finish(work.id, "done", envelope.status)
         self.log(f"{work.kind} {work.run_id}: {envelope.status}")
+        return Finished(work.id, "done", envelope.status)
 
     def _start_or_resume(self, session: Session, work: Submission) -> Any:
         body = work.body

@@ -46,6 +46,7 @@ __all__ = [
     "HEARTBEAT_SECONDS",
     "MAX_ATTEMPTS",
     "MAX_DEATHS",
+    "Finished",
     "Refused",
     "Submission",
     "WorkQueue",
@@ -60,10 +61,11 @@ _CONTINUE = json.dumps({"document": {}})
 
 _TAKEABLE = (
     "s.state = 'queued' AND NOT EXISTS (SELECT 1 FROM submissions t"
-    " WHERE t.run_id = s.run_id AND t.state = 'taken')"
+    " WHERE t.run_id = s.run_id AND t.state = 'taken' AND t.id <> %s)"
 )
 """A submission of ``submissions s`` a worker may take once it is due: queued, and no other
-submission of its run taken (one run is never driven by two workers at once from the queue)."""
+submission of its run taken (one run is never driven by two workers at once from the queue)
+but the one the parameter names (being finished by the same statement; -1: none)."""
 
 _STRANDED = (
     "r.status = 'running' AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
@@ -87,6 +89,15 @@ class Submission:
     attempts: int
     more: bool = False
     """Other submissions were due when this one was taken (another idle slot may look)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a taken submission ended, to be recorded with the worker's next take."""
+
+    id: int
+    state: str
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,11 +171,32 @@ class WorkQueue:
         """
         return self.take_next(worker_id)[0]
 
-    def take_next(self, worker_id: str) -> tuple[Submission | Refused | None, float | None]:
+    def take_next(
+        self, worker_id: str, *, finished: Finished | None = None
+    ) -> tuple[Submission | Refused | None, float | None]:
         """:meth:`take`, and when nothing was taken, in the same round trip, the seconds until
         the next submission it could take is due (0: due now, but another worker is taking it;
         ``None``: nothing queued but work held back behind its run's taken submission, which
-        that submission's finish announces)."""
+        that submission's finish announces).
+
+        ``finished``: the submission this worker drove last, marked as :meth:`finish` would
+        (``by`` this worker) in the same statement, one commit (a slot's finish and its next
+        take were two, each waiting for the flush). Work held back behind it may be the work
+        taken."""
+        # the finished row is still ``taken`` in the statement's snapshot: it holds nothing back
+        gone = -1 if finished is None else finished.id
+        done = ""
+        values: tuple[Any, ...] = ()
+        if finished is not None:
+            # the finish, and its notice when work of its run waits that this take leaves
+            # (only while this worker still holds it: one given back meanwhile is another's)
+            done = (
+                ", done AS (UPDATE submissions SET state = %s, note = %s WHERE id = %s"
+                " AND state = 'taken' AND taken_by = %s RETURNING CASE WHEN EXISTS (SELECT 1"
+                " FROM submissions q WHERE q.run_id = submissions.run_id AND q.state = 'queued'"
+                " AND q.id NOT IN (SELECT id FROM took)) THEN pg_notify(%s, '') END)"
+            )
+            values = (finished.state, finished.note[:500], finished.id, worker_id, self.channel)
         rows = self._rows(
             "WITH took AS (UPDATE submissions SET state = 'taken', taken_by = %s,"
             " attempts = attempts + 1"
@@ -173,11 +205,11 @@ class WorkQueue:
             " RETURNING id, kind, run_id,"
             " CASE WHEN octet_length(body) <= %s THEN body END, octet_length(body), attempts,"
             " EXISTS (SELECT 1 FROM submissions m WHERE m.state = 'queued'"
-            f" AND m.due_at <= {_NOW} AND m.id <> submissions.id))"
+            f" AND m.due_at <= {_NOW} AND m.id <> submissions.id)){done}"
             " SELECT *, NULL FROM took UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
             f" (SELECT MIN(s.due_at) - {_NOW} FROM submissions s WHERE {_TAKEABLE})"
             " WHERE NOT EXISTS (SELECT 1 FROM took)",
-            (worker_id, MAX_BODY_BYTES),
+            (worker_id, gone, MAX_BODY_BYTES, *values, gone),
         )
         sid, kind, run_id, text, size, attempts, more, due = rows[0]
         if sid is None:

@@ -5,7 +5,8 @@ Owns: :mod:`.runs` (the run store interface: runs, events, requests, calls, the 
 index by step and per-run counters, :mod:`.store_file` how its file is built and checked,
 :mod:`.store_evidence` a missing one that records show existed refused, never re-created),
 :mod:`.postgres` (the PostgreSQL store many workers share; :mod:`.postgres_pool` its connection
-pools, :mod:`.postgres_schema` its migrations), :mod:`.rows` (the row shapes both stores
+pools, :mod:`.postgres_schema` its migrations, :mod:`.postgres_writes` a write as one statement
+with its fence, and which commits wait for the WAL flush), :mod:`.rows` (the row shapes both stores
 share), :mod:`.outbox` (the notification outbox and timers, a table of its own in either
 store), :mod:`.backend` (which of the two a workspace
 uses: ``PROCTOR_DATABASE_URL``),

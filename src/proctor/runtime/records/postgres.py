@@ -2,10 +2,13 @@
 
 Many workers, on many machines, share one database: each process keeps one connection pool per
 database (psycopg 3 and psycopg-pool). Every method is one transaction of its own unless it runs
-inside :meth:`PostgresRunStore.transaction` (re-entrant, per thread), and a commit returns only
-once PostgreSQL has made it durable, so a claim, a settlement or a decision is on disk before
-the effect or the next step, as on SQLite. Lease expiry is measured on the database's clock, so
-machines whose clocks disagree still agree on when a lease ran out.
+inside :meth:`PostgresRunStore.transaction` (re-entrant, per thread). Lease expiry is measured on
+the database's clock, so machines whose clocks disagree still agree on when a lease ran out.
+
+A claim, a decision, a step that settled an effect, a lease taken, a pause and a seal return
+only once PostgreSQL has made them durable, so each is on disk before the effect or the next
+step, as on SQLite; a few writes that their driver's next flushed commit covers do not wait for
+the flush (:mod:`.postgres_writes` says which and why).
 
 Every write for a run whose lease this store's process took is fenced (:mod:`.fencing`): in
 the same transaction, the lease row is read ``FOR SHARE`` (a takeover's update of it waits until
@@ -36,6 +39,7 @@ from proctor.runtime.records.postgres_pool import (
     is_postgres_url,
     pool_for,
 )
+from proctor.runtime.records.postgres_writes import fenced_statement, unflushed
 from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
@@ -63,9 +67,6 @@ __all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
 _NOW = "extract(epoch from clock_timestamp())"
 
-_NO_FLUSH = "WITH quick AS (SELECT set_config('synchronous_commit', 'off', true)) "
-"""Heads a statement that is its own transaction (it must read ``quick``) whose commit need not
-wait for the WAL flush; only for a write whose loss loses no effect and no decision."""
 
 _ENDED = frozenset({"57P01", "57P02", "57P03"})
 """SQLSTATEs of a backend the server ended (admin shutdown, crash shutdown, cannot connect
@@ -96,6 +97,7 @@ class PostgresRunStore(paged.PagedReads):
         # the lease epoch this process took, by run (see .fencing); kept after a loss, so
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
+        self._effects: set[str] = set()  # runs with a claim settled since their last step
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -231,33 +233,31 @@ class PostgresRunStore(paged.PagedReads):
         return epoch
 
     def _fenced_rows(
-        self, run_id: str, sql: str, params: tuple[Any, ...], *also: tuple[str, tuple[Any, ...]]
+        self,
+        run_id: str,
+        sql: str,
+        params: tuple[Any, ...],
+        *also: tuple[str, tuple[Any, ...]],
+        quick: bool = False,
     ) -> list[Any]:
         """``sql`` (and the writes ``also``, each ``(sql, params)``) for ``run_id`` as one
-        statement, one round trip; fenced when this process holds the run's lease: the
-        statement reads the lease row ``FOR SHARE`` first (a takeover's update of it waits until
-        the write commits) and writes nothing under a stale epoch. Each write puts ``{ok}``
-        where the fence's condition goes; ``sql`` returns a non-null first column for each row
-        it writes, and those rows are returned.
+        statement, one round trip (:func:`.postgres_writes.fenced_statement`); fenced when this
+        process holds the run's lease. Each write puts ``{ok}`` where the fence's condition
+        goes; ``sql`` returns a non-null first column for each row it writes, and those rows
+        are returned. ``quick``: when the statement is its own transaction, its commit does not
+        wait for the WAL flush (only for the writes :mod:`.postgres_writes` names).
 
         Raises:
             LeaseLost: the lease row carries another epoch now (nothing is written).
         """
         epoch = self._fences.get(run_id)
-        ok = "true" if epoch is None else f"EXISTS (SELECT 1 FROM fence WHERE epoch = {epoch:d})"
-        writes = [(sql, params), *also]
-        ctes = [f"w{n} AS ({text.format(ok=ok)})" for n, (text, _) in enumerate(writes)]
-        values = tuple(v for _, part in writes for v in part)
+        quick = quick and getattr(self._local, "conn", None) is None
+        if epoch is None and not also and not quick:
+            return self._rows(sql.format(ok="true"), params)
+        text, values = fenced_statement(run_id, epoch, [(sql, params), *also], quick=quick)
+        rows = self._rows(text, values)
         if epoch is None:
-            if not also:
-                return self._rows(sql.format(ok=ok), params)
-            return self._rows(f"WITH {', '.join(ctes)} SELECT * FROM w0", values)
-        rows = self._rows(
-            "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
-            f" {', '.join(ctes)} SELECT (SELECT epoch FROM fence), w0.* FROM (SELECT 1) one"
-            " LEFT JOIN w0 ON true",
-            (run_id, *values),
-        )
+            return [r for r in rows if r[0] is not None]
         current = None if rows[0][0] is None else int(rows[0][0])
         if current != epoch:
             raise lease_lost(run_id, epoch, current)
@@ -337,6 +337,18 @@ class PostgresRunStore(paged.PagedReads):
         receipt_id: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
+        if data is None and status != "sealed":  # nothing to merge: one statement
+            done = self._fenced_rows(
+                run_id,
+                "UPDATE runs SET status = COALESCE(%s, status), outcome = COALESCE(%s, outcome),"
+                " receipt_id = COALESCE(%s, receipt_id), updated_at = %s WHERE run_id = %s"
+                " AND {ok} RETURNING 1",
+                (status, outcome, receipt_id, now(), run_id),
+                quick=status == "running",  # see .postgres_writes
+            )
+            if not done:
+                raise StoreError(f"no run with id {run_id}")
+            return
         epoch = self._fences.get(run_id)
         with self.transaction():
             # the run's row FOR UPDATE and, for a driver, its lease row FOR SHARE (held until
@@ -398,6 +410,7 @@ class PostgresRunStore(paged.PagedReads):
             " COALESCE(MAX(seq), 0) + 1, %s, %s, %s FROM events WHERE run_id = %s HAVING {ok}"
             " RETURNING seq",
             (run_id, now(), kind, dumps(body), run_id),
+            quick=True,  # see .postgres_writes
         )
         return int(rows[0][0]) if rows else 0
 
@@ -451,7 +464,9 @@ class PostgresRunStore(paged.PagedReads):
             f" WHERE run_id = %s AND call_id = %s AND state = 'claimed'{mine} AND {{ok}}"
             " RETURNING 1",
             params,
+            quick=not reconciled,  # see .postgres_writes
         )
+        self._effects.add(run_id)  # its step's record waits for the flush
         if len(done) != 1:
             raise StoreError(
                 f"call {call_id} of run {run_id} is not claimed by this driver, so it was"
@@ -465,11 +480,13 @@ class PostgresRunStore(paged.PagedReads):
             "UPDATE calls SET site = %s WHERE run_id = %s AND call_id = %s AND state = 'claimed'"
             " AND {ok} RETURNING 1",
             (dumps({**process_site(), "tree": tree}), run_id, call_id),
+            quick=True,  # see .postgres_writes
         )
 
     def record_call(self, call: CallRecord) -> None:
         call.state = "settled"
-        self._fenced_rows(call.run_id, self._CALL_INSERT, self._call_params(call))
+        # no effect: see .postgres_writes
+        self._fenced_rows(call.run_id, self._CALL_INSERT, self._call_params(call), quick=True)
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         row = self._one(
@@ -530,6 +547,9 @@ class PostgresRunStore(paged.PagedReads):
     ) -> None:
         import psycopg
 
+        # a step that settled an effect's claim, used a decision or drove child runs waits for
+        # the flush; one that changed nothing does not (see .postgres_writes)
+        changed = bool(used) or bool(body.get("child_runs")) or run_id in self._effects
         try:
             self._fenced_rows(
                 run_id,
@@ -546,7 +566,9 @@ class PostgresRunStore(paged.PagedReads):
                     if used
                     else []
                 ),
+                quick=not changed,
             )
+            self._effects.discard(run_id)
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                 raise StoreError(f"step {step_id} of run {run_id} already settled") from exc
@@ -579,6 +601,7 @@ class PostgresRunStore(paged.PagedReads):
             " SELECT %s,%s,%s,%s,%s, 'open' WHERE {ok}"
             " ON CONFLICT (run_id, address) DO NOTHING RETURNING ord",
             values,
+            quick=True,  # the pause that follows is flushed: see .postgres_writes
         )
         if fresh:
             request.cursor = int(fresh[0][0])
@@ -694,9 +717,13 @@ class PostgresRunStore(paged.PagedReads):
         epoch = self._fences.get(run_id)
         if epoch is None:
             return False
-        done = self._rows(
-            f"UPDATE leases SET expires_at = {_NOW} + %s WHERE run_id = %s AND holder = %s"
-            " AND epoch = %s RETURNING 1",
+        done = self._rows(  # alone, without the flush: see .postgres_writes
+            unflushed(
+                f"UPDATE leases SET expires_at = {_NOW} + %s WHERE run_id = %s AND holder = %s"
+                " AND epoch = %s",
+                getattr(self._local, "conn", None) is None,
+            )
+            + " RETURNING 1",
             (ttl_seconds, run_id, holder, epoch),
         )
         return len(done) == 1
@@ -712,16 +739,14 @@ class PostgresRunStore(paged.PagedReads):
 
     def release_lease(self, run_id: str, holder: str) -> None:
         """Give the lease up (the row stays: its epoch must only grow). Alone, it commits
-        without the WAL flush: lost in a server crash, the run looks held until the lease's
-        expiry, as if its driver had died; no effect or decision is lost (what the driver wrote
-        was flushed before, and any later flushed commit flushes the release too)."""
+        without the WAL flush (:mod:`.postgres_writes`)."""
         epoch = self._fences.get(run_id)
-        quick = getattr(self._local, "conn", None) is None
         done = self._rows(
-            (_NO_FLUSH if quick else "")
-            + "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
-            " WHERE run_id = %s AND holder = %s AND epoch IS NOT DISTINCT FROM %s"
-            + (" AND EXISTS (SELECT 1 FROM quick)" if quick else "")
+            unflushed(
+                "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
+                " WHERE run_id = %s AND holder = %s AND epoch IS NOT DISTINCT FROM %s",
+                getattr(self._local, "conn", None) is None,
+            )
             + " RETURNING 1",
             (run_id, holder, epoch),
         )

@@ -1,0 +1,89 @@
+"""How a PostgreSQL write becomes one statement: its fence, and whether its commit waits for the
+WAL flush.
+
+The fence: a driver's write for a run reads the run's lease row ``FOR SHARE`` in the statement's
+first part (a takeover's update of the row waits until the write commits) and writes nothing
+under a stale epoch (:mod:`.fencing`), so a write and its fence are one round trip.
+
+The flush. A commit waits until PostgreSQL has flushed the write-ahead log to disk (4-6 ms on a
+busy disk, and a run makes about twenty), unless the transaction says ``synchronous_commit =
+off``: then it returns at once and the WAL writer flushes it within a fraction of a second. What
+such a commit risks is narrow, and this store takes the risk only where the crash rules allow:
+
+- a killed *driver* loses nothing either way: the commit happened in the server;
+- a crash of the database *server* (or its machine) loses it only if no flushed commit came
+  after it, since the log is written and flushed in order: any later flushed commit, by any
+  process, makes every earlier commit durable first;
+- so a write that its driver follows, before any effect and before telling anyone, with a
+  flushed commit of its own, can only be lost together with everything after it, which is what
+  a driver dying just before that write leaves, a case every write already survives.
+
+This mirrors the SQLite store's ``synchronous=NORMAL`` (the others there are ``FULL``). Commits
+that wait for the flush: a claim (durable before its effect), decisions (before the run moves
+on), a step that settled an effect's claim, used a decision or drove child runs, a journal entry
+(before a file is touched), a lease taken (its epoch must only grow: a lost takeover would let
+two drivers share an epoch), a new run (with its first lease), a pause and a seal (what a person
+or a caller is told), the queue's takes, finishes and submissions, and every explicit
+transaction. Commits that do not, when they are their own transaction:
+
+- a claimed call's process tree, noted once its program started: lost, a taker on the same host
+  ends every descendant of the claiming driver instead, as when the driver died before noting
+  it (:func:`proctor.runtime.engine.lease.end_lapsed_effect`); its step's record follows;
+- settling a claimed call: lost, the claim is unsettled again and reconciled on the next drive
+  (read back, rolled back or asked about, never sent again silently); its step's record, which
+  waits for the flush, follows before the run goes on;
+- a call recorded with no effect, and the record of a step that changed nothing: lost, the step
+  runs again and changes nothing again;
+- an event: a line of the run's history, followed by the driver's next flushed commit;
+- a run set ``running`` again: followed by the record of the step that uses its decision;
+- a request asked for the first time: followed by the pause that asks it (flushed); a person
+  who answers it meanwhile records a decision, which is flushed after it;
+- a lease renewed or released: lost, the lease ends when it would have without the renewal, or
+  looks held until it expires; every write of the run is fenced by its epoch all the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["QUICK", "QUICK_GATE", "fenced_statement", "unflushed"]
+
+QUICK = "quick AS (SELECT set_config('synchronous_commit', 'off', true))"
+"""A CTE whose reading makes the statement's own transaction commit without the flush."""
+
+QUICK_GATE = "EXISTS (SELECT 1 FROM quick)"
+"""The condition that reads :data:`QUICK` (always true)."""
+
+
+def fenced_statement(
+    run_id: str,
+    epoch: int | None,
+    writes: list[tuple[str, tuple[Any, ...]]],
+    *,
+    quick: bool,
+) -> tuple[str, tuple[Any, ...]]:
+    """One statement of ``writes`` (each ``(sql, params)``, ``{ok}`` where the fence's condition
+    goes), fenced under ``epoch`` (``None``: not a driver's write) and, when ``quick``, committed
+    without the flush. Its rows: the lease row's epoch first when fenced, then the first write's
+    columns (null when it wrote nothing); at least one row, so the commit mode is always read."""
+    ok = "true" if epoch is None else f"EXISTS (SELECT 1 FROM fence WHERE epoch = {epoch:d})"
+    ctes = [f"w{n} AS ({text.format(ok=ok)})" for n, (text, _) in enumerate(writes)]
+    values = tuple(v for _, part in writes for v in part)
+    if quick:
+        ctes.insert(0, QUICK)
+    gate = f" WHERE {QUICK_GATE}" if quick else ""
+    if epoch is None:
+        sql = f"WITH {', '.join(ctes)} SELECT w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true"
+        return sql + gate, values
+    return (
+        "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
+        f" {', '.join(ctes)} SELECT (SELECT epoch FROM fence), w0.* FROM (SELECT 1) one"
+        " LEFT JOIN w0 ON true" + gate,
+        (run_id, *values),
+    )
+
+
+def unflushed(sql: str, quick: bool) -> str:
+    """The write ``sql`` (ending in its ``WHERE`` clause), committed without the flush when
+    ``quick`` (the statement must be its own transaction)."""
+    return f"WITH {QUICK} {sql} AND {QUICK_GATE}" if quick else sql
