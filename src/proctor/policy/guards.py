@@ -43,13 +43,22 @@ class RunHistory:
     it was asked at, so such a guard too costs the same at the 10,000th write as at the first.
     """
 
-    __slots__ = ("_entries", "_tallies", "_tuple")
+    __slots__ = ("_entries", "_starts", "_tallies", "_tuple")
 
     def __init__(self) -> None:
         self._entries: list[Mapping[str, Any]] = []
         self._tuple: tuple[Mapping[str, Any], ...] = ()
         # by key: how many entries the tally has taken, and its value after them
         self._tallies: dict[str, tuple[int, Any]] = {}
+        # by key: where a tally starts when calls before these entries count (another
+        # governor's calls of the same run, carried in the run's data)
+        self._starts: dict[str, Callable[[], Any]] = {}
+
+    def seed(self, key: str, start: Callable[[], Any]) -> None:
+        """Start the tally ``key`` from ``start()`` instead of its own start: what the run's
+        earlier calls (made before this history's first entry) add up to."""
+        self._starts[key] = start
+        self._tallies.pop(key, None)
 
     def append(self, entry: Mapping[str, Any]) -> None:
         """Record one call (``tool``, ``args``, ``outcome``)."""
@@ -60,6 +69,7 @@ class RunHistory:
         self._entries.clear()
         self._tuple = ()
         self._tallies.clear()
+        self._starts.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -88,7 +98,7 @@ class RunHistory:
         n = len(self._entries) if length is None else length
         taken, value = self._tallies.get(key, (0, None))
         if key not in self._tallies or taken > n:
-            taken, value = 0, start()
+            taken, value = 0, self._starts.get(key, start)()
         entries = self._entries
         for i in range(taken, n):
             value = add(value, entries[i])

@@ -335,6 +335,11 @@ def _counts(entry: Mapping[str, Any]) -> bool:
     return entry.get("outcome") != "refused"
 
 
+WRITTEN_PATHS = "proctor.written_paths"
+"""The tally of the distinct paths a run's calls wrote (``check_no_bulk_writes``)."""
+CHANGING_CALLS = "proctor.changing_calls"
+"""The tally of a run's changing calls (``check_write_budget``)."""
+
 PRIOR_SHOWN = 20
 """Prior paths a ``bulk_write`` verdict lists (the first in sorted order; ``prior_count``
 counts them all)."""
@@ -365,7 +370,7 @@ def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
     current = _written_paths(ctx.tool_name, ctx.args)
     if not current:
         return None
-    written = ctx.history_tally("proctor.written_paths", _no_paths, _add_written)
+    written = ctx.history_tally(WRITTEN_PATHS, _no_paths, _add_written)
     prior = written.values
     new = sorted(set(current) - prior)
     total = len(prior) + len(new)
@@ -423,7 +428,7 @@ def check_write_budget(ctx: GuardContext) -> GuardVerdict | None:
     """
     if ctx.tool_name not in CHANGING_TOOLS:
         return None
-    count = ctx.history_tally("proctor.changing_calls", int, _changing)
+    count = ctx.history_tally(CHANGING_CALLS, int, _changing)
     if count < ctx.write_budget:
         return None
     return GuardVerdict(
