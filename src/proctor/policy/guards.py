@@ -109,14 +109,24 @@ class RunHistory:
 class Distinct:
     """Distinct strings as they come (``values``), and the first ``shown`` of them in sorted
     order (``first``), kept as each comes so nothing sorts them all: a tally's value for a
-    guard that names what a run touched (the shipped ``check_no_bulk_writes``)."""
+    guard that names what a run touched (the shipped ``check_no_bulk_writes``).
 
-    __slots__ = ("first", "shown", "values")
+    ``unheld`` counts strings taken but not held in ``values`` (a tally carried from a run's
+    data keeps only so many; ``first`` is kept whole): ``count`` is every string taken.
+    """
+
+    __slots__ = ("first", "shown", "unheld", "values")
 
     def __init__(self, shown: int) -> None:
         self.shown = shown
         self.values: set[str] = set()
         self.first: list[str] = []
+        self.unheld = 0
+
+    @property
+    def count(self) -> int:
+        """How many distinct strings were taken (held or not)."""
+        return len(self.values) + self.unheld
 
     def update(self, values: Iterable[str]) -> None:
         """Take ``values`` (those already held change nothing)."""

@@ -371,9 +371,8 @@ def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
     if not current:
         return None
     written = ctx.history_tally(WRITTEN_PATHS, _no_paths, _add_written)
-    prior = written.values
-    new = sorted(set(current) - prior)
-    total = len(prior) + len(new)
+    new = sorted(set(current) - written.values)
+    total = written.count + len(new)
     if not new or total <= 1:
         return None
     return GuardVerdict(
@@ -383,7 +382,11 @@ def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
             "several files needs a confirmation for each"
         ),
         code="bulk_write",
-        metadata={"prior_paths": list(written.first), "prior_count": len(prior), "new_paths": new},
+        metadata={
+            "prior_paths": list(written.first),
+            "prior_count": written.count,
+            "new_paths": new,
+        },
     )
 
 

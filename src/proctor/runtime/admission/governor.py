@@ -569,6 +569,7 @@ class Governor:
         tally = write_tally.carried(run.data.get(write_tally.KEY), entry)
         if tally is not None:
             self.store.update_run(self.run_id, data={write_tally.KEY: tally})
+            kill_point("call.counted")  # inside the settling commit: neither kept, or both
 
     def _refused(self, spec: CallSpec, outcome: CallOutcome, refusal: RefusedCall) -> CallOutcome:
         error, _ = self.sanitizer.value(refusal.to_dict())
