@@ -43,13 +43,22 @@ class RunHistory:
     it was asked at, so such a guard too costs the same at the 10,000th write as at the first.
     """
 
-    __slots__ = ("_entries", "_tallies", "_tuple")
+    __slots__ = ("_entries", "_starts", "_tallies", "_tuple")
 
     def __init__(self) -> None:
         self._entries: list[Mapping[str, Any]] = []
         self._tuple: tuple[Mapping[str, Any], ...] = ()
         # by key: how many entries the tally has taken, and its value after them
         self._tallies: dict[str, tuple[int, Any]] = {}
+        # by key: where a tally starts when calls before these entries count (another
+        # governor's calls of the same run, carried in the run's data)
+        self._starts: dict[str, Callable[[], Any]] = {}
+
+    def seed(self, key: str, start: Callable[[], Any]) -> None:
+        """Start the tally ``key`` from ``start()`` instead of its own start: what the run's
+        earlier calls (made before this history's first entry) add up to."""
+        self._starts[key] = start
+        self._tallies.pop(key, None)
 
     def append(self, entry: Mapping[str, Any]) -> None:
         """Record one call (``tool``, ``args``, ``outcome``)."""
@@ -60,6 +69,7 @@ class RunHistory:
         self._entries.clear()
         self._tuple = ()
         self._tallies.clear()
+        self._starts.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -88,7 +98,7 @@ class RunHistory:
         n = len(self._entries) if length is None else length
         taken, value = self._tallies.get(key, (0, None))
         if key not in self._tallies or taken > n:
-            taken, value = 0, start()
+            taken, value = 0, self._starts.get(key, start)()
         entries = self._entries
         for i in range(taken, n):
             value = add(value, entries[i])
@@ -99,14 +109,24 @@ class RunHistory:
 class Distinct:
     """Distinct strings as they come (``values``), and the first ``shown`` of them in sorted
     order (``first``), kept as each comes so nothing sorts them all: a tally's value for a
-    guard that names what a run touched (the shipped ``check_no_bulk_writes``)."""
+    guard that names what a run touched (the shipped ``check_no_bulk_writes``).
 
-    __slots__ = ("first", "shown", "values")
+    ``unheld`` counts strings taken but not held in ``values`` (a tally carried from a run's
+    data keeps only so many; ``first`` is kept whole): ``count`` is every string taken.
+    """
+
+    __slots__ = ("first", "shown", "unheld", "values")
 
     def __init__(self, shown: int) -> None:
         self.shown = shown
         self.values: set[str] = set()
         self.first: list[str] = []
+        self.unheld = 0
+
+    @property
+    def count(self) -> int:
+        """How many distinct strings were taken (held or not)."""
+        return len(self.values) + self.unheld
 
     def update(self, values: Iterable[str]) -> None:
         """Take ``values`` (those already held change nothing)."""

@@ -335,13 +335,12 @@ def _counts(entry: Mapping[str, Any]) -> bool:
     return entry.get("outcome") != "refused"
 
 
+# the write guards' tallies (proctor.policy.write_tally starts them from the run's data)
+WRITTEN_PATHS, CHANGING_CALLS = "proctor.written_paths", "proctor.changing_calls"
+
 PRIOR_SHOWN = 20
 """Prior paths a ``bulk_write`` verdict lists (the first in sorted order; ``prior_count``
 counts them all)."""
-
-
-def _no_paths() -> Distinct:
-    return Distinct(PRIOR_SHOWN)
 
 
 def _add_written(written: Distinct, entry: Mapping[str, Any]) -> Distinct:
@@ -365,12 +364,12 @@ def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
     current = _written_paths(ctx.tool_name, ctx.args)
     if not current:
         return None
-    written = ctx.history_tally("proctor.written_paths", _no_paths, _add_written)
-    prior = written.values
-    new = sorted(set(current) - prior)
-    total = len(prior) + len(new)
+    written = ctx.history_tally(WRITTEN_PATHS, lambda: Distinct(PRIOR_SHOWN), _add_written)
+    new = sorted(set(current) - written.values)
+    total = written.count + len(new)
     if not new or total <= 1:
         return None
+    prior = {"prior_paths": list(written.first), "prior_count": written.count}
     return GuardVerdict(
         allowed=False,
         message=(
@@ -378,7 +377,7 @@ def check_no_bulk_writes(ctx: GuardContext) -> GuardVerdict | None:
             "several files needs a confirmation for each"
         ),
         code="bulk_write",
-        metadata={"prior_paths": list(written.first), "prior_count": len(prior), "new_paths": new},
+        metadata={**prior, "new_paths": new},
     )
 
 
@@ -423,7 +422,7 @@ def check_write_budget(ctx: GuardContext) -> GuardVerdict | None:
     """
     if ctx.tool_name not in CHANGING_TOOLS:
         return None
-    count = ctx.history_tally("proctor.changing_calls", int, _changing)
+    count = ctx.history_tally(CHANGING_CALLS, int, _changing)
     if count < ctx.write_budget:
         return None
     return GuardVerdict(

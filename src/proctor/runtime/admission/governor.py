@@ -33,10 +33,12 @@ from proctor.contracts.values import replace
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
 from proctor.errors import LeaseLost, ProctorError, RefusedCall
+from proctor.policy import write_tally
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
 from proctor.policy.guards import GuardContext, RunHistory
 from proctor.policy.model import PolicySet
 from proctor.policy.registry import GuardRegistry
+from proctor.policy.shipped_guards import CHANGING_TOOLS
 from proctor.receipts.canonical import digest, digest_and_text
 from proctor.runtime.admission.calls import AwaitApproval as AwaitApproval
 from proctor.runtime.admission.calls import CallOutcome as CallOutcome
@@ -147,6 +149,7 @@ class Governor:
         self.step_scopes = dict(step_scopes or {})
         self.retain = retain
         self.history = RunHistory()
+        self._seeded = False  # the history's write tallies start from the run's (write_tally)
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
         self._fresh = False  # see resume_from
@@ -405,6 +408,11 @@ class Governor:
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], relpaths: tuple[str, ...]
     ) -> PolicyDecision:
         extra = {} if self.write_budget is None else {"write_budget": self.write_budget}
+        if not self._seeded:  # the run's calls made by other governors (a host's, a resume's)
+            self._seeded = True
+            run = self.store.get_run(self.run_id)
+            if run is not None:
+                write_tally.seed(self.history, run.data)
         ctx = GuardContext(
             tool_name=tool.name,
             raw_args=spec.args,
@@ -514,9 +522,12 @@ class Governor:
         if spec.cancel is not None and spec.cancel.is_set():
             settled["cancel_requested"] = True  # recorded beside how the call actually ended
         # 10. record: the run store, then the audit log
+        entry = {"tool": tool.name, "args": args, "outcome": _history(status)}
         if changes:
             kill_point("call.executed")
-            self.store.settle_call(self.run_id, outcome.call_id, status, settled)
+            with self.store.transaction():  # the call counted in the run's tally with it
+                self.store.settle_call(self.run_id, outcome.call_id, status, settled)
+                self._carry(entry)
             kill_point("call.settled")
         else:
             record.outcome = status
@@ -524,8 +535,13 @@ class Governor:
             if result_text is not None and len(result_text) >= _SHARED_TEXT_MIN:
                 # the digest's canonical text is the stored row's text of the result too
                 record.result_json = dumps_member(settled, "result", result_text)
-            self.store.record_call(record)
-        self.history.append({"tool": tool.name, "args": args, "outcome": _history(status)})
+            if entry["tool"] in CHANGING_TOOLS:
+                with self.store.transaction():
+                    self.store.record_call(record)
+                    self._carry(entry)
+            else:
+                self.store.record_call(record)
+        self.history.append(entry)
         self.audit.emit(
             "tool_call",
             run_id=self.run_id,
@@ -544,6 +560,19 @@ class Governor:
             started_at=settled["started_at"],
         )
         return outcome
+
+    def _carry(self, entry: dict[str, Any]) -> None:
+        """Add a changing call to the write tally the run's data keeps (inside the
+        transaction that records it), so the next governor of the run starts from it."""
+        if entry["tool"] not in CHANGING_TOOLS or entry["outcome"] == "refused":
+            return
+        run = self.store.get_run(self.run_id)
+        if run is None:
+            return
+        tally = write_tally.carried(run.data.get(write_tally.KEY), entry)
+        if tally is not None:
+            self.store.update_run(self.run_id, data={write_tally.KEY: tally})
+            kill_point("call.counted")  # inside the settling commit: neither kept, or both
 
     def _refused(self, spec: CallSpec, outcome: CallOutcome, refusal: RefusedCall) -> CallOutcome:
         error, _ = self.sanitizer.value(refusal.to_dict())
