@@ -35,9 +35,10 @@ from proctor.runtime.records import paged
 from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.postgres_pool import (
     close_pools,
-    driver_message,
+    ended_by_server,
     is_postgres_url,
     pool_for,
+    store_error,
 )
 from proctor.runtime.records.postgres_writes import fenced_statement, unflushed
 from proctor.runtime.records.rows import (
@@ -66,15 +67,6 @@ from proctor.runtime.records.runs import (
 __all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
 _NOW = "extract(epoch from clock_timestamp())"
-
-
-_ENDED = frozenset({"57P01", "57P02", "57P03"})
-"""SQLSTATEs of a backend the server ended (admin shutdown, crash shutdown, cannot connect
-now): the statement that meets one on an idle connection never ran."""
-
-
-def _ended_by_server(exc: BaseException | None) -> bool:
-    return getattr(exc, "sqlstate", None) in _ENDED
 
 
 class PostgresRunStore(paged.PagedReads):
@@ -161,7 +153,7 @@ class PostgresRunStore(paged.PagedReads):
                 stack.enter_context(conn.transaction())
             except (psycopg.Error, PoolTimeout) as exc:
                 stack.close()  # the pool drops a broken connection as it comes back
-                if attempt == 0 and _ended_by_server(exc):
+                if attempt == 0 and ended_by_server(exc):
                     continue
                 raise self._error(exc) from exc
             stack.conn = conn  # type: ignore[attr-defined]
@@ -203,7 +195,7 @@ class PostgresRunStore(paged.PagedReads):
                 cause = exc.__cause__ if isinstance(exc, StoreError) else exc
                 # the server ended the pooled connection before this statement reached it
                 # (it had sat idle): nothing ran, so it runs once more on a new connection
-                if alone and attempt == 0 and _ended_by_server(cause):
+                if alone and attempt == 0 and ended_by_server(cause):
                     continue
                 if isinstance(exc, StoreError):
                     raise
@@ -264,15 +256,7 @@ class PostgresRunStore(paged.PagedReads):
         return [r[1:] for r in rows if r[1] is not None]
 
     def _error(self, exc: Exception) -> StoreError:
-        import psycopg
-
-        # a connection the server closed surfaces as either, depending on when it is noticed
-        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-            return StoreError(
-                f"the run store {self.shown} failed: {driver_message(exc, self.url)}",
-                code="store_unreachable",
-            )
-        return StoreError(f"run store error: {driver_message(exc, self.url)}")
+        return store_error(exc, self.url, self.shown)
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -741,11 +725,12 @@ class PostgresRunStore(paged.PagedReads):
         """Give the lease up (the row stays: its epoch must only grow). Alone, it commits
         without the WAL flush (:mod:`.postgres_writes`)."""
         epoch = self._fences.get(run_id)
+        quick = getattr(self._local, "conn", None) is None
         done = self._rows(
             unflushed(
                 "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
                 " WHERE run_id = %s AND holder = %s AND epoch IS NOT DISTINCT FROM %s",
-                getattr(self._local, "conn", None) is None,
+                quick,
             )
             + " RETURNING 1",
             (run_id, holder, epoch),

@@ -9,7 +9,38 @@ from typing import Any
 from proctor.errors import StoreError
 from proctor.runtime.records.postgres_schema import migrate
 
-__all__ = ["POOL_SIZE", "close_pools", "driver_message", "is_postgres_url", "pool_for"]
+__all__ = [
+    "POOL_SIZE",
+    "close_pools",
+    "driver_message",
+    "ended_by_server",
+    "is_postgres_url",
+    "pool_for",
+    "store_error",
+]
+
+_ENDED = frozenset({"57P01", "57P02", "57P03"})
+"""SQLSTATEs of a backend the server ended (admin shutdown, crash shutdown, cannot connect
+now): the statement that meets one on an idle connection never ran."""
+
+
+def ended_by_server(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the server ended the backend (the statement never ran)."""
+    return getattr(exc, "sqlstate", None) in _ENDED
+
+
+def store_error(exc: Exception, url: str, shown: str) -> StoreError:
+    """The store's error for a driver's ``exc``: ``store_unreachable`` when the connection
+    failed (a closed connection surfaces as either class, by when it is noticed), the
+    driver's message otherwise; ``url``'s password never in it."""
+    import psycopg
+
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StoreError(
+            f"the run store {shown} failed: {driver_message(exc, url)}",
+            code="store_unreachable",
+        )
+    return StoreError(f"run store error: {driver_message(exc, url)}")
 
 
 def is_postgres_url(url: str) -> bool:
