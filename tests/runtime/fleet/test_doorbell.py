@@ -189,6 +189,11 @@ def test_a_finish_rides_on_the_next_take_and_frees_its_run_in_the_same_statement
         # a submission given back meanwhile (and taken by another worker) is not finished
         assert on.queue.take_next("w", finished=Finished(taken.id, "done")) == (None, None)
         assert on.queue.counts() == {"done": 2, "failed": 1, "taken": 1}
+        # nor does naming it free its run: work held back behind another worker's take stays
+        on.queue.submit("resume", "run-10", {"document": {}})
+        held, _ = on.queue.take_next("w", finished=Finished(taken.id, "done"))
+        assert held is None
+        assert on.queue.counts() == {"done": 2, "failed": 1, "taken": 1, "queued": 1}
 
 
 def _waiters(bell: Doorbell, count: int) -> tuple[list[bool], list[threading.Thread]]:

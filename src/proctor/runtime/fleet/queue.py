@@ -61,11 +61,12 @@ _CONTINUE = json.dumps({"document": {}})
 
 _TAKEABLE = (
     "s.state = 'queued' AND NOT EXISTS (SELECT 1 FROM submissions t"
-    " WHERE t.run_id = s.run_id AND t.state = 'taken' AND t.id <> %s)"
+    " WHERE t.run_id = s.run_id AND t.state = 'taken' AND NOT (t.id = %s AND t.taken_by = %s))"
 )
 """A submission of ``submissions s`` a worker may take once it is due: queued, and no other
 submission of its run taken (one run is never driven by two workers at once from the queue)
-but the one the parameter names (being finished by the same statement; -1: none)."""
+but the one the parameters name, taken by this worker (being finished by the same statement;
+-1: none). One another worker took meanwhile (given back as a dead worker's) still counts."""
 
 _STRANDED = (
     "r.status = 'running' AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
@@ -209,7 +210,7 @@ class WorkQueue:
             " SELECT *, NULL FROM took UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
             f" (SELECT MIN(s.due_at) - {_NOW} FROM submissions s WHERE {_TAKEABLE})"
             " WHERE NOT EXISTS (SELECT 1 FROM took)",
-            (worker_id, gone, MAX_BODY_BYTES, *values, gone),
+            (worker_id, gone, worker_id, MAX_BODY_BYTES, *values, gone, worker_id),
         )
         sid, kind, run_id, text, size, attempts, more, due = rows[0]
         if sid is None:
