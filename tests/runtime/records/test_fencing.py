@@ -128,3 +128,28 @@ def test_the_epoch_only_grows_and_a_renewal_keeps_it(pair: tuple[RunStore, RunSt
     assert (lease := a.lease(RUN)) is not None and lease.epoch == 3 and lease.taken_from == "B"
     with pytest.raises(LeaseLost):
         b.append_event(RUN, "stale", {})
+
+
+def test_the_lease_a_take_left_is_the_row_without_reading_it(
+    pair: tuple[RunStore, RunStore],
+) -> None:
+    """A driver learns whom it took a run over from by ``taken_lease`` (PostgreSQL answers from
+    what its take wrote, sparing a round trip): after every kind of take it is the row's."""
+    a, b = pair
+
+    def same(store: RunStore, holder: str, epoch: int, taken_from: str | None) -> None:
+        taken, row = store.taken_lease(RUN), store.lease(RUN)
+        assert taken is not None and row is not None
+        assert (taken.holder, taken.epoch, taken.taken_from) == (holder, epoch, taken_from)
+        assert (row.holder, row.epoch, row.taken_from) == (holder, epoch, taken_from)
+
+    a.create_run(RunRecord(run_id=RUN, skill="k", method="main"))
+    assert a.acquire_lease(RUN, "A", -1) is None  # the first take: nobody's before
+    same(a, "A", 1, None)
+    assert b.acquire_lease(RUN, "B", 60) is None  # a lapsed lease taken over
+    same(b, "B", 2, "A")
+    assert b.acquire_lease(RUN, "B", -1) is None  # taken again by its holder: kept as it was
+    same(b, "B", 2, "A")
+    b.release_lease(RUN, "B")
+    assert a.acquire_lease(RUN, "A", 60) is None  # after a release: nobody's before
+    same(a, "A", 3, None)

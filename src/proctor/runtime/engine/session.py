@@ -362,7 +362,7 @@ class Session:
                 code="run_busy",
             )
         self._renewed[run_id] = at
-        lease = self.store.lease(run_id)
+        lease = self.store.taken_lease(run_id)
         if lease is not None and lease.taken_from:
             # the run record names the holder whose lease lapsed (or who died) and the epoch
             # that took over from it; the retry question of its claims says which it was

@@ -89,6 +89,7 @@ class PostgresRunStore(paged.PagedReads):
         # the lease epoch this process took, by run (see .fencing); kept after a loss, so
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
+        self._taken: dict[str, LeaseRecord] = {}  # the lease as its last take left it, by run
         self._effects: set[str] = set()  # runs with a claim settled since their last step
 
     # -- connections and transactions -------------------------------------------------------
@@ -671,6 +672,7 @@ class PostgresRunStore(paged.PagedReads):
             )
             if made is not None:
                 self._fences[run_id] = 1
+                self._taken[run_id] = LeaseRecord(holder, 1, False)
                 return None
             row = self._one(
                 f"SELECT holder, expires_at < {_NOW}, epoch FROM leases WHERE run_id = %s"
@@ -695,6 +697,7 @@ class PostgresRunStore(paged.PagedReads):
                 (holder, ttl_seconds, epoch + 1, taken_from, run_id),
             )
             self._fences[run_id] = epoch + 1
+            self._taken[run_id] = LeaseRecord(holder, epoch + 1, False, taken_from)
         return None
 
     def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
@@ -720,6 +723,9 @@ class PostgresRunStore(paged.PagedReads):
         if row is None:
             return None
         return LeaseRecord(str(row[0]), int(row[1]), bool(row[2]), row[3])
+
+    def taken_lease(self, run_id: str) -> LeaseRecord | None:
+        return self._taken.get(run_id)  # as acquire_lease wrote it: no round trip
 
     def release_lease(self, run_id: str, holder: str) -> None:
         """Give the lease up (the row stays: its epoch must only grow). Alone, it commits

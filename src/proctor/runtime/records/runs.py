@@ -351,6 +351,11 @@ class RunStore(Protocol):
         """The run's lease row, or ``None`` when no driver ever held it."""
         ...
 
+    def taken_lease(self, run_id: str) -> LeaseRecord | None:
+        """The run's lease as this store's last :meth:`acquire_lease` of it left it (a store
+        may read the row again; one that remembers it spares a round trip), or ``None``."""
+        ...
+
     def release_lease(self, run_id: str, holder: str) -> None:
         """Give the lease back if ``holder`` holds it (the row and its epoch stay)."""
         ...

@@ -732,9 +732,10 @@ class SQLiteRunStore(paged.PagedReads):
             return None
         return LeaseRecord(str(row[0]), int(row[1]), float(row[2]) <= time.time(), row[3])
 
+    taken_lease = lease  # a local read: nothing to spare
+
     def release_lease(self, run_id: str, holder: str) -> None:
-        with self.transaction():
-            # the row stays: its epoch must only grow
+        with self.transaction():  # the row stays: its epoch must only grow
             epoch = self._fences.get(run_id)
             done = self._exec(
                 "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
