@@ -155,3 +155,29 @@ def test_a_sealed_envelope_is_the_one_built_unless_scrubbing_changed_it(tmp_path
     assert "hello" not in json.dumps(hidden.to_json())
     kept = s.store.get_run(hidden.run_id)
     assert kept is not None and "hello" not in json.dumps(kept.data["envelope"])
+
+
+def test_a_seal_counts_the_log_on_from_the_anchor_its_start_check_read(tmp_path: Path) -> None:
+    """The seal of a run whose process counts nothing yet starts from the anchor the run's
+    start check read, not reading it again: lines other runs added since are counted all the
+    same, so the head the receipt commits is the log's."""
+    from proctor.runtime.engine.sealing import _audit_head
+    from proctor.runtime.engine.start import check_parts
+    from proctor.runtime.records.audit import line_digest
+
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    assert session(root).run("one", cwd=root).status == "sealed"  # the store has an anchor
+    late = session(root)
+    check_parts(late)
+    read = dict(late.audit.known_head or {})
+    assert read["lines"] > 0
+    assert session(root).run("one", cwd=root).status == "sealed"  # the log and anchor move on
+    assert late.store.audit_anchor()["lines"] > read["lines"]  # type: ignore[index]
+    begun: list[str] = []
+    late.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    head = _audit_head(late)
+    late.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert not [q for q in begun if "audit_anchor" in q]
+    lines = late.audit.path.read_bytes().splitlines()
+    assert head == {"lines": len(lines), "last_digest": line_digest(lines[-1])}

@@ -410,8 +410,12 @@ def decided_by(requests: list[RequestRecord]) -> dict[str, list[Verdict]]:
 def _audit_head(s: RunHost) -> dict[str, Any]:
     """The head a run receipt commits (``lines``, ``last_digest``)."""
     try:
-        # the store's newest anchor only starts a count this process has not made yet
-        head = s.audit.head(known=None if s.audit.counting else s.store.audit_anchor())
+        # the store's newest anchor only starts a count this process has not made yet; the
+        # one the run's start check read is an earlier head of the log as good as a newer one
+        known = None
+        if not s.audit.counting:
+            known = s.audit.known_head or s.store.audit_anchor()
+        head = s.audit.head(known=known)
         return {"lines": head["lines"], "last_digest": head["last_digest"]}
     except OSError as exc:
         raise StoreError(

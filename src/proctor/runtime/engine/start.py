@@ -85,7 +85,9 @@ def check_parts(host: RunHost) -> None:
     host.load_key()
     store = host.store  # opening it is the check (quick_check on a first open)
     log = host.audit.path
-    refuse_broken_log(log, store.audit_anchor(), log.name)
+    anchor = store.audit_anchor()
+    refuse_broken_log(log, anchor, log.name)
+    host.audit.known_head = anchor  # the seal counts the log on from it (one read, not two)
     # a run that would pause with nobody told is refused before its first step
     notify_config(host.workspace.root)
 

@@ -166,6 +166,9 @@ class AuditLog:
         self._check_tail = True
         self._sequences: dict[str, int] = {}
         self._lost: dict[str, int] = {}
+        self.known_head: Mapping[str, Any] | None = None
+        """An earlier head of this log (the run store's newest anchor, as a run's start check
+        read it): a seal whose log counts nothing yet counts on from it, not reading it again."""
         self.observers: list[Callable[[Mapping[str, Any]], None]] = []
         """Called with each record once it is written, in order (telemetry's seam)."""
         # flock excludes other processes, not this one's threads (child runs drive in threads)
