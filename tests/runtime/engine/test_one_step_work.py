@@ -181,3 +181,43 @@ def test_a_seal_counts_the_log_on_from_the_anchor_its_start_check_read(tmp_path:
     assert not [q for q in begun if "audit_anchor" in q]
     lines = late.audit.path.read_bytes().splitlines()
     assert head == {"lines": len(lines), "last_digest": line_digest(lines[-1])}
+
+
+ASKS = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: s0
+        tool: echo
+        inputs: {text: before}
+      - id: a0
+        ask: {reason: go on?}
+      - id: e0
+        tool: echo
+        inputs: {text: $steps.s0.text}
+    result_from: [e0]
+"""
+
+
+def test_a_resume_reads_the_runs_counts_once_and_goes_on_after_its_settled_steps(
+    tmp_path: Path,
+) -> None:
+    """The governor's build and the drive's resume point share one read of the run's counts
+    (nothing settles between them): the drive still starts after the steps settled before."""
+    root = make_workspace(tmp_path)
+    make_skill(root, "asks", ASKS)
+    s = session(root)
+    paused = s.run("asks", cwd=root)
+    assert paused.status == "needs_approval"
+    doc = json.loads(json.dumps(paused.answers_template))
+    for entry in doc.get("approvals", {}).values():
+        entry.update({"approved": True, "reason": "ok"})
+    begun: list[str] = []
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    envelope = s.resume(paused.run_id, doc)
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert envelope.status == "sealed" and envelope.outcome == "completed"
+    assert envelope.result == {"text": "before"}
+    assert len([q for q in begun if "FROM run_counts" in q]) == 1
+    # s0 ran once, before the pause: its one call, and e0's
+    assert [c.step_id for c in s.store.calls(paused.run_id)] == ["s0", "e0"]

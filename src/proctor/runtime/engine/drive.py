@@ -46,7 +46,7 @@ from proctor.runtime.boundary.reach import run_workspace
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine import pausing, turn_calls
 from proctor.runtime.engine.host import RunHost, RunInterrupted, StepDone, StepPause, narrow_outputs
-from proctor.runtime.records.runs import RequestRecord, RunRecord, RunStore
+from proctor.runtime.records.runs import RequestRecord, RunCounts, RunRecord, RunStore
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import CommandStopped
 
@@ -104,6 +104,8 @@ class RunDriver:
         self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
+        # the run's counts as the governor's build read them, for the drive that built it
+        self._built_counts: RunCounts | None = None
         self._operations: dict[str, OperationTool] | None = None
         # the policy state loaded when the run started (its digest went into the run's row
         # with it): the governor enforces that state, read once (None: it loads its own)
@@ -352,7 +354,7 @@ class RunDriver:
             retain=bool(self.record.data.get("retain")),
         )
         governor.resume_from(counts.admitted, fresh=self.fresh)
-        self._governor = governor
+        self._governor, self._built_counts = governor, counts
         return governor
 
     def step_authority(self, step: Any) -> Authority:
@@ -404,12 +406,15 @@ class RunDriver:
         if refused is not None:
             return self.seal("blocked", refused[0], None, refused[1])
         try:
+            self._built_counts = None
             governor = self.governor()
         except Blocked as blocked:
             refusal = Refusal(code=blocked.code, message=self.sanitizer.text(blocked.message))
             return self.seal("blocked", blocked.seal_reason, None, refusal)
         inputs = dict(self.record.data.get("inputs") or {})
-        outputs, settled, first = self._settled()
+        # counts the governor's build read a moment ago still hold: nothing settled since
+        counts, self._built_counts = self._built_counts, None
+        outputs, settled, first = self._settled(counts)
         short = self._receipts_short(governor, settled)
         if short is not None:
             return self.seal("blocked", "budget_exceeded", None, short)
@@ -480,7 +485,7 @@ class RunDriver:
             )
         return self.seal("completed", None, value, None)
 
-    def _settled(self) -> tuple[dict[str, Any], Mapping[str, Any], int]:
+    def _settled(self, counts: RunCounts | None) -> tuple[dict[str, Any], Mapping[str, Any], int]:
         """The outputs of the steps settled before this drive, the records the step loop looks
         at, and the index it starts from.
 
@@ -493,7 +498,7 @@ class RunDriver:
         method's steps, the last one not settled) reads every record, as before.
         """
         store, steps = self.s.store, self.method.steps
-        n = store.run_counts(self.run_id).steps
+        n = (store.run_counts(self.run_id) if counts is None else counts).steps
         if n == 0:
             return {}, {}, 0
         last = store.step_record(self.run_id, steps[n - 1].id) if n <= len(steps) else None
