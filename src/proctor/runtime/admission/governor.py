@@ -163,6 +163,11 @@ class Governor:
         self.calls_made = admitted
         self._fresh = fresh
 
+    def numbered_from(self, step_id: str | None, stored: int) -> None:
+        """Number the step's calls on from the ``stored`` ones its driver read a moment ago,
+        not counting them again (unless this governor numbers the step's calls already)."""
+        self._per_step.setdefault(step_id, stored)
+
     # -- the path ---------------------------------------------------------------------------
 
     def call(self, spec: CallSpec) -> CallOutcome:

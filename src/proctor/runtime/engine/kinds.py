@@ -62,6 +62,7 @@ def tool_step(
     # the step's own calls only (a crashed driver's): reading the run's would make each step
     # cost as much as the run so far; a run this driver's start created has none to read
     recorded = [] if run.fresh else run.s.store.step_calls(run.run_id, step.id)
+    governor.numbered_from(step.id, len(recorded))  # its next call numbered on from them
     settled = _settled_call(recorded, step.id, step.tool)
     if settled is not None:
         # The call settled but its step did not (a crash between the two): reuse the record.
