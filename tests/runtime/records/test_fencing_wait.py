@@ -96,3 +96,22 @@ def test_a_write_waiting_on_a_takeover_follows_what_the_takeover_did(
         else:
             assert outcome[0] is None
             assert _written(store) != before
+
+
+def test_a_take_reads_the_row_first_and_counts_a_row_being_taken_as_held() -> None:
+    """A lease take reads the lease row first (a resumed run has one), and makes it only when
+    there is none; a row another driver holds locked (taking it, or writing under its fence)
+    is held, without waiting, whether the take would read or make it."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+
+    with fresh_schema() as url:
+        a, b = PostgresRunStore(url), PostgresRunStore(url)
+        assert a.acquire_lease(RUN, "A", 60) is None  # no row: made, the first epoch
+        assert (lease := a.lease(RUN)) is not None and (lease.holder, lease.epoch) == ("A", 1)
+        a.release_lease(RUN, "A")
+        with b.transaction(), b.connection() as conn:  # b takes the row, uncommitted
+            conn.execute("SELECT 1 FROM leases WHERE run_id = %s FOR UPDATE", (RUN,))
+            assert a.acquire_lease(RUN, "A", 60) == "(another driver, taking it now)"
+        assert a.acquire_lease(RUN, "A", 60) is None  # the row read and taken: the next epoch
+        assert (lease := a.lease(RUN)) is not None and (lease.holder, lease.epoch) == ("A", 2)
+        assert a.taken_lease(RUN) == lease

@@ -664,23 +664,23 @@ class PostgresRunStore(paged.PagedReads):
         """Take the lease row (``FOR UPDATE SKIP LOCKED``: a row another driver is taking at
         this moment, or writing under its fence, counts as held); expiry is on the database's
         clock. Taking it from another holder, or after a release, moves its epoch on by one."""
-        with self.transaction():
-            made = self._one(
-                "INSERT INTO leases (run_id, holder, expires_at, epoch)"
-                f" VALUES (%s, %s, {_NOW} + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
-                (run_id, holder, ttl_seconds),
-            )
-            if made is not None:
-                self._fences[run_id] = 1
-                self._taken[run_id] = LeaseRecord(holder, 1, False)
-                return None
+        with self.transaction():  # the row first: a run's start made it with the run
             row = self._one(
                 f"SELECT holder, expires_at < {_NOW}, epoch FROM leases WHERE run_id = %s"
                 " FOR UPDATE SKIP LOCKED",
                 (run_id,),
             )
-            if row is None:
-                return "(another driver, taking it now)"
+            if row is None:  # none yet, or one being taken or written under its fence
+                made = self._one(
+                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES"
+                    f" (%s, %s, {_NOW} + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
+                    (run_id, holder, ttl_seconds),
+                )
+                if made is None:
+                    return "(another driver, taking it now)"
+                self._fences[run_id] = 1
+                self._taken[run_id] = LeaseRecord(holder, 1, False)
+                return None
             current, expired, epoch = str(row[0]), bool(row[1]), int(row[2])
             if current == holder and self._fences.get(run_id) == epoch:
                 self._rows(
