@@ -153,3 +153,16 @@ def test_the_lease_a_take_left_is_the_row_without_reading_it(
     b.release_lease(RUN, "B")
     assert a.acquire_lease(RUN, "A", 60) is None  # after a release: nobody's before
     same(a, "A", 3, None)
+    # what a take remembers goes with the release, alone or inside a transaction: a worker
+    # that drives a million runs keeps no lease of any
+    a.release_lease(RUN, "A")
+    for n in range(20):
+        run = f"{n:032x}"
+        a.create_run(RunRecord(run_id=run, skill="k", method="main"))
+        assert a.acquire_lease(run, "A", 60) is None
+        if n % 2:
+            a.release_lease(run, "A")
+        else:
+            with a.transaction():
+                a.release_lease(run, "A")
+    assert not getattr(a, "_taken", {}) and not getattr(a, "_fences", {})

@@ -137,6 +137,7 @@ class PostgresRunStore(paged.PagedReads):
             released, local.released = local.released, []
         for run_id in released:
             self._fences.pop(run_id, None)
+            self._taken.pop(run_id, None)
 
     def _begin(self) -> contextlib.ExitStack:
         """A pooled connection inside ``BEGIN`` (held by the returned stack, as ``.conn``).
@@ -745,6 +746,7 @@ class PostgresRunStore(paged.PagedReads):
             self._local.released.append(run_id)
         elif done:
             self._fences.pop(run_id, None)
+            self._taken.pop(run_id, None)
 
     # -- journal ----------------------------------------------------------------------------
 
