@@ -165,3 +165,43 @@ def test_refused_and_read_calls_leave_the_tally_as_it_was(ws: Path) -> None:
     assert bad.status == "refused"
     assert s.store.get_run(run_id).data[write_tally.KEY] == before
     assert before["changing"] == 1 and before["paths"] == ["a.md"] and _counted(s, run_id) == 1
+
+
+def test_one_governor_reads_the_runs_tally_once_and_stores_every_write(ws: Path) -> None:
+    """A governor making many writes reads the run's row for the tally once (while it holds
+    the run no other driver writes it) and still stores each write's count with it."""
+    from proctor.runtime.admission.governor import CallSpec, Governor
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.records.runs import RunRecord
+
+    s = session(ws, environ={"PROCTOR_HOME": str(ws / ".home")})
+    s.store.create_run(RunRecord(run_id="r", skill="writer", method="main"))
+    policies, guards, _ = s.policy()
+    governor = Governor(
+        run_id="r", workspace=s.workspace, store=s.store, tools=s.tools, policies=policies,
+        guards=guards, audit=s.audit, sanitizer=Sanitizer(),
+    )  # fmt: skip
+    reads: list[str] = []  # the governor's own reads of the run (not the store's merge)
+    real, update = s.store.get_run, s.store.update_run
+    inside = [False]
+
+    def get_run(run_id: str) -> Any:
+        if not inside[0]:
+            reads.append(run_id)
+        return real(run_id)
+
+    def update_run(run_id: str, **kw: Any) -> Any:
+        inside[0] = True
+        try:
+            return update(run_id, **kw)
+        finally:
+            inside[0] = False
+
+    s.store.get_run, s.store.update_run = get_run, update_run  # counted, the real store's
+    for n in range(5):
+        args = {"path": f"n{n}.md", "content": "x\n", "create": True}
+        outcome = governor.call(CallSpec("fs.write", args, frozenset({"fs.write"}), step_id="a"))
+        assert outcome.ok, outcome.code
+        tally = real("r").data[write_tally.KEY]  # type: ignore[union-attr]
+        assert tally["changing"] == n + 1 and len(tally["paths"]) == n + 1
+    assert reads == ["r"]

@@ -150,6 +150,8 @@ class Governor:
         self.retain = retain
         self.history = RunHistory()
         self._seeded = False  # the history's write tallies start from the run's (write_tally)
+        self._tally: Any = None  # the run's write tally as this governor last read or stored it
+        self._tally_known = False
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
         self._fresh = False  # see resume_from
@@ -418,6 +420,7 @@ class Governor:
             run = self.store.get_run(self.run_id)
             if run is not None:
                 write_tally.seed(self.history, run.data)
+                self._tally, self._tally_known = run.data.get(write_tally.KEY), True
         ctx = GuardContext(
             tool_name=tool.name,
             raw_args=spec.args,
@@ -532,7 +535,8 @@ class Governor:
             kill_point("call.executed")
             with self.store.transaction():  # the call counted in the run's tally with it
                 self.store.settle_call(self.run_id, outcome.call_id, status, settled)
-                self._carry(entry)
+                tally = self._carry(entry)
+            self._carried(tally)
             kill_point("call.settled")
         else:
             record.outcome = status
@@ -543,7 +547,8 @@ class Governor:
             if entry["tool"] in CHANGING_TOOLS:
                 with self.store.transaction():
                     self.store.record_call(record)
-                    self._carry(entry)
+                    tally = self._carry(entry)
+                self._carried(tally)
             else:
                 self.store.record_call(record)
         self.history.append(entry)
@@ -566,18 +571,28 @@ class Governor:
         )
         return outcome
 
-    def _carry(self, entry: dict[str, Any]) -> None:
+    def _carry(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         """Add a changing call to the write tally the run's data keeps (inside the
-        transaction that records it), so the next governor of the run starts from it."""
+        transaction that records it), so the next governor of the run starts from it; the
+        tally stored, if it changed. The run's row is read only when this governor has not
+        read or stored the tally yet: while it holds the run's lease no other driver writes it."""
         if entry["tool"] not in CHANGING_TOOLS or entry["outcome"] == "refused":
-            return
-        run = self.store.get_run(self.run_id)
-        if run is None:
-            return
-        tally = write_tally.carried(run.data.get(write_tally.KEY), entry)
+            return None
+        if not self._tally_known:
+            run = self.store.get_run(self.run_id)
+            if run is None:
+                return None
+            self._tally, self._tally_known = run.data.get(write_tally.KEY), True
+        tally = write_tally.carried(self._tally, entry)
         if tally is not None:
             self.store.update_run(self.run_id, data={write_tally.KEY: tally})
             kill_point("call.counted")  # inside the settling commit: neither kept, or both
+        return tally
+
+    def _carried(self, tally: dict[str, Any] | None) -> None:
+        """The tally :meth:`_carry` stored, kept once its transaction committed."""
+        if tally is not None:
+            self._tally = tally
 
     def _refused(self, spec: CallSpec, outcome: CallOutcome, refusal: RefusedCall) -> CallOutcome:
         error, _ = self.sanitizer.value(refusal.to_dict())
