@@ -84,12 +84,10 @@ def session_package(
     description, method, instructions = texts
     from proctor.receipts.canonical import digest
 
-    folder = root / ".proctor" / kind / digest(sorted(tools))[7:23]
-    folder.mkdir(parents=True, exist_ok=True)
-    _write_changed(folder / "SKILL.md", f"---\nname: {name}\ndescription: {description}\n---\n")
+    parts = (kind, digest(sorted(tools))[7:23])
+    skill_md = f"---\nname: {name}\ndescription: {description}\n---\n"
     allowance = json.dumps(sorted(tools))
-    _write_changed(
-        folder / "run.yaml",
+    run_yaml = (
         "minimum_proctor: 0.1.0\n"
         "default_method: session\n"
         "methods:\n"
@@ -105,18 +103,77 @@ def session_package(
         "          output:\n"
         "            type: object\n"
         "            properties: {calls: {type: integer}}\n"
-        "            required: [calls]\n",
+        "            required: [calls]\n"
     )
-    return folder
+    folder = _state_folder(root, parts)
+    try:
+        _write_changed(folder, "SKILL.md", skill_md)
+        _write_changed(folder, "run.yaml", run_yaml)
+    finally:
+        os.close(folder)
+    return root.joinpath(".proctor", *parts)
 
 
-def _write_changed(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` unless it is a file holding exactly that text already."""
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _state_folder(root: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of ``.proctor/<parts...>``, each folder made when absent and opened
+    without following a link; a link (or a file) found at a step is replaced by a folder of
+    proctor's own, so nothing written under it lands outside the workspace's state.
+
+    Raises:
+        ProctorError: ``state_unusable``: ``.proctor`` itself is no plain folder, or a step
+            cannot be made.
+    """
+    try:
+        at = os.open(root / ".proctor", _FOLDER)
+    except OSError as exc:
+        raise ProctorError(
+            f"the workspace's .proctor is not a folder proctor can use ({exc.strerror})",
+            code="state_unusable",
+        ) from exc
+    for part in parts:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=at)
+            try:
+                inner = os.open(part, _FOLDER, dir_fd=at)
+            except OSError:  # a link or a file where the folder goes: ours to replace
+                os.unlink(part, dir_fd=at)
+                os.mkdir(part, 0o700, dir_fd=at)
+                inner = os.open(part, _FOLDER, dir_fd=at)
+        except OSError as exc:
+            os.close(at)
+            raise ProctorError(
+                f"proctor could not make .proctor/{part} ({exc.strerror})", code="state_unusable"
+            ) from exc
+        os.close(at)
+        at = inner
+    return at
+
+
+def _write_changed(folder: int, name: str, text: str) -> None:
+    """Write ``text`` to the file ``name`` of ``folder`` (a descriptor) unless it is a plain
+    file holding exactly that text already; a link there is replaced, never followed."""
     data = text.encode("utf-8")
     with contextlib.suppress(OSError):
-        if not path.is_symlink() and path.read_bytes() == data:
-            return
-    path.write_bytes(data)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        try:
+            if os.read(fd, len(data) + 1) == data:
+                return
+        finally:
+            os.close(fd)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=folder)
+    except OSError:  # a link (ELOOP) or another kind of entry there: replaced by the file
+        os.unlink(name, dir_fd=folder)
+        fd = os.open(name, flags, 0o600, dir_fd=folder)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def session_key(ctx: ServerRequestContext[Any, Any], transport: str) -> tuple[str, ...]:
