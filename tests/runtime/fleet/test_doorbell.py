@@ -158,7 +158,9 @@ def test_a_finish_rides_on_the_next_take_and_frees_its_run_in_the_same_statement
     from proctor.runtime.fleet.queue import Finished
 
     with listening(url) as on:
+        seen = on.bell.rung
         on.queue.submit("start", "run-10", START)
+        assert on.bell.wait(seen, 30)  # its own ring, heard before the next is counted
         first = on.queue.take("w")
         assert first is not None
         seen = on.bell.rung
