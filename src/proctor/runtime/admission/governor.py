@@ -415,12 +415,7 @@ class Governor:
         self, spec: CallSpec, tool: Tool, args: dict[str, Any], relpaths: tuple[str, ...]
     ) -> PolicyDecision:
         extra = {} if self.write_budget is None else {"write_budget": self.write_budget}
-        if not self._seeded:  # the run's calls made by other governors (a host's, a resume's)
-            self._seeded = True
-            run = self.store.get_run(self.run_id)
-            if run is not None:
-                write_tally.seed(self.history, run.data)
-                self._tally, self._tally_known = run.data.get(write_tally.KEY), True
+        self._seed()
         ctx = GuardContext(
             tool_name=tool.name,
             raw_args=spec.args,
@@ -570,6 +565,46 @@ class Governor:
             started_at=settled["started_at"],
         )
         return outcome
+
+    def _seed(self) -> None:
+        """Start the history's write tallies from the run's calls made by other governors (a
+        host's, a resume's, a crashed driver's), once, before this governor counts its own."""
+        if not self._seeded:
+            self._seeded = True
+            run = self.store.get_run(self.run_id)
+            if run is not None:
+                write_tally.seed(self.history, run.data)
+                self._tally, self._tally_known = run.data.get(write_tally.KEY), True
+
+    def settle_reconciled(
+        self,
+        call_id: str,
+        outcome: str,
+        settled: dict[str, Any],
+        event: tuple[str, dict[str, Any]],
+        counted: tuple[str, Any] | None,
+    ) -> None:
+        """Settle a claim reconciliation decided (a crashed driver's, or one whose answer
+        never came) with its event, in one transaction. ``counted`` (the claim's tool and
+        arguments) is given when its effect took place or may have: the call then counts
+        like one this governor settled, in the run's write tally in that transaction and in
+        this governor's history, so a write a crash left unsettled still spends the budget."""
+        entry = None
+        if counted is not None:
+            self._seed()  # from what the run counted before this settlement adds to it
+            tool, args = counted
+            entry = {
+                "tool": tool,
+                "args": args if isinstance(args, dict) else {},
+                "outcome": "ok" if outcome == "completed" else outcome,  # as _history says
+            }
+        with self.store.transaction():
+            self.store.settle_call(self.run_id, call_id, outcome, settled, reconciled=True)
+            self.store.append_event(self.run_id, *event)
+            tally = None if entry is None else self._carry(entry)
+        self._carried(tally)
+        if entry is not None:
+            self.history.append(entry)
 
     def _carry(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         """Add a changing call to the write tally the run's data keeps (inside the

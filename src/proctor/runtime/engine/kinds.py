@@ -69,7 +69,7 @@ def tool_step(
         return _settled(step, settled, used)
     claims = [c for c in recorded if c.state == "claimed"]
     if claims:
-        got = _reconcile(run, step, claims[-1], confirm)
+        got = _reconcile(run, governor, step, claims[-1], args, confirm)
         if got is not None and not isinstance(got, str):
             return got
         if isinstance(got, str):
@@ -105,7 +105,7 @@ def tool_step(
     except OutcomeUnknown as unknown:  # sent, no answer: its readback decides, or a person
         if held is not None:
             run.spend_ledger().settle(held, held.quote)
-        return _unknown_outcome(run, step, confirm, unknown)
+        return _unknown_outcome(run, governor, step, args, confirm, unknown)
     done = _settled(step, call, used)
     if held is not None:
         if call.status == "refused" or call.already_done is not None:
@@ -236,7 +236,12 @@ def _digest_now(run: StepRunner, rel: str) -> str | None:
 
 
 def _unknown_outcome(
-    run: StepRunner, step: ToolStep, confirm: Confirm | None, unknown: OutcomeUnknown
+    run: StepRunner,
+    governor: Governor,
+    step: ToolStep,
+    args: Any,
+    confirm: Confirm | None,
+    unknown: OutcomeUnknown,
 ) -> StepDone | StepPause:
     """Reconcile the claim a write left unsettled when its answer never came, before the
     step settles: confirmed by readback, or a retry question for a person."""
@@ -244,7 +249,7 @@ def _unknown_outcome(
     run.s.audit.emit("call_outcome_unknown", run_id=run.run_id, step_index=None,
                      step=step.id, tool=step.tool, reason=str(unknown))  # fmt: skip
     why = "this call was sent and its answer never came (its readback could not confirm it)"
-    got = _reconcile(run, step, claims[-1], confirm, why) if claims else None
+    got = _reconcile(run, governor, step, claims[-1], args, confirm, why) if claims else None
     if isinstance(got, StepDone | StepPause):
         return got
     return step_failed(step.id, ProctorError(str(unknown), code="operation_outcome_unknown"))
@@ -253,16 +258,17 @@ def _unknown_outcome(
 _STOPPED = "a driver stopped after this call was sent and before its outcome was recorded"
 
 
-def _abandon(run: StepRunner, claim: CallRecord, note: str) -> None:
-    run.s.store.settle_call(
-        run.run_id,
+def _abandon(
+    governor: Governor, claim: CallRecord, note: str, counted: tuple[str, Any] | None = None
+) -> None:
+    """Settle ``claim`` as of unknown outcome; ``counted`` (its tool and arguments) when it
+    may have taken effect and is not sent again (it then spends the run's write budget)."""
+    governor.settle_reconciled(
         claim.call_id,
         "unknown",
         {"status": "unknown", "result": None, "note": note},
-        reconciled=True,
-    )
-    run.s.store.append_event(
-        run.run_id, "claim_reconciled", {"call_id": claim.call_id, "note": note}
+        ("claim_reconciled", {"call_id": claim.call_id, "note": note}),
+        counted,
     )
 
 
@@ -298,12 +304,15 @@ def retry_question(run: StepRunner, claim: CallRecord, why: str | None = None) -
 
 def _reconcile(
     run: StepRunner,
+    governor: Governor,
     step: ToolStep,
     claim: CallRecord,
+    args: Any,
     confirm: Confirm | None = None,
     why: str = _STOPPED,
 ) -> StepDone | StepPause | str | None:
-    """Decide what a claim with no settlement means.
+    """Decide what a claim with no settlement means (``args``: the step's arguments, which
+    the claim was sent with; a change it made is counted in the run's write tally).
 
     Returns a settled step (a file change confirmed), a pause on a retry request, the retry
     address a person's ``retry: true`` answered (send again), or ``None`` (not applied: send
@@ -332,17 +341,17 @@ def _reconcile(
                 "effect": "write",
                 "confirmed_by_digests": True,
             }
-            run.s.store.settle_call(
-                run.run_id, claim.call_id, "completed", settled, reconciled=True
+            confirmed_by = ("claim_confirmed", {"call_id": claim.call_id})
+            governor.settle_reconciled(
+                claim.call_id, "completed", settled, confirmed_by, (step.tool, args)
             )
-            run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
             return StepDone("completed", output=result)
         if all(n == f.get("before_digest") for n, f in zip(now, pending, strict=True)):
-            _abandon(run, claim, "not applied (every file at its before-image); sent again")
+            _abandon(governor, claim, "not applied (every file at its before-image); sent again")
             return None
     confirmed = None if confirm is None else confirm(claim)
     if confirmed is False:
-        _abandon(run, claim, "not applied (its key was never used); sent again")
+        _abandon(governor, claim, "not applied (its key was never used); sent again")
         return None
     if isinstance(confirmed, dict):
         settled = {
@@ -353,8 +362,10 @@ def _reconcile(
             "effect": "network",
             "confirmed_by_readback": True,
         }
-        run.s.store.settle_call(run.run_id, claim.call_id, "completed", settled, reconciled=True)
-        run.s.store.append_event(run.run_id, "claim_confirmed", {"call_id": claim.call_id})
+        confirmed_by = ("claim_confirmed", {"call_id": claim.call_id})
+        governor.settle_reconciled(
+            claim.call_id, "completed", settled, confirmed_by, (step.tool, args)
+        )
         return StepDone("completed", output=confirmed)
     address = f"{step.id}/retry"
     body = {
@@ -382,9 +393,9 @@ def _reconcile(
     if request.decision is None:
         return StepPause([request])
     if request.decision.get("retry") is True:
-        _abandon(run, claim, "a person chose to send it again")
+        _abandon(governor, claim, "a person chose to send it again")
         return address
-    _abandon(run, claim, "a person chose not to send it again")
+    _abandon(governor, claim, "a person chose not to send it again", (step.tool, args))
     refusal = Refusal(
         code="retry_declined",
         message="the call's outcome is unknown and a person chose not to send it again",
