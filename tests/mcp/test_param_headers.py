@@ -8,8 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import pytest
 
 from tests.mcp.conftest import API_KEY, Ws
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 PICK = """minimum_proctor: 0.1.0
 methods:
