@@ -18,7 +18,12 @@ see the same load on a shared machine):
 
 Prints both rates, the ratio http / in-process (the issue's targets: at least 0.7x with one
 client, 0.9x with sixteen) and the CPU ratio (target: within 1.3x), with the machine's load
-average before and after: on a shared machine the figures to trust are the ratios.
+average before and after: on a shared machine the figures to trust are the ratios. It also
+prints the SDK clients' own CPU per call (this process's during the http rounds) and, with
+one client, what that alone allows: T / (T + client CPU), the throughput ratio a transport
+costing nothing would reach, with T the in-process time a call in this run and, for runs
+that never wait (a quiet machine, a fast disk), its CPU (one client waits for each answer, so
+its CPU is on every call's path; the in-process side has no client).
 """
 
 from __future__ import annotations
@@ -181,9 +186,11 @@ class OverHttp:
             1 for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == self.proc.pid
         )
 
-    async def round(self, per: int) -> tuple[float, float, int]:
-        """Seconds, server CPU seconds, and calls of one round of ``per`` a client."""
+    async def round(self, per: int) -> tuple[float, float, int, float]:
+        """Seconds, server CPU seconds, calls, and the clients' CPU seconds (this process's:
+        the in-process sessions are idle meanwhile) of one round of ``per`` a client."""
         cpu = _tree_cpu(self.proc.pid)
+        mine = time.process_time()
         start = time.perf_counter()
 
         async def one(n: int, client: Any) -> None:
@@ -195,7 +202,8 @@ class OverHttp:
             for n, client in enumerate(self.clients):
                 group.start_soon(one, n, client)
         elapsed = time.perf_counter() - start
-        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.clients)
+        clients = time.process_time() - mine
+        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.clients), clients
 
     def close(self) -> None:
         self.proc.terminate()
@@ -212,7 +220,7 @@ async def measure(clients: int, calls: int, rounds: int, workers: int | None) ->
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     per = max(1, calls // clients // rounds)
-    totals = {"in": [0.0, 0.0, 0], "http": [0.0, 0.0, 0]}
+    totals = {"in": [0.0, 0.0, 0, 0.0], "http": [0.0, 0.0, 0, 0.0]}
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         local = InProcess(Path(a), clients)
         server = OverHttp(Path(b), workers)
@@ -233,10 +241,10 @@ async def measure(clients: int, calls: int, rounds: int, workers: int | None) ->
                     sides = ["in", "http"] if n % 2 == 0 else ["http", "in"]
                     for side in sides:
                         if side == "in":
-                            took = await anyio.to_thread.run_sync(local.round, per)
+                            took = (*await anyio.to_thread.run_sync(local.round, per), 0.0)
                         else:
                             took = await server.round(per)
-                        for i in range(3):
+                        for i in range(4):
                             totals[side][i] += took[i]
         finally:
             server.close()
@@ -266,12 +274,12 @@ def main() -> None:
     for clients in (int(c) for c in options.clients.split(",")):
         load = os.getloadavg()[0]
         got = anyio.run(measure, clients, options.calls, options.rounds, options.workers)
-        (t_in, cpu_in, n_in), (t_http, cpu_http, n_http) = (
+        (t_in, cpu_in, n_in, _), (t_http, cpu_http, n_http, cpu_clients) = (
             got["totals"]["in"],
             got["totals"]["http"],
         )
         rate_in, rate_http = n_in / t_in, n_http / t_http
-        cpu_in, cpu_http = cpu_in / n_in, cpu_http / n_http
+        cpu_in, cpu_http, cpu_client = cpu_in / n_in, cpu_http / n_http, cpu_clients / n_http
         target = targets.get(clients)
         print(f"{clients:3d} client(s), load average {load:.2f} -> {os.getloadavg()[0]:.2f}:")
         print(f"  in process  {rate_in:7.1f} calls/s   CPU {cpu_in * 1e3:6.2f} ms/call")
@@ -284,6 +292,17 @@ def main() -> None:
             + (f" (target >= {target}x)" if target else "")
             + f", CPU per call {cpu_http / cpu_in:5.2f}x (target <= 1.3x)"
         )
+        print(f"  SDK client(s) CPU {cpu_client * 1e3:6.2f} ms/call (this process)")
+        if clients == 1:
+            # One client waits for each answer: its own CPU is on every call's path. With a
+            # server that cost nothing beyond the in-process run, the ratio would be at most
+            # T / (T + c): T the in-process time a call (this run's, or its CPU alone when
+            # nothing waits, as on a quiet machine with a fast disk), c the client's CPU.
+            wall = 1 / rate_in
+            print(
+                f"  one client's ceiling with a free transport: {wall / (wall + cpu_client):5.2f}x"
+                f" (this run), {cpu_in / (cpu_in + cpu_client):5.2f}x (runs that never wait)"
+            )
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ __all__ = ["ProctorServer", "tracing_configured"]
 
 T = TypeVar("T")
 _WORKERS = 32
+X_MCP_HEADER = "x-mcp-header"
+"""The schema annotation that declares an ``Mcp-Param-*`` header (the 2026-07-28 protocol)."""
 
 SERVER_NAME = "proctor"
 INSTRUCTIONS = (
@@ -92,20 +94,60 @@ def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
     return {k: str(info[k])[:200] for k in ("name", "version") if k in info}
 
 
-def _waker(done: anyio.Event) -> Callable[[], None]:
-    """What a worker thread calls to set ``done`` in the current event loop: on asyncio it
-    schedules ``done.set`` and returns at once (the loop outlives every call it awaits);
-    elsewhere it waits for the loop to run it (``anyio.from_thread.run_sync``)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # another backend (trio)
-        token = anyio.lowlevel.current_token()
-        return lambda: anyio.from_thread.run_sync(done.set, token=token)
+class _Finish:
+    """What a call's task waits on until its worker is done, set from the worker's thread.
 
-    def wake() -> None:
-        loop.call_soon_threadsafe(done.set)
+    On asyncio the worker only schedules the set (``call_soon_threadsafe``) and goes back to
+    its pool (the loop outlives every call it awaits), and the task waits on a future of the
+    loop with, for the progress ticks, a timer of the loop: no event, no cancel scope per
+    wait (this is on every ``tools/call``). Elsewhere (trio) the worker waits for the loop to
+    run the set (``anyio.from_thread.run_sync``) and the task waits on an anyio event.
+    """
 
-    return wake
+    def __init__(self) -> None:
+        self._done = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._event: anyio.Event | None = None
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # another backend (trio)
+            self._loop = None
+            self._event = anyio.Event()
+            self._token = anyio.lowlevel.current_token()
+
+    def set(self) -> None:
+        """Called by the worker once the call's outcome is recorded."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._settle)
+        elif self._event is not None:
+            anyio.from_thread.run_sync(self._event.set, token=self._token)
+
+    def _settle(self) -> None:
+        self._done = True
+        _resolve(self._waiter)
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Until the worker is done or ``timeout`` seconds have passed; whether it is done."""
+        if self._event is not None:
+            with anyio.move_on_after(timeout):
+                await self._event.wait()
+            return self._event.is_set()
+        if self._done or self._loop is None:
+            return self._done
+        self._waiter = waiter = self._loop.create_future()
+        timer = None if timeout is None else self._loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return self._done
+
+
+def _resolve(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 def _in_scope(fn: Callable[[threading.Event], T], stop: threading.Event) -> T:
@@ -153,6 +195,21 @@ def _directive_tools(
         )
 
     return DirectiveTools(config, exposure, session)
+
+
+def _declares_header(schema: Any) -> bool:
+    """Whether ``x-mcp-header`` is a key anywhere in ``schema`` (a superset of the positions
+    where the SDK reads it as a header declaration)."""
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            if X_MCP_HEADER in node:
+                return True
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return False
 
 
 def _progress(ctx: ServerRequestContext[Any, Any]) -> Callable[[int], Awaitable[None]]:
@@ -352,16 +409,22 @@ class ProctorServer:
             if self.turns is not None:
                 tools.extend(self.turns.tool_list())
             listed = self._listed = (catalog, tools)
-            self._schemas = {t.name: t.input_schema for t in tools}
+            # only a schema that declares a header parameter has headers to check
+            self._schemas = {
+                t.name: t.input_schema for t in tools if _declares_header(t.input_schema)
+            }
         return list(listed[1])
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
-        """The input schema a served tool is listed with, or ``None`` (not served).
+        """The input schema a served tool is listed with, or ``None``: not served, or its
+        schema declares no ``Mcp-Param-*`` header (``x-mcp-header`` nowhere in it).
 
         The SDK's streamable HTTP transport asks this before each ``tools/call`` of the
         2026-07-28 protocol, to check the call's ``Mcp-Param-*`` headers; without it, the SDK
         runs the whole ``tools/list`` handler (the catalog's digests read again, the request
-        audited) for every call. The list is the one last built; a tool added since is
+        audited) for every call. Against a schema without the annotation the check passes
+        whatever the headers say, after two walks of the schema on every call; ``None`` skips
+        them with the same answer. The list is the one last built; a tool added since is
         ``None`` here, and the call itself then finds it (:meth:`catalog`).
         """
         self.tool_list()
@@ -502,8 +565,7 @@ class ProctorServer:
         the loop answers the call).
         """
         stop = threading.Event()
-        done = anyio.Event()
-        wake = _waker(done)
+        finish = _Finish()
         outcome: list[tuple[bool, Any]] = []
 
         with self._workers_lock:
@@ -519,16 +581,12 @@ class ProctorServer:
             finally:
                 with self._workers_lock:
                     self._stops.discard(stop)
-                wake()  # the awaiting task waits for this (shielded when cancelled)
+                finish.set()  # the awaiting task waits for this (shielded when cancelled)
 
         self._workers().submit(contextvars.copy_context().run, work)
         try:
             count = 0
-            while not done.is_set():
-                with anyio.move_on_after(every):
-                    await done.wait()
-                if done.is_set():
-                    break
+            while not await finish.wait(every):
                 count += 1
                 if report is not None:
                     try:
@@ -539,7 +597,7 @@ class ProctorServer:
             stop.set()
             stop_scoped(stop)  # a command in flight is killed, and its call settled cancelled
             with anyio.CancelScope(shield=True):
-                await done.wait()
+                await finish.wait()
             raise
         ok, value = outcome[0]
         if not ok:
