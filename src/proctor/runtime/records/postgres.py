@@ -191,7 +191,9 @@ class PostgresRunStore(paged.PagedReads):
         for attempt in (0, 1):
             try:
                 with self.connection() as conn:
-                    cur = conn.execute(sql, params)
+                    # prepared on first use (.postgres_pool), but for a text of several
+                    # statements, which PostgreSQL cannot prepare
+                    cur = conn.execute(sql, params, prepare=False if ";" in sql else None)
                     return list(cur.fetchall()) if cur.description is not None else []
             except (psycopg.Error, PoolTimeout, StoreError) as exc:
                 cause = exc.__cause__ if isinstance(exc, StoreError) else exc
