@@ -202,3 +202,73 @@ def test_a_release_skips_the_flush_only_for_itself(url: str) -> None:
         store.release_lease("r2", "me|1|0.00|aa")
         assert store._rows("SHOW synchronous_commit") == [("on",)]
     assert store.lease("r2").holder == ""  # type: ignore[union-attr]
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements psycopg sends from here on (the driver's own entry point counted)."""
+    import psycopg
+
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor, query: str, *args: object, **kwargs: object) -> object:
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    return sent
+
+
+def test_a_start_creates_the_run_and_makes_its_lease_in_two_statements(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run created and its lease taken in one transaction (a start): the run with its counts
+    row is one statement, the lease row made at once another (the run is new, so is its lease:
+    no read of a row first); a lease row left from before is still read and taken over."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    sent = _counting(monkeypatch)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r1", skill="k", method="main"))
+        assert store.acquire_lease("r1", "A", 60) is None
+    assert len(sent) == 2
+    assert (lease := store.lease("r1")) is not None and (lease.holder, lease.epoch) == ("A", 1)
+    assert store.run_counts("r1").calls == 0
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_run(RunRecord(run_id="r1", skill="k", method="main"))
+    # a lease row of the run id left from before: read and taken, its epoch moved on
+    store._rows("INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES ('r2', '', 0, 4)")
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r2", skill="k", method="main"))
+        assert store.acquire_lease("r2", "A", 60) is None
+    assert (lease := store.lease("r2")) is not None and (lease.holder, lease.epoch) == ("A", 5)
+
+
+def test_a_fenced_write_is_one_statement_text_whatever_its_epoch_and_is_prepared(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence's epoch is a parameter: a run's writes under epoch 1 and under epoch 2 send
+    the same text, which the connection has prepared by its second use (a worker's backends
+    plan it once, not at every write)."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+    assert store.acquire_lease("r", "A", 60) is None
+    sent = _counting(monkeypatch)
+    store.append_event("r", "one", {})
+    store.release_lease("r", "A")
+    assert store.acquire_lease("r", "A", 60) is None  # epoch 2 now
+    store.append_event("r", "two", {})
+    events = [s for s in sent if "INSERT INTO events" in s]
+    assert len(events) == 2 and events[0] == events[1]
+    with store.connection() as conn:  # the pool's one connection (min_size 1, one thread)
+        prepared = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s"
+            " AND statement LIKE %s",
+            ("%INSERT INTO events%", "%FROM fence WHERE mine%"),
+        ).fetchone()
+    assert prepared == (1,)

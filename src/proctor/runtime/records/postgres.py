@@ -117,6 +117,7 @@ class PostgresRunStore(paged.PagedReads):
         stack = self._begin()
         raised: BaseException | None = None
         local.released = []  # runs whose fence goes once their release commits
+        local.created = None  # the run this transaction created (see acquire_lease)
         try:
             with stack:
                 local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
@@ -272,33 +273,33 @@ class PostgresRunStore(paged.PagedReads):
         import psycopg
 
         at = now()
-        try:
-            with self.transaction(), self.connection() as conn:
-                row = conn.execute(
-                    "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
-                    " created_at, updated_at, data, identity)"
-                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor",
-                    (
-                        record.run_id,
-                        record.skill,
-                        record.method,
-                        record.status,
-                        record.outcome,
-                        record.receipt_id,
-                        at,
-                        at,
-                        dumps(record.data),
-                        record.identity,
-                    ),
-                ).fetchone()
-                conn.execute(
-                    "INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                    (record.run_id,),
-                )
-        except psycopg.errors.UniqueViolation as exc:
-            raise StoreError(f"a run with id {record.run_id} already exists") from exc
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
+        try:  # the run and its counts row: one statement, one round trip
+            row = self._one(
+                "WITH made AS (INSERT INTO runs (run_id, skill, method, status, outcome,"
+                " receipt_id, created_at, updated_at, data, identity)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor),"
+                " counted AS (INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING)"
+                " SELECT cursor FROM made",
+                (
+                    record.run_id,
+                    record.skill,
+                    record.method,
+                    record.status,
+                    record.outcome,
+                    record.receipt_id,
+                    at,
+                    at,
+                    dumps(record.data),
+                    record.identity,
+                    record.run_id,
+                ),
+            )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise StoreError(f"a run with id {record.run_id} already exists") from exc
+            raise
+        if getattr(self._local, "conn", None) is not None:  # its lease is taken next, likely
+            self._local.created = record.run_id
         record.cursor = int(row[0]) if row else 0
         record.created_at = record.updated_at = at
         return record
@@ -667,22 +668,22 @@ class PostgresRunStore(paged.PagedReads):
         """Take the lease row (``FOR UPDATE SKIP LOCKED``: a row another driver is taking at
         this moment, or writing under its fence, counts as held); expiry is on the database's
         clock. Taking it from another holder, or after a release, moves its epoch on by one."""
-        with self.transaction():  # the row first: a run's start made it with the run
+        with self.transaction():
+            if getattr(self._local, "created", None) == run_id:
+                # the run was created in this transaction: its lease row is made now, unless
+                # one was left from before (then it is read and taken as below)
+                self._local.created = None
+                if self._make_lease(run_id, holder, ttl_seconds):
+                    return None
+            # the row first: a run's start made it with the run
             row = self._one(
                 f"SELECT holder, expires_at < {_NOW}, epoch FROM leases WHERE run_id = %s"
                 " FOR UPDATE SKIP LOCKED",
                 (run_id,),
             )
             if row is None:  # none yet, or one being taken or written under its fence
-                made = self._one(
-                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES"
-                    f" (%s, %s, {_NOW} + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
-                    (run_id, holder, ttl_seconds),
-                )
-                if made is None:
+                if not self._make_lease(run_id, holder, ttl_seconds):
                     return "(another driver, taking it now)"
-                self._fences[run_id] = 1
-                self._taken[run_id] = LeaseRecord(holder, 1, False)
                 return None
             current, expired, epoch = str(row[0]), bool(row[1]), int(row[2])
             if current == holder and self._fences.get(run_id) == epoch:
@@ -702,6 +703,20 @@ class PostgresRunStore(paged.PagedReads):
             self._fences[run_id] = epoch + 1
             self._taken[run_id] = LeaseRecord(holder, epoch + 1, False, taken_from)
         return None
+
+    def _make_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Inside a transaction: make ``run_id``'s lease row, held by ``holder`` at epoch 1;
+        false (nothing written) when the run has one already."""
+        made = self._one(
+            "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES"
+            f" (%s, %s, {_NOW} + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
+            (run_id, holder, ttl_seconds),
+        )
+        if made is None:
+            return False
+        self._fences[run_id] = 1
+        self._taken[run_id] = LeaseRecord(holder, 1, False)
+        return True
 
     def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
         epoch = self._fences.get(run_id)

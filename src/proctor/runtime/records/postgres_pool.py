@@ -115,12 +115,14 @@ def pool_for(url: str, shown: str) -> Any:
             url,
             min_size=1,
             max_size=POOL_SIZE,
-            # every statement prepared on its first use by a connection (psycopg's default
-            # waits for its fifth): a worker's connections each see a statement a few times
-            # a minute, so most ran unprepared, parsed and planned anew, about three times
-            # the database's CPU of a prepared one; the statements' texts are fixed (values
-            # are parameters, the fence's epoch too), so a connection prepares each once
-            kwargs={"autocommit": True, "connect_timeout": 5, "prepare_threshold": 0},
+            # a statement is prepared on its second use by a connection (psycopg's default
+            # waits for its sixth): a worker's connections each see a statement a few times a
+            # minute, so most ran unprepared, parsed and planned anew at about three times
+            # the database's CPU of a prepared one. Not on its first: preparing costs a round
+            # trip of its own, which a statement a command makes once would not win back.
+            # The texts are fixed (values are parameters, the fence's epoch too), so a
+            # connection prepares each once
+            kwargs={"autocommit": True, "connect_timeout": 5, "prepare_threshold": 1},
             open=False,
             name="proctor-runs",
         )
