@@ -272,3 +272,43 @@ def test_a_fenced_write_is_one_statement_text_whatever_its_epoch_and_is_prepared
             ("%INSERT INTO events%", "%FROM fence WHERE mine%"),
         ).fetchone()
     assert prepared == (1,)
+
+
+def test_a_database_at_migration_5_gains_the_index_of_submissions_not_done(url: str) -> None:
+    """Migration 6 indexes the submissions queued or taken by run: a take's question whether
+    another submission of its run is taken, a finish's whether work of its run waits, and the
+    heartbeat's whether a running run has work reads it, not every submission ever made. A
+    database at migration 5, with work queued, gains it and its queue goes on as it was."""
+    import psycopg
+
+    from proctor.runtime.fleet.queue import Finished, WorkQueue
+    from proctor.runtime.records.postgres import PostgresRunStore, close_pools
+
+    body = {"ref": "appender", "cwd": ".", "cli_inputs": ["line=x"]}
+    queue = WorkQueue(PostgresRunStore(url))
+    first = queue.submit("start", "a" * 32, body)
+    queue.submit("resume", "a" * 32, {"document": {}})  # held back behind the first
+    close_pools()
+    with psycopg.connect(url, autocommit=True) as conn:  # as migration 5 left it
+        conn.execute("DROP INDEX submissions_held")
+        conn.execute("DELETE FROM proctor_schema WHERE version >= 6")
+    store = PostgresRunStore(url)
+    queue = WorkQueue(store)
+    work, _ = queue.take_next("w")
+    assert work is not None and work.id == first
+    assert queue.take_next("w") == (None, None)  # the resume waits behind the taken start
+    work, _ = queue.take_next("w", finished=Finished(first, "done"))
+    assert work is not None and work.kind == "resume"
+    with store.connection() as conn:
+        conn.execute("SET enable_seqscan = off")
+        try:
+            for sql in (
+                "SELECT 1 FROM submissions WHERE run_id = 'x' AND state = 'taken'",
+                "SELECT 1 FROM submissions WHERE run_id = 'x' AND state IN ('queued', 'taken')",
+            ):
+                plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
+                assert "submissions_held" in plan, plan
+        finally:
+            conn.execute("RESET enable_seqscan")
+        versions = conn.execute("SELECT max(version) FROM proctor_schema").fetchone()
+    assert versions == (SCHEMA_VERSION,) == (6,)
