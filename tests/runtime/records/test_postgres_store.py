@@ -312,3 +312,32 @@ def test_a_database_at_migration_5_gains_the_index_of_submissions_not_done(url: 
             conn.execute("RESET enable_seqscan")
         versions = conn.execute("SELECT max(version) FROM proctor_schema").fetchone()
     assert versions == (SCHEMA_VERSION,) == (6,)
+
+
+_PLAN = """
+import sys
+from proctor.runtime.records.postgres import PostgresRunStore
+from proctor.runtime.records.postgres_pool import plan_once
+if sys.argv[2] == "worker":
+    plan_once()
+print(PostgresRunStore(sys.argv[1])._rows("SHOW plan_cache_mode")[0][0])
+"""
+
+
+def test_a_workers_connections_plan_each_statement_once_and_no_other_process_does(
+    url: str,
+) -> None:
+    """A worker (``plan_once`` before its store opens) plans a prepared statement once per
+    connection, whatever its values; any other process's connections keep PostgreSQL's
+    choice, so a listing page is still planned for its limit and cursor."""
+    modes = {
+        role: subprocess.run(
+            [sys.executable, "-c", _PLAN, url, role],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.strip()
+        for role in ("worker", "command")
+    }
+    assert modes == {"worker": "force_generic_plan", "command": "auto"}
