@@ -341,3 +341,32 @@ def test_a_workers_connections_plan_each_statement_once_and_no_other_process_doe
         for role in ("worker", "command")
     }
     assert modes == {"worker": "force_generic_plan", "command": "auto"}
+
+
+def test_a_take_of_a_lease_row_is_one_statement_whatever_it_finds(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume's take reads the lease row, decides and writes in one statement (its own
+    flushed commit): taken after a release (the next epoch), renewed by its holder (the same
+    epoch), or answered held by another (nothing written)."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store, other = PostgresRunStore(url), PostgresRunStore(url)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+        assert store.acquire_lease("r", "A", 60) is None
+    store.release_lease("r", "A")
+    sent = _counting(monkeypatch)
+    assert store.acquire_lease("r", "A", 60) is None  # released: taken, the next epoch
+    assert len(sent) == 1
+    assert (lease := store.lease("r")) is not None and (lease.holder, lease.epoch) == ("A", 2)
+    assert store.taken_lease("r") == lease
+    sent.clear()
+    assert store.acquire_lease("r", "A", 60) is None  # its holder's: renewed, same epoch
+    assert other.acquire_lease("r", "B", 60) == "A"  # held: nothing written
+    assert len(sent) == 2
+    assert (lease := store.lease("r")) is not None and (lease.holder, lease.epoch) == ("A", 2)
+    assert other.acquire_lease("r", "B", 60, steal_from="A") is None  # stolen: next epoch
+    assert (lease := other.lease("r")) is not None
+    assert (lease.holder, lease.epoch, lease.taken_from) == ("B", 3, "A")
