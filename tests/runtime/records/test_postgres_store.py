@@ -202,3 +202,171 @@ def test_a_release_skips_the_flush_only_for_itself(url: str) -> None:
         store.release_lease("r2", "me|1|0.00|aa")
         assert store._rows("SHOW synchronous_commit") == [("on",)]
     assert store.lease("r2").holder == ""  # type: ignore[union-attr]
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements psycopg sends from here on (the driver's own entry point counted)."""
+    import psycopg
+
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor, query: str, *args: object, **kwargs: object) -> object:
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    return sent
+
+
+def test_a_start_creates_the_run_and_makes_its_lease_in_two_statements(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run created and its lease taken in one transaction (a start): the run with its counts
+    row is one statement, the lease row made at once another (the run is new, so is its lease:
+    no read of a row first); a lease row left from before is still read and taken over."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    sent = _counting(monkeypatch)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r1", skill="k", method="main"))
+        assert store.acquire_lease("r1", "A", 60) is None
+    assert len(sent) == 2
+    assert (lease := store.lease("r1")) is not None and (lease.holder, lease.epoch) == ("A", 1)
+    assert store.run_counts("r1").calls == 0
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_run(RunRecord(run_id="r1", skill="k", method="main"))
+    # a lease row of the run id left from before: read and taken, its epoch moved on
+    store._rows("INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES ('r2', '', 0, 4)")
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r2", skill="k", method="main"))
+        assert store.acquire_lease("r2", "A", 60) is None
+    assert (lease := store.lease("r2")) is not None and (lease.holder, lease.epoch) == ("A", 5)
+
+
+def test_a_fenced_write_is_one_statement_text_whatever_its_epoch_and_is_prepared(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence's epoch is a parameter: a run's writes under epoch 1 and under epoch 2 send
+    the same text, which the connection has prepared by its second use (a worker's backends
+    plan it once, not at every write)."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+    assert store.acquire_lease("r", "A", 60) is None
+    sent = _counting(monkeypatch)
+    store.append_event("r", "one", {})
+    store.release_lease("r", "A")
+    assert store.acquire_lease("r", "A", 60) is None  # epoch 2 now
+    store.append_event("r", "two", {})
+    events = [s for s in sent if "INSERT INTO events" in s]
+    assert len(events) == 2 and events[0] == events[1]
+    with store.connection() as conn:  # the pool's one connection (min_size 1, one thread)
+        prepared = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s"
+            " AND statement LIKE %s",
+            ("%INSERT INTO events%", "%FROM fence WHERE mine%"),
+        ).fetchone()
+    assert prepared == (1,)
+
+
+def test_a_database_at_migration_5_gains_the_index_of_submissions_not_done(url: str) -> None:
+    """Migration 6 indexes the submissions queued or taken by run: a take's question whether
+    another submission of its run is taken, a finish's whether work of its run waits, and the
+    heartbeat's whether a running run has work reads it, not every submission ever made. A
+    database at migration 5, with work queued, gains it and its queue goes on as it was."""
+    import psycopg
+
+    from proctor.runtime.fleet.queue import Finished, WorkQueue
+    from proctor.runtime.records.postgres import PostgresRunStore, close_pools
+
+    body = {"ref": "appender", "cwd": ".", "cli_inputs": ["line=x"]}
+    queue = WorkQueue(PostgresRunStore(url))
+    first = queue.submit("start", "a" * 32, body)
+    queue.submit("resume", "a" * 32, {"document": {}})  # held back behind the first
+    close_pools()
+    with psycopg.connect(url, autocommit=True) as conn:  # as migration 5 left it
+        conn.execute("DROP INDEX submissions_held")
+        conn.execute("DELETE FROM proctor_schema WHERE version >= 6")
+    store = PostgresRunStore(url)
+    queue = WorkQueue(store)
+    work, _ = queue.take_next("w")
+    assert work is not None and work.id == first
+    assert queue.take_next("w") == (None, None)  # the resume waits behind the taken start
+    work, _ = queue.take_next("w", finished=Finished(first, "done"))
+    assert work is not None and work.kind == "resume"
+    with store.connection() as conn:
+        conn.execute("SET enable_seqscan = off")
+        try:
+            for sql in (
+                "SELECT 1 FROM submissions WHERE run_id = 'x' AND state = 'taken'",
+                "SELECT 1 FROM submissions WHERE run_id = 'x' AND state IN ('queued', 'taken')",
+            ):
+                plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())
+                assert "submissions_held" in plan, plan
+        finally:
+            conn.execute("RESET enable_seqscan")
+        versions = conn.execute("SELECT max(version) FROM proctor_schema").fetchone()
+    assert versions == (SCHEMA_VERSION,) == (6,)
+
+
+_PLAN = """
+import sys
+from proctor.runtime.records.postgres import PostgresRunStore
+from proctor.runtime.records.postgres_pool import plan_once
+if sys.argv[2] == "worker":
+    plan_once()
+print(PostgresRunStore(sys.argv[1])._rows("SHOW plan_cache_mode")[0][0])
+"""
+
+
+def test_a_workers_connections_plan_each_statement_once_and_no_other_process_does(
+    url: str,
+) -> None:
+    """A worker (``plan_once`` before its store opens) plans a prepared statement once per
+    connection, whatever its values; any other process's connections keep PostgreSQL's
+    choice, so a listing page is still planned for its limit and cursor."""
+    modes = {
+        role: subprocess.run(
+            [sys.executable, "-c", _PLAN, url, role],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.strip()
+        for role in ("worker", "command")
+    }
+    assert modes == {"worker": "force_generic_plan", "command": "auto"}
+
+
+def test_a_take_of_a_lease_row_is_one_statement_whatever_it_finds(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume's take reads the lease row, decides and writes in one statement (its own
+    flushed commit): taken after a release (the next epoch), renewed by its holder (the same
+    epoch), or answered held by another (nothing written)."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store, other = PostgresRunStore(url), PostgresRunStore(url)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+        assert store.acquire_lease("r", "A", 60) is None
+    store.release_lease("r", "A")
+    sent = _counting(monkeypatch)
+    assert store.acquire_lease("r", "A", 60) is None  # released: taken, the next epoch
+    assert len(sent) == 1
+    assert (lease := store.lease("r")) is not None and (lease.holder, lease.epoch) == ("A", 2)
+    assert store.taken_lease("r") == lease
+    sent.clear()
+    assert store.acquire_lease("r", "A", 60) is None  # its holder's: renewed, same epoch
+    assert other.acquire_lease("r", "B", 60) == "A"  # held: nothing written
+    assert len(sent) == 2
+    assert (lease := store.lease("r")) is not None and (lease.holder, lease.epoch) == ("A", 2)
+    assert other.acquire_lease("r", "B", 60, steal_from="A") is None  # stolen: next epoch
+    assert (lease := other.lease("r")) is not None
+    assert (lease.holder, lease.epoch, lease.taken_from) == ("B", 3, "A")

@@ -117,8 +117,11 @@ class Worker:
         self._lock = threading.Lock()
         self.cut_off = threading.Event()
         """Set while the heartbeat cannot reach the database: no slot takes work."""
-        probe = Session(workspace, environ=environ)
         from proctor.runtime.records.postgres import PostgresRunStore
+        from proctor.runtime.records.postgres_pool import plan_once
+
+        plan_once()  # before the store's pool opens: a worker's statements are keyed
+        probe = Session(workspace, environ=environ)
 
         store = probe.store
         if not isinstance(store, PostgresRunStore):

@@ -33,6 +33,7 @@ from typing import Any
 from proctor.errors import StoreError
 from proctor.runtime.records import paged
 from proctor.runtime.records.fencing import lease_lost, process_site
+from proctor.runtime.records.postgres_leases import MAKE, TAKE
 from proctor.runtime.records.postgres_pool import (
     close_pools,
     ended_by_server,
@@ -117,6 +118,7 @@ class PostgresRunStore(paged.PagedReads):
         stack = self._begin()
         raised: BaseException | None = None
         local.released = []  # runs whose fence goes once their release commits
+        local.created = None  # the run this transaction created (see acquire_lease)
         try:
             with stack:
                 local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
@@ -191,7 +193,9 @@ class PostgresRunStore(paged.PagedReads):
         for attempt in (0, 1):
             try:
                 with self.connection() as conn:
-                    cur = conn.execute(sql, params)
+                    # prepared on first use (.postgres_pool), but for a text of several
+                    # statements, which PostgreSQL cannot prepare
+                    cur = conn.execute(sql, params, prepare=False if ";" in sql else None)
                     return list(cur.fetchall()) if cur.description is not None else []
             except (psycopg.Error, PoolTimeout, StoreError) as exc:
                 cause = exc.__cause__ if isinstance(exc, StoreError) else exc
@@ -269,34 +273,23 @@ class PostgresRunStore(paged.PagedReads):
     def create_run(self, record: RunRecord) -> RunRecord:
         import psycopg
 
-        at = now()
-        try:
-            with self.transaction(), self.connection() as conn:
-                row = conn.execute(
-                    "INSERT INTO runs (run_id, skill, method, status, outcome, receipt_id,"
-                    " created_at, updated_at, data, identity)"
-                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor",
-                    (
-                        record.run_id,
-                        record.skill,
-                        record.method,
-                        record.status,
-                        record.outcome,
-                        record.receipt_id,
-                        at,
-                        at,
-                        dumps(record.data),
-                        record.identity,
-                    ),
-                ).fetchone()
-                conn.execute(
-                    "INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                    (record.run_id,),
-                )
-        except psycopg.errors.UniqueViolation as exc:
-            raise StoreError(f"a run with id {record.run_id} already exists") from exc
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
+        at, r = now(), record
+        head = (r.run_id, r.skill, r.method, r.status, r.outcome, r.receipt_id)
+        try:  # the run and its counts row: one statement, one round trip
+            row = self._one(
+                "WITH made AS (INSERT INTO runs (run_id, skill, method, status, outcome,"
+                " receipt_id, created_at, updated_at, data, identity)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor),"
+                " counted AS (INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING)"
+                " SELECT cursor FROM made",
+                (*head, at, at, dumps(r.data), r.identity, r.run_id),
+            )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise StoreError(f"a run with id {record.run_id} already exists") from exc
+            raise
+        if getattr(self._local, "conn", None) is not None:  # its lease is taken next, likely
+            self._local.created = record.run_id
         record.cursor = int(row[0]) if row else 0
         record.created_at = record.updated_at = at
         return record
@@ -662,44 +655,44 @@ class PostgresRunStore(paged.PagedReads):
     def acquire_lease(
         self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
     ) -> str | None:
-        """Take the lease row (``FOR UPDATE SKIP LOCKED``: a row another driver is taking at
-        this moment, or writing under its fence, counts as held); expiry is on the database's
-        clock. Taking it from another holder, or after a release, moves its epoch on by one."""
-        with self.transaction():  # the row first: a run's start made it with the run
-            row = self._one(
-                f"SELECT holder, expires_at < {_NOW}, epoch FROM leases WHERE run_id = %s"
-                " FOR UPDATE SKIP LOCKED",
-                (run_id,),
-            )
-            if row is None:  # none yet, or one being taken or written under its fence
-                made = self._one(
-                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES"
-                    f" (%s, %s, {_NOW} + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1",
-                    (run_id, holder, ttl_seconds),
-                )
-                if made is None:
-                    return "(another driver, taking it now)"
-                self._fences[run_id] = 1
-                self._taken[run_id] = LeaseRecord(holder, 1, False)
+        """Take the lease row in one statement (:mod:`.postgres_leases`: a row another driver
+        is taking at this moment, or writing under its fence, counts as held); expiry is on the
+        database's clock. Taking it from another holder, or after a release, moves its epoch
+        on by one."""
+        if getattr(self._local, "created", None) == run_id:
+            # the run was created in this transaction: its lease row is made now, unless one
+            # was left from before (then it is read and taken as below)
+            self._local.created = None
+            if self._make_lease(run_id, holder, ttl_seconds):
                 return None
-            current, expired, epoch = str(row[0]), bool(row[1]), int(row[2])
-            if current == holder and self._fences.get(run_id) == epoch:
-                self._rows(
-                    f"UPDATE leases SET expires_at = {_NOW} + %s WHERE run_id = %s",
-                    (ttl_seconds, run_id),
-                )
-                return None
-            if current not in ("", holder) and not expired and current != steal_from:
-                return current
+        known = self._fences.get(run_id)
+        row = self._one(
+            TAKE,
+            (run_id, holder, known, holder, steal_from, holder, ttl_seconds, holder, run_id),
+        )
+        if row is None:  # none yet (a run's start makes it), or one being taken or written
+            if not self._make_lease(run_id, holder, ttl_seconds):
+                return "(another driver, taking it now)"
+            return None
+        current, epoch, what, wrote = str(row[0]), int(row[1]), str(row[2]), int(row[3])
+        if what == "held":
+            return current
+        if not wrote:  # the row went between its read and its write: cannot be, it was locked
+            return "(another driver, taking it now)"
+        if what == "take":
             taken_from = None if current in ("", holder) else current
-            self._rows(
-                f"UPDATE leases SET holder = %s, expires_at = {_NOW} + %s, epoch = %s,"
-                " taken_from = %s WHERE run_id = %s",
-                (holder, ttl_seconds, epoch + 1, taken_from, run_id),
-            )
             self._fences[run_id] = epoch + 1
             self._taken[run_id] = LeaseRecord(holder, epoch + 1, False, taken_from)
         return None
+
+    def _make_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Make ``run_id``'s lease row, held by ``holder`` at epoch 1; false (nothing written)
+        when the run has one already."""
+        if self._one(MAKE, (run_id, holder, ttl_seconds)) is None:
+            return False
+        self._fences[run_id] = 1
+        self._taken[run_id] = LeaseRecord(holder, 1, False)
+        return True
 
     def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
         epoch = self._fences.get(run_id)

@@ -199,7 +199,24 @@ transaction), and the pending list reads ``requests_waiting``, the requests stil
 not sealed, so its cost does not grow with the sealed runs before the page; requests that runs
 sealed before it left open are marked here."""
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
+_V6 = """
+CREATE INDEX IF NOT EXISTS submissions_held ON submissions (state, run_id)
+    WHERE state IN ('queued', 'taken');
+"""
+"""Version 6: the submissions still queued or taken, by run. A take asks whether another
+submission of the candidate's run is taken, a finish whether work of its run waits, and the
+heartbeat whether a running run has work queued or taken: each read every submission ever
+made (a scan per take, growing with the queue's history), now an index probe into the few
+that are not done."""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+    (6, _V6),
+)
 """Every schema version in order; a new one is appended, never edited once released."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -66,7 +66,9 @@ def fenced_statement(
     goes), fenced under ``epoch`` (``None``: not a driver's write) and, when ``quick``, committed
     without the flush. Its rows: the lease row's epoch first when fenced, then the first write's
     columns (null when it wrote nothing); at least one row, so the commit mode is always read."""
-    ok = "true" if epoch is None else f"EXISTS (SELECT 1 FROM fence WHERE epoch = {epoch:d})"
+    # the epoch is a parameter, never a literal: one statement text whatever the epoch, so a
+    # connection's prepared statement serves every run (see .postgres_pool)
+    ok = "true" if epoch is None else "EXISTS (SELECT 1 FROM fence WHERE mine)"
     ctes = [f"w{n} AS ({text.format(ok=ok)})" for n, (text, _) in enumerate(writes)]
     values = tuple(v for _, part in writes for v in part)
     if quick:
@@ -76,10 +78,10 @@ def fenced_statement(
         sql = f"WITH {', '.join(ctes)} SELECT w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true"
         return sql + gate, values
     return (
-        "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s FOR SHARE),"
-        f" {', '.join(ctes)} SELECT (SELECT epoch FROM fence), w0.* FROM (SELECT 1) one"
-        " LEFT JOIN w0 ON true" + gate,
-        (run_id, *values),
+        "WITH fence AS MATERIALIZED (SELECT epoch, epoch = %s::bigint AS mine FROM leases"
+        f" WHERE run_id = %s FOR SHARE), {', '.join(ctes)} SELECT (SELECT epoch FROM fence),"
+        " w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true" + gate,
+        (epoch, run_id, *values),
     )
 
 
