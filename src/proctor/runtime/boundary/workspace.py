@@ -195,11 +195,16 @@ class Workspace:
         if self._roots:  # a root is checked again by each derivation: nothing is kept
             return self._derived(roots=self._roots, extra_authority=extra, environ=environ)
         held = self._governing.get(extra)
-        if held is not None and held[0] is environ and held[1].rules.same_state(environ):
-            # the workspace's root is still itself, a folder, and proctor's state resolves
-            # to the very paths it did: the same checks a new derivation makes
-            if real_path(self._root_text) == self._root_text and os.path.isdir(self._root_text):
-                return held[1]
+        # kept while the root is still itself and a folder, and proctor's state resolves to the
+        # very paths it did: the checks a new derivation makes
+        if (
+            held is not None
+            and held[0] is environ
+            and held[1].rules.same_state(environ)
+            and real_path(self._root_text) == self._root_text
+            and os.path.isdir(self._root_text)
+        ):
+            return held[1]
         derived = self._derived(roots=self._roots, extra_authority=extra, environ=environ)
         if len(self._governing) >= _GOVERNING_MAX:
             self._governing.clear()
