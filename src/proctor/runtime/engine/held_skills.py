@@ -131,17 +131,18 @@ class HeldSkills:
         self, key: tuple[str, ...], root: str, *, folder: str | None = None,
         digest: str | None = None,
     ) -> Any | None:  # fmt: skip
-        """The kept value when the package folder (``folder``, default ``key[0]``) and the
-        workspace resolve to the paths they did and nothing stamped changed (and, for a racy
-        entry, the files' digest is still ``digest``, default ``key[1]``); ``None``
-        otherwise."""
+        """The kept value when the package folder (``folder``: a real path; by default
+        ``key[0]`` resolved) and the workspace resolve to the paths they did and nothing
+        stamped changed (and, for a racy entry, the files' digest is still ``digest``, default
+        ``key[1]``); ``None`` otherwise."""
         with self._lock:
             entry = self._entries.get(key)
         if entry is None:
             return None
         stamped, loaded = entry
         began = time.time_ns()
-        reals = (real_path(key[0] if folder is None else folder), real_path(root))
+        # a folder given is the real path locate just resolved: not asked of the kernel twice
+        reals = (real_path(key[0]) if folder is None else folder, real_path(root))
         if reals != stamped.reals or not _unchanged(stamped.stamps):
             self._drop(key, entry)
             return None
