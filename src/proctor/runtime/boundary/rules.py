@@ -288,12 +288,13 @@ def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None)
     Every path is resolved again at each call (a link swapped in between two calls is seen by
     the second); only the paths as named, a function of the texts of the root, the current
     folder and the settings alone, are kept between calls (:data:`_NAMED`)."""
-    here = cwd
+    here = None if cwd is None else str(cwd)
     if here is None:
         with contextlib.suppress(OSError):  # a removed current folder reads nothing from it
-            here = os.getcwd()  # type: ignore[assignment]
+            here = os.getcwd()
     settings = tuple(environ.get(var) for var in STATE_VARIABLES)
-    key = (str(root), None if here is None else str(here), settings, os.environ.get("HOME"))
+    # the home's default (no PROCTOR_HOME) is HOME's, or the account entry's
+    key = (str(root), here, settings, os.environ.get("HOME"))
     named = _NAMED.get(key)
     if named is None:
         named = _named_state(root, None if here is None else Path(here), environ)
