@@ -27,5 +27,6 @@ parts may use (its surface) and which parts it may import; import-linter enforce
 - ``skills``, ``limits``, ``testhooks``, ``listen``, ``telemetry``: reading skill packages,
   limits from the environment, crash-test hooks, the listening sockets of proctor's servers,
   OpenTelemetry export of the audit log's events (only when configured); used by every part
-  above.
+  above;
+- ``real_paths``: a path's real path, asked of the kernel in one lookup (under them all).
 """

@@ -33,6 +33,7 @@ from proctor.errors import UsageError
 from proctor.parser.agent_skills import ToolMapping, agent_skill_profile
 from proctor.parser.skill import build_package, package_dir_for, parse_ref
 from proctor.receipts.canonical import digest
+from proctor.runtime.real_paths import real_path
 from proctor.runtime.skill_files import SeenFiles
 
 SKIP_DIRS = frozenset({".git", ".proctor", "__pycache__", "node_modules", ".venv"})
@@ -72,12 +73,12 @@ def local_identity(folder: Path, workspace_root: Path) -> str:
     """The identity of a package read from ``folder``: its path in the workspace; a folder
     outside the workspace is named by a digest of its absolute path (no host path is
     recorded). Moving the folder makes it another package."""
-    return _identity_of_real(os.path.realpath(folder), workspace_root)
+    return _identity_of_real(real_path(folder), workspace_root)
 
 
 def _identity_of_real(real: str, workspace_root: Path) -> str:
     """:func:`local_identity` of a folder already resolved to ``real`` (:func:`locate`'s)."""
-    base = os.path.realpath(workspace_root)
+    base = real_path(workspace_root)
     if real == base:
         return "local:."
     if not real.startswith(base.rstrip("/") + "/"):
@@ -112,7 +113,7 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
             ) from None
         if st is not None:
             folder = package_dir_for(candidate, is_dir=S_ISDIR(st.st_mode))
-            real = os.path.realpath(folder)
+            real = real_path(folder)
             base = str(workspace_root)
             if real == base:
                 label = "."

@@ -219,3 +219,33 @@ def test_a_home_holding_the_workspace_leaves_the_workspace_usable(tmp_path: Path
         ("sensitive_path", "private_key_name"),
     }
     assert refused(ws, "$up/home/projects/other.txt", "read").details["rule"] == "proctor_state"
+
+
+def test_state_paths_follow_the_current_folder_and_links_between_two_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The paths of proctor's state as the settings name them are kept between asks; what
+    they resolve to is asked again each time: a new current folder, or a link swapped, is
+    seen by the next ask."""
+    from proctor.runtime.boundary.rules import state_paths
+
+    root, one, two = tmp_path / "ws", tmp_path / "one", tmp_path / "two"
+    for folder in (root, one, two):
+        folder.mkdir()
+    env = {"PROCTOR_AUDIT_LOG": "log/audit.jsonl", "PROCTOR_HOME": str(tmp_path / "home")}
+    (one / "log").mkdir()
+    (two / "log").mkdir()
+    monkeypatch.chdir(one)
+    assert str(one / "log" / "audit.jsonl") in state_paths(root, env)
+    monkeypatch.chdir(two)
+    found = state_paths(root, env)
+    assert str(two / "log" / "audit.jsonl") in found
+    assert str(one / "log" / "audit.jsonl") not in found
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h2").mkdir()
+    (tmp_path / "home").symlink_to(tmp_path / "h1")
+    assert str(tmp_path / "h1") in state_paths(root, env)
+    (tmp_path / "home").unlink()
+    (tmp_path / "home").symlink_to(tmp_path / "h2")
+    found = state_paths(root, env)
+    assert str(tmp_path / "h2") in found and str(tmp_path / "h1") not in found

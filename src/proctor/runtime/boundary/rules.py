@@ -279,30 +279,49 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _real(path: Path) -> str:
-    return real_path(path)
-
-
 def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None) -> frozenset[str]:
     """The real absolute paths of proctor's state the settings in ``environ`` place (see the
     module docstring). A relative setting is taken both from ``cwd`` (the process's folder, as
     the stores open it) and from the workspace root, so either reading is covered. The
-    workspace's own ``.proctor/`` is not listed: the name rules cover it."""
-    here = cwd
+    workspace's own ``.proctor/`` is not listed: the name rules cover it.
+
+    Every path is resolved again at each call (a link swapped in between two calls is seen by
+    the second); only the paths as named, a function of the texts of the root, the current
+    folder and the settings alone, are kept between calls (:data:`_NAMED`)."""
+    here = None if cwd is None else str(cwd)
     if here is None:
         with contextlib.suppress(OSError):  # a removed current folder reads nothing from it
-            here = Path.cwd()
-    found: set[str] = set()
+            here = os.getcwd()
+    settings = tuple(environ.get(var) for var in STATE_VARIABLES)
+    # the home's default (no PROCTOR_HOME) is HOME's, or the account entry's
+    key = (str(root), here, settings, os.environ.get("HOME"))
+    named = _NAMED.get(key)
+    if named is None:
+        named = _named_state(root, None if here is None else Path(here), environ)
+        if len(_NAMED) >= 64:
+            _NAMED.clear()
+        _NAMED[key] = named
+    found = {real_path(path) for path in named}
+    found.discard("/")
+    return frozenset(found)
 
-    def add(named: str, suffixes: tuple[str, ...] = ("",)) -> None:
-        path = Path(named)
+
+_NAMED: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+
+def _named_state(root: Path, here: Path | None, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The paths of proctor's state as the settings name them, before links are resolved."""
+    named: list[str] = []
+
+    def add(setting: str, suffixes: tuple[str, ...] = ("",)) -> None:
+        path = Path(setting)
         if path.is_absolute():
             bases = [path]
         else:
             bases = [root / path] if here is None else [here / path, root / path]
         for base in bases:
             for suffix in suffixes:
-                found.add(_real(base.with_name(base.name + suffix)))
+                named.append(str(base.with_name(base.name + suffix)))
 
     for var in ("PROCTOR_RECEIPT_DIR", "PROCTOR_SIGNING_KEY"):
         value = environ.get(var)
@@ -320,9 +339,8 @@ def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None)
     else:
         # no home folder at all: nothing of proctor's is kept there
         with contextlib.suppress(OSError, RuntimeError):
-            found.add(_real(Path.home() / ".proctor"))
-    found.discard("/")
-    return frozenset(found)
+            named.append(str(Path.home() / ".proctor"))
+    return tuple(named)
 
 
 class _Found:
@@ -382,6 +400,11 @@ class Rules:
         # outside the workspace: its own files are judged by the other rules
         self._holding = frozenset(s for s in self._state if _under(str(root), s))
         self._authority_files: frozenset[str] | None = None
+
+    def same_state(self, environ: Mapping[str, str]) -> bool:
+        """Whether proctor's state, as ``environ`` places it, resolves now to the very paths
+        these rules keep a run out of (each resolved again: a link swapped is seen)."""
+        return state_paths(self.root, environ) == self._state
 
     def sharing(self, *, extra_authority: frozenset[str], environ: Mapping[str, str]) -> Rules:
         """Rules of the same workspace with other extras and settings; what was read from

@@ -89,6 +89,7 @@ MAX_COMPONENT_BYTES = 255
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAMED_MAX = 1024  # paths whose name verdicts a workspace keeps (emptied when full)
+_GOVERNING_MAX = 64  # the governing workspaces it keeps, one per package (emptied when full)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang us
 _CONTROL = re.compile(r"[\x01-\x1f\x7f]")
 
@@ -142,6 +143,8 @@ class Workspace:
         self._roots = {name: checked_root(name, folder) for name, folder in (roots or {}).items()}
         # path -> (the rules that judged it, its resolution): see _named_read
         self._named: dict[str, tuple[Rules, Resolved]] = {}
+        # extra authority -> (the settings, the workspace governing derived): see governing
+        self._governing: dict[frozenset[str], tuple[Mapping[str, str], Workspace]] = {}
 
     def _derived(
         self,
@@ -178,11 +181,35 @@ class Workspace:
     ) -> Workspace:
         """This workspace as a run's tools see it: ``extra_authority`` (the run's own package
         files) added, proctor's state placed as ``environ`` says (the session's settings).
-        The walk already done is shared; ``self`` when nothing changes."""
+        The walk already done is shared; ``self`` when nothing changes.
+
+        A workspace with no other roots (a session's) keeps what it derived, one per extra
+        authority, and hands it out again while the settings are the same mapping, the root
+        resolves to itself and is a folder, and proctor's state resolves to the same real paths
+        (each resolved again at every ask: a link swapped in between is seen); the derived
+        one's verdicts on names read (``_named``) are kept with it, as they are functions of the
+        path's text and of those rules alone."""
         extra = self.rules.extra_authority | extra_authority
         if extra == self.rules.extra_authority and environ is self._environ:
             return self
-        return self._derived(roots=self._roots, extra_authority=extra, environ=environ)
+        if self._roots:  # a root is checked again by each derivation: nothing is kept
+            return self._derived(roots=self._roots, extra_authority=extra, environ=environ)
+        held = self._governing.get(extra)
+        # kept while the root is still itself and a folder, and proctor's state resolves to the
+        # very paths it did: the checks a new derivation makes
+        if (
+            held is not None
+            and held[0] is environ
+            and held[1].rules.same_state(environ)
+            and real_path(self._root_text) == self._root_text
+            and os.path.isdir(self._root_text)
+        ):
+            return held[1]
+        derived = self._derived(roots=self._roots, extra_authority=extra, environ=environ)
+        if len(self._governing) >= _GOVERNING_MAX:
+            self._governing.clear()
+        self._governing[extra] = (environ, derived)
+        return derived
 
     @property
     def roots(self) -> dict[str, Path]:

@@ -22,10 +22,11 @@ from proctor.runtime.boundary.plain_file import folder
 if TYPE_CHECKING:
     from proctor.contracts.connector import Connector
 
-__all__ = ["LoadedConnector", "find_connectors", "load_connector_file"]
+__all__ = ["MAX_CONNECTORS", "LoadedConnector", "find_connectors", "load_connector_file"]
 
 _MAX_BYTES = 1024 * 1024
-_MAX_CONNECTORS = 256
+MAX_CONNECTORS = 256
+"""The most entries of a ``connectors`` folder a run reads."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def _folder(base: Path, label: str) -> dict[str, LoadedConnector]:
         return {}
     root = Path(where)
     found: dict[str, LoadedConnector] = {}
-    for child in sorted(root.iterdir())[:_MAX_CONNECTORS]:
+    for child in sorted(root.iterdir())[:MAX_CONNECTORS]:
         manifest = child / "connector.yaml"
         if child.is_dir() and not child.is_symlink() and manifest.is_file():
             rel = (

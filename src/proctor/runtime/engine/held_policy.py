@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Mapping
@@ -40,21 +41,30 @@ Look = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
 
 def _look(path: str, *, times: bool = True) -> tuple[Look, int]:
     """``path``'s identity as a link and as what it names (``None`` when absent), and the
-    newest change time among them; without ``times``, what it is (device, inode, mode) only."""
+    newest change time among them; without ``times``, what it is (device, inode, mode) only.
+    One ``lstat`` unless it is a link (what is not a link names itself; what ``lstat`` cannot
+    find, ``stat`` cannot either)."""
+    try:
+        own = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return (None, None), 0
+    named: os.stat_result | None = own
+    if stat.S_ISLNK(own.st_mode):
+        try:
+            named = os.stat(path)
+        except OSError:
+            named = None
     found: list[tuple[int, ...] | None] = []
     newest = 0
-    for follow in (False, True):
-        try:
-            st = os.stat(path, follow_symlinks=follow)
-        except OSError:
+    for st in (own, named):
+        if st is None:
             found.append(None)
-            continue
-        if not times:
+        elif not times:
             found.append((st.st_dev, st.st_ino, st.st_mode))
-            continue
-        found.append((st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns,
-                      st.st_ctime_ns))  # fmt: skip
-        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+        else:
+            found.append((st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns,
+                          st.st_ctime_ns))  # fmt: skip
+            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     return (found[0], found[1]), newest
 
 

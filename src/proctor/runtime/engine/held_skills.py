@@ -1,4 +1,4 @@
-"""The package a session's turn calls run under, kept between the calls of one run.
+"""The packages a session's runs and turn calls run under, kept while nothing of them changed.
 
 Every host turn call (:meth:`proctor.runtime.engine.session.Session.turn_call`; every call of
 an MCP client session) reloads the run's package and refuses the call ``package_changed`` when
@@ -24,6 +24,13 @@ question: compare the content), which costs a read of the files but not their pa
 that check begins :data:`RACY_NS` after the newest change, the entry is no longer racy: any
 later write moves a change time past the ones stamped.
 
+The runs a session starts (:meth:`HeldSkills.resolve`) are held the same way: the package a
+reference resolved to from a folder is kept with its stamps, and taken again when the
+reference locates the same real folder (looked up again at every start: a folder that now
+answers the reference first, or a link swapped, is another folder) and nothing stamped
+changed, or, while racy, the files' digest is the kept package's. So the package a run
+records, and its receipt binds, is always the one whose files are there when it starts.
+
 A package whose record names an ``origin`` (a core skill, an installed package) is never kept:
 its verification asks the home's registry trust on every call.
 """
@@ -33,12 +40,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from proctor.contracts.values import dataclass
 from proctor.runtime.boundary.real import real_path
 from proctor.runtime.skill_files import RACY_NS
-from proctor.runtime.skills import SKIP_DIRS
+from proctor.runtime.skills import SKIP_DIRS, LoadedSkill
 
 __all__ = ["RACY_NS", "HeldSkills", "Stamped", "stamp_package"]
 
@@ -111,28 +120,34 @@ def _unchanged(stamps: Stamp) -> bool:
 
 
 class HeldSkills:
-    """The packages one session loaded for its turn calls, by (folder, digest, method)."""
+    """The packages one session loaded: for its turn calls by (folder, digest, method), and
+    for the runs it starts by (``"ref"``, reference, current folder, workspace)."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, str, str], tuple[Stamped, tuple[Any, Any]]] = {}
+        self._entries: dict[tuple[str, ...], tuple[Stamped, Any]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str], root: str) -> tuple[Any, Any] | None:
-        """The kept ``(skill, method)`` when the package folder and the workspace resolve to
-        the paths they did and nothing stamped changed (and, for a racy entry, the files'
-        digest is still ``key``'s); ``None`` otherwise."""
+    def get(
+        self, key: tuple[str, ...], root: str, *, folder: str | None = None,
+        digest: str | None = None,
+    ) -> Any | None:  # fmt: skip
+        """The kept value when the package folder (``folder``: a real path; by default
+        ``key[0]`` resolved) and the workspace resolve to the paths they did and nothing
+        stamped changed (and, for a racy entry, the files' digest is still ``digest``, default
+        ``key[1]``); ``None`` otherwise."""
         with self._lock:
             entry = self._entries.get(key)
         if entry is None:
             return None
         stamped, loaded = entry
         began = time.time_ns()
-        reals = (real_path(key[0]), real_path(root))
+        # a folder given is the real path locate just resolved: not asked of the kernel twice
+        reals = (real_path(key[0]) if folder is None else folder, real_path(root))
         if reals != stamped.reals or not _unchanged(stamped.stamps):
             self._drop(key, entry)
             return None
         if stamped.newest >= stamped.made_ns - RACY_NS:
-            if not _same_digest(stamped.reals[0], key[1]):
+            if not _same_digest(stamped.reals[0], key[1] if digest is None else digest):
                 self._drop(key, entry)
                 return None
             if stamped.newest < began - RACY_NS:  # no longer racy from here on
@@ -142,14 +157,49 @@ class HeldSkills:
                         self._entries[key] = (aged, loaded)
         return loaded
 
-    def _drop(self, key: tuple[str, str, str], entry: tuple[Stamped, tuple[Any, Any]]) -> None:
+    def resolve(
+        self, ref: str, *, cwd: Path, root: Path, environ: Mapping[str, str]
+    ) -> LoadedSkill:
+        """:func:`~proctor.runtime.packages.resolve.resolve_skill` of ``ref`` from ``cwd``, or
+        the package this session resolved for it before: kept for a local folder (a core or
+        installed package is verified on every load) while ``ref`` still locates the same real
+        folder and nothing under it changed (the rules of :meth:`get`), so what runs is
+        always the package whose digest the run records.
+
+        Raises:
+            ProctorError: as :func:`~proctor.runtime.packages.resolve.resolve_skill`.
+        """
+        from proctor.errors import ProctorError
+        from proctor.runtime.packages.resolve import is_named_ref, resolve_skill
+        from proctor.runtime.skills import locate
+
+        if is_named_ref(ref):
+            return resolve_skill(ref, cwd=cwd, workspace_root=root, environ=environ)
+        key, base = ("ref", ref, str(cwd), str(root)), str(root)
+        try:
+            folder = str(locate(ref, cwd=cwd, workspace_root=root)[0])
+        except ProctorError:  # a bare publisher/name may still name an installed package
+            return resolve_skill(ref, cwd=cwd, workspace_root=root, environ=environ)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is not None:
+            skill: LoadedSkill = entry[1]
+            if str(skill.folder) == folder:
+                held = self.get(key, base, folder=folder, digest=skill.package_digest)
+                if held is not None:
+                    return held  # type: ignore[no-any-return]
+        stamped = stamp_package(folder, base)  # before the package is read
+        skill = resolve_skill(ref, cwd=cwd, workspace_root=root, environ=environ)
+        if skill.origin is None and str(skill.folder) == folder:
+            self.put(key, stamped, skill)
+        return skill
+
+    def _drop(self, key: tuple[str, ...], entry: tuple[Stamped, Any]) -> None:
         with self._lock:
             if self._entries.get(key) is entry:
                 del self._entries[key]
 
-    def put(
-        self, key: tuple[str, str, str], stamped: Stamped | None, loaded: tuple[Any, Any]
-    ) -> None:
+    def put(self, key: tuple[str, ...], stamped: Stamped | None, loaded: Any) -> None:
         """Keep ``loaded`` (read after ``stamped`` was taken; a racy one is checked by its
         files' digest whenever it is taken, see the module's text)."""
         if stamped is None:

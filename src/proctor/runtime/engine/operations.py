@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.skill import AgentStep, Cost, Method, OperationStep, ToolStep, WorkerStep
 from proctor.errors import CredentialError, ProctorError, RefusedCall
 from proctor.runtime.admission.governor import AwaitApproval, CallSpec, Governor
-from proctor.runtime.connectors.catalog import find_connectors
+from proctor.runtime.connectors.held import held_connectors
 from proctor.runtime.engine.host import StepDone, StepPause, StepRunner, run_refs, step_failed
 from proctor.runtime.engine.kinds import tool_step
 from proctor.runtime.tools.base import OPERATION_PREFIX
@@ -54,7 +54,8 @@ def run_operation_tools(
     Raises:
         ParseError: a connector manifest is refused.
     """
-    connectors = find_connectors(workspace.root, skill.folder, skill.label, environ=environ)
+    # found again only when a folder they come from changed (.connectors.held)
+    connectors = held_connectors(workspace.root, skill.folder, skill.label, environ)
     if not connectors:  # most runs: nothing of the connectors' HTTP side is imported
         return {}
     from proctor.runtime.connectors.operations import operation_tools

@@ -52,7 +52,7 @@ from proctor.runtime.engine.lease import (
     lease_ttl,
     renew_lease,
 )
-from proctor.runtime.packages.resolve import reload_skill, resolve_skill, verify_named_refs
+from proctor.runtime.packages.resolve import reload_skill, verify_named_refs
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.testhooks import kill_point
 
@@ -466,8 +466,8 @@ class Session:
         from proctor.runtime.engine.drive import RunDriver
         from proctor.runtime.engine.start import check_parts, start_run
 
-        skill = resolve_skill(
-            ref, cwd=cwd or Path.cwd(), workspace_root=self.workspace.root, environ=self.environ
+        skill = self._held_skills.resolve(  # a local package unchanged since: not read again
+            ref, cwd=cwd or Path.cwd(), root=self.workspace.root, environ=self.environ
         )
         if skill.package.profile is None:
             raise UsageError(
@@ -722,7 +722,7 @@ class Session:
         key, root = (folder, recorded, record.method), str(self.workspace.root)
         held = self._held_skills.get(key, root)
         if held is not None:
-            return held
+            return held  # type: ignore[no-any-return]
         stamped = stamp_package(folder, root)  # before the package is read
         loaded = self._reload(record)  # refused package_changed unless the digest is recorded
         self._held_skills.put(key, stamped, loaded)

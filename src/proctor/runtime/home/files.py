@@ -46,7 +46,7 @@ def home_dir(environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
     env = os.environ if environ is None else environ
     named = env.get("PROCTOR_HOME")
     if named:
-        return Path(named), "$PROCTOR_HOME"
+        return _path(named, ""), "$PROCTOR_HOME"
     raw = env.get("HOME", os.environ.get("HOME"))
     if raw is None:
         try:
@@ -64,3 +64,18 @@ def home_dir(environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
             code="home_missing",
         )
     return Path(raw) / ".proctor", "~/.proctor"
+
+
+_PATHS: dict[tuple[str, str], Path] = {}
+
+
+def _path(text: str, below: str) -> Path:
+    """``Path(text) / below`` (``Path(text)`` for none), made once per text: a home is asked
+    for several times a run, and a path is a value (nothing on disk is kept)."""
+    path = _PATHS.get((text, below))
+    if path is None:
+        path = Path(text) / below if below else Path(text)
+        if len(_PATHS) >= 64:
+            _PATHS.clear()
+        _PATHS[(text, below)] = path
+    return path

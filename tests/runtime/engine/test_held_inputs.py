@@ -1,0 +1,173 @@
+"""What a session keeps between the runs it starts, and what each run sees afresh.
+
+A session keeps the package a reference resolved to (:meth:`HeldSkills.resolve`), the policy
+state (:mod:`proctor.runtime.engine.held_policy`) and the workspace its runs' governors see
+(:meth:`Workspace.governing`, with the real paths of proctor's state); each is taken again
+only while what it came from is as it was. Every test changes one of them between two runs of
+one session, in a way a check of names, sizes or modification times alone would miss, and
+shows that the second run is governed by the new one: a package edited in place runs as
+edited and its new digest is the one recorded (and bound by the receipt); a folder that now
+answers the reference first is the one that runs; a policy that newly blocks refuses; a link
+to proctor's state swapped to another folder makes that folder the one a run never reads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from proctor.runtime.skills import read_package
+from tests.runtime.driver_support import (
+    close_sessions,  # noqa: F401 - the autouse fixture
+    make_skill,
+    make_workspace,
+    session,
+)
+
+ECHO = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: say
+        tool: echo
+        inputs: {text: hello}
+    result_from: [say]
+"""
+
+READ = """minimum_proctor: 0.1.0
+methods:
+  main:
+    inputs:
+      type: object
+      properties: {path: {type: string}}
+      required: [path]
+      additionalProperties: false
+    steps:
+      - id: read
+        tool: fs.read
+        inputs: {path: $input.path}
+    result_from: [read]
+"""
+
+BLOCK_ECHO = """id: team
+rules:
+  - id: team.reasons
+    description: Every echo states why it is made.
+    guard: check_reason_not_empty
+    enforcement: block
+    on_error: fail_closed
+    tools: [echo]
+"""
+
+
+def _settled() -> None:
+    """Let every file written so far age past the racily-clean window, so a session takes what
+    it kept on the files' stamps alone (within the window it checks their digest first)."""
+    from proctor.runtime.skill_files import RACY_NS
+
+    time.sleep(RACY_NS / 1e9 + 0.2)
+
+
+def _same_size_same_mtime(path: Path, text: str) -> None:
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # only ctime tells
+
+
+def _said(envelope: object) -> object:
+    assert envelope.outcome == "completed", envelope  # type: ignore[attr-defined]
+    return envelope.result  # type: ignore[attr-defined]
+
+
+def _recorded_digest(s: object, run_id: str) -> str:
+    record = s.store.get_run(run_id)  # type: ignore[attr-defined]
+    return str(record.data["package_digest"])
+
+
+@pytest.mark.parametrize("settled", [True, False], ids=["on_stamps", "racy"])
+def test_a_package_edited_in_place_between_two_runs_runs_as_edited(
+    tmp_path: Path, settled: bool
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    folder = make_skill(ws, "one", ECHO)
+    if settled:
+        _settled()
+    s = session(ws)
+    first = s.run("one", cwd=ws)
+    assert "hello" in str(_said(first))
+    assert "hello" in str(_said(s.run("one", cwd=ws)))  # the kept package
+    assert any(k[0] == "ref" for k in s._held_skills._entries), "the session kept it"
+    before = _recorded_digest(s, first.run_id or "")
+    _same_size_same_mtime(folder / "run.yaml", ECHO.replace("hello", "howdy"))
+    edited = s.run("one", cwd=ws)
+    assert "howdy" in str(_said(edited))
+    now = read_package(folder, "one")[1]
+    assert now != before
+    assert _recorded_digest(s, edited.run_id or "") == now  # what ran is what the run binds
+    receipt = s.receipts.get(edited.receipt_id or "")
+    assert now in str(receipt)
+
+
+def test_a_folder_that_now_answers_the_reference_first_is_the_one_that_runs(
+    tmp_path: Path,
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    make_skill(ws, "one", ECHO)
+    here = tmp_path / "here"
+    here.mkdir()
+    s = session(ws)
+    assert "hello" in str(_said(s.run("one", cwd=here)))  # skills/one
+    assert "hello" in str(_said(s.run("one", cwd=here)))
+    local = here / "one"
+    local.mkdir()
+    (local / "SKILL.md").write_text("---\nname: one\ndescription: The local one.\n---\n")
+    (local / "run.yaml").write_text(ECHO.replace("hello", "local"))
+    ran = s.run("one", cwd=here)  # the current folder's package answers first
+    assert "local" in str(_said(ran))
+    assert _recorded_digest(s, ran.run_id or "") == read_package(local, "one")[1]
+
+
+def test_a_policy_that_newly_blocks_refuses_the_next_run_of_one_session(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    make_skill(ws, "one", ECHO)
+    team = ws / "policies" / "team.yaml"
+    team.parent.mkdir()
+    team.write_text(BLOCK_ECHO.replace("enforcement: block", "enforcement: warn "))
+    s = session(ws)
+    s.run("one", cwd=ws)  # opens the run store in .proctor/
+    _settled()
+    _said(s.run("one", cwd=ws))
+    assert s._held_policy._entry is not None, "the session kept the policy state"
+    _said(s.run("one", cwd=ws))
+    _same_size_same_mtime(team, BLOCK_ECHO)  # only its change time tells
+    refused = s.run("one", cwd=ws)
+    assert refused.outcome == "blocked", refused
+    assert refused.refusal is not None
+
+
+def test_a_link_to_the_home_swapped_between_runs_moves_what_a_run_never_reads(
+    tmp_path: Path,
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    make_skill(ws, "read", READ)
+    for name in ("h1", "h2"):
+        (ws / name).mkdir()
+        (ws / name / "note.txt").write_text(f"{name}\n")
+    link = ws / "homelink"
+    link.symlink_to(ws / "h1")
+    s = session(ws, environ={"PROCTOR_HOME": str(link)})
+
+    def outcome(path: str) -> str:
+        return s.run("read", inputs={"path": path}, cwd=ws).outcome or ""
+
+    assert outcome("h1/note.txt") == "blocked"  # the home: proctor's state
+    assert outcome("h2/note.txt") == "completed"
+    assert outcome("h2/note.txt") == "completed"  # the governing workspace kept
+    link.unlink()
+    link.symlink_to(ws / "h2")
+    assert outcome("h2/note.txt") == "blocked"  # the home now
+    assert outcome("h1/note.txt") == "completed"
