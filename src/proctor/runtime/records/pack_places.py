@@ -5,11 +5,8 @@ reads that pack. A dict of 64-character hex digests to offsets costs some 170 by
 (2 MiB for a pack of 12,288 receipts, and a walk holds two packs and learns a third), which
 was a quarter of what verifying a tree of a million receipts adds to the interpreter's own
 memory. :class:`Places` keeps the same answers in flat arrays: the 32-byte digests in the
-order they were noted, their places, an order of the receipts by the first 8 bytes of their
-digest, and where each bucket of that order starts (the top bits of those 8 bytes, about one
-receipt a bucket: a look-up reads a bucket's one or two entries, then compares the whole
-digest, where a bisection of the order compared some 14 numbers, each built afresh from the
-array: a third of a pack read's time per receipt).
+order they were noted, their places, and an order of the receipts by the first 8 bytes of
+their digest (searched by bisection, then the whole digest compared).
 
 :meth:`Places.get` answers exactly what ``dict.get`` on ``{hexdigest: place}`` filled by
 ``setdefault`` in the same order would: the place first noted for a digest, and None for any
@@ -20,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from bisect import bisect_left
 
 __all__ = ["Places"]
 
@@ -33,7 +31,7 @@ class Places:
     order noted. Refused (``ValueError``): ``digests`` not 32 bytes for each place.
     """
 
-    __slots__ = ("_keys", "_order", "_places", "_prefixes", "_shift", "_starts")
+    __slots__ = ("_keys", "_order", "_places", "_prefixes")
 
     def __init__(self, digests: bytes | bytearray = b"", places: array[int] | None = None) -> None:
         placed = array("Q") if places is None else places
@@ -53,21 +51,8 @@ class Places:
         ranked = [prefix << 32 | i for i, prefix in enumerate(prefixes)]
         del prefixes
         ranked.sort()
-        self._prefixes = prefixes = array("Q", [r >> 32 for r in ranked])
-        self._order = array("I", [r & 0xFFFFFFFF for r in ranked])
-        del ranked
-        # bucket b holds the ranks starts[b] up to starts[b + 1]: those whose prefix's top
-        # `bits` bits are b, about one receipt a bucket
-        bits = max(1, len(prefixes).bit_length())
-        self._shift = shift = 64 - bits
-        counts = [0] * ((1 << bits) + 1)
-        for prefix in prefixes:
-            counts[(prefix >> shift) + 1] += 1
-        total = 0
-        for b, count in enumerate(counts):
-            total += count
-            counts[b] = total
-        self._starts = array("I", counts)
+        self._prefixes = array("Q", (r >> 32 for r in ranked))
+        self._order = array("I", (r & 0xFFFFFFFF for r in ranked))
 
     def __len__(self) -> int:
         return len(self._places)
@@ -78,21 +63,17 @@ class Places:
             prefix = int(hex_id[:16], 16)
         except ValueError:
             return None
-        if prefix < 0:  # a sign: no digest's name (nor a bucket's number)
-            return None
-        bucket = prefix >> self._shift
-        starts = self._starts
-        if bucket + 1 >= len(starts):
-            return None
-        at, end = starts[bucket], starts[bucket + 1]
         prefixes = self._prefixes
-        # ranked by prefix then in the order noted: the first whole match is the first noted
-        while at < end:
-            if prefixes[at] == prefix:
-                i = self._order[at]
-                # the whole digest, as the lowercase hex a name is: int() also reads upper
-                # case, spaces, signs and underscores, which name nothing here
-                if self._keys[i * _WIDTH : i * _WIDTH + _WIDTH].hex() == hex_id:
-                    return self._places[i]
+        at = bisect_left(prefixes, prefix)
+        if at == len(prefixes) or prefixes[at] != prefix:
+            return None
+        keys, order = self._keys, self._order
+        while True:
+            i = order[at]
+            # the whole digest, as the lowercase hex a name is: int() also reads upper case,
+            # spaces, signs and underscores, which name nothing here
+            if keys[i * _WIDTH : i * _WIDTH + _WIDTH].hex() == hex_id:
+                return self._places[i]
             at += 1
-        return None
+            if at == len(prefixes) or prefixes[at] != prefix:
+                return None
