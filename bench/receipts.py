@@ -5,7 +5,8 @@ and p95:
 
 * receipts written per second through ``ReceiptWriter`` (canonical body, Ed25519 signature for
   steps, atomic write with fsync into a real store), and signed without the store;
-* wall time and peak RSS (``wait4`` high-water of the child process) of ``proctor verify`` (run
+* wall time and peak RSS (``wait4`` high-water of the child process, started by a small
+  launcher process so that the figure is the verify's own) of ``proctor verify`` (run
   as a user runs it: the console script beside this interpreter, else ``python -m proctor``;
   the line before the figures says which) on a generated tree of 30,002 receipts, shaped as
   the bound's own reasoning: a run, its step, 10,000 skill calls, each committing a child
@@ -181,6 +182,52 @@ def _floor_once(signer: Signer, signed: Signed, threads: int = 1) -> tuple[float
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+# Runs each command it is sent (one JSON line: argv, env) and answers one JSON line: exit code,
+# user and sys CPU seconds and peak RSS (KiB) of the command with the children it reaped, and
+# the start of its output. Started before this process grows: Linux carries the peak RSS of
+# the memory a process replaces at exec into the new program's own, so a command started by
+# this process once it holds the trees and the floor's signatures reported that size (some
+# 30-60 MiB) as the verify's peak whenever it was larger than the verify's own.
+_LAUNCHER = """
+import json, os, subprocess, sys
+for line in sys.stdin:
+    argv, env = json.loads(line)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    answer = [os.waitstatus_to_exitcode(status), usage.ru_utime, usage.ru_stime,
+              usage.ru_maxrss, out[:400].decode(errors="replace")]
+    print(json.dumps(answer), flush=True)
+"""
+
+
+class Launcher:
+    """A small process that runs commands for this one (see ``_LAUNCHER``)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _LAUNCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, argv: list[str], env: dict[str, str]) -> tuple[int, float, float, str]:
+        """Run ``argv``: its exit code, CPU seconds (user + sys, its reaped children
+        included), peak RSS in MiB, and the start of its output."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps([argv, env]) + "\n")
+        self._proc.stdin.flush()
+        code, user, system, maxrss, out = json.loads(self._proc.stdout.readline())
+        return code, user + system, maxrss / 1024, out
+
+    def close(self) -> None:
+        """End the launcher."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait()
+
+
 def proctor_command() -> list[str]:
     """How a user runs proctor: the console script installed beside this interpreter (the
     venv's ``bin/proctor``), else ``python -m proctor`` (whose runpy start costs a few ms)."""
@@ -190,7 +237,9 @@ def proctor_command() -> list[str]:
     return [sys.executable, "-m", "proctor"]
 
 
-def verify_runs(folder: Path, root: Ref, key_file: Path, runs: int, signer: Signer) -> None:
+def verify_runs(
+    folder: Path, root: Ref, key_file: Path, runs: int, signer: Signer, launcher: Launcher
+) -> None:
     walls, rss, floors, cpus, floor_cpus, loads = [], [], [], [], [], []
     signed = tree_signed(folder)
     signatures = len(signed[0])
@@ -211,23 +260,20 @@ def verify_runs(folder: Path, root: Ref, key_file: Path, runs: int, signer: Sign
         "--key",
         str(key_file),
     ]
-    subprocess.run(command, stdout=subprocess.DEVNULL, env=env, check=False)
+    launcher.run(command, env)
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, env=env)
-        out = proc.stdout.read() if proc.stdout else b""
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        code, cpu, peak, out = launcher.run(command, env)
         walls.append(time.perf_counter() - start)
         # the floor on every usable core, under the same load, measured right after
         floor_wall, floor_cpu = _floor_once(signer, signed, usable_cores())
         loads.append(os.getloadavg()[0])
         floors.append(floor_wall)
         floor_cpus.append(floor_cpu)
-        rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
-        cpus.append(usage.ru_utime + usage.ru_stime)  # the helpers it reaped included
-        if proc.returncode != 0:
-            print("  verify failed:", out.decode()[:400])
+        rss.append(peak)
+        cpus.append(cpu)  # the helpers it reaped included
+        if code != 0:
+            print("  verify failed:", out)
     print(
         f"  wall: median {statistics.median(walls):.2f} s, p95 {_p95(walls):.2f} s "
         f"(runs: {', '.join(f'{w:.2f}' for w in walls)})"
@@ -270,6 +316,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--verify-only", action="store_true", help="skip the writing rates")
     args = parser.parse_args()
+    launcher = Launcher()  # first, while this process is small (see _LAUNCHER)
     signer = signer_from_seed(b"\x42" * 32)
     if not args.verify_only:
         print("writing receipts (2,000 per run; 300 with fsync):")
@@ -292,7 +339,8 @@ def main() -> None:
                 f"tree of {root.size:,} receipts, depth {root.height}, {label} "
                 f"(built in {time.perf_counter() - start:.1f} s without fsync)"
             )
-            verify_runs(folder, root, key_file, args.runs, signer)
+            verify_runs(folder, root, key_file, args.runs, signer, launcher)
+        launcher.close()
         print("physical floor:")
         raw_verify_rate(signer, 20_002, args.runs)
         raw_verify_rate(signer, 30_002, args.runs)
