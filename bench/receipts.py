@@ -5,7 +5,8 @@ and p95:
 
 * receipts written per second through ``ReceiptWriter`` (canonical body, Ed25519 signature for
   steps, atomic write with fsync into a real store), and signed without the store;
-* wall time and peak RSS (``wait4`` high-water of the child process) of ``proctor verify`` (run
+* wall time and peak RSS (``wait4`` high-water of the child process, started by a small
+  launcher process so that the figure is the verify's own) of ``proctor verify`` (run
   as a user runs it: the console script beside this interpreter, else ``python -m proctor``;
   the line before the figures says which) on a generated tree of 30,002 receipts, shaped as
   the bound's own reasoning: a run, its step, 10,000 skill calls, each committing a child
@@ -13,12 +14,15 @@ and p95:
   second tree signs every receipt (30,002 signatures) as the worst case;
 * the raw Ed25519 verify rate of ``cryptography`` alone, the physical floor for the above: on
   one thread, and on one thread per usable core (``cryptography`` releases the GIL while it
-  verifies). ``proctor verify`` checks signatures in batches in helper processes, one per
-  usable core but its own, and in its own process between the receipts its walk reads and
-  recognizes; the CPU time printed (user + sys of the verify child, its helpers included),
-  and its ratio to the floor's own CPU time, are the figures to compare under load, when
-  wall times are noisy. Each tree is verified once untimed first (its bytecode written to a
-  cache beside the trees, and the files read once), so every timed run is alike.
+  verifies). The floor printed beside each verify checks exactly the signatures the tree holds
+  (each signed receipt's signature over its body bytes, read out of the tree's packs, with the
+  same key and library), so the ratio compares like with like. ``proctor verify`` checks
+  signatures in batches in helper processes, one per usable core but its own, and in its own
+  process between the receipts its walk reads and recognizes; the CPU time printed (user + sys
+  of the verify child, its helpers included), and its ratio to the floor's own CPU time, are the
+  figures to compare under load, when wall times are noisy. Each tree is verified once untimed
+  first (its bytecode written to a cache beside the trees, and the files read once), so every
+  timed run is alike.
 
 Targets: verify 30,002 in < 3 s and < 100 MiB. A benchmark, not a test: it asserts nothing.
 """
@@ -26,6 +30,8 @@ Targets: verify 30,002 in < 3 s and < 100 MiB. A benchmark, not a test: it asser
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import statistics
 import subprocess
@@ -40,6 +46,7 @@ from proctor.receipts.canonical import digest
 from proctor.receipts.model import Subject
 from proctor.receipts.signing import PublicKey, Signer, signer_from_seed
 from proctor.receipts.writer import ReceiptWriter, Ref
+from proctor.runtime.records.receipt_packs import PACKS_DIR, body_of, records_of
 from proctor.runtime.records.receipts import ReceiptStore
 from proctor.runtime.records.signature_pool import usable_cores
 
@@ -128,12 +135,41 @@ def _verify_slice(key: PublicKey, messages: list[bytes], sigs: list[bytes]) -> N
         key.verify(s, m)
 
 
-def _floor_once(signer: Signer, n: int, threads: int = 1) -> tuple[float, float]:
-    """Seconds for ``threads`` threads to verify ``n`` signatures with cryptography alone:
-    wall time, and CPU time (user + sys of every thread)."""
-    key = signer.public_key
+#: Signed messages and their signatures, in two lists.
+Signed = tuple[list[bytes], list[bytes]]
+
+
+def synthetic_signed(signer: Signer, n: int) -> Signed:
+    """``n`` messages of 852 bytes (about a receipt body's size) and their signatures."""
     messages = [digest({"i": i}).encode() * 12 for i in range(n)]
-    sigs = [signer.sign(m) for m in messages]
+    return messages, [signer.sign(m) for m in messages]
+
+
+def tree_signed(folder: Path) -> Signed:
+    """The body bytes and signature of every signed receipt in the folder's packs, each
+    receipt once: exactly what ``proctor verify`` of the tree the folder holds checks."""
+    seen: set[str] = set()
+    messages, sigs = [], []
+    for pack in sorted((folder / PACKS_DIR).glob("*.pack")):
+        data = pack.read_bytes()
+        for hex_id, at, size in records_of(data):
+            line = data[at : at + size]
+            body = body_of(line)
+            signature = json.loads(line)["signature"]
+            if hex_id in seen or body is None or signature is None:
+                continue
+            seen.add(hex_id)
+            messages.append(body)
+            sigs.append(base64.b64decode(signature))
+    return messages, sigs
+
+
+def _floor_once(signer: Signer, signed: Signed, threads: int = 1) -> tuple[float, float]:
+    """Seconds for ``threads`` threads to verify ``signed`` with cryptography alone: wall time,
+    and CPU time (user + sys of every thread)."""
+    key = signer.public_key
+    messages, sigs = signed
+    n = len(messages)
     size = -(-n // threads)
     slices = [(messages[i : i + size], sigs[i : i + size]) for i in range(0, n, size)]
     workers = [threading.Thread(target=_verify_slice, args=(key, *part)) for part in slices[1:]]
@@ -146,6 +182,52 @@ def _floor_once(signer: Signer, n: int, threads: int = 1) -> tuple[float, float]
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+# Runs each command it is sent (one JSON line: argv, env) and answers one JSON line: exit code,
+# user and sys CPU seconds and peak RSS (KiB) of the command with the children it reaped, and
+# the start of its output. Started before this process grows: Linux carries the peak RSS of
+# the memory a process replaces at exec into the new program's own, so a command started by
+# this process once it holds the trees and the floor's signatures reported that size (some
+# 30-60 MiB) as the verify's peak whenever it was larger than the verify's own.
+_LAUNCHER = """
+import json, os, subprocess, sys
+for line in sys.stdin:
+    argv, env = json.loads(line)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    answer = [os.waitstatus_to_exitcode(status), usage.ru_utime, usage.ru_stime,
+              usage.ru_maxrss, out[:400].decode(errors="replace")]
+    print(json.dumps(answer), flush=True)
+"""
+
+
+class Launcher:
+    """A small process that runs commands for this one (see ``_LAUNCHER``)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _LAUNCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, argv: list[str], env: dict[str, str]) -> tuple[int, float, float, str]:
+        """Run ``argv``: its exit code, CPU seconds (user + sys, its reaped children
+        included), peak RSS in MiB, and the start of its output."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps([argv, env]) + "\n")
+        self._proc.stdin.flush()
+        code, user, system, maxrss, out = json.loads(self._proc.stdout.readline())
+        return code, user + system, maxrss / 1024, out
+
+    def close(self) -> None:
+        """End the launcher."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait()
+
+
 def proctor_command() -> list[str]:
     """How a user runs proctor: the console script installed beside this interpreter (the
     venv's ``bin/proctor``), else ``python -m proctor`` (whose runpy start costs a few ms)."""
@@ -156,9 +238,11 @@ def proctor_command() -> list[str]:
 
 
 def verify_runs(
-    folder: Path, root: Ref, key_file: Path, runs: int, signer: Signer, signatures: int
+    folder: Path, root: Ref, key_file: Path, runs: int, signer: Signer, launcher: Launcher
 ) -> None:
-    walls, rss, floors, cpus, floor_cpus = [], [], [], [], []
+    walls, rss, floors, cpus, floor_cpus, loads = [], [], [], [], [], []
+    signed = tree_signed(folder)
+    signatures = len(signed[0])
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env["PROCTOR_HOME"] = str(folder / "no-home")
     # proctor's modules run from their compiled bytecode, as an installed proctor's do: a
@@ -176,29 +260,28 @@ def verify_runs(
         "--key",
         str(key_file),
     ]
-    subprocess.run(command, stdout=subprocess.DEVNULL, env=env, check=False)
+    launcher.run(command, env)
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, env=env)
-        out = proc.stdout.read() if proc.stdout else b""
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        code, cpu, peak, out = launcher.run(command, env)
         walls.append(time.perf_counter() - start)
         # the floor on every usable core, under the same load, measured right after
-        floor_wall, floor_cpu = _floor_once(signer, signatures, usable_cores())
+        floor_wall, floor_cpu = _floor_once(signer, signed, usable_cores())
+        loads.append(os.getloadavg()[0])
         floors.append(floor_wall)
         floor_cpus.append(floor_cpu)
-        rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
-        cpus.append(usage.ru_utime + usage.ru_stime)  # the helpers it reaped included
-        if proc.returncode != 0:
-            print("  verify failed:", out.decode()[:400])
+        rss.append(peak)
+        cpus.append(cpu)  # the helpers it reaped included
+        if code != 0:
+            print("  verify failed:", out)
     print(
         f"  wall: median {statistics.median(walls):.2f} s, p95 {_p95(walls):.2f} s "
         f"(runs: {', '.join(f'{w:.2f}' for w in walls)})"
     )
     ratios = [w / f for w, f in zip(walls, floors, strict=True)]
     print(
-        f"  floor beside it ({signatures:,} bare Ed25519 verifies on {usable_cores()} threads): "
+        f"  floor beside it (the tree's {signatures:,} signatures, bare Ed25519 verifies on "
+        f"{usable_cores()} threads): "
         "median "
         f"{statistics.median(floors):.2f} s; verify/floor ratio median "
         f"{statistics.median(ratios):.2f}, p95 {_p95(ratios):.2f}"
@@ -212,13 +295,15 @@ def verify_runs(
     cpu_ratios = [c / f for c, f in zip(cpus, floor_cpus, strict=True)]
     print(
         f"  CPU beside the floor's CPU (median {statistics.median(floor_cpus):.2f} s): ratio "
-        f"median {statistics.median(cpu_ratios):.2f}, p95 {_p95(cpu_ratios):.2f}"
+        f"median {statistics.median(cpu_ratios):.2f}, p95 {_p95(cpu_ratios):.2f} "
+        f"(1-minute load average {min(loads):.1f}-{max(loads):.1f})"
     )
 
 
 def raw_verify_rate(signer: Signer, n: int, runs: int) -> None:
+    signed = synthetic_signed(signer, n)
     for threads in sorted({1, usable_cores()}):
-        times = [_floor_once(signer, n, threads)[0] for _ in range(runs)]
+        times = [_floor_once(signer, signed, threads)[0] for _ in range(runs)]
         med = statistics.median(times)
         print(
             f"  cryptography Ed25519 verify alone, {threads} thread(s): {n / med:,.0f}/s; "
@@ -231,6 +316,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--verify-only", action="store_true", help="skip the writing rates")
     args = parser.parse_args()
+    launcher = Launcher()  # first, while this process is small (see _LAUNCHER)
     signer = signer_from_seed(b"\x42" * 32)
     if not args.verify_only:
         print("writing receipts (2,000 per run; 300 with fsync):")
@@ -253,7 +339,8 @@ def main() -> None:
                 f"tree of {root.size:,} receipts, depth {root.height}, {label} "
                 f"(built in {time.perf_counter() - start:.1f} s without fsync)"
             )
-            verify_runs(folder, root, key_file, args.runs, signer, 30_002 if sign_calls else 20_002)
+            verify_runs(folder, root, key_file, args.runs, signer, launcher)
+        launcher.close()
         print("physical floor:")
         raw_verify_rate(signer, 20_002, args.runs)
         raw_verify_rate(signer, 30_002, args.runs)
