@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _launch import Launcher  # before this folder leaves the path (below)
 
 # Run as a script, this folder leads sys.path and bench/mcp.py would shadow the SDK.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -77,15 +78,13 @@ def check_faithful(folder: Path) -> None:
         assert x == y, (x, y)
 
 
-def child(argv: list[str]) -> tuple[float, float]:
-    """CPU seconds (user + system) and peak RSS (MiB) of one run of ``argv``, a fresh
-    process, read from its own rusage (``os.wait4``)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({proc.returncode})")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+def child(launcher: Launcher, argv: list[str], cwd: Path) -> tuple[float, float]:
+    """CPU seconds (user + system) and peak RSS (MiB) of one run of ``argv`` in ``cwd``, a
+    fresh process started by ``launcher`` (its own peak, see ``_launch``)."""
+    code, cpu, rss, _, _ = launcher.run(argv, cwd=str(cwd))
+    if code != 0:
+        raise SystemExit(f"{argv[0]} failed ({code})")
+    return cpu, rss
 
 
 def main() -> None:
@@ -94,7 +93,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     proctor = str(Path(sys.executable).with_name("proctor"))
-    with tempfile.TemporaryDirectory(prefix="proctor-bench-audit-") as tmp:
+    launcher = Launcher()  # while this process is small
+    with launcher, tempfile.TemporaryDirectory(prefix="proctor-bench-audit-") as tmp:
         folder = Path(tmp)
         check_faithful(folder)
         (folder / "ws" / ".proctor").mkdir(parents=True)
@@ -108,8 +108,7 @@ def main() -> None:
         ):
             cpu, rss = [], 0.0
             for _ in range(args.repeat):
-                os.chdir(folder / "ws")
-                spent, peak = child(argv)
+                spent, peak = child(launcher, argv, folder / "ws")
                 cpu.append(spent)
                 rss = max(rss, peak)
             cpu.sort()

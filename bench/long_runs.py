@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _launch import Launcher
 
 HERE = Path(__file__).resolve().parent
 
@@ -118,16 +118,13 @@ print(r.status, r.reason, r.receipts)
 """
 
 
-def measured(argv: list[str]) -> tuple[str, float, float, float]:
-    """Run ``argv``; its stdout, peak RSS (MiB), CPU and wall seconds."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    out = proc.stdout.read() if proc.stdout else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"{argv[:4]} failed ({status})")
-    wall = time.perf_counter() - started
-    return out.strip(), usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, wall
+def measured(launcher: Launcher, argv: list[str]) -> tuple[str, float, float, float]:
+    """Run ``argv`` from ``launcher`` (so its peak is its own, see ``_launch``); its stdout,
+    peak RSS (MiB), CPU and wall seconds."""
+    code, cpu, rss, wall, out = launcher.run(argv)
+    if code != 0:
+        raise SystemExit(f"{argv[:4]} failed ({code})")
+    return out.strip(), rss, cpu, wall
 
 
 def main() -> None:
@@ -144,17 +141,23 @@ def main() -> None:
     cases += [("calls", int(n)) for n in args.calls.split(",") if n.strip() and int(n)]
     print(f"loadavg before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus;"
           f" {'synthetic trees' if args.synthetic else 'real runs'}")  # fmt: skip
+    with Launcher() as launcher:  # while this process is small
+        _cases(launcher, cases, args.synthetic)
+    print(f"loadavg after: {os.getloadavg()[0]:.2f}")
+
+
+def _cases(launcher: Launcher, cases: list[tuple[str, int]], synthetic: bool) -> None:
     base: float | None = None
     for kind, n in cases:
         root = Path(tempfile.mkdtemp(prefix="proctor-longs-"))
         try:
-            flag = ["--synthetic"] if args.synthetic else []
+            flag = ["--synthetic"] if synthetic else []
             made = [sys.executable, __file__, *flag, "--one", kind, str(n), str(root)]
-            rid, run_rss, run_cpu, run_wall = measured(made)
+            rid, run_rss, run_cpu, run_wall = measured(launcher, made)
             rid = rid.splitlines()[-1]
             check = [sys.executable, "-c", VERIFY, rid, str(root / "receipts"),
                      str(root / "key.hex")]  # fmt: skip
-            result, rss, cpu, wall = measured(check)
+            result, rss, cpu, wall = measured(launcher, check)
             base = rss if base is None else base
             label = f"{n:,} {'steps' if kind == 'steps' else 'calls in one turn'}"
             print(
@@ -164,7 +167,6 @@ def main() -> None:
             )
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"loadavg after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

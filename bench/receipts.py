@@ -34,7 +34,6 @@ import base64
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,6 +41,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _launch import Launcher
 from proctor.receipts.canonical import digest
 from proctor.receipts.model import Subject
 from proctor.receipts.signing import PublicKey, Signer, signer_from_seed
@@ -182,52 +182,6 @@ def _floor_once(signer: Signer, signed: Signed, threads: int = 1) -> tuple[float
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-# Runs each command it is sent (one JSON line: argv, env) and answers one JSON line: exit code,
-# user and sys CPU seconds and peak RSS (KiB) of the command with the children it reaped, and
-# the start of its output. Started before this process grows: Linux carries the peak RSS of
-# the memory a process replaces at exec into the new program's own, so a command started by
-# this process once it holds the trees and the floor's signatures reported that size (some
-# 30-60 MiB) as the verify's peak whenever it was larger than the verify's own.
-_LAUNCHER = """
-import json, os, subprocess, sys
-for line in sys.stdin:
-    argv, env = json.loads(line)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    answer = [os.waitstatus_to_exitcode(status), usage.ru_utime, usage.ru_stime,
-              usage.ru_maxrss, out[:400].decode(errors="replace")]
-    print(json.dumps(answer), flush=True)
-"""
-
-
-class Launcher:
-    """A small process that runs commands for this one (see ``_LAUNCHER``)."""
-
-    def __init__(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _LAUNCHER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def run(self, argv: list[str], env: dict[str, str]) -> tuple[int, float, float, str]:
-        """Run ``argv``: its exit code, CPU seconds (user + sys, its reaped children
-        included), peak RSS in MiB, and the start of its output."""
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(json.dumps([argv, env]) + "\n")
-        self._proc.stdin.flush()
-        code, user, system, maxrss, out = json.loads(self._proc.stdout.readline())
-        return code, user + system, maxrss / 1024, out
-
-    def close(self) -> None:
-        """End the launcher."""
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        self._proc.wait()
-
-
 def proctor_command() -> list[str]:
     """How a user runs proctor: the console script installed beside this interpreter (the
     venv's ``bin/proctor``), else ``python -m proctor`` (whose runpy start costs a few ms)."""
@@ -263,7 +217,7 @@ def verify_runs(
     launcher.run(command, env)
     for _ in range(runs):
         start = time.perf_counter()
-        code, cpu, peak, out = launcher.run(command, env)
+        code, cpu, peak, _, out = launcher.run(command, env)
         walls.append(time.perf_counter() - start)
         # the floor on every usable core, under the same load, measured right after
         floor_wall, floor_cpu = _floor_once(signer, signed, usable_cores())
@@ -316,7 +270,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--verify-only", action="store_true", help="skip the writing rates")
     args = parser.parse_args()
-    launcher = Launcher()  # first, while this process is small (see _LAUNCHER)
+    launcher = Launcher()  # first, while this process is small (see _launch)
     signer = signer_from_seed(b"\x42" * 32)
     if not args.verify_only:
         print("writing receipts (2,000 per run; 300 with fsync):")

@@ -20,9 +20,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from _launch import Launcher
 
 T0 = datetime(2026, 1, 2, tzinfo=UTC)
 
@@ -86,27 +87,25 @@ def main() -> None:
     cases += [(int(n), 1) for n in args.steps.split(",") if n.strip()]
     print(f"loadavg before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
     base = None
+    launcher = Launcher()
     for steps, calls in cases:
         root = Path(tempfile.mkdtemp(prefix="proctor-sealmem-"))
         try:
             me = [sys.executable, __file__, "--one"]
             subprocess.run([*me, "record", str(steps), str(calls), str(root)], check=True)
-            started = time.perf_counter()
-            proc = subprocess.Popen([*me, "seal", "0", "0", str(root)], stdout=subprocess.PIPE,
-                                    text=True)  # fmt: skip
-            out = proc.stdout.read().strip() if proc.stdout else ""
-            _, status, usage = os.wait4(proc.pid, 0)
+            # from the launcher, so the peak is the seal's own (see _launch)
+            status, cpu, rss, wall, out = launcher.run([*me, "seal", "0", "0", str(root)])
+            out = out.strip()
             if status != 0:
                 raise SystemExit(f"the seal failed ({status})")
-            wall = time.perf_counter() - started
-            rss = usage.ru_maxrss / 1024
             base = rss if base is None else base
             label = f"{steps:,} step(s) x {calls:,} call(s)"
-            print(f"{label:<30} seal: wall {wall:7.1f} s cpu {usage.ru_utime + usage.ru_stime:7.1f}"
+            print(f"{label:<30} seal: wall {wall:7.1f} s cpu {cpu:7.1f}"
                   f" s peak RSS {rss:7.1f} MiB = {rss / base:5.2f}x the first case's"
                   f" (yardstick) | {out}")  # fmt: skip
         finally:
             shutil.rmtree(root, ignore_errors=True)
+    launcher.close()
     print(f"loadavg after: {os.getloadavg()[0]:.2f}")
 
 
