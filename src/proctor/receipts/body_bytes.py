@@ -137,13 +137,8 @@ def plain_text(
     subject_text = _subject(kind, subject)
     if subject_text is None:
         return None
-    if audit_head is None:
-        head = _NO_HEAD
-    elif kind == "run":
-        head = _audit_head(audit_head)
-        if head is None:
-            return None
-    else:
+    head = _NO_HEAD if audit_head is None else _audit_head(audit_head) if kind == "run" else None
+    if head is None:
         return None
     if identity is None:
         named = ""

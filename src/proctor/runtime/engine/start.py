@@ -26,8 +26,7 @@ record: a start refused in preparation seals ``blocked`` and never runs a step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from proctor.contracts.skill import (
     AgentStep,
@@ -57,7 +56,14 @@ from proctor.runtime.telemetry import trace_id_of
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
-__all__ = ["check_parts", "prepare_start", "start_run"]
+__all__ = ["Acquire", "check_parts", "prepare_start", "start_run"]
+
+
+class Acquire(Protocol):
+    """Takes a run's lease for the driver (``fresh``: the run was created in this transaction,
+    so no other driver held it before)."""
+
+    def __call__(self, run_id: str, *, fresh: bool = ...) -> None: ...
 
 
 class _Refused(Exception):
@@ -97,7 +103,7 @@ def start_run(
     driver: RunDriver,
     inputs: Any,
     cli_inputs: list[str] | None,
-    acquire: Callable[[str], None],
+    acquire: Acquire,
     *,
     recover: bool = True,
     parent: str | None = None,
@@ -137,8 +143,9 @@ def start_run(
             store.append_event(parent, "child_started", {"run_id": record.run_id})
         store.create_run(record)
         kill_point("start.created")
-        acquire(record.run_id)
-        store.append_event(record.run_id, "started", {"authority": driver.authority.to_json()})
+        acquire(record.run_id, fresh=True)
+        authority = driver.authority.to_json()  # the event's and the audit line's (not changed)
+        store.append_event(record.run_id, "started", {"authority": authority})
         kill_point("start.recorded")
         host.audit.emit(
             "run_started",
@@ -147,7 +154,7 @@ def start_run(
             skill=driver.skill.package.name,
             method=record.method,
             package_digest=driver.skill.package_digest,
-            authority=driver.authority.to_json(),
+            authority=authority,
             recovered_bundles=recovered,
             **(link or {}),
         )
