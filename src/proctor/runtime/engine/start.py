@@ -42,6 +42,7 @@ from proctor.contracts.skill import (
 from proctor.core.authority import package_covered
 from proctor.core.floor import certain_changes
 from proctor.errors import ConfigError, ParseError, PolicyLoadError, ProctorError, UsageError
+from proctor.parser.inputs import coerce_cli_inputs, drop_absent, validate_inputs
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
@@ -51,6 +52,7 @@ from proctor.runtime.engine.upkeep import notify_config
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.limits import max_concurrency_from_env
 from proctor.runtime.records.audit_breaks import refuse_broken_log
+from proctor.runtime.records.retention import replay_retain
 from proctor.runtime.telemetry import enabled as telemetry_enabled
 from proctor.runtime.telemetry import trace_id_of
 from proctor.runtime.testhooks import kill_point
@@ -214,8 +216,6 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
 def _retains(driver: RunDriver) -> bool:
     """Whether the workspace asks runs to keep what a replay needs (``[replay] retain``,
     :mod:`proctor.runtime.records.retention`); a malformed setting refuses the run."""
-    from proctor.runtime.records.retention import replay_retain
-
     if getattr(driver.s, "retain", False):
         return True
     try:
@@ -281,8 +281,6 @@ def _check_kinds(method: Method) -> None:
 
 
 def _inputs(method: Method, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
-    from proctor.parser.inputs import coerce_cli_inputs, drop_absent, validate_inputs
-
     try:
         values: dict[str, Any] = dict(inputs or {})
         if cli_inputs:
