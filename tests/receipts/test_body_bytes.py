@@ -56,6 +56,42 @@ _IDS = st.one_of(
 )
 
 
+# a run's audit head: plain ones, then each rule the strict route refuses (or writes otherwise)
+_HEADS = st.one_of(
+    st.none(),
+    st.builds(
+        lambda lines, h: {"lines": lines, "last_digest": "sha256:" + h},
+        st.integers(1, 10**15 - 1),
+        _HEX,
+    ),
+    st.just({"lines": 0, "last_digest": None}),
+    st.sampled_from(
+        [
+            {"lines": 0, "last_digest": "sha256:" + "a" * 64},
+            {"lines": 3, "last_digest": None},
+            {"lines": 10**15, "last_digest": "sha256:" + "a" * 64},
+            {"lines": -1, "last_digest": "sha256:" + "a" * 64},
+            {"lines": True, "last_digest": "sha256:" + "a" * 64},
+            {"lines": 2, "last_digest": "sha256:" + "A" * 64},
+            {"lines": 2, "last_digest": "sha256:" + "a" * 64, "more": 1},
+            {"lines": 0, "other": None},
+            {"lines": 2},
+        ]
+    ),
+)
+# a run's package identity: plain ones, and ones JSON escapes or the strict rules refuse
+_IDENTITIES = st.one_of(
+    st.none(),
+    st.sampled_from(["local:skills/one", "core:hello", "registry:acme/tool", "local:a b~c"]),
+    _CLEAN_TEXT.map(lambda t: "local:" + t),
+    st.sampled_from(
+        ["local:", "nope:x", 'local:"q"', "local:back\\slash", "local:é", "local:\t", ""]
+    ),
+    st.just("local:" + "x" * 1018),  # 1,024 characters: the longest there is
+    st.just("local:" + "x" * 1019),
+)
+
+
 @st.composite
 def fields(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["run", "step", "call", "segment"]))
@@ -101,6 +137,9 @@ def fields(draw: st.DrawFn) -> dict[str, Any]:
             if names is _CLEAN
             else st.one_of(st.none(), st.integers(-5, 10**16), st.sampled_from([0, 10**15]))
         ),
+        # drawn for every kind: a step's or call's is refused by both routes
+        "audit_head": draw(_HEADS) if kind == "run" or draw(st.booleans()) else None,
+        "identity": draw(_IDENTITIES) if kind == "run" or draw(st.booleans()) else None,
     }
 
 
@@ -123,10 +162,12 @@ def _dict(f: dict[str, Any]) -> dict[str, Any]:
             {"receipt_id": c.receipt_id, "body_digest": c.body_digest} for c in f["children"]
         ],
         "key_id": f["key_id"],
-        "audit_head": None,
+        "audit_head": None if f["audit_head"] is None else dict(f["audit_head"]),
     }
     if f["spend_micro_usd"] is not None:
         body["spend_micro_usd"] = f["spend_micro_usd"]
+    if f["identity"] is not None:
+        body["identity"] = f["identity"]
     return body
 
 
@@ -171,6 +212,12 @@ def test_the_common_shapes_take_the_direct_route() -> None:
         ("run", Subject("hello", PKG, "main"), [child]),
     ):
         assert plain_body(kind, subject, children=children, **common) is not None
+    # a sealed run's receipt: its audit head and its package identity
+    head = {"lines": 2, "last_digest": PKG}
+    run = Subject("hello", PKG, "main")
+    data = plain_body("run", run, children=[child], audit_head=head, identity="local:a", **common)
+    assert data is not None and b'"identity":"local:a"' in data
+    assert plain_body("step", run, children=[child], audit_head=head, **common) is None
     # a foreign child whose ids are not digests, a step without its step_id: generic route
     bad = Ref("sha256:" + "G" * 64, "sha256:" + "1" * 64, "call", "completed", 1, 0, -1)
     assert plain_body("step", Subject("hello", PKG, "main", "s1"), children=[bad], **common) is None
@@ -203,6 +250,8 @@ def test_the_writers_receipts_equal_seal_of_the_generic_body(
             policy_digest=case["policy_digest"],
             children=foreign,
             spend_micro_usd=case["spend_micro_usd"],
+            audit_head=case["audit_head"],
+            identity=case["identity"],
         )
         writer.flush()
     except (UsageError, ReceiptInvalid):

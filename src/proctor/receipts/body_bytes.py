@@ -7,19 +7,22 @@ more than signing the body. :func:`plain_body` writes the same RFC 8785 bytes by
 in the fixed key order (``audit_head`` < ``authority_digest`` < ... < ``verdicts``), and only
 for bodies it can prove are in the shape :func:`~proctor.receipts.scan.recognized` accepts:
 every free string is printable ASCII without a quote or backslash (so JSON writes it as is),
-every kind's subject rules hold, a segment commits children and states no inputs or outputs.
-Anything else (an audit head, verdicts, a sandbox, a package, context digests, spend past 15
-digits, a string that would need an escape) answers ``None`` and the writer takes the generic
-route with its full checks. A property test holds the two routes byte-identical and every
-body written here recognized.
+every kind's subject rules hold, a segment commits children and states no inputs or outputs,
+a run's audit head is ``{lines, last_digest}`` with a digest (``null`` only at 0 lines) and at
+most 15 digits of lines, and its package identity a plain ``core:``/``registry:``/``local:``
+text of at most 1,024 characters. Anything else (verdicts, a sandbox, a package, context
+digests, spend past 15 digits, a string that would need an escape) answers ``None`` and the
+writer takes the generic route with its full checks. A property test holds the two routes
+byte-identical and every body written here recognized.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from proctor.core.package_identity import IDENTITY_KINDS, MAX_IDENTITY_CHARS
 from proctor.receipts.model import RECEIPT_SCHEMA, Subject
 
 __all__ = ["plain_body", "plain_text"]
@@ -28,7 +31,9 @@ __all__ = ["plain_body", "plain_text"]
 _PLAIN = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+").fullmatch
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}").fullmatch
 _SPEND_MAX = 10**15  # what the recognizer takes as a plain integer (at most 15 digits)
-_HEAD = '{"audit_head":null,"authority_digest":'
+_LINES_MAX = 10**15  # an audit head's line count, likewise
+_NO_HEAD = '{"audit_head":null,"authority_digest":'
+_EMPTY_HEAD = '{"audit_head":{"last_digest":null,"lines":0},"authority_digest":'
 _SCHEMA = f',"schema":"{RECEIPT_SCHEMA}","seal_reason":'
 # the subject's text up to its step_id, by (skill, package digest, method): a seal writes the
 # same three for every receipt of a run, so they are checked and written once
@@ -83,6 +88,33 @@ def _subject(kind: str, subject: Subject) -> str | None:
     return None
 
 
+def _audit_head(head: Mapping[str, Any]) -> str | None:
+    """The body's text up to ``"authority_digest":`` with ``head`` (a run's audit head), or
+    ``None`` when it is not exactly ``{lines, last_digest}`` in the shape written here."""
+    if len(head) != 2:
+        return None
+    lines, last = head.get("lines"), head.get("last_digest")
+    if type(lines) is not int or not 0 <= lines < _LINES_MAX:
+        return None
+    if last is None:
+        return _EMPTY_HEAD if lines == 0 and "last_digest" in head else None
+    if lines == 0 or type(last) is not str or not _DIGEST(last):
+        return None
+    return f'{{"audit_head":{{"last_digest":"{last}","lines":{lines}}},"authority_digest":'
+
+
+def _is_plain_identity(identity: object) -> bool:
+    """Whether ``identity`` is a package identity JSON writes as it is (and the recognizer
+    takes): a known kind, then printable ASCII without a quote or backslash."""
+    return (
+        type(identity) is str
+        and len(identity) <= MAX_IDENTITY_CHARS
+        and identity.startswith(IDENTITY_KINDS)
+        and identity not in IDENTITY_KINDS
+        and _PLAIN(identity) is not None
+    )
+
+
 def plain_text(
     kind: str,
     subject: Subject,
@@ -98,10 +130,21 @@ def plain_text(
     own: range,
     key_id: str,
     spend_micro_usd: int | None,
+    audit_head: Mapping[str, Any] | None = None,
+    identity: str | None = None,
 ) -> str | None:
     """:func:`plain_body` as ASCII text, its arguments by position (the writer's route)."""
     subject_text = _subject(kind, subject)
     if subject_text is None:
+        return None
+    head = _NO_HEAD if audit_head is None else _audit_head(audit_head) if kind == "run" else None
+    if head is None:
+        return None
+    if identity is None:
+        named = ""
+    elif kind == "run" and _is_plain_identity(identity):
+        named = f'"identity":"{identity}",'
+    else:
         return None
     if spend_micro_usd is None:
         spend = ""
@@ -134,7 +177,7 @@ def plain_text(
     p = "null" if policy_digest is None else '"' + policy_digest + '"'
     r = "null" if seal_reason is None else '"' + seal_reason + '"'
     return (
-        f'{_HEAD}{a},"children":[{kids}],"ended_at":"{ended}","inputs_digest":{i},'
+        f'{head}{a},"children":[{kids}],"ended_at":"{ended}",{named}"inputs_digest":{i},'
         f'"key_id":"{key_id}","kind":"{kind}","outcome":"{outcome}","outputs_digest":{o},'
         f'"policy_digest":{p}{_SCHEMA}{r},{spend}"started_at":"{started}",'
         f'"subject":{subject_text},"verdicts":[]}}'
@@ -157,8 +200,11 @@ def plain_body(
     own: range,
     key_id: str,
     spend_micro_usd: int | None,
+    audit_head: Mapping[str, Any] | None = None,
+    identity: str | None = None,
 ) -> bytes | None:
-    """The canonical body bytes of a receipt without an audit head, verdicts or rare fields.
+    """The canonical body bytes of a receipt without verdicts or rare fields (a run's audit
+    head and package identity are written here when plain).
 
     The caller has checked that ``kind``, ``outcome`` and ``seal_reason`` are known (and a
     completed receipt names no reason), that the four digests and the subject's package digest
@@ -185,5 +231,7 @@ def plain_body(
         own,
         key_id,
         spend_micro_usd,
+        audit_head,
+        identity,
     )
     return None if text is None else text.encode("ascii")

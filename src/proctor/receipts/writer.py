@@ -251,13 +251,11 @@ class ReceiptWriter:
             verdicts = tuple(verdicts)
         if (
             self._plain_key
-            and audit_head is None
             and sandbox is None
             and not verdicts
             and not context_digests
             and reused_from is None
             and package is None
-            and identity is None
         ):
             text = plain_text(
                 kind,
@@ -274,6 +272,8 @@ class ReceiptWriter:
                 range(self._base, self._base + len(self._serials)),
                 self._key_id,
                 spend_micro_usd,
+                audit_head,
+                identity,
             )
             if text is not None:
                 body_bytes = text.encode("ascii")

@@ -166,3 +166,32 @@ def test_the_lease_a_take_left_is_the_row_without_reading_it(
             with a.transaction():
                 a.release_lease(run, "A")
     assert not getattr(a, "_taken", {}) and not getattr(a, "_fences", {})
+
+
+def test_a_transaction_reads_the_lease_once_and_the_next_one_again(tmp_path: Path) -> None:
+    """SQLite: the writes of one transaction share one read of the lease row (its lock holds
+    the row until the commit); a lease taken over between two transactions refuses the next."""
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+
+    a, b = SQLiteRunStore(tmp_path / "runs.sqlite"), SQLiteRunStore(tmp_path / "runs.sqlite")
+    try:
+        a.create_run(RunRecord(run_id=RUN, skill="k", method="main"))
+        assert a.acquire_lease(RUN, "A", -1) is None  # held, and lapsed at once
+        read: list[str] = []
+        a._conn.set_trace_callback(read.append)  # type: ignore[attr-defined]
+        with a.transaction():
+            a.update_run(RUN, data={"x": 1})
+            assert a.append_event(RUN, "one", {}) == 1
+            assert a.append_event(RUN, "two", {}) == 2
+        assert len([q for q in read if q.startswith("SELECT epoch FROM leases")]) == 1
+        assert not [q for q in read if "MAX(seq)" in q and q.startswith("SELECT")]
+        assert b.acquire_lease(RUN, "B", 60) is None  # taken over between two transactions
+        with pytest.raises(LeaseLost):
+            a.append_event(RUN, "three", {})
+        with pytest.raises(LeaseLost), a.transaction():
+            a.update_run(RUN, data={"y": 2})
+        assert [e["kind"] for e in b.events(RUN)] == ["one", "two"]
+        assert "y" not in b.get_run(RUN).data  # type: ignore[union-attr]
+    finally:
+        a.close()
+        b.close()

@@ -48,8 +48,11 @@ _GONE_SECONDS = 10.0
 def lease_ttl() -> float:
     """``PROCTOR_LEASE_TTL`` when it is a number of seconds from 1 to 86400, else
     :data:`LEASE_TTL_SECONDS`."""
+    text = os.environ.get("PROCTOR_LEASE_TTL")
+    if not text:  # the usual case, without the refused float("") of an unset variable
+        return LEASE_TTL_SECONDS
     try:
-        value = float(os.environ.get("PROCTOR_LEASE_TTL", ""))
+        value = float(text)
     except ValueError:
         return LEASE_TTL_SECONDS
     return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS

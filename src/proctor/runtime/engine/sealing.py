@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
+from proctor.receipts.model import Subject, Verdict
 from proctor.runtime.boundary.reach import authority_record
+from proctor.runtime.boundary.sanitize import Sanitizer
 from proctor.runtime.engine.stored_envelope import compact_trace, sandbox_use, trace_of
 from proctor.runtime.engine.trace_window import TraceWindow
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
-    from proctor.receipts.model import Verdict
     from proctor.runtime.engine.host import RunHost
 
 __all__ = [
@@ -158,9 +159,7 @@ def _seal(
     result: Any,
     refusal: Refusal | None,
 ) -> RunEnvelope:
-    from proctor.receipts.model import Subject, Verdict
-    from proctor.receipts.writer import ChildList, ReceiptWriter, Ref
-    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.receipts.writer import ChildList, ReceiptWriter, Ref  # (it loads the signer)
 
     s = session
     store = s.store
@@ -397,8 +396,6 @@ def _seq(call: CallRecord) -> int:
 def decided_by(requests: list[RequestRecord]) -> dict[str, list[Verdict]]:
     """Who decided each request that names its author, as a receipt verdict by address:
     ``{rule_id: "decision:ADDRESS", code: "decided_by:WHO", enforcement: "warn"}``."""
-    from proctor.receipts.model import Verdict
-
     out: dict[str, list[Verdict]] = {}
     for r in requests:
         who = (r.decision or {}).get("decided_by")

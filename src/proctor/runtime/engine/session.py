@@ -354,7 +354,7 @@ class Session:
 
     # -- leases ----------------------------------------------------------------------------
 
-    def _acquire(self, run_id: str) -> None:
+    def _acquire(self, run_id: str, *, fresh: bool = False) -> None:
         at = time.monotonic()
         if not acquire_lease(self.store, run_id, self._holder):
             raise ResumeRefused(
@@ -362,7 +362,8 @@ class Session:
                 code="run_busy",
             )
         self._renewed[run_id] = at
-        lease = self.store.taken_lease(run_id)
+        # a run its start made in this transaction took its lease from nobody
+        lease = None if fresh else self.store.taken_lease(run_id)
         if lease is not None and lease.taken_from:
             # the run record names the holder whose lease lapsed (or who died) and the epoch
             # that took over from it; the retry question of its claims says which it was

@@ -26,8 +26,7 @@ record: a start refused in preparation seals ``blocked`` and never runs a step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from proctor.contracts.skill import (
     AgentStep,
@@ -43,6 +42,7 @@ from proctor.contracts.skill import (
 from proctor.core.authority import package_covered
 from proctor.core.floor import certain_changes
 from proctor.errors import ConfigError, ParseError, PolicyLoadError, ProctorError, UsageError
+from proctor.parser.inputs import coerce_cli_inputs, drop_absent, validate_inputs
 from proctor.receipts.canonical import digest
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
@@ -52,12 +52,20 @@ from proctor.runtime.engine.upkeep import notify_config
 from proctor.runtime.home.files import home_dir
 from proctor.runtime.limits import max_concurrency_from_env
 from proctor.runtime.records.audit_breaks import refuse_broken_log
+from proctor.runtime.records.retention import replay_retain
 from proctor.runtime.telemetry import enabled as telemetry_enabled
 from proctor.runtime.telemetry import trace_id_of
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
-__all__ = ["check_parts", "prepare_start", "start_run"]
+__all__ = ["Acquire", "check_parts", "prepare_start", "start_run"]
+
+
+class Acquire(Protocol):
+    """Takes a run's lease for the driver (``fresh``: the run was created in this transaction,
+    so no other driver held it before)."""
+
+    def __call__(self, run_id: str, *, fresh: bool = ...) -> None: ...
 
 
 class _Refused(Exception):
@@ -97,7 +105,7 @@ def start_run(
     driver: RunDriver,
     inputs: Any,
     cli_inputs: list[str] | None,
-    acquire: Callable[[str], None],
+    acquire: Acquire,
     *,
     recover: bool = True,
     parent: str | None = None,
@@ -137,8 +145,9 @@ def start_run(
             store.append_event(parent, "child_started", {"run_id": record.run_id})
         store.create_run(record)
         kill_point("start.created")
-        acquire(record.run_id)
-        store.append_event(record.run_id, "started", {"authority": driver.authority.to_json()})
+        acquire(record.run_id, fresh=True)
+        authority = driver.authority.to_json()  # the event's and the audit line's (not changed)
+        store.append_event(record.run_id, "started", {"authority": authority})
         kill_point("start.recorded")
         host.audit.emit(
             "run_started",
@@ -147,7 +156,7 @@ def start_run(
             skill=driver.skill.package.name,
             method=record.method,
             package_digest=driver.skill.package_digest,
-            authority=driver.authority.to_json(),
+            authority=authority,
             recovered_bundles=recovered,
             **(link or {}),
         )
@@ -207,8 +216,6 @@ def prepare_start(driver: RunDriver, inputs: Any, cli_inputs: list[str] | None) 
 def _retains(driver: RunDriver) -> bool:
     """Whether the workspace asks runs to keep what a replay needs (``[replay] retain``,
     :mod:`proctor.runtime.records.retention`); a malformed setting refuses the run."""
-    from proctor.runtime.records.retention import replay_retain
-
     if getattr(driver.s, "retain", False):
         return True
     try:
@@ -274,8 +281,6 @@ def _check_kinds(method: Method) -> None:
 
 
 def _inputs(method: Method, inputs: Any, cli_inputs: list[str] | None) -> dict[str, Any]:
-    from proctor.parser.inputs import coerce_cli_inputs, drop_absent, validate_inputs
-
     try:
         values: dict[str, Any] = dict(inputs or {})
         if cli_inputs:

@@ -90,6 +90,7 @@ class SQLiteRunStore(paged.PagedReads):
         # the lease epoch this process took, by run (see .fencing); kept after a loss, so
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
+        self._checked: set[str] = set()  # runs whose fence this transaction checked already
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
         # runs whose release waits for the commit to drop their fence (see release_lease)
@@ -152,6 +153,7 @@ class SQLiteRunStore(paged.PagedReads):
         with self._lock:
             outer = self._depth == 0
             if outer:
+                self._checked.clear()  # each transaction reads a run's lease row again
                 self._exec("BEGIN IMMEDIATE")
             self._depth += 1
             try:
@@ -252,13 +254,15 @@ class SQLiteRunStore(paged.PagedReads):
     # -- fencing (see .fencing) ----------------------------------------------------------------
 
     def _stale(self, run_id: str) -> int | None:
-        """Inside a write transaction: ``None`` when this process holds ``run_id``'s lease
-        under the epoch it took (or holds no fence for it), else the row's epoch (-1: none)."""
+        """Inside a write transaction: ``None`` when this process holds ``run_id``'s lease under
+        its epoch (or has no fence), else the row's epoch (-1: none); read once a transaction."""
         epoch = self._fences.get(run_id)
-        if epoch is None:
+        if epoch is None or (self._depth and run_id in self._checked):
             return None
         row = self._conn.execute("SELECT epoch FROM leases WHERE run_id = ?", (run_id,)).fetchone()
         current = -1 if row is None else int(row[0])
+        if current == epoch:  # (kept for a transaction only: each one clears it first)
+            self._checked.add(run_id)
         return None if current == epoch else current
 
     def _fence(self, run_id: str | None) -> int | None:
@@ -313,7 +317,6 @@ class SQLiteRunStore(paged.PagedReads):
         return record
 
     _run = staticmethod(run_from_row)
-
     _RUN_COLS = RUN_COLS
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -387,17 +390,14 @@ class SQLiteRunStore(paged.PagedReads):
     # -- events -----------------------------------------------------------------------------
 
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
-        with self.transaction():
+        with self.transaction():  # the next number and the row in one statement
             self._fence(run_id)
-            row = self._exec(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            seq = int(row[0]) + 1
-            self._exec(
-                "INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
-                (run_id, seq, now(), kind, dumps(body)),
-            )
-        return seq
+            rows = self._exec(
+                "INSERT INTO events (run_id, seq, at, kind, body) SELECT ?, COALESCE(MAX(seq), 0)"
+                " + 1, ?, ?, ? FROM events WHERE run_id = ? RETURNING seq",
+                (run_id, now(), kind, dumps(body), run_id),
+            ).fetchall()
+        return int(rows[0][0])
 
     def events(
         self, run_id: str, *, after: int = 0, limit: int | None = None
@@ -480,7 +480,6 @@ class SQLiteRunStore(paged.PagedReads):
                 self.flush()
 
     _call = staticmethod(call_from_row)
-
     _CALL_COLS = CALL_COLS
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:

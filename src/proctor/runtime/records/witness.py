@@ -29,6 +29,8 @@ from typing import Any
 from proctor.errors import ConfigError, StoreError
 from proctor.receipts.canonical import canonical
 from proctor.receipts.signing import PublicKey, Signer
+from proctor.runtime.home.config import load_config
+from proctor.runtime.home.files import home_dir
 from proctor.runtime.records.chain import Anchor
 
 __all__ = [
@@ -68,9 +70,6 @@ def witness_settings(
     keys_text = environ.get("PROCTOR_WITNESS_KEYS")
     section: Mapping[str, Any] = {}
     if urls_text is None or keys_text is None:
-        from proctor.runtime.home.config import load_config
-        from proctor.runtime.home.files import home_dir
-
         if home is None:  # the caller's environment names the home, not this process's
             try:
                 home = home_dir(environ)[0]
