@@ -58,9 +58,8 @@ def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: P
     assert s.store.lease(envelope.run_id).holder == ""  # type: ignore[union-attr]
     assert not [q for q in begun if q.startswith("UPDATE runs") and "running" in q]
     assert not [q for q in begun if q.startswith("INSERT INTO run_counts") and "SELECT" in q[:60]]
-    # each transaction reads a run's lease row once for all its fenced writes; an event is
-    # numbered in its insert; the lease a start took from nobody is not read back, only the
-    # seal's check reads it
+    # each transaction reads a run's lease row once for all its fenced writes; the lease a
+    # start took from nobody is not read back, only the seal's check reads it
     transactions: list[list[str]] = []
     for q in begun:
         if q.startswith("BEGIN"):
@@ -69,7 +68,6 @@ def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: P
             transactions[-1].append(q)
     for t in transactions:
         assert sum(q.startswith("SELECT epoch FROM leases") for q in t) <= 1
-    assert not [q for q in begun if q.startswith("SELECT COALESCE(MAX(seq)")]
     assert len([q for q in begun if q.startswith("SELECT holder, epoch, expires_at")]) == 1
 
 

@@ -390,14 +390,13 @@ class SQLiteRunStore(paged.PagedReads):
     # -- events -----------------------------------------------------------------------------
 
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
-        with self.transaction():  # the next number and the row in one statement
+        with self.transaction():  # (no INSERT ... RETURNING: SQLite before 3.35 has none)
             self._fence(run_id)
-            rows = self._exec(
-                "INSERT INTO events (run_id, seq, at, kind, body) SELECT ?, COALESCE(MAX(seq), 0)"
-                " + 1, ?, ?, ? FROM events WHERE run_id = ? RETURNING seq",
-                (run_id, now(), kind, dumps(body), run_id),
-            ).fetchall()
-        return int(rows[0][0])
+            last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
+            seq = int(last.fetchone()[0] or 0) + 1
+            self._exec("INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
+                       (run_id, seq, now(), kind, dumps(body)))  # fmt: skip
+        return seq
 
     def events(
         self, run_id: str, *, after: int = 0, limit: int | None = None
