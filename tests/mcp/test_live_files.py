@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from tests.mcp.conftest import Ws, recorder_for, stdio_params
+from tests.runtime.driver_support import BLOCK_ECHO
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -34,16 +35,6 @@ ADDED = """  shout:
       - id: shout
         tool: echo
         inputs: {text: LOUD}
-"""
-
-BLOCK_ECHO = """id: team
-rules:
-  - id: team.reasons
-    description: Every echo states why it is made.
-    guard: check_reason_not_empty
-    enforcement: block
-    on_error: fail_closed
-    tools: [echo]
 """
 
 

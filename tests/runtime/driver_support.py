@@ -31,6 +31,19 @@ print("ran", n + 1)
 """
 
 
+BLOCK_ECHO = """id: team
+rules:
+  - id: team.reasons
+    description: Every echo states why it is made.
+    guard: check_reason_not_empty
+    enforcement: block
+    on_error: fail_closed
+    tools: [echo]
+"""
+"""A team policy blocking an ``echo`` that states no reason (a policy a test adds between two
+runs or calls, to show the next one governed by it)."""
+
+
 def make_skill(root: Path, name: str, run_yaml: str) -> Path:
     """Write a skill package under ``root/skills/name``."""
     folder = root / "skills" / name

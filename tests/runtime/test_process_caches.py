@@ -12,6 +12,7 @@ from proctor.errors import ParseError
 from proctor.parser.schemas import compile_schema
 from proctor.runtime.skills import load_skill, locate, read_package
 from tests.runtime.driver_support import (
+    BLOCK_ECHO,
     approve,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
@@ -40,16 +41,6 @@ methods:
       - id: say
         tool: echo
         inputs: {text: done}
-"""
-
-BLOCK_ECHO = """id: team
-rules:
-  - id: team.reasons
-    description: Every echo states why it is made.
-    guard: check_reason_not_empty
-    enforcement: block
-    on_error: fail_closed
-    tools: [echo]
 """
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from proctor.runtime.skills import read_package
 from tests.runtime.driver_support import (
+    BLOCK_ECHO,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
@@ -50,16 +51,6 @@ methods:
         tool: fs.read
         inputs: {path: $input.path}
     result_from: [read]
-"""
-
-BLOCK_ECHO = """id: team
-rules:
-  - id: team.reasons
-    description: Every echo states why it is made.
-    guard: check_reason_not_empty
-    enforcement: block
-    on_error: fail_closed
-    tools: [echo]
 """
 
 

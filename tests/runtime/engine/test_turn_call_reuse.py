@@ -17,6 +17,7 @@ import pytest
 
 from proctor.errors import ResumeRefused
 from tests.runtime.driver_support import (
+    BLOCK_ECHO,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
@@ -186,17 +187,6 @@ def test_a_racy_package_is_taken_only_while_its_files_digest_is_the_runs(tmp_pat
     held.put(edited, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
     assert held.get(edited, str(tmp_path)) is None
     assert held.get(edited, str(tmp_path)) is None  # and it was let go
-
-
-BLOCK_ECHO = """id: team
-rules:
-  - id: team.reasons
-    description: Every echo states why it is made.
-    guard: check_reason_not_empty
-    enforcement: block
-    on_error: fail_closed
-    tools: [echo]
-"""
 
 
 def _kept_policy_session(ws: Path) -> tuple[object, str]:
