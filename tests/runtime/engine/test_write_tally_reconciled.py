@@ -11,9 +11,6 @@ and writes nothing. On SQLite and PostgreSQL, through the real CLI.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ from typing import Any
 import pytest
 
 from proctor.policy import write_tally
+from tests.crash.harness import proctor
 from tests.pg import fresh_schema
 from tests.runtime.driver_support import make_skill, make_workspace
 
@@ -49,19 +47,6 @@ def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
         yield url
 
 
-def _proctor(
-    root: Path, args: list[str], url: str | None, stdin: str = "", **env: str
-) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
-    full |= {"PROCTOR_HOME": str(root / ".home"), "PROCTOR_WRITE_BUDGET": "2", **env}
-    if url is not None:
-        full["PROCTOR_DATABASE_URL"] = url
-    return subprocess.run(
-        [sys.executable, "-m", "proctor", *args],
-        cwd=root, env=full, input=stdin, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
 def _run(root: Path, url: str | None) -> tuple[str, dict[str, Any]]:
     """The one run the store holds: its id and data."""
     from proctor.runtime.records.backend import open_run_store
@@ -80,15 +65,17 @@ def test_a_write_confirmed_after_a_crash_spends_the_budget(
 ) -> None:
     root = make_workspace(tmp_path / "ws")
     make_skill(root, "writes", THREE_WRITES)
-    killed = _proctor(
-        root, ["run", "writes", "--json"], database,
-        PROCTOR_TEST_HOOKS="1", PROCTOR_TEST_KILL_AT="call.executed:1",
-    )  # fmt: skip
+    if database is not None:
+        (root / ".pg_url").write_text(database)  # the harness's CLI runs on this store
+    budget = {"PROCTOR_WRITE_BUDGET": "2"}
+    killed = proctor(
+        root, ["run", "writes", "--json"], env={**budget, "PROCTOR_TEST_KILL_AT": "call.executed:1"}
+    )
     assert killed.returncode == -9, killed.stderr
     assert (root / "a.md").read_text() == "a\n"  # the write took effect, unsettled
     run_id, data = _run(root, database)
     assert write_tally.KEY not in data  # nothing counted yet
-    out = _proctor(root, ["resume", run_id, "-", "--json"], database, stdin="{}")
+    out = proctor(root, ["resume", run_id, "-", "--json"], stdin="{}", env=budget)
     envelope = json.loads(out.stdout)
     assert envelope["status"] == "sealed", envelope
     assert (root / "b.md").read_text() == "b\n"
