@@ -28,13 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.contracts.skill import Method, ProcessStep, ToolStep
+from proctor.contracts.values import replace
+from proctor.core.authority import EgressGrant
 from proctor.errors import CredentialError
+from proctor.runtime.boundary.egress_allow import EgressAllow, load_egress_allow
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
 if TYPE_CHECKING:
-    from proctor.core.authority import Authority, EgressGrant
+    from proctor.core.authority import Authority
     from proctor.runtime.admission.governor import Deliver
-    from proctor.runtime.boundary.egress import EgressAllow, EgressRoute
+    from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sanitize import Sanitizer, TaintSet
     from proctor.runtime.home.credentials import CredentialStore
     from proctor.runtime.records.audit import AuditLog
@@ -69,9 +72,6 @@ class NeedsCredential(CredentialError):
 
 def record_authority(authority: Authority, egress: EgressAllow) -> dict[str, Any]:
     """The authority record of a new run: the host's authority with the workspace's grant."""
-    from proctor.contracts.values import replace
-    from proctor.core.authority import EgressGrant
-
     doc = egress.to_authority()
     grant = EgressGrant(hosts=tuple(doc["hosts"]), networks=tuple(doc["networks"]))
     return replace(authority, egress=grant).to_json()
@@ -84,8 +84,6 @@ def recorded_egress(grant: EgressGrant | None) -> EgressAllow:
     Raises:
         ConfigError: the recorded entries are not valid (the record was altered).
     """
-    from proctor.runtime.boundary.egress_allow import EgressAllow
-
     if grant is None:
         return EgressAllow()
     return EgressAllow.parse([*grant.hosts, *grant.networks])
@@ -97,8 +95,6 @@ def load_run_egress(workspace_root: Path) -> EgressAllow:
     Raises:
         ConfigError: ``proctor.toml`` is invalid or an entry is refused.
     """
-    from proctor.runtime.boundary.egress_allow import load_egress_allow
-
     return load_egress_allow(workspace_root)
 
 
@@ -357,7 +353,6 @@ def with_aliases(
     def deliver(spec: Any, tool: Tool) -> dict[str, Any]:
         out = inner(spec, tool)
         if tool.effect == "network":
-            from proctor.contracts.values import replace
             from proctor.runtime.tools.http import NETWORK_EXTRA
 
             net = out.get(NETWORK_EXTRA)

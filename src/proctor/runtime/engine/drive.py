@@ -40,19 +40,36 @@ from proctor.contracts.skill import (
     WorkerStep,
 )
 from proctor.core.authority import narrow, parse_authority
+from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
 from proctor.errors import ConfigError, CredentialError, PolicyLoadError, ProctorError
+from proctor.policy import write_budget
 from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
 from proctor.runtime.boundary.reach import run_workspace
+from proctor.runtime.boundary.sandbox_setting import sandbox_setting, stricter
+from proctor.runtime.boundary.sanitize import Sanitizer
 from proctor.runtime.engine import kinds as run_kinds
 from proctor.runtime.engine import pausing, turn_calls
+from proctor.runtime.engine.bundles import recover_open_bundles
+from proctor.runtime.engine.confinement import confined_tools
+from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery, with_aliases
 from proctor.runtime.engine.host import RunHost, RunInterrupted, StepDone, StepPause, narrow_outputs
+from proctor.runtime.engine.operations import (
+    mcp_credentials,
+    operation_credentials,
+    run_operation_tools,
+    unreadable_upstream_tools,
+)
+from proctor.runtime.engine.skill_calls import skill_tools
+from proctor.runtime.limits import max_receipts_from_env
 from proctor.runtime.records.runs import RequestRecord, RunCounts, RunRecord, RunStore
+from proctor.runtime.skills import package_authority_files
+from proctor.runtime.storage.select import open_state_store
 from proctor.runtime.testhooks import kill_point
-from proctor.runtime.tools.base import CommandStopped
+from proctor.runtime.tools.base import PACKAGE_EXTRA, CommandStopped
+from proctor.runtime.tools.store import store_deliver
 
 if TYPE_CHECKING:
     from proctor.core.authority import Authority
-    from proctor.core.budget import ReceiptBudget
     from proctor.core.spend import SpendLedger
     from proctor.policy.cache import RunPolicies
     from proctor.runtime.admission.governor import Deliver
@@ -83,7 +100,6 @@ class RunDriver:
         method: Method,
         stop: threading.Event | None,
     ) -> None:
-        from proctor.runtime.boundary.sanitize import Sanitizer
 
         self.s = session
         self.record = record
@@ -145,8 +161,6 @@ class RunDriver:
             ParseError: a connector manifest is refused.
         """
         if self._operations is None:
-            from proctor.runtime.engine.operations import run_operation_tools
-
             self._operations = run_operation_tools(self.skill, self.s.workspace, self.s.environ)
         return self._operations
 
@@ -160,9 +174,6 @@ class RunDriver:
         """``deliver`` plus the ``store.*`` tools' seam: the state store (opened on first use)
         under the namespace of the run's package identity (never a name the package chose),
         which no call names; and the identity itself, which connector writes are keyed by."""
-        from proctor.runtime.storage.select import open_state_store
-        from proctor.runtime.tools.base import PACKAGE_EXTRA
-        from proctor.runtime.tools.store import store_deliver
 
         s = self.s
         identity = self.skill.identity or self.skill.package.name
@@ -176,7 +187,6 @@ class RunDriver:
     def _sandbox(self) -> SandboxSetting:
         """The run's sandbox setting: ``PROCTOR_SANDBOX``, else the strictest default any driver
         of the run had (recorded, so a looser session resuming it keeps it)."""
-        from proctor.runtime.boundary.sandbox_setting import sandbox_setting, stricter
 
         recorded = self.record.data.get("sandbox_default")
         default = stricter(self.s.sandbox_default, recorded)
@@ -195,8 +205,6 @@ class RunDriver:
         Raises:
             NeedsCredential: a credential is missing (the caller parks the run).
         """
-        from proctor.runtime.engine.delivery import NeedsCredential, prepare_delivery, with_aliases
-        from proctor.runtime.engine.operations import mcp_credentials, operation_credentials
 
         operations = self._operations_or_blocked()
         extra = operation_credentials(self.method, operations)
@@ -247,9 +255,6 @@ class RunDriver:
         """The run's governor, counting on from the calls already recorded."""
         if self._governor is not None:
             return self._governor
-        from proctor.policy import write_budget
-        from proctor.runtime.limits import max_receipts_from_env
-        from proctor.runtime.skills import package_authority_files
 
         s = self.s
         try:
@@ -275,7 +280,6 @@ class RunDriver:
         # counted, not read: a driver is built per turn call, and reading the run's calls
         # here would make every call of a long turn cost as much as the run so far
         counts = s.store.run_counts(self.run_id)
-        from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
 
         # one budget for the tree: a child is handed its root's (its start already reserved
         # its own receipts there); what earlier drivers of this run admitted is counted on it
@@ -313,8 +317,6 @@ class RunDriver:
             if narrowed != self.authority:
                 # reach: workspace on a step of a reach: inputs run reaches no input's root
                 scopes[step.id] = (narrowed, workspace if narrowed.reach == "inputs" else unreached)
-        from proctor.runtime.engine.confinement import confined_tools
-        from proctor.runtime.engine.skill_calls import skill_tools
 
         try:  # calls.skills: one tool per method of each skill a turn may call (a child run)
             tools: MutableMapping[str, Tool] = s.tools.copy()
@@ -322,7 +324,6 @@ class RunDriver:
         except ProctorError as exc:
             raise Blocked(exc.code, exc.message, "admission_refused") from exc
         tools.update(self._operations_or_blocked())
-        from proctor.runtime.engine.operations import unreadable_upstream_tools
 
         tools.update(unreadable_upstream_tools(self.method, tools, s.workspace, s.environ))
         if self.confined():
@@ -394,7 +395,6 @@ class RunDriver:
             RunInterrupted: a stop was requested before a step began.
         """
         s = self.s
-        from proctor.runtime.engine.bundles import recover_open_bundles
 
         # A bundle a crashed driver left half-applied is rolled back before any claim of it
         # is reconciled (its files are then at their before-images, and it is sent again).

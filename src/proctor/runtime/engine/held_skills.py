@@ -45,9 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from proctor.contracts.values import dataclass
+from proctor.errors import ProctorError
 from proctor.runtime.boundary.real import real_path
+from proctor.runtime.packages.resolve import is_named_ref, resolve_skill
 from proctor.runtime.skill_files import RACY_NS
-from proctor.runtime.skills import SKIP_DIRS, LoadedSkill
+from proctor.runtime.skills import SKIP_DIRS, LoadedSkill, locate, read_package
 
 __all__ = ["RACY_NS", "HeldSkills", "Stamped", "stamp_package"]
 
@@ -98,11 +100,6 @@ def _raise(exc: OSError) -> None:
 def _same_digest(folder: str, recorded: str) -> bool:
     """Whether the package files under ``folder`` read now have the digest ``recorded``
     (False when they cannot be read: the package is then loaded again, and refused)."""
-    from pathlib import Path
-
-    from proctor.errors import ProctorError
-    from proctor.runtime.skills import read_package
-
     try:
         return read_package(Path(folder), os.path.basename(folder))[1] == recorded
     except (ProctorError, OSError):
@@ -169,10 +166,6 @@ class HeldSkills:
         Raises:
             ProctorError: as :func:`~proctor.runtime.packages.resolve.resolve_skill`.
         """
-        from proctor.errors import ProctorError
-        from proctor.runtime.packages.resolve import is_named_ref, resolve_skill
-        from proctor.runtime.skills import locate
-
         if is_named_ref(ref):
             return resolve_skill(ref, cwd=cwd, workspace_root=root, environ=environ)
         key, base = ("ref", ref, str(cwd), str(root)), str(root)

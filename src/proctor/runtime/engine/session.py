@@ -41,8 +41,18 @@ from proctor.core.authority import Authority, default_authority
 from proctor.core.ids import uuid4_hex
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, StoreError, UsageError
+from proctor.parser.skill import select_method
+from proctor.policy.cache import run_policies
+from proctor.policy.guard_files import GuardFiles, guard_modules
 from proctor.runtime.admission.governor import CallOutcome
+from proctor.runtime.directives import WRITABLE_DIRS, is_directive_run
 from proctor.runtime.engine.decisions import record_plan
+from proctor.runtime.engine.delivery import (
+    NeedsCredential,
+    load_run_egress,
+    park_needs_credential,
+    record_authority,
+)
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import (
     acquire_lease,
@@ -52,13 +62,13 @@ from proctor.runtime.engine.lease import (
     lease_ttl,
     renew_lease,
 )
+from proctor.runtime.home.trust import TRUST_ENV, HomeTrust
 from proctor.runtime.packages.resolve import reload_skill, verify_named_refs
 from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
     from proctor.policy import GuardRegistry, PolicySet, Unrestricted
-    from proctor.policy.guard_files import GuardFiles
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
@@ -286,10 +296,6 @@ class Session:
             ConfigError: ``guards_untrusted`` (no guard module ran); bad profile, drift from
                 the shipped rules, or zero enforceable rules.
         """
-        from proctor.policy.cache import run_policies
-        from proctor.policy.guard_files import guard_modules
-        from proctor.runtime.home.trust import HomeTrust
-
         root = str(self.workspace.root)
         held = self._held_policy.get(root, self.environ)  # nothing it was built from changed
         if held is not None:
@@ -304,8 +310,6 @@ class Session:
     def _audit_env_trust(self, files: GuardFiles) -> None:
         if files.digest in self._trusted_by_env:
             return
-        from proctor.runtime.home.trust import TRUST_ENV
-
         self.audit.emit(
             "guards_trusted_by_environment",
             run_id=None,
@@ -458,12 +462,6 @@ class Session:
                 line, the seal) could not be written: the run stays unsealed, and ``resume``
                 with ``{}`` seals it.
         """
-        from proctor.runtime.engine.delivery import (
-            NeedsCredential,
-            load_run_egress,
-            park_needs_credential,
-            record_authority,
-        )
         from proctor.runtime.engine.drive import RunDriver
         from proctor.runtime.engine.start import check_parts, start_run
 
@@ -477,8 +475,6 @@ class Session:
             )
         if act is not None:
             check_act(act)
-        from proctor.parser.skill import select_method
-
         method_name, method = select_method(skill.package.profile, skill.method)
         verify_named_refs(method, base=skill.folder, workspace_root=self.workspace.root,
                           environ=self.environ)  # fmt: skip
@@ -507,8 +503,6 @@ class Session:
             record.data["act"] = act
         if skill.identity:  # the column history lists, and the data the receipt binds
             record.identity = record.data["identity"] = skill.identity
-        from proctor.runtime.directives import WRITABLE_DIRS, is_directive_run
-
         directive = is_directive_run(record.data, self.workspace.state_dir)  # resolved once
         if self.confine_writes or directive:
             record.data["writable_dirs"] = list(WRITABLE_DIRS)
@@ -561,7 +555,6 @@ class Session:
                 run needs is gone; the run waits as it was).
             RunInterrupted: a stop was requested.
         """
-        from proctor.runtime.engine.delivery import NeedsCredential
         from proctor.runtime.engine.drive import RunDriver
 
         record = self._record(run_id)
@@ -730,8 +723,6 @@ class Session:
         return loaded
 
     def _reload(self, record: RunRecord) -> tuple[Any, Any]:
-        from proctor.parser.skill import select_method
-
         if not isinstance(record.data.get("package_folder"), str):
             raise ResumeRefused("the run's record names no package", code="package_changed")
         try:
