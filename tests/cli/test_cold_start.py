@@ -105,9 +105,10 @@ assert json.loads(out.getvalue())["outcome"] == "completed", out.getvalue()
 def test_a_run_that_sends_nothing_imports_neither_httpx_nor_pydantic(tmp_path: Path) -> None:
     (tmp_path / ".proctor").mkdir()
     env = {**os.environ, "PROCTOR_HOME": str(tmp_path / "home")}
-    loaded = _loaded(_hello_world_body(), cwd=tmp_path, env=env)
+    connectors = "proctor.runtime.connectors.operations"  # a run that has none: not imported
+    loaded = _loaded(_hello_world_body(), cwd=tmp_path, env=env, names=(*HEAVY, connectors))
     # The run's documents are strict records (proctor.contracts.strict), not pydantic models.
-    assert "httpx" not in loaded
+    assert "httpx" not in loaded and connectors not in loaded
     assert "pydantic" not in loaded and "pydantic_core" not in loaded
     assert "yaml" in loaded and "sqlite3" in loaded  # the probe saw the run's own imports
 

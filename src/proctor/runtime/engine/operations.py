@@ -159,6 +159,8 @@ def unreadable_upstream_tools(
 
 def _used(method: Method, tools: dict[str, OperationTool]) -> list[OperationTool]:
     """The operation tools the method's steps and turns use."""
+    if not tools:  # most runs: no connector (and nothing of their HTTP side imported)
+        return []
     from proctor.runtime.connectors.operations import expand_operations
 
     names: list[str] = []
