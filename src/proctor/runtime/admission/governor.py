@@ -571,6 +571,9 @@ class Governor:
         host's, a resume's, a crashed driver's), once, before this governor counts its own."""
         if not self._seeded:
             self._seeded = True
+            if self._fresh:  # its driver's start created the run: no call of it is counted yet
+                self._tally, self._tally_known = None, True
+                return
             run = self.store.get_run(self.run_id)
             if run is not None:
                 write_tally.seed(self.history, run.data)
