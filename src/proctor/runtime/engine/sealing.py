@@ -17,11 +17,13 @@ from proctor.contracts.envelope import Refusal, RunEnvelope
 from proctor.errors import ProctorError, ReceiptInvalid, StoreError
 from proctor.receipts.canonical import digest
 from proctor.receipts.model import Subject, Verdict
+from proctor.receipts.writer import ChildList, ReceiptWriter, Ref
 from proctor.runtime.boundary.reach import authority_record
 from proctor.runtime.boundary.sanitize import Sanitizer
 from proctor.runtime.engine.stored_envelope import compact_trace, sandbox_use, trace_of
 from proctor.runtime.engine.trace_window import TraceWindow
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
+from proctor.runtime.records.witness import seal_to_witnesses
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
@@ -159,8 +161,6 @@ def _seal(
     result: Any,
     refusal: Refusal | None,
 ) -> RunEnvelope:
-    from proctor.receipts.writer import ChildList, ReceiptWriter, Ref  # (it loads the signer)
-
     s = session
     store = s.store
     data = record.data
@@ -329,8 +329,6 @@ def _seal(
         after = s.audit.head()
     except OSError:
         after = None  # the receipt anchors the log; the store's anchor waits for the next seal
-    from proctor.runtime.records.witness import seal_to_witnesses
-
     witnessed = seal_to_witnesses(
         s.environ, s.signer, s.workspace.root, record.run_id, root.receipt_id, after
     )
@@ -441,8 +439,6 @@ def _called_spend(store: Any, settled: dict[str, Any]) -> int | None:
 
 def _child_run_refs(store: Any, settled: dict[str, Any]) -> list[Any]:
     """The run receipt of the child a skill call drove (calls.skills), committed by its call."""
-    from proctor.receipts.writer import Ref
-
     child = _called_child(store, settled)
     if child is None or child.receipt_id is None:
         return []
