@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -57,6 +56,7 @@ from proctor.runtime.records.chain import (
     verify_bytes,
     verify_chain,
 )
+from proctor.runtime.records.rows import now as _utc_stamp
 from proctor.runtime.records.store_file import private_folders
 from proctor.runtime.testhooks import kill_point
 
@@ -83,24 +83,6 @@ _BLOCK = 1 << 20
 _encode = compact_encoder(sort_keys=False)
 _text: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
 _HEAD = '{"schema_version":' + _encode(SCHEMA_VERSION) + ',"event_id":"'
-
-
-_second: tuple[int, str] = (-1, "")  # the last whole second stamped, and its text
-
-
-def _utc_stamp() -> str:
-    """Now, as ``datetime.now(UTC).isoformat(timespec="microseconds")`` writes it (the same
-    clock, truncated to the microsecond the same way); the date and time of day are formatted
-    once per second, not per line."""
-    global _second
-    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    held = _second
-    if held[0] != seconds:
-        held = _second = (
-            seconds,
-            datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
-        )
-    return f"{held[1]}.{micros:06d}+00:00"
 
 
 def audit_path(workspace_root: Path, env: Mapping[str, str]) -> Path:

@@ -7,6 +7,7 @@ becomes a record the same way; only the SQL placeholders and transactions differ
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -42,9 +43,23 @@ CALL_COLS = (
 REQ_COLS = "run_id, address, kind, request_digest, body, state, decision, ord"
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second stamped, and its text
+
+
 def now() -> str:
-    """The time a row records (UTC, microseconds, ISO 8601)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    """The time a row (and an audit line) records: UTC, microseconds, ISO 8601, as
+    ``datetime.now(UTC).isoformat(timespec="microseconds")`` writes it (the same clock,
+    truncated to the microsecond the same way); the date and time of day are formatted once
+    per second, not per row (a run stamps some ten rows and lines)."""
+    global _second
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    held = _second
+    if held[0] != seconds:
+        held = _second = (
+            seconds,
+            datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+    return f"{held[1]}.{micros:06d}+00:00"
 
 
 _DUMPS = compact_encoder(sort_keys=True)
