@@ -110,7 +110,7 @@ def test_the_input_stays_watched_between_lines_and_unread_input_ends_the_watch()
     nobody reads stops being watched rather than waking the loop on every pass."""
     read_end, write_end = _pipe()
 
-    async def go() -> tuple[list[str], int, bool]:
+    async def go() -> tuple[list[str | None], int, bool]:
         loop = asyncio.get_running_loop()
         added = [0]
         add_reader = loop.add_reader
@@ -119,9 +119,9 @@ def test_the_input_stays_watched_between_lines_and_unread_input_ends_the_watch()
             added[0] += 1
             add_reader(fd, callback)
 
-        loop.add_reader = counting  # type: ignore[method-assign]
+        loop.add_reader = counting  # type: ignore[method-assign,assignment]
         lines = LoopLines(read_end)
-        seen: list[str] = []
+        seen: list[str | None] = []
         with anyio.fail_after(10):
             for n in range(5):  # as a client does: the next line once the last is answered
                 await anyio.sleep(0.01)
@@ -142,3 +142,38 @@ def test_the_input_stays_watched_between_lines_and_unread_input_ends_the_watch()
     assert seen == [f'{{"n": {n}}}\n' for n in range(5)]
     assert added == 1
     assert not still_watched
+
+
+def test_a_line_read_for_a_reader_cancelled_before_it_ran_is_kept() -> None:
+    """The loop's readiness callback reads the chunk; a reader cancelled between that read and
+    its own next step leaves the chunk to the next reader, not lost."""
+    read_end, write_end = _pipe()
+
+    async def go() -> tuple[bool, str | None]:
+        lines = LoopLines(read_end)
+        reading = asyncio.ensure_future(lines.__anext__())
+        ready = lines._ready
+
+        def then_cancel() -> None:
+            ready()
+            reading.cancel()
+
+        lines._ready = then_cancel  # type: ignore[method-assign]
+        with anyio.fail_after(10):
+            await anyio.sleep(0.01)  # the reader waits on the watched descriptor
+            os.write(write_end, b'{"kept": true}\n')
+            try:
+                await reading
+            except asyncio.CancelledError:
+                cancelled = True
+            else:
+                cancelled = False
+            line = await lines.__anext__()
+        lines.close()
+        return cancelled, line
+
+    try:
+        assert anyio.run(go) == (True, '{"kept": true}\n')
+    finally:
+        os.close(read_end)
+        os.close(write_end)
