@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import threading
@@ -98,6 +99,81 @@ def test_text_that_is_not_utf8_is_refused_as_the_wrapper_refuses_it() -> None:
     try:
         with pytest.raises(UnicodeEncodeError):
             anyio.run(LoopWriter(write_end).write, "\ud800\n")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_the_input_stays_watched_between_lines_and_unread_input_ends_the_watch() -> None:
+    """A client's next message is awaited once per call: the descriptor is watched once for
+    all of them, not added to and removed from the loop's selector per line; input that
+    nobody reads stops being watched rather than waking the loop on every pass."""
+    read_end, write_end = _pipe()
+
+    async def go() -> tuple[list[str | None], int, bool]:
+        loop = asyncio.get_running_loop()
+        added = [0]
+        add_reader = loop.add_reader
+
+        def counting(fd: int, callback: Callable[[], object]) -> None:
+            added[0] += 1
+            add_reader(fd, callback)
+
+        loop.add_reader = counting  # type: ignore[method-assign,assignment]
+        lines = LoopLines(read_end)
+        seen: list[str | None] = []
+        with anyio.fail_after(10):
+            for n in range(5):  # as a client does: the next line once the last is answered
+                await anyio.sleep(0.01)
+                os.write(write_end, f'{{"n": {n}}}\n'.encode())
+                seen.append(await lines.__anext__())
+            os.write(write_end, b'{"unread": true}\n')  # nobody reads this one
+            for _ in range(5):
+                await anyio.sleep(0)
+            still_watched = read_end in loop._selector.get_map()  # type: ignore[attr-defined]
+            lines.close()
+        return seen, added[0], still_watched
+
+    try:
+        seen, added, still_watched = anyio.run(go)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert seen == [f'{{"n": {n}}}\n' for n in range(5)]
+    assert added == 1
+    assert not still_watched
+
+
+def test_a_line_read_for_a_reader_cancelled_before_it_ran_is_kept() -> None:
+    """The loop's readiness callback reads the chunk; a reader cancelled between that read and
+    its own next step leaves the chunk to the next reader, not lost."""
+    read_end, write_end = _pipe()
+
+    async def go() -> tuple[bool, str | None]:
+        lines = LoopLines(read_end)
+        reading = asyncio.ensure_future(lines.__anext__())
+        ready = lines._ready
+
+        def then_cancel() -> None:
+            ready()
+            reading.cancel()
+
+        lines._ready = then_cancel  # type: ignore[method-assign]
+        with anyio.fail_after(10):
+            await anyio.sleep(0.01)  # the reader waits on the watched descriptor
+            os.write(write_end, b'{"kept": true}\n')
+            try:
+                await reading
+            except asyncio.CancelledError:
+                cancelled = True
+            else:
+                cancelled = False
+            line = await lines.__anext__()
+        lines.close()
+        return cancelled, line
+
+    try:
+        assert anyio.run(go) == (True, '{"kept": true}\n')
     finally:
         os.close(read_end)
         os.close(write_end)

@@ -126,10 +126,13 @@ class CoreTools:
             failure = outcome.error or {}
             return error(str(failure.get("code") or outcome.status), str(failure.get("message")))
         result = outcome.result
+        # the text the governor took the result's digest over is this text exactly: a read's
+        # content is not encoded a second time (else, a call answered from its record, it is)
+        text = outcome.result_text
         # the wire form, not a model: the SDK checks it against the protocol's schema either
         # way, and a model would be validated here, dumped, then checked again
         return {
-            "content": [{"type": "text", "text": _text(result)}],
+            "content": [{"type": "text", "text": _text(result) if text is None else text}],
             **({"structuredContent": result} if isinstance(result, dict) else {}),
             "isError": False,
             "resultType": "complete",

@@ -19,6 +19,7 @@ it, through a worker thread (:class:`ThreadedWriter`).
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import io
 import os
@@ -58,6 +59,10 @@ class LoopLines:
         self._start = 0
         self._skipping = False  # inside a line already refused as too long
         self._eof = False
+        self._unread = True  # input may be waiting: read before waiting for readiness
+        self._loop: asyncio.AbstractEventLoop | None = None  # watching the descriptor
+        self._waiter: asyncio.Future[bytes] | None = None
+        self._idle = False  # a readiness came with nobody waiting
 
     def __aiter__(self) -> LoopLines:
         return self
@@ -86,15 +91,91 @@ class LoopLines:
                 if line and not self._skipping:
                     return line
                 raise StopAsyncIteration
+            if self._unread:
+                try:
+                    chunk = os.read(self._fd, _CHUNK)
+                except BlockingIOError:
+                    self._unread = False
+                    continue
+                except ConnectionResetError:  # a socket's peer went away: the input has ended
+                    chunk = b""
+            else:
+                read = await self._readable()
+                if read is None:  # readable (perhaps): read it here
+                    self._unread = True
+                    continue
+                chunk = read
+            self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
+        # a short read took all there was: the next read waits for readiness first
+        self._unread = len(chunk) == _CHUNK
+        self._pending += self._decoder.decode(chunk, final=not chunk)
+        self._eof = not chunk
+        if self._eof:
+            self.close()
+
+    async def _readable(self) -> bytes | None:
+        """The next chunk of input, read as soon as the descriptor is readable; ``None``: it is
+        readable now (perhaps spuriously), for the caller to read.
+
+        On asyncio the descriptor stays watched between lines and the loop's readiness
+        callback reads the chunk itself (a client's next message is awaited once per call: a
+        watch added and removed for each cost two ``epoll_ctl`` and a failed read, and input
+        left in the pipe until the reader ran would be reported ready once more). A second
+        readiness in a row that no reader waits for ends the watch, so input left unread does
+        not wake the loop on every pass. Elsewhere, ``anyio.wait_readable``.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another backend (trio)
+            await anyio.wait_readable(self._fd)
+            return None
+        if self._loop is not loop:
+            self.close()
             try:
-                chunk = os.read(self._fd, _CHUNK)
-            except BlockingIOError:
+                loop.add_reader(self._fd, self._ready)
+            except NotImplementedError:  # a loop without readers (Windows' proactor)
                 await anyio.wait_readable(self._fd)
-                continue
-            except ConnectionResetError:  # a socket's peer went away: the input has ended
-                chunk = b""
-            self._pending += self._decoder.decode(chunk, final=not chunk)
-            self._eof = not chunk
+                return None
+            self._loop = loop
+        self._idle = False
+        waiter: asyncio.Future[bytes] = loop.create_future()
+        self._waiter = waiter
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._take(waiter.result())  # read for a reader cancelled since: kept
+            raise
+        finally:
+            self._waiter = None
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            if self._idle:  # readable twice with nobody waiting: watched again when one does
+                self.close()
+            else:
+                self._idle = True
+            return
+        try:
+            chunk = os.read(self._fd, _CHUNK)
+        except BlockingIOError:
+            return  # not readable after all: the watch goes on
+        except ConnectionResetError:  # a socket's peer went away: the input has ended
+            chunk = b""
+        except OSError as exc:  # raised to the reader, as its own read would have
+            waiter.set_exception(exc)
+            return
+        waiter.set_result(chunk)
+
+    def close(self) -> None:
+        """Stop watching the descriptor (called at the end of input; the owner calls it when
+        it stops reading, before the descriptor is closed)."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
 
 
 class LoopWriter:
@@ -228,6 +309,7 @@ def claim_stdio(*, max_line: int | None = None) -> Iterator[StdioEnds]:
         if loop_in:
             stack.enter_context(_non_blocking(stdin))
             lines: Any = LoopLines(stdin, max_line=max_line)
+            stack.callback(lines.close)  # before the descriptor is closed
         else:
             # closefd=False: a worker thread may still block on it after serving ends
             lines = _threaded_lines(os.fdopen(stdin, "rb", closefd=False))

@@ -123,6 +123,10 @@ class CallOutcome:
     retained_args: Any = None
     """The call's arguments, scrubbed, when its run retains them for replay (they are
     recorded beside its result; :mod:`proctor.runtime.records.retention`)."""
+    result_text: str | None = field(default=None, repr=False, compare=False)
+    """``result`` as the JSON text its digest was taken over when the governor wrote it
+    (``json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``; ``None``
+    otherwise): a caller that answers with the result as JSON text need not encode it again."""
 
     @property
     def ok(self) -> bool:

@@ -508,6 +508,7 @@ class Governor:
         result_text = None
         if status == "completed":
             outcome.outputs_digest, result_text = digest_and_text(result)
+            outcome.result_text = result_text
         settled = {
             "status": status,
             "result": result,
