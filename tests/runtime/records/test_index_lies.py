@@ -10,6 +10,8 @@ they hold the receipt) or in a refusal naming the receipt, never in a changed re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,9 +116,7 @@ def test_every_place_off_by_some_bytes_still_verifies(tree: tuple[Path, dict[str
     assert _verify(folder, refs).status == "verified"
 
 
-def test_a_wrong_pack_a_wrong_id_and_an_impossible_size_still_verify(
-    tree: tuple[Path, dict[str, Ref]],
-) -> None:
+def test_a_wrong_pack_and_a_wrong_id_still_verify(tree: tuple[Path, dict[str, Ref]]) -> None:
     folder, refs = tree
     # a pack of that name exists and holds the receipt changed: read, refused, looked for again
     decoy = "f" * 32
@@ -132,8 +132,33 @@ def test_a_wrong_pack_a_wrong_id_and_an_impossible_size_still_verify(
         elif e["receipt_id"] == refs["a2"].receipt_id:
             e["receipt_id"] = refs["b"].receipt_id
     _write(folder, entries)
-    _lie(folder, refs["c"].receipt_id, size=9_999_999_999)  # never read: past any receipt
     assert _verify(folder, refs).status == "verified"
+
+
+def test_a_size_past_any_receipt_is_never_read(tree: tuple[Path, dict[str, Ref]]) -> None:
+    # 9,999,999,999 bytes named: a verifier that read (or made room for) what the index says
+    # would fail under a 1 GiB address space; this one never reads past _MAX_SIZE
+    folder, refs = tree
+    _lie(folder, refs["c"].receipt_id, size=9_999_999_999)
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from proctor.runtime.records.verify_folder import verify_receipt\n"
+        "from tests.receipts.helpers import signer\n"
+        "result = verify_receipt(sys.argv[1], receipts_dir=sys.argv[2],"
+        " public_key=signer().public_key)\n"
+        "print(result.status)\n"
+    )
+    root = refs["root"].receipt_id
+    done = subprocess.run(
+        [sys.executable, "-c", code, root, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).parents[3],
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "verified"), done.stderr[-2000:]
 
 
 def test_a_receipt_the_index_does_not_name_and_lines_it_does_not_cover_still_verify(
