@@ -33,6 +33,13 @@ For every receipt, in this order, the first failure ends the walk with status ``
 A tree with no invalid receipt is ``verified`` when every signature was checked, else
 ``unverified``, naming the first receipt that could not be checked.
 
+Bytes that fail 3 or 4 may not be the receipt's at all: a loader that reads where something
+untrusted points (the folder reader reads a pack's receipts where its index says) gives a
+``reload``, a second look that finds the receipt by the digests of bodies alone; its bytes,
+when it finds other ones, are checked in their place, so an index that lies costs a second
+look, and a receipt is only ever accepted by its own digest (and its parent's commitment or
+its signature).
+
 Signature checks may be batched (``verify_batch``): the walk then queues each signed receipt's
 check with a snapshot of its counts and runs the queue every :data:`BATCH_SIZE` checks
 (:data:`SUBMIT_SIZE` with ``submit_batch``), before any other failure is reported and at the
