@@ -442,7 +442,7 @@ def _walk(
             # checks in their order, then the loader's second look (see verify_tree)
             parts, why = _slowly(data, rid, path, None if data is root_bytes else reload)
             if parts is None:
-                failure = (*why, rid, parent)
+                failure = (why[0], why[1], rid, parent)
                 break
         body_bytes, key_id, signature, children = parts
         if children:
@@ -487,10 +487,10 @@ def _walk(
 
 def _slowly(
     data: bytes, rid: str, path: set[str], reload: Loader | None
-) -> tuple[Scanned, None] | tuple[None, tuple[str, str | None]]:
+) -> tuple[Scanned | None, tuple[str, str | None]]:
     """The parts of receipt ``rid`` read as ``data``, checked in the documented order (the
-    strict parser, no ancestor committed, the body's digest); else the first failure, as
-    ``(reason, message)``. When ``data`` fails and ``reload`` gives other bytes for ``rid``,
+    strict parser, no ancestor committed, the body's digest) and ``("", None)``; else None and
+    the first failure, as ``(reason, message)``. When ``data`` fails and ``reload`` gives other bytes for ``rid``,
     those are checked instead, and their parts or failure are the answer."""
     parts, why = _checked(data, rid, path)
     if parts is None and reload is not None:
@@ -502,7 +502,7 @@ def _slowly(
 
 def _checked(
     data: bytes, rid: str, path: set[str]
-) -> tuple[Scanned, None] | tuple[None, tuple[str, str | None]]:
+) -> tuple[Scanned | None, tuple[str, str | None]]:
     parts = scan_envelope(data)
     if parts is None:  # not the common shape: the strict parser accepts it or says why
         from proctor.receipts.model import parse_envelope
@@ -517,7 +517,7 @@ def _checked(
             return None, ("cycle", None)
     if DIGEST_PREFIX + hashlib.sha256(parts[0]).hexdigest() != rid:
         return None, ("digest_mismatch", None)
-    return parts, None
+    return parts, ("", None)
 
 
 def _invalid(

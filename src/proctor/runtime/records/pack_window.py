@@ -91,6 +91,7 @@ class PackWindow:
         "_hint",
         "_index",
         "_last",
+        "_next",
         "_open",
         "_recent",
         "_spans",
@@ -108,6 +109,7 @@ class PackWindow:
         self._recent: OrderedDict[str, tuple[int, Places]] = OrderedDict()
         self._index: int | None = None
         self._hint = -1  # where the index named the last receipt found (-1: its end)
+        self._next = -1  # where the span learned last ends (-1: none learned)
         self._fallback: PackShelf | None = None
         self._trustless: PackShelf | None = None
         # the bytes last read from a pack: its descriptor, where they start, the bytes
@@ -127,10 +129,22 @@ class PackWindow:
                 place = span.get(key)
                 if place is not None:
                     self._last = span
+                    self._spans.remove(span)  # the least recently read is let go first
+                    self._spans.append(span)
                     break
             else:
                 return None
-        return self._at(place)
+        # the place: ``<pack>","at":<at>,"size":<size>`` (see _INDEX_LINE)
+        name = place[:32]
+        fd = self._open.get(name)
+        if fd is None:
+            fd = self._open_pack(name)
+        at_text, _, size_text = place[_PLACE_AT:].partition(_SIZE_KEY)
+        at, size = int(at_text), int(size_text)
+        held_fd, start, block = self._block
+        if held_fd == fd and start <= at and 0 < size and at + size <= start + len(block):
+            return block[at - start : at - start + size]  # most reads: see _read
+        return self._read(fd, at, size, "")
 
     def get(self, hex_id: str) -> bytes | None:
         """The bytes of receipt ``hex_id`` (64 lowercase hex digits): where the index names it,
@@ -140,18 +154,15 @@ class PackWindow:
         found = self.held(hex_id)
         if found is not None:
             return found
-        at = self._find(hex_id)
-        if at is not None:
-            span = self._span(at)
-            place = span.get(hex_id.encode())
-            if place is not None:
-                if len(self._spans) >= _SPANS:
-                    self._spans.pop(0)
-                self._spans.append(span)
-                self._last = span
-                found = self._at(place)
-                if found is not None:
-                    return found
+        span = self._learn(hex_id)
+        if span is not None:
+            if len(self._spans) >= _SPANS:
+                self._spans.pop(0)
+            self._spans.append(span)
+            self._last = span
+            found = self.held(hex_id)
+            if found is not None:
+                return found
         if self._fallback is None:
             self._fallback = PackShelf(self._folder)
         return self._fallback.get(hex_id)
@@ -166,12 +177,12 @@ class PackWindow:
             place = places.get(hex_id)
             if place is not None:
                 return self._read(fd, place >> 32, place & 0xFFFFFFFF, name)
-        name = self._named(hex_id)
-        if name is not None and name not in self._recent:
-            fd, places = self._load(name)
+        named = self._named(hex_id)
+        if named is not None and named not in self._recent:
+            fd, places = self._load(named)
             place = places.get(hex_id)
             if place is not None:
-                return self._read(fd, place >> 32, place & 0xFFFFFFFF, name)
+                return self._read(fd, place >> 32, place & 0xFFFFFFFF, named)
         if self._trustless is None:
             self._trustless = PackShelf(self._folder, index=False)
         return self._trustless.get(hex_id)
@@ -195,18 +206,6 @@ class PackWindow:
             if shelf is not None:
                 shelf.close()
 
-    def _at(self, place: bytes) -> bytes | None:
-        """The bytes at ``place`` (an index line's ``<pack>","at":<at>,"size":<size>``), or
-        None when the pack is not there, its name is not one, or the size is out of bounds."""
-        name = place[:32]
-        fd = self._open.get(name)
-        if fd is None:
-            fd = self._open_pack(name)
-        if fd < 0:
-            return None
-        at, _, size = place[_PLACE_AT:].partition(_SIZE_KEY)
-        return self._read(fd, int(at), int(size), "")
-
     def _open_pack(self, name: bytes) -> int:
         if len(self._open) >= _PACKS_OPEN:
             old = self._open.pop(next(iter(self._open)))
@@ -228,7 +227,7 @@ class PackWindow:
 
     def _read(self, fd: int, at: int, size: int, name: str) -> bytes | None:
         """The ``size`` bytes at ``at`` of pack ``name``, open as ``fd`` (None for a size out
-        of bounds): sliced out of the block last read from that pack when they lie there, else
+        of bounds or a pack that is not there, ``fd`` -1): sliced out of the block last read from that pack when they lie there, else
         read with the :data:`_BLOCK` bytes around them. A walk reads a pack's receipts nearly
         in the order they lie (see the module), so one read serves many receipts; bytes past
         the pack's end are not there, as with a read of the receipt alone. A block starts
@@ -251,19 +250,46 @@ class PackWindow:
         self._block = (fd, start, block)
         return block[at - start : at - start + size]
 
-    def _span(self, at: int) -> dict[bytes, bytes]:
-        """What the index says from its line at ``at`` on (:data:`_SPAN` bytes, and
-        :data:`_SPAN_BACK` before): each well-formed line's id (64 lowercase hex digits) to
-        its place, the first line of an id kept."""
-        fd = self._index
-        assert fd is not None
+    def _learn(self, hex_id: str) -> dict[bytes, bytes] | None:
+        """A span of the index that names ``hex_id``: the one right after the span learned
+        last when it does (a walk reads on nearly in the index's order), else the one from its
+        line on, wherever the index has it; None when the index has no line for it (or none
+        of its shape)."""
+        fd = self._index_fd()
+        if fd is None:
+            return None
+        key = hex_id.encode("ascii")
+        needle = b'"receipt_id":"sha256:' + key + b'"'
+        if self._next >= 0:
+            start, data = self._piece(fd, self._next)
+            if needle in data:
+                span = self._span(data, start)
+                if key in span:
+                    return span
+        at = self._find(fd, needle)
+        if at is None:
+            return None
+        start, data = self._piece(fd, at)
+        span = self._span(data, start)
+        return span if key in span else None
+
+    @staticmethod
+    def _piece(fd: int, at: int) -> tuple[int, bytes]:
+        """The index from byte ``at`` on (:data:`_SPAN` bytes, and :data:`_SPAN_BACK` before),
+        and where that starts."""
         start = max(0, at - _SPAN_BACK)
         try:
-            data = os.pread(fd, at - start + _SPAN, start)
+            return start, os.pread(fd, at - start + _SPAN, start)
         except OSError as exc:
             raise _unreadable("index.jsonl", exc) from exc
+
+    def _span(self, data: bytes, start: int) -> dict[bytes, bytes]:
+        """What a piece of the index read from byte ``start`` says: each whole, well-formed
+        line's id (64 lowercase hex digits) to its place, the first line of an id kept."""
         first = 0 if start == 0 else data.find(b"\n") + 1
-        span = dict(reversed(_INDEX_LINE.findall(data, first, data.rfind(b"\n") + 1)))
+        last = data.rfind(b"\n") + 1
+        self._next = start + last if last > first else -1
+        span = dict(reversed(_INDEX_LINE.findall(data, first, last)))
         if b"".join(span).translate(None, _HEX_DIGITS):
             # an id that is not lowercase hex names no receipt: never found by one
             span = {k: v for k, v in span.items() if not k.translate(None, _HEX_DIGITS)}
@@ -276,13 +302,13 @@ class PackWindow:
             place = span.get(key)
             if place is not None and _PACK_NAME.fullmatch(place[:32]):
                 return place[:32].decode()
-        at = self._find(hex_id)
-        if at is None:
+        fd = self._index_fd()
+        at = None if fd is None else self._find(fd, b'"receipt_id":"sha256:' + key + b'"')
+        if fd is None or at is None:
             return None
         start = max(0, at - _LINE)
-        assert self._index is not None
         try:
-            data = os.pread(self._index, 2 * _LINE, start)
+            data = os.pread(fd, 2 * _LINE, start)
         except OSError as exc:
             raise _unreadable("index.jsonl", exc) from exc
         first = data.rfind(b"\n", 0, at - start) + 1
@@ -330,18 +356,20 @@ class PackWindow:
         self._recent[name] = (fd, places)
         return fd, places
 
-    def _find(self, hex_id: str) -> int | None:
-        """Where the index's line for ``hex_id`` names it: looked for near the last find, then
-        in the whole index, a chunk at a time."""
-        fd = self._index
-        if fd is None:
+    def _index_fd(self) -> int | None:
+        """The index, open (None when the folder has none)."""
+        if self._index is None:
             try:
-                fd = self._index = os.open(os.path.join(self._folder, "index.jsonl"), _FLAGS)
+                self._index = os.open(os.path.join(self._folder, "index.jsonl"), _FLAGS)
             except FileNotFoundError:
                 return None
             except OSError as exc:
                 raise _unreadable("index.jsonl", exc) from exc
-        needle = b'"receipt_id":"sha256:' + hex_id.encode("ascii") + b'"'
+        return self._index
+
+    def _find(self, fd: int, needle: bytes) -> int | None:
+        """Where ``needle`` (a receipt's ``"receipt_id"`` and its value) is in the index:
+        looked for near the last find, then in the whole index, a piece at a time."""
         try:
             size = os.fstat(fd).st_size
             hint = size if self._hint < 0 else self._hint
@@ -355,7 +383,6 @@ class PackWindow:
         except OSError as exc:
             raise _unreadable("index.jsonl", exc) from exc
         return None
-
 
 def _learn(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:
     """Note in ``digests`` and ``places`` where each receipt line of ``data[:stop]`` lies,
