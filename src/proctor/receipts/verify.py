@@ -489,9 +489,10 @@ def _slowly(
     data: bytes, rid: str, path: set[str], reload: Loader | None
 ) -> tuple[Scanned | None, tuple[str, str | None]]:
     """The parts of receipt ``rid`` read as ``data``, checked in the documented order (the
-    strict parser, no ancestor committed, the body's digest) and ``("", None)``; else None and
-    the first failure, as ``(reason, message)``. When ``data`` fails and ``reload`` gives other bytes for ``rid``,
-    those are checked instead, and their parts or failure are the answer."""
+    strict parser, no ancestor committed, the body's digest) and ``("", None)``; else None
+    and the first failure, as ``(reason, message)``. When ``data`` fails and ``reload`` gives
+    other bytes for ``rid``, those are checked instead, and their parts or failure are the
+    answer."""
     parts, why = _checked(data, rid, path)
     if parts is None and reload is not None:
         again = reload(rid)  # what it raises: see verify_tree

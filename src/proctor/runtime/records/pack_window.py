@@ -142,7 +142,7 @@ class PackWindow:
         at_text, _, size_text = place[_PLACE_AT:].partition(_SIZE_KEY)
         at, size = int(at_text), int(size_text)
         held_fd, start, block = self._block
-        if held_fd == fd and start <= at and 0 < size and at + size <= start + len(block):
+        if held_fd == fd and start <= at and size > 0 and at + size <= start + len(block):
             return block[at - start : at - start + size]  # most reads: see _read
         return self._read(fd, at, size, "")
 
@@ -227,14 +227,14 @@ class PackWindow:
 
     def _read(self, fd: int, at: int, size: int, name: str) -> bytes | None:
         """The ``size`` bytes at ``at`` of pack ``name``, open as ``fd`` (None for a size out
-        of bounds or a pack that is not there, ``fd`` -1): sliced out of the block last read from that pack when they lie there, else
-        read with the :data:`_BLOCK` bytes around them. A walk reads a pack's receipts nearly
-        in the order they lie (see the module), so one read serves many receipts; bytes past
-        the pack's end are not there, as with a read of the receipt alone. A block starts
-        :data:`_BACK` bytes before the receipt it is read for: a walk steps back a few lines as
-        often as forward (a call, then its child run and that run's step, written before it),
-        and a block starting on a multiple of its size read each block about three times
-        over."""
+        of bounds, or a pack that is not there: ``fd`` -1): sliced out of the block last read
+        from that pack when they lie there, else read with the :data:`_BLOCK` bytes around
+        them. A walk reads a pack's receipts nearly in the order they lie (see the module), so
+        one read serves many receipts; bytes past the pack's end are not there, as with a read
+        of the receipt alone. A block starts :data:`_BACK` bytes before the receipt it is read
+        for: a walk steps back a few lines as often as forward (a call, then its child run and
+        that run's step, written before it), and a block starting on a multiple of its size
+        read each block about three times over."""
         if not 0 < size <= _MAX_SIZE:
             return None
         held_fd, start, block = self._block
@@ -383,6 +383,7 @@ class PackWindow:
         except OSError as exc:
             raise _unreadable("index.jsonl", exc) from exc
         return None
+
 
 def _learn(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:
     """Note in ``digests`` and ``places`` where each receipt line of ``data[:stop]`` lies,
