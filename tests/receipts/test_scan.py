@@ -8,6 +8,7 @@ byte-level mutations of valid files.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -335,6 +336,19 @@ def test_named_breaks_are_never_accepted_fast(old: bytes, new: bytes) -> None:
     broken = data.replace(old, new, 1)
     assert scan_envelope(broken) is None or _strict(broken) is not None
     _agree(broken)
+
+
+@pytest.mark.parametrize("field", [b"key_id", b"package_digest"])
+def test_a_digest_byte_0x80_is_never_accepted_fast(field: bytes) -> None:
+    # the pattern's hex class admits 0x80 (so that it compiles to a bitmap): a digest holding
+    # it is the strict parser's to refuse
+    data = next(d for d in _valid_files() if b'"' + field + b'":"sha256:' in d)
+    found = re.search(b'"' + field + b'":"(sha256:[0-9a-f]{64})"', data)
+    assert found is not None
+    digest = found.group(1)
+    data = data.replace(digest, digest[:9] + b"\x80" + digest[10:])  # every copy (key_id: two)
+    assert _strict(data) is None
+    assert _agree(data) is None
 
 
 def test_key_ids_of_many_signers_read_right_and_only_a_few_are_kept() -> None:

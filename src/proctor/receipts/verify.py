@@ -33,6 +33,13 @@ For every receipt, in this order, the first failure ends the walk with status ``
 A tree with no invalid receipt is ``verified`` when every signature was checked, else
 ``unverified``, naming the first receipt that could not be checked.
 
+Bytes that fail 3 or 4 may not be the receipt's at all: a loader that reads where something
+untrusted points (the folder reader reads a pack's receipts where its index says) gives a
+``reload``, a second look that finds the receipt by the digests of bodies alone; its bytes,
+when it finds other ones, are checked in their place, so an index that lies costs a second
+look, and a receipt is only ever accepted by its own digest (and its parent's commitment or
+its signature).
+
 Signature checks may be batched (``verify_batch``): the walk then queues each signed receipt's
 check with a snapshot of its counts and runs the queue every :data:`BATCH_SIZE` checks
 (:data:`SUBMIT_SIZE` with ``submit_batch``), before any other failure is reported and at the
@@ -65,7 +72,7 @@ from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.canonical import DIGEST_PREFIX
 from proctor.receipts.parts import ChildPair
-from proctor.receipts.scan import scan_envelope
+from proctor.receipts.scan import Scanned, scan_envelope
 from proctor.receipts.seen import SMALL_SEEN, Fingerprints
 from proctor.receipts.signing import PublicKey
 from proctor.receipts.verify_result import VERIFY_SCHEMA, Status, VerifyResult
@@ -247,10 +254,18 @@ def verify_tree(
     submit_batch: BatchSubmitter | None = None,
     batch_size: int | None = None,
     small_seen: int = SMALL_SEEN,
+    reload: Loader | None = None,
 ) -> VerifyResult:
     """Verify the receipt ``root_id`` and every receipt below it.
 
-    ``load(receipt_id)`` returns a receipt file's bytes or ``None`` when absent. Pass
+    ``load(receipt_id)`` returns a receipt file's bytes or ``None`` when absent. ``reload``, if
+    given, is the loader's second look: asked for a receipt whose bytes from ``load`` do not
+    hold up (do not parse, commit an ancestor, or are not the receipt's: their body's digest
+    is not its id), it returns the receipt's bytes found another way (e.g. by the digests of
+    the bodies in a folder's packs, where ``load`` read where an index said), or None; those
+    bytes are then checked in their place, and the failure reported is theirs (else that of
+    the bytes ``load`` gave). A loader that reads where something untrusted points gives
+    one, so that a lie there costs a second look, never a receipt accepted unchecked. Pass
     ``root_bytes`` to verify a file in hand: ``root_id`` may then be ``None`` (the root's id
     is its body digest) or the id its file name claims (checked). ``verify_batch`` checks
     signatures :data:`BATCH_SIZE` at a time (e.g. on several cores); without it each signature
@@ -304,6 +319,7 @@ def verify_tree(
                 track,
                 suspects,
                 small_seen,
+                reload,
             )
         except Exception:
             # a queued signature check that fails precedes (in walk order) what the loader raised
@@ -341,6 +357,7 @@ def _walk(
     track: frozenset[str],
     suspects: list[str],
     small_seen: int = SMALL_SEEN,
+    reload: Loader | None = None,
 ) -> VerifyResult | None:
     """Walk the tree depth-first; the first failure found by reading (None when none).
 
@@ -420,15 +437,13 @@ def _walk(
             failure = ("not_found" if depth == 0 else "child_missing", None, rid, parent)
             break
         parts = scan(data)
-        if parts is None:  # not the common shape: the strict parser accepts it or says why
-            from proctor.receipts.model import parse_envelope
-
-            try:
-                env = parse_envelope(data)
-            except ReceiptInvalid as exc:
-                failure = (exc.code, exc.message, rid, parent)
+        if parts is None or DIGEST_PREFIX + sha256(parts[0]).hexdigest() != rid:
+            # not the common shape, or not this receipt's bytes: the strict parser and the
+            # checks in their order, then the loader's second look (see verify_tree)
+            parts, why = _slowly(data, rid, path, None if data is root_bytes else reload)
+            if parts is None:
+                failure = (why[0], why[1], rid, parent)
                 break
-            parts = (env.body_bytes, env.key_id, env.signature, env.children)
         body_bytes, key_id, signature, children = parts
         if children:
             for child_id, _ in children:
@@ -437,9 +452,6 @@ def _walk(
                     break
             if failure is not None:
                 break
-        if DIGEST_PREFIX + sha256(body_bytes).hexdigest() != rid:
-            failure = ("digest_mismatch", None, rid, parent)
-            break
         if key_id not in key_ids:
             key_ids[key_id] = None
         if signature is None:
@@ -471,6 +483,42 @@ def _walk(
         return None
     reason, message, rid, parent = failure
     return _invalid(walk, root_id, reason, message, rid, parent)
+
+
+def _slowly(
+    data: bytes, rid: str, path: set[str], reload: Loader | None
+) -> tuple[Scanned | None, tuple[str, str | None]]:
+    """The parts of receipt ``rid`` read as ``data``, checked in the documented order (the
+    strict parser, no ancestor committed, the body's digest) and ``("", None)``; else None
+    and the first failure, as ``(reason, message)``. When ``data`` fails and ``reload`` gives
+    other bytes for ``rid``, those are checked instead, and their parts or failure are the
+    answer."""
+    parts, why = _checked(data, rid, path)
+    if parts is None and reload is not None:
+        again = reload(rid)  # what it raises: see verify_tree
+        if again is not None and again != data:
+            return _checked(again, rid, path)
+    return parts, why
+
+
+def _checked(
+    data: bytes, rid: str, path: set[str]
+) -> tuple[Scanned | None, tuple[str, str | None]]:
+    parts = scan_envelope(data)
+    if parts is None:  # not the common shape: the strict parser accepts it or says why
+        from proctor.receipts.model import parse_envelope
+
+        try:
+            env = parse_envelope(data)
+        except ReceiptInvalid as exc:
+            return None, (exc.code, exc.message)
+        parts = (env.body_bytes, env.key_id, env.signature, env.children)
+    for child_id, _ in parts[3]:
+        if child_id == rid or child_id in path:
+            return None, ("cycle", None)
+    if DIGEST_PREFIX + hashlib.sha256(parts[0]).hexdigest() != rid:
+        return None, ("digest_mismatch", None)
+    return parts, ("", None)
 
 
 def _invalid(

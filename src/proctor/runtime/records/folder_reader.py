@@ -18,7 +18,9 @@ class FolderReader:
     """Reads the receipts of one folder for the verifier (a loader callable): the file
     ``<hex>.json`` where there is one (an earlier version's store, or an auditor's folder of
     files), else the receipt from the folder's packs (:class:`~.pack_window.PackWindow`, which
-    holds a few packs at a time, so that memory stays flat in the tree's size).
+    holds a few spans of the index at a time, so that memory stays flat in the tree's size).
+    A pack's receipt is read where the index says, unchecked: the verifier checks every
+    receipt against its id, and asks :meth:`again` for one that does not hold up.
 
     os.open/os.read rather than Path.read_bytes: a tree of loose files has many small ones, and the
     plain calls take less than half the time per file. Names are opened relative to a
@@ -52,8 +54,8 @@ class FolderReader:
 
     def __call__(self, receipt_id: str) -> bytes | None:
         if not self._loose and receipt_id.startswith("sha256:"):
-            # most reads of a walk: the receipt lies in the pack the last one came from. Only
-            # a body digest of that pack is found there, so the id is well formed whenever
+            # most reads of a walk: the receipt lies where a span of the index held names it.
+            # Only 64 lowercase hex digits are found there, so the id is well formed whenever
             # this finds it; anything else takes the way below
             found = self._shelf.held(receipt_id[7:])
             if found is not None:
@@ -106,6 +108,19 @@ class FolderReader:
         finally:
             os.close(fd)
         return data
+
+    def again(self, receipt_id: str) -> bytes | None:
+        """The receipt's bytes found by the digests of the packs' bodies alone, or None (see
+        :meth:`~.pack_window.PackWindow.again`): the verifier's second look when what this
+        reader gave for ``receipt_id`` did not hold up (a pack's bytes are read where the
+        index says, and the index is only a finding aid; a loose file is its own name's and
+        has no second place)."""
+        match = RECEIPT_ID.match(receipt_id)
+        if match is None:
+            return None
+        if self._loose and os.path.lexists(f"{self._prefix}{match[1]}.json"):
+            return None  # what was read is that file's: a pack's copy never stands in for it
+        return self._shelf.again(match[1])
 
     def _open(self, name: str, flags: int) -> int:
         if self._dir is None:

@@ -147,13 +147,17 @@ class PackShelf:
     not name (a folder copied without its index, or a pack whose index lines a crash cut off) is
     looked for by reading every pack not yet read, once, and taking each line's id from its
     body. Reads are of whole mapped files; the first copy of an id found is the one returned.
+    With ``index=False`` the index is never read: every receipt is found by the digest of its
+    body (what :meth:`~.pack_window.PackWindow.again` asks when what the index said did not
+    hold up).
 
     Raises (from :meth:`get`):
         StoreError: ``receipt_store_io``: a pack or the index exists and cannot be read.
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], *, index: bool = True) -> None:
         self._folder = os.fspath(folder)
+        self._use_index = index
         self._packs = os.path.join(self._folder, PACKS_DIR)
         self._known: dict[str, tuple[str, int, int]] = {}
         self._maps: dict[str, mmap.mmap | bytes] = {}
@@ -164,7 +168,7 @@ class PackShelf:
     def get(self, hex_id: str) -> bytes | None:
         """The bytes of receipt ``hex_id`` (64 lowercase hex digits) held in a pack, or None."""
         hit = self._known.get(hex_id)
-        if hit is None:
+        if hit is None and self._use_index:
             pack = self._from_index(hex_id)
             if pack is not None and pack not in self._maps:
                 self._map(pack)

@@ -118,10 +118,18 @@ def verify_receipt(
         # refuses a store that is not ours before reading; a missing store holds nothing
         folder = store.directory if store._check(create=False) else None
 
-    load = FolderReader(folder) if folder is not None else lambda receipt_id: None
+    if folder is None:
+        return verify_tree(root_id, lambda receipt_id: None, keys, root_bytes=root_bytes)
+    load = FolderReader(folder)
     try:
         with SignatureProcesses() as pool:
-            return verify_tree(root_id, load, keys, root_bytes=root_bytes, submit_batch=pool.submit)
+            return verify_tree(
+                root_id,
+                load,
+                keys,
+                root_bytes=root_bytes,
+                submit_batch=pool.submit,
+                reload=load.again,  # a pack's receipt is read where the index says: unchecked
+            )
     finally:
-        if isinstance(load, FolderReader):
-            load.close()
+        load.close()
