@@ -33,7 +33,6 @@ from proctor.mcp.shared import token_id
 from proctor.runtime.listen import listen_tcp
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from proctor.mcp.server import ProctorServer
@@ -312,28 +311,6 @@ def http_protocol() -> str:
     return "httptools"
 
 
-class _McpRoute:
-    """The SDK's Starlette app with its one route taken directly: a request for
-    :data:`MCP_PATH` goes to the SDK's transport app (``StreamableHTTPASGIApp``) without
-    Starlette's error and exception middleware, router and route wrappers (each a coroutine
-    and a wrapped ``send`` on every request); anything else (the lifespan that runs the
-    session manager, other paths) to the Starlette app as before. An exception then reaches
-    uvicorn, which answers 500 as Starlette's error middleware did."""
-
-    def __init__(self, app: Starlette) -> None:
-        from starlette.routing import Route
-
-        self.app = app
-        self.route = next(r.app for r in app.routes if isinstance(r, Route) and r.path == MCP_PATH)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == MCP_PATH:
-            scope["app"] = self.app
-            await self.route(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-
 def build_app(
     proctor: ProctorServer, settings: HttpSettings, seat: WorkerSeat | None = None
 ) -> BearerAuth:
@@ -359,7 +336,7 @@ def build_app(
     )
 
     # Behind the bearer check: an unauthenticated body is never read (nor forwarded).
-    inner: ASGIApp = StrictFrames(_McpRoute(app), proctor.audit)
+    inner: ASGIApp = StrictFrames(app, proctor.audit)
     if seat is not None:
         from proctor.mcp.workers import SessionAffinity
 
