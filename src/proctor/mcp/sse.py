@@ -24,12 +24,12 @@ a call, progress, pings, cancel on disconnect) needs the stream.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterable, Callable, Coroutine, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from sse_starlette.event import ServerSentEvent, ensure_bytes
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -65,8 +65,8 @@ class EventStream:
         given["x-accel-buffering"] = "no"
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in given.items()]
         self._scope: anyio.CancelScope | None = None
-        self._lock = anyio.Lock()
-        self._started = self._complete = self._gone = self._interrupted = False
+        self._pinging: anyio.Event | None = None
+        self._started = self._ending = self._complete = self._gone = self._interrupted = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = {"type": "http.response.start", "status": self.status_code,
@@ -75,7 +75,7 @@ class EventStream:
             await send(start)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        with _collapsed():
+        try:
             async with anyio.create_task_group() as group:
                 self._scope = group.cancel_scope
                 _OPEN.add(self)
@@ -87,7 +87,14 @@ class EventStream:
                 finally:
                     _OPEN.discard(self)
                 group.cancel_scope.cancel()
-        if self._started and not (self._complete or self._gone or self._interrupted):
+        except BaseExceptionGroup as failed:
+            # a single failure raised bare (as sse_starlette and Starlette do), so the SDK's
+            # handlers around the response see the exception, not a group of one
+            exc: BaseException = failed
+            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]
+            raise exc from exc.__cause__
+        if self._started and not (self._ending or self._gone or self._interrupted):
             # ended by the server's shutdown: the chunked body is closed properly
             try:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -96,19 +103,20 @@ class EventStream:
                 pass
 
     async def _stream(self, start: dict[str, Any], send: Send) -> None:
-        from sse_starlette.event import ensure_bytes
-
         await self._send(send, start)
         self._started = True
+        # No lock against the ping on the way: a send writes its whole chunk at once (after
+        # waiting for the socket to drain, if it must), so chunks never interleave. The end
+        # waits for a ping in flight, and no ping starts after it.
         async for data in self.content:
             chunk = ensure_bytes(data, SEP)
-            async with self._lock:
-                await self._send(send, {"type": "http.response.body", "body": chunk,
-                                        "more_body": True})  # fmt: skip
-        async with self._lock:
-            await self._send(send, {"type": "http.response.body", "body": b"",
-                                    "more_body": False})  # fmt: skip
-            self._complete = True
+            await self._send(send, {"type": "http.response.body", "body": chunk,
+                                    "more_body": True})  # fmt: skip
+        self._ending = True
+        if self._pinging is not None:
+            await self._pinging.wait()
+        await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
+        self._complete = True
 
     async def _send(self, send: Send, message: dict[str, Any]) -> None:
         try:
@@ -119,19 +127,21 @@ class EventStream:
 
     async def _watch(self, receive: Receive, send: Send) -> None:
         """Until the client goes (the response then ends); a ping every :data:`PING_SECONDS`."""
-        from sse_starlette.event import ServerSentEvent, ensure_bytes
-
         while not self._complete:
             message = None
             with anyio.move_on_after(PING_SECONDS):
                 message = await receive()
             if message is None:  # no word from the client for a while: ping
                 ping = ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=SEP)
-                async with self._lock:
-                    if not self._complete and self._started:
+                if self._started and not self._ending:
+                    self._pinging = pinging = anyio.Event()
+                    try:
                         await self._send(send, {"type": "http.response.body",
                                                 "body": ensure_bytes(ping, SEP),
                                                 "more_body": True})  # fmt: skip
+                    finally:
+                        self._pinging = None
+                        pinging.set()
             elif message["type"] == "http.disconnect":
                 if not self._complete:
                     self._gone = True
@@ -156,15 +166,3 @@ def install() -> None:
     import mcp.server.streamable_http as transport
 
     setattr(transport, "EventSourceResponse", EventStream)  # noqa: B010  (a module of the SDK)
-
-
-@contextmanager
-def _collapsed() -> Iterator[None]:
-    """A task group's single failure raised bare (what sse_starlette and Starlette do), so
-    the SDK's handlers around the response see the exception, not a group of one."""
-    try:
-        yield
-    except BaseException as exc:
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]
-        raise exc
