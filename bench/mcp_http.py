@@ -157,15 +157,13 @@ class RawClient:
 
     def __init__(self, url: str, key: str) -> None:
         import http.client
-        import socket
         from urllib.parse import urlsplit
 
         parts = urlsplit(url)
         self.path = parts.path
         self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
-        self.conn.connect()
-        assert self.conn.sock is not None
-        self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reconnects = 0
+        self._connect()
         self.headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
@@ -185,11 +183,32 @@ class RawClient:
         if status != 202:
             raise AssertionError(f"notifications/initialized answered {status}")
 
+    def _connect(self) -> None:
+        import socket
+
+        self.conn.close()
+        self.conn.connect()
+        assert self.conn.sock is not None
+        self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def _post(self, message: dict[str, Any]) -> tuple[int, Any]:
-        self.conn.request("POST", self.path, json.dumps(message).encode(), self.headers)
-        response = self.conn.getresponse()
-        body = response.read()  # the whole answer: the connection is reused
-        return response.status, (response, body)
+        import http.client
+
+        payload = json.dumps(message).encode()
+        for attempt in (1, 2):
+            try:
+                self.conn.request("POST", self.path, payload, self.headers)
+                response = self.conn.getresponse()
+                body = response.read()  # the whole answer: the connection is reused
+                return response.status, (response, body)
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                # the server closed the connection while it was idle (uvicorn's keep-alive
+                # timeout, 5 s): a new one, as any HTTP client does; the session goes on
+                if attempt == 2:
+                    raise
+                self.reconnects += 1
+                self._connect()
+        raise AssertionError("unreachable")
 
     def _request(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The result of one JSON-RPC request, and the session id the answer carried."""
@@ -389,10 +408,10 @@ async def measure(
                         Client(streamable_http_client(server.url, http_client=http))
                     )
                     server.clients.append(client)
-                if "raw" in kinds:
-                    server.raw = [RawClient(server.url, KEY) for _ in range(clients)]
                 server.wait_started()
                 await server.warm_each()  # every worker has loaded what a call needs
+                if "raw" in kinds:  # after the warm-up, which may outlast the keep-alive
+                    server.raw = [RawClient(server.url, KEY) for _ in range(clients)]
                 if "sdk" in kinds:
                     await server.round(2)
                 if "raw" in kinds:
@@ -408,10 +427,11 @@ async def measure(
                             took = await anyio.to_thread.run_sync(server.round_raw, per)
                         for i in range(4):
                             totals[side][i] += took[i]
+            reconnects = sum(c.reconnects for c in server.raw)
         finally:
             server.close()
             local.close()
-    return {"totals": totals, "processes": processes}
+    return {"totals": totals, "processes": processes, "reconnects": reconnects}
 
 
 def _parent(pid: int) -> int:
@@ -477,6 +497,11 @@ def main() -> None:
                 + (f" (target >= {target}x)" if target else "")
                 + f", server CPU per call {cpu_http / cpu_in:5.2f}x (target <= 1.3x)"
             )
+            if kind == "raw" and got["reconnects"]:
+                print(
+                    f"    (raw clients reconnected {got['reconnects']} times after the server"
+                    " closed an idle connection; a session's calls may then be forwarded)"
+                )
             if clients == 1:
                 # One client waits for each answer: its own CPU is on every call's path. With
                 # a server that cost nothing beyond the in-process run, the ratio would be at
