@@ -1,34 +1,44 @@
 """Benchmark ``proctor mcp --transport http`` throughput against the same runs in process.
 
     .venv/bin/python bench/mcp_http.py [--calls 192] [--clients 1,16] [--rounds 6] [--workers N]
+                                       [--client both|sdk|raw]
 
-For each client count C, in one run, the two sides taking turns (``--rounds`` each, so both
-see the same load on a shared machine):
+For each client count C, in one run, the sides taking turns (``--rounds`` each, the order
+turning every round, so all see the same load on a shared machine):
 
 - in process (the yardstick): C threads, each with a session made as the MCP server makes its
   pool's (managed, the sandbox required, one signing key), run hello-world's ``greet`` back
   to back; calls per second over all of them, and the CPU per call of this process;
-- http: C official-SDK clients, each on its own connection, call ``hello-world__greet`` against
-  ``proctor mcp --transport http`` on a free loopback port, as a user starts it (the
-  command's default number of processes: one per core) unless ``--workers`` is given; calls
-  per second, and the CPU per call of the server's processes (every worker, from ``/proc``).
-  Before it, every process has started (the others start after the first one listens) and
-  serves a few calls through its own Unix socket (a process's start and first call cost
-  ~0.5 s of CPU that is not a call's).
+- http, SDK client: C official-SDK clients (``mcp.client.Client``, what users run), each on
+  its own connection, call ``hello-world__greet`` against ``proctor mcp --transport http`` on
+  a free loopback port, as a user starts it (the command's default number of processes: one
+  per core) unless ``--workers`` is given; calls per second, and the CPU per call of the
+  server's processes (every worker, from ``/proc``);
+- http, raw client: the same against the same server with C lean clients (:class:`RawClient`,
+  each on its own thread and keep-alive connection): the streamable HTTP protocol done
+  correctly (handshake, session and version headers, the answer read as JSON or SSE and
+  checked) with none of the SDK's layers. The SDK client costs ~3 ms of CPU a call, on the
+  same cores as the server and, with one client, on every call's path; the raw one ~0.5 ms,
+  so its figures are the server's.
 
-Prints both rates, the ratio http / in-process (the issue's targets: at least 0.7x with one
-client, 0.9x with sixteen) and the CPU ratio (target: within 1.3x), with the machine's load
-average before and after: on a shared machine the figures to trust are the ratios. It also
-prints the SDK clients' own CPU per call (this process's during the http rounds) and, with
-one client, what that alone allows: T / (T + client CPU), the throughput ratio a transport
-costing nothing would reach, with T the in-process time a call in this run and, for runs
-that never wait (a quiet machine, a fast disk), its CPU (one client waits for each answer, so
-its CPU is on every call's path; the in-process side has no client).
+Before the rounds, every server process has started (the others start after the first one
+listens) and serves a few calls through its own Unix socket (a process's start and first call
+cost ~0.5 s of CPU that is not a call's).
+
+Prints the rates, each client's ratio http / in process (the issue's targets: at least 0.7x
+with one client, 0.9x with sixteen) and server CPU ratio (target: within 1.3x), with the
+machine's load average before and after: on a shared machine the figures to trust are the
+ratios. It also prints each client's own CPU per call (this process's during its rounds) and,
+with one client, what that alone allows: T / (T + client CPU), the throughput ratio a transport
+costing nothing would reach, with T the in-process time a call in this run and, for runs that
+never wait (a quiet machine, a fast disk), its CPU (one client waits for each answer, so its
+CPU is on every call's path; the in-process side has no client).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -130,6 +140,135 @@ class InProcess:
             s.close()
 
 
+class RawClient:
+    """A lean MCP client of the streamable HTTP transport: one keep-alive HTTP/1.1 connection
+    (the standard library's ``http.client``), the handshake protocol, nothing else.
+
+    It opens a session as the protocol says (``initialize``, then the ``initialized``
+    notification, answered 202), sends ``Mcp-Session-Id`` and ``Mcp-Protocol-Version`` with
+    every request after it, posts each ``tools/call`` accepting ``application/json`` and
+    ``text/event-stream``, reads the answer in whichever form the server chose (JSON, or the
+    SSE events up to the one that answers the request) and checks it: a JSON-RPC result, not
+    an error, not ``isError``, the run completed, the greeting echoed. No schema validation,
+    no JSON-RPC dispatch layer: what a call costs a client that only has to be correct.
+    """
+
+    VERSION = "2025-11-25"
+
+    def __init__(self, url: str, key: str) -> None:
+        import http.client
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.path = parts.path
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+        self.reconnects = 0
+        self._connect()
+        self.headers = {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        self.ids = 0
+        result, session = self._request(
+            "initialize",
+            {"protocolVersion": self.VERSION, "capabilities": {},
+             "clientInfo": {"name": "bench-raw", "version": "1"}},
+        )  # fmt: skip
+        if session is None or result.get("protocolVersion") != self.VERSION:
+            raise AssertionError(f"initialize: session {session!r}, result {result!r}")
+        self.headers["Mcp-Session-Id"] = session
+        self.headers["Mcp-Protocol-Version"] = self.VERSION
+        status, _ = self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if status != 202:
+            raise AssertionError(f"notifications/initialized answered {status}")
+
+    def _connect(self) -> None:
+        import socket
+
+        self.conn.close()
+        self.conn.connect()
+        assert self.conn.sock is not None
+        self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _post(self, message: dict[str, Any]) -> tuple[int, Any]:
+        import http.client
+
+        payload = json.dumps(message).encode()
+        for attempt in (1, 2):
+            try:
+                self.conn.request("POST", self.path, payload, self.headers)
+                response = self.conn.getresponse()
+                body = response.read()  # the whole answer: the connection is reused
+                return response.status, (response, body)
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                # the server closed the connection while it was idle (uvicorn's keep-alive
+                # timeout, 5 s): a new one, as any HTTP client does; the session goes on
+                if attempt == 2:
+                    raise
+                self.reconnects += 1
+                self._connect()
+        raise AssertionError("unreachable")
+
+    def _request(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The result of one JSON-RPC request, and the session id the answer carried."""
+        self.ids += 1
+        status, (response, body) = self._post(
+            {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
+        )
+        if status != 200:
+            raise AssertionError(f"{method} answered HTTP {status}: {body[:300]!r}")
+        kind = (response.getheader("content-type") or "").split(";")[0].strip()
+        if kind == "application/json":
+            messages = [json.loads(body)]
+        elif kind == "text/event-stream":
+            messages = _sse_messages(body)
+        else:
+            raise AssertionError(f"{method} answered {kind!r}")
+        answer = next((m for m in messages if m.get("id") == self.ids), None)
+        if answer is None or "result" not in answer:
+            raise AssertionError(f"{method}: no result for request {self.ids}: {messages!r}")
+        return answer["result"], response.getheader("mcp-session-id")
+
+    def greet(self, message: str) -> None:
+        """Call ``hello-world__greet`` and check the answer is the greeting."""
+        result, _ = self._request(
+            "tools/call", {"name": "hello-world__greet", "arguments": {"message": message}}
+        )
+        run = result.get("structuredContent") or {}
+        if (
+            result.get("isError")
+            or run.get("outcome") != "completed"
+            or run.get("result", {}).get("greet") != {"text": message}
+        ):
+            raise AssertionError(f"not the greeting: {result!r}")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
+            self.conn.request("DELETE", self.path, headers=headers)
+            self.conn.getresponse().read()
+        self.conn.close()
+
+
+def _sse_messages(body: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an event stream's ``message`` events (events without data,
+    such as a priming event, skipped)."""
+    out = []
+    for event in body.decode("utf-8").replace("\r\n", "\n").split("\n\n"):
+        kind, data = "message", []
+        for line in event.split("\n"):
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                kind = value
+            elif field == "data":
+                data.append(value)
+        if kind == "message" and data and "".join(data).strip():
+            out.append(json.loads("\n".join(data)))
+    return out
+
+
 class OverHttp:
     """``proctor mcp --transport http`` and ``clients`` SDK clients connected to it."""
 
@@ -152,6 +291,7 @@ class OverHttp:
         self.url = match.group(1)
         self.audit = root / ".proctor" / "audit.jsonl"
         self.clients: list[Any] = []
+        self.raw: list[RawClient] = []
 
     def wait_started(self, timeout: float = 120.0) -> None:
         """Until every process has written ``mcp_server_started`` (with ``workers``: how many)."""
@@ -205,14 +345,48 @@ class OverHttp:
         clients = time.process_time() - mine
         return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.clients), clients
 
+    def round_raw(self, per: int) -> tuple[float, float, int, float]:
+        """:meth:`round` with the lean clients, each on its own thread."""
+        go = threading.Barrier(len(self.raw) + 1)
+        failed: list[BaseException] = []
+
+        def work(n: int) -> None:
+            client = self.raw[n]
+            go.wait()
+            try:
+                for i in range(per):
+                    client.greet(f"{n}-{i}")
+            except BaseException as exc:  # raised again once every thread has ended
+                failed.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(len(self.raw))]
+        for t in threads:
+            t.start()
+        cpu = _tree_cpu(self.proc.pid)
+        mine = time.process_time()
+        go.wait()
+        start = time.perf_counter()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        clients = time.process_time() - mine
+        if failed:
+            raise failed[0]
+        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.raw), clients
+
     def close(self) -> None:
+        for client in self.raw:
+            client.close()
         self.proc.terminate()
         self.proc.wait(timeout=60)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-async def measure(clients: int, calls: int, rounds: int, workers: int | None) -> dict[str, Any]:
-    """In-process and HTTP rounds taken in turns (so both see the same load), summed."""
+async def measure(
+    clients: int, calls: int, rounds: int, workers: int | None, kinds: list[str]
+) -> dict[str, Any]:
+    """In-process and HTTP rounds (one side per client kind) taken in turns, the order turning
+    each round (so every side sees the same load), summed."""
     from contextlib import AsyncExitStack
 
     from mcp.client import Client
@@ -220,14 +394,15 @@ async def measure(clients: int, calls: int, rounds: int, workers: int | None) ->
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     per = max(1, calls // clients // rounds)
-    totals = {"in": [0.0, 0.0, 0, 0.0], "http": [0.0, 0.0, 0, 0.0]}
+    sides = ["in", *kinds]
+    totals = {side: [0.0, 0.0, 0, 0.0] for side in sides}
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         local = InProcess(Path(a), clients)
         server = OverHttp(Path(b), workers)
         try:
             async with AsyncExitStack() as stack:
                 headers = {"Authorization": f"Bearer {KEY}"}
-                for _ in range(clients):
+                for _ in range(clients if "sdk" in kinds else 0):
                     http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
                     client = await stack.enter_async_context(
                         Client(streamable_http_client(server.url, http_client=http))
@@ -235,21 +410,28 @@ async def measure(clients: int, calls: int, rounds: int, workers: int | None) ->
                     server.clients.append(client)
                 server.wait_started()
                 await server.warm_each()  # every worker has loaded what a call needs
-                await server.round(2)
+                if "raw" in kinds:  # after the warm-up, which may outlast the keep-alive
+                    server.raw = [RawClient(server.url, KEY) for _ in range(clients)]
+                if "sdk" in kinds:
+                    await server.round(2)
+                if "raw" in kinds:
+                    server.round_raw(2)
                 processes = server.processes()
                 for n in range(rounds):
-                    sides = ["in", "http"] if n % 2 == 0 else ["http", "in"]
-                    for side in sides:
+                    for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
                         if side == "in":
                             took = (*await anyio.to_thread.run_sync(local.round, per), 0.0)
-                        else:
+                        elif side == "sdk":
                             took = await server.round(per)
+                        else:
+                            took = await anyio.to_thread.run_sync(server.round_raw, per)
                         for i in range(4):
                             totals[side][i] += took[i]
+            reconnects = sum(c.reconnects for c in server.raw)
         finally:
             server.close()
             local.close()
-    return {"totals": totals, "processes": processes}
+    return {"totals": totals, "processes": processes, "reconnects": reconnects}
 
 
 def _parent(pid: int) -> int:
@@ -257,6 +439,12 @@ def _parent(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return -1
+
+
+CLIENTS = {
+    "sdk": "http, SDK client",  # what users run: the official Python SDK's Client
+    "raw": "http, raw client",  # RawClient: the protocol and nothing else
+}
 
 
 def main() -> None:
@@ -267,42 +455,64 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, help="server processes (default: the command's, one per core)"
     )
+    parser.add_argument(
+        "--client",
+        choices=["both", "sdk", "raw"],
+        default="both",
+        help="the MCP clients over http: the official SDK's, the lean raw one, or both",
+    )
     options = parser.parse_args()
+    kinds = ["sdk", "raw"] if options.client == "both" else [options.client]
     targets = {1: 0.7, 16: 0.9}
     print(f"hello-world#greet, {options.calls} calls a side in {options.rounds} turns each;"
           f" {os.cpu_count()} cores")  # fmt: skip
+    print(
+        "  SDK client: the official Python SDK's (what users run); raw client: a minimal"
+        " keep-alive HTTP/1.1 client of the same protocol (the server's own figures)"
+    )
     for clients in (int(c) for c in options.clients.split(",")):
         load = os.getloadavg()[0]
-        got = anyio.run(measure, clients, options.calls, options.rounds, options.workers)
-        (t_in, cpu_in, n_in, _), (t_http, cpu_http, n_http, cpu_clients) = (
-            got["totals"]["in"],
-            got["totals"]["http"],
-        )
-        rate_in, rate_http = n_in / t_in, n_http / t_http
-        cpu_in, cpu_http, cpu_client = cpu_in / n_in, cpu_http / n_http, cpu_clients / n_http
+        got = anyio.run(measure, clients, options.calls, options.rounds, options.workers, kinds)
+        t_in, cpu_in, n_in, _ = got["totals"]["in"]
+        rate_in, cpu_in = n_in / t_in, cpu_in / n_in
         target = targets.get(clients)
-        print(f"{clients:3d} client(s), load average {load:.2f} -> {os.getloadavg()[0]:.2f}:")
-        print(f"  in process  {rate_in:7.1f} calls/s   CPU {cpu_in * 1e3:6.2f} ms/call")
+        print(f"{clients:3d} client(s), load average {load:.2f} -> {os.getloadavg()[0]:.2f},"
+              f" {got['processes']} server processes:")  # fmt: skip
         print(
-            f"  http        {rate_http:7.1f} calls/s   CPU {cpu_http * 1e3:6.2f} ms/call"
-            f"   ({got['processes']} server processes)"
+            f"  {'in process':18s} {rate_in:7.1f} calls/s   server CPU {cpu_in * 1e3:6.2f} ms/call"
         )
-        print(
-            f"  ratio http / in process: throughput {rate_http / rate_in:5.2f}x"
-            + (f" (target >= {target}x)" if target else "")
-            + f", CPU per call {cpu_http / cpu_in:5.2f}x (target <= 1.3x)"
-        )
-        print(f"  SDK client(s) CPU {cpu_client * 1e3:6.2f} ms/call (this process)")
-        if clients == 1:
-            # One client waits for each answer: its own CPU is on every call's path. With a
-            # server that cost nothing beyond the in-process run, the ratio would be at most
-            # T / (T + c): T the in-process time a call (this run's, or its CPU alone when
-            # nothing waits, as on a quiet machine with a fast disk), c the client's CPU.
-            wall = 1 / rate_in
-            print(
-                f"  one client's ceiling with a free transport: {wall / (wall + cpu_client):5.2f}x"
-                f" (this run), {cpu_in / (cpu_in + cpu_client):5.2f}x (runs that never wait)"
+        for kind in kinds:
+            t_http, cpu_http, n_http, cpu_clients = got["totals"][kind]
+            rate_http, cpu_http, cpu_client = (
+                n_http / t_http,
+                cpu_http / n_http,
+                cpu_clients / n_http,
             )
+            print(
+                f"  {CLIENTS[kind]:18s} {rate_http:7.1f} calls/s   server CPU"
+                f" {cpu_http * 1e3:6.2f} ms/call   client CPU {cpu_client * 1e3:5.2f} ms/call"
+            )
+            print(
+                f"    ratio to in process: throughput {rate_http / rate_in:5.2f}x"
+                + (f" (target >= {target}x)" if target else "")
+                + f", server CPU per call {cpu_http / cpu_in:5.2f}x (target <= 1.3x)"
+            )
+            if kind == "raw" and got["reconnects"]:
+                print(
+                    f"    (raw clients reconnected {got['reconnects']} times after the server"
+                    " closed an idle connection; a session's calls may then be forwarded)"
+                )
+            if clients == 1:
+                # One client waits for each answer: its own CPU is on every call's path. With
+                # a server that cost nothing beyond the in-process run, the ratio would be at
+                # most T / (T + c): T the in-process time a call (this run's, or its CPU alone
+                # when nothing waits, as on a quiet machine with a fast disk), c the client's CPU.
+                wall = 1 / rate_in
+                print(
+                    f"    this client's ceiling with a free transport:"
+                    f" {wall / (wall + cpu_client):5.2f}x (this run),"
+                    f" {cpu_in / (cpu_in + cpu_client):5.2f}x (runs that never wait)"
+                )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 counted by callgrind: the CPU ratio of bench/mcp_http.py in a form a shared machine's load
 does not move.
 
-    .venv/bin/python bench/mcp_http_instructions.py [--calls 100] [--workers 1]
+    .venv/bin/python bench/mcp_http_instructions.py [--calls 100] [--workers 1] [--client sdk|raw]
 
 Both sides run under ``valgrind --tool=callgrind`` with instrumentation off until warmed up
 (10 calls), then on for ``--calls`` calls:
@@ -10,7 +10,9 @@ Both sides run under ``valgrind --tool=callgrind`` with instrumentation off unti
 - in process (the yardstick): one session made as the MCP server makes its pool's (managed,
   the sandbox required) runs hello-world's ``greet``;
 - http: the server (``--workers``, default 1: one process, so the count is of one
-  interpreter) serves one official-SDK client in this process, uninstrumented.
+  interpreter) serves one client in this process, uninstrumented: the official SDK's (``sdk``,
+  the default; it speaks the 2026-07-28 protocol) or bench/mcp_http.py's lean ``raw`` one
+  (the handshake protocol, a session).
 
 Prints user-space instructions per call (each thread of the server apart: the event loop's
 thread is the transport's cost) and the ratio http / in process. System calls and the
@@ -20,6 +22,7 @@ scheduler are not counted: bench/mcp_http.py measures time. Needs valgrind.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -98,11 +102,18 @@ def in_process(tmp: Path, calls: int) -> list[int]:
     return _per_thread(out)
 
 
-async def over_http(tmp: Path, calls: int, workers: int) -> list[int]:
-    from mcp.client import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+def _raw_client() -> Any:
+    """bench/mcp_http.py's RawClient (loaded by path: this folder's mcp.py is not the SDK)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_mcp_http", Path(__file__).with_name("mcp_http.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RawClient
 
+
+async def over_http(tmp: Path, calls: int, workers: int, client_kind: str = "sdk") -> list[int]:
     root, env = _workspace(tmp / "http")
     env["PROCTOR_MCP_API_KEY"] = KEY
     out = tmp / "http.cg"
@@ -116,7 +127,6 @@ async def over_http(tmp: Path, calls: int, workers: int) -> list[int]:
         if not line:
             raise SystemExit("the server did not start")
     url = re.search(r"serving (http://\S+)", line).group(1)  # type: ignore[union-attr]
-    headers = {"Authorization": f"Bearer {KEY}"}
 
     def instrument(on: bool) -> None:
         flag = "on" if on else "off"
@@ -127,26 +137,45 @@ async def over_http(tmp: Path, calls: int, workers: int) -> list[int]:
         )
 
     try:
-        async with (
-            create_mcp_http_client(headers=headers) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
+        if client_kind == "raw":
+            raw = _raw_client()(url, KEY)
             for n in range(WARM + calls):
                 if n == WARM:
                     instrument(True)
-                result = await client.call_tool("hello-world__greet", {"message": f"m{n}"})
-                assert result.structured_content["outcome"] == "completed", result
+                raw.greet(f"m{n}")
             instrument(False)
+            raw.close()
+        else:
+            await _sdk_calls(url, calls, instrument)
     finally:
         proc.terminate()
         proc.wait(timeout=300)
     return _per_thread(out)
 
 
+async def _sdk_calls(url: str, calls: int, instrument: Any) -> None:
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {"Authorization": f"Bearer {KEY}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        for n in range(WARM + calls):
+            if n == WARM:
+                instrument(True)
+            result = await client.call_tool("hello-world__greet", {"message": f"m{n}"})
+            assert result.structured_content["outcome"] == "completed", result
+        instrument(False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--client", choices=["sdk", "raw"], default="sdk")
     options = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
@@ -154,13 +183,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         local = in_process(tmp, options.calls)
-        served = anyio.run(over_http, tmp, options.calls, options.workers)
+        served = anyio.run(over_http, tmp, options.calls, options.workers, options.client)
     n = options.calls
     base, total = sum(local) / n, sum(served) / n
     print(f"hello-world#greet, {n} calls a side under callgrind; load average {load:.2f}")
     print(f"  in process  {base / 1e6:6.2f} M instructions/call")
     threads = ", ".join(f"{c / n / 1e6:.2f}" for c in served)
-    print(f"  http        {total / 1e6:6.2f} M instructions/call (threads: {threads})")
+    print(f"  http ({options.client})  {total / 1e6:6.2f} M instructions/call (threads: {threads})")
     print(f"  ratio http / in process: {total / base:5.2f}x (the CPU target: <= 1.3x)")
 
 
