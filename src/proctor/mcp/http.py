@@ -325,9 +325,7 @@ def build_app(
         allowed_origins=list(settings.allowed_origins),
     )
     from proctor.mcp.frames import MAX_BODY, StrictFrames
-    from proctor.mcp.sse import install
 
-    install()  # the SDK's transport answers with proctor.mcp.sse.EventStream
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=security,
@@ -397,9 +395,6 @@ async def serve_http(
 
     class _Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            from proctor.mcp.sse import close_all
-
-            close_all()  # open event streams end now, not after the graceful wait
             await super().shutdown(sockets=sockets)
             # here, not after serve(): uvicorn raises the signal that stopped it again once
             # serve() ends, and the counts of the open windows would die with the process
