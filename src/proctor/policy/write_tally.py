@@ -29,7 +29,7 @@ from proctor.policy.shipped_guards import (
     _written_paths,
 )
 
-__all__ = ["KEY", "PATHS_KEPT", "carried", "seed", "seed_from"]
+__all__ = ["KEY", "PATHS_KEPT", "Once", "carried", "seed", "seed_from"]
 
 KEY = "write_tally"
 """The run data key: ``{"changing", "paths", "unheld", "first"}`` (see :func:`carried`)."""
@@ -86,6 +86,25 @@ def seed_from(history: RunHistory, load: Callable[[], Mapping[str, Any] | None])
 
     history.seed(CHANGING_CALLS, lambda: stored()[0])
     history.seed(WRITTEN_PATHS, lambda: _written(*stored()[1:]))
+
+
+class Once:
+    """``load()``, asked the first time it is called and kept (a later call answers the first
+    answer). Holds nothing but ``load``: a history seeded from it (:func:`seed_from`) makes no
+    reference cycle with the governor that owns the history, so each governor is freed as
+    soon as it is dropped, without the cyclic collector."""
+
+    __slots__ = ("_done", "_load", "_value")
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load, self._done, self._value = load, False, None
+
+    def __call__(self) -> Any:
+        if not self._done:
+            value = self._load()
+            if not self._done:  # the first answer stands
+                self._value, self._done = value, True
+        return self._value
 
 
 def _written(paths: list[str], unheld: int, first: list[str]) -> Distinct:

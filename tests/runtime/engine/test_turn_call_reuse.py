@@ -262,3 +262,26 @@ def test_the_kept_authority_is_narrowed_by_each_method_apart() -> None:
         ].max_calls
         == 3
     )
+
+
+def test_a_turn_call_leaves_no_reference_cycle(ws: Path) -> None:
+    """A turn call's driver and governor are freed when it returns, by reference counting:
+    cycles among them would leave each call's objects to the cyclic collector, whose full
+    passes over a server's heap cost more than a call."""
+    import gc
+
+    make_skill(ws, "one", ONE_TURN)
+    s = session(ws)
+    run_id = s.run("one", cwd=ws).run_id or ""
+    assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for n in range(3):
+            assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, f"c{n + 2}").ok
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage if not isinstance(o, tuple | dict)})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert "Governor" not in left and "RunDriver" not in left, left

@@ -152,8 +152,9 @@ class Governor:
         self._seeded = False  # the history's write tallies start from the run's (write_tally)
         self._tally: Any = None  # the run's write tally as this governor last read or stored it
         self._tally_known = False
-        self._seed_data: dict[str, Any] | None = None  # the run's data, once read (_run_data)
-        self._seed_read = False
+        # the run's data as it was before this governor counted a call, read once (_run_data);
+        # holding the store and the id only, never the governor (no reference cycle)
+        self._row = write_tally.Once(lambda: _data_of(store.get_run(run_id)))
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
         self._fresh = False  # see resume_from
@@ -583,18 +584,15 @@ class Governor:
             if self._fresh:  # its driver's start created the run: no call of it is counted yet
                 self._tally, self._tally_known = None, True
                 return
-            write_tally.seed_from(self.history, self._run_data)
+            write_tally.seed_from(self.history, self._row)
 
     def _run_data(self) -> dict[str, Any] | None:
         """The run's data as it was before this governor counted a call (read once; ``None``:
         no such run)."""
-        if not self._seed_read:
-            run = self.store.get_run(self.run_id)
-            if not self._seed_read:  # the first read stands: it came before any count stored
-                self._seed_data, self._seed_read = None if run is None else run.data, True
-                if run is not None and not self._tally_known:
-                    self._tally, self._tally_known = run.data.get(write_tally.KEY), True
-        return self._seed_data
+        data: dict[str, Any] | None = self._row()
+        if data is not None and not self._tally_known:
+            self._tally, self._tally_known = data.get(write_tally.KEY), True
+        return data
 
     def settle_reconciled(
         self,
@@ -777,3 +775,7 @@ def _verdict_json(outcome: Any) -> dict[str, Any]:
         "effect": outcome.effect,
         "message": outcome.verdict.message,
     }
+
+
+def _data_of(run: Any) -> dict[str, Any] | None:
+    return None if run is None else run.data  # type: ignore[no-any-return]
