@@ -778,4 +778,4 @@ def _verdict_json(outcome: Any) -> dict[str, Any]:
 
 
 def _data_of(run: Any) -> dict[str, Any] | None:
-    return None if run is None else run.data  # type: ignore[no-any-return]
+    return None if run is None else run.data
