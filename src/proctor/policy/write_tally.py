@@ -16,7 +16,7 @@ where a full read might not, never the other way), and ``first``, the sorted fir
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from proctor.policy.guards import Distinct, RunHistory
@@ -29,7 +29,7 @@ from proctor.policy.shipped_guards import (
     _written_paths,
 )
 
-__all__ = ["KEY", "PATHS_KEPT", "carried", "seed"]
+__all__ = ["KEY", "PATHS_KEPT", "Once", "carried", "seed", "seed_from"]
 
 KEY = "write_tally"
 """The run data key: ``{"changing", "paths", "unheld", "first"}`` (see :func:`carried`)."""
@@ -72,16 +72,47 @@ def seed(history: RunHistory, data: Mapping[str, Any]) -> None:
     if KEY not in data:
         return
     changing, paths, unheld, first = _read(data[KEY])
-
-    def written() -> Distinct:
-        value = Distinct(PRIOR_SHOWN)
-        value.values = {*paths, *first}
-        value.first = sorted(first)[:PRIOR_SHOWN]
-        value.unheld = max(len(paths) + unheld - len(value.values), 0)
-        return value
-
     history.seed(CHANGING_CALLS, lambda: changing)
-    history.seed(WRITTEN_PATHS, written)
+    history.seed(WRITTEN_PATHS, lambda: _written(paths, unheld, first))
+
+
+def seed_from(history: RunHistory, load: Callable[[], Mapping[str, Any] | None]) -> None:
+    """As :func:`seed`, from the run's data ``load()`` answers (``None``: no run) when a
+    tally is first asked for, not before (``load`` must answer the data as it was before the
+    history's first entry counted: read once, before the governor stores its own)."""
+
+    def stored() -> tuple[int, list[str], int, list[str]]:
+        return _read((load() or {}).get(KEY))
+
+    history.seed(CHANGING_CALLS, lambda: stored()[0])
+    history.seed(WRITTEN_PATHS, lambda: _written(*stored()[1:]))
+
+
+class Once:
+    """``load()``, asked the first time it is called and kept (a later call answers the first
+    answer). Holds nothing but ``load``: a history seeded from it (:func:`seed_from`) makes no
+    reference cycle with the governor that owns the history, so each governor is freed as
+    soon as it is dropped, without the cyclic collector."""
+
+    __slots__ = ("_done", "_load", "_value")
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load, self._done, self._value = load, False, None
+
+    def __call__(self) -> Any:
+        if not self._done:
+            value = self._load()
+            if not self._done:  # the first answer stands
+                self._value, self._done = value, True
+        return self._value
+
+
+def _written(paths: list[str], unheld: int, first: list[str]) -> Distinct:
+    value = Distinct(PRIOR_SHOWN)
+    value.values = {*paths, *first}
+    value.first = sorted(first)[:PRIOR_SHOWN]
+    value.unheld = max(len(paths) + unheld - len(value.values), 0)
+    return value
 
 
 def _read(stored: Any) -> tuple[int, list[str], int, list[str]]:

@@ -227,3 +227,61 @@ def test_a_guard_config_added_between_two_calls_is_loaded_by_the_second(ws: Path
     with pytest.raises(Exception) as caught:  # the module named is not there: refused
         s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")  # type: ignore[attr-defined]
     assert getattr(caught.value, "code", None) in ("bad_guard_module", "guards_untrusted")
+
+
+def test_a_recorded_authority_changed_between_calls_is_held_on_the_next(ws: Path) -> None:
+    """The authority a driver parses is kept by its text: a run whose recorded authority
+    changed (a standing approval granted, a limit narrowed) is held to the new one on the
+    session's next call, even one with the same method."""
+    make_skill(ws, "one", ONE_TURN)
+    s = session(ws)
+    run_id = s.run("one", cwd=ws).run_id or ""
+    assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
+    assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, "c2").ok
+    record = s.store.get_run(run_id)
+    assert record is not None
+    narrowed = {**record.data.get("authority", {}), "max_calls": 2}
+    s.store.update_run(run_id, data={"authority": narrowed})
+    third = s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")
+    assert third.status == "refused", third
+    assert third.error is not None and third.error["code"] == "call_budget_exceeded", third
+
+
+def test_the_kept_authority_is_narrowed_by_each_method_apart() -> None:
+    from types import SimpleNamespace
+
+    from proctor.runtime.engine.drive import _authorities
+
+    doc = {"effects": "allow", "max_calls": 7}
+    wide = _authorities(doc, SimpleNamespace(effects=None, reach=None))  # type: ignore[arg-type]
+    none = _authorities(doc, SimpleNamespace(effects="none", reach=None))  # type: ignore[arg-type]
+    assert (wide[1].effects, none[1].effects) == ("allow", "none")
+    assert (
+        _authorities({**doc, "max_calls": 3}, SimpleNamespace(effects=None, reach=None))[  # type: ignore[arg-type]
+            1
+        ].max_calls
+        == 3
+    )
+
+
+def test_a_turn_call_leaves_no_reference_cycle(ws: Path) -> None:
+    """A turn call's driver and governor are freed when it returns, by reference counting:
+    cycles among them would leave each call's objects to the cyclic collector, whose full
+    passes over a server's heap cost more than a call."""
+    import gc
+
+    make_skill(ws, "one", ONE_TURN)
+    s = session(ws)
+    run_id = s.run("one", cwd=ws).run_id or ""
+    assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for n in range(3):
+            assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, f"c{n + 2}").ok
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage if not isinstance(o, tuple | dict)})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert "Governor" not in left and "RunDriver" not in left, left

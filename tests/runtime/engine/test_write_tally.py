@@ -205,3 +205,41 @@ def test_one_governor_reads_the_runs_tally_once_and_stores_every_write(ws: Path)
         tally = real("r").data[write_tally.KEY]  # type: ignore[union-attr]
         assert tally["changing"] == n + 1 and len(tally["paths"]) == n + 1
     assert reads == ["r"]
+
+
+def test_a_governor_reads_the_tally_when_a_write_guard_asks_and_counts_it(ws: Path) -> None:
+    """A governor reads the run's row for the tally only when a write guard first asks (a
+    read call reads none), and then reads the tally as the run holds it: with two
+    writes already counted for the run, its first write is refused by a budget of 2, even
+    after reads made first."""
+    from proctor.runtime.admission.governor import CallSpec, Governor
+    from proctor.runtime.boundary.sanitize import Sanitizer
+    from proctor.runtime.records.runs import RunRecord
+
+    (ws / "r.md").write_text("r\n")
+    s = session(ws, environ=_env(ws))
+    s.store.create_run(RunRecord(run_id="r", skill="writer", method="main"))
+    tally = {"changing": 2, "paths": ["a.md", "b.md"], "unheld": 0, "first": ["a.md", "b.md"]}
+    policies, guards, _ = s.policy()
+    governor = Governor(
+        run_id="r", workspace=s.workspace, store=s.store, tools=s.tools, policies=policies,
+        guards=guards, audit=s.audit, sanitizer=Sanitizer(), write_budget=2,
+    )  # fmt: skip
+    reads: list[str] = []
+    real = s.store.get_run
+
+    def get_run(run_id: str) -> Any:
+        reads.append(run_id)
+        return real(run_id)
+
+    s.store.get_run = get_run  # type: ignore[method-assign]
+    for _ in range(2):
+        read = governor.call(CallSpec("fs.read", {"path": "r.md"}, frozenset({"fs.read"})))
+        assert read.ok, read.code
+    assert reads == []  # no write guard asked: the row is not read
+    s.store.update_run("r", data={write_tally.KEY: tally})  # another driver's two writes
+    reads.clear()  # the store's own read to merge them
+    args = {"path": "c.md", "content": "x\n", "create": True}
+    refused = governor.call(CallSpec("fs.write", args, frozenset({"fs.write"}), step_id="a"))
+    assert refused.status == "refused" and refused.code == "write_budget_exceeded"
+    assert not (ws / "c.md").exists() and reads == ["r"]

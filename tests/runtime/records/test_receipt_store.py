@@ -177,6 +177,35 @@ def test_foreign_folder_is_refused_by_reads_and_writes(tmp_path: Path) -> None:
     assert sorted(tmp_path.iterdir()) == before
 
 
+def test_a_store_checked_while_absent_is_checked_again_once_made(tmp_path: Path) -> None:
+    """A store not made yet passes the check and creates nothing; a folder that appears at its
+    place after (a foreign one, a file, a link to a foreign folder) is refused by the next
+    check of the same store object."""
+    where = tmp_path / "receipts"
+    store = ReceiptStore(where)
+    store.check()
+    assert not where.exists()
+    where.mkdir()
+    (where / "old.json").write_text("{}")
+    with pytest.raises(ReceiptInvalid) as info:
+        store.check()
+    assert info.value.code == "receipt_store_foreign"
+    other, linked = tmp_path / "other", tmp_path / "linked"
+    other.mkdir()
+    (other / "old.json").write_text("{}")
+    linked_store = ReceiptStore(linked)
+    linked_store.check()
+    linked.symlink_to(other)
+    with pytest.raises(ReceiptInvalid):
+        linked_store.check()
+    plain = tmp_path / "plain"
+    plain_store = ReceiptStore(plain)
+    plain_store.check()
+    plain.write_text("not a folder")
+    with pytest.raises(ReceiptInvalid):
+        plain_store.check()
+
+
 def test_foreign_index_is_refused(tmp_path: Path) -> None:
     (tmp_path / INDEX_NAME).write_text('{"schema":"something.else"}\n')
     with pytest.raises(ReceiptInvalid):

@@ -152,6 +152,9 @@ class Governor:
         self._seeded = False  # the history's write tallies start from the run's (write_tally)
         self._tally: Any = None  # the run's write tally as this governor last read or stored it
         self._tally_known = False
+        # the run's data as it was before this governor counted a call, read once (_run_data);
+        # holding the store and the id only, never the governor (no reference cycle)
+        self._row = write_tally.Once(lambda: _data_of(store.get_run(run_id)))
         self.calls_made = 0
         self._per_step: dict[str | None, int] = {}
         self._fresh = False  # see resume_from
@@ -569,16 +572,27 @@ class Governor:
 
     def _seed(self) -> None:
         """Start the history's write tallies from the run's calls made by other governors (a
-        host's, a resume's, a crashed driver's), once, before this governor counts its own."""
+        host's, a resume's, a crashed driver's), once, before this governor counts its own.
+
+        The run's row is read when a guard first asks for a tally, or when this governor first
+        counts a call (:meth:`_carry`), whichever comes first: while it holds the run's lease
+        no other driver writes the tally, and its own count is stored only after the read, so
+        the read sees what it would have seen now. A call no write guard looks at (a read)
+        reads no row."""
         if not self._seeded:
             self._seeded = True
             if self._fresh:  # its driver's start created the run: no call of it is counted yet
                 self._tally, self._tally_known = None, True
                 return
-            run = self.store.get_run(self.run_id)
-            if run is not None:
-                write_tally.seed(self.history, run.data)
-                self._tally, self._tally_known = run.data.get(write_tally.KEY), True
+            write_tally.seed_from(self.history, self._row)
+
+    def _run_data(self) -> dict[str, Any] | None:
+        """The run's data as it was before this governor counted a call (read once; ``None``:
+        no such run)."""
+        data: dict[str, Any] | None = self._row()
+        if data is not None and not self._tally_known:
+            self._tally, self._tally_known = data.get(write_tally.KEY), True
+        return data
 
     def settle_reconciled(
         self,
@@ -617,11 +631,8 @@ class Governor:
         read or stored the tally yet: while it holds the run's lease no other driver writes it."""
         if entry["tool"] not in CHANGING_TOOLS or entry["outcome"] == "refused":
             return None
-        if not self._tally_known:
-            run = self.store.get_run(self.run_id)
-            if run is None:
-                return None
-            self._tally, self._tally_known = run.data.get(write_tally.KEY), True
+        if not self._tally_known and self._run_data() is None:
+            return None
         tally = write_tally.carried(self._tally, entry)
         if tally is not None:
             self.store.update_run(self.run_id, data={write_tally.KEY: tally})
@@ -764,3 +775,7 @@ def _verdict_json(outcome: Any) -> dict[str, Any]:
         "effect": outcome.effect,
         "message": outcome.verdict.message,
     }
+
+
+def _data_of(run: Any) -> dict[str, Any] | None:
+    return None if run is None else run.data

@@ -23,6 +23,7 @@ driver claimed but never settled is reconciled before its step runs again:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from proctor.contracts.skill import (
     WaitStep,
     WorkerStep,
 )
-from proctor.core.authority import narrow, parse_authority
+from proctor.core.authority import Authority, narrow, parse_authority
 from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
 from proctor.errors import ConfigError, CredentialError, PolicyLoadError, ProctorError
 from proctor.policy import write_budget
@@ -69,7 +70,6 @@ from proctor.runtime.tools.base import PACKAGE_EXTRA, CommandStopped
 from proctor.runtime.tools.store import store_deliver
 
 if TYPE_CHECKING:
-    from proctor.core.authority import Authority
     from proctor.core.spend import SpendLedger
     from proctor.policy.cache import RunPolicies
     from proctor.runtime.admission.governor import Deliver
@@ -115,9 +115,8 @@ class RunDriver:
         self.ledger: SpendLedger | None = None  # a child is handed its root's
         self.receipts: ReceiptBudget | None = None  # likewise: the tree's receipt budget
         self.receipts_counted = False  # this run's own receipts are counted on it
-        host = parse_authority(record.data.get("authority") or {}, recorded=True)
+        host, self.authority = _authorities(record.data.get("authority") or {}, method)
         self.recorded_egress = host.egress  # the grant delivery enforces, parsed once here
-        self.authority = narrow(host, effects=method.effects, reach=method.reach)
         self.sanitizer = Sanitizer()
         self._governor: Governor | None = None
         # the run's counts as the governor's build read them, for the drive that built it
@@ -635,6 +634,33 @@ class RunDriver:
     ) -> CallOutcome:
         """One host-side call of a paused turn (see :func:`.turn_calls.turn_call`)."""
         return turn_calls.turn_call(self, turn, tool, args, call_id, reason, cancel)
+
+
+_AUTHORITIES: dict[tuple[str, Any, Any], tuple[Authority, Authority]] = {}
+_AUTHORITIES_LIMIT = 64
+_AUTHORITIES_LOCK = threading.Lock()
+
+
+def _authorities(doc: Any, method: Method) -> tuple[Authority, Authority]:
+    """The run's recorded authority ``doc`` parsed, and narrowed by ``method``'s ``effects``
+    and ``reach``: a pure function of the document's JSON text and those two (every
+    :class:`Authority` is frozen), so the pair is kept by them (a driver is built per turn
+    call, and the parse is a few percent of a call). A refused document is never kept."""
+    try:
+        key = (json.dumps(doc, sort_keys=True), method.effects, method.reach)
+    except (TypeError, ValueError):  # not JSON: parsed (and refused) as ever
+        host = parse_authority(doc, recorded=True)
+        return host, narrow(host, effects=method.effects, reach=method.reach)
+    kept = _AUTHORITIES.get(key)
+    if kept is not None:
+        return kept
+    host = parse_authority(doc, recorded=True)
+    kept = host, narrow(host, effects=method.effects, reach=method.reach)
+    with _AUTHORITIES_LOCK:
+        if len(_AUTHORITIES) >= _AUTHORITIES_LIMIT:
+            _AUTHORITIES.pop(next(iter(_AUTHORITIES)), None)
+        _AUTHORITIES[key] = kept
+    return kept
 
 
 class _Outputs(dict[str, Any]):

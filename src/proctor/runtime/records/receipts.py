@@ -146,6 +146,13 @@ class ReceiptStore:
         """True when the store exists and is ours; creates it when ``create``."""
         if self._checked:
             return True
+        if not create:  # no store yet (a session's run before its seal): one look, not three
+            try:
+                os.stat(self.directory)
+            except FileNotFoundError:
+                return False
+            except OSError:
+                pass  # looked at again below, and refused as it would be there
         index = self.directory / INDEX_NAME
         try:
             if index.is_file():
