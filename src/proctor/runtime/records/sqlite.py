@@ -347,19 +347,21 @@ class SQLiteRunStore(paged.PagedReads):
     ) -> None:
         with self.transaction():
             self._fence(run_id)
-            current = self.get_run(run_id)
+            current = self._exec(  # the merge's columns (not a whole RunRecord, as get_run)
+                "SELECT status, outcome, receipt_id, data FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
             if current is None:
                 raise StoreError(f"no run with id {run_id}")
-            merged = dict(current.data)
+            merged = json.loads(current[3])
             if data:
                 merged.update(data)
             self._exec(
                 "UPDATE runs SET status = ?, outcome = ?, receipt_id = ?, data = ?, updated_at = ?"
                 " WHERE run_id = ?",
                 (
-                    status or current.status,
-                    outcome if outcome is not None else current.outcome,
-                    receipt_id if receipt_id is not None else current.receipt_id,
+                    status or current[0],
+                    outcome if outcome is not None else current[1],
+                    receipt_id if receipt_id is not None else current[2],
                     dumps(merged),
                     now(),
                     run_id,
