@@ -135,3 +135,25 @@ def store_bytes(root: Path) -> bytes:
         return "\n".join(conn.iterdump()).encode()
     finally:
         conn.close()
+
+
+def age_past_racy_window() -> None:
+    """Let every file written so far age past the racily-clean window, so a session takes what
+    it kept on the files' stamps alone (an entry made within the window is taken only after
+    its files' digest is checked again)."""
+    import time
+
+    from proctor.runtime.skill_files import RACY_NS
+
+    time.sleep(RACY_NS / 1e9 + 0.2)
+
+
+def edit_keeping_size_and_mtime(path: Path, text: str) -> None:
+    """Write ``text`` (the file's length) to ``path`` and put its modification time back: only
+    its change time tells it was edited."""
+    import os
+
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))

@@ -5,17 +5,17 @@ times alone would miss is seen by the next lookup, and by the next run of one se
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from proctor.runtime.connectors.held import held_connectors
-from proctor.runtime.skill_files import RACY_NS
 from tests.runtime.connectors.support import CONNECTOR, RUN_YAML
 from tests.runtime.driver_support import (
+    age_past_racy_window,
     close_sessions,  # noqa: F401 - the autouse fixture
+    edit_keeping_size_and_mtime,
     make_skill,
     make_workspace,
     session,
@@ -33,11 +33,9 @@ def _connector(folder: Path, name: str = "tracker") -> Path:
 
 
 def _same_size_same_mtime(path: Path, old: str, new: str) -> None:
-    before = path.stat()
     text = path.read_text()
     assert len(old) == len(new) and old in text
-    path.write_text(text.replace(old, new))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # only ctime tells
+    edit_keeping_size_and_mtime(path, text.replace(old, new))
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +49,7 @@ def settled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path
         make_skill(root, "s", RUN_YAML.format(steps=steps))
         _connector(root)
         roots[case] = root
-    time.sleep(RACY_NS / 1e9 + 0.2)
+    age_past_racy_window()
     yield roots
 
 

@@ -13,8 +13,6 @@ to proctor's state swapped to another folder makes that folder the one a run nev
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,9 @@ import pytest
 from proctor.runtime.skills import read_package
 from tests.runtime.driver_support import (
     BLOCK_ECHO,
+    age_past_racy_window,
     close_sessions,  # noqa: F401 - the autouse fixture
+    edit_keeping_size_and_mtime,
     make_skill,
     make_workspace,
     session,
@@ -54,21 +54,6 @@ methods:
 """
 
 
-def _settled() -> None:
-    """Let every file written so far age past the racily-clean window, so a session takes what
-    it kept on the files' stamps alone (within the window it checks their digest first)."""
-    from proctor.runtime.skill_files import RACY_NS
-
-    time.sleep(RACY_NS / 1e9 + 0.2)
-
-
-def _same_size_same_mtime(path: Path, text: str) -> None:
-    before = path.stat()
-    assert len(text.encode()) == before.st_size
-    path.write_text(text)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # only ctime tells
-
-
 def _said(envelope: object) -> object:
     assert envelope.outcome == "completed", envelope  # type: ignore[attr-defined]
     return envelope.result  # type: ignore[attr-defined]
@@ -86,14 +71,14 @@ def test_a_package_edited_in_place_between_two_runs_runs_as_edited(
     ws = make_workspace(tmp_path / "ws")
     folder = make_skill(ws, "one", ECHO)
     if settled:
-        _settled()
+        age_past_racy_window()
     s = session(ws)
     first = s.run("one", cwd=ws)
     assert "hello" in str(_said(first))
     assert "hello" in str(_said(s.run("one", cwd=ws)))  # the kept package
     assert any(k[0] == "ref" for k in s._held_skills._entries), "the session kept it"
     before = _recorded_digest(s, first.run_id or "")
-    _same_size_same_mtime(folder / "run.yaml", ECHO.replace("hello", "howdy"))
+    edit_keeping_size_and_mtime(folder / "run.yaml", ECHO.replace("hello", "howdy"))
     edited = s.run("one", cwd=ws)
     assert "howdy" in str(_said(edited))
     now = read_package(folder, "one")[1]
@@ -130,11 +115,11 @@ def test_a_policy_that_newly_blocks_refuses_the_next_run_of_one_session(tmp_path
     team.write_text(BLOCK_ECHO.replace("enforcement: block", "enforcement: warn "))
     s = session(ws)
     s.run("one", cwd=ws)  # opens the run store in .proctor/
-    _settled()
+    age_past_racy_window()
     _said(s.run("one", cwd=ws))
     assert s._held_policy._entry is not None, "the session kept the policy state"
     _said(s.run("one", cwd=ws))
-    _same_size_same_mtime(team, BLOCK_ECHO)  # only its change time tells
+    edit_keeping_size_and_mtime(team, BLOCK_ECHO)  # only its change time tells
     refused = s.run("one", cwd=ws)
     assert refused.outcome == "blocked", refused
     assert refused.refusal is not None

@@ -9,7 +9,6 @@ is seen by the second.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +17,9 @@ import pytest
 from proctor.errors import ResumeRefused
 from tests.runtime.driver_support import (
     BLOCK_ECHO,
+    age_past_racy_window,
     close_sessions,  # noqa: F401 - the autouse fixture
+    edit_keeping_size_and_mtime,
     make_skill,
     make_workspace,
     session,
@@ -83,15 +84,6 @@ methods:
 """
 
 
-def _settled(root: Path) -> None:
-    """Let every file written so far age past the racily-clean window, so a session takes
-    what it read from them on their stamps alone (an entry made less than 3 s after a change
-    is taken only after its files' digest is checked again)."""
-    from proctor.runtime.engine.held_skills import RACY_NS
-
-    time.sleep(RACY_NS / 1e9 + 0.2)
-
-
 def _kept_then(root: Path, change: Callable[[Path], None]) -> str:
     """A turn call of a paused run, made twice in one session (the second from the package
     the session kept), then once more after ``change`` to the package folder: the code it
@@ -99,7 +91,7 @@ def _kept_then(root: Path, change: Callable[[Path], None]) -> str:
     folder = make_skill(root, "one", ONE_TURN)
     (folder / "lib").mkdir()
     (folder / "lib" / "notes.txt").write_text("notes\n")
-    _settled(root)
+    age_past_racy_window()
     s = session(root)
     run_id = s.run("one", cwd=root).run_id or ""
     assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
@@ -112,24 +104,17 @@ def _kept_then(root: Path, change: Callable[[Path], None]) -> str:
     return caught.value.code
 
 
-def _same_size_same_mtime(path: Path, text: str) -> None:
-    before = path.stat()
-    assert len(text.encode()) == before.st_size
-    path.write_text(text)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # only ctime tells
-
-
 def test_a_package_file_edited_in_place_between_calls_is_refused(ws: Path) -> None:
     def edit(folder: Path) -> None:  # the same size and modification time: only ctime tells
         run_yaml = folder / "run.yaml"
-        _same_size_same_mtime(run_yaml, run_yaml.read_text().replace("Echo.", "Ecko."))
+        edit_keeping_size_and_mtime(run_yaml, run_yaml.read_text().replace("Echo.", "Ecko."))
 
     assert _kept_then(ws, edit) == "package_changed"
 
 
 def test_a_file_deep_in_the_package_edited_between_calls_is_refused(ws: Path) -> None:
     def edit(folder: Path) -> None:
-        _same_size_same_mtime(folder / "lib" / "notes.txt", "motes\n")
+        edit_keeping_size_and_mtime(folder / "lib" / "notes.txt", "motes\n")
 
     assert _kept_then(ws, edit) == "package_changed"
 
@@ -159,7 +144,7 @@ def test_a_package_written_within_the_racy_window_is_not_taken_on_stamps(tmp_pat
     key = (str(folder), "sha256:x", "main")
     held.put(key, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
     assert held.get(key, str(tmp_path)) is None  # changed just now: not its digest
-    _settled(tmp_path)
+    age_past_racy_window()
     held.put(key, stamp_package(str(folder), str(tmp_path)), ("skill", "method"))
     assert held.get(key, str(tmp_path)) == ("skill", "method")
     (folder / "SKILL.md").write_text("y")
@@ -193,7 +178,7 @@ def _kept_policy_session(ws: Path) -> tuple[object, str]:
     make_skill(ws, "one", ONE_TURN)
     s = session(ws)
     run_id = s.run("one", cwd=ws).run_id or ""  # opens the run store in .proctor/
-    _settled(ws)  # the package and the policy state may be kept from here on
+    age_past_racy_window()  # the package and the policy state may be kept from here on
     assert s.turn_call(run_id, "turn", "echo", {"text": "a"}, "c1").ok
     assert s._held_policy._entry is not None, "the session kept the policy state"
     assert s.turn_call(run_id, "turn", "echo", {"text": "b"}, "c2").ok
@@ -216,7 +201,7 @@ def test_a_policy_edited_in_place_between_two_calls_holds_the_second(ws: Path) -
     team = ws / "policies" / "team.yaml"
     team.write_text(BLOCK_ECHO.replace("enforcement: block", "enforcement: warn "))
     s, run_id = _kept_policy_session(ws)
-    _same_size_same_mtime(team, BLOCK_ECHO)  # only its change time tells
+    edit_keeping_size_and_mtime(team, BLOCK_ECHO)  # only its change time tells
     refused = s.turn_call(run_id, "turn", "echo", {"text": "c"}, "c3")  # type: ignore[attr-defined]
     assert refused.status == "refused", refused
 

@@ -259,7 +259,7 @@ class PackWindow:
         if fd is None:
             return None
         key = hex_id.encode("ascii")
-        needle = b'"receipt_id":"sha256:' + key + b'"'
+        needle = _needle(key)
         if self._next >= 0:
             start, data = self._piece(fd, self._next)
             if needle in data:
@@ -303,7 +303,7 @@ class PackWindow:
             if place is not None and _PACK_NAME.fullmatch(place[:32]):
                 return place[:32].decode()
         fd = self._index_fd()
-        at = None if fd is None else self._find(fd, b'"receipt_id":"sha256:' + key + b'"')
+        at = None if fd is None else self._find(fd, _needle(key))
         if fd is None or at is None:
             return None
         start = max(0, at - _LINE)
@@ -423,3 +423,8 @@ def _pieces(hint: int, size: int) -> list[int]:
 
 def _unreadable(name: str, exc: OSError) -> StoreError:
     return StoreError(f"{name} could not be read: {exc.strerror or exc}", code="receipt_store_io")
+
+
+def _needle(key: bytes) -> bytes:
+    """What the index line of the receipt whose id's hex is ``key`` holds, as found by a search."""
+    return b'"receipt_id":"sha256:' + key + b'"'
