@@ -67,7 +67,7 @@ _IDENTITY_MAX = len('"identity":"",') + 1024  # the capture holds its comma
 # its tool; only a call may be unsigned; a completed receipt has no seal_reason; the
 # envelope's key_id is the body's. The rare optional fields are checked in scan_envelope.
 _PATTERN = (
-    r'\{"body":'
+    r'\{"body":(?P<body>'
     rf'\{{"audit_head":(?:(?P<nohead>null)|\{{"last_digest":(?:(?P<nolast>null)|{_D}),'
     rf'"lines":(?(nolast)0|[1-9][0-9]{{0,14}})\}}),'
     rf'"authority_digest":{_ND},'
@@ -90,7 +90,7 @@ _PATTERN = (
     rf'"started_at":(?P<started>{_T}),'
     rf'"subject":\{{"method":(?(call)(?:null|{_S})|{_S}),"package_digest":{_ND},"skill":{_S},'
     rf'"step_id":(?(step){_S}|(?:null|{_S})),"tool":(?(call){_S}|(?:null|{_S}))\}},'
-    rf"\"verdicts\":\[(?P<verdicts>(?:{_VERDICT}(?:,{_VERDICT})*)?)\]\}},"
+    rf"\"verdicts\":\[(?P<verdicts>(?:{_VERDICT}(?:,{_VERDICT})*)?)\]\}}),"
     r'"key_id":"(?P=key)",'
     r'"signature":(?(unsigned)(?:null|"(?P<csig>[A-Za-z0-9+/=]+)")|"(?P<sig>[A-Za-z0-9+/=]+)")\}\n'
 )
@@ -99,19 +99,14 @@ _ENVELOPE = re.compile(_PATTERN.encode("ascii"))
 _FULLMATCH = _ENVELOPE.fullmatch
 # the captures in the order Match.groups() gives them: scan_envelope unpacks that tuple at once
 _GROUPS = (
-    "nohead", "nolast", "children", "context", "ended", "identity", "inputs", "key", "unsigned",
-    "call", "segment", "step", "completed", "outputs", "reused", "sandbox", "spend", "started",
-    "verdicts", "csig", "sig",
+    "body", "nohead", "nolast", "children", "context", "ended", "identity", "inputs", "key",
+    "unsigned", "call", "segment", "step", "completed", "outputs", "reused", "sandbox", "spend",
+    "started", "verdicts", "csig", "sig",
 )  # fmt: skip
 if tuple(sorted(_ENVELOPE.groupindex, key=_ENVELOPE.groupindex.__getitem__)) != _GROUPS:
     raise ImportError("scan_envelope's captures are out of step with its pattern")
 # each child commitment is {"body_digest":"<71>","receipt_id":"<71>"}, then a comma
 _CHILD_AT, _CHILD_RID, _CHILD_STRIDE = 16, 16 + 71 + 16, 177
-_BODY_AT = len('{"body":')
-# the envelope after its body: ,"key_id":"<71 characters>","signature": ... }LF
-_TAIL = len(',"key_id":"') + 71 + len('","signature":') + len("}\n")
-_UNSIGNED_TAIL = _TAIL + len("null")
-_SIGNED_TAIL = _TAIL + 2  # and the base64 text between its two quotes
 _a2b = binascii.a2b_base64
 _HEX_DIGITS = b"0123456789abcdef"
 # what remains of a child commitment and its comma once every hex digit is deleted (its
@@ -126,30 +121,27 @@ _KEYS_KEPT = 64
 def recognized(data: bytes) -> bool:
     """Whether :func:`scan_envelope` recognizes ``data``, without taking its parts out (the
     writer's check of each receipt it makes: the same rules, less work)."""
-    return _scan(data, False) is not None
+    return scan_envelope(data, False) is not None
 
 
-def scan_envelope(data: bytes) -> Scanned | None:
+_SEEN: Scanned = (b"", "", None, ())
+"""What :func:`scan_envelope` answers for a recognized envelope when its parts are not wanted."""
+
+
+def scan_envelope(data: bytes, parts: bool = True) -> Scanned | None:
     """The parts of a receipt file in proctor's common canonical shape, else ``None``.
 
     Returns ``(body_bytes, key_id, signature, children)``, equal to what
     :func:`~proctor.receipts.model.parse_envelope` returns for the same bytes (each child a
     plain ``(receipt_id, body_digest)`` pair where the parser gives a ``ChildRef``). ``None``
-    refuses nothing: it means "not recognized here, ask the strict parser".
+    refuses nothing: it means "not recognized here, ask the strict parser". With ``parts``
+    False, a recognized envelope's answer holds none of its parts (see :func:`recognized`).
     """
-    return _scan(data, True)
-
-
-_SEEN: Scanned = (b"", "", None, ())
-"""What :func:`_scan` answers for a recognized envelope when its parts are not wanted."""
-
-
-def _scan(data: bytes, parts: bool) -> Scanned | None:
     m = _FULLMATCH(data)
     if m is None or _NOT_HEX in data:
         return None
-    (_, _, children, context, ended, identity, inputs, key, _, call, segment, step, _, outputs,
-     reused, sandbox, spend, started, verdicts, ctext64, text64) = m.groups()  # fmt: skip
+    (body, _, _, children, context, ended, identity, inputs, key, _, call, segment, step, _,
+     outputs, reused, sandbox, spend, started, verdicts, ctext64, text64) = m.groups()  # fmt: skip
     if ended < started:
         return None
     if segment is not None and (
@@ -170,13 +162,11 @@ def _scan(data: bytes, parts: bool) -> Scanned | None:
         text64 = ctext64
     if text64 is None:
         sig = None
-        tail = _UNSIGNED_TAIL
     else:
         try:
             sig = _a2b(text64, strict_mode=True)
         except binascii.Error:
             return None
-        tail = _SIGNED_TAIL + len(text64)
     if not children:
         refs: tuple[ChildPair, ...] = ()
     elif len(children) == _CHILD_STRIDE - 1:  # one child: most receipts of a deep tree
@@ -211,5 +201,4 @@ def _scan(data: bytes, parts: bool) -> Scanned | None:
         key_id = key.decode("ascii")
         if len(_KEY_TEXT) < _KEYS_KEPT:
             _KEY_TEXT[key] = key_id
-    # the body ends where the envelope's ',"key_id":"' begins
-    return data[_BODY_AT : len(data) - tail], key_id, sig, refs
+    return body, key_id, sig, refs

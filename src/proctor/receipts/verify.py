@@ -67,6 +67,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 
 from proctor.core.budget import MAX_TREE_DEPTH, MAX_TREE_RECEIPTS
 from proctor.errors import ReceiptInvalid
@@ -122,6 +123,8 @@ def verify_serially(checks: Sequence[SignatureCheck]) -> int | None:
     return None
 
 
+_FIRST = itemgetter(0)  # a child commitment's receipt id
+
 _MESSAGES = {
     "ok": "every receipt in the tree is intact and signed by a trusted key",
     "unknown_key": "signed by a key this verifier does not hold, so the signature was not checked",
@@ -167,7 +170,7 @@ _Mark = tuple[str, "str | None", _Snap]
 class _Checks:
     """Signature checks queued by the walk, each with the counts to report if it fails."""
 
-    __slots__ = ("bytes", "checks", "limit", "marks", "out", "run", "submit")
+    __slots__ = ("checks", "limit", "marks", "out", "run", "submit")
 
     def __init__(self, run: BatchVerifier, limit: int, submit: BatchSubmitter | None) -> None:
         self.run = run
@@ -175,18 +178,8 @@ class _Checks:
         self.limit = limit
         self.checks: list[SignatureCheck] = []
         self.marks: list[_Mark] = []
-        self.bytes = 0
         # batches checking in the background, oldest first, each with its marks
         self.out: deque[tuple[Callable[[], int | None], list[_Mark]]] = deque()
-
-    def add(self, check: SignatureCheck, rid: str, parent: str | None, mark: _Snap) -> bool:
-        """Queue a check with the walk's counts at its receipt (``mark``, a :data:`_Snap`);
-        True when the queue is full and must run now."""
-        checks = self.checks
-        checks.append(check)
-        self.marks.append((rid, parent, mark))
-        self.bytes += len(check[2])
-        return len(checks) >= self.limit or self.bytes >= BATCH_BYTES
 
     def flush(self, walk: _Walk, root_id: str | None) -> VerifyResult | None:
         """Run (or send off) the queued checks; the result for the first known to fail.
@@ -197,7 +190,7 @@ class _Checks:
         if not self.checks:
             return None
         checks, marks = self.checks, self.marks
-        self.checks, self.marks, self.bytes = [], [], 0
+        self.checks, self.marks = [], []
         if self.submit is None:
             return self._failed(walk, root_id, self.run(checks), marks)
         self.out.append((self.submit(checks), marks))
@@ -221,7 +214,7 @@ class _Checks:
         while the batches out finish elsewhere, rather than wait for them idle.
         """
         checks, marks = self.checks, self.marks
-        self.checks, self.marks, self.bytes = [], [], 0
+        self.checks, self.marks = [], []
         last = self.run(checks) if checks else None
         failed = None
         while self.out:
@@ -365,9 +358,11 @@ def _walk(
     salted hash. The first id whose hash was met before is appended to ``suspects`` and ends
     the walk (None: the caller walks again, see the module).
 
-    Signature checks go to ``queue``; the caller runs what is left in it. The counts are kept
-    in locals while the walk runs (this loop runs once per receipt): each queued check takes
-    them as its mark, and they are written to ``walk`` when the walk ends.
+    Signature checks go to ``queue`` (its lists, appended to here: a check, and its receipt,
+    parent and counts as a :data:`_Mark`; when :data:`BATCH_BYTES` of bodies or its limit of
+    checks is queued, :meth:`_Checks.flush` runs them); the caller runs what is left in it.
+    The counts are kept in locals while the walk runs (this loop runs once per receipt): each
+    queued check takes them as its mark, and they are written to ``walk`` when the walk ends.
     """
     seen: set[str] = set()
     path: set[str] = set()
@@ -377,13 +372,16 @@ def _walk(
     owners: list[str | None] = [None]
     stack: list[Iterator[ChildPair]] = [iter(((root_id, root_id),))]
     # bound once: the loop below runs once per receipt of the tree
-    seen_add, scan, sha256, key_ids, add = (
+    seen_add, path_add, disjoint, scan, sha256, key_ids = (
         seen.add,
+        path.add,
+        path.isdisjoint,
         scan_envelope,
         hashlib.sha256,
         walk.key_ids,
-        queue.add,
     )
+    checks, marks, limit = queue.checks, queue.marks, queue.limit
+    queued = 0  # the bytes of the bodies queued in checks
     count = signed = amortized = unknown = deepest = 0
     depth = 0  # of the receipts stack[-1] yields: len(stack) - 1
     failure: tuple[str, str | None, str, str | None] | None = None  # reason, message, rid, parent
@@ -399,7 +397,8 @@ def _walk(
         rid, body_digest = ref
         parent = owners[-1]
         # every receipt on the path has been seen: one look-up covers both on the way through
-        if rid in seen or body_digest != rid or depth > max_depth or count >= max_receipts:
+        # (and only an id tracked is held in seen)
+        if body_digest != rid or depth > max_depth or count >= max_receipts or rid in seen:
             if rid in path:
                 reason = "cycle"
             elif rid in seen:
@@ -429,10 +428,10 @@ def _walk(
         elif prints.add(hash(rid)):
             suspects.append(rid)
             break
-        if depth == 0 and root_bytes is not None:
-            data: bytes | None = root_bytes
+        if depth or root_bytes is None:
+            data: bytes | None = load(rid)  # what it raises: see verify_tree
         else:
-            data = load(rid)  # what it raises: see verify_tree
+            data = root_bytes
         if data is None:
             failure = ("not_found" if depth == 0 else "child_missing", None, rid, parent)
             break
@@ -446,11 +445,9 @@ def _walk(
                 break
         body_bytes, key_id, signature, children = parts
         if children:
-            for child_id, _ in children:
-                if child_id == rid or child_id in path:
-                    failure = ("cycle", None, rid, parent)
-                    break
-            if failure is not None:
+            path_add(rid)  # on the path from here: a child that is rid or on it is a cycle
+            if not disjoint(map(_FIRST, children)):
+                failure = ("cycle", None, rid, parent)
                 break
         if key_id not in key_ids:
             key_ids[key_id] = None
@@ -465,18 +462,22 @@ def _walk(
                 unknown += 1
                 walk.unverified = walk.unverified or ("unknown_key", rid, parent)
             else:
-                # its mark (a _Snap): the counts stopping at this receipt reports
-                mark = (count, signed, amortized, unknown, deepest, len(key_ids))
+                checks.append((key, signature, body_bytes))
+                # its mark: the counts stopping at this receipt reports (a _Snap)
+                marks.append(
+                    (rid, parent, (count, signed, amortized, unknown, deepest, len(key_ids)))
+                )
                 signed += 1
-                if add((key, signature, body_bytes), rid, parent, mark):
+                queued += len(body_bytes)
+                if len(checks) >= limit or queued >= BATCH_BYTES:
                     failed = queue.flush(walk, root_id)
                     if failed is not None:
                         return failed
+                    checks, marks, queued = queue.checks, queue.marks, 0
         if children:
             stack.append(iter(children))
             depth += 1
             owners.append(rid)
-            path.add(rid)
     walk.count, walk.signed, walk.amortized, walk.unknown = count, signed, amortized, unknown
     walk.depth = deepest
     if failure is None:

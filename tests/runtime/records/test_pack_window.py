@@ -146,13 +146,28 @@ def test_held_finds_only_the_last_packs_receipts(tree: tuple[Path, str]) -> None
     folder, root = tree
     window = PackWindow(folder)
     try:
-        assert window.held(root[7:]) is None  # nothing found yet: nothing held
+        assert window.held(root) is None  # nothing found yet: nothing held
         data = window.get(root[7:])
-        assert data is not None and window.held(root[7:]) == data
-        assert window.held("sha256:" + root[7:]) is None and window.held("") is None
+        assert data is not None and window.held(root) == data
+        # only a whole id, as the index spells it, is found
+        assert window.held(root[7:]) is None and window.held(root.upper()) is None
+        assert window.held("") is None
     finally:
         window.close()
-    assert window.held(root[7:]) is None  # closed: nothing held
+    assert window.held(root) is None  # closed: nothing held
+
+
+def test_held_passes_what_it_does_not_hold_to_its_miss(tree: tuple[Path, str]) -> None:
+    folder, root = tree
+    asked: list[str] = []
+    window = PackWindow(folder, miss=lambda rid: asked.append(rid) or b"elsewhere")
+    try:
+        assert window.held(root) == b"elsewhere" and asked == [root]
+        data = window.get(root[7:])  # the window's own look-ups never ask its miss
+        assert data is not None and data != b"elsewhere" and asked == [root]
+        assert window.held(root) == data and asked == [root]
+    finally:
+        window.close()
 
 
 _DAMAGE = st.lists(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from proctor.errors import StoreError
 from proctor.receipts.parts import RECEIPT_ID
@@ -35,7 +36,7 @@ class FolderReader:
     ends with its one line feed); any other file is read on to its end.
     """
 
-    __slots__ = ("_dir", "_flags", "_loose", "_prefix", "_shelf")
+    __slots__ = ("_dir", "_flags", "_loose", "_prefix", "_shelf", "read")
 
     _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -44,8 +45,11 @@ class FolderReader:
         self._prefix = os.path.join(os.fspath(directory), "")
         self._flags = self._FLAGS | self._NOATIME
         self._dir: int | None = None
-        self._shelf = PackWindow(directory)
+        self._shelf = PackWindow(directory, miss=self._unheld)
         self._loose = _has_loose(self._prefix)
+        #: The loader to hand a walk: this reader, called the cheapest way (for a folder of
+        #: packs, the window's own look-up, which passes a receipt it does not hold back here)
+        self.read: Callable[[str], bytes | None] = self._unheld if self._loose else self._shelf.held
         if os.open in os.supports_dir_fd:
             try:
                 self._dir = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -53,13 +57,14 @@ class FolderReader:
                 self._dir = None
 
     def __call__(self, receipt_id: str) -> bytes | None:
-        if not self._loose and receipt_id.startswith("sha256:"):
-            # most reads of a walk: the receipt lies where a span of the index held names it.
-            # Only 64 lowercase hex digits are found there, so the id is well formed whenever
-            # this finds it; anything else takes the way below
-            found = self._shelf.held(receipt_id[7:])
-            if found is not None:
-                return found
+        # most reads of a walk: the receipt lies where a span of the index held names it.
+        # Only ``sha256:`` and 64 lowercase hex digits are found there, so the id is well
+        # formed whenever it is found; anything else takes the way below (see _unheld)
+        return self.read(receipt_id)
+
+    def _unheld(self, receipt_id: str) -> bytes | None:
+        """The receipt read any way but where a span of the index held names it (see
+        :meth:`__call__`)."""
         match = RECEIPT_ID.match(receipt_id)
         if match is None:
             return None

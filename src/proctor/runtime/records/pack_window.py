@@ -29,6 +29,8 @@ import os
 import re
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
+from operator import itemgetter
 
 from proctor.errors import StoreError
 from proctor.runtime.records.pack_places import Places
@@ -62,19 +64,24 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 # where an envelope line's body starts and ends (what receipt_packs.body_of cuts at)
 _BODY_START = b'{"body":'
 _BODY_END = b',"key_id":"'
-# An index line as the store writes it: the id's hex, and the place as the text
-# ``<pack>","at":<offset>,"size":<size>`` (parsed when a receipt is read). The pattern only
-# finds places: a line of another shape is not learned (the receipt is then looked for without
-# it), and what it finds is checked where it matters: the id as 64 lowercase hex digits (see
-# _span), the pack's name as 32 before it is opened, the size as at most _MAX_SIZE
+# An index line as the store writes it, matched in the index's text (its bytes decoded one
+# character a byte, so any byte decodes): the receipt's id, the pack's name, the offset and
+# the size, as text (the numbers are parsed when a receipt is read). The pattern only finds
+# places: a line of another shape is not learned (the receipt is then looked for without it),
+# and what it finds is checked where it matters: the id as ``sha256:`` and 64 lowercase hex
+# digits (see _span), the pack's name as 32 before it is opened, the size as at most _MAX_SIZE
 _INDEX_LINE = re.compile(
-    rb'\{"receipt_id":"sha256:([^"]{64})","kind":"[^"]*","outcome":"[^"]*",'
-    rb'"pack":"([^"]{32}","at":[0-9]{1,15},"size":[0-9]{1,10})\}\n'
+    r'\{"receipt_id":"(sha256:[^"]{64})","kind":"[^"]*","outcome":"[^"]*",'
+    r'"pack":"([^"]{32})","at":([0-9]{1,15}),"size":([0-9]{1,10})\}\n'
 )
-_PLACE_AT = len(b'0123456789abcdef0123456789abcdef","at":')
-_SIZE_KEY = b',"size":'
-_PACK_NAME = re.compile(rb"[0-9a-f]{32}")
+#: A place an index line gives: the receipt's id, the pack's name, the offset, the size.
+_Place = tuple[str, str, str, str]
+_ID = itemgetter(0)
+_PACK_NAME = re.compile(r"[0-9a-f]{32}")
 _HEX_DIGITS = b"0123456789abcdef"
+# what an id of the index leaves once every hex digit is deleted: its prefix's "sh:" (a
+# character of its 64 that is not a lowercase hex digit remains, and makes it longer)
+_ID_LEFT = b"sh:"
 
 
 class PackWindow:
@@ -91,6 +98,7 @@ class PackWindow:
         "_hint",
         "_index",
         "_last",
+        "_miss",
         "_next",
         "_open",
         "_recent",
@@ -98,13 +106,17 @@ class PackWindow:
         "_trustless",
     )
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str], miss: Callable[[str], bytes | None] | None = None
+    ) -> None:
         self._folder = os.fspath(folder)
+        # what held answers for a receipt no span held names (see held)
+        self._miss: Callable[[str], bytes | None] = _nothing if miss is None else miss
         # what the index says of its last few spans: the id's hex to the place's text, the
         # span of the last receipt found first (most reads find the next receipt there)
-        self._spans: list[dict[bytes, bytes]] = []
-        self._last: dict[bytes, bytes] = {}
-        self._open: dict[bytes, int] = {}  # pack files read through the index (-1: none)
+        self._spans: list[dict[str, _Place]] = []
+        self._last: dict[str, _Place] = {}
+        self._open: dict[str, int] = {}  # pack files read through the index (-1: none)
         # packs whose receipts were found by the digests of their bodies (see again)
         self._recent: OrderedDict[str, tuple[int, Places]] = OrderedDict()
         self._index: int | None = None
@@ -115,43 +127,62 @@ class PackWindow:
         # the bytes last read from a pack: its descriptor, where they start, the bytes
         self._block: tuple[int, int, bytes] = (-1, 0, b"")
 
-    def held(self, hex_id: str) -> bytes | None:
-        """The bytes where a span of the index held names receipt ``hex_id``, unchecked, else
-        None (then :meth:`get` looks further). Any string may be asked: only the 64 lowercase
-        hex digits of an id the index lists are found."""
-        try:
-            key = hex_id.encode()
-        except UnicodeEncodeError:
-            return None
-        place = self._last.get(key)
+    def held(self, receipt_id: str) -> bytes | None:
+        """The bytes where a span of the index held names receipt ``receipt_id`` (its whole
+        id, ``sha256:`` and 64 lowercase hex digits), unchecked, else what the window's
+        ``miss`` answers for it (by default None: then :meth:`get` looks further). Any string
+        may be asked: only an id the index lists is found. The walk's loader: one call a
+        receipt for most reads (a folder's reader passes its own way on as ``miss``)."""
+        place = self._last.get(receipt_id)
         if place is None:
-            for span in self._spans:
-                place = span.get(key)
-                if place is not None:
-                    self._last = span
-                    self._spans.remove(span)  # the least recently read is let go first
-                    self._spans.append(span)
-                    break
-            else:
-                return None
-        # the place: ``<pack>","at":<at>,"size":<size>`` (see _INDEX_LINE)
-        name = place[:32]
+            place = self._place(receipt_id)
+            if place is None:
+                return self._miss(receipt_id)
+        # as _at does (written out here: this runs once per receipt of a walk)
+        _, name, at_text, size_text = place
         fd = self._open.get(name)
         if fd is None:
             fd = self._open_pack(name)
-        at_text, _, size_text = place[_PLACE_AT:].partition(_SIZE_KEY)
         at, size = int(at_text), int(size_text)
         held_fd, start, block = self._block
         if held_fd == fd and start <= at and size > 0 and at + size <= start + len(block):
             return block[at - start : at - start + size]  # most reads: see _read
-        return self._read(fd, at, size, "")
+        found = self._read(fd, at, size, "")
+        # a place the window cannot read (a size past any receipt, a pack not there) holds
+        # nothing: the receipt is looked for as one no span names
+        return self._miss(receipt_id) if found is None else found
+
+    def _place(self, receipt_id: str) -> _Place | None:
+        """The place a span held gives for ``receipt_id``, its span then the one read last."""
+        for span in self._spans:
+            place = span.get(receipt_id)
+            if place is not None:
+                self._last = span
+                self._spans.remove(span)  # the least recently read is let go first
+                self._spans.append(span)
+                return place
+        return None
+
+    def _at(self, place: _Place) -> bytes | None:
+        """The bytes at ``place`` (unchecked), as :meth:`held` reads them."""
+        _, name, at_text, size_text = place
+        fd = self._open.get(name)
+        if fd is None:
+            fd = self._open_pack(name)
+        return self._read(fd, int(at_text), int(size_text), "")
+
+    def _known(self, receipt_id: str) -> bytes | None:
+        """The bytes where a span held names ``receipt_id``, else None (never ``miss``)."""
+        place = self._last.get(receipt_id) or self._place(receipt_id)
+        return None if place is None else self._at(place)
 
     def get(self, hex_id: str) -> bytes | None:
         """The bytes of receipt ``hex_id`` (64 lowercase hex digits): where the index names it,
         unchecked (the caller checks them against the id, and asks :meth:`again` when they do
         not hold up); where :class:`~.receipt_packs.PackShelf` finds it when the index does not
         name it; None when neither does."""
-        found = self.held(hex_id)
+        receipt_id = "sha256:" + hex_id
+        found = self._known(receipt_id)
         if found is not None:
             return found
         span = self._learn(hex_id)
@@ -160,7 +191,7 @@ class PackWindow:
                 self._spans.pop(0)
             self._spans.append(span)
             self._last = span
-            found = self.held(hex_id)
+            found = self._known(receipt_id)
             if found is not None:
                 return found
         if self._fallback is None:
@@ -206,7 +237,7 @@ class PackWindow:
             if shelf is not None:
                 shelf.close()
 
-    def _open_pack(self, name: bytes) -> int:
+    def _open_pack(self, name: str) -> int:
         if len(self._open) >= _PACKS_OPEN:
             old = self._open.pop(next(iter(self._open)))
             if old >= 0:
@@ -215,13 +246,13 @@ class PackWindow:
                 os.close(old)
         fd = -1
         if _PACK_NAME.fullmatch(name):  # a name from the index never leaves the packs folder
-            path = os.path.join(self._folder, PACKS_DIR, f"{name.decode()}.pack")
+            path = os.path.join(self._folder, PACKS_DIR, f"{name}.pack")
             try:
                 fd = os.open(path, _FLAGS)
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                raise _unreadable(f"{name.decode()}.pack", exc) from exc
+                raise _unreadable(f"{name}.pack", exc) from exc
         self._open[name] = fd
         return fd
 
@@ -250,7 +281,7 @@ class PackWindow:
         self._block = (fd, start, block)
         return block[at - start : at - start + size]
 
-    def _learn(self, hex_id: str) -> dict[bytes, bytes] | None:
+    def _learn(self, hex_id: str) -> dict[str, _Place] | None:
         """A span of the index that names ``hex_id``: the one right after the span learned
         last when it does (a walk reads on nearly in the index's order), else the one from its
         line on, wherever the index has it; None when the index has no line for it (or none
@@ -258,20 +289,20 @@ class PackWindow:
         fd = self._index_fd()
         if fd is None:
             return None
-        key = hex_id.encode("ascii")
-        needle = _needle(key)
+        needle = _needle(hex_id.encode("ascii"))
+        receipt_id = "sha256:" + hex_id
         if self._next >= 0:
             start, data = self._piece(fd, self._next)
             if needle in data:
                 span = self._span(data, start)
-                if key in span:
+                if receipt_id in span:
                     return span
         at = self._find(fd, needle)
         if at is None:
             return None
         start, data = self._piece(fd, at)
         span = self._span(data, start)
-        return span if key in span else None
+        return span if receipt_id in span else None
 
     @staticmethod
     def _piece(fd: int, at: int) -> tuple[int, bytes]:
@@ -283,27 +314,35 @@ class PackWindow:
         except OSError as exc:
             raise _unreadable("index.jsonl", exc) from exc
 
-    def _span(self, data: bytes, start: int) -> dict[bytes, bytes]:
+    def _span(self, data: bytes, start: int) -> dict[str, _Place]:
         """What a piece of the index read from byte ``start`` says: each whole, well-formed
-        line's id (64 lowercase hex digits) to its place, the first line of an id kept."""
+        line's id (``sha256:`` and 64 lowercase hex digits) to its place, the first line of
+        an id kept. Keyed by the whole id, so that the walk's own id string (its hash known
+        already) finds its place."""
         first = 0 if start == 0 else data.find(b"\n") + 1
         last = data.rfind(b"\n") + 1
         self._next = start + last if last > first else -1
-        span = dict(reversed(_INDEX_LINE.findall(data, first, last)))
-        if b"".join(span).translate(None, _HEX_DIGITS):
+        found = _INDEX_LINE.findall(data.decode("latin-1"), first, last)
+        found.reverse()  # the first line of an id is the one kept
+        span = dict(zip(map(_ID, found), found, strict=True))
+        if "".join(span).encode("latin-1").translate(None, _HEX_DIGITS) != _ID_LEFT * len(span):
             # an id that is not lowercase hex names no receipt: never found by one
-            span = {k: v for k, v in span.items() if not k.translate(None, _HEX_DIGITS)}
+            span = {
+                k: v
+                for k, v in span.items()
+                if k.encode("latin-1").translate(None, _HEX_DIGITS) == _ID_LEFT
+            }
         return span
 
     def _named(self, hex_id: str) -> str | None:
         """The pack the index names for ``hex_id``, if it names one of 32 hex digits."""
-        key = hex_id.encode()
+        receipt_id = "sha256:" + hex_id
         for span in self._spans:
-            place = span.get(key)
-            if place is not None and _PACK_NAME.fullmatch(place[:32]):
-                return place[:32].decode()
+            place = span.get(receipt_id)
+            if place is not None and _PACK_NAME.fullmatch(place[1]):
+                return place[1]
         fd = self._index_fd()
-        at = None if fd is None else self._find(fd, _needle(key))
+        at = None if fd is None else self._find(fd, _needle(hex_id.encode()))
         if fd is None or at is None:
             return None
         start = max(0, at - _LINE)
@@ -383,6 +422,11 @@ class PackWindow:
         except OSError as exc:
             raise _unreadable("index.jsonl", exc) from exc
         return None
+
+
+def _nothing(receipt_id: str) -> None:
+    """A window's ``miss`` by default: nothing found."""
+    return None
 
 
 def _learn(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:

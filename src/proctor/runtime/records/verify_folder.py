@@ -125,7 +125,7 @@ def verify_receipt(
         with SignatureProcesses() as pool:
             return verify_tree(
                 root_id,
-                load,
+                load.read,
                 keys,
                 root_bytes=root_bytes,
                 submit_batch=pool.submit,
