@@ -413,3 +413,32 @@ def test_a_child_digest_one_byte_short_or_long_is_never_accepted_fast() -> None:
     for broken in (data[:at] + data[at + 1 :], data[:at] + b"0" + data[at:]):
         assert scan_envelope(broken) is None
         _agree(broken)
+
+
+@pytest.mark.parametrize("byte", [b"A", b"g", b" ", b"\\", b"{", b"\xff"])
+def test_a_key_id_byte_that_is_not_lowercase_hex_is_never_accepted_fast(byte: bytes) -> None:
+    """The pattern takes the key id's 64 characters loosely and scan_envelope checks their hex
+    (once a key): a key id with any other byte, at its first, a middle or its last place, is
+    declined both ways, also once the right key id has been read before (the strict parser
+    refuses it)."""
+    data = next(d for d in _valid_files() if b'"signature":"' in d)
+    found = re.search(b'"key_id":"sha256:([0-9a-f]{64})"', data)
+    assert found is not None
+    key = found.group(1)
+    assert scan_envelope(data) is not None  # the right key id, read (and kept) first
+    for at in (0, 31, 63):
+        broken = data.replace(key, key[:at] + byte + key[at + 1 :])  # both copies
+        assert scan_envelope(broken) is None and not recognized(broken)
+        assert _strict(broken) is None
+
+
+@pytest.mark.parametrize("byte", [b"-", b"_", b" ", b"\\", b"\x7f", b"\xff", b"\n"])
+def test_a_signature_byte_outside_base64_is_never_accepted_fast(byte: bytes) -> None:
+    """The pattern takes a signature's text as any bytes but a quote: its strict decoding
+    declines any other byte (and the strict parser refuses it)."""
+    data = next(d for d in _valid_files() if b'"signature":"' in d)
+    at = data.index(b'"signature":"') + len(b'"signature":"')
+    for where in (at, at + 40, data.index(b'"', at) - 1):
+        broken = data[:where] + byte + data[where + 1 :]
+        assert scan_envelope(broken) is None and not recognized(broken)
+        assert _strict(broken) is None

@@ -29,9 +29,9 @@ __all__ = ["Scanned", "recognized", "scan_envelope"]
 Scanned = tuple[bytes, str, "bytes | None", tuple[ChildPair, ...]]
 
 # A digest's hex digits are matched as [0-9a-f\x80], and a file holding the byte 0x80 is never
-# recognized (see _scan): the files recognized are the same, but a class of three runs is kept
-# as a bitmap, one test a byte, where [0-9a-f]'s two runs are two range tests a byte (the
-# pattern's match takes a sixth less time)
+# recognized (see scan_envelope): the files recognized are the same, but a class of three runs
+# is kept as a bitmap, one test a byte, where [0-9a-f]'s two runs are two range tests a byte
+# (the pattern's match takes a sixth less time)
 _HEX = r"sha256:[0-9a-f\x80]{64}"
 _NOT_HEX = b"\x80"
 _D = rf'"{_HEX}"'
@@ -65,7 +65,11 @@ _IDENTITY_MAX = len('"identity":"",') + 1024  # the capture holds its comma
 # The rules that relate fields are written into the pattern with conditionals, (?(name)a|b):
 # an audit head is a run's; a step names its step_id, a run and a step their method, a call
 # its tool; only a call may be unsigned; a completed receipt has no seal_reason; the
-# envelope's key_id is the body's. The rare optional fields are checked in scan_envelope.
+# envelope's key_id is the body's. The rare optional fields are checked in scan_envelope. The
+# key id's 64 characters and the signature's text are taken as any bytes but a quote (a
+# class test a byte costs the match some five times as much): scan_envelope checks the key
+# id as hex (once a key), and decodes the signature with a2b_base64 in strict mode, which
+# refuses any byte outside the base64 alphabet.
 _PATTERN = (
     r'\{"body":(?P<body>'
     rf'\{{"audit_head":(?:(?P<nohead>null)|\{{"last_digest":(?:(?P<nolast>null)|{_D}),'
@@ -76,7 +80,7 @@ _PATTERN = (
     rf'"ended_at":(?P<ended>{_T}),'
     rf"(?P<identity>{_IDENTITY},)?"
     rf'"inputs_digest":(?P<inputs>{_ND}),'
-    rf'"key_id":"(?P<key>{_HEX})",'
+    r'"key_id":"(?P<key>sha256:[^"]{64})",'
     r'"kind":(?(nohead)"(?:(?P<unsigned>(?P<call>call)|(?P<segment>segment))|(?P<step>step)|run)"'
     r'|"run"),'
     r'"outcome":(?:"(?P<completed>completed)"|"(?:failed|blocked|declined|superseded|killed)"),'
@@ -92,7 +96,7 @@ _PATTERN = (
     rf'"step_id":(?(step){_S}|(?:null|{_S})),"tool":(?(call){_S}|(?:null|{_S}))\}},'
     rf"\"verdicts\":\[(?P<verdicts>(?:{_VERDICT}(?:,{_VERDICT})*)?)\]\}}),"
     r'"key_id":"(?P=key)",'
-    r'"signature":(?(unsigned)(?:null|"(?P<csig>[A-Za-z0-9+/=]+)")|"(?P<sig>[A-Za-z0-9+/=]+)")\}\n'
+    r'"signature":(?(unsigned)(?:null|"(?P<csig>[^"]+)")|"(?P<sig>[^"]+)")\}\n'
 )
 # over bytes: every byte the pattern admits is ASCII, so no decoding is needed first
 _ENVELOPE = re.compile(_PATTERN.encode("ascii"))
@@ -112,10 +116,14 @@ _HEX_DIGITS = b"0123456789abcdef"
 # what remains of a child commitment and its comma once every hex digit is deleted (its
 # digests vanish, and the hex letters of its keys)
 _CHILD_LEFT = len(b'{"body_digest":"sha256:","receipt_id":"sha256:"},'.translate(None, _HEX_DIGITS))
-#: key ids as text by their bytes: a tree has one or a few signers, so each id is decoded once
-#: and every receipt then carries the same string (whose hash is computed once, not per look-up)
+#: key ids as text by their bytes: a tree has one or a few signers, so each id is checked and
+#: decoded once, and every receipt then carries the same string (whose hash is computed once,
+#: not per look-up)
 _KEY_TEXT: dict[bytes, str] = {}
 _KEYS_KEPT = 64
+# what a key id leaves once every hex digit is deleted: its prefix's "sh:" (a character of its
+# 64 that is not a lowercase hex digit remains, and makes it longer)
+_KEY_LEFT = b"sh:"
 
 
 def recognized(data: bytes) -> bool:
@@ -158,6 +166,14 @@ def scan_envelope(data: bytes, parts: bool = True) -> Scanned | None:
             return None
         if spend is not None and call is not None:
             return None
+    # the key id's 64 characters are taken as any but a quote: each key is checked as hex once
+    key_id = _KEY_TEXT.get(key)
+    if key_id is None:
+        if key.translate(None, _HEX_DIGITS) != _KEY_LEFT:
+            return None
+        key_id = key.decode("ascii")
+        if len(_KEY_TEXT) < _KEYS_KEPT:
+            _KEY_TEXT[key] = key_id
     if text64 is None:
         text64 = ctext64
     if text64 is None:
@@ -196,9 +212,4 @@ def scan_envelope(data: bytes, parts: bool = True) -> Scanned | None:
         )
     if not parts:
         return _SEEN
-    key_id = _KEY_TEXT.get(key)
-    if key_id is None:
-        key_id = key.decode("ascii")
-        if len(_KEY_TEXT) < _KEYS_KEPT:
-            _KEY_TEXT[key] = key_id
     return body, key_id, sig, refs
