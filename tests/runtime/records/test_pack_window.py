@@ -157,6 +157,27 @@ def test_held_finds_only_the_last_packs_receipts(tree: tuple[Path, str]) -> None
     assert window.held(root) is None  # closed: nothing held
 
 
+def test_an_index_id_that_is_not_lowercase_hex_names_no_receipt(
+    tree: tuple[Path, str], tmp_path: Path
+) -> None:
+    """An index line whose id is spelled otherwise (upper case) is never learned: the reader
+    finds nothing by that spelling, though the line names the root's very place."""
+    source, root = tree
+    folder = tmp_path / "copy"
+    shutil.copytree(source, folder)
+    index = folder / "index.jsonl"
+    lines = index.read_bytes().splitlines(keepends=True)
+    line = next(x for x in lines if root.encode() in x)
+    upper = "sha256:" + root[7:].upper()
+    index.write_bytes(b"".join([*lines, line.replace(root.encode(), upper.encode())]))
+    load = FolderReader(folder)
+    try:
+        assert load(root) is not None  # the span of both lines is learned
+        assert load(upper) is None and load(upper[7:]) is None
+    finally:
+        load.close()
+
+
 def test_held_passes_what_it_does_not_hold_to_its_miss(tree: tuple[Path, str]) -> None:
     folder, root = tree
     asked: list[str] = []
