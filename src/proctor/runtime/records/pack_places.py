@@ -6,7 +6,8 @@ reads that pack. A dict of 64-character hex digests to offsets costs some 170 by
 was a quarter of what verifying a tree of a million receipts adds to the interpreter's own
 memory. :class:`Places` keeps the same answers in flat arrays: the 32-byte digests in the
 order they were noted, their places, and an order of the receipts by the first 8 bytes of
-their digest (searched by bisection, then the whole digest compared).
+their digest (searched by bisection, then the whole digest compared). :func:`note_places`
+gathers those digests and places from a pack's bytes, a chunk at a time.
 
 :meth:`Places.get` answers exactly what ``dict.get`` on ``{hexdigest: place}`` filled by
 ``setdefault`` in the same order would: the place first noted for a digest, and None for any
@@ -15,13 +16,17 @@ other string (upper-case hex, spaces, a sign, a wrong length included).
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from array import array
 from bisect import bisect_left
 
-__all__ = ["Places"]
+__all__ = ["Places", "note_places"]
 
 _WIDTH = 32  # bytes of a sha256 digest
+# where an envelope line's body starts and ends (what receipt_packs.body_of cuts at)
+_BODY_START = b'{"body":'
+_BODY_END = b',"key_id":"'
 
 
 class Places:
@@ -77,3 +82,27 @@ class Places:
             at += 1
             if at == len(prefixes) or prefixes[at] != prefix:
                 return None
+
+
+def note_places(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:
+    """Note in ``digests`` and ``places`` where each receipt line of ``data[:stop]`` lies,
+    ``data`` being read from byte ``base`` of a pack, on a line's start: by the digest of its
+    body, exactly as :func:`~.receipt_packs.records_of` names lines (a line that
+    :func:`~.receipt_packs.body_of` finds no body in is skipped: the header, a batch trailer),
+    without copying each line and its body first (a pack has thousands)."""
+    view = memoryview(data)
+    find, rfind, starts = data.find, data.rfind, data.startswith
+    sha256, keep, place = hashlib.sha256, digests.extend, places.append
+    first, last = _BODY_START, _BODY_END
+    skip = len(first)
+    pos = 0
+    while pos < stop:
+        end = find(b"\n", pos, stop)
+        if end < 0:
+            break
+        if starts(first, pos, end):
+            body_end = rfind(last, pos, end)
+            if body_end > pos + skip:
+                keep(sha256(view[pos + skip : body_end]).digest())
+                place((base + pos) << 32 | (end + 1 - pos))
+        pos = end + 1

@@ -24,7 +24,6 @@ pack.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from array import array
@@ -33,7 +32,7 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from proctor.errors import StoreError
-from proctor.runtime.records.pack_places import Places
+from proctor.runtime.records.pack_places import Places, note_places
 from proctor.runtime.records.receipt_packs import (
     PACK_HEADERS,
     PACKS_DIR,
@@ -61,9 +60,6 @@ _LINE = 1024  # read around a find to take its whole index line (a line is about
 _BLOCK = 1 << 17  # receipts are read out of a pack this much at a time (see _read)
 _BACK = 1 << 14  # a block starts this much before the receipt it is read for (see _read)
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-# where an envelope line's body starts and ends (what receipt_packs.body_of cuts at)
-_BODY_START = b'{"body":'
-_BODY_END = b',"key_id":"'
 # An index line as the store writes it, matched in the index's text (its bytes decoded one
 # character a byte, so any byte decodes): the receipt's id, the pack's name, the offset and
 # the size, as text (the numbers are parsed when a receipt is read). The pattern only finds
@@ -385,7 +381,7 @@ class PackWindow:
                     chunk *= 2  # one line longer than a chunk (a wide segment or step)
                     continue
                 chunk = _CHUNK
-                _learn(data, end, at, digests, offsets)
+                note_places(data, end, at, digests, offsets)
                 at += end
                 del data  # before the next chunk is read: one chunk held at a time
         except OSError as exc:
@@ -427,30 +423,6 @@ class PackWindow:
 def _nothing(receipt_id: str) -> None:
     """A window's ``miss`` by default: nothing found."""
     return None
-
-
-def _learn(data: bytes, stop: int, base: int, digests: bytearray, places: array[int]) -> None:
-    """Note in ``digests`` and ``places`` where each receipt line of ``data[:stop]`` lies,
-    ``data`` being read from byte ``base`` of a pack, on a line's start: by the digest of its
-    body, exactly as :func:`~.receipt_packs.records_of` names lines (a line that
-    :func:`~.receipt_packs.body_of` finds no body in is skipped: the header, a batch trailer),
-    without copying each line and its body first (a pack has thousands)."""
-    view = memoryview(data)
-    find, rfind, starts = data.find, data.rfind, data.startswith
-    sha256, keep, place = hashlib.sha256, digests.extend, places.append
-    first, last = _BODY_START, _BODY_END
-    skip = len(first)
-    pos = 0
-    while pos < stop:
-        end = find(b"\n", pos, stop)
-        if end < 0:
-            break
-        if starts(first, pos, end):
-            body_end = rfind(last, pos, end)
-            if body_end > pos + skip:
-                keep(sha256(view[pos + skip : body_end]).digest())
-                place((base + pos) << 32 | (end + 1 - pos))
-        pos = end + 1
 
 
 def _pieces(hint: int, size: int) -> list[int]:
