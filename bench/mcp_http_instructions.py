@@ -3,6 +3,7 @@ counted by callgrind: the CPU ratio of bench/mcp_http.py in a form a shared mach
 does not move.
 
     .venv/bin/python bench/mcp_http_instructions.py [--calls 100] [--workers 1] [--client sdk|raw]
+        [--keep DIR]
 
 Both sides run under ``valgrind --tool=callgrind`` with instrumentation off until warmed up
 (10 calls), then on for ``--calls`` calls:
@@ -176,6 +177,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--client", choices=["sdk", "raw"], default="sdk")
+    parser.add_argument(
+        "--keep", type=Path, help="copy callgrind's files here (for callgrind_annotate)"
+    )
     options = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
@@ -184,6 +188,10 @@ def main() -> None:
         tmp = Path(folder)
         local = in_process(tmp, options.calls)
         served = anyio.run(over_http, tmp, options.calls, options.workers, options.client)
+        if options.keep is not None:
+            options.keep.mkdir(parents=True, exist_ok=True)
+            for path in tmp.glob("*.cg.*"):
+                shutil.copy(path, options.keep / path.name)
     n = options.calls
     base, total = sum(local) / n, sum(served) / n
     print(f"hello-world#greet, {n} calls a side under callgrind; load average {load:.2f}")
