@@ -183,3 +183,29 @@ def test_a_mark_after_a_line_longer_than_a_block_is_used(
     refuse_broken_log(path, None, path.name)
     assert seen == [3]
     log.close()
+
+
+def test_every_line_inside_the_verified_part_is_found_in_place(tmp_path: Path) -> None:
+    # lines short and longer than the blocks read back: each is found, and only its digest holds
+    import os
+
+    from proctor.runtime.records.chain import Anchor, line_digest
+
+    log, path = _log(tmp_path)
+    for n, size in enumerate((0, 20000, 10, 40000, 5, 70000, 1, 3)):
+        log.emit(f"e{n}", run_id=None, step_index=None, pad="x" * size)
+    log.close()
+    lines = path.read_bytes().splitlines()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        at = path.stat().st_size
+        for n in range(1, len(lines) + 1):
+            good = Anchor(n, line_digest(lines[n - 1]), "test")
+            bad = Anchor(n, line_digest(lines[n - 2] if n > 1 else b"x"), "test")
+            assert audit_breaks._holds_in_place(fd, at, len(lines), good), n
+            assert not audit_breaks._holds_in_place(fd, at, len(lines), bad), n
+        # the mark's line count off by one: no line is taken for another
+        shifted = Anchor(3, line_digest(lines[2]), "test")
+        assert not audit_breaks._holds_in_place(fd, at, len(lines) + 1, shifted)
+    finally:
+        os.close(fd)

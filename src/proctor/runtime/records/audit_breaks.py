@@ -153,11 +153,11 @@ def _holds_in_place(fd: int, at: int, lines: int, anchor: Anchor) -> bool:
     if anchor.lines <= 0:
         return True  # an empty log's anchor: the whole check skips it too
     back = lines - anchor.lines  # the lines after the anchor's, up to the mark
-    end, data = at, b""
+    end, data, block = at, b"", 16384
     while end > 0 and at - end < _BACK_MAX:
-        begin = max(0, end - 16384, at - _BACK_MAX)
+        begin = max(0, end - block, at - _BACK_MAX)
         data = os.pread(fd, end - begin, begin) + data
-        end = begin
+        end, block = begin, block * 2  # few reads (and copies) however far back it lies
         # the anchor's line is whole once back + 1 newlines precede it in what was read
         if data.count(b"\n", 0, len(data) - 1) > back or end == 0:
             break
