@@ -3,6 +3,7 @@ counted by callgrind: the CPU ratio of bench/mcp_http.py in a form a shared mach
 does not move.
 
     .venv/bin/python bench/mcp_http_instructions.py [--calls 100] [--workers 1] [--client sdk|raw]
+        [--clients 1] [--keep DIR]
 
 Both sides run under ``valgrind --tool=callgrind`` with instrumentation off until warmed up
 (10 calls), then on for ``--calls`` calls:
@@ -113,7 +114,9 @@ def _raw_client() -> Any:
     return module.RawClient
 
 
-async def over_http(tmp: Path, calls: int, workers: int, client_kind: str = "sdk") -> list[int]:
+async def over_http(
+    tmp: Path, calls: int, workers: int, client_kind: str = "sdk", clients: int = 1
+) -> list[int]:
     root, env = _workspace(tmp / "http")
     env["PROCTOR_MCP_API_KEY"] = KEY
     out = tmp / "http.cg"
@@ -137,7 +140,9 @@ async def over_http(tmp: Path, calls: int, workers: int, client_kind: str = "sdk
         )
 
     try:
-        if client_kind == "raw":
+        if client_kind == "raw" and clients > 1:
+            await anyio.to_thread.run_sync(_raw_clients, url, calls, clients, instrument)
+        elif client_kind == "raw":
             raw = _raw_client()(url, KEY)
             for n in range(WARM + calls):
                 if n == WARM:
@@ -151,6 +156,38 @@ async def over_http(tmp: Path, calls: int, workers: int, client_kind: str = "sdk
         proc.terminate()
         proc.wait(timeout=300)
     return _per_thread(out)
+
+
+def _raw_clients(url: str, calls: int, clients: int, instrument: Any) -> None:
+    """``clients`` raw clients at once, each on its own thread and connection, ``calls`` calls
+    among them counted (after each has made its warm-up calls)."""
+    import threading
+
+    made = [_raw_client()(url, KEY) for _ in range(clients)]
+    warm = threading.Barrier(clients + 1)
+    done = threading.Barrier(clients + 1)
+
+    def client(k: int) -> None:
+        for n in range(WARM):
+            made[k].greet(f"w{k}-{n}")
+        warm.wait()
+        warm.wait()  # instrumented from here
+        for n in range(k, calls, clients):
+            made[k].greet(f"m{n}")
+        done.wait()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for thread in threads:
+        thread.start()
+    warm.wait()
+    instrument(True)
+    warm.wait()
+    done.wait()
+    instrument(False)
+    for thread in threads:
+        thread.join()
+    for raw in made:
+        raw.close()
 
 
 async def _sdk_calls(url: str, calls: int, instrument: Any) -> None:
@@ -176,6 +213,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--client", choices=["sdk", "raw"], default="sdk")
+    parser.add_argument(
+        "--clients", type=int, default=1, help="raw clients at once (the counted calls shared)"
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="copy callgrind's files here (for callgrind_annotate)"
+    )
     options = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
@@ -183,13 +226,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         local = in_process(tmp, options.calls)
-        served = anyio.run(over_http, tmp, options.calls, options.workers, options.client)
+        served = anyio.run(
+            over_http, tmp, options.calls, options.workers, options.client, options.clients
+        )
+        if options.keep is not None:
+            options.keep.mkdir(parents=True, exist_ok=True)
+            for path in tmp.glob("*.cg.*"):
+                shutil.copy(path, options.keep / path.name)
     n = options.calls
     base, total = sum(local) / n, sum(served) / n
     print(f"hello-world#greet, {n} calls a side under callgrind; load average {load:.2f}")
     print(f"  in process  {base / 1e6:6.2f} M instructions/call")
     threads = ", ".join(f"{c / n / 1e6:.2f}" for c in served)
-    print(f"  http ({options.client})  {total / 1e6:6.2f} M instructions/call (threads: {threads})")
+    kind = options.client if options.clients == 1 else f"{options.client} x{options.clients}"
+    print(f"  http ({kind})  {total / 1e6:6.2f} M instructions/call (threads: {threads})")
     print(f"  ratio http / in process: {total / base:5.2f}x (the CPU target: <= 1.3x)")
 
 

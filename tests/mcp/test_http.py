@@ -247,3 +247,27 @@ def test_a_public_bind_needs_and_accepts_a_public_url(ws: Ws) -> None:
     with pytest.raises(UsageError):
         check_http_settings("0.0.0.0", 0, "ftp://x", env)
     assert check_http_settings("::1", 0, None, env).public_url is None
+
+
+def test_a_foreign_host_or_origin_is_refused_and_other_paths_are_not_served(
+    ws: Ws, http_server: Any
+) -> None:
+    # the DNS-rebinding checks reach the SDK's session manager (proctor.mcp.http.McpEndpoint
+    # serves it without the SDK's Starlette app), after the bearer check
+    ws.add_example("hello-world")
+    server = http_server("hello-world")
+    good = {**HEADERS, "Authorization": f"Bearer {API_KEY}"}
+    body = json.dumps(INITIALIZE)
+    with httpx.Client(timeout=30) as client:
+        host = client.post(server.url, headers={**good, "Host": "evil.example:80"}, content=body)
+        origin = client.post(
+            server.url, headers={**good, "Origin": "http://evil.example"}, content=body
+        )
+        elsewhere = client.post(server.url.replace("/mcp", "/other"), headers=good, content=body)
+        unauthenticated = client.post(server.url.replace("/mcp", "/other"), content=body)
+        served = client.post(server.url, headers=good, content=body)
+    assert (host.status_code, origin.status_code) == (421, 403)
+    assert elsewhere.status_code == 404 and unauthenticated.status_code == 401
+    assert served.status_code == 200, served.text
+    requests = [e["method"] for e in ws.audit() if e["event"] == "mcp_request"]
+    assert requests == ["initialize"]

@@ -511,12 +511,11 @@ class ProctorServer:
         return self.pool.use(go)
 
     def _run_options(self, stop: threading.Event) -> dict[str, Any]:
-        options: dict[str, Any] = {"authority": self.config.authority}
-        from proctor.runtime.engine.session import Session
-
-        # The graceful-stop hook of the driver, when this version has it.
-        if "stop" in Session.run.__code__.co_varnames:
-            options["stop"] = stop
+        # The references start where the catalog resolved them (the folder the server was
+        # started in), not at the process's current folder, read again for every call.
+        options: dict[str, Any] = {"authority": self.config.authority, "stop": stop}
+        if self.config.cwd is not None:
+            options["cwd"] = self.config.cwd
         return options
 
     def _needs_credential(self, tool: SkillTool) -> types.CallToolResult:
