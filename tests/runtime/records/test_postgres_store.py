@@ -370,3 +370,38 @@ def test_a_take_of_a_lease_row_is_one_statement_whatever_it_finds(
     assert other.acquire_lease("r", "B", 60, steal_from="A") is None  # stolen: next epoch
     assert (lease := other.lease("r")) is not None
     assert (lease.holder, lease.epoch, lease.taken_from) == ("B", 3, "A")
+
+
+def test_a_run_update_onto_data_the_store_saw_is_one_statement_and_loses_no_other_write(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver's update of its run's data (a pause's, a seal's) merges onto the data its
+    store last read or wrote, in one statement written only while the row still holds that
+    data: a write another store made meanwhile is read and merged onto, never lost; a seal
+    still closes what the run left unanswered; a stale epoch still writes nothing."""
+    from proctor.errors import LeaseLost
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RequestRecord, RunRecord
+
+    store, other = PostgresRunStore(url), PostgresRunStore(url)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r", skill="k", method="main", data={"a": 1}))
+        assert store.acquire_lease("r", "A", 60) is None
+    store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:x", {}))
+    sent = _counting(monkeypatch)
+    store.update_run("r", status="needs_approval", data={"b": 2})  # onto what it created
+    assert len(sent) == 1
+    other.update_run("r", data={"c": 3})  # another writer, meanwhile
+    sent.clear()
+    store.update_run("r", status="sealed", outcome="completed", data={"d": 4})
+    # its data was not the row's: written nothing, then read (locked) and merged again
+    assert len(sent) == 3
+    run = other.get_run("r")
+    assert run is not None and run.data == {"a": 1, "b": 2, "c": 3, "d": 4}
+    assert (run.status, run.outcome) == ("sealed", "completed")
+    assert other._rows("SELECT closed FROM requests WHERE run_id = 'r'") == [(True,)]
+    assert other.acquire_lease("r", "B", 60, steal_from="A") is None  # taken over
+    with pytest.raises(LeaseLost):
+        store.update_run("r", data={"e": 5})
+    run = other.get_run("r")
+    assert run is not None and "e" not in run.data

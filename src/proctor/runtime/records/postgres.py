@@ -41,7 +41,12 @@ from proctor.runtime.records.postgres_pool import (
     pool_for,
     store_error,
 )
-from proctor.runtime.records.postgres_writes import fenced_statement, unflushed
+from proctor.runtime.records.postgres_writes import (
+    closing,
+    fenced_statement,
+    merged_update,
+    unflushed,
+)
 from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
@@ -92,6 +97,9 @@ class PostgresRunStore(paged.PagedReads):
         self._fences: dict[str, int] = {}
         self._taken: dict[str, LeaseRecord] = {}  # the lease as its last take left it, by run
         self._effects: set[str] = set()  # runs with a claim settled since their last step
+        # each run's data as this store last read or wrote it: a merge onto it is one
+        # statement, written only while the row still holds it (see update_run)
+        self._data: dict[str, str] = {}
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -275,6 +283,7 @@ class PostgresRunStore(paged.PagedReads):
 
         at, r = now(), record
         head = (r.run_id, r.skill, r.method, r.status, r.outcome, r.receipt_id)
+        text = dumps(r.data)
         try:  # the run and its counts row: one statement, one round trip
             row = self._one(
                 "WITH made AS (INSERT INTO runs (run_id, skill, method, status, outcome,"
@@ -282,7 +291,7 @@ class PostgresRunStore(paged.PagedReads):
                 " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor),"
                 " counted AS (INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING)"
                 " SELECT cursor FROM made",
-                (*head, at, at, dumps(r.data), r.identity, r.run_id),
+                (*head, at, at, text, r.identity, r.run_id),
             )
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
@@ -292,11 +301,20 @@ class PostgresRunStore(paged.PagedReads):
             self._local.created = record.run_id
         record.cursor = int(row[0]) if row else 0
         record.created_at = record.updated_at = at
+        self._keep_data(record.run_id, text)
         return record
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._one(f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s", (run_id,))
-        return None if row is None else self._run(row)
+        if row is None:
+            return None
+        self._keep_data(run_id, row[9])
+        return self._run(row)
+
+    def _keep_data(self, run_id: str, text: str) -> None:
+        if len(self._data) >= 64 and run_id not in self._data:  # a session drives a few
+            self._data.clear()
+        self._data[run_id] = text
 
     def find_reusable(self, reuse_key: str, *, since: str) -> RunRecord | None:
         row = self._one(
@@ -328,13 +346,16 @@ class PostgresRunStore(paged.PagedReads):
             if not done:
                 raise StoreError(f"no run with id {run_id}")
             return
-        epoch = self._fences.get(run_id)
+        base = self._data.get(run_id)  # the data this store last saw: one statement
+        if base is not None and self._merge(run_id, base, status, outcome, receipt_id, data):
+            return
+        epoch = self._fences.get(run_id)  # else (the row holds other data now): read it
         with self.transaction():
             # the run's row FOR UPDATE and, for a driver, its lease row FOR SHARE (held until
             # the commit, as _fence holds it): one round trip
             row = self._one(
                 "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s"
-                f" FOR SHARE) SELECT {self._RUN_COLS}, (SELECT epoch FROM fence) FROM runs"
+                " FOR SHARE) SELECT data, (SELECT epoch FROM fence) FROM runs"
                 " WHERE run_id = %s FOR UPDATE OF runs",
                 (run_id if epoch is not None else "", run_id),
             )
@@ -342,30 +363,17 @@ class PostgresRunStore(paged.PagedReads):
                 raise StoreError(f"no run with id {run_id}")
             if epoch is not None and row[-1] != epoch:
                 raise lease_lost(run_id, epoch, None if row[-1] is None else int(row[-1]))
-            current = self._run(row[:-1])
-            merged = dict(current.data)
-            if data:
-                merged.update(data)
-            # a seal also closes what the run leaves unanswered: it waits on nothing now
-            close = (
-                "WITH closed AS (UPDATE requests SET closed = true WHERE run_id = %s"
-                " AND state = 'open') "
-                if status == "sealed"
-                else ""
-            )
-            self._rows(
-                f"{close}UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
-                " updated_at = %s WHERE run_id = %s",
-                (
-                    *((run_id,) if close else ()),
-                    status or current.status,
-                    outcome if outcome is not None else current.outcome,
-                    receipt_id if receipt_id is not None else current.receipt_id,
-                    dumps(merged),
-                    now(),
-                    run_id,
-                ),
-            )
+            if not self._merge(run_id, str(row[0]), status, outcome, receipt_id, data):
+                raise StoreError(f"no run with id {run_id}")  # cannot be: the row is locked
+
+    def _merge(self, run_id: str, base: str, *update: Any) -> bool:
+        """Write ``update`` (status, outcome, receipt id, data: as :meth:`update_run`) onto
+        ``base`` only while the run's row still holds it; whether it did (one statement)."""
+        text, params = merged_update(run_id, base, *update, at=now())
+        if not self._fenced_rows(run_id, text, params, *closing(run_id, update[0])):
+            return False
+        self._data[run_id] = params[3]
+        return True
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True

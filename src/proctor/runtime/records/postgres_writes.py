@@ -44,9 +44,12 @@ transaction. Commits that do not, when they are their own transaction:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["QUICK", "QUICK_GATE", "fenced_statement", "unflushed"]
+from proctor.runtime.records.rows import dumps
+
+__all__ = ["QUICK", "QUICK_GATE", "closing", "fenced_statement", "merged_update", "unflushed"]
 
 QUICK = "quick AS (SELECT set_config('synchronous_commit', 'off', true))"
 """A CTE whose reading makes the statement's own transaction commit without the flush."""
@@ -89,3 +92,46 @@ def unflushed(sql: str, quick: bool) -> str:
     """The write ``sql`` (ending in its ``WHERE`` clause), committed without the flush when
     ``quick`` (the statement must be its own transaction)."""
     return f"WITH {QUICK} {sql} AND {QUICK_GATE}" if quick else sql
+
+
+_MERGE = (
+    "UPDATE runs SET status = COALESCE(%s, status), outcome = COALESCE(%s, outcome),"
+    " receipt_id = COALESCE(%s, receipt_id), data = %s, updated_at = %s WHERE run_id = %s"
+    " AND data = %s AND {ok} RETURNING 1"
+)
+
+
+def merged_update(
+    run_id: str,
+    base: str,
+    status: str | None,
+    outcome: str | None,
+    receipt_id: str | None,
+    data: dict[str, Any] | None,
+    *,
+    at: str,
+) -> tuple[str, tuple[Any, ...]]:
+    """The write of a run's update (the columns given, ``data``'s keys over the run's data)
+    as one statement, computed on ``base``, the data text the store last read or wrote for the
+    run: it writes (and returns a row) only while the row still holds exactly that text, so a
+    write made meanwhile by anyone is never lost (the caller reads the row and merges again).
+    PostgreSQL re-checks the condition on the newest row once a concurrent writer commits.
+    The merged text is the fourth parameter."""
+    merged = json.loads(base)
+    merged.update(data or {})
+    return _MERGE, (status or None, outcome, receipt_id, dumps(merged), at, run_id, base)
+
+
+def closing(run_id: str, status: str | None) -> list[tuple[str, tuple[Any, ...]]]:
+    """The write that goes with a seal's :func:`merged_update` (none for any other status):
+    what the run leaves unanswered is closed, it waits on nothing now (only when the run's
+    row was written: the merge's CTE is ``w0``)."""
+    if status != "sealed":
+        return []
+    return [
+        (
+            "UPDATE requests SET closed = true WHERE run_id = %s AND state = 'open'"
+            " AND EXISTS (SELECT 1 FROM w0) AND {ok}",
+            (run_id,),
+        )
+    ]
