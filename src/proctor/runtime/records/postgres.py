@@ -35,6 +35,7 @@ from proctor.runtime.records import paged
 from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.postgres_leases import MAKE, TAKE
 from proctor.runtime.records.postgres_pool import (
+    begin,
     close_pools,
     ended_by_server,
     is_postgres_url,
@@ -42,6 +43,7 @@ from proctor.runtime.records.postgres_pool import (
     store_error,
 )
 from proctor.runtime.records.postgres_writes import (
+    SeenData,
     closing,
     fenced_statement,
     merged_update,
@@ -99,7 +101,7 @@ class PostgresRunStore(paged.PagedReads):
         self._effects: set[str] = set()  # runs with a claim settled since their last step
         # each run's data as this store last read or wrote it: a merge onto it is one
         # statement, written only while the row still holds it (see update_run)
-        self._data: dict[str, str] = {}
+        self._data = SeenData()
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -107,10 +109,11 @@ class PostgresRunStore(paged.PagedReads):
     def transaction(self) -> Iterator[None]:
         """One commit for every write inside; nested uses (same thread) join the outer one.
 
-        A pooled connection the server ended while it sat idle fails at ``BEGIN``, before
-        anything was sent: the transaction begins again once on a new connection. A failure
-        at ``COMMIT`` is the store's error (``store_unreachable``), never retried: the commit
-        may have happened.
+        ``BEGIN`` goes with the first statement and ``COMMIT`` alone (:func:`.postgres_pool.
+        begin`). A pooled connection the server ended while it sat idle fails at that first
+        statement, before anything ran: the transaction begins again once on a new connection.
+        A failure at ``COMMIT`` is the store's error (``store_unreachable``), never retried: the
+        commit may have happened.
         """
         local = self._local
         if getattr(local, "conn", None) is not None:
@@ -123,13 +126,14 @@ class PostgresRunStore(paged.PagedReads):
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        stack = self._begin()
+        local.stack, local.sent = self._begin(), False  # nothing of it reached the server yet
         raised: BaseException | None = None
         local.released = []  # runs whose fence goes once their release commits
         local.created = None  # the run this transaction created (see acquire_lease)
         try:
-            with stack:
-                local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
+            with contextlib.ExitStack() as current:  # the one begun last (see _rows)
+                current.push(lambda *exc: local.stack.__exit__(*exc))
+                local.conn, local.depth = local.stack.conn, 1
                 try:
                     yield
                 except BaseException as exc:
@@ -149,28 +153,15 @@ class PostgresRunStore(paged.PagedReads):
             self._fences.pop(run_id, None)
             self._taken.pop(run_id, None)
 
-    def _begin(self) -> contextlib.ExitStack:
-        """A pooled connection inside ``BEGIN`` (held by the returned stack, as ``.conn``).
-
-        Raises:
-            StoreError: ``store_unreachable`` (no connection, or one failed twice).
-        """
+    def _begin(self) -> Any:
+        """:func:`.postgres_pool.begin`; ``store_unreachable`` when no connection can be had."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        for attempt in (0, 1):
-            stack = contextlib.ExitStack()
-            try:
-                conn = stack.enter_context(self._pool.connection())
-                stack.enter_context(conn.transaction())
-            except (psycopg.Error, PoolTimeout) as exc:
-                stack.close()  # the pool drops a broken connection as it comes back
-                if attempt == 0 and ended_by_server(exc):
-                    continue
-                raise self._error(exc) from exc
-            stack.conn = conn  # type: ignore[attr-defined]
-            return stack
-        raise AssertionError("unreachable")
+        try:
+            return begin(self._pool)
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(exc) from exc
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
@@ -204,16 +195,30 @@ class PostgresRunStore(paged.PagedReads):
                     # prepared on first use (.postgres_pool), but for a text of several
                     # statements, which PostgreSQL cannot prepare
                     cur = conn.execute(sql, params, prepare=False if ";" in sql else None)
+                    if not alone:  # a transaction's, pipelined: sent (and answered) now
+                        self._local.stack.pipe.sync()
                     return list(cur.fetchall()) if cur.description is not None else []
             except (psycopg.Error, PoolTimeout, StoreError) as exc:
                 cause = exc.__cause__ if isinstance(exc, StoreError) else exc
                 # the server ended the pooled connection before this statement reached it
-                # (it had sat idle): nothing ran, so it runs once more on a new connection
-                if alone and attempt == 0 and ended_by_server(cause):
+                # (it had sat idle): nothing ran, so it runs once more on a new connection;
+                # a transaction's first statement (its BEGIN with it) on any lost connection,
+                # in a transaction begun anew: nothing of it was committed, nor read
+                first = not alone and not self._local.sent
+                lost = ended_by_server(cause) or (first and self._local.conn.broken)
+                if (alone or first) and attempt == 0 and lost:
+                    if first:
+                        dead, self._local.stack = self._local.stack, self._begin()
+                        self._local.conn = self._local.stack.conn
+                        with contextlib.suppress(Exception):  # the pool drops it
+                            dead.close()
                     continue
                 if isinstance(exc, StoreError):
                     raise
                 raise self._error(exc) from exc
+            finally:
+                if not alone:
+                    self._local.sent = True
         raise AssertionError("unreachable")
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
@@ -301,20 +306,15 @@ class PostgresRunStore(paged.PagedReads):
             self._local.created = record.run_id
         record.cursor = int(row[0]) if row else 0
         record.created_at = record.updated_at = at
-        self._keep_data(record.run_id, text)
+        self._data.keep(record.run_id, text)
         return record
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._one(f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s", (run_id,))
         if row is None:
             return None
-        self._keep_data(run_id, row[9])
+        self._data.keep(run_id, row[9])
         return self._run(row)
-
-    def _keep_data(self, run_id: str, text: str) -> None:
-        if len(self._data) >= 64 and run_id not in self._data:  # a session drives a few
-            self._data.clear()
-        self._data[run_id] = text
 
     def find_reusable(self, reuse_key: str, *, since: str) -> RunRecord | None:
         row = self._one(
@@ -372,7 +372,7 @@ class PostgresRunStore(paged.PagedReads):
         text, params = merged_update(run_id, base, *update, at=now())
         if not self._fenced_rows(run_id, text, params, *closing(run_id, update[0])):
             return False
-        self._data[run_id] = params[3]
+        self._data.keep(run_id, params[3])
         return True
 
     def list_runs(

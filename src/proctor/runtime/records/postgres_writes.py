@@ -49,7 +49,15 @@ from typing import Any
 
 from proctor.runtime.records.rows import dumps
 
-__all__ = ["QUICK", "QUICK_GATE", "closing", "fenced_statement", "merged_update", "unflushed"]
+__all__ = [
+    "QUICK",
+    "QUICK_GATE",
+    "SeenData",
+    "closing",
+    "fenced_statement",
+    "merged_update",
+    "unflushed",
+]
 
 QUICK = "quick AS (SELECT set_config('synchronous_commit', 'off', true))"
 """A CTE whose reading makes the statement's own transaction commit without the flush."""
@@ -92,6 +100,16 @@ def unflushed(sql: str, quick: bool) -> str:
     """The write ``sql`` (ending in its ``WHERE`` clause), committed without the flush when
     ``quick`` (the statement must be its own transaction)."""
     return f"WITH {QUICK} {sql} AND {QUICK_GATE}" if quick else sql
+
+
+class SeenData(dict[str, str]):
+    """Each run's data text as a store last read or wrote it, for :func:`merged_update`; a
+    few runs' (a session drives a few), forgotten all at once past that."""
+
+    def keep(self, run_id: str, text: str) -> None:
+        if len(self) >= 64 and run_id not in self:
+            self.clear()
+        self[run_id] = text
 
 
 _MERGE = (
