@@ -405,3 +405,46 @@ def test_a_run_update_onto_data_the_store_saw_is_one_statement_and_loses_no_othe
         store.update_run("r", data={"e": 5})
     run = other.get_run("r")
     assert run is not None and "e" not in run.data
+
+
+def test_a_transactions_begin_goes_with_its_first_statement_and_a_lost_one_begins_again(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction sends ``BEGIN`` with its first statement (one round trip for both) and
+    ``COMMIT`` as it ends; a transaction whose pooled connection the server ended while it
+    sat idle begins again on a new connection at its first statement, and commits."""
+    import psycopg
+
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+    alone: list[bytes] = []  # commands sent outside a pipeline: a round trip each
+    syncs: list[int] = []
+    command, sync = psycopg.Connection._exec_command, psycopg.Pipeline.sync
+
+    def counted(self: psycopg.Connection, cmd: bytes, *args: object) -> object:
+        if self._pipeline is None:
+            alone.append(cmd)
+        return command(self, cmd, *args)  # type: ignore[arg-type]
+
+    def synced(self: psycopg.Pipeline) -> None:
+        syncs.append(1)
+        sync(self)
+
+    monkeypatch.setattr(psycopg.Connection, "_exec_command", counted)
+    monkeypatch.setattr(psycopg.Pipeline, "sync", synced)
+    with store.transaction():
+        store.append_event("r", "one", {})
+        store.append_event("r", "two", {})
+    assert alone == [] and len(syncs) == 2  # BEGIN with the first, COMMIT as it ended
+    with store.connection() as conn:  # the pool's one connection, idle: the server ends it
+        pid = conn.info.backend_pid
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        while other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            pass
+    with store.transaction():
+        store.append_event("r", "three", {})
+    assert [e["kind"] for e in store.events("r")] == ["one", "two", "three"]
