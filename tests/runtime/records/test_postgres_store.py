@@ -448,3 +448,38 @@ def test_a_transactions_begin_goes_with_its_first_statement_and_a_lost_one_begin
     with store.transaction():
         store.append_event("r", "three", {})
     assert [e["kind"] for e in store.events("r")] == ["one", "two", "three"]
+
+
+def test_a_request_asked_afresh_or_again_as_recorded_is_one_statement(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request asked for the first time is its row and its fence in one statement; asked
+    again with the same content, the same statement answers the row as recorded (its
+    decision kept); asked again with other content, the row is read and asked anew."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RequestRecord, RunRecord
+
+    store = PostgresRunStore(url)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+        assert store.acquire_lease("r", "A", 60) is None
+    sent = _counting(monkeypatch)
+    made = store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:x", {"n": 1}))
+    assert len(sent) == 1 and made.cursor > 0 and made.state == "open"
+    store.record_decisions("r", {"steps.ok": {"approved": True}})
+    sent.clear()
+    again = store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:x", {"n": 1}))
+    assert len(sent) == 1
+    assert (again.cursor, again.state, again.decision) == (
+        made.cursor,
+        "decided",
+        {"approved": True},
+    )
+    other = store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:y", {"n": 2}))
+    assert (other.cursor, other.state, other.decision) == (made.cursor, "open", None)
+    row = store.request("r", "steps.ok")
+    assert row is not None and (row.request_digest, row.body, row.decision) == (
+        "sha256:y",
+        {"n": 2},
+        None,
+    )

@@ -43,6 +43,7 @@ from proctor.runtime.records.postgres_pool import (
     store_error,
 )
 from proctor.runtime.records.postgres_writes import (
+    ASKED_BEFORE,
     SeenData,
     closing,
     fenced_statement,
@@ -250,6 +251,7 @@ class PostgresRunStore(paged.PagedReads):
         params: tuple[Any, ...],
         *also: tuple[str, tuple[Any, ...]],
         quick: bool = False,
+        result: str = "w0",
     ) -> list[Any]:
         """``sql`` (and the writes ``also``, each ``(sql, params)``) for ``run_id`` as one
         statement, one round trip (:func:`.postgres_writes.fenced_statement`); fenced when this
@@ -265,7 +267,8 @@ class PostgresRunStore(paged.PagedReads):
         quick = quick and getattr(self._local, "conn", None) is None
         if epoch is None and not also and not quick:
             return self._rows(sql.format(ok="true"), params)
-        text, values = fenced_statement(run_id, epoch, [(sql, params), *also], quick=quick)
+        writes = [(sql, params), *also]
+        text, values = fenced_statement(run_id, epoch, writes, quick=quick, result=result)
         rows = self._rows(text, values)
         if epoch is None:
             return [r for r in rows if r[0] is not None]
@@ -572,26 +575,24 @@ class PostgresRunStore(paged.PagedReads):
     _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
-        if getattr(self._local, "conn", None) is None:  # asked again as recorded: a read only
-            found = self._one(
-                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s",
-                (request.run_id, request.address),
-            )
-            if found is not None and found[3] == request.request_digest:
-                return self._request(found)
         r = request
         values = (r.run_id, r.address, r.kind, r.request_digest, dumps(r.body))
-        # a request asked for the first time: the row and its fence, one statement
-        fresh = self._fenced_rows(
+        # one statement: a request asked for the first time, its row (and its fence); one
+        # asked before, the row as recorded (returned as it is when it asks the same)
+        found = self._fenced_rows(
             r.run_id,
             "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
             " SELECT %s,%s,%s,%s,%s, 'open' WHERE {ok}"
-            " ON CONFLICT (run_id, address) DO NOTHING RETURNING ord",
+            f" ON CONFLICT (run_id, address) DO NOTHING RETURNING {self._REQ_COLS}",
             values,
+            (ASKED_BEFORE, (r.run_id, r.address)),
+            result="w1",
             quick=True,  # the pause that follows is flushed: see .postgres_writes
         )
-        if fresh:
-            request.cursor = int(fresh[0][0])
+        if found and found[0][0]:  # asked for the first time
+            request.cursor = int(found[0][-1])
+        elif found and found[0][4] == r.request_digest:
+            return self._request(found[0][1:])
         else:
             with self.transaction():  # asked before, with other content (or just now)
                 self._fence(r.run_id)

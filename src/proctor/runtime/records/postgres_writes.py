@@ -47,9 +47,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proctor.runtime.records.rows import dumps
+from proctor.runtime.records.rows import REQ_COLS, dumps
 
 __all__ = [
+    "ASKED_BEFORE",
     "QUICK",
     "QUICK_GATE",
     "SeenData",
@@ -72,11 +73,14 @@ def fenced_statement(
     writes: list[tuple[str, tuple[Any, ...]]],
     *,
     quick: bool,
+    result: str = "w0",
 ) -> tuple[str, tuple[Any, ...]]:
     """One statement of ``writes`` (each ``(sql, params)``, ``{ok}`` where the fence's condition
-    goes), fenced under ``epoch`` (``None``: not a driver's write) and, when ``quick``, committed
-    without the flush. Its rows: the lease row's epoch first when fenced, then the first write's
-    columns (null when it wrote nothing); at least one row, so the commit mode is always read."""
+    goes; the ``n``-th is the CTE ``w<n>``, which a later one may read), fenced under ``epoch``
+    (``None``: not a driver's write) and, when ``quick``, committed without the flush. Its rows:
+    the lease row's epoch first when fenced, then the columns of ``result`` (the first write's
+    unless named; null when it has no row); at least one row, so the commit mode is always
+    read."""
     # the epoch is a parameter, never a literal: one statement text whatever the epoch, so a
     # connection's prepared statement serves every run (see .postgres_pool)
     ok = "true" if epoch is None else "EXISTS (SELECT 1 FROM fence WHERE mine)"
@@ -86,12 +90,12 @@ def fenced_statement(
         ctes.insert(0, QUICK)
     gate = f" WHERE {QUICK_GATE}" if quick else ""
     if epoch is None:
-        sql = f"WITH {', '.join(ctes)} SELECT w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true"
-        return sql + gate, values
+        sql = f"WITH {', '.join(ctes)} SELECT {result}.* FROM (SELECT 1) one"
+        return f"{sql} LEFT JOIN {result} ON true{gate}", values
     return (
         "WITH fence AS MATERIALIZED (SELECT epoch, epoch = %s::bigint AS mine FROM leases"
         f" WHERE run_id = %s FOR SHARE), {', '.join(ctes)} SELECT (SELECT epoch FROM fence),"
-        " w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true" + gate,
+        f" {result}.* FROM (SELECT 1) one LEFT JOIN {result} ON true{gate}",
         (epoch, run_id, *values),
     )
 
@@ -100,6 +104,14 @@ def unflushed(sql: str, quick: bool) -> str:
     """The write ``sql`` (ending in its ``WHERE`` clause), committed without the flush when
     ``quick`` (the statement must be its own transaction)."""
     return f"WITH {QUICK} {sql} AND {QUICK_GATE}" if quick else sql
+
+
+ASKED_BEFORE = (
+    "SELECT true, * FROM w0 UNION ALL SELECT false, " + REQ_COLS + " FROM requests"
+    " WHERE run_id = %s AND address = %s AND NOT EXISTS (SELECT 1 FROM w0)"
+)
+"""After a request's insert (``w0``, returning :data:`.rows.REQ_COLS`): the row it made,
+marked new, or the row asked before, as recorded (none: made by another meanwhile)."""
 
 
 class SeenData(dict[str, str]):
