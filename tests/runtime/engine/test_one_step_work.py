@@ -232,3 +232,44 @@ def test_a_resume_reads_the_runs_counts_once_and_goes_on_after_its_settled_steps
     assert len([q for q in begun if "FROM run_counts" in q]) == 1
     # s0 ran once, before the pause: its one call, and e0's
     assert [c.step_id for c in s.store.calls(paused.run_id)] == ["s0", "e0"]
+
+
+def test_a_start_reads_no_counts_of_the_run_it_created_and_counts_its_calls(
+    tmp_path: Path,
+) -> None:
+    """A run its start created a moment ago has nothing counted: the governor is built on
+    zero counts without reading them, and the run's calls are counted on from there (its
+    receipt budget and its next pause's window see the call made before)."""
+    root = make_workspace(tmp_path)
+    make_skill(root, "asks", ASKS)
+    s = session(root)
+    begun: list[str] = []
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    paused = s.run("asks", cwd=root)
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert paused.status == "needs_approval"
+    assert not [q for q in begun if "FROM run_counts" in q and q.lstrip().startswith("SELECT")]
+    assert s.store.run_counts(paused.run_id).calls == 1
+    assert [e.tool for e in paused.trace] == ["echo"]
+
+
+def test_a_resume_reads_each_decided_request_once_before_it_records_the_decision(
+    tmp_path: Path,
+) -> None:
+    """A resume reads the requests its document decides once, to admit it; the count of
+    people a decided approval needs is taken from that read, not read again."""
+    root = make_workspace(tmp_path)
+    make_skill(root, "asks", ASKS)
+    s = session(root)
+    paused = s.run("asks", cwd=root)
+    doc = json.loads(json.dumps(paused.answers_template))
+    for entry in doc.get("approvals", {}).values():
+        entry.update({"approved": True, "reason": "ok"})
+    begun: list[str] = []
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    s.resume(paused.run_id, doc)
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    by_key = [q for q in begun if "FROM requests WHERE" in q and "AND address = 'a0'" in q]
+    # read to admit the document, and by the step asking again (its decision kept): not a
+    # third time to count the people its approval needs
+    assert len(by_key) == 2, by_key

@@ -370,3 +370,116 @@ def test_a_take_of_a_lease_row_is_one_statement_whatever_it_finds(
     assert other.acquire_lease("r", "B", 60, steal_from="A") is None  # stolen: next epoch
     assert (lease := other.lease("r")) is not None
     assert (lease.holder, lease.epoch, lease.taken_from) == ("B", 3, "A")
+
+
+def test_a_run_update_onto_data_the_store_saw_is_one_statement_and_loses_no_other_write(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver's update of its run's data (a pause's, a seal's) merges onto the data its
+    store last read or wrote, in one statement written only while the row still holds that
+    data: a write another store made meanwhile is read and merged onto, never lost; a seal
+    still closes what the run left unanswered; a stale epoch still writes nothing."""
+    from proctor.errors import LeaseLost
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RequestRecord, RunRecord
+
+    store, other = PostgresRunStore(url), PostgresRunStore(url)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r", skill="k", method="main", data={"a": 1}))
+        assert store.acquire_lease("r", "A", 60) is None
+    store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:x", {}))
+    sent = _counting(monkeypatch)
+    store.update_run("r", status="needs_approval", data={"b": 2})  # onto what it created
+    assert len(sent) == 1
+    other.update_run("r", data={"c": 3})  # another writer, meanwhile
+    sent.clear()
+    store.update_run("r", status="sealed", outcome="completed", data={"d": 4})
+    # its data was not the row's: written nothing, then read (locked) and merged again
+    assert len(sent) == 3
+    run = other.get_run("r")
+    assert run is not None and run.data == {"a": 1, "b": 2, "c": 3, "d": 4}
+    assert (run.status, run.outcome) == ("sealed", "completed")
+    assert other._rows("SELECT closed FROM requests WHERE run_id = 'r'") == [(True,)]
+    assert other.acquire_lease("r", "B", 60, steal_from="A") is None  # taken over
+    with pytest.raises(LeaseLost):
+        store.update_run("r", data={"e": 5})
+    run = other.get_run("r")
+    assert run is not None and "e" not in run.data
+
+
+def test_a_transactions_begin_goes_with_its_first_statement_and_a_lost_one_begins_again(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction sends ``BEGIN`` with its first statement (one round trip for both) and
+    ``COMMIT`` as it ends; a transaction whose pooled connection the server ended while it
+    sat idle begins again on a new connection at its first statement, and commits."""
+    import psycopg
+
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RunRecord
+
+    store = PostgresRunStore(url)
+    store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+    alone: list[bytes] = []  # commands sent outside a pipeline: a round trip each
+    syncs: list[int] = []
+    command, sync = psycopg.Connection._exec_command, psycopg.Pipeline.sync
+
+    def counted(self: psycopg.Connection, cmd: bytes, *args: object) -> object:
+        if self._pipeline is None:
+            alone.append(cmd)
+        return command(self, cmd, *args)  # type: ignore[arg-type]
+
+    def synced(self: psycopg.Pipeline) -> None:
+        syncs.append(1)
+        sync(self)
+
+    monkeypatch.setattr(psycopg.Connection, "_exec_command", counted)
+    monkeypatch.setattr(psycopg.Pipeline, "sync", synced)
+    with store.transaction():
+        store.append_event("r", "one", {})
+        store.append_event("r", "two", {})
+    assert alone == [] and len(syncs) == 2  # BEGIN with the first, COMMIT as it ended
+    with store.connection() as conn:  # the pool's one connection, idle: the server ends it
+        pid = conn.info.backend_pid
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        while other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            pass
+    with store.transaction():
+        store.append_event("r", "three", {})
+    assert [e["kind"] for e in store.events("r")] == ["one", "two", "three"]
+
+
+def test_a_request_asked_afresh_or_again_as_recorded_is_one_statement(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request asked for the first time is its row and its fence in one statement; asked
+    again with the same content, the same statement answers the row as recorded (its
+    decision kept); asked again with other content, the row is read and asked anew."""
+    from proctor.runtime.records.postgres import PostgresRunStore
+    from proctor.runtime.records.runs import RequestRecord, RunRecord
+
+    store = PostgresRunStore(url)
+    with store.transaction():
+        store.create_run(RunRecord(run_id="r", skill="k", method="main"))
+        assert store.acquire_lease("r", "A", 60) is None
+    sent = _counting(monkeypatch)
+    made = store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:x", {"n": 1}))
+    assert len(sent) == 1 and made.cursor > 0 and made.state == "open"
+    store.record_decisions("r", {"steps.ok": {"approved": True}})
+    sent.clear()
+    again = store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:x", {"n": 1}))
+    assert len(sent) == 1
+    assert (again.cursor, again.state, again.decision) == (
+        made.cursor,
+        "decided",
+        {"approved": True},
+    )
+    other = store.put_request(RequestRecord("r", "steps.ok", "approval", "sha256:y", {"n": 2}))
+    assert (other.cursor, other.state, other.decision) == (made.cursor, "open", None)
+    row = store.request("r", "steps.ok")
+    assert row is not None and (row.request_digest, row.body, row.decision) == (
+        "sha256:y",
+        {"n": 2},
+        None,
+    )

@@ -17,16 +17,16 @@ from proctor.runtime.records.runs import PAUSED
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
-    from proctor.core.resume import ResumePlan
+    from proctor.core.resume import RequestView, ResumePlan
     from proctor.runtime.engine.host import RunHost
     from proctor.runtime.records.runs import RunRecord, RunStore
 
 __all__ = ["approvers_of", "needed_approvers", "record_plan"]
 
 
-def needed_approvers(body: dict[str, Any]) -> int:
+def needed_approvers(body: Mapping[str, Any]) -> int:
     """How many distinct people must approve the request with ``body`` (1 unless it says)."""
     needed = body.get("approvals")
     return needed if isinstance(needed, int) and not isinstance(needed, bool) else 1
@@ -40,11 +40,19 @@ def approvers_of(record: RunRecord, address: str, request_digest: str) -> list[s
     return [str(p) for p in counted.get("people") or []]
 
 
-def _check_approvers(session: RunHost, record: RunRecord, plan: ResumePlan) -> None:
+def _check_approvers(
+    session: RunHost, record: RunRecord, plan: ResumePlan, asked: Sequence[RequestView]
+) -> None:
     """Refuse an approval of a request that needs more people than have been counted."""
+    read = {view.address: view for view in asked}
     for address, decision in plan.decisions.items():
-        asked = session.store.request(record.run_id, address)  # by its key, not every request
-        needed = needed_approvers(asked.body if asked is not None else {})
+        view = read.get(address)
+        if view is not None and view.digest == decision.get("request_digest"):
+            body = view.body  # the request decided, as the resume read it: not read again
+        else:
+            row = session.store.request(record.run_id, address)  # by its key, not every one
+            body = row.body if row is not None else {}
+        needed = needed_approvers(body)
         if needed < 2 or decision.get("approved") is not True:
             continue
         have = approvers_of(record, address, str(decision.get("request_digest")))
@@ -58,13 +66,20 @@ def _check_approvers(session: RunHost, record: RunRecord, plan: ResumePlan) -> N
 
 
 def record_plan(
-    session: RunHost, record: RunRecord, plan: ResumePlan, decided_by: str | None
+    session: RunHost,
+    record: RunRecord,
+    plan: ResumePlan,
+    decided_by: str | None,
+    *,
+    views: Sequence[RequestView] = (),
 ) -> RunRecord:
-    """Record ``plan``'s decisions and standing approvals; the run's record as it is after."""
+    """Record ``plan``'s decisions and standing approvals; the run's record as it is after.
+    ``views``: the requests the plan was admitted on (a decided request's body, where its
+    digest is the decision's, is taken from there rather than read again)."""
     run_id = record.run_id
     store, audit = session.store, session.audit
     if plan.decisions:
-        _check_approvers(session, record, plan)
+        _check_approvers(session, record, plan, views)
         if decided_by is not None:
             plan.decisions = {a: {**d, "decided_by": decided_by} for a, d in plan.decisions.items()}
         store.record_decisions(run_id, plan.decisions)

@@ -565,9 +565,8 @@ class Session:
                 dict(document) if isinstance(document, Mapping) else document
             )
         )
-        plan = admit_resume(
-            doc, sealed=record.status == "sealed", requests=self._request_views(run_id, doc)
-        )
+        views = self._request_views(run_id, doc)
+        plan = admit_resume(doc, sealed=record.status == "sealed", requests=views)
         if record.status == "sealed":
             return self.envelope(run_id)
         from proctor.runtime.engine.start import check_parts
@@ -581,7 +580,7 @@ class Session:
             if plan.close is not None:
                 return self._close(record, plan.close)
             skill, method = self._reload(record)
-            record = record_plan(self, record, plan, decided_by)
+            record = record_plan(self, record, plan, decided_by, views=views)
             self.store.update_run(run_id, status="running")
             driver = RunDriver(self, record, skill, method, stop)
             driver.request_secrets = request_secrets

@@ -35,13 +35,21 @@ from proctor.runtime.records import paged
 from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.postgres_leases import MAKE, TAKE
 from proctor.runtime.records.postgres_pool import (
+    begin,
     close_pools,
     ended_by_server,
     is_postgres_url,
     pool_for,
     store_error,
 )
-from proctor.runtime.records.postgres_writes import fenced_statement, unflushed
+from proctor.runtime.records.postgres_writes import (
+    ASKED_BEFORE,
+    SeenData,
+    closing,
+    fenced_statement,
+    merged_update,
+    unflushed,
+)
 from proctor.runtime.records.rows import (
     CALL_COLS,
     REQ_COLS,
@@ -92,6 +100,9 @@ class PostgresRunStore(paged.PagedReads):
         self._fences: dict[str, int] = {}
         self._taken: dict[str, LeaseRecord] = {}  # the lease as its last take left it, by run
         self._effects: set[str] = set()  # runs with a claim settled since their last step
+        # each run's data as this store last read or wrote it: a merge onto it is one
+        # statement, written only while the row still holds it (see update_run)
+        self._data = SeenData()
 
     # -- connections and transactions -------------------------------------------------------
 
@@ -99,10 +110,11 @@ class PostgresRunStore(paged.PagedReads):
     def transaction(self) -> Iterator[None]:
         """One commit for every write inside; nested uses (same thread) join the outer one.
 
-        A pooled connection the server ended while it sat idle fails at ``BEGIN``, before
-        anything was sent: the transaction begins again once on a new connection. A failure
-        at ``COMMIT`` is the store's error (``store_unreachable``), never retried: the commit
-        may have happened.
+        ``BEGIN`` goes with the first statement and ``COMMIT`` alone (:func:`.postgres_pool.
+        begin`). A pooled connection the server ended while it sat idle fails at that first
+        statement, before anything ran: the transaction begins again once on a new connection.
+        A failure at ``COMMIT`` is the store's error (``store_unreachable``), never retried: the
+        commit may have happened.
         """
         local = self._local
         if getattr(local, "conn", None) is not None:
@@ -115,13 +127,14 @@ class PostgresRunStore(paged.PagedReads):
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        stack = self._begin()
+        local.stack, local.sent = self._begin(), False  # nothing of it reached the server yet
         raised: BaseException | None = None
         local.released = []  # runs whose fence goes once their release commits
         local.created = None  # the run this transaction created (see acquire_lease)
         try:
-            with stack:
-                local.conn, local.depth = stack.conn, 1  # type: ignore[attr-defined]
+            with contextlib.ExitStack() as current:  # the one begun last (see _rows)
+                current.push(lambda *exc: local.stack.__exit__(*exc))
+                local.conn, local.depth = local.stack.conn, 1
                 try:
                     yield
                 except BaseException as exc:
@@ -141,28 +154,15 @@ class PostgresRunStore(paged.PagedReads):
             self._fences.pop(run_id, None)
             self._taken.pop(run_id, None)
 
-    def _begin(self) -> contextlib.ExitStack:
-        """A pooled connection inside ``BEGIN`` (held by the returned stack, as ``.conn``).
-
-        Raises:
-            StoreError: ``store_unreachable`` (no connection, or one failed twice).
-        """
+    def _begin(self) -> Any:
+        """:func:`.postgres_pool.begin`; ``store_unreachable`` when no connection can be had."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        for attempt in (0, 1):
-            stack = contextlib.ExitStack()
-            try:
-                conn = stack.enter_context(self._pool.connection())
-                stack.enter_context(conn.transaction())
-            except (psycopg.Error, PoolTimeout) as exc:
-                stack.close()  # the pool drops a broken connection as it comes back
-                if attempt == 0 and ended_by_server(exc):
-                    continue
-                raise self._error(exc) from exc
-            stack.conn = conn  # type: ignore[attr-defined]
-            return stack
-        raise AssertionError("unreachable")
+        try:
+            return begin(self._pool)
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(exc) from exc
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
@@ -196,16 +196,30 @@ class PostgresRunStore(paged.PagedReads):
                     # prepared on first use (.postgres_pool), but for a text of several
                     # statements, which PostgreSQL cannot prepare
                     cur = conn.execute(sql, params, prepare=False if ";" in sql else None)
+                    if not alone:  # a transaction's, pipelined: sent (and answered) now
+                        self._local.stack.pipe.sync()
                     return list(cur.fetchall()) if cur.description is not None else []
             except (psycopg.Error, PoolTimeout, StoreError) as exc:
                 cause = exc.__cause__ if isinstance(exc, StoreError) else exc
                 # the server ended the pooled connection before this statement reached it
-                # (it had sat idle): nothing ran, so it runs once more on a new connection
-                if alone and attempt == 0 and ended_by_server(cause):
+                # (it had sat idle): nothing ran, so it runs once more on a new connection;
+                # a transaction's first statement (its BEGIN with it) on any lost connection,
+                # in a transaction begun anew: nothing of it was committed, nor read
+                first = not alone and not self._local.sent
+                lost = ended_by_server(cause) or (first and self._local.conn.broken)
+                if (alone or first) and attempt == 0 and lost:
+                    if first:
+                        dead, self._local.stack = self._local.stack, self._begin()
+                        self._local.conn = self._local.stack.conn
+                        with contextlib.suppress(Exception):  # the pool drops it
+                            dead.close()
                     continue
                 if isinstance(exc, StoreError):
                     raise
                 raise self._error(exc) from exc
+            finally:
+                if not alone:
+                    self._local.sent = True
         raise AssertionError("unreachable")
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
@@ -237,6 +251,7 @@ class PostgresRunStore(paged.PagedReads):
         params: tuple[Any, ...],
         *also: tuple[str, tuple[Any, ...]],
         quick: bool = False,
+        result: str = "w0",
     ) -> list[Any]:
         """``sql`` (and the writes ``also``, each ``(sql, params)``) for ``run_id`` as one
         statement, one round trip (:func:`.postgres_writes.fenced_statement`); fenced when this
@@ -252,7 +267,8 @@ class PostgresRunStore(paged.PagedReads):
         quick = quick and getattr(self._local, "conn", None) is None
         if epoch is None and not also and not quick:
             return self._rows(sql.format(ok="true"), params)
-        text, values = fenced_statement(run_id, epoch, [(sql, params), *also], quick=quick)
+        writes = [(sql, params), *also]
+        text, values = fenced_statement(run_id, epoch, writes, quick=quick, result=result)
         rows = self._rows(text, values)
         if epoch is None:
             return [r for r in rows if r[0] is not None]
@@ -275,6 +291,7 @@ class PostgresRunStore(paged.PagedReads):
 
         at, r = now(), record
         head = (r.run_id, r.skill, r.method, r.status, r.outcome, r.receipt_id)
+        text = dumps(r.data)
         try:  # the run and its counts row: one statement, one round trip
             row = self._one(
                 "WITH made AS (INSERT INTO runs (run_id, skill, method, status, outcome,"
@@ -282,7 +299,7 @@ class PostgresRunStore(paged.PagedReads):
                 " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING cursor),"
                 " counted AS (INSERT INTO run_counts (run_id) VALUES (%s) ON CONFLICT DO NOTHING)"
                 " SELECT cursor FROM made",
-                (*head, at, at, dumps(r.data), r.identity, r.run_id),
+                (*head, at, at, text, r.identity, r.run_id),
             )
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
@@ -292,11 +309,15 @@ class PostgresRunStore(paged.PagedReads):
             self._local.created = record.run_id
         record.cursor = int(row[0]) if row else 0
         record.created_at = record.updated_at = at
+        self._data.keep(record.run_id, text)
         return record
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._one(f"SELECT {self._RUN_COLS} FROM runs WHERE run_id = %s", (run_id,))
-        return None if row is None else self._run(row)
+        if row is None:
+            return None
+        self._data.keep(run_id, row[9])
+        return self._run(row)
 
     def find_reusable(self, reuse_key: str, *, since: str) -> RunRecord | None:
         row = self._one(
@@ -328,13 +349,16 @@ class PostgresRunStore(paged.PagedReads):
             if not done:
                 raise StoreError(f"no run with id {run_id}")
             return
-        epoch = self._fences.get(run_id)
+        base = self._data.get(run_id)  # the data this store last saw: one statement
+        if base is not None and self._merge(run_id, base, status, outcome, receipt_id, data):
+            return
+        epoch = self._fences.get(run_id)  # else (the row holds other data now): read it
         with self.transaction():
             # the run's row FOR UPDATE and, for a driver, its lease row FOR SHARE (held until
             # the commit, as _fence holds it): one round trip
             row = self._one(
                 "WITH fence AS MATERIALIZED (SELECT epoch FROM leases WHERE run_id = %s"
-                f" FOR SHARE) SELECT {self._RUN_COLS}, (SELECT epoch FROM fence) FROM runs"
+                " FOR SHARE) SELECT data, (SELECT epoch FROM fence) FROM runs"
                 " WHERE run_id = %s FOR UPDATE OF runs",
                 (run_id if epoch is not None else "", run_id),
             )
@@ -342,30 +366,17 @@ class PostgresRunStore(paged.PagedReads):
                 raise StoreError(f"no run with id {run_id}")
             if epoch is not None and row[-1] != epoch:
                 raise lease_lost(run_id, epoch, None if row[-1] is None else int(row[-1]))
-            current = self._run(row[:-1])
-            merged = dict(current.data)
-            if data:
-                merged.update(data)
-            # a seal also closes what the run leaves unanswered: it waits on nothing now
-            close = (
-                "WITH closed AS (UPDATE requests SET closed = true WHERE run_id = %s"
-                " AND state = 'open') "
-                if status == "sealed"
-                else ""
-            )
-            self._rows(
-                f"{close}UPDATE runs SET status = %s, outcome = %s, receipt_id = %s, data = %s,"
-                " updated_at = %s WHERE run_id = %s",
-                (
-                    *((run_id,) if close else ()),
-                    status or current.status,
-                    outcome if outcome is not None else current.outcome,
-                    receipt_id if receipt_id is not None else current.receipt_id,
-                    dumps(merged),
-                    now(),
-                    run_id,
-                ),
-            )
+            if not self._merge(run_id, str(row[0]), status, outcome, receipt_id, data):
+                raise StoreError(f"no run with id {run_id}")  # cannot be: the row is locked
+
+    def _merge(self, run_id: str, base: str, *update: Any) -> bool:
+        """Write ``update`` (status, outcome, receipt id, data: as :meth:`update_run`) onto
+        ``base`` only while the run's row still holds it; whether it did (one statement)."""
+        text, params = merged_update(run_id, base, *update, at=now())
+        if not self._fenced_rows(run_id, text, params, *closing(run_id, update[0])):
+            return False
+        self._data.keep(run_id, params[3])
+        return True
 
     def list_runs(
         self, *, after: int | None = None, limit: int = 50, data: bool = True
@@ -564,26 +575,24 @@ class PostgresRunStore(paged.PagedReads):
     _request = staticmethod(request_from_row)
 
     def put_request(self, request: RequestRecord) -> RequestRecord:
-        if getattr(self._local, "conn", None) is None:  # asked again as recorded: a read only
-            found = self._one(
-                f"SELECT {self._REQ_COLS} FROM requests WHERE run_id = %s AND address = %s",
-                (request.run_id, request.address),
-            )
-            if found is not None and found[3] == request.request_digest:
-                return self._request(found)
         r = request
         values = (r.run_id, r.address, r.kind, r.request_digest, dumps(r.body))
-        # a request asked for the first time: the row and its fence, one statement
-        fresh = self._fenced_rows(
+        # one statement: a request asked for the first time, its row (and its fence); one
+        # asked before, the row as recorded (returned as it is when it asks the same)
+        found = self._fenced_rows(
             r.run_id,
             "INSERT INTO requests (run_id, address, kind, request_digest, body, state)"
             " SELECT %s,%s,%s,%s,%s, 'open' WHERE {ok}"
-            " ON CONFLICT (run_id, address) DO NOTHING RETURNING ord",
+            f" ON CONFLICT (run_id, address) DO NOTHING RETURNING {self._REQ_COLS}",
             values,
+            (ASKED_BEFORE, (r.run_id, r.address)),
+            result="w1",
             quick=True,  # the pause that follows is flushed: see .postgres_writes
         )
-        if fresh:
-            request.cursor = int(fresh[0][0])
+        if found and found[0][0]:  # asked for the first time
+            request.cursor = int(found[0][-1])
+        elif found and found[0][4] == r.request_digest:
+            return self._request(found[0][1:])
         else:
             with self.transaction():  # asked before, with other content (or just now)
                 self._fence(r.run_id)

@@ -3,6 +3,7 @@ schema migrated) on first use; driver errors turned into messages without the UR
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -11,6 +12,7 @@ from proctor.runtime.records.postgres_schema import migrate
 
 __all__ = [
     "POOL_SIZE",
+    "begin",
     "close_pools",
     "driver_message",
     "ended_by_server",
@@ -160,3 +162,27 @@ def close_pools() -> None:
         _POOLS.clear()
     for pool in pools:
         pool.close()
+
+
+def begin(pool: Any) -> Any:
+    """A transaction on a connection of ``pool``, held by the returned ``ExitStack`` (its
+    ``conn``, and its ``pipe``: the connection's pipeline); closing the stack commits (rolls
+    back when closed with an error) and gives the connection back.
+
+    The connection is in pipeline mode: ``BEGIN`` is queued, and goes with the transaction's
+    first statement, which the caller sends with ``pipe.sync()`` (one round trip, not two);
+    ``COMMIT`` is sent, and waited for, as the stack closes. Nothing reaches the server here.
+    """
+    import psycopg
+
+    stack = contextlib.ExitStack()
+    try:
+        conn = stack.enter_context(pool.connection())
+        stack.pipe = stack.enter_context(conn.pipeline())  # type: ignore[attr-defined]
+        # not conn.transaction(): in pipeline mode it sends its BEGIN at once, alone
+        stack.enter_context(psycopg.Transaction(conn))
+    except BaseException:
+        stack.close()  # the pool drops a broken connection as it comes back
+        raise
+    stack.conn = conn  # type: ignore[attr-defined]
+    return stack

@@ -44,9 +44,21 @@ transaction. Commits that do not, when they are their own transaction:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["QUICK", "QUICK_GATE", "fenced_statement", "unflushed"]
+from proctor.runtime.records.rows import REQ_COLS, dumps
+
+__all__ = [
+    "ASKED_BEFORE",
+    "QUICK",
+    "QUICK_GATE",
+    "SeenData",
+    "closing",
+    "fenced_statement",
+    "merged_update",
+    "unflushed",
+]
 
 QUICK = "quick AS (SELECT set_config('synchronous_commit', 'off', true))"
 """A CTE whose reading makes the statement's own transaction commit without the flush."""
@@ -61,11 +73,14 @@ def fenced_statement(
     writes: list[tuple[str, tuple[Any, ...]]],
     *,
     quick: bool,
+    result: str = "w0",
 ) -> tuple[str, tuple[Any, ...]]:
     """One statement of ``writes`` (each ``(sql, params)``, ``{ok}`` where the fence's condition
-    goes), fenced under ``epoch`` (``None``: not a driver's write) and, when ``quick``, committed
-    without the flush. Its rows: the lease row's epoch first when fenced, then the first write's
-    columns (null when it wrote nothing); at least one row, so the commit mode is always read."""
+    goes; the ``n``-th is the CTE ``w<n>``, which a later one may read), fenced under ``epoch``
+    (``None``: not a driver's write) and, when ``quick``, committed without the flush. Its rows:
+    the lease row's epoch first when fenced, then the columns of ``result`` (the first write's
+    unless named; null when it has no row); at least one row, so the commit mode is always
+    read."""
     # the epoch is a parameter, never a literal: one statement text whatever the epoch, so a
     # connection's prepared statement serves every run (see .postgres_pool)
     ok = "true" if epoch is None else "EXISTS (SELECT 1 FROM fence WHERE mine)"
@@ -75,12 +90,12 @@ def fenced_statement(
         ctes.insert(0, QUICK)
     gate = f" WHERE {QUICK_GATE}" if quick else ""
     if epoch is None:
-        sql = f"WITH {', '.join(ctes)} SELECT w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true"
-        return sql + gate, values
+        sql = f"WITH {', '.join(ctes)} SELECT {result}.* FROM (SELECT 1) one"
+        return f"{sql} LEFT JOIN {result} ON true{gate}", values
     return (
         "WITH fence AS MATERIALIZED (SELECT epoch, epoch = %s::bigint AS mine FROM leases"
         f" WHERE run_id = %s FOR SHARE), {', '.join(ctes)} SELECT (SELECT epoch FROM fence),"
-        " w0.* FROM (SELECT 1) one LEFT JOIN w0 ON true" + gate,
+        f" {result}.* FROM (SELECT 1) one LEFT JOIN {result} ON true{gate}",
         (epoch, run_id, *values),
     )
 
@@ -89,3 +104,64 @@ def unflushed(sql: str, quick: bool) -> str:
     """The write ``sql`` (ending in its ``WHERE`` clause), committed without the flush when
     ``quick`` (the statement must be its own transaction)."""
     return f"WITH {QUICK} {sql} AND {QUICK_GATE}" if quick else sql
+
+
+ASKED_BEFORE = (
+    "SELECT true, * FROM w0 UNION ALL SELECT false, " + REQ_COLS + " FROM requests"
+    " WHERE run_id = %s AND address = %s AND NOT EXISTS (SELECT 1 FROM w0)"
+)
+"""After a request's insert (``w0``, returning :data:`.rows.REQ_COLS`): the row it made,
+marked new, or the row asked before, as recorded (none: made by another meanwhile)."""
+
+
+class SeenData(dict[str, str]):
+    """Each run's data text as a store last read or wrote it, for :func:`merged_update`; a
+    few runs' (a session drives a few), forgotten all at once past that."""
+
+    def keep(self, run_id: str, text: str) -> None:
+        if len(self) >= 64 and run_id not in self:
+            self.clear()
+        self[run_id] = text
+
+
+_MERGE = (
+    "UPDATE runs SET status = COALESCE(%s, status), outcome = COALESCE(%s, outcome),"
+    " receipt_id = COALESCE(%s, receipt_id), data = %s, updated_at = %s WHERE run_id = %s"
+    " AND data = %s AND {ok} RETURNING 1"
+)
+
+
+def merged_update(
+    run_id: str,
+    base: str,
+    status: str | None,
+    outcome: str | None,
+    receipt_id: str | None,
+    data: dict[str, Any] | None,
+    *,
+    at: str,
+) -> tuple[str, tuple[Any, ...]]:
+    """The write of a run's update (the columns given, ``data``'s keys over the run's data)
+    as one statement, computed on ``base``, the data text the store last read or wrote for the
+    run: it writes (and returns a row) only while the row still holds exactly that text, so a
+    write made meanwhile by anyone is never lost (the caller reads the row and merges again).
+    PostgreSQL re-checks the condition on the newest row once a concurrent writer commits.
+    The merged text is the fourth parameter."""
+    merged = json.loads(base)
+    merged.update(data or {})
+    return _MERGE, (status or None, outcome, receipt_id, dumps(merged), at, run_id, base)
+
+
+def closing(run_id: str, status: str | None) -> list[tuple[str, tuple[Any, ...]]]:
+    """The write that goes with a seal's :func:`merged_update` (none for any other status):
+    what the run leaves unanswered is closed, it waits on nothing now (only when the run's
+    row was written: the merge's CTE is ``w0``)."""
+    if status != "sealed":
+        return []
+    return [
+        (
+            "UPDATE requests SET closed = true WHERE run_id = %s AND state = 'open'"
+            " AND EXISTS (SELECT 1 FROM w0) AND {ok}",
+            (run_id,),
+        )
+    ]
