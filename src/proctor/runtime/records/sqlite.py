@@ -35,20 +35,20 @@ from proctor.runtime.records.rows import (
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
-    LeaseRecord,
     PendingRequest,
     RequestRecord,
     RunCounts,
     RunRecord,
 )
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS
+from proctor.runtime.records.sqlite_leases import SQLiteLeases
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
 
 
-class SQLiteRunStore(paged.PagedReads):
+class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
     """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
     for claims, so an effect's claim survives a power cut as well as a process kill)."""
 
@@ -91,6 +91,9 @@ class SQLiteRunStore(paged.PagedReads):
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
         self._checked: set[str] = set()  # runs whose fence this transaction checked already
+        # the newest event seq of runs this transaction created or appended to (see
+        # append_event); no other writer adds to a run while this one holds the write lock
+        self._seqs: dict[str, int] = {}
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
         # runs whose release waits for the commit to drop their fence (see release_lease)
@@ -154,6 +157,7 @@ class SQLiteRunStore(paged.PagedReads):
             outer = self._depth == 0
             if outer:
                 self._checked.clear()  # each transaction reads a run's lease row again
+                self._seqs.clear()  # and a run's newest event
                 self._exec("BEGIN IMMEDIATE")
             self._depth += 1
             try:
@@ -308,6 +312,7 @@ class SQLiteRunStore(paged.PagedReads):
                 # its counters start with it (as PostgreSQL's do): a driver's first read of
                 # them then needs no transaction of its own
                 self._conn.execute(COUNT_ROWS, (record.run_id,))
+                self._seqs[record.run_id] = 0  # a new run: no event yet
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a run with id {record.run_id} already exists") from exc
             except sqlite3.Error as exc:
@@ -394,10 +399,14 @@ class SQLiteRunStore(paged.PagedReads):
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
         with self.transaction():  # (no INSERT ... RETURNING: SQLite before 3.35 has none)
             self._fence(run_id)
-            last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
-            seq = int(last.fetchone()[0] or 0) + 1
+            seq = self._seqs.get(run_id)  # known when this transaction created the run
+            if seq is None:
+                last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
+                seq = int(last.fetchone()[0] or 0)
+            seq += 1
             self._exec("INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
                        (run_id, seq, now(), kind, dumps(body)))  # fmt: skip
+            self._seqs[run_id] = seq
         return seq
 
     def events(
@@ -676,74 +685,6 @@ class SQLiteRunStore(paged.PagedReads):
                         )
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
-
-    # -- leases -----------------------------------------------------------------------------
-
-    def acquire_lease(
-        self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
-    ) -> str | None:
-        now = time.time()
-        with self.transaction():
-            row = self._exec(
-                "SELECT holder, expires_at, epoch FROM leases WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                self._exec(
-                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES (?,?,?,1)",
-                    (run_id, holder, now + ttl_seconds),
-                )
-                self._fences[run_id] = 1
-                return None
-            current, expires, epoch = str(row[0]), float(row[1]), int(row[2])
-            if current == holder and self._fences.get(run_id) == epoch:
-                self._exec(
-                    "UPDATE leases SET expires_at = ? WHERE run_id = ?", (now + ttl_seconds, run_id)
-                )
-                return None
-            if current not in ("", holder) and expires > now and current != steal_from:
-                return current
-            taken_from = None if current in ("", holder) else current
-            self._exec(
-                "UPDATE leases SET holder = ?, expires_at = ?, epoch = ?, taken_from = ?"
-                " WHERE run_id = ?",
-                (holder, now + ttl_seconds, epoch + 1, taken_from, run_id),
-            )
-            self._fences[run_id] = epoch + 1
-        return None
-
-    def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
-        epoch = self._fences.get(run_id)
-        if epoch is None:
-            return False
-        with self.transaction():
-            done = self._exec(
-                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND holder = ? AND epoch = ?",
-                (time.time() + ttl_seconds, run_id, holder, epoch),
-            )
-            return done.rowcount == 1
-
-    def lease(self, run_id: str) -> LeaseRecord | None:
-        with self._lock:
-            row = self._exec(
-                "SELECT holder, epoch, expires_at, taken_from FROM leases WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
-        if row is None:
-            return None
-        return LeaseRecord(str(row[0]), int(row[1]), float(row[2]) <= time.time(), row[3])
-
-    taken_lease = lease  # a local read: nothing to spare
-
-    def release_lease(self, run_id: str, holder: str) -> None:
-        with self.transaction():  # the row stays: its epoch must only grow
-            epoch = self._fences.get(run_id)
-            done = self._exec(
-                "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
-                " WHERE run_id = ? AND holder = ? AND epoch IS ?",
-                (run_id, holder, epoch),
-            )
-            if done.rowcount == 1:  # its fence goes once the release commits
-                self._released.append(run_id)
 
     # -- journal ----------------------------------------------------------------------------
 
