@@ -223,4 +223,3 @@ def test_a_transaction_numbers_the_events_of_a_run_it_created_without_reading_th
     finally:
         a.close()
         b.close()
-
