@@ -11,9 +11,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from proctor.errors import StoreError
@@ -150,33 +149,9 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
 
     # -- transactions -----------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> _Transaction:
         """One commit for every write inside; nested uses join the outer transaction."""
-        with self._lock:
-            outer = self._depth == 0
-            if outer:
-                self._checked.clear()  # each transaction reads a run's lease row again
-                self._seqs.clear()  # and a run's newest event
-                self._exec("BEGIN IMMEDIATE")
-            self._depth += 1
-            try:
-                yield
-            except BaseException:
-                self._depth -= 1
-                if outer:
-                    self._released.clear()
-                if outer and self._conn.in_transaction:  # SQLite rolls back a full disk's
-                    self._exec("ROLLBACK")
-                elif outer:
-                    self._pending[:0], self._joined = self._joined, []
-                raise
-            self._depth -= 1
-            if outer:
-                self._exec("COMMIT")
-                for run_id in self._released:  # their releases committed (release_lease)
-                    self._fences.pop(run_id, None)
-                self._released.clear()
+        return _Transaction(self)
 
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
@@ -739,3 +714,57 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                     self._conn.close()
                 else:
                     store_file.close_marked(self._conn, self.path)
+
+
+class _Transaction:
+    """:meth:`SQLiteRunStore.transaction`'s context: the outer one begins (``BEGIN
+    IMMEDIATE``, the run's fences and newest events read again in it) and commits, or rolls
+    back on a raise (the waiting call records it joined go back in the queue when SQLite
+    already rolled back); a nested one joins it. A class, not a generator's context: a run
+    opens some fifteen, most of them nested, and a generator's costs several times more
+    (a ``StopIteration`` at each exit)."""
+
+    __slots__ = ("_outer", "_store")
+
+    def __init__(self, store: SQLiteRunStore) -> None:
+        self._store = store
+        self._outer = False
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._lock.acquire()
+        if store._depth == 0:
+            try:
+                store._checked.clear()  # each transaction reads a run's lease row again
+                store._seqs.clear()  # and a run's newest event
+                store._exec("BEGIN IMMEDIATE")
+            except BaseException:
+                store._lock.release()
+                raise
+            self._outer = True
+        store._depth += 1
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        store = self._store
+        try:
+            store._depth -= 1
+            if not self._outer:
+                return
+            if kind is not None:  # the raise goes on, the transaction's writes undone
+                store._released.clear()
+                if store._conn.in_transaction:  # SQLite rolls back a full disk's
+                    store._exec("ROLLBACK")
+                else:
+                    store._pending[:0], store._joined = store._joined, []
+                return
+            store._exec("COMMIT")
+            for run_id in store._released:  # their releases committed (release_lease)
+                store._fences.pop(run_id, None)
+            store._released.clear()
+        finally:
+            store._lock.release()
