@@ -71,6 +71,30 @@ def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: P
     assert len([q for q in begun if q.startswith("SELECT holder, epoch, expires_at")]) == 1
 
 
+def test_a_runs_start_reads_back_nothing_it_wrote_itself(tmp_path: Path) -> None:
+    """The start's transaction fences its ``started`` event with the lease epoch it wrote
+    itself and numbers the event 1 (the run is its own), and the drive counts the new run's
+    calls and steps as none: none of them is read back, and the run is recorded the same."""
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    s = session(root)
+    assert s.run("one", cwd=root).status == "sealed"
+    begun: list[str] = []
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    envelope = s.run("one", cwd=root)
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert envelope.status == "sealed" and envelope.outcome == "completed"
+    start = begun[begun.index("BEGIN IMMEDIATE") : begun.index("COMMIT")]
+    assert any(q.startswith("INSERT INTO leases") for q in start)
+    assert not [q for q in start if q.startswith("SELECT epoch FROM leases")]
+    assert not [q for q in start if q.startswith("SELECT MAX(seq) FROM events")]
+    assert not [q for q in begun if "FROM run_counts" in q]
+    events = s.store.events(envelope.run_id)
+    assert [(e["seq"], e["kind"]) for e in events] == [(1, "started"), (2, "sealed")]
+    counts = s.store.run_counts(envelope.run_id)
+    assert (counts.calls, counts.admitted, counts.steps) == (1, 1, 1)
+
+
 def test_a_policy_edited_between_two_runs_of_one_session_is_the_second_runs(
     tmp_path: Path,
 ) -> None:

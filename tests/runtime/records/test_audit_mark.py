@@ -5,12 +5,14 @@ appended after it (``proctor.runtime.records.audit_breaks``)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from proctor.errors import StoreError
-from proctor.runtime.records import audit_breaks
+from proctor.runtime.records import audit_breaks, audit_own
 from proctor.runtime.records.audit import AuditLog
 from proctor.runtime.records.audit_breaks import MARK_SUFFIX, refuse_broken_log
 
@@ -142,6 +144,7 @@ def test_an_anchor_inside_the_verified_part_is_checked_in_place(
         log.emit(f"e{n}", run_id=None, step_index=None, pad="x" * 300)
     refuse_broken_log(path, _head(path), path.name)  # the mark at line 6
     log.emit("later", run_id=None, step_index=None)
+    audit_own.forget(str(path))  # as another process's line: verified, not compared
     seen = _starts(monkeypatch)
     for n in (1, 3, 6):
         refuse_broken_log(path, _head_at(path, n), path.name)
@@ -179,6 +182,7 @@ def test_a_mark_after_a_line_longer_than_a_block_is_used(
     log.emit("long", run_id=None, step_index=None, pad="x" * 10000)
     refuse_broken_log(path, None, path.name)
     log.emit("next", run_id=None, step_index=None)
+    audit_own.forget(str(path))  # as another process's line: verified, not compared
     seen = _starts(monkeypatch)
     refuse_broken_log(path, None, path.name)
     assert seen == [3]
@@ -209,3 +213,86 @@ def test_every_line_inside_the_verified_part_is_found_in_place(tmp_path: Path) -
         assert not audit_breaks._holds_in_place(fd, at, len(lines) + 1, shifted)
     finally:
         os.close(fd)
+
+
+def _spied(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    verify = audit_breaks.verify_bytes
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return verify(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(audit_breaks, "verify_bytes", counted)
+    return calls
+
+
+def test_the_lines_this_process_wrote_since_the_check_are_compared_not_verified_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines past the mark that are byte for byte those this process appended (chained
+    to the mark's digest) are not hashed and parsed again: the mark moves on as a full
+    verification would move it, and a seal's anchor naming their last line holds."""
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    calls = _spied(monkeypatch)
+    for n in range(3):
+        log.emit("more", run_id="r", step_index=n, pad="x" * 50)
+    refuse_broken_log(path, _head(path), path.name)
+    assert calls == []
+    held = audit_breaks._held[str(path) + MARK_SUFFIX][0]
+    assert held["bytes"] == path.stat().st_size
+    assert [held["lines"], held["last_digest"]] == list(_head(path).values())
+    assert held["anchor_ok"] == list(_head(path).values())
+    log.close()
+
+
+def test_a_byte_changed_in_this_processs_own_lines_is_still_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    log.emit("two", run_id=None, step_index=None, text="hello")
+    log.emit("three", run_id=None, step_index=None)
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"hello"', b'"hellp"'))  # same length, still JSON
+    calls = _spied(monkeypatch)
+    with pytest.raises(StoreError) as info:
+        refuse_broken_log(path, None, path.name)
+    assert info.value.code == "audit_broken" and calls == [1]
+    path.write_bytes(data)
+    refuse_broken_log(path, None, path.name)  # what it wrote is verified in full from now on
+    assert calls == [1, 1]
+    log.close()
+
+
+def test_lines_another_writer_added_or_an_earlier_anchor_are_verified_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    calls = _spied(monkeypatch)
+    log.emit("two", run_id=None, step_index=None)
+    subprocess.run(  # another process's line after this one's
+        [sys.executable, "-c", "import sys; from pathlib import Path;"
+         " from proctor.runtime.records.audit import AuditLog;"
+         " AuditLog(Path(sys.argv[1])).emit('elsewhere', run_id=None, step_index=None)",
+         str(path)],
+        check=True,
+    )  # fmt: skip
+    refuse_broken_log(path, None, path.name)
+    assert calls == [1]
+    log.emit("three", run_id=None, step_index=None)
+    earlier = _head(path)
+    log.emit("four", run_id=None, step_index=None)
+    refuse_broken_log(path, earlier, path.name)  # an anchor that names no last line
+    assert calls == [1, 1]
+    log.emit("five", run_id=None, step_index=None)
+    forged = {**_head(path), "last_digest": "sha256:" + "0" * 64}
+    with pytest.raises(StoreError) as info:
+        refuse_broken_log(path, forged, path.name)
+    assert info.value.code == "audit_broken" and calls == [1, 1, 1]
+    log.close()

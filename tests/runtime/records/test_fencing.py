@@ -194,3 +194,32 @@ def test_a_transaction_reads_the_lease_once_and_the_next_one_again(tmp_path: Pat
     finally:
         a.close()
         b.close()
+
+
+def test_a_transaction_numbers_the_events_of_a_run_it_created_without_reading_them(
+    tmp_path: Path,
+) -> None:
+    """SQLite: a run created in a transaction has no event, and the lease it takes there is
+    the one it wrote: its events are numbered on, and fenced, without a read; the next
+    transaction reads both again (another store appended meanwhile, then took the lease)."""
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+
+    a, b = SQLiteRunStore(tmp_path / "runs.sqlite"), SQLiteRunStore(tmp_path / "runs.sqlite")
+    try:
+        read: list[str] = []
+        a._conn.set_trace_callback(read.append)  # type: ignore[attr-defined]
+        with a.transaction():
+            a.create_run(RunRecord(run_id=RUN, skill="k", method="main"))
+            assert a.acquire_lease(RUN, "A", 60) is None
+            assert a.append_event(RUN, "one", {}) == 1
+            assert a.append_event(RUN, "two", {}) == 2
+        assert not [q for q in read if q.startswith(("SELECT epoch", "SELECT MAX(seq)"))]
+        assert b.append_event(RUN, "other", {}) == 3  # no lease of its own: not fenced
+        assert a.append_event(RUN, "three", {}) == 4
+        assert b.acquire_lease(RUN, "B", 60, steal_from="A") is None
+        with pytest.raises(LeaseLost):
+            a.append_event(RUN, "four", {})
+        assert [e["seq"] for e in b.events(RUN)] == [1, 2, 3, 4]
+    finally:
+        a.close()
+        b.close()

@@ -277,9 +277,10 @@ class RunDriver:
                 reason="no enforceable policy rule is loaded and PROCTOR_ALLOW_NO_POLICIES=1",
             )
         # counted, not read: a driver is built per turn call, and reading the run's calls
-        # here would make every call of a long turn cost as much as the run so far. A run
-        # its start created whole a moment ago (its governor is built once, before any step)
-        # has nothing counted yet: no round trip for it
+        # here would make every call of a long turn cost as much as the run so far. A run its
+        # start created under this driver has none yet: its calls are recorded through this
+        # governor (built once, here) and its steps settle after it, and no other driver
+        # writes the run while this one holds the lease its start took (its epoch fences them)
         counts = RunCounts(0, 0, 0) if self.fresh else s.store.run_counts(self.run_id)
 
         # one budget for the tree: a child is handed its root's (its start already reserved

@@ -45,6 +45,7 @@ from typing import Any
 from proctor.core.ids import uuid4_text
 from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_fields
+from proctor.runtime.records import audit_own
 from proctor.runtime.records.chain import (
     BREAK_EVENT,
     FIXED_FIELDS,
@@ -367,7 +368,8 @@ class AuditLog:
             except OSError:
                 self._check_tail = True
             raise
-        self._prev = line_digest(line)
+        prev, self._prev = self._prev, line_digest(line)
+        audit_own.wrote(str(self.path), size, prev, data, self._prev)  # the next check's
         if self._counted is not None and self._counted[0] == size:
             self._counted = (size + len(data), self._counted[1] + 1)
         self._known_size = size + len(data)

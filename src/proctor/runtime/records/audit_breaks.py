@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import StoreError
+from proctor.runtime.records import audit_own
 from proctor.runtime.records.chain import (
     BREAK_EVENT,
     GENESIS,
@@ -137,6 +138,16 @@ def _verify(
     if start and (b'"' + BREAK_EVENT.encode() + b'"' in tail or inside):
         start, first, prev = 0, 1, GENESIS
         tail = os.pread(fd, end, 0) if end else b""
+    key = str(path)
+    own = None
+    if b'"' + BREAK_EVENT.encode() + b'"' not in tail:
+        own = audit_own.vouched(key, start, prev, tail)  # this process's lines, as written
+    audit_own.forget(key)
+    if own is not None:
+        lines, last = first - 1 + own[0], own[1]
+        # the anchor a seal of this process recorded names the last of them (else: in full)
+        if all(a.lines == lines and a.last_digest == last for a in anchors):
+            return ChainReport(ok=True, lines=lines, anchors=len(anchors)), (end, lines), last
     report = verify_bytes(tail, anchors, prev=prev, first_line=first)
     last = prev
     if tail:

@@ -11,9 +11,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from proctor.errors import StoreError
@@ -35,20 +34,20 @@ from proctor.runtime.records.rows import (
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
-    LeaseRecord,
     PendingRequest,
     RequestRecord,
     RunCounts,
     RunRecord,
 )
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS
+from proctor.runtime.records.sqlite_leases import SQLiteLeases
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
 
 
-class SQLiteRunStore(paged.PagedReads):
+class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
     """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
     for claims, so an effect's claim survives a power cut as well as a process kill)."""
 
@@ -91,6 +90,9 @@ class SQLiteRunStore(paged.PagedReads):
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
         self._checked: set[str] = set()  # runs whose fence this transaction checked already
+        # the newest event seq of runs this transaction created or appended to (see
+        # append_event); no other writer adds to a run while this one holds the write lock
+        self._seqs: dict[str, int] = {}
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
         # runs whose release waits for the commit to drop their fence (see release_lease)
@@ -147,32 +149,9 @@ class SQLiteRunStore(paged.PagedReads):
 
     # -- transactions -----------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> _Transaction:
         """One commit for every write inside; nested uses join the outer transaction."""
-        with self._lock:
-            outer = self._depth == 0
-            if outer:
-                self._checked.clear()  # each transaction reads a run's lease row again
-                self._exec("BEGIN IMMEDIATE")
-            self._depth += 1
-            try:
-                yield
-            except BaseException:
-                self._depth -= 1
-                if outer:
-                    self._released.clear()
-                if outer and self._conn.in_transaction:  # SQLite rolls back a full disk's
-                    self._exec("ROLLBACK")
-                elif outer:
-                    self._pending[:0], self._joined = self._joined, []
-                raise
-            self._depth -= 1
-            if outer:
-                self._exec("COMMIT")
-                for run_id in self._released:  # their releases committed (release_lease)
-                    self._fences.pop(run_id, None)
-                self._released.clear()
+        return _Transaction(self)
 
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
@@ -308,6 +287,7 @@ class SQLiteRunStore(paged.PagedReads):
                 # its counters start with it (as PostgreSQL's do): a driver's first read of
                 # them then needs no transaction of its own
                 self._conn.execute(COUNT_ROWS, (record.run_id,))
+                self._seqs[record.run_id] = 0  # a new run: no event yet
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a run with id {record.run_id} already exists") from exc
             except sqlite3.Error as exc:
@@ -394,10 +374,14 @@ class SQLiteRunStore(paged.PagedReads):
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
         with self.transaction():  # (no INSERT ... RETURNING: SQLite before 3.35 has none)
             self._fence(run_id)
-            last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
-            seq = int(last.fetchone()[0] or 0) + 1
+            seq = self._seqs.get(run_id)  # known when this transaction created the run
+            if seq is None:
+                last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
+                seq = int(last.fetchone()[0] or 0)
+            seq += 1
             self._exec("INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
                        (run_id, seq, now(), kind, dumps(body)))  # fmt: skip
+            self._seqs[run_id] = seq
         return seq
 
     def events(
@@ -677,74 +661,6 @@ class SQLiteRunStore(paged.PagedReads):
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
 
-    # -- leases -----------------------------------------------------------------------------
-
-    def acquire_lease(
-        self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
-    ) -> str | None:
-        now = time.time()
-        with self.transaction():
-            row = self._exec(
-                "SELECT holder, expires_at, epoch FROM leases WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                self._exec(
-                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES (?,?,?,1)",
-                    (run_id, holder, now + ttl_seconds),
-                )
-                self._fences[run_id] = 1
-                return None
-            current, expires, epoch = str(row[0]), float(row[1]), int(row[2])
-            if current == holder and self._fences.get(run_id) == epoch:
-                self._exec(
-                    "UPDATE leases SET expires_at = ? WHERE run_id = ?", (now + ttl_seconds, run_id)
-                )
-                return None
-            if current not in ("", holder) and expires > now and current != steal_from:
-                return current
-            taken_from = None if current in ("", holder) else current
-            self._exec(
-                "UPDATE leases SET holder = ?, expires_at = ?, epoch = ?, taken_from = ?"
-                " WHERE run_id = ?",
-                (holder, now + ttl_seconds, epoch + 1, taken_from, run_id),
-            )
-            self._fences[run_id] = epoch + 1
-        return None
-
-    def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
-        epoch = self._fences.get(run_id)
-        if epoch is None:
-            return False
-        with self.transaction():
-            done = self._exec(
-                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND holder = ? AND epoch = ?",
-                (time.time() + ttl_seconds, run_id, holder, epoch),
-            )
-            return done.rowcount == 1
-
-    def lease(self, run_id: str) -> LeaseRecord | None:
-        with self._lock:
-            row = self._exec(
-                "SELECT holder, epoch, expires_at, taken_from FROM leases WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
-        if row is None:
-            return None
-        return LeaseRecord(str(row[0]), int(row[1]), float(row[2]) <= time.time(), row[3])
-
-    taken_lease = lease  # a local read: nothing to spare
-
-    def release_lease(self, run_id: str, holder: str) -> None:
-        with self.transaction():  # the row stays: its epoch must only grow
-            epoch = self._fences.get(run_id)
-            done = self._exec(
-                "UPDATE leases SET holder = '', expires_at = 0, taken_from = NULL"
-                " WHERE run_id = ? AND holder = ? AND epoch IS ?",
-                (run_id, holder, epoch),
-            )
-            if done.rowcount == 1:  # its fence goes once the release commits
-                self._released.append(run_id)
-
     # -- journal ----------------------------------------------------------------------------
 
     def journal_open(self, record: JournalRecord) -> None:
@@ -798,3 +714,57 @@ class SQLiteRunStore(paged.PagedReads):
                     self._conn.close()
                 else:
                     store_file.close_marked(self._conn, self.path)
+
+
+class _Transaction:
+    """:meth:`SQLiteRunStore.transaction`'s context: the outer one begins (``BEGIN
+    IMMEDIATE``, the run's fences and newest events read again in it) and commits, or rolls
+    back on a raise (the waiting call records it joined go back in the queue when SQLite
+    already rolled back); a nested one joins it. A class, not a generator's context: a run
+    opens some fifteen, most of them nested, and a generator's costs several times more
+    (a ``StopIteration`` at each exit)."""
+
+    __slots__ = ("_outer", "_store")
+
+    def __init__(self, store: SQLiteRunStore) -> None:
+        self._store = store
+        self._outer = False
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._lock.acquire()
+        if store._depth == 0:
+            try:
+                store._checked.clear()  # each transaction reads a run's lease row again
+                store._seqs.clear()  # and a run's newest event
+                store._exec("BEGIN IMMEDIATE")
+            except BaseException:
+                store._lock.release()
+                raise
+            self._outer = True
+        store._depth += 1
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        store = self._store
+        try:
+            store._depth -= 1
+            if not self._outer:
+                return
+            if kind is not None:  # the raise goes on, the transaction's writes undone
+                store._released.clear()
+                if store._conn.in_transaction:  # SQLite rolls back a full disk's
+                    store._exec("ROLLBACK")
+                else:
+                    store._pending[:0], store._joined = store._joined, []
+                return
+            store._exec("COMMIT")
+            for run_id in store._released:  # their releases committed (release_lease)
+                store._fences.pop(run_id, None)
+            store._released.clear()
+        finally:
+            store._lock.release()

@@ -1,0 +1,70 @@
+"""The lines this process appended to an audit log since a run's start last checked it.
+
+A run's start verifies the log's lines past the mark of the last check (:mod:`.audit_breaks`):
+in a process that drives run after run, those are the lines it wrote itself since. The log
+(:class:`.audit.AuditLog`) keeps them here as it appends them: where they begin, the digest
+the first one chains to, their bytes and the digest of the last. When the lines past the mark
+are, byte for byte, these, chained to the mark's digest, verifying them again would answer
+what it answered when they were written (each line chained to the one before, in the writer's
+form): the check compares the bytes and does not hash and parse them again. Bytes that differ
+in any way (another process's lines among them, a changed byte, a cut) are verified in full,
+as before; so is a log holding more than :data:`_MAX` bytes of them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["forget", "vouched", "wrote"]
+
+_MAX = 65536
+"""At most this many bytes are kept per log (past them, the next check verifies in full)."""
+
+
+class _Own:
+    __slots__ = ("data", "last", "lines", "prev", "start")
+
+    def __init__(self, start: int, prev: str, data: bytes, last: str) -> None:
+        self.start, self.prev, self.last = start, prev, last
+        self.data = bytearray(data)
+        self.lines = 1
+
+
+_own: dict[str, _Own] = {}
+_lock = threading.Lock()
+
+
+def wrote(path: str, at: int, prev: str, data: bytes, digest: str) -> None:
+    """One line this process appended to the log at ``path``: ``data`` (with its newline) at
+    offset ``at``, chained to ``prev``, its own digest ``digest``."""
+    with _lock:
+        own = _own.get(path)
+        if own is not None and own.start + len(own.data) == at and own.last == prev:
+            if len(own.data) + len(data) > _MAX:
+                del _own[path]
+                return
+            own.data += data
+            own.last = digest
+            own.lines += 1
+        elif len(data) <= _MAX:
+            _own[path] = _Own(at, prev, data, digest)
+        else:
+            _own.pop(path, None)
+
+
+def vouched(path: str, start: int, prev: str, tail: bytes) -> tuple[int, str] | None:
+    """``(lines, digest of the last)`` when ``tail``, the log's bytes from offset ``start``
+    whose first line must chain to ``prev``, are the very lines this process appended there;
+    ``None`` when they are not (or are not known)."""
+    with _lock:
+        own = _own.get(path)
+        if own is None or own.start != start or own.prev != prev or own.data != tail:
+            return None
+        return own.lines, own.last
+
+
+def forget(path: str) -> None:
+    """The log at ``path`` was checked up to its end: what this process appends from now on
+    is kept afresh."""
+    with _lock:
+        _own.pop(path, None)
