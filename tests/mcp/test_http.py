@@ -252,7 +252,7 @@ def test_a_public_bind_needs_and_accepts_a_public_url(ws: Ws) -> None:
 def test_a_foreign_host_or_origin_is_refused_and_other_paths_are_not_served(
     ws: Ws, http_server: Any
 ) -> None:
-    # the DNS-rebinding checks reach the SDK's session manager (proctor.mcp.http.McpEndpoint
+    # the DNS-rebinding checks reach the SDK's session manager (proctor.mcp.endpoint.McpEndpoint
     # serves it without the SDK's Starlette app), after the bearer check
     ws.add_example("hello-world")
     server = http_server("hello-world")

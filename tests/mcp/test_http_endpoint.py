@@ -1,4 +1,4 @@
-""":class:`proctor.mcp.http.McpEndpoint`: the SDK's session manager at ``/mcp`` and nothing
+""":class:`proctor.mcp.endpoint.McpEndpoint`: the SDK's session manager at ``/mcp`` and nothing
 else, without a Starlette app around it (an ASGI-level check, no server started)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from proctor.mcp.http import MCP_PATH, McpEndpoint
+from proctor.mcp.endpoint import MCP_PATH, McpEndpoint
 
 
 class FakeManager:

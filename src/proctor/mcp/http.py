@@ -29,11 +29,11 @@ import anyio
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ConfigError, UsageError
+from proctor.mcp.endpoint import MCP_PATH
 from proctor.mcp.shared import token_id
 from proctor.runtime.listen import listen_tcp
 
 if TYPE_CHECKING:
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from proctor.mcp.server import ProctorServer
@@ -52,7 +52,6 @@ __all__ = [
 
 API_KEY_ENV = "PROCTOR_MCP_API_KEY"
 MIN_KEY_LENGTH = 16
-MCP_PATH = "/mcp"
 COALESCE_SECONDS = 60.0
 MAX_SOURCES = 64
 OTHER_SOURCES = "(other sources)"
@@ -292,58 +291,6 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-class McpEndpoint:
-    """The ASGI app of the SDK's streamable HTTP transport at :data:`MCP_PATH`, and nothing
-    else: a request for any other path gets 404, a websocket is closed, and the lifespan runs
-    the SDK's session manager.
-
-    It stands where the SDK's ``streamable_http_app()`` would put a Starlette app around the
-    same session manager (its public ``handle_request`` and ``run``): a router, an error and
-    an exception middleware, each a layer of every request and of every message a response
-    sends, for the one route it serves. A request the app fails with is answered 500 by the
-    server (uvicorn) as Starlette's error middleware answers it.
-    """
-
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
-        self.manager = manager
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "http":
-            if scope["path"] == MCP_PATH:
-                await self.manager.handle_request(scope, receive, send)
-                return
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 404,
-                    "headers": [
-                        (b"content-type", b"text/plain; charset=utf-8"),
-                        (b"content-length", b"9"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": b"Not Found"})
-        elif kind == "websocket":
-            await send({"type": "websocket.close", "code": 1000})
-        elif kind == "lifespan":
-            await self._lifespan(receive, send)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        await receive()  # lifespan.startup
-        started = False
-        try:
-            async with self.manager.run():
-                started = True
-                await send({"type": "lifespan.startup.complete"})
-                await receive()  # lifespan.shutdown
-        except BaseException as exc:
-            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
-            await send({"type": failed, "message": repr(exc)})
-            raise
-        await send({"type": "lifespan.shutdown.complete"})
-
-
 def loop_options() -> dict[str, Any]:
     """``anyio.run``'s backend options for the HTTP server: uvloop's loop where installed (the
     ``mcp`` extra installs it; a request crosses the loop several times), else asyncio's."""
@@ -379,6 +326,7 @@ def build_app(
     )
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    from proctor.mcp.endpoint import McpEndpoint
     from proctor.mcp.frames import MAX_BODY, StrictFrames
 
     manager = StreamableHTTPSessionManager(

@@ -1,0 +1,72 @@
+"""The ASGI endpoint of ``proctor mcp --transport http``: the SDK's streamable HTTP session
+manager at :data:`MCP_PATH`, and nothing else (:class:`McpEndpoint`).
+
+Proctor's own layers (:class:`~proctor.mcp.http.BearerAuth`, :class:`~proctor.mcp.frames.
+StrictFrames`, among several workers :class:`~proctor.mcp.workers.SessionAffinity`) stand in
+front of it; :func:`proctor.mcp.http.build_app` puts them together.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+MCP_PATH = "/mcp"
+"""Where the endpoint serves MCP; any other path gets 404."""
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.types import Receive, Scope, Send
+
+__all__ = ["MCP_PATH", "McpEndpoint"]
+
+
+class McpEndpoint:
+    """The ASGI app of the SDK's streamable HTTP transport at :data:`MCP_PATH`, and nothing
+    else: a request for any other path gets 404, a websocket is closed, and the lifespan runs
+    the SDK's session manager.
+
+    It stands where the SDK's ``streamable_http_app()`` would put a Starlette app around the
+    same session manager (its public ``handle_request`` and ``run``): a router, an error and
+    an exception middleware, each a layer of every request and of every message a response
+    sends, for the one route it serves. A request the app fails with is answered 500 by the
+    server (uvicorn) as Starlette's error middleware answers it.
+    """
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            if scope["path"] == MCP_PATH:
+                await self.manager.handle_request(scope, receive, send)
+                return
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [
+                        (b"content-type", b"text/plain; charset=utf-8"),
+                        (b"content-length", b"9"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b"Not Found"})
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        started = False
+        try:
+            async with self.manager.run():
+                started = True
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+        except BaseException as exc:
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            await send({"type": failed, "message": repr(exc)})
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
