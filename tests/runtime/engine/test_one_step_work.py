@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from proctor.runtime.records.receipts import ReceiptStore
 from tests.runtime.driver_support import (
@@ -33,7 +34,9 @@ def _policy_digest(root: Path, receipt_id: str) -> str | None:
     return body["policy_digest"]
 
 
-def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: Path) -> None:
+def _second_run_traced(tmp_path: Path) -> tuple[Any, Any, list[str]]:
+    """A session, the envelope of its second run of ``one`` (sealed, completed) and the SQL
+    statements that run sent to the run store, in order."""
     root = make_workspace(tmp_path)
     make_skill(root, "one", ONE)
     s = session(root)
@@ -43,6 +46,11 @@ def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: P
     envelope = s.run("one", cwd=root)
     s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
     assert envelope.status == "sealed" and envelope.outcome == "completed"
+    return s, envelope, begun
+
+
+def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: Path) -> None:
+    s, envelope, begun = _second_run_traced(tmp_path)
     # the start (with its policy digest and counters), the step, the seal with the release of
     # the lease (the lease taken a moment before is checked before the seal, not renewed)
     assert [q for q in begun if q.startswith("BEGIN")] == ["BEGIN IMMEDIATE"] * 3
@@ -75,15 +83,7 @@ def test_a_runs_start_reads_back_nothing_it_wrote_itself(tmp_path: Path) -> None
     """The start's transaction fences its ``started`` event with the lease epoch it wrote
     itself and numbers the event 1 (the run is its own), and the drive counts the new run's
     calls and steps as none: none of them is read back, and the run is recorded the same."""
-    root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
-    s = session(root)
-    assert s.run("one", cwd=root).status == "sealed"
-    begun: list[str] = []
-    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
-    envelope = s.run("one", cwd=root)
-    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
-    assert envelope.status == "sealed" and envelope.outcome == "completed"
+    s, envelope, begun = _second_run_traced(tmp_path)
     start = begun[begun.index("BEGIN IMMEDIATE") : begun.index("COMMIT")]
     assert any(q.startswith("INSERT INTO leases") for q in start)
     assert not [q for q in start if q.startswith("SELECT epoch FROM leases")]
