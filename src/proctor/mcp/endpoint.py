@@ -17,7 +17,30 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import Receive, Scope, Send
 
-__all__ = ["MCP_PATH", "McpEndpoint"]
+__all__ = ["MCP_PATH", "McpEndpoint", "respond"]
+
+
+async def respond(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes = b"application/json",
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """Send a whole small response: ``status``, ``body`` with its type and length, and any
+    other ``headers`` (the answers proctor's own layers give without the SDK)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                *headers,
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class McpEndpoint:
@@ -41,17 +64,7 @@ class McpEndpoint:
             if scope["path"] == MCP_PATH:
                 await self.manager.handle_request(scope, receive, send)
                 return
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 404,
-                    "headers": [
-                        (b"content-type", b"text/plain; charset=utf-8"),
-                        (b"content-length", b"9"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": b"Not Found"})
+            await respond(send, 404, b"Not Found", b"text/plain; charset=utf-8")
         elif kind == "websocket":
             await send({"type": "websocket.close", "code": 1000})
         elif kind == "lifespan":

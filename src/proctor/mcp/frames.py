@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from proctor.contracts import json_strict
 from proctor.errors import ParseError
+from proctor.mcp.endpoint import respond
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -277,18 +278,7 @@ def _declared_length(scope: Scope) -> int:
 
 
 async def _answer(send: Send, status: int, error: dict[str, Any]) -> None:
-    payload = json.dumps(error).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+    await respond(send, status, json.dumps(error).encode())
 
 
 def _replay(first: list[Message], receive: Receive) -> Receive:

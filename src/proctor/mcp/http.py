@@ -29,7 +29,7 @@ import anyio
 
 from proctor.contracts.values import dataclass, field
 from proctor.errors import ConfigError, UsageError
-from proctor.mcp.endpoint import MCP_PATH
+from proctor.mcp.endpoint import MCP_PATH, respond
 from proctor.mcp.shared import token_id
 from proctor.runtime.listen import listen_tcp
 
@@ -277,18 +277,7 @@ class BearerAuth:
         if events:
             await anyio.to_thread.run_sync(lambda: self.write_events(events))
         body = json.dumps({"error": "unauthorized", "reason": reason}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="proctor"'),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await respond(send, 401, body, headers=((b"www-authenticate", b'Bearer realm="proctor"'),))
 
 
 def loop_options() -> dict[str, Any]:

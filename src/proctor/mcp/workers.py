@@ -42,6 +42,7 @@ import anyio
 
 from proctor.contracts.values import dataclass
 from proctor.errors import ConfigError, UsageError
+from proctor.mcp.endpoint import respond
 
 if TYPE_CHECKING:
     import httpx
@@ -432,14 +433,4 @@ async def _unavailable(send: Send) -> None:
         {"jsonrpc": "2.0", "id": None,
          "error": {"code": -32603, "message": "the worker holding this session is not answering"}}
     ).encode()  # fmt: skip
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, 503, body)
