@@ -296,3 +296,17 @@ def test_lines_another_writer_added_or_an_earlier_anchor_are_verified_in_full(
         refuse_broken_log(path, forged, path.name)
     assert info.value.code == "audit_broken" and calls == [1, 1, 1]
     log.close()
+
+
+def test_the_own_lines_of_at_most_a_few_logs_are_kept(tmp_path: Path) -> None:
+    # a process writing to many logs (many workspaces) keeps the newest few; a log forgotten
+    # is verified in full at its next check, as another process's lines would be
+    paths = [str(tmp_path / f"log{n}.jsonl") for n in range(audit_own._LOGS + 1)]
+    for path in paths:
+        audit_own.wrote(path, 0, "sha256:" + "0" * 64, b"{}\n", "sha256:" + "1" * 64)
+    try:
+        kept = [p for p in paths if audit_own.vouched(p, 0, "sha256:" + "0" * 64, b"{}\n")]
+        assert kept == paths[1:]
+    finally:
+        for path in paths:
+            audit_own.forget(path)

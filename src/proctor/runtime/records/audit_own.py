@@ -20,6 +20,11 @@ __all__ = ["forget", "vouched", "wrote"]
 _MAX = 65536
 """At most this many bytes are kept per log (past them, the next check verifies in full)."""
 
+_LOGS = 16
+"""At most this many logs are kept for (a process writing to more forgets the oldest, whose
+next check then verifies in full): a long-lived process that touches many workspaces holds
+at most ``_LOGS * _MAX`` bytes here."""
+
 
 class _Own:
     __slots__ = ("data", "last", "lines", "prev", "start")
@@ -47,6 +52,9 @@ def wrote(path: str, at: int, prev: str, data: bytes, digest: str) -> None:
             own.last = digest
             own.lines += 1
         elif len(data) <= _MAX:
+            _own.pop(path, None)
+            if len(_own) >= _LOGS:
+                del _own[next(iter(_own))]  # the log kept for longest
             _own[path] = _Own(at, prev, data, digest)
         else:
             _own.pop(path, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -14,7 +15,7 @@ from proctor.runtime.records.runs import LeaseRecord
 __all__ = ["SQLiteLeases"]
 
 
-class SQLiteLeases:
+class SQLiteLeases(ABC):
     """The lease methods of :class:`~.sqlite.SQLiteRunStore` (which defines what is declared
     here: its lock, its transactions, its statements and its fences)."""
 
@@ -24,11 +25,13 @@ class SQLiteLeases:
     _checked: set[str]
     _released: list[str]
 
+    @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
+        """One commit for every write inside (the store's)."""
 
+    @abstractmethod
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        raise NotImplementedError
+        """One statement on the store's connection."""
 
     def _took(self, run_id: str, epoch: int) -> None:
         """This process took ``run_id``'s lease under ``epoch``, written in the transaction
