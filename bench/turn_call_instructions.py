@@ -15,17 +15,17 @@ around none, and prints the difference per call. ``--src`` measures another chec
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from _callgrind import SWITCH, collected
+
 REPO = Path(__file__).resolve().parents[1]
 
-CALLS = """
+CALLS = (
+    SWITCH
+    + """
 import os, subprocess, sys, tempfile, time
 from pathlib import Path
 calls = int(sys.argv[1])
@@ -50,26 +50,14 @@ def call(name):
     assert outcome.status == "completed", outcome
 for i in range(20):
     call(f"w{i}")
-quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], **quiet)
+_callgrind("on")
 for i in range(calls):
     call(f"c{i}")
-subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], **quiet)
+_callgrind("off")
 seal_session_run(s, run)
 s.close()
 """
-
-
-def _collected(calls: int, src: Path, tmp: Path) -> int:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    out = tmp / f"callgrind.{calls}"
-    argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-            f"--callgrind-out-file={out}", sys.executable, "-c", CALLS, str(calls)]  # fmt: skip
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise SystemExit(f"callgrind said no count:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+)
 
 
 def main() -> None:
@@ -80,8 +68,8 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="proctor-bench-cg-") as tmp:
-        many = _collected(args.calls, args.src, Path(tmp))
-        none = _collected(0, args.src, Path(tmp))
+        many = collected(CALLS, [str(args.calls)], args.src, Path(tmp) / "many")
+        none = collected(CALLS, ["0"], args.src, Path(tmp) / "none")
     per = (many - none) / args.calls
     print(f"Session.turn_call of fs.read, {args.calls} calls under callgrind ({args.src})")
     print(f"  {many:,} - {none:,} instructions: {per:,.0f} a call")
