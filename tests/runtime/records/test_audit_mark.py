@@ -310,3 +310,37 @@ def test_the_own_lines_of_at_most_a_few_logs_are_kept(tmp_path: Path) -> None:
     finally:
         for path in paths:
             audit_own.forget(path)
+
+
+def test_a_check_reads_the_marked_line_and_what_follows_at_once_and_still_sees_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one read from a block before the mark answers the marked line, the lines after it and
+    # the last newline; a byte changed in the marked line (same length) is still seen there:
+    # the mark is not used and the whole log is verified (and refused)
+    import os
+
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    log.emit("two", run_id=None, step_index=None, text="hello")
+    reads: list[tuple[int, int]] = []
+    pread = os.pread
+
+    def counted(fd: int, n: int, at: int) -> bytes:
+        reads.append((n, at))
+        return pread(fd, n, at)
+
+    monkeypatch.setattr(audit_breaks.os, "pread", counted)
+    refuse_broken_log(path, None, path.name)
+    assert len(reads) == 1  # the mark's line, the own line after it and the end: one read
+    log.emit("three", run_id=None, step_index=None)
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"hello"', b'"hellp"', 1))  # the marked line
+    audit_own.forget(str(path))
+    seen = _starts(monkeypatch)
+    with pytest.raises(StoreError) as refused:
+        refuse_broken_log(path, None, path.name)
+    assert refused.value.code == "audit_broken"
+    assert seen == [1]  # the marked line's digest no longer matched: verified from line 1
+    log.close()

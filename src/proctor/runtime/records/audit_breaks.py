@@ -32,7 +32,7 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from proctor.errors import StoreError
 from proctor.runtime.records import audit_own
@@ -110,11 +110,19 @@ def _verify(
 ) -> tuple[ChainReport, tuple[int, int], str]:
     """Verify from the mark (or the start): the report, the verified (bytes, lines), and the
     digest of the last verified line."""
-    end = _last_newline(fd, size)  # a torn last line is the next writer's to move aside
     mark = _read_mark(path)
+    at, block = _after_mark(fd, size, mark)
+    cut = block.rfind(b"\n")
+    # a torn last line is the next writer's to move aside
+    end = at + cut + 1 if cut >= 0 else _last_newline(fd, size)
+
+    def read(begin: int, stop: int) -> bytes:  # from the block when it holds them
+        return block[begin - at : stop - at] if begin >= at else os.pread(fd, stop - begin, begin)
+
     start, first, prev = 0, 1, GENESIS
     if mark is not None and 0 < mark["bytes"] <= end:
-        line = _line_ending_at(fd, mark["bytes"])
+        held = _line_in(block, at, mark["bytes"])
+        line = _line_ending_at(fd, mark["bytes"]) if held is False else held
         if line is not None and line_digest(line) == mark["last_digest"]:
             start, first, prev = mark["bytes"], mark["lines"] + 1, mark["last_digest"]
     anchors = [] if anchor is None else [anchor]
@@ -128,7 +136,7 @@ def _verify(
         ]
     ):
         anchors = []  # checked (or excused by a recorded break) when the mark was made
-    tail = os.pread(fd, end - start, start) if end > start else b""
+    tail = read(start, end) if end > start else b""
     inside = [a for a in anchors if a.lines < first] if start else []
     if inside and all(_holds_in_place(fd, start, first - 1, a) for a in inside):
         # concurrent runs seal out of order: the newest anchor often names a line the mark
@@ -137,7 +145,7 @@ def _verify(
         inside = []
     if start and (b'"' + BREAK_EVENT.encode() + b'"' in tail or inside):
         start, first, prev = 0, 1, GENESIS
-        tail = os.pread(fd, end, 0) if end else b""
+        tail = read(0, end) if end else b""
     key = str(path)
     own = None
     if b'"' + BREAK_EVENT.encode() + b'"' not in tail:
@@ -154,6 +162,35 @@ def _verify(
         cut = tail.rstrip(b"\n").rfind(b"\n")
         last = line_digest(tail[cut + 1 :])
     return report, (end, report.lines), last
+
+
+_BEFORE_MARK = 4096
+"""How far before the mark the one read of a check begins (the marked line is well under it)."""
+
+
+def _after_mark(fd: int, size: int, mark: dict[str, Any] | None) -> tuple[int, bytes]:
+    """``(at, bytes from at to the end)``: one read from :data:`_BEFORE_MARK` bytes before
+    the mark (its line, the lines after it and the log's last newline, which a check reads
+    otherwise in five); ``(size, b"")`` with no mark that fits, or a short read."""
+    if mark is None or not 0 < mark["bytes"] <= size:
+        return size, b""
+    at = max(0, mark["bytes"] - _BEFORE_MARK)
+    block = os.pread(fd, size - at, at)
+    return (at, block) if len(block) == size - at else (size, b"")
+
+
+def _line_in(block: bytes, at: int, mark: int) -> bytes | Literal[False] | None:
+    """:func:`_line_ending_at` ``mark`` answered from ``block`` (the log's bytes from ``at``):
+    ``None`` when the byte before ``mark`` is no newline; ``False`` when the block does not
+    hold the line whole."""
+    if not block or mark <= at:
+        return False
+    if block[mark - at - 1] != 0x0A:
+        return None
+    begin = block.rfind(b"\n", 0, mark - at - 1)
+    if begin < 0 and at > 0:
+        return False
+    return block[begin + 1 : mark - at - 1]
 
 
 def _holds_in_place(fd: int, at: int, lines: int, anchor: Anchor) -> bool:
