@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["real_path"]
+__all__ = ["real_folder", "real_path"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _FDS = "/proc/self/fd/"
@@ -40,3 +40,24 @@ def real_path(path: str | os.PathLike[str]) -> str:
         if found.startswith("/") and not found.endswith(" (deleted)"):
             return found
     return os.path.realpath(path)
+
+
+def real_folder(path: str) -> str | None:
+    """``real_path(path)`` when ``path`` names a folder (links followed, as
+    ``os.path.isdir`` says), else ``None``: one lookup for both (``O_DIRECTORY``)."""
+    if _KERNEL:
+        try:
+            fd = os.open(path, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):  # not a folder, a loop, too long: the slow answer says
+            return real_path(path) if os.path.isdir(path) else None
+        try:
+            found = os.readlink(f"{_FDS}{fd}")
+        except OSError:
+            found = ""
+        finally:
+            os.close(fd)
+        if found.startswith("/") and not found.endswith(" (deleted)"):
+            return found
+    return real_path(path) if os.path.isdir(path) else None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.runtime.boundary.real import real_path
+from proctor.runtime.boundary.real import real_folder, real_path
 
 
 def _tree(tmp: Path) -> Path:
@@ -63,6 +63,32 @@ def test_the_same_answer_as_realpath(
     absolute = shape if shape.startswith("/") else str(tmp_path / shape)
     assert real_path(absolute) == os.path.realpath(absolute)
     assert real_path(Path(absolute)) == os.path.realpath(Path(absolute))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_real_folder_is_the_real_path_of_a_folder_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    _tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    absolute = shape if shape.startswith("/") else str(tmp_path / shape)
+    for path in (shape, absolute):
+        expected = os.path.realpath(path) if os.path.isdir(path) else None
+        assert real_folder(path) == expected, path
+
+
+def test_a_folder_swapped_for_a_link_or_a_file_is_seen_by_real_folder(tmp_path: Path) -> None:
+    base = _tree(tmp_path)
+    path = str(base / "dir" / "sub")
+    assert real_folder(path) == path
+    os.rmdir(path)
+    os.symlink(base / "outside", path)
+    assert real_folder(path) == str(base / "outside")
+    os.unlink(path)
+    Path(path).write_text("a file now")
+    assert real_folder(path) is None
+    os.unlink(path)
+    assert real_folder(path) is None
 
 
 def test_a_nul_is_refused_as_realpath_refuses_it(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.errors import RefusedCall
+from proctor.errors import ProctorError, RefusedCall
 from proctor.runtime.boundary.workspace import Workspace
 
 PEM = (
@@ -241,3 +241,32 @@ def test_state_dir_is_the_real_roots_proctor_folder_once_built(tmp_path: Path) -
     assert ws.state_dir is ws.state_dir
     derived = ws.governing(extra_authority=frozenset({"x"}), environ={})
     assert derived.state_dir == ws.state_dir
+
+
+def test_a_held_governing_workspace_is_dropped_when_its_root_is_a_link_or_no_folder(
+    tmp_path: Path,
+) -> None:
+    """The workspace a session's runs are governed by is handed out again only while its root
+    is still its own real path and a folder (one lookup answers both): a root swapped for a
+    link, or for a file, is derived again (and checked as a new workspace is)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root)
+    env: dict[str, str] = {}
+    held = ws.governing(extra_authority=frozenset({"x"}), environ=env)
+    assert ws.governing(extra_authority=frozenset({"x"}), environ=env) is held
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    root.symlink_to(moved)
+    try:
+        again = ws.governing(extra_authority=frozenset({"x"}), environ=env)
+    except ProctorError:
+        again = None
+    assert again is not held
+    root.unlink()
+    root.write_text("a file where the workspace was")
+    try:
+        again = ws.governing(extra_authority=frozenset({"x"}), environ=env)
+    except ProctorError:
+        again = None
+    assert again is not held

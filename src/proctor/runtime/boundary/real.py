@@ -3,6 +3,6 @@ which the package reader below the boundary uses too)."""
 
 from __future__ import annotations
 
-from proctor.runtime.real_paths import real_path
+from proctor.runtime.real_paths import real_folder, real_path
 
-__all__ = ["real_path"]
+__all__ = ["real_folder", "real_path"]

@@ -62,7 +62,7 @@ from proctor.core.paths import (
 from proctor.errors import ConfigError, RefusedCall, UsageError
 from proctor.runtime.boundary.fds import SymlinkLoop, changed, open_below, openat2_available, walk
 from proctor.runtime.boundary.opened import HEAD_BYTES, check_content, judge_open
-from proctor.runtime.boundary.real import real_path
+from proctor.runtime.boundary.real import real_folder, real_path
 from proctor.runtime.boundary.resolved import Resolved, check_links, joined, refusal
 from proctor.runtime.boundary.resolved import shown as _shown
 from proctor.runtime.boundary.roots import ROOT_NAME, checked_root, home_state_dir
@@ -201,8 +201,7 @@ class Workspace:
             held is not None
             and held[0] is environ
             and held[1].rules.same_state(environ)
-            and real_path(self._root_text) == self._root_text
-            and os.path.isdir(self._root_text)
+            and real_folder(self._root_text) == self._root_text  # still itself, and a folder
         ):
             return held[1]
         derived = self._derived(roots=self._roots, extra_authority=extra, environ=environ)
