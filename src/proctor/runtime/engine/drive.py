@@ -642,6 +642,7 @@ class RunDriver:
 _AUTHORITIES: dict[tuple[str, Any, Any], tuple[Authority, Authority]] = {}
 _AUTHORITIES_LIMIT = 64
 _AUTHORITIES_LOCK = threading.Lock()
+_KEY = json.JSONEncoder(sort_keys=True)  # json.dumps(doc, sort_keys=True), not built per call
 
 
 def _authorities(doc: Any, method: Method) -> tuple[Authority, Authority]:
@@ -650,7 +651,7 @@ def _authorities(doc: Any, method: Method) -> tuple[Authority, Authority]:
     :class:`Authority` is frozen), so the pair is kept by them (a driver is built per turn
     call, and the parse is a few percent of a call). A refused document is never kept."""
     try:
-        key = (json.dumps(doc, sort_keys=True), method.effects, method.reach)
+        key = (_KEY.encode(doc), method.effects, method.reach)
     except (TypeError, ValueError):  # not JSON: parsed (and refused) as ever
         host = parse_authority(doc, recorded=True)
         return host, narrow(host, effects=method.effects, reach=method.reach)
