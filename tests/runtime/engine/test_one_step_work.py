@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from proctor.runtime.records.receipts import ReceiptStore
 from tests.runtime.driver_support import (
     close_sessions,  # noqa: F401 - the autouse fixture
@@ -297,3 +299,37 @@ def test_a_resume_reads_each_decided_request_once_before_it_records_the_decision
     # read to admit the document, and by the step asking again (its decision kept): not a
     # third time to count the people its approval needs
     assert len(by_key) == 2, by_key
+
+
+def test_a_proctor_toml_made_between_two_runs_of_one_session_is_read_by_the_second(
+    tmp_path: Path,
+) -> None:
+    """A run's start looks for ``proctor.toml`` once (with none there, its ``[notify]``,
+    ``[egress]`` and ``[replay]`` readers would each answer their default): one written after
+    a run is read by the next run's start, each section as its own reader reads it."""
+    from proctor.errors import ConfigError
+
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    s = session(root)
+    first = s.run("one", cwd=root)
+    record = s.store.get_run(first.run_id)
+    assert record is not None
+    assert record.data["authority"]["egress"]["hosts"] == [] and "retain" not in record.data
+    toml = '[egress]\nallow = ["api.example.com"]\n\n[replay]\nretain = true\n'
+    (root / "proctor.toml").write_text(toml)
+    second = s.run("one", cwd=root)
+    assert second.status == "sealed" and second.outcome == "completed"
+    record = s.store.get_run(second.run_id)
+    assert record is not None
+    assert record.data["authority"]["egress"]["hosts"] == ["api.example.com"]
+    assert record.data["retain"] is True
+    (root / "proctor.toml").write_text(toml + "\n[notify]\nstray = 3\n")
+    with pytest.raises(ConfigError) as refused:
+        s.run("one", cwd=root)
+    assert refused.value.code == "notify_config_invalid"
+    (root / "proctor.toml").unlink()  # gone again: every reader's default
+    third = s.run("one", cwd=root)
+    record = s.store.get_run(third.run_id)
+    assert record is not None
+    assert record.data["authority"]["egress"]["hosts"] == [] and "retain" not in record.data

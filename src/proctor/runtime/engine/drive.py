@@ -128,6 +128,8 @@ class RunDriver:
         # whether the run is a directive's (its package folder resolves under the directive
         # packages): decided once per driver, as its skill and record are read once
         self.directive: bool | None = None
+        # the start found no proctor.toml a moment ago (.start.no_config): none is read for it
+        self.bare = False
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
         # what crashed drivers left was recovered by this run's start a moment ago, and that

@@ -49,7 +49,6 @@ from proctor.runtime.directives import WRITABLE_DIRS, is_directive_run
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.delivery import (
     NeedsCredential,
-    load_run_egress,
     park_needs_credential,
     record_authority,
 )
@@ -463,7 +462,7 @@ class Session:
                 with ``{}`` seals it.
         """
         from proctor.runtime.engine.drive import RunDriver
-        from proctor.runtime.engine.start import check_parts, start_run
+        from proctor.runtime.engine.start import check_parts, no_config, run_egress, start_run
 
         skill = self._held_skills.resolve(  # a local package unchanged since: not read again
             ref, cwd=cwd or Path.cwd(), root=self.workspace.root, environ=self.environ
@@ -478,7 +477,8 @@ class Session:
         method_name, method = select_method(skill.package.profile, skill.method)
         verify_named_refs(method, base=skill.folder, workspace_root=self.workspace.root,
                           environ=self.environ)  # fmt: skip
-        check_parts(self)
+        bare = no_config(self.workspace.root)  # proctor.toml looked at once for the start
+        check_parts(self, bare=bare)
         kill_point("start.checked")
         if authority is None:
             authority = default_authority(managed=self.managed)
@@ -492,7 +492,7 @@ class Session:
                 "package": skill.label,
                 "package_folder": str(skill.folder),
                 "package_digest": skill.package_digest,
-                "authority": record_authority(authority, load_run_egress(self.workspace.root)),
+                "authority": record_authority(authority, run_egress(self.workspace.root, bare)),
                 "credential_profile": profile,
                 "started_at": self.clock().isoformat(),
             },
@@ -507,7 +507,7 @@ class Session:
         if self.confine_writes or directive:
             record.data["writable_dirs"] = list(WRITABLE_DIRS)
         driver = RunDriver(self, record, skill, method, stop)
-        driver.directive = directive
+        driver.directive, driver.bare = directive, bare
         driver.request_secrets = request_secrets
         start_run(self, driver, inputs, cli_inputs, self._acquire)
         try:

@@ -26,6 +26,8 @@ record: a start refused in preparation seals ``blocked`` and never runs a step.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Protocol
 
 from proctor.contracts.skill import (
@@ -44,8 +46,10 @@ from proctor.core.floor import certain_changes
 from proctor.errors import ConfigError, ParseError, PolicyLoadError, ProctorError, UsageError
 from proctor.parser.inputs import coerce_cli_inputs, drop_absent, validate_inputs
 from proctor.receipts.canonical import digest
+from proctor.runtime.boundary.egress_allow import EgressAllow
 from proctor.runtime.boundary.reach import run_roots
 from proctor.runtime.engine.bundles import recover_open_bundles
+from proctor.runtime.engine.delivery import load_run_egress
 from proctor.runtime.engine.drive import RunDriver
 from proctor.runtime.engine.host import RunHost
 from proctor.runtime.engine.upkeep import notify_config
@@ -58,7 +62,7 @@ from proctor.runtime.telemetry import trace_id_of
 from proctor.runtime.testhooks import kill_point
 from proctor.runtime.tools.base import OPERATION_PREFIX
 
-__all__ = ["Acquire", "check_parts", "prepare_start", "start_run"]
+__all__ = ["Acquire", "check_parts", "no_config", "prepare_start", "run_egress", "start_run"]
 
 
 class Acquire(Protocol):
@@ -74,8 +78,32 @@ class _Refused(Exception):
         self.code, self.message, self.seal_reason = code, message, seal_reason
 
 
-def check_parts(host: RunHost) -> None:
-    """Check the home, the signing key, the receipt store and the run store.
+def no_config(root: Path) -> bool:
+    """Whether the workspace has no ``proctor.toml`` now (a run's start looks once: its
+    ``[notify]``, ``[egress]`` and ``[replay]`` readers would each find none and answer their
+    default). ``False`` whenever the look says anything else: each reader then looks itself."""
+    try:
+        os.stat(os.path.join(root, "proctor.toml"))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def run_egress(root: Path, bare: bool) -> EgressAllow:
+    """The workspace's egress allow-list for a new run (:func:`.delivery.load_run_egress`;
+    empty with no ``proctor.toml``, ``bare``).
+
+    Raises:
+        ConfigError: ``proctor.toml`` is invalid or an entry is refused.
+    """
+    return EgressAllow() if bare else load_run_egress(root)
+
+
+def check_parts(host: RunHost, *, bare: bool = False) -> None:
+    """Check the home, the signing key, the receipt store and the run store (``bare``: the
+    workspace was just seen to have no ``proctor.toml``, so no ``[notify]`` to check).
 
     Raises:
         ConfigError: ``notify_config_invalid`` (``proctor.toml``'s ``[notify]`` or
@@ -97,7 +125,8 @@ def check_parts(host: RunHost) -> None:
     refuse_broken_log(log, anchor, log.name)
     host.audit.known_head = anchor  # the seal counts the log on from it (one read, not two)
     # a run that would pause with nobody told is refused before its first step
-    notify_config(host.workspace.root)
+    if not bare:
+        notify_config(host.workspace.root)
 
 
 def start_run(
@@ -218,6 +247,8 @@ def _retains(driver: RunDriver) -> bool:
     :mod:`proctor.runtime.records.retention`); a malformed setting refuses the run."""
     if getattr(driver.s, "retain", False):
         return True
+    if driver.bare:  # no proctor.toml a moment ago (:func:`no_config`): no [replay]
+        return False
     try:
         return replay_retain(driver.s.workspace.root)
     except ConfigError as exc:
