@@ -147,3 +147,33 @@ def test_a_link_to_the_home_swapped_between_runs_moves_what_a_run_never_reads(
     link.symlink_to(ws / "h2")
     assert outcome("h2/note.txt") == "blocked"  # the home now
     assert outcome("h1/note.txt") == "completed"
+
+
+def test_a_config_made_where_none_was_even_a_dangling_link_is_seen_by_the_held_policy(
+    tmp_path: Path,
+) -> None:
+    """The held policy state looks at each absent config name without raising (``access``,
+    not following a link): a file, a folder or a link to nothing made at any of them drops
+    the kept state."""
+    import os
+
+    from proctor.runtime.engine.held_policy import HeldPolicy
+
+    root = tmp_path / "ws"
+    (root / ".proctor").mkdir(parents=True)
+    held, text = HeldPolicy(), str(root)
+    makers = {
+        "proctor.toml": lambda p: os.symlink(root / "nowhere", p),
+        ".proctor/config": lambda p: p.write_text("[guards]\n"),
+        "policies": lambda p: p.mkdir(),
+    }
+    for name, make in makers.items():
+        held.put(held.stamp(text, {}), "loaded", guard_modules=False)
+        assert held.get(text, {}) == "loaded", name
+        path = root / name
+        make(path)
+        assert held.get(text, {}) is None, name
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()
+        else:
+            path.unlink()

@@ -39,12 +39,16 @@ _ADDED = str(ADDED_CONNECTORS)
 Look = tuple[int, ...] | None
 Stamps = tuple[tuple[str, Look], ...]
 
+_ACCESS_OWN = os.access in os.supports_follow_symlinks  # asked of a name, not what it names
+
 _held: OrderedDict[tuple[str, str, str], tuple[Stamps, dict[str, LoadedConnector]]] = OrderedDict()
 _lock = threading.Lock()
 
 
 def _look(path: str, *, follow: bool = False) -> tuple[Look, int]:
     try:
+        if (follow or _ACCESS_OWN) and not os.access(path, os.F_OK, follow_symlinks=follow):
+            return None, 0  # absent (most connectors folders): told without an exception made
         st = os.stat(path, follow_symlinks=follow)
     except (OSError, ValueError):
         return None, 0

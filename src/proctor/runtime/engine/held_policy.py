@@ -36,6 +36,8 @@ __all__ = ["HeldPolicy"]
 _CONFIG_FILES = ("proctor.toml", ".proctor/config")
 _ON_THE_WAY = ".proctor"  # a folder a config file is read through: what it is, not its times
 
+_ACCESS_OWN = os.access in os.supports_follow_symlinks  # asked of a name, not what it names
+
 Look = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
 
 
@@ -43,7 +45,10 @@ def _look(path: str, *, times: bool = True) -> tuple[Look, int]:
     """``path``'s identity as a link and as what it names (``None`` when absent), and the
     newest change time among them; without ``times``, what it is (device, inode, mode) only.
     One ``lstat`` unless it is a link (what is not a link names itself; what ``lstat`` cannot
-    find, ``stat`` cannot either)."""
+    find, ``stat`` cannot either); an absent name is told by ``access`` (no exception made,
+    as a failing ``stat`` makes one), a present one is then looked at."""
+    if _ACCESS_OWN and not os.access(path, os.F_OK, follow_symlinks=False):
+        return (None, None), 0  # absent (most config names): said without an exception made
     try:
         own = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -88,7 +93,7 @@ def _stamp(root: str) -> tuple[tuple[tuple[str, bool, Look], ...], int]:
 
 
 def _settings(environ: Mapping[str, str]) -> frozenset[tuple[str, str]]:
-    return frozenset({(k, v) for k, v in environ.items() if k.startswith("PROCTOR_")})
+    return frozenset({(k, v) for k, v in environ.items() if k[:8] == "PROCTOR_"})
 
 
 class HeldPolicy:
