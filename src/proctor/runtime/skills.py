@@ -92,6 +92,17 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
     Raises:
         UsageError: ``ref_invalid``, ``skill_not_found`` or ``not_a_package``.
     """
+    real, label, method = located(ref, cwd=cwd, workspace_root=workspace_root)
+    return Path(real), label, method
+
+
+def located(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[str, str, str | None]:
+    """:func:`locate`, the folder as its real path's text (a run's start compares it as text:
+    no :class:`Path` built to be turned back into one).
+
+    Raises:
+        UsageError: ``ref_invalid``, ``skill_not_found`` or ``not_a_package``.
+    """
     path_part, method = parse_ref(ref)
     plain = "/" not in path_part and os.sep not in path_part
     if plain and path_part not in ("", ".", "..") and "\0" not in path_part:
@@ -121,7 +132,7 @@ def locate(ref: str, *, cwd: Path, workspace_root: Path) -> tuple[Path, str, str
                 label = real[len(base.rstrip("/")) + 1 :]
             else:
                 label = os.path.basename(real) or real
-            return Path(real), label, method
+            return real, label, method
     raise UsageError(
         f"no skill package at {path_part!r} (looked in the current folder and the workspace's"
         " skills/)",

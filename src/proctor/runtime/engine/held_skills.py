@@ -49,7 +49,7 @@ from proctor.errors import ProctorError
 from proctor.runtime.boundary.real import real_path
 from proctor.runtime.packages.resolve import is_named_ref, resolve_skill
 from proctor.runtime.skill_files import RACY_NS
-from proctor.runtime.skills import SKIP_DIRS, LoadedSkill, locate, read_package
+from proctor.runtime.skills import SKIP_DIRS, LoadedSkill, located, read_package
 
 __all__ = ["RACY_NS", "HeldSkills", "Stamped", "stamp_package"]
 
@@ -170,7 +170,7 @@ class HeldSkills:
             return resolve_skill(ref, cwd=cwd, workspace_root=root, environ=environ)
         key, base = ("ref", ref, str(cwd), str(root)), str(root)
         try:
-            folder = str(locate(ref, cwd=cwd, workspace_root=root)[0])
+            folder = located(ref, cwd=cwd, workspace_root=root)[0]
         except ProctorError:  # a bare publisher/name may still name an installed package
             return resolve_skill(ref, cwd=cwd, workspace_root=root, environ=environ)
         with self._lock:
