@@ -45,9 +45,13 @@ _held: OrderedDict[tuple[str, str, str], tuple[Stamps, dict[str, LoadedConnector
 _lock = threading.Lock()
 
 
-def _look(path: str, *, follow: bool = False) -> tuple[Look, int]:
+def _look(path: str, *, follow: bool = False, rare: bool = True) -> tuple[Look, int]:
     try:
-        if (follow or _ACCESS_OWN) and not os.access(path, os.F_OK, follow_symlinks=follow):
+        if (
+            rare
+            and (follow or _ACCESS_OWN)
+            and not os.access(path, os.F_OK, follow_symlinks=follow)
+        ):
             return None, 0  # absent (most connectors folders): told without an exception made
         st = os.stat(path, follow_symlinks=follow)
     except (OSError, ValueError):
@@ -65,7 +69,7 @@ def _stamps(root: str, package: str) -> tuple[Stamps, int] | None:
         return None
     stamps: list[tuple[str, Look]] = [(added, look)]
     for base in (root, package):  # followed: whether they are one folder
-        look, _changed = _look(base, follow=True)
+        look, _changed = _look(base, follow=True, rare=False)  # there: one stat
         stamps.append((base, None if look is None else look[:2]))
         where = f"{base}/connectors"
         look, changed = _look(where)
@@ -84,7 +88,7 @@ def _stamps(root: str, package: str) -> tuple[Stamps, int] | None:
             manifest = os.path.join(child, "connector.yaml")
             # the entry and its manifest as themselves, and the manifest as what it names
             for path, follow in ((child, False), (manifest, False), (manifest, True)):
-                look, changed = _look(path, follow=follow)
+                look, changed = _look(path, follow=follow, rare=False)  # listed: there
                 stamps.append((path, look))
                 newest = max(newest, changed)
     return tuple(stamps), newest

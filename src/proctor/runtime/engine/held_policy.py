@@ -41,13 +41,14 @@ _ACCESS_OWN = os.access in os.supports_follow_symlinks  # asked of a name, not w
 Look = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
 
 
-def _look(path: str, *, times: bool = True) -> tuple[Look, int]:
+def _look(path: str, *, times: bool = True, rare: bool = True) -> tuple[Look, int]:
     """``path``'s identity as a link and as what it names (``None`` when absent), and the
     newest change time among them; without ``times``, what it is (device, inode, mode) only.
     One ``lstat`` unless it is a link (what is not a link names itself; what ``lstat`` cannot
-    find, ``stat`` cannot either); an absent name is told by ``access`` (no exception made,
-    as a failing ``stat`` makes one), a present one is then looked at."""
-    if _ACCESS_OWN and not os.access(path, os.F_OK, follow_symlinks=False):
+    find, ``stat`` cannot either); a ``rare`` name (a config file: most workspaces have none)
+    is first asked of ``access``, which tells an absent one without the exception a failing
+    ``stat`` makes."""
+    if rare and _ACCESS_OWN and not os.access(path, os.F_OK, follow_symlinks=False):
         return (None, None), 0  # absent (most config names): said without an exception made
     try:
         own = os.stat(path, follow_symlinks=False)
@@ -78,15 +79,16 @@ def _stamp(root: str) -> tuple[tuple[tuple[str, bool, Look], ...], int]:
     # run: a config file created, removed or replaced there is its own entry's change, and a
     # folder replaced (by another, or by a link) is another inode or mode
     way = os.path.join(root, _ON_THE_WAY)
-    stamps: list[tuple[str, bool, Look]] = [(way, False, _look(way, times=False)[0])]
+    stamps: list[tuple[str, bool, Look]] = [(way, False, _look(way, times=False, rare=False)[0])]
     paths = [os.path.join(root, p) for p in _CONFIG_FILES]
     folder = os.path.join(root, "policies")
     paths.append(folder)
+    listed: list[str] = []
     with contextlib.suppress(OSError):  # absent, or not a folder: its own identity says so
-        paths += sorted(os.path.join(folder, n) for n in os.listdir(folder))
+        listed = sorted(os.path.join(folder, n) for n in os.listdir(folder))
     newest = 0
-    for path in paths:
-        look, changed = _look(path)
+    for n, path in enumerate(paths + listed):
+        look, changed = _look(path, rare=n < len(paths))  # a listed name is there
         stamps.append((path, True, look))
         newest = max(newest, changed)
     return tuple(stamps), newest
@@ -112,7 +114,9 @@ class HeldPolicy:
         real, settings, stamps, loaded = entry
         if real_path(root) != real or _settings(environ) != settings:
             return None
-        if any(_look(path, times=times)[0] != look for path, times, look in stamps):
+        # a name absent when stamped is asked of access first (most are absent still)
+        if any(_look(path, times=times, rare=look[0] is None)[0] != look
+               for path, times, look in stamps):  # fmt: skip
             return None
         return loaded
 
