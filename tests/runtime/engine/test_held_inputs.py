@@ -177,3 +177,38 @@ def test_a_config_made_where_none_was_even_a_dangling_link_is_seen_by_the_held_p
             path.rmdir()
         else:
             path.unlink()
+
+
+def test_a_proctor_setting_changed_in_the_same_mapping_drops_the_held_policy(
+    tmp_path: Path,
+) -> None:
+    """The held policy state compares the settings it was loaded under: a ``PROCTOR_*``
+    variable set, changed or removed in the very mapping a session reads (a plain dict is
+    compared whole first) drops it; another variable changed keeps it."""
+    import os
+
+    from proctor.runtime.engine.held_policy import HeldPolicy
+
+    root = tmp_path / "ws"
+    (root / ".proctor").mkdir(parents=True)
+    held, text = HeldPolicy(), str(root)
+    environ = {"PATH": "/bin", "PROCTOR_ALLOW_NO_POLICIES": "1"}
+    changes = [
+        lambda e: e.__setitem__("PROCTOR_ALLOW_NO_POLICIES", "0"),
+        lambda e: e.__setitem__("PROCTOR_SANDBOX", "off"),
+        lambda e: e.pop("PROCTOR_ALLOW_NO_POLICIES"),
+    ]
+    for change in changes:
+        held.put(held.stamp(text, environ), "loaded", guard_modules=False)
+        environ["PATH"] = environ["PATH"] + ":/usr/bin"  # not a setting: still kept
+        assert held.get(text, environ) == "loaded"
+        change(environ)
+        assert held.get(text, environ) is None
+    proxy = {**os.environ, "PROCTOR_X": "1"}  # a mapping that is no plain dict: picked
+    from types import MappingProxyType
+
+    view = MappingProxyType(proxy)
+    held.put(held.stamp(text, view), "loaded", guard_modules=False)
+    assert held.get(text, view) == "loaded"
+    proxy["PROCTOR_X"] = "2"
+    assert held.get(text, view) is None

@@ -94,8 +94,27 @@ def _stamp(root: str) -> tuple[tuple[tuple[str, bool, Look], ...], int]:
     return tuple(stamps), newest
 
 
-def _settings(environ: Mapping[str, str]) -> frozenset[tuple[str, str]]:
-    return frozenset({(k, v) for k, v in environ.items() if k[:8] == "PROCTOR_"})
+Settings = tuple[frozenset[tuple[str, str]], dict[str, str] | None]
+
+
+def _settings(environ: Mapping[str, str]) -> Settings:
+    """The ``PROCTOR_*`` settings in ``environ``, and a copy of the whole of it when it is a
+    plain ``dict`` (:func:`_same_settings` compares an equal one without picking them)."""
+    return _picked(environ), dict(environ) if type(environ) is dict else None
+
+
+def _same_settings(environ: Mapping[str, str], held: Settings) -> bool:
+    """Whether ``environ``'s ``PROCTOR_*`` settings are the ones ``held``: at once when it is a
+    ``dict`` equal to the one they were picked from (equal mappings hold equal settings; one
+    comparison in C, not a pick of every variable), else by picking them again."""
+    picked, whole = held
+    if whole is not None and type(environ) is dict and environ == whole:
+        return True
+    return _picked(environ) == picked
+
+
+def _picked(environ: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset({(k, v) for k, v in environ.items() if k.startswith("PROCTOR_")})
 
 
 class HeldPolicy:
@@ -112,7 +131,7 @@ class HeldPolicy:
         if entry is None:
             return None
         real, settings, stamps, loaded = entry
-        if real_path(root) != real or _settings(environ) != settings:
+        if real_path(root) != real or not _same_settings(environ, settings):
             return None
         # a name absent when stamped is asked of access first (most are absent still)
         if any(_look(path, times=times, rare=look[0] is None)[0] != look
