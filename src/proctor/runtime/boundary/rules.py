@@ -292,7 +292,7 @@ def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None)
     if here is None:
         with contextlib.suppress(OSError):  # a removed current folder reads nothing from it
             here = os.getcwd()
-    settings = tuple(environ.get(var) for var in STATE_VARIABLES)
+    settings = tuple(map(environ.get, STATE_VARIABLES))  # no generator frame: asked per run
     # the home's default (no PROCTOR_HOME) is HOME's, or the account entry's
     key = (str(root), here, settings, os.environ.get("HOME"))
     named = _NAMED.get(key)

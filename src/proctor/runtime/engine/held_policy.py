@@ -133,10 +133,9 @@ class HeldPolicy:
         real, settings, stamps, loaded = entry
         if real_path(root) != real or not _same_settings(environ, settings):
             return None
-        # a name absent when stamped is asked of access first (most are absent still)
-        if any(_look(path, times=times, rare=look[0] is None)[0] != look
-               for path, times, look in stamps):  # fmt: skip
-            return None
+        for path, times, look in stamps:  # one absent when stamped: asked of access first
+            if _look(path, times=times, rare=look[0] is None)[0] != look:
+                return None
         return loaded
 
     def stamp(self, root: str, environ: Mapping[str, str]) -> tuple[Any, ...]:
