@@ -309,23 +309,32 @@ def scrub_fields(fields: Mapping[str, Any], taint: TaintSet | None = None) -> tu
     return safe, sorted({_render(path) for path in walker.redacted})
 
 
-# Short strings already shown to be of a SAFE_FORM (tool names, outcomes, step ids, paths:
-# the same few recur in every call's result and audit line). Only safe strings are kept, never
-# a secret; the memo is emptied when full. A lookup costs a seventh of the regex; only short
-# strings are looked up (hashing a read's 4 KiB content would cost more than the regex saves).
+# Strings already shown to be safe: short ones of a SAFE_FORM (tool names, outcomes, step ids,
+# paths: the same few recur in every call's result and audit line), and strings the detectors
+# were run on and left as they were (a run's notes, a long snake_case key: the same in every
+# envelope and audit line). Only safe strings are kept, never a secret (nor a string that a
+# detector changed); the memo is used without a taint set only (a tainted value may be any
+# string) and is emptied when full. A lookup costs a seventh of the regex and far less than
+# the detectors; only strings of up to _SAFE_SEEN_LONGEST characters are looked up (hashing
+# a read's 4 KiB content would cost more than a miss saves).
 _SAFE_SEEN: dict[str, None] = {}
 _SAFE_SEEN_MAX = 1024
-_SAFE_SEEN_LONGEST = 32  # digests (71 characters) and UUIDs (36) are mostly unique: not kept
+_SAFE_SEEN_LONGEST = 512
+_SAFE_FORM_KEPT = 32  # digests (71 characters) and UUIDs (36) are mostly unique: not kept
+
+
+def _seen_safe(text: str) -> None:
+    if len(_SAFE_SEEN) >= _SAFE_SEEN_MAX:
+        _SAFE_SEEN.clear()
+    _SAFE_SEEN[text] = None
 
 
 def _safe_form(text: str) -> bool:
     """Whether ``text`` is a SAFE_FORM string (which no detector can change)."""
     if len(text) > SAFE_FORM_MAX or SAFE_FORM.fullmatch(text) is None:
         return False
-    if len(text) <= _SAFE_SEEN_LONGEST:
-        if len(_SAFE_SEEN) >= _SAFE_SEEN_MAX:
-            _SAFE_SEEN.clear()
-        _SAFE_SEEN[text] = None
+    if len(text) <= _SAFE_FORM_KEPT:
+        _seen_safe(text)
     return True
 
 
@@ -348,6 +357,8 @@ class _Walker:
         out = scrub_text(node, taint)
         if out != node:
             self.redacted.append(path)
+        elif taint is None and len(node) <= _SAFE_SEEN_LONGEST:
+            _seen_safe(node)  # no detector changed it
         return out
 
     def walk(self, node: Any, path: _Path) -> Any:
@@ -436,10 +447,6 @@ class _Walker:
 
 @functools.lru_cache(maxsize=4096)
 def _plain_key(key: str) -> bool:
-    """A mapping key that no detector can change and that names no secret (used without taint:
+    """A mapping key that no detector changes and that names no secret (used without taint:
     a tainted value may be any string)."""
-    return (
-        len(key) <= SAFE_FORM_MAX
-        and SAFE_FORM.fullmatch(key) is not None
-        and not is_secret_name(key)
-    )
+    return not is_secret_name(key) and detect(key) == key
