@@ -309,11 +309,13 @@ def _seal(
     built = envelope.to_json()
     doc, redacted = Sanitizer().value(built)
     kill_point("run.receipts_written")
-    sealed = s.audit.emit(
+    # the log's head just after run_sealed: the store's anchor and what witnesses keep (None:
+    # the log could not be read for it; the receipt anchors the log, the store's anchor
+    # waits for the next seal)
+    sealed, after = s.audit.emit_head(
         "run_sealed",
         run_id=record.run_id,
         step_index=None,
-        fsync=True,
         outcome=outcome,
         seal_reason=seal_reason,
         receipt_id=root.receipt_id,
@@ -325,10 +327,6 @@ def _seal(
         raise StoreError(
             "the audit log could not be written (its disk may be full)", code="audit_write_failed"
         )
-    try:
-        after = s.audit.head()
-    except OSError:
-        after = None  # the receipt anchors the log; the store's anchor waits for the next seal
     witnessed = seal_to_witnesses(
         s.environ, s.signer, s.workspace.root, record.run_id, root.receipt_id, after
     )
