@@ -26,6 +26,7 @@ documents that publish one (the MCP output schema of a run).
 from __future__ import annotations
 
 import json
+import operator
 import re
 import types
 import typing
@@ -238,11 +239,15 @@ class Record(metaclass=_RecordType):
         alias; ``exclude_none`` leaves out the fields of records (at any depth) that are
         ``None``. ``mode`` is accepted for callers written for models of either kind."""
         out: dict[str, Any] = {}
-        for spec in _fields(type(self)).specs:
-            value = getattr(self, spec.name)
-            if value is None and exclude_none:
-                continue
-            out[spec.key] = _dump(value, exclude_none)
+        fields = _fields(type(self))
+        leaves = _LEAVES
+        for key, value in zip(fields.order, fields.values(self), strict=True):
+            if type(value) in leaves:  # most values, dumped as they are
+                if value is None and exclude_none:
+                    continue
+                out[key] = value
+            else:
+                out[key] = _dump(value, exclude_none)
         return out
 
     def model_dump_json(self, *, exclude_none: bool = False) -> str:
@@ -287,12 +292,21 @@ class _Spec:
 
 
 class _Fields:
-    __slots__ = ("cls", "keys", "specs")
+    __slots__ = ("cls", "keys", "order", "specs", "values")
 
     def __init__(self, cls: type[Record], specs: list[_Spec], keys: frozenset[str]) -> None:
         self.cls = cls
         self.specs = specs
         self.keys = keys
+        self.order = tuple(spec.key for spec in specs)
+        """The keys of a dump, in the fields' order."""
+        names = [spec.name for spec in specs]
+        self.values: Callable[[Any], tuple[Any, ...]] = (
+            operator.attrgetter(*names)
+            if len(names) > 1
+            else lambda record: tuple(getattr(record, name) for name in names)
+        )
+        """A record's field values, in the fields' order (one call for them all)."""
 
     def build(self, data: Any, loc: Loc) -> Any:
         if isinstance(data, self.cls):
