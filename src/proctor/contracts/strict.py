@@ -100,6 +100,7 @@ Check = Callable[[Any, Loc], Any]
 
 
 _MISSING: Any = object()
+_put = object.__setattr__  # a field's slot, set past a frozen record's own __setattr__
 _CHECKERS: dict[type, _Fields] = {}
 
 
@@ -147,6 +148,10 @@ class _RecordType(type):
         type.__setattr__(cls, "_record_fields", tuple(fields))
         type.__setattr__(cls, "_record_defaults", {**inherited, **defaults})
         type.__setattr__(cls, "_record_frozen", frozen)
+        # whether a record of the class has invariants of its own to check once built
+        record: Any = globals().get("Record")  # None while Record itself is made
+        checked = record is not None and typing.cast(Any, cls)._check is not record._check
+        type.__setattr__(cls, "_record_checked", checked)
         return cls
 
     def __init__(
@@ -163,21 +168,24 @@ class Record(metaclass=_RecordType):
     _record_fields: ClassVar[tuple[str, ...]]
     _record_defaults: ClassVar[dict[str, Any]]
     _record_frozen: ClassVar[bool]
+    _record_checked: ClassVar[bool]
 
     def __init__(self, **values: Any) -> None:
         cls = type(self)
+        pop, put = values.pop, _put
         for name in cls._record_fields:
-            if name in values:
-                value = values.pop(name)
-            else:
+            value = pop(name, _MISSING)
+            if value is _MISSING:
                 value = cls._record_defaults.get(name, _MISSING)
                 if value is _MISSING:
                     raise TypeError(f"{cls.__name__} needs {name}")
                 if type(value) is _Factory:
                     value = value.make()
-            object.__setattr__(self, name, value)
+            put(self, name, value)
         if values:
             raise TypeError(f"{cls.__name__} has no field {next(iter(values))}")
+        if not cls._record_checked:  # no _check of its own: nothing to hold
+            return
         try:
             self._check()
         except ValueError as exc:
