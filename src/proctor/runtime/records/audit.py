@@ -139,6 +139,7 @@ class AuditLog:
         each line's ``timestamp`` and ``event_id`` derive from it, so the same events give the
         same log (and the run receipts that commit its head come out byte-identical)."""
         self.path = path
+        self._path_text = str(path)  # what audit_own keys this log's lines by
         self._clock = clock
         self._made = 0
         self.failures = 0
@@ -401,8 +402,9 @@ class AuditLog:
             except OSError:
                 self._check_tail = True
             raise
-        prev, self._prev = self._prev, line_digest(line)
-        audit_own.wrote(str(self.path), size, prev, data, self._prev)  # the next check's
+        # line_digest(line), inline: the line has no newline to strip (JSON escapes them)
+        prev, self._prev = self._prev, "sha256:" + hashlib.sha256(line).hexdigest()
+        audit_own.wrote(self._path_text, size, prev, data, self._prev)  # the next check's
         if self._counted is not None and self._counted[0] == size:
             self._counted = (size + len(data), self._counted[1] + 1)
         self._known_size = size + len(data)
