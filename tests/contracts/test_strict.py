@@ -132,3 +132,43 @@ def test_a_record_dumps_as_json_text() -> None:
     assert json.loads(env.model_dump_json()) == env.model_dump()
     assert '"é"' in env.model_dump_json()
     assert "refusal" not in json.loads(env.model_dump_json(exclude_none=True))
+
+
+class _Span(Record):
+    start: int
+    end: int
+
+    def _check(self) -> None:
+        if self.end < self.start:
+            raise ValueError("a span ends after it starts")
+
+
+class _Named(_Span):
+    name: str = ""
+
+
+class _Words:
+    def _check(self) -> None:
+        raise ValueError("a mixin's check holds too")
+
+
+class _Mixed(_Words, Record):
+    word: str
+
+
+class _Plain(Record):
+    word: str
+
+
+def test_own_and_inherited_checks_run_and_a_record_without_one_is_built_whole() -> None:
+    for made in (lambda: _Span(start=2, end=1), lambda: _Named(start=2, end=1, name="x")):
+        with pytest.raises(StrictError):
+            made()
+    with pytest.raises(StrictError):
+        _Mixed(word="x")
+    assert _Named(start=1, end=2).model_dump() == {"start": 1, "end": 2, "name": ""}
+    assert _Plain(word="x").model_dump() == {"word": "x"} and not _Plain._record_checked
+    with pytest.raises(TypeError):
+        _Plain()
+    with pytest.raises(TypeError):
+        _Plain(word="x", other=1)

@@ -26,6 +26,7 @@ documents that publish one (the MCP output schema of a run).
 from __future__ import annotations
 
 import json
+import operator
 import re
 import types
 import typing
@@ -99,6 +100,7 @@ Check = Callable[[Any, Loc], Any]
 
 
 _MISSING: Any = object()
+_put = object.__setattr__  # a field's slot, set past a frozen record's own __setattr__
 _CHECKERS: dict[type, _Fields] = {}
 
 
@@ -146,6 +148,10 @@ class _RecordType(type):
         type.__setattr__(cls, "_record_fields", tuple(fields))
         type.__setattr__(cls, "_record_defaults", {**inherited, **defaults})
         type.__setattr__(cls, "_record_frozen", frozen)
+        # whether a record of the class has invariants of its own to check once built
+        record: Any = globals().get("Record")  # None while Record itself is made
+        checked = record is not None and typing.cast(Any, cls)._check is not record._check
+        type.__setattr__(cls, "_record_checked", checked)
         return cls
 
     def __init__(
@@ -162,21 +168,24 @@ class Record(metaclass=_RecordType):
     _record_fields: ClassVar[tuple[str, ...]]
     _record_defaults: ClassVar[dict[str, Any]]
     _record_frozen: ClassVar[bool]
+    _record_checked: ClassVar[bool]
 
     def __init__(self, **values: Any) -> None:
         cls = type(self)
+        pop, put = values.pop, _put
         for name in cls._record_fields:
-            if name in values:
-                value = values.pop(name)
-            else:
+            value = pop(name, _MISSING)
+            if value is _MISSING:
                 value = cls._record_defaults.get(name, _MISSING)
                 if value is _MISSING:
                     raise TypeError(f"{cls.__name__} needs {name}")
                 if type(value) is _Factory:
                     value = value.make()
-            object.__setattr__(self, name, value)
+            put(self, name, value)
         if values:
             raise TypeError(f"{cls.__name__} has no field {next(iter(values))}")
+        if not cls._record_checked:  # no _check of its own: nothing to hold
+            return
         try:
             self._check()
         except ValueError as exc:
@@ -238,11 +247,15 @@ class Record(metaclass=_RecordType):
         alias; ``exclude_none`` leaves out the fields of records (at any depth) that are
         ``None``. ``mode`` is accepted for callers written for models of either kind."""
         out: dict[str, Any] = {}
-        for spec in _fields(type(self)).specs:
-            value = getattr(self, spec.name)
-            if value is None and exclude_none:
-                continue
-            out[spec.key] = _dump(value, exclude_none)
+        fields = _fields(type(self))
+        leaves = _LEAVES
+        for key, value in zip(fields.order, fields.values(self), strict=True):
+            if type(value) in leaves:  # most values, dumped as they are
+                if value is None and exclude_none:
+                    continue
+                out[key] = value
+            else:
+                out[key] = _dump(value, exclude_none)
         return out
 
     def model_dump_json(self, *, exclude_none: bool = False) -> str:
@@ -287,12 +300,21 @@ class _Spec:
 
 
 class _Fields:
-    __slots__ = ("cls", "keys", "specs")
+    __slots__ = ("cls", "keys", "order", "specs", "values")
 
     def __init__(self, cls: type[Record], specs: list[_Spec], keys: frozenset[str]) -> None:
         self.cls = cls
         self.specs = specs
         self.keys = keys
+        self.order = tuple(spec.key for spec in specs)
+        """The keys of a dump, in the fields' order."""
+        names = [spec.name for spec in specs]
+        self.values: Callable[[Any], tuple[Any, ...]] = (
+            operator.attrgetter(*names)
+            if len(names) > 1
+            else lambda record: tuple(getattr(record, name) for name in names)
+        )
+        """A record's field values, in the fields' order (one call for them all)."""
 
     def build(self, data: Any, loc: Loc) -> Any:
         if isinstance(data, self.cls):

@@ -106,6 +106,10 @@ class ReceiptSink(Protocol):
         """Store ``(receipt_id, file bytes, kind, outcome)`` items; never rewrite an id."""
 
 
+_KEY_PARTS: dict[str, tuple[bool, bytes]] = {}
+"""By key id: whether it is a digest, and the envelope's bytes naming it (see ReceiptWriter)."""
+
+
 class ReceiptWriter:
     """Writes the receipts of one run (one writer per run).
 
@@ -139,11 +143,19 @@ class ReceiptWriter:
         self._pending: list[tuple[str, bytes, str, str]] = []
         self._unsigned_at: list[int] = []  # held receipts whose bodies await their signature
         self._times: dict[datetime, str] = {}
-        # a key id that is a digest lets plain bodies be written directly (see plain_body)
-        self._plain_key = is_digest(signer.key_id)
         self._package: str | None = None  # the last subject package digest found a digest
-        self._key_id = signer.key_id
-        self._key_bytes = b',"key_id":"' + signer.key_id.encode("utf-8") + b'","signature":'
+        key_id = self._key_id = signer.key_id
+        # a key id that is a digest lets plain bodies be written directly (see plain_body);
+        # made once per key id (a writer is made for every seal)
+        parts = _KEY_PARTS.get(key_id)
+        if parts is None:
+            if len(_KEY_PARTS) >= 16:
+                _KEY_PARTS.clear()
+            parts = _KEY_PARTS[key_id] = (
+                is_digest(key_id),
+                b',"key_id":"' + key_id.encode("utf-8") + b'","signature":',
+            )
+        self._plain_key, self._key_bytes = parts
 
     @property
     def key_id(self) -> str:

@@ -74,3 +74,16 @@ def test_settings_readers_see_what_the_name_holds_now(tmp_path: Path, kind: str)
     assert load_config(tmp_path) == (
         {"witness": {"urls": ["http://127.0.0.1:9/w"]}} if readable else {}
     )
+
+
+def test_the_homes_config_is_read_again_at_every_load(tmp_path: Path) -> None:
+    from proctor.runtime.records.witness import witness_settings
+
+    env = {"PROCTOR_HOME": str(tmp_path)}
+    assert load_config(tmp_path) == {} and witness_settings(env) == ([], [])
+    (tmp_path / "config.json").write_text('{"witness": {"urls": ["http://127.0.0.1:9/w"]}}')
+    assert witness_settings(env)[0] == ["http://127.0.0.1:9/w"]
+    (tmp_path / "config.json").write_text('{"witness": {"urls": ["http://127.0.0.1:8/x"]}}')
+    assert witness_settings(env)[0] == ["http://127.0.0.1:8/x"]
+    (tmp_path / "config.json").unlink()
+    assert load_config(tmp_path) == {} and witness_settings(env) == ([], [])

@@ -309,6 +309,7 @@ def test_no_shape_fits_a_digest_uuid_or_timestamp(alphabet: str) -> None:
 FORMS = st.one_of(
     _s(HEX, 64).map(lambda h: "sha256:" + h),
     st.uuids().map(str),
+    _s(HEX, 32),  # a UUID's hex digits alone (a run's id); HEX is in UUID_ALPHABET above
     st.datetimes().map(lambda d: d.isoformat()),
     st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat(timespec="microseconds")),
     st.text(SHORT_ALPHABET, max_size=san.SHORT_PLAIN),
@@ -469,3 +470,38 @@ def test_the_shells_working_directory_as_a_key_keeps_a_path_only() -> None:
         "PWD_": "[REDACTED:secret_field]",
         "pwd": "[REDACTED:secret_field]",
     }
+
+
+def test_a_string_seen_safe_is_kept_and_a_changed_one_never_is() -> None:
+    from proctor.runtime.boundary import sanitize
+
+    note = "no host set an authority: effects allow, reach workspace; " + "x" * 40
+    secret = "the key: ghp_" + "k" * 36
+    assigned = "then password=hunter22hunter22"
+    for _ in range(3):  # the first walk fills the memo, the next ones read it
+        safe, paths = scrub_value({"notes": [note, secret], "t": assigned})
+        assert safe["notes"][0] == note and paths == ["$.notes[1]", "$.t"]
+        assert "ghp_" not in json.dumps(safe) and "hunter22" not in json.dumps(safe)
+    assert note in sanitize._SAFE_SEEN
+    assert secret not in sanitize._SAFE_SEEN and assigned not in sanitize._SAFE_SEEN
+    # a tainted value is replaced even where the memo holds it as safe without taint
+    taint = TaintSet([note])
+    assert scrub_value([note], taint) == (["[REDACTED:tainted]"], ["$[0]"])
+
+
+def test_a_long_key_is_kept_only_when_no_detector_changes_it() -> None:
+    safe, paths = scrub_value(
+        {
+            "standing_approvals_of_the_run": [],
+            "see password=hunter22hunter22": 1,
+            "a github_token ghp_" + "k" * 36: 2,
+            "db_password_for_the_staging_box": "hunter22",
+        }
+    )
+    assert safe["standing_approvals_of_the_run"] == [] and "hunter22" not in json.dumps(safe)
+    assert "ghp_" not in json.dumps(safe) and len(safe) == 4
+    assert paths == [
+        "$.<key>",
+        "$.db_password_for_the_staging_box",
+        '$["see password=[REDACTED:secret_field]"]',
+    ]

@@ -10,6 +10,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from proctor.contracts.values import replace
 from proctor.runtime.engine.stored_envelope import (
     answers_template,
     compact,
@@ -18,6 +19,7 @@ from proctor.runtime.engine.stored_envelope import (
     is_reference,
     plain_view,
 )
+from proctor.runtime.engine.trace_window import TraceWindow
 from proctor.runtime.records.runs import CallRecord, RequestRecord
 from tests.runtime.driver_support import (
     approve,
@@ -162,3 +164,9 @@ def test_a_trace_is_kept_whole_when_a_call_is_unsettled_or_it_differs() -> None:
     assert compact_trace(doc, [settled, claimed]) is doc  # a claim may settle later
     scrubbed = {"trace": [{**entry, "message": "[REDACTED]"}]}
     assert compact_trace(scrubbed, [settled]) is scrubbed  # the sanitizer changed it
+    # the entries as the seal dumped them: the same answers, from them
+    window = TraceWindow().extend([replace(settled, seq=1)])
+    dumped = [e.model_dump() for e in window.entries()]
+    assert dumped == [entry]
+    assert compact_trace(doc, window, dumped=dumped) == {"trace": {"stored": "calls", "count": 1}}
+    assert compact_trace(scrubbed, window, dumped=dumped) is scrubbed

@@ -122,6 +122,45 @@ def test_head_counts_lines_and_names_the_last_line_with_another_writer(tmp_path:
         assert log.head()["lines"] == other.head()["lines"] == 4
 
 
+def test_emit_head_gives_the_head_just_after_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+
+    def now() -> dict[str, object]:
+        with AuditLog(path) as reader:
+            return reader.head()
+
+    with AuditLog(path) as log, AuditLog(path) as other:
+        # never counted yet: the head is read as head() reads it
+        record, head = log.emit_head("sealed", run_id="r", step_index=None, outcome="done")
+        assert head == now() and head is not None and head["lines"] == 1
+        assert record["outcome"] == "done" and "audit_persisted" not in record
+        # counted up to its own line: the head is the one its write made, the same bytes
+        # (read nowhere: no head() under the lock)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(log, "head", lambda *a: pytest.fail("read again"))
+            record, head = log.emit_head("sealed", run_id="r", step_index=None)
+        assert head == now() and head is not None and head["lines"] == 2
+        assert head["last_digest"] == line_digest(path.read_bytes().splitlines()[-1])
+        # another writer appended since this log's count: its lines are counted too
+        other.emit("between", run_id=None, step_index=None)
+        other.emit("between", run_id=None, step_index=None)
+        record, head = log.emit_head("sealed", run_id="r", step_index=None)
+        assert head == now() and head is not None and head["lines"] == 5
+        # and after a line another writer appended, with nothing written since the count
+        log.head()
+        other.emit("between", run_id=None, step_index=None)
+        assert log.emit_head("sealed", run_id="r", step_index=None)[1] == now()
+    assert verify_chain(path).ok
+
+
+def test_emit_head_names_no_head_when_the_line_was_not_written(tmp_path: Path) -> None:
+    folder = tmp_path / "file"
+    folder.write_text("")
+    log = AuditLog(folder / "audit.jsonl")
+    record, head = log.emit_head("run_sealed", run_id="r", step_index=None)
+    assert record["audit_persisted"] is False and head is None and log.lost("r") == 1
+
+
 def test_a_new_process_counts_from_a_known_head_only_when_it_still_holds(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     with AuditLog(path) as log:

@@ -428,7 +428,8 @@ def _cues() -> _Cues:
 
 # Whole strings that cannot hold a credential shape or a secret-named assignment, so the scan
 # is skipped (tests/runtime/test_sanitize.py proves each from the patterns themselves): a
-# ``sha256:`` digest, a UUID, an ISO date or timestamp, up to SHORT_PLAIN characters of
+# ``sha256:`` digest, a UUID (also as 32 hex digits: a run's id), an ISO date or timestamp,
+# up to SHORT_PLAIN characters of
 # ``[A-Za-z0-9_./ -]`` and up to SHORT_SNAKE of ``[a-z0-9_.]`` (no shape fits in so few of
 # those characters, and without ``=`` or ``:`` there is no assignment). Tainted values are
 # still replaced in them first.
@@ -437,6 +438,7 @@ SHORT_SNAKE = 17
 SAFE_FORM = re.compile(
     r"sha256:[0-9a-f]{64}"
     r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|[0-9a-f]{32}"
     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}"
     r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
     r"(?:Z|[+-][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?)?"

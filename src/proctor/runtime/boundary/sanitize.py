@@ -29,7 +29,11 @@ secret-name heuristic in text only; shapes and tainted values are replaced on it
 
 Speed: the detectors run only behind cheap cues, and a few string forms that provably hold
 no shape or assignment skip them (see :mod:`proctor.runtime.boundary.detect`); tainted values
-are replaced in every string all the same.
+are replaced in every string all the same. Without a taint set, a string the detectors left
+as it was is remembered as safe (a run's notes, a long key), and a document made only of
+plain keys, safe strings, numbers and exact dicts and lists is copied without the walk's
+bookkeeping (the walk's own answer: tests/runtime/boundary/test_sanitize_plain.py). The taint
+set lives in :mod:`proctor.runtime.boundary.taint`.
 
 What this does not do: detect arbitrary high-entropy strings (digests are everywhere in proctor's
 own output), or find a secret split across two separately scrubbed strings.
@@ -43,7 +47,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
@@ -57,17 +61,7 @@ from proctor.runtime.boundary.detect import (
     is_shell_directory,
     marker,
 )
-from proctor.runtime.boundary.echoes import (
-    caseless_encodings,
-    cut,
-    encodings,
-    joined,
-    joined_spans,
-    normal,
-    normal_map,
-    plain,
-    spread,
-)
+from proctor.runtime.boundary.taint import MIN_TAINT_LENGTH, TaintSet
 
 __all__ = [
     "KINDS",
@@ -80,138 +74,6 @@ __all__ = [
     "scrub_text",
     "scrub_value",
 ]
-
-MIN_TAINT_LENGTH = 8
-
-
-# --------------------------------------------------------------------------- taint
-
-
-_SHORT_TEXT = 256
-
-
-class TaintSet:
-    """Exact secret values (and their echoed forms) that must never leave proctor.
-
-    Values of :data:`MIN_TAINT_LENGTH` characters or more are matched anywhere in text, in
-    every form of :mod:`proctor.runtime.boundary.echoes` (raw, reversed, base64, base64url,
-    base32, hex, URL-encoded, JSON-escaped), also with HTML/XML character references decoded
-    and whitespace between characters dropped; shorter ones only as a whole string. Adding is
-    cheap; matching compiles lazily.
-    """
-
-    def __init__(self, values: Iterable[str] = ()) -> None:
-        self._exact: set[str] = set()
-        # Forms holding whitespace, & or ; are searched in the text as it is (and squeezed in
-        # its normal view); every other form in the normal view alone; the hex and base32
-        # forms, lowered, in the lowered normal view (any letter case decodes the same).
-        self._raw: tuple[str, ...] = ()
-        self._normal: tuple[str, ...] = ()
-        self._caseless: tuple[str, ...] = ()
-        self._shortest = 0
-        self.longest = 0  # the longest form searched: the margin a windowed reader needs
-        self._any: re.Pattern[str] | None = None
-        self._any_lowered: re.Pattern[str] = re.compile("(?!)")
-        for value in values:
-            self.add(value)
-
-    def add(self, value: str) -> None:
-        """Taint ``value``; empty strings are ignored."""
-        if not value or value in self._exact:
-            return
-        self._exact.add(value)
-        if len(value) < MIN_TAINT_LENGTH:
-            return
-        forms = encodings(value)
-        raw = set(self._raw) | {f for f in forms if not plain(f)}
-        norm = set(self._normal) | {f for f in forms if plain(f)}
-        norm |= {s for f in forms if not plain(f) and len(s := normal(f)) >= MIN_TAINT_LENGTH}
-        caseless = set(self._caseless) | caseless_encodings(value)
-        self._raw = tuple(sorted(raw, key=len, reverse=True))
-        self._normal = tuple(sorted(norm, key=len, reverse=True))
-        self._caseless = tuple(sorted(caseless, key=len, reverse=True))
-        self._shortest = min(len(f) for f in (*self._raw, *self._normal, *self._caseless))
-        self.longest = max(len(f) for f in (*self._raw, *self._normal, *self._caseless))
-        self._any = None
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._exact
-
-    def __len__(self) -> int:
-        return len(self._exact)
-
-    def __bool__(self) -> bool:
-        return bool(self._exact)
-
-    def scrub(self, text: str) -> str:
-        """``text`` with every tainted form replaced by ``[REDACTED:tainted]``."""
-        if text in self._exact:
-            return marker("tainted")
-        if not self._normal or len(text) < self._shortest:
-            return text
-        if self._raw:
-            hits = [form for form in self._raw if form in text]
-            if hits:
-                pattern = re.compile("|".join(re.escape(h) for h in hits))
-                text = pattern.sub(marker("tainted"), text)
-        view = normal(text)
-        lowered = view.lower()
-        if len(view) <= _SHORT_TEXT:
-            # One search of a short text beats an ``in`` per form; a long text is the reverse.
-            if self._any is None:
-                self._any = _alternation(self._normal)
-                self._any_lowered = _alternation(self._caseless)
-            if self._any.search(view) is None and self._any_lowered.search(lowered) is None:
-                return self._scrub_joined(text)
-        hits = [form for form in self._normal if form in view]
-        caseless = [form for form in self._caseless if form in lowered]
-        return self._scrub_joined(_cut(text, hits, caseless) if hits or caseless else text)
-
-    def _scrub_joined(self, text: str) -> str:
-        """``text`` with each form its joined lines read as replaced (a value cut by a line
-        continuation); the whole text when one still reads there after the cut (fail closed)."""
-        found, hits, caseless = joined_spans(text, self._normal, self._caseless)
-        if not hits and not caseless:
-            return text
-        out = cut(text, found, marker("tainted"))
-        return marker("tainted") if _still_holds(joined(out), hits, caseless) else out
-
-
-def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(form) for form in forms) or "(?!)")
-
-
-def _cut(text: str, hits: list[str], caseless: list[str]) -> str:
-    """``text`` with each stretch that reads as a hit in its normal view replaced by a marker
-    (from the first character of the hit to its last, whitespace between included)."""
-    references = "&" in text and ";" in text
-    found: list[tuple[int, int]] = []
-    # Each hit is looked for in the text itself, whitespace (and references) allowed around its
-    # characters: a search in C from each hit's first character, instead of a walk in Python.
-    for forms, folded in ((hits, False), (caseless, True)):
-        for form in forms:
-            pattern = spread(form, references=references, caseless=folded)
-            found += [m.span() for m in pattern.finditer(text)]
-    out = cut(text, found, marker("tainted"))
-    if references and _still_holds(out, hits, caseless):
-        # a reference the patterns do not list: walk the normal view with its positions
-        view, starts, ends = normal_map(text)
-        alternatives = [re.escape(h) for h in hits]
-        if caseless:
-            alternatives.append("(?i:" + "|".join(re.escape(h) for h in caseless) + ")")
-        found = [
-            (starts[m.start()], ends[m.end() - 1])
-            for m in re.finditer("|".join(alternatives), view)
-        ]
-        out = cut(text, found, marker("tainted"))
-    return out
-
-
-def _still_holds(text: str, hits: list[str], caseless: list[str]) -> bool:
-    view = normal(text)
-    lowered = view.lower()
-    return any(h in view for h in hits) or any(h in lowered for h in caseless)
-
 
 # --------------------------------------------------------------------------- text
 
@@ -291,6 +153,10 @@ def scrub_value(value: Any, taint: TaintSet | None = None) -> tuple[Any, list[st
     (:func:`is_secret_name`) is replaced whole; strings are passed through :func:`scrub_text`.
     The input is never mutated; a reference cycle becomes ``"[CYCLE]"``.
     """
+    if not taint and (type(value) is dict or type(value) is list):
+        copy = _plain_copy(value, 0)
+        if copy is not _WALK:
+            return copy, []
     walker = _Walker(taint)
     safe = walker.walk(value, "$")
     if not walker.redacted:
@@ -302,6 +168,10 @@ def scrub_fields(fields: Mapping[str, Any], taint: TaintSet | None = None) -> tu
     """:func:`scrub_value` of a mapping made for the call (keyword arguments, say) that no value
     in it can refer back to: the same result, without the cycle bookkeeping for the mapping
     itself (every container inside it is still checked)."""
+    if not taint and type(fields) is dict:
+        copy = _plain_copy(fields, 0)
+        if copy is not _WALK:
+            return copy, []
     walker = _Walker(taint)
     safe = walker.mapping(fields, "$")
     if not walker.redacted:
@@ -309,24 +179,79 @@ def scrub_fields(fields: Mapping[str, Any], taint: TaintSet | None = None) -> tu
     return safe, sorted({_render(path) for path in walker.redacted})
 
 
-# Short strings already shown to be of a SAFE_FORM (tool names, outcomes, step ids, paths:
-# the same few recur in every call's result and audit line). Only safe strings are kept, never
-# a secret; the memo is emptied when full. A lookup costs a seventh of the regex; only short
-# strings are looked up (hashing a read's 4 KiB content would cost more than the regex saves).
+# Strings already shown to be safe: short ones of a SAFE_FORM (tool names, outcomes, step ids,
+# paths: the same few recur in every call's result and audit line), and strings the detectors
+# were run on and left as they were (a run's notes, a long snake_case key: the same in every
+# envelope and audit line). Only safe strings are kept, never a secret (nor a string that a
+# detector changed); the memo is used without a taint set only (a tainted value may be any
+# string) and is emptied when full. A lookup costs a seventh of the regex and far less than
+# the detectors; only strings of up to _SAFE_SEEN_LONGEST characters are looked up (hashing
+# a read's 4 KiB content would cost more than a miss saves).
 _SAFE_SEEN: dict[str, None] = {}
 _SAFE_SEEN_MAX = 1024
-_SAFE_SEEN_LONGEST = 32  # digests (71 characters) and UUIDs (36) are mostly unique: not kept
+_SAFE_SEEN_LONGEST = 512
+_SAFE_FORM_KEPT = 32  # digests (71 characters) and UUIDs (36) are mostly unique: not kept
+
+
+def _seen_safe(text: str) -> None:
+    if len(_SAFE_SEEN) >= _SAFE_SEEN_MAX:
+        _SAFE_SEEN.clear()
+    _SAFE_SEEN[text] = None
 
 
 def _safe_form(text: str) -> bool:
     """Whether ``text`` is a SAFE_FORM string (which no detector can change)."""
     if len(text) > SAFE_FORM_MAX or SAFE_FORM.fullmatch(text) is None:
         return False
-    if len(text) <= _SAFE_SEEN_LONGEST:
-        if len(_SAFE_SEEN) >= _SAFE_SEEN_MAX:
-            _SAFE_SEEN.clear()
-        _SAFE_SEEN[text] = None
+    if len(text) <= _SAFE_FORM_KEPT:
+        _seen_safe(text)
     return True
+
+
+_WALK: Any = object()
+""":func:`_plain_copy`'s answer when the value must be walked."""
+_PLAIN_DEPTH = 64  # deeper (or a reference cycle): walked
+
+
+def _plain_copy(node: dict[Any, Any] | list[Any], depth: int) -> Any:
+    """The walk's copy of ``node`` (no taint) when it changes and redacts nothing there, made
+    without the walk's bookkeeping; :data:`_WALK` when it might (then the walk decides).
+
+    It is the walk's own answer: every key is one :func:`_plain_key` found plain; every
+    string is a safe one (the memo, a SAFE_FORM) or one the detectors leave as it is; every
+    other value is ``None``, a bool, an int, a finite float, or an exact dict or list of the
+    same. Anything else (a secret, a tuple, a set, an object to convert) is left to the walk.
+    """
+    if depth > _PLAIN_DEPTH:
+        return _WALK
+    if type(node) is dict:
+        if not _PLAIN_KEYS.issuperset(node):
+            return _WALK
+        out: Any = node.copy()
+        places: Any = node.items()
+    else:
+        out = node.copy()
+        places = enumerate(node)
+    seen = _SAFE_SEEN
+    for place, item in places:
+        kind = type(item)
+        if kind is str:
+            if item in seen or _safe_form(item):
+                continue
+            if detect(item) != item:
+                return _WALK
+            if len(item) <= _SAFE_SEEN_LONGEST:
+                _seen_safe(item)  # no detector changed it
+        elif item is None or kind is int or kind is bool:
+            continue
+        elif kind is dict or kind is list:
+            copy = _plain_copy(item, depth + 1)
+            if copy is _WALK:
+                return _WALK
+            out[place] = copy
+        elif kind is not float or not math.isfinite(item):
+            return _WALK
+    return out
 
 
 class _Walker:
@@ -348,6 +273,8 @@ class _Walker:
         out = scrub_text(node, taint)
         if out != node:
             self.redacted.append(path)
+        elif taint is None and len(node) <= _SAFE_SEEN_LONGEST:
+            _seen_safe(node)  # no detector changed it
         return out
 
     def walk(self, node: Any, path: _Path) -> Any:
@@ -406,7 +333,11 @@ class _Walker:
         taint = self.taint
         out: dict[str, Any] = {}
         for raw_key, item in node.items():
-            if taint is None and type(raw_key) is str and _plain_key(raw_key):
+            if (
+                taint is None
+                and type(raw_key) is str
+                and (raw_key in _PLAIN_KEYS or _plain_key(raw_key))
+            ):
                 kind = type(item)
                 if kind is str:
                     if (len(item) <= _SAFE_SEEN_LONGEST and item in _SAFE_SEEN) or _safe_form(item):
@@ -434,12 +365,20 @@ class _Walker:
         return out
 
 
+# The keys _plain_key found plain, looked up before it is called (a set's lookup costs a
+# fraction of a cached call; every audit line and envelope repeats the same keys).
+_PLAIN_KEYS: set[str] = set()
+_PLAIN_KEYS_MAX = 4096
+
+
 @functools.lru_cache(maxsize=4096)
 def _plain_key(key: str) -> bool:
-    """A mapping key that no detector can change and that names no secret (used without taint:
+    """A mapping key that no detector changes and that names no secret (used without taint:
     a tainted value may be any string)."""
-    return (
-        len(key) <= SAFE_FORM_MAX
-        and SAFE_FORM.fullmatch(key) is not None
-        and not is_secret_name(key)
-    )
+    if is_secret_name(key) or detect(key) != key:
+        return False
+    if len(_PLAIN_KEYS) >= _PLAIN_KEYS_MAX:
+        _PLAIN_KEYS.clear()
+        _plain_key.cache_clear()  # so that a key found plain again is put back in the set
+    _PLAIN_KEYS.add(key)
+    return True

@@ -19,7 +19,7 @@ from proctor.receipts.canonical import digest
 from proctor.receipts.model import Subject, Verdict
 from proctor.receipts.writer import ChildList, ReceiptWriter, Ref
 from proctor.runtime.boundary.reach import authority_record
-from proctor.runtime.boundary.sanitize import Sanitizer
+from proctor.runtime.boundary.sanitize import scrub_value
 from proctor.runtime.engine.stored_envelope import compact_trace, sandbox_use, trace_of
 from proctor.runtime.engine.trace_window import TraceWindow
 from proctor.runtime.records.runs import CallRecord, RequestRecord, RunRecord, RunStore
@@ -307,28 +307,26 @@ def _seal(
         notes=authority_notes(data.get("authority") or {}) + audit_lost_note(lost) + done_notes,
     )
     built = envelope.to_json()
-    doc, redacted = Sanitizer().value(built)
+    doc, redacted = scrub_value(built)  # without a taint set, as every seal scrubbed it
     kill_point("run.receipts_written")
-    sealed = s.audit.emit(
+    # the log's head just after run_sealed: the store's anchor and what witnesses keep (None:
+    # the log could not be read for it; the receipt anchors the log, the store's anchor
+    # waits for the next seal)
+    sealed, after = s.audit.emit_head(
         "run_sealed",
         run_id=record.run_id,
         step_index=None,
-        fsync=True,
         outcome=outcome,
         seal_reason=seal_reason,
         receipt_id=root.receipt_id,
         code=None if refusal is None else refusal.code,
         audit_head=head,
-        **({} if spent is None else {"spend_micro_usd": spent}),  # type: ignore[arg-type]
+        **({} if spent is None else {"spend_micro_usd": spent}),
     )
     if sealed.get("audit_persisted") is False:
         raise StoreError(
             "the audit log could not be written (its disk may be full)", code="audit_write_failed"
         )
-    try:
-        after = s.audit.head()
-    except OSError:
-        after = None  # the receipt anchors the log; the store's anchor waits for the next seal
     witnessed = seal_to_witnesses(
         s.environ, s.signer, s.workspace.root, record.run_id, root.receipt_id, after
     )
@@ -339,7 +337,8 @@ def _seal(
             outcome=outcome,
             receipt_id=root.receipt_id,
             data={
-                "envelope": compact_trace(doc, window),  # the trace is the call rows'
+                # the trace is the call rows' (built's is the window's entries, dumped)
+                "envelope": compact_trace(doc, window, dumped=built["trace"]),
                 "audit_lost": lost,
                 "receipt_tree": {"size": root.size, "height": root.height},
                 "spend_total": spent,

@@ -118,11 +118,18 @@ def trace_of(calls: Iterable[CallRecord]) -> list[TraceEntry]:
     return [entry(call) for call in calls if traced(call)]
 
 
-def compact_trace(doc: dict[str, Any], calls: TraceWindow | Iterable[CallRecord]) -> dict[str, Any]:
+def compact_trace(
+    doc: dict[str, Any],
+    calls: TraceWindow | Iterable[CallRecord],
+    *,
+    dumped: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """``doc`` with its trace kept as a count of the run's calls (``calls``: every call the
     run recorded, in claim order, or their :class:`.TraceWindow`) when each is settled and the
     trace is exactly theirs; else ``doc`` as it is. A trace past the limit is kept as the same
-    count: its ends are made again from the call rows (``trace_omitted`` stays in ``doc``)."""
+    count: its ends are made again from the call rows (``trace_omitted`` stays in ``doc``).
+    ``dumped``: the window's entries as dumped already (the trace of an envelope built from
+    ``calls.entries()``, before it was sanitized), so they are not dumped again."""
     if not isinstance(calls, TraceWindow):
         calls = TraceWindow().extend(replace(c, seq=n) for n, c in enumerate(calls, 1))
     trace = doc.get("trace")
@@ -130,7 +137,7 @@ def compact_trace(doc: dict[str, Any], calls: TraceWindow | Iterable[CallRecord]
         not isinstance(trace, list)
         or not calls.settled
         or doc.get("trace_omitted") != calls.omitted
-        or trace != [e.model_dump() for e in calls.entries()]
+        or trace != (dumped if dumped is not None else [e.model_dump() for e in calls.entries()])
     ):
         return doc
     return {**doc, "trace": {_STORED: "calls", "count": calls.calls}}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,8 @@ class TraceWindow:
 
     def shown(self) -> list[CallRecord]:
         """The calls the trace shows, in claim order."""
-        first = [call for _, call in sorted(self._first, key=lambda item: -item[0])]
+        # by seq: the heap holds -seq, so the greatest first (a stable sort either way)
+        first = [call for _, call in sorted(self._first, key=_SEQ, reverse=True)]
         if len({c.seq for c in first}) < len(first):
             raise ValueError("every call of a trace window has its own seq")
         if self.count <= self._limit:
@@ -135,6 +137,9 @@ class TraceWindow:
 
 def _seq(item: tuple[int, CallRecord]) -> int:
     return item[0]
+
+
+_SEQ = operator.itemgetter(0)  # _seq, in C
 
 
 def entry(call: CallRecord) -> TraceEntry:

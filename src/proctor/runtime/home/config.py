@@ -126,6 +126,20 @@ def _home(home: Path | None) -> Path:
     return Path(named) if named else Path.home() / ".proctor"
 
 
+_CONFIG_PATHS: dict[Path, str] = {}
+
+
+def _config_path(home: Path) -> str:
+    """The text of ``home/config.json``, joined once per home (a path is a value: the file
+    itself is looked at on every read)."""
+    path = _CONFIG_PATHS.get(home)
+    if path is None:
+        if len(_CONFIG_PATHS) >= 64:
+            _CONFIG_PATHS.clear()
+        path = _CONFIG_PATHS[home] = os.path.join(home, "config.json")
+    return path
+
+
 def load_config(home: Path | None = None) -> dict[str, Any]:
     """The whole ``config.json`` of the home (``{}`` when there is none).
 
@@ -133,7 +147,7 @@ def load_config(home: Path | None = None) -> dict[str, Any]:
         ConfigError: (``config_invalid``) the file is not a JSON object.
     """
     # by the path's text (a seal asks for its witnesses every run), not a Path built for it
-    path = os.path.join(_home(home), "config.json")
+    path = _config_path(_home(home))
     if not regular_file(path):
         return {}
     try:

@@ -139,6 +139,7 @@ class AuditLog:
         each line's ``timestamp`` and ``event_id`` derive from it, so the same events give the
         same log (and the run receipts that commit its head come out byte-identical)."""
         self.path = path
+        self._path_text = str(path)  # what audit_own keys this log's lines by
         self._clock = clock
         self._made = 0
         self.failures = 0
@@ -308,18 +309,51 @@ class AuditLog:
         Raises:
             OSError: the log cannot be opened or read.
         """
-        with self._locked() as fd:
-            size = os.fstat(fd).st_size
-            if self._counted is None and known is not None:
-                self._start_count_at(fd, size, known)
-            lines = self._count(fd, size)
-            if lines == 0:
-                return {"lines": 0, "last_digest": None, "bytes": size}
-            if size == self._known_size:
-                return {"lines": lines, "last_digest": self._prev, "bytes": size}
-            last = _last_line(fd, size)
-            digest = None if last is None else line_digest(last)
-            return {"lines": lines, "last_digest": digest, "bytes": size}
+        with self._threads:  # _locked() inline: a seal reads the head
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if self._check_tail:
+                    self._repair_tail(fd)
+                return self._head(fd, known)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _head(self, fd: int, known: Mapping[str, Any] | None) -> dict[str, Any]:
+        size = os.fstat(fd).st_size
+        if self._counted is None and known is not None:
+            self._start_count_at(fd, size, known)
+        lines = self._count(fd, size)
+        if lines == 0:
+            return {"lines": 0, "last_digest": None, "bytes": size}
+        if size == self._known_size:
+            return {"lines": lines, "last_digest": self._prev, "bytes": size}
+        last = _last_line(fd, size)
+        digest = None if last is None else line_digest(last)
+        return {"lines": lines, "last_digest": digest, "bytes": size}
+
+    def emit_head(
+        self, event: str, *, run_id: str | None, step_index: int | None, **fields: Any
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """:meth:`emit` (``fsync=True``), and the log's head just after the line it wrote, as
+        :meth:`head` gives it: what a seal commits as the log's newest anchor. The head is
+        ``None`` when the line was not written, or the log could not be read for it.
+
+        This log knows the head as of its own write when it counted the log up to the line
+        (no other writer appended between its count and the write): then the head needs no
+        lock and no read; otherwise it is read under the lock as :meth:`head` reads it.
+        """
+        with self._threads:  # no other thread of this process writes in between
+            record = self.emit(event, run_id=run_id, step_index=step_index, fsync=True, **fields)
+            if record.get("audit_persisted") is False:
+                return record, None
+            counted, size = self._counted, self._known_size
+            if counted is not None and counted[0] == size and counted[1] > 0:
+                return record, {"lines": counted[1], "last_digest": self._prev, "bytes": size}
+            try:
+                return record, self.head()
+            except OSError:
+                return record, None
 
     def _start_count_at(self, fd: int, size: int, known: Mapping[str, Any]) -> None:
         at, lines = known.get("bytes"), known.get("lines")
@@ -368,8 +402,9 @@ class AuditLog:
             except OSError:
                 self._check_tail = True
             raise
-        prev, self._prev = self._prev, line_digest(line)
-        audit_own.wrote(str(self.path), size, prev, data, self._prev)  # the next check's
+        # line_digest(line), inline: the line has no newline to strip (JSON escapes them)
+        prev, self._prev = self._prev, "sha256:" + hashlib.sha256(line).hexdigest()
+        audit_own.wrote(self._path_text, size, prev, data, self._prev)  # the next check's
         if self._counted is not None and self._counted[0] == size:
             self._counted = (size + len(data), self._counted[1] + 1)
         self._known_size = size + len(data)
