@@ -45,6 +45,8 @@ from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
+_SEQS_MAX = 4096
+"""The newest event seq of at most this many runs is kept (see ``append_event``)."""
 
 
 class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
@@ -90,8 +92,9 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
         self._checked: set[str] = set()  # runs whose fence this transaction checked already
-        # the newest event seq of runs this transaction created or appended to (see
-        # append_event); no other writer adds to a run while this one holds the write lock
+        self._created: set[str] = set()  # runs this transaction created (see acquire_lease)
+        # the newest event seq of runs this store created or appended to, as committed (see
+        # append_event: a guess checked by the events' key, forgotten on a rollback)
         self._seqs: dict[str, int] = {}
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
@@ -288,6 +291,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                 # them then needs no transaction of its own
                 self._conn.execute(COUNT_ROWS, (record.run_id,))
                 self._seqs[record.run_id] = 0  # a new run: no event yet
+                self._created.add(record.run_id)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a run with id {record.run_id} already exists") from exc
             except sqlite3.Error as exc:
@@ -371,16 +375,31 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
 
     # -- events -----------------------------------------------------------------------------
 
+    _EVENT_INSERT = "INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)"
+
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
+        """Append the run's next event. Its seq is the one after the newest this store wrote
+        for the run (its start's, say), when it knows one: events are numbered without a gap
+        by every writer, so that seq is free exactly when nobody appended since, and the
+        events' key refuses it otherwise; then (or knowing none) the newest is read."""
+        at, text = now(), dumps(body)
         with self.transaction():  # (no INSERT ... RETURNING: SQLite before 3.35 has none)
             self._fence(run_id)
-            seq = self._seqs.get(run_id)  # known when this transaction created the run
+            seq = self._seqs.get(run_id)
+            if seq is not None:
+                try:
+                    self._exec(self._EVENT_INSERT, (run_id, seq + 1, at, kind, text))
+                except StoreError as exc:  # (the key's refusal, not a call record's)
+                    if "events.seq" not in str(exc.__cause__):
+                        raise
+                    seq = None  # another writer appended to the run since
             if seq is None:
                 last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
                 seq = int(last.fetchone()[0] or 0)
+                self._exec(self._EVENT_INSERT, (run_id, seq + 1, at, kind, text))
             seq += 1
-            self._exec("INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
-                       (run_id, seq, now(), kind, dumps(body)))  # fmt: skip
+            if len(self._seqs) >= _SEQS_MAX:
+                self._seqs.clear()  # a guess only: a run's next append reads its newest
             self._seqs[run_id] = seq
         return seq
 
@@ -736,7 +755,7 @@ class _Transaction:
         if store._depth == 0:
             try:
                 store._checked.clear()  # each transaction reads a run's lease row again
-                store._seqs.clear()  # and a run's newest event
+                store._created.clear()
                 store._exec("BEGIN IMMEDIATE")
             except BaseException:
                 store._lock.release()
@@ -757,12 +776,17 @@ class _Transaction:
                 return
             if kind is not None:  # the raise goes on, the transaction's writes undone
                 store._released.clear()
+                store._seqs.clear()  # the events it appended are not there
                 if store._conn.in_transaction:  # SQLite rolls back a full disk's
                     store._exec("ROLLBACK")
                 else:
                     store._pending[:0], store._joined = store._joined, []
                 return
-            store._exec("COMMIT")
+            try:
+                store._exec("COMMIT")
+            except BaseException:
+                store._seqs.clear()
+                raise
             for run_id in store._released:  # their releases committed (release_lease)
                 store._fences.pop(run_id, None)
             store._released.clear()
