@@ -4,7 +4,9 @@ again, and that another writer's change to it is always seen.
 - a run's newest event seq: the next append tries the seq after it, and the events' key
   refuses that seq when another connection (another process) appended since; a rollback
   forgets what it appended;
-- a run its own transaction created takes its lease without reading the lease row first.
+- a run its own transaction created takes its lease without reading the lease row first;
+- (not a memory, but a read spared) a run's rows that fit in a page are read by one statement,
+  its first and last place found in it; a longer run's pages follow from there.
 """
 
 from __future__ import annotations
@@ -107,3 +109,25 @@ def test_a_fresh_runs_lease_is_taken_without_a_read_and_an_old_row_is_still_seen
     finally:
         store.close()
         other.close()
+
+
+def test_a_run_within_a_page_is_read_by_one_statement(tmp_path: Path) -> None:
+    store = SQLiteRunStore(tmp_path / "runs.sqlite")
+    try:
+        for run_id in ("r", "other"):
+            store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
+        for n in range(7):  # interleaved with another run's steps
+            store.settle_step("other" if n % 2 else "r", f"s{n}", {"n": n})
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        assert [s for s, _ in store.iter_step_records("r")] == ["s0", "s2", "s4", "s6"]
+        assert len(statements) == 1
+        statements.clear()
+        assert [s for s, _ in store.iter_step_records("r", batch=2)] == ["s0", "s2", "s4", "s6"]
+        assert len(statements) == 4  # the first page, the places again, two more pages
+        store._conn.set_trace_callback(None)
+        newest = [c for c in store.iter_step_records("other", batch=2)]
+        assert [s for s, _ in newest] == ["s1", "s3", "s5"]
+        assert list(store.iter_step_records("never")) == []
+    finally:
+        store.close()
