@@ -45,8 +45,8 @@ from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
-_SEQS_MAX = 4096
-"""The newest event seq of at most this many runs is kept (see ``append_event``)."""
+_UNREAD = object()  # a lease row's epoch not read yet (see _stale)
+_SEQS_MAX = 4096  # the newest event seq of at most this many runs is kept (see append_event)
 
 
 class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
@@ -235,28 +235,31 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
 
     # -- fencing (see .fencing) ----------------------------------------------------------------
 
-    def _stale(self, run_id: str) -> int | None:
+    def _stale(self, run_id: str, read: Any = _UNREAD) -> int | None:
         """Inside a write transaction: ``None`` when this process holds ``run_id``'s lease under
-        its epoch (or has no fence), else the row's epoch (-1: none); read once a transaction."""
+        its epoch (or has no fence), else the row's epoch (-1: none); read once a transaction
+        (``read``: the lease row's epoch, or ``None`` for no row, already read in it)."""
         epoch = self._fences.get(run_id)
         if epoch is None or (self._depth and run_id in self._checked):
             return None
-        row = self._conn.execute("SELECT epoch FROM leases WHERE run_id = ?", (run_id,)).fetchone()
-        current = -1 if row is None else int(row[0])
+        if read is _UNREAD:
+            row = self._conn.execute("SELECT epoch FROM leases WHERE run_id = ?", (run_id,))
+            read = None if (got := row.fetchone()) is None else got[0]
+        current = -1 if read is None else int(read)
         if current == epoch:  # (kept for a transaction only: each one clears it first)
             self._checked.add(run_id)
         return None if current == epoch else current
 
-    def _fence(self, run_id: str | None) -> int | None:
+    def _fence(self, run_id: str | None, read: Any = _UNREAD) -> int | None:
         """Inside a write transaction: the epoch this process writes ``run_id`` under (``None``:
-        it holds no lease of the run, the write is not a driver's).
+        it holds no lease of the run, the write is not a driver's); ``read`` as :meth:`_stale`.
 
         Raises:
             LeaseLost: the lease row carries another epoch now (the write must not happen).
         """
         if run_id is None:
             return None
-        current = self._stale(run_id)
+        current = self._stale(run_id, read)
         epoch = self._fences.get(run_id)
         if current is not None and epoch is not None:
             # what this driver left waiting for a commit is not written either
@@ -330,10 +333,13 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         data: dict[str, Any] | None = None,
     ) -> None:
         with self.transaction():
-            self._fence(run_id)
-            current = self._exec(  # the merge's columns (not a whole RunRecord, as get_run)
-                "SELECT status, outcome, receipt_id, data FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
+            # the merge's columns (not a whole RunRecord, as get_run), with the lease row's
+            # epoch when the fence is to read it (one statement, not two)
+            fenced = run_id in self._fences and run_id not in self._checked
+            epoch = ", (SELECT epoch FROM leases WHERE run_id = ?1)" if fenced else ""
+            current = self._exec(f"SELECT status, outcome, receipt_id, data{epoch} FROM runs"
+                                 " WHERE run_id = ?1", (run_id,)).fetchone()  # fmt: skip
+            self._fence(run_id, *(() if current is None or not fenced else (current[4],)))
             if current is None:
                 raise StoreError(f"no run with id {run_id}")
             merged = json.loads(current[3])
@@ -378,13 +384,13 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
     _EVENT_INSERT = "INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)"
 
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
-        """Append the run's next event. Its seq is the one after the newest this store wrote
-        for the run (its start's, say), when it knows one: events are numbered without a gap
-        by every writer, so that seq is free exactly when nobody appended since, and the
-        events' key refuses it otherwise; then (or knowing none) the newest is read."""
-        at, text = now(), dumps(body)
+        """Its seq follows the newest this store wrote for the run, if it knows one (events
+        have no gaps: that seq is free unless someone appended since, which the key refuses);
+        else the newest is read."""
+        text = dumps(body)
         with self.transaction():  # (no INSERT ... RETURNING: SQLite before 3.35 has none)
             self._fence(run_id)
+            at = now()
             seq = self._seqs.get(run_id)
             if seq is not None:
                 try:
