@@ -400,3 +400,72 @@ def test_a_batch_costs_one_sync_once_the_days_pack_exists(
     assert len(synced) == 1 and synced[0].endswith(".pack")
     for rid, data, _, _ in items:
         assert ReceiptStore(tmp_path).get(rid) == data
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import os
+
+    real = os.pread
+    reads: list[int] = []
+
+    def pread(fd: int, n: int, at: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(os, "pread", pread)
+    return reads
+
+
+def test_a_writer_reads_neither_the_packs_header_nor_its_tail_again_after_its_own_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ReceiptStore(tmp_path)
+    store.put(RID, b"one\n", kind="call", outcome="completed")
+    reads = _reads(monkeypatch)
+    other = "sha256:" + "cd" * 32
+    store.put(other, b"two\n", kind="call", outcome="completed")
+    assert reads == []  # the pack and the index are as this store left them
+    ReceiptStore(tmp_path).put("sha256:" + "ef" * 32, b"three\n", kind="call", outcome="failed")
+    assert sorted(reads) == [1, 1, len(PACK_HEADER_V2)]  # another store object reads them
+    reads.clear()
+    store.put("sha256:" + "12" * 32, b"four\n", kind="call", outcome="completed")
+    assert sorted(reads) == [1, 1, len(PACK_HEADER_V2)]  # grown by another: read again
+    (pack,) = (tmp_path / PACKS_DIR).iterdir()
+    assert pack.read_bytes().count(b"\n") == 1 + 4 * 2  # header, four receipts and trailers
+    assert [line["outcome"] for line in store.index()] == ["completed"] * 2 + ["failed"] + [
+        "completed"
+    ]
+
+
+def test_a_pack_torn_or_replaced_by_another_writer_is_seen_by_a_long_lived_writer(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    s = signer()
+    made = [seal(body("step", s.key_id, step_id=f"s{n}"), s) for n in range(4)]
+    store = ReceiptStore(tmp_path)
+    store.put(made[0][0], made[0][1], kind="step", outcome="completed")
+    (pack,) = (tmp_path / PACKS_DIR).iterdir()
+    with pack.open("ab") as handle:  # another writer, killed mid-append
+        handle.write(made[1][1][: len(made[1][1]) // 2])
+    store.put(made[2][0], made[2][1], kind="step", outcome="completed")
+    assert b"\n" + made[2][1] in pack.read_bytes()
+    # the pack replaced by a file of the same size that is not a pack: never appended to
+    size = pack.stat().st_size
+    aside = tmp_path / "aside"
+    aside.write_bytes(b"x" * size)
+    os.replace(aside, pack)
+    store.put(made[3][0], made[3][1], kind="step", outcome="completed")
+    assert pack.read_bytes() == b"x" * size
+    assert len(list((tmp_path / PACKS_DIR).iterdir())) == 2  # the next pack took the batch
+    assert ReceiptStore(tmp_path).get(made[3][0]) == made[3][1]
+    # the index torn by another writer: the next line starts on a fresh line
+    with (tmp_path / INDEX_NAME).open("ab") as handle:
+        handle.write(b'{"receipt_id":"sha256:')
+    other = "sha256:" + "cd" * 32
+    store.put(other, b"two\n", kind="call", outcome="completed")
+    torn = b'{"receipt_id":"sha256:\n{"receipt_id":"' + other.encode()
+    assert torn in (tmp_path / INDEX_NAME).read_bytes()
+    assert other in [line["receipt_id"] for line in ReceiptStore(tmp_path).index()]
+    assert ReceiptStore(tmp_path).get(other) == b"two\n"

@@ -359,7 +359,7 @@ def test_calls_and_steps_are_read_a_page_at_a_time_in_claim_order(store: RunStor
     store.settle_step("r", "a", {"outcome": "completed"})
     mine = [c.call_id for c in store.calls("r")]
     assert len(mine) == 18
-    for batch in (1, 4, 18, 1000):
+    for batch in (1, 4, 17, 18, 19, 1000):
         paged = list(store.iter_calls("r", batch=batch))
         assert [c.call_id for c in paged] == mine
         assert [c.seq for c in paged] == sorted({c.seq for c in paged})

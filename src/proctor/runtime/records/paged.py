@@ -6,7 +6,8 @@ from where the last one ended (a keyset on the row's place in the store's claim 
 an offset), holding one page at a time:
 
 - :func:`iter_calls`: a run's calls in claim order (or newest first). The run's first and
-  last place are read once, and each page is one range of the table's primary key between
+  last place are read once (on SQLite, by the first page's statement, and once more for a run
+  of more than a page), and each page is one range of the table's primary key between
   them; on SQLite the run is matched per row (``+run_id`` keeps the planner on the primary
   key: the index by run and step would sort every call of the run again for each page);
 - :func:`iter_step_calls`: one step's calls in claim order, one range of the index by run and
@@ -82,6 +83,20 @@ def _keyset(
     past ``after`` and up to ``through``, when given). With both given, the run's first and
     last place are not looked up (that is a pass over the run's index entries)."""
     batch = _checked(batch)
+    at_first: int | None = None  # where the first page ended, when read with the places
+    if after is None and through is None and dialect == "sqlite":
+        # the first page between the run's first and last place, found in the same statement
+        # (each once: neither depends on the row); the places are read again only when the
+        # run holds more than the page
+        first = (f"SELECT {cols}, ord FROM {table} WHERE +run_id = ?1"
+                 f" AND ord >= (SELECT MIN(ord) FROM {table} WHERE run_id = ?1)"
+                 f" AND ord <= (SELECT MAX(ord) FROM {table} WHERE run_id = ?1)"
+                 f" ORDER BY ord{' DESC' if newest_first else ''} LIMIT ?2")  # fmt: skip
+        got = rows(first, (run_id, batch))
+        yield from got
+        if len(got) < batch:
+            return
+        at_first = int(got[-1][-1])
     if after is not None and through is not None:
         low, high = after + 1, through
     else:
@@ -104,6 +119,8 @@ def _keyset(
         page = _sql(dialect, f"SELECT {cols}, ord FROM {table} WHERE {{run}} = ? AND ord > ?"
                     " AND ord <= ? ORDER BY ord LIMIT ?")  # fmt: skip
         at, edge = int(low) - 1, int(high)
+    if at_first is not None:
+        at = at_first  # past the first page, read above
     while True:
         got = rows(page, (run_id, at, edge, batch))
         yield from got

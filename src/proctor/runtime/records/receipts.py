@@ -138,6 +138,11 @@ class ReceiptStore:
         self._packs_made = False
         self._pack_at: tuple[str, int] = ("", 0)  # the UTC day and number of the last pack
         self._pack_named: tuple[tuple[str, int], str, str] = (("", -1), "", "")
+        # the pack and index files this store appended to last, each as (device, inode, size
+        # after the append): the same file at that size ends with the batch this store wrote
+        # (a line feed, its header checked), so neither is read again before the next append
+        self._pack_end: tuple[int, int, int] = (-1, -1, -1)
+        self._index_end: tuple[int, int, int] = (-1, -1, -1)
         self._loose: bool | None = None
 
     # -- the mark ----------------------------------------------------------------------------
@@ -428,27 +433,36 @@ class ReceiptStore:
         lines_of = [item[1] for item in todo]
         joined = b"".join(lines_of) if records is None else records
         trailer = batch_trailer(joined, len(lines_of))
-        fd, name, size = self._current_pack()
+        fd, name, place = self._current_pack()
+        size = place[2]
         try:
-            lead = b"" if os.pread(fd, 1, size - 1) == b"\n" else b"\n"  # after a torn tail
+            lead = b""
+            if place != self._pack_end and os.pread(fd, 1, size - 1) != b"\n":
+                lead = b"\n"  # after a torn tail
+            self._pack_end = (-1, -1, -1)
             _write_at_end(fd, size, [lead, joined, trailer], durable=self._durable)
+            self._pack_end = (place[0], place[1], size + len(lead) + len(joined) + len(trailer))
             kill_point("receipts.batch_synced")  # on disk, not yet in the index
             sizes = list(map(len, lines_of))
             ats = list(itertools.accumulate(sizes, initial=size + len(lead)))
             ats.pop()
             index = os.open(self._index_path, os.O_RDWR | os.O_APPEND)
             try:
-                _append_whole(index, _index_lines(todo, name, ats, sizes), durable=False)
+                known, self._index_end = self._index_end, (-1, -1, -1)
+                lines = _index_lines(todo, name, ats, sizes)
+                self._index_end = _append_whole(index, lines, durable=False, known=known)
             finally:
                 os.close(index)
             self._shelf.learn_many(name, [item[0][7:] for item in todo], ats, sizes)
         finally:
             os.close(fd)  # releases the pack's lock
 
-    def _current_pack(self) -> tuple[int, str, int]:
+    def _current_pack(self) -> tuple[int, str, tuple[int, int, int]]:
         """The pack this batch goes to, open for appending and locked: its descriptor, name
-        and size. Today's packs in turn (the one this store last used first), past each that
-        holds :data:`PACK_LIMIT` bytes; one that does not exist is made whole first."""
+        and place (device, inode, size). Today's packs in turn (the one this store last used
+        first), past each that holds :data:`PACK_LIMIT` bytes; one that does not exist is made
+        whole first. A pack's header is read unless it is the file this store appended to
+        last, at the size it left (:attr:`_pack_end`)."""
         packs = self._packs_dir
         if not self._packs_made:
             try:
@@ -472,8 +486,12 @@ class ReceiptStore:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                size = os.fstat(fd).st_size
-                ours = os.pread(fd, len(PACK_HEADER_V2), 0) == PACK_HEADER_V2
+                stat = os.fstat(fd)
+                size = stat.st_size
+                place = (stat.st_dev, stat.st_ino, size)
+                ours = place == self._pack_end or (
+                    os.pread(fd, len(PACK_HEADER_V2), 0) == PACK_HEADER_V2
+                )
             except BaseException:
                 os.close(fd)
                 raise
@@ -481,7 +499,7 @@ class ReceiptStore:
             # the limit (so a limit below a header's size still moves on)
             if ours and (size < PACK_LIMIT or size == len(PACK_HEADER_V2)):
                 self._pack_at = (day, n)
-                return fd, name, size
+                return fd, name, place
             os.close(fd)  # full (or not a pack of ours under that name): the next one
             n += 1
 
@@ -576,20 +594,27 @@ def _index_lines(
     return "".join(lines).encode()
 
 
-def _append_whole(fd: int, data: bytes, *, durable: bool) -> None:
+def _append_whole(
+    fd: int, data: bytes, *, durable: bool, known: tuple[int, int, int] = (-1, -1, -1)
+) -> tuple[int, int, int]:
     """Append ``data`` whole or not at all (see :func:`_write_at_end`), under an exclusive
     lock of ``fd``; a file whose last line a crash cut short gets a line feed first, so the
-    new lines are never glued to the torn one.
+    new lines are never glued to the torn one (not looked for when the file is ``known``:
+    the device, inode and size an append of this process left, ending in a line feed).
+    Returns the file's device, inode and size after the append.
 
     Raises:
         OSError: the write (or its sync) failed.
     """
     fcntl.flock(fd, fcntl.LOCK_EX)  # so that the cut never takes another writer's line
     try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        stat = os.fstat(fd)
+        size = stat.st_size
+        place = (stat.st_dev, stat.st_ino, size)
+        if size and place != known and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         _write_at_end(fd, size, [data], durable=durable)
+        return place[0], place[1], size + len(data)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 

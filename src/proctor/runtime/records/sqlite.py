@@ -45,6 +45,8 @@ from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
 _PENDING_MAX = 256
 """At most this many call records wait for a commit (a turn making many reads in a row)."""
+_UNREAD = object()  # a lease row's epoch not read yet (see _stale)
+_SEQS_MAX = 4096  # the newest event seq of at most this many runs is kept (see append_event)
 
 
 class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
@@ -90,8 +92,9 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         # every later write for the run is refused too
         self._fences: dict[str, int] = {}
         self._checked: set[str] = set()  # runs whose fence this transaction checked already
-        # the newest event seq of runs this transaction created or appended to (see
-        # append_event); no other writer adds to a run while this one holds the write lock
+        self._created: set[str] = set()  # runs this transaction created (see acquire_lease)
+        # the newest event seq of runs this store created or appended to, as committed (see
+        # append_event: a guess checked by the events' key, forgotten on a rollback)
         self._seqs: dict[str, int] = {}
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
@@ -232,28 +235,31 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
 
     # -- fencing (see .fencing) ----------------------------------------------------------------
 
-    def _stale(self, run_id: str) -> int | None:
+    def _stale(self, run_id: str, read: Any = _UNREAD) -> int | None:
         """Inside a write transaction: ``None`` when this process holds ``run_id``'s lease under
-        its epoch (or has no fence), else the row's epoch (-1: none); read once a transaction."""
+        its epoch (or has no fence), else the row's epoch (-1: none); read once a transaction
+        (``read``: the lease row's epoch, or ``None`` for no row, already read in it)."""
         epoch = self._fences.get(run_id)
         if epoch is None or (self._depth and run_id in self._checked):
             return None
-        row = self._conn.execute("SELECT epoch FROM leases WHERE run_id = ?", (run_id,)).fetchone()
-        current = -1 if row is None else int(row[0])
+        if read is _UNREAD:
+            row = self._conn.execute("SELECT epoch FROM leases WHERE run_id = ?", (run_id,))
+            read = None if (got := row.fetchone()) is None else got[0]
+        current = -1 if read is None else int(read)
         if current == epoch:  # (kept for a transaction only: each one clears it first)
             self._checked.add(run_id)
         return None if current == epoch else current
 
-    def _fence(self, run_id: str | None) -> int | None:
+    def _fence(self, run_id: str | None, read: Any = _UNREAD) -> int | None:
         """Inside a write transaction: the epoch this process writes ``run_id`` under (``None``:
-        it holds no lease of the run, the write is not a driver's).
+        it holds no lease of the run, the write is not a driver's); ``read`` as :meth:`_stale`.
 
         Raises:
             LeaseLost: the lease row carries another epoch now (the write must not happen).
         """
         if run_id is None:
             return None
-        current = self._stale(run_id)
+        current = self._stale(run_id, read)
         epoch = self._fences.get(run_id)
         if current is not None and epoch is not None:
             # what this driver left waiting for a commit is not written either
@@ -288,6 +294,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                 # them then needs no transaction of its own
                 self._conn.execute(COUNT_ROWS, (record.run_id,))
                 self._seqs[record.run_id] = 0  # a new run: no event yet
+                self._created.add(record.run_id)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"a run with id {record.run_id} already exists") from exc
             except sqlite3.Error as exc:
@@ -326,10 +333,13 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         data: dict[str, Any] | None = None,
     ) -> None:
         with self.transaction():
-            self._fence(run_id)
-            current = self._exec(  # the merge's columns (not a whole RunRecord, as get_run)
-                "SELECT status, outcome, receipt_id, data FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
+            # the merge's columns (not a whole RunRecord, as get_run), with the lease row's
+            # epoch when the fence is to read it (one statement, not two)
+            fenced = run_id in self._fences and run_id not in self._checked
+            epoch = ", (SELECT epoch FROM leases WHERE run_id = ?1)" if fenced else ""
+            current = self._exec(f"SELECT status, outcome, receipt_id, data{epoch} FROM runs"
+                                 " WHERE run_id = ?1", (run_id,)).fetchone()  # fmt: skip
+            self._fence(run_id, *(() if current is None or not fenced else (current[4],)))
             if current is None:
                 raise StoreError(f"no run with id {run_id}")
             merged = json.loads(current[3])
@@ -371,16 +381,31 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
 
     # -- events -----------------------------------------------------------------------------
 
+    _EVENT_INSERT = "INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)"
+
     def append_event(self, run_id: str, kind: str, body: dict[str, Any]) -> int:
+        """Its seq follows the newest this store wrote for the run, if it knows one (events
+        have no gaps: that seq is free unless someone appended since, which the key refuses);
+        else the newest is read."""
+        text = dumps(body)
         with self.transaction():  # (no INSERT ... RETURNING: SQLite before 3.35 has none)
             self._fence(run_id)
-            seq = self._seqs.get(run_id)  # known when this transaction created the run
+            at = now()
+            seq = self._seqs.get(run_id)
+            if seq is not None:
+                try:
+                    self._exec(self._EVENT_INSERT, (run_id, seq + 1, at, kind, text))
+                except StoreError as exc:  # (the key's refusal, not a call record's)
+                    if "events.seq" not in str(exc.__cause__):
+                        raise
+                    seq = None  # another writer appended to the run since
             if seq is None:
                 last = self._exec("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,))
                 seq = int(last.fetchone()[0] or 0)
+                self._exec(self._EVENT_INSERT, (run_id, seq + 1, at, kind, text))
             seq += 1
-            self._exec("INSERT INTO events (run_id, seq, at, kind, body) VALUES (?,?,?,?,?)",
-                       (run_id, seq, now(), kind, dumps(body)))  # fmt: skip
+            if len(self._seqs) >= _SEQS_MAX:
+                self._seqs.clear()  # a guess only: a run's next append reads its newest
             self._seqs[run_id] = seq
         return seq
 
@@ -736,7 +761,7 @@ class _Transaction:
         if store._depth == 0:
             try:
                 store._checked.clear()  # each transaction reads a run's lease row again
-                store._seqs.clear()  # and a run's newest event
+                store._created.clear()
                 store._exec("BEGIN IMMEDIATE")
             except BaseException:
                 store._lock.release()
@@ -757,12 +782,17 @@ class _Transaction:
                 return
             if kind is not None:  # the raise goes on, the transaction's writes undone
                 store._released.clear()
+                store._seqs.clear()  # the events it appended are not there
                 if store._conn.in_transaction:  # SQLite rolls back a full disk's
                     store._exec("ROLLBACK")
                 else:
                     store._pending[:0], store._joined = store._joined, []
                 return
-            store._exec("COMMIT")
+            try:
+                store._exec("COMMIT")
+            except BaseException:
+                store._seqs.clear()
+                raise
             for run_id in store._released:  # their releases committed (release_lease)
                 store._fences.pop(run_id, None)
             store._released.clear()

@@ -23,6 +23,7 @@ class SQLiteLeases(ABC):
     _depth: int
     _fences: dict[str, int]
     _checked: set[str]
+    _created: set[str]
     _released: list[str]
 
     @abstractmethod
@@ -45,6 +46,15 @@ class SQLiteLeases(ABC):
     ) -> str | None:
         now = time.time()
         with self.transaction():
+            if run_id in self._created:  # its row is new unless a run of that id left one
+                taken = self._exec(
+                    "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES (?,?,?,1)"
+                    " ON CONFLICT (run_id) DO NOTHING",
+                    (run_id, holder, now + ttl_seconds),
+                )
+                if taken.rowcount == 1:
+                    self._took(run_id, 1)
+                    return None
             row = self._exec(
                 "SELECT holder, expires_at, epoch FROM leases WHERE run_id = ?", (run_id,)
             ).fetchone()
