@@ -222,11 +222,17 @@ _SHAPES: tuple[_Shape, ...] = (
 # ``{0,63}+``: backing off could only leave a name character before the operator); the look-
 # behind that no name character precedes it comes after its first letter, so that sre only
 # tries it at letters.
+_NAME_OP_TEXT = (
+    r"(?P<name>[A-Za-z_](?<![\w.-][A-Za-z_])[\w.-]{0,63}+)[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))"
+)
 _ASSIGN_TEXT = (
-    r"(?P<name>[A-Za-z_](?<![\w.-][A-Za-z_])[\w.-]{0,63}+)[\"']?[ \t]*(?:=>|:=|=(?!=)|:(?!:))[ \t]*"
-    r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{1,4096})(?P=q)"
+    _NAME_OP_TEXT + r"[ \t]*"
+    r"(?:[\"'](?P<qv>[^\"'\n]{1,4096})"
     r"|(?P<v>(?:!![A-Za-z]+[ \t]+|(?:Bearer|Basic|Token|Bot)[ \t]+)?[^\s\"',;&)\]}]{1,4096}))"
 )
+# What follows a value the 4,096 characters of _ASSIGN cut short (a quoted value's closing
+# quote is not needed: an unclosed or longer one is replaced too), replaced with it.
+_VALUE_TAIL = {"qv": re.compile(r"[^\"'\n]*"), "v": re.compile(r"[^\s\"',;&)\]}]*")}
 # The same ``name["']?[ \t]*<operator>`` read backwards over the reversed text, so that a scan
 # starts at the (few) operators instead of at every letter. It yields every name _ASSIGN can
 # match (reversed), plus some that _ASSIGN would refuse; a longer run yields its last 64
@@ -243,6 +249,12 @@ def _assign_pattern() -> re.Pattern[str]:
     """_ASSIGN, compiled on the first line that may assign a secret name (the costliest of
     these to compile, and most texts with an operator name no secret)."""
     return re.compile(_ASSIGN_TEXT)
+
+
+@functools.cache
+def _name_op_pattern() -> re.Pattern[str]:
+    """A name and its operator, without the value (where _ASSIGN is tried)."""
+    return re.compile(_NAME_OP_TEXT)
 
 
 @functools.cache
@@ -278,26 +290,46 @@ def _assignment_lines(text: str) -> list[int]:
     return starts
 
 
-def _line_of(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return text[start : end if end >= 0 else len(text)]
-
-
-def _assignment_repl(m: re.Match[str], own: bytearray | None = None, at: int = 0) -> str:
-    if not is_secret_name(m.group("name")):
-        return m.group(0)
+def _assignment_value(m: re.Match[str], own: bytearray | None, at: int) -> bool:
+    """Whether a secret name's assignment has its value replaced: not when the value is a
+    marker already, a shell directory or proctor's own words (``own``: one flag per character
+    of the text the line starts ``at``)."""
     group = "qv" if m.group("qv") is not None else "v"
     value = m.group(group)
-    if "[REDACTED:" in value or _ALLOWLIST in _line_of(m.string, m.start()):
-        return m.group(0)
-    if is_shell_directory(m.group("name"), value):
-        return m.group(0)
-    if own is not None and all(own[at + m.start(group) : at + m.end(group)]):
-        return m.group(0)  # the "value" is proctor's own words (see detect)
-    start, end = m.start(group) - m.start(), m.end(group) - m.start()
-    whole = m.group(0)
-    return whole[:start] + marker("secret_field") + whole[end:]
+    if "[REDACTED:" in value or is_shell_directory(m.group("name"), value):
+        return False
+    return own is None or not all(own[at + m.start(group) : at + m.end(group)])
+
+
+def _scrub_line(line: str, own: bytearray | None, at: int) -> str:
+    """``line`` with the values of its secret-named assignments replaced.
+
+    Every ``name <operator>`` of the line is looked at, each after the last one's operator
+    (not after its value): the value of ``config: password=x`` is ``password=x``, itself an
+    assignment of a secret name. A secret name's value is matched where its name is and, once
+    replaced, the search goes on after it. Each character is read a bounded number of times
+    (the allowlist mark is looked for once a line, not once a match: a long line of many
+    assignments cost the square of its length). A line holding the allowlist mark is kept.
+    """
+    if _ALLOWLIST in line:  # the whole line is let through, once looked at
+        return line
+    names, assign = _name_op_pattern(), _assign_pattern()
+    pieces: list[str] = []
+    done = pos = 0
+    while (m := names.search(line, pos)) is not None:
+        pos = m.end()
+        if not is_secret_name(m.group("name")):
+            continue
+        whole = assign.match(line, m.start())
+        if whole is None or not _assignment_value(whole, own, at):
+            continue
+        group = "qv" if whole.group("qv") is not None else "v"
+        pieces += (line[done : whole.start(group)], marker("secret_field"))
+        done = pos = _VALUE_TAIL[group].match(line, whole.end(group)).end()  # type: ignore[union-attr]
+    if not pieces:
+        return line
+    pieces.append(line[done:])
+    return "".join(pieces)
 
 
 def _scrub_assignments(text: str, line_starts: list[int], own: bytearray | None = None) -> str:
@@ -305,16 +337,11 @@ def _scrub_assignments(text: str, line_starts: list[int], own: bytearray | None 
     except a value wholly inside ``own`` (one flag per character of ``text``)."""
     pieces: list[str] = []
     done = 0
-    assign = _assign_pattern()
     for start in sorted(set(line_starts)):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         pieces.append(text[done:start])
-        if own is None:
-            pieces.append(assign.sub(_assignment_repl, text[start:end]))
-        else:
-            repl = functools.partial(_assignment_repl, own=own, at=start)
-            pieces.append(assign.sub(repl, text[start:end]))
+        pieces.append(_scrub_line(text[start:end], own, start))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)

@@ -58,6 +58,9 @@ _REFERENCE = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,7}|[A-Za-z][A-Za-z0
 _PIECES = re.compile(r"[^\s&]+|" + _REFERENCE.pattern + "|&")
 # a line continuation: a backslash or a quoted-printable "=" right before a line break
 _JOIN = re.compile(r"[\\=]\r?\n")
+# each kind alone: a form may end in "=" (base64 padding) right before a backslash-joined line
+# break, or in a backslash before a quoted-printable one, which joining both would eat
+_JOIN_ONE = (re.compile(r"\\\r?\n"), re.compile(r"=\r?\n"))
 _JOIN_GAP = r"|[\\=]\r?\n"
 JOIN_CUES = ("\\\n", "\\\r\n", "=\n", "=\r\n")
 """The continuation marks :func:`joined` takes out (a text holding none has no joined view)."""
@@ -232,10 +235,12 @@ def joined_spans(
     when ``text`` holds no continuation: its joined view is its normal view)."""
     if not any(cue in text for cue in JOIN_CUES):
         return [], [], []
-    view = normal(joined(text))
-    lowered = view.lower()
-    hits = [form for form in forms if form in view]
-    folded = [form for form in caseless if form in lowered]
+    views = [normal(joined(text))]
+    if ("\\\n" in text or "\\\r\n" in text) and ("=\n" in text or "=\r\n" in text):
+        views += [normal(one.sub("", text)) for one in _JOIN_ONE]  # both kinds: each alone too
+    lowered = [view.lower() for view in views]
+    hits = [form for form in forms if any(form in view for view in views)]
+    folded = [form for form in caseless if any(form in view for view in lowered)]
     references = "&" in text and ";" in text
     found: list[tuple[int, int]] = []
     for group, fold in ((hits, False), (folded, True)):
