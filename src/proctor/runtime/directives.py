@@ -274,12 +274,21 @@ def is_directive_run(data: Mapping[str, Any], state_dir: Path) -> bool:
     if not isinstance(folder, str):
         return False
     named = f"{state_dir}/directive-packages"  # by its text: asked of every run
-    if not os.path.exists(named) and os.path.isdir(folder):
+    if not _there(named) and os.path.isdir(folder):
         return False  # no folder that is there lies in one that is not (most workspaces)
     # real paths as text: what Path.resolve() answers, without its path objects and stat
     packages = os.path.realpath(named)
     real = os.path.realpath(folder)
     return real == packages or real.startswith(packages.rstrip("/") + "/")
+
+
+def _there(path: str) -> bool:
+    """``os.path.exists(path)``, asked with ``access`` (``F_OK``: the same lookup, links
+    followed): a name usually absent costs no ``FileNotFoundError`` raised and caught."""
+    try:
+        return os.access(path, os.F_OK)
+    except ValueError:  # a NUL in the name: exists says False
+        return False
 
 
 def package_for(directive: Directive, state_dir: Path, tools: Collection[str]) -> Path:

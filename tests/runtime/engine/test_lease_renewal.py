@@ -154,3 +154,36 @@ def test_a_seal_that_fails_keeps_the_lease_until_the_driving_ends(tmp_path: Path
 def _packs(root: Path) -> list[Path]:
     folder = root / ".proctor" / "receipts" / "packs"
     return sorted(folder.iterdir()) if folder.exists() else []
+
+
+@pytest.mark.parametrize(
+    "given", [None, "", "5", "30.5", "0.5", "1e9", "abc", " 7 ", "\uff15", "nan", "\udcff"]
+)
+def test_the_lease_ttl_is_the_variable_as_os_environ_gives_it_now(
+    monkeypatch: pytest.MonkeyPatch, given: str | None
+) -> None:
+    """lease_ttl reads os.environ's own store (no KeyError raised for an unset variable): its
+    answer is the one os.environ.get's text gives, whatever the text (a fullwidth digit, an
+    undecodable byte), and a change between two calls is seen by the second."""
+    import os
+
+    from proctor.runtime.engine.lease import LEASE_TTL_SECONDS, lease_ttl
+
+    def expected() -> float:
+        text = os.environ.get("PROCTOR_LEASE_TTL")
+        try:
+            value = float(text) if text else LEASE_TTL_SECONDS
+        except ValueError:
+            return LEASE_TTL_SECONDS
+        return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS
+
+    monkeypatch.setenv("PROCTOR_LEASE_TTL", "42")
+    assert lease_ttl() == 42.0
+    if given is None:
+        monkeypatch.delenv("PROCTOR_LEASE_TTL")
+    else:
+        monkeypatch.setenv("PROCTOR_LEASE_TTL", given)
+    assert lease_ttl() == expected()
+    # a mapping put in place of os.environ (not its store) is asked as it is
+    monkeypatch.setattr(os, "environ", {"PROCTOR_LEASE_TTL": "9"})
+    assert lease_ttl() == 9.0

@@ -333,3 +333,46 @@ def test_a_proctor_toml_made_between_two_runs_of_one_session_is_read_by_the_seco
     record = s.store.get_run(third.run_id)
     assert record is not None
     assert record.data["authority"]["egress"]["hosts"] == [] and "retain" not in record.data
+
+
+def test_a_directive_packages_folder_is_followed_through_a_link_and_a_dangling_one_is_none(
+    tmp_path: Path,
+) -> None:
+    from proctor.runtime.directives import is_directive_run
+
+    state = tmp_path / ".proctor"
+    state.mkdir()
+    elsewhere = tmp_path / "skills" / "one"
+    elsewhere.mkdir(parents=True)
+    kept = tmp_path / "kept"
+    (state / "directive-packages").symlink_to(kept)  # dangling: no folder is there
+    assert not is_directive_run({"package_folder": str(elsewhere)}, state)
+    (kept / "d1").mkdir(parents=True)  # the link now leads to the packages
+    assert is_directive_run({"package_folder": str(kept / "d1")}, state)
+    assert is_directive_run({"package_folder": str(state / "directive-packages" / "d1")}, state)
+    assert not is_directive_run({"package_folder": str(elsewhere)}, state)
+
+
+def test_lost_processes_are_reconciled_only_when_the_processes_folder_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from proctor.runtime.engine.bundles import recover_open_bundles
+    from proctor.runtime.tools import procs_log
+
+    seen: list[Path] = []
+    monkeypatch.setattr(procs_log, "reconcile_lost", seen.append)
+    state = tmp_path / ".proctor"
+    state.mkdir()
+    host: Any = SimpleNamespace(
+        workspace=SimpleNamespace(state_dir=state),
+        store=SimpleNamespace(journal_pending=lambda: False),
+    )
+    assert recover_open_bundles(host) == [] and seen == []
+    (state / "processes").write_text("")  # a file by that name: not a folder
+    assert recover_open_bundles(host) == [] and seen == []
+    (state / "processes").unlink()
+    (tmp_path / "procs").mkdir()
+    (state / "processes").symlink_to(tmp_path / "procs")  # a link to a folder is one
+    assert recover_open_bundles(host) == [] and seen == [state / "processes"]

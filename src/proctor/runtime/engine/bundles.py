@@ -21,7 +21,9 @@ def recover_open_bundles(host: RunHost) -> list[str]:
     has a processes folder)."""
     # the folder's text, not a Path built and stat'ed through pathlib: asked before every run
     processes = f"{host.workspace.state_dir}/processes"
-    if os.path.isdir(processes):
+    # access first: the folder is usually absent, and isdir's stat would raise and catch a
+    # FileNotFoundError for it (a name access cannot find, isdir says False of too)
+    if os.access(processes, os.F_OK) and os.path.isdir(processes):
         from pathlib import Path
 
         from proctor.runtime.tools.procs_log import reconcile_lost
