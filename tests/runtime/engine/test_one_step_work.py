@@ -376,3 +376,68 @@ def test_lost_processes_are_reconciled_only_when_the_processes_folder_is_there(
     (tmp_path / "procs").mkdir()
     (state / "processes").symlink_to(tmp_path / "procs")  # a link to a folder is one
     assert recover_open_bundles(host) == [] and seen == [state / "processes"]
+
+
+def test_a_run_resolves_its_workspace_root_once_for_its_held_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held package, the held policy state and the held governing workspace are each
+    handed out only while the workspace root is still its own real folder: a run asks the
+    kernel once (at its start) and the three checks use that one answer."""
+    import os
+
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    s = session(root)
+    assert s.run("one", cwd=root).outcome == "completed"
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & getattr(os, "O_PATH", 0) and str(path) == str(root):
+            opened.append(str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting)
+    assert s.run("one", cwd=root).outcome == "completed"
+    if getattr(os, "O_PATH", 0) and os.path.isdir("/proc/self/fd"):
+        assert len(opened) == 1
+
+
+def test_a_workspace_root_swapped_for_a_link_between_runs_is_seen_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the run's one resolution answers is what its held checks compare: an answer that
+    is not the root's own path (a link now stands there, or no folder) drops what each held."""
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine import held_policy, held_skills
+    from proctor.runtime.engine import session as session_module
+
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE)
+    s = session(root)
+    assert s.run("one", cwd=root).outcome == "completed"
+    seen: list[tuple[str, Any]] = []
+
+    def spy(name: str, cls: Any, method: str) -> None:
+        real = getattr(cls, method)
+
+        def spied(*args: Any, **kwargs: Any) -> Any:
+            seen.append((name, kwargs.get("real_root", args[3] if len(args) > 3 else "")))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(cls, method, spied)
+
+    spy("skills", held_skills.HeldSkills, "get")
+    spy("policy", held_policy.HeldPolicy, "get")
+    spy("governing", Workspace, "governing")
+    derived: list[Any] = []
+    real_derived = Workspace._derived
+    monkeypatch.setattr(
+        Workspace, "_derived", lambda *a, **k: derived.append(1) or real_derived(*a, **k)
+    )
+    monkeypatch.setattr(session_module, "real_folder", lambda path: str(tmp_path / "moved"))
+    assert s.run("one", cwd=root).outcome == "completed"
+    assert {name for name, _ in seen} == {"skills", "policy", "governing"}
+    assert {given for _, given in seen} == {str(tmp_path / "moved")}
+    assert derived  # the held governing workspace was not handed out

@@ -177,8 +177,9 @@ class Workspace:
         )
 
     def governing(
-        self, *, extra_authority: frozenset[str], environ: Mapping[str, str]
-    ) -> Workspace:
+        self, *, extra_authority: frozenset[str], environ: Mapping[str, str],
+        real_root: str | None = "",
+    ) -> Workspace:  # fmt: skip
         """This workspace as a run's tools see it: ``extra_authority`` (the run's own package
         files) added, proctor's state placed as ``environ`` says (the session's settings).
         The walk already done is shared; ``self`` when nothing changes.
@@ -188,7 +189,9 @@ class Workspace:
         resolves to itself and is a folder, and proctor's state resolves to the same real paths
         (each resolved again at every ask: a link swapped in between is seen); the derived
         one's verdicts on names read (``_named``) are kept with it, as they are functions of the
-        path's text and of those rules alone."""
+        path's text and of those rules alone. ``real_root``: :func:`real_folder` of the root as
+        the run resolved it at its start (one answer for the run; ``""``, the default: asked
+        here)."""
         extra = self.rules.extra_authority | extra_authority
         if extra == self.rules.extra_authority and environ is self._environ:
             return self
@@ -201,7 +204,8 @@ class Workspace:
             held is not None
             and held[0] is environ
             and held[1].rules.same_state(environ)
-            and real_folder(self._root_text) == self._root_text  # still itself, and a folder
+            # still itself, and a folder
+            and (real_folder(self._root_text) if real_root == "" else real_root) == self._root_text
         ):
             return held[1]
         derived = self._derived(roots=self._roots, extra_authority=extra, environ=environ)

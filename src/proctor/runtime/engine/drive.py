@@ -130,6 +130,9 @@ class RunDriver:
         self.directive: bool | None = None
         # the start found no proctor.toml a moment ago (.start.no_config): none is read for it
         self.bare = False
+        # the workspace's real folder as Session.run resolved it at its start (None: not a
+        # folder), one answer for its held checks; "": resolved where asked (resume, turns)
+        self.real_root: str | None = ""
         # credential material for this command only (the Python API's request_secrets)
         self.request_secrets: Mapping[str, str] | None = None
         # what crashed drivers left was recovered by this run's start a moment ago, and that
@@ -299,7 +302,9 @@ class RunDriver:
             self.receipts_counted = True
         extra = package_authority_files(self.skill, s.workspace.root)
         # the run's own package is authority, and proctor's state is where the session keeps it
-        workspace = s.workspace.governing(extra_authority=extra, environ=s.environ)
+        workspace = s.workspace.governing(
+            extra_authority=extra, environ=s.environ, real_root=self.real_root
+        )
         try:
             lifted = workspace.allow_write
         except ConfigError as exc:

@@ -124,14 +124,18 @@ class HeldPolicy:
         self._entry: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
 
-    def get(self, root: str, environ: Mapping[str, str]) -> Any | None:
-        """The kept state when the workspace and everything stamped are as they were."""
+    def get(self, root: str, environ: Mapping[str, str], real_root: str | None = "") -> Any | None:
+        """The kept state when the workspace and everything stamped are as they were
+        (``real_root``: the workspace's real folder as the run resolved it at its start,
+        ``None`` when it was not one; ``""``, the default: resolved here)."""
         with self._lock:
             entry = self._entry
         if entry is None:
             return None
         real, settings, stamps, loaded = entry
-        if real_path(root) != real or not _same_settings(environ, settings):
+        if (real_path(root) if real_root == "" else real_root) != real or not _same_settings(
+            environ, settings
+        ):
             return None
         for path, times, look in stamps:  # one absent when stamped: asked of access first
             if _look(path, times=times, rare=look[0] is None)[0] != look:

@@ -126,12 +126,14 @@ class HeldSkills:
 
     def get(
         self, key: tuple[str, ...], root: str, *, folder: str | None = None,
-        digest: str | None = None,
+        digest: str | None = None, real_root: str | None = "",
     ) -> Any | None:  # fmt: skip
         """The kept value when the package folder (``folder``: a real path; by default
         ``key[0]`` resolved) and the workspace resolve to the paths they did and nothing
         stamped changed (and, for a racy entry, the files' digest is still ``digest``, default
-        ``key[1]``); ``None`` otherwise."""
+        ``key[1]``); ``None`` otherwise. ``real_root``: the workspace's real folder as the
+        run resolved it at its start (``None``: not a folder; ``""``, the default: resolved
+        here)."""
         with self._lock:
             entry = self._entries.get(key)
         if entry is None:
@@ -139,7 +141,10 @@ class HeldSkills:
         stamped, loaded = entry
         began = time.time_ns()
         # a folder given is the real path locate just resolved: not asked of the kernel twice
-        reals = (real_path(key[0]) if folder is None else folder, real_path(root))
+        reals = (
+            real_path(key[0]) if folder is None else folder,
+            real_path(root) if real_root == "" else real_root,
+        )
         if reals != stamped.reals or not _unchanged(stamped.stamps):
             self._drop(key, entry)
             return None
@@ -155,13 +160,14 @@ class HeldSkills:
         return loaded
 
     def resolve(
-        self, ref: str, *, cwd: Path, root: Path, environ: Mapping[str, str]
-    ) -> LoadedSkill:
+        self, ref: str, *, cwd: Path, root: Path, environ: Mapping[str, str],
+        real_root: str | None = "",
+    ) -> LoadedSkill:  # fmt: skip
         """:func:`~proctor.runtime.packages.resolve.resolve_skill` of ``ref`` from ``cwd``, or
         the package this session resolved for it before: kept for a local folder (a core or
         installed package is verified on every load) while ``ref`` still locates the same real
         folder and nothing under it changed (the rules of :meth:`get`), so what runs is
-        always the package whose digest the run records.
+        always the package whose digest the run records. ``real_root``: as :meth:`get`'s.
 
         Raises:
             ProctorError: as :func:`~proctor.runtime.packages.resolve.resolve_skill`.
@@ -178,7 +184,9 @@ class HeldSkills:
         if entry is not None:
             skill: LoadedSkill = entry[1]
             if str(skill.folder) == folder:
-                held = self.get(key, base, folder=folder, digest=skill.package_digest)
+                held = self.get(
+                    key, base, folder=folder, digest=skill.package_digest, real_root=real_root
+                )
                 if held is not None:
                     return held  # type: ignore[no-any-return]
         stamped = stamp_package(folder, base)  # before the package is read

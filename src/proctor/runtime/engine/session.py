@@ -42,9 +42,10 @@ from proctor.core.ids import uuid4_hex
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, StoreError, UsageError
 from proctor.parser.skill import select_method
-from proctor.policy.cache import run_policies
+from proctor.policy.cache import RunPolicies, run_policies
 from proctor.policy.guard_files import GuardFiles, guard_modules
 from proctor.runtime.admission.governor import CallOutcome
+from proctor.runtime.boundary.real import real_folder
 from proctor.runtime.directives import WRITABLE_DIRS, is_directive_run
 from proctor.runtime.engine.decisions import record_plan
 from proctor.runtime.engine.delivery import (
@@ -67,7 +68,6 @@ from proctor.runtime.records.runs import RunRecord
 from proctor.runtime.testhooks import kill_point
 
 if TYPE_CHECKING:
-    from proctor.policy import GuardRegistry, PolicySet, Unrestricted
     from proctor.receipts.signing import Signer
     from proctor.runtime.boundary.egress import EgressRoute
     from proctor.runtime.boundary.sandbox import SandboxMode
@@ -280,11 +280,11 @@ class Session:
                 self._tools.update(workspace_tools(self.workspace, self.environ))
         return self._tools
 
-    def policy(self) -> tuple[PolicySet | Unrestricted, GuardRegistry, bool]:
+    def policy(self, real_root: str | None = "") -> RunPolicies:
         """The loaded policy set (or UNRESTRICTED under the audited opt-out), the guard
         registry, and whether the run goes unguarded, as the workspace's files are now
         (loaded once per process for each distinct set of files: :mod:`proctor.policy.cache`;
-        not read again while none of them changed: :mod:`.held_policy`).
+        not read again while none of them changed: :mod:`.held_policy`; ``real_root`` as there).
 
         The workspace's guard modules run only when a person trusted their bytes (the home's
         record, :mod:`proctor.runtime.home.trust`) or ``PROCTOR_TRUST_WORKSPACE=1`` says so
@@ -296,7 +296,7 @@ class Session:
                 the shipped rules, or zero enforceable rules.
         """
         root = str(self.workspace.root)
-        held = self._held_policy.get(root, self.environ)  # nothing it was built from changed
+        held = self._held_policy.get(root, self.environ, real_root)  # nothing of it changed
         if held is not None:
             return held  # type: ignore[no-any-return]
         stamped = self._held_policy.stamp(root, self.environ)  # before anything is read
@@ -464,9 +464,11 @@ class Session:
         from proctor.runtime.engine.drive import RunDriver
         from proctor.runtime.engine.start import check_parts, no_config, run_egress, start_run
 
+        real = real_folder(str(self.workspace.root))  # one answer for the run's checks
         skill = self._held_skills.resolve(  # a local package unchanged since: not read again
-            ref, cwd=cwd or Path.cwd(), root=self.workspace.root, environ=self.environ
-        )
+            ref, cwd=cwd or Path.cwd(), root=self.workspace.root, environ=self.environ,
+            real_root=real,
+        )  # fmt: skip
         if skill.package.profile is None:
             raise UsageError(
                 f"skill {skill.package.name} has no run.yaml, so it has no method to run",
@@ -507,7 +509,7 @@ class Session:
         if self.confine_writes or directive:
             record.data["writable_dirs"] = list(WRITABLE_DIRS)
         driver = RunDriver(self, record, skill, method, stop)
-        driver.directive, driver.bare = directive, bare
+        driver.directive, driver.bare, driver.real_root = directive, bare, real
         driver.request_secrets = request_secrets
         start_run(self, driver, inputs, cli_inputs, self._acquire)
         try:
@@ -614,20 +616,18 @@ class Session:
         floor, budget) and recorded under ``call_id``: a repeat of the same ``call_id``
         returns the recorded outcome and sends nothing.
 
-        A change under ``effects: ask`` with no approval of its own pauses the run
-        ``needs_approval`` on a request at ``<address>/turn/<call_id>`` carrying exactly what
-        executes; the outcome is ``refused`` with code ``approval_pending`` and nothing is
-        sent. After a person approves it with ``resume``, the same call (same ``call_id``)
-        executes once.
+        A change under ``effects: ask`` with no approval of its own pauses the run (needs_approval)
+        on a request at ``<address>/turn/<call_id>`` carrying exactly what executes; the outcome
+        is ``refused`` with code ``approval_pending`` and nothing is sent. After a person approves
+        it with ``resume``, the same call (same ``call_id``) executes once.
 
         A ``skill.*`` call whose child run pauses waits the same way: the child's requests
         surface at ``<address>/turn/<call_id>#<child address>``, the outcome is ``refused``
         with code ``child_pending``, and once they are answered the same call goes on with the
         child and returns its result (see :mod:`.skill_calls`).
 
-        ``stop`` cancels the call: a read in flight stops (``call_cancelled``); an effect in
-        flight runs to its end and settles as it ended, with ``cancel_requested`` recorded
-        beside it.
+        ``stop`` cancels the call: a read in flight stops (``call_cancelled``); an effect in flight
+        runs to its end and settles as it ended, with ``cancel_requested`` recorded beside it.
 
         Raises:
             UsageError: ``run_not_found``.

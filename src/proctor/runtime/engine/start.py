@@ -201,7 +201,7 @@ def _policy_at_start(host: RunHost, driver: RunDriver) -> None:
     for the governor to load again and refuse (its run seals ``blocked``); a start refused in
     preparation loads none (its receipt binds no policy)."""
     try:
-        loaded = host.policy()
+        loaded = host.policy(driver.real_root)
     except (PolicyLoadError, ConfigError):
         return
     policies, _guards, unguarded = loaded
