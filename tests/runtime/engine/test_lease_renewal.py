@@ -162,9 +162,8 @@ def _packs(root: Path) -> list[Path]:
 def test_the_lease_ttl_is_the_variable_as_os_environ_gives_it_now(
     monkeypatch: pytest.MonkeyPatch, given: str | None
 ) -> None:
-    """lease_ttl reads os.environ's own store (no KeyError raised for an unset variable): its
-    answer is the one os.environ.get's text gives, whatever the text (a fullwidth digit, an
-    undecodable byte), and a change between two calls is seen by the second."""
+    """lease_ttl's answer is the one os.environ.get's text gives, whatever the text (a fullwidth
+    digit, an undecodable byte), and a change between two calls is seen by the second."""
     import os
 
     from proctor.runtime.engine.lease import LEASE_TTL_SECONDS, lease_ttl
@@ -184,6 +183,6 @@ def test_the_lease_ttl_is_the_variable_as_os_environ_gives_it_now(
     else:
         monkeypatch.setenv("PROCTOR_LEASE_TTL", given)
     assert lease_ttl() == expected()
-    # a mapping put in place of os.environ (not its store) is asked as it is
+    # a mapping put in place of os.environ is asked as it is
     monkeypatch.setattr(os, "environ", {"PROCTOR_LEASE_TTL": "9"})
     assert lease_ttl() == 9.0

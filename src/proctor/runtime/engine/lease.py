@@ -48,7 +48,7 @@ _GONE_SECONDS = 10.0
 def lease_ttl() -> float:
     """``PROCTOR_LEASE_TTL`` when it is a number of seconds from 1 to 86400, else
     :data:`LEASE_TTL_SECONDS`."""
-    text = _setting()
+    text = os.environ.get("PROCTOR_LEASE_TTL")
     if not text:  # the usual case, without the refused float("") of an unset variable
         return LEASE_TTL_SECONDS
     try:
@@ -56,24 +56,6 @@ def lease_ttl() -> float:
     except ValueError:
         return LEASE_TTL_SECONDS
     return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS
-
-
-_TTL_NAME = "PROCTOR_LEASE_TTL"
-_TTL_RAW = os.fsencode(_TTL_NAME) if os.name == "posix" else None
-
-
-def _setting() -> str | None:
-    """``os.environ.get("PROCTOR_LEASE_TTL")``, asked as it is now (a run asks three times).
-    On POSIX it is one lookup in ``os.environ``'s own store (its keys and values are the
-    encoded bytes ``os.environb`` shows): ``os.environ.get`` of an unset variable raises and
-    catches a ``KeyError`` twice, which costs more than the rest of the answer. Anything else
-    in place of ``os.environ`` (a test's mapping, another system) is asked by ``get``."""
-    environ = os.environ
-    data = getattr(environ, "_data", None) if _TTL_RAW is not None else None
-    if type(data) is not dict or type(environ) is not os._Environ:
-        return environ.get(_TTL_NAME)
-    raw = data.get(_TTL_RAW)
-    return None if raw is None else environ.decodevalue(raw)
 
 
 def holder_id() -> str:
