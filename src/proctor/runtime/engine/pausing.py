@@ -116,14 +116,18 @@ def seal(
     """Seal the run from its record (see :func:`.sealing.seal_run`), once its lease is renewed:
     a driver that lost it writes no receipt.
 
+    The record is the driver's own, not read again: the driver has held the run's lease since
+    it read or created the row (its writes are fenced), and every field of the row the seal
+    reads that the driver writes while it drives, it writes to its record too (a resume's
+    decisions and standing approvals come before the driver, in the record it is given;
+    tests/runtime/engine/conftest.py holds every seal of the engine's tests to the store's row).
+
     Raises:
         LeaseLost: the lease is another driver's now (nothing of the seal was written).
         StoreError: ``seal_failed`` (see :func:`.sealing.seal_run`).
     """
     kill_point("run.before_seal")
     run.s._renew(run.run_id)
-    record = run.s.store.get_run(run.run_id)
-    assert record is not None
     return seal_run(
-        run.s, record, outcome=outcome, seal_reason=seal_reason, result=result, refusal=refusal
+        run.s, run.record, outcome=outcome, seal_reason=seal_reason, result=result, refusal=refusal
     )
