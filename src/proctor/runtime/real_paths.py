@@ -31,15 +31,22 @@ def real_path(path: str | os.PathLike[str]) -> str:
             fd = os.open(path, _O_PATH | os.O_CLOEXEC)
         except (OSError, ValueError):  # absent, a loop, too long, a NUL: the slow walk says
             return os.path.realpath(path)
-        try:
-            found = os.readlink(f"{_FDS}{fd}")
-        except OSError:
-            found = ""
-        finally:
-            os.close(fd)
-        if found.startswith("/") and not found.endswith(" (deleted)"):
+        found = _opened(fd)
+        if found:
             return found
     return os.path.realpath(path)
+
+
+def _opened(fd: int) -> str:
+    """The path the kernel names for ``fd`` (closed here), or ``""`` when it names none that
+    can be trusted (unreadable, not absolute, or a file deleted since)."""
+    try:
+        found = os.readlink(f"{_FDS}{fd}")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return found if found.startswith("/") and not found.endswith(" (deleted)") else ""
 
 
 def real_folder(path: str) -> str | None:
@@ -52,12 +59,7 @@ def real_folder(path: str) -> str | None:
             return None
         except (OSError, ValueError):  # not a folder, a loop, too long: the slow answer says
             return real_path(path) if os.path.isdir(path) else None
-        try:
-            found = os.readlink(f"{_FDS}{fd}")
-        except OSError:
-            found = ""
-        finally:
-            os.close(fd)
-        if found.startswith("/") and not found.endswith(" (deleted)"):
+        found = _opened(fd)
+        if found:
             return found
     return real_path(path) if os.path.isdir(path) else None
