@@ -129,15 +129,21 @@ def test_a_policy_that_does_not_load_still_blocks_the_run(tmp_path: Path) -> Non
     assert "policy_digest" not in s.store.get_run(envelope.run_id).data  # type: ignore[union-attr]
 
 
+def _state_and_package(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace's state folder and a package folder outside it, both made."""
+    state = tmp_path / ".proctor"
+    state.mkdir()
+    elsewhere = tmp_path / "skills" / "one"
+    elsewhere.mkdir(parents=True)
+    return state, elsewhere
+
+
 def test_a_directive_run_is_told_without_resolving_a_folder_that_is_not_there(
     tmp_path: Path,
 ) -> None:
     from proctor.runtime.directives import is_directive_run
 
-    state = tmp_path / ".proctor"
-    state.mkdir()
-    elsewhere = tmp_path / "skills" / "one"
-    elsewhere.mkdir(parents=True)
+    state, elsewhere = _state_and_package(tmp_path)
     inside = state / "directive-packages" / "d1"
     # no directive-packages folder: a package that is there is no directive's; one whose
     # recorded folder is gone too is judged by its path (fail closed)
@@ -340,10 +346,7 @@ def test_a_directive_packages_folder_is_followed_through_a_link_and_a_dangling_o
 ) -> None:
     from proctor.runtime.directives import is_directive_run
 
-    state = tmp_path / ".proctor"
-    state.mkdir()
-    elsewhere = tmp_path / "skills" / "one"
-    elsewhere.mkdir(parents=True)
+    state, elsewhere = _state_and_package(tmp_path)
     kept = tmp_path / "kept"
     (state / "directive-packages").symlink_to(kept)  # dangling: no folder is there
     assert not is_directive_run({"package_folder": str(elsewhere)}, state)
