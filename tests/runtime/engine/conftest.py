@@ -3,6 +3,8 @@
 :func:`proctor.runtime.engine.pausing.seal` seals from the driver's record without reading the
 row again; a field written to the store during a run but not to the driver's record would
 seal a receipt of the old value. Only the fields below, which the seal never reads, may differ.
+A seal told that the run has no request (``no_requests``: its driver created the run and
+recorded none) is held to the store's requests too.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def _seals_from_the_stored_row(monkeypatch: pytest.MonkeyPatch) -> Iterator[None
         stored = session.store.get_run(record.run_id)
         assert stored is not None
         assert differing(record, stored) == set(), "the driver's record is not the store's"
+        if kwargs.get("no_requests"):
+            assert session.store.requests(record.run_id) == [], "a request the seal did not read"
         return real(session, record, **kwargs)
 
     monkeypatch.setattr(pausing, "seal_run", checked)

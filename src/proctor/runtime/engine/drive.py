@@ -139,6 +139,9 @@ class RunDriver:
         # start created the run under this driver's lease: no other driver recorded any of it
         self.recovered = False
         self.fresh = False
+        # a request of the run was recorded by this driver; a fresh driver that recorded none
+        # seals without reading the run's requests (only a lease holder records one: fenced)
+        self.asked = False
 
     # -- what a driver resolves once -----------------------------------------------------
 

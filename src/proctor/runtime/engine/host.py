@@ -236,6 +236,8 @@ class StepRunner(Protocol):
     pending and the run pauses); in a managed turn it cannot."""
     fresh: bool
     """This driver's start created the run (under its lease): no call of it is stored yet."""
+    asked: bool
+    """This driver recorded a request of the run (:func:`.pausing.open_request`)."""
 
     def governor(self) -> Governor:
         """The run's governor (built once per driver)."""

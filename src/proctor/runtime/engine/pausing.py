@@ -26,7 +26,8 @@ __all__ = ["open_request", "pause", "seal", "seal_reused"]
 
 def open_request(run: Run, address: str, body: dict[str, Any]) -> RequestRecord:
     """Record a request (its digest over exactly ``body``); a recorded decision for the
-    same digest is kept."""
+    same digest is kept. The driver notes that it asked (its seal reads the requests)."""
+    run.asked = True
     record = RequestRecord(
         run_id=run.run_id,
         address=address,
@@ -129,5 +130,11 @@ def seal(
     kill_point("run.before_seal")
     run.s._renew(run.run_id)
     return seal_run(
-        run.s, run.record, outcome=outcome, seal_reason=seal_reason, result=result, refusal=refusal
+        run.s,
+        run.record,
+        outcome=outcome,
+        seal_reason=seal_reason,
+        result=result,
+        refusal=refusal,
+        no_requests=run.fresh and not run.asked,
     )

@@ -117,8 +117,12 @@ def seal_run(
     seal_reason: str | None,
     result: Any,
     refusal: Refusal | None,
+    no_requests: bool = False,
 ) -> RunEnvelope:
     """Write the run's receipt tree from the store, mark it sealed, return its envelope.
+
+    ``no_requests``: the caller knows the run has no request (its driver created the run and
+    recorded none, and only a lease holder records one), so who decided them is not read.
 
     The order, and why: the receipts are written first, the run receipt committing the audit
     log's head as it is *before* ``run_sealed`` (that line names the receipt, so the receipt
@@ -133,7 +137,7 @@ def seal_run(
         UsageError: a receipt field is invalid (a bug).
     """
     try:
-        return _seal(session, record, outcome, seal_reason, result, refusal)
+        return _seal(session, record, outcome, seal_reason, result, refusal, no_requests)
     except (StoreError, ReceiptInvalid) as exc:
         raise _unsealed(session, record, exc) from exc
 
@@ -160,6 +164,7 @@ def _seal(
     seal_reason: str | None,
     result: Any,
     refusal: Refusal | None,
+    no_requests: bool,
 ) -> RunEnvelope:
     s = session
     store = s.store
@@ -172,7 +177,7 @@ def _seal(
     # bound the refs, the window bounds the trace)
     writer = ReceiptWriter(s.receipts, s.signer, clock=s.clock, batch=SEAL_BATCH)
     name, pkg = record.skill, data.get("package_digest")
-    deciders = decided_by(store.requests(record.run_id))
+    deciders = {} if no_requests else decided_by(store.requests(record.run_id))
     window = TraceWindow()
     done_notes: list[str] = []
     # a run of more than SEGMENT_FANOUT steps, a step of more calls: grouped into segments
