@@ -25,6 +25,15 @@ _V8 = {
     " admitted INTEGER NOT NULL, steps INTEGER NOT NULL)",
 }
 _COUNTERS = ("calls_counted", "calls_recounted", "steps_counted")
+_REUSE_V8 = (
+    "CREATE INDEX runs_reuse ON runs (json_extract(data, '$.reuse_key'), cursor)"
+    " WHERE status = 'sealed' AND outcome = 'completed'"
+)
+# what only an index holding the runs without a reuse key can answer
+_NULL_KEYS = (
+    "SELECT cursor FROM runs INDEXED BY runs_reuse WHERE status = 'sealed'"
+    " AND outcome = 'completed' AND json_extract(data, '$.reuse_key') IS NULL"
+)
 
 
 def _call(run_id: str, call_id: str, step_id: str, outcome: str) -> CallRecord:
@@ -71,6 +80,8 @@ def _as_version_8(path: Path) -> None:
             conn.execute(f"DROP TABLE {table}_new")
         for (sql,) in triggers:
             conn.execute(sql)
+        conn.execute("DROP INDEX runs_reuse")
+        conn.execute(_REUSE_V8)
         conn.execute("PRAGMA user_version = 8")
         conn.execute("COMMIT")
     finally:
@@ -83,6 +94,28 @@ def test_a_new_store_keeps_leases_and_counters_in_one_b_tree_each(tmp_path: Path
     assert _keyed(path) == {"leases": True, "run_counts": True}
     names = {r[0] for r in _rows(path, "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert not {"sqlite_autoindex_leases_1", "sqlite_autoindex_run_counts_1"} & names
+
+
+def test_a_sealed_run_without_a_reuse_key_is_not_in_the_reuse_index(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteRunStore(path)
+    try:
+        for run_id, data in (("top", {}), ("child", {"reuse_key": "k"})):
+            store.create_run(RunRecord(run_id=run_id, skill="s", method="m", data=data))
+            store.update_run(run_id, status="sealed", outcome="completed")
+        found = store.find_reusable("k", since="1970-01-01T00:00:00Z")
+        assert found is not None and found.run_id == "child"
+        plan = _rows(
+            path,
+            "EXPLAIN QUERY PLAN SELECT cursor FROM runs WHERE status = 'sealed'"
+            " AND outcome = 'completed' AND updated_at >= '' AND"
+            " json_extract(data, '$.reuse_key') = 'k' ORDER BY cursor DESC LIMIT 1",
+        )
+        assert "runs_reuse" in str(plan), plan
+        with pytest.raises(sqlite3.OperationalError, match="no query solution"):
+            _rows(path, _NULL_KEYS)  # the index holds no run without a key
+    finally:
+        store.close()
 
 
 def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Path) -> None:
@@ -120,6 +153,10 @@ def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Pa
         assert _rows(path, "SELECT * FROM run_counts ORDER BY run_id") == [
             c for c in counts if c[0] != "lazy"
         ]
+        # the reuse index is kept as it was (every completed run), and still answers
+        assert _rows(path, _NULL_KEYS) == []
+        again.update_run("done", status="sealed", outcome="completed", data={"reuse_key": "k"})
+        assert again.find_reusable("k", since="1970-01-01T00:00:00Z").run_id == "done"  # type: ignore[union-attr]
         triggers = _rows(path, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
         assert set(_COUNTERS) <= {t[0] for t in triggers}
         assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
