@@ -82,6 +82,9 @@ def _as_version_8(path: Path) -> None:
             conn.execute(sql)
         conn.execute("DROP INDEX runs_reuse")
         conn.execute(_REUSE_V8)
+        # an index and a trigger of the table's own (none in the schema): kept by the rebuild
+        conn.execute("CREATE INDEX leases_holder ON leases (holder)")
+        conn.execute("CREATE TRIGGER leases_kept AFTER DELETE ON leases BEGIN SELECT 1; END")
         conn.execute("PRAGMA user_version = 8")
         conn.execute("COMMIT")
     finally:
@@ -158,7 +161,10 @@ def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Pa
         again.update_run("done", status="sealed", outcome="completed", data={"reuse_key": "k"})
         assert again.find_reusable("k", since="1970-01-01T00:00:00Z").run_id == "done"  # type: ignore[union-attr]
         triggers = _rows(path, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        assert set(_COUNTERS) <= {t[0] for t in triggers}
+        assert {*_COUNTERS, "leases_kept"} <= {t[0] for t in triggers}
+        assert _rows(path, "SELECT tbl_name FROM sqlite_master WHERE name = 'leases_holder'") == [
+            ("leases",)
+        ]
         assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
         # the counters go on from the copied rows, and are counted where none was copied
         assert again.run_counts("taken") == RunCounts(calls=2, admitted=1, steps=1)

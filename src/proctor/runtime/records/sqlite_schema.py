@@ -179,9 +179,10 @@ def _rekey(conn: sqlite3.Connection, table: str) -> None:
     """Rebuild ``table`` as ``SCHEMA`` declares it (``WITHOUT ROWID``) when it is a rowid table
     (a store from before version 9), its rows copied (inside the caller's transaction).
 
-    The triggers that write to it (``run_counts``'s, on ``calls`` and ``steps``) are dropped
-    first and made again after: a rename checks every trigger, and theirs would name a table
-    that is gone for a moment."""
+    The triggers that name it (``run_counts``'s, on ``calls`` and ``steps``) are dropped first
+    and made again after, as are the indexes of its own (none today): a rename checks every
+    trigger, and theirs would name a table that is gone for a moment; a dropped table's own
+    go with it."""
     row = conn.execute(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
     ).fetchone()
@@ -189,13 +190,13 @@ def _rekey(conn: sqlite3.Connection, table: str) -> None:
         return
     create = f"CREATE TABLE IF NOT EXISTS {table} ("
     declared = next(s for s in _statements(SCHEMA) if s.startswith(create))
-    triggers = conn.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name != ?"
-        " AND sql LIKE ?",
-        (table, f"%{table}%"),
+    kept = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND ((type = 'trigger'"
+        " AND sql LIKE ?) OR (type = 'index' AND tbl_name = ?))",
+        (f"%{table}%", table),
     ).fetchall()
-    for name, _ in triggers:
-        conn.execute(f"DROP TRIGGER {name}")
+    for kind, name, _ in kept:
+        conn.execute(f"DROP {kind.upper()} {name}")
     conn.execute(declared.replace(create, f"CREATE TABLE {table}_v9 (", 1))
     columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA table_info({table}_v9)"))
     # in key order (sorted, not read through the old key's index): the new b-tree is filled
@@ -206,5 +207,5 @@ def _rekey(conn: sqlite3.Connection, table: str) -> None:
     )
     conn.execute(f"DROP TABLE {table}")
     conn.execute(f"ALTER TABLE {table}_v9 RENAME TO {table}")
-    for _, sql in triggers:
+    for _, _, sql in kept:
         conn.execute(sql)
