@@ -1,7 +1,8 @@
 """Version 9 of the SQLite run store: ``leases`` and ``run_counts`` are ``WITHOUT ROWID`` tables
 (one b-tree each, not a rowid table and its key's index), and a store written before is
 migrated when opened, its rows copied whole; a new run's counters start at zero without
-counting its (absent) rows.
+counting its (absent) rows; ``runs_reuse`` holds no run without a reuse key; the open journal
+bundles are read through an index of their own.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import LeaseLost
-from proctor.runtime.records.runs import CallRecord, RunCounts, RunRecord
+from proctor.runtime.records.runs import CallRecord, JournalRecord, RunCounts, RunRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION
 
@@ -82,6 +83,7 @@ def _as_version_8(path: Path) -> None:
             conn.execute(sql)
         conn.execute("DROP INDEX runs_reuse")
         conn.execute(_REUSE_V8)
+        conn.execute("DROP INDEX journal_open")
         # an index and a trigger of the table's own (none in the schema): kept by the rebuild
         conn.execute("CREATE INDEX leases_holder ON leases (holder)")
         conn.execute("CREATE TRIGGER leases_kept AFTER DELETE ON leases BEGIN SELECT 1; END")
@@ -162,6 +164,8 @@ def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Pa
         assert again.find_reusable("k", since="1970-01-01T00:00:00Z").run_id == "done"  # type: ignore[union-attr]
         triggers = _rows(path, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
         assert {*_COUNTERS, "leases_kept"} <= {t[0] for t in triggers}
+        indexes = _rows(path, "SELECT name FROM sqlite_master WHERE type = 'index'")
+        assert ("journal_open",) in indexes
         assert _rows(path, "SELECT tbl_name FROM sqlite_master WHERE name = 'leases_holder'") == [
             ("leases",)
         ]
@@ -252,5 +256,27 @@ def test_a_new_runs_counters_start_at_zero_without_counting_rows(tmp_path: Path)
         store.record_call(_call("early", "a/1", "a", "completed"))
         store.create_run(RunRecord(run_id="early", skill="s", method="m"))
         assert store.run_counts("early") == RunCounts(1, 1, 0)
+    finally:
+        store.close()
+
+
+def test_the_open_journal_bundles_are_read_without_a_scan_of_the_closed(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteRunStore(path)
+    try:
+        for n in range(20):
+            store.journal_open(JournalRecord(f"b{n}", "r", "open", [{"path": f"{n}.txt"}]))
+            if n != 7:
+                store.journal_close(f"b{n}", "applied")
+        assert [j.bundle_id for j in store.journal_pending()] == ["b7"]
+        sent: list[str] = []
+        store._conn.set_trace_callback(sent.append)
+        store.journal_pending()
+        store._conn.set_trace_callback(None)
+        (query,) = sent
+        plan = str(_rows(path, f"EXPLAIN QUERY PLAN {query}"))
+        assert "USING INDEX journal_open" in plan, plan  # the partial index: open bundles only
+        store.journal_close("b7", "rolled_back")
+        assert store.journal_pending() == []
     finally:
         store.close()

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS journal (
     state TEXT NOT NULL,
     entries TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS journal_open ON journal (bundle_id) WHERE state = 'open';
 CREATE TABLE IF NOT EXISTS steps (
     ord INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -130,6 +131,9 @@ without one (every run a person or a host starts) writes no entry, one WAL frame
 seal. A store from before keeps the index it had, which holds an entry for every completed
 run (the null keys too): as correct, only larger; making it again would read every run's
 data while the store is locked (seconds for a million runs), so it is left as it is.
+
+And ``journal_open`` (as PostgreSQL's): the bundles still open, which every run's start looks
+for, read without a scan of every bundle ever journalled (a file-writing step's each).
 """
 
 
