@@ -8,6 +8,7 @@ from pathlib import Path
 
 from proctor.runtime.records.runs import RequestRecord, RunRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
+from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION
 
 
 def _run(store: SQLiteRunStore, run_id: str, *addresses: str, status: str) -> None:
@@ -114,7 +115,7 @@ def test_a_version_7_store_migrates_and_lists_what_waits(tmp_path: Path) -> None
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert "requests_open" not in names
-        assert conn.execute("PRAGMA user_version").fetchone() == (8,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     finally:
         conn.close()
 

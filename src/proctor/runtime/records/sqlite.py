@@ -39,7 +39,7 @@ from proctor.runtime.records.runs import (
     RunCounts,
     RunRecord,
 )
-from proctor.runtime.records.sqlite_counts import COUNT_ROWS
+from proctor.runtime.records.sqlite_counts import COUNT_ROWS, NEW_COUNTS
 from proctor.runtime.records.sqlite_leases import SQLiteLeases
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
@@ -292,7 +292,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                 )
                 # its counters start with it (as PostgreSQL's do): a driver's first read of
                 # them then needs no transaction of its own
-                self._conn.execute(COUNT_ROWS, (record.run_id,))
+                self._conn.execute(NEW_COUNTS, (record.run_id,))
                 self._seqs[record.run_id] = 0  # a new run: no event yet
                 self._created.add(record.run_id)
             except sqlite3.IntegrityError as exc:

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-__all__ = ["COUNTS_SCHEMA", "COUNT_ROWS"]
+__all__ = ["COUNTS_SCHEMA", "COUNT_ROWS", "NEW_COUNTS"]
 
 COUNTS_SCHEMA = """
 CREATE INDEX IF NOT EXISTS calls_step ON calls (run_id, step_id);
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS run_counts (
     calls INTEGER NOT NULL,
     admitted INTEGER NOT NULL,
     steps INTEGER NOT NULL
-);
+) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS calls_counted AFTER INSERT ON calls BEGIN
     UPDATE run_counts SET calls = calls + 1, admitted = admitted + (NEW.outcome IS NOT 'refused')
         WHERE run_id = NEW.run_id;
@@ -44,3 +44,11 @@ COUNT_ROWS = (
     " ON CONFLICT (run_id) DO NOTHING"
 )
 """Count a run's rows once, into its ``run_counts`` row (the triggers keep it from then on)."""
+
+NEW_COUNTS = (
+    "INSERT INTO run_counts (run_id, calls, admitted, steps) VALUES (?, 0, 0, 0)"
+    " ON CONFLICT (run_id) DO NOTHING"
+)
+"""A run's counters as its creation starts them, in the transaction that inserts the run: all
+zeros, as PostgreSQL's (its calls and steps are written by its driver, after it exists; a row
+a read of the counters made before, for the same id, is left as it is)."""
