@@ -122,6 +122,48 @@ def test_head_counts_lines_and_names_the_last_line_with_another_writer(tmp_path:
         assert log.head()["lines"] == other.head()["lines"] == 4
 
 
+def test_the_head_after_this_processs_own_line_takes_no_lock_and_another_writer_is_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the log ends where this process's own counted line ended it: the head is that line's,
+    # with no lock; once another process appended (or is appending: its bytes show in the
+    # size) the head is read under the lock and counts its line
+    import fcntl
+
+    from proctor.runtime.records import audit as audit_module
+
+    path = tmp_path / "audit.jsonl"
+    locks: list[int] = []
+    flock = fcntl.flock
+
+    def spy(fd: int, op: int) -> None:
+        locks.append(op)
+        flock(fd, op)
+
+    with AuditLog(path) as log:
+        log.emit("one", run_id=None, step_index=None)
+        assert log.head()["lines"] == 1  # counted: from now on the log knows its head
+        log.emit("two", run_id=None, step_index=None)
+        monkeypatch.setattr(audit_module.fcntl, "flock", spy)
+        data = path.read_bytes()
+        mine = {"lines": 2, "last_digest": line_digest(data.splitlines()[-1]), "bytes": len(data)}
+        assert log.head() == mine and locks == []
+        subprocess.run(  # another process's line after this one's
+            [sys.executable, "-c", "import sys; from pathlib import Path;"
+             " from proctor.runtime.records.audit import AuditLog;"
+             " AuditLog(Path(sys.argv[1])).emit('elsewhere', run_id=None, step_index=None)",
+             str(path)],
+            check=True,
+        )  # fmt: skip
+        data = path.read_bytes()
+        head = log.head()
+        assert head == {"lines": 3, "last_digest": line_digest(data.splitlines()[-1]),
+                        "bytes": len(data)}  # fmt: skip
+        assert locks == [fcntl.LOCK_EX, fcntl.LOCK_UN]
+        log.emit("three", run_id=None, step_index=None)  # chained to the other line
+    assert verify_chain(path).ok
+
+
 def test_emit_head_gives_the_head_just_after_its_line(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
 

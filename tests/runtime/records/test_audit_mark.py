@@ -344,3 +344,87 @@ def test_a_check_reads_the_marked_line_and_what_follows_at_once_and_still_sees_i
     assert refused.value.code == "audit_broken"
     assert seen == [1]  # the marked line's digest no longer matched: verified from line 1
     log.close()
+
+
+def _hashed(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The lines the check hashes itself (its own line_digest calls)."""
+    seen: list[bytes] = []
+    digest = audit_breaks.line_digest
+
+    def spy(line: bytes) -> str:
+        seen.append(line)
+        return digest(line)
+
+    monkeypatch.setattr(audit_breaks, "line_digest", spy)
+    return seen
+
+
+def test_the_marked_line_this_process_checked_is_compared_not_hashed_and_a_change_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the marked line is the last line of this process's own that the last check took: the
+    # next check compares it with the bytes kept (no hash, a read that starts just before
+    # it); the same line changed in place (same length, still JSON) is seen and refused
+    import os
+
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    log.emit("two", run_id=None, step_index=None, text="hello")
+    refuse_broken_log(path, _head(path), path.name)  # the mark ends at "two", own
+    log.emit("three", run_id=None, step_index=None)
+    hashed = _hashed(monkeypatch)
+    reads: list[tuple[int, int]] = []
+    pread = os.pread
+
+    def counted(fd: int, n: int, at: int) -> bytes:
+        reads.append((n, at))
+        return pread(fd, n, at)
+
+    monkeypatch.setattr(audit_breaks.os, "pread", counted)
+    refuse_broken_log(path, _head(path), path.name)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert hashed == []
+    assert reads == [(1 + len(lines[1]) + len(lines[2]), len(lines[0]) - 1)]  # from its newline
+    log.emit("four", run_id=None, step_index=None)
+    refuse_broken_log(path, _head(path), path.name)  # the mark ends at "four"
+    log.emit("five", run_id=None, step_index=None)
+    data = path.read_bytes()
+    assert data.count(b'"event":"four"') == 1
+    path.write_bytes(data.replace(b'"event":"four"', b'"event":"foul"'))  # the marked line
+    seen = _starts(monkeypatch)
+    with pytest.raises(StoreError) as refused:
+        refuse_broken_log(path, _head(path), path.name)
+    assert refused.value.code == "audit_broken" and refused.value.details["line"] == 5
+    assert seen == [1]  # the marked line no longer matched: verified from line 1
+    log.close()
+
+
+def test_a_marked_line_another_process_rewrote_between_two_runs_is_refused(
+    tmp_path: Path,
+) -> None:
+    # the same, by another process: it rewrites this process's marked line in place (same
+    # size) between two checks, and re-chains the line after it: still refused
+    log, path = _log(tmp_path)
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    log.emit("two", run_id=None, step_index=None, text="hello")
+    refuse_broken_log(path, _head(path), path.name)
+    log.emit("three", run_id=None, step_index=None)
+    anchor = _head(path)
+    script = (
+        "import sys, hashlib; from pathlib import Path; p = Path(sys.argv[1]);"
+        " lines = p.read_bytes().splitlines(keepends=True);"
+        " lines[1] = lines[1].replace(b'hello', b'hellp');"
+        " old = lines[2].rsplit(b'\"prev\":', 1)[0];"
+        " new = b'\"sha256:' + hashlib.sha256(lines[1].rstrip(b'\\n')).hexdigest().encode();"
+        " lines[2] = old + b'\"prev\":' + new + b'\"}\\n';"
+        " open(p, 'r+b').write(b''.join(lines))"
+    )
+    size = path.stat().st_size
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True)
+    assert path.stat().st_size == size
+    with pytest.raises(StoreError) as refused:
+        refuse_broken_log(path, anchor, path.name)
+    assert refused.value.code == "audit_broken"
+    log.close()

@@ -311,6 +311,14 @@ class AuditLog:
         """
         with self._threads:  # _locked() inline: a seal reads the head
             fd = self._open()
+            counted = self._counted
+            if not self._check_tail and counted is not None and counted[1] > 0:
+                # the log ends where this process's own last line ended it, and was counted
+                # up to there: no other writer appended since (nor is one mid-append: its
+                # bytes would show in the size), so the head is that line's, with no lock
+                size = os.lseek(fd, 0, os.SEEK_END)
+                if size == self._known_size == counted[0]:
+                    return {"lines": counted[1], "last_digest": self._prev, "bytes": size}
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 if self._check_tail:
@@ -320,7 +328,7 @@ class AuditLog:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _head(self, fd: int, known: Mapping[str, Any] | None) -> dict[str, Any]:
-        size = os.fstat(fd).st_size
+        size = os.lseek(fd, 0, os.SEEK_END)
         if self._counted is None and known is not None:
             self._start_count_at(fd, size, known)
         lines = self._count(fd, size)
@@ -382,7 +390,7 @@ class AuditLog:
         A line the file system took only part of is cut off again, so the log never keeps
         half a line when the write fails; if even that fails, the next writer repairs it.
         """
-        size = os.fstat(fd).st_size
+        size = os.lseek(fd, 0, os.SEEK_END)  # the size (under the lock), with no stat_result
         if size != self._known_size:
             last = _last_line(fd, size)
             self._prev = GENESIS if last is None else line_digest(last)

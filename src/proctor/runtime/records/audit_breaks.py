@@ -74,44 +74,56 @@ def refuse_broken_log(path: Path, newest: Mapping[str, Any] | None, shown: str) 
         StoreError: ``audit_broken`` naming the first bad line and the ways out;
             ``audit_unreadable`` when the log cannot be read.
     """
-    anchor = None
+    want = None  # the newest anchor as [lines, last_digest], as the mark records it checked
     if newest is not None and type(newest.get("lines")) is int and newest["lines"] > 0:
-        anchor = Anchor(
-            newest["lines"],
-            newest.get("last_digest"),
-            f"the run store's newest anchor (after run {newest.get('run_id')} sealed)",
-        )
+        want = [newest["lines"], newest.get("last_digest")]
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | _CLOEXEC)
     except FileNotFoundError:
-        if anchor is not None:
-            report = verify_bytes(b"", [anchor])
-            raise _broken(shown, report, missing=True) from None
+        if newest is not None and want is not None:
+            raise _broken(shown, verify_bytes(b"", [_anchor(newest)]), missing=True) from None
         return
     except OSError as exc:
         raise _unreadable(shown, exc) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        report, lines, last = _verify(fd, path, size, anchor)
+        size = os.lseek(fd, 0, os.SEEK_END)  # the size, without a stat_result to build
+        report, lines, last = _verify(fd, path, size, want, newest)
     except OSError as exc:
         raise _unreadable(shown, exc) from exc
     finally:
         os.close(fd)
-    if not report.ok:
+    if report is not None and not report.ok:
         raise _broken(shown, report, missing=False)
-    ok_anchor = None if anchor is None else [anchor.lines, anchor.last_digest]
     _write_mark(path, {"bytes": lines[0], "lines": lines[1], "last_digest": last,
-                       "anchor_ok": ok_anchor})  # fmt: skip
+                       "anchor_ok": want})  # fmt: skip
+
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _anchor(newest: Mapping[str, Any]) -> Anchor:
+    """The run store's newest anchor, as a report names it."""
+    return Anchor(
+        newest["lines"],
+        newest.get("last_digest"),
+        f"the run store's newest anchor (after run {newest.get('run_id')} sealed)",
+    )
 
 
 def _verify(
-    fd: int, path: Path, size: int, anchor: Anchor | None
-) -> tuple[ChainReport, tuple[int, int], str]:
-    """Verify from the mark (or the start): the report, the verified (bytes, lines), and the
-    digest of the last verified line."""
-    mark = _read_mark(path)
-    at, block = _after_mark(fd, size, mark)
+    fd: int, path: Path, size: int, want: list[Any] | None, newest: Mapping[str, Any] | None
+) -> tuple[ChainReport | None, tuple[int, int], str]:
+    """Verify from the mark (or the start) against the newest anchor (``want``, from
+    ``newest``): the report (``None``: the lines this process wrote, as it wrote them, and the
+    anchor naming their last: no report made), the verified (bytes, lines), and the digest of
+    the last verified line."""
+    key = str(path)
+    mark = _read_mark(key)
+    # the marked line as this process last saw it checked (its digest known): compared, not
+    # hashed, and the one read begins just before it
+    known = None if mark is None else audit_own.known(key, mark["last_digest"])
+    at, block = _after_mark(fd, size, mark, _BEFORE_MARK if known is None else len(known) + 2)
     cut = block.rfind(b"\n")
     # a torn last line is the next writer's to move aside
     end = at + cut + 1 if cut >= 0 else _last_newline(fd, size)
@@ -123,39 +135,29 @@ def _verify(
     if mark is not None and 0 < mark["bytes"] <= end:
         held = _line_in(block, at, mark["bytes"])
         line = _line_ending_at(fd, mark["bytes"]) if held is False else held
-        if line is not None and line_digest(line) == mark["last_digest"]:
+        if line is not None and (line == known or line_digest(line) == mark["last_digest"]):
             start, first, prev = mark["bytes"], mark["lines"] + 1, mark["last_digest"]
-    anchors = [] if anchor is None else [anchor]
-    if (
-        mark is not None
-        and anchor is not None
-        and mark.get("anchor_ok")
-        == [
-            anchor.lines,
-            anchor.last_digest,
-        ]
-    ):
-        anchors = []  # checked (or excused by a recorded break) when the mark was made
+    if want is not None and mark is not None and mark.get("anchor_ok") == want:
+        want = None  # checked (or excused by a recorded break) when the mark was made
     tail = read(start, end) if end > start else b""
-    inside = [a for a in anchors if a.lines < first] if start else []
-    if inside and all(_holds_in_place(fd, start, first - 1, a) for a in inside):
+    inside = start > 0 and want is not None and want[0] < first
+    if inside and newest is not None and _holds_in_place(fd, start, first - 1, _anchor(newest)):
         # concurrent runs seal out of order: the newest anchor often names a line the mark
         # already passed; that line is checked where it is, not the whole log read again
-        anchors = [a for a in anchors if a.lines >= first]
-        inside = []
-    if start and (b'"' + BREAK_EVENT.encode() + b'"' in tail or inside):
+        want, inside = None, False
+    if start and (_BREAK_QUOTED in tail or inside):
         start, first, prev = 0, 1, GENESIS
         tail = read(0, end) if end else b""
-    key = str(path)
     own = None
-    if b'"' + BREAK_EVENT.encode() + b'"' not in tail:
+    if _BREAK_QUOTED not in tail:
         own = audit_own.vouched(key, start, prev, tail)  # this process's lines, as written
     audit_own.forget(key)
     if own is not None:
         lines, last = first - 1 + own[0], own[1]
         # the anchor a seal of this process recorded names the last of them (else: in full)
-        if all(a.lines == lines and a.last_digest == last for a in anchors):
-            return ChainReport(ok=True, lines=lines, anchors=len(anchors)), (end, lines), last
+        if want is None or want == [lines, last]:
+            return None, (end, lines), last
+    anchors = [] if want is None or newest is None else [_anchor(newest)]
     report = verify_bytes(tail, anchors, prev=prev, first_line=first)
     last = prev
     if tail:
@@ -164,17 +166,20 @@ def _verify(
     return report, (end, report.lines), last
 
 
+_BREAK_QUOTED = b'"' + BREAK_EVENT.encode() + b'"'
+
 _BEFORE_MARK = 4096
-"""How far before the mark the one read of a check begins (the marked line is well under it)."""
+"""How far before the mark the one read of a check begins (the marked line is well under it),
+when the marked line is not known."""
 
 
-def _after_mark(fd: int, size: int, mark: dict[str, Any] | None) -> tuple[int, bytes]:
-    """``(at, bytes from at to the end)``: one read from :data:`_BEFORE_MARK` bytes before
-    the mark (its line, the lines after it and the log's last newline, which a check reads
-    otherwise in five); ``(size, b"")`` with no mark that fits, or a short read."""
+def _after_mark(fd: int, size: int, mark: dict[str, Any] | None, before: int) -> tuple[int, bytes]:
+    """``(at, bytes from at to the end)``: one read from ``before`` bytes before the mark (its
+    line, the lines after it and the log's last newline, which a check reads otherwise in
+    five); ``(size, b"")`` with no mark that fits, or a short read."""
     if mark is None or not 0 < mark["bytes"] <= size:
         return size, b""
-    at = max(0, mark["bytes"] - _BEFORE_MARK)
+    at = max(0, mark["bytes"] - before)
     block = os.pread(fd, size - at, at)
     return (at, block) if len(block) == size - at else (size, b"")
 
@@ -352,11 +357,12 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _read_mark(path: Path) -> dict[str, Any] | None:
+def _read_mark(key: str) -> dict[str, Any] | None:
     """The mark beside the log: the one this process holds while the file is as this process
     left it (one ``stat``), else the file's. Either is a claim the check confirms before it
-    skips a line (the line ending where it says has the digest it says)."""
-    name = str(path) + MARK_SUFFIX
+    skips a line (the line ending where it says has the digest it says). ``key``: the log's
+    path, as text."""
+    name = key + MARK_SUFFIX
     with _held_lock:
         held = _held.pop(name, None)
     if held is not None:

@@ -9,13 +9,17 @@ what it answered when they were written (each line chained to the one before, in
 form): the check compares the bytes and does not hash and parse them again. Bytes that differ
 in any way (another process's lines among them, a changed byte, a cut) are verified in full,
 as before; so is a log holding more than :data:`_MAX` bytes of them.
+
+The last of those lines, once a check took them, is kept with its digest (:func:`known`): it
+is the line the mark of that check ends at, and the next check compares the marked line with
+it instead of hashing it again (the same bytes have the same digest).
 """
 
 from __future__ import annotations
 
 import threading
 
-__all__ = ["forget", "vouched", "wrote"]
+__all__ = ["forget", "known", "vouched", "wrote"]
 
 _MAX = 65536
 """At most this many bytes are kept per log (past them, the next check verifies in full)."""
@@ -36,6 +40,7 @@ class _Own:
 
 
 _own: dict[str, _Own] = {}
+_last: dict[str, tuple[str, bytes]] = {}  # per log: the last own line a check took, its digest
 _lock = threading.Lock()
 
 
@@ -73,6 +78,21 @@ def vouched(path: str, start: int, prev: str, tail: bytes) -> tuple[int, str] | 
 
 def forget(path: str) -> None:
     """The log at ``path`` was checked up to its end: what this process appends from now on
-    is kept afresh."""
+    is kept afresh (the last line it kept, with its digest, is kept for :func:`known`)."""
     with _lock:
-        _own.pop(path, None)
+        own = _own.pop(path, None)
+        _last.pop(path, None)
+        if own is not None:
+            data = own.data
+            if len(_last) >= _LOGS:
+                del _last[next(iter(_last))]
+            _last[path] = (own.last, bytes(data[data.rfind(b"\n", 0, len(data) - 1) + 1 : -1]))
+
+
+def known(path: str, digest: str) -> bytes | None:
+    """The bytes (without the newline) of the line with digest ``digest`` that this process
+    appended last to the log at ``path`` before its last check, or ``None`` (not known): a
+    line in the log equal to them has that digest, without hashing it again."""
+    with _lock:
+        last = _last.get(path)
+    return last[1] if last is not None and last[0] == digest else None
