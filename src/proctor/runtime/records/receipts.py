@@ -49,6 +49,7 @@ import itertools
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -167,13 +168,19 @@ class ReceiptStore:
                     raise self._foreign("its index.jsonl was not written by proctor")
                 self._checked = True
                 return True
-            if self.directory.is_dir():
+            # one look at what stands there: a folder another writer makes between two looks
+            # (is_dir, then exists) would be taken for something that is not a folder
+            try:
+                kind: int | None = os.stat(self.directory).st_mode
+            except FileNotFoundError:
+                kind = None
+            if kind is not None and stat.S_ISDIR(kind):
                 names = [n for n in os.listdir(self.directory) if not n.startswith(_STAGING)]
                 if INDEX_NAME in names:
                     return self._check(create=create)  # another writer has just made it ours
                 if names:
                     raise self._foreign("it holds files but no proctor index.jsonl")
-            elif self.directory.exists():
+            elif kind is not None:
                 raise self._foreign("it is not a folder")
             if not create:
                 return False
@@ -486,9 +493,9 @@ class ReceiptStore:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                stat = os.fstat(fd)
-                size = stat.st_size
-                place = (stat.st_dev, stat.st_ino, size)
+                st = os.fstat(fd)
+                size = st.st_size
+                place = (st.st_dev, st.st_ino, size)
                 ours = place == self._pack_end or (
                     os.pread(fd, len(PACK_HEADER_V2), 0) == PACK_HEADER_V2
                 )
@@ -608,9 +615,9 @@ def _append_whole(
     """
     fcntl.flock(fd, fcntl.LOCK_EX)  # so that the cut never takes another writer's line
     try:
-        stat = os.fstat(fd)
-        size = stat.st_size
-        place = (stat.st_dev, stat.st_ino, size)
+        st = os.fstat(fd)
+        size = st.st_size
+        place = (st.st_dev, st.st_ino, size)
         if size and place != known and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         _write_at_end(fd, size, [data], durable=durable)
