@@ -22,6 +22,7 @@ from proctor.runtime.records.audit import (
     verify_bytes,
     verify_chain,
 )
+from tests.runtime.records.records_support import append_elsewhere
 
 
 def test_record_shape_sequence_and_chain(tmp_path: Path) -> None:
@@ -148,13 +149,7 @@ def test_the_head_after_this_processs_own_line_takes_no_lock_and_another_writer_
         data = path.read_bytes()
         mine = {"lines": 2, "last_digest": line_digest(data.splitlines()[-1]), "bytes": len(data)}
         assert log.head() == mine and locks == []
-        subprocess.run(  # another process's line after this one's
-            [sys.executable, "-c", "import sys; from pathlib import Path;"
-             " from proctor.runtime.records.audit import AuditLog;"
-             " AuditLog(Path(sys.argv[1])).emit('elsewhere', run_id=None, step_index=None)",
-             str(path)],
-            check=True,
-        )  # fmt: skip
+        append_elsewhere(path)  # another process's line after this one's
         data = path.read_bytes()
         head = log.head()
         assert head == {"lines": 3, "last_digest": line_digest(data.splitlines()[-1]),

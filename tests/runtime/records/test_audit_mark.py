@@ -15,6 +15,7 @@ from proctor.errors import StoreError
 from proctor.runtime.records import audit_breaks, audit_own
 from proctor.runtime.records.audit import AuditLog
 from proctor.runtime.records.audit_breaks import MARK_SUFFIX, refuse_broken_log
+from tests.runtime.records.records_support import append_elsewhere
 
 
 def _log(tmp_path: Path) -> tuple[AuditLog, Path]:
@@ -276,13 +277,7 @@ def test_lines_another_writer_added_or_an_earlier_anchor_are_verified_in_full(
     refuse_broken_log(path, None, path.name)
     calls = _spied(monkeypatch)
     log.emit("two", run_id=None, step_index=None)
-    subprocess.run(  # another process's line after this one's
-        [sys.executable, "-c", "import sys; from pathlib import Path;"
-         " from proctor.runtime.records.audit import AuditLog;"
-         " AuditLog(Path(sys.argv[1])).emit('elsewhere', run_id=None, step_index=None)",
-         str(path)],
-        check=True,
-    )  # fmt: skip
+    append_elsewhere(path)  # another process's line after this one's
     refuse_broken_log(path, None, path.name)
     assert calls == [1]
     log.emit("three", run_id=None, step_index=None)

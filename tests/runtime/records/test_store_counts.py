@@ -9,21 +9,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from proctor.runtime.records.runs import CallRecord, RunCounts, RunRecord
+from proctor.runtime.records.runs import RunCounts, RunRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
-
-
-def _call(run_id: str, call_id: str, step_id: str | None, outcome: str | None) -> CallRecord:
-    return CallRecord(
-        run_id=run_id,
-        call_id=call_id,
-        step_id=step_id,
-        tool="echo",
-        state="settled",
-        args_digest="sha256:" + "0" * 64,
-        outcome=outcome,
-        result={"status": outcome},
-    )
+from tests.runtime.records.records_support import settled_call
 
 
 def _recount(store: SQLiteRunStore, run_id: str) -> RunCounts:
@@ -40,8 +28,8 @@ def test_step_calls_reads_one_steps_calls_in_claim_order(tmp_path: Path) -> None
     for run_id in ("r", "other"):
         store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
     for n, step in enumerate(["a", "b", "a", None, "a"]):
-        store.record_call(_call("r", f"c{n}", step, "completed"))
-    store.record_call(_call("other", "c9", "a", "completed"))
+        store.record_call(settled_call("r", f"c{n}", step, "completed"))
+    store.record_call(settled_call("other", "c9", "a", "completed"))
     assert [c.call_id for c in store.step_calls("r", "a")] == ["c0", "c2", "c4"]
     assert [c.call_id for c in store.step_calls("r", "b")] == ["c1"]
     assert [c.call_id for c in store.step_calls("r", None)] == ["c3"]
@@ -58,21 +46,21 @@ def test_counters_equal_a_recount_through_claims_settlements_and_steps(tmp_path:
     store = SQLiteRunStore(tmp_path / "runs.sqlite")
     store.create_run(RunRecord(run_id="r", skill="s", method="m"))
     assert store.run_counts("r") == RunCounts(0, 0, 0)
-    store.record_call(_call("r", "a/1", "a", "completed"))
-    store.record_call(_call("r", "a/2", "a", "refused"))
-    claimed = _call("r", "b/1", "b", None)
+    store.record_call(settled_call("r", "a/1", "a", "completed"))
+    store.record_call(settled_call("r", "a/2", "a", "refused"))
+    claimed = settled_call("r", "b/1", "b", None)
     store.claim_call(claimed)
     assert store.run_counts("r") == RunCounts(calls=3, admitted=2, steps=0)
     store.settle_call("r", "b/1", "refused", {"status": "refused"})  # a refused effect
     assert store.run_counts("r") == RunCounts(calls=3, admitted=1, steps=0)
-    store.claim_call(_call("r", "b/2", "b", None))
+    store.claim_call(settled_call("r", "b/2", "b", None))
     store.settle_call("r", "b/2", "unknown", {"status": "unknown"})  # abandoned: still admitted
     store.settle_step("r", "a", {"outcome": "completed"})
     assert store.run_counts("r") == _recount(store, "r") == RunCounts(4, 2, 1)
     # another connection (another process) sees the same counts
     other = SQLiteRunStore(tmp_path / "runs.sqlite")
     assert other.run_counts("r") == RunCounts(4, 2, 1)
-    other.record_call(_call("r", "c/1", "c", "completed"))
+    other.record_call(settled_call("r", "c/1", "c", "completed"))
     assert store.run_counts("r") == RunCounts(4, 2, 1)  # a read waits for its process's commit
     other.flush()
     assert store.run_counts("r") == _recount(store, "r") == RunCounts(5, 3, 1)
@@ -84,7 +72,7 @@ def test_a_store_written_before_the_counters_is_counted_right(tmp_path: Path) ->
     path = tmp_path / "runs.sqlite"
     store = SQLiteRunStore(path)
     store.create_run(RunRecord(run_id="r", skill="s", method="m"))
-    store.record_call(_call("r", "a/1", "a", "completed"))
+    store.record_call(settled_call("r", "a/1", "a", "completed"))
     store.settle_step("r", "a", {"outcome": "completed"})
     store.close()
     # the same store as the schema before the counters left it
@@ -103,7 +91,7 @@ def test_a_store_written_before_the_counters_is_counted_right(tmp_path: Path) ->
     conn.close()
     again = SQLiteRunStore(path)
     assert again.run_counts("r") == RunCounts(calls=2, admitted=1, steps=1)
-    again.record_call(_call("r", "b/2", "b", "completed"))
+    again.record_call(settled_call("r", "b/2", "b", "completed"))
     assert again.run_counts("r") == _recount(again, "r") == RunCounts(3, 2, 1)
     assert [c.call_id for c in again.step_calls("r", "b")] == ["b/1", "b/2"]
     again.close()
@@ -140,7 +128,7 @@ def test_a_new_run_has_its_counters_from_its_creation(tmp_path: Path) -> None:
     assert store.run_counts("r") == RunCounts(0, 0, 0)
     assert not [q for q in writes if q.startswith(("BEGIN", "INSERT"))], writes
     store._conn.set_trace_callback(None)
-    store.record_call(_call("r", "a/1", "a", "completed"))
+    store.record_call(settled_call("r", "a/1", "a", "completed"))
     store.settle_step("r", "a", {"outcome": "completed"})
     assert store.run_counts("r") == _recount(store, "r") == RunCounts(1, 1, 1)
     store.close()

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import LeaseLost
-from proctor.runtime.records.runs import CallRecord, JournalRecord, RunCounts, RunRecord
+from proctor.runtime.records.runs import JournalRecord, RunCounts, RunRecord
 from proctor.runtime.records.sqlite import SQLiteRunStore
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION
+from tests.runtime.records.records_support import settled_call
 
 # the two tables as version 8 declared them (rowid tables, their key in a second b-tree)
 _V8 = {
@@ -35,19 +36,6 @@ _NULL_KEYS = (
     "SELECT cursor FROM runs INDEXED BY runs_reuse WHERE status = 'sealed'"
     " AND outcome = 'completed' AND json_extract(data, '$.reuse_key') IS NULL"
 )
-
-
-def _call(run_id: str, call_id: str, step_id: str, outcome: str) -> CallRecord:
-    return CallRecord(
-        run_id=run_id,
-        call_id=call_id,
-        step_id=step_id,
-        tool="echo",
-        state="settled",
-        args_digest="sha256:" + "0" * 64,
-        outcome=outcome,
-        result={"status": outcome},
-    )
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -128,8 +116,8 @@ def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Pa
     a, b = SQLiteRunStore(path), SQLiteRunStore(path)
     a.create_run(RunRecord(run_id="taken", skill="s", method="m"))
     assert a.acquire_lease("taken", "A", -1) is None  # lapsed at once
-    a.record_call(_call("taken", "a/1", "a", "completed"))
-    a.record_call(_call("taken", "a/2", "a", "refused"))
+    a.record_call(settled_call("taken", "a/1", "a", "completed"))
+    a.record_call(settled_call("taken", "a/2", "a", "refused"))
     a.settle_step("taken", "a", {"outcome": "completed"})
     assert b.acquire_lease("taken", "B", 600) is None  # taken over: epoch 2, from A
     b.create_run(RunRecord(run_id="done", skill="s", method="m"))
@@ -172,7 +160,7 @@ def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Pa
         assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
         # the counters go on from the copied rows, and are counted where none was copied
         assert again.run_counts("taken") == RunCounts(calls=2, admitted=1, steps=1)
-        again.record_call(_call("taken", "b/1", "b", "completed"))
+        again.record_call(settled_call("taken", "b/1", "b", "completed"))
         again.flush()
         assert again.run_counts("taken") == RunCounts(calls=3, admitted=2, steps=1)
         assert again.run_counts("lazy") == RunCounts(0, 0, 0)
@@ -190,7 +178,7 @@ def test_a_version_8_store_is_migrated_with_its_leases_and_counters(tmp_path: Pa
         # a run started after the migration runs as on a new store
         again.create_run(RunRecord(run_id="new", skill="s", method="m"))
         assert again.acquire_lease("new", "N", 600) is None
-        again.record_call(_call("new", "a/1", "a", "completed"))
+        again.record_call(settled_call("new", "a/1", "a", "completed"))
         again.settle_step("new", "a", {"outcome": "completed"})
         again.update_run("new", status="sealed", outcome="completed")
         again.release_lease("new", "N")
@@ -247,13 +235,13 @@ def test_a_new_runs_counters_start_at_zero_without_counting_rows(tmp_path: Path)
         # rows another process writes for the run after its creation are counted by the
         # triggers, in the statement that writes them
         other = SQLiteRunStore(tmp_path / "runs.sqlite")
-        other.record_call(_call("r", "a/1", "a", "completed"))
+        other.record_call(settled_call("r", "a/1", "a", "completed"))
         other.settle_step("r", "a", {"outcome": "completed"})
         other.close()
         assert store.run_counts("r") == RunCounts(1, 1, 1)
         # a row a read of the counters made before the run existed is kept, not zeroed
         assert store.run_counts("early") == RunCounts(0, 0, 0)
-        store.record_call(_call("early", "a/1", "a", "completed"))
+        store.record_call(settled_call("early", "a/1", "a", "completed"))
         store.create_run(RunRecord(run_id="early", skill="s", method="m"))
         assert store.run_counts("early") == RunCounts(1, 1, 0)
     finally:

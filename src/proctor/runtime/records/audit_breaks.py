@@ -74,13 +74,12 @@ def refuse_broken_log(path: Path, newest: Mapping[str, Any] | None, shown: str) 
         StoreError: ``audit_broken`` naming the first bad line and the ways out;
             ``audit_unreadable`` when the log cannot be read.
     """
-    want = None  # the newest anchor as [lines, last_digest], as the mark records it checked
-    if newest is not None and type(newest.get("lines")) is int and newest["lines"] > 0:
-        want = [newest["lines"], newest.get("last_digest")]
+    if newest is not None and not (type(newest.get("lines")) is int and newest["lines"] > 0):
+        newest = None  # an anchor of no line holds whatever the log is
     try:
         fd = os.open(path, os.O_RDONLY | _CLOEXEC)
     except FileNotFoundError:
-        if newest is not None and want is not None:
+        if newest is not None:
             raise _broken(shown, verify_bytes(b"", [_anchor(newest)]), missing=True) from None
         return
     except OSError as exc:
@@ -88,7 +87,7 @@ def refuse_broken_log(path: Path, newest: Mapping[str, Any] | None, shown: str) 
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         size = os.lseek(fd, 0, os.SEEK_END)  # the size, without a stat_result to build
-        report, lines, last = _verify(fd, path, size, want, newest)
+        report, lines, last = _verify(fd, path, size, newest)
     except OSError as exc:
         raise _unreadable(shown, exc) from exc
     finally:
@@ -96,10 +95,15 @@ def refuse_broken_log(path: Path, newest: Mapping[str, Any] | None, shown: str) 
     if report is not None and not report.ok:
         raise _broken(shown, report, missing=False)
     _write_mark(path, {"bytes": lines[0], "lines": lines[1], "last_digest": last,
-                       "anchor_ok": want})  # fmt: skip
+                       "anchor_ok": _wanted(newest)})  # fmt: skip
 
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _wanted(newest: Mapping[str, Any] | None) -> list[Any] | None:
+    """The newest anchor as the mark records it checked: ``[lines, last_digest]``."""
+    return None if newest is None else [newest["lines"], newest.get("last_digest")]
 
 
 def _anchor(newest: Mapping[str, Any]) -> Anchor:
@@ -112,13 +116,14 @@ def _anchor(newest: Mapping[str, Any]) -> Anchor:
 
 
 def _verify(
-    fd: int, path: Path, size: int, want: list[Any] | None, newest: Mapping[str, Any] | None
+    fd: int, path: Path, size: int, newest: Mapping[str, Any] | None
 ) -> tuple[ChainReport | None, tuple[int, int], str]:
-    """Verify from the mark (or the start) against the newest anchor (``want``, from
-    ``newest``): the report (``None``: the lines this process wrote, as it wrote them, and the
+    """Verify from the mark (or the start) against the newest anchor (``newest``, of at least
+    one line): the report (``None``: the lines this process wrote, as it wrote them, and the
     anchor naming their last: no report made), the verified (bytes, lines), and the digest of
     the last verified line."""
     key = str(path)
+    want = _wanted(newest)  # None once the anchor needs no check
     mark = _read_mark(key)
     # the marked line as this process last saw it checked (its digest known): compared, not
     # hashed, and the one read begins just before it
