@@ -1,7 +1,8 @@
 """Benchmark ``proctor mcp --transport http`` throughput against the same runs in process.
 
     .venv/bin/python bench/mcp_http.py [--calls 192] [--clients 1,16] [--rounds 6] [--workers N]
-                                       [--client both|sdk|raw]
+                                       [--client both|sdk|raw] [--protocol both|modern|legacy]
+                                       [--src PATH]
 
 For each client count C, in one run, the sides taking turns (``--rounds`` each, the order
 turning every round, so all see the same load on a shared machine):
@@ -16,10 +17,16 @@ turning every round, so all see the same load on a shared machine):
   server's processes (every worker, from ``/proc``);
 - http, raw client: the same against the same server with C lean clients (:class:`RawClient`,
   each on its own thread and keep-alive connection): the streamable HTTP protocol done
-  correctly (handshake, session and version headers, the answer read as JSON or SSE and
-  checked) with none of the SDK's layers. The SDK client costs ~3 ms of CPU a call, on the
-  same cores as the server and, with one client, on every call's path; the raw one ~0.5 ms,
-  so its figures are the server's.
+  correctly (envelope or handshake, session and version headers, the answer read as JSON or
+  SSE and checked) with none of the SDK's layers. The SDK client costs ~3 ms of CPU a call,
+  on the same cores as the server and, with one client, on every call's path; the raw one
+  ~0.5 ms, so its figures are the server's.
+
+Each client kind is a side per protocol (``--protocol``): ``modern``, 2026-07-28 (what the
+SDK client speaks by default: each request self-contained, its envelope in ``_meta`` and the
+routing headers), and ``legacy``, the handshake protocol (2025-11-25: ``initialize``, then a
+session). ``--src`` runs another checkout's proctor on both sides (the server and the
+in-process sessions).
 
 Before the rounds, every server process has started (the others start after the first one
 listens) and serves a few calls through its own Unix socket (a process's start and first call
@@ -49,13 +56,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 KEY = "bench-key-0123456789abcdef"
+SRC = [REPO / "src"]  # the proctor both sides run (--src)
 
 
 def _workspace(tmp: Path) -> tuple[Path, dict[str, str]]:
@@ -64,7 +72,7 @@ def _workspace(tmp: Path) -> tuple[Path, dict[str, str]]:
     shutil.copytree(REPO / "examples" / "hello-world", root / "skills" / "hello-world")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env["PROCTOR_HOME"] = str(tmp / "home")
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = str(SRC[0])
     return root, env
 
 
@@ -142,11 +150,19 @@ class InProcess:
 
 class RawClient:
     """A lean MCP client of the streamable HTTP transport: one keep-alive HTTP/1.1 connection
-    (the standard library's ``http.client``), the handshake protocol, nothing else.
+    (the standard library's ``http.client``), the protocol, nothing else.
 
-    It opens a session as the protocol says (``initialize``, then the ``initialized``
-    notification, answered 202), sends ``Mcp-Session-Id`` and ``Mcp-Protocol-Version`` with
-    every request after it, posts each ``tools/call`` accepting ``application/json`` and
+    ``legacy`` (the handshake protocol, 2025-11-25): it opens a session as the protocol says
+    (``initialize``, then the ``initialized`` notification, answered 202) and sends
+    ``Mcp-Session-Id`` and ``Mcp-Protocol-Version`` with every request after it.
+
+    ``modern`` (2026-07-28, what the official SDK client speaks by default): no handshake and
+    no session; it probes ``server/discover`` as the SDK client does (and checks the server
+    lists the version), and every request carries the protocol's envelope in ``params._meta``
+    (the protocol version, the client's capabilities and its info) and the routing headers
+    (``MCP-Protocol-Version``, ``Mcp-Method``, and ``Mcp-Name`` for a ``tools/call``).
+
+    Either way it posts each ``tools/call`` accepting ``application/json`` and
     ``text/event-stream``, reads the answer in whichever form the server chose (JSON, or the
     SSE events up to the one that answers the request) and checks it: a JSON-RPC result, not
     an error, not ``isError``, the run completed, the greeting echoed. No schema validation,
@@ -154,8 +170,10 @@ class RawClient:
     """
 
     VERSION = "2025-11-25"
+    MODERN = "2026-07-28"
+    INFO: ClassVar[dict[str, str]] = {"name": "bench-raw", "version": "1"}
 
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, key: str, protocol: str = "legacy") -> None:
         import http.client
         from urllib.parse import urlsplit
 
@@ -170,10 +188,19 @@ class RawClient:
             "Accept": "application/json, text/event-stream",
         }
         self.ids = 0
+        self.protocol = protocol
+        if protocol == "modern":
+            self.headers["Mcp-Protocol-Version"] = self.MODERN
+            result, _ = self._request("server/discover", {})
+            if self.MODERN not in result.get("supportedVersions", []):
+                raise AssertionError(f"server/discover: {result!r}")
+            return
+        if protocol != "legacy":
+            raise ValueError(f"protocol: legacy or modern, not {protocol!r}")
         result, session = self._request(
             "initialize",
             {"protocolVersion": self.VERSION, "capabilities": {},
-             "clientInfo": {"name": "bench-raw", "version": "1"}},
+             "clientInfo": self.INFO},
         )  # fmt: skip
         if session is None or result.get("protocolVersion") != self.VERSION:
             raise AssertionError(f"initialize: session {session!r}, result {result!r}")
@@ -213,6 +240,18 @@ class RawClient:
     def _request(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The result of one JSON-RPC request, and the session id the answer carried."""
         self.ids += 1
+        if self.protocol == "modern":
+            envelope = {
+                "io.modelcontextprotocol/protocolVersion": self.MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": self.INFO,
+            }
+            params = {**params, "_meta": envelope}
+            self.headers["Mcp-Method"] = method
+            if method == "tools/call":
+                self.headers["Mcp-Name"] = params["name"]
+            else:
+                self.headers.pop("Mcp-Name", None)
         status, (response, body) = self._post(
             {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
         )
@@ -244,10 +283,11 @@ class RawClient:
             raise AssertionError(f"not the greeting: {result!r}")
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
-            self.conn.request("DELETE", self.path, headers=headers)
-            self.conn.getresponse().read()
+        if self.protocol == "legacy":  # the session ends (the modern protocol has none)
+            with contextlib.suppress(Exception):
+                headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
+                self.conn.request("DELETE", self.path, headers=headers)
+                self.conn.getresponse().read()
         self.conn.close()
 
 
@@ -290,8 +330,8 @@ class OverHttp:
             raise SystemExit(f"server did not start: {line}{self.proc.stderr.read()}")
         self.url = match.group(1)
         self.audit = root / ".proctor" / "audit.jsonl"
-        self.clients: list[Any] = []
-        self.raw: list[RawClient] = []
+        self.clients: dict[str, list[Any]] = {}  # SDK clients by protocol
+        self.raw: dict[str, list[RawClient]] = {}  # raw clients by protocol
 
     def wait_started(self, timeout: float = 120.0) -> None:
         """Until every process has written ``mcp_server_started`` (with ``workers``: how many)."""
@@ -326,9 +366,11 @@ class OverHttp:
             1 for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == self.proc.pid
         )
 
-    async def round(self, per: int) -> tuple[float, float, int, float]:
+    async def round(self, per: int, protocol: str) -> tuple[float, float, int, float]:
         """Seconds, server CPU seconds, calls, and the clients' CPU seconds (this process's:
-        the in-process sessions are idle meanwhile) of one round of ``per`` a client."""
+        the in-process sessions are idle meanwhile) of one round of ``per`` a client (the SDK
+        clients of ``protocol``)."""
+        clients = self.clients[protocol]
         cpu = _tree_cpu(self.proc.pid)
         mine = time.process_time()
         start = time.perf_counter()
@@ -339,19 +381,20 @@ class OverHttp:
                 assert result.structured_content["outcome"] == "completed", result
 
         async with anyio.create_task_group() as group:
-            for n, client in enumerate(self.clients):
+            for n, client in enumerate(clients):
                 group.start_soon(one, n, client)
         elapsed = time.perf_counter() - start
-        clients = time.process_time() - mine
-        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.clients), clients
+        mine = time.process_time() - mine
+        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(clients), mine
 
-    def round_raw(self, per: int) -> tuple[float, float, int, float]:
-        """:meth:`round` with the lean clients, each on its own thread."""
-        go = threading.Barrier(len(self.raw) + 1)
+    def round_raw(self, per: int, protocol: str) -> tuple[float, float, int, float]:
+        """:meth:`round` with the lean clients of ``protocol``, each on its own thread."""
+        raw = self.raw[protocol]
+        go = threading.Barrier(len(raw) + 1)
         failed: list[BaseException] = []
 
         def work(n: int) -> None:
-            client = self.raw[n]
+            client = raw[n]
             go.wait()
             try:
                 for i in range(per):
@@ -359,7 +402,7 @@ class OverHttp:
             except BaseException as exc:  # raised again once every thread has ended
                 failed.append(exc)
 
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(len(self.raw))]
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(len(raw))]
         for t in threads:
             t.start()
         cpu = _tree_cpu(self.proc.pid)
@@ -372,10 +415,10 @@ class OverHttp:
         clients = time.process_time() - mine
         if failed:
             raise failed[0]
-        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(self.raw), clients
+        return elapsed, _tree_cpu(self.proc.pid) - cpu, per * len(raw), clients
 
     def close(self) -> None:
-        for client in self.raw:
+        for client in (c for made in self.raw.values() for c in made):
             client.close()
         self.proc.terminate()
         self.proc.wait(timeout=60)
@@ -383,10 +426,11 @@ class OverHttp:
 
 
 async def measure(
-    clients: int, calls: int, rounds: int, workers: int | None, kinds: list[str]
+    clients: int, calls: int, rounds: int, workers: int | None, sides_http: list[str]
 ) -> dict[str, Any]:
-    """In-process and HTTP rounds (one side per client kind) taken in turns, the order turning
-    each round (so every side sees the same load), summed."""
+    """In-process and HTTP rounds (one side per client kind and protocol, ``sdk-modern``,
+    ``raw-legacy``...) taken in turns, the order turning each round (so every side sees the
+    same load), summed."""
     from contextlib import AsyncExitStack
 
     from mcp.client import Client
@@ -394,7 +438,7 @@ async def measure(
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     per = max(1, calls // clients // rounds)
-    sides = ["in", *kinds]
+    sides = ["in", *sides_http]
     totals = {side: [0.0, 0.0, 0, 0.0] for side in sides}
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         local = InProcess(Path(a), clients)
@@ -402,32 +446,47 @@ async def measure(
         try:
             async with AsyncExitStack() as stack:
                 headers = {"Authorization": f"Bearer {KEY}"}
-                for _ in range(clients if "sdk" in kinds else 0):
-                    http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-                    client = await stack.enter_async_context(
-                        Client(streamable_http_client(server.url, http_client=http))
-                    )
-                    server.clients.append(client)
+                for side in sides_http:
+                    kind, protocol = side.split("-")
+                    if kind != "sdk":
+                        continue
+                    made = server.clients[protocol] = []
+                    for _ in range(clients):
+                        http = await stack.enter_async_context(
+                            create_mcp_http_client(headers=headers)
+                        )
+                        # the default mode ('auto') speaks the modern protocol to this server
+                        mode = "legacy" if protocol == "legacy" else "auto"
+                        client = await stack.enter_async_context(
+                            Client(streamable_http_client(server.url, http_client=http), mode=mode)
+                        )
+                        made.append(client)
                 server.wait_started()
                 await server.warm_each()  # every worker has loaded what a call needs
-                if "raw" in kinds:  # after the warm-up, which may outlast the keep-alive
-                    server.raw = [RawClient(server.url, KEY) for _ in range(clients)]
-                if "sdk" in kinds:
-                    await server.round(2)
-                if "raw" in kinds:
-                    server.round_raw(2)
+                for side in sides_http:  # after the warm-up, which may outlast the keep-alive
+                    kind, protocol = side.split("-")
+                    if kind == "raw":
+                        server.raw[protocol] = [
+                            RawClient(server.url, KEY, protocol) for _ in range(clients)
+                        ]
+                for side in sides_http:
+                    kind, protocol = side.split("-")
+                    if kind == "sdk":
+                        await server.round(2, protocol)
+                    else:
+                        server.round_raw(2, protocol)
                 processes = server.processes()
                 for n in range(rounds):
                     for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
                         if side == "in":
                             took = (*await anyio.to_thread.run_sync(local.round, per), 0.0)
-                        elif side == "sdk":
-                            took = await server.round(per)
+                        elif side.startswith("sdk-"):
+                            took = await server.round(per, side[4:])
                         else:
-                            took = await anyio.to_thread.run_sync(server.round_raw, per)
+                            took = await anyio.to_thread.run_sync(server.round_raw, per, side[4:])
                         for i in range(4):
                             totals[side][i] += took[i]
-            reconnects = sum(c.reconnects for c in server.raw)
+            reconnects = sum(c.reconnects for made in server.raw.values() for c in made)
         finally:
             server.close()
             local.close()
@@ -442,8 +501,12 @@ def _parent(pid: int) -> int:
 
 
 CLIENTS = {
-    "sdk": "http, SDK client",  # what users run: the official Python SDK's Client
-    "raw": "http, raw client",  # RawClient: the protocol and nothing else
+    "sdk": "SDK client",  # what users run: the official Python SDK's Client
+    "raw": "raw client",  # RawClient: the protocol and nothing else
+}
+PROTOCOLS = {
+    "modern": "2026-07-28",  # the SDK client's default ('auto' mode)
+    "legacy": "2025-11-25, handshake",  # initialize and a session
 }
 
 
@@ -461,35 +524,50 @@ def main() -> None:
         default="both",
         help="the MCP clients over http: the official SDK's, the lean raw one, or both",
     )
+    parser.add_argument(
+        "--protocol",
+        choices=["both", "modern", "legacy"],
+        default="both",
+        help="what the clients speak: 2026-07-28 (the SDK client's default), the handshake"
+        " protocol (2025-11-25, a session), or both (each its own side)",
+    )
+    parser.add_argument("--src", type=Path, help="the proctor source both sides run")
     options = parser.parse_args()
+    if options.src is not None:
+        SRC[0] = options.src.resolve()
+        sys.path.insert(0, str(SRC[0]))
     kinds = ["sdk", "raw"] if options.client == "both" else [options.client]
+    protocols = ["modern", "legacy"] if options.protocol == "both" else [options.protocol]
+    sides = [f"{kind}-{protocol}" for kind in kinds for protocol in protocols]
     targets = {1: 0.7, 16: 0.9}
     print(f"hello-world#greet, {options.calls} calls a side in {options.rounds} turns each;"
-          f" {os.cpu_count()} cores")  # fmt: skip
+          f" {os.cpu_count()} cores; proctor from {SRC[0]}")  # fmt: skip
     print(
         "  SDK client: the official Python SDK's (what users run); raw client: a minimal"
         " keep-alive HTTP/1.1 client of the same protocol (the server's own figures)"
     )
     for clients in (int(c) for c in options.clients.split(",")):
         load = os.getloadavg()[0]
-        got = anyio.run(measure, clients, options.calls, options.rounds, options.workers, kinds)
+        got = anyio.run(measure, clients, options.calls, options.rounds, options.workers, sides)
         t_in, cpu_in, n_in, _ = got["totals"]["in"]
         rate_in, cpu_in = n_in / t_in, cpu_in / n_in
         target = targets.get(clients)
         print(f"{clients:3d} client(s), load average {load:.2f} -> {os.getloadavg()[0]:.2f},"
               f" {got['processes']} server processes:")  # fmt: skip
         print(
-            f"  {'in process':18s} {rate_in:7.1f} calls/s   server CPU {cpu_in * 1e3:6.2f} ms/call"
+            f"  {'in process':34s} {rate_in:7.1f} calls/s   server CPU {cpu_in * 1e3:6.2f} ms/call"
         )
-        for kind in kinds:
-            t_http, cpu_http, n_http, cpu_clients = got["totals"][kind]
+        for side in sides:
+            kind, protocol = side.split("-")
+            t_http, cpu_http, n_http, cpu_clients = got["totals"][side]
             rate_http, cpu_http, cpu_client = (
                 n_http / t_http,
                 cpu_http / n_http,
                 cpu_clients / n_http,
             )
+            name = f"http, {CLIENTS[kind]}, {PROTOCOLS[protocol]}"
             print(
-                f"  {CLIENTS[kind]:18s} {rate_http:7.1f} calls/s   server CPU"
+                f"  {name:34s} {rate_http:7.1f} calls/s   server CPU"
                 f" {cpu_http * 1e3:6.2f} ms/call   client CPU {cpu_client * 1e3:5.2f} ms/call"
             )
             print(
@@ -497,11 +575,6 @@ def main() -> None:
                 + (f" (target >= {target}x)" if target else "")
                 + f", server CPU per call {cpu_http / cpu_in:5.2f}x (target <= 1.3x)"
             )
-            if kind == "raw" and got["reconnects"]:
-                print(
-                    f"    (raw clients reconnected {got['reconnects']} times after the server"
-                    " closed an idle connection; a session's calls may then be forwarded)"
-                )
             if clients == 1:
                 # One client waits for each answer: its own CPU is on every call's path. With
                 # a server that cost nothing beyond the in-process run, the ratio would be at
@@ -513,6 +586,11 @@ def main() -> None:
                     f" {wall / (wall + cpu_client):5.2f}x (this run),"
                     f" {cpu_in / (cpu_in + cpu_client):5.2f}x (runs that never wait)"
                 )
+        if got["reconnects"]:
+            print(
+                f"  (raw clients reconnected {got['reconnects']} times after the server"
+                " closed an idle connection; a session's calls may then be forwarded)"
+            )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ counted by callgrind: the CPU ratio of bench/mcp_http.py in a form a shared mach
 does not move.
 
     .venv/bin/python bench/mcp_http_instructions.py [--calls 100] [--workers 1] [--client sdk|raw]
-        [--clients 1] [--keep DIR]
+        [--protocol modern|legacy|both] [--clients 1] [--keep DIR] [--src PATH]
 
 Both sides run under ``valgrind --tool=callgrind`` with instrumentation off until warmed up
 (10 calls), then on for ``--calls`` calls:
@@ -12,8 +12,11 @@ Both sides run under ``valgrind --tool=callgrind`` with instrumentation off unti
   the sandbox required) runs hello-world's ``greet``;
 - http: the server (``--workers``, default 1: one process, so the count is of one
   interpreter) serves one client in this process, uninstrumented: the official SDK's (``sdk``,
-  the default; it speaks the 2026-07-28 protocol) or bench/mcp_http.py's lean ``raw`` one
-  (the handshake protocol, a session).
+  the default) or bench/mcp_http.py's lean ``raw`` one, speaking ``--protocol``: ``modern``
+  (2026-07-28, the SDK client's default: each request self-contained), ``legacy`` (the
+  handshake protocol, a session), or ``both`` (one server each, printed apart).
+
+``--src`` counts another checkout's proctor (both sides).
 
 Prints user-space instructions per call (each thread of the server apart: the event loop's
 thread is the transport's cost) and the ratio http / in process. System calls and the
@@ -38,6 +41,7 @@ import anyio
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 KEY = "bench-key-0123456789abcdef"
+SRC = [REPO / "src"]  # the proctor both sides run (--src)
 WARM = 10
 
 IN_PROCESS = """
@@ -65,7 +69,7 @@ def _workspace(tmp: Path) -> tuple[Path, dict[str, str]]:
     shutil.copytree(REPO / "examples" / "hello-world", root / "skills" / "hello-world")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env["PROCTOR_HOME"] = str(tmp / "home")
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = str(SRC[0])
     return root, env
 
 
@@ -115,11 +119,16 @@ def _raw_client() -> Any:
 
 
 async def over_http(
-    tmp: Path, calls: int, workers: int, client_kind: str = "sdk", clients: int = 1
+    tmp: Path,
+    calls: int,
+    workers: int,
+    client_kind: str = "sdk",
+    clients: int = 1,
+    protocol: str = "modern",
 ) -> list[int]:
-    root, env = _workspace(tmp / "http")
+    root, env = _workspace(tmp / f"http-{protocol}")
     env["PROCTOR_MCP_API_KEY"] = KEY
-    out = tmp / "http.cg"
+    out = tmp / f"http-{protocol}.cg"
     argv = [*_valgrind(out), sys.executable, "-m", "proctor", "mcp", "skills/hello-world",
             "--transport", "http", "--port", "0", "--workers", str(workers)]  # fmt: skip
     proc = subprocess.Popen(argv, cwd=root, env=env, stderr=subprocess.PIPE, text=True)
@@ -141,9 +150,9 @@ async def over_http(
 
     try:
         if client_kind == "raw" and clients > 1:
-            await anyio.to_thread.run_sync(_raw_clients, url, calls, clients, instrument)
+            await anyio.to_thread.run_sync(_raw_clients, url, calls, clients, instrument, protocol)
         elif client_kind == "raw":
-            raw = _raw_client()(url, KEY)
+            raw = _raw_client()(url, KEY, protocol)
             for n in range(WARM + calls):
                 if n == WARM:
                     instrument(True)
@@ -151,19 +160,19 @@ async def over_http(
             instrument(False)
             raw.close()
         else:
-            await _sdk_calls(url, calls, instrument)
+            await _sdk_calls(url, calls, instrument, protocol)
     finally:
         proc.terminate()
         proc.wait(timeout=300)
     return _per_thread(out)
 
 
-def _raw_clients(url: str, calls: int, clients: int, instrument: Any) -> None:
+def _raw_clients(url: str, calls: int, clients: int, instrument: Any, protocol: str) -> None:
     """``clients`` raw clients at once, each on its own thread and connection, ``calls`` calls
     among them counted (after each has made its warm-up calls)."""
     import threading
 
-    made = [_raw_client()(url, KEY) for _ in range(clients)]
+    made = [_raw_client()(url, KEY, protocol) for _ in range(clients)]
     warm = threading.Barrier(clients + 1)
     done = threading.Barrier(clients + 1)
 
@@ -190,7 +199,7 @@ def _raw_clients(url: str, calls: int, clients: int, instrument: Any) -> None:
         raw.close()
 
 
-async def _sdk_calls(url: str, calls: int, instrument: Any) -> None:
+async def _sdk_calls(url: str, calls: int, instrument: Any, protocol: str) -> None:
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -198,7 +207,10 @@ async def _sdk_calls(url: str, calls: int, instrument: Any) -> None:
     headers = {"Authorization": f"Bearer {KEY}"}
     async with (
         create_mcp_http_client(headers=headers) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy" if protocol == "legacy" else "auto",  # auto: the modern protocol
+        ) as client,
     ):
         for n in range(WARM + calls):
             if n == WARM:
@@ -213,34 +225,53 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--client", choices=["sdk", "raw"], default="sdk")
+    parser.add_argument("--protocol", choices=["modern", "legacy", "both"], default="both")
     parser.add_argument(
         "--clients", type=int, default=1, help="raw clients at once (the counted calls shared)"
     )
     parser.add_argument(
         "--keep", type=Path, help="copy callgrind's files here (for callgrind_annotate)"
     )
+    parser.add_argument("--src", type=Path, help="the proctor source both sides run")
     options = parser.parse_args()
+    if options.src is not None:
+        SRC[0] = options.src.resolve()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
+    protocols = ["modern", "legacy"] if options.protocol == "both" else [options.protocol]
     load = os.getloadavg()[0]
+    served: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         local = in_process(tmp, options.calls)
-        served = anyio.run(
-            over_http, tmp, options.calls, options.workers, options.client, options.clients
-        )
+        for protocol in protocols:
+            served[protocol] = anyio.run(
+                over_http,
+                tmp,
+                options.calls,
+                options.workers,
+                options.client,
+                options.clients,
+                protocol,
+            )
         if options.keep is not None:
             options.keep.mkdir(parents=True, exist_ok=True)
             for path in tmp.glob("*.cg.*"):
                 shutil.copy(path, options.keep / path.name)
     n = options.calls
-    base, total = sum(local) / n, sum(served) / n
-    print(f"hello-world#greet, {n} calls a side under callgrind; load average {load:.2f}")
+    base = sum(local) / n
+    print(f"hello-world#greet, {n} calls a side under callgrind; load average {load:.2f};"
+          f" proctor from {SRC[0]}")  # fmt: skip
     print(f"  in process  {base / 1e6:6.2f} M instructions/call")
-    threads = ", ".join(f"{c / n / 1e6:.2f}" for c in served)
     kind = options.client if options.clients == 1 else f"{options.client} x{options.clients}"
-    print(f"  http ({kind})  {total / 1e6:6.2f} M instructions/call (threads: {threads})")
-    print(f"  ratio http / in process: {total / base:5.2f}x (the CPU target: <= 1.3x)")
+    for protocol, counts in served.items():
+        total = sum(counts) / n
+        threads = ", ".join(f"{c / n / 1e6:.2f}" for c in counts)
+        print(
+            f"  http ({kind}, {protocol})  {total / 1e6:6.2f} M instructions/call"
+            f" (threads: {threads})"
+        )
+        print(f"    ratio http / in process: {total / base:5.2f}x (the CPU target: <= 1.3x)")
 
 
 if __name__ == "__main__":
