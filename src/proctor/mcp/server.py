@@ -65,6 +65,12 @@ __all__ = ["ProctorServer", "tracing_configured"]
 
 T = TypeVar("T")
 _WORKERS = 32
+_REQUEST_LINE: contextvars.ContextVar[list[dict[str, Any]]] = contextvars.ContextVar(
+    "proctor_request_line"
+)
+"""A ``tools/call``'s ``mcp_request`` fields while no one has written them (emptied by the
+writer): the call's own session writes them when a worker runs the call (see
+:meth:`ProctorServer._audit_middleware`)."""
 X_MCP_HEADER = "x-mcp-header"
 """The schema annotation that declares an ``Mcp-Param-*`` header (the 2026-07-28 protocol)."""
 
@@ -297,12 +303,30 @@ class ProctorServer:
             "caller": {**caller, "client": _client_info(ctx)},
             "protocol_version": ctx.protocol_version,
         }
-        if ctx.method == "tools/call" and ctx.params:
+        if ctx.method != "tools/call":
+            # In the loop, not on a worker thread: one local append (no fsync) costs less than
+            # the thread hop, and this runs for every request.
+            self.audit("mcp_request", **fields)
+            return await call_next(ctx)
+        if ctx.params:
             fields["tool"] = str(ctx.params.get("name"))[:200]
-        # In the loop, not on a worker thread: one local append (no fsync) costs less than the
-        # thread hop, and this runs for every request.
-        self.audit("mcp_request", **fields)
-        return await call_next(ctx)
+        # A call a worker runs at once has its line written by the session that runs it, just
+        # before the run: a line another session wrote in between would make the run's session
+        # read the log back to find its head when it seals. Any other call has it written
+        # before anything else of the call is (_call_tool), or here if the call never got
+        # there; always exactly once.
+        held = [fields]
+        token = _REQUEST_LINE.set(held)
+        try:
+            return await call_next(ctx)
+        finally:
+            _REQUEST_LINE.reset(token)
+            self._write_request_line(held)
+
+    def _write_request_line(self, held: list[dict[str, Any]] | None) -> None:
+        """Write a call's ``mcp_request`` line here, if no one has yet."""
+        if held:
+            self.audit("mcp_request", **held.pop())
 
     # -- the SDK server --------------------------------------------------------------------
 
@@ -447,16 +471,26 @@ class ProctorServer:
         (its code). Refused with ``INVALID_PARAMS``: a tool this server does not serve.
         """
         arguments = dict(params.arguments or {})
+        held = _REQUEST_LINE.get(None)
         try:
             # The transports refuse deeper frames (proctor.mcp.frames); this holds the bound
             # for any other way arguments arrive.
             check_value(arguments, source="the tool's arguments")
         except ParseError as exc:
             refused = exc
+            self._write_request_line(held)
             await anyio.to_thread.run_sync(
                 lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code=refused.code)
             )
             return error_result(refused)
+        at_once = self._runs_at_once(params)
+        if at_once is not None and held:  # the run's session writes the request's line
+            line = held.pop()
+            doc = await self.run_in_worker(
+                lambda stop: self._run(at_once, arguments, stop, line), report=_progress(ctx)
+            )
+            return await self._answer(ctx, doc)
+        self._write_request_line(held)
         if self.core is not None and self.core.serves(params.name):
             return await self.core.call(ctx, params.name, arguments, self, _client_info(ctx))
         if self.gateway is not None and self.gateway.serves(params.name):
@@ -486,6 +520,28 @@ class ProctorServer:
         doc = await self.run_in_worker(
             lambda stop: self._run(tool, arguments, stop), report=_progress(ctx)
         )
+        return await self._answer(ctx, doc)
+
+    def _runs_at_once(self, params: types.CallToolRequestParams) -> SkillTool | None:
+        """The served skill tool a call runs on a worker straight away: named in the catalog as
+        it is, none of its credentials missing, not a retry after ``input_required``, and no
+        other kind of tool by that name."""
+        name = params.name
+        if (
+            params.request_state is not None
+            or (self.core is not None and self.core.serves(name))
+            or (self.gateway is not None and self.gateway.serves(name))
+            or (self.turns is not None and self.turns.serves(name))
+            or (self.directives is not None and self.directives.serves(name))
+        ):
+            return None
+        tool = self.config.catalog.get(name)
+        return None if tool is None or tool.missing else tool
+
+    async def _answer(
+        self, ctx: ServerRequestContext[Any, Any], doc: dict[str, Any] | ProctorError
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """The result of a call whose run answered ``doc`` (or refused before it opened)."""
         if isinstance(doc, ProctorError):
             return error_result(doc)
         if doc.get("status") == "needs_approval":
@@ -499,9 +555,18 @@ class ProctorServer:
         return tool_result(doc, self.config.console_url)
 
     def _run(
-        self, tool: SkillTool, arguments: dict[str, Any], stop: threading.Event
+        self,
+        tool: SkillTool,
+        arguments: dict[str, Any],
+        stop: threading.Event,
+        line: dict[str, Any] | None = None,
     ) -> dict[str, Any] | ProctorError:
+        """Run ``tool`` on a session of the pool; with ``line``, that session first writes the
+        request's ``mcp_request`` line (the same log object then counts both)."""
+
         def go(session: Session) -> dict[str, Any] | ProctorError:
+            if line is not None:
+                session.audit.emit("mcp_request", run_id=None, step_index=None, **line)
             try:
                 envelope = session.run(tool.ref, inputs=arguments, **self._run_options(stop))
             except ProctorError as exc:

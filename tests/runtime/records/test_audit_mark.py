@@ -269,7 +269,7 @@ def test_a_byte_changed_in_this_processs_own_lines_is_still_refused(
     log.close()
 
 
-def test_lines_another_writer_added_or_an_earlier_anchor_are_verified_in_full(
+def test_lines_another_writer_added_or_a_forged_anchor_are_verified_in_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log, path = _log(tmp_path)
@@ -280,17 +280,42 @@ def test_lines_another_writer_added_or_an_earlier_anchor_are_verified_in_full(
     append_elsewhere(path)  # another process's line after this one's
     refuse_broken_log(path, None, path.name)
     assert calls == [1]
-    log.emit("three", run_id=None, step_index=None)
-    earlier = _head(path)
-    log.emit("four", run_id=None, step_index=None)
-    refuse_broken_log(path, earlier, path.name)  # an anchor that names no last line
-    assert calls == [1, 1]
     log.emit("five", run_id=None, step_index=None)
     forged = {**_head(path), "last_digest": "sha256:" + "0" * 64}
     with pytest.raises(StoreError) as info:
         refuse_broken_log(path, forged, path.name)
-    assert info.value.code == "audit_broken" and calls == [1, 1, 1]
+    assert info.value.code == "audit_broken" and calls == [1, 1]
     log.close()
+
+
+def test_an_earlier_anchor_on_this_processs_own_lines_takes_the_digest_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A seal's anchor names its own line; another session of the same process (an MCP
+    server's request line) may have written after it before the next run's check. The lines
+    past the mark are this process's, byte for byte: the anchor is checked against the digest
+    taken when its line was written, not by hashing the lines again. Any other digest for that
+    line (or a line before the mark) is still verified in full and refused."""
+    log, path = _log(tmp_path)
+    other, _ = _log(tmp_path)  # another session's log object in this process
+    log.emit("one", run_id=None, step_index=None)
+    refuse_broken_log(path, None, path.name)
+    calls = _spied(monkeypatch)
+    log.emit("seal", run_id="r", step_index=None)
+    earlier = _head(path)
+    other.emit("mcp_request", run_id=None, step_index=None)
+    refuse_broken_log(path, earlier, path.name)
+    assert calls == []
+    log.emit("seal", run_id="r2", step_index=None)
+    earlier = _head(path)
+    other.emit("mcp_request", run_id=None, step_index=None)
+    log.emit("more", run_id=None, step_index=None)
+    forged = {**earlier, "last_digest": "sha256:" + "0" * 64}
+    with pytest.raises(StoreError) as info:
+        refuse_broken_log(path, forged, path.name)
+    assert info.value.code == "audit_broken" and calls == [1]
+    log.close()
+    other.close()
 
 
 def test_the_own_lines_of_at_most_a_few_logs_are_kept(tmp_path: Path) -> None:

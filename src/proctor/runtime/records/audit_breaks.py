@@ -158,10 +158,12 @@ def _verify(
         own = audit_own.vouched(key, start, prev, tail)  # this process's lines, as written
     audit_own.forget(key)
     if own is not None:
-        lines, last = first - 1 + own[0], own[1]
-        # the anchor a seal of this process recorded names the last of them (else: in full)
-        if want is None or want == [lines, last]:
-            return None, (end, lines), last
+        lines, digests = first - 1 + own[0], own[1]
+        # the anchor a seal of this process recorded names one of them with the digest it
+        # took when it wrote that line (often the last; another session of this process may
+        # have written lines after it, such as an MCP server's request line); else: in full
+        if want is None or (first <= want[0] <= lines and digests[want[0] - first] == want[1]):
+            return None, (end, lines), digests[-1]
     anchors = [] if want is None or newest is None else [_anchor(newest)]
     report = verify_bytes(tail, anchors, prev=prev, first_line=first)
     last = prev

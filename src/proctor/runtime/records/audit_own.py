@@ -31,12 +31,13 @@ at most ``_LOGS * _MAX`` bytes here."""
 
 
 class _Own:
-    __slots__ = ("data", "last", "lines", "prev", "start")
+    __slots__ = ("data", "digests", "last", "lines", "prev", "start")
 
     def __init__(self, start: int, prev: str, data: bytes, last: str) -> None:
         self.start, self.prev, self.last = start, prev, last
         self.data = bytearray(data)
         self.lines = 1
+        self.digests = [last]  # each line's, in order (the last is ``last``)
 
 
 _own: dict[str, _Own] = {}
@@ -56,6 +57,7 @@ def wrote(path: str, at: int, prev: str, data: bytes, digest: str) -> None:
             own.data += data
             own.last = digest
             own.lines += 1
+            own.digests.append(digest)
         elif len(data) <= _MAX:
             _own.pop(path, None)
             if len(_own) >= _LOGS:
@@ -65,15 +67,16 @@ def wrote(path: str, at: int, prev: str, data: bytes, digest: str) -> None:
             _own.pop(path, None)
 
 
-def vouched(path: str, start: int, prev: str, tail: bytes) -> tuple[int, str] | None:
-    """``(lines, digest of the last)`` when ``tail``, the log's bytes from offset ``start``
-    whose first line must chain to ``prev``, are the very lines this process appended there;
-    ``None`` when they are not (or are not known)."""
+def vouched(path: str, start: int, prev: str, tail: bytes) -> tuple[int, tuple[str, ...]] | None:
+    """``(lines, the digest of each)`` when ``tail``, the log's bytes from offset ``start``
+    whose first line must chain to ``prev``, are the very lines this process appended there
+    (each digest the one it took over that line as it wrote it); ``None`` when they are not
+    (or are not known)."""
     with _lock:
         own = _own.get(path)
         if own is None or own.start != start or own.prev != prev or own.data != tail:
             return None
-        return own.lines, own.last
+        return own.lines, tuple(own.digests)
 
 
 def forget(path: str) -> None:

@@ -1,0 +1,115 @@
+"""Each request's ``mcp_request`` audit line: written exactly once, before anything else of the
+request, and for a call a worker runs at once by the session that runs it, so that session's
+next run start takes the anchor its seal recorded without hashing the log's lines again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.mcp.conftest import Ws
+
+
+def _server(ws: Ws) -> Any:
+    from proctor.mcp.catalog import load_catalog
+    from proctor.mcp.server import ProctorServer
+    from proctor.mcp.shared import ServerConfig
+    from proctor.runtime.boundary.workspace import Workspace
+
+    ws.add_example("hello-world")
+    refs = ["skills/hello-world"]
+    catalog = load_catalog(refs, cwd=ws.root, workspace_root=ws.root, environ=ws.env)
+    config = ServerConfig(
+        workspace=Workspace(ws.root), catalog=catalog, environ=ws.env, pool_size=1
+    )
+    return ProctorServer(config)
+
+
+def test_a_calls_line_is_written_once_by_its_runs_session_and_the_next_run_hashes_nothing(
+    ws: Ws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    from proctor.runtime.records import audit_breaks
+    from proctor.runtime.records.audit import AuditLog
+
+    verified: list[int] = []
+    verify = audit_breaks.verify_bytes
+    heads: list[int] = []
+    head = AuditLog._head
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        verified.append(1)
+        return verify(*args, **kwargs)
+
+    def head_read(log: AuditLog, *args: Any, **kwargs: Any) -> Any:
+        heads.append(1)
+        return head(log, *args, **kwargs)
+
+    server = _server(ws)
+
+    async def main() -> tuple[list[Any], list[int], Any]:
+        async with Client(server.build()) as client:
+            # the client lists the tools once, after its first call (another session's line)
+            done = [
+                await client.call_tool("hello-world__greet", {"message": f"m{n}"}) for n in (0, 1)
+            ]
+            monkeypatch.setattr(audit_breaks, "verify_bytes", counted)
+            monkeypatch.setattr(AuditLog, "_head", head_read)
+            for n in (2, 3, 4):
+                done.append(await client.call_tool("hello-world__greet", {"message": f"m{n}"}))
+            checks = list(verified) + [2 for _ in heads]
+            try:
+                await client.call_tool("nothing__here", {})
+                refused = None
+            except MCPError as exc:
+                refused = exc
+            return done, checks, refused
+
+    try:
+        done, checks, refused = anyio.run(main)
+    finally:
+        server.close()
+    assert [r.structured_content["outcome"] for r in done] == ["completed"] * 5
+    # each run's start found the lines since its session's last seal to be its own, the seal's
+    # anchor among them with the digest taken as they were written: no chain hashed again (1);
+    # and each seal found the log ending at its session's own last line, so its head was known
+    # without reading the log under the lock (2)
+    assert checks == []
+    audit = ws.audit()
+    calls = [n for n, e in enumerate(audit) if e["event"] == "mcp_request" and e.get("tool")]
+    assert [audit[n]["tool"] for n in calls] == ["hello-world__greet"] * 5 + ["nothing__here"]
+    runs = [r.structured_content["run_id"] for r in done]
+    for n, run_id in zip(calls, runs, strict=False):
+        # the call's line comes before any line of its run, and after the previous run's
+        assert audit[n + 1].get("run_id") == run_id, audit[n : n + 2]
+    # a call refused before any run: its line first, then the refusal, once each
+    assert refused is not None
+    last = calls[-1]
+    assert audit[last + 1]["event"] == "mcp_tool_refused"
+    assert [e["event"] for e in audit[last:]].count("mcp_request") == 1
+
+
+def test_a_call_refused_for_its_arguments_has_its_line_before_the_refusal(ws: Ws) -> None:
+    from mcp.client import Client
+
+    server = _server(ws)
+    deep: Any = "x"
+    for _ in range(70):
+        deep = [deep]
+
+    async def main() -> Any:
+        async with Client(server.build()) as client:
+            return await client.call_tool("hello-world__greet", {"message": deep})
+
+    try:
+        result = anyio.run(main)
+    finally:
+        server.close()
+    assert result.is_error
+    events = [e["event"] for e in ws.audit() if e["event"].startswith("mcp_")]
+    at = events.index("mcp_tool_refused")
+    assert events[at - 1] == "mcp_request" and events.count("mcp_request") == 2  # list, call
