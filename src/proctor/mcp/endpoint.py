@@ -3,21 +3,37 @@ manager at :data:`MCP_PATH`, and nothing else (:class:`McpEndpoint`).
 
 Proctor's own layers (:class:`~proctor.mcp.http.BearerAuth`, :class:`~proctor.mcp.frames.
 StrictFrames`, among several workers :class:`~proctor.mcp.workers.SessionAffinity`) stand in
-front of it; :func:`proctor.mcp.http.build_app` puts them together.
+front of it, and a 2026-07-28 request is answered by proctor's own entry in front of the
+manager (:mod:`proctor.mcp.exchange`); :func:`proctor.mcp.http.build_app` puts them together.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Protocol
 
 MCP_PATH = "/mcp"
 """Where the endpoint serves MCP; any other path gets 404."""
 
+FRAME_KEY = "proctor.frame"
+"""The scope key under which :class:`~proctor.mcp.frames.StrictFrames` hands on the POST body
+it parsed (the JSON document), so no layer behind it parses the body again."""
+
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from starlette.types import Receive, Scope, Send
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["MCP_PATH", "McpEndpoint", "respond"]
+__all__ = ["FRAME_KEY", "MCP_PATH", "Exchange", "McpEndpoint", "respond"]
+
+
+class Exchange(Protocol):
+    """What answers a parsed POST in front of the session manager
+    (:class:`proctor.mcp.exchange.ModernExchange`): an ASGI app with a lifespan of its own."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]: ...
 
 
 async def respond(
@@ -53,16 +69,28 @@ class McpEndpoint:
     an exception middleware, each a layer of every request and of every message a response
     sends, for the one route it serves. A request the app fails with is answered 500 by the
     server (uvicorn) as Starlette's error middleware answers it.
+
+    With an ``exchange``, a POST whose body the strict reader parsed goes to it first (it
+    answers a 2026-07-28 request itself and hands anything else to the manager), and the
+    lifespan runs its lifespan beside the manager's.
     """
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(
+        self, manager: StreamableHTTPSessionManager, exchange: Exchange | None = None
+    ) -> None:
         self.manager = manager
+        self.exchange = exchange
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             if scope["path"] == MCP_PATH:
-                await self.manager.handle_request(scope, receive, send)
+                # a POST whose body was parsed: perhaps a 2026-07-28 request proctor serves
+                # itself (proctor.mcp.exchange), which hands anything else to the manager
+                app: ASGIApp = self.manager.handle_request
+                if self.exchange is not None and FRAME_KEY in scope:
+                    app = self.exchange
+                await app(scope, receive, send)
                 return
             await respond(send, 404, b"Not Found", b"text/plain; charset=utf-8")
         elif kind == "websocket":
@@ -74,7 +102,10 @@ class McpEndpoint:
         await receive()  # lifespan.startup
         started = False
         try:
-            async with self.manager.run():
+            exchange = (
+                contextlib.nullcontext() if self.exchange is None else self.exchange.lifespan()
+            )
+            async with self.manager.run(), exchange:
                 started = True
                 await send({"type": "lifespan.startup.complete"})
                 await receive()  # lifespan.shutdown

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from proctor.contracts import json_strict
 from proctor.errors import ParseError
-from proctor.mcp.endpoint import respond
+from proctor.mcp.endpoint import FRAME_KEY, respond
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -50,6 +50,7 @@ __all__ = [
     "audit_refusal",
     "frame_refusal",
     "id_refusal",
+    "read_frame",
     "read_line",
     "refusal",
 ]
@@ -98,12 +99,18 @@ def id_refusal(raw: bytes | str) -> dict[str, Any] | None:
 def refusal(raw: bytes | str) -> dict[str, Any] | None:
     """:func:`frame_refusal`, else :func:`id_refusal`: the answer to a frame refused before
     the SDK reads it, or ``None``. A frame the strict reader takes is parsed once."""
+    return read_frame(raw)[0]
+
+
+def read_frame(raw: bytes | str) -> tuple[dict[str, Any] | None, Any]:
+    """:func:`refusal`, and the document when the strict reader took the frame (else
+    ``None``: the SDK parses and answers what is not strict JSON)."""
     try:
         doc = json_strict.loads(raw, source="the message")
     except ParseError as exc:
         # not strict JSON (NaN, an unpaired surrogate...): its id is read as id_refusal reads it
-        return _strict_refusal(raw, exc) or id_refusal(raw)
-    return _id_refusal_of(doc)
+        return _strict_refusal(raw, exc) or id_refusal(raw), None
+    return _id_refusal_of(doc), doc
 
 
 def _strict_refusal(raw: bytes | str, exc: ParseError) -> dict[str, Any] | None:
@@ -256,11 +263,13 @@ class StrictFrames:
             await anyio.to_thread.run_sync(audit_refusal, self._audit, too_large, "http")
             await _answer(send, 413, too_large)
             return
-        error = refusal(bytes(body))
+        error, doc = read_frame(bytes(body))
         if error is None:
             replayed: list[Message] = [
                 {"type": "http.request", "body": bytes(body), "more_body": False}
             ]
+            if doc is not None:  # the document, for the layers behind (proctor.mcp.exchange)
+                scope[FRAME_KEY] = doc
             await self.app(scope, _replay(replayed, receive), send)
             return
         await anyio.to_thread.run_sync(audit_refusal, self._audit, error, "http")

@@ -303,7 +303,8 @@ def http_protocol() -> str:
 def build_app(
     proctor: ProctorServer, settings: HttpSettings, seat: WorkerSeat | None = None
 ) -> BearerAuth:
-    """The Starlette app of the SDK's streamable HTTP transport behind :class:`BearerAuth`
+    """The SDK's streamable HTTP transport (its session manager, with proctor's own entry for
+    2026-07-28 requests in front, :mod:`proctor.mcp.exchange`) behind :class:`BearerAuth`
     (and, among several workers, :class:`~proctor.mcp.workers.SessionAffinity`)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -316,13 +317,16 @@ def build_app(
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     from proctor.mcp.endpoint import McpEndpoint
+    from proctor.mcp.exchange import ModernExchange
     from proctor.mcp.frames import MAX_BODY, StrictFrames
 
     manager = StreamableHTTPSessionManager(
         app=server, security_settings=security, max_request_body_size=MAX_BODY
     )
+    # 2026-07-28 requests are served by proctor in front of the manager, with its pieces
+    exchange = ModernExchange(server, security, manager.handle_request)
     # Behind the bearer check: an unauthenticated body is never read (nor forwarded).
-    inner: ASGIApp = StrictFrames(McpEndpoint(manager), proctor.audit)
+    inner: ASGIApp = StrictFrames(McpEndpoint(manager, exchange), proctor.audit)
     if seat is not None:
         from proctor.mcp.workers import SessionAffinity
 

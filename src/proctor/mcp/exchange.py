@@ -1,0 +1,304 @@
+"""A 2026-07-28 request over HTTP, served by proctor in front of the SDK's own entry.
+
+The 2026-07-28 protocol has no session: each POST is one JSON-RPC request (its envelope in
+``params._meta``) answered by one JSON-RPC reply. The SDK serves it as its session manager's
+single-exchange entry; :class:`ModernExchange` serves the same requests with the same SDK
+pieces (its transport security check, its inbound classification and ``Mcp-Param-*`` header
+check, :func:`mcp.server.runner.serve_one` with a born-ready ``Connection``, the SDK's error
+mapping), without what that entry spends on every request besides: a second JSON parse of the
+body (:class:`~proctor.mcp.frames.StrictFrames` has parsed it strictly and hands the document
+on), a task for the handler with a memory stream to the response, a transport security
+object built per request, and the reply validated as a model again before it is written.
+
+It takes only the request it answers as the SDK would: a POST whose body the strict reader
+parsed, a JSON-RPC request (not a notification, a batch or a ``subscriptions/listen``) that
+passes every check. Anything else, or any check that fails, goes to the SDK's entry as it
+came (the body replayed), which then answers it, rejection and all, as it always has.
+
+The answer is JSON unless the handler emits a notification (progress) or has run
+:data:`PING_EVERY` seconds: the response then becomes an event stream, pinged while the
+handler works, and the reply is its last event. A client that goes away cancels the handler
+(a call's run is stopped and recorded before the cancellation completes). The server cannot
+send the client a request on this protocol (``NoBackChannelError``): approvals travel as
+``input_required`` results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.streamable_http import check_accept_headers
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    validate_mcp_param_headers,
+)
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from proctor.mcp.endpoint import FRAME_KEY, respond
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+    from mcp.shared.dispatcher import CallOptions
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["PING_EVERY", "ModernExchange", "is_modern"]
+
+PING_EVERY = 15.0
+"""Seconds a handler may work without a word before its answer becomes an event stream, and
+between the pings of that stream (the SDK's entry uses the same)."""
+
+_VERSION_HEADER = b"mcp-protocol-version"
+_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+_PING = b": ping\r\n\r\n"
+
+
+def is_modern(scope: Scope) -> bool:
+    """Whether the SDK's session manager would route this request to its 2026-07-28 entry: an
+    ``MCP-Protocol-Version`` header (the first one) naming no handshake-era version."""
+    for name, value in scope["headers"]:
+        if name == _VERSION_HEADER:
+            return value.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+    return False
+
+
+def _event(message: Mapping[str, Any]) -> bytes:
+    """One SSE ``message`` event carrying ``message`` (as the SDK's entry frames it)."""
+    return b"event: message\r\ndata: " + _json(message) + b"\r\n\r\n"
+
+
+def _json(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+class _Reply:
+    """One request's dispatch context (the SDK's ``DispatchContext``) and its response: JSON
+    until the first event, an event stream from then on."""
+
+    can_send_request = False  # no server-to-client request on this protocol
+
+    def __init__(
+        self,
+        send: Send,
+        request: Request,
+        request_id: str | int,
+        progress_token: str | int | None,
+    ) -> None:
+        self._send = send
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.transport = TransportContext(
+            kind="streamable-http", can_send_request=False, headers=request.headers
+        )
+        self.message_metadata = ServerMessageMetadata(request_context=request)
+        self.streaming = False  # the event stream's head has been sent
+        self.closed = False  # the reply is being written: no more events
+        self._cancel: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Never set: this protocol cancels by closing the response (the handler is cancelled)."""
+        if self._cancel is None:
+            self._cancel = anyio.Event()
+        return self._cancel
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> None:
+        body = None if params is None else dict(params)
+        message = JSONRPCNotification(jsonrpc="2.0", method=method, params=body)
+        await self.event(_event(message.model_dump(mode="json", by_alias=True, exclude_none=True)))
+
+    async def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+    async def event(self, data: bytes) -> None:
+        """Send one event (or ping), the stream's head first if it has not gone yet. A send
+        that awaits nothing runs whole: two of them never interleave."""
+        if self.closed:
+            return
+        if not self.streaming:
+            self.streaming = True
+            start = {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+            await self._send(start)
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def finish(self, message: Mapping[str, Any], status: int) -> None:
+        """Send the reply: the stream's last event, or the whole JSON response."""
+        self.closed = True
+        if self.streaming:
+            last = {"type": "http.response.body", "body": _event(message), "more_body": False}
+            await self._send(last)
+        else:
+            await respond(self._send, status, _json(message))
+
+
+def _progress_token(params: Mapping[str, Any] | None) -> str | int | None:
+    meta = params.get("_meta") if params is not None else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):
+        return token
+    return None
+
+
+class ModernExchange:
+    """Serves a 2026-07-28 POST with the SDK's pieces, or hands it to the SDK's entry (see the
+    module). ``fallback`` is that entry (the session manager's ASGI handler); ``server`` the
+    SDK server it serves, whose lifespan state ``state`` is."""
+
+    def __init__(
+        self,
+        server: Server[Any],
+        security: TransportSecuritySettings,
+        fallback: ASGIApp,
+        state: Any = None,
+    ) -> None:
+        self.server = server
+        self.state = state
+        self._security = TransportSecurityMiddleware(security)
+        self._fallback = fallback
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """The SDK server's lifespan, entered for the requests served here as the session
+        manager enters it for its own (proctor's server has the SDK's default one, which
+        holds nothing)."""
+        async with self.server.lifespan(self.server) as state:
+            self.state = state
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not is_modern(scope):
+            await self._fallback(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        taken = await self._take(request, scope.get(FRAME_KEY))
+        if taken is None:
+            await self._fallback(scope, receive, send)
+            return
+        req, protocol, info, capabilities = taken
+        connection = Connection.from_envelope(protocol, info, capabilities)
+        reply = _Reply(send, request, req.id, _progress_token(req.params))
+        answer: dict[str, Any] | None = None
+        gone = False
+
+        async def watch(scope: anyio.CancelScope) -> None:
+            # until the client goes away (the handler is then cancelled); a handler silent
+            # for PING_EVERY seconds turns the answer into an event stream, pinged
+            nonlocal gone
+            while True:
+                with anyio.move_on_after(PING_EVERY):
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        gone = True
+                        scope.cancel()
+                        return
+                    continue
+                await reply.event(_PING)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch, group.cancel_scope)
+            try:
+                result = await serve_one(
+                    self.server,
+                    reply,
+                    req.method,
+                    req.params,
+                    connection=connection,
+                    lifespan_state=self.state,
+                )
+                answer = {"jsonrpc": "2.0", "id": req.id, "result": result}
+            except Exception as exc:  # the SDK's entry maps it the same way
+                error = JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc))
+                answer = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+            group.cancel_scope.cancel()
+        if gone or answer is None:
+            return
+        status = 200
+        if "error" in answer:
+            status = ERROR_CODE_HTTP_STATUS.get(answer["error"]["code"], 200)
+        await reply.finish(answer, status)
+
+    async def _take(
+        self, request: Request, doc: Any
+    ) -> tuple[JSONRPCRequest, str, Any, Any] | None:
+        """The request and its envelope (version, client info, capabilities) when this
+        exchange answers it; ``None`` leaves it to the SDK's entry."""
+        if not isinstance(doc, dict) or "id" not in doc:
+            return None  # not parsed strictly, a notification, a batch, not an object
+        if await self._security.validate_request(request, is_post=True) is not None:
+            return None  # Host, Origin or Content-Type refused
+        has_json, has_sse = check_accept_headers(request)
+        if not (has_json and has_sse):
+            return None
+        try:
+            req = JSONRPCRequest.model_validate(doc)
+        except ValidationError:
+            return None
+        headers = request.headers
+        if req.method == "subscriptions/listen" or find_duplicated_routing_header(headers.items()):
+            return None
+        verdict = classify_inbound_request(doc, headers=dict(headers))
+        if isinstance(verdict, InboundLadderRejection):
+            return None
+        if self._param_headers_refused(req, request) is not False:
+            return None
+        return req, verdict.protocol_version, verdict.client_info, verdict.client_capabilities
+
+    def _param_headers_refused(self, req: JSONRPCRequest, request: Request) -> bool | None:
+        """Whether a ``tools/call``'s ``Mcp-Param-*`` headers disagree with the tool's declared
+        ones, as the SDK's entry checks them (``None``: it could not tell, and answers)."""
+        lookup = self.server.get_tool_input_schema
+        if req.method != "tools/call" or lookup is None:
+            return False if req.method != "tools/call" else None
+        params = req.params or {}
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or (
+            arguments is not None and not isinstance(arguments, Mapping)
+        ):
+            return False
+        if not arguments and not any(h.startswith(_PARAM_PREFIX) for h in request.headers):
+            return False
+        try:
+            schema = lookup(name)
+        except Exception:
+            return None
+        if schema is None:
+            return False
+        return validate_mcp_param_headers(schema, arguments or {}, request.headers) is not None
