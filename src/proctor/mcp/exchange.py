@@ -222,6 +222,11 @@ class ModernExchange:
             # until the client goes away (the handler is then cancelled); a handler silent
             # for PING_EVERY seconds turns the answer into an event stream, pinged
             nonlocal gone
+            # the body first: StrictFrames replays it, at once (no timer for it)
+            if (await receive())["type"] == "http.disconnect":
+                gone = True
+                scope.cancel()
+                return
             while True:
                 with anyio.move_on_after(PING_EVERY):
                     message = await receive()
