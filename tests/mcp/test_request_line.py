@@ -113,3 +113,30 @@ def test_a_call_refused_for_its_arguments_has_its_line_before_the_refusal(ws: Ws
     events = [e["event"] for e in ws.audit() if e["event"].startswith("mcp_")]
     at = events.index("mcp_tool_refused")
     assert events[at - 1] == "mcp_request" and events.count("mcp_request") == 2  # list, call
+
+
+def test_a_call_no_session_could_run_still_has_its_line(ws: Ws) -> None:
+    from mcp.client import Client
+
+    from proctor.errors import StoreError
+
+    server = _server(ws)
+
+    def no_session() -> Any:
+        raise StoreError("the store cannot be opened", code="store_unavailable")
+
+    server.pool._factory = no_session
+
+    async def main() -> Any:
+        async with Client(server.build()) as client:
+            try:
+                return await client.call_tool("hello-world__greet", {"message": "m"})
+            except Exception as exc:  # the SDK answers the failure as an error
+                return exc
+
+    try:
+        anyio.run(main)
+    finally:
+        server.close()
+    calls = [e for e in ws.audit() if e["event"] == "mcp_request" and e.get("tool")]
+    assert [e["tool"] for e in calls] == ["hello-world__greet"]

@@ -564,16 +564,22 @@ class ProctorServer:
         """Run ``tool`` on a session of the pool; with ``line``, that session first writes the
         request's ``mcp_request`` line (the same log object then counts both)."""
 
+        held = [] if line is None else [line]
+
         def go(session: Session) -> dict[str, Any] | ProctorError:
-            if line is not None:
-                session.audit.emit("mcp_request", run_id=None, step_index=None, **line)
+            if held:
+                session.audit.emit("mcp_request", run_id=None, step_index=None, **held.pop())
             try:
                 envelope = session.run(tool.ref, inputs=arguments, **self._run_options(stop))
             except ProctorError as exc:
                 return exc
             return envelope.to_json()
 
-        return self.pool.use(go)
+        try:
+            return self.pool.use(go)
+        finally:
+            # no session ran the call (one could not be opened): the line is written anyway
+            self._write_request_line(held)
 
     def _run_options(self, stop: threading.Event) -> dict[str, Any]:
         # The references start where the catalog resolved them (the folder the server was
