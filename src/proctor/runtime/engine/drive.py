@@ -42,6 +42,7 @@ from proctor.contracts.skill import (
 )
 from proctor.core.authority import Authority, narrow, parse_authority
 from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
+from proctor.core.moments import iso_text
 from proctor.errors import ConfigError, CredentialError, PolicyLoadError, ProctorError
 from proctor.policy import write_budget
 from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
@@ -481,8 +482,8 @@ class RunDriver:
                 "child_runs": got.child_runs,
                 "spend_micro_usd": got.spend_micro_usd,
                 "context_digests": got.context_digests,
-                "started_at": started.isoformat(),
-                "ended_at": s.clock().isoformat(),
+                "started_at": iso_text(started),
+                "ended_at": iso_text(s.clock()),
             }
             s.store.settle_step(self.run_id, step.id, body, used=got.used)
             kill_point("step.settled")
