@@ -137,3 +137,13 @@ def test_the_store_merges_updates_as_ever_around_other_writers_and_rollbacks(
     got = store.get_run("r")
     assert got is not None and got.data == expected
     store.close()
+
+
+def test_a_long_text_is_not_kept_and_is_merged_all_the_same() -> None:
+    texts = DataTexts()
+    made = texts.made("r", {"big": "x" * 70_000, "a": 1})
+    assert not texts._kept  # past the bound: its next update decodes it
+    assert texts.merged("r", made, {"b": 2}) == _merged(made, {"b": 2})
+    for n in range(100):  # a bounded number of runs
+        texts.made(f"r{n}", {"a": n})
+    assert len(texts._kept) <= 64

@@ -6,12 +6,13 @@ is ``dumps({**stored, **update})``. Decoding the stored text and encoding every 
 costs more than the rest of the update (a seal's update is a run's largest JSON text).
 
 :class:`DataTexts` keeps, for the runs this store wrote, the text it wrote and each top-level
-member's value text (strings only: nothing a caller holds or may change later). When the stored
-text is, byte for byte, the one kept, its members are those kept (the text was joined from
-them), so the merged text is joined from them and the update's members, encoded alone: the
-same bytes ``dumps`` of the decoded and updated document gives, since ``dumps`` of a value
-decoded from ``dumps``'s text is that text again. A stored text that differs in any way
-(another process's update, a rolled-back one) is decoded and merged as before.
+member's value text (strings only: nothing a caller holds or may change later; a few runs, each
+text of a bounded length). When the stored text is, byte for byte, the one kept, its members are
+those kept (the text was joined from them), so the merged text is joined from them and the
+update's members, encoded alone: the same bytes ``dumps`` of the decoded and updated document
+gives, since ``dumps`` of a value decoded from ``dumps``'s text is that text again. A stored
+text that differs in any way (another process's update, a rolled-back one) is decoded and
+merged as before.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from proctor.runtime.records.rows import dumps
 __all__ = ["DataTexts"]
 
 _KEY: Callable[[str], str] = json.encoder.encode_basestring  # C-accelerated when present
-_KEPT_MAX = 256  # runs kept for (more: the oldest is forgotten, its next update decodes)
+_KEPT_MAX = 64  # runs kept for (more: the oldest is forgotten, its next update decodes)
+_KEPT_LONGEST = 65536  # a longer text is not kept (its next update decodes): memory stays small
 
 
 def _members(data: Mapping[str, Any]) -> dict[str, str] | None:
@@ -78,7 +80,7 @@ class DataTexts:
 
     def _keep(self, run_id: str, text: str, members: dict[str, str] | None) -> str:
         self._kept.pop(run_id, None)
-        if members is not None:
+        if members is not None and len(text) <= _KEPT_LONGEST:
             if len(self._kept) >= _KEPT_MAX:
                 del self._kept[next(iter(self._kept))]
             self._kept[run_id] = (text, members)
