@@ -225,7 +225,13 @@ def default_authority(*, managed: bool) -> Authority:
     every change waits for a person; otherwise ``effects: allow``. Reach is ``workspace``
     either way.
     """
-    return Authority(effects="ask") if managed else Authority()
+    made = _DEFAULTS.get(managed)
+    if made is None:  # one value per kind, shared: an Authority is frozen, its fields too
+        made = _DEFAULTS[managed] = Authority(effects="ask") if managed else Authority()
+    return made
+
+
+_DEFAULTS: dict[bool, Authority] = {}
 
 
 def _narrower(order: tuple[str, ...], a: str, b: str | None) -> str:

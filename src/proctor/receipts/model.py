@@ -72,6 +72,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from proctor.contracts.values import dataclass
+from proctor.core.moments import second_head
 from proctor.core.package_identity import is_identity
 from proctor.errors import ReceiptInvalid, UsageError
 from proctor.receipts.canonical import canonical_text, is_digest
@@ -154,12 +155,9 @@ def format_time(moment: datetime) -> str:
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise UsageError("receipt times must be timezone-aware", code="naive_datetime")
     m = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
-    # what strftime("%Y-%m-%dT%H:%M:%S.%fZ") writes, at a third of its cost (a seal formats
-    # two times per receipt)
-    return (
-        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
-        f".{m.microsecond:06d}Z"
-    )
+    # what strftime("%Y-%m-%dT%H:%M:%S.%fZ") writes, at a tenth of its cost (a seal formats
+    # two times per receipt): the text up to the second is written once per second
+    return f"{second_head(m)}{m.microsecond:06d}Z"
 
 
 class Subject(NamedTuple):

@@ -375,3 +375,41 @@ def test_event_ids_and_timestamps_keep_their_forms(tmp_path: Path) -> None:
         stamps.append(moment)
     assert before <= min(stamps) and max(stamps) <= after
     assert len({r["event_id"] for r in records}) == len(records)
+
+
+def test_event_ids_read_no_random_bytes_and_differ_across_a_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an event id is counted under a per-process prefix: no getrandom per line; a forked
+    # child draws its own prefix, so two processes appending to one log never share an id
+    import os
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.emit("warm", run_id="r", step_index=None)
+
+    def refused(n: int) -> bytes:
+        raise AssertionError("an audit line read random bytes for its event id")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "urandom", refused)
+        mine = [log.emit("note", run_id="r", step_index=None, n=i)["event_id"] for i in range(50)]
+    pid = os.fork()
+    if pid == 0:  # the child appends its own lines to the same log, then leaves at once
+        try:
+            child_log = AuditLog(path)
+            for i in range(50):
+                child_log.emit("child_note", run_id="c", step_index=None, n=i)
+            child_log.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    mine += [log.emit("note", run_id="r", step_index=None, n=i)["event_id"] for i in range(50)]
+    log.close()
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    theirs = [r["event_id"] for r in records if r["event"] == "child_note"]
+    assert len(theirs) == 50
+    ids = [r["event_id"] for r in records]
+    assert len(set(ids)) == len(ids) == 151
+    assert {i[:24] for i in theirs}.isdisjoint({i[:24] for i in mine})
+    assert verify_chain(path).ok

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.contracts.values import replace
 from proctor.core.authority import Authority
 from proctor.core.floor import decide
+from proctor.core.moments import iso_text
 from proctor.errors import LeaseLost, ProctorError, RefusedCall
 from proctor.policy import write_tally
 from proctor.policy.evaluate import PolicyDecision, Unrestricted, evaluate
@@ -754,7 +755,7 @@ class Governor:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
+    return None if moment is None else iso_text(moment)
 
 
 def _bare_change(tool: Tool) -> Any:

@@ -72,9 +72,21 @@ class NeedsCredential(CredentialError):
 
 def record_authority(authority: Authority, egress: EgressAllow) -> dict[str, Any]:
     """The authority record of a new run: the host's authority with the workspace's grant."""
+    global _RECORDED
     doc = egress.to_authority()
-    grant = EgressGrant(hosts=tuple(doc["hosts"]), networks=tuple(doc["networks"]))
-    return replace(authority, egress=grant).to_json()
+    entries = (tuple(doc["hosts"]), tuple(doc["networks"]))
+    kept = _RECORDED
+    if kept is not None and kept[0] is authority and kept[1] == entries:
+        return kept[2].to_json()  # a new document each time (the caller's to change)
+    recorded = replace(authority, egress=EgressGrant(hosts=entries[0], networks=entries[1]))
+    _RECORDED = (authority, entries, recorded)
+    return recorded.to_json()
+
+
+# record_authority's last answer: the authority it was given (the very value: an Authority is
+# frozen, its fields too, so the same value with the same entries makes the same record), the
+# grant's entries and the authority with the grant; a session's runs mostly repeat the two
+_RECORDED: tuple[Authority, tuple[tuple[str, ...], tuple[str, ...]], Authority] | None = None
 
 
 def recorded_egress(grant: EgressGrant | None) -> EgressAllow:

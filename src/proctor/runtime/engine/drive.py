@@ -23,7 +23,6 @@ driver claimed but never settled is reconciled before its step runs again:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
@@ -42,8 +41,10 @@ from proctor.contracts.skill import (
 )
 from proctor.core.authority import Authority, narrow, parse_authority
 from proctor.core.budget import RUN_RECEIPTS, ReceiptBudget
+from proctor.core.moments import iso_text
 from proctor.errors import ConfigError, CredentialError, PolicyLoadError, ProctorError
 from proctor.policy import write_budget
+from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.admission.governor import CallOutcome, CallSpec, Governor
 from proctor.runtime.boundary.reach import run_workspace
 from proctor.runtime.boundary.sandbox_setting import sandbox_setting, stricter
@@ -481,8 +482,8 @@ class RunDriver:
                 "child_runs": got.child_runs,
                 "spend_micro_usd": got.spend_micro_usd,
                 "context_digests": got.context_digests,
-                "started_at": started.isoformat(),
-                "ended_at": s.clock().isoformat(),
+                "started_at": iso_text(started),
+                "ended_at": iso_text(s.clock()),
             }
             s.store.settle_step(self.run_id, step.id, body, used=got.used)
             kill_point("step.settled")
@@ -652,7 +653,9 @@ class RunDriver:
 _AUTHORITIES: dict[tuple[str, Any, Any], tuple[Authority, Authority]] = {}
 _AUTHORITIES_LIMIT = 64
 _AUTHORITIES_LOCK = threading.Lock()
-_KEY = json.JSONEncoder(sort_keys=True)  # json.dumps(doc, sort_keys=True), not built per call
+# the document's JSON text (sorted keys), from one C encoder built once: JSONEncoder.encode
+# builds a new one per call, which costs more than encoding the document
+_KEY = compact_encoder(sort_keys=True)
 
 
 def _authorities(doc: Any, method: Method) -> tuple[Authority, Authority]:
@@ -661,8 +664,8 @@ def _authorities(doc: Any, method: Method) -> tuple[Authority, Authority]:
     :class:`Authority` is frozen), so the pair is kept by them (a driver is built per turn
     call, and the parse is a few percent of a call). A refused document is never kept."""
     try:
-        key = (_KEY.encode(doc), method.effects, method.reach)
-    except (TypeError, ValueError):  # not JSON: parsed (and refused) as ever
+        key = (_KEY(doc), method.effects, method.reach)
+    except (TypeError, ValueError, RecursionError):  # not JSON: parsed (and refused) as ever
         host = parse_authority(doc, recorded=True)
         return host, narrow(host, effects=method.effects, reach=method.reach)
     kept = _AUTHORITIES.get(key)

@@ -39,6 +39,7 @@ from proctor.contracts.resume import ResumeDocument, parse_resume_document
 from proctor.contracts.values import replace
 from proctor.core.authority import Authority, default_authority
 from proctor.core.ids import uuid4_hex
+from proctor.core.moments import iso_text
 from proctor.core.resume import RequestView, admit_resume
 from proctor.errors import ProctorError, ResumeRefused, StoreError, UsageError
 from proctor.parser.skill import select_method
@@ -496,7 +497,7 @@ class Session:
                 "package_digest": skill.package_digest,
                 "authority": record_authority(authority, run_egress(self.workspace.root, bare)),
                 "credential_profile": profile,
-                "started_at": self.clock().isoformat(),
+                "started_at": iso_text(self.clock()),
             },
         )
         if skill.origin is not None:

@@ -5,7 +5,8 @@ starts with ``schema_version, event_id, run_id, sequence, step_index, timestamp,
 redacted_fields``; the event's own fields follow flat, sanitized with
 :func:`proctor.runtime.boundary.sanitize.scrub_value`; the last field ``prev`` is ``sha256:`` +
 the hex digest of the previous line's bytes (without its newline), or :data:`GENESIS` on the
-first line.
+first line. ``event_id`` is :func:`proctor.core.ids.counted_uuid4_text`: unique across
+processes (a prefix drawn per process, a counter), with no random read per line.
 
 Durability: each line is one ``write`` on an ``O_APPEND`` descriptor (no user-space buffer, so
 a failed write leaves nothing behind to be flushed later), not fsynced (an fsync per call would
@@ -42,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from proctor.core.ids import uuid4_text
+from proctor.core.ids import counted_uuid4_text
 from proctor.receipts.jsontext import compact_encoder
 from proctor.runtime.boundary.sanitize import TaintSet, scrub_fields
 from proctor.runtime.records import audit_own
@@ -204,7 +205,7 @@ class AuditLog:
         safe, redacted = scrub_fields(fields, taint)  # a copy: ``fields`` is never changed
         sequence = self._next_sequence(run_id)
         if self._clock is None:
-            event_id, stamp = uuid4_text(), _utc_stamp()
+            event_id, stamp = counted_uuid4_text(), _utc_stamp()
         else:
             now = self._clock()
             self._made += 1
@@ -234,7 +235,13 @@ class AuditLog:
             + ',"sequence":'
             + ("null" if sequence is None else str(sequence))
             + ',"step_index":'
-            + (str(step_index) if type(step_index) is int else _encode(step_index))
+            + (
+                "null"
+                if step_index is None
+                else str(step_index)
+                if type(step_index) is int
+                else _encode(step_index)
+            )
             + ',"timestamp":"'
             + stamp
             + '","event":'
@@ -395,7 +402,8 @@ class AuditLog:
             last = _last_line(fd, size)
             self._prev = GENESIS if last is None else line_digest(last)
         record["prev"] = self._prev
-        line = (encoded + ',"prev":' + _text(self._prev) + "}").encode()
+        # a digest (GENESIS or "sha256:" and hex digits) needs no escape: quoted as it is
+        line = (encoded + ',"prev":"' + self._prev + '"}').encode()
         data = line + b"\n"
         try:
             written = os.write(fd, data)

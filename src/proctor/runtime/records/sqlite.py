@@ -17,6 +17,7 @@ from typing import Any
 
 from proctor.errors import StoreError
 from proctor.runtime.records import paged, store_file
+from proctor.runtime.records.data_text import DataTexts
 from proctor.runtime.records.fencing import lease_lost, process_site
 from proctor.runtime.records.rows import (
     CALL_COLS,
@@ -96,6 +97,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         # the newest event seq of runs this store created or appended to, as committed (see
         # append_event: a guess checked by the events' key, forgotten on a rollback)
         self._seqs: dict[str, int] = {}
+        self._texts = DataTexts()  # the data texts it wrote, member by member (see data_text)
         # runs with an effect's claim settled since their last synced step (see settle_step)
         self._effects: set[str] = set()
         # runs whose release waits for the commit to drop their fence (see release_lease)
@@ -286,7 +288,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                         record.receipt_id,
                         at,
                         at,
-                        dumps(record.data),
+                        self._texts.made(record.run_id, record.data),
                         record.identity,
                     ),
                 )
@@ -342,9 +344,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
             self._fence(run_id, *(() if current is None or not fenced else (current[4],)))
             if current is None:
                 raise StoreError(f"no run with id {run_id}")
-            merged = json.loads(current[3])
-            if data:
-                merged.update(data)
+            text = self._texts.merged(run_id, current[3], data)  # dumps of the merged data
             self._exec(
                 "UPDATE runs SET status = ?, outcome = ?, receipt_id = ?, data = ?, updated_at = ?"
                 " WHERE run_id = ?",
@@ -352,7 +352,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                     status or current[0],
                     outcome if outcome is not None else current[1],
                     receipt_id if receipt_id is not None else current[2],
-                    dumps(merged),
+                    text,
                     now(),
                     run_id,
                 ),
