@@ -24,7 +24,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.boundary.echoes import normal, normal_map
+from proctor.runtime.boundary.echoes import joined, normal, normal_map
 from proctor.runtime.boundary.sanitize import TaintSet, marker
 from proctor.runtime.boundary.workspace import Workspace
 from proctor.runtime.engine.session import Session
@@ -91,6 +91,30 @@ def test_each_form_is_replaced_and_the_text_around_it_kept(form: str) -> None:
     assert TAINTED in out
 
 
+@pytest.mark.parametrize(
+    ("secret", "text"),
+    [
+        # the value's own "=" ends a line after a quoted-printable soft break: joining every
+        # "=" + line break (as a decoder does) eats it, reading the marks as text misses the
+        # first break (found by hypothesis, below)
+        ("00000000=", "0000000=\r\n0=\n"),
+        ("key=value=", "say key=\nvalue=\n and more"),
+        # the same with a shell's backslash continuation and a backslash of the value's own
+        ("abc\\defgh", "before abc\\\ndefg\\\nh after"),
+        ("abc\\defgh", "abc\\\r\nde&#102;g\\\nh;"),
+        # a value holding a character reference of its own: the normal view decodes it (and
+        # what is left is too short to match), so it is also looked for as it is across gaps
+        ("0000&#0;", "0000&#\\\n0;"),  # a continuation inside it
+        ("0000&#0;", "0000&\r\n#0;"),  # a line break inside it
+        ("0000&#0;", "".join(f"&#{ord(c)};" for c in "0000&#0;")),  # each character a reference
+    ],
+)
+def test_a_value_its_own_views_rewrite_is_caught(secret: str, text: str) -> None:
+    out = TaintSet([secret]).scrub(text)
+    assert TAINTED in out
+    assert secret not in normal(joined(out)) and secret not in normal(out), out
+
+
 def test_short_values_stay_whole_string_only() -> None:
     taint = TaintSet(["hunter2"])
     assert taint.scrub("hunter2") == TAINTED
@@ -119,12 +143,31 @@ def test_the_fast_and_the_mapped_normal_view_agree(text: str) -> None:
 
 @FUZZ
 @given(
+    st.text(alphabet=st.sampled_from(list("0a=\\&;#x1")), min_size=8, max_size=20),
+    st.sampled_from(sorted(echoes("placeholder"))),
+    st.text(alphabet=st.sampled_from(list("xyz .,\n=\\\r")), max_size=10),
+    st.text(alphabet=st.sampled_from(list("xyz .,\n=\\\r")), max_size=10),
+)
+def test_a_value_of_marks_and_references_is_caught(
+    secret: str, form: str, left: str, right: str
+) -> None:
+    """Values made of continuation marks and reference characters, beside more marks: where
+    the views disagree with the value's own characters (the cases above were found so)."""
+    _caught(secret, form, left, right)
+
+
+@FUZZ
+@given(
     st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=24),
     st.sampled_from(sorted(echoes("placeholder"))),
     st.text(alphabet=st.sampled_from(list("xyz .,\n")), max_size=10),
     st.text(alphabet=st.sampled_from(list("xyz .,\n")), max_size=10),
 )
 def test_any_secret_in_any_form_is_caught(secret: str, form: str, left: str, right: str) -> None:
+    _caught(secret, form, left, right)
+
+
+def _caught(secret: str, form: str, left: str, right: str) -> None:
     echoed = echoes(secret)[form]
     # A secret (or a form of it) that is part of the marker itself, such as "[REDACTE", is
     # still replaced, but the marker put in its place spells it again.

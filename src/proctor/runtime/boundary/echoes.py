@@ -46,6 +46,7 @@ __all__ = [
     "encodings",
     "joined",
     "joined_spans",
+    "literal_spans",
     "normal",
     "normal_map",
     "plain",
@@ -66,6 +67,7 @@ JOIN_CUES = ("\\\n", "\\\r\n", "=\n", "=\r\n")
 """The continuation marks :func:`joined` takes out (a text holding none has no joined view)."""
 # str.isspace() on ASCII: what str.split() drops, so both views agree
 _ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_BARE_DROPS = _ASCII_SPACE + b"=\\"
 
 
 def _cores(raw: bytes, encode: Callable[[bytes], bytes], group: int, bits: int) -> set[str]:
@@ -239,15 +241,66 @@ def joined_spans(
     if ("\\\n" in text or "\\\r\n" in text) and ("=\n" in text or "=\r\n" in text):
         views += [normal(one.sub("", text)) for one in _JOIN_ONE]  # both kinds: each alone too
     lowered = [view.lower() for view in views]
-    hits = [form for form in forms if any(form in view for view in views)]
-    folded = [form for form in caseless if any(form in view for view in lowered)]
     references = "&" in text and ";" in text
+    hits = [
+        form
+        for form in forms
+        if any(form in view for view in views) or _marks_kept(form, text, references, False)
+    ]
+    folded = [
+        form
+        for form in caseless
+        if any(form in view for view in lowered) or _marks_kept(form, text, references, True)
+    ]
     found: list[tuple[int, int]] = []
     for group, fold in ((hits, False), (folded, True)):
         for form in group:
             pattern = spread(form, references=references, caseless=fold, joins=True)
             found += [m.span() for m in pattern.finditer(text)]
     return found, hits, folded
+
+
+def literal_spans(text: str, forms: tuple[str, ...]) -> tuple[list[tuple[int, int]], list[str]]:
+    """Where ``text`` spells one of ``forms`` (the forms matched as they are: holding
+    whitespace, ``&`` or ``;``) with whitespace or line continuations between its characters:
+    the stretches of ``text`` that do, and the forms found. The normal view cannot find them
+    there when it rewrites the form itself (a reference of the value's own decoded, its
+    whitespace dropped, leaving too little to match)."""
+    found: list[tuple[int, int]] = []
+    hits = []
+    view = _bare(text) if forms else ""
+    for form in forms:
+        if _bare(form) not in view:
+            continue  # a stretch spelling it would read as it here: a search of the text in C
+        pattern = spread(form, references=False, caseless=False, joins=True)
+        spans = [m.span() for m in pattern.finditer(text)]
+        if spans:
+            found += spans
+            hits.append(form)
+    return found, hits
+
+
+def _bare(text: str) -> str:
+    """``text`` without whitespace, ``=`` and backslashes: a stretch of a text that spells a
+    form with gaps of whitespace and line continuations reads, bared, as the bared form."""
+    if text.isascii():
+        return text.encode("ascii").translate(None, _BARE_DROPS).decode("ascii")
+    return "".join(text.split()).replace("=", "").replace("\\", "")
+
+
+def _marks_kept(form: str, text: str, references: bool, caseless: bool) -> bool:
+    """Whether ``text`` spells ``form``, a form holding a continuation mark (``=`` or ``\\``)
+    of its own, with some line ends read as continuations and others as that mark: the joined
+    views take every mark before a line break out, so a value ending a line with its own ``=``
+    (``0000000=\\r\\n0=\\n`` for ``00000000=``) reads there in neither of them."""
+    if "=" not in form and "\\" not in form:
+        return False
+    if not references and _bare(form.lower() if caseless else form) not in _bare(
+        text.lower() if caseless else text
+    ):
+        return False
+    pattern = spread(form, references=references, caseless=caseless, joins=True)
+    return pattern.search(text) is not None
 
 
 def cut(text: str, found: list[tuple[int, int]], mark: str) -> str:

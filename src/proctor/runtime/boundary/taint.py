@@ -14,6 +14,7 @@ from proctor.runtime.boundary.echoes import (
     encodings,
     joined,
     joined_spans,
+    literal_spans,
     normal,
     normal_map,
     plain,
@@ -33,8 +34,10 @@ class TaintSet:
     Values of :data:`MIN_TAINT_LENGTH` characters or more are matched anywhere in text, in
     every form of :mod:`proctor.runtime.boundary.echoes` (raw, reversed, base64, base64url,
     base32, hex, URL-encoded, JSON-escaped), also with HTML/XML character references decoded
-    and whitespace between characters dropped; shorter ones only as a whole string. Adding is
-    cheap; matching compiles lazily.
+    and whitespace between characters dropped; shorter ones only as a whole string. A form
+    holding whitespace, a reference or a continuation mark of the value's own is also looked
+    for as it is, with whitespace and line continuations between its characters (the views
+    above rewrite such a form itself). Adding is cheap; matching compiles lazily.
     """
 
     def __init__(self, values: Iterable[str] = ()) -> None:
@@ -63,6 +66,11 @@ class TaintSet:
         raw = set(self._raw) | {f for f in forms if not plain(f)}
         norm = set(self._normal) | {f for f in forms if plain(f)}
         norm |= {s for f in forms if not plain(f) and len(s := normal(f)) >= MIN_TAINT_LENGTH}
+        # and as a text whose references were decoded shows it: the form's own references
+        # kept (the normal view decodes a text once)
+        norm |= {
+            s for f in forms if not plain(f) and len(s := "".join(f.split())) >= MIN_TAINT_LENGTH
+        }
         caseless = set(self._caseless) | caseless_encodings(value)
         self._raw = tuple(sorted(raw, key=len, reverse=True))
         self._normal = tuple(sorted(norm, key=len, reverse=True))
@@ -108,10 +116,15 @@ class TaintSet:
         """``text`` with each form its joined lines read as replaced (a value cut by a line
         continuation); the whole text when one still reads there after the cut (fail closed)."""
         found, hits, caseless = joined_spans(text, self._normal, self._caseless)
-        if not hits and not caseless:
+        # a form matched as it is (holding whitespace or a reference of the value's own) is
+        # also looked for as it is across gaps: the normal view rewrites the form itself
+        spans, literal = literal_spans(text, self._raw)
+        if not hits and not caseless and not literal:
             return text
-        out = cut(text, found, marker("tainted"))
-        return marker("tainted") if _still_holds(joined(out), hits, caseless) else out
+        out = cut(text, found + spans, marker("tainted"))
+        if _still_holds(joined(out), hits, caseless) or literal_spans(out, tuple(literal))[1]:
+            return marker("tainted")
+        return out
 
 
 def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
