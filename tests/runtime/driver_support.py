@@ -23,6 +23,16 @@ description: A skill for driver tests.
 Work carefully.
 """
 
+ONE_ECHO = """minimum_proctor: 0.1.0
+methods:
+  main:
+    steps:
+      - id: s0
+        tool: echo
+        inputs: {text: hello}
+"""
+"""A run.yaml of one ``echo`` step (the one-step run of the benches)."""
+
 COUNTER_SCRIPT = """import sys, pathlib
 p = pathlib.Path(sys.argv[1])
 n = int(p.read_text()) if p.exists() else 0

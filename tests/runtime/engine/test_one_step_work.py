@@ -15,20 +15,12 @@ import pytest
 
 from proctor.runtime.records.receipts import ReceiptStore
 from tests.runtime.driver_support import (
+    ONE_ECHO,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
     session,
 )
-
-ONE = """minimum_proctor: 0.1.0
-methods:
-  main:
-    steps:
-      - id: s0
-        tool: echo
-        inputs: {text: hello}
-"""
 
 
 def _policy_digest(root: Path, receipt_id: str) -> str | None:
@@ -40,7 +32,7 @@ def _second_run_traced(tmp_path: Path) -> tuple[Any, Any, list[str]]:
     """A session, the envelope of its second run of ``one`` (sealed, completed) and the SQL
     statements that run sent to the run store, in order."""
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     s = session(root)
     assert s.run("one", cwd=root).status == "sealed"
     begun: list[str] = []
@@ -101,7 +93,7 @@ def test_a_policy_edited_between_two_runs_of_one_session_is_the_second_runs(
     tmp_path: Path,
 ) -> None:
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     (root / "policies").mkdir()
     policy = root / "policies" / "local.yaml"
     policy.write_text("id: first\nrules: []\n")
@@ -119,7 +111,7 @@ def test_a_policy_edited_between_two_runs_of_one_session_is_the_second_runs(
 
 def test_a_policy_that_does_not_load_still_blocks_the_run(tmp_path: Path) -> None:
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     (root / "policies").mkdir()
     (root / "policies" / "bad.yaml").write_text("rules: [{id: 1}]\n")
     s = session(root)
@@ -209,7 +201,7 @@ def test_a_seal_counts_the_log_on_from_the_anchor_its_start_check_read(tmp_path:
     from proctor.runtime.records.audit import line_digest
 
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     assert session(root).run("one", cwd=root).status == "sealed"  # the store has an anchor
     late = session(root)
     check_parts(late)
@@ -316,7 +308,7 @@ def test_a_proctor_toml_made_between_two_runs_of_one_session_is_read_by_the_seco
     from proctor.errors import ConfigError
 
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     s = session(root)
     first = s.run("one", cwd=root)
     record = s.store.get_run(first.run_id)
@@ -390,7 +382,7 @@ def test_a_run_resolves_its_workspace_root_once_for_its_held_checks(
     import os
 
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     s = session(root)
     assert s.run("one", cwd=root).outcome == "completed"
     opened: list[str] = []
@@ -417,7 +409,7 @@ def test_a_workspace_root_swapped_for_a_link_between_runs_is_seen_by_the_next_ru
     from proctor.runtime.engine import session as session_module
 
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     s = session(root)
     assert s.run("one", cwd=root).outcome == "completed"
     seen: list[tuple[str, Any]] = []

@@ -12,20 +12,12 @@ from proctor.runtime.boundary.egress_allow import EgressAllow
 from proctor.runtime.engine import drive
 from proctor.runtime.engine.delivery import record_authority
 from tests.runtime.driver_support import (
+    ONE_ECHO,
     close_sessions,  # noqa: F401 - the autouse fixture
     make_skill,
     make_workspace,
     session,
 )
-
-ONE = """minimum_proctor: 0.1.0
-methods:
-  main:
-    steps:
-      - id: s0
-        tool: echo
-        inputs: {text: hello}
-"""
 
 
 def test_the_default_authorities_are_shared_values() -> None:
@@ -70,7 +62,7 @@ def test_a_document_with_a_cycle_is_parsed_and_refused_as_ever() -> None:
 
 def test_runs_of_a_session_record_their_authority_each(tmp_path: Path) -> None:
     root = make_workspace(tmp_path)
-    make_skill(root, "one", ONE)
+    make_skill(root, "one", ONE_ECHO)
     s = session(root)
     first, second = s.run("one", cwd=root), s.run("one", cwd=root)
     records = [s.store.get_run(e.run_id) for e in (first, second)]
