@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,17 +123,30 @@ def _head_at(path: Path, n: int) -> dict[str, object]:
     return {"lines": n, "last_digest": line_digest(lines[n - 1])}
 
 
+def _spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, note: Any) -> list[Any]:
+    """The calls of ``owner.name`` from now on, each as ``note`` notes it from the call's
+    arguments (the call itself goes through)."""
+    seen: list[Any] = []
+    real = getattr(owner, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(note(*args, **kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spy)
+    return seen
+
+
 def _starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The line each chain check of the log starts at."""
-    seen: list[int] = []
-    verify = audit_breaks.verify_bytes
+    return _spy(
+        monkeypatch, audit_breaks, "verify_bytes", lambda *a, **kw: int(kw.get("first_line", 1))
+    )
 
-    def spy(data: bytes, anchors: object, **kw: object) -> object:
-        seen.append(int(kw.get("first_line", 1)))  # type: ignore[call-overload]
-        return verify(data, anchors, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(audit_breaks, "verify_bytes", spy)
-    return seen
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The check's reads (``os.pread``): their sizes and offsets."""
+    return _spy(monkeypatch, audit_breaks.os, "pread", lambda fd, n, at: (n, at))
 
 
 def test_an_anchor_inside_the_verified_part_is_checked_in_place(
@@ -217,15 +231,8 @@ def test_every_line_inside_the_verified_part_is_found_in_place(tmp_path: Path) -
 
 
 def _spied(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    calls: list[int] = []
-    verify = audit_breaks.verify_bytes
-
-    def counted(*args: object, **kwargs: object) -> object:
-        calls.append(1)
-        return verify(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(audit_breaks, "verify_bytes", counted)
-    return calls
+    """One ``1`` for each chain check of the log."""
+    return _spy(monkeypatch, audit_breaks, "verify_bytes", lambda *a, **kw: 1)
 
 
 def test_the_lines_this_process_wrote_since_the_check_are_compared_not_verified_again(
@@ -338,20 +345,12 @@ def test_a_check_reads_the_marked_line_and_what_follows_at_once_and_still_sees_i
     # one read from a block before the mark answers the marked line, the lines after it and
     # the last newline; a byte changed in the marked line (same length) is still seen there:
     # the mark is not used and the whole log is verified (and refused)
-    import os
 
     log, path = _log(tmp_path)
     log.emit("one", run_id=None, step_index=None)
     refuse_broken_log(path, None, path.name)
     log.emit("two", run_id=None, step_index=None, text="hello")
-    reads: list[tuple[int, int]] = []
-    pread = os.pread
-
-    def counted(fd: int, n: int, at: int) -> bytes:
-        reads.append((n, at))
-        return pread(fd, n, at)
-
-    monkeypatch.setattr(audit_breaks.os, "pread", counted)
+    reads = _reads(monkeypatch)
     refuse_broken_log(path, None, path.name)
     assert len(reads) == 1  # the mark's line, the own line after it and the end: one read
     log.emit("three", run_id=None, step_index=None)
@@ -368,15 +367,7 @@ def test_a_check_reads_the_marked_line_and_what_follows_at_once_and_still_sees_i
 
 def _hashed(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The lines the check hashes itself (its own line_digest calls)."""
-    seen: list[bytes] = []
-    digest = audit_breaks.line_digest
-
-    def spy(line: bytes) -> str:
-        seen.append(line)
-        return digest(line)
-
-    monkeypatch.setattr(audit_breaks, "line_digest", spy)
-    return seen
+    return _spy(monkeypatch, audit_breaks, "line_digest", lambda line: line)
 
 
 def test_the_marked_line_this_process_checked_is_compared_not_hashed_and_a_change_is_refused(
@@ -385,7 +376,6 @@ def test_the_marked_line_this_process_checked_is_compared_not_hashed_and_a_chang
     # the marked line is the last line of this process's own that the last check took: the
     # next check compares it with the bytes kept (no hash, a read that starts just before
     # it); the same line changed in place (same length, still JSON) is seen and refused
-    import os
 
     log, path = _log(tmp_path)
     log.emit("one", run_id=None, step_index=None)
@@ -394,14 +384,7 @@ def test_the_marked_line_this_process_checked_is_compared_not_hashed_and_a_chang
     refuse_broken_log(path, _head(path), path.name)  # the mark ends at "two", own
     log.emit("three", run_id=None, step_index=None)
     hashed = _hashed(monkeypatch)
-    reads: list[tuple[int, int]] = []
-    pread = os.pread
-
-    def counted(fd: int, n: int, at: int) -> bytes:
-        reads.append((n, at))
-        return pread(fd, n, at)
-
-    monkeypatch.setattr(audit_breaks.os, "pread", counted)
+    reads = _reads(monkeypatch)
     refuse_broken_log(path, _head(path), path.name)
     lines = path.read_bytes().splitlines(keepends=True)
     assert hashed == []
