@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -23,7 +25,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from proctor.mcp import exchange as exchange_module
 from proctor.mcp.endpoint import McpEndpoint
 from proctor.mcp.exchange import ModernExchange
-from proctor.mcp.frames import MAX_BODY, StrictFrames
+from proctor.mcp.frames import MAX_BODY, StrictFrames, refusal
+from tests.fuzzing import FUZZ, mutated
 from tests.mcp.conftest import API_KEY, Ws
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -319,3 +322,32 @@ def test_an_approval_is_relayed_over_http_with_the_clients_default_protocol(
     assert (ws.root / "page.txt").read_text() == "new line\n"
     decided = [e["decided_by"] for e in ws.audit() if e["event"] == "decision_recorded"]
     assert len(decided) == 1 and decided[0].startswith("client-relayed:"), decided
+
+
+@FUZZ
+@given(
+    st.one_of(
+        mutated(_request("tools/call", {"name": "plain", "arguments": {"x": 1}})[0]),
+        mutated(_request("tools/list", {})[0]),
+        mutated(_request("server/discover", {})[0]),
+    )
+)
+def test_any_request_body_gets_the_sdks_answer(body: Any) -> None:
+    """A hostile or careless body (a subtree replaced, a key dropped) gets the very answer the
+    SDK's own entry gives it, whether the exchange takes it or hands it on; never a 500."""
+    method = body.get("method") if isinstance(body, dict) else None
+    _, headers = _request(method if isinstance(method, str) else "tools/call", {"name": "plain"})
+    if refusal(json.dumps(body)) is not None:
+        return  # refused by the strict frame reader before either entry reads it
+
+    async def go() -> Any:
+        async with serving(Tools()) as (app, sdk, _):
+            return await _post(app, body, headers), await _post(sdk, body, headers)
+
+    ours, theirs = anyio.run(go)
+    assert ours[0] == theirs[0] and ours[0] != 500, (ours, theirs)
+    assert ours[1].get("content-type") == theirs[1].get("content-type")
+    if ours[1].get("content-type") == "text/event-stream":
+        assert _events(ours[2]) == _events(theirs[2])
+    else:
+        assert json.loads(ours[2] or b"null") == json.loads(theirs[2] or b"null")
