@@ -107,6 +107,12 @@ def test_each_form_is_replaced_and_the_text_around_it_kept(form: str) -> None:
         ("0000&#0;", "0000&#\\\n0;"),  # a continuation inside it
         ("0000&#0;", "0000&\r\n#0;"),  # a line break inside it
         ("0000&#0;", "".join(f"&#{ord(c)};" for c in "0000&#0;")),  # each character a reference
+        # the text around a value makes it a reference's digits or name, which the normal view
+        # decodes away: the text is also read with its references as they are
+        ("12345678", "x &#12345678; y"),
+        ("00000000", "&#000000\\\n00;"),  # and joined by a continuation
+        ("12345678", "&#1234\n5678;"),  # and split by a line break
+        ("abcdefgh", "x &abcdefgh; y"),
     ],
 )
 def test_a_value_its_own_views_rewrite_is_caught(secret: str, text: str) -> None:

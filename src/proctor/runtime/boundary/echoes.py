@@ -51,6 +51,8 @@ __all__ = [
     "normal_map",
     "plain",
     "spread",
+    "squeezed",
+    "views",
 ]
 
 _REFERENCE = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,7}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -136,10 +138,26 @@ def normal(text: str) -> str:
     """``text`` with ``;``-terminated character references decoded, then whitespace dropped."""
     if "&" in text and ";" in text:
         text = _REFERENCE.sub(_decoded, text)
+    return squeezed(text)
+
+
+def squeezed(text: str) -> str:
+    """``text`` with whitespace dropped (references as they are)."""
     if text.isascii():
         # bytes.translate deletes in C, several times faster than str.split and join
         return text.encode("ascii").translate(None, _ASCII_SPACE).decode("ascii")
     return "".join(text.split())
+
+
+def views(text: str) -> str:
+    """What the taint set reads a text as: its :func:`normal` view and, when the text may hold
+    a character reference, its :func:`squeezed` one beside it (a line break between, which
+    neither holds). The text around a value can make it a reference's digits or name
+    (``&#`` + ``12345678`` + ``;``), which the normal view decodes away."""
+    view = normal(text)
+    if "&" in text and ";" in text:
+        return view + "\n" + squeezed(text)
+    return view
 
 
 def normal_map(text: str) -> tuple[str, list[int], list[int]]:
@@ -237,15 +255,15 @@ def joined_spans(
     when ``text`` holds no continuation: its joined view is its normal view)."""
     if not any(cue in text for cue in JOIN_CUES):
         return [], [], []
-    views = [normal(joined(text))]
+    seen = [views(joined(text))]
     if ("\\\n" in text or "\\\r\n" in text) and ("=\n" in text or "=\r\n" in text):
-        views += [normal(one.sub("", text)) for one in _JOIN_ONE]  # both kinds: each alone too
-    lowered = [view.lower() for view in views]
+        seen += [views(one.sub("", text)) for one in _JOIN_ONE]  # both kinds: each alone too
+    lowered = [view.lower() for view in seen]
     references = "&" in text and ";" in text
     hits = [
         form
         for form in forms
-        if any(form in view for view in views) or _marks_kept(form, text, references, False)
+        if any(form in view for view in seen) or _marks_kept(form, text, references, False)
     ]
     folded = [
         form

@@ -19,6 +19,7 @@ from proctor.runtime.boundary.echoes import (
     normal_map,
     plain,
     spread,
+    views,
 )
 
 __all__ = ["MIN_TAINT_LENGTH", "TaintSet"]
@@ -99,7 +100,7 @@ class TaintSet:
             if hits:
                 pattern = re.compile("|".join(re.escape(h) for h in hits))
                 text = pattern.sub(marker("tainted"), text)
-        view = normal(text)
+        view = views(text)  # the normal view (and the squeezed one, references kept)
         lowered = view.lower()
         if len(view) <= _SHORT_TEXT:
             # One search of a short text beats an ``in`` per form; a long text is the reverse.
