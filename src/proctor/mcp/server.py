@@ -483,30 +483,21 @@ class ProctorServer:
                 lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code=refused.code)
             )
             return error_result(refused)
-        at_once = self._runs_at_once(params)
-        if at_once is not None and held:  # the run's session writes the request's line
-            line = held.pop()
-            doc = await self.run_in_worker(
-                lambda stop: self._run(at_once, arguments, stop, line), report=_progress(ctx)
-            )
-            return await self._answer(ctx, doc)
-        self._write_request_line(held)
-        if self.core is not None and self.core.serves(params.name):
-            return await self.core.call(ctx, params.name, arguments, self, _client_info(ctx))
-        if self.gateway is not None and self.gateway.serves(params.name):
-            return await self.gateway.call(ctx, params.name, arguments, self, _client_info(ctx))
-        if self.turns is not None and self.turns.serves(params.name):
-            return await self.turns.call(params.name, arguments, self)
-        if self.directives is not None and self.directives.serves(params.name):
-            return await self.directives.call(params.name, arguments, self, _progress(ctx))
-        tool = self.config.catalog.get(params.name)
+        name = params.name
+        other = self._other_kind(ctx, name, arguments)
+        if other is not None:
+            self._write_request_line(held)
+            return await other
+        tool = self.config.catalog.get(name)
         if tool is None:  # perhaps a method added since the catalog was built
-            tool = (await anyio.to_thread.run_sync(self.catalog)).get(params.name)
+            tool = (await anyio.to_thread.run_sync(self.catalog)).get(name)
+        if tool is None or tool.missing or params.request_state is not None:
+            self._write_request_line(held)
         if tool is None:
             await anyio.to_thread.run_sync(
-                lambda: self.audit("mcp_tool_refused", tool=params.name[:200], code="tool_unknown")
+                lambda: self.audit("mcp_tool_refused", tool=name[:200], code="tool_unknown")
             )
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:200]}")
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:200]}")
         if tool.missing:
             return self._needs_credential(tool)
         if params.request_state is not None:  # a retry after input_required (approvals)
@@ -517,26 +508,28 @@ class ProctorServer:
             except ProctorError as exc:
                 return error_result(exc)
             return tool_result(resumed, self.config.console_url)
+        # the run's session writes the request's line, just before the run (see
+        # _audit_middleware)
+        line = held.pop() if held else None
         doc = await self.run_in_worker(
-            lambda stop: self._run(tool, arguments, stop), report=_progress(ctx)
+            lambda stop: self._run(tool, arguments, stop, line), report=_progress(ctx)
         )
         return await self._answer(ctx, doc)
 
-    def _runs_at_once(self, params: types.CallToolRequestParams) -> SkillTool | None:
-        """The served skill tool a call runs on a worker straight away: named in the catalog as
-        it is, none of its credentials missing, not a retry after ``input_required``, and no
-        other kind of tool by that name."""
-        name = params.name
-        if (
-            params.request_state is not None
-            or (self.core is not None and self.core.serves(name))
-            or (self.gateway is not None and self.gateway.serves(name))
-            or (self.turns is not None and self.turns.serves(name))
-            or (self.directives is not None and self.directives.serves(name))
-        ):
-            return None
-        tool = self.config.catalog.get(name)
-        return None if tool is None or tool.missing else tool
+    def _other_kind(
+        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]
+    ) -> Awaitable[types.CallToolResult | dict[str, Any]] | None:
+        """The call, not yet started, of a tool another part of the server serves (core tools,
+        the gateway, turns, directives); ``None`` for a skill's tool."""
+        if self.core is not None and self.core.serves(name):
+            return self.core.call(ctx, name, arguments, self, _client_info(ctx))
+        if self.gateway is not None and self.gateway.serves(name):
+            return self.gateway.call(ctx, name, arguments, self, _client_info(ctx))
+        if self.turns is not None and self.turns.serves(name):
+            return self.turns.call(name, arguments, self)
+        if self.directives is not None and self.directives.serves(name):
+            return self.directives.call(name, arguments, self, _progress(ctx))
+        return None
 
     async def _answer(
         self, ctx: ServerRequestContext[Any, Any], doc: dict[str, Any] | ProctorError

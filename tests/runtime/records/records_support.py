@@ -6,12 +6,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from proctor.runtime.records.runs import CallRecord
 
 
-def settled_call(run_id: str, call_id: str, step_id: str | None, outcome: str | None) -> CallRecord:
-    """A settled ``echo`` call of ``run_id`` with ``outcome``."""
+def settled_call(
+    run_id: str, call_id: str, step_id: str | None, outcome: str | None, **kw: Any
+) -> CallRecord:
+    """A settled ``echo`` call of ``run_id`` with ``outcome`` (and any other fields ``kw``)."""
     return CallRecord(
         run_id=run_id,
         call_id=call_id,
@@ -21,6 +24,7 @@ def settled_call(run_id: str, call_id: str, step_id: str | None, outcome: str | 
         args_digest="sha256:" + "0" * 64,
         outcome=outcome,
         result={"status": outcome},
+        **kw,
     )
 
 

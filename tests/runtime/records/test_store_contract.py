@@ -12,13 +12,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from proctor.errors import StoreError
 from proctor.runtime.records.runs import (
-    CallRecord,
     JournalRecord,
     RequestRecord,
     RunCounts,
@@ -26,6 +24,7 @@ from proctor.runtime.records.runs import (
     RunStore,
 )
 from tests.pg import fresh_schema
+from tests.runtime.records.records_support import settled_call
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -43,22 +42,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
         pg = PostgresRunStore(url)
         yield pg
         pg.close()
-
-
-def _call(
-    run_id: str, call_id: str, step: str | None, outcome: str | None, **kw: Any
-) -> CallRecord:
-    return CallRecord(
-        run_id=run_id,
-        call_id=call_id,
-        step_id=step,
-        tool="echo",
-        state="settled",
-        args_digest="sha256:" + "0" * 64,
-        outcome=outcome,
-        result={"status": outcome},
-        **kw,
-    )
 
 
 def test_runs_are_created_once_updated_by_merge_and_paged_by_cursor(store: RunStore) -> None:
@@ -135,7 +118,7 @@ def _raw(store: RunStore, sql: str) -> None:
 
 def test_claims_settle_and_counters_stay_equal_to_a_recount(store: RunStore) -> None:
     store.create_run(RunRecord(run_id="r", skill="s", method="m"))
-    claimed = _call("r", "c1", "a", None, idempotency_key="k1")
+    claimed = settled_call("r", "c1", "a", None, idempotency_key="k1")
     store.claim_call(claimed)
     got = store.get_call("r", "c1")
     assert got is not None and got.state == "claimed" and got.outcome is None
@@ -149,9 +132,9 @@ def test_claims_settle_and_counters_stay_equal_to_a_recount(store: RunStore) -> 
     )
     found = store.find_idempotent("k1")
     assert found is not None and found.call_id == "c1"
-    store.record_call(_call("r", "c2", "b", "refused"))
-    store.record_call(_call("r", "c3", None, "completed"))
-    store.claim_call(_call("r", "c4", "a", None))
+    store.record_call(settled_call("r", "c2", "b", "refused"))
+    store.record_call(settled_call("r", "c3", None, "completed"))
+    store.claim_call(settled_call("r", "c4", "a", None))
     store.settle_call("r", "c4", "refused", {})
     assert [c.call_id for c in store.calls("r")] == ["c1", "c2", "c3", "c4"]
     assert [c.call_id for c in store.step_calls("r", "a")] == ["c1", "c4"]
@@ -162,10 +145,10 @@ def test_claims_settle_and_counters_stay_equal_to_a_recount(store: RunStore) -> 
 
 
 def test_counts_of_a_run_never_created_are_counted_once(store: RunStore) -> None:
-    store.record_call(_call("loose", "c1", "a", "completed"))
-    store.record_call(_call("loose", "c2", "a", "refused"))
+    store.record_call(settled_call("loose", "c1", "a", "completed"))
+    store.record_call(settled_call("loose", "c2", "a", "refused"))
     assert store.run_counts("loose") == RunCounts(calls=2, admitted=1, steps=0)
-    store.record_call(_call("loose", "c3", "a", "completed"))
+    store.record_call(settled_call("loose", "c3", "a", "completed"))
     assert store.run_counts("loose") == RunCounts(calls=3, admitted=2, steps=0)
 
 
@@ -354,7 +337,7 @@ def test_calls_and_steps_are_read_a_page_at_a_time_in_claim_order(store: RunStor
         store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
     for n in range(23):  # two runs' calls interleaved, three steps of one run interleaved
         run_id = "other" if n % 4 == 3 else "r"
-        store.record_call(_call(run_id, f"c{n}", ("a", "b", None)[n % 3], "completed"))
+        store.record_call(settled_call(run_id, f"c{n}", ("a", "b", None)[n % 3], "completed"))
     store.settle_step("r", "b", {"outcome": "completed"})
     store.settle_step("r", "a", {"outcome": "completed"})
     mine = [c.call_id for c in store.calls("r")]
@@ -384,7 +367,7 @@ def test_calls_are_read_between_places_and_a_step_by_its_key(store: RunStore) ->
     for run_id in ("r", "other"):
         store.create_run(RunRecord(run_id=run_id, skill="s", method="m"))
     for n in range(20):  # two runs' calls interleaved
-        store.record_call(_call("other" if n % 3 == 2 else "r", f"c{n}", "a", "completed"))
+        store.record_call(settled_call("other" if n % 3 == 2 else "r", f"c{n}", "a", "completed"))
     mine = list(store.iter_calls("r"))
     seqs = [c.seq for c in mine]
     for batch in (1, 3, 1000):
