@@ -25,6 +25,7 @@ send the client a request on this protocol (``NoBackChannelError``): approvals t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
@@ -177,6 +178,40 @@ def _progress_token(params: Mapping[str, Any] | None) -> str | int | None:
     return None
 
 
+class _Watch:
+    """What a request's reply watches while its handler works: the client going away (the
+    handler is then cancelled) and the silence that turns the answer into an event stream,
+    pinged every :data:`PING_EVERY` seconds. Runs as its own task, cancelled once the handler
+    is done."""
+
+    def __init__(self, receive: Receive, reply: _Reply, handler: anyio.CancelScope) -> None:
+        self._receive = receive
+        self._reply = reply
+        self._handler = handler
+        self.gone = False  # the client went away: no answer is written
+
+    async def run(self) -> None:
+        try:
+            # the body first: StrictFrames replays it, at once (no timer for it)
+            if (await self._receive())["type"] == "http.disconnect":
+                return self._went()
+            while True:
+                try:
+                    async with asyncio.timeout(PING_EVERY):
+                        message = await self._receive()
+                except TimeoutError:
+                    await self._reply.event(_PING)
+                    continue
+                if message["type"] == "http.disconnect":
+                    return self._went()
+        except Exception:  # the connection failed under the reply: as if the client left
+            self._went()
+
+    def _went(self) -> None:
+        self.gone = True
+        self._handler.cancel()
+
+
 class ModernExchange:
     """Serves a 2026-07-28 POST with the SDK's pieces, or hands it to the SDK's entry (see the
     module). ``fallback`` is that entry (the session manager's ASGI handler); ``server`` the
@@ -216,45 +251,33 @@ class ModernExchange:
         connection = Connection.from_envelope(protocol, info, capabilities)
         reply = _Reply(send, request, req.id, _progress_token(req.params))
         answer: dict[str, Any] | None = None
-        gone = False
-
-        async def watch(scope: anyio.CancelScope) -> None:
-            # until the client goes away (the handler is then cancelled); a handler silent
-            # for PING_EVERY seconds turns the answer into an event stream, pinged
-            nonlocal gone
-            # the body first: StrictFrames replays it, at once (no timer for it)
-            if (await receive())["type"] == "http.disconnect":
-                gone = True
-                scope.cancel()
-                return
-            while True:
-                with anyio.move_on_after(PING_EVERY):
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        gone = True
-                        scope.cancel()
-                        return
-                    continue
-                await reply.event(_PING)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch, group.cancel_scope)
-            try:
-                result = await serve_one(
-                    self.server,
-                    reply,
-                    req.method,
-                    req.params,
-                    connection=connection,
-                    lifespan_state=self.state,
-                )
-                answer = {"jsonrpc": "2.0", "id": req.id, "result": result}
-            except Exception as exc:  # the SDK's entry maps it the same way
-                error = JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc))
-                answer = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-            group.cancel_scope.cancel()
-        if gone or answer is None:
+        handler = anyio.CancelScope()
+        watch = _Watch(receive, reply, handler)
+        # a plain task of the loop, ended by a plain cancel: an anyio task group and its
+        # scope's cancel (which formats the task's repr) cost more than the rest of this
+        # method together
+        watching = asyncio.get_running_loop().create_task(watch.run())
+        try:
+            with handler:
+                try:
+                    result = await serve_one(
+                        self.server,
+                        reply,
+                        req.method,
+                        req.params,
+                        connection=connection,
+                        lifespan_state=self.state,
+                    )
+                    answer = {"jsonrpc": "2.0", "id": req.id, "result": result}
+                except Exception as exc:  # the SDK's entry maps it the same way
+                    error = JSONRPCError(jsonrpc="2.0", id=req.id, error=modern_error_data(exc))
+                    answer = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+        finally:
+            watching.cancel()
+        if watch.gone or answer is None:
             return
+        if reply.streaming:  # a ping may be half sent: the last event follows it
+            await asyncio.wait((watching,))
         status = 200
         if "error" in answer:
             status = ERROR_CODE_HTTP_STATUS.get(answer["error"]["code"], 200)
