@@ -171,6 +171,30 @@ def test_a_thousand_unauthenticated_requests_add_two_audit_lines(ws: Ws, http_se
     assert verify_chain(ws.root / ".proctor" / "audit.jsonl").ok
 
 
+def test_a_client_cannot_name_its_own_address_in_the_audit_log(ws: Ws, http_server: Any) -> None:
+    # the log names the peer the connection came from: a forwarding header a client writes
+    # itself (any local program can) neither replaces that address nor opens a window of its
+    # own for each address it claims
+    ws.add_example("hello-world")
+    server = http_server("hello-world")
+    before = len(ws.audit())
+    forged = ["203.0.113.9", "198.51.100.7, 10.0.0.1"]
+    with httpx.Client(timeout=30) as client:
+        for n, claimed in enumerate(forged * 5):
+            headers = {
+                **HEADERS,
+                "X-Forwarded-For": claimed,
+                "X-Forwarded-Proto": "https",
+                "Forwarded": f"for={claimed.split(',')[0]}",
+                "Authorization": f"Bearer wrong{n}",
+            }
+            r = client.post(server.url, headers=headers, content=json.dumps(INITIALIZE))
+            assert r.status_code == 401
+    _stop(server)
+    refused = [e for e in ws.audit()[before:] if e["event"] == "mcp_auth_refused"]
+    assert [(e["peer"], e["count"]) for e in refused] == [("127.0.0.1", 1), ("127.0.0.1", 9)]
+
+
 def test_refusals_coalesce_per_source_per_window() -> None:
     from proctor.mcp.http import OTHER_SOURCES, RefusalCoalescer
 

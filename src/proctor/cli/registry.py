@@ -95,7 +95,12 @@ def serve(folder: Path, host: str, port: int) -> None:
                          code="registry_bind_failed") from exc  # fmt: skip
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     click.echo(f"registry: http://{shown}:{sock.getsockname()[1]}  (Ctrl-C stops)", err=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
+    # no forwarding headers believed (they are the client's word) and no server banner, as
+    # the console and the MCP server serve
+    config = uvicorn.Config(
+        create_app(store), log_level="warning", proxy_headers=False, server_header=False
+    )
+    server = uvicorn.Server(config)
     server.run(sockets=[sock])
 
 

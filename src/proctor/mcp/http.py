@@ -381,6 +381,10 @@ async def serve_http(
         http=http_protocol(),
         log_level="warning",
         access_log=False,  # requests are audited (mcp_request); the log would drop them anyway
+        # the peer is the connection's: a forwarding header is the client's own word, and
+        # would name any address it likes in the audit log (mcp_auth_refused)
+        proxy_headers=False,
+        server_header=False,
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
