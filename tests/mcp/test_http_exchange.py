@@ -49,6 +49,7 @@ class Tools:
 
     def __init__(self) -> None:
         self.cancelled: list[str] = []
+        self.torn: list[str] = []  # the teardowns a connection ran
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -67,6 +68,11 @@ class Tools:
                 raise
         elif name == "boom":
             raise RuntimeError("a handler's own failure")
+        elif name == "teardown":  # leaves its connection a teardown, then answers or waits
+            # (a handler reaches its connection through its session)
+            ctx.session._connection.exit_stack.callback(self.torn.append, name)
+            if params.arguments and params.arguments.get("wait"):
+                await anyio.sleep(30)
         return types.CallToolResult(
             content=[types.TextContent(text=f"done {name}")],
             structured_content={"name": name, "none": None, "text": "h\u00e9llo \u2603"},
@@ -185,6 +191,22 @@ CASES = {
     ),
 }
 CASES["progress"][0]["params"]["_meta"] = {**ENVELOPE, "progressToken": "p1"}
+
+
+def test_a_teardown_a_handler_leaves_runs_when_it_answers_or_is_cancelled() -> None:
+    # the exchange unwinds a connection's stack only when something was pushed on it; what
+    # was pushed runs as the SDK's entry runs it, answered or cancelled
+    tools = Tools()
+
+    async def go() -> tuple[int, int]:
+        async with serving(tools) as (app, _, _):
+            answered = await _post(app, *_request("tools/call", {"name": "teardown"}))
+            call = _request("tools/call", {"name": "teardown", "arguments": {"wait": True}})
+            gone = await _post(app, *call, leave_after=0.05)
+        return answered[0], gone[0]
+
+    assert anyio.run(go) == (200, 0)
+    assert tools.torn == ["teardown", "teardown"]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proctor.receipts.jsontext import compact_encoder
+from proctor.receipts.jsontext import compact_encoder, reusable_encoder
 
 values = st.recursive(
     st.none()
@@ -28,6 +28,16 @@ values = st.recursive(
 def test_same_text_as_json_dumps(sort_keys: bool, value: Any) -> None:
     expected = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
     assert compact_encoder(sort_keys=sort_keys)(value) == expected
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")])
+@settings(max_examples=300, deadline=None)
+@given(value=values)
+def test_ascii_text_as_json_dumps(separators: tuple[str, str], value: Any) -> None:
+    # what an HTTP reply is written with (proctor.mcp.exchange): every character past ASCII
+    # escaped, as json.dumps's default does
+    expected = json.dumps(value, separators=separators)
+    assert reusable_encoder(sort_keys=False, separators=separators, ascii=True)(value) == expected
 
 
 def test_reused_encoder_keeps_no_state_between_values() -> None:

@@ -4,11 +4,12 @@ The 2026-07-28 protocol has no session: each POST is one JSON-RPC request (its e
 ``params._meta``) answered by one JSON-RPC reply. The SDK serves it as its session manager's
 single-exchange entry; :class:`ModernExchange` serves the same requests with the same SDK
 pieces (its transport security check, its inbound classification and ``Mcp-Param-*`` header
-check, :func:`mcp.server.runner.serve_one` with a born-ready ``Connection``, the SDK's error
-mapping), without what that entry spends on every request besides: a second JSON parse of the
-body (:class:`~proctor.mcp.frames.StrictFrames` has parsed it strictly and hands the document
-on), a task for the handler with a memory stream to the response, a transport security
-object built per request, and the reply validated as a model again before it is written.
+check, a ``ServerRunner`` on a born-ready ``Connection`` as :func:`mcp.server.runner.serve_one`
+drives it, the SDK's error mapping), without what that entry spends on every request besides:
+a second JSON parse of the body (:class:`~proctor.mcp.frames.StrictFrames` has parsed it
+strictly and hands the document on), a task for the handler with a memory stream to the
+response, a transport security object built per request, the reply validated as a model again
+before it is written, and the connection's empty teardown unwound under a timed scope.
 
 It takes only the request it answers as the SDK would: a POST whose body the strict reader
 parsed, a JSON-RPC request (not a notification, a batch or a ``subscriptions/listen``) that
@@ -27,13 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.connection import Connection
-from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.exceptions import NoBackChannelError
@@ -53,6 +53,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from proctor.mcp.endpoint import FRAME_KEY, respond
+from proctor.receipts.jsontext import reusable_encoder
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -90,8 +91,12 @@ def _event(message: Mapping[str, Any]) -> bytes:
     return b"event: message\r\ndata: " + _json(message) + b"\r\n\r\n"
 
 
+_text = reusable_encoder(sort_keys=False, separators=(",", ":"), ascii=True)
+
+
 def _json(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode()
+    """``json.dumps(message, separators=(",", ":"))``, from one encoder built once."""
+    return _text(message).encode()
 
 
 class _Reply:
@@ -178,6 +183,26 @@ def _progress_token(params: Mapping[str, Any] | None) -> str | int | None:
     return None
 
 
+async def _serve_one(
+    server: Server[Any],
+    reply: _Reply,
+    method: str,
+    params: Mapping[str, Any] | None,
+    connection: Connection,
+    state: Any,
+) -> dict[str, Any]:
+    """What the SDK's ``serve_one`` does (one request through a ``ServerRunner`` on a
+    born-ready connection, then the connection's teardown), with the teardown only when a
+    handler or middleware pushed one: the SDK's unwinds the empty stack under a shielded,
+    timed scope on every request."""
+    try:
+        return await ServerRunner(server, connection, state).on_request(reply, method, params)
+    finally:
+        # an interpreter whose stack keeps its callbacks elsewhere: always unwound
+        if getattr(connection.exit_stack, "_exit_callbacks", True):
+            await aclose_shielded(connection)
+
+
 class _Watch:
     """What a request's reply watches while its handler works: the client going away (the
     handler is then cancelled) and the silence that turns the answer into an event stream,
@@ -260,13 +285,8 @@ class ModernExchange:
         try:
             with handler:
                 try:
-                    result = await serve_one(
-                        self.server,
-                        reply,
-                        req.method,
-                        req.params,
-                        connection=connection,
-                        lifespan_state=self.state,
+                    result = await _serve_one(
+                        self.server, reply, req.method, req.params, connection, self.state
                     )
                     answer = {"jsonrpc": "2.0", "id": req.id, "result": result}
                 except Exception as exc:  # the SDK's entry maps it the same way

@@ -25,18 +25,21 @@ def compact_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
     return reusable_encoder(sort_keys=sort_keys, separators=(",", ":"))
 
 
-def reusable_encoder(*, sort_keys: bool, separators: tuple[str, str]) -> Callable[[Any], str]:
+def reusable_encoder(
+    *, sort_keys: bool, separators: tuple[str, str], ascii: bool = False
+) -> Callable[[Any], str]:
     """:func:`compact_encoder` with other separators: ``separators=(", ", ": ")`` gives the text
-    of ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` with its default spacing."""
+    of ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` with its default spacing;
+    ``ascii`` escapes every character past ASCII, as ``ensure_ascii=True`` does."""
     item, key = separators
     encoder = json.JSONEncoder(
-        ensure_ascii=False, check_circular=False, sort_keys=sort_keys, separators=separators
+        ensure_ascii=ascii, check_circular=False, sort_keys=sort_keys, separators=separators
     )
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # an interpreter without the C accelerator
         return encoder.encode
-    scan = make(None, encoder.default, json.encoder.encode_basestring, None, key, item,
-                sort_keys, False, True)  # fmt: skip
+    strings = json.encoder.encode_basestring_ascii if ascii else json.encoder.encode_basestring
+    scan = make(None, encoder.default, strings, None, key, item, sort_keys, False, True)
 
     def encode(value: Any) -> str:
         return "".join(scan(value, 0))
