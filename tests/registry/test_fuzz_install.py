@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proctor.errors import ProctorError
 from proctor.receipts.signing import signer_from_seed
 from proctor.registry.client import RegistryClient
 from proctor.registry.install import install, parse_ref, required_tier
@@ -118,3 +119,27 @@ def test_deeply_nested_json_is_refused_cleanly(tmp_path: Path) -> None:
 
     with RegistryClient("http://registry.invalid", transport=httpx.MockTransport(handler)) as c:
         only_proctor_errors(lambda: c.version("acme/s", None))
+
+
+def test_an_answer_or_a_setting_that_repeats_a_key_is_refused(tmp_path: Path) -> None:
+    # read leniently, the last of two keys wins: a registry (or a settings file) could then
+    # mean one thing to proctor and another to whatever else reads the same bytes
+    (tmp_path / ".proctor").mkdir()
+    settings_file = tmp_path / ".proctor" / "registry.json"
+    settings_file.write_text('{"required_tier": "first_party", "required_tier": "community"}')
+    with pytest.raises(ProctorError) as caught:
+        required_tier(tmp_path)
+    assert caught.value.code == "registry_settings_invalid"
+    settings_file.unlink()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        part = "archive" if request.url.path.endswith("/archive") else "version"
+        text = json.dumps(_ANSWERS[part])
+        return httpx.Response(200, content=(text[:-1] + ', "schema": "x"}').encode())
+
+    with RegistryClient("http://registry.invalid", transport=httpx.MockTransport(handler)) as c:
+        with pytest.raises(ProctorError) as refused:
+            install(c, "acme/s@1.0.0", workspace_root=tmp_path, trusted=[_REGISTRY.public_key])
+    assert refused.value.code == "registry_answer_invalid"
+    assert "duplicate_key" in refused.value.message
+    assert not (tmp_path / ".proctor" / "added-skills").exists()

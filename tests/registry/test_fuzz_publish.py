@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proctor.errors import ProctorError
 from proctor.receipts.signing import signer_from_seed
 from proctor.registry.server import _publish
 from proctor.registry.store import RegistryStore
@@ -61,3 +62,24 @@ def test_fuzz_publish_text(store: tuple[RegistryStore, str], text: str) -> None:
 @given(data=st.binary(max_size=300))
 def test_fuzz_publish_bytes(store: tuple[RegistryStore, str], data: bytes) -> None:
     _check(store, data)
+
+
+@pytest.mark.parametrize("repeated", ["files", "statement", "schema"])
+def test_a_body_that_repeats_a_key_is_refused_and_stores_nothing(
+    store: tuple[RegistryStore, str], repeated: str
+) -> None:
+    # the genuine package, with one key given twice: read leniently, the last would win
+    held, token = store
+    text = json.dumps(_VALID)
+    if repeated == "files":
+        text = text[:-1] + ', "files": {}}'
+    elif repeated == "statement":
+        text = '{"statement": {}, ' + text[1:]
+    else:
+        text = text.replace('"schema": ', '"schema": "x", "schema": ', 1)
+    before = list(held.versions("acme/s"))
+    with pytest.raises(ProctorError) as caught:
+        _publish(held, token, text.encode())
+    assert caught.value.code == "request_invalid"
+    assert "repeats" in caught.value.message or "duplicate" in caught.value.message
+    assert list(held.versions("acme/s")) == before

@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import httpx
 
-from proctor.errors import UsageError
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, UsageError
 from proctor.runtime.packages.manifest import RegistryRefused, check_name
 from proctor.runtime.packages.package import MAX_TRANSFER_BYTES, Package, check_version
 
@@ -83,10 +84,12 @@ class RegistryClient:
                 code="registry_unreachable",
             ) from exc
         try:
-            doc = json.loads(b"".join(chunks))
-        except (ValueError, RecursionError) as exc:
+            # strict: an answer that repeats a key is refused, never taken one way
+            doc = json_strict.loads(b"".join(chunks), source="the registry's answer")
+        except ParseError as exc:
             raise RegistryRefused(
-                f"the registry answered {status} with a body that is not JSON",
+                f"the registry answered {status} with a body that is not strict JSON"
+                f" ({exc.code})",
                 code="registry_answer_invalid",
             ) from exc
         if not isinstance(doc, dict):

@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from proctor.errors import ProctorError
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, ProctorError
 from proctor.receipts.canonical import canonical
 from proctor.receipts.signing import PublicKey
 from proctor.registry.store import RegistryStore
@@ -97,9 +98,10 @@ def _publish(store: RegistryStore, token: str | None, body: bytes) -> tuple[int,
     if not publishers:
         raise RegistryRefused("the bearer token is not a publisher's", code="unauthorized")
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise RegistryRefused("the body is not JSON", code="request_invalid") from exc
+        # strict: a key given twice would be read one way here and perhaps another elsewhere
+        doc = json_strict.loads(body, source="the body")
+    except ParseError as exc:
+        raise RegistryRefused(exc.message, code="request_invalid") from exc
     if not isinstance(doc, dict) or set(doc) != {"statement", "files"}:
         raise RegistryRefused(
             "the body is an object with exactly statement and files", code="request_invalid"

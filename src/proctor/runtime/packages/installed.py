@@ -15,14 +15,14 @@ not only at install: a package installed before the requirement was raised, or c
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.contracts.values import dataclass
-from proctor.errors import UsageError
+from proctor.errors import ParseError, UsageError
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.signing import PublicKey
 from proctor.runtime.home.files import home_dir, write_private
@@ -75,12 +75,13 @@ def required_tier(workspace_root: Path) -> str:
     if not path.exists():
         return "community"
     try:
-        doc = json.loads(path.read_bytes())
+        # strict: a setting that names its tier twice is refused, never read one way
+        doc = json_strict.loads(path.read_bytes(), source=str(REGISTRY_SETTINGS))
         tier = doc["required_tier"]
         tier_rank(tier)
         if set(doc) != {"required_tier"}:
             raise ValueError("extra fields")
-    except (ValueError, KeyError, TypeError, RecursionError, UsageError, OSError) as exc:
+    except (ParseError, ValueError, KeyError, TypeError, UsageError, OSError) as exc:
         raise UsageError(
             '.proctor/registry.json must be {"required_tier": "community" | "verified" | '
             '"first_party"}',
