@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from proctor.errors import ReceiptInvalid
 from proctor.receipts.intoto import (
+    PAYLOAD_TYPE,
     PREDICATE_TYPE,
     open_envelope,
     pae,
@@ -105,3 +106,28 @@ def test_every_flipped_bit_of_the_envelope_is_refused_or_harmless(at: int, bit: 
         return
     # a flip that still opens changed nothing signed (e.g. base64 padding bits, JSON spacing)
     assert inner == open_envelope(_envelope(), [SIGNER.public_key])
+
+
+def test_a_signed_payload_that_repeats_a_key_is_refused() -> None:
+    # the signer signed ambiguous bytes: one verifier reading the last subject and another the
+    # first would vouch for different things under one signature
+    good = json.loads(base64.b64decode(json.loads(_envelope())["payload"]))
+    text = json.dumps(good)
+    payload = text.replace('"subject": ', '"subject": [{"name": "file:evil", "digest": {}}], '
+                           '"subject": ', 1).encode()  # fmt: skip
+    sig = SIGNER.sign(pae(PAYLOAD_TYPE, payload))
+    envelope = {
+        "payload": base64.standard_b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"keyid": SIGNER.key_id, "sig": base64.standard_b64encode(sig).decode()}],
+    }
+    with pytest.raises(ReceiptInvalid) as info:
+        open_envelope(json.dumps(envelope).encode(), [SIGNER.public_key])
+    assert info.value.code == "envelope_invalid"
+    assert "duplicate_key" in str(info.value)
+    twice = json.dumps(json.loads(_envelope())).replace(
+        '"payloadType": ', '"payloadType": "x", "payloadType": ', 1
+    )
+    with pytest.raises(ReceiptInvalid) as info:
+        open_envelope(twice.encode(), [SIGNER.public_key])
+    assert info.value.code == "envelope_invalid"

@@ -137,9 +137,9 @@ def test_an_answer_or_a_setting_that_repeats_a_key_is_refused(tmp_path: Path) ->
         text = json.dumps(_ANSWERS[part])
         return httpx.Response(200, content=(text[:-1] + ', "schema": "x"}').encode())
 
-    with RegistryClient("http://registry.invalid", transport=httpx.MockTransport(handler)) as c:
-        with pytest.raises(ProctorError) as refused:
-            install(c, "acme/s@1.0.0", workspace_root=tmp_path, trusted=[_REGISTRY.public_key])
+    client = RegistryClient("http://registry.invalid", transport=httpx.MockTransport(handler))
+    with client, pytest.raises(ProctorError) as refused:
+        install(client, "acme/s@1.0.0", workspace_root=tmp_path, trusted=[_REGISTRY.public_key])
     assert refused.value.code == "registry_answer_invalid"
     assert "duplicate_key" in refused.value.message
     assert not (tmp_path / ".proctor" / "added-skills").exists()

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from proctor.errors import ProctorError
 from proctor.receipts.signing import signer_from_seed
-from proctor.runtime.packages.manifest import countersign, sign_statement, verify_manifest
+from proctor.runtime.packages.manifest import (
+    countersign,
+    parse_manifest,
+    sign_statement,
+    verify_manifest,
+)
 from proctor.runtime.packages.package import package_folder, parse_files
 from tests.fuzzing import FUZZ, mutated, only_proctor_errors
 from tests.registry.conftest import write_skill
@@ -168,3 +173,15 @@ def test_base64_is_required_for_signatures() -> None:
         verify_manifest({**_MANIFEST, "registry_signature": "!!"}, [_REGISTRY.public_key])
     assert caught.value.code == "manifest_invalid"
     assert base64.b64decode(_MANIFEST["registry_signature"])
+
+
+def test_a_manifest_that_names_a_field_twice_is_refused() -> None:
+    # read leniently, the second name would win here while a reader keeping the first saw
+    # another version of the package under the same signatures
+    text = json.dumps(_MANIFEST)
+    assert parse_manifest(text.encode()).version == _MANIFEST["version"]
+    twice = text.replace('"version": ', '"version": "9.9.9", "version": ', 1)
+    with pytest.raises(ProctorError) as caught:
+        parse_manifest(twice.encode())
+    assert caught.value.code == "manifest_invalid"
+    assert "duplicate_key" in caught.value.message

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from proctor.errors import ReceiptInvalid
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, ReceiptInvalid
 from proctor.receipts.canonical import canonical, digest
 from proctor.receipts.signing import PublicKey, Signer
 
@@ -186,9 +186,11 @@ def open_envelope(data: bytes, keys: Iterable[PublicKey]) -> dict[str, Any]:
     if len(data) > MAX_ENVELOPE_BYTES:
         raise _bad(f"an envelope is at most {MAX_ENVELOPE_BYTES >> 20} MiB")
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise _bad("not a JSON document") from exc
+        # strict, here and for the payload: a key given twice would be read one way by this
+        # verifier and perhaps the other way by the next
+        doc = json_strict.loads(data, source="the envelope")
+    except ParseError as exc:
+        raise _bad(f"not a strict JSON document ({exc.code})") from exc
     if not isinstance(doc, dict) or set(doc) != {"payload", "payloadType", "signatures"}:
         raise _bad("a DSSE envelope has exactly payload, payloadType and signatures")
     if doc["payloadType"] != PAYLOAD_TYPE:
@@ -211,9 +213,9 @@ def open_envelope(data: bytes, keys: Iterable[PublicKey]) -> dict[str, Any]:
             code="envelope_signature_invalid",
         )
     try:
-        inner = json.loads(payload)
-    except (ValueError, RecursionError) as exc:
-        raise _bad("the payload is not JSON") from exc
+        inner = json_strict.loads(payload, source="the payload")
+    except ParseError as exc:
+        raise _bad(f"the payload is not strict JSON ({exc.code})") from exc
     if (
         not isinstance(inner, dict)
         or inner.get("_type") != STATEMENT_TYPE

@@ -88,8 +88,7 @@ class RegistryClient:
             doc = json_strict.loads(b"".join(chunks), source="the registry's answer")
         except ParseError as exc:
             raise RegistryRefused(
-                f"the registry answered {status} with a body that is not strict JSON"
-                f" ({exc.code})",
+                f"the registry answered {status} with a body that is not strict JSON ({exc.code})",
                 code="registry_answer_invalid",
             ) from exc
         if not isinstance(doc, dict):

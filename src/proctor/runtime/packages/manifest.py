@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.contracts.values import dataclass
-from proctor.errors import ProctorError, UsageError
+from proctor.errors import ParseError, ProctorError, UsageError
 from proctor.receipts.canonical import canonical, is_digest
 from proctor.receipts.signing import PublicKey, Signer, b64
 from proctor.runtime.packages.package import check_version
@@ -180,10 +180,11 @@ def parse_manifest(data: bytes | Mapping[str, Any]) -> Manifest:
     doc: Any = data
     if isinstance(data, bytes):
         try:
-            doc = json.loads(data)
-        except (ValueError, RecursionError) as exc:
+            # strict: a field given twice would name one package here and another elsewhere
+            doc = json_strict.loads(data, source="the manifest")
+        except ParseError as exc:
             raise RegistryRefused(
-                "the manifest is not valid JSON", code="manifest_invalid"
+                f"the manifest is not strict JSON ({exc.code})", code="manifest_invalid"
             ) from exc
     if not isinstance(doc, dict) or set(doc) - {"kind"} != _FIELDS:
         raise RegistryRefused(
