@@ -141,8 +141,14 @@ def _request(method: str, params: dict[str, Any], rid: int = 1, **headers: str) 
 
 
 async def _post(
-    app: Any, body: Any, headers: dict[str, str], leave_after: float | None = None
+    app: Any,
+    body: Any,
+    headers: dict[str, str],
+    leave_after: float | None = None,
+    sends: int | None = None,
 ) -> tuple[int, dict[str, str], bytes, list[dict[str, Any]]]:
+    """Post ``body``; the client goes away after ``leave_after`` seconds, and its connection
+    fails after ``sends`` messages of the answer."""
     raw = json.dumps(body).encode()
     scope = {
         "type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp",
@@ -162,6 +168,8 @@ async def _post(
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
+        if sends is not None and len(sent) >= sends:
+            raise OSError("the connection broke")
         sent.append(message)
 
     with anyio.fail_after(10):
@@ -263,6 +271,24 @@ def test_a_client_that_goes_away_cancels_the_handler_and_gets_nothing() -> None:
     (status, _, _, sent), handed = anyio.run(go)
     assert handed == [] and tools.cancelled == ["hang"]
     assert status == 0 and sent == []
+
+
+def test_a_connection_that_breaks_under_a_ping_cancels_the_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the stream's head went out, its first ping did not: the handler is cancelled (its run
+    # stopped and recorded) and nothing more is written, as when the client goes away
+    monkeypatch.setattr(exchange_module, "PING_EVERY", 0.1)
+    tools = Tools()
+    body, headers = _request("tools/call", {"name": "hang"})
+
+    async def go() -> Any:
+        async with serving(tools) as (app, _, handed):
+            return await _post(app, body, headers, sends=1), handed
+
+    (status, _, data, sent), handed = anyio.run(go)
+    assert handed == [] and tools.cancelled == ["hang"]
+    assert status == 200 and data == b"" and len(sent) == 1
 
 
 REFUSED = {
