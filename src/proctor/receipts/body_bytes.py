@@ -69,8 +69,10 @@ def _subject(kind: str, subject: Subject) -> str | None:
             return None
     elif method is None or (step_id is None and kind == "step"):
         return None
-    head = _subject_head(subject.skill, subject.package_digest, method)
-    if head is None:
+    skill, package = subject.skill, subject.package_digest
+    # the cache first (the names checked when it was filled; a subclass of str never is)
+    head = _HEADS.get((skill, package, method)) if type(skill) is type(method) is str else None
+    if head is None and (head := _subject_head(skill, package, method)) is None:
         return None
     if step_id is None:
         if tool is None:
