@@ -223,13 +223,12 @@ class PackShelf:
         places = zip(
             hex_ids, zip(itertools.repeat(pack, count), ats, sizes, strict=True), strict=True
         )
-        while True:
-            room = max(0, min(_KNOWN_MAX - len(known), count))  # (a read may learn past it)
+        while count:
+            if len(known) >= _KNOWN_MAX:  # (a read may have learnt past the bound)
+                self._forget_oldest()
+            room = min(max(1, _KNOWN_MAX - len(known)), count)  # one, as learn adds it anyway
             known.update(itertools.islice(places, room))
             count -= room
-            if not count:
-                return
-            self._forget_oldest()
 
     def knows_none(self, hex_ids: list[str]) -> bool:
         """Whether none of ``hex_ids`` is a receipt this shelf has found (see :meth:`located`)."""
