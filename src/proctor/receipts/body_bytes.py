@@ -173,11 +173,11 @@ def plain_text(
         kids = ",".join(parts)
     else:
         kids = ""
-    a = "null" if authority_digest is None else '"' + authority_digest + '"'
-    i = "null" if inputs_digest is None else '"' + inputs_digest + '"'
-    o = "null" if outputs_digest is None else '"' + outputs_digest + '"'
-    p = "null" if policy_digest is None else '"' + policy_digest + '"'
-    r = "null" if seal_reason is None else '"' + seal_reason + '"'
+    a = "null" if authority_digest is None else f'"{authority_digest}"'
+    i = "null" if inputs_digest is None else f'"{inputs_digest}"'
+    o = "null" if outputs_digest is None else f'"{outputs_digest}"'
+    p = "null" if policy_digest is None else f'"{policy_digest}"'
+    r = "null" if seal_reason is None else f'"{seal_reason}"'
     return (
         f'{head}{a},"children":[{kids}],"ended_at":"{ended}",{named}"inputs_digest":{i},'
         f'"key_id":"{key_id}","kind":"{kind}","outcome":"{outcome}","outputs_digest":{o},'
