@@ -9,6 +9,7 @@ dict the generic route builds, whichever route the writer took.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from typing import Any
 
@@ -261,3 +262,42 @@ def test_the_writers_receipts_equal_seal_of_the_generic_body(
     receipt_id, data = seal(_dict(f), signer(), signed=not unsigned)
     assert ref.receipt_id == receipt_id
     assert stored(folder)[receipt_id] == data
+
+
+class _Posing(str):
+    """A name whose text is its own but which claims to equal (and hashes as) ``hello``."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == "hello" or str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash("hello")
+
+
+def test_a_subject_head_written_before_is_never_taken_for_a_name_posing_as_its_own(
+    tmp_path: Any,
+) -> None:
+    """The subject text a seal remembers is keyed by its names' values: a subclass of str that
+    claims to equal a remembered name gets its own text written (or is refused), never the
+    remembered one."""
+    writer = ReceiptWriter(ReceiptStore(tmp_path), signer(), clock=fixed_clock)
+    fields: dict[str, Any] = {"outcome": "completed", "started_at": T0, "inputs_digest": PKG}
+    writer.call(Subject("hello", PKG, "main", "s1", "echo"), **fields)
+    for posing in (
+        Subject(_Posing("other"), PKG, "main", "s1", "echo"),
+        Subject("hello", PKG, _Posing("other"), "s1", "echo"),
+    ):
+        try:
+            ref = writer.call(posing, **fields)
+            writer.flush()
+        except UsageError:
+            continue  # refused: nothing written for it
+        data = stored(tmp_path)[ref.receipt_id]
+        assert b'"other"' in data
+        assert (
+            ref.receipt_id
+            == "sha256:" + hashlib.sha256(data[8 : data.rindex(b',"key_id"')]).hexdigest()
+        )

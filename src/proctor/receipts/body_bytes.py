@@ -69,8 +69,10 @@ def _subject(kind: str, subject: Subject) -> str | None:
             return None
     elif method is None or (step_id is None and kind == "step"):
         return None
-    head = _subject_head(subject.skill, subject.package_digest, method)
-    if head is None:
+    skill, package = subject.skill, subject.package_digest
+    # the cache first (the names checked when it was filled; a subclass of str never is)
+    head = _HEADS.get((skill, package, method)) if type(skill) is type(method) is str else None
+    if head is None and (head := _subject_head(skill, package, method)) is None:
         return None
     if step_id is None:
         if tool is None:
@@ -171,11 +173,11 @@ def plain_text(
         kids = ",".join(parts)
     else:
         kids = ""
-    a = "null" if authority_digest is None else '"' + authority_digest + '"'
-    i = "null" if inputs_digest is None else '"' + inputs_digest + '"'
-    o = "null" if outputs_digest is None else '"' + outputs_digest + '"'
-    p = "null" if policy_digest is None else '"' + policy_digest + '"'
-    r = "null" if seal_reason is None else '"' + seal_reason + '"'
+    a = "null" if authority_digest is None else f'"{authority_digest}"'
+    i = "null" if inputs_digest is None else f'"{inputs_digest}"'
+    o = "null" if outputs_digest is None else f'"{outputs_digest}"'
+    p = "null" if policy_digest is None else f'"{policy_digest}"'
+    r = "null" if seal_reason is None else f'"{seal_reason}"'
     return (
         f'{head}{a},"children":[{kids}],"ended_at":"{ended}",{named}"inputs_digest":{i},'
         f'"key_id":"{key_id}","kind":"{kind}","outcome":"{outcome}","outputs_digest":{o},'

@@ -75,6 +75,7 @@ Clock = Callable[[], datetime]
 _WRITERS = itertools.count(1)  # each writer numbers its refs from its own base
 _IS_DIGEST = re.compile(r"sha256:[0-9a-f]{64}").fullmatch  # is_digest, for an exact str
 _sha256 = hashlib.sha256
+_NO_REFS = range(0)  # the refs of this writer a receipt without children may name
 _new_ref = tuple.__new__  # a Ref from its seven fields in one step (Ref's own __new__ binds
 # its arguments in Python first)
 
@@ -281,7 +282,7 @@ class ReceiptWriter:
                 authority_digest,
                 policy_digest,
                 children,
-                range(self._base, self._base + len(self._serials)),
+                range(self._base, self._base + len(self._serials)) if children else _NO_REFS,
                 self._key_id,
                 spend_micro_usd,
                 audit_head,

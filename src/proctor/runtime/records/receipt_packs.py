@@ -197,23 +197,38 @@ class PackShelf:
         known = self._known
         if hex_id not in known:
             if len(known) >= _KNOWN_MAX:
-                for old in list(itertools.islice(known, _KNOWN_MAX // 2)):
-                    del known[old]
-                # places found by reading packs may be among those dropped: read them again
-                self._scanned.clear()
-                self._all_scanned = False
+                self._forget_oldest()
             known[hex_id] = (pack, at, size)
+
+    def _forget_oldest(self) -> None:
+        known = self._known
+        for old in list(itertools.islice(known, _KNOWN_MAX // 2)):
+            del known[old]
+        # places found by reading packs may be among those dropped: read them again
+        self._scanned.clear()
+        self._all_scanned = False
 
     def learn_many(self, pack: str, hex_ids: list[str], ats: list[int], sizes: list[int]) -> None:
         """:meth:`learn` each of a batch's receipts (``hex_ids[i]`` at ``ats[i]``, ``sizes[i]``
-        bytes), at once when none of them is known and they fit."""
+        bytes): when none of them is known, as many at once as fit before the oldest half
+        is forgotten (where :meth:`learn` would forget it)."""
         known = self._known
-        if len(known) + len(hex_ids) <= _KNOWN_MAX and known.keys().isdisjoint(hex_ids):
-            places = zip(itertools.repeat(pack, len(ats)), ats, sizes, strict=True)
-            known.update(zip(hex_ids, places, strict=True))
+        count = len(hex_ids)
+        if len(ats) != count or len(sizes) != count:
+            raise ValueError("a place for each receipt")
+        if not known.keys().isdisjoint(hex_ids):
+            for hex_id, at, size in zip(hex_ids, ats, sizes, strict=True):
+                self.learn(hex_id, pack, at, size)
             return
-        for hex_id, at, size in zip(hex_ids, ats, sizes, strict=True):
-            self.learn(hex_id, pack, at, size)
+        places = zip(
+            hex_ids, zip(itertools.repeat(pack, count), ats, sizes, strict=True), strict=True
+        )
+        while count:
+            if len(known) >= _KNOWN_MAX:  # (a read may have learnt past the bound)
+                self._forget_oldest()
+            room = min(max(1, _KNOWN_MAX - len(known)), count)  # one, as learn adds it anyway
+            known.update(itertools.islice(places, room))
+            count -= room
 
     def knows_none(self, hex_ids: list[str]) -> bool:
         """Whether none of ``hex_ids`` is a receipt this shelf has found (see :meth:`located`)."""

@@ -396,31 +396,36 @@ class ReceiptStore:
 
     def _put_many(self, items: Sequence[tuple[str, bytes, str, str]]) -> None:
         self._check(create=True)
-        records = self._fresh(items)
-        if records is not None:  # the usual batch: every receipt new, nothing to compare
-            self._append(items, records)
+        fresh = self._fresh(items)
+        if fresh is not None:  # the usual batch: every receipt new, nothing to compare
+            self._append(items, *fresh)
             return
         todo, conflict = self._plan(items)
         if todo:
-            self._append(todo, None)
+            self._append(todo, None, None)
         if conflict is not None:
             raise conflict
 
-    def _fresh(self, items: Sequence[tuple[str, bytes, str, str]]) -> bytes | None:
-        """The batch's receipt lines joined, when :meth:`_plan` would take every item as it
-        is (exact, distinct ids this store has not seen, each receipt one line, no loose
-        files to look in), checked a batch at a time; else ``None`` and :meth:`_plan` decides
-        item by item."""
+    def _fresh(
+        self, items: Sequence[tuple[str, bytes, str, str]]
+    ) -> tuple[bytes, list[str]] | None:
+        """The batch's receipt lines joined and its ids' hex digits, when :meth:`_plan` would
+        take every item as it is (exact, distinct ids this store has not seen, each receipt
+        one line, no loose files to look in), checked a batch at a time; else ``None`` and
+        :meth:`_plan` decides item by item."""
         ids = [item[0] for item in items]
         records = [item[1] for item in items]
         try:
+            if set(map(len, ids)) != {_ID_LENGTH} or not all(
+                map(str.startswith, ids, repeat(_PREFIX))
+            ):
+                return None
+            # ids of one length and prefix: distinct exactly when their hex digits are (whose
+            # hashes the shelf's lookups below then reuse)
+            hexes = [receipt_id[7:] for receipt_id in ids]
             if (
-                set(map(len, ids)) != {_ID_LENGTH}
-                or not all(map(str.startswith, ids, repeat(_PREFIX)))
-                or "".join([receipt_id[7:] for receipt_id in ids])
-                .encode("ascii")
-                .translate(None, _HEX_DIGITS)
-                or len(set(ids)) != len(ids)
+                "".join(hexes).encode("ascii").translate(None, _HEX_DIGITS)
+                or len(set(hexes)) != len(hexes)
                 # one line each: the first line feed is the last byte
                 or list(map(bytes.find, records, repeat(b"\n")))
                 != [len(record) - 1 for record in records]
@@ -428,15 +433,21 @@ class ReceiptStore:
                 return None
         except (TypeError, UnicodeEncodeError):  # not str ids or not bytes records
             return None
-        if self._has_loose() or not self._shelf.knows_none([i[7:] for i in ids]):
+        if self._has_loose() or not self._shelf.knows_none(hexes):
             return None
-        return b"".join(records)
+        return b"".join(records), hexes
 
-    def _append(self, todo: Sequence[tuple[str, bytes, str, str]], records: bytes | None) -> None:
+    def _append(
+        self,
+        todo: Sequence[tuple[str, bytes, str, str]],
+        records: bytes | None,
+        hexes: list[str] | None,
+    ) -> None:
         """Append ``todo`` as one batch to the current pack (one sync), then its index lines
         (not synced: the index is a finding aid, see the module), both under the pack's lock
         so that the index lists batches in the order the pack holds them. ``records`` are
-        ``todo``'s receipt lines joined, when the caller has them."""
+        ``todo``'s receipt lines joined and ``hexes`` its ids' hex digits, when the caller
+        has them."""
         lines_of = [item[1] for item in todo]
         joined = b"".join(lines_of) if records is None else records
         trailer = batch_trailer(joined, len(lines_of))
@@ -460,7 +471,9 @@ class ReceiptStore:
                 self._index_end = _append_whole(index, lines, durable=False, known=known)
             finally:
                 os.close(index)
-            self._shelf.learn_many(name, [item[0][7:] for item in todo], ats, sizes)
+            if hexes is None:
+                hexes = [item[0][7:] for item in todo]
+            self._shelf.learn_many(name, hexes, ats, sizes)
         finally:
             os.close(fd)  # releases the pack's lock
 
