@@ -35,6 +35,7 @@ from proctor.runtime.records.rows import (
 from proctor.runtime.records.runs import (
     CallRecord,
     JournalRecord,
+    LeaseRecord,
     PendingRequest,
     RequestRecord,
     RunCounts,
@@ -102,6 +103,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         self._effects: set[str] = set()
         # runs whose release waits for the commit to drop their fence (see release_lease)
         self._released: list[str] = []
+        self._taken: dict[str, LeaseRecord] = {}  # the lease as its last take left it, by run
 
     def _open(self) -> None:
         """Switch to WAL and create the schema, safely beside other processes opening it.
@@ -795,6 +797,7 @@ class _Transaction:
                 raise
             for run_id in store._released:  # their releases committed (release_lease)
                 store._fences.pop(run_id, None)
+                store._taken.pop(run_id, None)
             store._released.clear()
         finally:
             store._lock.release()
