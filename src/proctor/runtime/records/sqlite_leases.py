@@ -119,3 +119,4 @@ class SQLiteLeases(ABC):
             )
             if done.rowcount == 1:  # its fence goes once the release commits
                 self._released.append(run_id)
+                self._taken.pop(run_id, None)  # asked only just after a take
