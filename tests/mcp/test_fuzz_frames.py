@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -86,3 +87,65 @@ def test_turn_tool_arguments_fit_or_are_refused_by_code(name: str, data: st.Data
         check_arguments(name, arguments)
     except UsageError as exc:
         assert exc.code == "arguments_invalid"
+
+
+RESPONSE = {"jsonrpc": "2.0", "id": "a", "result": {"content": [{"type": "text", "text": "x"}]}}
+ERROR = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "no", "data": [1.5]}}
+NOTIFICATION = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"x": None}}
+
+
+@FUZZ
+@given(
+    st.one_of(mutated(CALL), mutated(RESPONSE), mutated(ERROR), mutated(NOTIFICATION)).map(
+        json.dumps
+    )
+)
+def test_a_stdio_line_reads_as_the_sdks_own_transport_reads_it(raw: str) -> None:
+    # the stdio server validates the document the strict reader read (one parse of the line):
+    # what reaches the SDK is the message its own transport makes of the same line
+    # (validate_json), or, where that refuses the line, the line is refused
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    from proctor.mcp.frames import read_line
+
+    read = read_line(raw)
+    try:
+        own = types.jsonrpc_message_adapter.validate_json(raw, by_name=False)
+    except ValidationError:
+        own = None
+    if own is None or _expected(raw) is not None:
+        assert isinstance(read, dict) and "error" in read
+        return
+    if isinstance(read, dict):  # refused before the SDK: an id that is no string or integer
+        assert read["error"]["data"]["code"] == "invalid_request"
+        doc = json.loads(raw)
+        assert "method" in doc and type(doc.get("id", "")) not in (str, int)
+        return
+    assert read is not None and type(read.message) is type(own)
+    assert read.message == own and read.message.model_fields_set == own.model_fields_set
+    dump = {"by_alias": True, "exclude_unset": True}
+    assert read.message.model_dump_json(**dump) == own.model_dump_json(**dump)
+
+
+def test_a_stdio_line_the_strict_reader_took_is_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mcp_types as types
+
+    from proctor.mcp.frames import read_line
+
+    parsed: list[str] = []
+    adapter = types.jsonrpc_message_adapter
+    validate_json = adapter.validate_json
+
+    def counted(data: Any, **kwargs: Any) -> Any:
+        parsed.append(data)
+        return validate_json(data, **kwargs)
+
+    monkeypatch.setattr(adapter, "validate_json", counted)
+    read = read_line(json.dumps(CALL) + "\n")
+    assert read is not None and not isinstance(read, dict)
+    assert read.message.method == "tools/call" and parsed == []
+    # a line that is no strict JSON is still the SDK's to parse (and refuse)
+    assert isinstance(read_line('{"jsonrpc": "2.0", "id": NaN}\n'), dict)

@@ -140,3 +140,54 @@ def test_a_call_no_session_could_run_still_has_its_line(ws: Ws) -> None:
         server.close()
     calls = [e for e in ws.audit() if e["event"] == "mcp_request" and e.get("tool")]
     assert [e["tool"] for e in calls] == ["hello-world__greet"]
+
+
+def test_a_core_tools_call_has_its_line_written_by_the_session_that_makes_it(
+    ws: Ws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp.client import Client
+
+    from proctor.mcp.core_tools import open_core_tools
+    from proctor.mcp.server import ProctorServer
+    from proctor.mcp.shared import ServerConfig
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.records import audit
+
+    (ws.root / "data").mkdir()
+    (ws.root / "data" / "a.txt").write_text("hello\n")
+    config = ServerConfig(
+        workspace=Workspace(ws.root), catalog=_server(ws).config.catalog, environ=ws.env
+    )
+    server = ProctorServer(config, core=open_core_tools(ws.root, ["fs.read"]))
+    read_back: list[int] = []
+    last_line = audit._last_line
+
+    def counted(fd: int, size: int) -> bytes | None:
+        read_back.append(size)
+        return last_line(fd, size)
+
+    async def main() -> list[Any]:
+        async with Client(server.build()) as client:
+            done = [await client.call_tool("fs_read", {"path": "data/a.txt"}) for _ in range(2)]
+            monkeypatch.setattr(audit, "_last_line", counted)
+            done += [await client.call_tool("fs_read", {"path": "data/a.txt"}) for _ in range(3)]
+            return done
+
+    try:
+        done = anyio.run(main)
+    finally:
+        server.close()
+    assert [r.structured_content["content"] for r in done] == ["hello\n"] * 5
+    # the request's line and the call's are one log object's: neither reads the log back to
+    # chain its line to the other's
+    assert read_back == []
+    log = ws.audit()
+    calls = [n for n, e in enumerate(log) if e["event"] == "mcp_request" and e.get("tool")]
+    assert [log[n]["tool"] for n in calls] == ["fs_read"] * 5
+    for n, call in zip(calls, range(1, 6), strict=True):
+        # each call's line just before its own call's line (the first: before its run opens)
+        after = [e for e in log[n + 1 :] if e.get("call_id")]
+        assert after[0]["call_id"] == f"serve/turn/c{call}", log[n : n + 3]
+    # once each: the server did not write it again when the call returned
+    assert len([e for e in log if e["event"] == "mcp_request" and e.get("tool")]) == 5
+    assert log[calls[1] + 1].get("call_id") == "serve/turn/c2"

@@ -109,17 +109,21 @@ class CoreTools:
         arguments: dict[str, Any],
         host: SessionHost,
         client: Mapping[str, Any] | None = None,
+        line: list[dict[str, Any]] | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
         """One client call of a served core tool, a governed call of the session's run; a
         change under ``effects: ask`` waits for a person (``client``: for the audit log).
 
         Refused with a tool error: what admission refuses (its code: ``path_escape``,
         ``approval_declined``, ``arguments_invalid`` ...), a call that fails (its code), or one
-        still waiting for a person (``approval_pending``).
+        still waiting for a person (``approval_pending``). ``line``: the request's
+        ``mcp_request`` fields, not yet written (:meth:`SessionRuns.call`).
         """
         tool = self.tools[name].name
         on_loop = tool in _ON_LOOP and host.config.transport == "stdio"
-        outcome = await self.sessions.call(ctx, host, tool, arguments, client, on_loop=on_loop)
+        outcome = await self.sessions.call(
+            ctx, host, tool, arguments, client, on_loop=on_loop, line=line
+        )
         if isinstance(outcome, types.CallToolResult):
             return outcome
         if outcome.status != "completed":

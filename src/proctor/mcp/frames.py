@@ -178,8 +178,10 @@ def read_line(line: str | None) -> SessionMessage | dict[str, Any] | None:
     it (``None``: a blank line, skipped).
 
     ``None`` in place of the line is a line longer than :data:`MAX_LINE`, which was never held
-    whole (:class:`proctor.mcp.pipes.LoopLines`). The message is parsed exactly as the SDK's
-    stdio transport parses it, after the strict reader (see the module). What it refuses:
+    whole (:class:`proctor.mcp.pipes.LoopLines`). The message is the one the SDK's stdio
+    transport makes of the line, validated from the document the strict reader read (see the
+    module), so the line is parsed once; a line the strict reader cannot read is the SDK's to
+    parse. What it refuses:
 
     - ``frame_too_large``: a line longer than :data:`MAX_LINE` characters (``-32600``);
     - ``duplicate_key``, ``too_deep``: as the strict reader refuses them (``-32600``);
@@ -197,11 +199,17 @@ def read_line(line: str | None) -> SessionMessage | dict[str, Any] | None:
         return _error(None, INVALID_REQUEST, why, "frame_too_large")
     if line.isspace() or not line:
         return None
-    refused = refusal(line)
+    refused, doc = read_frame(line)
     if refused is not None:
         return refused
+    adapter = types.jsonrpc_message_adapter
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        # the document the strict reader read, not the text parsed a second time: JSON's
+        # values validate in Python mode as in JSON mode (the SDK validates each request's
+        # params from this document in Python mode either way)
+        if doc is not None:
+            return SessionMessage(adapter.validate_python(doc, by_name=False))
+        return SessionMessage(adapter.validate_json(line, by_name=False))
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors(include_url=False)):
             return _error(None, PARSE_ERROR, "not JSON", "not_json", prefix="Parse error")

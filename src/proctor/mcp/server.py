@@ -310,9 +310,10 @@ class ProctorServer:
             return await call_next(ctx)
         if ctx.params:
             fields["tool"] = str(ctx.params.get("name"))[:200]
-        # A call a worker runs at once has its line written by the session that runs it, just
-        # before the run: a line another session wrote in between would make the run's session
-        # read the log back to find its head when it seals. Any other call has it written
+        # A call a worker runs at once, and a core tool's call, has its line written by the
+        # session that makes it, just before the run or the call: a line another session
+        # wrote in between would make that session read the log back to chain its next line
+        # and to find its head when it seals. Any other call has it written
         # before anything else of the call is (_call_tool), or here if the call never got
         # there; always exactly once.
         held = [fields]
@@ -484,6 +485,9 @@ class ProctorServer:
             )
             return error_result(refused)
         name = params.name
+        if self.core is not None and self.core.serves(name):
+            # the call's session writes the request's line (see _audit_middleware)
+            return await self.core.call(ctx, name, arguments, self, _client_info(ctx), held)
         other = self._other_kind(ctx, name, arguments)
         if other is not None:
             self._write_request_line(held)
@@ -519,10 +523,9 @@ class ProctorServer:
     def _other_kind(
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]
     ) -> Awaitable[types.CallToolResult | dict[str, Any]] | None:
-        """The call, not yet started, of a tool another part of the server serves (core tools,
-        the gateway, turns, directives); ``None`` for a skill's tool."""
-        if self.core is not None and self.core.serves(name):
-            return self.core.call(ctx, name, arguments, self, _client_info(ctx))
+        """The call, not yet started, of a tool another part of the server serves (the
+        gateway, turns, directives; core tools are called before this is asked); ``None`` for
+        a skill's tool."""
         if self.gateway is not None and self.gateway.serves(name):
             return self.gateway.call(ctx, name, arguments, self, _client_info(ctx))
         if self.turns is not None and self.turns.serves(name):

@@ -264,6 +264,7 @@ class SessionRuns:
         client: Mapping[str, Any] | None = None,
         *,
         on_loop: bool = False,
+        line: list[dict[str, Any]] | None = None,
     ) -> Any:
         """One client call of ``tool``: admitted as a call of the session run's turn; a change
         waits for a person's decision (``client``: the client's name and version, for the
@@ -273,10 +274,19 @@ class SessionRuns:
         every other call. Returns the call's outcome
         (:class:`~proctor.runtime.engine.turn_calls.CallOutcome`), or a tool error when the
         session's run cannot be opened, the call is refused before it is admitted, or it still
-        waits for a person (``approval_pending``)."""
+        waits for a person (``approval_pending``).
+
+        ``line``: the request's ``mcp_request`` fields while no one has written them (a list
+        of one, emptied by the writer): the session that makes the call writes them just
+        before it, so the line and the call's own are one writer's (which then need not read
+        the log back to chain them); a call that opens the session's run has it written
+        first, by ``host``. Left in the list when no session made the call: the caller
+        writes it then."""
         key = session_key(ctx, host.config.transport)
         with self._lock:  # the session's run, once it has one, without a thread hop
             known = self.runs.get(key)
+        if known is None and line:  # before the run's own lines
+            host.audit("mcp_request", **line.pop())
         try:
             run_id: str = (
                 known
@@ -287,11 +297,11 @@ class SessionRuns:
             return error(exc.code, exc.message)
         with self._lock:
             n = self.calls[run_id] = self.calls.get(run_id, 0) + 1
-        once = _once(host, run_id, tool, arguments, f"c{n}")
+        once = _once(host, run_id, tool, arguments, f"c{n}", line)
         try:
             outcome: Any = _NOT_MADE
             if on_loop and known is not None:
-                outcome = host.run_on_loop(_at_once(host, run_id, tool, arguments, f"c{n}"))
+                outcome = host.run_on_loop(_at_once(host, run_id, tool, arguments, f"c{n}", line))
             if outcome is _NOT_MADE:  # a worker waits for the session or the run
                 outcome = await host.run_in_worker(once)
         except ProctorError as exc:
@@ -381,14 +391,21 @@ _NOT_MADE = object()
 
 
 def _at_once(
-    host: SessionHost, run_id: str, tool: str, arguments: dict[str, Any], call_id: str
+    host: SessionHost,
+    run_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    call_id: str,
+    line: list[dict[str, Any]] | None = None,
 ) -> Callable[[threading.Event], Any]:
     """The call made now, or :data:`_NOT_MADE` when every session is in use or the run is held
     (a person's decision drives it on): nothing of it was admitted or recorded then, and a
-    worker makes it (:func:`_once`), waiting as long as that takes."""
+    worker makes it (:func:`_once`), waiting as long as that takes. The session that makes
+    it writes ``line`` first (:meth:`SessionRuns.call`)."""
 
     def at_once(stop: threading.Event) -> Any:
         def go(session: Session) -> Any:
+            _write_line(session, line)
             return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
 
         try:
@@ -404,10 +421,16 @@ def _at_once(
 
 
 def _once(
-    host: SessionHost, run_id: str, tool: str, arguments: dict[str, Any], call_id: str
+    host: SessionHost,
+    run_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    call_id: str,
+    line: list[dict[str, Any]] | None = None,
 ) -> Callable[[threading.Event], Any]:
     def once(stop: threading.Event) -> Any:
         def go(session: Session) -> Any:
+            _write_line(session, line)
             return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
 
         # a person's decision drives the run on in its own process, holding the run's lease
@@ -422,6 +445,12 @@ def _once(
             stop.wait(WAIT_POLL)
 
     return once
+
+
+def _write_line(session: Session, line: list[dict[str, Any]] | None) -> None:
+    """Write a request's ``mcp_request`` line with ``session``'s log, if no one has yet."""
+    if line:
+        session.audit.emit("mcp_request", run_id=None, step_index=None, **line.pop())
 
 
 def _seal(session: Session, *, run_id: str, calls: int | None) -> None:

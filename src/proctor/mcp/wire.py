@@ -5,9 +5,10 @@ server through a memory stream (the server's loop relays what it reads through o
 the server's read stream reads and parses the next line itself when the server asks for a
 message, and its write stream writes a message to the pipe when the server sends it: a call
 crosses two task hops fewer. The SDK stays the protocol engine: it receives the same
-``SessionMessage`` its own transport makes (``jsonrpc_message_adapter.validate_json`` of the
-line) and its messages are written as its transport writes them (``model_dump_json`` by alias,
-unset fields left out, one line each).
+``SessionMessage`` its own transport makes (``jsonrpc_message_adapter`` of the line: of the
+document the strict reader read, :func:`~proctor.mcp.frames.read_line`) and its messages are
+written as its transport writes them (``model_dump_json`` by alias, unset fields left out, one
+line each).
 
 Every line is read by :func:`proctor.mcp.frames.read_line` first: a line it refuses (too long,
 a repeated key, too deep, not JSON, not a JSON-RPC message) never reaches the SDK; it is

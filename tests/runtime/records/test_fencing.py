@@ -168,6 +168,27 @@ def test_the_lease_a_take_left_is_the_row_without_reading_it(
     assert not getattr(a, "_taken", {}) and not getattr(a, "_fences", {})
 
 
+def test_sqlite_answers_the_lease_a_take_left_without_a_statement(tmp_path: Path) -> None:
+    """SQLite, as PostgreSQL: ``taken_lease`` is what the take wrote (every turn call of an MCP
+    session asks it right after its take), no read of the row."""
+    from proctor.runtime.records.sqlite import SQLiteRunStore
+
+    a = SQLiteRunStore(tmp_path / "runs.sqlite")
+    try:
+        a.create_run(RunRecord(run_id=RUN, skill="k", method="main"))
+        assert a.acquire_lease(RUN, "A", 60) is None
+        a.release_lease(RUN, "A")
+        assert a.acquire_lease(RUN, "A", 60) is None
+        statements: list[str] = []
+        a._conn.set_trace_callback(statements.append)
+        taken = a.taken_lease(RUN)
+        a._conn.set_trace_callback(None)
+        assert statements == []
+        assert taken is not None and (taken.holder, taken.epoch, taken.taken_from) == ("A", 2, None)
+    finally:
+        a.close()
+
+
 def test_a_transaction_reads_the_lease_once_and_the_next_one_again(tmp_path: Path) -> None:
     """SQLite: the writes of one transaction share one read of the lease row (its lock holds
     the row until the commit); a lease taken over between two transactions refuses the next."""

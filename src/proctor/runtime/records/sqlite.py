@@ -102,6 +102,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
         self._effects: set[str] = set()
         # runs whose release waits for the commit to drop their fence (see release_lease)
         self._released: list[str] = []
+        self._taken = {}  # the lease as its last take left it, by run (see taken_lease)
 
     def _open(self) -> None:
         """Switch to WAL and create the schema, safely beside other processes opening it.
@@ -220,8 +221,7 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
                 self._exec("COMMIT")
 
     def _durable(self, sql: str, params: tuple[Any, ...], run_id: str | None = None) -> None:
-        """One write that must survive a crash before the caller goes on (fenced for
-        ``run_id``)."""
+        """One write that must survive a crash before the caller goes on (fenced for ``run_id``)."""
         with self._lock:
             if self._depth:
                 self._fence(run_id)

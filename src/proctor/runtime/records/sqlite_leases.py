@@ -25,6 +25,7 @@ class SQLiteLeases(ABC):
     _checked: set[str]
     _created: set[str]
     _released: list[str]
+    _taken: dict[str, LeaseRecord]
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
@@ -34,12 +35,14 @@ class SQLiteLeases(ABC):
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         """One statement on the store's connection."""
 
-    def _took(self, run_id: str, epoch: int) -> None:
-        """This process took ``run_id``'s lease under ``epoch``, written in the transaction
-        now open: its fence needs no read of the row again in this transaction (nobody else
-        writes while it holds SQLite's write lock; the next transaction reads it again)."""
+    def _took(self, run_id: str, holder: str, epoch: int, taken_from: str | None = None) -> None:
+        """This process took ``run_id``'s lease for ``holder`` under ``epoch`` (from
+        ``taken_from``), written in the transaction now open: its fence needs no read of the
+        row again in this transaction (nobody else writes while it holds SQLite's write lock;
+        the next transaction reads it again), nor the row a read for :meth:`taken_lease`."""
         self._fences[run_id] = epoch
         self._checked.add(run_id)
+        self._taken[run_id] = LeaseRecord(holder, epoch, False, taken_from)
 
     def acquire_lease(
         self, run_id: str, holder: str, ttl_seconds: float, *, steal_from: str | None = None
@@ -53,7 +56,7 @@ class SQLiteLeases(ABC):
                     (run_id, holder, now + ttl_seconds),
                 )
                 if taken.rowcount == 1:
-                    self._took(run_id, 1)
+                    self._took(run_id, holder, 1)
                     return None
             row = self._exec(
                 "SELECT holder, expires_at, epoch FROM leases WHERE run_id = ?", (run_id,)
@@ -63,7 +66,7 @@ class SQLiteLeases(ABC):
                     "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES (?,?,?,1)",
                     (run_id, holder, now + ttl_seconds),
                 )
-                self._took(run_id, 1)
+                self._took(run_id, holder, 1)
                 return None
             current, expires, epoch = str(row[0]), float(row[1]), int(row[2])
             if current == holder and self._fences.get(run_id) == epoch:
@@ -79,7 +82,7 @@ class SQLiteLeases(ABC):
                 " WHERE run_id = ?",
                 (holder, now + ttl_seconds, epoch + 1, taken_from, run_id),
             )
-            self._took(run_id, epoch + 1)
+            self._took(run_id, holder, epoch + 1, taken_from)
         return None
 
     def renew_lease(self, run_id: str, holder: str, ttl_seconds: float) -> bool:
@@ -103,7 +106,8 @@ class SQLiteLeases(ABC):
             return None
         return LeaseRecord(str(row[0]), int(row[1]), float(row[2]) <= time.time(), row[3])
 
-    taken_lease = lease  # a local read: nothing to spare
+    def taken_lease(self, run_id: str) -> LeaseRecord | None:
+        return self._taken.get(run_id)  # as acquire_lease wrote it: no read of the row
 
     def release_lease(self, run_id: str, holder: str) -> None:
         with self.transaction():  # the row stays: its epoch must only grow
@@ -115,3 +119,4 @@ class SQLiteLeases(ABC):
             )
             if done.rowcount == 1:  # its fence goes once the release commits
                 self._released.append(run_id)
+                self._taken.pop(run_id, None)  # asked only just after a take
