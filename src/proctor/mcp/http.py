@@ -281,8 +281,9 @@ class BearerAuth:
 
 
 def loop_options() -> dict[str, Any]:
-    """``anyio.run``'s backend options for the HTTP server: uvloop's loop where installed (the
-    ``mcp`` extra installs it; a request crosses the loop several times), else asyncio's."""
+    """``anyio.run``'s backend options for the MCP server, over HTTP or stdio: uvloop's loop
+    where installed (the ``mcp`` extra installs it; a request crosses the loop several times),
+    else asyncio's."""
     try:
         import uvloop  # noqa: F401  (only whether it is there)
     except ImportError:
