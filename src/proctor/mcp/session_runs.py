@@ -404,10 +404,7 @@ def _at_once(
     it writes ``line`` first (:meth:`SessionRuns.call`)."""
 
     def at_once(stop: threading.Event) -> Any:
-        def go(session: Session) -> Any:
-            _write_line(session, line)
-            return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
-
+        go = _made(run_id, tool, arguments, call_id, line, stop)
         try:
             return host.pool.use(go, blocking=False)
         except PoolBusy:
@@ -429,10 +426,7 @@ def _once(
     line: list[dict[str, Any]] | None = None,
 ) -> Callable[[threading.Event], Any]:
     def once(stop: threading.Event) -> Any:
-        def go(session: Session) -> Any:
-            _write_line(session, line)
-            return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
-
+        go = _made(run_id, tool, arguments, call_id, line, stop)
         # a person's decision drives the run on in its own process, holding the run's lease
         # for a moment: the call waits for it rather than failing run_busy
         deadline = time.monotonic() + BUSY_WAIT
@@ -447,10 +441,23 @@ def _once(
     return once
 
 
-def _write_line(session: Session, line: list[dict[str, Any]] | None) -> None:
-    """Write a request's ``mcp_request`` line with ``session``'s log, if no one has yet."""
-    if line:
-        session.audit.emit("mcp_request", run_id=None, step_index=None, **line.pop())
+def _made(
+    run_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    call_id: str,
+    line: list[dict[str, Any]] | None,
+    stop: threading.Event,
+) -> Callable[[Session], Any]:
+    """The call as a pool's session makes it: the request's ``mcp_request`` line written
+    first with that session's log, if no one has written it yet (:meth:`SessionRuns.call`)."""
+
+    def go(session: Session) -> Any:
+        if line:
+            session.audit.emit("mcp_request", run_id=None, step_index=None, **line.pop())
+        return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
+
+    return go
 
 
 def _seal(session: Session, *, run_id: str, calls: int | None) -> None:
