@@ -297,13 +297,13 @@ class SessionRuns:
             return error(exc.code, exc.message)
         with self._lock:
             n = self.calls[run_id] = self.calls.get(run_id, 0) + 1
-        once = _once(host, run_id, tool, arguments, f"c{n}", line)
+        made = _Made(run_id, tool, arguments, f"c{n}", line)
         try:
             outcome: Any = _NOT_MADE
             if on_loop and known is not None:
-                outcome = host.run_on_loop(_at_once(host, run_id, tool, arguments, f"c{n}", line))
+                outcome = host.run_on_loop(_at_once(host, made))
             if outcome is _NOT_MADE:  # a worker waits for the session or the run
-                outcome = await host.run_in_worker(once)
+                outcome = await host.run_in_worker(_once(host, made))
         except ProctorError as exc:
             if exc.code not in _ENDED or known is None:
                 return error(exc.code, exc.message)
@@ -313,7 +313,7 @@ class SessionRuns:
                 if self.runs.get(key) == run_id:
                     del self.runs[key]
             forget_open(host.config.workspace.root, run_id)
-            return await self.call(ctx, host, tool, arguments, client)
+            return await self.call(ctx, host, tool, arguments, client, line=line)
         if outcome.error and outcome.error.get("code") == "approval_pending":
             details = outcome.error.get("details") or {}
             address = str(details.get("address") or "")
@@ -327,7 +327,7 @@ class SessionRuns:
                     " (proctor approve, or the console); nothing was done",
                 )
             try:
-                outcome = await host.run_in_worker(once)
+                outcome = await host.run_in_worker(_once(host, made))
             except ProctorError as exc:
                 return error(exc.code, exc.message)
         return outcome
@@ -390,23 +390,44 @@ _NOT_MADE = object()
 """What :func:`_at_once` answers when the call cannot be made without waiting."""
 
 
-def _at_once(
-    host: SessionHost,
-    run_id: str,
-    tool: str,
-    arguments: dict[str, Any],
-    call_id: str,
-    line: list[dict[str, Any]] | None = None,
-) -> Callable[[threading.Event], Any]:
+class _Made:
+    """One client call of a core tool as a pool's session makes it (:meth:`SessionRuns.call`):
+    the request's ``mcp_request`` line (``line``, a list of one while no one has written it)
+    first, with that session's log, then the turn call."""
+
+    def __init__(
+        self,
+        run_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        call_id: str,
+        line: list[dict[str, Any]] | None,
+    ) -> None:
+        self.run_id, self.tool, self.arguments, self.call_id = run_id, tool, arguments, call_id
+        self.line = line
+
+    def by(self, stop: threading.Event) -> Callable[[Session], Any]:
+        """The call, for :meth:`SessionPool.use`, stopped by ``stop``."""
+
+        def go(session: Session) -> Any:
+            if self.line:
+                emit = session.audit.emit
+                emit("mcp_request", run_id=None, step_index=None, **self.line.pop())
+            return session.turn_call(
+                self.run_id, TURN, self.tool, self.arguments, self.call_id, stop=stop
+            )
+
+        return go
+
+
+def _at_once(host: SessionHost, made: _Made) -> Callable[[threading.Event], Any]:
     """The call made now, or :data:`_NOT_MADE` when every session is in use or the run is held
     (a person's decision drives it on): nothing of it was admitted or recorded then, and a
-    worker makes it (:func:`_once`), waiting as long as that takes. The session that makes
-    it writes ``line`` first (:meth:`SessionRuns.call`)."""
+    worker makes it (:func:`_once`), waiting as long as that takes."""
 
     def at_once(stop: threading.Event) -> Any:
-        go = _made(run_id, tool, arguments, call_id, line, stop)
         try:
-            return host.pool.use(go, blocking=False)
+            return host.pool.use(made.by(stop), blocking=False)
         except PoolBusy:
             return _NOT_MADE
         except ProctorError as exc:
@@ -417,16 +438,9 @@ def _at_once(
     return at_once
 
 
-def _once(
-    host: SessionHost,
-    run_id: str,
-    tool: str,
-    arguments: dict[str, Any],
-    call_id: str,
-    line: list[dict[str, Any]] | None = None,
-) -> Callable[[threading.Event], Any]:
+def _once(host: SessionHost, made: _Made) -> Callable[[threading.Event], Any]:
     def once(stop: threading.Event) -> Any:
-        go = _made(run_id, tool, arguments, call_id, line, stop)
+        go = made.by(stop)
         # a person's decision drives the run on in its own process, holding the run's lease
         # for a moment: the call waits for it rather than failing run_busy
         deadline = time.monotonic() + BUSY_WAIT
@@ -439,25 +453,6 @@ def _once(
             stop.wait(WAIT_POLL)
 
     return once
-
-
-def _made(
-    run_id: str,
-    tool: str,
-    arguments: dict[str, Any],
-    call_id: str,
-    line: list[dict[str, Any]] | None,
-    stop: threading.Event,
-) -> Callable[[Session], Any]:
-    """The call as a pool's session makes it: the request's ``mcp_request`` line written
-    first with that session's log, if no one has written it yet (:meth:`SessionRuns.call`)."""
-
-    def go(session: Session) -> Any:
-        if line:
-            session.audit.emit("mcp_request", run_id=None, step_index=None, **line.pop())
-        return session.turn_call(run_id, TURN, tool, arguments, call_id, stop=stop)
-
-    return go
 
 
 def _seal(session: Session, *, run_id: str, calls: int | None) -> None:
