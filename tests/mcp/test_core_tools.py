@@ -237,6 +237,12 @@ def test_a_session_whose_run_a_person_closed_goes_on_in_a_new_run(ws: Ws) -> Non
     assert not first.is_error and not second.is_error, second
     outcomes = sorted(r["outcome"] for r in _session_runs(ws))
     assert outcomes == ["completed", "superseded"]
+    # each call's request line once, the second's before the new run's first line
+    log = ws.audit()
+    lines = [n for n, e in enumerate(log) if e["event"] == "mcp_request" and e.get("tool")]
+    starts = [n for n, e in enumerate(log) if e["event"] == "run_started"]
+    assert len(lines) == 2 and len(starts) == 2
+    assert lines[0] < starts[0] < lines[1] < starts[1]
 
 
 def test_a_read_while_a_person_holds_the_run_waits_off_the_loop_and_then_runs(ws: Ws) -> None:
