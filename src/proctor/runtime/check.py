@@ -398,7 +398,9 @@ def _audit_check(workspace: Workspace, environ: Mapping[str, str]) -> Check:
             f"{report.lines} lines chained, {report.anchors} anchors hold",
         )
     code = "store_missing" if report.first_bad_line is None else "audit_chain_broken"
-    findings = [{"code": code, "message": report.reason, "line": report.first_bad_line}]
+    findings = [
+        {"code": code, "message": report.reason, "line": report.first_bad_line, "why": report.code}
+    ]
     findings += [
         {"code": f"audit_anchor_{b['problem']}", "message": b["message"], "line": b["line"]}
         for b in report.broken_anchors

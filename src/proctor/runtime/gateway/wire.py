@@ -25,7 +25,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import ToolFailed
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, ToolFailed
 
 if TYPE_CHECKING:
     import httpx
@@ -41,6 +42,33 @@ _MAX_LINE = 16 * 1024 * 1024
 
 def _failed(server: str, message: str, code: str = "mcp_upstream_failed") -> ToolFailed:
     return ToolFailed(f"upstream MCP server '{server}': {message}", code=code)
+
+
+def _message(server: str, data: bytes | str) -> Any:
+    """One JSON-RPC message from an upstream, read strictly; ``None`` for text that is not
+    JSON at all (a server's stray log line on stdout is not a message).
+
+    A message that is JSON to a lenient reader but not to the strict one (a key given twice,
+    ``NaN``/``Infinity``, nesting too deep) is refused, not skipped: the server sent an answer
+    that two readers would take two ways (a repeated ``isError`` or ``id``), and whatever it
+    answers is not acted on.
+
+    Raises:
+        ToolFailed: ``mcp_upstream_malformed``.
+    """
+    try:
+        return json_strict.loads(data, source="upstream message")
+    except ParseError as exc:
+        if exc.code == "not_json":
+            try:
+                json.loads(data)
+            except (ValueError, RecursionError):
+                return None  # not JSON at all
+        raise _failed(
+            server,
+            f"sent a message proctor does not act on ({exc.code}: {exc}), nothing it said was used",
+            "mcp_upstream_malformed",
+        ) from None
 
 
 class Wire(abc.ABC):
@@ -206,11 +234,8 @@ class StdioWire(Wire):
             line = self._line(deadline).strip()
             if not line:
                 continue
-            try:
-                got = json.loads(line)
-            except ValueError:
-                continue  # a server's stray log line on stdout is not a message
-            if not isinstance(got, dict):
+            got = _message(self.server, line)
+            if not isinstance(got, dict):  # None: a stray log line on stdout
                 continue
             if "method" in got and "id" in got:
                 self._write(self._answer_server_request(got))
@@ -286,17 +311,13 @@ class HttpWire(Wire):
         if len(response.content) > _MAX_LINE:
             raise _failed(self.server, "sent a message larger than 16 MiB")
         if kind == "application/json":
-            try:
-                got = response.json()
-            except ValueError as exc:
-                raise _failed(self.server, "answered with text that is not JSON") from exc
+            got = _message(self.server, response.content)
+            if got is None:
+                raise _failed(self.server, "answered with text that is not JSON")
             return got if isinstance(got, dict) else None
         if kind == "text/event-stream":
             for event in _sse_data(response.text):
-                try:
-                    got = json.loads(event)
-                except ValueError:
-                    continue
+                got = _message(self.server, event)
                 if isinstance(got, dict) and got.get("id") == message["id"] and "method" not in got:
                     return got
             return None

@@ -58,6 +58,7 @@ from proctor.runtime.records.chain import (
     verify_bytes,
     verify_chain,
 )
+from proctor.runtime.records.chain_lines import line_problem
 from proctor.runtime.records.rows import now as _utc_stamp
 from proctor.runtime.records.store_file import private_folders
 from proctor.runtime.testhooks import kill_point
@@ -78,6 +79,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "1"
+UNCHAINED = "sha256:" + "f" * 64
+"""The ``prev`` of a line written after a last line that is not the writer's (see ``_write``)."""
 ENV_VAR = "PROCTOR_AUDIT_LOG"
 _RESERVED = frozenset((*FIXED_FIELDS, "prev"))
 _BLOCK = 1 << 20
@@ -401,6 +404,13 @@ class AuditLog:
         if size != self._known_size:
             last = _last_line(fd, size)
             self._prev = GENESIS if last is None else line_digest(last)
+            if last is not None and line_problem(last, None) is not None:
+                # Another hand wrote a line no writer writes (a key twice, not JSON, no
+                # fixed fields): a line the next line chains over is one verification takes
+                # as chained without decoding it, so this one is not chained over. Its
+                # successor's prev names no line; verification decodes the line before a
+                # broken link and names it with its code.
+                self._prev = UNCHAINED
         record["prev"] = self._prev
         # a digest (GENESIS or "sha256:" and hex digits) needs no escape: quoted as it is
         line = (encoded + ',"prev":"' + self._prev + '"}').encode()

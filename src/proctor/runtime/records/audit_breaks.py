@@ -264,7 +264,7 @@ def _broken(shown: str, report: ChainReport, *, missing: bool) -> StoreError:
         " audit accept-break` (audited), which starts a new chain segment from the last good"
         " line",
         code="audit_broken",
-        details={"line": report.first_bad_line},
+        details={"line": report.first_bad_line, "why": report.code},
     )
 
 

@@ -13,7 +13,6 @@ import errno
 import fcntl
 import hashlib
 import itertools
-import json
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
@@ -24,17 +23,21 @@ from proctor.contracts import values as dataclasses
 from proctor.runtime.records.chain_lines import (
     BLOCK,
     BREAK_EVENT,
+    CODES,
+    FIXED_FIELDS,
     Breaks,
     BytesLines,
     FileLines,
     Lines,
     breaks_in,
+    line_problem,
     recorded_breaks,
     set_aside_digest,
 )
 
 __all__ = [
     "BREAK_EVENT",
+    "CODES",
     "FIXED_FIELDS",
     "GENESIS",
     "Anchor",
@@ -50,16 +53,6 @@ __all__ = [
 ]
 
 GENESIS = "sha256:" + "0" * 64
-FIXED_FIELDS = (
-    "schema_version",
-    "event_id",
-    "run_id",
-    "sequence",
-    "step_index",
-    "timestamp",
-    "event",
-    "redacted_fields",
-)
 
 
 def line_digest(line: bytes) -> str:
@@ -86,7 +79,8 @@ class ChainReport:
     ``anchors`` counts the anchors checked; ``broken_anchors`` lists those the log no longer
     matches, each ``{source, lines, problem, line, message}`` (``problem`` is ``cut`` or
     ``rewritten``). ``recorded_breaks`` lists the breaks a person recorded and the log still
-    matches, each ``{line, last_good_line, set_aside_lines, excused_anchors}``.
+    matches, each ``{line, last_good_line, set_aside_lines, excused_anchors}``. ``code`` names
+    what ``reason`` says in a word (``None`` when ``ok``): see :data:`CODES`.
     """
 
     ok: bool
@@ -96,6 +90,7 @@ class ChainReport:
     anchors: int = 0
     broken_anchors: tuple[dict[str, Any], ...] = ()
     recorded_breaks: tuple[dict[str, Any], ...] = ()
+    code: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready mapping."""
@@ -184,10 +179,14 @@ def verify_lines(
     with the digest of the line before and its head with the writer's (:data:`_WRITTEN_HEAD`),
     without decoding the line: a line the next line's ``prev`` commits is the line as it was
     chained. The last line (nothing commits it), a line in any other form, and the line before
-    a broken link are decoded in full (:func:`_check_line`: JSON, the fixed fields in order),
-    so a changed line that no longer parses is still named itself. A line in the middle is not
-    decoded: a history rewritten and chained again with lines that are not JSON is found by
-    the anchors, as one chained again with valid lines is. A log with a recorded break is
+    a broken link are decoded in full (:func:`line_problem`: strict JSON, so a key given twice
+    is refused with ``audit_line_duplicate_key``, then the fixed fields in order), so a
+    changed line that no longer parses is still named itself. A line in the middle is not
+    decoded: a history rewritten and chained again with lines that are not JSON (or repeat a
+    key) is found by the anchors, as one chained again with valid lines is; and a line
+    appended by another hand is decoded by the next writer, which does not chain over one
+    that fails (``AuditLog._write``), so no such line becomes a middle line with its link
+    intact. A log with a recorded break is
     read three times (its records, the lines they set aside, the chain), every line decoded.
     """
     anchors = tuple(anchors)
@@ -212,7 +211,7 @@ def _fast(
     hexed = last_hexed = ""  # the digests of the line before and of the one before it
     last = b""  # the line before
     bad_line: int | None = None
-    reason: str | None = None
+    reason: tuple[str, str] | None = None
     for line in lines:
         number += 1
         if not (
@@ -220,11 +219,11 @@ def _fast(
             and line.startswith(_WRITTEN_HEAD)
             and line.startswith(_WRITTEN_RUN, _WRITTEN_RUN_AT)
         ):
-            bad = _check_line(line, "sha256:" + hexed if hexed else prev)
+            bad = line_problem(line, "sha256:" + hexed if hexed else prev)
             if bad is not None and number > first_line:
                 # the line before was vouched by no one: a line that no longer parses is
                 # named itself, not the line after it
-                earlier = _check_line(last, "sha256:" + last_hexed if last_hexed else prev)
+                earlier = line_problem(last, "sha256:" + last_hexed if last_hexed else prev)
                 if earlier is not None:
                     bad_line, reason = number - 1, earlier
             if bad is not None and bad_line is None:
@@ -247,26 +246,27 @@ def _fast(
     if lines.marked:
         return None
     if bad_line is None and number >= first_line:  # nothing commits the last line: decode it
-        bad = _check_line(last, "sha256:" + last_hexed if last_hexed else prev)
+        bad = line_problem(last, "sha256:" + last_hexed if last_hexed else prev)
         if bad is not None:
             bad_line, reason = number, bad
     complete = number
     if lines.tail:
         number += 1
         if bad_line is None:
-            bad_line, reason = number, _TORN
+            bad_line, reason = number, ("audit_line_torn", _TORN)
         if number in at:
             at[number] = line_digest(lines.tail)
     checked, broken = _check_anchors(anchors, at, complete)
     if broken and (bad_line is None or broken[0]["line"] < bad_line):
-        bad_line, reason = broken[0]["line"], broken[0]["message"]
+        bad_line, reason = broken[0]["line"], _anchor_problem(broken[0])
     return ChainReport(
         ok=bad_line is None,
         lines=number,
         first_bad_line=bad_line,
-        reason=reason,
+        reason=None if reason is None else reason[1],
         anchors=checked,
         broken_anchors=tuple(broken),
+        code=None if reason is None else reason[0],
     )
 
 
@@ -281,7 +281,7 @@ def _walk(
     wanted = sorted({a.lines for a in anchors if a.lines > 0})
     at = {n: "" for n in wanted}
     bad_line: int | None = None
-    reason: str | None = None
+    reason: tuple[str, str] | None = None
     kept: dict[int, str] = {0: GENESIS}
     number = first_line - 1
     for line in itertools.chain(lines, lines.torn_tail()):
@@ -298,9 +298,10 @@ def _walk(
             if segment is not None:  # a recorded break's line chains to the last good line
                 prev = kept[segment]
             elif number in breaks.broken_records:
-                bad_line, reason = number, breaks.broken_records[number]
+                bad_line = number
+                reason = ("audit_break_record_broken", breaks.broken_records[number])
         if bad_line is None:
-            bad = _TORN if lines.torn else _check_line(line, prev)
+            bad = ("audit_line_torn", _TORN) if lines.torn else line_problem(line, prev)
             if bad is not None:
                 bad_line, reason = number, bad
                 if not at:
@@ -317,16 +318,21 @@ def _walk(
     complete = number - (1 if lines.torn else 0)
     checked, broken = _check_anchors(anchors, at, complete)
     if broken and (bad_line is None or broken[0]["line"] < bad_line):
-        bad_line, reason = broken[0]["line"], broken[0]["message"]
+        bad_line, reason = broken[0]["line"], _anchor_problem(broken[0])
     return ChainReport(
         ok=bad_line is None,
         lines=number,
         first_bad_line=bad_line,
-        reason=reason,
+        reason=None if reason is None else reason[1],
         anchors=checked,
         broken_anchors=tuple(broken),
         recorded_breaks=() if breaks is None else tuple(breaks.shown),
+        code=None if reason is None else reason[0],
     )
+
+
+def _anchor_problem(broken: Mapping[str, Any]) -> tuple[str, str]:
+    return "audit_anchor_" + str(broken["problem"]), str(broken["message"])
 
 
 def _check_anchors(
@@ -372,7 +378,6 @@ def _check_anchors(
     return checked, broken
 
 
-_PREV_BROKEN = "prev does not match the line before (a line was removed, changed or moved)"
 _TORN = (
     "the last line is incomplete (no newline): a write was cut short or the file was"
     " truncated; the next proctor command that writes the log moves it aside"
@@ -381,20 +386,3 @@ _WRITTEN_HEAD = b'{"schema_version":"1","event_id":"'
 _WRITTEN_RUN, _WRITTEN_RUN_AT = b'","run_id":', len(_WRITTEN_HEAD) + 36
 """How the writer starts a line: the schema version, an event id of 36 characters (a UUID),
 and the run id's key. A line that starts otherwise is decoded in full."""
-
-
-def _check_line(line: bytes, prev: str) -> str | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return "not valid JSON"
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    missing = [name for name in (*FIXED_FIELDS, "prev") if name not in record]
-    if missing:
-        return f"missing fields {missing}"
-    if list(record)[: len(FIXED_FIELDS)] != list(FIXED_FIELDS):
-        return "fixed fields out of order"
-    if record["prev"] != prev:
-        return _PREV_BROKEN
-    return None

@@ -5,28 +5,100 @@ from __future__ import annotations
 
 import abc
 import hashlib
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.contracts import values as dataclasses
+from proctor.errors import ParseError
 
 __all__ = [
     "BLOCK",
     "BREAK_EVENT",
     "BREAK_MARK",
+    "CODES",
+    "FIXED_FIELDS",
+    "LINE_DEPTH",
     "Breaks",
     "BytesLines",
     "FileLines",
     "Lines",
     "breaks_in",
+    "line_problem",
     "recorded_breaks",
     "set_aside_digest",
 ]
 
 BLOCK = 1 << 20
 """The bytes read from the log at a time."""
+
+FIXED_FIELDS = (
+    "schema_version",
+    "event_id",
+    "run_id",
+    "sequence",
+    "step_index",
+    "timestamp",
+    "event",
+    "redacted_fields",
+)
+
+LINE_DEPTH = 512
+"""The deepest nesting a line may hold: deeper than the writer can encode (its C encoder stops
+at about a third of the recursion limit), shallower than the parser could descend."""
+
+CODES = {
+    "audit_line_duplicate_key": "a line repeats a key in one object: readers disagree on which"
+    " copy counts, so proctor never writes one",
+    "audit_line_not_json": "a line is not JSON (or holds NaN or Infinity)",
+    "audit_line_not_utf8": "a line is not UTF-8",
+    "audit_line_too_deep": f"a line nests deeper than {LINE_DEPTH} levels",
+    "audit_line_not_object": "a line is not a JSON object",
+    "audit_line_fields_missing": "a line lacks a fixed field or prev",
+    "audit_line_fields_out_of_order": "a line's fixed fields are not first, in order",
+    "audit_prev_mismatch": "a line's prev is not the digest of the line before",
+    "audit_line_torn": "the last line has no newline",
+    "audit_break_record_broken": "a recorded break no longer fits the log",
+    "audit_anchor_cut": "an anchor commits more lines than the log has",
+    "audit_anchor_rewritten": "an anchor commits another line than the log's",
+}
+"""The codes of a broken chain (:attr:`ChainReport.code`), each with what it means."""
+
+PREV_BROKEN = "prev does not match the line before (a line was removed, changed or moved)"
+
+
+def line_problem(line: bytes, prev: str | None) -> tuple[str, str] | None:
+    """What is wrong with one line of the log, as ``(code, reason)``; ``None`` when it is a
+    strict JSON object with the fixed fields first, in order, and ``prev`` equal to ``prev``
+    (``None``: not compared).
+
+    The strict reader refuses a key given twice at any depth: the line a verifier accepts must
+    be the line every reader of the log reads (a reader keeping the first copy of a repeated
+    ``event`` or ``prev`` would read another).
+    """
+    try:
+        record = json_strict.loads(line, source="audit line", limit=LINE_DEPTH)
+    except ParseError as exc:
+        code = exc.code if exc.code in ("duplicate_key", "too_deep", "not_utf8") else "not_json"
+        if code == "duplicate_key":
+            return "audit_line_duplicate_key", (
+                "repeats a key in one object (readers disagree on which copy counts; proctor"
+                " never writes one): the line was changed"
+            )
+        if code == "too_deep":
+            return "audit_line_too_deep", f"nests deeper than {LINE_DEPTH} levels"
+        return "audit_line_" + code, "not valid JSON" if code == "not_json" else "not UTF-8"
+    if not isinstance(record, dict):
+        return "audit_line_not_object", "not a JSON object"
+    missing = [name for name in (*FIXED_FIELDS, "prev") if name not in record]
+    if missing:
+        return "audit_line_fields_missing", f"missing fields {missing}"
+    if list(record)[: len(FIXED_FIELDS)] != list(FIXED_FIELDS):
+        return "audit_line_fields_out_of_order", "fixed fields out of order"
+    if prev is not None and record["prev"] != prev:
+        return "audit_prev_mismatch", PREV_BROKEN
+    return None
 
 
 class Lines(abc.ABC):
@@ -170,8 +242,9 @@ def _break_records(lines: Iterable[tuple[int, bytes]]) -> list[tuple[int, dict[s
         if BREAK_MARK not in line:
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
+            # strict: a record with a key twice is no record (the chain check refuses it)
+            record = json_strict.loads(line, source="audit line", limit=LINE_DEPTH)
+        except ParseError:
             continue
         if isinstance(record, dict) and record.get("event") == BREAK_EVENT:
             found.append((number, record))
