@@ -25,7 +25,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.contracts.values import dataclass, field
+from proctor.errors import ParseError
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",
@@ -142,8 +144,8 @@ _MARK = "elided_by_context_budget"
 
 def _describe(text: str) -> Elided:
     tool = status = "unknown"
-    with contextlib.suppress(ValueError, AttributeError):
-        document = json.loads(text)
+    with contextlib.suppress(ParseError, AttributeError):
+        document = json_strict.loads(text, source="tool result")
         tool = str(document.get("tool") or "unknown")[:200]
         status = str(document.get("status") or "unknown")[:40]
     digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

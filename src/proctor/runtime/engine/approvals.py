@@ -14,14 +14,14 @@ never from the raw body in the store, so a secret the act carries is never displ
 from __future__ import annotations
 
 import getpass
-import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from proctor.contracts import json_strict
 from proctor.contracts.values import dataclass, field
 from proctor.core.resume import PERSON_KINDS, decision_words
-from proctor.errors import ResumeRefused, UsageError
+from proctor.errors import ParseError, ResumeRefused, UsageError
 from proctor.receipts.canonical import digest as digest_of
 from proctor.runtime.boundary.sanitize import scrub_value
 from proctor.runtime.engine.decisions import approvers_of, needed_approvers
@@ -179,8 +179,10 @@ def _artifact(session: Session, ref: Mapping[str, Any]) -> Any:
     try:
         with path.open("rb") as handle:
             data = handle.read(ARTIFACT_MAX + 1)
-        value = json.loads(data)
-    except (OSError, ValueError):
+        # strict: the payload shown must be the one value its digest names, not one of two
+        # readings of a file with a key twice
+        value = json_strict.loads(data, source="artifact")
+    except (OSError, ParseError):
         return None
     if len(data) > ARTIFACT_MAX or digest_of(value) != want:
         return None

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor.errors import ConfigError
+from proctor.errors import ConfigError, ParseError
 from proctor.receipts.canonical import digest
 
 __all__ = [
@@ -93,10 +93,18 @@ class Pins:
             raise ConfigError(
                 f"{LOCK_FILE} cannot be read: {exc}", code="mcp_lock_invalid"
             ) from exc
+        from proctor.contracts import json_strict
+
         try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"{LOCK_FILE} is not JSON", code="mcp_lock_invalid") from exc
+            # strict: a pin given twice reads as one digest to a reviewer of the file and as
+            # another to a reader keeping the last copy
+            doc = json_strict.loads(text, source=LOCK_FILE)
+        except ParseError as exc:
+            raise ConfigError(
+                f"{LOCK_FILE} is not JSON proctor reads ({exc.code}: {exc}); restore it from"
+                " version control",
+                code="mcp_lock_invalid",
+            ) from None
         servers = doc.get("servers") if isinstance(doc, dict) else None
         if (
             not isinstance(doc, dict)

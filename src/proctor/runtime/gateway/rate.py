@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from proctor.errors import RefusedCall
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, RefusedCall
 
 __all__ = ["RATE_FILE", "RateWindows"]
 
@@ -46,8 +47,11 @@ class RateWindows:
             fcntl.flock(fd, fcntl.LOCK_EX)
             with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as f:
                 try:
-                    data = json.loads(f.read() or "{}")
-                except ValueError:
+                    # strict: an Infinity stamp would hold a window shut for ever, and a key
+                    # twice is no record this wrote; either reads as no record, as text that
+                    # is not JSON always did
+                    data = json_strict.loads(f.read() or "{}", source="rate.json")
+                except ParseError:
                     data = {}
                 if not isinstance(data, dict):
                     data = {}

@@ -150,13 +150,17 @@ def load_config(home: Path | None = None) -> dict[str, Any]:
     path = _config_path(_home(home))
     if not regular_file(path):
         return {}
+    from proctor.contracts import json_strict
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.loads(handle.read())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        with open(path, "rb") as handle:
+            document = json_strict.loads(handle.read(), source="config.json")
+    except ParseError as exc:
+        # strict: a key given twice (a witness, a signing setting) would read one way here
+        # and another to any other reader of the file
         raise ConfigError(
-            "the home's config.json is not valid JSON", code="config_invalid"
-        ) from exc
+            f"the home's config.json is not valid JSON ({exc.code}: {exc})", code="config_invalid"
+        ) from None
     if not isinstance(document, dict):
         raise ConfigError("the home's config.json is not an object", code="config_invalid")
     return document

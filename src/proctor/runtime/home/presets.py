@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.core.authority import Authority, parse_authority
-from proctor.errors import UsageError
+from proctor.errors import ParseError, UsageError
 
 __all__ = [
     "PRESET_SCHEMA",
@@ -90,12 +90,20 @@ def load_preset(name: str, environ: Mapping[str, str] | None = None) -> dict[str
     """
     _check_name(name)
     path = _folder(environ) / f"{name}.json"
+    from proctor.contracts import json_strict
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_strict.loads(path.read_bytes(), source=f"{name}.json")
     except FileNotFoundError as exc:
         raise UsageError(f"no authority preset named {name!r}", code="preset_not_found") from exc
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise UsageError(f"authority preset {name!r} is unreadable", code="preset_invalid") from exc
+    except ParseError as exc:
+        # a limit given twice would grant one authority here and another to a reader keeping
+        # the first copy
+        raise UsageError(
+            f"authority preset {name!r} is unreadable ({exc.code}: {exc})", code="preset_invalid"
+        ) from None
     if not isinstance(doc, dict) or doc.get("schema") != PRESET_SCHEMA:
         raise UsageError(f"authority preset {name!r} is not a preset", code="preset_invalid")
     return doc

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass
-from proctor.errors import ConfigError
+from proctor.errors import ConfigError, ParseError
 from proctor.policy.guard_files import GuardFiles
 from proctor.runtime.home.files import home_dir, write_private
 
@@ -117,10 +117,19 @@ def _load(path: Path) -> dict[str, Any]:
             f"the home's {_FILE} cannot be read ({exc.strerror}); nothing is trusted until it can",
             code="trust_store_invalid",
         ) from None
+    from proctor.contracts import json_strict
+
     try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        doc = None
+        doc = json_strict.loads(raw, source=_FILE)
+    except ParseError as exc:
+        # a key given twice reads one way here and another to a reader keeping the first copy
+        # (which workspace is trusted, with which digest): refused, never taken either way
+        raise ConfigError(
+            f"the home's {_FILE} is not a trust record proctor wrote ({exc.code}: {exc});"
+            " nothing is trusted until it is removed (then trust each workspace again with"
+            " `proctor trust`)",
+            code="trust_store_invalid",
+        ) from None
     if (
         not isinstance(doc, dict)
         or doc.get("schema") != _SCHEMA

@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from proctor.contracts import json_strict
 from proctor.contracts.values import dataclass
-from proctor.errors import RefusedCall
+from proctor.errors import ParseError, RefusedCall
 
 __all__ = [
     "ARTIFACT_SCHEMA",
@@ -282,8 +283,9 @@ class ArtifactStore:
 
     def _claim(self, run_id: str, hex_digest: str, ref: str) -> dict[str, Any]:
         try:
-            claim = json.loads(self._claim_path(run_id, hex_digest).read_text())
-        except (OSError, ValueError) as exc:
+            # strict: a claim with a key twice is no claim this run wrote
+            claim = json_strict.loads(self._claim_path(run_id, hex_digest).read_bytes())
+        except (OSError, ParseError) as exc:
             raise _refused(
                 "artifact_unknown",
                 "no artifact with this reference was admitted by this run (a reference is "

@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from proctor.errors import StoreError
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, StoreError
 from proctor.runtime.records import audit_own
 from proctor.runtime.records.chain import (
     BREAK_EVENT,
@@ -383,8 +384,9 @@ def _read_mark(key: str) -> dict[str, Any] | None:
     try:
         with open(name, "rb") as handle:
             data = handle.read(_MARK_MAX + 1)
-        doc = json.loads(data) if len(data) <= _MARK_MAX else None
-    except (OSError, ValueError, RecursionError):
+        # strict: a mark with a key twice is no mark this wrote (the log is checked in full)
+        doc = json_strict.loads(data, source="mark") if len(data) <= _MARK_MAX else None
+    except (OSError, ParseError):
         return None
     if not isinstance(doc, dict):
         return None

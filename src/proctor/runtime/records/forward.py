@@ -41,9 +41,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from proctor.contracts import json_strict
 from proctor.contracts.values import dataclass
-from proctor.errors import StoreError, UsageError
+from proctor.errors import ParseError, StoreError, UsageError
 from proctor.runtime.records.chain import GENESIS, line_digest
+from proctor.runtime.records.chain_lines import LINE_DEPTH
 from proctor.runtime.records.store_file import private_folders
 from proctor.runtime.testhooks import kill_point
 
@@ -128,8 +130,10 @@ def syslog_frame(line: bytes, number: int, hostname: str) -> bytes:
     ``LEN SP <134>1 TIMESTAMP HOST proctor - EVENT [proctor@32473 line=".." run=".."] BOM LINE``.
     """
     try:
-        record: Any = json.loads(line)
-    except ValueError:
+        # strict: the header names the event every reader of the line reads; a line with a
+        # key twice (a tampered log) gets none, its bytes are shipped as they are
+        record: Any = json_strict.loads(line, source="audit line", limit=LINE_DEPTH)
+    except ParseError:
         record = {}
     if not isinstance(record, dict):
         record = {}
@@ -280,9 +284,9 @@ class Forwarder:
         except OSError as exc:
             raise self._invalid(str(exc.strerror)) from exc
         try:
-            doc = json.loads(data)
-        except ValueError as exc:
-            raise self._invalid("not JSON") from exc
+            doc = json_strict.loads(data, source=self.path.name)
+        except ParseError as exc:
+            raise self._invalid(f"not JSON proctor reads ({exc.code})") from None
         if (
             not isinstance(doc, dict)
             or doc.get("schema") != CURSOR_SCHEMA

@@ -46,7 +46,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from proctor.errors import StoreError
+from proctor.contracts import json_strict
+from proctor.errors import ParseError, StoreError
 from proctor.runtime.testhooks import kill_point
 
 __all__ = [
@@ -444,8 +445,9 @@ def _read_mark(path: Path) -> tuple[tuple[int, ...], float] | None:
     try:
         with open(_mark_path(path), "rb") as handle:
             data = handle.read(_MARK_MAX + 1)
-        doc = json.loads(data) if len(data) <= _MARK_MAX else None
-    except (OSError, ValueError, RecursionError):  # a mark nested past the parser's depth
+        # strict: a mark with a key twice is no mark this wrote (the store is checked)
+        doc = json_strict.loads(data, source="mark") if len(data) <= _MARK_MAX else None
+    except (OSError, ParseError):
         return None
     if not isinstance(doc, dict):
         return None

@@ -9,8 +9,10 @@ Nothing is ever rewritten or removed.
 
 HTTP (JSON): ``POST /v1/claims`` takes ``{claim, signature}`` and answers the entry it
 appended; it refuses (400) a claim that is not ``proctor.witness_claim.v1``, whose signature is
-not its own key's, or that is over 16 KiB. ``GET /v1/claims?workspace=ID`` lists a workspace's
-entries; ``GET /v1/key`` the witness's public key.
+not its own key's, or that is over 16 KiB, and a body that is not strict JSON (a key given
+twice, NaN, nesting too deep: ``{"error": "claim_invalid", "why": CODE}``).
+``GET /v1/claims?workspace=ID`` lists a workspace's entries; ``GET /v1/key`` the witness's
+public key.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from proctor.errors import ConfigError
+from proctor.contracts import json_strict
+from proctor.errors import ConfigError, ParseError
 from proctor.receipts.canonical import canonical, digest_bytes
 from proctor.receipts.signing import PublicKey, Signer, parse_private_key_pem
 from proctor.runtime.records.chain import GENESIS
@@ -65,9 +68,28 @@ class WitnessLog:
         self._entries: list[dict[str, Any]] = []
         self._prev = GENESIS
         if self.path.exists():
-            for line in self.path.read_bytes().splitlines():
-                self._entries.append(json.loads(line))
+            for number, line in enumerate(self.path.read_bytes().splitlines(), start=1):
+                try:
+                    entry = json_strict.loads(line, source=f"entries.jsonl line {number}")
+                except ParseError as exc:
+                    raise ConfigError(
+                        f"the witness's log cannot be read ({exc.code}: {exc}); it serves"
+                        " nothing until the line is restored",
+                        code="witness_log_invalid",
+                    ) from None
+                self._entries.append(entry)
                 self._prev = digest_bytes(line)
+
+    def append_body(self, data: bytes) -> dict[str, Any]:
+        """:meth:`append` of a request body, read strictly: a body with a key twice (at any
+        depth), ``NaN`` or nesting too deep is refused before its signature is checked (the
+        claim countersigned must be the one every reader of the body reads).
+
+        Raises:
+            ParseError: ``duplicate_key``, ``not_json``, ``not_utf8``, ``too_deep``.
+            ValueError: as :meth:`append`.
+        """
+        return self.append(json_strict.loads(data, source="claim"))
 
     def append(self, doc: Any) -> dict[str, Any]:
         """Check a signed claim and append it, countersigned.
@@ -154,7 +176,10 @@ def serve_witness(folder: Path, host: str, port: int, ready: Any = None) -> None
                 self._answer(400, {"error": "claim_too_large"})
                 return
             try:
-                entry = log.append(json.loads(self.rfile.read(size)))
+                entry = log.append_body(self.rfile.read(size))
+            except ParseError as exc:
+                self._answer(400, {"error": "claim_invalid", "why": exc.code})
+                return
             except (ValueError, ConfigError, KeyError, TypeError):
                 self._answer(400, {"error": "claim_invalid"})
                 return

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.contracts.values import dataclass, field
-from proctor.errors import CredentialError
+from proctor.errors import CredentialError, ParseError
 from proctor.runtime.home.credentials.store import ProfileInfo, validate_name
 
 __all__ = ["Bindings", "bind_provider", "bind_skill", "check_package", "load_bindings"]
@@ -73,12 +73,17 @@ def load_bindings(workspace_root: Path) -> Bindings:
     path = _path(workspace_root)
     if not path.is_file():
         return Bindings()
+    from proctor.contracts import json_strict
+
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        # strict: a skill bound twice would get one profile here and another to any reader
+        # keeping the first copy
+        document = json_strict.loads(path.read_bytes(), source="credentials.json")
+    except ParseError as exc:
         raise CredentialError(
-            ".proctor/credentials.json is not valid JSON", code="credential_bindings_invalid"
-        ) from exc
+            f".proctor/credentials.json is not valid JSON ({exc.code}: {exc})",
+            code="credential_bindings_invalid",
+        ) from None
     if not isinstance(document, dict) or set(document) - {"providers", "skills"}:
         raise CredentialError(
             ".proctor/credentials.json may hold only providers and skills",

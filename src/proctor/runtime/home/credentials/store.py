@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from proctor.contracts.values import dataclass
-from proctor.errors import CredentialError
+from proctor.errors import CredentialError, ParseError
 from proctor.runtime.home.credentials.audience import normalize_audience
 from proctor.runtime.home.credentials.model import Secret, check_identity
 from proctor.runtime.home.files import home_dir as home_location
@@ -124,12 +124,15 @@ class CredentialStore:
         path = self.home / "config.json"
         if not path.is_file():
             return {}
+        from proctor.contracts import json_strict
+
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            document = json_strict.loads(path.read_bytes(), source="config.json")
+        except ParseError as exc:
             raise CredentialError(
-                "the home's config.json is not valid JSON", code="credential_config_invalid"
-            ) from exc
+                f"the home's config.json is not valid JSON ({exc.code}: {exc})",
+                code="credential_config_invalid",
+            ) from None
         if not isinstance(document, dict):
             raise CredentialError(
                 "the home's config.json is not an object", code="credential_config_invalid"
@@ -208,15 +211,17 @@ class CredentialStore:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         path = self._material_path(profile)
+        from proctor.contracts import json_strict
+
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = json_strict.loads(path.read_bytes(), source="material")
             nonce = base64.b64decode(document["nonce"], validate=True)
             sealed = base64.b64decode(document["ciphertext"], validate=True)
         except FileNotFoundError as exc:
             raise CredentialError(
                 f"profile {profile!r} has no stored material", code="credential_material_missing"
             ) from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, ParseError) as exc:
             raise CredentialError(
                 f"profile {profile!r} material file is damaged", code="credential_decrypt_failed"
             ) from exc
