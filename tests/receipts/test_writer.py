@@ -211,6 +211,19 @@ def test_parser_refuses_non_canonical_files() -> None:
         assert info.value.code in {"not_canonical", "malformed"}
 
 
+def test_a_receipt_with_a_key_twice_is_refused() -> None:
+    # already so before the boundary readers moved to the strict reader: a receipt file must
+    # be its canonical bytes, which never repeat a key (kept here as the reason those
+    # readers were left as they were)
+    s = signer()
+    data = encode_envelope(canonical(body("call", s.key_id)), s.key_id, None)
+    for key in (b'"key_id":', b'"signature":'):
+        twice = data.replace(key, key + b'"x",' + key, 1)
+        with pytest.raises(ReceiptInvalid) as info:
+            parse_envelope(twice)
+        assert info.value.code in {"not_canonical", "malformed"}
+
+
 def test_a_run_receipt_states_its_package_identity_and_one_without_still_verifies() -> None:
     from proctor.receipts.model import check_body
 

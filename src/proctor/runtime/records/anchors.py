@@ -207,6 +207,7 @@ def check_log(log: Path, anchors: list[Anchor], notes: list[str] | None = None) 
             reason=f"the audit log is missing: {report.reason}",
             anchors=report.anchors,
             broken_anchors=report.broken_anchors,
+            code=report.code,
         )
     return LogCheck(report, exists, list(notes or []))
 
