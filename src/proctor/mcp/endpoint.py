@@ -28,16 +28,21 @@ if TYPE_CHECKING:
 __all__ = ["FRAME_KEY", "MCP_PATH", "Exchange", "McpEndpoint", "Sessions", "is_modern", "respond"]
 
 _VERSION_HEADER = b"mcp-protocol-version"
+_handshake: list[frozenset[bytes]] = []  # the SDK's handshake-era versions, once imported
 
 
 def is_modern(scope: Scope) -> bool:
     """Whether the SDK's session manager would route this request to its 2026-07-28 entry: an
     ``MCP-Protocol-Version`` header (the first one) naming no handshake-era version."""
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
     for name, value in scope["headers"]:
         if name == _VERSION_HEADER:
-            return value.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+            if not _handshake:
+                from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+                _handshake.append(
+                    frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
+                )
+            return value not in _handshake[0]
     return False
 
 
