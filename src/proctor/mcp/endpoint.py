@@ -3,8 +3,9 @@ manager at :data:`MCP_PATH`, and nothing else (:class:`McpEndpoint`).
 
 Proctor's own layers (:class:`~proctor.mcp.http.BearerAuth`, :class:`~proctor.mcp.frames.
 StrictFrames`, among several workers :class:`~proctor.mcp.workers.SessionAffinity`) stand in
-front of it, and a 2026-07-28 request is answered by proctor's own entry in front of the
-manager (:mod:`proctor.mcp.exchange`); :func:`proctor.mcp.http.build_app` puts them together.
+front of it, a 2026-07-28 request is answered by proctor's own entry in front of the manager
+(:mod:`proctor.mcp.exchange`), and a handshake-era request by proctor's own sessions
+(:mod:`proctor.mcp.sessions`); :func:`proctor.mcp.http.build_app` puts them together.
 """
 
 from __future__ import annotations
@@ -24,7 +25,25 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["FRAME_KEY", "MCP_PATH", "Exchange", "McpEndpoint", "respond"]
+__all__ = ["FRAME_KEY", "MCP_PATH", "Exchange", "McpEndpoint", "Sessions", "is_modern", "respond"]
+
+_VERSION_HEADER = b"mcp-protocol-version"
+_handshake: list[frozenset[bytes]] = []  # the SDK's handshake-era versions, once imported
+
+
+def is_modern(scope: Scope) -> bool:
+    """Whether the SDK's session manager would route this request to its 2026-07-28 entry: an
+    ``MCP-Protocol-Version`` header (the first one) naming no handshake-era version."""
+    for name, value in scope["headers"]:
+        if name == _VERSION_HEADER:
+            if not _handshake:
+                from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+                _handshake.append(
+                    frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
+                )
+            return value not in _handshake[0]
+    return False
 
 
 class Exchange(Protocol):
@@ -34,6 +53,15 @@ class Exchange(Protocol):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
     def lifespan(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class Sessions(Protocol):
+    """What answers a handshake-era request in front of the session manager
+    (:class:`proctor.mcp.sessions.HandshakeSessions`): an ASGI app run under :meth:`run`."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+    def run(self) -> AbstractAsyncContextManager[None]: ...
 
 
 async def respond(
@@ -72,14 +100,20 @@ class McpEndpoint:
 
     With an ``exchange``, a POST whose body the strict reader parsed goes to it first (it
     answers a 2026-07-28 request itself and hands anything else to the manager), and the
-    lifespan runs its lifespan beside the manager's.
+    lifespan runs its lifespan beside the manager's. With ``sessions``, a request the manager
+    would serve as the handshake era's (no 2026-07-28 version header) goes to them instead,
+    and the lifespan runs them too.
     """
 
     def __init__(
-        self, manager: StreamableHTTPSessionManager, exchange: Exchange | None = None
+        self,
+        manager: StreamableHTTPSessionManager,
+        exchange: Exchange | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.manager = manager
         self.exchange = exchange
+        self.sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -88,7 +122,9 @@ class McpEndpoint:
                 # a POST whose body was parsed: perhaps a 2026-07-28 request proctor serves
                 # itself (proctor.mcp.exchange), which hands anything else to the manager
                 app: ASGIApp = self.manager.handle_request
-                if self.exchange is not None and FRAME_KEY in scope:
+                if self.sessions is not None and not is_modern(scope):
+                    app = self.sessions  # the handshake era: proctor's sessions
+                elif self.exchange is not None and FRAME_KEY in scope:
                     app = self.exchange
                 await app(scope, receive, send)
                 return
@@ -105,7 +141,8 @@ class McpEndpoint:
             exchange = (
                 contextlib.nullcontext() if self.exchange is None else self.exchange.lifespan()
             )
-            async with self.manager.run(), exchange:
+            sessions = contextlib.nullcontext() if self.sessions is None else self.sessions.run()
+            async with self.manager.run(), exchange, sessions:
                 started = True
                 await send({"type": "lifespan.startup.complete"})
                 await receive()  # lifespan.shutdown

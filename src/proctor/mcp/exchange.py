@@ -48,11 +48,10 @@ from mcp.shared.inbound import (
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from proctor.mcp.endpoint import FRAME_KEY, respond
+from proctor.mcp.endpoint import FRAME_KEY, is_modern, respond
 from proctor.receipts.jsontext import reusable_encoder
 
 if TYPE_CHECKING:
@@ -66,7 +65,6 @@ PING_EVERY = 15.0
 """Seconds a handler may work without a word before its answer becomes an event stream, and
 between the pings of that stream (the SDK's entry uses the same)."""
 
-_VERSION_HEADER = b"mcp-protocol-version"
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -75,15 +73,6 @@ _SSE_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 _PING = b": ping\r\n\r\n"
-
-
-def is_modern(scope: Scope) -> bool:
-    """Whether the SDK's session manager would route this request to its 2026-07-28 entry: an
-    ``MCP-Protocol-Version`` header (the first one) naming no handshake-era version."""
-    for name, value in scope["headers"]:
-        if name == _VERSION_HEADER:
-            return value.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
-    return False
 
 
 def _event(message: Mapping[str, Any]) -> bytes:

@@ -305,7 +305,8 @@ def build_app(
     proctor: ProctorServer, settings: HttpSettings, seat: WorkerSeat | None = None
 ) -> BearerAuth:
     """The SDK's streamable HTTP transport (its session manager, with proctor's own entry for
-    2026-07-28 requests in front, :mod:`proctor.mcp.exchange`) behind :class:`BearerAuth`
+    2026-07-28 requests in front, :mod:`proctor.mcp.exchange`, and proctor's own handshake-era
+    sessions, :mod:`proctor.mcp.sessions`) behind :class:`BearerAuth`
     (and, among several workers, :class:`~proctor.mcp.workers.SessionAffinity`)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -320,14 +321,17 @@ def build_app(
     from proctor.mcp.endpoint import McpEndpoint
     from proctor.mcp.exchange import ModernExchange
     from proctor.mcp.frames import MAX_BODY, StrictFrames
+    from proctor.mcp.sessions import HandshakeSessions
 
     manager = StreamableHTTPSessionManager(
         app=server, security_settings=security, max_request_body_size=MAX_BODY
     )
     # 2026-07-28 requests are served by proctor in front of the manager, with its pieces
     exchange = ModernExchange(server, security, manager.handle_request)
+    # and handshake-era sessions are held by proctor, each around the SDK's transport
+    sessions = HandshakeSessions(server, security, max_body=MAX_BODY)
     # Behind the bearer check: an unauthenticated body is never read (nor forwarded).
-    inner: ASGIApp = StrictFrames(McpEndpoint(manager, exchange), proctor.audit)
+    inner: ASGIApp = StrictFrames(McpEndpoint(manager, exchange, sessions), proctor.audit)
     if seat is not None:
         from proctor.mcp.workers import SessionAffinity
 
