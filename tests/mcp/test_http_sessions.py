@@ -265,7 +265,7 @@ def test_a_request_on_a_session_is_answered_as_the_sdk_answers_it(case: str) -> 
     _same(mine, theirs, ids)
     assert mine[1]["content-type"] == "text/event-stream"
     if tools.paths:  # answered on proctor's path (the SDK's side ran the dispatcher's)
-        assert tools.paths[0] == "_Call" and tools.paths[1] != "_Call", tools.paths
+        assert tools.paths[0] == "Call" and tools.paths[1] != "Call", tools.paths
     if case == "progress":
         events = [e for e in mine[2].decode().split("\r\n\r\n") if e]
         assert len(events) == 3 and '"notifications/progress"' in events[0], events
@@ -291,7 +291,7 @@ def test_what_proctors_path_does_not_take_gets_the_sdk_transports_answer(case: s
 
     mine, theirs, ids = anyio.run(go)
     _same(mine, theirs, ids)
-    assert "_Call" not in tools.paths
+    assert "Call" not in tools.paths
 
 
 def test_a_request_before_the_handshake_completes_is_answered_as_the_sdk_answers_it() -> None:
@@ -355,7 +355,7 @@ def test_cancelling_a_request_ends_its_stream_as_the_sdk_ends_it() -> None:
     mine, theirs, ids = anyio.run(go)
     _same(mine, theirs, ids)
     assert b'"code":-32800' in mine[2]
-    assert tools.cancelled == ["hang", "hang"] and tools.paths[0] == "_Call"
+    assert tools.cancelled == ["hang", "hang"] and tools.paths[0] == "Call"
 
 
 def test_a_client_that_may_be_asked_is_served_by_the_sdks_transport() -> None:
@@ -376,7 +376,7 @@ def test_a_client_that_may_be_asked_is_served_by_the_sdks_transport() -> None:
 
     mine, theirs, ids = anyio.run(go)
     _same(mine, theirs, ids)
-    assert "_Call" not in tools.paths and tools.ran == ["plain", "plain"]
+    assert "Call" not in tools.paths and tools.ran == ["plain", "plain"]
 
 
 def _user(client: str) -> AuthenticatedUser:

@@ -32,12 +32,11 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 import anyio
-import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
     AuthorizationContext,
@@ -59,20 +58,16 @@ from mcp.server.transport_security import (
     TransportSecuritySettings,
 )
 from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import (
     JSONRPCDispatcher,
     handler_exception_to_error_data,
-    progress_token_from_params,
 )
-from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     ErrorData,
     JSONRPCError,
-    JSONRPCNotification,
     JSONRPCRequest,
     jsonrpc_message_adapter,
 )
@@ -82,22 +77,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proctor.mcp.endpoint import FRAME_KEY
+from proctor.mcp.session_calls import PING_EVERY, Call, error_message, event, pinger
 
 if TYPE_CHECKING:
     from mcp.server import Server
-    from mcp.shared.dispatcher import CallOptions
     from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["HandshakeSessions"]
 
 logger = logging.getLogger(__name__)
 
-PING_EVERY = 15.0
-"""Seconds between the comments that keep a working request's event stream open (the SDK's
-event-stream response pings as often)."""
-
-_PING = b": ping\r\n\r\n"
-# server-to-client requests ride the request's own stream and wait on the dispatcher
 _ASKING = ("sampling", "elicitation", "roots", "tasks")
 
 
@@ -114,82 +103,6 @@ async def _nothing() -> Message:
     raise RuntimeError("a refusal reads nothing")
 
 
-def _event(message: Mapping[str, Any]) -> bytes:
-    """One ``message`` event, as the transport frames one (pydantic's JSON of the message)."""
-    return b"event: message\r\ndata: " + pydantic_core.to_json(message) + b"\r\n\r\n"
-
-
-class _Call:
-    """One request's dispatch context (what the dispatcher gives a handler) and its event
-    stream: the head goes with the first event, the response is the last."""
-
-    def __init__(
-        self, send: Send, head: list[tuple[bytes, bytes]], request: Request, req: JSONRPCRequest
-    ) -> None:
-        self._send = send
-        self._head = head
-        self._request_id = req.id
-        self._progress_token = progress_token_from_params(req.params)
-        self.transport = TransportContext(kind="jsonrpc", can_send_request=True)
-        self.message_metadata = ServerMessageMetadata(request_context=request)
-        self.cancel_requested = anyio.Event()
-        self.scope = anyio.CancelScope()
-        self.started = False
-        self.ended = False  # its session ended: the stream closes without an answer
-        self.pings: list[asyncio.Task[None]] = []
-        self._closed = False  # the handler is done: nothing more on its behalf
-
-    @property
-    def request_id(self) -> str | int:
-        return self._request_id
-
-    @property
-    def can_send_request(self) -> bool:
-        return not self._closed
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
-        # Only a client that declared no capability a request needs is served here (the
-        # others go to the SDK's transport); ``ping`` is the one request left, and proctor's
-        # handlers never send it.
-        raise NoBackChannelError(method)
-
-    async def notify(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> None:
-        if self._closed:
-            return
-        if params is not None:
-            message = JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params))
-        else:
-            message = JSONRPCNotification(jsonrpc="2.0", method=method)
-        data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        await self.write(b"event: message\r\ndata: " + data + b"\r\n\r\n")
-
-    async def progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None:
-        if self._progress_token is None:
-            return
-        params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await self.notify("notifications/progress", params)
-
-    def close(self) -> None:
-        self._closed = True
-
-    async def write(self, data: bytes, last: bool = False) -> None:
-        """Send one event (or ping), the stream's head first if it has not gone yet."""
-        if not self.started:
-            self.started = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": self._head})
-        await self._send({"type": "http.response.body", "body": data, "more_body": not last})
-
-
 class _Session:
     """One session: the SDK's transport (and the loop that serves what reaches it), the
     session's ``Connection`` and a runner over it, the requests answered here in flight, and
@@ -204,7 +117,7 @@ class _Session:
         self.idle_scope = anyio.CancelScope()
         self.in_flight = 0
         self.runner: ServerRunner[Any] | None = None
-        self.calls: dict[str | int, _Call] = {}
+        self.calls: dict[str | int, Call] = {}
         headers = {
             "Cache-Control": "no-cache, no-transform",
             "Connection": "keep-alive",
@@ -422,10 +335,10 @@ class HandshakeSessions:
         error mapped as it maps one, nothing but the transport's ``Request cancelled`` for a
         request the client cancelled) and what the transport writes for it."""
         assert session.runner is not None
-        call = _Call(send, session.head, request, req)
+        call = Call(send, session.head, request, req)
         key = coerce_request_id(req.id)
         session.calls[key] = call
-        pinging = asyncio.get_running_loop().call_later(PING_EVERY, _pinger, call)
+        pinging = asyncio.get_running_loop().call_later(PING_EVERY, pinger, call)
         answer: dict[str, Any] | None = None
         try:
             with call.scope:
@@ -443,7 +356,7 @@ class HandshakeSessions:
                 logger.exception("handler for %r raised", req.method)
                 error = ErrorData(code=0, message=str(exc))  # the dispatcher's code for it
             if not call.cancel_requested.is_set():
-                answer = _error(req.id, error)
+                answer = error_message(req.id, error)
         finally:
             pinging.cancel()
             for task in call.pings:
@@ -454,29 +367,11 @@ class HandshakeSessions:
             last = b""
         elif answer is None:  # cancelled: the transport ends the stream with this
             error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
-            last = _event(_error(req.id, error))
+            last = event(error_message(req.id, error))
         else:
-            last = _event(answer)
+            last = event(answer)
         with contextlib.suppress(OSError):  # the client went away: the answer is dropped
             await call.write(last, last=True)
-
-
-def _error(request_id: str | int, error: ErrorData) -> dict[str, Any]:
-    message = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-    return message.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
-def _pinger(call: _Call) -> None:
-    """A request past :data:`PING_EVERY` seconds: its stream opens and is pinged until the
-    answer."""
-
-    async def ping() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                await call.write(_PING)
-                await asyncio.sleep(PING_EVERY)
-
-    call.pings.append(asyncio.get_running_loop().create_task(ping()))
 
 
 def _cancelled_id(doc: Any) -> str | int | None:
