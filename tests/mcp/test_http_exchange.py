@@ -28,6 +28,7 @@ from proctor.mcp.exchange import ModernExchange
 from proctor.mcp.frames import MAX_BODY, StrictFrames, refusal
 from tests.fuzzing import FUZZ, mutated
 from tests.mcp.conftest import API_KEY, Ws
+from tests.mcp.lifespan import running
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -105,24 +106,8 @@ async def serving(tools: Tools) -> AsyncIterator[tuple[Any, Any, list[Any]]]:
 
     endpoint = McpEndpoint(manager, ModernExchange(server, SECURITY, fallback))
     app = StrictFrames(endpoint, lambda *a, **k: None)
-    started, stop = anyio.Event(), anyio.Event()
-    lifespan = [{"type": "lifespan.startup"}]
-
-    async def receive() -> dict[str, Any]:
-        if lifespan:
-            return lifespan.pop()
-        await stop.wait()
-        return {"type": "lifespan.shutdown"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "lifespan.startup.complete":
-            started.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(endpoint, {"type": "lifespan"}, receive, send)
-        await started.wait()
+    async with running(endpoint):
         yield app, manager.handle_request, handed
-        stop.set()
 
 
 def _request(method: str, params: dict[str, Any], rid: int = 1, **headers: str) -> Any:

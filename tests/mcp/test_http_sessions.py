@@ -27,6 +27,7 @@ from proctor.mcp.exchange import ModernExchange
 from proctor.mcp.frames import MAX_BODY, StrictFrames
 from proctor.mcp.sessions import HandshakeSessions
 from tests.mcp.conftest import API_KEY, Ws
+from tests.mcp.lifespan import running
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -90,28 +91,6 @@ def _server(tools: Tools) -> Server[Any]:
 
 
 @contextlib.asynccontextmanager
-async def _running(endpoint: McpEndpoint) -> AsyncIterator[None]:
-    started, stop = anyio.Event(), anyio.Event()
-    lifespan = [{"type": "lifespan.startup"}]
-
-    async def receive() -> dict[str, Any]:
-        if lifespan:
-            return lifespan.pop()
-        await stop.wait()
-        return {"type": "lifespan.shutdown"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "lifespan.startup.complete":
-            started.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(endpoint, {"type": "lifespan"}, receive, send)
-        await started.wait()
-        yield
-        stop.set()
-
-
-@contextlib.asynccontextmanager
 async def both(tools: Tools, idle: float | None = 1800) -> AsyncIterator[tuple[Any, Any]]:
     """Proctor's stack (its sessions, its exchange, the SDK's manager behind them) and the
     SDK's manager alone, the same server behind each, lifespans started."""
@@ -131,7 +110,7 @@ async def both(tools: Tools, idle: float | None = 1800) -> AsyncIterator[tuple[A
             session_idle_timeout=idle,
         )
     )
-    async with _running(ours), _running(sdk):
+    async with running(ours), running(sdk):
         audit = lambda *a, **k: None  # noqa: E731
         yield StrictFrames(ours, audit), StrictFrames(sdk, audit)
 

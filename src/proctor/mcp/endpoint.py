@@ -11,6 +11,7 @@ front of it, a 2026-07-28 request is answered by proctor's own entry in front of
 from __future__ import annotations
 
 import contextlib
+import functools
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,7 +29,14 @@ if TYPE_CHECKING:
 __all__ = ["FRAME_KEY", "MCP_PATH", "Exchange", "McpEndpoint", "Sessions", "is_modern", "respond"]
 
 _VERSION_HEADER = b"mcp-protocol-version"
-_handshake: list[frozenset[bytes]] = []  # the SDK's handshake-era versions, once imported
+
+
+@functools.cache
+def _handshake_versions() -> frozenset[bytes]:
+    """The SDK's handshake-era protocol versions, as a header's bytes (imported on first use)."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    return frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
 
 
 def is_modern(scope: Scope) -> bool:
@@ -36,13 +44,7 @@ def is_modern(scope: Scope) -> bool:
     ``MCP-Protocol-Version`` header (the first one) naming no handshake-era version."""
     for name, value in scope["headers"]:
         if name == _VERSION_HEADER:
-            if not _handshake:
-                from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
-                _handshake.append(
-                    frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
-                )
-            return value not in _handshake[0]
+            return value not in _handshake_versions()
     return False
 
 
