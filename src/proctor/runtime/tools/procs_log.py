@@ -199,16 +199,23 @@ def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
 def abandon(folder: Path) -> None:
     """A start whose supervisor gave no word: once the supervisor is dead, kill what it
     started (named or not) and record the process ``lost``."""
-    state = _json(folder / "state.json")
-    if state.get("state") in (None, *_UNENDED) and not running(folder):
+    if running(folder):
+        return
+    state = _json(folder / "state.json")  # read after the lock: see describe
+    if state.get("state") in (None, *_UNENDED):
         _reconcile_lost(folder, state)
 
 
 def describe(folder: Path) -> dict[str, Any]:
     """A process as ``process.list`` and ``proctor process list`` show it (a process whose
-    supervisor died unrecorded is reconciled to ``lost`` first)."""
-    spec, state = _json(folder / "spec.json"), _json(folder / "state.json")
+    supervisor died unrecorded is reconciled to ``lost`` first).
+
+    The lock is tried before the state is read: a supervisor records how its program ended
+    and only then lets go of the lock, so a state read after the lock was found free is
+    final. Read the other way round, a process ending between the two reads would be taken
+    for a lost one and its record overwritten."""
     alive = running(folder)
+    spec, state = _json(folder / "spec.json"), _json(folder / "state.json")
     if not alive and state.get("state") in _UNENDED:
         state = _reconcile_lost(folder, state)
     return {
@@ -270,8 +277,10 @@ def reconcile_lost(processes: Path) -> list[str]:
     for folder in sorted(processes.iterdir()):
         if not _ID.match(folder.name):
             continue
-        state = _json(folder / "state.json")
-        if state.get("state") in _UNENDED and not running(folder):
+        if running(folder):
+            continue
+        state = _json(folder / "state.json")  # read after the lock: see describe
+        if state.get("state") in _UNENDED:
             _reconcile_lost(folder, state)
             lost.append(folder.name)
     return lost
