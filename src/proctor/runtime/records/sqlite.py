@@ -720,13 +720,13 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
             "INSERT INTO audit_anchor (id, lines, body) VALUES (1, ?, ?) ON CONFLICT (id)"
             " DO UPDATE SET lines = excluded.lines, body = excluded.body"
             " WHERE excluded.lines >= audit_anchor.lines",
-            (int(anchor["lines"]), dumps(anchor)),
+            (int(anchor["lines"]), self._texts.anchor_text(anchor)),
         )
 
     def audit_anchor(self) -> dict[str, Any] | None:
         with self._lock:
             row = self._exec("SELECT body FROM audit_anchor WHERE id = 1").fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else self._texts.anchor(row[0])  # decoded once
 
     def close(self) -> None:
         """Commit what waits, then close (marking the file its checkpoint leaves, when the
