@@ -289,19 +289,14 @@ def _check_environment(driver: RunDriver) -> None:
         )
 
 
+# the step kinds this version runs (a tuple made once: a union written in the call is built
+# again at every start)
+_KINDS = (ToolStep, AskStep, AgentStep, OperationStep, SkillStep, WorkerStep, ProcessStep, WaitStep)
+
+
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
-        if not isinstance(
-            step,
-            ToolStep
-            | AskStep
-            | AgentStep
-            | OperationStep
-            | SkillStep
-            | WorkerStep
-            | ProcessStep
-            | WaitStep,
-        ):
+        if not isinstance(step, _KINDS):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
                 "step_kind_unsupported",
