@@ -481,7 +481,7 @@ class Session:
         verify_named_refs(method, base=skill.folder, workspace_root=self.workspace.root,
                           environ=self.environ)  # fmt: skip
         bare = no_config(self.workspace.root)  # proctor.toml looked at once for the start
-        check_parts(self, bare=bare)
+        journals = check_parts(self, bare=bare)  # whether a bundle journal was open
         kill_point("start.checked")
         if authority is None:
             authority = default_authority(managed=self.managed)
@@ -512,7 +512,7 @@ class Session:
         driver = RunDriver(self, record, skill, method, stop)
         driver.directive, driver.bare, driver.real_root = directive, bare, real
         driver.request_secrets = request_secrets
-        start_run(self, driver, inputs, cli_inputs, self._acquire)
+        start_run(self, driver, inputs, cli_inputs, self._acquire, journals=journals)
         try:
             try:
                 return driver.drive()
