@@ -51,12 +51,14 @@ def test_a_run_commits_its_start_step_and_seal_in_three_transactions(tmp_path: P
     assert not [q for q in begun if q.startswith("UPDATE leases SET expires_at")]
     # the store's newest audit anchor is read by the start's check, not again by the seal of a
     # process that counts its log's lines already
-    assert len([q for q in begun if q.startswith("SELECT body FROM audit_anchor")]) == 1
+    anchors = [q for q in begun if "SELECT body FROM audit_anchor" in q]
+    assert len(anchors) == 1
     # a run its driver's start created has no calls stored: none are read before the seal's
     sealing = next(n for n, q in enumerate(begun) if q.startswith("SELECT cursor, run_id"))
     assert not [q for q in begun[:sealing] if q.startswith("SELECT") and "FROM calls" in q]
-    # what crashed drivers left is looked for once, by the start (its drive does not again)
-    assert len([q for q in begun if "FROM journal WHERE state = 'open'" in q]) == 1
+    # what crashed drivers left is looked for once, by the start (its drive does not again),
+    # in the one read its check makes of the anchor
+    assert [q for q in begun if "FROM journal WHERE state = 'open'" in q] == anchors
     assert s.store.lease(envelope.run_id).holder == ""  # type: ignore[union-attr]
     assert not [q for q in begun if q.startswith("UPDATE runs") and "running" in q]
     assert not [q for q in begun if q.startswith("INSERT INTO run_counts") and "SELECT" in q[:60]]
@@ -436,3 +438,33 @@ def test_a_workspace_root_swapped_for_a_link_between_runs_is_seen_by_the_next_ru
     assert {name for name, _ in seen} == {"skills", "policy", "governing"}
     assert {given for _, given in seen} == {str(tmp_path / "moved")}
     assert derived  # the held governing workspace was not handed out
+
+
+def test_a_journal_left_open_is_rolled_back_by_the_next_runs_start(tmp_path: Path) -> None:
+    """The start's check reads the audit anchor and whether a bundle journal is open in one
+    read; a journal a crashed driver left open is then rolled back before the run starts, and
+    the next run's start, finding none open, reads no journal."""
+    from proctor.runtime.records.runs import JournalRecord
+
+    root = make_workspace(tmp_path)
+    make_skill(root, "one", ONE_ECHO)
+    s = session(root)
+    assert s.run("one", cwd=root).status == "sealed"
+    s.store.journal_open(JournalRecord("b-crashed", "r-crashed", "open", []))
+    begun: list[str] = []
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    first = s.run("one", cwd=root)
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert first.status == "sealed" and s.store.journal_pending() == []
+    started = [
+        line
+        for line in map(json.loads, (root / ".proctor" / "audit.jsonl").read_text().splitlines())
+        if line["event"] == "run_started" and line["run_id"] == first.run_id
+    ]
+    assert started[0]["recovered_bundles"] == ["b-crashed"]
+    assert any(q.startswith("SELECT bundle_id, run_id, state, entries FROM journal") for q in begun)
+    begun.clear()
+    s.store._conn.set_trace_callback(begun.append)  # type: ignore[attr-defined]
+    assert s.run("one", cwd=root).status == "sealed"
+    s.store._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert not any(q.startswith("SELECT bundle_id") for q in begun)

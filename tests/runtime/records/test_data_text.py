@@ -147,3 +147,20 @@ def test_a_long_text_is_not_kept_and_is_merged_all_the_same() -> None:
     for n in range(100):  # a bounded number of runs
         texts.made(f"r{n}", {"a": n})
     assert len(texts._kept) <= 64
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents, documents)
+def test_an_anchor_read_back_is_what_its_text_decodes_to(
+    anchor: dict[str, Any], other: dict[str, Any]
+) -> None:
+    texts = DataTexts()
+    text = texts.anchor_text(anchor)
+    assert text == dumps(anchor)
+    read = texts.anchor(text)  # kept (scalar members) or decoded: the same document
+    assert list(read) == list(json.loads(text)) and dumps(read) == text  # (NaN != NaN)
+    read.clear()  # a copy: the next read is whole again
+    assert dumps(texts.anchor(text)) == text
+    stored = dumps(other)  # another writer's text is decoded
+    assert list(texts.anchor(stored)) == list(json.loads(stored))
+    assert dumps(texts.anchor(stored)) == stored

@@ -121,7 +121,7 @@ class Governor:
         step_scopes: Mapping[str, tuple[Authority, Workspace]] | None = None,
         retain: bool = False,
     ) -> None:
-        if not isinstance(policies, PolicySet | Unrestricted):
+        if not isinstance(policies, (PolicySet, Unrestricted)):  # no union built per run
             raise ProctorError(
                 "incomplete context: policies not supplied; pass the loaded PolicySet, or "
                 "proctor.UNRESTRICTED to evaluate no policy rule on purpose",

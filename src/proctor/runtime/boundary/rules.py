@@ -290,8 +290,10 @@ def state_paths(root: Path, environ: Mapping[str, str], cwd: Path | None = None)
     folder and the settings alone, are kept between calls (:data:`_NAMED`)."""
     here = None if cwd is None else str(cwd)
     if here is None:
-        with contextlib.suppress(OSError):  # a removed current folder reads nothing from it
+        try:  # noqa: SIM105 - no suppress context made and entered: asked per run
             here = os.getcwd()
+        except OSError:  # a removed current folder reads nothing from it
+            pass
     settings = tuple(map(environ.get, STATE_VARIABLES))  # no generator frame: asked per run
     # the home's default (no PROCTOR_HOME) is HOME's, or the account entry's
     key = (str(root), here, settings, os.environ.get("HOME"))

@@ -245,6 +245,9 @@ def _plain_copy(node: dict[Any, Any] | list[Any], depth: int) -> Any:
         elif item is None or kind is int or kind is bool:
             continue
         elif kind is dict or kind is list:
+            if not item and depth < _PLAIN_DEPTH:  # an empty one's copy (what its call gives)
+                out[place] = [] if kind is list else {}
+                continue
             copy = _plain_copy(item, depth + 1)
             if copy is _WALK:
                 return _WALK

@@ -13,12 +13,17 @@ if TYPE_CHECKING:
 __all__ = ["recover_open_bundles"]
 
 
-def recover_open_bundles(host: RunHost) -> list[str]:
+def recover_open_bundles(host: RunHost, *, journals: bool | None = None) -> list[str]:
     """Roll back what crashed drivers left half-applied (see
     :func:`proctor.runtime.tools.fs_bundle.recover_bundles`); the bundle tool loads only when
     the store holds an open journal. Processes whose supervisor died are reconciled first
     (:func:`proctor.runtime.tools.procs_log.reconcile_lost`; loaded only when the workspace
-    has a processes folder)."""
+    has a processes folder).
+
+    ``journals=False``: the caller read the store a moment ago (the start's
+    :func:`~.start.check_parts`) and no journal was open, so the journal is not read again (a
+    journal another process opened since could as well have been opened just after this
+    read); ``None`` reads it."""
     # the folder's text, not a Path built and stat'ed through pathlib: asked before every run
     processes = f"{host.workspace.state_dir}/processes"
     # access first: the folder is usually absent, and isdir's stat would raise and catch a
@@ -29,7 +34,7 @@ def recover_open_bundles(host: RunHost) -> list[str]:
         from proctor.runtime.tools.procs_log import reconcile_lost
 
         reconcile_lost(Path(processes))
-    if not host.store.journal_pending():
+    if journals is False or not host.store.journal_pending():
         return []
     from proctor.runtime.tools.fs_bundle import recover_bundles
 

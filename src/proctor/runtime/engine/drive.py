@@ -333,12 +333,12 @@ class RunDriver:
 
         try:  # calls.skills: one tool per method of each skill a turn may call (a child run)
             tools: MutableMapping[str, Tool] = s.tools.copy()
-            tools.update(skill_tools(self, list(self.method.steps)))
+            _add(tools, skill_tools(self, list(self.method.steps)))
         except ProctorError as exc:
             raise Blocked(exc.code, exc.message, "admission_refused") from exc
-        tools.update(self._operations_or_blocked())
+        _add(tools, self._operations_or_blocked())
 
-        tools.update(unreadable_upstream_tools(self.method, tools, s.workspace, s.environ))
+        _add(tools, unreadable_upstream_tools(self.method, tools, s.workspace, s.environ))
         if self.confined():
             # a property of the run, not of the session class that drives it now
             tools = confined_tools(tools, workspace)
@@ -656,6 +656,13 @@ _AUTHORITIES_LOCK = threading.Lock()
 # the document's JSON text (sorted keys), from one C encoder built once: JSONEncoder.encode
 # builds a new one per call, which costs more than encoding the document
 _KEY = compact_encoder(sort_keys=True)
+
+
+def _add(tools: MutableMapping[str, Tool], more: Mapping[str, Tool]) -> None:
+    """``tools.update(more)``, not asked when ``more`` is empty (most runs' are: a table's
+    update is a MutableMapping's, in Python, with an ABC check of ``more``)."""
+    if more:
+        tools.update(more)
 
 
 def _authorities(doc: Any, method: Method) -> tuple[Authority, Authority]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from proctor.runtime.records.runs import RunStore
 
 __all__ = [
+    "LEASE_TTL_LEAST",
     "LEASE_TTL_SECONDS",
     "acquire_lease",
     "check_lease",
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 LEASE_TTL_SECONDS = 600.0
+LEASE_TTL_LEAST = 1.0
+"""The shortest lease :func:`lease_ttl` answers (``PROCTOR_LEASE_TTL`` below it is not used)."""
 _GONE_SECONDS = 10.0
 
 
@@ -55,7 +58,7 @@ def lease_ttl() -> float:
         value = float(text)
     except ValueError:
         return LEASE_TTL_SECONDS
-    return value if 1.0 <= value <= 86400.0 else LEASE_TTL_SECONDS
+    return value if LEASE_TTL_LEAST <= value <= 86400.0 else LEASE_TTL_SECONDS
 
 
 def holder_id() -> str:

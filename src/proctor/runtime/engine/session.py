@@ -56,6 +56,7 @@ from proctor.runtime.engine.delivery import (
 )
 from proctor.runtime.engine.host import AgentDriver, ChildCall, Clock, RunInterrupted
 from proctor.runtime.engine.lease import (
+    LEASE_TTL_LEAST,
     acquire_lease,
     check_lease,
     holder_dead,
@@ -398,7 +399,10 @@ class Session:
         the lease's epoch all the same. Before a seal it is then checked (one read, no commit:
         a driver that lost its lease writes no receipt)."""
         at = time.monotonic()
-        if at - self._renewed.get(run_id, -1e18) < lease_ttl() / 10:
+        since = at - self._renewed.get(run_id, -1e18)
+        # within a tenth of the shortest lease there is: so within a tenth of this one, which
+        # is not read (an unset PROCTOR_LEASE_TTL is a KeyError raised and caught in os.environ)
+        if since < LEASE_TTL_LEAST / 10 or since < lease_ttl() / 10:
             if not before_step:
                 check_lease(self.store, run_id, self._holder)
             return
@@ -481,7 +485,7 @@ class Session:
         verify_named_refs(method, base=skill.folder, workspace_root=self.workspace.root,
                           environ=self.environ)  # fmt: skip
         bare = no_config(self.workspace.root)  # proctor.toml looked at once for the start
-        check_parts(self, bare=bare)
+        journals = check_parts(self, bare=bare)  # whether a bundle journal was open
         kill_point("start.checked")
         if authority is None:
             authority = default_authority(managed=self.managed)
@@ -512,7 +516,7 @@ class Session:
         driver = RunDriver(self, record, skill, method, stop)
         driver.directive, driver.bare, driver.real_root = directive, bare, real
         driver.request_secrets = request_secrets
-        start_run(self, driver, inputs, cli_inputs, self._acquire)
+        start_run(self, driver, inputs, cli_inputs, self._acquire, journals=journals)
         try:
             try:
                 return driver.drive()

@@ -101,9 +101,13 @@ def run_egress(root: Path, bare: bool) -> EgressAllow:
     return EgressAllow() if bare else load_run_egress(root)
 
 
-def check_parts(host: RunHost, *, bare: bool = False) -> None:
+def check_parts(host: RunHost, *, bare: bool = False) -> bool | None:
     """Check the home, the signing key, the receipt store and the run store (``bare``: the
     workspace was just seen to have no ``proctor.toml``, so no ``[notify]`` to check).
+
+    Returns whether a bundle journal was open when the run store was read (in the read of the
+    audit log's anchor; ``None``: a store that reads them apart): :func:`start_run`'s
+    recovery need not read it again (``journals``).
 
     Raises:
         ConfigError: ``notify_config_invalid`` (``proctor.toml``'s ``[notify]`` or
@@ -121,12 +125,18 @@ def check_parts(host: RunHost, *, bare: bool = False) -> None:
     host.load_key()
     store = host.store  # opening it is the check (quick_check on a first open)
     log = host.audit.path
-    anchor = store.audit_anchor()
+    both = getattr(store, "start_reads", None)  # the anchor and the journal in one read
+    journals: bool | None = None
+    if both is None:
+        anchor = store.audit_anchor()
+    else:
+        anchor, journals = both()
     refuse_broken_log(log, anchor, log.name)
     host.audit.known_head = anchor  # the seal counts the log on from it (one read, not two)
     # a run that would pause with nobody told is refused before its first step
     if not bare:
         notify_config(host.workspace.root)
+    return journals
 
 
 def start_run(
@@ -139,6 +149,7 @@ def start_run(
     recover: bool = True,
     parent: str | None = None,
     link: dict[str, Any] | None = None,
+    journals: bool | None = None,
 ) -> None:
     """Prepare ``driver``'s run and create it in one transaction, holding its lease.
 
@@ -148,8 +159,10 @@ def start_run(
     ``tree``, the parent's run, step and call) goes on its ``run_started`` audit line, and its
     trace is its root's.
 
-    Call :func:`check_parts` first. On return the run exists with its inputs (or its recorded
-    refusal) and ``acquire`` took its lease; on any raise, nothing of the run exists.
+    Call :func:`check_parts` first (``journals``: what it returned: ``False``, no bundle
+    journal was open when it read the store a moment ago, so none is read again). On return
+    the run exists with its inputs (or its recorded refusal) and ``acquire`` took its lease;
+    on any raise, nothing of the run exists.
 
     Raises:
         StoreError: the run store refused the transaction (nothing is recorded).
@@ -163,7 +176,7 @@ def start_run(
     kill_point("start.validated")
     # Bundles a crashed driver left half-applied are rolled back before anything new starts
     # (by the root: a child run starts while its siblings may be applying theirs).
-    recovered = recover_open_bundles(host) if recover else []
+    recovered = recover_open_bundles(host, journals=journals) if recover else []
     driver.recovered = recover  # its drive need not look again: the run has no claim yet
     kill_point("start.recovered")
     if "start_blocked" not in record.data:
@@ -289,19 +302,14 @@ def _check_environment(driver: RunDriver) -> None:
         )
 
 
+# the step kinds this version runs (a tuple made once: a union written in the call is built
+# again at every start)
+_KINDS = (ToolStep, AskStep, AgentStep, OperationStep, SkillStep, WorkerStep, ProcessStep, WaitStep)
+
+
 def _check_kinds(method: Method) -> None:
     for step in method.steps:
-        if not isinstance(
-            step,
-            ToolStep
-            | AskStep
-            | AgentStep
-            | OperationStep
-            | SkillStep
-            | WorkerStep
-            | ProcessStep
-            | WaitStep,
-        ):
+        if not isinstance(step, _KINDS):
             kind = type(step).__name__.removesuffix("Step").lower()
             raise _Refused(
                 "step_kind_unsupported",

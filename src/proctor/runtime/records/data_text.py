@@ -56,15 +56,19 @@ def _members(data: Mapping[str, Any]) -> dict[str, str] | None:
 def _joined(members: Mapping[str, str]) -> str:
     """``dumps`` of the object whose members' value texts are ``members``."""
     heads = _HEADS
-    parts = []
-    for key in sorted(members):
+    try:  # every key's head known (the usual case): one comprehension, no call per member
+        return "{" + ",".join([heads[key] + members[key] for key in sorted(members)]) + "}"
+    except KeyError:
+        pass
+    found: dict[str, str] = {}
+    for key in members:
         head = heads.get(key)
         if head is None:
             if len(heads) >= _HEADS_MAX:
                 heads.clear()
             head = heads[key] = _KEY(key) + ":"
-        parts.append(head + members[key])
-    return "{" + ",".join(parts) + "}"
+        found[key] = head
+    return "{" + ",".join([found[key] + members[key] for key in sorted(members)]) + "}"
 
 
 # a member's key text and colon, by key (runs' data have the same few keys)
@@ -77,6 +81,8 @@ class DataTexts:
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[str, dict[str, str]]] = {}
+        # the audit anchor text the store last wrote, with the document that text decodes to
+        self._anchor: tuple[str, dict[str, Any]] | None = None
 
     def _keep(self, run_id: str, text: str, members: dict[str, str] | None) -> str:
         self._kept.pop(run_id, None)
@@ -110,3 +116,23 @@ class DataTexts:
         if found is None:
             return self._keep(run_id, dumps(merged), None)
         return self._keep(run_id, _joined(found), found)
+
+    def anchor_text(self, anchor: Mapping[str, Any]) -> str:
+        """``dumps(anchor)``, the text of an audit anchor the store writes, kept with the
+        document it decodes to when every member is a ``str``, ``int``, ``bool`` or ``None``
+        (``json.loads`` of the text gives those values back, keys in the text's sorted order)."""
+        text = dumps(anchor)
+        plain = all(v is None or type(v) in _SCALARS for v in anchor.values())
+        self._anchor = (text, {k: anchor[k] for k in sorted(anchor)}) if plain else None
+        return text
+
+    def anchor(self, stored: str) -> dict[str, Any]:
+        """``dict(json.loads(stored))``: a copy of the kept document when ``stored`` is, byte for
+        byte, the text kept (a text another writer stored differs, and is decoded)."""
+        kept = self._anchor
+        if kept is not None and kept[0] == stored:
+            return dict(kept[1])
+        return dict(json.loads(stored))
+
+
+_SCALARS = (str, int, bool)

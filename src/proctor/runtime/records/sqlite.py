@@ -34,13 +34,13 @@ from proctor.runtime.records.rows import (
 )
 from proctor.runtime.records.runs import (
     CallRecord,
-    JournalRecord,
     PendingRequest,
     RequestRecord,
     RunCounts,
     RunRecord,
 )
 from proctor.runtime.records.sqlite_counts import COUNT_ROWS, NEW_COUNTS
+from proctor.runtime.records.sqlite_journal import SQLiteJournal
 from proctor.runtime.records.sqlite_leases import SQLiteLeases
 from proctor.runtime.records.sqlite_schema import SCHEMA_VERSION, build_schema
 
@@ -50,7 +50,7 @@ _UNREAD = object()  # a lease row's epoch not read yet (see _stale)
 _SEQS_MAX = 4096  # the newest event seq of at most this many runs is kept (see append_event)
 
 
-class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
+class SQLiteRunStore(SQLiteLeases, SQLiteJournal, paged.PagedReads):
     """A :class:`proctor.runtime.records.runs.RunStore` in one SQLite file (WAL, synchronous=FULL
     for claims, so an effect's claim survives a power cut as well as a process kill)."""
 
@@ -686,32 +686,6 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
             finally:
                 self._exec("PRAGMA synchronous=NORMAL")
 
-    # -- journal ----------------------------------------------------------------------------
-
-    def journal_open(self, record: JournalRecord) -> None:
-        self._durable(
-            "INSERT INTO journal (bundle_id, run_id, state, entries) VALUES (?,?,?,?)",
-            (record.bundle_id, record.run_id, "open", dumps(record.entries)),
-            record.run_id,
-        )
-
-    def journal_close(self, bundle_id: str, state: str) -> None:
-        with self._lock:
-            row = self._exec("SELECT run_id FROM journal WHERE bundle_id = ?", (bundle_id,))
-            owner = row.fetchone()
-            self._durable(
-                "UPDATE journal SET state = ? WHERE bundle_id = ?",
-                (state, bundle_id),
-                None if owner is None else str(owner[0]),
-            )
-
-    def journal_pending(self) -> list[JournalRecord]:
-        with self._lock:
-            rows = self._exec(
-                "SELECT bundle_id, run_id, state, entries FROM journal WHERE state = 'open'"
-            ).fetchall()
-        return [JournalRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
-
     # -- the audit log's newest anchor ---------------------------------------------------------
 
     def record_audit_anchor(self, anchor: dict[str, Any]) -> None:
@@ -720,13 +694,18 @@ class SQLiteRunStore(SQLiteLeases, paged.PagedReads):
             "INSERT INTO audit_anchor (id, lines, body) VALUES (1, ?, ?) ON CONFLICT (id)"
             " DO UPDATE SET lines = excluded.lines, body = excluded.body"
             " WHERE excluded.lines >= audit_anchor.lines",
-            (int(anchor["lines"]), dumps(anchor)),
+            (int(anchor["lines"]), self._texts.anchor_text(anchor)),
         )
 
     def audit_anchor(self) -> dict[str, Any] | None:
-        with self._lock:
-            row = self._exec("SELECT body FROM audit_anchor WHERE id = 1").fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return self.start_reads()[0]
+
+    def start_reads(self) -> tuple[dict[str, Any] | None, bool]:
+        """:meth:`audit_anchor`, and whether a bundle journal is open, in one read."""
+        sql = "SELECT (SELECT body FROM audit_anchor WHERE id = 1), EXISTS (SELECT 1 FROM"
+        with self._lock:  # (its text as this store wrote it is decoded once: .data_text)
+            row = self._exec(sql + " journal WHERE state = 'open')").fetchone()
+        return None if row[0] is None else self._texts.anchor(row[0]), bool(row[1])
 
     def close(self) -> None:
         """Commit what waits, then close (marking the file its checkpoint leaves, when the
