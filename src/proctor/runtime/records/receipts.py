@@ -602,15 +602,29 @@ class ReceiptStore:
         )
 
 
+_PLAIN_KINDS: set[tuple[str, str]] = set()
+"""(kind, outcome) pairs of exact strings found plain letters (a store writes a few)."""
+
+
+def _plain_kinds(kinds: set[tuple[str, str]]) -> bool:
+    """Whether every kind and outcome is plain ASCII letters (kept in :data:`_PLAIN_KINDS`
+    when they are exact strings)."""
+    if not all(
+        kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii()
+        for kind, outcome in kinds
+    ):
+        return False
+    if len(_PLAIN_KINDS) < 256 and all(type(k) is str and type(o) is str for k, o in kinds):
+        _PLAIN_KINDS.update(kinds)
+    return True
+
+
 def _index_lines(
     todo: Sequence[tuple[str, bytes, str, str]], pack: str, ats: list[int], sizes: list[int]
 ) -> bytes:
     """The index lines of a batch: ``json.dumps`` of each entry, compact, one a line."""
     kinds = {(item[2], item[3]) for item in todo}
-    if all(
-        kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii()
-        for kind, outcome in kinds
-    ):
+    if kinds <= _PLAIN_KINDS or _plain_kinds(kinds):
         # what json.dumps writes for these values (ids are checked hex, names plain
         # letters), without building a dict per receipt
         return "".join(
