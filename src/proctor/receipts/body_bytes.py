@@ -105,16 +105,28 @@ def _audit_head(head: Mapping[str, Any]) -> str | None:
     return f'{{"audit_head":{{"last_digest":"{last}","lines":{lines}}},"authority_digest":'
 
 
+_PLAIN_IDENTITIES: set[str] = set()
+"""Identities found plain (a seal writes its run's, and the runs of a skill share one)."""
+
+
 def _is_plain_identity(identity: object) -> bool:
     """Whether ``identity`` is a package identity JSON writes as it is (and the recognizer
     takes): a known kind, then printable ASCII without a quote or backslash."""
-    return (
-        type(identity) is str
-        and len(identity) <= MAX_IDENTITY_CHARS
+    if type(identity) is not str:
+        return False
+    if identity in _PLAIN_IDENTITIES:
+        return True
+    plain = (
+        len(identity) <= MAX_IDENTITY_CHARS
         and identity.startswith(IDENTITY_KINDS)
         and identity not in IDENTITY_KINDS
         and _PLAIN(identity) is not None
     )
+    if plain:
+        if len(_PLAIN_IDENTITIES) >= _HEADS_MAX:
+            _PLAIN_IDENTITIES.clear()
+        _PLAIN_IDENTITIES.add(identity)
+    return plain
 
 
 def plain_text(

@@ -152,9 +152,11 @@ def format_time(moment: datetime) -> str:
     Raises:
         UsageError: (code ``naive_datetime``) the datetime has no timezone.
     """
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise UsageError("receipt times must be timezone-aware", code="naive_datetime")
-    m = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    m = moment
+    if m.tzinfo is not UTC:  # (UTC's offset is never None: asked only of another zone)
+        if m.tzinfo is None or m.utcoffset() is None:
+            raise UsageError("receipt times must be timezone-aware", code="naive_datetime")
+        m = m.astimezone(UTC)
     # what strftime("%Y-%m-%dT%H:%M:%S.%fZ") writes, at a tenth of its cost (a seal formats
     # two times per receipt): the text up to the second is written once per second
     return f"{second_head(m)}{m.microsecond:06d}Z"

@@ -74,6 +74,11 @@ __all__ = ["ChildList", "Clock", "ReceiptSink", "ReceiptWriter", "Ref", "seal", 
 Clock = Callable[[], datetime]
 _WRITERS = itertools.count(1)  # each writer numbers its refs from its own base
 _IS_DIGEST = re.compile(r"sha256:[0-9a-f]{64}").fullmatch  # is_digest, for an exact str
+# a stored time as ``datetime.isoformat`` writes a UTC reading with microseconds: its receipt
+# text (:func:`format_time`) is its first 26 characters and ``Z``
+_UTC_TEXT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}\+00:00"
+).fullmatch
 _sha256 = hashlib.sha256
 _NO_REFS = range(0)  # the refs of this writer a receipt without children may name
 _new_ref = tuple.__new__  # a Ref from its seven fields in one step (Ref's own __new__ binds
@@ -366,6 +371,28 @@ class ReceiptWriter:
             self._package = package_digest
             return True
         return False
+
+    def moment(self, value: Any, default: datetime) -> datetime:
+        """``datetime.fromisoformat(value)`` of a stored time, ``default`` when ``value`` is not
+        a string or does not parse. A text of the form ``YYYY-MM-DDTHH:MM:SS.ffffff+00:00``
+        (a UTC clock reading, as the run store keeps it) also gives this writer the moment's
+        receipt text (:func:`format_time` of it is the text up to the fraction's end and
+        ``Z``), so a receipt naming it does not format it again."""
+        if not isinstance(value, str):
+            return default
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return default
+        # a fraction of 000000 is left to format_time: an hour 24 (which later versions read
+        # as the next day's midnight) has no other
+        if _UTC_TEXT(value) is not None and moment.microsecond:
+            times = self._times
+            if moment not in times:
+                if len(times) >= 4096:
+                    times.clear()
+                times[moment] = value[:26] + "Z"
+        return moment
 
     def _time(self, moment: datetime) -> str:
         """:func:`format_time` of ``moment``, remembered for the moments a seal repeats (a

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from proctor.contracts.envelope import Refusal, RunEnvelope
@@ -43,15 +42,6 @@ __all__ = [
 
 SEAL_BATCH = 4096
 """Receipts written and synced together when a run seals (a 30,002-receipt tree: 8 batches)."""
-
-
-def _time(value: Any, default: datetime) -> datetime:
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            return default
-    return default
 
 
 def call_receipt_outcome(record: CallRecord) -> tuple[str, str | None]:
@@ -170,20 +160,20 @@ def _seal(
     store = s.store
     data = record.data
     now = s.clock()
-    run_started = _time(data.get("started_at"), now)
     # the tree in a few synced batches, not one per step (the run receipt, written last, is
     # on disk with everything below it before the envelope names it); calls and steps are
     # read a page at a time, so what the seal holds does not grow with the run (segments
     # bound the refs, the window bounds the trace)
     writer = ReceiptWriter(s.receipts, s.signer, clock=s.clock, batch=SEAL_BATCH)
+    _time = writer.moment  # stored times, each also known to the writer as receipt text
+    run_started = _time(data.get("started_at"), now)
     name, pkg = record.skill, data.get("package_digest")
     deciders = {} if no_requests else decided_by(store.requests(record.run_id))
     window = TraceWindow()
     done_notes: list[str] = []
     # a run of more than SEGMENT_FANOUT steps, a step of more calls: grouped into segments
-    step_refs = ChildList(
-        writer, Subject(name, pkg, record.method), started_at=run_started, ended_at=now
-    )
+    run_subject = Subject(name, pkg, record.method)
+    step_refs = ChildList(writer, run_subject, started_at=run_started, ended_at=now)
     spent: int | None = None  # the tree's spend: the run's priced steps and its children's
     for step_id, step, step_calls in seal_groups(store, record.run_id):
         if step is None:
@@ -224,6 +214,7 @@ def _seal(
             sandbox = sandbox_use(settled.get("sandbox"))
             if sandbox is not None and sandbox.trust is not None:
                 verdicts.append(Verdict("sandbox", sandbox.trust, "warn"))
+            child = _called_child(store, settled)  # the child run a skill call drove
             c_started = _time(settled.get("started_at"), run_started)
             c_ended = max(_time(settled.get("ended_at"), c_started), c_started)
             call_refs.add(
@@ -239,10 +230,10 @@ def _seal(
                     else None,
                     verdicts=verdicts,
                     sandbox=None if sandbox is None else sandbox.receipt_json(),
-                    children=_child_run_refs(store, settled),
+                    children=_child_run_refs(child),
                 )
             )
-            child_spend = _called_spend(store, settled)
+            child_spend = _called_spend(child)
             if child_spend is not None:
                 called = (called or 0) + child_spend
         s_spend = None if step is None else _step_spend(store, step)
@@ -279,7 +270,7 @@ def _seal(
         spent = 0  # under a limit the total is stated, even when nothing was priced
     head = _audit_head(s)
     root = writer.run(
-        Subject(name, pkg, record.method),
+        run_subject,
         outcome=outcome,
         seal_reason=seal_reason,
         started_at=run_started,
@@ -434,16 +425,16 @@ def _called_child(store: Any, settled: dict[str, Any]) -> Any:
     return store.get_run(child_id) if isinstance(child_id, str) else None
 
 
-def _called_spend(store: Any, settled: dict[str, Any]) -> int | None:
-    """What the tree of a skill call's child spent (``None``: not a skill call, or nothing)."""
-    child = _called_child(store, settled)
+def _called_spend(child: Any) -> int | None:
+    """What the tree of a skill call's child (:func:`_called_child`) spent (``None``: not a
+    skill call, or nothing)."""
     spent = None if child is None else child.data.get("spend_total")
     return spent if isinstance(spent, int) else None
 
 
-def _child_run_refs(store: Any, settled: dict[str, Any]) -> list[Any]:
-    """The run receipt of the child a skill call drove (calls.skills), committed by its call."""
-    child = _called_child(store, settled)
+def _child_run_refs(child: Any) -> list[Any]:
+    """The run receipt of the child a skill call drove (calls.skills, :func:`_called_child`),
+    committed by its call."""
     if child is None or child.receipt_id is None:
         return []
     tree = child.data.get("receipt_tree") or {}

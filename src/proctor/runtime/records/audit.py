@@ -229,29 +229,30 @@ class AuditLog:
         }
         record.update(safe)
         # The line without its "prev", from pre-encoded parts: only the values are encoded,
-        # by one reused encoder (the same bytes json.dumps of the whole record gives).
-        encoded = (
-            _HEAD
-            + event_id
-            + '","run_id":'
-            + ("null" if run_id is None else _text(run_id))
-            + ',"sequence":'
-            + ("null" if sequence is None else str(sequence))
-            + ',"step_index":'
-            + (
+        # by one reused encoder (the same bytes json.dumps of the whole record gives), and
+        # joined once (a chain of + copies the growing line at each part).
+        encoded = "".join(
+            (
+                _HEAD,
+                event_id,
+                '","run_id":',
+                "null" if run_id is None else _text(run_id),
+                ',"sequence":',
+                "null" if sequence is None else str(sequence),
+                ',"step_index":',
                 "null"
                 if step_index is None
                 else str(step_index)
                 if type(step_index) is int
-                else _encode(step_index)
+                else _encode(step_index),
+                ',"timestamp":"',
+                stamp,
+                '","event":',
+                _text(event),
+                ',"redacted_fields":',
+                _encode(redacted) if redacted else "[]",
+                "," + _encode(safe)[1:-1] if safe else "",
             )
-            + ',"timestamp":"'
-            + stamp
-            + '","event":'
-            + _text(event)
-            + ',"redacted_fields":'
-            + (_encode(redacted) if redacted else "[]")
-            + ("," + _encode(safe)[1:-1] if safe else "")
         )
         return record, encoded
 

@@ -51,6 +51,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import repeat
@@ -88,6 +89,7 @@ _ID_LENGTH = len(_PREFIX) + 64
 _HEX_DIGITS = b"0123456789abcdef"
 _STAGING = ".tmp-"  # files being written; never a sign that a folder is someone else's
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_DAY_NS = 86_400 * 10**9  # a UTC day of POSIX time (which has no leap seconds)
 
 
 def receipt_hex(receipt_id: str) -> str:
@@ -138,6 +140,7 @@ class ReceiptStore:
         self._shelf = PackShelf(self.directory)
         self._packs_made = False
         self._pack_at: tuple[str, int] = ("", 0)  # the UTC day and number of the last pack
+        self._day: tuple[int, str] = (-1, "")  # the last UTC day asked: days since 1970, text
         self._pack_named: tuple[tuple[str, int], str, str] = (("", -1), "", "")
         # the pack and index files this store appended to last, each as (device, inode, size
         # after the append): the same file at that size ends with the batch this store wrote
@@ -492,7 +495,7 @@ class ReceiptStore:
                 if not packs.is_dir() or packs.is_symlink():
                     raise self._foreign(f"its {PACKS_DIR} is not a folder") from None
             self._packs_made = True
-        day = datetime.now(UTC).date().isoformat()
+        day = self._today()
         n = self._pack_at[1] if self._pack_at[0] == day else 0
         while True:
             name, path = self._pack_path(packs, day, n)
@@ -522,6 +525,17 @@ class ReceiptStore:
                 return fd, name, place
             os.close(fd)  # full (or not a pack of ours under that name): the next one
             n += 1
+
+    def _today(self) -> str:
+        """The UTC day now as ``YYYY-MM-DD`` (``datetime.now(UTC).date().isoformat()``), written
+        once per day: POSIX time counts a day as 86,400 seconds."""
+        days = time.time_ns() // _DAY_NS
+        known = self._day
+        if known[0] == days:
+            return known[1]
+        text = datetime.fromtimestamp(days * 86_400, UTC).date().isoformat()
+        self._day = (days, text)
+        return text
 
     def _pack_path(self, packs: Path, day: str, n: int) -> tuple[str, str]:
         """The name and path of the ``n``-th pack of ``day`` (a pure function of both, kept
@@ -588,15 +602,29 @@ class ReceiptStore:
         )
 
 
+_PLAIN_KINDS: set[tuple[str, str]] = set()
+"""(kind, outcome) pairs of exact strings found plain letters (a store writes a few)."""
+
+
+def _plain_kinds(kinds: set[tuple[str, str]]) -> bool:
+    """Whether every kind and outcome is plain ASCII letters (kept in :data:`_PLAIN_KINDS`
+    when they are exact strings)."""
+    if not all(
+        kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii()
+        for kind, outcome in kinds
+    ):
+        return False
+    if len(_PLAIN_KINDS) < 256 and all(type(k) is str and type(o) is str for k, o in kinds):
+        _PLAIN_KINDS.update(kinds)
+    return True
+
+
 def _index_lines(
     todo: Sequence[tuple[str, bytes, str, str]], pack: str, ats: list[int], sizes: list[int]
 ) -> bytes:
     """The index lines of a batch: ``json.dumps`` of each entry, compact, one a line."""
     kinds = {(item[2], item[3]) for item in todo}
-    if all(
-        kind.isalpha() and kind.isascii() and outcome.isalpha() and outcome.isascii()
-        for kind, outcome in kinds
-    ):
+    if kinds <= _PLAIN_KINDS or _plain_kinds(kinds):
         # what json.dumps writes for these values (ids are checked hex, names plain
         # letters), without building a dict per receipt
         return "".join(
