@@ -101,13 +101,13 @@ def run_egress(root: Path, bare: bool) -> EgressAllow:
     return EgressAllow() if bare else load_run_egress(root)
 
 
-def check_parts(host: RunHost, *, bare: bool = False) -> bool | None:
+def check_parts(host: RunHost, *, bare: bool = False) -> bool:
     """Check the home, the signing key, the receipt store and the run store (``bare``: the
     workspace was just seen to have no ``proctor.toml``, so no ``[notify]`` to check).
 
     Returns whether a bundle journal was open when the run store was read (in the read of the
-    audit log's anchor; ``None``: a store that reads them apart): :func:`start_run`'s
-    recovery need not read it again (``journals``).
+    audit log's anchor, :meth:`RunStore.start_reads`): :func:`start_run`'s recovery need not
+    read it again (``journals``).
 
     Raises:
         ConfigError: ``notify_config_invalid`` (``proctor.toml``'s ``[notify]`` or
@@ -125,12 +125,7 @@ def check_parts(host: RunHost, *, bare: bool = False) -> bool | None:
     host.load_key()
     store = host.store  # opening it is the check (quick_check on a first open)
     log = host.audit.path
-    both = getattr(store, "start_reads", None)  # the anchor and the journal in one read
-    journals: bool | None = None
-    if both is None:
-        anchor = store.audit_anchor()
-    else:
-        anchor, journals = both()
+    anchor, journals = store.start_reads()  # the anchor and the journal in one read
     refuse_broken_log(log, anchor, log.name)
     host.audit.known_head = anchor  # the seal counts the log on from it (one read, not two)
     # a run that would pause with nobody told is refused before its first step

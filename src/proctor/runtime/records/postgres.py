@@ -33,7 +33,8 @@ from typing import Any
 from proctor.errors import StoreError
 from proctor.runtime.records import paged
 from proctor.runtime.records.fencing import lease_lost, process_site
-from proctor.runtime.records.postgres_leases import MAKE, TAKE
+from proctor.runtime.records.postgres_journal import PostgresJournal
+from proctor.runtime.records.postgres_leases import MAKE, NOW, TAKE
 from proctor.runtime.records.postgres_pool import (
     begin,
     close_pools,
@@ -65,7 +66,6 @@ from proctor.runtime.records.rows import (
 )
 from proctor.runtime.records.runs import (
     CallRecord,
-    JournalRecord,
     LeaseRecord,
     PendingRequest,
     RequestRecord,
@@ -75,10 +75,8 @@ from proctor.runtime.records.runs import (
 
 __all__ = ["PostgresRunStore", "close_pools", "is_postgres_url"]
 
-_NOW = "extract(epoch from clock_timestamp())"
 
-
-class PostgresRunStore(paged.PagedReads):
+class PostgresRunStore(PostgresJournal, paged.PagedReads):
     """A :class:`proctor.runtime.records.runs.RunStore` in a PostgreSQL database."""
 
     def __init__(self, url: str, *, shown: str = "$PROCTOR_DATABASE_URL") -> None:
@@ -709,7 +707,7 @@ class PostgresRunStore(paged.PagedReads):
             return False
         done = self._rows(  # alone, without the flush: see .postgres_writes
             unflushed(
-                f"UPDATE leases SET expires_at = {_NOW} + %s WHERE run_id = %s AND holder = %s"
+                f"UPDATE leases SET expires_at = {NOW} + %s WHERE run_id = %s AND holder = %s"
                 " AND epoch = %s",
                 getattr(self._local, "conn", None) is None,
             )
@@ -720,7 +718,7 @@ class PostgresRunStore(paged.PagedReads):
 
     def lease(self, run_id: str) -> LeaseRecord | None:
         row = self._one(
-            f"SELECT holder, epoch, expires_at <= {_NOW}, taken_from FROM leases WHERE run_id = %s",
+            f"SELECT holder, epoch, expires_at <= {NOW}, taken_from FROM leases WHERE run_id = %s",
             (run_id,),
         )
         if row is None:
@@ -749,52 +747,6 @@ class PostgresRunStore(paged.PagedReads):
         elif done:
             self._fences.pop(run_id, None)
             self._taken.pop(run_id, None)
-
-    # -- journal ----------------------------------------------------------------------------
-
-    def journal_open(self, record: JournalRecord) -> None:
-        self._fenced_rows(
-            record.run_id,
-            "INSERT INTO journal (bundle_id, run_id, state, entries) SELECT %s,%s,%s,%s"
-            " WHERE {ok} RETURNING 1",
-            (record.bundle_id, record.run_id, "open", dumps(record.entries)),
-        )
-
-    def journal_close(self, bundle_id: str, state: str) -> None:
-        owner = self._one("SELECT run_id FROM journal WHERE bundle_id = %s", (bundle_id,))
-        self._fenced_rows(
-            "" if owner is None else str(owner[0]),
-            "UPDATE journal SET state = %s WHERE bundle_id = %s AND {ok} RETURNING 1",
-            (state, bundle_id),
-        )
-
-    def journal_pending(self) -> list[JournalRecord]:
-        """Open bundles, except those of a run whose live lease is held on another machine:
-        that driver is applying the bundle now (a bundle's owner is checked by process id,
-        which only means something on its own machine; across machines the lease tells)."""
-        import socket
-
-        rows = self._rows(
-            "SELECT bundle_id, run_id, state, entries FROM journal j WHERE state = 'open'"
-            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = j.run_id"
-            f" AND l.expires_at > {_NOW} AND split_part(l.holder, '|', 1) <> %s)",
-            (socket.gethostname(),),
-        )
-        return [JournalRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
-
-    # -- the audit log's newest anchor ------------------------------------------------------
-
-    def record_audit_anchor(self, anchor: dict[str, Any]) -> None:
-        self._rows(
-            "INSERT INTO audit_anchor (id, lines, body) VALUES (1, %s, %s) ON CONFLICT (id)"
-            " DO UPDATE SET lines = excluded.lines, body = excluded.body"
-            " WHERE excluded.lines >= audit_anchor.lines",
-            (int(anchor["lines"]), dumps(anchor)),
-        )
-
-    def audit_anchor(self) -> dict[str, Any] | None:
-        row = self._one("SELECT body FROM audit_anchor WHERE id = 1")
-        return None if row is None else dict(json.loads(row[0]))
 
     def close(self) -> None:
         """Nothing to release per store: the process's pool outlives it (see close_pools)."""

@@ -18,18 +18,19 @@ it at once, in the transaction that created the run.
 
 from __future__ import annotations
 
-__all__ = ["MAKE", "TAKE"]
+__all__ = ["MAKE", "NOW", "TAKE"]
 
-_NOW = "extract(epoch from clock_timestamp())"
+NOW = "extract(epoch from clock_timestamp())"
+"""The database's clock in epoch seconds (leases expire by it, not by a machine's)."""
 
 TAKE = (
-    "WITH cur AS MATERIALIZED (SELECT holder, expires_at < " + _NOW + " AS expired, epoch"
+    "WITH cur AS MATERIALIZED (SELECT holder, expires_at < " + NOW + " AS expired, epoch"
     " FROM leases WHERE run_id = %s FOR UPDATE SKIP LOCKED),"
     " act AS MATERIALIZED (SELECT holder, epoch, CASE"
     " WHEN holder = %s AND epoch = %s::bigint THEN 'renew'"
     " WHEN holder NOT IN ('', %s) AND NOT expired AND holder IS DISTINCT FROM %s::text"
     " THEN 'held' ELSE 'take' END AS what FROM cur),"
-    " done AS (UPDATE leases l SET holder = %s, expires_at = " + _NOW + " + %s,"
+    " done AS (UPDATE leases l SET holder = %s, expires_at = " + NOW + " + %s,"
     " epoch = CASE WHEN a.what = 'take' THEN a.epoch + 1 ELSE a.epoch END,"
     " taken_from = CASE WHEN a.what = 'renew' THEN l.taken_from"
     " WHEN a.holder IN ('', %s) THEN NULL ELSE a.holder END"
@@ -43,7 +44,7 @@ row, or one locked by another driver)."""
 
 MAKE = (
     "INSERT INTO leases (run_id, holder, expires_at, epoch) VALUES"
-    " (%s, %s, " + _NOW + " + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1"
+    " (%s, %s, " + NOW + " + %s, 1) ON CONFLICT (run_id) DO NOTHING RETURNING 1"
 )
 """A run's first lease row, held at epoch 1 (nothing when the run has one already).
 Parameters: run id, holder, the lease's seconds."""

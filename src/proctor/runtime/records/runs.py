@@ -139,6 +139,13 @@ class JournalRecord:
     entries: list[dict[str, Any]]
 
 
+START_READS = (
+    "SELECT (SELECT body FROM audit_anchor WHERE id = 1),"
+    " EXISTS (SELECT 1 FROM journal WHERE state = 'open')"
+)
+""":meth:`RunStore.start_reads` in SQL (the same text for SQLite and PostgreSQL): one row."""
+
+
 class RunStore(Protocol):
     """What every run store offers. Methods raise :class:`proctor.errors.StoreError`."""
 
@@ -379,6 +386,11 @@ class RunStore(Protocol):
 
     def audit_anchor(self) -> dict[str, Any] | None:
         """The newest audit anchor kept, or ``None``."""
+        ...
+
+    def start_reads(self) -> tuple[dict[str, Any] | None, bool]:
+        """:meth:`audit_anchor` and whether a bundle journal is open (:meth:`journal_pending`
+        would answer some), in one read: what a run's start checks before its first write."""
         ...
 
     def close(self) -> None:

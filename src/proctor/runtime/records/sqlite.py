@@ -33,6 +33,7 @@ from proctor.runtime.records.rows import (
     run_from_row,
 )
 from proctor.runtime.records.runs import (
+    START_READS,
     CallRecord,
     PendingRequest,
     RequestRecord,
@@ -702,9 +703,8 @@ class SQLiteRunStore(SQLiteLeases, SQLiteJournal, paged.PagedReads):
 
     def start_reads(self) -> tuple[dict[str, Any] | None, bool]:
         """:meth:`audit_anchor`, and whether a bundle journal is open, in one read."""
-        sql = "SELECT (SELECT body FROM audit_anchor WHERE id = 1), EXISTS (SELECT 1 FROM"
         with self._lock:  # (its text as this store wrote it is decoded once: .data_text)
-            row = self._exec(sql + " journal WHERE state = 'open')").fetchone()
+            row = self._exec(START_READS).fetchone()
         return None if row[0] is None else self._texts.anchor(row[0]), bool(row[1])
 
     def close(self) -> None:
