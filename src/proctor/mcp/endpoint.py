@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 MCP_PATH = "/mcp"
 """Where the endpoint serves MCP; any other path gets 404."""
@@ -26,7 +26,35 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["FRAME_KEY", "MCP_PATH", "Exchange", "McpEndpoint", "Sessions", "is_modern", "respond"]
+__all__ = [
+    "FRAME_KEY",
+    "MCP_PATH",
+    "PING_EVERY",
+    "Exchange",
+    "McpEndpoint",
+    "Sessions",
+    "is_modern",
+    "progress_params",
+    "respond",
+]
+
+PING_EVERY = 15.0
+"""Seconds a handler may work without a word before its answer becomes an event stream, and
+between the pings of that stream (the SDK's own transports use the same), on both protocols."""
+
+
+def progress_params(
+    token: str | int, progress: float, total: float | None, message: str | None
+) -> dict[str, Any]:
+    """The params of a ``notifications/progress`` for ``token`` (``total`` and ``message`` only
+    when given), as the SDK's dispatch contexts send them."""
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    return params
+
 
 _VERSION_HEADER = b"mcp-protocol-version"
 

@@ -51,7 +51,7 @@ from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from proctor.mcp.endpoint import FRAME_KEY, is_modern, respond
+from proctor.mcp.endpoint import FRAME_KEY, PING_EVERY, is_modern, progress_params, respond
 from proctor.receipts.jsontext import reusable_encoder
 
 if TYPE_CHECKING:
@@ -61,9 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PING_EVERY", "ModernExchange", "is_modern"]
 
-PING_EVERY = 15.0
-"""Seconds a handler may work without a word before its answer becomes an event stream, and
-between the pings of that stream (the SDK's entry uses the same)."""
 
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _SSE_HEADERS = [
@@ -136,11 +133,7 @@ class _Reply:
     ) -> None:
         if self.progress_token is None:
             return
-        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
+        params = progress_params(self.progress_token, progress, total, message)
         await self.notify("notifications/progress", params)
 
     async def event(self, data: bytes) -> None:

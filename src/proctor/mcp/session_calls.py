@@ -21,15 +21,14 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest
 from starlette.requests import Request
 
+from proctor.mcp.endpoint import PING_EVERY, progress_params
+
 if TYPE_CHECKING:
     from mcp.shared.dispatcher import CallOptions
     from starlette.types import Send
 
 __all__ = ["PING_EVERY", "Call", "error_message", "event", "pinger"]
 
-PING_EVERY = 15.0
-"""Seconds between the comments that keep a working request's event stream open (the SDK's
-event-stream response pings as often)."""
 
 _PING = b": ping\r\n\r\n"
 
@@ -92,11 +91,7 @@ class Call:
     ) -> None:
         if self._progress_token is None:
             return
-        params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
+        params = progress_params(self._progress_token, progress, total, message)
         await self.notify("notifications/progress", params)
 
     def close(self) -> None:
