@@ -13,8 +13,13 @@
               older than the racily-clean window (3 s: a package changed within it is read
               and hashed again at every run). Target: a run <= 8x the floor's CPU and
               <= 3 syncs.
+  --parts     where the CPU goes (after the ratio): the floor's three parts timed apart, and
+              the CPU a run spends inside its syncs, its Ed25519 signatures and its SQLite
+              statements (each call wrapped and timed in this process), the rest (Python),
+              and its system time. The ratio moves with the machine: the floor is mostly
+              system time (the fsyncs), the run mostly Python, and machines differ in both.
 
-    .venv/bin/python bench/one_step.py [--runs 200]
+    .venv/bin/python bench/one_step.py [--runs 200] [--parts]
 
 A benchmark, not a test: it asserts nothing but that runs sealed. The machine may be shared:
 read the ratio, not the milliseconds.
@@ -32,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SKILL_MD = "---\nname: one\ndescription: One echo step, for the benchmark.\n---\n"
@@ -180,6 +186,118 @@ def run_samples(root: Path, n: int) -> list[float]:
         session.close()
 
 
+def floor_parts(root: Path, n: int) -> dict[str, float]:
+    """The median CPU of each of the floor's parts, timed apart (as :func:`floor_samples`)."""
+    from proctor.receipts.signing import signer_from_seed
+
+    signer = signer_from_seed(bytes(range(32)))
+    body = b'{"pad":"' + b"x" * 600 + b'"}'
+    conn = sqlite3.connect(str(root / "parts.sqlite"), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT)")
+    fd = os.open(root / "parts.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    out: dict[str, list[float]] = {"fsync": [], "sign": [], "commit": []}
+    try:
+        for _ in range(n):
+            cpu = time.process_time()
+            os.write(fd, body + b"\n")
+            os.fsync(fd)
+            mid = time.process_time()
+            signer.sign(body)
+            end = time.process_time()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (body) VALUES (?)", (body.decode(),))
+            conn.execute("COMMIT")
+            out["fsync"].append(mid - cpu)
+            out["sign"].append(end - mid)
+            out["commit"].append(time.process_time() - end)
+    finally:
+        os.close(fd)
+        conn.close()
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def _timed(spent: dict[str, float], kind: str, fn: Any) -> Any:
+    """``fn``, adding the CPU spent inside each of its calls to ``spent[kind]`` (a function,
+    so that as a class's attribute it binds as the method it wraps)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        cpu = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[kind] += time.process_time() - cpu
+
+    return call
+
+
+class _TimedConnection:
+    """The store's SQLite connection with its statements timed (``execute``, ``executemany``)."""
+
+    def __init__(self, conn: sqlite3.Connection, spent: dict[str, float]) -> None:
+        self._conn = conn
+        self.execute = _timed(spent, "sqlite", conn.execute)
+        self.executemany = _timed(spent, "sqlite", conn.executemany)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def run_parts(root: Path, n: int) -> tuple[dict[str, float], float, float]:
+    """The mean CPU a run spends inside its syncs, signatures and SQLite statements, its mean
+    CPU in all, and its mean system time, over ``n`` runs (after warm-up)."""
+    import resource
+
+    from proctor.receipts.signing import Signer
+    from proctor.runtime.boundary.workspace import Workspace
+    from proctor.runtime.engine.session import Session
+
+    spent = {"syncs": 0.0, "signatures": 0.0, "sqlite": 0.0}
+    saved = os.fsync, os.fdatasync, Signer.sign
+    session = Session(Workspace(root), environ=environ(root))
+    try:
+        for _ in range(5):
+            assert session.run("one", cwd=root).status == "sealed"
+        os.fsync = _timed(spent, "syncs", os.fsync)
+        os.fdatasync = _timed(spent, "syncs", os.fdatasync)
+        Signer.sign = _timed(spent, "signatures", Signer.sign)  # type: ignore[method-assign]
+        store: Any = session.store
+        store._conn = _TimedConnection(store._conn, spent)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = time.process_time()
+        for _ in range(n):
+            assert session.run("one", cwd=root).status == "sealed"
+        total = (time.process_time() - cpu) / n
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        store._conn = store._conn._conn
+    finally:
+        os.fsync, os.fdatasync, Signer.sign = saved  # type: ignore[method-assign]
+        session.close()
+    return {k: v / n for k, v in spent.items()}, total, (after.ru_stime - before.ru_stime) / n
+
+
+def show_parts(root: Path, n: int) -> None:
+    floor = floor_parts(root, n)
+    whole = sum(floor.values())
+    print("the floor's parts (median CPU of each, timed apart):")
+    for name, cpu in floor.items():
+        print(f"  {name:<42} {cpu * 1e3:7.3f} ms  ({cpu / whole:4.0%})")
+    spent, total, system = run_parts(root, n)
+    print(f"where a run's CPU goes (mean of {n} runs, {total * 1e3:.3f} ms each):")
+    labels = {
+        "syncs": "inside its syncs (pack, audit log)",
+        "signatures": "inside its Ed25519 signatures",
+        "sqlite": "inside its SQLite statements",
+    }
+    for name, cpu in spent.items():
+        print(f"  {labels[name]:<42} {cpu * 1e3:7.3f} ms  ({cpu / total:4.0%})")
+    rest = total - sum(spent.values())
+    print(f"  {'the rest (Python)':<42} {rest * 1e3:7.3f} ms  ({rest / total:4.0%})")
+    label = "system time, of all the above"
+    print(f"  {label:<42} {system * 1e3:7.3f} ms  ({system / total:4.0%})")
+
+
 def _show(label: str, samples: list[float], floor: list[float]) -> None:
     ordered = sorted(samples)
     median = statistics.median(ordered)
@@ -191,6 +309,7 @@ def _show(label: str, samples: list[float], floor: list[float]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--parts", action="store_true", help="where the CPU goes (see above)")
     args = ap.parse_args()
     print(f"loadavg {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
     if shutil.which("strace"):
@@ -218,6 +337,8 @@ def main() -> None:
             runs += run_samples(root, args.runs // 4)
         _show("yardstick: fsync + sign + SQLite commit", floor, floor)
         _show("one-step run (Session.run, echo)", runs, floor)
+        if args.parts:
+            show_parts(root, args.runs)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
