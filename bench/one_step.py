@@ -13,11 +13,12 @@
               older than the racily-clean window (3 s: a package changed within it is read
               and hashed again at every run). Target: a run <= 8x the floor's CPU and
               <= 3 syncs.
-  --parts     where the CPU goes (after the ratio): the floor's three parts timed apart, and
-              the CPU a run spends inside its syncs, its Ed25519 signatures and its SQLite
-              statements (each call wrapped and timed in this process), the rest (Python),
-              and its system time. The ratio moves with the machine: the floor is mostly
-              system time (the fsyncs), the run mostly Python, and machines differ in both.
+  --parts     where the CPU goes (after the ratio): the floor's three parts (each timed apart
+              in the yardstick's samples), and the CPU a run spends inside its syncs, its
+              Ed25519 signatures and its SQLite statements (each call wrapped and timed in
+              this process), the rest (Python), and its system time. The ratio moves with
+              the machine: the floor is mostly system time and native code (the fsyncs,
+              the signature), the run mostly Python, and machines differ in both.
 
     .venv/bin/python bench/one_step.py [--runs 200] [--parts]
 
@@ -140,7 +141,11 @@ def in_process_syncs(root: Path) -> tuple[list[str], list[str]]:
     return _syncs(trace, "MARK-second-run", "MARK-close"), _syncs(trace, "MARK-close")
 
 
-def floor_samples(root: Path, n: int) -> list[float]:
+FLOOR_PARTS = ("fsync", "sign", "commit")
+
+
+def floor_samples(root: Path, n: int) -> list[tuple[float, float, float]]:
+    """``n`` samples of the floor, each as the CPU of its parts (:data:`FLOOR_PARTS`)."""
     from proctor.receipts.signing import signer_from_seed
 
     signer = signer_from_seed(bytes(range(32)))
@@ -156,11 +161,13 @@ def floor_samples(root: Path, n: int) -> list[float]:
             cpu = time.process_time()
             os.write(fd, body + b"\n")
             os.fsync(fd)
+            synced = time.process_time()
             signer.sign(body)
+            signed = time.process_time()
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT INTO t (body) VALUES (?)", (body.decode(),))
             conn.execute("COMMIT")
-            out.append(time.process_time() - cpu)
+            out.append((synced - cpu, signed - synced, time.process_time() - signed))
     finally:
         os.close(fd)
         conn.close()
@@ -184,38 +191,6 @@ def run_samples(root: Path, n: int) -> list[float]:
         return out
     finally:
         session.close()
-
-
-def floor_parts(root: Path, n: int) -> dict[str, float]:
-    """The median CPU of each of the floor's parts, timed apart (as :func:`floor_samples`)."""
-    from proctor.receipts.signing import signer_from_seed
-
-    signer = signer_from_seed(bytes(range(32)))
-    body = b'{"pad":"' + b"x" * 600 + b'"}'
-    conn = sqlite3.connect(str(root / "parts.sqlite"), isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT)")
-    fd = os.open(root / "parts.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    out: dict[str, list[float]] = {"fsync": [], "sign": [], "commit": []}
-    try:
-        for _ in range(n):
-            cpu = time.process_time()
-            os.write(fd, body + b"\n")
-            os.fsync(fd)
-            mid = time.process_time()
-            signer.sign(body)
-            end = time.process_time()
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO t (body) VALUES (?)", (body.decode(),))
-            conn.execute("COMMIT")
-            out["fsync"].append(mid - cpu)
-            out["sign"].append(end - mid)
-            out["commit"].append(time.process_time() - end)
-    finally:
-        os.close(fd)
-        conn.close()
-    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def _timed(spent: dict[str, float], kind: str, fn: Any) -> Any:
@@ -277,11 +252,11 @@ def run_parts(root: Path, n: int) -> tuple[dict[str, float], float, float]:
     return {k: v / n for k, v in spent.items()}, total, (after.ru_stime - before.ru_stime) / n
 
 
-def show_parts(root: Path, n: int) -> None:
-    floor = floor_parts(root, n)
-    whole = sum(floor.values())
-    print("the floor's parts (median CPU of each, timed apart):")
-    for name, cpu in floor.items():
+def show_parts(root: Path, n: int, floor: list[tuple[float, float, float]]) -> None:
+    medians = [statistics.median(part) for part in zip(*floor, strict=True)]
+    whole = sum(medians)
+    print("the floor's parts (median CPU of each, over the yardstick's samples):")
+    for name, cpu in zip(FLOOR_PARTS, medians, strict=True):
         print(f"  {name:<42} {cpu * 1e3:7.3f} ms  ({cpu / whole:4.0%})")
     spent, total, system = run_parts(root, n)
     print(f"where a run's CPU goes (mean of {n} runs, {total * 1e3:.3f} ms each):")
@@ -331,14 +306,16 @@ def main() -> None:
     root = workspace()
     try:
         settled(root)  # the runs measured are of a package at rest, as a workspace's is
-        floor, runs = [], []
+        parts: list[tuple[float, float, float]] = []
+        runs: list[float] = []
         for _ in range(4):  # in turns, so both see the same load
-            floor += floor_samples(root, args.runs // 4)
+            parts += floor_samples(root, args.runs // 4)
             runs += run_samples(root, args.runs // 4)
+        floor = [sum(sample) for sample in parts]
         _show("yardstick: fsync + sign + SQLite commit", floor, floor)
         _show("one-step run (Session.run, echo)", runs, floor)
         if args.parts:
-            show_parts(root, args.runs)
+            show_parts(root, args.runs, parts)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
