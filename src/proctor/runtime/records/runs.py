@@ -389,8 +389,10 @@ class RunStore(Protocol):
         ...
 
     def start_reads(self) -> tuple[dict[str, Any] | None, bool]:
-        """:meth:`audit_anchor` and whether a bundle journal is open (:meth:`journal_pending`
-        would answer some), in one read: what a run's start checks before its first write."""
+        """:meth:`audit_anchor` and whether a bundle journal is open, in one read: what a run's
+        start checks before its first write. ``False`` means :meth:`journal_pending` would
+        answer none; ``True`` that it may answer some (on PostgreSQL it leaves out bundles
+        whose run another machine holds)."""
         ...
 
     def close(self) -> None:

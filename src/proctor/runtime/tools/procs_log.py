@@ -199,11 +199,19 @@ def _reconcile_lost(folder: Path, state: dict[str, Any]) -> dict[str, Any]:
 def abandon(folder: Path) -> None:
     """A start whose supervisor gave no word: once the supervisor is dead, kill what it
     started (named or not) and record the process ``lost``."""
-    if running(folder):
-        return
-    state = _json(folder / "state.json")  # read after the lock: see describe
-    if state.get("state") in (None, *_UNENDED):
+    state = _unended_when_free(folder, (None, *_UNENDED))
+    if state is not None:
         _reconcile_lost(folder, state)
+
+
+def _unended_when_free(folder: Path, states: tuple[str | None, ...]) -> dict[str, Any] | None:
+    """The state of ``folder`` when it is one of ``states`` (unended) and still is once its
+    supervisor's lock was found free (a state read after that is final: see :func:`describe`);
+    ``None`` otherwise. An ended state is final too: no lock is tried for it."""
+    if _json(folder / "state.json").get("state") not in states or running(folder):
+        return None
+    state = _json(folder / "state.json")  # again, after the lock: the supervisor's last word
+    return state if state.get("state") in states else None
 
 
 def describe(folder: Path) -> dict[str, Any]:
@@ -277,10 +285,8 @@ def reconcile_lost(processes: Path) -> list[str]:
     for folder in sorted(processes.iterdir()):
         if not _ID.match(folder.name):
             continue
-        if running(folder):
-            continue
-        state = _json(folder / "state.json")  # read after the lock: see describe
-        if state.get("state") in _UNENDED:
+        state = _unended_when_free(folder, _UNENDED)
+        if state is not None:
             _reconcile_lost(folder, state)
             lost.append(folder.name)
     return lost
